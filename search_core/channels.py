@@ -1,0 +1,145 @@
+"""The four retrieval channels. Each returns a ranked list of ChannelHit: one per note, its best chunk."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .graph import normalize_name
+
+TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+MAX_TRIGRAMS = 64          # a 100-character query has ~100 trigrams; BM25 over 64 keeps p95 in budget
+FIELD_WEIGHTS = (3.0, 3.0, 2.0, 2.0, 1.0)   # title, aliases, tags, summary, body: bm25() column weights
+# "RAG와 GraphRAG", "A vs B", "A 및 B", "A, B", "A and B": a particle needs a 2+ character word before it,
+# so "결과 분석" (result analysis) is not split on its own last syllable.
+SPLIT_RE = re.compile(r"\s*(?:,|;|/|\bvs\.?\b|\band\b|및|그리고|(?<=[\w]{2})(?:와|과)(?=\s))\s*", re.I)
+
+
+@dataclass(frozen=True)
+class ChannelHit:
+    note_id: str
+    chunk_id: int | None
+    score: float
+
+
+def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[ChannelHit]:
+    """(chunk_id, score) best-first -> one hit per note, its best chunk."""
+    out, seen = [], set()
+    for cid, score in pairs:
+        nid = view.chunk_note.get(cid)
+        if nid is None or nid in seen:
+            continue
+        seen.add(nid)
+        out.append(ChannelHit(nid, cid, float(score)))
+        if len(out) >= depth:
+            break
+    return out
+
+
+def dense(view, qvec: np.ndarray, depth: int) -> list[ChannelHit]:
+    if view.matrix.shape[0] == 0:
+        return []
+    scores = view.matrix @ qvec
+    n = min(len(scores), depth * 4)           # 4 chunks a note on average before dedup leaves `depth` notes
+    top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return _dedup_notes(((int(view.vec_ids[i]), scores[i]) for i in top), depth, view)
+
+
+def query_terms(query: str) -> tuple[list[str], list[str]]:
+    """(trigrams for FTS5 MATCH, short tokens of 1-2 characters for the LIKE fallback)."""
+    trigrams, short = [], []
+    for tok in TOKEN_RE.findall(query.lower()):
+        if len(tok) < 3:
+            short.append(tok)
+            continue
+        for i in range(len(tok) - 2):
+            trigrams.append(tok[i:i + 3])
+    return list(dict.fromkeys(trigrams))[:MAX_TRIGRAMS], list(dict.fromkeys(short))
+
+
+def fts_match_expr(trigrams: list[str]) -> str:
+    """Every term is a quoted string ("" escapes a quote), so user text never acts as FTS syntax."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
+
+
+def _like_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
+    """BM25 over FTS5 trigrams, plus a LIKE scan for tokens too short for trigrams ("AI", "팀", "검색").
+    Short-token matches score like BM25 terms: idf = ln(1 + (N - df + .5)/(df + .5)), no tf saturation."""
+    trigrams, short = query_terms(query)
+    scores: dict[int, float] = {}
+    if trigrams:
+        sql = (f"SELECT rowid, bm25(chunks_fts, {', '.join(map(str, FIELD_WEIGHTS))}) AS s FROM chunks_fts "
+               "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?")
+        for cid, s in conn.execute(sql, (fts_match_expr(trigrams), depth * 4)):
+            scores[cid] = -s
+    if short:
+        n = max(len(view.chunk_note), 1)
+        for tok in short:
+            pat = f"%{_like_escape(tok)}%"
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM chunks WHERE text LIKE ? ESCAPE '\\' OR context LIKE ? ESCAPE '\\'", (pat, pat))]
+            if not ids:
+                continue
+            idf = math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
+            for cid in ids:
+                scores[cid] = scores.get(cid, 0.0) + idf
+    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    return _dedup_notes(ranked, depth, view)
+
+
+def split_query(query: str) -> list[str]:
+    parts = [p.strip(" ?!.") for p in SPLIT_RE.split(query)]
+    parts = [p for p in parts if len(p) >= 2]
+    return parts if len(parts) >= 2 else []
+
+
+def interleave(lists: list[list[ChannelHit]], depth: int) -> list[ChannelHit]:
+    """Round-robin over sub-question lists, so every sub-question gets its best notes near the top."""
+    out, seen = [], set()
+    for i in range(max((len(l) for l in lists), default=0)):
+        for l in lists:
+            if i < len(l) and l[i].note_id not in seen:
+                seen.add(l[i].note_id)
+                out.append(l[i])
+    return out[:depth]
+
+
+def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float) -> list[ChannelHit]:
+    """Entities (titles, aliases, tags) named in the query or close to it in embedding space,
+    then the notes they stand for: the note itself, notes linking to it, notes carrying the tag."""
+    qnorm = normalize_name(query)
+    strength: dict[int, float] = {}
+    for i, (eid, name, norm, kind, nid) in enumerate(view.entities):
+        if len(norm) >= 2 and norm in qnorm:
+            strength[i] = 1.0 + min(len(norm), 20) / 20       # longer names are more specific
+    if view.entity_matrix.shape[0]:
+        sims = view.entity_matrix @ qvec
+        for i in np.argsort(-sims)[:10]:
+            if sims[i] >= min_cosine:
+                strength[int(i)] = max(strength.get(int(i), 0.0), float(sims[i]))
+    note_score: dict[str, float] = {}
+
+    def add(nid, s):
+        if nid in view.notes:
+            note_score[nid] = note_score.get(nid, 0.0) + s
+
+    for i, s in strength.items():
+        _, _, norm, kind, nid = view.entities[i]
+        if kind in ("note", "alias"):
+            add(nid, s)
+            for src in view.links_in.get(nid, ()):
+                add(src, 0.3 * s)
+        else:
+            members = view.tag_members.get(norm, [])
+            for m in members:
+                add(m, 0.5 * s / math.log2(2 + len(members)))   # a tag on 100 notes says little about each
+    ranked = sorted(note_score.items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+    return [ChannelHit(nid, view.best_chunk(qvec, nid), s) for nid, s in ranked]

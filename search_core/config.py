@@ -1,0 +1,86 @@
+"""Every knob the tuner may turn, in one frozen object with a stable hash."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import SearchCoreError
+
+CHANNELS = ("dense", "sparse", "decomposed", "entity")
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    """Chunking parameters; part of the index fingerprint (changing them needs --full)."""
+
+    target_chars: int = 500   # the size our users' recall path was tuned for
+    max_chars: int = 800      # a paragraph longer than this is split on sentence ends
+    min_chars: int = 80       # a trailing scrap shorter than this joins its neighbour
+    # Dense vectors per note (0 = every chunk). e5-small embeds ~10 chunks/s on 2 cores, so the
+    # 18,315 chunks of a 974-note wiki take ~30 min; 10 per note (the first 5, then 5 spread over the
+    # rest) is ~7,000 chunks, ~12 min. Every chunk stays in the BM25 index either way.
+    dense_per_note: int = 10
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    # Defaults are the weights our users run today (dense .30 sparse .40 decomposed .15 entity .15, k=60).
+    w_dense: float = 0.30
+    w_sparse: float = 0.40
+    w_decomposed: float = 0.15
+    w_entity: float = 0.15
+    rrf_k: int = 60
+    community_boost: float = 0.0   # added to a note's fused score when it shares the top note's community
+    depth: int = 50                # candidates each channel returns
+    rerank_depth: int = 20         # fused candidates handed to the reranker
+    top_k: int = 5
+    threshold: float | None = None  # None: the embedder's own default (score scales differ per model)
+    embedder: str = "e5-small"
+    reranker: str = "none"
+    exclude_nav: bool = True       # index/MOC notes never appear in results
+    nav_globs: tuple[str, ...] = ("index", "*/index", "home", "*MOC*", "*moc*")
+
+    def weights(self) -> dict[str, float]:
+        return {c: getattr(self, f"w_{c}") for c in CHANNELS}
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["nav_globs"] = list(self.nav_globs)
+        return d
+
+    def config_hash(self) -> str:
+        blob = json.dumps(self.as_dict(), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def replace(self, **changes) -> "SearchConfig":
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise SearchCoreError(
+                f"unknown config key(s) {sorted(unknown)}; valid keys: {sorted(self.as_dict())}")
+        if "nav_globs" in changes:
+            changes["nav_globs"] = tuple(changes["nav_globs"])
+        return dataclasses.replace(self, **changes)
+
+
+def load_config(path: str | Path | None, base: SearchConfig | None = None) -> SearchConfig:
+    """Read a TOML file (flat keys, or under [search]) onto the defaults."""
+    base = base or SearchConfig()
+    if path is None:
+        return base
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SearchCoreError(f"config file {p} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SearchCoreError(f"config file {p} is not valid TOML: {e}") from None
+    data = data.get("search", data)
+    return base.replace(**data)

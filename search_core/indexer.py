@@ -1,0 +1,378 @@
+"""Build and update an index: incremental by content hash, full rebuilds swapped in atomically.
+
+Phases: list + diff the vault (cheap), parse + chunk what changed, embed what the cache lacks
+(committed per batch: Ctrl-C keeps it), then write everything in ONE transaction (or, for a full
+build, into a new file that replaces the old one with os.replace). The old index stays usable until then.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import SearchCoreError
+from .chunk import chunk_note, dense_selection
+from .config import ChunkConfig
+from .embed_cache import EmbeddingCache, text_hash
+from .graph import LinkResolver, communities, cooccurrence, entities_for, normalize_name
+from .models import get_embedder
+from .note import Note
+from .store import atomic, connect, ensure_vec_tables, get_meta, migrate, set_meta
+from .vault import Skipped, VaultFile, is_beir, list_vault, read_beir, read_note
+
+
+@dataclass
+class IndexReport:
+    db: str
+    mode: str                    # full | incremental
+    notes: int = 0
+    added: int = 0
+    changed: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+    embedded: int = 0            # vectors computed now (not from the cache)
+    skipped: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self):
+        d = dict(self.__dict__)
+        d["skipped"] = [{"path": s.path, "reason": s.reason} for s in self.skipped]
+        return d
+
+
+def index_fingerprint(embedder, chunk_cfg: ChunkConfig) -> dict:
+    return {"embedder": embedder.fingerprint(), "chunking": chunk_cfg.as_dict()}
+
+
+def default_cache_path(db: str | Path) -> Path:
+    return Path(db).resolve().parent / "embed-cache.sqlite"
+
+
+@contextmanager
+def index_lock(db: Path):
+    lock_path = db.with_name(db.name + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(lock_path, "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "unknown"
+        f.close()
+        raise SearchCoreError(f"another `autoresearch index` is already writing {db} (pid {holder}); "
+                              "wait for it to finish, then run this again") from None
+    f.seek(0)
+    f.truncate()
+    f.write(str(os.getpid()))
+    f.flush()
+    try:
+        yield
+    finally:
+        fcntl.flock(f, fcntl.LOCK_UN)
+        f.close()
+
+
+def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
+    h, w = have.get("embedder", {}), want.get("embedder", {})
+    if h.get("name") != w.get("name"):
+        what = f"embedder {h.get('name')!r}, you asked for {w.get('name')!r}"
+    elif h != w:
+        what = f"a different build of {h.get('name')!r} (weights {h.get('weights')} vs {w.get('weights')})"
+    else:
+        what = f"chunking {have.get('chunking')} vs {want.get('chunking')}"
+    return (f"index {db} was built with {what}; vectors from two models never share an index. "
+            f"Rebuild it: `autoresearch index VAULT --db {db} --full --embedder {w.get('name')}`, "
+            f"or use another --db")
+
+
+def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] | None, list[Skipped]]:
+    if is_beir(vault):
+        notes, skipped = read_beir(vault)
+        return None, notes, skipped
+    return list_vault(vault), None, []
+
+
+def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = None, full: bool = False,
+                chunk_cfg: ChunkConfig | None = None, cache: str | Path | None = None,
+                progress=None) -> IndexReport:
+    """Index `vault` into `db`. progress(stage, done, total) is called as work advances."""
+    t0 = time.perf_counter()
+    db = Path(db)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with index_lock(db):
+        existing_fp = None
+        if db.exists() and not full:
+            conn = connect(db)
+            try:
+                existing_fp = get_meta(conn, "fingerprint") if conn.execute("PRAGMA user_version").fetchone()[0] else None
+            except Exception:
+                existing_fp = None
+            conn.close()
+            if existing_fp is None:
+                raise SearchCoreError(f"{db} exists but is not a finished autoresearch index; "
+                                      f"rebuild it with `autoresearch index VAULT --db {db} --full`")
+        name = embedder or (existing_fp or {}).get("embedder", {}).get("name") or "e5-small"
+        if chunk_cfg is None:
+            chunk_cfg = ChunkConfig(**existing_fp["chunking"]) if existing_fp else ChunkConfig()
+        emb = get_embedder(name)
+        want_fp = index_fingerprint(emb, chunk_cfg)
+        if existing_fp is not None and existing_fp != want_fp:
+            raise SearchCoreError(fingerprint_mismatch_message(db, existing_fp, want_fp))
+
+        files, beir_notes, skipped = _load_vault(vault)
+        n_found = len(files) if files is not None else len(beir_notes)
+        if n_found == 0:
+            raise SearchCoreError(f"vault {vault} has no .md notes (or corpus rows); nothing to index. "
+                                  "Point at the folder that holds your notes" +
+                                  ("; the existing index was left as it was" if db.exists() else ""))
+        cache_db = EmbeddingCache(cache or default_cache_path(db))
+        try:
+            if existing_fp is None:
+                report = _build_full(vault, db, files, beir_notes, skipped, emb, want_fp, chunk_cfg, cache_db, progress)
+            else:
+                report = _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache_db, progress)
+        finally:
+            cache_db.close()
+    report.seconds = round(time.perf_counter() - t0, 3)
+    return report
+
+
+def _read_all(files, beir_notes, skipped, progress) -> list[Note]:
+    if beir_notes is not None:
+        return beir_notes
+    notes = []
+    for i, vf in enumerate(files):
+        r = read_note(vf)
+        (skipped.append(r) if isinstance(r, Skipped) else notes.append(r))
+        if progress and (i % 50 == 0 or i == len(files) - 1):
+            progress("parse", i + 1, len(files))
+    return notes
+
+
+def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache, progress) -> IndexReport:
+    notes = _read_all(files, beir_notes, skipped, progress)
+    if not notes:
+        raise SearchCoreError(f"no note in {vault} could be read ({len(skipped)} skipped: "
+                              f"{'; '.join(s.path + ': ' + s.reason for s in skipped[:3])})")
+    stats = {vf.note_id: vf for vf in files} if files is not None else {}
+    tmp = db.with_name(f"{db.name}.building-{os.getpid()}")
+    for p in (tmp, Path(str(tmp) + "-wal"), Path(str(tmp) + "-shm")):
+        p.unlink(missing_ok=True)
+    report = IndexReport(db=str(db), mode="full", skipped=skipped)
+    try:
+        conn = connect(tmp)
+        migrate(conn)
+        ensure_vec_tables(conn, emb.dim)
+        with atomic(conn):
+            set_meta(conn, "fingerprint", fp)
+            set_meta(conn, "vault", str(Path(vault).resolve()))
+            report.embedded = _write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
+            _rebuild_graph(conn, emb, cache, progress)
+            set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        conn.execute("PRAGMA journal_mode = DELETE")    # a single self-contained file to swap in
+        conn.close()
+        _swap_in(tmp, db)
+    finally:
+        for p in (tmp, Path(str(tmp) + "-wal"), Path(str(tmp) + "-shm"), Path(str(tmp) + "-journal")):
+            p.unlink(missing_ok=True)
+    report.notes = report.added = len(notes)
+    report.warnings = [f"{n.id}: {w}" for n in notes for w in n.warnings]
+    report.chunks = _count(db, "chunks")
+    return report
+
+
+def _swap_in(tmp: Path, db: Path) -> None:
+    """Replace db with tmp. The old file's WAL is checkpointed and removed first, so it can never be
+    replayed onto the new file; readers that still hold the old file keep reading it."""
+    if db.exists():
+        try:
+            old = connect(db)
+            old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            old.close()
+        except Exception:
+            pass
+        for suffix in ("-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+    os.replace(tmp, db)
+
+
+def _count(db, table) -> int:
+    conn = connect(db)
+    try:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progress) -> IndexReport:
+    conn = connect(db)
+    migrate(conn)
+    report = IndexReport(db=str(db), mode="incremental", skipped=skipped)
+    known = {r[0]: (r[1], r[2], r[3]) for r in conn.execute("SELECT id, content_hash, size, mtime_ns FROM notes")}
+    to_write: list[Note] = []
+    touch: list[tuple[int, int, str]] = []
+    stats: dict[str, VaultFile] = {}
+    if beir_notes is not None:
+        present = {n.id for n in beir_notes}
+        to_write = [n for n in beir_notes if known.get(n.id, (None,))[0] != n.content_hash]
+    else:
+        present = {vf.note_id for vf in files}
+        stats = {vf.note_id: vf for vf in files}
+        for vf in files:
+            old = known.get(vf.note_id)
+            if old and old[1] == vf.size and old[2] == vf.mtime_ns:
+                continue                               # size + mtime unchanged: not even read
+            r = read_note(vf)
+            if isinstance(r, Skipped):
+                skipped.append(r)
+                present.discard(vf.note_id)            # an unreadable file drops out of the index
+                continue
+            if old and old[0] == r.content_hash:
+                touch.append((vf.size, vf.mtime_ns, vf.note_id))
+            else:
+                to_write.append(r)
+    deleted = sorted(set(known) - present)
+    report.added = sum(1 for n in to_write if n.id not in known)
+    report.changed = len(to_write) - report.added
+    report.deleted = len(deleted)
+    report.unchanged = len(present) - len(to_write)
+    report.warnings = [f"{n.id}: {w}" for n in to_write for w in n.warnings]
+    if to_write or deleted or touch:
+        # embed before the write transaction, so readers are never blocked by model time
+        prepared = _prepare(to_write, emb, chunk_cfg, cache, progress)
+        with atomic(conn):
+            if deleted or to_write:
+                _delete_notes(conn, deleted + [n.id for n in to_write if n.id in known])
+                _insert_prepared(conn, prepared, stats)
+                _rebuild_graph(conn, emb, cache, progress)
+            conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
+            set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        report.embedded = prepared["embedded"]
+    report.notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+    report.chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    conn.close()
+    return report
+
+
+def _prepare(notes: list[Note], emb, chunk_cfg, cache, progress) -> dict:
+    rows, texts = [], []
+    for n in notes:
+        chunks = chunk_note(n, chunk_cfg)
+        selected = set(dense_selection(len(chunks), chunk_cfg.dense_per_note))
+        for c in chunks:
+            vec_i = None
+            if c.ord in selected:
+                vec_i = len(texts)
+                texts.append(c.embed_text())
+            rows.append((n, c, vec_i))
+    before = len(texts)
+    counter = {"new": 0}
+
+    def on_batch(done, total):
+        counter["new"] = total
+        if progress:
+            counter.setdefault("done", 0)
+            counter["done"] += done
+            progress("embed", counter["done"], total)
+
+    vecs = cache.embed(emb, texts, progress=on_batch) if texts else np.zeros((0, emb.dim), np.float32)
+    return {"notes": notes, "rows": rows, "vecs": vecs, "embedded": counter["new"], "n_texts": before}
+
+
+def _write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress) -> int:
+    prepared = _prepare(notes, emb, chunk_cfg, cache, progress)
+    _insert_prepared(conn, prepared, stats)
+    return prepared["embedded"]
+
+
+def _delete_notes(conn, ids: list[str]) -> None:
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        marks = ",".join("?" * len(part))
+        chunk_ids = [r[0] for r in conn.execute(f"SELECT id FROM chunks WHERE note_id IN ({marks})", part)]
+        for j in range(0, len(chunk_ids), 500):
+            cpart = chunk_ids[j:j + 500]
+            cm = ",".join("?" * len(cpart))
+            conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({cm})", cpart)
+            conn.execute(f"DELETE FROM chunk_vec WHERE rowid IN ({cm})", cpart)
+        conn.execute(f"DELETE FROM notes WHERE id IN ({marks})", part)   # cascades to chunks, links, belongs_to
+
+
+def _insert_prepared(conn, prepared, stats) -> None:
+    vecs = prepared["vecs"]
+    next_id = (conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0) + 1
+    for n in prepared["notes"]:
+        vf = stats.get(n.id)
+        conn.execute("INSERT INTO notes(id, path, title, aliases, tags, summary, is_nav, content_hash, size, mtime_ns,"
+                     " warnings) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                     (n.id, str(vf.path) if vf else None, n.title, json.dumps(n.aliases, ensure_ascii=False),
+                      json.dumps(n.tags, ensure_ascii=False), n.summary, int(n.is_nav), n.content_hash,
+                      vf.size if vf else None, vf.mtime_ns if vf else None,
+                      json.dumps(n.warnings, ensure_ascii=False)))
+        conn.executemany("INSERT INTO links(src, target, anchor, kind) VALUES (?,?,?,?)",
+                         [(n.id, l.target, l.anchor, l.kind) for l in n.links])
+        conn.executemany("INSERT OR IGNORE INTO belongs_to(note_id, tag) VALUES (?, ?)", [(n.id, t) for t in n.tags])
+    note_meta = {n.id: n for n in prepared["notes"]}
+    chunk_rows, fts_rows, vec_rows = [], [], []
+    for n, c, vec_i in prepared["rows"]:
+        cid = next_id
+        next_id += 1
+        chunk_rows.append((cid, n.id, c.ord, " > ".join(c.heading_path), c.context, c.text,
+                           text_hash(c.embed_text()), int(vec_i is not None)))
+        meta = note_meta[n.id]
+        fts_rows.append((cid, meta.title, " ".join(meta.aliases), " ".join(meta.tags), meta.summary,
+                         " ".join(c.heading_path) + "\n" + c.text))
+        if vec_i is not None:
+            vec_rows.append((cid, vecs[vec_i].astype(np.float32).tobytes()))
+    conn.executemany("INSERT INTO chunks(id, note_id, ord, heading, context, text, text_hash, has_vector) "
+                     "VALUES (?,?,?,?,?,?,?,?)", chunk_rows)
+    conn.executemany("INSERT INTO chunks_fts(rowid, title, aliases, tags, summary, body) VALUES (?,?,?,?,?,?)", fts_rows)
+    conn.executemany("INSERT INTO chunk_vec(rowid, embedding) VALUES (?, ?)", vec_rows)
+
+
+def _rebuild_graph(conn, emb, cache, progress) -> None:
+    """Links, entities, co-occurrence and communities are derived from all notes; recomputed in the same
+    transaction (a second on 1,000 notes), so a new note can resolve links that were dangling before."""
+    ids = [r[0] for r in conn.execute("SELECT id FROM notes")]
+    resolver = LinkResolver(ids)
+    links = conn.execute("SELECT rowid, src, target FROM links").fetchall()
+    conn.executemany("UPDATE links SET dst = ? WHERE rowid = ?",
+                     [(resolver.resolve(src, target), rid) for rid, src, target in links])
+    edges = conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL").fetchall()
+    tags_by_note: dict[str, list[str]] = {}
+    for nid, tag in conn.execute("SELECT note_id, tag FROM belongs_to"):
+        tags_by_note.setdefault(nid, []).append(tag)
+
+    class _N:  # the minimum entities_for needs, from the notes table
+        __slots__ = ("id", "title", "aliases", "tags")
+
+    notes = []
+    for nid, title, aliases, tags in conn.execute("SELECT id, title, aliases, tags FROM notes ORDER BY id"):
+        n = _N()
+        n.id, n.title, n.aliases, n.tags = nid, title, json.loads(aliases), json.loads(tags)
+        notes.append(n)
+    ents = entities_for(notes)
+    conn.execute("DELETE FROM entities")
+    conn.execute("DELETE FROM entity_vec")
+    conn.executemany("INSERT INTO entities(id, name, norm, kind, note_id) VALUES (?,?,?,?,?)",
+                     [(i + 1, name, normalize_name(name), kind, nid) for i, (name, kind, nid) in enumerate(ents)])
+    if ents:
+        vecs = cache.embed(emb, [name for name, _, _ in ents],
+                           progress=(lambda d, t: progress("entities", d, t)) if progress else None)
+        conn.executemany("INSERT INTO entity_vec(rowid, embedding) VALUES (?, ?)",
+                         [(i + 1, v.astype(np.float32).tobytes()) for i, v in enumerate(vecs)])
+    conn.execute("DELETE FROM cooccurrence")
+    conn.executemany("INSERT INTO cooccurrence(a, b, weight) VALUES (?,?,?)",
+                     [(a, b, float(w)) for (a, b), w in sorted(cooccurrence(tags_by_note).items())])
+    conn.execute("DELETE FROM communities")
+    conn.executemany("INSERT INTO communities(note_id, community) VALUES (?, ?)",
+                     sorted(communities(ids, edges, tags_by_note).items()))

@@ -1,0 +1,101 @@
+"""Read a vault (a folder of .md notes, or a BEIR corpus.jsonl) into Notes, reporting what it skipped."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import SearchCoreError
+from .note import Note, Section
+from .parse import content_hash, parse_note
+
+MAX_NOTE_BYTES = 5 * 1024 * 1024   # the largest real note we know is 300 KB; 5 MB is a pasted dump
+SKIP_DIRS = {".git", ".obsidian", ".trash", ".stversions", "node_modules", "__pycache__"}
+
+
+@dataclass(frozen=True)
+class VaultFile:
+    note_id: str
+    path: Path
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+def note_id_for(root: Path, path: Path) -> str:
+    rel = path.relative_to(root).as_posix()
+    return rel[:-3] if rel.lower().endswith(".md") else rel
+
+
+def list_vault(root: str | Path) -> list[VaultFile]:
+    root = Path(root)
+    if not root.exists():
+        raise SearchCoreError(f"vault {root} does not exist; pass the folder that holds your .md notes")
+    if not root.is_dir():
+        raise SearchCoreError(f"vault {root} is a file, not a folder; pass the folder that holds your .md notes")
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.lower().endswith(".md") and not name.startswith("."):
+                p = Path(dirpath) / name
+                st = p.stat()
+                files.append(VaultFile(note_id_for(root, p), p, st.st_size, st.st_mtime_ns))
+    return files
+
+
+def read_note(vf: VaultFile) -> Note | Skipped:
+    """Parse one file; binary or oversized files are skipped with a reason, bad UTF-8 is kept with a warning."""
+    if vf.size > MAX_NOTE_BYTES:
+        return Skipped(str(vf.path), f"{vf.size / 1e6:.1f} MB is over the {MAX_NOTE_BYTES // 2**20} MB note limit; "
+                                     "split the note or move it out of the vault")
+    raw = vf.path.read_bytes()
+    if b"\x00" in raw[:8192]:
+        return Skipped(str(vf.path), "binary file with a .md name (NUL bytes); not indexed")
+    warnings = []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        text = raw.decode("utf-8", errors="replace")
+        warnings.append(f"not valid UTF-8 (first bad byte at offset {e.start}); "
+                        "indexed with U+FFFD replacement characters; re-save the file as UTF-8")
+    text = text.lstrip("\ufeff")
+    return parse_note(vf.note_id, text, content_hash(raw), tuple(warnings))
+
+
+def is_beir(path: str | Path) -> bool:
+    p = Path(path)
+    return (p.is_dir() and (p / "corpus.jsonl").exists()) or (p.is_file() and p.name.endswith(".jsonl"))
+
+
+def read_beir(path: str | Path) -> tuple[list[Note], list[Skipped]]:
+    """A BEIR corpus as a vault: one note per passage, id = _id, one untitled section."""
+    p = Path(path)
+    corpus = p / "corpus.jsonl" if p.is_dir() else p
+    notes, skipped, seen = [], [], set()
+    with corpus.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                _id = str(row["_id"])
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                skipped.append(Skipped(f"{corpus}:{lineno}", f"not a BEIR corpus row ({e})"))
+                continue
+            if _id in seen:
+                skipped.append(Skipped(f"{corpus}:{lineno}", f"duplicate _id {_id!r}"))
+                continue
+            seen.add(_id)
+            text = str(row.get("text") or "")
+            title = str(row.get("title") or "")
+            notes.append(Note(id=_id, title=title or _id, sections=(Section((), text),),
+                              content_hash=content_hash(f"{title}\n{text}".encode())))
+    return notes, skipped

@@ -1,0 +1,72 @@
+"""The warm, in-memory view of one index that channels read: vectors as one matrix, notes, graph.
+
+Dense search is a numpy matrix product, not a vec0 scan: over 525k x 384 vectors the product is
+~32 ms here and sqlite-vec's brute-force vec0 query ~320 ms. The vectors still live in sqlite-vec
+(the file is the source of truth); this view is rebuilt whenever the index file changes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+
+from .graph import normalize_name
+
+
+def _load_matrix(conn, table: str) -> tuple[np.ndarray, np.ndarray]:
+    ids, blobs = [], []
+    for rowid, blob in conn.execute(f"SELECT rowid, embedding FROM {table}"):
+        ids.append(rowid)
+        blobs.append(blob)
+    if not ids:
+        return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+    mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
+    return np.asarray(ids, np.int64), mat
+
+
+class IndexView:
+    def __init__(self, conn):
+        self.conn = conn
+        self.notes: dict[str, dict] = {}
+        for nid, title, aliases, tags, summary, is_nav in conn.execute(
+                "SELECT id, title, aliases, tags, summary, is_nav FROM notes"):
+            self.notes[nid] = {"title": title, "aliases": json.loads(aliases), "tags": json.loads(tags),
+                               "summary": summary, "is_nav": bool(is_nav)}
+        self.chunk_note: dict[int, str] = {}
+        self.note_chunks: dict[str, list[int]] = defaultdict(list)
+        for cid, nid in conn.execute("SELECT id, note_id FROM chunks ORDER BY note_id, ord"):
+            self.chunk_note[cid] = nid
+            self.note_chunks[nid].append(cid)
+        self.vec_ids, self.matrix = _load_matrix(conn, "chunk_vec")
+        self.row_of = {int(c): i for i, c in enumerate(self.vec_ids)}
+        self.vec_note = np.array([self.chunk_note.get(int(c), "") for c in self.vec_ids], dtype=object)
+        self.entities = conn.execute("SELECT id, name, norm, kind, note_id FROM entities ORDER BY id").fetchall()
+        ent_ids, ent_mat = _load_matrix(conn, "entity_vec")
+        order = {int(e): i for i, e in enumerate(ent_ids)}
+        self.entity_matrix = ent_mat[[order[e[0]] for e in self.entities]] if len(ent_ids) else ent_mat
+        self.links_in: dict[str, set[str]] = defaultdict(set)
+        self.links_out: dict[str, set[str]] = defaultdict(set)
+        for src, dst in conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL AND dst != src"):
+            self.links_out[src].add(dst)
+            self.links_in[dst].add(src)
+        self.tag_members: dict[str, list[str]] = defaultdict(list)
+        for nid, tag in conn.execute("SELECT note_id, tag FROM belongs_to ORDER BY note_id"):
+            self.tag_members[normalize_name(tag)].append(nid)
+        self.community = dict(conn.execute("SELECT note_id, community FROM communities"))
+
+    def cosine(self, qvec: np.ndarray, note_id: str, chunk_id: int | None) -> float:
+        """Cosine of the query with the chunk, or with the note's closest embedded chunk."""
+        if chunk_id is not None and chunk_id in self.row_of:
+            return float(self.matrix[self.row_of[chunk_id]] @ qvec)
+        rows = [self.row_of[c] for c in self.note_chunks.get(note_id, []) if c in self.row_of]
+        return float((self.matrix[rows] @ qvec).max()) if rows else 0.0
+
+    def best_chunk(self, qvec: np.ndarray, note_id: str) -> int | None:
+        cids = [c for c in self.note_chunks.get(note_id, []) if c in self.row_of]
+        if not cids:
+            chunks = self.note_chunks.get(note_id)
+            return chunks[0] if chunks else None
+        sims = self.matrix[[self.row_of[c] for c in cids]] @ qvec
+        return cids[int(np.argmax(sims))]
