@@ -1,0 +1,47 @@
+"""Small helpers shared by the benchmark scripts: timing a CLI run, percentiles, writing results."""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+
+
+def run_cli(*args: str) -> tuple[float, int, str]:
+    """Run `autoresearch ARGS` as a user would; return (seconds, peak RSS of that child in MiB, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"autoresearch {' '.join(args)} failed:\n{p.stderr[-2000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss   # KiB, max over children so far
+    return dt, max(peak, before) // 1024, p.stdout
+
+
+def pct(values, q: float) -> float:
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    i = min(len(v) - 1, max(0, round(q / 100 * (len(v) - 1))))
+    return v[i]
+
+
+def summary(values) -> dict:
+    return {"n": len(values), "p50": round(pct(values, 50), 2), "p95": round(pct(values, 95), 2),
+            "min": round(min(values), 2), "max": round(max(values), 2),
+            "stdev": round(statistics.pstdev(values), 2)}
+
+
+def write_result(name: str, data: dict) -> Path:
+    out = ROOT / "runs" / "bench" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, ensure_ascii=False, indent=2))
+    return out

