@@ -111,12 +111,15 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
     with index_lock(db):
         existing_fp = None
         if db.exists() and not full:
-            conn = connect(db)
+            conn = None
             try:
+                conn = connect(db)
                 existing_fp = get_meta(conn, "fingerprint") if conn.execute("PRAGMA user_version").fetchone()[0] else None
             except Exception:
                 existing_fp = None
-            conn.close()
+            finally:
+                if conn is not None:
+                    conn.close()
             if existing_fp is None:
                 raise SearchCoreError(f"{db} exists but is not a finished autoresearch index; "
                                       f"rebuild it with `autoresearch index VAULT --db {db} --full`")

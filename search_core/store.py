@@ -122,12 +122,14 @@ def open_index(path: str | Path):
     p = Path(path)
     if not p.exists():
         raise SearchCoreError(f"no index at {p}; build one with `autoresearch index VAULT --db {p}`")
-    conn = connect(p)
+    conn = None
     try:
+        conn = connect(p)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         fp = get_meta(conn, "fingerprint") if version else None
     except Exception as e:
-        conn.close()
+        if conn is not None:
+            conn.close()
         raise SearchCoreError(f"{p} is not an autoresearch index ({e}); rebuild with "
                               f"`autoresearch index VAULT --db {p} --full`") from None
     if not fp:

@@ -1,0 +1,147 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from search_core import SearchCoreError
+from search_core.channels import fts_match_expr, query_terms, split_query
+from search_core.config import SearchConfig
+from search_core.pipeline import Searcher, confidence_label
+from tuner.cli import main
+
+
+def test_query_terms_and_quoting():
+    tri, short = query_terms('GraphRAG란 AI 팀 "NEAR(" OR *')
+    assert "gra" in tri and "rag" in tri and "ag란" in tri and "nea" in tri
+    assert short == ["ai", "팀", "or"]
+    assert fts_match_expr(['a"b']) == '"a""b"'
+
+
+def test_split_query():
+    assert split_query("RAG와 GraphRAG의 차이") == ["RAG", "GraphRAG의 차이"]
+    assert split_query("bge-m3 vs e5") == ["bge-m3", "e5"]
+    assert split_query("결과 분석 방법") == []          # "과" inside a word is not a conjunction
+    assert split_query("GraphRAG") == []
+
+
+@pytest.mark.parametrize("query", ['"', '"""', "*", "NEAR(", "NEAR(a b", "OR", "a OR b -c", "- - -",
+                                   "(a AND b", "제목:*", "😀😀😀", "🍲 김치"])
+def test_hostile_queries_do_not_break_sparse(small_index, query):
+    res = Searcher(small_index).search(query)
+    assert res.gate.threshold > 0 and res.confidence in {"high", "medium", "low", "very_low"}
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_empty_query_is_refused(small_index, query):
+    with pytest.raises(SearchCoreError, match="query is empty"):
+        Searcher(small_index).search(query)
+
+
+def test_short_tokens_use_the_like_fallback(small_index):
+    s = Searcher(small_index)
+    r = s.retrieve("AI 팀", depth=10)
+    hits = r.lists["sparse"]
+    assert hits[0].note_id == "life/kimchi"                # the only note with both "AI" and "팀"
+    assert hits[0].score > hits[1].score                   # others only hold "ai" (in the link "ai/rrf")
+
+
+def test_alias_reaches_the_note_through_the_entity_channel(small_index):
+    r = Searcher(small_index).retrieve("RRF 점수 계산", depth=10)
+    assert r.lists["entity"][0].note_id == "ai/rrf"
+
+
+def test_results_have_no_nav_notes_and_no_note_twice(small_index):
+    res = Searcher(small_index).search("GraphRAG RRF 김치찌개", SearchConfig(top_k=10))
+    ids = [h.note_id for h in res.hits]
+    assert "index" not in ids and len(ids) == len(set(ids))
+    res = Searcher(small_index).search("GraphRAG RRF", SearchConfig(top_k=10, exclude_nav=False))
+    assert "index" in [h.note_id for h in res.hits]
+
+
+def test_gate_and_confidence(small_index):
+    s = Searcher(small_index)
+    res = s.search("김치찌개에 돼지 앞다리살 몇 그램?")
+    assert res.hits[0].note_id == "life/kimchi"
+    assert res.gate.top_score == pytest.approx(res.hits[0].cosine)
+    assert res.gate.inject == (res.gate.top_score >= res.gate.threshold)
+    assert res.gate.threshold == 0.82                      # e5-small's own default
+    strict = s.search("김치찌개", SearchConfig(threshold=0.99))
+    assert not strict.gate.inject and strict.gate.threshold == 0.99
+
+
+def test_confidence_bands():
+    assert [confidence_label(x, 0.8) for x in (0.9, 0.86, 0.8, 0.76, 0.7)] == \
+        ["high", "high", "medium", "low", "very_low"]
+
+
+def test_channel_weights_change_the_fusion(small_index):
+    s = Searcher(small_index)
+    r = s.retrieve("GraphRAG 커뮤니티", depth=10)
+    only_sparse = s.rank(r, SearchConfig(w_dense=0, w_decomposed=0, w_entity=0, w_sparse=1))
+    assert only_sparse.hits[0].channels["sparse"] == 1
+    assert all(set(f.terms) == {"sparse"} for f in only_sparse.fused)
+
+
+def test_search_json_shape(small_index):
+    out = CliRunner().invoke(main, ["search", "RRF k 값", "--db", str(small_index), "--json", "-k", "2"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert set(data) == {"query", "results", "gate", "confidence", "timings_ms"}
+    assert len(data["results"]) == 2
+    assert set(data["results"][0]) >= {"note_id", "title", "score", "snippet", "channels"}
+    assert set(data["results"][0]["channels"]) == {"dense", "sparse", "decomposed", "entity"}
+    assert set(data["gate"]) == {"inject", "top_score", "threshold"}
+    assert {"embed", "dense", "sparse", "decomposed", "entity", "fusion", "rerank", "total"} <= set(data["timings_ms"])
+    assert "---" not in data["results"][0]["snippet"] and "aliases:" not in data["results"][0]["snippet"]
+
+
+def test_search_explain_shows_lists_and_arithmetic(small_index):
+    out = CliRunner().invoke(main, ["search", "RRF와 GraphRAG", "--db", str(small_index), "--explain"])
+    assert out.exit_code == 0, out.output
+    assert "sub-questions: RRF | GraphRAG" in out.output
+    assert "[dense]" in out.output and "[entity]" in out.output
+    assert "weighted RRF" in out.output and "dense 0.00" in out.output
+
+
+def test_cli_errors_are_one_clear_line(tmp_path, small_index):
+    r = CliRunner().invoke(main, ["search", "x", "--db", str(tmp_path / "missing.sqlite")])
+    assert r.exit_code == 1 and "autoresearch index VAULT --db" in r.output
+    r = CliRunner().invoke(main, ["search", " ", "--db", str(small_index)])
+    assert r.exit_code == 1 and "query is empty" in r.output
+    r = CliRunner().invoke(main, ["index", str(tmp_path / "nope"), "--db", str(tmp_path / "x.sqlite")])
+    assert r.exit_code == 1 and "does not exist" in r.output
+    r = CliRunner().invoke(main, ["search", "x", "--db", str(small_index), "--embedder", "minilm-l6"])
+    assert r.exit_code == 1 and "--full" in r.output
+    r = CliRunner().invoke(main, ["search", "x", "--db", str(small_index), "--reranker", "bogus"])
+    assert r.exit_code == 1 and "unknown reranker" in r.output
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database at all" * 100)
+    r = CliRunner().invoke(main, ["search", "x", "--db", str(garbage)])
+    assert r.exit_code == 1 and "--full" in r.output
+
+
+def test_index_and_stats_cli(small_vault, tmp_path):
+    db = tmp_path / "cli.sqlite"
+    r = CliRunner().invoke(main, ["index", str(small_vault), "--db", str(db), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["notes"] == 4
+    r = CliRunner().invoke(main, ["stats", "--db", str(db), "--json"])
+    s = json.loads(r.output)
+    assert s["notes"] == 4 and s["nav_notes"] == 1 and s["vectors"] == s["chunks"]
+    assert s["fingerprint"]["embedder"]["name"] == "e5-small"
+
+
+def test_demo_vault_is_a_real_vault(demo_index):
+    from search_core.stats import index_stats
+    s = index_stats(demo_index)
+    assert s["notes"] >= 120
+    assert s["nav_notes"] >= 3
+    assert s["links"] > 200 and s["unresolved_links"] >= 1
+    assert s["communities"] > 1 and s["notes_with_warnings"] == 0
+
+
+def test_demo_vault_search(demo_index):
+    s = Searcher(demo_index)
+    res = s.search("GraphRAG 커뮤니티 요약")
+    assert res.hits[0].note_id.endswith("graphrag")
+    assert all(not s.is_nav(h.note_id) for h in res.hits)
