@@ -168,7 +168,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
                               f"{'; '.join(s.path + ': ' + s.reason for s in skipped[:3])})")
     stats = {vf.note_id: vf for vf in files} if files is not None else {}
     tmp = db.with_name(f"{db.name}.building-{os.getpid()}")
-    for p in (tmp, Path(str(tmp) + "-wal"), Path(str(tmp) + "-shm")):
+    for p in db.parent.glob(f"{db.name}.building-*"):   # we hold the lock: any other build was killed
         p.unlink(missing_ok=True)
     report = IndexReport(db=str(db), mode="full", skipped=skipped)
     try:

@@ -163,7 +163,9 @@ class Searcher:
                 subqueries = tuple(ch.split_query(query))
                 lists[name] = self._decomposed(subqueries, depth)
             elif name == "entity":
-                lists[name] = ch.entity(view, query, qvec, depth, self.embedder.default_threshold)
+                dense_hits = lists.get("dense")
+                top = dense_hits[0].score if dense_hits else None
+                lists[name] = ch.entity(view, query, qvec, depth, self.embedder.default_threshold, top)
             else:
                 raise SearchCoreError(f"unknown channel {name!r}; channels: {', '.join(CHANNELS)}")
             t[name] = (time.perf_counter() - t0) * 1000
@@ -180,7 +182,7 @@ class Searcher:
             fused = weighted_rrf({"dense": [h.note_id for h in d], "sparse": [h.note_id for h in s]},
                                  {"dense": 1.0, "sparse": 1.0})
             per_part.append([ch.ChannelHit(f.id, best[f.id].chunk_id, f.score) for f in fused])
-        return ch.interleave(per_part, depth)
+        return ch.merge_parts(per_part, depth)
 
     # -- the cheap half: fusion, rerank, gate ----------------------------------------------------------
     def rank(self, r: Retrieval, cfg: SearchConfig) -> SearchResult:

@@ -42,10 +42,24 @@ class IndexView:
         self.vec_ids, self.matrix = _load_matrix(conn, "chunk_vec")
         self.row_of = {int(c): i for i, c in enumerate(self.vec_ids)}
         self.vec_note = np.array([self.chunk_note.get(int(c), "") for c in self.vec_ids], dtype=object)
-        self.entities = conn.execute("SELECT id, name, norm, kind, note_id FROM entities ORDER BY id").fetchall()
+        # entities grouped by normalised name: one row per name, with the notes it names (title/alias)
+        # and whether it is a tag. One name can stand for many notes (30 passages of one PDF).
         ent_ids, ent_mat = _load_matrix(conn, "entity_vec")
-        order = {int(e): i for i, e in enumerate(ent_ids)}
-        self.entity_matrix = ent_mat[[order[e[0]] for e in self.entities]] if len(ent_ids) else ent_mat
+        row_of_ent = {int(e): i for i, e in enumerate(ent_ids)}
+        self.entity_names: list[str] = []
+        self.entity_targets: dict[str, dict] = {}
+        rows = []
+        for eid, name, norm, kind, nid in conn.execute("SELECT id, name, norm, kind, note_id FROM entities ORDER BY id"):
+            t = self.entity_targets.get(norm)
+            if t is None:
+                t = self.entity_targets[norm] = {"notes": [], "tag": False}
+                self.entity_names.append(norm)
+                rows.append(row_of_ent.get(eid, 0))
+            if kind == "tag":
+                t["tag"] = True
+            elif nid not in t["notes"]:
+                t["notes"].append(nid)
+        self.entity_matrix = ent_mat[rows] if len(ent_ids) else ent_mat
         self.links_in: dict[str, set[str]] = defaultdict(set)
         self.links_out: dict[str, set[str]] = defaultdict(set)
         for src, dst in conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL AND dst != src"):

@@ -192,3 +192,19 @@ def test_beir_corpus_reads_as_a_vault(tmp_path, shared_cache):
     r = index_vault(beir, tmp_path / "b.sqlite", cache=shared_cache)
     assert r.notes == 2 and len(r.skipped) == 1
     assert Searcher(tmp_path / "b.sqlite").search("기준금리 동결").hits[0].note_id == "d1"
+
+
+def test_a_newer_schema_is_refused_with_the_fix(small_index):
+    c = connect(small_index)
+    c.execute("PRAGMA user_version = 99")
+    c.close()
+    with pytest.raises(SearchCoreError, match="newer than this autoresearch"):
+        Searcher(small_index)
+
+
+def test_stale_build_files_from_a_killed_run_are_removed(small_vault, tmp_path, shared_cache):
+    db = tmp_path / "k.sqlite"
+    stale = tmp_path / "k.sqlite.building-99999"
+    stale.write_bytes(b"half-written")
+    index_vault(small_vault, db, cache=shared_cache)
+    assert not stale.exists() and db.exists()

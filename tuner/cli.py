@@ -13,6 +13,16 @@ from search_core import SearchCoreError
 DEMO_VAULT = Path(__file__).resolve().parent.parent / "experiments" / "demo-vault"
 
 
+def _sigterm_as_interrupt():
+    """`kill PID` ends an index run the way Ctrl-C does: transaction rolled back, temp file removed."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def _fail(e: Exception):
     raise click.ClickException(str(e))
 
@@ -74,6 +84,7 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
                                 min_chars=base.min_chars,
                                 dense_per_note=base.dense_per_note if dense_per_note is None else dense_per_note)
     bars = _Progress(sys.stderr.isatty() if progress is None else progress)
+    _sigterm_as_interrupt()
     try:
         report = index_vault(vault, db, embedder=embedder, full=full, chunk_cfg=chunk_cfg, cache=cache,
                              progress=bars)

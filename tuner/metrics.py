@@ -1,0 +1,55 @@
+"""Ranking metrics as pure functions of (ranked ids, relevant ids). One definition each, hand-tested.
+
+hit@k: 1 if any relevant id is in the top k.       MRR: 1 / rank of the first relevant id (0 if none).
+P@k: relevant in top k / k.    R@k: relevant in top k / |relevant|.
+nDCG@k: binary gains, log2 discount, ideal = all relevant ranked first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+
+def first_rank(ranked: Sequence[str], relevant) -> int | None:
+    rel = set(relevant)
+    for i, d in enumerate(ranked, 1):
+        if d in rel:
+            return i
+    return None
+
+
+def hit_at_k(ranked, relevant, k: int) -> float:
+    r = first_rank(ranked[:k], relevant)
+    return 1.0 if r is not None else 0.0
+
+
+def reciprocal_rank(ranked, relevant, k: int | None = None) -> float:
+    r = first_rank(ranked if k is None else ranked[:k], relevant)
+    return 1.0 / r if r else 0.0
+
+
+def precision_at_k(ranked, relevant, k: int) -> float:
+    rel = set(relevant)
+    return sum(1 for d in ranked[:k] if d in rel) / k
+
+
+def recall_at_k(ranked, relevant, k: int) -> float:
+    rel = set(relevant)
+    if not rel:
+        return 0.0
+    return sum(1 for d in ranked[:k] if d in rel) / len(rel)
+
+
+def ndcg_at_k(ranked, relevant, k: int) -> float:
+    rel = set(relevant)
+    if not rel:
+        return 0.0
+    dcg = sum(1.0 / math.log2(i + 1) for i, d in enumerate(ranked[:k], 1) if d in rel)
+    idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(rel), k) + 1))
+    return dcg / idcg
+
+
+def mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
