@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .graph import normalize_name
+from .view import matvec
 
 TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 MAX_TRIGRAMS = 64          # a 100-character query has ~100 trigrams; BM25 over 64 keeps p95 in budget
@@ -45,7 +46,7 @@ def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[Channe
 def dense(view, qvec: np.ndarray, depth: int) -> list[ChannelHit]:
     if view.matrix.shape[0] == 0:
         return []
-    scores = view.matrix @ qvec
+    scores = matvec(view.matrix, qvec)
     n = min(len(scores), depth * 4)           # 4 chunks a note on average before dedup leaves `depth` notes
     top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
     top = top[np.argsort(-scores[top], kind="stable")]
@@ -85,10 +86,14 @@ def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
             scores[cid] = -s
     if short:
         n = max(len(view.chunk_note), 1)
+        index = view.short_index()
         for tok in short:
-            pat = f"%{_like_escape(tok)}%"
-            ids = [r[0] for r in conn.execute(
-                "SELECT id FROM chunks WHERE text LIKE ? ESCAPE '\\' OR context LIKE ? ESCAPE '\\'", (pat, pat))]
+            if index is not None:
+                ids = index.chunks_containing(tok).tolist()
+            else:   # a corpus too large for the in-memory index: the LIKE scan itself
+                pat = f"%{_like_escape(tok)}%"
+                ids = [r[0] for r in conn.execute(
+                    "SELECT id FROM chunks WHERE text LIKE ? ESCAPE '\\' OR context LIKE ? ESCAPE '\\'", (pat, pat))]
             if not ids:
                 continue
             idf = math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
@@ -135,7 +140,7 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
         if len(norm) >= 2 and norm in qnorm:
             strength[norm] = 1.0 + min(len(norm), 20) / 20       # longer names are more specific
     if view.entity_matrix.shape[0]:
-        sims = view.entity_matrix @ qvec
+        sims = matvec(view.entity_matrix, qvec)
         floor = max(min_cosine, dense_top if dense_top is not None else -1.0)
         for i in np.argsort(-sims)[:5]:
             if sims[i] >= floor:

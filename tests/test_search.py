@@ -145,3 +145,12 @@ def test_demo_vault_search(demo_index):
     res = s.search("GraphRAG 커뮤니티 요약")
     assert res.hits[0].note_id.endswith("graphrag")
     assert all(not s.is_nav(h.note_id) for h in res.hits)
+
+
+def test_short_token_index_equals_the_like_scan(small_index):
+    s = Searcher(small_index)
+    idx = s.view.short_index()
+    for tok in ["ai", "AI", "팀", "김", "k", "60", "zz", "묵은"]:
+        like = sorted(r[0] for r in s.conn.execute(
+            "SELECT id FROM chunks WHERE text LIKE ? OR context LIKE ?", (f"%{tok}%", f"%{tok}%")))
+        assert sorted(idx.chunks_containing(tok).tolist()) == like, tok

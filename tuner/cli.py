@@ -183,30 +183,240 @@ def stats(db, as_json):
         click.echo(f"{k:<18} {json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v}")
 
 
-DEMO_QUERIES = ("GraphRAG 커뮤니티 요약", "reranker 모델 비교", "김치찌개 레시피", "RRF k 값")
+@main.command("eval")
+@click.option("--db", required=True, type=click.Path(path_type=Path))
+@click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path),
+              help="A gold YAML file, a BEIR folder (queries.jsonl + qrels .tsv), or a KorQuAD JSON file.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
+@click.option("--reranker", default=None)
+@click.option("--allow-missing", is_flag=True, help="Warn (instead of failing) on gold ids not in the index.")
+@click.option("--no-audit", is_flag=True, help="Skip the fake-miss audit.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/evals"), help="Where the full result goes.")
+@click.option("--json", "as_json", is_flag=True)
+def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out, as_json):
+    """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
+    import time as _time
+    from search_core.config import load_config
+    from search_core.pipeline import Searcher
+    from tuner.evaluate import evaluate
+    from tuner.gold import load_gold
+    from tuner.report_text import format_eval
+
+    try:
+        gold = load_gold(gold_path)
+        searcher = Searcher(db)
+        cfg = load_config(config_path).replace(embedder=searcher.embedder_name)
+        if reranker is not None:
+            cfg = cfg.replace(reranker=reranker)
+        result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit).as_json()
+    except SearchCoreError as e:
+        _fail(e)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{result['config_hash']}.json"
+    path.write_text(json.dumps(result, ensure_ascii=False, indent=1))
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False))
+        return
+    click.echo(format_eval(result))
+    click.echo(f"full result: {path}")
+
+
+@main.command()
+@click.argument("a", type=click.Path(exists=True, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--seed", type=int, default=0)
+def compare(a, b, as_json, seed):
+    """Compare two `eval` results (JSON files) of the same gold set: deltas, paired test, flipped questions."""
+    from tuner.compare import compare as do_compare, format_compare
+
+    try:
+        c = do_compare(json.loads(a.read_text()), json.loads(b.read_text()), seed=seed)
+    except (ValueError, KeyError, json.JSONDecodeError) as e:
+        _fail(f"cannot compare {a} and {b}: {e}")
+    click.echo(json.dumps(c, ensure_ascii=False, indent=2) if as_json else format_compare(c))
+
+
+def _parse_duration(text: str | None) -> float | None:
+    if not text:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise click.BadParameter(f"{text!r} is not a duration like 90s, 30m or 8h") from None
+
+
+@main.command()
+@click.option("--db", required=True, type=click.Path(path_type=Path), help="The index of the starting embedder.")
+@click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path), help="The tuning set.")
+@click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Reported at the end, never tuned on.")
+@click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
+@click.option("--space", type=click.Path(path_type=Path), default=Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
+@click.option("--rounds", type=int, default=119)
+@click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
+@click.option("--seed", type=int, default=0)
+@click.option("--objective", type=click.Choice(["score100", "mrr", "hit@5", "ndcg@10"]), default="score100")
+@click.option("--epsilon", type=float, default=0.0, help="The objective must rise by more than this.")
+@click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
+@click.option("--latency-budget", type=float, default=None, help="Reject a candidate whose p95 (ms) is over this.")
+@click.option("--vault", default=None, help="The vault model rounds index (default: the one --db was built from).")
+@click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
+@click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
+@click.option("--json", "as_json", is_flag=True)
+def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, level_guard,
+          latency_budget, vault, ledger_path, resume, as_json):
+    """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger."""
+    from search_core.config import load_config
+    from tuner.ledger import Ledger
+    from tuner.sweep import Sweep, SweepParams
+
+    ledger = Ledger(ledger_path)
+    try:
+        if resume:
+            info = ledger.sweep(resume)
+            if info is None:
+                _fail(SearchCoreError(f"no sweep {resume!r} in {ledger_path}; `autoresearch ledger` shows the latest"))
+            params = SweepParams(**{**info["params"], "rounds": rounds if rounds != 119 else info["params"]["rounds"]})
+            sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
+        else:
+            params = SweepParams(db=str(db), gold=str(gold_path), space=str(space),
+                                 holdout=str(holdout) if holdout else None, rounds=rounds,
+                                 time_budget_s=_parse_duration(time_budget), seed=seed, objective=objective,
+                                 epsilon=epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
+                                 vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split)
+            sw = Sweep(params, ledger, start=load_config(config_path), progress=lambda l: click.echo(l, err=True))
+        click.echo(f"sweep {sw.id}: ledger {ledger_path}", err=True)
+        summary = sw.run()
+    except SearchCoreError as e:
+        _fail(e)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted; every finished round is in {ledger_path}. Continue with: "
+                   f"autoresearch sweep --db {db} --gold {gold_path} --resume {sw.id}", err=True)
+        sys.exit(130)
+    finally:
+        ledger.close()
+    if as_json:
+        click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
+        return
+    _print_summary(summary)
+
+
+def _print_summary(s: dict):
+    click.echo(f"sweep {s['sweep']}: {s['rounds']} rounds, {s.get('status', '')}; decisions {s['decisions']}")
+    obj = next(k for k in s["start"] if k != "hit@5")
+    click.echo(f"tuning  {obj}: {s['start'][obj]:.4f} -> {s['final'][obj]:.4f}; hit@5 {s['start']['hit@5']:.4f} -> "
+               f"{s['final']['hit@5']:.4f}")
+    for step in s["path"]:
+        click.echo(f"  kept round {step['round']}: {step['variable']} {step['old']!r} -> {step['new']!r} ({step['reason']})")
+    h = s.get("holdout")
+    if h:
+        flag = "HOLDOUT REGRESSED: the tuning gain did not carry over" if h["holdout_regressed"] else "holdout ok"
+        p = h["compare"]["metrics"]["hit@5"]
+        click.echo(f"holdout {h['gold']}: hit@5 {h['start']['hit@5']:.4f} -> {h['final']['hit@5']:.4f} "
+                   f"(p={p['p_value']:.3f}, {p['verdict']}); {obj} {h['start'][obj]:.4f} -> {h['final'][obj]:.4f}; {flag}")
+
+
+@main.command()
+@click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
+@click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
+@click.option("--json", "as_json", is_flag=True)
+def ledger(sweep_id, ledger_path, as_json):
+    """The rounds of a sweep: variable, old -> new, decision and reason."""
+    from tuner.ledger import Ledger
+
+    if not ledger_path.exists():
+        _fail(SearchCoreError(f"no ledger at {ledger_path}; run `autoresearch sweep` first"))
+    lg = Ledger(ledger_path)
+    info = lg.sweep(sweep_id)
+    if info is None:
+        _fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}" if sweep_id else f"{ledger_path} has no sweeps"))
+    rounds = lg.rounds(info["id"])
+    if as_json:
+        keep = ("sweep", "round", "variable", "old", "new", "decision", "reason", "metrics", "config_hash",
+                "baseline_hash", "index_fingerprint", "eval_s", "reindex_s")
+        click.echo(json.dumps({"sweep": info, "rounds": [{k: r[k] for k in keep} for r in rounds],
+                               "holdout": lg.holdout(info["id"])}, ensure_ascii=False))
+        return
+    click.echo(f"sweep {info['id']} ({info['status']}), started {info['created']}")
+    for r in rounds:
+        click.echo(f"{r['round']:>4} {r['variable']:<13} {json.dumps(r['old'], ensure_ascii=False):>10} -> "
+                   f"{json.dumps(r['new'], ensure_ascii=False):<10} {r['decision']:<24} {r['reason']}")
+
+
+@main.command()
+@click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
+@click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the TOML here (default: stdout).")
+def best(sweep_id, ledger_path, out):
+    """The winning config of a sweep as TOML, for `search --config` and `eval --config`."""
+    from search_core.config import SearchConfig
+    from tuner.ledger import Ledger
+    from tuner.toml_out import config_toml
+
+    lg = Ledger(ledger_path)
+    info = lg.sweep(sweep_id)
+    if info is None:
+        _fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}"))
+    kept = [r for r in lg.rounds(info["id"]) if r["decision"] == "kept"]
+    if not kept:
+        _fail(SearchCoreError(f"sweep {info['id']} has no evaluated rounds yet"))
+    cfg = SearchConfig().replace(**kept[-1]["config"])
+    text = config_toml(cfg, f"winner of sweep {info['id']} (round {kept[-1]['round']})")
+    if out:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}")
+    else:
+        click.echo(text, nl=False)
+
+
+DEMO_GOLD = DEMO_VAULT.parent / "gold"
+DEMO_SPACE = DEMO_VAULT.parent / "spaces" / "default.toml"
 
 
 @main.command()
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/demo"), help="Where results go.")
-def demo(out):
-    """The main job on the embedded default: index the demo vault, then search it."""
+@click.option("--rounds", type=int, default=119)
+@click.option("--seed", type=int, default=0)
+def demo(out, rounds, seed):
+    """The main job on the embedded default: index the demo vault, evaluate, sweep 119 rounds, report."""
+    from search_core.config import SearchConfig
     from search_core.indexer import index_vault
     from search_core.pipeline import Searcher
+    from tuner.evaluate import evaluate
+    from tuner.gold import load_gold
+    from tuner.ledger import Ledger
+    from tuner.report_text import format_eval
+    from tuner.sweep import Sweep, SweepParams
 
     db = out / "index.sqlite"
     try:
         report = index_vault(DEMO_VAULT, db, progress=_Progress(sys.stderr.isatty()))
-        click.echo(f"indexed {report.notes} notes / {report.chunks} chunks from {DEMO_VAULT} "
-                   f"into {db} in {report.seconds:.1f}s ({report.embedded} embedded now)")
+        click.echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {DEMO_VAULT} into {db} "
+                   f"in {report.seconds:.1f}s ({report.embedded} embedded now)")
         searcher = Searcher(db)
-        for q in DEMO_QUERIES:
-            res = searcher.search(q)
-            top = res.hits[0] if res.hits else None
-            click.echo(f"  {q!r}: " + (f"{top.title} [{top.note_id}] cos {top.cosine:.3f}, "
-                                        f"{'inject' if res.gate.inject else 'hold back'}" if top else "no results"))
+        res = evaluate(searcher, load_gold(DEMO_GOLD / "demo-tune.yaml"), SearchConfig(embedder=searcher.embedder_name))
+        eval_path = out / "eval-start.json"
+        eval_path.write_text(json.dumps(res.as_json(), ensure_ascii=False, indent=1))
+        click.echo("2. the default config on the tuning set:")
+        click.echo("   " + format_eval(res.as_json()).replace("\n", "\n   "))
+        ledger = Ledger(out / "ledger.sqlite")
+        params = SweepParams(db=str(db), gold=str(DEMO_GOLD / "demo-tune.yaml"),
+                             holdout=str(DEMO_GOLD / "demo-holdout.yaml"), space=str(DEMO_SPACE), rounds=rounds,
+                             seed=seed, vault=str(DEMO_VAULT), index_dir=str(out / "indexes"))
+        sw = Sweep(params, ledger, progress=lambda l: click.echo("   " + l, err=True))
+        click.echo(f"3. sweep {sw.id}: {rounds} rounds over {DEMO_SPACE.name}")
+        summary = sw.run()
+        summary["status"] = summary.get("status", "")
+        _print_summary(summary)
+        ledger.close()
     except SearchCoreError as e:
         _fail(e)
-    click.echo(f"done: index at {db}; try `autoresearch search \"...\" --db {db} --explain`")
+    click.echo(f"\nresults in {out}/: index.sqlite, eval-start.json, ledger.sqlite (rounds), indexes/ (one per embedder)")
+    click.echo(f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
+               f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "
+               f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
 
 
 if __name__ == "__main__":

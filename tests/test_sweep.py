@@ -1,0 +1,193 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from search_core.store import connect, get_meta
+from tuner.cli import main
+from tuner.ledger import Ledger
+from tuner.sweep import Sweep, SweepParams
+from tuner.workbench import IndexVerificationError, Workbench, verify_index
+from tests.conftest import DEMO_VAULT, ROOT
+
+TUNE = str(ROOT / "experiments/gold/demo-tune.yaml")
+HOLD = str(ROOT / "experiments/gold/demo-holdout.yaml")
+
+FUSION_SPACE = """
+[w_dense]
+kind = "float"
+low = 0.0
+high = 1.0
+step = 0.05
+[w_sparse]
+kind = "float"
+low = 0.0
+high = 1.0
+step = 0.05
+[w_entity]
+kind = "float"
+low = 0.0
+high = 0.6
+step = 0.05
+[rrf_k]
+kind = "int"
+low = 1
+high = 120
+[threshold]
+kind = "float"
+low = 0.7
+high = 0.95
+step = 0.005
+"""
+
+MODEL_SPACE = """
+[embedder]
+kind = "categorical"
+choices = ["e5-small", "minilm-l6", "BAAI/bge-m3"]
+[reranker]
+kind = "categorical"
+choices = ["none", "BAAI/bge-reranker-base"]
+"""
+
+
+def space(tmp_path, text, name="space.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def run_sweep(tmp_path, demo_index, space_text, rounds, seed=0, holdout=None, ledger="ledger.sqlite"):
+    lg = Ledger(tmp_path / ledger)
+    p = SweepParams(db=str(demo_index), gold=TUNE, space=space(tmp_path, space_text), rounds=rounds, seed=seed,
+                    holdout=holdout, vault=str(DEMO_VAULT), index_dir=str(demo_index.parent / "indexes"))
+    sw = Sweep(p, lg)
+    summary = sw.run()
+    return sw, summary, lg.rounds(sw.id)
+
+
+def test_sweep_keeps_and_rejects_with_reasons_and_reports_holdout(demo_index, tmp_path):
+    sw, summary, rounds = run_sweep(tmp_path, demo_index, FUSION_SPACE, 25, holdout=HOLD)
+    assert [r["round"] for r in rounds] == list(range(26))
+    assert rounds[0]["variable"] == "(start)" and rounds[0]["decision"] == "kept"
+    decisions = {r["decision"] for r in rounds[1:]}
+    assert decisions & {"rejected:no_gain", "rejected:hit5_regressed"}
+    assert all(r["reason"] for r in rounds)
+    # one variable at a time: each candidate differs from its baseline in exactly the named variable
+    by_hash = {r["config_hash"]: r["config"] for r in rounds}
+    for r in rounds[1:]:
+        base = by_hash[r["baseline_hash"]]
+        diff = {k for k in base if base[k] != r["config"][k]}
+        assert diff == {r["variable"]}, (r["variable"], diff)
+    # no candidate evaluated twice against the same baseline
+    seen = [(r["baseline_hash"], r["variable"], json.dumps(r["new"])) for r in rounds[1:]]
+    assert len(seen) == len(set(seen))
+    # kept rounds never lowered hit@5 against their baseline
+    kept = {r["config_hash"]: r["metrics"]["overall"]["hit@5"] for r in rounds if r["decision"] == "kept"}
+    for r in rounds[1:]:
+        if r["decision"] == "kept":
+            assert r["metrics"]["overall"]["hit@5"] >= kept[r["baseline_hash"]]
+        if r["decision"] == "rejected:hit5_regressed":
+            assert r["metrics"]["overall"]["hit@5"] < kept[r["baseline_hash"]]
+    h = summary["holdout"]
+    assert h["gold"] == "demo-holdout" and "p_value" in h["compare"]["metrics"]["hit@5"]
+    assert isinstance(h["holdout_regressed"], bool)
+
+
+def test_same_seed_same_decisions(demo_index, tmp_path):
+    _, _, a = run_sweep(tmp_path, demo_index, FUSION_SPACE, 15, seed=3, ledger="a.sqlite")
+    _, _, b = run_sweep(tmp_path, demo_index, FUSION_SPACE, 15, seed=3, ledger="b.sqlite")
+    key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
+    assert key(a) == key(b)
+
+
+def test_model_rounds_build_their_own_index_and_log_unavailable(demo_index, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sw, summary, rounds = run_sweep(tmp_path, demo_index, MODEL_SPACE, 4)
+    by_new = {r["new"]: r for r in rounds[1:]}
+    minilm = by_new["minilm-l6"]
+    assert minilm["decision"] in {"kept", "rejected:hit5_regressed", "rejected:no_gain"}
+    assert minilm["config"]["threshold"] != rounds[0]["config"]["threshold"]    # the gate was re-fitted
+    assert by_new["BAAI/bge-m3"]["decision"] == "unavailable"
+    assert "huggingface-cli download BAAI/bge-m3" in by_new["BAAI/bge-m3"]["reason"]
+    assert by_new["BAAI/bge-reranker-base"]["decision"] == "unavailable"
+    # the minilm index is its own file, built by minilm alone; the e5 index was never touched
+    minilm_db = next((demo_index.parent / "indexes").glob("minilm-l6-*.sqlite"))
+    assert verify_index(minilm_db, "minilm-l6")["embedder"]["name"] == "minilm-l6"
+    assert get_meta(connect(demo_index), "fingerprint")["embedder"]["name"] == "e5-small"
+    # swapping back to a model costs a fraction of the first time: cache + incremental index
+    wb = Workbench(demo_index, vault=str(DEMO_VAULT), index_dir=str(demo_index.parent / "indexes"))
+    _, again = wb.searcher_for("minilm-l6")
+    assert again < max(minilm["reindex_s"], 1.0)
+
+
+def test_verify_index_catches_a_mixed_index(small_index):
+    c = connect(small_index)
+    c.execute("INSERT INTO chunk_vec(rowid, embedding) VALUES (99999, ?)", (bytes(384 * 4),))
+    c.close()
+    with pytest.raises(IndexVerificationError, match="orphaned"):
+        verify_index(small_index, "e5-small")
+    with pytest.raises(IndexVerificationError, match="built by e5-small, not minilm-l6"):
+        verify_index(small_index, "minilm-l6")
+
+
+def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path):
+    sp = space(tmp_path, FUSION_SPACE)
+    ledger = tmp_path / "kill.sqlite"
+    args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index), "--gold", TUNE, "--space", sp,
+            "--rounds", "60", "--seed", "5", "--ledger", str(ledger), "--vault", str(DEMO_VAULT)]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    n = 0
+    while time.time() < deadline:
+        time.sleep(0.2)
+        if ledger.exists():
+            try:
+                n = connect(ledger).execute("SELECT count(*) FROM rounds").fetchone()[0]
+            except Exception:
+                n = 0
+            if n >= 10:
+                break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 10 <= n < 61, "the sweep should have been killed mid-way"
+    lg = Ledger(ledger)
+    sid = lg.sweep()["id"]
+    before = lg.rounds(sid)
+    assert [r["round"] for r in before] == list(range(len(before)))        # no gap, no half row
+    r = subprocess.run(args[:4] + ["--db", str(demo_index), "--gold", TUNE, "--ledger", str(ledger), "--resume", sid],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = Ledger(ledger).rounds(sid)
+    assert [x["round"] for x in after] == list(range(61))
+    assert [(x["variable"], x["new"], x["decision"]) for x in after[:len(before)]] == \
+        [(x["variable"], x["new"], x["decision"]) for x in before]
+    # the resumed sweep made the same decisions an uninterrupted one makes
+    _, _, straight = run_sweep(tmp_path, demo_index, FUSION_SPACE, 60, seed=5, ledger="straight.sqlite")
+    assert [(x["variable"], x["new"], x["decision"]) for x in after] == \
+        [(x["variable"], x["new"], x["decision"]) for x in straight]
+
+
+def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):
+    run_sweep(tmp_path, demo_index, FUSION_SPACE, 8)
+    led = str(tmp_path / "ledger.sqlite")
+    r = CliRunner().invoke(main, ["ledger", "--ledger", led, "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert len(data["rounds"]) == 9
+    assert set(data["rounds"][1]) >= {"sweep", "round", "variable", "old", "new", "decision", "reason", "metrics"}
+    best = tmp_path / "best.toml"
+    r = CliRunner().invoke(main, ["best", "--ledger", led, "--out", str(best)])
+    assert r.exit_code == 0 and best.exists()
+    r = CliRunner().invoke(main, ["search", "GraphRAG", "--db", str(demo_index), "--config", str(best), "--json"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["eval", "--db", str(demo_index), "--gold", TUNE, "--config", str(best),
+                                  "--json", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    lg = Ledger(led)
+    last_kept = [x for x in lg.rounds(lg.sweep()["id"]) if x["decision"] == "kept"][-1]
+    assert json.loads(r.output)["config_hash"] == last_kept["config_hash"]

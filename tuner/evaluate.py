@@ -1,0 +1,165 @@
+"""evaluate(config) -> metrics: hit@k, MRR, P@5, R@5, nDCG@10, coverage, latency, per level, per question,
+the gate on probes, the 100-point score, and the possible gold gaps among the misses.
+
+Channel lists come through a RetrievalCache, so a weight, k or threshold change re-fuses in memory.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from search_core.config import SearchConfig
+
+from .gold import LEVELS, GoldSet
+from .metrics import first_rank, hit_at_k, mean, ndcg_at_k, precision_at_k, reciprocal_rank, recall_at_k
+from .score import ScoreConfig, score100
+from .stats_util import percentile
+
+K_LIST = 10   # the ranked list kept per question: enough for nDCG@10 and MRR@10
+
+
+@dataclass(frozen=True)
+class QueryRow:
+    id: str
+    level: str
+    query: str
+    gold: tuple
+    ranked: tuple             # top K_LIST note ids after fusion/rerank
+    first_rank: int | None
+    inject: bool
+    top_score: float
+    timings_ms: dict
+
+    def metrics(self) -> dict:
+        r, g = list(self.ranked), self.gold
+        return {"hit@1": hit_at_k(r, g, 1), "hit@3": hit_at_k(r, g, 3), "hit@5": hit_at_k(r, g, 5),
+                "hit@10": hit_at_k(r, g, 10), "mrr": reciprocal_rank(r, g, 10), "p@5": precision_at_k(r, g, 5),
+                "recall@5": recall_at_k(r, g, 5), "ndcg@10": ndcg_at_k(r, g, 10), "coverage": float(bool(r))}
+
+
+class RetrievalCache:
+    """Channel lists per (index fingerprint, query, depth). Memory only; the tuner adds a disk layer."""
+
+    def __init__(self):
+        self.store: dict = {}
+        self.hits = self.misses = 0
+
+    def get(self, searcher, query: str, depth: int):
+        key = (searcher.fingerprint_key, query, depth)
+        r = self.store.get(key)
+        if r is None:
+            self.misses += 1
+            r = self.store[key] = searcher.retrieve(query, depth)
+        else:
+            self.hits += 1
+        return r
+
+
+def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCache | None = None) -> list[QueryRow]:
+    rows = []
+    for q in gold.questions:
+        t0 = time.perf_counter()
+        r = cache.get(searcher, q.query, cfg.depth) if cache else searcher.retrieve(q.query, cfg.depth)
+        res = searcher.rank(r, cfg)
+        timings = dict(res.timings_ms)
+        if cache is None:
+            timings["wall"] = (time.perf_counter() - t0) * 1000
+        ranked = tuple(h.note_id for h in res.hits) + tuple(
+            f.id for f in res.fused[len(res.hits):K_LIST] if f.id not in {h.note_id for h in res.hits})
+        ranked = ranked[:K_LIST]
+        rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked, first_rank(ranked, q.gold) if q.gold else None,
+                             res.gate.inject, res.gate.top_score, timings))
+    return rows
+
+
+def summarize(rows: list[QueryRow]) -> dict:
+    """Mean of each per-question metric over the answerable questions (probes excluded)."""
+    answerable = [r for r in rows if r.level != "probe"]
+    if not answerable:
+        return {"n": 0}
+    per = [r.metrics() for r in answerable]
+    out = {"n": len(answerable)}
+    for m in per[0]:
+        out[m] = round(mean(p[m] for p in per), 4)
+    return out
+
+
+def gate_metrics(rows: list[QueryRow]) -> dict:
+    probes = [r for r in rows if r.level == "probe"]
+    answerable = [r for r in rows if r.level != "probe"]
+    false_inject = sum(r.inject for r in probes)
+    inject_ok = sum(r.inject for r in answerable)
+    n = len(probes) + len(answerable)
+    return {
+        "probes": len(probes), "probes_injected": false_inject,
+        "probe_false_inject_rate": round(false_inject / len(probes), 4) if probes else None,
+        "answerable_inject_rate": round(inject_ok / len(answerable), 4) if answerable else None,
+        "gate_accuracy": round((inject_ok + len(probes) - false_inject) / n, 4) if n else None,
+        "probe_results": [{"id": r.id, "query": r.query, "inject": r.inject, "top_score": round(r.top_score, 4)}
+                          for r in probes],
+    }
+
+
+def latency(rows: list[QueryRow]) -> dict:
+    stages = sorted({k for r in rows for k in r.timings_ms})
+    return {s: {"p50": round(percentile([r.timings_ms[s] for r in rows if s in r.timings_ms], 50), 2),
+                "p95": round(percentile([r.timings_ms[s] for r in rows if s in r.timings_ms], 95), 2)}
+            for s in stages}
+
+
+@dataclass
+class EvalResult:
+    gold: str
+    config: dict
+    config_hash: str
+    index: dict
+    overall: dict
+    by_level: dict
+    gate: dict
+    latency_ms: dict
+    score100: dict
+    per_query: list
+    possible_gold_gaps: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_json(self) -> dict:
+        o = self.overall
+        return {
+            "gold": self.gold, "config": self.config, "config_hash": self.config_hash, "index": self.index,
+            "n": o.get("n", 0), "hit@5": o.get("hit@5"), "mrr": o.get("mrr"), "p@5": o.get("p@5"),
+            "recall@5": o.get("recall@5"), "ndcg@10": o.get("ndcg@10"), "coverage": o.get("coverage"),
+            "overall": o, "latency_ms": self.latency_ms.get("total", {}), "latency_by_stage_ms": self.latency_ms,
+            "score100": self.score100, "by_level": self.by_level, "per_query": self.per_query,
+            "gate": self.gate, "possible_gold_gaps": self.possible_gold_gaps, "warnings": self.warnings,
+            "seconds": self.seconds,
+        }
+
+
+def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[QueryRow],
+                 score_cfg: ScoreConfig = ScoreConfig(), gaps=None, warnings=None, seconds=0.0) -> EvalResult:
+    overall = summarize(rows)
+    by_level = {lvl: summarize([r for r in rows if r.level == lvl]) for lvl in LEVELS
+                if lvl != "probe" and any(r.level == lvl for r in rows)}
+    lat = latency(rows)
+    p95 = lat.get("total", {}).get("p95", 0.0)
+    s100 = score100(overall, p95, score_cfg) if overall.get("n") else {}
+    per_query = [{"id": r.id, "level": r.level, "query": r.query, "gold": list(r.gold),
+                  "first_rank": r.first_rank, "top5": list(r.ranked[:5]), "inject": r.inject,
+                  "top_score": round(r.top_score, 4), **({k: v for k, v in r.metrics().items()}
+                                                         if r.level != "probe" else {})} for r in rows]
+    return EvalResult(gold.name, cfg.as_dict(), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
+                      lat, s100, per_query, gaps or [], warnings or [], round(seconds, 3))
+
+
+def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCache | None = None,
+             score_cfg: ScoreConfig = ScoreConfig(), allow_missing: bool = False, audit: bool = True) -> EvalResult:
+    from .audit import possible_gold_gaps
+
+    t0 = time.perf_counter()
+    warnings = gold.check_against(searcher.view.notes.keys(), allow_missing=allow_missing)
+    rows = run_queries(searcher, gold, cfg, cache)
+    gaps = possible_gold_gaps(searcher, rows, cfg) if audit else []
+    index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
+    return build_result(gold, cfg, index, rows, score_cfg, gaps, warnings, time.perf_counter() - t0)

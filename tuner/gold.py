@@ -1,0 +1,218 @@
+"""Gold sets: our YAML format, BEIR folders (queries.jsonl + qrels .tsv), and KorQuAD 1.0 JSON as it is.
+
+Every problem is reported with the file and the line (or the question id), and a gold id that the
+index does not hold is an error unless the caller asks for a warning.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from search_core import SearchCoreError
+
+LEVELS = {
+    "L0": "direct lookup", "L1": "concept / paraphrase", "XL": "cross-lingual",
+    "L2": "multi-hop", "L3": "synthesis", "probe": "no answer exists",
+}
+
+
+class GoldError(SearchCoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    level: str
+    query: str
+    gold: tuple[str, ...]
+    why: str = ""
+    line: int | None = None
+
+    @property
+    def is_probe(self) -> bool:
+        return self.level == "probe"
+
+
+@dataclass(frozen=True)
+class GoldSet:
+    name: str
+    source: str
+    questions: tuple[Question, ...]
+    vault: str | None = None
+
+    def answerable(self) -> list[Question]:
+        return [q for q in self.questions if not q.is_probe]
+
+    def probes(self) -> list[Question]:
+        return [q for q in self.questions if q.is_probe]
+
+    def gold_ids(self) -> set[str]:
+        return {g for q in self.questions for g in q.gold}
+
+    def check_against(self, known_ids, *, allow_missing: bool = False) -> list[str]:
+        """Every gold id must be a note in the index. Returns warnings when allow_missing, else raises."""
+        known = set(known_ids)
+        missing = [(q.id, g) for q in self.questions for g in q.gold if g not in known]
+        if not missing:
+            return []
+        listing = ", ".join(f"{qid}: {g!r}" for qid, g in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        msg = (f"{self.source}: {len(missing)} gold id(s) are not notes in the index: {listing}. "
+               "Fix the ids (a note id is the vault path without .md), or index the right vault")
+        if allow_missing:
+            return [msg + " (ignored: --allow-missing; these questions can never be hits)"]
+        raise GoldError(msg)
+
+
+def load_gold(path: str | Path) -> GoldSet:
+    p = Path(path)
+    if not p.exists():
+        raise GoldError(f"gold set {p} does not exist")
+    if p.is_dir() or p.suffix == ".tsv":
+        return load_beir_gold(p)
+    if p.suffix == ".json":
+        return load_korquad_gold(p)
+    return load_yaml_gold(p)
+
+
+def _line_of(node) -> int:
+    return node.start_mark.line + 1
+
+
+def load_yaml_gold(p: Path) -> GoldSet:
+    text = p.read_text(encoding="utf-8")
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise GoldError(f"{p}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
+        raise GoldError(f"{p}: a gold set is a mapping with `name` and a `questions:` list")
+    q_nodes = next(v for k, v in root.value if k.value == "questions").value
+    if not data["questions"]:
+        raise GoldError(f"{p}: the gold set has no questions")
+    seen: dict[str, int] = {}
+    questions = []
+    for raw, node in zip(data["questions"], q_nodes):
+        line = _line_of(node)
+        where = f"{p} line {line}"
+        if not isinstance(raw, dict):
+            raise GoldError(f"{where}: a question is a mapping with id, level, query, gold, why")
+        qid = str(raw.get("id", "")).strip()
+        if not qid:
+            raise GoldError(f"{where}: question without `id`")
+        if qid in seen:
+            raise GoldError(f"{where}: duplicate id {qid!r} (first at line {seen[qid]})")
+        seen[qid] = line
+        query = raw.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise GoldError(f"{where}: question {qid} has no `query`")
+        level = str(raw.get("level", "")).strip()
+        if level not in LEVELS:
+            raise GoldError(f"{where}: question {qid} has unknown level {level!r}; levels: {', '.join(LEVELS)}")
+        gold = raw.get("gold") or []
+        if isinstance(gold, str):
+            gold = [gold]
+        if not isinstance(gold, list):
+            raise GoldError(f"{where}: question {qid}: `gold` is a list of note ids")
+        if level == "probe" and gold:
+            raise GoldError(f"{where}: question {qid} is a probe (no answer exists) but lists gold {gold}")
+        if level != "probe" and not gold:
+            raise GoldError(f"{where}: question {qid} has no gold ids; make it level `probe` if no note answers it")
+        questions.append(Question(qid, level, query.strip(), tuple(str(g) for g in gold),
+                                  str(raw.get("why", "")).strip(), line))
+    return GoldSet(str(data.get("name") or p.stem), str(p), tuple(questions), data.get("vault"))
+
+
+def _qrels_file(p: Path) -> Path:
+    if p.is_file():
+        return p
+    for cand in ("qrels_test.tsv", "qrels/test.tsv", "qrels_dev.tsv", "qrels/dev.tsv"):
+        if (p / cand).exists():
+            return p / cand
+    found = sorted(p.glob("qrels*.tsv")) + sorted(p.glob("qrels/*.tsv"))
+    if len(found) == 1:
+        return found[0]
+    raise GoldError(f"{p}: no qrels file (looked for qrels_test.tsv, qrels/test.tsv); pass the .tsv itself")
+
+
+def load_beir_gold(p: Path) -> GoldSet:
+    qrels_path = _qrels_file(p)
+    folder = qrels_path.parent if qrels_path.parent.name != "qrels" else qrels_path.parent.parent
+    qpath = folder / "queries.jsonl"
+    if not qpath.exists():
+        raise GoldError(f"{folder}: no queries.jsonl beside the qrels")
+    queries: dict[str, str] = {}
+    for lineno, line in enumerate(qpath.open(encoding="utf-8"), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            queries[str(row["_id"])] = str(row["text"])
+        except (json.JSONDecodeError, KeyError) as e:
+            raise GoldError(f"{qpath} line {lineno}: not a BEIR query row ({e})") from None
+    gold: dict[str, list[str]] = {}
+    with qrels_path.open(encoding="utf-8") as f:
+        reader = csv.reader(f, delimiter="\t")
+        for lineno, row in enumerate(reader, 1):
+            if not row or (lineno == 1 and row[0] == "query-id"):
+                continue
+            if len(row) < 2:
+                raise GoldError(f"{qrels_path} line {lineno}: expected query-id, corpus-id, score")
+            qid, did = row[0], row[1]
+            score = int(row[2]) if len(row) > 2 and row[2].lstrip("-").isdigit() else 1
+            if qid not in queries:
+                raise GoldError(f"{qrels_path} line {lineno}: query {qid!r} is not in {qpath.name}")
+            if score > 0:
+                gold.setdefault(qid, []).append(did)
+    if not gold:
+        raise GoldError(f"{qrels_path}: no relevant (score > 0) judgements")
+    qs = tuple(Question(qid, "L1", queries[qid], tuple(ids)) for qid, ids in gold.items())
+    return GoldSet(f"{folder.name}-{qrels_path.stem}", str(qrels_path), qs, str(folder))
+
+
+def korquad_paragraph_id(article: int, paragraph: int) -> str:
+    return f"{article:03d}-{paragraph:02d}"
+
+
+def load_korquad_gold(p: Path) -> GoldSet:
+    data = _read_korquad(p)
+    qs = []
+    for ai, art in enumerate(data):
+        for pi, para in enumerate(art["paragraphs"]):
+            for qa in para["qas"]:
+                qs.append(Question(str(qa["id"]), "L1", qa["question"], (korquad_paragraph_id(ai, pi),)))
+    return GoldSet(p.stem, str(p), tuple(qs), str(p))
+
+
+def _read_korquad(p: Path) -> list:
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        data = doc["data"]
+        data[0]["paragraphs"][0]["qas"]
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError) as e:
+        raise GoldError(f"{p}: not a KorQuAD/SQuAD JSON file (data[].paragraphs[].qas[]): {e}") from None
+    return data
+
+
+def split_gold(gold: GoldSet, fraction: float, seed: int = 0) -> tuple[GoldSet, GoldSet]:
+    """Deterministic split into (tuning, holdout) by a hash of each question id: `fraction` goes to tuning.
+    Probes are split the same way, so both halves can score the gate."""
+    import hashlib
+    if not 0 < fraction < 1:
+        raise GoldError(f"--split takes a fraction between 0 and 1, got {fraction}")
+    def bucket(q):
+        return int(hashlib.sha256(f"{seed}|{q.id}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    tune = tuple(q for q in gold.questions if bucket(q) < fraction)
+    hold = tuple(q for q in gold.questions if bucket(q) >= fraction)
+    if not tune or not hold:
+        raise GoldError(f"{gold.source}: {len(gold.questions)} questions are too few to split")
+    return (GoldSet(f"{gold.name}-tune{int(fraction * 100)}", gold.source, tune, gold.vault),
+            GoldSet(f"{gold.name}-holdout{100 - int(fraction * 100)}", gold.source, hold, gold.vault))

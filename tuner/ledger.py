@@ -1,0 +1,112 @@
+"""The append-only ledger: every sweep and every round, in one SQLite file under runs/.
+
+A round is one INSERT in one transaction: `kill -9` loses at most the round in flight, never half a
+row. Triggers refuse UPDATE and DELETE on rounds; decisions come from a closed vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from search_core.store import atomic, connect
+
+DECISIONS = ("kept", "rejected:hit5_regressed", "rejected:no_gain", "rejected:level_guard",
+             "rejected:latency_budget", "unavailable", "crashed")
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS sweeps (
+    id TEXT PRIMARY KEY, created TEXT NOT NULL, params TEXT NOT NULL, start_config TEXT NOT NULL,
+    status TEXT NOT NULL, finished TEXT, summary TEXT);
+CREATE TABLE IF NOT EXISTS rounds (
+    sweep TEXT NOT NULL REFERENCES sweeps(id), round INTEGER NOT NULL, variable TEXT NOT NULL,
+    old TEXT, new TEXT, config TEXT NOT NULL, config_hash TEXT NOT NULL, baseline_hash TEXT NOT NULL,
+    index_fingerprint TEXT, metrics TEXT NOT NULL, objective REAL,
+    decision TEXT NOT NULL CHECK (decision IN ({", ".join(repr(d) for d in DECISIONS)})),
+    reason TEXT NOT NULL, eval_s REAL, reindex_s REAL, created TEXT NOT NULL,
+    PRIMARY KEY (sweep, round));
+CREATE TRIGGER IF NOT EXISTS rounds_append_only_update BEFORE UPDATE ON rounds
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rounds are never changed'); END;
+CREATE TRIGGER IF NOT EXISTS rounds_append_only_delete BEFORE DELETE ON rounds
+    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rounds are never deleted'); END;
+CREATE TABLE IF NOT EXISTS holdout (
+    sweep TEXT PRIMARY KEY REFERENCES sweeps(id), result TEXT NOT NULL, created TEXT NOT NULL);
+"""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+class Ledger:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = connect(self.path)
+        for stmt in SCHEMA.split(";\n"):
+            if stmt.strip():
+                self.conn.execute(stmt)
+
+    def close(self):
+        self.conn.close()
+
+    # -- sweeps ---------------------------------------------------------------------------------------
+    def new_sweep(self, sweep_id: str, params: dict, start_config: dict) -> None:
+        with atomic(self.conn):
+            self.conn.execute("INSERT INTO sweeps(id, created, params, start_config, status) VALUES (?,?,?,?,?)",
+                              (sweep_id, _now(), json.dumps(params, ensure_ascii=False),
+                               json.dumps(start_config, ensure_ascii=False), "running"))
+
+    def set_status(self, sweep_id: str, status: str, summary: dict | None = None) -> None:
+        with atomic(self.conn):
+            self.conn.execute("UPDATE sweeps SET status = ?, finished = ?, summary = COALESCE(?, summary) WHERE id = ?",
+                              (status, _now(), json.dumps(summary, ensure_ascii=False) if summary else None, sweep_id))
+
+    def sweep(self, sweep_id: str | None = None) -> dict | None:
+        q = "SELECT id, created, params, start_config, status, finished, summary FROM sweeps "
+        row = (self.conn.execute(q + "WHERE id = ?", (sweep_id,)).fetchone() if sweep_id else
+               self.conn.execute(q + "ORDER BY created DESC, rowid DESC LIMIT 1").fetchone())
+        if not row:
+            return None
+        return {"id": row[0], "created": row[1], "params": json.loads(row[2]), "start_config": json.loads(row[3]),
+                "status": row[4], "finished": row[5], "summary": json.loads(row[6]) if row[6] else None}
+
+    def sweeps(self) -> list[dict]:
+        return [self.sweep(r[0]) for r in self.conn.execute("SELECT id FROM sweeps ORDER BY created, rowid")]
+
+    # -- rounds ---------------------------------------------------------------------------------------
+    def append_round(self, sweep_id: str, row: dict) -> None:
+        if row["decision"] not in DECISIONS:
+            raise ValueError(f"decision {row['decision']!r} is not one of {DECISIONS}")
+        with atomic(self.conn):
+            self.conn.execute(
+                "INSERT INTO rounds(sweep, round, variable, old, new, config, config_hash, baseline_hash, "
+                "index_fingerprint, metrics, objective, decision, reason, eval_s, reindex_s, created) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (sweep_id, row["round"], row["variable"], json.dumps(row.get("old"), ensure_ascii=False),
+                 json.dumps(row.get("new"), ensure_ascii=False), json.dumps(row["config"], ensure_ascii=False),
+                 row["config_hash"], row["baseline_hash"], row.get("index_fingerprint"),
+                 json.dumps(row.get("metrics", {}), ensure_ascii=False), row.get("objective"),
+                 row["decision"], row["reason"], row.get("eval_s"), row.get("reindex_s"), _now()))
+
+    def rounds(self, sweep_id: str) -> list[dict]:
+        cols = ("round", "variable", "old", "new", "config", "config_hash", "baseline_hash", "index_fingerprint",
+                "metrics", "objective", "decision", "reason", "eval_s", "reindex_s", "created")
+        out = []
+        for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM rounds WHERE sweep = ? ORDER BY round", (sweep_id,)):
+            d = dict(zip(cols, r))
+            for k in ("old", "new", "config", "metrics"):
+                d[k] = json.loads(d[k]) if d[k] is not None else None
+            d["sweep"] = sweep_id
+            out.append(d)
+        return out
+
+    def record_holdout(self, sweep_id: str, result: dict) -> None:
+        with atomic(self.conn):
+            self.conn.execute("INSERT OR REPLACE INTO holdout(sweep, result, created) VALUES (?,?,?)",
+                              (sweep_id, json.dumps(result, ensure_ascii=False), _now()))
+
+    def holdout(self, sweep_id: str) -> dict | None:
+        row = self.conn.execute("SELECT result FROM holdout WHERE sweep = ?", (sweep_id,)).fetchone()
+        return json.loads(row[0]) if row else None

@@ -1,0 +1,32 @@
+"""The 100-point score our users grade a search setup with: quality 60 + speed 40, pass line 80.
+
+    quality = 60 x (0.5 hit@5 + 0.3 MRR + 0.2 nDCG@10)
+    speed   = 40 x clamp((slow_ms - p95_ms) / (slow_ms - fast_ms), 0, 1)     fast 50 ms, slow 500 ms
+    score   = quality + speed;  passed = score >= 80
+
+All weights live in ScoreConfig, so a team can set its own rubric in the sweep file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    quality_points: float = 60.0
+    speed_points: float = 40.0
+    quality_weights: tuple = (("hit@5", 0.5), ("mrr", 0.3), ("ndcg@10", 0.2))
+    fast_ms: float = 50.0       # p95 at or under this earns every speed point
+    slow_ms: float = 500.0      # p95 at or over this earns none
+    pass_line: float = 80.0
+
+
+def score100(metrics: dict, p95_ms: float, cfg: ScoreConfig = ScoreConfig()) -> dict:
+    wsum = sum(w for _, w in cfg.quality_weights)
+    quality = cfg.quality_points * sum(metrics[m] * w for m, w in cfg.quality_weights) / wsum
+    frac = (cfg.slow_ms - p95_ms) / (cfg.slow_ms - cfg.fast_ms)
+    speed = cfg.speed_points * min(max(frac, 0.0), 1.0)
+    total = quality + speed
+    return {"quality": round(quality, 3), "speed": round(speed, 3), "total": round(total, 3),
+            "passed": total >= cfg.pass_line}

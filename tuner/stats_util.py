@@ -1,0 +1,36 @@
+"""Percentiles and the paired significance tests used by compare and the holdout report."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def percentile(values, q: float) -> float:
+    """Linear-interpolated percentile (numpy's default); nan for no values."""
+    v = np.asarray(list(values), dtype=float)
+    return float(np.percentile(v, q)) if v.size else float("nan")
+
+
+def paired_randomization(a, b, *, n_resamples: int = 10_000, seed: int = 0) -> float:
+    """Two-sided p-value for mean(b - a) == 0 by random sign flips of the paired differences
+    (Fisher's randomization test, as in Smucker et al. 2007). The observed assignment is counted."""
+    d = np.asarray(b, float) - np.asarray(a, float)
+    if d.size == 0 or not np.any(d):
+        return 1.0
+    obs = abs(d.mean())
+    rng = np.random.default_rng(seed)
+    signs = rng.choice((-1.0, 1.0), size=(n_resamples, d.size))
+    null = np.abs((signs * d).mean(axis=1))
+    return float((1 + np.sum(null >= obs - 1e-12)) / (n_resamples + 1))
+
+
+def bootstrap_ci(a, b, *, n_resamples: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval for mean(b - a) over questions."""
+    d = np.asarray(b, float) - np.asarray(a, float)
+    if d.size == 0:
+        return (0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, d.size, size=(n_resamples, d.size))
+    means = d[idx].mean(axis=1)
+    lo, hi = np.percentile(means, [(1 - level) / 2 * 100, (1 + level) / 2 * 100])
+    return float(lo), float(hi)

@@ -1,0 +1,250 @@
+"""The round loop: pick one variable, propose a value, evaluate on the tuning set, decide, append.
+
+Every round is one ledger row written in one transaction. A restarted sweep (--resume) rebuilds its
+baseline, tried values and proposals from the ledger, so it continues exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig
+from search_core.models import ModelUnavailable
+
+from .compare import compare
+from .decide import Rule, decide, objective_value
+from .gold import GoldSet, load_gold, split_gold
+from .ledger import Ledger
+from .propose import propose
+from .space import IN_MEMORY_VARIABLES, Space, load_space
+from .workbench import Workbench, fit_threshold
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    db: str
+    gold: str
+    space: str
+    holdout: str | None = None
+    rounds: int = 119
+    time_budget_s: float | None = None
+    seed: int = 0
+    objective: str = "score100"
+    epsilon: float = 0.0
+    level_guard: bool = False
+    latency_budget_ms: float | None = None
+    vault: str | None = None
+    index_dir: str = "runs/indexes"
+    split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
+
+    def rule(self) -> Rule:
+        return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms)
+
+
+def compact_metrics(res: dict) -> dict:
+    """What the ledger keeps per round: overall, per level, gate, latency, score, and per question
+    the rank of the first gold note (enough to say which questions a candidate broke)."""
+    return {"overall": res["overall"], "by_level": res["by_level"], "gate": {k: v for k, v in res["gate"].items()
+                                                                               if k != "probe_results"},
+            "latency_ms": res["latency_ms"], "score100": res["score100"],
+            "per_query": [{"id": q["id"], "level": q["level"], "first_rank": q["first_rank"],
+                           "hit@5": q.get("hit@5", 0.0), "inject": q["inject"], "top_score": q["top_score"]}
+                          for q in res["per_query"]]}
+
+
+def _broken(base: dict, cand: dict) -> list[str]:
+    b = {q["id"]: q for q in base["per_query"]}
+    return [q["id"] for q in cand["per_query"] if q["level"] != "probe" and b.get(q["id"], {}).get("hit@5") and not q.get("hit@5")]
+
+
+class Sweep:
+    def __init__(self, params: SweepParams, ledger: Ledger, *, start: SearchConfig | None = None,
+                 sweep_id: str | None = None, progress=None, stop_flag=None):
+        self.p = params
+        self.ledger = ledger
+        self.progress = progress or (lambda line: None)
+        self.stop_flag = stop_flag or (lambda: False)
+        self.space: Space = load_space(params.space)
+        self.gold: GoldSet = load_gold(params.gold)
+        self.hold_gold: GoldSet | None = load_gold(params.holdout) if params.holdout else None
+        if params.split:
+            self.gold, self.hold_gold = split_gold(self.gold, params.split, params.seed)
+        self.bench = Workbench(params.db, vault=params.vault, index_dir=params.index_dir)
+        base_emb = self.bench.base_embedder
+        if sweep_id is None:
+            start = (start or SearchConfig()).replace(embedder=base_emb)
+            if start.threshold is None:    # the ledger records explicit values, never "the default"
+                start = start.replace(threshold=self.bench.searchers[base_emb].embedder.default_threshold)
+            self.space.check_config(start)
+            self.id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+            self.start = start
+            ledger.new_sweep(self.id, dataclasses.asdict(params), start.as_dict())
+            self.rows: list[dict] = []
+        else:
+            info = ledger.sweep(sweep_id)
+            if info is None:
+                raise SearchCoreError(f"no sweep {sweep_id!r} in {ledger.path}; `autoresearch ledger` lists them")
+            self.id = sweep_id
+            self.start = SearchConfig().replace(**info["start_config"])
+            self.rows = ledger.rounds(sweep_id)
+        self.gold.check_against(self.bench.searchers[base_emb].view.notes.keys())
+
+    # -- state derived from the ledger ---------------------------------------------------------------------
+    def _baseline(self) -> tuple[SearchConfig, dict | None]:
+        kept = [r for r in self.rows if r["decision"] == "kept"]
+        if not kept:
+            return self.start, None
+        return SearchConfig().replace(**kept[-1]["config"]), kept[-1]["metrics"]
+
+    def _tried(self, baseline_hash: str, variable: str) -> list[dict]:
+        return [r for r in self.rows if r["baseline_hash"] == baseline_hash and r["variable"] == variable]
+
+    def _unavailable(self) -> set:
+        return {r["new"] for r in self.rows if r["decision"] == "unavailable"}
+
+    # -- one round -----------------------------------------------------------------------------------------
+    def _evaluate(self, cfg: SearchConfig, base_p95: float | None, variable: str) -> dict:
+        fixed = base_p95 if variable in IN_MEMORY_VARIABLES else None
+        return self.bench.evaluate(cfg, self.gold, fixed_p95=fixed)
+
+    def run(self) -> dict:
+        t_start = time.perf_counter()
+        status = "finished"
+        try:
+            baseline, base_metrics = self._baseline()
+            if base_metrics is None:                        # round 0: measure the starting point
+                t0 = time.perf_counter()
+                res = self.bench.evaluate(baseline, self.gold)
+                self._append(0, "(start)", None, None, baseline, baseline, res, "kept",
+                             "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
+                base_metrics = self.rows[-1]["metrics"]
+            next_round = max(r["round"] for r in self.rows) + 1
+            while next_round <= self.p.rounds:
+                if self.stop_flag():
+                    status = "stopped"
+                    break
+                if self.p.time_budget_s is not None and time.perf_counter() - t_start > self.p.time_budget_s:
+                    status = "stopped: time budget"
+                    break
+                baseline, base_metrics = self._baseline()
+                if not self._round(next_round, baseline, base_metrics):
+                    status = "finished: space exhausted"
+                    break
+                next_round += 1
+        except KeyboardInterrupt:
+            self.ledger.set_status(self.id, "interrupted")
+            raise
+        summary = self.summary()
+        if self.hold_gold is not None:
+            summary["holdout"] = self.run_holdout()
+        self.ledger.set_status(self.id, status, summary)
+        summary["status"] = status
+        return summary
+
+    def _pick(self, round_no: int, baseline: SearchConfig, bhash: str):
+        names = self.space.names()
+        unavailable = self._unavailable()
+        start = (round_no - 1) % len(names)
+        for i in range(len(names)):
+            v = self.space.get(names[(start + i) % len(names)])
+            hist = self._tried(bhash, v.name)
+            tried = {r["new"] for r in hist}
+            base_value = getattr(baseline, v.name)
+            history = [(r["new"], r["objective"]) for r in hist if r["objective"] is not None]
+            base_obj = objective_value(self._baseline()[1], "gate_accuracy" if v.name == "threshold" else self.p.objective)
+            value = propose(v, seed=self.p.seed, baseline_hash=bhash, baseline_value=base_value,
+                            baseline_objective=base_obj, history=history, tried=tried, unavailable=unavailable)
+            if value is not None:
+                return v, value
+        return None, None
+
+    def _round(self, round_no: int, baseline: SearchConfig, base_metrics: dict) -> bool:
+        bhash = baseline.config_hash()
+        v, value = self._pick(round_no, baseline, bhash)
+        if v is None:
+            return False
+        old = getattr(baseline, v.name)
+        cand = baseline.replace(**{v.name: value})
+        t0 = time.perf_counter()
+        reindex_s = 0.0
+        objective = "gate_accuracy" if v.name == "threshold" else None
+        try:
+            if v.name == "embedder":
+                _, reindex_s = self.bench.searcher_for(value)
+                # score scales differ between models: re-fit the gate on the tuning set before comparing
+                probe_run = self.bench.evaluate(cand, self.gold)
+                fitted = fit_threshold(probe_run["per_query"])
+                if fitted is not None:
+                    cand = cand.replace(threshold=fitted)
+            res = self._evaluate(cand, base_metrics["latency_ms"]["p95"], v.name)
+            d, b_obj, c_obj = decide(base_metrics, res, self.p.rule(), objective=objective)
+            decision, reason = d.decision, d.reason
+            broken = _broken(base_metrics, res)
+            if broken:
+                reason += f"; broke {', '.join(broken[:8])}" + (" ..." if len(broken) > 8 else "")
+            cobj = c_obj
+        except ModelUnavailable as e:
+            res, decision, reason, cobj = None, "unavailable", str(e), None
+        except SearchCoreError as e:
+            res, decision, reason, cobj = None, "crashed", f"{type(e).__name__}: {e}", None
+        except Exception as e:  # a bug or a broken model must not end an overnight sweep
+            tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            res, decision, reason, cobj = None, "crashed", tb, None
+        eval_s = time.perf_counter() - t0 - reindex_s
+        self._append(round_no, v.name, old, value, cand, baseline, res, decision, reason, eval_s, reindex_s, cobj)
+        best = objective_value(self._baseline()[1], self.p.objective)
+        self.progress(f"round {round_no}/{self.p.rounds}  {v.name} {old!r} -> {value!r}  {decision}  "
+                      f"best {self.p.objective} {best:.4f}")
+        return True
+
+    def _append(self, round_no, variable, old, new, cand, baseline, res, decision, reason, eval_s, reindex_s, obj):
+        s = self.bench.searchers.get(cand.embedder)
+        row = {"round": round_no, "variable": variable, "old": old, "new": new, "config": cand.as_dict(),
+               "config_hash": cand.config_hash(), "baseline_hash": baseline.config_hash(),
+               "index_fingerprint": s.fingerprint_key if s else None,
+               "metrics": compact_metrics(res) if res else {}, "objective": obj, "decision": decision,
+               "reason": reason, "eval_s": round(eval_s, 4), "reindex_s": round(reindex_s, 3)}
+        self.ledger.append_round(self.id, row)
+        self.rows.append({**row, "sweep": self.id})
+
+    # -- the end of a sweep ----------------------------------------------------------------------------------
+    def summary(self) -> dict:
+        final, metrics = self._baseline()
+        counts: dict[str, int] = {}
+        for r in self.rows[1:]:
+            counts[r["decision"]] = counts.get(r["decision"], 0) + 1
+        start_m = self.rows[0]["metrics"] if self.rows else {}
+        return {"sweep": self.id, "rounds": len(self.rows) - 1, "decisions": counts,
+                "start_config": self.start.as_dict(), "final_config": final.as_dict(),
+                "start": {"hit@5": start_m.get("overall", {}).get("hit@5"),
+                          self.p.objective: objective_value(start_m, self.p.objective) if start_m else None},
+                "final": {"hit@5": metrics["overall"]["hit@5"] if metrics else None,
+                          self.p.objective: objective_value(metrics, self.p.objective) if metrics else None},
+                "path": [{"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"],
+                          "reason": r["reason"]} for r in self.rows[1:] if r["decision"] == "kept"]}
+
+    def run_holdout(self) -> dict:
+        """Starting and final config on the holdout set, with the paired test: does the gain carry over?"""
+        hold = self.hold_gold
+        final, _ = self._baseline()
+        a = self.bench.evaluate(self.start, hold)
+        b = self.bench.evaluate(final, hold)
+        c = compare(a, b, seed=self.p.seed)
+        tune_gain = (self.summary()["final"][self.p.objective] or 0) - (self.summary()["start"][self.p.objective] or 0)
+        hold_gain = objective_value(b, self.p.objective) - objective_value(a, self.p.objective)
+        result = {"gold": hold.name, "start": {"hit@5": a["overall"]["hit@5"], "mrr": a["overall"]["mrr"],
+                                              self.p.objective: objective_value(a, self.p.objective)},
+                  "final": {"hit@5": b["overall"]["hit@5"], "mrr": b["overall"]["mrr"],
+                            self.p.objective: objective_value(b, self.p.objective)},
+                  "tuning_gain": round(tune_gain, 4), "holdout_gain": round(hold_gain, 4),
+                  "holdout_regressed": bool(tune_gain > 0 and (hold_gain < 0 or
+                                                               b["overall"]["hit@5"] < a["overall"]["hit@5"])),
+                  "compare": c}
+        self.ledger.record_holdout(self.id, result)
+        return result

@@ -1,0 +1,121 @@
+"""What a sweep evaluates against: one searcher per embedder (each on its own index, never mixed),
+the channel-list cache, the reranker-score cache, and the threshold fit for a new embedder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import ChunkConfig, SearchConfig
+from search_core.indexer import default_cache_path, index_vault
+from search_core.pipeline import Searcher
+from search_core.store import connect, get_meta
+
+from .evaluate import RetrievalCache, evaluate
+from .gold import GoldSet
+from .score import ScoreConfig, score100
+
+
+class IndexVerificationError(SearchCoreError):
+    pass
+
+
+def verify_index(db: Path, embedder: str) -> dict:
+    """Before a model round is evaluated: the index was built by `embedder` alone, and every chunk
+    meant to have a vector has exactly one, of the right dimension."""
+    conn = connect(db)
+    try:
+        fp = get_meta(conn, "fingerprint")
+        if fp["embedder"]["name"] != embedder:
+            raise IndexVerificationError(f"{db} was built by {fp['embedder']['name']}, not {embedder}")
+        n_vec = conn.execute("SELECT count(*) FROM chunk_vec").fetchone()[0]
+        n_want = conn.execute("SELECT count(*) FROM chunks WHERE has_vector").fetchone()[0]
+        orphans = conn.execute("SELECT count(*) FROM chunk_vec v LEFT JOIN chunks c ON c.id = v.rowid "
+                               "WHERE c.id IS NULL OR NOT c.has_vector").fetchone()[0]
+        missing = conn.execute("SELECT count(*) FROM chunks c LEFT JOIN chunk_vec v ON v.rowid = c.id "
+                               "WHERE c.has_vector AND v.rowid IS NULL").fetchone()[0]
+        if n_vec != n_want or orphans or missing:
+            raise IndexVerificationError(f"{db}: {n_vec} vectors for {n_want} chunks ({missing} missing, "
+                                         f"{orphans} orphaned); rebuild with --full")
+        dim = len(conn.execute("SELECT embedding FROM chunk_vec LIMIT 1").fetchone()[0]) // 4 if n_vec else fp["embedder"]["dim"]
+        if dim != fp["embedder"]["dim"]:
+            raise IndexVerificationError(f"{db}: vectors have {dim} dimensions, the fingerprint says {fp['embedder']['dim']}")
+        return fp
+    finally:
+        conn.close()
+
+
+def fit_threshold(per_query: list[dict]) -> float | None:
+    """The gate threshold that best separates answerable questions (inject) from probes (hold back),
+    on the tuning set: the midpoint of the best gap between sorted top scores."""
+    pts = sorted((q["top_score"], q["level"] == "probe") for q in per_query)
+    if not pts or all(p for _, p in pts) or not any(p for _, p in pts):
+        return None
+    scores = [s for s, _ in pts]
+    cands = [scores[0] - 1e-3] + [(a + b) / 2 for a, b in zip(scores, scores[1:]) if b > a] + [scores[-1] + 1e-3]
+    best, best_acc = None, -1.0
+    for t in cands:
+        acc = sum((s >= t) != probe for s, probe in pts)
+        if acc > best_acc:
+            best, best_acc = t, acc
+    return round(best, 4)
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:60]
+
+
+class Workbench:
+    def __init__(self, base_db: str | Path, *, vault: str | None = None, index_dir: str | Path = "runs/indexes",
+                 score_cfg: ScoreConfig = ScoreConfig()):
+        self.base_db = Path(base_db)
+        base = Searcher(self.base_db)
+        self.searchers: dict[str, Searcher] = {base.embedder_name: base}
+        self.base_embedder = base.embedder_name
+        self.vault = vault or get_meta(base.conn, "vault")
+        self.chunk_cfg = ChunkConfig(**base.fingerprint["chunking"])
+        self.index_dir = Path(index_dir)
+        self.embed_cache = default_cache_path(self.base_db)
+        self.retrievals = RetrievalCache()
+        self.rerank_cache: dict = {}
+        self.score_cfg = score_cfg
+
+    def searcher_for(self, embedder: str) -> tuple[Searcher, float]:
+        """The searcher for `embedder`, building its own index from scratch if needed.
+        Returns (searcher, seconds spent indexing)."""
+        if embedder in self.searchers:
+            return self.searchers[embedder], 0.0
+        if not self.vault or not Path(self.vault).exists():
+            raise SearchCoreError(f"cannot build an index for {embedder}: the vault {self.vault!r} is not here; "
+                                  "pass --vault")
+        chunk_key = hashlib.sha256(json.dumps(self.chunk_cfg.as_dict(), sort_keys=True).encode()).hexdigest()[:8]
+        db = self.index_dir / f"{slug(embedder)}-{chunk_key}.sqlite"
+        t0 = time.perf_counter()
+        try:
+            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache)
+        except SearchCoreError as e:
+            if "vectors from two models never share an index" not in str(e):
+                raise
+            # same name, other weights (a model updated in place): rebuild from scratch, never mix
+            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache, full=True)
+        seconds = time.perf_counter() - t0
+        verify_index(db, embedder)
+        s = Searcher(db)
+        s.rerank_cache = self.rerank_cache
+        self.searchers[embedder] = s
+        return s, seconds
+
+    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, fixed_p95: float | None = None) -> dict:
+        s, _ = self.searcher_for(cfg.embedder)
+        s.rerank_cache = self.rerank_cache
+        res = evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False).as_json()
+        if fixed_p95 is not None:
+            # in-memory variables cannot change search cost; re-using the baseline's p95 keeps
+            # decisions deterministic instead of riding on millisecond jitter
+            res["latency_ms"] = {**res["latency_ms"], "p95": fixed_p95}
+            res["score100"] = score100(res["overall"], fixed_p95, self.score_cfg)
+        return res
