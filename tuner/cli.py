@@ -313,6 +313,8 @@ def _print_summary(s: dict):
     h = s.get("holdout")
     if h:
         flag = "HOLDOUT REGRESSED: the tuning gain did not carry over" if h["holdout_regressed"] else "holdout ok"
+        if h.get("within_noise"):
+            flag += " (every holdout difference is within noise)"
         p = h["compare"]["metrics"]["hit@5"]
         click.echo(f"holdout {h['gold']}: hit@5 {h['start']['hit@5']:.4f} -> {h['final']['hit@5']:.4f} "
                    f"(p={p['p_value']:.3f}, {p['verdict']}); {obj} {h['start'][obj]:.4f} -> {h['final'][obj]:.4f}; {flag}")

@@ -58,6 +58,14 @@ def compact_metrics(res: dict) -> dict:
                           for q in res["per_query"]]}
 
 
+def _snap(v, value: float) -> float:
+    """Clip to the variable's range and round to its step grid."""
+    value = min(max(value, v.low), v.high)
+    if v.step:
+        value = v.low + round((value - v.low) / v.step) * v.step
+    return round(value, 6)
+
+
 def _broken(base: dict, cand: dict) -> list[str]:
     b = {q["id"]: q for q in base["per_query"]}
     return [q["id"] for q in cand["per_query"] if q["level"] != "probe" and b.get(q["id"], {}).get("hit@5") and not q.get("hit@5")]
@@ -157,7 +165,16 @@ class Sweep:
             tried = {r["new"] for r in hist}
             base_value = getattr(baseline, v.name)
             history = [(r["new"], r["objective"]) for r in hist if r["objective"] is not None]
-            base_obj = objective_value(self._baseline()[1], "gate_accuracy" if v.name == "threshold" else self.p.objective)
+            base_metrics = self._baseline()[1]
+            if v.name == "threshold":
+                # the gate does not move the ranking, so its best value on the tuning set has a closed
+                # form: try that first, then let optuna explore around it
+                fitted = fit_threshold(base_metrics["per_query"])
+                if fitted is not None:
+                    fitted = _snap(v, fitted)
+                    if fitted not in tried and fitted != base_value:
+                        return v, fitted
+            base_obj = objective_value(base_metrics, "gate_accuracy" if v.name == "threshold" else self.p.objective)
             value = propose(v, seed=self.p.seed, baseline_hash=bhash, baseline_value=base_value,
                             baseline_objective=base_obj, history=history, tried=tried, unavailable=unavailable)
             if value is not None:
@@ -245,6 +262,7 @@ class Sweep:
                   "tuning_gain": round(tune_gain, 4), "holdout_gain": round(hold_gain, 4),
                   "holdout_regressed": bool(tune_gain > 0 and (hold_gain < 0 or
                                                                b["overall"]["hit@5"] < a["overall"]["hit@5"])),
+                  "within_noise": all(m["verdict"] == "within noise" for m in c["metrics"].values()),
                   "compare": c}
         self.ledger.record_holdout(self.id, result)
         return result
