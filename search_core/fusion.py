@@ -16,26 +16,44 @@ class Fused:
     terms: dict          # channel -> w_c / (k + rank_c): the arithmetic --explain shows
 
 
-def weighted_rrf(lists: dict[str, list[str]], weights: dict[str, float], k: float = 60) -> list[Fused]:
-    """Fuse ranked id lists. Ties break by the best single rank, then by id, so output is deterministic."""
+def weighted_rrf(lists: dict[str, list[str]], weights: dict[str, float], k: float = 60, *,
+                 limit: int | None = None, exclude=frozenset()) -> list[Fused]:
+    """Fuse ranked id lists. Ties break by the best single rank, then by id, so output is deterministic.
+    `exclude` drops ids before ranking; `limit` builds records for the best `limit` only (the tuner
+    re-fuses 114 questions per round, and most of the 200 candidates per question are never read)."""
     if k < 0:
         raise ValueError(f"RRF k must be >= 0, got {k}")
     ranks: dict[str, dict[str, int]] = {}
     for channel, ids in lists.items():
         seen = set()
         for pos, doc in enumerate(ids, 1):
-            if doc in seen:          # a channel lists a document once; later repeats are ignored
+            if doc in seen or doc in exclude:   # a channel lists a document once; later repeats are ignored
                 continue
             seen.add(doc)
-            ranks.setdefault(doc, {})[channel] = pos
-    fused = []
+            r = ranks.get(doc)
+            if r is None:
+                r = ranks[doc] = {}
+            r[channel] = pos
+    scored = []
     for doc, r in ranks.items():
-        terms = {c: weights.get(c, 0.0) / (k + pos) for c, pos in r.items() if weights.get(c, 0.0) != 0.0}
-        if not terms:
-            continue
-        fused.append(Fused(doc, sum(terms.values()), {c: r.get(c) for c in lists}, terms))
-    fused.sort(key=lambda f: (-f.score, min(f.ranks[c] for c in f.terms), f.id))
-    return fused
+        score, best = 0.0, None
+        for c, pos in r.items():
+            w = weights.get(c, 0.0)
+            if w != 0.0:
+                score += w / (k + pos)
+                best = pos if best is None or pos < best else best
+        if best is not None:
+            scored.append((-score, best, doc))
+    scored.sort()
+    if limit is not None:
+        scored = scored[:limit]
+    channels = list(lists)
+    out = []
+    for neg, _, doc in scored:
+        r = ranks[doc]
+        terms = {c: weights[c] / (k + pos) for c, pos in r.items() if weights.get(c, 0.0) != 0.0}
+        out.append(Fused(doc, -neg, {c: r.get(c) for c in channels}, terms))
+    return out
 
 
 def community_boost(fused: list[Fused], community_of: dict[str, int], boost: float) -> list[Fused]:

@@ -194,15 +194,17 @@ class Searcher:
         return ch.merge_parts(per_part, depth)
 
     # -- the cheap half: fusion, rerank, gate ----------------------------------------------------------
-    def rank(self, r: Retrieval, cfg: SearchConfig) -> SearchResult:
+    def rank(self, r: Retrieval, cfg: SearchConfig, *, snippets: bool = True,
+             limit_fused: int | None = None) -> SearchResult:
         t = dict(r.timings_ms)
         t0 = time.perf_counter()
         view = self.view
         lists = {c: [h.note_id for h in hits] for c, hits in r.lists.items()}
-        fused = weighted_rrf(lists, cfg.weights(), cfg.rrf_k)
+        nav = self.nav_notes(cfg.nav_globs) if cfg.exclude_nav else frozenset()
+        # the boost can lift any candidate, so it needs the whole list; otherwise only the top is read
+        limit = None if cfg.community_boost or not limit_fused else max(cfg.rerank_depth, cfg.top_k, limit_fused)
+        fused = weighted_rrf(lists, cfg.weights(), cfg.rrf_k, limit=limit, exclude=nav)
         fused = community_boost(fused, view.community, cfg.community_boost)
-        if cfg.exclude_nav:
-            fused = [f for f in fused if not self.is_nav(f.id)]
         t["fusion"] = (time.perf_counter() - t0) * 1000
         chunk_of = {}
         for c in ("dense", "sparse", "decomposed", "entity"):   # semantic match first for the snippet chunk
@@ -220,7 +222,8 @@ class Searcher:
         hits = []
         for f, s in list(zip(candidates, scores))[: cfg.top_k]:
             cid = chunk_of.get(f.id)
-            hits.append(Hit(f.id, view.notes[f.id]["title"], s, self.snippet(cid, r.query, f.id), f.ranks, cid,
+            snippet = self.snippet(cid, r.query, f.id) if snippets else ""
+            hits.append(Hit(f.id, view.notes[f.id]["title"], s, snippet, f.ranks, cid,
                             view.cosine(r.qvec, f.id, cid), f.score))
         threshold = cfg.threshold if cfg.threshold is not None else self.embedder.default_threshold
         top = hits[0].cosine if hits else 0.0
@@ -243,9 +246,16 @@ class Searcher:
         return self.rank(self.retrieve(query, cfg.depth), cfg)
 
     # -- helpers -------------------------------------------------------------------------------------
+    def nav_notes(self, globs=SearchConfig().nav_globs) -> frozenset:
+        """Index/MOC notes: the frontmatter flag, or an id matching a glob. Computed once per view."""
+        cache = self.view.__dict__.setdefault("_nav", {})
+        if globs not in cache:
+            cache[globs] = frozenset(nid for nid, n in self.view.notes.items()
+                                     if n["is_nav"] or any(fnmatch.fnmatchcase(nid, g) for g in globs))
+        return cache[globs]
+
     def is_nav(self, note_id: str, globs=SearchConfig().nav_globs) -> bool:
-        note = self.view.notes.get(note_id, {})
-        return note.get("is_nav", False) or any(fnmatch.fnmatchcase(note_id, g) for g in globs)
+        return note_id in self.nav_notes(globs)
 
     def chunk_text(self, chunk_id: int | None) -> tuple[str, str]:
         if chunk_id is None:

@@ -61,7 +61,7 @@ def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCach
     for q in gold.questions:
         t0 = time.perf_counter()
         r = cache.get(searcher, q.query, cfg.depth) if cache else searcher.retrieve(q.query, cfg.depth)
-        res = searcher.rank(r, cfg)
+        res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)
         timings = dict(res.timings_ms)
         if cache is None:
             timings["wall"] = (time.perf_counter() - t0) * 1000
