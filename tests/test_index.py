@@ -208,3 +208,23 @@ def test_stale_build_files_from_a_killed_run_are_removed(small_vault, tmp_path, 
     stale.write_bytes(b"half-written")
     index_vault(small_vault, db, cache=shared_cache)
     assert not stale.exists() and db.exists()
+
+
+def test_korquad_json_reads_as_a_vault_and_evaluates(tmp_path, shared_cache):
+    import json as _json
+    from search_core.config import SearchConfig
+    from tuner.evaluate import evaluate
+    from tuner.gold import load_gold
+    doc = {"version": "KorQuAD_v1.0_dev", "data": [
+        {"title": "한국은행", "paragraphs": [
+            {"context": "한국은행은 2024년 기준금리를 3.5%로 동결했다.", "qas": [
+                {"id": "q1", "question": "한국은행이 동결한 기준금리는?", "answers": [{"text": "3.5%", "answer_start": 15}]}]},
+            {"context": "서울 지하철 기본요금은 1,400원으로 올랐다.", "qas": [
+                {"id": "q2", "question": "지하철 기본요금은 얼마로 올랐나?", "answers": [{"text": "1,400원", "answer_start": 13}]}]}]}]}
+    p = tmp_path / "KorQuAD_mini.json"
+    p.write_text(_json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    db = tmp_path / "kq.sqlite"
+    r = index_vault(p, db, cache=shared_cache)
+    assert r.notes == 2 and sorted(x[0] for x in q(db, "SELECT id FROM notes")) == ["000-00", "000-01"]
+    res = evaluate(Searcher(db), load_gold(p), SearchConfig(exclude_nav=False))
+    assert res.overall["n"] == 2 and res.overall["hit@1"] == 1.0
