@@ -89,20 +89,23 @@ def _parent_links(value) -> list[Link]:
     return links
 
 
+def code_mask(lines: list[str]) -> list[bool]:
+    """True for each line inside a fenced code block or delimiting one (``` or ~~~, closed by the same)."""
+    mask, in_fence, fence = [], False, ""
+    for line in lines:
+        m = FENCE_RE.match(line)
+        if m and (not in_fence or m.group(1)[0] == fence):
+            in_fence, fence = not in_fence, m.group(1)[0]
+            mask.append(True)
+        else:
+            mask.append(in_fence)
+    return mask
+
+
 def strip_code(text: str) -> str:
     """Text with fenced blocks and inline code removed (for link and tag extraction)."""
-    out, in_fence, fence = [], False, ""
-    for line in text.split("\n"):
-        m = FENCE_RE.match(line)
-        if m:
-            if not in_fence:
-                in_fence, fence = True, m.group(1)[0]
-            elif m.group(1)[0] == fence:
-                in_fence = False
-            continue
-        if not in_fence:
-            out.append(INLINE_CODE_RE.sub(" ", line))
-    return "\n".join(out)
+    lines = text.split("\n")
+    return "\n".join(INLINE_CODE_RE.sub(" ", l) for l, code in zip(lines, code_mask(lines)) if not code)
 
 
 def extract_links(text: str) -> list[Link]:
@@ -144,7 +147,6 @@ def split_sections(body: str) -> list[Section]:
     sections: list[Section] = []
     path: list[tuple[int, str]] = []
     buf: list[str] = []
-    in_fence, fence = False, ""
 
     def flush():
         text = "\n".join(buf).strip()
@@ -152,18 +154,9 @@ def split_sections(body: str) -> list[Section]:
             sections.append(Section(tuple(h for _, h in path), render_links(text)))
         buf.clear()
 
-    lines = body.split("\n")
-    for i, line in enumerate(lines):
-        line = line.rstrip("\r")
-        m = FENCE_RE.match(line)
-        if m:
-            if not in_fence:
-                in_fence, fence = True, m.group(1)[0]
-            elif m.group(1)[0] == fence:
-                in_fence = False
-            buf.append(line)
-            continue
-        if in_fence:
+    lines = [l.rstrip("\r") for l in body.split("\n")]
+    for i, (line, code) in enumerate(zip(lines, code_mask(lines))):
+        if code:
             buf.append(line)
             continue
         if KRAMDOWN_ATTR_LINE_RE.match(line):
