@@ -82,5 +82,8 @@ def load_config(path: str | Path | None, base: SearchConfig | None = None) -> Se
         raise SearchCoreError(f"config file {p} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise SearchCoreError(f"config file {p} is not valid TOML: {e}") from None
-    data = data.get("search", data)
+    if "search" in data:
+        data = data["search"]
+    else:
+        data = {k: v for k, v in data.items() if not isinstance(v, dict)}   # other tables ([score]) are not ours
     return base.replace(**data)

@@ -56,3 +56,18 @@ def test_compare_flips_and_noise():
     assert c["one_question_moves_hit5_by"] == 0.25
     with pytest.raises(ValueError, match="different gold sets"):
         compare(a, {**b, "gold": "other"})
+
+
+def test_score_rubric_from_the_config_file(tmp_path):
+    from search_core import SearchCoreError
+    from search_core.config import SearchConfig, load_config
+    from tuner.score import load_score_config
+    p = tmp_path / "c.toml"
+    p.write_text('[search]\nrrf_k = 20\n[score]\npass_line = 70\nquality_weights = { mrr = 1.0 }\n')
+    cfg = load_score_config(p)
+    assert cfg.pass_line == 70 and cfg.quality_weights == (("mrr", 1.0),)
+    assert load_config(p) == SearchConfig(rrf_k=20)
+    assert score100({"mrr": 0.5}, 50.0, cfg) == {"quality": 30.0, "speed": 40.0, "total": 70.0, "passed": True}
+    p.write_text('[score]\nbogus = 1\n')
+    with pytest.raises(SearchCoreError, match="unknown keys"):
+        load_score_config(p)

@@ -201,6 +201,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out,
     from tuner.evaluate import evaluate
     from tuner.gold import load_gold
     from tuner.report_text import format_eval
+    from tuner.score import load_score_config
 
     try:
         gold = load_gold(gold_path)
@@ -208,7 +209,8 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out,
         cfg = load_config(config_path).replace(embedder=searcher.embedder_name)
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
-        result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit).as_json()
+        result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
+                          score_cfg=load_score_config(config_path)).as_json()
     except SearchCoreError as e:
         _fail(e)
     out.mkdir(parents=True, exist_ok=True)
@@ -285,7 +287,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
                                  holdout=str(holdout) if holdout else None, rounds=rounds,
                                  time_budget_s=_parse_duration(time_budget), seed=seed, objective=objective,
                                  epsilon=epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
-                                 vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split)
+                                 vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split,
+                                 score_config=str(config_path) if config_path else None)
             sw = Sweep(params, ledger, start=load_config(config_path), progress=lambda l: click.echo(l, err=True))
         click.echo(f"sweep {sw.id}: ledger {ledger_path}", err=True)
         summary = sw.run()

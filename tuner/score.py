@@ -30,3 +30,42 @@ def score100(metrics: dict, p95_ms: float, cfg: ScoreConfig = ScoreConfig()) -> 
     total = quality + speed
     return {"quality": round(quality, 3), "speed": round(speed, 3), "total": round(total, 3),
             "passed": total >= cfg.pass_line}
+
+
+def load_score_config(path) -> ScoreConfig:
+    """The [score] table of a TOML file (the same file `--config` takes), onto the defaults:
+
+        [score]
+        quality_points = 60
+        speed_points = 40
+        quality_weights = { "hit@5" = 0.5, mrr = 0.3, "ndcg@10" = 0.2 }
+        fast_ms = 50
+        slow_ms = 500
+        pass_line = 80
+    """
+    import dataclasses
+    import tomllib
+    from pathlib import Path
+
+    from search_core import SearchCoreError
+
+    if path is None:
+        return ScoreConfig()
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("score", {})
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SearchCoreError(f"cannot read the [score] table of {path}: {e}") from None
+    fields = {f.name for f in dataclasses.fields(ScoreConfig)}
+    unknown = set(data) - fields
+    if unknown:
+        raise SearchCoreError(f"{path} [score]: unknown keys {sorted(unknown)}; valid: {sorted(fields)}")
+    if "quality_weights" in data:
+        qw = data["quality_weights"]
+        allowed = {"hit@1", "hit@3", "hit@5", "hit@10", "mrr", "p@5", "recall@5", "ndcg@10", "coverage"}
+        if not isinstance(qw, dict) or not qw or set(qw) - allowed:
+            raise SearchCoreError(f"{path} [score]: quality_weights maps metrics ({', '.join(sorted(allowed))}) to weights")
+        data["quality_weights"] = tuple((k, float(v)) for k, v in qw.items())
+    cfg = ScoreConfig(**data)
+    if cfg.slow_ms <= cfg.fast_ms:
+        raise SearchCoreError(f"{path} [score]: slow_ms must be above fast_ms")
+    return cfg

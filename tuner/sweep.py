@@ -22,6 +22,7 @@ from .decide import Rule, decide, objective_value
 from .gold import GoldSet, load_gold, split_gold
 from .ledger import Ledger
 from .propose import propose
+from .score import load_score_config
 from .space import IN_MEMORY_VARIABLES, Space, load_space
 from .workbench import Workbench, fit_threshold
 
@@ -42,6 +43,7 @@ class SweepParams:
     vault: str | None = None
     index_dir: str = "runs/indexes"
     split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
+    score_config: str | None = None  # a TOML file whose [score] table sets the 100-point rubric
 
     def rule(self) -> Rule:
         return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms)
@@ -83,7 +85,8 @@ class Sweep:
         self.hold_gold: GoldSet | None = load_gold(params.holdout) if params.holdout else None
         if params.split:
             self.gold, self.hold_gold = split_gold(self.gold, params.split, params.seed)
-        self.bench = Workbench(params.db, vault=params.vault, index_dir=params.index_dir)
+        self.bench = Workbench(params.db, vault=params.vault, index_dir=params.index_dir,
+                               score_cfg=load_score_config(params.score_config))
         base_emb = self.bench.base_embedder
         if sweep_id is None:
             start = (start or SearchConfig()).replace(embedder=base_emb)
