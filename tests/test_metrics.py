@@ -32,3 +32,33 @@ def test_ndcg_by_hand():
     assert ndcg_at_k(RANKED, {"a"}, 10) == 1.0
     assert ndcg_at_k(RANKED, {"f"}, 5) == 0.0
     assert ndcg_at_k(RANKED, {"c"}, 10) == pytest.approx(1 / math.log2(4))
+
+
+def test_metrics_agree_with_trec_eval_via_ir_measures():
+    """Our pure functions against trec_eval's (pytrec_eval through ir-measures) on 300 random rankings."""
+    import random
+    import ir_measures
+    from ir_measures import P, R, RR, Success, nDCG
+
+    from tuner.metrics import mean
+
+    rng = random.Random(1)
+    docs = [f"d{i}" for i in range(30)]
+    qrels, run, ours = [], [], {"ndcg": [], "rr": [], "p": [], "r": [], "hit": []}
+    for qi in range(300):
+        q = f"q{qi}"
+        rel = set(rng.sample(docs, rng.randint(1, 4)))
+        ranked = rng.sample(docs, 12)
+        qrels += [ir_measures.Qrel(q, d, 1) for d in rel]
+        run += [ir_measures.ScoredDoc(q, d, float(100 - i)) for i, d in enumerate(ranked)]
+        ours["ndcg"].append(ndcg_at_k(ranked, rel, 10))
+        ours["rr"].append(reciprocal_rank(ranked, rel, 10))
+        ours["p"].append(precision_at_k(ranked, rel, 5))
+        ours["r"].append(recall_at_k(ranked, rel, 5))
+        ours["hit"].append(hit_at_k(ranked, rel, 5))
+    ref = ir_measures.calc_aggregate([nDCG @ 10, RR @ 10, P @ 5, R @ 5, Success @ 5], qrels, run)
+    assert mean(ours["ndcg"]) == pytest.approx(ref[nDCG @ 10], abs=1e-9)
+    assert mean(ours["rr"]) == pytest.approx(ref[RR @ 10], abs=1e-9)
+    assert mean(ours["p"]) == pytest.approx(ref[P @ 5], abs=1e-9)
+    assert mean(ours["r"]) == pytest.approx(ref[R @ 5], abs=1e-9)
+    assert mean(ours["hit"]) == pytest.approx(ref[Success @ 5], abs=1e-9)
