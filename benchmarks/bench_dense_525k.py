@@ -65,7 +65,7 @@ def main():
     numpy_ms = []
     for q in qs:
         t0 = time.perf_counter()
-        hits = dense(view, q, 50)
+        dense(view, q, 50)
         numpy_ms.append((time.perf_counter() - t0) * 1000)
     # correctness: the numpy top hit is vec0's nearest neighbour too
     vec0_ms = []

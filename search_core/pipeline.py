@@ -10,7 +10,7 @@ import fnmatch
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from . import SearchCoreError
 from . import channels as ch
 from .config import CHANNELS, SearchConfig
-from .fusion import Fused, community_boost, weighted_rrf
+from .fusion import community_boost, weighted_rrf
 from .indexer import fingerprint_mismatch_message
 from .models import get_embedder, get_reranker
 from .store import get_meta, open_index

@@ -1,7 +1,5 @@
 import json
-import time
 
-import pytest
 from click.testing import CliRunner
 
 from search_core.config import SearchConfig
@@ -48,7 +46,6 @@ def test_cached_reevaluation_does_not_search_again(demo_index):
     cache = RetrievalCache()
     evaluate(s, gold, SearchConfig(), cache=cache, audit=False)
     assert cache.misses == len(gold.questions) and cache.hits == 0
-    t0 = time.perf_counter()
     evaluate(s, gold, SearchConfig(w_sparse=0.1, rrf_k=20), cache=cache, audit=False)
     assert cache.hits == len(gold.questions)
 

@@ -23,7 +23,6 @@ def test_unknown_names_list_the_known_ones():
 @pytest.mark.parametrize("name", ["BAAI/bge-m3", "BAAI/bge-reranker-v2-m3"])
 def test_hub_model_without_weights_says_where_it_looked_and_how_to_get_them(name, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
-    import importlib
     import huggingface_hub.constants as c
     monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
     get = get_reranker if "reranker" in name else get_embedder

@@ -7,7 +7,7 @@ Channel lists come through a RetrievalCache, so a weight, k or threshold change 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from search_core.config import SearchConfig
 

@@ -9,7 +9,7 @@ All weights live in ScoreConfig, so a team can set its own rubric in the sweep f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ import dataclasses
 import time
 import traceback
 import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig

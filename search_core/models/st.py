@@ -5,7 +5,6 @@ Hub ids load only from the local Hugging Face cache: this project never download
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
