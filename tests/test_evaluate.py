@@ -23,6 +23,8 @@ def test_eval_json_on_the_demo_tuning_set(demo_index, tmp_path):
         assert key in data
     assert data["n"] == 24 and set(data["latency_ms"]) == {"p50", "p95"}
     assert set(data["by_level"]) <= {"L0", "L1", "XL", "L2", "L3"} and data["by_level"]["L0"]["n"] == 6
+    assert set(data["by_level"]["L0"]["latency_ms"]) == {"p50", "p95"}
+    assert all(q["latency_ms"] > 0 for q in data["per_query"])
     assert data["gate"]["probes"] == 12 and len(data["gate"]["probe_results"]) == 12
     assert data["hit@5"] >= 0.6                    # a working engine on its own demo vault
     assert len(list(tmp_path.glob("*-demo-tune-*.json"))) == 1

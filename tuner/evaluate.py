@@ -140,14 +140,16 @@ class EvalResult:
 def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[QueryRow],
                  score_cfg: ScoreConfig = ScoreConfig(), gaps=None, warnings=None, seconds=0.0) -> EvalResult:
     overall = summarize(rows)
-    by_level = {lvl: summarize([r for r in rows if r.level == lvl]) for lvl in LEVELS
-                if lvl != "probe" and any(r.level == lvl for r in rows)}
+    by_level = {lvl: {**summarize([r for r in rows if r.level == lvl]),
+                      "latency_ms": latency([r for r in rows if r.level == lvl]).get("total", {})}
+                for lvl in LEVELS if lvl != "probe" and any(r.level == lvl for r in rows)}
     lat = latency(rows)
     p95 = lat.get("total", {}).get("p95", 0.0)
     s100 = score100(overall, p95, score_cfg) if overall.get("n") else {}
     per_query = [{"id": r.id, "level": r.level, "query": r.query, "gold": list(r.gold),
                   "first_rank": r.first_rank, "top5": list(r.ranked[:5]), "inject": r.inject,
-                  "top_score": round(r.top_score, 4), **({k: v for k, v in r.metrics().items()}
+                  "top_score": round(r.top_score, 4), "latency_ms": round(r.timings_ms.get("total", 0.0), 2),
+                  **({k: v for k, v in r.metrics().items()}
                                                          if r.level != "probe" else {})} for r in rows]
     return EvalResult(gold.name, cfg.as_dict(), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
                       lat, s100, per_query, gaps or [], warnings or [], round(seconds, 3))
