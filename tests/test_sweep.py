@@ -139,7 +139,7 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path):
     sp = space(tmp_path, FUSION_SPACE)
     ledger = tmp_path / "kill.sqlite"
     args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index), "--gold", TUNE, "--space", sp,
-            "--rounds", "60", "--seed", "5", "--ledger", str(ledger), "--vault", str(DEMO_VAULT)]
+            "--rounds", "100", "--seed", "5", "--ledger", str(ledger), "--vault", str(DEMO_VAULT)]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     n = 0
@@ -154,7 +154,7 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path):
                 break
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 10 <= n < 61, "the sweep should have been killed mid-way"
+    assert 10 <= n < 101, "the sweep should have been killed mid-way"
     lg = Ledger(ledger)
     sid = lg.sweep()["id"]
     before = lg.rounds(sid)
@@ -163,11 +163,11 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path):
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     after = Ledger(ledger).rounds(sid)
-    assert [x["round"] for x in after] == list(range(61))
+    assert [x["round"] for x in after] == list(range(101))
     assert [(x["variable"], x["new"], x["decision"]) for x in after[:len(before)]] == \
         [(x["variable"], x["new"], x["decision"]) for x in before]
     # the resumed sweep made the same decisions an uninterrupted one makes
-    _, _, straight = run_sweep(tmp_path, demo_index, FUSION_SPACE, 60, seed=5, ledger="straight.sqlite")
+    _, _, straight = run_sweep(tmp_path, demo_index, FUSION_SPACE, 100, seed=5, ledger="straight.sqlite")
     assert [(x["variable"], x["new"], x["decision"]) for x in after] == \
         [(x["variable"], x["new"], x["decision"]) for x in straight]
 
