@@ -70,18 +70,23 @@ class SearchConfig:
         return dataclasses.replace(self, **changes)
 
 
+def read_toml(path: str | Path, what: str = "config file") -> dict:
+    """A TOML file as a dict; a missing or malformed file is a SearchCoreError that names it."""
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SearchCoreError(f"{what} {p} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SearchCoreError(f"{what} {p} is not valid TOML: {e}") from None
+
+
 def load_config(path: str | Path | None, base: SearchConfig | None = None) -> SearchConfig:
     """Read a TOML file (flat keys, or under [search]) onto the defaults."""
     base = base or SearchConfig()
     if path is None:
         return base
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SearchCoreError(f"config file {p} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SearchCoreError(f"config file {p} is not valid TOML: {e}") from None
+    data = read_toml(path)
     if "search" in data:
         data = data["search"]
     else:

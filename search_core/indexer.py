@@ -280,7 +280,6 @@ def _prepare(notes: list[Note], emb, chunk_cfg, cache, progress) -> dict:
                 vec_i = len(texts)
                 texts.append(c.embed_text())
             rows.append((n, c, vec_i))
-    before = len(texts)
     counter = {"new": 0}
 
     def on_batch(done, total):
@@ -291,7 +290,7 @@ def _prepare(notes: list[Note], emb, chunk_cfg, cache, progress) -> dict:
             progress("embed", counter["done"], total)
 
     vecs = cache.embed(emb, texts, progress=on_batch) if texts else np.zeros((0, emb.dim), np.float32)
-    return {"notes": notes, "rows": rows, "vecs": vecs, "embedded": counter["new"], "n_texts": before}
+    return {"notes": notes, "rows": rows, "vecs": vecs, "embedded": counter["new"]}
 
 
 def _write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress) -> int:

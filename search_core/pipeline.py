@@ -7,6 +7,8 @@ gates in memory, so the tuner can re-fuse cached channel lists under new weights
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import os
 import re
 import time
@@ -121,7 +123,6 @@ class Searcher:
     @property
     def fingerprint_key(self) -> str:
         """Changes whenever the index content does: the key for caching channel lists."""
-        import hashlib, json
         blob = json.dumps([self.fingerprint, self._stamp[1] if self._stamp else None], sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

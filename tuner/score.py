@@ -44,17 +44,13 @@ def load_score_config(path) -> ScoreConfig:
         pass_line = 80
     """
     import dataclasses
-    import tomllib
-    from pathlib import Path
 
     from search_core import SearchCoreError
+    from search_core.config import read_toml
 
     if path is None:
         return ScoreConfig()
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8")).get("score", {})
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise SearchCoreError(f"cannot read the [score] table of {path}: {e}") from None
+    data = read_toml(path).get("score", {})
     fields = {f.name for f in dataclasses.fields(ScoreConfig)}
     unknown = set(data) - fields
     if unknown:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.config import SearchConfig
+from search_core.config import SearchConfig, read_toml
 
 KINDS = ("float", "int", "categorical")
 MODEL_VARIABLES = ("embedder",)            # changing these needs another index
@@ -69,12 +68,7 @@ def _describe(v: Variable) -> str:
 
 def load_space(path: str | Path) -> Space:
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SearchCoreError(f"space file {p} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SearchCoreError(f"space file {p} is not valid TOML: {e}") from None
+    data = read_toml(p, "space file")
     fields = {f.name: f for f in dataclasses.fields(SearchConfig)}
     variables = []
     for name, spec in data.items():
