@@ -1,0 +1,133 @@
+"""Plots as inline SVG, drawn with matplotlib's object API (`Figure`, never pyplot: a long-lived daemon
+must not keep global figure state). Text stays text in the SVG (`svg.fonttype: none`), so Hangul labels
+render with the reader's CJK font instead of being turned into DejaVu paths with missing glyphs."""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Sequence
+
+RC = {"svg.fonttype": "none", "svg.hashsalt": "autoresearch",   # fixed ids: the same data, the same SVG
+      "font.family": ["Noto Sans CJK KR", "Noto Sans CJK JP", "DejaVu Sans", "sans-serif"],
+      "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
+
+GREY, GREEN, RED, BLUE, AMBER = "#9aa3ad", "#1f8a3b", "#c0392b", "#2f5d9e", "#c98a00"
+
+
+def new_figure(width: float = 7.5, height: float = 3.2):
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(width, height), layout="constrained")
+        fig.add_subplot()
+    return fig
+
+
+def figure_svg(fig) -> str:
+    """The figure as an <svg> element (no XML prolog, no DOCTYPE), ready to inline in HTML."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context(RC):
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    # the RDF metadata block only names namespaces, but a reader (or a test) looking for network
+    # addresses in a self-contained report should find none besides the SVG namespace itself
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
+
+
+def _font_family_text(svg: str) -> str:
+    return re.sub(r"font-family:[^;\"]*", "font-family:'Noto Sans CJK KR','Noto Sans KR',sans-serif", svg)
+
+
+def progress_plot(points: Sequence[tuple[int, float, str]], best: Sequence[tuple[int, float]],
+                  labels: Sequence[tuple[int, float, str]] = (), *, ylabel: str = "score", title: str = "") -> str:
+    """Every round a dot (kept green, rejected grey, crashed/unavailable red), the running best as a
+    step line, each kept change labelled. points: (round, value, "kept"|"rejected"|"failed")."""
+    import matplotlib
+
+    fig = new_figure()
+    ax = fig.axes[0]
+    with matplotlib.rc_context(RC):
+        colour = {"kept": GREEN, "rejected": GREY, "failed": RED}
+        for kind in ("rejected", "failed", "kept"):
+            xs = [p[0] for p in points if p[2] == kind]
+            ys = [p[1] for p in points if p[2] == kind]
+            if xs:
+                ax.scatter(xs, ys, s=14 if kind != "kept" else 26, c=colour[kind], label=kind, zorder=3 if kind == "kept" else 2)
+        if best:
+            ax.step([b[0] for b in best], [b[1] for b in best], where="post", color=GREEN, lw=1.4, label="running best")
+        for x, y, text in labels:
+            ax.annotate(text, (x, y), textcoords="offset points", xytext=(3, 6), fontsize=7, color="#14692f")
+        ax.set_xlabel("round")
+        ax.set_ylabel(ylabel)
+        if title:
+            ax.set_title(title, loc="left")
+        ax.legend(loc="lower right", fontsize=7, frameon=False)
+    return _font_family_text(figure_svg(fig))
+
+
+def histograms(series: dict[str, Sequence[float]], *, xlabel: str, title: str = "", bins: int = 20,
+               colours: dict[str, str] | None = None) -> str:
+    """Overlaid histograms, e.g. top scores of answerable questions vs probes."""
+    import matplotlib
+
+    fig = new_figure(6.0, 2.8)
+    ax = fig.axes[0]
+    palette = colours or {}
+    defaults = [BLUE, RED, AMBER, GREEN, GREY]
+    with matplotlib.rc_context(RC):
+        allv = [v for vs in series.values() for v in vs]
+        if allv:
+            lo, hi = min(allv), max(allv)
+            edges = [lo + (hi - lo) * i / bins for i in range(bins + 1)] if hi > lo else bins
+            for i, (name, vs) in enumerate(series.items()):
+                if vs:
+                    ax.hist(list(vs), bins=edges, alpha=0.55, label=f"{name} ({len(vs)})",
+                            color=palette.get(name, defaults[i % len(defaults)]))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("questions")
+        if title:
+            ax.set_title(title, loc="left")
+        ax.legend(fontsize=7, frameon=False)
+    return _font_family_text(figure_svg(fig))
+
+
+def labelled_scatter(points: Sequence[tuple[float, float, float, str]], *, xlabel: str, ylabel: str,
+                     title: str = "", size_label: str = "") -> str:
+    """One marker per item: (x, y, size, label); marker area scales with size (e.g. index MB)."""
+    import matplotlib
+
+    fig = new_figure(6.0, 3.2)
+    ax = fig.axes[0]
+    with matplotlib.rc_context(RC):
+        top = max((p[2] for p in points), default=1.0) or 1.0
+        for i, (x, y, size, label) in enumerate(points):
+            ax.scatter([x], [y], s=40 + 400 * (size / top), alpha=0.6, color=[BLUE, AMBER, GREEN, RED, GREY][i % 5])
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        if title:
+            ax.set_title(title + (f" (marker size: {size_label})" if size_label else ""), loc="left")
+        ax.margins(0.2)
+    return _font_family_text(figure_svg(fig))
+
+
+def line_plot(series: dict[str, Sequence[tuple[float, float]]], *, xlabel: str, ylabel: str, title: str = "") -> str:
+    """Lines through (x, y) points, one per series (e.g. risk-coverage curves)."""
+    import matplotlib
+
+    fig = new_figure(6.0, 3.0)
+    ax = fig.axes[0]
+    with matplotlib.rc_context(RC):
+        for i, (name, pts) in enumerate(series.items()):
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=name, color=[BLUE, RED, AMBER, GREEN][i % 4])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        if title:
+            ax.set_title(title, loc="left")
+        ax.legend(fontsize=7, frameon=False)
+    return _font_family_text(figure_svg(fig))
