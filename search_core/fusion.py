@@ -26,8 +26,12 @@ def weighted_rrf(lists: dict[str, list[str]], weights: dict[str, float], k: floa
     ranks: dict[str, dict[str, int]] = {}
     for channel, ids in lists.items():
         seen = set()
-        for pos, doc in enumerate(ids, 1):
-            if doc in seen or doc in exclude:   # a channel lists a document once; later repeats are ignored
+        pos = 0
+        for doc in ids:
+            if doc in exclude:      # dropped before ranking: the next document moves up into its slot
+                continue
+            pos += 1
+            if doc in seen:         # a channel lists a document once; later repeats are ignored
                 continue
             seen.add(doc)
             r = ranks.get(doc)

@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from .embed_cache import EmbeddingCache, text_hash
 from .graph import LinkResolver, communities, cooccurrence, entities_for, normalize_name
 from .models import get_embedder
 from .note import Note
-from .store import atomic, connect, ensure_vec_tables, get_meta, migrate, set_meta
+from .store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
 from .vault import Skipped, VaultFile, is_beir, is_korquad, list_vault, read_beir, read_korquad, read_note
 
 
@@ -184,6 +185,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             report.embedded = _write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
             _rebuild_graph(conn, emb, cache, progress)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            bump_generation(conn)
         conn.execute("PRAGMA journal_mode = DELETE")    # a single self-contained file to swap in
         conn.close()
         _swap_in(tmp, db)
@@ -204,8 +206,10 @@ def _swap_in(tmp: Path, db: Path) -> None:
             old = connect(db)
             old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             old.close()
-        except Exception:
-            pass
+        except Exception as e:
+            # the old file is being replaced, so its un-checkpointed WAL is dropped with it below; say so
+            # instead of passing in silence (a reader still holding the old file keeps its own snapshot)
+            warnings.warn(f"could not checkpoint the old index {db} before replacing it: {e}", stacklevel=2)
         for suffix in ("-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
     os.replace(tmp, db)
@@ -262,6 +266,7 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
                 _rebuild_graph(conn, emb, cache, progress)
             conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            bump_generation(conn)
         report.embedded = prepared["embedded"]
     report.notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
     report.chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]

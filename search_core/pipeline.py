@@ -19,14 +19,19 @@ import numpy as np
 
 from . import SearchCoreError
 from . import channels as ch
+from . import ranking
 from .config import CHANNELS, SearchConfig
-from .fusion import community_boost, weighted_rrf
+from .fusion import weighted_rrf
 from .indexer import fingerprint_mismatch_message
 from .models import get_embedder, get_reranker
 from .store import get_meta, open_index
 from .view import IndexView
 
 SNIPPET_CHARS = 220
+
+
+class IndexChangedError(SearchCoreError):
+    """The index file under a warm searcher now has another fingerprint (another embedder or chunking)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class SearchResult:
     timings_ms: dict
     fused: tuple = ()         # the full fused list (for --explain)
     retrieval: Retrieval | None = None
+    ranked: tuple = ()        # the final ordered note ids (search_core.ranking), as deep as was asked
 
     def as_dict(self) -> dict:
         return {
@@ -118,12 +124,15 @@ class Searcher:
         self._stamp = None
         self.view: IndexView | None = None
         self.rerank_cache: dict | None = None     # (reranker, query, note, chunk) -> score, set by the tuner
+        # reranker -> ms per pair, set by the tuner with rerank_cache: every pair is charged this (measured
+        # once per model, cold), cached or not, so a cached reranker never looks free
+        self.rerank_cost: dict | None = None
         self._refresh()
 
     @property
     def fingerprint_key(self) -> str:
         """Changes whenever the index content does: the key for caching channel lists."""
-        blob = json.dumps([self.fingerprint, self._stamp[1] if self._stamp else None], sort_keys=True)
+        blob = json.dumps([self.fingerprint, self._stamp[2:] if self._stamp else None], sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
@@ -131,9 +140,12 @@ class Searcher:
         return self.fingerprint["embedder"]["name"]
 
     def _file_stamp(self):
+        """(inode, data_version, generation, indexed_at). data_version changes on this connection whenever
+        another connection commits (any commit, not one per second); the generation counter is bumped by
+        every indexing transaction and keys caches across processes."""
         st = os.stat(self.db)
-        indexed_at = get_meta(self.conn, "indexed_at")
-        return (st.st_ino, indexed_at)
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        return (st.st_ino, version, get_meta(self.conn, "generation", 0), get_meta(self.conn, "indexed_at"))
 
     def _refresh(self):
         try:
@@ -146,11 +158,25 @@ class Searcher:
                 self.conn = open_index(self.db)
                 stamp = self._file_stamp()
         if stamp != self._stamp:
+            fp = get_meta(self.conn, "fingerprint")
+            if fp != self.fingerprint:
+                # this searcher's embedder makes the query vectors: never search another model's vectors
+                raise IndexChangedError(
+                    f"{self.db} was rebuilt by another embedder or chunking while this searcher held it "
+                    f"(was {self.fingerprint['embedder']['name']}, now {fp['embedder']['name']}); "
+                    "open a new searcher on it (restart the server or sweep)")
             self.view = IndexView(self.conn)
             self._stamp = stamp
 
     def close(self):
         self.conn.close()
+
+    def warm_up(self) -> None:
+        """Load the embedder and the lazy parts of the view once, untimed: the first query of a process
+        took 5,069 ms on the 974-note wiki, and must not be anyone's p95."""
+        if not getattr(self, "_warm", False):
+            self.retrieve("warm-up: 검색 준비 search", 10)
+            self._warm = True
 
     # -- the expensive half: channels ----------------------------------------------------------------
     def retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS) -> Retrieval:
@@ -197,31 +223,28 @@ class Searcher:
     # -- the cheap half: fusion, rerank, gate ----------------------------------------------------------
     def rank(self, r: Retrieval, cfg: SearchConfig, *, snippets: bool = True,
              limit_fused: int | None = None) -> SearchResult:
+        """The final order comes from search_core.ranking (the same function evaluation scores);
+        limit_fused: how deep the caller reads the final order (evaluation: K_LIST)."""
         t = dict(r.timings_ms)
         t0 = time.perf_counter()
         view = self.view
         lists = {c: [h.note_id for h in hits] for c, hits in r.lists.items()}
         nav = self.nav_notes(cfg.nav_globs) if cfg.exclude_nav else frozenset()
-        # the boost can lift any candidate, so it needs the whole list; otherwise only the top is read
-        limit = None if cfg.community_boost or not limit_fused else max(cfg.rerank_depth, cfg.top_k, limit_fused)
-        fused = weighted_rrf(lists, cfg.weights(), cfg.rrf_k, limit=limit, exclude=nav)
-        fused = community_boost(fused, view.community, cfg.community_boost)
+        fused = ranking.fuse(lists, cfg, exclude=nav, community=view.community, depth=limit_fused)
         t["fusion"] = (time.perf_counter() - t0) * 1000
         chunk_of = {}
         for c in ("dense", "sparse", "decomposed", "entity"):   # semantic match first for the snippet chunk
             for h in r.lists.get(c, []):
                 chunk_of.setdefault(h.note_id, h.chunk_id)
-        candidates = fused[: max(cfg.rerank_depth, cfg.top_k)]
-        scores = [f.score for f in candidates]
+        cands = ranking.window(fused, cfg)
         t0 = time.perf_counter()
-        if cfg.reranker != "none" and candidates:
-            rs = self._rerank_scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in candidates])
-            order = sorted(range(len(candidates)), key=lambda i: (-rs[i], i))
-            candidates = [candidates[i] for i in order]
-            scores = [float(rs[i]) for i in order]
+        rs = self._rerank_scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in cands]) if cands else None
         t["rerank"] = (time.perf_counter() - t0) * 1000
+        if cands and self.rerank_cost is not None:
+            t["rerank"] = len(cands) * self.rerank_cost[cfg.reranker]
+        final = ranking.final_ranking(fused, cfg, rs, depth=limit_fused or cfg.top_k)
         hits = []
-        for f, s in list(zip(candidates, scores))[: cfg.top_k]:
+        for f, s in list(zip(final.order, final.scores))[: cfg.top_k]:
             cid = chunk_of.get(f.id)
             snippet = self.snippet(cid, r.query, f.id) if snippets else ""
             hits.append(Hit(f.id, view.notes[f.id]["title"], s, snippet, f.ranks, cid,
@@ -230,14 +253,23 @@ class Searcher:
         top = hits[0].cosine if hits else 0.0
         gate = Gate(bool(hits) and top >= threshold, top, threshold)
         t["total"] = sum(v for k, v in t.items())
-        return SearchResult(r.query, tuple(hits), gate, confidence_label(top, threshold), t, tuple(fused), r)
+        return SearchResult(r.query, tuple(hits), gate, confidence_label(top, threshold), t, tuple(fused), r,
+                            final.ids)
 
     def _rerank_scores(self, name: str, query: str, items: list) -> list[float]:
         cache = self.rerank_cache if self.rerank_cache is not None else {}
         keys = [(name, query, nid, cid) for nid, cid in items]
         todo = [i for i, k in enumerate(keys) if k not in cache]
         if todo:
-            scores = get_reranker(name).score(query, [self.passage(items[i][1], items[i][0]) for i in todo])
+            model = get_reranker(name)
+            passages = [self.passage(items[i][1], items[i][0]) for i in todo]
+            if self.rerank_cost is not None and name not in self.rerank_cost:
+                model.score(query, passages[:1])               # warm-up: loading the model is not per pair
+                t0 = time.perf_counter()
+                scores = model.score(query, passages)
+                self.rerank_cost[name] = (time.perf_counter() - t0) * 1000 / len(passages)
+            else:
+                scores = model.score(query, passages)
             for i, sc in zip(todo, scores):
                 cache[keys[i]] = float(sc)
         return [cache[k] for k in keys]

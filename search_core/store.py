@@ -117,6 +117,29 @@ def set_meta(conn, key: str, value) -> None:
     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)))
 
 
+def bump_generation(conn) -> int:
+    """Inside a write transaction: count it. The searcher's reload stamp and the channel-list cache key
+    read this counter, which changes on every indexing commit (indexed_at has one-second resolution)."""
+    n = int(get_meta(conn, "generation", 0)) + 1
+    set_meta(conn, "generation", n)
+    return n
+
+
+@contextmanager
+def read_snapshot(conn):
+    """One read transaction: every SELECT inside sees the same committed state (WAL snapshot), so a
+    view built from ~8 SELECTs never mixes two commits."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
+def _is_locked(e: Exception) -> bool:
+    return "locked" in str(e) or "busy" in str(e)
+
+
 def open_index(path: str | Path):
     """Open an existing index for searching; a missing or foreign file gets an error that names the fix."""
     p = Path(path)
@@ -130,6 +153,9 @@ def open_index(path: str | Path):
     except Exception as e:
         if conn is not None:
             conn.close()
+        if _is_locked(e):
+            raise SearchCoreError(f"{p} is locked by another process ({e}); the index is fine: wait for the "
+                                  "writer to finish (or stop it) and try again") from None
         raise SearchCoreError(f"{p} is not an autoresearch index ({e}); rebuild with "
                               f"`autoresearch index VAULT --db {p} --full`") from None
     if not fp:

@@ -13,6 +13,7 @@ from collections import defaultdict
 import numpy as np
 
 from .graph import normalize_name
+from .store import read_snapshot
 
 
 # Below this many rows a matrix-vector product takes < 15 ms on one core, and a second OpenBLAS thread
@@ -48,6 +49,10 @@ def _load_matrix(conn, table: str) -> tuple[np.ndarray, np.ndarray]:
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
+        with read_snapshot(conn):        # every SELECT below sees one commit, never half of an update
+            self._load(conn)
+
+    def _load(self, conn):
         self.notes: dict[str, dict] = {}
         for nid, title, aliases, tags, summary, is_nav in conn.execute(
                 "SELECT id, title, aliases, tags, summary, is_nav FROM notes"):
@@ -73,12 +78,16 @@ class IndexView:
             if t is None:
                 t = self.entity_targets[norm] = {"notes": [], "tag": False}
                 self.entity_names.append(norm)
-                rows.append(row_of_ent.get(eid, 0))
+                rows.append(row_of_ent.get(eid, -1))      # -1: no vector (a zero row, never similar)
             if kind == "tag":
                 t["tag"] = True
             elif nid not in t["notes"]:
                 t["notes"].append(nid)
-        self.entity_matrix = ent_mat[rows] if len(ent_ids) else ent_mat
+        if len(ent_ids):
+            padded = np.vstack([ent_mat, np.zeros((1, ent_mat.shape[1]), ent_mat.dtype)])
+            self.entity_matrix = padded[[r if r >= 0 else len(ent_ids) for r in rows]]
+        else:
+            self.entity_matrix = ent_mat
         self.links_in: dict[str, set[str]] = defaultdict(set)
         self.links_out: dict[str, set[str]] = defaultdict(set)
         for src, dst in conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL AND dst != src"):

@@ -56,13 +56,12 @@ def small_index(small_vault, tmp_path, shared_cache):
 
 
 @pytest.fixture(scope="session")
-def demo_index(tmp_path_factory):
-    """The embedded demo vault, indexed once per test session through the real `demo` command."""
-    from click.testing import CliRunner
-    from tuner.cli import main
+def demo_index(tmp_path_factory, shared_cache):
+    """The embedded demo vault, indexed once per test session (directly: the `demo` command's
+    119-round sweep is not needed to build an index, and tests of `demo` run it themselves)."""
+    from search_core.indexer import index_vault
     out = tmp_path_factory.mktemp("demo")
-    result = CliRunner().invoke(main, ["demo", "--out", str(out)])
-    assert result.exit_code == 0, result.output
+    index_vault(DEMO_VAULT, out / "index.sqlite", cache=shared_cache)
     return out / "index.sqlite"
 
 

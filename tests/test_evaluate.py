@@ -21,9 +21,10 @@ def test_eval_json_on_the_demo_tuning_set(demo_index, tmp_path):
     for key in ("n", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10", "coverage", "latency_ms", "score100",
                 "by_level", "per_query", "gate", "possible_gold_gaps"):
         assert key in data
-    assert data["n"] == 24 and set(data["latency_ms"]) == {"p50", "p95"}
+    assert data["n"] == 24 and set(data["latency_ms"]) == {"p50", "p95", "n"}
+    assert data["latency_ms"]["n"] == 36                  # 24 answerable + 12 probes: what the p95 stands on
     assert set(data["by_level"]) <= {"L0", "L1", "XL", "L2", "L3"} and data["by_level"]["L0"]["n"] == 6
-    assert set(data["by_level"]["L0"]["latency_ms"]) == {"p50", "p95"}
+    assert set(data["by_level"]["L0"]["latency_ms"]) == {"p50", "p95", "n"}
     assert all(q["latency_ms"] > 0 for q in data["per_query"])
     assert data["gate"]["probes"] == 12 and len(data["gate"]["probe_results"]) == 12
     assert data["hit@5"] >= 0.6                    # a working engine on its own demo vault

@@ -164,22 +164,29 @@ def test_ctrl_c_leaves_the_old_index_usable(small_vault, small_index, shared_cac
 
 
 def test_searches_run_while_an_update_is_written(small_vault, small_index, shared_cache):
+    """The overlap is forced: the reader searches from inside the writer's open transaction (the
+    entities stage runs after the new note is written and before the commit)."""
     reader = Searcher(small_index)
-    errors = []
+    during = []
 
-    def search_loop():
+    def search_now():
         try:
-            for _ in range(30):
-                assert reader.search("RRF 점수").hits
-        except Exception as e:  # pragma: no cover - reported below
-            errors.append(e)
+            res = reader.search("RRF 점수")
+            during.append((bool(res.hits), "more" in reader.view.notes))
+        except Exception as e:  # reported below
+            during.append(e)
+
+    def progress(stage, done, total):
+        if stage == "entities" and not during:
+            t = threading.Thread(target=search_now)
+            t.start()
+            t.join(timeout=60)
 
     (small_vault / "more.md").write_text("# 더\nRRF와 BM25를 섞는다\n", encoding="utf-8")
-    t = threading.Thread(target=search_loop)
-    t.start()
-    index_vault(small_vault, small_index, cache=shared_cache)
-    t.join()
-    assert not errors
+    index_vault(small_vault, small_index, cache=shared_cache, progress=progress)
+    assert during == [(True, False)]            # served from the last commit while the writer held its own
+    reader.search("RRF 점수")
+    assert "more" in reader.view.notes          # and the commit is seen right after
 
 
 def test_beir_corpus_reads_as_a_vault(tmp_path, shared_cache):

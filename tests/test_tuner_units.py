@@ -1,4 +1,5 @@
 import pytest
+import sqlean
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config
@@ -63,11 +64,11 @@ def test_ledger_is_append_only_with_a_closed_vocabulary(tmp_path):
     lg.append_round("s1", row)
     with pytest.raises(ValueError, match="not one of"):
         lg.append_round("s1", {**row, "round": 2, "decision": "maybe"})
-    with pytest.raises(Exception, match="append-only"):
+    with pytest.raises(sqlean.IntegrityError, match="append-only"):
         lg.conn.execute("UPDATE rounds SET decision = 'crashed'")
-    with pytest.raises(Exception, match="append-only"):
+    with pytest.raises(sqlean.IntegrityError, match="append-only"):
         lg.conn.execute("DELETE FROM rounds")
-    with pytest.raises(Exception):                       # the same round twice is refused
+    with pytest.raises(sqlean.IntegrityError, match="UNIQUE constraint failed: rounds.sweep, rounds.round"):
         lg.append_round("s1", row)
     assert [r["new"] for r in lg.rounds("s1")] == [20]
     assert set(DECISIONS) == {"kept", "rejected:hit5_regressed", "rejected:no_gain", "rejected:level_guard",

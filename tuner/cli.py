@@ -256,21 +256,24 @@ def _parse_duration(text: str | None) -> float | None:
 @click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
 @click.option("--space", type=click.Path(path_type=Path), default=Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
-@click.option("--rounds", type=int, default=119)
+@click.option("--rounds", type=int, default=None, help="Rounds (default 119; with --resume: the sweep's own).")
 @click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
 @click.option("--seed", type=int, default=0)
 @click.option("--objective", type=click.Choice(["score100", "mrr", "hit@5", "ndcg@10"]), default="score100")
 @click.option("--epsilon", type=float, default=0.0, help="The objective must rise by more than this.")
+@click.option("--gate-epsilon", type=float, default=0.0,
+              help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")
 @click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
 @click.option("--latency-budget", type=float, default=None, help="Reject a candidate whose p95 (ms) is over this.")
 @click.option("--vault", default=None, help="The vault model rounds index (default: the one --db was built from).")
 @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
 @click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
 @click.option("--json", "as_json", is_flag=True)
-def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, level_guard,
-          latency_budget, vault, ledger_path, resume, as_json):
+def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
+          level_guard, latency_budget, vault, ledger_path, resume, as_json):
     """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger."""
     from search_core.config import load_config
+    import dataclasses
     from tuner.ledger import Ledger
     from tuner.sweep import Sweep, SweepParams
 
@@ -280,13 +283,15 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
             info = ledger.sweep(resume)
             if info is None:
                 _fail(SearchCoreError(f"no sweep {resume!r} in {ledger_path}; `autoresearch ledger` shows the latest"))
-            params = SweepParams(**{**info["params"], "rounds": rounds if rounds != 119 else info["params"]["rounds"]})
+            known = {f.name for f in dataclasses.fields(SweepParams)}
+            params = SweepParams(**{**{k: v for k, v in info["params"].items() if k in known},
+                                    "rounds": rounds if rounds is not None else info["params"]["rounds"]})
             sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
         else:
             params = SweepParams(db=str(db), gold=str(gold_path), space=str(space),
-                                 holdout=str(holdout) if holdout else None, rounds=rounds,
+                                 holdout=str(holdout) if holdout else None, rounds=rounds or 119,
                                  time_budget_s=_parse_duration(time_budget), seed=seed, objective=objective,
-                                 epsilon=epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
+                                 epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
                                  vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split,
                                  score_config=str(config_path) if config_path else None)
             sw = Sweep(params, ledger, start=load_config(config_path), progress=lambda l: click.echo(l, err=True))
@@ -307,20 +312,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
 
 
 def _print_summary(s: dict):
-    click.echo(f"sweep {s['sweep']}: {s['rounds']} rounds, {s.get('status', '')}; decisions {s['decisions']}")
-    obj = next(k for k in s["start"] if k != "hit@5")
-    click.echo(f"tuning  {obj}: {s['start'][obj]:.4f} -> {s['final'][obj]:.4f}; hit@5 {s['start']['hit@5']:.4f} -> "
-               f"{s['final']['hit@5']:.4f}")
-    for step in s["path"]:
-        click.echo(f"  kept round {step['round']}: {step['variable']} {step['old']!r} -> {step['new']!r} ({step['reason']})")
-    h = s.get("holdout")
-    if h:
-        flag = "HOLDOUT REGRESSED: the tuning gain did not carry over" if h["holdout_regressed"] else "holdout ok"
-        if h.get("within_noise"):
-            flag += " (every holdout difference is within noise)"
-        p = h["compare"]["metrics"]["hit@5"]
-        click.echo(f"holdout {h['gold']}: hit@5 {h['start']['hit@5']:.4f} -> {h['final']['hit@5']:.4f} "
-                   f"(p={p['p_value']:.3f}, {p['verdict']}); {obj} {h['start'][obj]:.4f} -> {h['final'][obj]:.4f}; {flag}")
+    from tuner.demo import format_summary
+    click.echo(format_summary(s))
 
 
 @main.command()
@@ -360,6 +353,8 @@ def best(sweep_id, ledger_path, out):
     from tuner.ledger import Ledger
     from tuner.toml_out import config_toml
 
+    if not ledger_path.exists():      # opening a Ledger would create an empty one at a mistyped path
+        _fail(SearchCoreError(f"no ledger at {ledger_path}; run `autoresearch sweep` first"))
     lg = Ledger(ledger_path)
     info = lg.sweep(sweep_id)
     if info is None:
@@ -386,38 +381,16 @@ DEMO_SPACE = DEMO_VAULT.parent / "spaces" / "default.toml"
 @click.option("--seed", type=int, default=0)
 def demo(out, rounds, seed):
     """The main job on the embedded default: index the demo vault, evaluate, sweep 119 rounds, report."""
-    from search_core.config import SearchConfig
-    from search_core.indexer import index_vault
-    from search_core.pipeline import Searcher
-    from tuner.evaluate import evaluate
-    from tuner.gold import load_gold
-    from tuner.ledger import Ledger
-    from tuner.report_text import format_eval
-    from tuner.sweep import Sweep, SweepParams
+    from tuner.demo import run_demo
 
-    db = out / "index.sqlite"
     try:
-        report = index_vault(DEMO_VAULT, db, progress=_Progress(sys.stderr.isatty()))
-        click.echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {DEMO_VAULT} into {db} "
-                   f"in {report.seconds:.1f}s ({report.embedded} embedded now)")
-        searcher = Searcher(db)
-        res = evaluate(searcher, load_gold(DEMO_GOLD / "demo-tune.yaml"), SearchConfig(embedder=searcher.embedder_name))
-        eval_path = out / "eval-start.json"
-        eval_path.write_text(json.dumps(res.as_json(), ensure_ascii=False, indent=1))
-        click.echo("2. the default config on the tuning set:")
-        click.echo("   " + format_eval(res.as_json()).replace("\n", "\n   "))
-        ledger = Ledger(out / "ledger.sqlite")
-        params = SweepParams(db=str(db), gold=str(DEMO_GOLD / "demo-tune.yaml"),
-                             holdout=str(DEMO_GOLD / "demo-holdout.yaml"), space=str(DEMO_SPACE), rounds=rounds,
-                             seed=seed, vault=str(DEMO_VAULT), index_dir=str(out / "indexes"))
-        sw = Sweep(params, ledger, progress=lambda l: click.echo("   " + l, err=True))
-        click.echo(f"3. sweep {sw.id}: {rounds} rounds over {DEMO_SPACE.name}")
-        summary = sw.run()
-        summary["status"] = summary.get("status", "")
-        _print_summary(summary)
-        ledger.close()
+        run = run_demo(out, rounds=rounds, seed=seed, echo=click.echo,
+                       progress=lambda l: click.echo("   " + l, err=True),
+                       index_progress=_Progress(sys.stderr.isatty()))
     except SearchCoreError as e:
         _fail(e)
+    _print_summary(run.summary)
+    db = run.db
     click.echo(f"\nresults in {out}/: index.sqlite, eval-start.json, ledger.sqlite (rounds), indexes/ (one per embedder)")
     click.echo(f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
                f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "

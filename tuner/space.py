@@ -10,11 +10,7 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig, read_toml
 
 KINDS = ("float", "int", "categorical")
-MODEL_VARIABLES = ("embedder",)            # changing these needs another index
-RETRIEVAL_VARIABLES = ("depth",)           # changing these needs new channel lists
-# Variables whose change cannot alter search latency: their rounds reuse the baseline's latency.
-IN_MEMORY_VARIABLES = ("w_dense", "w_sparse", "w_decomposed", "w_entity", "rrf_k", "threshold",
-                       "community_boost", "top_k", "exclude_nav")
+# what a change of each variable needs, and how its rounds are timed and judged: tuner/variables.py
 
 
 @dataclass(frozen=True)

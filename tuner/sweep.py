@@ -20,9 +20,11 @@ from .compare import compare
 from .decide import Rule, decide, objective_value
 from .gold import GoldSet, load_gold, split_gold
 from .ledger import Ledger
+from .pins import check_pins, harness_pins
 from .propose import propose
 from .score import load_score_config
-from .space import IN_MEMORY_VARIABLES, Space, load_space
+from .space import Space, load_space
+from .variables import LATENCY_NOTES, gate_field, kind_of, unavailable_reason, unchanged_reason
 from .workbench import Workbench, fit_threshold
 
 
@@ -39,13 +41,14 @@ class SweepParams:
     epsilon: float = 0.0
     level_guard: bool = False
     latency_budget_ms: float | None = None
+    gate_epsilon: float = 0.0       # gate rounds: the gate accuracy must rise by more than this
     vault: str | None = None
     index_dir: str = "runs/indexes"
     split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
     score_config: str | None = None  # a TOML file whose [score] table sets the 100-point rubric
 
     def rule(self) -> Rule:
-        return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms)
+        return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms, self.gate_epsilon)
 
 
 def compact_metrics(res: dict) -> dict:
@@ -87,6 +90,12 @@ class Sweep:
         self.bench = Workbench(params.db, vault=params.vault, index_dir=params.index_dir,
                                score_cfg=load_score_config(params.score_config))
         base_emb = self.bench.base_embedder
+        base_notes = self.bench.searchers[base_emb].view.notes.keys()
+        self.gold.check_against(base_notes)
+        if self.hold_gold is not None:       # before round 1, not after round 119
+            self.hold_gold.check_against(base_notes)
+        self.pins = harness_pins(params, self.bench.score_cfg, self.bench.searchers[base_emb].fingerprint_key)
+        self.spent_before_s = 0.0            # time spent by earlier runs of this sweep (the budget is the sweep's)
         if sweep_id is None:
             start = (start or SearchConfig()).replace(embedder=base_emb)
             if start.threshold is None:    # the ledger records explicit values, never "the default"
@@ -94,16 +103,17 @@ class Sweep:
             self.space.check_config(start)
             self.id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             self.start = start
-            ledger.new_sweep(self.id, dataclasses.asdict(params), start.as_dict())
+            ledger.new_sweep(self.id, {**dataclasses.asdict(params), "pins": self.pins}, start.as_dict())
             self.rows: list[dict] = []
         else:
             info = ledger.sweep(sweep_id)
             if info is None:
                 raise SearchCoreError(f"no sweep {sweep_id!r} in {ledger.path}; `autoresearch ledger` lists them")
+            check_pins(sweep_id, info["params"].get("pins"), self.pins)
             self.id = sweep_id
             self.start = SearchConfig().replace(**info["start_config"])
             self.rows = ledger.rounds(sweep_id)
-        self.gold.check_against(self.bench.searchers[base_emb].view.notes.keys())
+            self.spent_before_s = sum((r["eval_s"] or 0) + (r["reindex_s"] or 0) for r in self.rows)
 
     # -- state derived from the ledger ---------------------------------------------------------------------
     def _baseline(self) -> tuple[SearchConfig, dict | None]:
@@ -120,8 +130,25 @@ class Sweep:
 
     # -- one round -----------------------------------------------------------------------------------------
     def _evaluate(self, cfg: SearchConfig, base_p95: float | None, variable: str) -> dict:
-        fixed = base_p95 if variable in IN_MEMORY_VARIABLES else None
-        return self.bench.evaluate(cfg, self.gold, fixed_p95=fixed)
+        kind = kind_of(variable)
+        # fusion and gate variables cannot change search cost: re-using the baseline's p95 keeps the
+        # decision on quality instead of millisecond jitter; rerank and measured kinds are timed, with
+        # the reranker charged per pair (workbench) so a cached score is never free
+        fixed = base_p95 if kind.latency == "baseline" else None
+        res = self.bench.evaluate(cfg, self.gold, fixed_p95=fixed)
+        res["latency_charge"] = {"kind": kind.name, "how": LATENCY_NOTES[kind.latency],
+                                 **self.bench.rerank_charge(cfg)}
+        return res
+
+    def _probes(self) -> int:
+        return sum(q.level == "probe" for q in self.gold.questions)
+
+    def _crash_loop(self, n: int = 3) -> str | None:
+        """The reason shared by the last n rounds, when all n crashed with it."""
+        last = self.rows[-n:]
+        if len(last) == n and all(r["decision"] == "crashed" for r in last) and len({r["reason"] for r in last}) == 1:
+            return last[0]["reason"]
+        return None
 
     def run(self) -> dict:
         t_start = time.perf_counter()
@@ -139,8 +166,14 @@ class Sweep:
                 if self.stop_flag():
                     status = "stopped"
                     break
-                if self.p.time_budget_s is not None and time.perf_counter() - t_start > self.p.time_budget_s:
+                spent = self.spent_before_s + time.perf_counter() - t_start
+                if self.p.time_budget_s is not None and spent > self.p.time_budget_s:
                     status = "stopped: time budget"
+                    break
+                crash = self._crash_loop()
+                if crash is not None:
+                    status = f"stopped: crash loop (3 rounds in a row crashed with: {crash})"
+                    self.progress(status)
                     break
                 baseline, base_metrics = self._baseline()
                 if not self._round(next_round, baseline, base_metrics):
@@ -163,12 +196,18 @@ class Sweep:
         start = (round_no - 1) % len(names)
         for i in range(len(names)):
             v = self.space.get(names[(start + i) % len(names)])
+            kind = kind_of(v.name)
+            why = unavailable_reason(v.name, probes=self._probes())
+            if why is not None:
+                if not any(r["variable"] == v.name and r["decision"] == "unavailable" for r in self.rows):
+                    return v, None        # logged once as unavailable, with the reason, then skipped
+                continue
             hist = self._tried(bhash, v.name)
             tried = {r["new"] for r in hist}
             base_value = getattr(baseline, v.name)
             history = [(r["new"], r["objective"]) for r in hist if r["objective"] is not None]
             base_metrics = self._baseline()[1]
-            if v.name == "threshold":
+            if kind.closed_form:
                 # the gate does not move the ranking, so its best value on the tuning set has a closed
                 # form: try that first, then let optuna explore around it
                 fitted = fit_threshold(base_metrics["per_query"])
@@ -176,7 +215,7 @@ class Sweep:
                     fitted = _snap(v, fitted)
                     if fitted not in tried and fitted != base_value:
                         return v, fitted
-            base_obj = objective_value(base_metrics, "gate_accuracy" if v.name == "threshold" else self.p.objective)
+            base_obj = objective_value(base_metrics, kind.objective or self.p.objective)
             value = propose(v, seed=self.p.seed, baseline_hash=bhash, baseline_value=base_value,
                             baseline_objective=base_obj, history=history, tried=tried, unavailable=unavailable)
             if value is not None:
@@ -188,19 +227,32 @@ class Sweep:
         v, value = self._pick(round_no, baseline, bhash)
         if v is None:
             return False
+        kind = kind_of(v.name)
         old = getattr(baseline, v.name)
+        why_unavailable = unavailable_reason(v.name, probes=self._probes())
+        if why_unavailable is not None:
+            self._append(round_no, v.name, old, None, baseline, baseline, None, "unavailable", why_unavailable, 0.0, 0.0, None)
+            self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why_unavailable}")
+            return True
         cand = baseline.replace(**{v.name: value})
+        same = unchanged_reason(v.name, baseline, cand)
+        if same is not None:
+            reason = f"{same}: the ranked lists are provably unchanged, so no timing contest"
+            self._append(round_no, v.name, old, value, cand, baseline, None, "rejected:no_gain", reason, 0.0, 0.0, None)
+            self.progress(f"round {round_no}/{self.p.rounds}  {v.name} {old!r} -> {value!r}  rejected:no_gain ({same})")
+            return True
         t0 = time.perf_counter()
         reindex_s = 0.0
-        objective = "gate_accuracy" if v.name == "threshold" else None
+        objective = kind.objective
         try:
-            if v.name == "embedder":
-                _, reindex_s = self.bench.searcher_for(value)
+            if kind.reindex:
+                _, reindex_s = self.bench.searcher_for(getattr(cand, v.name))
+            if kind.refit_gate:
                 # score scales differ between models: re-fit the gate on the tuning set before comparing
                 probe_run = self.bench.evaluate(cand, self.gold)
                 fitted = fit_threshold(probe_run["per_query"])
                 if fitted is not None:
-                    cand = cand.replace(threshold=fitted)
+                    cand = cand.replace(**{gate_field(): fitted})
             res = self._evaluate(cand, base_metrics["latency_ms"]["p95"], v.name)
             d, b_obj, c_obj = decide(base_metrics, res, self.p.rule(), objective=objective)
             decision, reason = d.decision, d.reason
@@ -227,7 +279,9 @@ class Sweep:
         row = {"round": round_no, "variable": variable, "old": old, "new": new, "config": cand.as_dict(),
                "config_hash": cand.config_hash(), "baseline_hash": baseline.config_hash(),
                "index_fingerprint": s.fingerprint_key if s else None,
-               "metrics": compact_metrics(res) if res else {}, "objective": obj, "decision": decision,
+               "metrics": {**compact_metrics(res), **({"latency_charge": res["latency_charge"]}
+                                                       if "latency_charge" in res else {})} if res else {},
+               "objective": obj, "decision": decision,
                "reason": reason, "eval_s": round(eval_s, 4), "reindex_s": round(reindex_s, 3)}
         self.ledger.append_round(self.id, row)
         self.rows.append({**row, "sweep": self.id})

@@ -1,0 +1,136 @@
+"""Rounds decided by quality only: not by a cache, jitter, a missing probe set or a crash loop (issue 7)."""
+
+import shutil
+
+import yaml
+
+from search_core.config import SearchConfig
+from tuner.ledger import Ledger
+from tuner.sweep import Sweep, SweepParams
+from tuner.workbench import Workbench
+from tests.conftest import DEMO_VAULT, ROOT
+from tests.test_models import rerank_server  # noqa: F401  a real HTTP rerank server fixture
+
+TUNE = ROOT / "experiments/gold/demo-tune.yaml"
+DEMO_SPACE = ROOT / "experiments/spaces/default.toml"
+
+
+def sweep(tmp_path, db, space_text, rounds, *, gold=TUNE, seed=0, ledger="l.sqlite", progress=None):
+    sp = tmp_path / f"space-{ledger}.toml"
+    sp.write_text(space_text)
+    lg = Ledger(tmp_path / ledger)
+    p = SweepParams(db=str(db), gold=str(gold), space=str(sp), rounds=rounds, seed=seed, vault=str(DEMO_VAULT),
+                    index_dir=str(tmp_path / "indexes"))
+    sw = Sweep(p, lg, progress=progress)
+    summary = sw.run()
+    return summary, lg.rounds(sw.id)
+
+
+def test_rerank_depth_without_a_reranker_is_no_gain_without_a_timing_contest(demo_index, tmp_path):
+    _, rounds = sweep(tmp_path, demo_index, '[rerank_depth]\nkind = "int"\nlow = 5\nhigh = 50\nstep = 5\n', 4)
+    assert len(rounds) == 5
+    for r in rounds[1:]:
+        assert r["decision"] == "rejected:no_gain", r
+        assert "with reranker none, rerank_depth changes no ranked list" in r["reason"]
+        assert r["metrics"] == {} and r["objective"] is None        # nothing was timed or scored
+
+
+def test_threshold_rounds_without_probes_are_unavailable_with_the_fix(demo_index, tmp_path):
+    data = yaml.safe_load(TUNE.read_text(encoding="utf-8"))
+    data["questions"] = [q for q in data["questions"] if q["level"] != "probe"]
+    data["name"] = "demo-tune-no-probes"
+    gold = tmp_path / "no-probes.yaml"
+    gold.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    space = ('[threshold]\nkind = "float"\nlow = 0.4\nhigh = 0.95\nstep = 0.005\n'
+             '[w_sparse]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.05\n')
+    summary, rounds = sweep(tmp_path, demo_index, space, 6, gold=gold)
+    thr = [r for r in rounds[1:] if r["variable"] == "threshold"]
+    assert len(thr) == 1 and thr[0]["decision"] == "unavailable"          # logged once, then skipped
+    assert "no probes" in thr[0]["reason"] and "level: probe" in thr[0]["reason"]
+    assert summary["final_config"]["threshold"] == summary["start_config"]["threshold"]
+    assert all(r["variable"] == "w_sparse" for r in rounds[2:])
+
+
+def test_a_cached_reranker_is_charged_per_pair_like_a_cold_one(demo_index, rerank_server):
+    wb = Workbench(demo_index, vault=str(DEMO_VAULT))
+    from tuner.gold import load_gold
+    gold = load_gold(TUNE)
+    cfg = SearchConfig(reranker=f"rerank+{rerank_server}/rerank", rerank_depth=20)
+    first = wb.evaluate(cfg, gold)
+    assert len(wb.rerank_cache) > 0                                  # the second run is all cache hits
+    second = wb.evaluate(cfg, gold)
+    r1, r2 = first["latency_by_stage_ms"]["rerank"], second["latency_by_stage_ms"]["rerank"]
+    assert r1["p50"] > 0 and r2 == r1, (r1, r2)
+    cost = wb.rerank_cost[cfg.reranker]
+    assert r1["p95"] == round(20 * cost, 2)                            # 20 pairs in the window, each charged
+    assert wb.rerank_charge(cfg)["rerank_ms_per_pair"] == round(cost, 4)
+
+
+def test_three_identical_crashes_stop_the_sweep(demo_index, tmp_path):
+    db = tmp_path / "copy.sqlite"
+    shutil.copy(demo_index, db)
+    lines = []
+
+    def progress(line):
+        lines.append(line)
+        if len(lines) == 1:
+            db.unlink()                                               # the index vanishes under the sweep
+
+    space = '[depth]\nkind = "int"\nlow = 10\nhigh = 100\nstep = 10\n'
+    summary, rounds = sweep(tmp_path, db, space, 10, progress=progress)
+    crashed = [r for r in rounds if r["decision"] == "crashed"]
+    assert len(crashed) == 3 and len(rounds) == 5                    # start, one kept/rejected round, 3 crashes
+    assert summary["status"].startswith("stopped: crash loop") and "disappeared" in summary["status"]
+
+
+def test_the_demo_space_gives_the_same_decisions_twice(demo_index, tmp_path, monkeypatch):
+    """Includes rerank_depth (reranker none) and reranker rounds (hub rerankers are unavailable here)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    text = "\n".join(l for l in DEMO_SPACE.read_text().split("\n[embedder]")[0].splitlines()) + \
+        '\n[reranker]\nkind = "categorical"\nchoices = ["none", "BAAI/bge-reranker-base"]\n'
+    _, a = sweep(tmp_path, demo_index, text, 16, seed=7, ledger="a.sqlite")
+    _, b = sweep(tmp_path, demo_index, text, 16, seed=7, ledger="b.sqlite")
+    key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
+    assert {r["variable"] for r in a} >= {"rerank_depth", "reranker", "w_dense", "threshold"}
+    assert key(a) == key(b)
+
+
+SMALL_SPACE = '[w_sparse]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.05\n'
+
+
+def test_resume_refuses_a_moved_harness_and_honours_rounds(demo_index, tmp_path):
+    from click.testing import CliRunner
+    from tuner.cli import main
+    gold = tmp_path / "tune.yaml"
+    gold.write_text(TUNE.read_text(encoding="utf-8"), encoding="utf-8")
+    sp = tmp_path / "space.toml"
+    sp.write_text(SMALL_SPACE)
+    led = tmp_path / "pins.sqlite"
+    args = ["sweep", "--db", str(demo_index), "--gold", str(gold), "--space", str(sp), "--ledger", str(led),
+            "--vault", str(DEMO_VAULT)]
+    r = CliRunner().invoke(main, args + ["--rounds", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    sid = Ledger(led).sweep()["id"]
+    assert set(Ledger(led).sweep(sid)["params"]["pins"]) == {"gold", "holdout", "space", "score_rubric", "index"}
+    # --rounds 119 is honoured on resume (it was ignored as "the default"); 3 here keeps the test short
+    r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    assert [x["round"] for x in Ledger(led).rounds(sid)] == [0, 1, 2, 3]
+    gold.write_text(TUNE.read_text(encoding="utf-8").replace("김치찌개 레시피", "김치찌개 만드는 법"), encoding="utf-8")
+    r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "5"])
+    assert r.exit_code != 0 and "the gold (tuning) set" in r.output and "changed" in r.output
+    assert len(Ledger(led).rounds(sid)) == 4                         # nothing was appended
+
+
+def test_a_holdout_id_missing_from_the_index_fails_before_round_1(demo_index, tmp_path):
+    hold = tmp_path / "hold.yaml"
+    hold.write_text("name: h\nquestions:\n  - id: H1\n    level: L0\n    query: x\n    gold: [no/such-note]\n",
+                    encoding="utf-8")
+    sp = tmp_path / "s.toml"
+    sp.write_text(SMALL_SPACE)
+    lg = Ledger(tmp_path / "h.sqlite")
+    import pytest
+    from tuner.gold import GoldError
+    with pytest.raises(GoldError, match="no/such-note"):
+        Sweep(SweepParams(db=str(demo_index), gold=str(TUNE), space=str(sp), holdout=str(hold), rounds=3), lg)
+    assert lg.sweeps() == []

@@ -1,0 +1,78 @@
+"""The main job on the embedded default, as a library function: index the demo vault, evaluate the
+default config, sweep, report. `autoresearch demo` prints what this returns; tests call it directly."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from search_core.config import SearchConfig
+from search_core.indexer import index_vault
+from search_core.pipeline import Searcher
+
+from .evaluate import evaluate
+from .gold import load_gold
+from .ledger import Ledger
+from .report_text import format_eval
+from .sweep import Sweep, SweepParams
+
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+DEMO_VAULT = EXPERIMENTS / "demo-vault"
+DEMO_GOLD = EXPERIMENTS / "gold"
+DEMO_SPACE = EXPERIMENTS / "spaces" / "default.toml"
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    db: Path
+    index_report: object
+    eval_start: dict
+    summary: dict
+
+
+def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, progress=None,
+             index_progress=None, cache: str | Path | None = None) -> DemoRun:
+    """echo(line): the steps as they happen; progress(line): one line per sweep round."""
+    out = Path(out)
+    db = out / "index.sqlite"
+    report = index_vault(DEMO_VAULT, db, progress=index_progress, cache=cache)
+    echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {DEMO_VAULT} into {db} "
+         f"in {report.seconds:.1f}s ({report.embedded} embedded now)")
+    searcher = Searcher(db)
+    res = evaluate(searcher, load_gold(DEMO_GOLD / "demo-tune.yaml"), SearchConfig(embedder=searcher.embedder_name))
+    (out / "eval-start.json").write_text(json.dumps(res.as_json(), ensure_ascii=False, indent=1))
+    echo("2. the default config on the tuning set:")
+    echo("   " + format_eval(res.as_json()).replace("\n", "\n   "))
+    ledger = Ledger(out / "ledger.sqlite")
+    try:
+        params = SweepParams(db=str(db), gold=str(DEMO_GOLD / "demo-tune.yaml"),
+                             holdout=str(DEMO_GOLD / "demo-holdout.yaml"), space=str(DEMO_SPACE), rounds=rounds,
+                             seed=seed, vault=str(DEMO_VAULT), index_dir=str(out / "indexes"))
+        sw = Sweep(params, ledger, progress=progress)
+        echo(f"3. sweep {sw.id}: {rounds} rounds over {DEMO_SPACE.name}")
+        summary = sw.run()
+    finally:
+        ledger.close()
+    return DemoRun(db, report, res.as_json(), summary)
+
+
+def format_summary(s: dict) -> str:
+    """A sweep summary (Sweep.run's return) as terminal lines."""
+    lines = [f"sweep {s['sweep']}: {s['rounds']} rounds, {s.get('status', '')}; decisions {s['decisions']}"]
+    obj = next(k for k in s["start"] if k != "hit@5")
+    lines.append(f"tuning  {obj}: {s['start'][obj]:.4f} -> {s['final'][obj]:.4f}; hit@5 {s['start']['hit@5']:.4f} -> "
+                 f"{s['final']['hit@5']:.4f}")
+    for step in s["path"]:
+        lines.append(f"  kept round {step['round']}: {step['variable']} {step['old']!r} -> {step['new']!r} "
+                     f"({step['reason']})")
+    h = s.get("holdout")
+    if h:
+        flag = "HOLDOUT REGRESSED: the tuning gain did not carry over" if h["holdout_regressed"] else "holdout ok"
+        if h.get("within_noise"):
+            flag += " (every holdout difference is within noise)"
+        p = h["compare"]["metrics"]["hit@5"]
+        lines.append(f"holdout {h['gold']}: hit@5 {h['start']['hit@5']:.4f} -> {h['final']['hit@5']:.4f} "
+                     f"(p={p['p_value']:.3f}, {p['verdict']}); {obj} {h['start'][obj]:.4f} -> {h['final'][obj]:.4f}; "
+                     f"{flag}")
+    return "\n".join(lines)

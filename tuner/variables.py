@@ -1,0 +1,91 @@
+"""One table of variable kinds: per SearchConfig field, what a change needs and how a round is judged.
+
+kind        what a change needs                     latency a decision uses            judged on
+fusion      re-fuse cached channel lists in memory  the baseline's p95 (cannot change)  the sweep's objective
+rerank      re-fuse + reranker over cached lists    reranker charged per pair, measured the sweep's objective
+                                                    once per model (cold), cached or not
+retrieval   new channel lists                       measured (warm)                    the sweep's objective
+index       another index (full reindex)            measured (warm)                    the sweep's objective, after
+                                                                                       re-fitting the gate
+gate        re-fit the gate only                    the baseline's p95                 gate accuracy (own epsilon),
+                                                                                       needs probes
+
+The sweep asks this table; it never names a variable itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search_core.config import SearchConfig
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    needs: str                 # what a change needs, for the ledger and the docs
+    latency: str               # "baseline" | "rerank_charged" | "measured"
+    objective: str | None      # None: the sweep's objective
+    reindex: bool = False
+    refit_gate: bool = False   # score scales differ between models: re-fit the gate before judging
+    needs_probes: bool = False
+    closed_form: bool = False  # its best value on the tuning set has a closed form (fit_threshold)
+
+
+FUSION = Kind("fusion", "re-fuse cached channel lists in memory", "baseline", None)
+RERANK = Kind("rerank", "re-fuse and rerank cached channel lists", "rerank_charged", None)
+RETRIEVAL = Kind("retrieval", "new channel lists", "measured", None)
+INDEX = Kind("index", "another index (full reindex)", "measured", None, reindex=True, refit_gate=True)
+GATE = Kind("gate", "re-fit the gate only", "baseline", "gate_accuracy", needs_probes=True, closed_form=True)
+
+VARIABLE_KINDS: dict[str, Kind] = {
+    "w_dense": FUSION, "w_sparse": FUSION, "w_decomposed": FUSION, "w_entity": FUSION, "rrf_k": FUSION,
+    "community_boost": FUSION, "top_k": FUSION, "exclude_nav": FUSION, "nav_globs": FUSION,
+    "rerank_depth": RERANK, "reranker": RERANK,
+    "depth": RETRIEVAL,
+    "embedder": INDEX,
+    "threshold": GATE,
+}
+
+LATENCY_NOTES = {
+    "baseline": "baseline p95 reused: this variable cannot change search cost",
+    "rerank_charged": "reranker charged per pair (cost measured once per model, cold) for every pair, cached or not",
+    "measured": "measured after a warm-up",
+}
+
+
+def kind_of(name: str) -> Kind:
+    try:
+        return VARIABLE_KINDS[name]
+    except KeyError:
+        raise KeyError(f"variable {name!r} has no kind; kinds are set in tuner/variables.py for: "
+                       f"{', '.join(sorted(VARIABLE_KINDS))}") from None
+
+
+def unchanged_reason(name: str, baseline: SearchConfig, cand: SearchConfig) -> str | None:
+    """Why `cand` provably ranks every question exactly as `baseline` does (None when it may not).
+    Such a round is rejected:no_gain without a timing contest: at epsilon 0 a timing contest over an
+    identical ranking is decided by jitter."""
+    if name == "rerank_depth":
+        if baseline.reranker == "none" and cand.reranker == "none":
+            return "with reranker none, rerank_depth changes no ranked list"
+        if max(baseline.rerank_depth, baseline.top_k) == max(cand.rerank_depth, cand.top_k):
+            return f"the rerank window stays max(rerank_depth, top_k) = {max(cand.rerank_depth, cand.top_k)}"
+    for field in ("w_dense", "w_sparse", "w_decomposed", "w_entity"):
+        if name == field and getattr(baseline, field) == getattr(cand, field):
+            return f"{field} is unchanged"
+    return None
+
+
+def unavailable_reason(name: str, *, probes: int) -> str | None:
+    """Why rounds over `name` cannot be judged on this tuning set (None when they can)."""
+    if kind_of(name).needs_probes and probes == 0:
+        return (f"{name} is judged on gate accuracy, and the tuning set has no probes (questions whose "
+                "answer is not in the vault): on answerable questions alone every lower threshold looks "
+                "better. Add questions with `level: probe` and no gold to the tuning set")
+    return None
+
+
+def gate_field() -> str:
+    """The config field the gate kind owns (the one a model change re-fits)."""
+    return next(n for n, k in VARIABLE_KINDS.items() if k is GATE)
