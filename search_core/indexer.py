@@ -101,7 +101,8 @@ def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] |
     if is_korquad(vault):
         notes, skipped = read_korquad(vault)
         return None, notes, skipped
-    return list_vault(vault), None, []
+    skipped: list[Skipped] = []
+    return list_vault(vault, skipped), None, skipped
 
 
 def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = None, full: bool = False,

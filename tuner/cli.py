@@ -102,7 +102,7 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
         return
     click.echo(f"{report.mode} index of {vault} -> {db}: {report.notes} notes, {report.chunks} chunks "
                f"(+{report.added} ~{report.changed} -{report.deleted}, {report.unchanged} unchanged), "
-               f"{report.embedded} embedded, {report.seconds:.1f}s")
+               f"{report.embedded} embedded, {len(report.skipped)} skipped, {report.seconds:.1f}s")
     for s in report.skipped:
         click.echo(f"skipped {s.path}: {s.reason}", err=True)
     for w in report.warnings:
@@ -110,7 +110,12 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
 
 
 def _print_explain(res, searcher):
+    from search_core.limits import QUERY_EMBED_MAX_CHARS
+
     r = res.retrieval
+    if len(r.query) > QUERY_EMBED_MAX_CHARS:
+        click.echo(f"query: {len(r.query):,} characters; the embedder saw the first {QUERY_EMBED_MAX_CHARS:,} "
+                   "(the model reads at most 512 tokens), sparse and entity channels saw all of it")
     if r.subqueries:
         click.echo(f"sub-questions: {' | '.join(r.subqueries)}")
     for c, hits in r.lists.items():
@@ -126,7 +131,7 @@ def _print_explain(res, searcher):
 @main.command()
 @click.argument("query")
 @click.option("--db", required=True, type=click.Path(path_type=Path))
-@click.option("-k", "top_k", type=int, default=None, help="How many results (default 5).")
+@click.option("-k", "top_k", type=click.IntRange(min=1), default=None, help="How many results (default 5).")
 @click.option("--embedder", default=None, help="Must match the index's embedder.")
 @click.option("--reranker", default=None, help="Reranker name, or none.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="A TOML config.")
@@ -137,6 +142,12 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
     from search_core.config import load_config
     from search_core.pipeline import Searcher
 
+    from search_core.limits import repair_surrogates
+
+    query, n_bad = repair_surrogates(query)
+    if n_bad:
+        click.echo(f"warning: the query had {n_bad} byte(s) that are not UTF-8; searched with U+FFFD in their place "
+                   "(set your terminal to UTF-8)", err=True)
     try:
         searcher = Searcher(db, embedder=embedder)
         cfg = load_config(config_path).replace(embedder=searcher.embedder_name)
@@ -256,7 +267,7 @@ def _parse_duration(text: str | None) -> float | None:
 @click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
 @click.option("--space", type=click.Path(path_type=Path), default=Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
-@click.option("--rounds", type=int, default=119)
+@click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
 @click.option("--seed", type=int, default=0)
 @click.option("--objective", type=click.Choice(["score100", "mrr", "hit@5", "ndcg@10"]), default="score100")
@@ -382,7 +393,7 @@ DEMO_SPACE = DEMO_VAULT.parent / "spaces" / "default.toml"
 
 @main.command()
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/demo"), help="Where results go.")
-@click.option("--rounds", type=int, default=119)
+@click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--seed", type=int, default=0)
 def demo(out, rounds, seed):
     """The main job on the embedded default: index the demo vault, evaluate, sweep 119 rounds, report."""
