@@ -285,7 +285,14 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
     from tuner.ledger import Ledger
     from tuner.sweep import Sweep, SweepParams
 
-    ledger = Ledger(ledger_path)
+    from tuner.ledger_chain import require_intact
+
+    try:
+        if resume:
+            require_intact(ledger_path)      # a missing path is refused here, before any file is created
+        ledger = Ledger(ledger_path, create=not resume)
+    except SearchCoreError as e:
+        _fail(e)
     try:
         if resume:
             info = ledger.sweep(resume)
@@ -338,13 +345,23 @@ def _print_summary(s: dict):
 @click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
 @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
 @click.option("--json", "as_json", is_flag=True)
-def ledger(sweep_id, ledger_path, as_json):
-    """The rounds of a sweep: variable, old -> new, decision and reason."""
+@click.option("--verify", is_flag=True, help="Recompute the hash chain; name the first round that was changed.")
+def ledger(sweep_id, ledger_path, as_json, verify):
+    """The rounds of a sweep: variable, old -> new, decision and reason (the hash chain is verified first)."""
     from tuner.ledger import Ledger
+    from tuner.ledger_chain import require_intact, verify_or_seal
 
     if not ledger_path.exists():
         _fail(SearchCoreError(f"no ledger at {ledger_path}; run `autoresearch sweep` first"))
-    lg = Ledger(ledger_path)
+    try:
+        if verify:
+            verdict = verify_or_seal(ledger_path)
+            click.echo(verdict.message())
+            sys.exit(0 if verdict.ok else 1)
+        require_intact(ledger_path)
+        lg = Ledger(ledger_path, create=False)
+    except SearchCoreError as e:
+        _fail(e)
     info = lg.sweep(sweep_id)
     if info is None:
         _fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}" if sweep_id else f"{ledger_path} has no sweeps"))
@@ -369,9 +386,14 @@ def best(sweep_id, ledger_path, out):
     """The winning config of a sweep as TOML, for `search --config` and `eval --config`."""
     from search_core.config import SearchConfig
     from tuner.ledger import Ledger
+    from tuner.ledger_chain import require_intact
     from tuner.toml_out import config_toml
 
-    lg = Ledger(ledger_path)
+    try:
+        require_intact(ledger_path)
+        lg = Ledger(ledger_path, create=False)
+    except SearchCoreError as e:
+        _fail(e)
     info = lg.sweep(sweep_id)
     if info is None:
         _fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}"))
