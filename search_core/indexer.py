@@ -115,17 +115,17 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
     with index_lock(db):
         existing_fp = None
         if db.exists() and not full:
-            conn = None
+            conn, error = None, ""
             try:
                 conn = connect(db)
                 existing_fp = get_meta(conn, "fingerprint") if conn.execute("PRAGMA user_version").fetchone()[0] else None
-            except Exception:
-                existing_fp = None
+            except Exception as e:
+                existing_fp, error = None, f" (it could not be read: {e}; it may be damaged)"
             finally:
                 if conn is not None:
                     conn.close()
             if existing_fp is None:
-                raise SearchCoreError(f"{db} exists but is not a finished autoresearch index; "
+                raise SearchCoreError(f"{db} exists but is not a finished autoresearch index{error}; "
                                       f"rebuild it with `autoresearch index VAULT --db {db} --full`")
         name = embedder or (existing_fp or {}).get("embedder", {}).get("name") or "e5-small"
         if chunk_cfg is None:
@@ -134,6 +134,11 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
         want_fp = index_fingerprint(emb, chunk_cfg)
         if existing_fp is not None and existing_fp != want_fp:
             raise SearchCoreError(fingerprint_mismatch_message(db, existing_fp, want_fp))
+        if existing_fp is not None:
+            from .check import check_index
+            health = check_index(db, quick=True)      # never write into a damaged file, never report it "unchanged"
+            if not health.ok:
+                raise SearchCoreError(health.message())
 
         files, beir_notes, skipped = _load_vault(vault)
         n_found = len(files) if files is not None else len(beir_notes)
@@ -149,6 +154,8 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
                 report = _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache_db, progress)
         finally:
             cache_db.close()
+        if cache_db.warning():
+            report.warnings.insert(0, cache_db.warning())
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 

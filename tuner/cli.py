@@ -27,6 +27,11 @@ def _fail(e: Exception):
     raise click.ClickException(str(e))
 
 
+def _db_error():
+    import sqlean
+    return sqlean.DatabaseError
+
+
 class _Progress:
     """tqdm bars per stage on stderr; silent when stderr is not a terminal unless forced."""
 
@@ -158,6 +163,9 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
         res = searcher.search(query, cfg)
     except SearchCoreError as e:
         _fail(e)
+    except _db_error() as e:
+        from tuner.cli_check import damaged_index_message
+        _fail(damaged_index_message(db, e))
     if as_json:
         click.echo(json.dumps(res.as_dict(), ensure_ascii=False, indent=2))
         return
@@ -224,6 +232,9 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out,
                           score_cfg=load_score_config(config_path)).as_json()
     except SearchCoreError as e:
         _fail(e)
+    except _db_error() as e:
+        from tuner.cli_check import damaged_index_message
+        _fail(damaged_index_message(db, e))
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{result['config_hash']}.json"
     path.write_text(json.dumps(result, ensure_ascii=False, indent=1))
@@ -456,6 +467,8 @@ def demo(out, rounds, seed):
                f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "
                f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
 
+
+from . import cli_check  # noqa: E402,F401  registers verbs
 
 if __name__ == "__main__":
     main()
