@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import numpy as np
 
 from .store import connect
+
+
+class _CacheDamaged(Exception):
+    pass
 
 
 def text_hash(text: str) -> str:
@@ -27,9 +32,56 @@ class EmbeddingCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = connect(self.path)
-        self.conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash TEXT NOT NULL, "
-                          "vec BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID")
+        self.set_aside: Path | None = None     # where a damaged cache was moved, if it was
+        self.damage = ""
+        try:
+            self.conn = self._open()
+        except _CacheDamaged as e:
+            self._set_aside(str(e))
+            self.conn = self._open()
+
+    def _open(self):
+        """Open and check the cache. It is shared by every index in the folder, so one damaged file would
+        fail them all; quick_check plus one read of every row's length finds that before it is used."""
+        import sqlean
+        conn = None
+        try:
+            if self.path.exists() and self.path.stat().st_size:
+                with open(self.path, "rb") as f:
+                    if f.read(16) != b"SQLite format 3\x00":
+                        raise _CacheDamaged("not a SQLite file (its header is damaged)")
+            conn = connect(self.path)
+            conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash TEXT NOT NULL, "
+                         "vec BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID")
+            rows = [r[0] for r in conn.execute("PRAGMA quick_check")]
+            if rows != ["ok"]:
+                raise _CacheDamaged("; ".join(rows[:3]))
+            conn.execute("SELECT sum(length(vec)) FROM vectors").fetchone()
+            return conn
+        except sqlean.DatabaseError as e:
+            if conn is not None:
+                conn.close()
+            raise _CacheDamaged(str(e)) from None
+        except _CacheDamaged:
+            if conn is not None:
+                conn.close()
+            raise
+
+    def _set_aside(self, why: str) -> None:
+        """Rename (never delete) the damaged file and its WAL, so a fresh cache can be built in its place."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(self.path) + suffix)
+            if src.exists():
+                src.replace(Path(str(target) + suffix))
+        self.set_aside, self.damage = target, why
+
+    def warning(self) -> str | None:
+        if self.set_aside is None:
+            return None
+        return (f"the embedding cache {self.path} was damaged ({self.damage}); it was set aside as "
+                f"{self.set_aside} and a new cache was built (embeddings are recomputed once)")
 
     def get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}

@@ -60,39 +60,80 @@ def default_cache_path(db: str | Path) -> Path:
 
 @contextmanager
 def index_lock(db: Path):
+    """One writer per index. The lock file is removed when the run ends (however it ends); one left by a
+    killed run holds no lock (the kernel dropped it) and is taken over and removed by the next run, which
+    also removes the .building-PID files of a killed `--full` (we hold the lock: no build can be running)."""
     lock_path = db.with_name(db.name + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(lock_path, "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.seek(0)
-        holder = f.read().strip() or "unknown"
+    while True:
+        f = open(lock_path, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            raise SearchCoreError(f"another `autoresearch index` is already writing {db} (pid {holder}); "
+                                  "wait for it to finish, then run this again") from None
+        try:   # the holder before us may have removed the file between our open and our lock: lock the new one
+            if os.stat(lock_path).st_ino == os.fstat(f.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
         f.close()
-        raise SearchCoreError(f"another `autoresearch index` is already writing {db} (pid {holder}); "
-                              "wait for it to finish, then run this again") from None
     f.seek(0)
     f.truncate()
     f.write(str(os.getpid()))
     f.flush()
+    _remove_stale_builds(db)
     try:
         yield
     finally:
+        lock_path.unlink(missing_ok=True)
         fcntl.flock(f, fcntl.LOCK_UN)
         f.close()
 
 
+def _remove_stale_builds(db: Path) -> None:
+    for p in db.parent.glob(f"{db.name}.building-*"):
+        p.unlink(missing_ok=True)
+
+
+def _chunk_flags(chunking: dict) -> str:
+    """The `index` options that produce this chunking (the inverse of the CLI's --chunk-chars mapping)."""
+    base = ChunkConfig()
+    flags = ""
+    if chunking.get("target_chars", base.target_chars) != base.target_chars:
+        flags += f" --chunk-chars {chunking['target_chars']}"
+    if chunking.get("dense_per_note", base.dense_per_note) != base.dense_per_note:
+        flags += f" --dense-per-note {chunking['dense_per_note']}"
+    return flags
+
+
 def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
+    """Name what actually differs (embedder, its weights, or chunking) and a command that works."""
+    from .models import _embedder_factory
     h, w = have.get("embedder", {}), want.get("embedder", {})
-    if h.get("name") != w.get("name"):
-        what = f"embedder {h.get('name')!r}, you asked for {w.get('name')!r}"
-    elif h != w:
-        what = f"a different build of {h.get('name')!r} (weights {h.get('weights')} vs {w.get('weights')})"
-    else:
-        what = f"chunking {have.get('chunking')} vs {want.get('chunking')}"
-    return (f"index {db} was built with {what}; vectors from two models never share an index. "
-            f"Rebuild it: `autoresearch index VAULT --db {db} --full --embedder {w.get('name')}`, "
-            f"or use another --db")
+    hn, wn = h.get("name"), w.get("name")
+    keep = f"--embedder {hn}{_chunk_flags(have.get('chunking', {}))}"
+    if hn != wn:
+        try:
+            _embedder_factory(wn)
+        except SearchCoreError as e:
+            return f"{e}. Index {db} was built with {hn!r}: leave out --embedder (or pass --embedder {hn})"
+        return (f"index {db} was built with embedder {hn!r}, you asked for {wn!r}; vectors from two models never "
+                f"share an index. Rebuild it: `autoresearch index VAULT --db {db} --full --embedder {wn}"
+                f"{_chunk_flags(want.get('chunking', {}))}`, use another --db, or leave out --embedder to use {hn!r}")
+    if h != w:
+        return (f"index {db} was built with a different build of {hn!r} (weights {h.get('weights')} vs "
+                f"{w.get('weights')}); vectors from two builds never share an index. Rebuild it: "
+                f"`autoresearch index VAULT --db {db} --full {keep}`, or use another --db")
+    hc, wc = have.get("chunking", {}), want.get("chunking", {})
+    diffs = ", ".join(f"{k} {hc.get(k)} in the index vs {wc.get(k)} asked" for k in sorted(set(hc) | set(wc))
+                      if hc.get(k) != wc.get(k))
+    return (f"index {db} was built with other chunking ({diffs}); chunking applies to the whole index, so a "
+            f"change needs a rebuild: `autoresearch index VAULT --db {db} --full --embedder {wn}"
+            f"{_chunk_flags(wc)}`, or leave out the chunk options to update it with its own")
 
 
 def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] | None, list[Skipped]]:
@@ -102,7 +143,8 @@ def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] |
     if is_korquad(vault):
         notes, skipped = read_korquad(vault)
         return None, notes, skipped
-    return list_vault(vault), None, []
+    skipped: list[Skipped] = []
+    return list_vault(vault, skipped), None, skipped
 
 
 def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = None, full: bool = False,
@@ -115,17 +157,17 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
     with index_lock(db):
         existing_fp = None
         if db.exists() and not full:
-            conn = None
+            conn, error = None, ""
             try:
                 conn = connect(db)
                 existing_fp = get_meta(conn, "fingerprint") if conn.execute("PRAGMA user_version").fetchone()[0] else None
-            except Exception:
-                existing_fp = None
+            except Exception as e:
+                existing_fp, error = None, f" (it could not be read: {e}; it may be damaged)"
             finally:
                 if conn is not None:
                     conn.close()
             if existing_fp is None:
-                raise SearchCoreError(f"{db} exists but is not a finished autoresearch index; "
+                raise SearchCoreError(f"{db} exists but is not a finished autoresearch index{error}; "
                                       f"rebuild it with `autoresearch index VAULT --db {db} --full`")
         name = embedder or (existing_fp or {}).get("embedder", {}).get("name") or "e5-small"
         if chunk_cfg is None:
@@ -134,6 +176,11 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
         want_fp = index_fingerprint(emb, chunk_cfg)
         if existing_fp is not None and existing_fp != want_fp:
             raise SearchCoreError(fingerprint_mismatch_message(db, existing_fp, want_fp))
+        if existing_fp is not None:
+            from .check import check_index
+            health = check_index(db, quick=True)      # never write into a damaged file, never report it "unchanged"
+            if not health.ok:
+                raise SearchCoreError(health.message())
 
         files, beir_notes, skipped = _load_vault(vault)
         n_found = len(files) if files is not None else len(beir_notes)
@@ -149,6 +196,8 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
                 report = _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache_db, progress)
         finally:
             cache_db.close()
+        if cache_db.warning():
+            report.warnings.insert(0, cache_db.warning())
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 
@@ -172,8 +221,6 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
                               f"{'; '.join(s.path + ': ' + s.reason for s in skipped[:3])})")
     stats = {vf.note_id: vf for vf in files} if files is not None else {}
     tmp = db.with_name(f"{db.name}.building-{os.getpid()}")
-    for p in db.parent.glob(f"{db.name}.building-*"):   # we hold the lock: any other build was killed
-        p.unlink(missing_ok=True)
     report = IndexReport(db=str(db), mode="full", skipped=skipped)
     try:
         conn = connect(tmp)

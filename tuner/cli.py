@@ -27,6 +27,11 @@ def _fail(e: Exception):
     raise click.ClickException(str(e))
 
 
+def _db_error():
+    import sqlean
+    return sqlean.DatabaseError
+
+
 class _Progress:
     """tqdm bars per stage on stderr; silent when stderr is not a terminal unless forced."""
 
@@ -102,7 +107,7 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
         return
     click.echo(f"{report.mode} index of {vault} -> {db}: {report.notes} notes, {report.chunks} chunks "
                f"(+{report.added} ~{report.changed} -{report.deleted}, {report.unchanged} unchanged), "
-               f"{report.embedded} embedded, {report.seconds:.1f}s")
+               f"{report.embedded} embedded, {len(report.skipped)} skipped, {report.seconds:.1f}s")
     for s in report.skipped:
         click.echo(f"skipped {s.path}: {s.reason}", err=True)
     for w in report.warnings:
@@ -110,7 +115,12 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
 
 
 def _print_explain(res, searcher):
+    from search_core.limits import QUERY_EMBED_MAX_CHARS
+
     r = res.retrieval
+    if len(r.query) > QUERY_EMBED_MAX_CHARS:
+        click.echo(f"query: {len(r.query):,} characters; the embedder saw the first {QUERY_EMBED_MAX_CHARS:,} "
+                   "(the model reads at most 512 tokens), sparse and entity channels saw all of it")
     if r.subqueries:
         click.echo(f"sub-questions: {' | '.join(r.subqueries)}")
     for c, hits in r.lists.items():
@@ -126,7 +136,7 @@ def _print_explain(res, searcher):
 @main.command()
 @click.argument("query")
 @click.option("--db", required=True, type=click.Path(path_type=Path))
-@click.option("-k", "top_k", type=int, default=None, help="How many results (default 5).")
+@click.option("-k", "top_k", type=click.IntRange(min=1), default=None, help="How many results (default 5).")
 @click.option("--embedder", default=None, help="Must match the index's embedder.")
 @click.option("--reranker", default=None, help="Reranker name, or none.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="A TOML config.")
@@ -137,6 +147,12 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
     from search_core.config import load_config
     from search_core.pipeline import Searcher
 
+    from search_core.limits import repair_surrogates
+
+    query, n_bad = repair_surrogates(query)
+    if n_bad:
+        click.echo(f"warning: the query had {n_bad} byte(s) that are not UTF-8; searched with U+FFFD in their place "
+                   "(set your terminal to UTF-8)", err=True)
     try:
         searcher = Searcher(db, embedder=embedder)
         cfg = load_config(config_path).replace(embedder=searcher.embedder_name)
@@ -147,6 +163,9 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
         res = searcher.search(query, cfg)
     except SearchCoreError as e:
         _fail(e)
+    except _db_error() as e:
+        from tuner.cli_check import damaged_index_message
+        _fail(damaged_index_message(db, e))
     if as_json:
         click.echo(json.dumps(res.as_dict(), ensure_ascii=False, indent=2))
         return
@@ -213,6 +232,9 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out,
                           score_cfg=load_score_config(config_path)).as_json()
     except SearchCoreError as e:
         _fail(e)
+    except _db_error() as e:
+        from tuner.cli_check import damaged_index_message
+        _fail(damaged_index_message(db, e))
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{result['config_hash']}.json"
     path.write_text(json.dumps(result, ensure_ascii=False, indent=1))
@@ -256,7 +278,7 @@ def _parse_duration(text: str | None) -> float | None:
 @click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
 @click.option("--space", type=click.Path(path_type=Path), default=Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
-@click.option("--rounds", type=int, default=None, help="Rounds (default 119; with --resume: the sweep's own).")
+@click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
 @click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
 @click.option("--seed", type=int, default=0)
 @click.option("--objective", type=click.Choice(["score100", "mrr", "hit@5", "ndcg@10"]), default="score100")
@@ -277,7 +299,14 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
     from tuner.ledger import Ledger
     from tuner.sweep import Sweep, SweepParams
 
-    ledger = Ledger(ledger_path)
+    from tuner.ledger_chain import require_intact
+
+    try:
+        if resume:
+            require_intact(ledger_path)      # a missing path is refused here, before any file is created
+        ledger = Ledger(ledger_path, create=not resume)
+    except SearchCoreError as e:
+        _fail(e)
     try:
         if resume:
             info = ledger.sweep(resume)
@@ -320,13 +349,23 @@ def _print_summary(s: dict):
 @click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
 @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
 @click.option("--json", "as_json", is_flag=True)
-def ledger(sweep_id, ledger_path, as_json):
-    """The rounds of a sweep: variable, old -> new, decision and reason."""
+@click.option("--verify", is_flag=True, help="Recompute the hash chain; name the first round that was changed.")
+def ledger(sweep_id, ledger_path, as_json, verify):
+    """The rounds of a sweep: variable, old -> new, decision and reason (the hash chain is verified first)."""
     from tuner.ledger import Ledger
+    from tuner.ledger_chain import require_intact, verify_or_seal
 
     if not ledger_path.exists():
         _fail(SearchCoreError(f"no ledger at {ledger_path}; run `autoresearch sweep` first"))
-    lg = Ledger(ledger_path)
+    try:
+        if verify:
+            verdict = verify_or_seal(ledger_path)
+            click.echo(verdict.message())
+            sys.exit(0 if verdict.ok else 1)
+        require_intact(ledger_path)
+        lg = Ledger(ledger_path, create=False)
+    except SearchCoreError as e:
+        _fail(e)
     info = lg.sweep(sweep_id)
     if info is None:
         _fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}" if sweep_id else f"{ledger_path} has no sweeps"))
@@ -351,11 +390,16 @@ def best(sweep_id, ledger_path, out):
     """The winning config of a sweep as TOML, for `search --config` and `eval --config`."""
     from search_core.config import SearchConfig
     from tuner.ledger import Ledger
+    from tuner.ledger_chain import require_intact
     from tuner.toml_out import config_toml
 
     if not ledger_path.exists():      # opening a Ledger would create an empty one at a mistyped path
         _fail(SearchCoreError(f"no ledger at {ledger_path}; run `autoresearch sweep` first"))
-    lg = Ledger(ledger_path)
+    try:
+        require_intact(ledger_path)
+        lg = Ledger(ledger_path, create=False)
+    except SearchCoreError as e:
+        _fail(e)
     info = lg.sweep(sweep_id)
     if info is None:
         _fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}"))
@@ -377,7 +421,7 @@ DEMO_SPACE = DEMO_VAULT.parent / "spaces" / "default.toml"
 
 @main.command()
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/demo"), help="Where results go.")
-@click.option("--rounds", type=int, default=119)
+@click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--seed", type=int, default=0)
 def demo(out, rounds, seed):
     """The main job on the embedded default: index the demo vault, evaluate, sweep 119 rounds, report."""
@@ -396,6 +440,8 @@ def demo(out, rounds, seed):
                f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "
                f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
 
+
+from . import cli_check  # noqa: E402,F401  registers verbs
 
 if __name__ == "__main__":
     main()

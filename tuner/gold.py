@@ -7,6 +7,8 @@ index does not hold is an error unless the caller asks for a warning.
 from __future__ import annotations
 
 import csv
+import difflib
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,33 @@ LEVELS = {
 
 class GoldError(SearchCoreError):
     pass
+
+
+QUESTION_KEYS = ("id", "level", "query", "gold", "why")
+# what a gold file that is not UTF-8 most likely is, tried in this order: Korean Windows first (the
+# case that was reported: a file saved as CP949), then Japanese and Chinese, then Western European
+ENCODING_GUESSES = ("cp949", "euc-kr", "shift_jis", "gb18030", "cp1252")
+
+
+def read_text(p: Path) -> str:
+    """A gold file as text. Not UTF-8 is an error that names the file, the line and a likely encoding."""
+    raw = p.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        guess = next((enc for enc in ENCODING_GUESSES if _decodes(raw, enc)), None)
+        hint = (f"it reads as {guess}; convert it: `iconv -f {guess} -t utf-8 {p} > {p.stem}.utf8{p.suffix}`"
+                if guess else "re-save it as UTF-8")
+        raise GoldError(f"{p} line {line}: not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}); {hint}") from None
+
+
+def _decodes(raw: bytes, enc: str) -> bool:
+    try:
+        raw.decode(enc)
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -61,7 +90,9 @@ class GoldSet:
         missing = [(q.id, g) for q in self.questions for g in q.gold if g not in known]
         if not missing:
             return []
-        listing = ", ".join(f"{qid}: {g!r}" for qid, g in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        lines = {q.id: q.line for q in self.questions}
+        listing = ", ".join(f"{qid}{f' (line {lines[qid]})' if lines.get(qid) else ''}: {g!r}"
+                            for qid, g in missing[:20]) + (" ..." if len(missing) > 20 else "")
         msg = (f"{self.source}: {len(missing)} gold id(s) are not notes in the index: {listing}. "
                "Fix the ids (a note id is the vault path without .md), or index the right vault")
         if allow_missing:
@@ -85,7 +116,7 @@ def _line_of(node) -> int:
 
 
 def load_yaml_gold(p: Path) -> GoldSet:
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p)
     try:
         root = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -111,8 +142,16 @@ def load_yaml_gold(p: Path) -> GoldSet:
         if qid in seen:
             raise GoldError(f"{where}: duplicate id {qid!r} (first at line {seen[qid]})")
         seen[qid] = line
+        unknown = [str(k) for k in raw if k not in QUESTION_KEYS]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], QUESTION_KEYS, n=1)
+            raise GoldError(f"{where}: question {qid} has unknown key {unknown[0]!r}" +
+                            (f" (did you mean {close[0]!r}?)" if close else "") + f"; keys: {', '.join(QUESTION_KEYS)}")
         query = raw.get("query")
-        if not isinstance(query, str) or not query.strip():
+        if query is not None and not isinstance(query, str):
+            raise GoldError(f"{where}: question {qid}: query must be text, got {type(query).__name__} {query!r}; "
+                            "quote it: query: \"...\"")
+        if query is None or not query.strip():
             raise GoldError(f"{where}: question {qid} has no `query`")
         level = str(raw.get("level", "")).strip()
         if level not in LEVELS:
@@ -150,7 +189,7 @@ def load_beir_gold(p: Path) -> GoldSet:
     if not qpath.exists():
         raise GoldError(f"{folder}: no queries.jsonl beside the qrels")
     queries: dict[str, str] = {}
-    for lineno, line in enumerate(qpath.open(encoding="utf-8"), 1):
+    for lineno, line in enumerate(read_text(qpath).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -159,7 +198,7 @@ def load_beir_gold(p: Path) -> GoldSet:
         except (json.JSONDecodeError, KeyError) as e:
             raise GoldError(f"{qpath} line {lineno}: not a BEIR query row ({e})") from None
     gold: dict[str, list[str]] = {}
-    with qrels_path.open(encoding="utf-8") as f:
+    with io.StringIO(read_text(qrels_path)) as f:
         reader = csv.reader(f, delimiter="\t")
         for lineno, row in enumerate(reader, 1):
             if not row or (lineno == 1 and row[0] == "query-id"):
@@ -194,7 +233,7 @@ def load_korquad_gold(p: Path) -> GoldSet:
 
 def _read_korquad(p: Path) -> list:
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = json.loads(read_text(p))
         data = doc["data"]
         data[0]["paragraphs"][0]["qas"]
     except (json.JSONDecodeError, KeyError, IndexError, TypeError) as e:

@@ -1,7 +1,9 @@
 """The append-only ledger: every sweep and every round, in one SQLite file under runs/.
 
 A round is one INSERT in one transaction: `kill -9` loses at most the round in flight, never half a
-row. Triggers refuse UPDATE and DELETE on rounds; decisions come from a closed vocabulary.
+row. Triggers refuse UPDATE and DELETE on rounds; decisions come from a closed vocabulary. Each round
+also carries a hash chained to the previous one (tuner.ledger_chain), so a change that gets past the
+triggers still shows in `autoresearch ledger --verify`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import time
 from pathlib import Path
 
 from search_core.store import atomic, connect
+
+from .ledger_chain import check_ledger_file, head, holdout_values, link, normalise_round, sweep_genesis, upgrade
 
 DECISIONS = ("kept", "rejected:hit5_regressed", "rejected:no_gain", "rejected:level_guard",
              "rejected:latency_budget", "unavailable", "crashed")
@@ -24,15 +28,16 @@ CREATE TABLE IF NOT EXISTS rounds (
     old TEXT, new TEXT, config TEXT NOT NULL, config_hash TEXT NOT NULL, baseline_hash TEXT NOT NULL,
     index_fingerprint TEXT, metrics TEXT NOT NULL, objective REAL,
     decision TEXT NOT NULL CHECK (decision IN ({", ".join(repr(d) for d in DECISIONS)})),
-    reason TEXT NOT NULL, eval_s REAL, reindex_s REAL, created TEXT NOT NULL,
+    reason TEXT NOT NULL, eval_s REAL, reindex_s REAL, created TEXT NOT NULL, chain TEXT,
     PRIMARY KEY (sweep, round));
 CREATE TRIGGER IF NOT EXISTS rounds_append_only_update BEFORE UPDATE ON rounds
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rounds are never changed'); END;
 CREATE TRIGGER IF NOT EXISTS rounds_append_only_delete BEFORE DELETE ON rounds
     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rounds are never deleted'); END;
 CREATE TABLE IF NOT EXISTS holdout (
-    sweep TEXT PRIMARY KEY REFERENCES sweeps(id), result TEXT NOT NULL, created TEXT NOT NULL);
+    sweep TEXT PRIMARY KEY REFERENCES sweeps(id), result TEXT NOT NULL, created TEXT NOT NULL, chain TEXT);
 """
+ROUND_TRIGGERS = [s for s in SCHEMA.split(";\n") if "CREATE TRIGGER" in s]
 
 
 def _now() -> str:
@@ -40,13 +45,17 @@ def _now() -> str:
 
 
 class Ledger:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, create: bool = True):
+        """create=False: a missing file is an error and nothing is created (`sweep --resume`, reports).
+        Any existing file that is not a ledger is refused before it is opened for writing."""
         self.path = Path(path)
+        check_ledger_file(self.path, create=create)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = connect(self.path)
         for stmt in SCHEMA.split(";\n"):
-            if stmt.strip():
+            if stmt.strip() and stmt not in ROUND_TRIGGERS:   # upgrade() creates them, noting any found missing
                 self.conn.execute(stmt)
+        upgrade(self.conn, ROUND_TRIGGERS)
 
     def close(self):
         self.conn.close()
@@ -79,16 +88,19 @@ class Ledger:
     def append_round(self, sweep_id: str, row: dict) -> None:
         if row["decision"] not in DECISIONS:
             raise ValueError(f"decision {row['decision']!r} is not one of {DECISIONS}")
+        values = normalise_round({
+            "sweep": sweep_id, "round": row["round"], "variable": row["variable"],
+            "old": json.dumps(row.get("old"), ensure_ascii=False), "new": json.dumps(row.get("new"), ensure_ascii=False),
+            "config": json.dumps(row["config"], ensure_ascii=False), "config_hash": row["config_hash"],
+            "baseline_hash": row["baseline_hash"], "index_fingerprint": row.get("index_fingerprint"),
+            "metrics": json.dumps(row.get("metrics", {}), ensure_ascii=False), "objective": row.get("objective"),
+            "decision": row["decision"], "reason": row["reason"], "eval_s": row.get("eval_s"),
+            "reindex_s": row.get("reindex_s"), "created": _now()})
         with atomic(self.conn):
+            chain = link(head(self.conn, sweep_id), list(values.values()))
             self.conn.execute(
-                "INSERT INTO rounds(sweep, round, variable, old, new, config, config_hash, baseline_hash, "
-                "index_fingerprint, metrics, objective, decision, reason, eval_s, reindex_s, created) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (sweep_id, row["round"], row["variable"], json.dumps(row.get("old"), ensure_ascii=False),
-                 json.dumps(row.get("new"), ensure_ascii=False), json.dumps(row["config"], ensure_ascii=False),
-                 row["config_hash"], row["baseline_hash"], row.get("index_fingerprint"),
-                 json.dumps(row.get("metrics", {}), ensure_ascii=False), row.get("objective"),
-                 row["decision"], row["reason"], row.get("eval_s"), row.get("reindex_s"), _now()))
+                f"INSERT INTO rounds({', '.join(values)}, chain) VALUES ({', '.join('?' * (len(values) + 1))})",
+                (*values.values(), chain))
 
     def rounds(self, sweep_id: str) -> list[dict]:
         cols = ("round", "variable", "old", "new", "config", "config_hash", "baseline_hash", "index_fingerprint",
@@ -103,9 +115,11 @@ class Ledger:
         return out
 
     def record_holdout(self, sweep_id: str, result: dict) -> None:
+        text, created = json.dumps(result, ensure_ascii=False), _now()
         with atomic(self.conn):
-            self.conn.execute("INSERT OR REPLACE INTO holdout(sweep, result, created) VALUES (?,?,?)",
-                              (sweep_id, json.dumps(result, ensure_ascii=False), _now()))
+            chain = link(sweep_genesis(self.conn, sweep_id), holdout_values(sweep_id, text, created))
+            self.conn.execute("INSERT OR REPLACE INTO holdout(sweep, result, created, chain) VALUES (?,?,?,?)",
+                              (sweep_id, text, created, chain))
 
     def holdout(self, sweep_id: str) -> dict | None:
         row = self.conn.execute("SELECT result FROM holdout WHERE sweep = ?", (sweep_id,)).fetchone()
