@@ -70,6 +70,16 @@ class RecallConfig:
         return dataclasses.replace(self, **changes)
 
 
+ACTIVE_CONFIG = Path("runs/active.toml")    # the promoted config (the daemon issue writes it)
+
+
+def active_config_path(explicit: str | Path | None) -> Path | None:
+    """--config when given, else the promoted runs/active.toml when there is one, else None (defaults)."""
+    if explicit is not None:
+        return Path(explicit)
+    return ACTIVE_CONFIG if ACTIVE_CONFIG.exists() else None
+
+
 def load_recall_config(path: str | Path | None) -> RecallConfig:
     """The [recall] table of a TOML config (the same file as --config), onto the defaults."""
     if path is None:

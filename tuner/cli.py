@@ -426,3 +426,5 @@ def demo(out, rounds, seed):
 
 if __name__ == "__main__":
     main()
+
+from . import cli_recall  # noqa: E402,F401  registers verbs
