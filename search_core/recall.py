@@ -381,9 +381,13 @@ class RecallEngine:
         except Exception as e:
             return RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
 
+    def submit_search(self, query: str, top_k: int | None = None):
+        """A plain search on the same serialized worker; returns a concurrent Future (the server awaits it)."""
+        return self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
+
     def search(self, query: str, top_k: int | None = None, timeout_s: float | None = None):
-        """A plain search on the same serialized worker, bounded by the timeout (raises TimeoutError)."""
-        fut = self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
+        """A plain search bounded by the timeout (raises TimeoutError, or the search's own error)."""
+        fut = self.submit_search(query, top_k)
         try:
             return fut.result(timeout=timeout_s or self.cfg.timeout_s)
         except FutureTimeout:
