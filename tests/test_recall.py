@@ -42,6 +42,7 @@ class PausedBackend(SearchBackend):
 def _engine(db, tmp_path, backend_cls=SearchBackend, threshold=0.0, **cfg):
     log = RecallLog(tmp_path / "recall.sqlite")
     backend = backend_cls(db, SearchConfig(threshold=threshold))
+    cfg.setdefault("timeout_s", 60.0)   # the shared machine: the timeout tests set their own
     return RecallEngine(backend, log, RecallConfig(**cfg)), log
 
 

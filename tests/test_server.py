@@ -54,6 +54,7 @@ def running(engine, **kw):
 
 
 def _engine(db, tmp_path, threshold=0.0, **cfg):
+    cfg.setdefault("timeout_s", 60.0)   # the shared machine: the timeout tests set their own
     return RecallEngine(SearchBackend(db, SearchConfig(threshold=threshold)), RecallLog(tmp_path / "log.sqlite"),
                         RecallConfig(**cfg))
 

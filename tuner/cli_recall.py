@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -126,6 +127,10 @@ def recall_log_prune(log_path, older_than):
 
 
 def _engine(db, config_path, log_path, retention, privacy, timeout):
+    # Before the model loads: OpenMP threads that spin while waiting starve when the cores are shared
+    # (an index run beside the server, other jobs). Measured here at load average 22 on 2 cores: one e5
+    # query embedding took 3,500-5,600 ms with the default policy and 43-78 ms with PASSIVE.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from search_core.recall import RecallEngine, SearchBackend, active_config_path, load_recall_config
     from search_core.recall_log import RecallLog
 
