@@ -173,7 +173,8 @@ class RecallBlock:
 def gate_features(result) -> dict:
     """Whatever the result's gate offers except its decision (today top cosine + threshold; the gate
     issue's calibrated model adds its features here and they land in the log's JSON column as they are)."""
-    g = dataclasses.asdict(result.gate)
+    gate = result.gate
+    g = dataclasses.asdict(gate) if dataclasses.is_dataclass(gate) else dict(vars(gate))
     g.pop("inject", None)
     feats = g.pop("features", None)
     return {**g, **(feats or {})}
@@ -220,10 +221,11 @@ class _CachedQueryEmbedder:
         import numpy as np
         if not is_query or len(texts) != 1:
             return self._inner.embed(texts, is_query=is_query)
-        v = self._cache.get(texts[0])
+        key = (self._inner.name, texts[0])     # a reopened index may bring another embedder
+        v = self._cache.get(key)
         if v is None:
             v = self._inner.embed(texts, is_query=True)[0]
-            self._cache.put(texts[0], v)
+            self._cache.put(key, v)
         return np.asarray([v])
 
 

@@ -224,3 +224,18 @@ def test_dead_embedder_server_fails_open(small_vault, tmp_path):
     engine.queue_prefetch("리랭커와 임베딩 모델 비교 결과는? 두 번째", "s")
     _wait(engine)
     assert engine.prefetch("s").stopped_by == "error"
+
+
+def test_query_vector_cache_is_a_bounded_lru(small_index):
+    from search_core.recall import QueryVectorCache
+    c = QueryVectorCache(maxsize=2)
+    c.put("a", 1)
+    c.put("b", 2)
+    assert c.get("a") == 1          # a is now the most recent
+    c.put("c", 3)                   # evicts b
+    assert c.get("b") is None and c.get("c") == 3 and (c.hits, c.misses) == (2, 1)
+    backend = SearchBackend(small_index)
+    first = backend.search(QUESTION)
+    again = backend.search(QUESTION)
+    assert backend.query_cache.hits == 1 and backend.query_cache.misses == 1
+    assert [h.note_id for h in again.hits] == [h.note_id for h in first.hits]
