@@ -1,3 +1,4 @@
+import os
 import socket
 import subprocess
 import sys
@@ -6,6 +7,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+# Set before any test loads e5: on a shared machine (load average 22 on 2 cores) spinning OpenMP threads
+# made one query embedding take ~5,000 ms instead of ~65 ms (see tuner/cli_recall.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_VAULT = ROOT / "experiments" / "demo-vault"

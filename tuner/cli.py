@@ -445,3 +445,5 @@ from . import cli_check  # noqa: E402,F401  registers verbs
 
 if __name__ == "__main__":
     main()
+
+from . import cli_recall  # noqa: E402,F401  registers verbs
