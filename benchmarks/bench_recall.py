@@ -7,6 +7,7 @@
 - open:   `autoresearch serve` on a copy of the johngrib index, open loop 20 req/s for 100 s on /search,
           while an incremental reindex of an edited copy of the vault runs in a loop
 - closed: the same server, 20 concurrent clients, 2,000 /search requests in all
+- omp:    (not in the default list) search latency with OpenMP's default wait policy vs PASSIVE
 Nothing lands in the repo but runs/bench/recall.json (the index and vault copies go to --work).
 """
 
@@ -253,6 +254,32 @@ def closed_loop(url: str, queries: list[str], clients: int, total: int) -> dict:
             "throughput_rps": round(len(out) / wall, 1), "errors": errors, "latency_ms": full_summary(lat)}
 
 
+OMP_PROBE = """
+import json, sys, time
+from search_core.pipeline import Searcher
+s = Searcher(sys.argv[1])
+s.search("warm up")
+out = []
+for q in json.loads(sys.argv[2]):
+    t0 = time.perf_counter(); s.search(q); out.append((time.perf_counter() - t0) * 1000)
+print(json.dumps(out))
+"""
+
+
+def bench_omp(db: Path, queries: list[str], n: int = 8) -> dict:
+    """One warm Searcher per OpenMP wait policy (unset = the runtime's default, PASSIVE), same queries."""
+    res = {}
+    for policy in ("default", "PASSIVE"):
+        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        if policy != "default":
+            env["OMP_WAIT_POLICY"] = policy
+        p = subprocess.run([sys.executable, "-c", OMP_PROBE, str(db), json.dumps(queries[:n])], env=env, cwd=ROOT,
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        res[policy] = full_summary(json.loads(p.stdout.splitlines()[-1]))
+    return res
+
+
 def metrics(url: str) -> dict:
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
         text = r.read().decode()
@@ -279,7 +306,7 @@ def main():
     out_path = ROOT / "runs" / "bench" / "recall.json"
     result = json.loads(out_path.read_text()) if out_path.exists() else {}
     db = args.work / "index.sqlite"
-    if stages & {"api", "open", "closed"}:
+    if stages & {"api", "open", "closed", "omp"}:
         copy_index(args.index, db)
     result["machine"] = {"load_avg_at_start": open("/proc/loadavg").read().split()[:3], "cores": 2,
                          "note": "shared with other helpers' jobs while measured"}
@@ -287,7 +314,11 @@ def main():
         result["log"] = bench_log(args.work)
         print("log:", json.dumps(result["log"]), flush=True)
         write_result("recall", result)
-    queries = load_queries(db, args.distinct) if stages & {"api", "open", "closed"} else []
+    queries = load_queries(db, args.distinct) if stages & {"api", "open", "closed", "omp"} else []
+    if "omp" in stages:
+        result["omp_wait_policy_search_ms"] = bench_omp(db, queries)
+        print("omp:", json.dumps(result["omp_wait_policy_search_ms"]), flush=True)
+        write_result("recall", result)
     if "api" in stages:
         result["api"] = bench_api(db, args.work, queries)
         print("api:", json.dumps(result["api"]), flush=True)

@@ -95,5 +95,9 @@ def test_cli_stats_label_list(tmp_path):
     assert r.exit_code == 0 and "question 2" in r.output
     r = CliRunner().invoke(main, ["recall-log", "stats", "--log", str(tmp_path / "none.sqlite")])
     assert r.exit_code != 0 and "no recall log at" in r.output
+    RecallLog(path, retention_days=None).write({"ts": time.time() - 40 * 86400, "session": "old", "query": "q",
+                                                 "injected": False})
+    r = CliRunner().invoke(main, ["recall-log", "prune", "--log", str(path), "--older-than", "30d"])
+    assert r.exit_code == 0 and "pruned 1 call(s)" in r.output and len(read_calls(path)) == 3
     r = CliRunner().invoke(main, ["recall-log", "stats", "--log", str(path), "--since", "soon"])
     assert r.exit_code != 0 and "not an age" in r.output

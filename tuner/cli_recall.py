@@ -121,9 +121,11 @@ def recall_log_prune(log_path, older_than):
 
     if not log_path.exists():
         _fail(SearchCoreError(f"no recall log at {log_path}"))
-    log = RecallLog(log_path, retention_days=parse_age(older_than) / 86400)
+    log = RecallLog(log_path, retention_days=None)
+    log.retention_days = parse_age(older_than) / 86400
+    n = log.prune()
     log.close()
-    click.echo(f"pruned calls older than {older_than} from {log_path}")
+    click.echo(f"pruned {n} call(s) older than {older_than} from {log_path}")
 
 
 def _engine(db, config_path, log_path, retention, privacy, timeout):
