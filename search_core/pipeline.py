@@ -241,7 +241,7 @@ class Searcher:
         t0 = time.perf_counter()
         rs = self._rerank_scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in cands]) if cands else None
         t["rerank"] = (time.perf_counter() - t0) * 1000
-        if cands and self.rerank_cost is not None:
+        if cands and self.rerank_cost is not None and cfg.reranker in self.rerank_cost:
             t["rerank"] = len(cands) * self.rerank_cost[cfg.reranker]
         final = ranking.final_ranking(fused, cfg, rs, depth=limit_fused or cfg.top_k)
         hits = []

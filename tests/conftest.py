@@ -48,8 +48,11 @@ def small_vault(tmp_path):
 
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory):
-    """One embedding cache for the whole run: the same text is embedded once per session."""
-    return tmp_path_factory.mktemp("cache") / "embed-cache.sqlite"
+    """One embedding cache for the whole run: the same text is embedded once per session.
+    AUTORESEARCH_TEST_EMBED_CACHE=FILE keeps it across runs (vectors are keyed by model fingerprint and
+    text hash, so a kept cache changes no result; it only skips re-embedding the demo vault)."""
+    kept = os.environ.get("AUTORESEARCH_TEST_EMBED_CACHE")
+    return Path(kept) if kept else tmp_path_factory.mktemp("cache") / "embed-cache.sqlite"
 
 
 @pytest.fixture

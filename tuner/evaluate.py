@@ -162,7 +162,7 @@ def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCach
 
     t0 = time.perf_counter()
     warnings = gold.check_against(searcher.view.notes.keys(), allow_missing=allow_missing)
-    searcher.warm_up()                      # the model and view load are not a question's latency
+    getattr(searcher, "warm_up", lambda: None)()   # the model and view load are not a question's latency
     rows = run_queries(searcher, gold, cfg, cache)
     gaps = possible_gold_gaps(searcher, rows, cfg) if audit else []
     index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
