@@ -175,3 +175,47 @@ def test_a_v1_ledger_is_sealed_on_upgrade_and_then_verified(tmp_path):
     assert verify_ledger(led).ok
     sql(led, "DROP TRIGGER rounds_append_only_update", "UPDATE rounds SET decision = 'kept' WHERE round = 1")
     assert "round 1" in verify_ledger(led).problems[0]
+
+
+SMALL_GOLD = """name: small
+questions:
+  - id: Q1
+    level: L0
+    query: "GraphRAG 커뮤니티 요약"
+    gold: ["ai/graphrag"]
+    why: "title"
+  - id: Q2
+    level: L1
+    query: "김치찌개 재료"
+    gold: ["life/kimchi"]
+    why: "recipe"
+  - id: Q3
+    level: L1
+    query: "순위 융합 점수"
+    gold: ["ai/rrf"]
+    why: "paraphrase"
+  - id: P1
+    level: probe
+    query: "부대찌개 끓이는 법"
+    gold: []
+    why: "no note"
+"""
+
+
+def test_a_real_sweep_and_its_resume_keep_the_chain_intact(small_index, tmp_path):
+    from tests.test_sweep import FUSION_SPACE
+    gold = tmp_path / "gold.yaml"
+    gold.write_text(SMALL_GOLD, encoding="utf-8")
+    sp = tmp_path / "space.toml"
+    sp.write_text(FUSION_SPACE)
+    led = tmp_path / "ledger.sqlite"
+    base = ["sweep", "--db", str(small_index), "--gold", str(gold), "--ledger", str(led)]
+    r = CliRunner().invoke(main, base + ["--space", str(sp), "--rounds", "3", "--holdout", str(gold), "--json"])
+    assert r.exit_code == 0, r.output
+    sid = json.loads(r.output[r.output.index("{"):])["sweep"]
+    r = CliRunner().invoke(main, base + ["--resume", sid, "--rounds", "5"])
+    assert r.exit_code == 0, r.output
+    v = verify_ledger(led)
+    assert v.ok and v.rounds == 6, v.message()              # the baseline round 0, then rounds 1-5
+    r = CliRunner().invoke(main, ["best", "--ledger", str(led)])
+    assert r.exit_code == 0 and "[" in r.output

@@ -145,9 +145,8 @@ def _print_explain(res, searcher):
 def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
     """Search the index in --db for QUERY."""
     from search_core.config import load_config
-    from search_core.pipeline import Searcher
-
     from search_core.limits import repair_surrogates
+    from search_core.pipeline import Searcher
 
     query, n_bad = repair_surrogates(query)
     if n_bad:
@@ -297,9 +296,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
     from search_core.config import load_config
     import dataclasses
     from tuner.ledger import Ledger
-    from tuner.sweep import Sweep, SweepParams
-
     from tuner.ledger_chain import require_intact
+    from tuner.sweep import Sweep, SweepParams
 
     try:
         if resume:
