@@ -327,3 +327,36 @@ def undo_apply(db: str | Path) -> dict:
         f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "action": "undo",
                             "undoes": last["at"]}) + "\n")
     return {"restored": last["previous"] is not None, "gate_file": str(side)}
+
+
+# ---- a recall log of our own, for tests and benchmarks until the recall path's log lands -----------------
+
+LOG_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {LOG_TABLE} (
+    id INTEGER PRIMARY KEY, ts REAL NOT NULL, session TEXT NOT NULL, profile TEXT NOT NULL DEFAULT 'default',
+    query TEXT, query_hash TEXT NOT NULL DEFAULT '', query_chars INTEGER NOT NULL DEFAULT 0,
+    top_scores TEXT NOT NULL DEFAULT '[]', features TEXT NOT NULL DEFAULT '{{}}', threshold REAL,
+    index_fingerprint TEXT, config_hash TEXT, injected INTEGER NOT NULL, stopped_by TEXT,
+    chars_injected INTEGER NOT NULL DEFAULT 0, latency_ms REAL, stages_ms TEXT NOT NULL DEFAULT '{{}}',
+    error TEXT, delivered_at REAL, chars_delivered INTEGER, label TEXT, labelled_at REAL);
+CREATE INDEX IF NOT EXISTS {LOG_TABLE}_ts ON {LOG_TABLE}(ts);
+"""
+
+
+def log_search(path: str | Path, rows: list[dict]) -> None:
+    """Append calls to a recall log with the recall path's columns (the ones calibrate reads and the
+    required rest). Each row: ts, session, query, res (a SearchResult), label (optional)."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(LOG_SCHEMA)
+        conn.executemany(
+            f"INSERT INTO {LOG_TABLE} (ts, session, query, query_chars, top_scores, features, threshold, injected, "
+            "stopped_by, latency_ms, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r["ts"], r["session"], r["query"], len(r["query"]),
+              json.dumps([{"note_id": h.note_id, "score": h.score, "cosine": h.cosine} for h in r["res"].hits[:3]]),
+              json.dumps(r["res"].gate.features), r["res"].gate.threshold, int(r["res"].gate.inject),
+              None if r["res"].gate.inject else "gate", r["res"].timings_ms.get("total"), r.get("label"))
+             for r in rows])
+        conn.commit()
+    finally:
+        conn.close()

@@ -11,10 +11,26 @@ import click
 
 from search_core import SearchCoreError
 
-from .cli import _fail, _parse_duration, main
+from .cli import _fail, main
 from .reports import Para, Report, Section, Table, emit
 
 DEFAULT_LOG = Path("runs/recall-log.sqlite")
+
+
+WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_window(text: str) -> float | None:
+    """`7d`, `24h`, `90m`, `2w`, `3600s` -> seconds; `all` -> None (the whole log)."""
+    if text == "all":
+        return None
+    try:
+        value = float(text[:-1]) if text[-1] in WINDOW_UNITS else None
+    except (ValueError, IndexError):
+        value = None
+    if value is None or value <= 0:
+        raise click.BadParameter(f"{text!r} is not a window like 7d, 24h, 90m, 2w or all", param_hint="--since")
+    return value * WINDOW_UNITS[text[-1]]
 
 
 def _labels_arg(path: Path):
@@ -140,7 +156,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
         searcher = Searcher(db)
         choice = searcher.use_gate(gate_path)
         cfg = SearchConfig(embedder=searcher.embedder_name)
-        window = None if since == "all" else _parse_duration(since)
+        window = parse_window(since)
         calls = [] if no_log else read_log(log_path, window)
         labelled = []
         for kind, p in map(_labels_arg, labels):
