@@ -136,6 +136,9 @@ def test_best_balanced_threshold():
     # 3 answerable, 1 probe: accuracy would inject everything; balanced accuracy must not
     t, b = best_balanced_threshold([0.3, 0.6, 0.7, 0.8], [0, 1, 1, 1])
     assert 0.3 < t < 0.6 and b == 1.0
+    # 6 answerable (two score low), 1 probe: accuracy injects all (6/7); balanced accuracy cuts above the probe
+    t, b = best_balanced_threshold([0.1, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9], [1, 1, 0, 1, 1, 1, 1])
+    assert t == pytest.approx(0.55) and b == pytest.approx((4 / 6 + 1) / 2)
     with pytest.raises(GateFitError, match="both"):
         best_balanced_threshold([0.1, 0.2], [1, 1])
 
