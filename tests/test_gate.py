@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from search_core.config import SearchConfig
 from search_core.gate_features import FEATURE_NAMES, gate_features, term_overlap
 from search_core.gate_model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
                                     fit_gate, load_gate, sidecar_path)
@@ -148,3 +149,17 @@ def test_shipped_default_loads():
         pytest.skip("no default gate shipped yet")
     m = load_gate(DEFAULT_GATE_FILE)
     assert m.scope == "embedder" and m.fingerprint["name"] == "e5-small"
+
+
+def test_eval_rows_carry_features_and_refit_the_gate(small_index):
+    from tuner.evaluate import evaluate
+    from tuner.gold import GoldSet, Question
+    from tuner.workbench import fit_gate_model
+    s = Searcher(small_index)
+    qs = tuple(Question(f"a{i}", "L1", q, ("life/kimchi",)) for i, q in enumerate(QUERIES_IN)) + \
+        tuple(Question(f"p{i}", "probe", q, ()) for i, q in enumerate(QUERIES_OUT))
+    res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False).as_json()
+    assert all(set(q["gate_features"]) == set(FEATURE_NAMES) for q in res["per_query"])
+    m = fit_gate_model(res["per_query"], s.fingerprint)
+    assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None
+    assert fit_gate_model([q for q in res["per_query"] if q["level"] != "probe"], s.fingerprint) is None
