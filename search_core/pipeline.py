@@ -12,7 +12,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,8 @@ from . import channels as ch
 from . import ranking
 from .config import CHANNELS, SearchConfig
 from .fusion import weighted_rrf
+from .gate_features import gate_features
+from .gate_model import COSINE, GateChoice, choose_gate
 from .indexer import fingerprint_mismatch_message
 from .limits import cap_query
 from .models import get_embedder, get_reranker
@@ -53,6 +55,11 @@ class Gate:
     inject: bool
     top_score: float
     threshold: float
+    probability: float | None = None   # the gate model's calibrated P(answerable); None for the cosine gate
+    band: str = ""                     # inject / caveat / skip
+    kind: str = "cosine"               # model or cosine
+    reason: str = ""                   # which model, or why the cosine gate
+    features: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,10 @@ class SearchResult:
             "results": [{"note_id": h.note_id, "title": h.title, "score": round(h.score, 6), "snippet": h.snippet,
                          "channels": h.channels, "cosine": round(h.cosine, 4)} for h in self.hits],
             "gate": {"inject": self.gate.inject, "top_score": round(self.gate.top_score, 4),
-                     "threshold": self.gate.threshold},
+                     "threshold": self.gate.threshold, "band": self.gate.band, "kind": self.gate.kind,
+                     "probability": None if self.gate.probability is None else round(self.gate.probability, 4),
+                     "reason": self.gate.reason,
+                     "features": {k: round(v, 4) for k, v in self.gate.features.items()}},
             "confidence": self.confidence,
             "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
         }
@@ -130,7 +140,14 @@ class Searcher:
         # once per model, cold), cached or not, so a cached reranker never looks free
         self.rerank_cost: dict | None = None
         self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (models/threads.py)
+        self.gate_choice: GateChoice = COSINE       # use_gate() attaches a gate model
         self._refresh()
+
+    def use_gate(self, path: str | Path | None = None, *, reranker: str = "none", default: bool = True) -> GateChoice:
+        """Gate with a model: `path`, else `<db>.gate.json`, else the shipped default; the cosine gate
+        (with the reason) when none fits this index."""
+        self.gate_choice = choose_gate(self.fingerprint, reranker, path=path, db=self.db, default=default)
+        return self.gate_choice
 
     @property
     def fingerprint_key(self) -> str:
@@ -254,7 +271,11 @@ class Searcher:
                             view.cosine(r.qvec, f.id, cid), f.score))
         threshold = cfg.threshold if cfg.threshold is not None else self.embedder.default_threshold
         top = hits[0].cosine if hits else 0.0
-        gate = Gate(bool(hits) and top >= threshold, top, threshold)
+        t0 = time.perf_counter()
+        feats = gate_features(r.query, r.lists, hits, view, conn=self.conn, reranked=cfg.reranker != "none")
+        d = self.gate_choice.decide(feats, top, threshold, bool(hits), cfg.reranker)
+        gate = Gate(d["inject"], top, threshold, d["probability"], d["band"], d["kind"], d["reason"], feats)
+        t["gate"] = (time.perf_counter() - t0) * 1000
         t["total"] = sum(v for k, v in t.items())
         return SearchResult(r.query, tuple(hits), gate, confidence_label(top, threshold), t, tuple(fused), r,
                             final.ids)

@@ -131,6 +131,11 @@ def _print_explain(res, searcher):
     for f in res.fused[:10]:
         terms = " + ".join(f"{c} {v:.5f}" for c, v in f.terms.items())
         click.echo(f"  {f.score:.5f} = {terms}   {f.id}")
+    g = res.gate
+    p = "-" if g.probability is None else f"{g.probability:.3f}"
+    click.echo(f"\ngate ({g.kind}; {g.reason}): P(answerable) {p}, band {g.band}")
+    for name, value in g.features.items():
+        click.echo(f"  {name:<20} {value:.4f}")
 
 
 @main.command()
@@ -142,7 +147,9 @@ def _print_explain(res, searcher):
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="A TOML config.")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--explain", is_flag=True, help="Show each channel's list and the fused arithmetic.")
-def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
+@click.option("--gate", "gate_path", type=click.Path(path_type=Path), default=None,
+              help="A gate model file (default: <db>.gate.json, else the shipped default model).")
+def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, gate_path):
     """Search the index in --db for QUERY."""
     from search_core.config import load_config
     from search_core.limits import repair_surrogates
@@ -159,6 +166,7 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
             cfg = cfg.replace(top_k=top_k)
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
+        searcher.use_gate(gate_path, reranker=cfg.reranker)
         res = searcher.search(query, cfg)
     except SearchCoreError as e:
         _fail(e)
@@ -178,8 +186,9 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
         click.echo(f"{i}. {h.title}  [{h.note_id}]  score {h.score:.4f}  cos {h.cosine:.3f}  ({ranks})")
         click.echo(f"   {h.snippet}")
     g = res.gate
-    click.echo(f"\ngate: {'inject' if g.inject else 'hold back'} (top cosine {g.top_score:.3f} vs threshold "
-               f"{g.threshold:.3f}), confidence {res.confidence}; "
+    why = (f"P(answerable) {g.probability:.3f}" if g.probability is not None else
+           f"top cosine {g.top_score:.3f} vs threshold {g.threshold:.3f}")
+    click.echo(f"\ngate: {'inject' if g.inject else 'hold back'} ({why}), band {g.band}, confidence {res.confidence}; "
                f"{res.timings_ms['total']:.0f} ms")
 
 
@@ -440,8 +449,8 @@ def demo(out, rounds, seed):
 
 
 from . import cli_check  # noqa: E402,F401  registers verbs
+from . import cli_gate  # noqa: E402,F401  registers verbs
+from . import cli_recall  # noqa: E402,F401  registers verbs
 
 if __name__ == "__main__":
     main()
-
-from . import cli_recall  # noqa: E402,F401  registers verbs

@@ -65,6 +65,20 @@ def fit_threshold(per_query: list[dict]) -> float | None:
     return round(best, 4)
 
 
+def fit_gate_model(per_query: list[dict], fingerprint: dict):
+    """The gate model re-fitted on the tuning set's gate features (a model swap changes every score),
+    or None when the set cannot support one (too few probes, constant features)."""
+    from search_core.gate_model import GateFitError, fit_gate
+    from .calibrate import CALIBRATION_FEATURES
+    rows = [q for q in per_query if q.get("gate_features")]
+    try:
+        return fit_gate([q["gate_features"] for q in rows], [int(q["level"] != "probe") for q in rows],
+                        fingerprint=fingerprint, features=list(CALIBRATION_FEATURES), scope="index",
+                        fitted_on={"by": "sweep, embedder round"})
+    except GateFitError:
+        return None
+
+
 def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:60]
 

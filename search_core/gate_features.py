@@ -1,0 +1,137 @@
+"""Gate features: how answerable a query looks, from what one search already produced.
+
+A pure function of the channel lists (Retrieval.lists), the final hits and the index view: no second
+search. Scores are never min-max normalised per query (the top would always become 1); each feature
+is an absolute quantity (a cosine, a difference of cosines, a share of query terms, a BM25 score over
+the query's own total IDF), so the same value means the same thing from one query to the next.
+
+The one lookup beyond the lists is the document frequency of the query's terms (for the IDF
+normaliser), read from FTS5's vocabulary and cached per view, and the text of the top note's best
+chunk (one row by primary key). Both are sub-millisecond; benchmarks/bench_gate.py measures the cost.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from .channels import query_terms
+from .graph import normalize_name
+
+TOP_K = 10                   # the top-k the WIG/NQC-like statistics read: 10 cosines
+AGREE_K = 5                  # dense-vs-sparse agreement is measured on the top 5 notes
+HANGUL_RE = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
+LATIN_RE = re.compile(r"[A-Za-z]")
+
+# Every feature, in a fixed order; the model stores the subset it uses. `rerank_top` is 0 with no reranker
+# (and `reranked` says which it was), so a model fitted without a reranker never reads it.
+FEATURES = {
+    "top_cos": "cosine of the query with the best chunk in the index (the dense channel's top)",
+    "hit_cos": "cosine of the query with the first result's chunk (what the cosine gate reads)",
+    "cos_margin": "top-1 minus top-2 dense cosine (over notes)",
+    "cos_wig": "top-1 minus the mean of the top-10 dense cosines (WIG-like)",
+    "cos_spread": "standard deviation of the top-10 dense cosines (NQC-like)",
+    "bm25_top_norm": "the top BM25 score divided by the query's total IDF",
+    "sparse_found": "1 if the sparse (BM25) channel found any note",
+    "term_overlap": "share of query terms (trigrams and 1-2 character tokens) found in the first result's chunk",
+    "dense_sparse_agree": "share of the dense top-5 notes that are also in the sparse top-5",
+    "top1_agree": "1 if the dense and sparse channels put the same note first",
+    "title_match": "1 if the first result's title or an alias (2+ characters) appears in the query",
+    "entity_found": "1 if the entity channel returned any note",
+    "rerank_top": "the reranker's top score (0 with no reranker)",
+    "reranked": "1 if a reranker ordered the results",
+    "query_chars": "log(1 + characters in the query)",
+    "hangul_share": "share of the query's letters that are Hangul",
+    "latin_share": "share of the query's letters that are Latin",
+}
+FEATURE_NAMES = tuple(FEATURES)
+
+
+def _term_df(view, conn, terms: list[str]) -> dict[str, int]:
+    """Document (chunk) frequency of FTS5 trigram terms, cached on the view (rebuilt with the index)."""
+    cache = view.__dict__.setdefault("_gate_df", {})
+    todo = [t for t in terms if t not in cache]
+    if todo and conn is not None:
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.gate_fts_vocab USING fts5vocab(main, chunks_fts, row)")
+        for t in todo:
+            row = conn.execute("SELECT doc FROM temp.gate_fts_vocab WHERE term = ?", (t,)).fetchone()
+            cache[t] = int(row[0]) if row else 0
+    return {t: cache.get(t, 0) for t in terms}
+
+
+def query_idf(view, conn, query: str) -> float:
+    """The query's total IDF, with the same idf = ln(1 + (N - df + .5)/(df + .5)) as the channels.
+    Short tokens use the short-token index when the view has one (the channel's own lookup)."""
+    trigrams, short = query_terms(query)
+    n = max(len(view.chunk_note), 1)
+    total = 0.0
+    for t, df in _term_df(view, conn, trigrams).items():
+        total += math.log(1 + (n - df + 0.5) / (df + 0.5))
+    index = view.short_index() if short else None
+    for tok in short:
+        df = len(index.chunks_containing(tok)) if index is not None else 0
+        total += math.log(1 + (n - df + 0.5) / (df + 0.5))
+    return total
+
+
+def term_overlap(query: str, text: str) -> float:
+    trigrams, short = query_terms(query)
+    terms = trigrams + short
+    if not terms:
+        return 0.0
+    low = text.lower()
+    return sum(t in low for t in terms) / len(terms)
+
+
+def script_mix(query: str) -> tuple[float, float]:
+    letters = [c for c in query if c.isalpha()]
+    if not letters:
+        return 0.0, 0.0
+    s = "".join(letters)
+    return len(HANGUL_RE.findall(s)) / len(letters), len(LATIN_RE.findall(s)) / len(letters)
+
+
+def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: str | None = None,
+                  reranked: bool = False) -> dict[str, float]:
+    """name -> value for every name in FEATURES. `lists` is Retrieval.lists (channel -> ChannelHit list),
+    `hits` the final results (objects with note_id, score, cosine, chunk_id). `top_text` is the first
+    result's chunk text (read from conn when not given)."""
+    dense = [h.score for h in lists.get("dense", [])]
+    sparse = lists.get("sparse", [])
+    top = dense[0] if dense else 0.0
+    top10 = np.asarray(dense[:TOP_K], dtype=np.float64)
+    f = dict.fromkeys(FEATURE_NAMES, 0.0)
+    f["top_cos"] = top
+    f["hit_cos"] = float(hits[0].cosine) if hits else 0.0
+    f["cos_margin"] = dense[0] - dense[1] if len(dense) >= 2 else 0.0
+    f["cos_wig"] = float(top - top10.mean()) if len(top10) else 0.0
+    f["cos_spread"] = float(top10.std()) if len(top10) else 0.0
+    f["sparse_found"] = float(bool(sparse))
+    if sparse:
+        idf = query_idf(view, conn, query)
+        f["bm25_top_norm"] = sparse[0].score / idf if idf > 0 else 0.0
+    d5 = [h.note_id for h in lists.get("dense", [])[:AGREE_K]]
+    s5 = {h.note_id for h in sparse[:AGREE_K]}
+    f["dense_sparse_agree"] = sum(n in s5 for n in d5) / AGREE_K if d5 else 0.0
+    f["top1_agree"] = float(bool(d5) and bool(sparse) and d5[0] == sparse[0].note_id)
+    f["entity_found"] = float(bool(lists.get("entity")))
+    if hits:
+        h0 = hits[0]
+        if top_text is None:
+            top_text = ""
+            if conn is not None and h0.chunk_id is not None:
+                row = conn.execute("SELECT context, text FROM chunks WHERE id = ?", (h0.chunk_id,)).fetchone()
+                top_text = f"{row[0]}\n{row[1]}" if row else ""
+        note = view.notes.get(h0.note_id, {})
+        f["term_overlap"] = term_overlap(query, f"{note.get('title', '')}\n{top_text}")
+        qnorm = normalize_name(query)
+        names = [note.get("title", "")] + list(note.get("aliases", []))
+        f["title_match"] = float(any(len(n) >= 2 and n in qnorm for n in map(normalize_name, names)))
+        if reranked:
+            f["rerank_top"] = float(h0.score)
+    f["reranked"] = float(reranked)
+    f["query_chars"] = math.log1p(len(query))
+    f["hangul_share"], f["latin_share"] = script_mix(query)
+    return {k: float(v) for k, v in f.items()}

@@ -1,0 +1,159 @@
+import json
+import time
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from search_core import SearchCoreError
+from search_core.gate_model import sidecar_path
+from search_core.pipeline import Searcher
+from tuner.calibrate import _retirement, apply_label_file, calibrate, log_search, read_log
+from tuner.cli import main
+from tuner.probes import make_probes, split_gold
+from tuner.gold import GoldSet, Question
+
+ANSWERABLE = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부",
+              "Leiden 알고리즘 커뮤니티"]
+PROBES = ["양자 컴퓨터 큐비트 오류 정정", "LightRAG 설치", "축구 월드컵 우승국", "파리 에펠탑 높이", "주식 배당금 세금",
+          "비트코인 반감기"]
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory, shared_cache):
+    """A recall log of real searches over the small vault's index: 12 labelled calls, 24 unlabelled, over 3 days.
+    Built once for the module (the tests only read it; the apply test undoes what it installs)."""
+    from search_core.indexer import index_vault
+    from conftest import SMALL_VAULT, write_vault
+    tmp_path = tmp_path_factory.mktemp("logged")
+    small_index = tmp_path / "idx" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "vault", SMALL_VAULT), small_index, cache=shared_cache)
+    s = Searcher(small_index)
+    now = time.time()
+    rows = []
+    for i, q in enumerate(ANSWERABLE + PROBES):
+        rows.append({"ts": now - 3 * 86400 + i, "session": "a", "query": q, "res": s.search(q),
+                     "label": "relevant" if q in ANSWERABLE else "irrelevant"})
+    for i, q in enumerate((ANSWERABLE + PROBES) * 2):
+        rows.append({"ts": now - 3600 + i, "session": f"b{i % 3}", "query": q, "res": s.search(q)})
+    log = tmp_path / "recall-log.sqlite"
+    log_search(log, rows)
+    return small_index, log
+
+
+def test_read_log_window(logged):
+    _, log = logged
+    assert len(read_log(log)) == 36
+    recent = read_log(log, since_s=2 * 86400)
+    assert len(recent) == 24 and all(c.label is None for c in recent)
+    assert all("top_cos" in c.features and c.top_score is not None for c in recent)
+
+
+def test_calibrate_report_and_proposal(logged, tmp_path):
+    db, log = logged
+    for fmt in ("json", "md", "html"):
+        out = tmp_path / f"cal.{fmt}"
+        r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--since", "7d",
+                                      "--format", fmt, "--out", str(out)])
+        assert r.exit_code == 0, r.output
+    data = json.loads((tmp_path / "cal.json").read_text())["data"]
+    assert data["window"]["calls"] == 36 and data["window"]["sessions"] == 4
+    assert data["labelled"] == {"answerable": 6, "probes": 6, "sources": ["log"]}
+    assert data["recommendation"]["basis"] == "best balanced accuracy on labelled data"
+    assert data["recommendation"]["model_summary"]["features"]
+    assert set(data["distributions"]["cosine"]) == {"answerable", "probes", "unlabelled log"}
+    assert data["retirement"]["rule"] == "p95 > 400 ms or injection < 20%"
+    assert set(data["traffic"]["flips"]) >= {"-0.02", "+0.02", "scale", "threshold"}
+    md = (tmp_path / "cal.md").read_text()
+    assert "Retirement rule" in md and "Recommendation" in md
+    assert "<svg" in (tmp_path / "cal.html").read_text()
+    # apply installs the proposal next to the index; undo takes it away again
+    prop = json.loads(sidecar_path(db).with_name(db.name + ".gate-proposal.json").read_text())
+    assert prop["model"]["scope"] == "index"
+    r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    assert sidecar_path(db).exists()
+    s = Searcher(db)
+    assert s.use_gate().source == str(sidecar_path(db))
+    assert s.search("김치찌개 레시피").gate.kind == "model"
+    r = CliRunner().invoke(main, ["calibrate", "undo", "--db", str(db)])
+    assert r.exit_code == 0 and not sidecar_path(db).exists()
+    r = CliRunner().invoke(main, ["calibrate", "undo", "--db", str(db)])
+    assert r.exit_code != 0 and "nothing to undo" in r.output
+
+
+def test_bad_inputs_are_explained(logged, tmp_path):
+    db, log = logged
+    # an empty window: a report with the reason, no crash
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--since", "1m",
+                                  "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)["data"]
+    assert data["window"]["calls"] == 0 and any("no calls" in w for w in data["warnings"])
+    # a label file naming calls that are not in the window
+    lab = tmp_path / "labels.tsv"
+    lab.write_text("1 relevant\n99999 irrelevant\n")
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--labels", str(lab)])
+    assert r.exit_code != 0 and "99999" in r.output and "not in this log window" in r.output
+    lab.write_text("1 maybe\n")
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--labels", str(lab)])
+    assert r.exit_code != 0 and "valid labels: relevant, irrelevant" in r.output
+    # no log at all
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(tmp_path / "none.sqlite")])
+    assert r.exit_code != 0 and "no recall log" in r.output
+
+
+def test_labels_without_probes_or_answerable(logged):
+    db, log = logged
+    calls = read_log(log)
+    only_ans = [c for c in calls if c.label != "irrelevant"]
+    fp = Searcher(db).fingerprint
+    cal = calibrate(only_ans, [], model=None, cos_threshold=0.82, fingerprint=fp)
+    assert cal["recommendation"]["basis"] is None and any("no labelled probes" in w for w in cal["warnings"])
+    only_probes = [c for c in calls if c.label != "relevant"]
+    cal = calibrate(only_probes, [], model=None, cos_threshold=0.82, fingerprint=fp, target_probe_rate=0.5)
+    assert cal["recommendation"]["basis"].startswith("probes only")
+    assert cal["recommendation"]["cosine"]["threshold"] is not None
+    relabelled = apply_label_file(calls, [(calls[-1].id, "irrelevant")])
+    assert relabelled[-1].label == "irrelevant" and calls[-1].label is None
+
+
+def test_retirement_rule():
+    w = {"latency_ms": {"p95": 450.0}}
+    assert _retirement(w, {"injection_rate": 0.5})["verdict"] == "consider switching recall off"
+    w = {"latency_ms": {"p95": 120.0}}
+    assert _retirement(w, {"injection_rate": 0.1})["verdict"] == "consider switching recall off"
+    assert _retirement(w, {"injection_rate": 0.5})["verdict"] == "keep recall on"
+
+
+def test_split_gold_makes_probes_from_held_out_documents():
+    g = GoldSet("g", "g.yaml", (Question("1", "L1", "q1", ("001-00",)), Question("2", "L2", "q2", ("001-01", "002-00")),
+                                Question("3", "probe", "q3", ()), Question("4", "L0", "q4", ("003-00",))))
+    out = {q["id"]: q for q in split_gold(g, {"001", "002"}, korquad=True)}
+    assert out["1"]["level"] == "probe" and out["2"]["level"] == "probe" and out["3"]["level"] == "probe"
+    assert out["4"]["level"] == "L0" and out["4"]["gold"] == ["003-00"]
+    out = {q["id"]: q for q in split_gold(g, {"001-01"}, korquad=False)}
+    assert out["2"]["level"] == "L2" and out["2"]["gold"] == ["002-00"]
+
+
+def test_probes_make_on_a_vault(small_vault, tmp_path, shared_cache):
+    gold = tmp_path / "gold.yaml"
+    gold.write_text(yaml.safe_dump({"name": "small", "questions": [
+        {"id": "a", "level": "L0", "query": "김치찌개", "gold": ["life/kimchi"]},
+        {"id": "b", "level": "L1", "query": "RRF", "gold": ["ai/rrf"]},
+        {"id": "c", "level": "L1", "query": "GraphRAG", "gold": ["ai/graphrag"]},
+        {"id": "p", "level": "probe", "query": "LightRAG"}]}, allow_unicode=True))
+    out = tmp_path / "probes"
+    m = make_probes(small_vault, gold, out, fraction=0.25, seed=1, cache=shared_cache)
+    assert m["documents"] == 4 and m["held_out_documents"] == 1
+    held = m["held_out"][0]
+    s = Searcher(out / "index.sqlite")
+    assert held not in s.view.notes and len(s.view.notes) == 3
+    made = yaml.safe_load((out / "gold.yaml").read_text())["questions"]
+    probes = {q["id"] for q in made if q["level"] == "probe"}
+    expected = {"p"} | {q for q, g in (("a", "life/kimchi"), ("b", "ai/rrf"), ("c", "ai/graphrag")) if g == held}
+    assert probes == expected
+    with pytest.raises(SearchCoreError, match="not empty"):
+        make_probes(small_vault, gold, out)
+    with pytest.raises(SearchCoreError, match="between 0 and 1"):
+        make_probes(small_vault, gold, tmp_path / "x", fraction=1.5)

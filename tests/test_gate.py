@@ -1,0 +1,165 @@
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from search_core.config import SearchConfig
+from search_core.gate_features import FEATURE_NAMES, gate_features, term_overlap
+from search_core.gate_model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
+                                    fit_gate, load_gate, sidecar_path)
+from search_core.pipeline import Searcher
+from tuner.cli import main
+
+QUERIES_IN = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부"]
+QUERIES_OUT = ["양자 컴퓨터 큐비트 오류 정정", "LightRAG 설치", "축구 월드컵 우승국", "파리 에펠탑 높이", "주식 배당금 세금"]
+
+
+def test_features_are_absolute_and_complete(small_index):
+    s = Searcher(small_index)
+    res = s.search("김치찌개 레시피")
+    f = res.gate.features
+    assert tuple(f) == FEATURE_NAMES
+    dense = res.retrieval.lists["dense"]
+    assert f["top_cos"] == pytest.approx(dense[0].score)          # not min-max'd to 1
+    assert f["top_cos"] < 0.999
+    assert f["hit_cos"] == pytest.approx(res.hits[0].cosine)
+    assert f["cos_margin"] == pytest.approx(dense[0].score - dense[1].score)
+    assert f["title_match"] == 1.0 and f["term_overlap"] == 1.0      # the title, word for word
+    assert f["hangul_share"] == 1.0 and f["latin_share"] == 0.0
+    other = s.search("양자 컴퓨터 큐비트 오류 정정").gate.features
+    assert other["title_match"] == 0.0 and other["term_overlap"] < 0.5
+    assert other["top_cos"] < f["top_cos"]
+
+
+def test_feature_helpers():
+    assert term_overlap("GraphRAG 팀", "graphrag 팀 소개") == 1.0
+    assert term_overlap("LightRAG", "GraphRAG") == pytest.approx(1 / 6)   # only "rag" of 6 trigrams
+    assert term_overlap("", "x") == 0.0
+
+
+def test_bm25_is_normalised_by_query_idf(small_index):
+    s = Searcher(small_index)
+    r = s.retrieve("RRF 점수")
+    f = gate_features(r.query, r.lists, [], s.view, conn=s.conn)
+    assert f["sparse_found"] == 1.0
+    assert 0 < f["bm25_top_norm"] < r.lists["sparse"][0].score    # divided by a total IDF > 1
+
+
+def _rows(s, queries, label):
+    return [(s.search(q).gate.features, label) for q in queries]
+
+
+def _fit(s, **kw):
+    pairs = _rows(s, QUERIES_IN, 1) + _rows(s, QUERIES_OUT, 0)
+    return fit_gate([p[0] for p in pairs], [p[1] for p in pairs], fingerprint=s.fingerprint["embedder"],
+                    features=["top_cos", "term_overlap", "bm25_top_norm", "title_match"], **kw)
+
+
+def test_fit_save_load_and_gate_a_search(small_index, tmp_path):
+    s = Searcher(small_index)
+    m = _fit(s)
+    path = m.save(tmp_path / "gate.json")
+    raw = json.loads(path.read_text())
+    assert raw["format"] == "autoresearch-gate/1" and raw["features"] == list(m.features)
+    m2 = load_gate(path)
+    assert m2 == m
+    s.use_gate(path)
+    a = s.search("김치찌개 레시피").gate
+    b = s.search("양자 컴퓨터 큐비트 오류 정정").gate
+    assert a.kind == "model" and a.probability > b.probability
+    assert a.inject and a.band in ("inject", "caveat") and b.band == "skip" and not b.inject
+    out = CliRunner().invoke(main, ["search", "김치찌개", "--db", str(small_index), "--json", "--gate", str(path)])
+    data = json.loads(out.output)
+    assert data["gate"]["probability"] is not None and set(data["gate"]["features"]) == set(FEATURE_NAMES)
+    out = CliRunner().invoke(main, ["search", "김치찌개", "--db", str(small_index), "--explain", "--gate", str(path)])
+    assert "P(answerable)" in out.output and "term_overlap" in out.output
+
+
+def test_sidecar_wins_over_default(small_index):
+    s = Searcher(small_index)
+    _fit(s, scope="index", fitted_on={"by": "test"}).save(sidecar_path(small_index))
+    # an index-scoped model carries the index fingerprint
+    m = _fit(s)
+    m = type(m)(**{**m.__dict__, "fingerprint": s.fingerprint, "scope": "index"})
+    m.save(sidecar_path(small_index))
+    choice = s.use_gate()
+    assert choice.model is not None and choice.source.endswith(".gate.json")
+
+
+def test_wrong_fingerprint_and_broken_files_fall_back(small_index, tmp_path):
+    s = Searcher(small_index)
+    m = _fit(s)
+    foreign = type(m)(**{**m.__dict__, "fingerprint": {"name": "minilm-l6", "dim": 384}})
+    foreign.save(tmp_path / "foreign.json")
+    c = choose_gate(s.fingerprint, path=tmp_path / "foreign.json")
+    assert c.model is None and "minilm-l6" in c.reason and "cosine gate" in c.reason
+    (tmp_path / "broken.json").write_text("{not json")
+    c = choose_gate(s.fingerprint, path=tmp_path / "broken.json")
+    assert c.model is None and "not readable JSON" in c.reason
+    (tmp_path / "short.json").write_text(json.dumps({**m.as_json(), "coef": [1.0]}))
+    assert "one positive-scale entry" in choose_gate(s.fingerprint, path=tmp_path / "short.json").reason
+    # the search path never fails over its gate: the CLI says why and gates by cosine
+    out = CliRunner().invoke(main, ["search", "김치찌개", "--db", str(small_index), "--json",
+                                    "--gate", str(tmp_path / "broken.json")])
+    assert out.exit_code == 0, out.output
+    g = json.loads(out.output)["gate"]
+    assert g["kind"] == "cosine" and g["probability"] is None and "not readable JSON" in g["reason"]
+    # another reranker than the one fitted with: cosine, with the reason
+    m.save(tmp_path / "ok.json")
+    choice = s.use_gate(tmp_path / "ok.json")
+    feats = s.search("김치찌개").gate.features
+    d = choice.decide(feats, 0.9, 0.82, True, reranker="bge-reranker")
+    assert d["kind"] == "cosine" and "reranker 'none'" in d["reason"] and d["inject"]
+    assert choice.decide(feats, 0.9, 0.82, True)["kind"] == "model"
+
+
+def test_bad_labels_are_refused():
+    rows = [{"top_cos": 0.8 + i / 100} for i in range(6)]
+    with pytest.raises(GateFitError, match="2 probes"):
+        fit_gate(rows, [1] * 6, fingerprint={})
+    with pytest.raises(GateFitError, match="every feature is constant"):
+        fit_gate([{"top_cos": 0.8}] * 6, [1, 0, 1, 0, 1, 0], fingerprint={}, features=["top_cos"])
+
+
+def test_constant_features_are_dropped_not_fatal():
+    rng = np.random.default_rng(0)
+    y = [1] * 20 + [0] * 20
+    rows = [{"top_cos": (0.9 if l else 0.8) + rng.normal(0, 0.02), "sparse_found": 1.0} for l in y]
+    m = fit_gate(rows, y, fingerprint={}, features=["top_cos", "sparse_found"])
+    assert m.features == ("top_cos",) and m.fitted_on["dropped_constant"] == ["sparse_found"]
+    assert m.probability({"top_cos": 0.92}) > 0.8 > 0.2 > m.probability({"top_cos": 0.78})
+
+
+def test_best_balanced_threshold():
+    t, b = best_balanced_threshold([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1])
+    assert t == pytest.approx(0.5) and b == 1.0
+    # 3 answerable, 1 probe: accuracy would inject everything; balanced accuracy must not
+    t, b = best_balanced_threshold([0.3, 0.6, 0.7, 0.8], [0, 1, 1, 1])
+    assert 0.3 < t < 0.6 and b == 1.0
+    # 6 answerable (two score low), 1 probe: accuracy injects all (6/7); balanced accuracy cuts above the probe
+    t, b = best_balanced_threshold([0.1, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9], [1, 1, 0, 1, 1, 1, 1])
+    assert t == pytest.approx(0.55) and b == pytest.approx((4 / 6 + 1) / 2)
+    with pytest.raises(GateFitError, match="both"):
+        best_balanced_threshold([0.1, 0.2], [1, 1])
+
+
+def test_shipped_default_loads():
+    if not DEFAULT_GATE_FILE.exists():
+        pytest.skip("no default gate shipped yet")
+    m = load_gate(DEFAULT_GATE_FILE)
+    assert m.scope == "embedder" and m.fingerprint["name"] == "e5-small"
+
+
+def test_eval_rows_carry_features_and_refit_the_gate(small_index):
+    from tuner.evaluate import evaluate
+    from tuner.gold import GoldSet, Question
+    from tuner.workbench import fit_gate_model
+    s = Searcher(small_index)
+    qs = tuple(Question(f"a{i}", "L1", q, ("life/kimchi",)) for i, q in enumerate(QUERIES_IN)) + \
+        tuple(Question(f"p{i}", "probe", q, ()) for i, q in enumerate(QUERIES_OUT))
+    res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False).as_json()
+    assert all(set(q["gate_features"]) == set(FEATURE_NAMES) for q in res["per_query"])
+    m = fit_gate_model(res["per_query"], s.fingerprint)
+    assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None
+    assert fit_gate_model([q for q in res["per_query"] if q["level"] != "probe"], s.fingerprint) is None

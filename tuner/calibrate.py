@@ -1,0 +1,362 @@
+"""Recalibrate the gate from a window of the recall log and from labelled sets, and apply the result.
+
+The log reader is a small interface (read_log -> list[LogCall]) over the recall log's table
+`recall_calls` (one row per recall call; the columns read: id, ts, session, query, top_scores,
+features, threshold, injected, stopped_by, latency_ms, label). A label is `relevant` (the vault
+could answer: counted as answerable) or `irrelevant` (counted as a probe). Any other store can feed
+calibrate() by producing LogCall rows.
+
+calibrate() is pure: rows in, a Calibration (plain dict) out. The CLI writes it as a report (md, html,
+json) and as a proposal file; `calibrate apply` installs the proposal as `<db>.gate.json` and records
+the previous file in `<db>.gate-history.jsonl`, so `calibrate undo` puts it back.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from search_core import SearchCoreError
+from search_core.gate_model import (GateFitError, GateModel, best_balanced_threshold, fit_gate, load_gate,
+                                    sidecar_path)
+
+LOG_TABLE = "recall_calls"
+LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
+FLIP_DELTA = 0.02
+# our users' rule to retire recall: p95 over 400 ms, or fewer than 20 % of calls injected
+RETIRE_P95_MS = 400.0
+RETIRE_MIN_INJECTION = 0.20
+# the features a recalibrated gate uses: the ones that transfer between vaults (see BENCHMARKS.md)
+CALIBRATION_FEATURES = ("top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found",
+                        "term_overlap", "dense_sparse_agree", "top1_agree", "title_match")
+MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
+
+
+@dataclass(frozen=True)
+class LogCall:
+    id: int
+    ts: float
+    session: str
+    query: str | None
+    features: dict
+    top_score: float | None
+    injected: bool
+    stopped_by: str | None
+    latency_ms: float | None
+    label: str | None
+
+
+@dataclass(frozen=True)
+class LabelledRow:
+    source: str            # "log" or the gold set's name
+    id: str
+    query: str
+    features: dict
+    answerable: bool
+
+
+def _top_score(features: dict, top_scores) -> float | None:
+    if "hit_cos" in features:
+        return float(features["hit_cos"])
+    if isinstance(top_scores, list) and top_scores and isinstance(top_scores[0], dict):
+        v = top_scores[0].get("cosine", top_scores[0].get("score"))
+        return None if v is None else float(v)
+    return None
+
+
+def read_log(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[LogCall]:
+    """The calls of the last `since_s` seconds (all when None), oldest first."""
+    p = Path(path)
+    if not p.exists():
+        raise SearchCoreError(f"no recall log at {p}; it is written by the recall path (serve / mcp). "
+                              "Pass --log FILE, or calibrate from labelled sets only with --labels")
+    conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    try:
+        cols = {r[1] for r in conn.execute(f"PRAGMA table_info({LOG_TABLE})")}
+        if not cols:
+            raise SearchCoreError(f"{p} has no {LOG_TABLE} table: it is not a recall log")
+        label = "label" if "label" in cols else "NULL"
+        cutoff = (now or time.time()) - since_s if since_s else float("-inf")
+        rows = conn.execute(f"SELECT id, ts, session, query, top_scores, features, injected, stopped_by, latency_ms, "
+                            f"{label} FROM {LOG_TABLE} WHERE ts >= ? ORDER BY id", (cutoff,)).fetchall()
+    except sqlite3.DatabaseError as e:
+        raise SearchCoreError(f"{p} is not a readable recall log ({e})") from None
+    finally:
+        conn.close()
+    out = []
+    for cid, ts, session, query, top_scores, feats, injected, stopped_by, latency, lab in rows:
+        f = json.loads(feats) if feats else {}
+        f = {k: float(v) for k, v in f.items() if isinstance(v, (int, float))}
+        ts_list = json.loads(top_scores) if top_scores else []
+        out.append(LogCall(int(cid), float(ts), session or "", query, f, _top_score(f, ts_list), bool(injected),
+                           stopped_by, None if latency is None else float(latency), lab))
+    return out
+
+
+def apply_label_file(calls: list[LogCall], pairs: list[tuple[int, str]]) -> list[LogCall]:
+    """Labels from a file (id, relevant|irrelevant), over the window's calls, in memory. Unknown ids
+    and unknown labels are refused together, naming them."""
+    by_id = {c.id: c for c in calls}
+    unknown = [i for i, _ in pairs if i not in by_id]
+    bad = [f"{i}: {lab!r}" for i, lab in pairs if lab not in (LABEL_ANSWERABLE, LABEL_PROBE)]
+    if bad:
+        raise SearchCoreError(f"unknown label(s) {', '.join(bad[:10])}; valid labels: relevant, irrelevant")
+    if unknown:
+        raise SearchCoreError(f"the label file names {len(unknown)} call(s) not in this log window: "
+                              f"{', '.join(map(str, unknown[:10]))}; widen --since or fix the ids "
+                              "(`autoresearch recall-log list` shows them)")
+    labels = dict(pairs)
+    return [c if c.id not in labels else LogCall(**{**c.__dict__, "label": labels[c.id]}) for c in calls]
+
+
+def gold_rows(searcher, gold, cfg) -> list[LabelledRow]:
+    """Run a labelled set's questions through the search (features as the live gate sees them)."""
+    rows = []
+    for q in gold.questions:
+        res = searcher.rank(searcher.retrieve(q.query, cfg.depth), cfg, snippets=False)
+        rows.append(LabelledRow(gold.name, q.id, q.query, res.gate.features, not q.is_probe))
+    return rows
+
+
+def _quantiles(values) -> dict:
+    v = np.asarray([x for x in values if x is not None], dtype=np.float64)
+    if not len(v):
+        return {"n": 0}
+    q = np.percentile(v, [5, 25, 50, 75, 95])
+    return {"n": int(len(v)), **{f"p{k}": round(float(x), 4) for k, x in zip((5, 25, 50, 75, 95), q)}}
+
+
+def probabilities(model: GateModel | None, feature_dicts: list[dict]) -> np.ndarray | None:
+    """P(answerable) for many rows at once (the same arithmetic as GateModel.probability)."""
+    if model is None or not feature_dicts:
+        return None
+    X = np.array([[f.get(n, 0.0) for n in model.features] for f in feature_dicts], dtype=np.float64)
+    z = ((X - np.asarray(model.mean)) / np.asarray(model.scale)) @ np.asarray(model.coef) + model.intercept
+    return 1.0 / (1.0 + np.exp(-(model.calib_a * z + model.calib_b)))
+
+
+def _auroc(scores, labels) -> float | None:
+    from sklearn.metrics import roc_auc_score
+    y = np.asarray(labels, dtype=int)
+    if len(set(y.tolist())) < 2:
+        return None
+    return round(float(roc_auc_score(y, scores)), 4)
+
+
+def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateModel | None, cos_threshold: float,
+              fingerprint: dict, target_probe_rate: float = 0.10, features=CALIBRATION_FEATURES) -> dict:
+    """Everything the report and the proposal need, as plain data."""
+    labelled = list(labelled) + [LabelledRow("log", str(c.id), c.query or "", c.features, c.label == LABEL_ANSWERABLE)
+                                 for c in calls if c.label in (LABEL_ANSWERABLE, LABEL_PROBE)]
+    unlabelled = [c for c in calls if c.label not in (LABEL_ANSWERABLE, LABEL_PROBE)]
+    lab_cos = [r.features.get("hit_cos", r.features.get("top_cos")) for r in labelled]
+    ans = [r.answerable for r in labelled]
+    p_log = probabilities(model, [c.features for c in calls])
+    p_lab = probabilities(model, [r.features for r in labelled])
+    out: dict = {"window": _window(calls), "labelled": {"answerable": sum(ans), "probes": len(ans) - sum(ans),
+                                                          "sources": sorted({r.source for r in labelled})},
+                 "current": {"kind": "model" if model else "cosine", "cos_threshold": cos_threshold,
+                             "p_threshold": model.threshold if model else None},
+                 "warnings": []}
+    out["distributions"] = {
+        "cosine": {"answerable": _quantiles(s for s, a in zip(lab_cos, ans) if a),
+                   "probes": _quantiles(s for s, a in zip(lab_cos, ans) if not a),
+                   "unlabelled log": _quantiles(c.top_score for c in unlabelled)},
+    }
+    if p_log is not None:
+        lab_p = p_lab if p_lab is not None else np.zeros(0)
+        ul = np.array([c.label not in (LABEL_ANSWERABLE, LABEL_PROBE) for c in calls], dtype=bool)
+        out["distributions"]["probability"] = {
+            "answerable": _quantiles(lab_p[np.asarray(ans, dtype=bool)] if len(lab_p) else []),
+            "probes": _quantiles(lab_p[~np.asarray(ans, dtype=bool)] if len(lab_p) else []),
+            "unlabelled log": _quantiles(p_log[ul])}
+    out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
+    out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out)
+    out["retirement"] = _retirement(out["window"], out["traffic"])
+    if not calls:
+        out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
+                               "unknown; widen --since or check that the recall path logs")
+    return out
+
+
+def _window(calls: list[LogCall]) -> dict:
+    lat = [c.latency_ms for c in calls if c.latency_ms is not None]
+    return {"calls": len(calls), "sessions": len({c.session for c in calls}),
+            "from": min((c.ts for c in calls), default=None), "to": max((c.ts for c in calls), default=None),
+            "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 2) if lat else None,
+                           "p95": round(float(np.percentile(lat, 95)), 2) if lat else None}}
+
+
+def _traffic(calls, p_log, model, cos_threshold) -> dict:
+    """What the current gate did to the window's calls, and how many decisions flip at +/- 0.02."""
+    if not calls:
+        return {"injected": 0, "injection_rate": None, "stopped": {}, "stopped_examples": [], "flips": {}}
+    injected = sum(c.injected for c in calls)
+    stopped: dict = {}
+    for c in calls:
+        if not c.injected:
+            stopped[c.stopped_by or "gate"] = stopped.get(c.stopped_by or "gate", 0) + 1
+    examples = [{"id": c.id, "query": c.query, "top_score": c.top_score, "stopped_by": c.stopped_by}
+                for c in calls if not c.injected][-10:]
+    if p_log is not None:
+        scores, t, scale = p_log, model.threshold, "probability"
+    else:
+        scores = np.array([c.top_score if c.top_score is not None else -1.0 for c in calls])
+        t, scale = cos_threshold, "cosine"
+    now_in = scores >= t
+    flips = {"scale": scale, "threshold": round(float(t), 4),
+             f"-{FLIP_DELTA}": int((scores >= t - FLIP_DELTA).sum() - now_in.sum()),
+             f"+{FLIP_DELTA}": int(now_in.sum() - (scores >= t + FLIP_DELTA).sum())}
+    return {"injected": injected, "injection_rate": round(injected / len(calls), 4), "stopped": stopped,
+            "stopped_examples": examples, "flips": flips}
+
+
+def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out) -> dict:
+    n_ans, n_probe = sum(ans), len(ans) - sum(ans)
+    rec: dict = {"basis": None}
+    if n_ans and n_probe:
+        t, bacc = best_balanced_threshold(lab_cos, [int(a) for a in ans])
+        rec["cosine"] = {"threshold": round(t, 4), "balanced_accuracy": round(bacc, 4),
+                         "auroc": _auroc(lab_cos, ans), "note": "in-sample on the labelled rows"}
+        rec["basis"] = "best balanced accuracy on labelled data"
+        if len(ans) >= MIN_LABELLED:
+            try:
+                groups = [r.source for r in labelled] if len({r.source for r in labelled}) >= 5 else None
+                m = fit_gate([r.features for r in labelled], [int(a) for a in ans], fingerprint=fingerprint,
+                             features=list(features), scope="index", groups=groups,
+                             fitted_on={"labelled": {"answerable": n_ans, "probes": n_probe},
+                                        "sources": sorted({r.source for r in labelled})})
+                rec["model"] = m.as_json()
+                rec["model_summary"] = {"p_threshold": round(m.threshold, 4),
+                                        "cv_balanced_accuracy": m.fitted_on.get("cv_balanced_accuracy"),
+                                        "features": list(m.features)}
+            except GateFitError as e:
+                out["warnings"].append(f"no gate model: {e}")
+        else:
+            out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
+                                   "recommended, no model is fitted")
+    elif n_probe:
+        s = np.sort(np.asarray([x for x, a in zip(lab_cos, ans) if not a], dtype=np.float64))
+        t = float(np.quantile(s, 1 - target_probe_rate)) if len(s) else None
+        rec = {"basis": f"probes only: the cosine that injects {target_probe_rate:.0%} of the probes",
+               "cosine": {"threshold": round(t, 4) if t is not None else None}}
+        out["warnings"].append("the labels hold no answerable questions: only a target probe rate can be used")
+    else:
+        out["warnings"].append("no labelled probes: the gate cannot be calibrated (label calls as irrelevant with "
+                               "`recall-log label`, or pass a gold set with probes via --labels); the current "
+                               "gate stays")
+    return rec
+
+
+def _retirement(window: dict, traffic: dict) -> dict:
+    p95, rate = window["latency_ms"]["p95"], traffic.get("injection_rate")
+    slow = p95 is not None and p95 > RETIRE_P95_MS
+    rare = rate is not None and rate < RETIRE_MIN_INJECTION
+    verdict = ("unknown (no calls in the window)" if p95 is None and rate is None else
+               "consider switching recall off" if slow or rare else "keep recall on")
+    return {"rule": f"p95 > {RETIRE_P95_MS:.0f} ms or injection < {RETIRE_MIN_INJECTION:.0%}",
+            "p95_ms": p95, "injection_rate": rate, "p95_over": slow, "injection_under": rare, "verdict": verdict}
+
+
+# ---- proposals: write, apply, undo -------------------------------------------------------------------
+
+def write_proposal(cal: dict, db: str | Path, path: str | Path) -> dict:
+    rec = cal["recommendation"]
+    prop = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "db": str(db),
+            "model": rec.get("model"), "cosine_threshold": (rec.get("cosine") or {}).get("threshold"),
+            "basis": rec.get("basis"), "evidence": {k: cal[k] for k in ("window", "labelled", "retirement")}}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(prop, ensure_ascii=False, indent=1), encoding="utf-8")
+    return prop
+
+
+def history_path(db: str | Path) -> Path:
+    p = Path(db)
+    return p.with_name(p.name + ".gate-history.jsonl")
+
+
+def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
+    """Install the proposal's model as <db>.gate.json; the previous file goes into the history."""
+    try:
+        prop = json.loads(Path(proposal_path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SearchCoreError(f"no proposal at {proposal_path}; run `autoresearch calibrate` first") from None
+    except json.JSONDecodeError as e:
+        raise SearchCoreError(f"proposal {proposal_path} is not JSON ({e}); run `autoresearch calibrate` again") from None
+    if not prop.get("model"):
+        t = prop.get("cosine_threshold")
+        raise SearchCoreError("this proposal holds no gate model (too few labels)" +
+                              (f"; to use its cosine threshold put `threshold = {t}` in your config" if t else ""))
+    side = sidecar_path(db)
+    tmp = side.with_name(side.name + ".new")
+    tmp.write_text(json.dumps(prop["model"], ensure_ascii=False, indent=1), encoding="utf-8")
+    load_gate(tmp)                                   # a proposal that would not load is never installed
+    previous = side.read_text(encoding="utf-8") if side.exists() else None
+    entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "action": "apply",
+             "proposal": str(proposal_path), "basis": prop.get("basis"), "previous": previous}
+    with history_path(db).open("a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    tmp.replace(side)
+    return {"installed": str(side), "replaced": previous is not None, "history": str(history_path(db))}
+
+
+def undo_apply(db: str | Path) -> dict:
+    """Put back the gate file that the last apply replaced (or remove it if there was none)."""
+    h = history_path(db)
+    lines = h.read_text(encoding="utf-8").splitlines() if h.exists() else []
+    applies: list = []                  # applies not yet undone, oldest first
+    for e in (json.loads(x) for x in lines if x.strip()):
+        if e["action"] == "apply":
+            applies.append(e)
+        elif e["action"] == "undo" and applies:
+            applies.pop()
+    if not applies:
+        raise SearchCoreError(f"nothing to undo: {h} records no applied proposal")
+    last = applies[-1]
+    side = sidecar_path(db)
+    if last["previous"] is None:
+        side.unlink(missing_ok=True)
+    else:
+        side.write_text(last["previous"], encoding="utf-8")
+    with h.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "action": "undo",
+                            "undoes": last["at"]}) + "\n")
+    return {"restored": last["previous"] is not None, "gate_file": str(side)}
+
+
+# ---- a recall log of our own, for tests and benchmarks until the recall path's log lands -----------------
+
+LOG_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {LOG_TABLE} (
+    id INTEGER PRIMARY KEY, ts REAL NOT NULL, session TEXT NOT NULL, profile TEXT NOT NULL DEFAULT 'default',
+    query TEXT, query_hash TEXT NOT NULL DEFAULT '', query_chars INTEGER NOT NULL DEFAULT 0,
+    top_scores TEXT NOT NULL DEFAULT '[]', features TEXT NOT NULL DEFAULT '{{}}', threshold REAL,
+    index_fingerprint TEXT, config_hash TEXT, injected INTEGER NOT NULL, stopped_by TEXT,
+    chars_injected INTEGER NOT NULL DEFAULT 0, latency_ms REAL, stages_ms TEXT NOT NULL DEFAULT '{{}}',
+    error TEXT, delivered_at REAL, chars_delivered INTEGER, label TEXT, labelled_at REAL);
+CREATE INDEX IF NOT EXISTS {LOG_TABLE}_ts ON {LOG_TABLE}(ts);
+"""
+
+
+def log_search(path: str | Path, rows: list[dict]) -> None:
+    """Append calls to a recall log with the recall path's columns (the ones calibrate reads and the
+    required rest). Each row: ts, session, query, res (a SearchResult), label (optional)."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(LOG_SCHEMA)
+        conn.executemany(
+            f"INSERT INTO {LOG_TABLE} (ts, session, query, query_chars, top_scores, features, threshold, injected, "
+            "stopped_by, latency_ms, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(r["ts"], r["session"], r["query"], len(r["query"]),
+              json.dumps([{"note_id": h.note_id, "score": h.score, "cosine": h.cosine} for h in r["res"].hits[:3]]),
+              json.dumps(r["res"].gate.features), r["res"].gate.threshold, int(r["res"].gate.inject),
+              None if r["res"].gate.inject else "gate", r["res"].timings_ms.get("total"), r.get("label"))
+             for r in rows])
+        conn.commit()
+    finally:
+        conn.close()
