@@ -204,9 +204,10 @@ class Searcher:
         self._refresh()
         t: dict[str, float] = {}
         t0 = time.perf_counter()
-        subqueries = tuple(ch.split_query(query)) if "decomposed" in channels else ()
+        # sub-questions come from the capped query too: each is embedded, so 100 KB would be 100 KB again
+        subqueries = tuple(ch.split_query(cap_query(query))) if "decomposed" in channels else ()
         # the embedder reads at most 512 tokens: it sees the capped text (limits.cap_query)
-        qvecs = self.query_cache.embed(self.embedder, [cap_query(query), *(cap_query(p) for p in subqueries)])
+        qvecs = self.query_cache.embed(self.embedder, [cap_query(query), *subqueries])
         qvec, part_vecs = qvecs[0], qvecs[1:]
         t["embed"] = (time.perf_counter() - t0) * 1000
         lists = {}

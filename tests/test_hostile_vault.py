@@ -123,6 +123,8 @@ def test_a_long_query_is_capped_for_the_embedder_and_explain_says_so(small_index
     want = s.embedder.embed([long_query[:QUERY_EMBED_MAX_CHARS]], is_query=True)[0]
     assert np.allclose(r.qvec, want, atol=1e-6)
     assert r.query == long_query.strip()                      # the sparse channel still reads all of it
+    # every sub-question is embedded too: together they stay within the cap (2,468 characters before the fix)
+    assert r.subqueries and sum(len(p) for p in r.subqueries) <= QUERY_EMBED_MAX_CHARS
     out = CliRunner().invoke(main, ["search", long_query, "--db", str(small_index), "--explain"])
     assert out.exit_code == 0, out.output
     assert f"the embedder saw the first {QUERY_EMBED_MAX_CHARS:,}" in out.output

@@ -120,7 +120,8 @@ def _print_explain(res, searcher):
     r = res.retrieval
     if len(r.query) > QUERY_EMBED_MAX_CHARS:
         click.echo(f"query: {len(r.query):,} characters; the embedder saw the first {QUERY_EMBED_MAX_CHARS:,} "
-                   "(the model reads at most 512 tokens), sparse and entity channels saw all of it")
+                   "(the model reads at most 512 tokens; sub-questions are split from them too), sparse and entity "
+                   "channels saw all of it")
     if r.subqueries:
         click.echo(f"sub-questions: {' | '.join(r.subqueries)}")
     for c, hits in r.lists.items():
