@@ -426,3 +426,4 @@ def demo(out, rounds, seed):
 
 if __name__ == "__main__":
     main()
+from . import cli_ab  # noqa: E402,F401  registers verbs
