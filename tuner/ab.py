@@ -98,6 +98,7 @@ class CandidateResult:
     threshold_fitted: bool = False
     result: dict | None = None       # EvalResult.as_json() on the evaluation questions
     seconds: float = 0.0
+    reused_from: str = ""            # set when this evaluation was measured by an earlier A/B
 
     def as_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -116,6 +117,7 @@ class ABParams:
     base_db: str | None = None
     config: SearchConfig = SearchConfig()
     split_note: str = ""
+    fresh: bool = False              # re-measure even when this exact evaluation was saved before
 
 
 def canonical(name: str) -> str:
@@ -248,7 +250,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
                 db = index_path(p.work, p.vault, cand.embedder, chunk_cfg)
                 left = sorted(x.name for x in db.parent.glob(db.name + ".building-*"))
                 res.status, res.message = "failed", (
-                    f"the disk filled while building {db} ({e}); the partial build was removed"
+                    f"the disk filled (or refused a write) while building {db} ({e}); the partial build was removed"
                     + (f" (left: {left})" if left else "") + " and no index was put in place. Free space, or pass "
                     "--work DIR on a larger disk, then run the A/B again (finished candidates are reused)")
                 return res
@@ -264,6 +266,12 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
                 + missing[0].split(" (ignored")[0]
             return res
         cfg = p.config.replace(embedder=cand.embedder, reranker=cand.reranker, threshold=None)
+        saved = _saved_path(p, searcher, cfg)
+        if saved.exists() and not p.fresh:
+            prev = json.loads(saved.read_text(encoding="utf-8"))
+            res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
+            res.result, res.reused_from = prev["result"], prev["saved_at"]
+            return res
         tune_rows = _timed_rows(searcher, p.tune, cfg, progress, f"tune {label}")
         fitted = fit_threshold([{"top_score": r.top_score, "level": r.level} for r in tune_rows])
         res.threshold_fitted = fitted is not None
@@ -277,6 +285,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         cfg = cfg.replace(threshold=res.threshold)
         index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
         res.result = build_result(p.eval, cfg, index, eval_rows).as_json()
+        _save(saved, res)
     except ModelUnavailable as e:
         res.status, res.message = "unavailable", str(e)
     except SearchCoreError as e:
@@ -290,6 +299,27 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         res.memory_mb = {"rss_before": mem0["rss"], "rss_after": mem1["rss"], "process_peak": mem1["peak"],
                          "growth": round((mem1["rss"] or 0) - (mem0["rss"] or 0), 1)}
     return res
+
+
+def _saved_path(p: ABParams, searcher, cfg: SearchConfig) -> Path:
+    """Where the evaluation of this exact index content, config and question sets is kept: an A/B that
+    finds its indexes built and its candidates measured (say, to add a candidate C) reuses them."""
+    qs = [[q.id, q.level, q.query, list(q.gold)] for g in (p.tune, p.eval) for q in g.questions]
+    blob = json.dumps([searcher.fingerprint_key, cfg.as_dict(), qs, WARMUP_QUERIES], sort_keys=True, ensure_ascii=False)
+    return Path(p.work) / "results" / f"{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
+
+
+def _save(path: Path, res: CandidateResult) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"latency": res.latency, "threshold": res.threshold,
+                                   "threshold_fitted": res.threshold_fitted, "result": res.result,
+                                   "saved_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+                                  ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass                       # a cache: the A/B's own result is already in memory
 
 
 class _Cut(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -52,12 +53,28 @@ def prepare(embedders: str, rerankers: str | None, gold_path: Path, holdout: Pat
                     note)
 
 
+def render_saved(path: Path, fmt: str, out: Path | None):
+    """A report saved with --format json, rendered again in another format (no model is loaded)."""
+    import json
+
+    from .report_ab import ab_report
+    from .reports import emit
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise SearchCoreError(f"cannot read the saved A/B report {path}: {e}") from None
+    if doc.get("kind") != "ab":
+        raise SearchCoreError(f"{path} is not an A/B report saved with --format json (kind {doc.get('kind')!r})")
+    return emit(ab_report(doc["data"], generated=doc.get("generated", "")), fmt, out)
+
+
 @main.command()
-@click.option("--embedders", required=True, help="Comma-separated, e.g. e5-small,minilm-l6 (two or more, or one "
+@click.option("--embedders", default=None, help="Comma-separated, e.g. e5-small,minilm-l6 (two or more, or one "
               "with several --rerankers).")
 @click.option("--rerankers", default=None, help="Comma-separated, e.g. none,BAAI/bge-reranker-base: compared on the "
               "one embedder's index.")
-@click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path),
+@click.option("--gold", "gold_path", default=None, type=click.Path(path_type=Path),
               help="Tuning questions (the gate is fitted here); also the evaluation set without --holdout/--split.")
 @click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Evaluation questions, never fitted on.")
 @click.option("--split", type=float, default=None, help="No holdout file: fit on this fraction of --gold, "
@@ -72,19 +89,44 @@ def prepare(embedders: str, rerankers: str | None, gold_path: Path, holdout: Pat
 @click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the report here (default: stdout).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars on stderr (default: when a terminal).")
-def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress):
+@click.option("--fresh", is_flag=True, help="Re-measure every candidate, even one an earlier A/B measured on the "
+              "same index, config and questions.")
+@click.option("--from-json", "from_json", type=click.Path(path_type=Path, exists=True), default=None,
+              help="Render a report saved with --format json in another --format; runs nothing.")
+def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress, fresh,
+       from_json):
     """A/B of embedders or rerankers: own index each, gate re-fitted, paired tests, the report."""
     from .ab import ABProgress, run_ab
     from .report_ab import ab_report
     from .reports import emit
 
+    if from_json:
+        try:
+            path = render_saved(from_json, fmt, out)
+        except SearchCoreError as e:
+            _fail(e)
+        if path:
+            click.echo(f"wrote {path}", err=True)
+        return
+    # OpenMP threads that spin while waiting (the default) turn a 30 ms e5-small query embedding into
+    # ~8 s on a 2-core machine that is busy with other work (measured at load average 25); latency is
+    # what an A/B measures, so waiting threads sleep unless the user chose otherwise
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if not embedders or not gold_path:
+        _fail(SearchCoreError("ab needs --embedders A,B and --gold FILE (or --from-json REPORT.json)"))
     _sigterm_as_interrupt()
     try:
         params = prepare(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work)
+        if fresh:
+            import dataclasses
+            params = dataclasses.replace(params, fresh=True)
         data = run_ab(params, ABProgress(sys.stderr.isatty() if progress is None else progress))
         path = emit(ab_report(data), fmt, out)
     except SearchCoreError as e:
         _fail(e)
+    except KeyboardInterrupt:      # before the first candidate started: nothing to report
+        click.echo("interrupted before any candidate finished; nothing was changed", err=True)
+        sys.exit(130)
     if path:
         click.echo(f"wrote {path}", err=True)
     for c in data["candidates"]:

@@ -45,16 +45,18 @@ def _costs(ok: list) -> Section:
         built = "reused (already built)" if b.get("reused") else "built now"
         if b.get("shared_with_previous_candidate"):
             built = "same index as above"
-        rows.append((c["label"], built, b.get("seconds"), b.get("first_build_seconds"), b.get("embedded_now"),
+        measured = f"reused, measured {c['reused_from']}" if c.get("reused_from") else "measured now"
+        rows.append((c["label"], built, measured, b.get("seconds"), b.get("first_build_seconds"), b.get("embedded_now"),
                      b.get("vectors"), b.get("size_mb"), _lat(c, "embed", "p50"), _lat(c, "embed", "p95"),
                      _lat(c, "rerank", "p95"), _lat(c, "total", "p50"), _lat(c, "total", "p95"),
                      c["latency"].get("samples"), c["memory_mb"].get("growth"), c["memory_mb"].get("process_peak")))
     return Section("Cost", (Table(
-        ("candidate", "index", "build s (this run)", "build s (first build)", "vectors embedded now",
+        ("candidate", "index", "evaluation", "build s (this run)", "build s (first build)", "vectors embedded now",
          "vectors in index", "index MB", "query embed p50 ms", "query embed p95 ms", "rerank p95 ms",
          "total p50 ms", "total p95 ms", "latency samples", "RSS growth MB", "process peak RSS MB"),
         tuple(rows), "memory: resident-set growth of the A/B process while this candidate loaded and ran, and "
-                     "the process's peak so far (one process runs every candidate)"),))
+                     "the process's peak so far (one process runs every candidate). An evaluation of the same index content, "
+                     "config and questions made by an earlier A/B is reused (latency included); --fresh re-measures"),))
 
 
 def _quality(ok: list) -> Section:
@@ -137,7 +139,7 @@ def _not_compared(others: list) -> Section:
                                           tuple((c["label"], c["status"], c["message"]) for c in others)),))
 
 
-def ab_report(d: dict) -> Report:
+def ab_report(d: dict, generated: str = "") -> Report:
     ok = [c for c in d["candidates"] if c["status"] == "ok"]
     others = [c for c in d["candidates"] if c["status"] != "ok"]
     title = "A/B: " + " vs ".join(c["label"] for c in d["candidates"])
@@ -150,4 +152,4 @@ def ab_report(d: dict) -> Report:
     if ok:
         sections.append(_plots(ok))
     return Report("ab", title, verdict(d), tuple(sections), data=d,
-                  generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+                  generated=generated or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
