@@ -67,8 +67,12 @@ def main():
     a = ap.parse_args()
     work = a.work or Path(tempfile.mkdtemp(prefix="bench-ab-"))
     if a.cold_json:
-        cold_data = json.loads(a.cold_json.read_text(encoding="utf-8"))["data"]
-        cold_s, cold_src = cold_data["seconds"], f"A/B seconds recorded in {a.cold_json}"
+        doc = json.loads(a.cold_json.read_text(encoding="utf-8"))
+        if "cold_seconds" in doc:         # an earlier result of this script
+            cold_s, cold_src, cold_data = doc["cold_seconds"], f"cold run recorded in {a.cold_json}", None
+        else:                             # a report saved by `ab --format json`
+            cold_data = doc["data"]
+            cold_s, cold_src = cold_data["seconds"], f"A/B seconds recorded in {a.cold_json}"
     else:
         if work.exists() and any(work.iterdir()):
             raise SystemExit(f"{work} is not empty: a cold run needs an empty --work (or pass --cold-json)")
@@ -81,7 +85,7 @@ def main():
     w = summary(warm)
     res = {"set": a.set, "machine": "shared: other helpers' builds and tests ran at the same time", "embedders": a.embedders, "work": str(work), "cold_seconds": round(cold_s, 2),
            "cold_source": cold_src, "warm_seconds": w, "warm_over_cold": round(w["p50"] / cold_s, 4),
-           "cold_builds": {c["label"]: c["build"] for c in cold_data["candidates"]},
+           "cold_builds": {c["label"]: c["build"] for c in cold_data["candidates"]} if cold_data else doc.get("cold_builds"),
            "target": "warm <= 10% of cold"}
     path = write_result(f"ab-{a.set}", res)
     print(json.dumps({k: res[k] for k in ("cold_seconds", "warm_seconds", "warm_over_cold")}, indent=1))

@@ -25,7 +25,7 @@ from search_core.indexer import default_cache_path, index_vault
 from search_core.models import ModelUnavailable
 from search_core.models import _embedder_factory, _reranker_factory  # name check without loading
 from search_core.pipeline import Searcher
-from search_core.store import get_meta
+from search_core.store import connect, get_meta
 
 from .evaluate import build_result, run_queries
 from .gold import LEVELS, GoldSet
@@ -210,6 +210,7 @@ def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, pr
     db = index_path(p.work, p.vault, embedder, chunk_cfg)
     cache = default_cache_path(p.base_db) if p.base_db else Path(p.work) / "embed-cache.sqlite"
     existed = db.exists()
+    stamp = vault_stamp(p.vault)          # taken before the update: a note saved meanwhile forces the next one
     cb = progress.index_callback(f"build {embedder}") if progress else None
     try:
         rep = index_vault(p.vault, db, embedder=embedder, chunk_cfg=chunk_cfg, cache=cache, progress=cb)
@@ -227,11 +228,12 @@ def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, pr
     facts = {"db": str(db), "reused": existed, "seconds": rep.seconds, "embedded_now": rep.embedded,
              "vectors": n_vec, "chunks": n_chunks, "notes": rep.notes,
              "size_mb": round(sum(f.stat().st_size for f in (db, Path(str(db) + "-wal")) if f.exists()) / 2**20, 2)}
-    if not existed:
-        side.write_text(json.dumps({"seconds": rep.seconds, "embedded": rep.embedded}))
-    elif side.exists():
+    first = {"seconds": rep.seconds, "embedded": rep.embedded}
+    if existed and side.exists():
         first = json.loads(side.read_text())
         facts["first_build_seconds"], facts["first_build_embedded"] = first["seconds"], first["embedded"]
+    side.write_text(json.dumps({"seconds": first["seconds"], "embedded": first["embedded"], "vectors": n_vec,
+                                "chunks": n_chunks, "notes": rep.notes, "vault_stamp": stamp}))
     return db, facts
 
 
@@ -241,10 +243,12 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
     mem0 = _rss_mb()
     res = CandidateResult(cand, label, "ok")
     try:
+        if cand.embedder not in searchers and not p.fresh and _reuse_without_loading(p, cand, chunk_cfg, res):
+            return res
         if cand.embedder not in searchers:
             try:
                 db, res.build = build_candidate_index(p, cand.embedder, chunk_cfg, progress)
-            except (OSError, sqlite3.Error) as e:
+            except Exception as e:      # OSError, or sqlean's own OperationalError ("disk I/O error")
                 if not _disk_full(e):
                     raise
                 db = index_path(p.work, p.vault, cand.embedder, chunk_cfg)
@@ -266,7 +270,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
                 + missing[0].split(" (ignored")[0]
             return res
         cfg = p.config.replace(embedder=cand.embedder, reranker=cand.reranker, threshold=None)
-        saved = _saved_path(p, searcher, cfg)
+        saved = _saved_path(p, searcher.db, cfg)
         if saved.exists() and not p.fresh:
             prev = json.loads(saved.read_text(encoding="utf-8"))
             res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
@@ -301,12 +305,56 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
     return res
 
 
-def _saved_path(p: ABParams, searcher, cfg: SearchConfig) -> Path:
-    """Where the evaluation of this exact index content, config and question sets is kept: an A/B that
-    finds its indexes built and its candidates measured (say, to add a candidate C) reuses them."""
+def _index_meta(db: Path) -> tuple[dict, str]:
+    conn = connect(db)
+    try:
+        return get_meta(conn, "fingerprint"), get_meta(conn, "indexed_at")
+    finally:
+        conn.close()
+
+
+def vault_stamp(vault: str | Path) -> str:
+    """Path, size and mtime of every file of the vault (or of the corpus file): changes when a note does."""
+    v = Path(vault)
+    files = [v] if v.is_file() else sorted(f for f in v.rglob("*") if f.is_file())
+    h = hashlib.sha256()
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.relative_to(v) if f != v else f.name}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _saved_path(p: ABParams, db: Path, cfg: SearchConfig) -> Path:
+    """Where the evaluation of this exact index content (fingerprint + when it was last written), config
+    and question sets is kept: an A/B that finds its candidates measured (say, to add a candidate C) reuses them."""
+    fp, indexed_at = _index_meta(db)
     qs = [[q.id, q.level, q.query, list(q.gold)] for g in (p.tune, p.eval) for q in g.questions]
-    blob = json.dumps([searcher.fingerprint_key, cfg.as_dict(), qs, WARMUP_QUERIES], sort_keys=True, ensure_ascii=False)
+    blob = json.dumps([fp, indexed_at, cfg.as_dict(), qs, WARMUP_QUERIES], sort_keys=True, ensure_ascii=False)
     return Path(p.work) / "results" / f"{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
+
+
+def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig, res: CandidateResult) -> bool:
+    """Warm A/B: the index exists, the vault has not changed since it was last brought up to date, and
+    this candidate was measured on it with this config and these questions: reuse all of it without
+    loading the model (its weights hash is in the index's fingerprint; --fresh re-checks everything)."""
+    db = index_path(p.work, p.vault, cand.embedder, chunk_cfg)
+    side = db.with_name(db.name + ".build.json")
+    if not db.exists() or not side.exists():
+        return False
+    facts = json.loads(side.read_text(encoding="utf-8"))
+    if facts.get("vault_stamp") != vault_stamp(p.vault):
+        return False
+    saved = _saved_path(p, db, p.config.replace(embedder=cand.embedder, reranker=cand.reranker, threshold=None))
+    if not saved.exists():
+        return False
+    prev = json.loads(saved.read_text(encoding="utf-8"))
+    res.build = {"db": str(db), "reused": True, "seconds": 0.0, "embedded_now": 0, "model_loaded": False,
+                 "vectors": facts.get("vectors"), "chunks": facts.get("chunks"), "notes": facts.get("notes"),
+                 "size_mb": round(db.stat().st_size / 2**20, 2), "first_build_seconds": facts["seconds"],
+                 "first_build_embedded": facts["embedded"]}
+    res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
+    res.result, res.reused_from = prev["result"], prev["saved_at"]
+    return True
 
 
 def _save(path: Path, res: CandidateResult) -> None:
@@ -355,8 +403,9 @@ def run_ab(p: ABParams, progress=None) -> dict:
             results += [CandidateResult(x, labels[x], "cut", "not started: the A/B was interrupted") for x in cands[i + 1:]]
             interrupted = True
             break
-        if r.status == "ok" and c.reranker == "none":
+        if r.status == "ok" and c.reranker == "none" and c.embedder in searchers:
             twin = next((o for o in results if o.status == "ok" and o.candidate.reranker == "none"
+                         and o.candidate.embedder in searchers
                          and same_model(searchers[o.candidate.embedder][0], searchers[c.embedder][0])), None)
             if twin is not None:
                 r.status, r.message = "duplicate", (f"{c.embedder!r} is the same model as {twin.label!r} "

@@ -43,6 +43,8 @@ def _costs(ok: list) -> Section:
     for c in ok:
         b = c["build"]
         built = "reused (already built)" if b.get("reused") else "built now"
+        if b.get("model_loaded") is False:
+            built = "reused (vault unchanged; model not loaded)"
         if b.get("shared_with_previous_candidate"):
             built = "same index as above"
         measured = f"reused, measured {c['reused_from']}" if c.get("reused_from") else "measured now"
