@@ -254,7 +254,9 @@ def test_ctrl_c_keeps_the_finished_candidate_and_names_the_cut_one(demo_ab, mini
     (work / "indexes").mkdir(parents=True)
     e5 = next(c for c in demo_ab["candidates"] if c["label"] == "e5-small")["build"]["db"]
     shutil.copy(e5, work / "indexes" / Path(e5).name)      # e5-small finishes quickly; minilm-l6 starts cold
-    proc = subprocess.Popen(_ab_cmd(mini, work, out), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # a child of a background job inherits SIGINT ignored; a terminal's Ctrl-C reaches a default handler
+    proc = subprocess.Popen(_ab_cmd(mini, work, out), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = b""
     deadline = time.time() + 600
     while b"build minilm-l6" not in seen:       # tqdm redraws with \r: read bytes, not lines
