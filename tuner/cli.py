@@ -452,6 +452,10 @@ def demo(out, rounds, seed):
 from . import cli_check  # noqa: E402,F401  registers verbs
 from . import cli_gate  # noqa: E402,F401  registers verbs
 from . import cli_recall  # noqa: E402,F401  registers verbs
+from . import cli_ab  # noqa: E402,F401  registers verbs
 
 if __name__ == "__main__":
-    main()
+    # `python -m tuner.cli` runs this file as __main__, a second module object; the verbs above register
+    # on tuner.cli's group, so run that one
+    from tuner.cli import main as _registered_main
+    _registered_main()
