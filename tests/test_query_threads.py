@@ -173,3 +173,27 @@ def test_retrieve_reuses_the_cached_query_vector(small_index, spy_e5, fresh_cach
     s.close()
     assert calls >= 1 and len(spy_e5) == calls
     assert np.array_equal(first.qvec, second.qvec) and first.lists == second.lists
+
+
+def test_evaluation_pays_for_every_query_embedding_even_when_the_cache_holds_it(small_index):
+    """A timed evaluation must not read latency off the query-vector cache: the second run of the same
+    questions embeds them again (and leaves the searcher's own cache in place afterwards)."""
+    from search_core.config import SearchConfig
+    from search_core.pipeline import Searcher
+    from search_core.query_cache import QueryEmbeddingCache
+    from tuner.evaluate import run_queries
+    from tuner.gold import GoldSet, Question
+
+    s = Searcher(small_index)
+    own = s.query_cache = QueryEmbeddingCache(16)
+    calls = []
+    real = s.embedder.embed
+    s.embedder.embed = lambda texts, **kw: (calls.append(list(texts)), real(texts, **kw))[1]
+    gold = GoldSet("g", "test", (Question("q1", "L1", "GraphRAG 커뮤니티 요약", ("ai/graphrag",)),))
+    cfg = SearchConfig(embedder=s.embedder_name)
+    s.search("GraphRAG 커뮤니티 요약", cfg)            # now the cache holds this question
+    calls.clear()
+    run_queries(s, gold, cfg)
+    run_queries(s, gold, cfg)
+    assert len(calls) == 2                              # embedded on both evaluation runs
+    assert s.query_cache is own
