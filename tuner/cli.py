@@ -125,7 +125,7 @@ def _print_explain(res, searcher):
 
 @main.command()
 @click.argument("query")
-@click.option("--db", required=True, type=click.Path(path_type=Path))
+@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
 @click.option("-k", "top_k", type=int, default=None, help="How many results (default 5).")
 @click.option("--embedder", default=None, help="Must match the index's embedder.")
 @click.option("--reranker", default=None, help="Reranker name, or none.")
@@ -134,12 +134,13 @@ def _print_explain(res, searcher):
 @click.option("--explain", is_flag=True, help="Show each channel's list and the fused arithmetic.")
 def search(query, db, top_k, embedder, reranker, config_path, as_json, explain):
     """Search the index in --db for QUERY."""
-    from search_core.config import load_config
     from search_core.pipeline import Searcher
 
     try:
+        from tuner.promote import resolve_search_config
+        db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
         searcher = Searcher(db, embedder=embedder)
-        cfg = load_config(config_path).replace(embedder=searcher.embedder_name)
+        cfg = base_cfg.replace(embedder=searcher.embedder_name)
         if top_k is not None:
             cfg = cfg.replace(top_k=top_k)
         if reranker is not None:
@@ -184,7 +185,7 @@ def stats(db, as_json):
 
 
 @main.command("eval")
-@click.option("--db", required=True, type=click.Path(path_type=Path))
+@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
 @click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path),
               help="A gold YAML file, a BEIR folder (queries.jsonl + qrels .tsv), or a KorQuAD JSON file.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
@@ -196,7 +197,6 @@ def stats(db, as_json):
 def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out, as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
-    from search_core.config import load_config
     from search_core.pipeline import Searcher
     from tuner.evaluate import evaluate
     from tuner.gold import load_gold
@@ -205,8 +205,10 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out,
 
     try:
         gold = load_gold(gold_path)
+        from tuner.promote import resolve_search_config
+        db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
         searcher = Searcher(db)
-        cfg = load_config(config_path).replace(embedder=searcher.embedder_name)
+        cfg = base_cfg.replace(embedder=searcher.embedder_name)
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
         result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
@@ -422,6 +424,9 @@ def demo(out, rounds, seed):
     click.echo(f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
                f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "
                f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
+
+
+from . import cli_daemon  # noqa: E402,F401  registers verbs
 
 
 if __name__ == "__main__":
