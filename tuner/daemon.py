@@ -38,6 +38,7 @@ RUNS_DB = "daemon.sqlite"
 STATE = "daemon-state.json"
 LOG = "daemon.log"
 LOG_BYTES, LOG_BACKUPS = 1_000_000, 5     # at most ~6 MB of log under runs/
+STATE_EVERY_S = 5                         # the main thread refreshes next-run times this often after a job
 
 RUNS_SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY, job TEXT NOT NULL, scheduled TEXT NOT NULL, started TEXT NOT NULL, finished TEXT,
@@ -227,6 +228,7 @@ class Daemon:
         self.lock = InstanceLock(self.runs)
         self.table: RunTable | None = None
         self.scheduler = None
+        self.state_dirty = False
 
     # one job, recorded ---------------------------------------------------------------------------------
     def run_job(self, name: str, scheduled: dt.datetime | None = None, trigger: str = "schedule") -> dict:
@@ -251,7 +253,9 @@ class Daemon:
             outcome, detail = "crashed", {"error": f"{type(e).__name__}: {e}"}
         self.table.finish(rid, outcome, detail)
         log.info("job %s: %s %s", name, outcome, json.dumps(detail, ensure_ascii=False, default=str)[:500])
-        self.write_state()
+        # the state file is written by the main thread: APScheduler 3's shutdown() holds the job-store lock
+        # while it waits for running jobs, so a job calling get_jobs() at its end would deadlock the stop
+        self.state_dirty = True
         return {"run": rid, "outcome": outcome, **detail}
 
     def write_state(self):
@@ -316,8 +320,10 @@ class Daemon:
             self.write_state()
             log.info("daemon started, pid %d, config %s, jobs: %s", os.getpid(), self.cfg.path,
                      "; ".join(f"{j.name} {j.schedule_text()}" for j in self.cfg.jobs))
-            while not self.stop.wait(60):
-                pass
+            while not self.stop.wait(STATE_EVERY_S):
+                if self.state_dirty:
+                    self.state_dirty = False
+                    self.write_state()
             sched.shutdown(wait=True)     # a running sweep sees the stop flag and ends at its round boundary
             log.info("daemon stopped cleanly")
             return 0
