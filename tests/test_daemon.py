@@ -41,7 +41,7 @@ def write_config(tmp_path, db, *, rounds=30, jobs=None, extra_sweep="", daemon_e
     hold = small_gold(HOLD, tmp_path / "hold.yaml", 5)
     jobs = jobs if jobs is not None else (
         f'[jobs.index]\ncron = "{FAR}"\ngrace = "1s"\n'
-        '[jobs.sweep]\nevery = "1d"\nbudget = "10m"\n'
+        '[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n'
         f'[jobs.report]\ncron = "{FAR}"\ngrace = "1s"\n')
     text = (f'[daemon]\ntimezone = "Asia/Seoul"\nruns = "runs"\n{daemon_extra}\n'
             f'[sweep]\nvault = "{DEMO_VAULT}"\ndb = "{db}"\ngold = "{tune}"\nholdout = "{hold}"\n'
@@ -237,7 +237,7 @@ def _wait(pred, timeout):
 
 def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refused(tmp_path, db_copy):
     cfg = write_config(tmp_path, db_copy, rounds=400,
-                       jobs='[jobs.sweep]\nevery = "1d"\nbudget = "10m"\n')
+                       jobs='[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n')
     runs, ledger = tmp_path / "runs", tmp_path / "runs" / "ledger.sqlite"
     proc = _spawn(cfg, "--start-in", "0.5")
     try:

@@ -184,7 +184,7 @@ def build_sweep_report(d: dict) -> Report:
         Section("Questions that flipped on the holdout",
                 (Table(("question", "rank before", "rank after", "now", "query"),
                        tuple((f["id"], f["a_rank"], f["b_rank"], f["now"], f["query"]) for f in flips)),)
-                if flips else (Para("none" if hold else "the sweep had no holdout"),)),
+                if flips else (Para("none" if hold else holdout),)),
         Section("Rounds that were unavailable or crashed",
                 (Table(("round", "variable", "value", "decision", "reason", "fix"), fail_rows),)
                 if fail_rows else (Para("none"),)),
