@@ -301,3 +301,15 @@ def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_de
         assert f"sweep {sweep_id}" in (runs / "active.toml").read_text()
     else:
         assert not (runs / "active.toml").exists()
+
+
+def test_a_failing_job_is_recorded_and_does_not_end_the_daemon(tmp_path, db_copy):
+    cfg = load_daemon_config(write_config(tmp_path, db_copy))
+    d = Daemon(cfg).open()
+    try:
+        res = d.run_job("report", trigger="once")        # no sweep yet: the job fails, with the fix
+        assert res["outcome"] == "failed" and "no sweep in" in res["error"] and "the report follows" in res["error"]
+        assert d.table.rows("report", 1)[0]["outcome"] == "failed"
+        assert d.run_job("index", trigger="once")["outcome"] == "ok"     # the next job still runs
+    finally:
+        d.close()
