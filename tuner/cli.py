@@ -141,7 +141,7 @@ def _print_explain(res, searcher):
 
 @main.command()
 @click.argument("query")
-@click.option("--db", required=True, type=click.Path(path_type=Path))
+@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
 @click.option("-k", "top_k", type=click.IntRange(min=1), default=None, help="How many results (default 5).")
 @click.option("--embedder", default=None, help="Must match the index's embedder.")
 @click.option("--reranker", default=None, help="Reranker name, or none.")
@@ -152,7 +152,6 @@ def _print_explain(res, searcher):
               help="A gate model file (default: <db>.gate.json, else the shipped default model).")
 def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, gate_path):
     """Search the index in --db for QUERY."""
-    from search_core.config import load_config
     from search_core.limits import repair_surrogates
     from search_core.pipeline import Searcher
 
@@ -161,8 +160,10 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
         click.echo(f"warning: the query had {n_bad} byte(s) that are not UTF-8; searched with U+FFFD in their place "
                    "(set your terminal to UTF-8)", err=True)
     try:
+        from tuner.promote import resolve_search_config
+        db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
         searcher = Searcher(db, embedder=embedder)
-        cfg = load_config(config_path).replace(embedder=searcher.embedder_name)
+        cfg = base_cfg.replace(embedder=searcher.embedder_name)
         if top_k is not None:
             cfg = cfg.replace(top_k=top_k)
         if reranker is not None:
@@ -212,7 +213,7 @@ def stats(db, as_json):
 
 
 @main.command("eval")
-@click.option("--db", required=True, type=click.Path(path_type=Path))
+@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
 @click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path),
               help="A gold YAML file, a BEIR folder (queries.jsonl + qrels .tsv), or a KorQuAD JSON file.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
@@ -224,7 +225,6 @@ def stats(db, as_json):
 def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out, as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
-    from search_core.config import load_config
     from search_core.pipeline import Searcher
     from tuner.evaluate import evaluate
     from tuner.gold import load_gold
@@ -233,8 +233,10 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out,
 
     try:
         gold = load_gold(gold_path)
+        from tuner.promote import resolve_search_config
+        db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
         searcher = Searcher(db)
-        cfg = load_config(config_path).replace(embedder=searcher.embedder_name)
+        cfg = base_cfg.replace(embedder=searcher.embedder_name)
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
         result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
@@ -453,6 +455,7 @@ from . import cli_check  # noqa: E402,F401  registers verbs
 from . import cli_gate  # noqa: E402,F401  registers verbs
 from . import cli_recall  # noqa: E402,F401  registers verbs
 from . import cli_ab  # noqa: E402,F401  registers verbs
+from . import cli_daemon  # noqa: E402,F401  registers verbs
 
 if __name__ == "__main__":
     # `python -m tuner.cli` runs this file as __main__, a second module object; the verbs above register

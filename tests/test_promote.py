@@ -1,0 +1,88 @@
+"""Promotion only when the holdout held; every decision recorded; rollback restores the previous pair;
+`search` and `eval` read runs/active.toml when no --config is given."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig
+from tuner.cli import main
+from tuner.promote import History, decide_promotion, holdout_verdict, read_active, resolve_search_config, rollback
+
+START = SearchConfig(threshold=0.8).as_dict()
+WIN = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
+
+
+def _holdout(a_hit, b_hit, n=20, verdicts=None):
+    verdicts = verdicts or {}
+    metrics = {m: {"a": 0.5, "b": 0.5, "delta": 0.0, "p_value": 0.9 if m not in verdicts else 0.01,
+                   "ci95": [-0.1, 0.1], "verdict": verdicts.get(m, "within noise")}
+               for m in ("hit@5", "mrr", "ndcg@10", "p@5", "recall@5")}
+    return {"gold": "hold", "start": {"hit@5": a_hit, "mrr": 0.5}, "final": {"hit@5": b_hit, "mrr": 0.5},
+            "compare": {"n": n, "metrics": metrics, "flipped": []}}
+
+
+def test_rule_promotes_only_a_change_that_held():
+    assert holdout_verdict(START, WIN, _holdout(0.80, 0.80)).promote
+    assert holdout_verdict(START, WIN, _holdout(0.80, 0.85)).promote
+    v = holdout_verdict(START, WIN, _holdout(0.80, 0.75))
+    assert not v.promote and "1 of 20 questions lost" in v.reason
+    v = holdout_verdict(START, WIN, _holdout(0.80, 0.80, verdicts={"mrr": "A better"}))
+    assert not v.promote and "significantly worse on mrr" in v.reason
+    assert "no holdout" in holdout_verdict(START, WIN, None).reason
+    assert "starting config" in holdout_verdict(START, dict(START), _holdout(0.8, 0.9)).reason
+
+
+def test_promote_decline_history_and_rollback(demo_db, tmp_path):
+    runs = tmp_path / "runs"
+    d = decide_promotion("s1", START, WIN, _holdout(0.8, 0.75), demo_db, runs)
+    assert not d["promoted"] and read_active(runs) is None          # declined: nothing active
+    p1 = decide_promotion("s2", START, WIN, _holdout(0.8, 0.85), demo_db, runs)
+    act = read_active(runs)
+    assert p1["promoted"] and act.config.w_sparse == 0.9 and act.source == "sweep s2"
+    assert act.index.parent == runs / "active-indexes" and act.index.exists()
+    third = SearchConfig(threshold=0.8, w_sparse=0.9, rrf_k=10).as_dict()
+    p2 = decide_promotion("s3", WIN, third, _holdout(0.8, 0.8), demo_db, runs)
+    assert read_active(runs).config.rrf_k == 10
+    kinds = [(e["id"], e["kind"], e["sweep"]) for e in History(runs).events()]
+    assert kinds == [(d["event"], "declined", "s1"), (p1["event"], "promoted", "s2"), (p2["event"], "promoted", "s3")]
+    r = rollback(None, runs)                                        # undo the latest: back to WIN
+    assert r["undid"] == p2["event"] and read_active(runs).config.rrf_k == 60
+    with pytest.raises(SearchCoreError, match="already rolled back"):
+        rollback(p2["event"], runs)
+    with pytest.raises(SearchCoreError, match=r"is not a promotion; promotions that can be rolled back: #2, #3"):
+        rollback(d["event"], runs)
+    rollback(p1["event"], runs)                                     # undo the first: no active config at all
+    assert read_active(runs) is None
+    with pytest.raises(SearchCoreError, match="nothing to roll back"):
+        rollback(None, runs)
+
+
+def test_search_and_eval_read_the_active_config(demo_db, tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("AUTORESEARCH_RUNS", str(runs))
+    cli = CliRunner()
+    with pytest.raises(SearchCoreError, match="--db is required"):
+        resolve_search_config(None, None)
+    decide_promotion("s2", START, SearchConfig(threshold=0.99, top_k=3).as_dict(), _holdout(0.8, 0.85), demo_db)
+    # no --db, no --config: the active index and config (top_k 3, threshold 0.99)
+    r = cli.invoke(main, ["search", "GraphRAG 커뮤니티 요약", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert len(out["results"]) == 3 and out["gate"]["threshold"] == 0.99
+    # --config wins over the active one
+    cfgf = tmp_path / "c.toml"
+    cfgf.write_text("[search]\ntop_k = 2\n")
+    out = json.loads(cli.invoke(main, ["search", "GraphRAG", "--db", str(demo_db), "--config", str(cfgf),
+                                       "--json"]).output)
+    assert len(out["results"]) == 2
+    r = cli.invoke(main, ["eval", "--gold", str(tmp_path.parent / "x.yaml")])
+    assert "does not exist" in r.output
+    # an index built by another embedder than the active config's is refused, naming the fix
+    monkeypatch.setattr("tuner.promote.read_active",
+                        lambda runs=None: __import__("tuner.promote").promote.Active(
+                            SearchConfig(embedder="minilm-l6"), None, "sweep x"))
+    r = cli.invoke(main, ["search", "GraphRAG", "--db", str(demo_db)])
+    assert r.exit_code != 0 and "uses embedder minilm-l6 but" in r.output and "drop --db" in r.output

@@ -1,0 +1,267 @@
+"""Promotion: a sweep's winner becomes the active config (`runs/active.toml`) only if it held on the holdout.
+
+`runs/active.toml` holds the config under [search] and, under [active], the index it must be searched
+with, so that an embedder change is never active with the old embedder's index. The winner's index is
+copied next to it first and the TOML is replaced in one `os.replace`: a reader sees the old pair or the
+new pair, never a mix. Every decision (promoted, declined, rollback) is a row in `runs/promotions.sqlite`
+with the previous config and index, so `config rollback` can undo any promotion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig, load_config, read_toml
+from search_core.store import atomic, connect
+
+from .toml_out import _value, config_toml
+
+RUNS_ENV = "AUTORESEARCH_RUNS"
+ACTIVE = "active.toml"
+HISTORY = "promotions.sqlite"
+
+SCHEMA = """CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY, created TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('promoted', 'declined', 'rollback')),
+    sweep TEXT, config TEXT, index_path TEXT, previous_config TEXT, previous_index TEXT,
+    reason TEXT NOT NULL, undoes INTEGER)"""
+
+
+def runs_dir(runs: str | Path | None = None) -> Path:
+    """The runs folder: the argument, else $AUTORESEARCH_RUNS, else ./runs."""
+    return Path(runs if runs is not None else os.environ.get(RUNS_ENV, "runs"))
+
+
+@dataclass(frozen=True)
+class Active:
+    config: SearchConfig
+    index: Path | None
+    source: str          # "sweep <id>" or "rollback of #<n>"
+
+
+def read_active(runs: str | Path | None = None) -> Active | None:
+    path = runs_dir(runs) / ACTIVE
+    if not path.exists():
+        return None
+    data = read_toml(path, "active config")
+    meta = data.get("active", {})
+    cfg = load_config(path)
+    index = Path(meta["index"]) if meta.get("index") else None
+    return Active(cfg, index, meta.get("source", ""))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_active(runs: Path, cfg: SearchConfig, index: Path | None, source: str) -> None:
+    head = ["[active]", f"source = {_value(source)}"]
+    if index is not None:
+        head.append(f"index = {_value(str(index))}")
+    body = config_toml(cfg, "the active config: read by `search` and `eval` when no --config is given; "
+                            "written by promotion and `config rollback`, never by hand")
+    _atomic_write(runs / ACTIVE, body + "\n" + "\n".join(head) + "\n")
+
+
+def _install_index(runs: Path, index: Path) -> Path:
+    """Copy an index into runs/active-indexes/ (temp file + rename), so the active pair never points
+    into a sweep's scratch folder that a later sweep may rebuild."""
+    dest_dir = runs / "active-indexes"
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / index.name
+    if dest.resolve() == index.resolve():
+        return dest
+    fd, tmp = tempfile.mkstemp(prefix=f".{index.name}.", dir=dest_dir)
+    os.close(fd)
+    try:
+        src = connect(index)      # the SQLite backup API copies a consistent snapshot, WAL included
+        dst = connect(tmp)
+        src.backup(dst)
+        src.close()
+        dst.close()
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
+
+
+class History:
+    def __init__(self, runs: str | Path | None = None):
+        self.runs = runs_dir(runs)
+        try:
+            self.runs.mkdir(parents=True, exist_ok=True)
+            self.conn = connect(self.runs / HISTORY)
+            self.conn.execute(SCHEMA)
+        except OSError as e:
+            raise SearchCoreError(f"cannot write to the runs folder {self.runs}: {e.strerror}; "
+                                  f"make it writable or point {RUNS_ENV} elsewhere") from None
+        except Exception as e:   # sqlean's OperationalError on a read-only folder
+            raise SearchCoreError(f"cannot open {self.runs / HISTORY}: {e}; make the runs folder writable") from None
+
+    def close(self):
+        self.conn.close()
+
+    def _add(self, kind, sweep, cfg, index, prev: Active | None, reason, undoes=None) -> int:
+        with atomic(self.conn):
+            cur = self.conn.execute(
+                "INSERT INTO events(created, kind, sweep, config, index_path, previous_config, previous_index, "
+                "reason, undoes) VALUES (?,?,?,?,?,?,?,?,?)",
+                (time.strftime("%Y-%m-%dT%H:%M:%S%z"), kind, sweep,
+                 json.dumps(cfg.as_dict(), ensure_ascii=False) if cfg else None, str(index) if index else None,
+                 json.dumps(prev.config.as_dict(), ensure_ascii=False) if prev else None,
+                 str(prev.index) if prev and prev.index else None, reason, undoes))
+            return cur.lastrowid
+
+    def events(self) -> list[dict]:
+        cols = ("id", "created", "kind", "sweep", "config", "index_path", "previous_config", "previous_index",
+                "reason", "undoes")
+        out = []
+        for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM events ORDER BY id"):
+            d = dict(zip(cols, r))
+            for k in ("config", "previous_config"):
+                d[k] = json.loads(d[k]) if d[k] else None
+            out.append(d)
+        return out
+
+    def event(self, event_id: int) -> dict | None:
+        return next((e for e in self.events() if e["id"] == event_id), None)
+
+
+# -- the promotion rule (pure) -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    promote: bool
+    reason: str
+
+
+def holdout_verdict(start: dict, final: dict, holdout: dict | None) -> Verdict:
+    """Promote only when the winner differs from the start and held on the holdout: hit@5 (in questions)
+    not lower, and no paired test says the start was significantly better."""
+    if SearchConfig().replace(**start).config_hash() == SearchConfig().replace(**final).config_hash():
+        return Verdict(False, "no change was kept: the winner is the starting config")
+    if not holdout:
+        return Verdict(False, "the sweep had no holdout (--holdout or --split): a winner is promoted only "
+                              "when it held on questions it never tuned on")
+    c = holdout["compare"]
+    n = c["n"]
+    a_q, b_q = round(holdout["start"]["hit@5"] * n), round(holdout["final"]["hit@5"] * n)
+    if b_q < a_q:
+        return Verdict(False, f"holdout hit@5 fell {holdout['start']['hit@5']:.4f} -> {holdout['final']['hit@5']:.4f} "
+                              f"({a_q - b_q} of {n} questions lost)")
+    worse = [f"{m} (delta {v['delta']:+.4f}, p={v['p_value']:.4f})" for m, v in c["metrics"].items()
+             if v["verdict"] == "A better"]
+    if worse:
+        return Verdict(False, "the holdout is significantly worse on " + ", ".join(worse))
+    hm = c["metrics"]["hit@5"]
+    return Verdict(True, f"held on the holdout: hit@5 {holdout['start']['hit@5']:.4f} -> "
+                         f"{holdout['final']['hit@5']:.4f} ({b_q - a_q:+d} of {n} questions, p={hm['p_value']:.4f}); "
+                         "no metric significantly worse")
+
+
+def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | None, index: str | Path | None,
+                     runs: str | Path | None = None) -> dict:
+    """Apply the rule and record the outcome; on success the winner (with its index) becomes active."""
+    v = holdout_verdict(start, final, holdout)
+    hist = History(runs)
+    try:
+        prev = read_active(hist.runs)
+        cfg = SearchConfig().replace(**final)
+        if not v.promote:
+            eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
+            return {"event": eid, "promoted": False, "reason": v.reason}
+        if index is None:
+            raise SearchCoreError(f"cannot promote sweep {sweep_id}: no index for embedder {cfg.embedder}")
+        installed = _install_index(hist.runs, Path(index))
+        _write_active(hist.runs, cfg, installed, f"sweep {sweep_id}")
+        eid = hist._add("promoted", sweep_id, cfg, installed, prev, v.reason)
+        return {"event": eid, "promoted": True, "reason": v.reason, "index": str(installed)}
+    finally:
+        hist.close()
+
+
+def rollback(event_id: int | None = None, runs: str | Path | None = None) -> dict:
+    """Undo a promotion (default: the latest one not yet undone): its previous config and index become
+    active again; with no previous config, active.toml is removed (the built-in defaults apply)."""
+    hist = History(runs)
+    try:
+        events = hist.events()
+        undone = {e["undoes"] for e in events if e["kind"] == "rollback"}
+        if event_id is None:
+            cands = [e for e in events if e["kind"] == "promoted" and e["id"] not in undone]
+            if not cands:
+                raise SearchCoreError(f"nothing to roll back: {hist.runs / HISTORY} has no promotion left to undo; "
+                                      "`autoresearch config history` lists them")
+            ev = cands[-1]
+        else:
+            ev = hist.event(event_id)
+            ids = [e["id"] for e in events if e["kind"] == "promoted"]
+            if ev is None or ev["kind"] != "promoted":
+                raise SearchCoreError(f"#{event_id} is not a promotion; promotions that can be rolled back: "
+                                      f"{', '.join(f'#{i}' for i in ids) or 'none'}")
+            if event_id in undone:
+                raise SearchCoreError(f"promotion #{event_id} was already rolled back")
+        prev_active = read_active(hist.runs)
+        path = hist.runs / ACTIVE
+        if ev["previous_config"] is None:
+            path.unlink(missing_ok=True)
+            restored = None
+        else:
+            restored = SearchConfig().replace(**ev["previous_config"])
+            idx = Path(ev["previous_index"]) if ev["previous_index"] else None
+            if idx is not None and not idx.exists():
+                raise SearchCoreError(f"cannot roll back #{ev['id']}: its previous index {idx} is gone; "
+                                      "rebuild it with `autoresearch index`")
+            _write_active(hist.runs, restored, idx, f"rollback of #{ev['id']}")
+        eid = hist._add("rollback", ev["sweep"], restored, ev["previous_index"], prev_active,
+                        f"rolled back promotion #{ev['id']}", undoes=ev["id"])
+        return {"event": eid, "undid": ev["id"], "active": restored.as_dict() if restored else None}
+    finally:
+        hist.close()
+
+
+# -- what `search` and `eval` use when no --config is given ---------------------------------------------------
+def resolve_search_config(db: Path | None, config_path: Path | None,
+                          runs: str | Path | None = None) -> tuple[Path, SearchConfig]:
+    """--config wins; else runs/active.toml (its index when --db is not given); else the defaults.
+    A --db built by another embedder than the active config's is refused rather than silently mixed."""
+    if config_path is not None:
+        if db is None:
+            raise SearchCoreError("--db is required with --config")
+        return db, load_config(config_path)
+    active = read_active(runs)
+    if active is None:
+        if db is None:
+            raise SearchCoreError(f"--db is required: there is no active config ({runs_dir(runs) / ACTIVE}) "
+                                  "naming an index")
+        return db, SearchConfig()
+    if db is None:
+        if active.index is None:
+            raise SearchCoreError(f"{runs_dir(runs) / ACTIVE} names no index; pass --db")
+        return active.index, active.config
+    from search_core.store import get_meta
+    conn = connect(db, readonly=True)
+    try:
+        emb = get_meta(conn, "fingerprint")["embedder"]["name"]
+    finally:
+        conn.close()
+    if emb != active.config.embedder:
+        raise SearchCoreError(f"the active config ({runs_dir(runs) / ACTIVE}, {active.source}) uses embedder "
+                              f"{active.config.embedder} but {db} was built by {emb}; drop --db to use "
+                              f"{active.index}, or pass --config to search with another config")
+    return db, active.config
