@@ -79,6 +79,10 @@ def test_64_kb_of_random_bytes_mid_file_is_reported_by_check_and_index(small_vau
     damage(db, (start - 1) * 4096, 64 * 1024, seed=1)
     r = CliRunner().invoke(main, ["check", "--db", str(db)])
     assert r.exit_code == 1 and "is damaged" in r.output and f"index VAULT --db {db} --full" in r.output
+    # `stats` used to print the counts and exit 0 on this file
+    r = CliRunner().invoke(main, ["stats", "--db", str(db)])
+    assert r.exit_code == 1 and "is damaged" in r.output and "--full" in r.output, r.output
+    assert CliRunner().invoke(main, ["stats", "--db", str(small_index)]).exit_code == 0
     with pytest.raises(SearchCoreError, match=r"damaged.*--full"):
         index_vault(small_vault, db, cache=shared_cache)
     # the fix it names works

@@ -199,12 +199,21 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
 @click.option("--json", "as_json", is_flag=True)
 def stats(db, as_json):
     """What is in an index: counts, fingerprint, vault, schema."""
+    from search_core.check import check_index
     from search_core.stats import index_stats
 
     try:
         s = index_stats(db)
+        # counts read off a damaged file look fine ("138 notes"); the quick check (quick_check + every
+        # vector read, no model, < 0.1 s on the demo index) says whether they can be trusted
+        report = check_index(db, quick=True)
     except SearchCoreError as e:
         _fail(e)
+    except _db_error() as e:
+        from tuner.cli_check import damaged_index_message
+        _fail(damaged_index_message(db, e))
+    if not report.ok:
+        _fail(SearchCoreError(report.message()))
     if as_json:
         click.echo(json.dumps(s, ensure_ascii=False, indent=2))
         return
