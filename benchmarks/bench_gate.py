@@ -126,7 +126,10 @@ def part_korquad(s, cfg, args):
     for seed in range(args.splits):
         rng = random.Random(seed)
         held = set(rng.sample(arts, max(1, round(0.2 * len(arts)))))
-        half = set(rng.sample(arts, len(arts) // 2))
+        # halves drawn within held-out and kept articles separately, so both halves hold probes
+        # (an unstratified half once left one probe on the fitting side and stopped the run)
+        kept = sorted(set(arts) - held)
+        half = set(rng.sample(sorted(held), len(held) // 2)) | set(rng.sample(kept, len(kept) // 2))
         rows = korquad_split_rows(s, cfg, retrievals, held)
         train = [r for r in rows if r["art"] in half]
         test = [r for r in rows if r["art"] not in half]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import sqlite3
 
 import numpy as np
 
@@ -22,6 +23,11 @@ from .graph import normalize_name
 
 TOP_K = 10                   # the top-k the WIG/NQC-like statistics read: 10 cosines
 AGREE_K = 5                  # dense-vs-sparse agreement is measured on the top 5 notes
+try:                                  # the index is opened with sqlean, whose errors are its own classes
+    import sqlean
+    DB_ERRORS: tuple = (sqlite3.Error, sqlean.Error)
+except ImportError:  # pragma: no cover
+    DB_ERRORS = (sqlite3.Error,)
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
 LATIN_RE = re.compile(r"[A-Za-z]")
 
@@ -54,10 +60,13 @@ def _term_df(view, conn, terms: list[str]) -> dict[str, int]:
     cache = view.__dict__.setdefault("_gate_df", {})
     todo = [t for t in terms if t not in cache]
     if todo and conn is not None:
-        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.gate_fts_vocab USING fts5vocab(main, chunks_fts, row)")
-        for t in todo:
-            row = conn.execute("SELECT doc FROM temp.gate_fts_vocab WHERE term = ?", (t,)).fetchone()
-            cache[t] = int(row[0]) if row else 0
+        try:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.gate_fts_vocab USING fts5vocab(main, chunks_fts, row)")
+            for t in todo:
+                row = conn.execute("SELECT doc FROM temp.gate_fts_vocab WHERE term = ?", (t,)).fetchone()
+                cache[t] = int(row[0]) if row else 0
+        except DB_ERRORS:     # a feature must never fail a search: unknown df counts as 0 (rare term)
+            pass
     return {t: cache.get(t, 0) for t in terms}
 
 
@@ -122,7 +131,10 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
         if top_text is None:
             top_text = ""
             if conn is not None and h0.chunk_id is not None:
-                row = conn.execute("SELECT context, text FROM chunks WHERE id = ?", (h0.chunk_id,)).fetchone()
+                try:
+                    row = conn.execute("SELECT context, text FROM chunks WHERE id = ?", (h0.chunk_id,)).fetchone()
+                except DB_ERRORS:
+                    row = None
                 top_text = f"{row[0]}\n{row[1]}" if row else ""
         note = view.notes.get(h0.note_id, {})
         f["term_overlap"] = term_overlap(query, f"{note.get('title', '')}\n{top_text}")

@@ -163,3 +163,15 @@ def test_eval_rows_carry_features_and_refit_the_gate(small_index):
     m = fit_gate_model(res["per_query"], s.fingerprint)
     assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None
     assert fit_gate_model([q for q in res["per_query"] if q["level"] != "probe"], s.fingerprint) is None
+
+
+def test_a_broken_index_table_never_fails_the_features():
+    import sqlean
+
+    from search_core.gate_features import _term_df
+
+    class View:
+        chunk_note = {1: "a"}
+
+    conn = sqlean.connect(":memory:")          # no chunks_fts: the vocabulary lookup fails inside
+    assert _term_df(View(), conn, ["abc", "xyz"]) == {"abc": 0, "xyz": 0}
