@@ -137,15 +137,14 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
     new sweep in the same ledger, its reason starting with "retest of SWEEP#ROUND"."""
     from .gold import load_gold, split_gold
     from .score import load_score_config
-    from .space import IN_MEMORY_VARIABLES
+    from .variables import kind_of
     from .sweep import SweepParams, compact_metrics
     from .workbench import Workbench, fit_threshold
 
     d = audit_data(ledger_path, sweep_id)
     marked = [x for x in d["rejected"] if x["worth_retest"]]
     info = d["sweep"]
-    known = {f.name for f in dataclasses.fields(SweepParams)}
-    p = SweepParams(**{k: v for k, v in info["params"].items() if k in known})
+    p = SweepParams.from_record(info["params"])
     active = read_active(runs)
     lg = Ledger(ledger_path)
     try:
@@ -177,14 +176,15 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                 res, decision, reason = None, "rejected:no_gain", "today's baseline already has this value"
             else:
                 try:
-                    if x["variable"] == "embedder":
+                    kind = kind_of(x["variable"])          # the same table the sweep decides by
+                    if kind.reindex:
                         bench.searcher_for(x["new"])
+                    if kind.refit_gate:
                         fitted = fit_threshold(bench.evaluate(cand, gold)["per_query"])
                         cand = cand.replace(threshold=fitted) if fitted is not None else cand
-                    fixed = base_res["latency_ms"]["p95"] if x["variable"] in IN_MEMORY_VARIABLES else None
+                    fixed = base_res["latency_ms"]["p95"] if kind.latency == "baseline" else None
                     res = bench.evaluate(cand, gold, fixed_p95=fixed)
-                    dd, _, _ = decide(base_m, res, Rule(p.objective, p.epsilon, p.level_guard, p.latency_budget_ms),
-                                      objective="gate_accuracy" if x["variable"] == "threshold" else None)
+                    dd, _, _ = decide(base_m, res, p.rule(), objective=kind.objective)
                     decision, reason = dd.decision, dd.reason
                 except SearchCoreError as e:
                     res, decision, reason = None, ("unavailable" if "Unavailable" in type(e).__name__ else "crashed"), str(e)

@@ -331,9 +331,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
             info = ledger.sweep(resume)
             if info is None:
                 _fail(SearchCoreError(f"no sweep {resume!r} in {ledger_path}; `autoresearch ledger` shows the latest"))
-            known = {f.name for f in dataclasses.fields(SweepParams)}
-            params = SweepParams(**{**{k: v for k, v in info["params"].items() if k in known},
-                                    "rounds": rounds if rounds is not None else info["params"]["rounds"]})
+            params = SweepParams.from_record(
+                info["params"], rounds=rounds if rounds is not None else info["params"]["rounds"])
             sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
         else:
             params = SweepParams(db=str(db), gold=str(gold_path), space=str(space),

@@ -50,6 +50,13 @@ class SweepParams:
     def rule(self) -> Rule:
         return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms, self.gate_epsilon)
 
+    @classmethod
+    def from_record(cls, params: dict, **changes) -> "SweepParams":
+        """The params a ledger recorded for a sweep (which also hold its `pins` and may come from an
+        older version with other keys), as SweepParams, with `changes` applied: what a resume starts from."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{**{k: v for k, v in params.items() if k in known}, **changes})
+
 
 def compact_metrics(res: dict) -> dict:
     """What the ledger keeps per round: overall, per level, gate, latency, score, and per question
