@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -65,7 +66,6 @@ def db_copy(demo_db, tmp_path):
     ('[jobs.nightly]\ncron = "0 1 * * *"\n', r"unknown job\(s\) \['nightly'\]; jobs: index, sweep, report, retest, calibrate"),
     ('[jobs.sweep]\ncron = "0 1 * * *"\nevery = "1h"\n', "exactly one of cron"),
     ('[jobs.sweep]\ncron = "0 1 * * *"\nuntil = "25:00"\n', "not a time like"),
-    ('[jobs.calibrate]\ncron = "0 3 * * 0"\n', "needs the gate calibration"),
 ])
 def test_bad_schedules_are_refused_naming_the_fix(tmp_path, demo_db, jobs, message):
     with pytest.raises(DaemonConfigError, match=message):
@@ -177,6 +177,34 @@ def test_last_fire_of_a_cron_trigger(tmp_path, demo_db):
     now = dt.datetime(2026, 11, 30, 3, 0, tzinfo=cfg.tz)
     assert last_fire(trig, now, 86400) == dt.datetime(2026, 11, 30, 1, 5, tzinfo=cfg.tz)
     assert last_fire(trig, now, 3600) is None
+
+
+def test_the_weekly_calibrate_job_writes_a_report_and_a_proposal_from_the_log_and_the_gold_sets(tmp_path, db_copy):
+    """The gate issue's calibrate, run as the daemon's job: a real recall log of real searches plus the
+    sweep's gold sets as labels; the proposal is written, never applied by the daemon."""
+    from tuner.calibrate import log_search
+    jobs = '[jobs.calibrate]\ncron = "0 3 * * 0"\n'
+    write_config(tmp_path, db_copy, jobs=jobs)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    from search_core.config import SearchConfig
+    from search_core.pipeline import Searcher
+    s = Searcher(db_copy)
+    s.use_gate()
+    rows = []
+    for q in ("GraphRAG 커뮤니티 요약은 어떻게 만들지", "리랭커 비교 결과 정리", "오늘 저녁 김치찌개 레시피"):
+        res = s.search(q, SearchConfig(embedder=s.embedder_name))
+        rows.append({"ts": time.time(), "session": "s1", "query": q, "res": res})
+    s.close()
+    log_search(runs / "recall-log.sqlite", rows)
+    r = CliRunner().invoke(main, ["daemon", "--config", str(tmp_path / "daemon.toml"), "--once", "calibrate"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["outcome"] == "ok" and out["calls"] == 3 and out["labelled"] > 10, out
+    report = Path(out["report"]).read_text(encoding="utf-8")
+    assert "retire" in report.lower() or "retirement" in report.lower()
+    assert out["proposal"] is None or Path(out["proposal"]).exists()
+    assert not Path(str(db_copy) + ".gate.json").exists()          # proposed, not applied
 
 
 def test_once_runs_a_job_and_a_clock_jumped_back_does_not_repeat_it(tmp_path, db_copy):

@@ -360,3 +360,62 @@ def log_search(path: str | Path, rows: list[dict]) -> None:
         conn.commit()
     finally:
         conn.close()
+
+
+def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: float | None,
+                    gold_paths=(), call_labels=(), gate_path: str | Path | None = None,
+                    target_probe_rate: float = 0.10):
+    """The whole calibration of one index: read the log window (`log_path` None: labels alone), label
+    calls, search the labelled gold sets, calibrate against the gate in force. Returns
+    (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
+    both call this."""
+    from search_core.config import SearchConfig
+    from search_core.pipeline import Searcher
+
+    from .gold import load_gold
+
+    searcher = Searcher(db)
+    try:
+        choice = searcher.use_gate(gate_path)
+        cfg = SearchConfig(embedder=searcher.embedder_name)
+        calls = [] if log_path is None else read_log(log_path, since_s)
+        if call_labels:
+            calls = apply_label_file(calls, list(call_labels))
+        labelled = []
+        for p in gold_paths:
+            labelled += gold_rows(searcher, load_gold(p), cfg)
+        cal = calibrate(calls, labelled, model=choice.model, cos_threshold=searcher.embedder.default_threshold,
+                        fingerprint=searcher.fingerprint, target_probe_rate=target_probe_rate)
+        cal["current"]["reason"] = choice.reason or choice.source
+        return cal, calls, labelled, choice
+    finally:
+        searcher.close()
+
+
+WEEK_S = 7 * 86400
+
+
+def daemon_job(cfg) -> dict:
+    """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
+    plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
+    and a proposal; applying it stays a person's decision (`autoresearch calibrate apply`)."""
+    from .cli_gate import calibration_report
+    from .promote import read_active
+    from .reports import emit
+
+    runs = Path(cfg.runs)
+    active = read_active(runs)
+    db = Path(active.index) if active and active.index else Path(cfg.sweep["db"])
+    log_path = runs / "recall-log.sqlite"
+    golds = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
+    cal, calls, labelled, _ = calibrate_index(db, log_path=log_path if log_path.exists() else None,
+                                              since_s=WEEK_S, gold_paths=golds)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    proposal = None
+    if cal["recommendation"].get("basis"):
+        proposal = str(runs / "reports" / f"gate-proposal-{stamp}.json")
+        Path(proposal).parent.mkdir(parents=True, exist_ok=True)
+        write_proposal(cal, db, proposal)
+    report = emit(calibration_report(cal, str(db), proposal), "md", runs / "reports" / f"calibrate-{stamp}.md")
+    return {"db": str(db), "calls": len(calls), "labelled": len(labelled), "report": report, "proposal": proposal,
+            "retire": cal["retirement"]}

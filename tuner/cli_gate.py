@@ -144,29 +144,18 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
     """Recalibrate the gate from the recall log window and labelled sets; writes a report and a proposal."""
     if ctx.invoked_subcommand is not None:
         return
-    from search_core.config import SearchConfig
-    from search_core.pipeline import Searcher
-
-    from .calibrate import apply_label_file, calibrate as run, gold_rows, probabilities, read_log, write_proposal
-    from .gold import load_gold
+    from .calibrate import calibrate_index, probabilities, write_proposal
 
     if db is None:
         _fail(SearchCoreError("calibrate needs --db (the index the gate serves)"))
     try:
-        searcher = Searcher(db)
-        choice = searcher.use_gate(gate_path)
-        cfg = SearchConfig(embedder=searcher.embedder_name)
         window = parse_window(since)
-        calls = [] if no_log else read_log(log_path, window)
-        labelled = []
-        for kind, p in map(_labels_arg, labels):
-            if kind == "gold":
-                labelled += gold_rows(searcher, load_gold(p), cfg)
-            else:
-                calls = apply_label_file(calls, parse_call_labels(p))
-        cal = run(calls, labelled, model=choice.model, cos_threshold=searcher.embedder.default_threshold,
-                  fingerprint=searcher.fingerprint, target_probe_rate=target_probe_rate)
-        cal["current"]["reason"] = choice.reason or choice.source
+        parsed = [_labels_arg(p) for p in labels]
+        gold_paths = [p for kind, p in parsed if kind == "gold"]
+        call_labels = [pair for kind, p in parsed if kind == "calls" for pair in parse_call_labels(p)]
+        cal, calls, labelled, choice = calibrate_index(
+            db, log_path=None if no_log else log_path, since_s=window, gold_paths=gold_paths,
+            call_labels=call_labels, gate_path=gate_path, target_probe_rate=target_probe_rate)
         proposal = proposal or Path(str(db) + ".gate-proposal.json")
         wrote = None
         if cal["recommendation"].get("basis"):
