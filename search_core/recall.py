@@ -24,7 +24,7 @@ from pathlib import Path
 
 from . import SearchCoreError
 from .config import read_toml
-from .recall_backend import QueryVectorCache, SearchBackend  # noqa: F401  (re-exported)
+from .recall_backend import SearchBackend  # noqa: F401  (re-exported)
 
 RECALL_ENV = "AUTORESEARCH_RECALL"          # "0" turns the whole path off (the kill switch)
 GATES = ("kill_switch", "too_short", "small_talk", "in_flight", "threshold")

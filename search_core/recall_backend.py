@@ -1,63 +1,14 @@
-"""The search behind the recall path: one warm Searcher opened lazily, with query vectors from a
-small cache behind a two-method interface (get/put), so the engine's own cache can replace it."""
+"""The search behind the recall path: one warm Searcher opened lazily, gated like `search` (the index's
+gate model, else the shipped default, else the cosine gate), with query vectors from the engine's
+bounded LRU (search_core.query_cache): recall asks the same thing often."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 from . import SearchCoreError
 from .config import SearchConfig, load_config
-
-
-# -- the query-embedding cache behind a small interface ------------------------------------------------
-class QueryVectorCache:
-    """get(text) -> vector | None, put(text, vector). A tiny thread-safe LRU; the engine's own cache
-    (issue 11) can replace it: anything with these two methods plugs into SearchBackend."""
-
-    def __init__(self, maxsize: int = 2048):
-        self.maxsize, self.hits, self.misses = maxsize, 0, 0
-        self._d: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            v = self._d.get(key)
-            if v is None:
-                self.misses += 1
-                return None
-            self._d.move_to_end(key)
-            self.hits += 1
-            return v
-
-    def put(self, key, value) -> None:
-        with self._lock:
-            self._d[key] = value
-            self._d.move_to_end(key)
-            while len(self._d) > self.maxsize:
-                self._d.popitem(last=False)
-
-
-class _CachedQueryEmbedder:
-    """The searcher's embedder with query vectors served from a cache; passages pass through."""
-
-    def __init__(self, inner, cache):
-        self._inner, self._cache = inner, cache
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def embed(self, texts, *, is_query=False):
-        import numpy as np
-        if not is_query or len(texts) != 1:
-            return self._inner.embed(texts, is_query=is_query)
-        key = (self._inner.name, texts[0])     # a reopened index may bring another embedder
-        v = self._cache.get(key)
-        if v is None:
-            v = self._inner.embed(texts, is_query=True)[0]
-            self._cache.put(key, v)
-        return np.asarray([v])
+from .query_cache import QUERY_CACHE, QueryEmbeddingCache
 
 
 class SearchBackend:
@@ -65,11 +16,14 @@ class SearchBackend:
     process) and reopened after a failure. Not thread-safe by itself: RecallEngine serializes calls."""
 
     def __init__(self, db: str | Path, cfg: SearchConfig | None = None, *, config_path: str | Path | None = None,
-                 query_cache: QueryVectorCache | None = None):
+                 query_cache: QueryEmbeddingCache | None = None, gate: str | Path | None = None):
         self.db = Path(db)
         self._cfg = cfg
         self._config_path = config_path
-        self.query_cache = query_cache if query_cache is not None else QueryVectorCache()
+        self.query_cache = query_cache if query_cache is not None else QUERY_CACHE
+        # None: what `search` uses (<db>.gate.json, else the shipped default model, else cosine);
+        # "cosine": the top-cosine threshold of the config only; a path: that gate model file
+        self.gate = gate
         self.searcher = None
         self.cfg: SearchConfig | None = None
 
@@ -79,7 +33,9 @@ class SearchBackend:
             s = Searcher(self.db)
             base = self._cfg or load_config(self._config_path)
             self.cfg = base.replace(embedder=s.embedder_name)
-            s.embedder = _CachedQueryEmbedder(s.embedder, self.query_cache)
+            s.query_cache = self.query_cache
+            if self.gate != "cosine":
+                s.use_gate(self.gate, reranker=self.cfg.reranker)   # the same gate `search` reports
             self.searcher = s
         return self.searcher
 

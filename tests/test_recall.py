@@ -41,7 +41,7 @@ class PausedBackend(SearchBackend):
 
 def _engine(db, tmp_path, backend_cls=SearchBackend, threshold=0.0, **cfg):
     log = RecallLog(tmp_path / "recall.sqlite")
-    backend = backend_cls(db, SearchConfig(threshold=threshold))
+    backend = backend_cls(db, SearchConfig(threshold=threshold), gate="cosine")   # thresholds set by the tests
     cfg.setdefault("timeout_s", 60.0)   # the shared machine: the timeout tests set their own
     return RecallEngine(backend, log, RecallConfig(**cfg)), log
 
@@ -226,15 +226,9 @@ def test_dead_embedder_server_fails_open(small_vault, tmp_path):
     assert engine.prefetch("s").stopped_by == "error"
 
 
-def test_query_vector_cache_is_a_bounded_lru(small_index):
-    from search_core.recall import QueryVectorCache
-    c = QueryVectorCache(maxsize=2)
-    c.put("a", 1)
-    c.put("b", 2)
-    assert c.get("a") == 1          # a is now the most recent
-    c.put("c", 3)                   # evicts b
-    assert c.get("b") is None and c.get("c") == 3 and (c.hits, c.misses) == (2, 1)
-    backend = SearchBackend(small_index)
+def test_recall_searches_reuse_query_vectors_from_the_engine_cache(small_index):
+    from search_core.query_cache import QueryEmbeddingCache
+    backend = SearchBackend(small_index, query_cache=QueryEmbeddingCache(8))
     first = backend.search(QUESTION)
     again = backend.search(QUESTION)
     assert backend.query_cache.hits == 1 and backend.query_cache.misses == 1

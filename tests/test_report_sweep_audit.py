@@ -143,5 +143,11 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
     assert [r["reason"].split(":")[0] for r in new[1:]] == [f"retest of {swept['sweep']}#{x['round']}" for x in marked]
     # re-tested candidates are no longer marked, and the audit says where they were re-tested
     again = audit_data(ledger, swept["sweep"])["rejected"]
-    assert not any(x["worth_retest"] for x in again)
+    retested = {x["round"] for x in marked}
+    assert not any(x["worth_retest"] for x in again if x["round"] in retested)
+    # a candidate marked now is marked because of a change the re-test itself kept
+    kept_now = {r["variable"] for r in new[1:] if r["decision"] == "kept"}
+    for x in again:
+        if x["worth_retest"]:
+            assert any(f"kept in {res['sweep']}#" in w for w in x["retest_why"]) and kept_now, x
     assert {x["retested_in"].split("#")[0] for x in again if x["retested_in"]} == {res["sweep"]}
