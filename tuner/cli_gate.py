@@ -40,26 +40,6 @@ def _labels_arg(path: Path):
     return "calls", path
 
 
-def parse_call_labels(path: Path) -> list[tuple[int, str]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SearchCoreError(f"label file {path} does not exist") from None
-    pairs, bad = [], []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        try:
-            cid, lab = line.replace(",", " ").replace("\t", " ").split()
-            pairs.append((int(cid), lab))
-        except ValueError:
-            bad.append(f"line {n}: {line[:60]!r}")
-    if bad:
-        raise SearchCoreError(f"{path}: {len(bad)} line(s) are not `ID relevant|irrelevant`: " + "; ".join(bad[:10]))
-    return pairs
-
-
 def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots: bool = False,
                        series: dict | None = None) -> Report:
     rec, tr, ret = cal["recommendation"], cal["traffic"], cal["retirement"]
@@ -144,6 +124,8 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
     """Recalibrate the gate from the recall log window and labelled sets; writes a report and a proposal."""
     if ctx.invoked_subcommand is not None:
         return
+    from search_core.recall_log import parse_label_file
+
     from .calibrate import calibrate_index, probabilities, write_proposal
 
     if db is None:
@@ -152,7 +134,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
         window = parse_window(since)
         parsed = [_labels_arg(p) for p in labels]
         gold_paths = [p for kind, p in parsed if kind == "gold"]
-        call_labels = [pair for kind, p in parsed if kind == "calls" for pair in parse_call_labels(p)]
+        call_labels = [pair for kind, p in parsed if kind == "calls" for pair in parse_label_file(p)]
         cal, calls, labelled, choice = calibrate_index(
             db, log_path=None if no_log else log_path, since_s=window, gold_paths=gold_paths,
             call_labels=call_labels, gate_path=gate_path, target_probe_rate=target_probe_rate)

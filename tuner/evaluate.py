@@ -7,6 +7,7 @@ Channel lists come through a RetrievalCache, so a weight, k or threshold change 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from search_core.config import SearchConfig
@@ -64,25 +65,33 @@ class RetrievalCache:
 UNCACHED_QUERIES = QueryEmbeddingCache(0)
 
 
-def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCache | None = None) -> list[QueryRow]:
-    if getattr(searcher, "query_cache", None) is not None and searcher.query_cache is not UNCACHED_QUERIES:
-        saved = searcher.query_cache
+@contextmanager
+def _uncached_queries(searcher):
+    """Every query embedding paid for while timing (see UNCACHED_QUERIES); the searcher's own cache back after."""
+    saved = getattr(searcher, "query_cache", None)
+    if saved is not None:
         searcher.query_cache = UNCACHED_QUERIES
-        try:
-            return run_queries(searcher, gold, cfg, cache)
-        finally:
+    try:
+        yield
+    finally:
+        if saved is not None:
             searcher.query_cache = saved
+
+
+def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCache | None = None) -> list[QueryRow]:
     rows = []
-    for q in gold.questions:
-        t0 = time.perf_counter()
-        r = cache.get(searcher, q.query, cfg.depth) if cache else searcher.retrieve(q.query, cfg.depth)
-        res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)
-        timings = dict(res.timings_ms)
-        if cache is None:
-            timings["wall"] = (time.perf_counter() - t0) * 1000
-        ranked = res.ranked[:K_LIST]    # the system's own final order: its first top_k are the results
-        rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked, first_rank(ranked, q.gold) if q.gold else None,
-                             res.gate.inject, res.gate.top_score, timings, res.gate.features))
+    with _uncached_queries(searcher):
+        for q in gold.questions:
+            t0 = time.perf_counter()
+            r = cache.get(searcher, q.query, cfg.depth) if cache else searcher.retrieve(q.query, cfg.depth)
+            res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)
+            timings = dict(res.timings_ms)
+            if cache is None:
+                timings["wall"] = (time.perf_counter() - t0) * 1000
+            ranked = res.ranked[:K_LIST]    # the system's own final order: its first top_k are the results
+            rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked,
+                                 first_rank(ranked, q.gold) if q.gold else None,
+                                 res.gate.inject, res.gate.top_score, timings, res.gate.features))
     return rows
 
 
