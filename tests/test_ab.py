@@ -274,3 +274,13 @@ def test_ctrl_c_keeps_the_finished_candidate_and_names_the_cut_one(demo_ab, mini
     assert d["data"]["cut"] == ["minilm-l6"] and "cut before finishing: minilm-l6" in json.dumps(d, ensure_ascii=False)
     # cut while building: nothing of minilm-l6's index is left; cut while evaluating: its finished index stays
     assert not [p for p in (work / "indexes").iterdir() if ".building-" in p.name]
+
+
+def test_two_spellings_that_slug_alike_get_two_index_files(tmp_path):
+    """`st:/models/bge-m3` and `st:models/bge-m3` are two models; a slug alone gave them one file."""
+    from search_core.config import ChunkConfig
+    from tuner.ab import index_path
+    a = index_path(tmp_path, "experiments/demo-vault", "st:/models/bge-m3", ChunkConfig())
+    b = index_path(tmp_path, "experiments/demo-vault", "st:models/bge-m3", ChunkConfig())
+    other_vault = index_path(tmp_path, "experiments", "st:/models/bge-m3", ChunkConfig())
+    assert len({a, b, other_vault}) == 3 and a.parent == tmp_path / "indexes"

@@ -28,9 +28,10 @@ from search_core.pipeline import Searcher
 from search_core.store import connect, get_meta
 
 from .evaluate import build_result, run_queries
-from .gold import LEVELS, GoldSet
+from .gold import GoldSet
 from .stats_util import bootstrap_ci, paired_randomization, percentile
-from .workbench import fit_threshold, slug, verify_index
+from .workbench import fit_threshold, verify_index
+from .workbench import index_path as workbench_index_path
 
 AB_METRICS = ("hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10")
 ALPHA = 0.05
@@ -159,9 +160,11 @@ def parse_candidates(embedders: str, rerankers: str | None) -> tuple[tuple[str, 
 
 
 def index_path(work: str | Path, vault: str, embedder: str, chunk_cfg: ChunkConfig) -> Path:
+    """The tuner's naming (a readable prefix and a hash of the exact spec and chunking: a slug alone lets
+    two model specs share, and overwrite, one index file), plus which vault it indexes."""
     vault_key = hashlib.sha256(str(Path(vault).resolve()).encode()).hexdigest()[:8]
-    chunk_key = hashlib.sha256(json.dumps(chunk_cfg.as_dict(), sort_keys=True).encode()).hexdigest()[:8]
-    return Path(work) / "indexes" / f"{slug(embedder)}-{vault_key}-{chunk_key}.sqlite"
+    own = workbench_index_path(Path(work) / "indexes", embedder, chunk_cfg)
+    return own.with_name(f"{own.stem}-{vault_key}.sqlite")
 
 
 def _rss_mb() -> dict:
