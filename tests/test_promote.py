@@ -35,6 +35,15 @@ def test_rule_promotes_only_a_change_that_held():
     assert "starting config" in holdout_verdict(START, dict(START), _holdout(0.8, 0.9)).reason
 
 
+def test_a_holdout_objective_that_fell_within_noise_still_promotes_but_says_so():
+    h = _holdout(0.80, 0.80)
+    h["start"]["score100"], h["final"]["score100"] = 57.90, 57.19
+    v = holdout_verdict(START, WIN, h)
+    assert v.promote and "holdout score100 fell 57.90 -> 57.19, within noise" in v.reason
+    h["final"]["score100"] = 58.40
+    assert "fell" not in holdout_verdict(START, WIN, h).reason
+
+
 def test_promote_decline_history_and_rollback(demo_db, tmp_path):
     runs = tmp_path / "runs"
     d = decide_promotion("s1", START, WIN, _holdout(0.8, 0.75), demo_db, runs)
