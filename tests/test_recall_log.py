@@ -100,4 +100,4 @@ def test_cli_stats_label_list(tmp_path):
     r = CliRunner().invoke(main, ["recall-log", "prune", "--log", str(path), "--older-than", "30d"])
     assert r.exit_code == 0 and "pruned 1 call(s)" in r.output and len(read_calls(path)) == 3
     r = CliRunner().invoke(main, ["recall-log", "stats", "--log", str(path), "--since", "soon"])
-    assert r.exit_code != 0 and "not an age" in r.output
+    assert r.exit_code != 0 and "not a duration like" in r.output

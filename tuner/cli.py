@@ -282,13 +282,13 @@ def compare(a, b, as_json, seed):
 
 
 def _parse_duration(text: str | None) -> float | None:
+    from tuner.durations import DurationError, parse_duration
     if not text:
         return None
-    units = {"s": 1, "m": 60, "h": 3600}
     try:
-        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
-    except (ValueError, IndexError):
-        raise click.BadParameter(f"{text!r} is not a duration like 90s, 30m or 8h") from None
+        return parse_duration(text)
+    except DurationError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 @main.command()

@@ -12,25 +12,18 @@ import click
 from search_core import SearchCoreError
 
 from .cli import _fail, main
+from .durations import DurationError, parse_duration
 from .reports import Para, Report, Section, Table, emit
 
 DEFAULT_LOG = Path("runs/recall-log.sqlite")
 
 
-WINDOW_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
 def parse_window(text: str) -> float | None:
     """`7d`, `24h`, `90m`, `2w`, `3600s` -> seconds; `all` -> None (the whole log)."""
-    if text == "all":
-        return None
     try:
-        value = float(text[:-1]) if text[-1] in WINDOW_UNITS else None
-    except (ValueError, IndexError):
-        value = None
-    if value is None or value <= 0:
-        raise click.BadParameter(f"{text!r} is not a window like 7d, 24h, 90m, 2w or all", param_hint="--since")
-    return value * WINDOW_UNITS[text[-1]]
+        return parse_duration(text, allow_all=True)
+    except DurationError as e:
+        raise click.BadParameter(str(e), param_hint="--since") from None
 
 
 def _labels_arg(path: Path):

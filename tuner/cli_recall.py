@@ -12,18 +12,16 @@ import click
 from search_core import SearchCoreError
 
 from .cli import _fail, main
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
+from .durations import DurationError, parse_duration
 
 def parse_age(text: str | None) -> float | None:
-    """'7d' -> seconds. s, m, h, d, w; a bare number is seconds."""
+    """'7d' -> seconds (tuner.durations: s, m, h, d, w; a bare number is seconds)."""
     if not text:
         return None
     try:
-        return float(text[:-1]) * _UNITS[text[-1]] if text[-1] in _UNITS else float(text)
-    except (ValueError, IndexError):
-        raise click.BadParameter(f"{text!r} is not an age like 7d, 12h, 30m or 2w") from None
+        return parse_duration(text)
+    except DurationError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 _LOG_OPT = click.option("--log", "log_path", type=click.Path(path_type=Path), default=Path("runs/recall-log.sqlite"),

@@ -26,6 +26,8 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import read_toml
 
+from . import durations
+
 JOB_NAMES = ("index", "sweep", "report", "retest", "calibrate")
 DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
                 "report": {"cron": "5 7 * * *"}}
@@ -40,13 +42,10 @@ class DaemonConfigError(SearchCoreError):
 
 
 def parse_duration(text) -> float:
-    if isinstance(text, (int, float)):
-        return float(text)
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     try:
-        return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
-    except (ValueError, IndexError, TypeError):
-        raise DaemonConfigError(f"{text!r} is not a duration like 90s, 30m or 8h") from None
+        return durations.parse_duration(text)
+    except durations.DurationError as e:
+        raise DaemonConfigError(str(e)) from None
 
 
 @dataclass(frozen=True)
