@@ -111,3 +111,21 @@ def _no_active_config_from_the_checkout(tmp_path, monkeypatch):
     """`search` and `eval` read runs/active.toml when no --config is given: a developer's own active config
     must not change what the tests see."""
     monkeypatch.setenv("AUTORESEARCH_RUNS", str(tmp_path / "runs"))
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tmp_path_factory):
+    """A real (randomly initialised, 2-layer) BERT cross-encoder built here: the CrossEncoder code path
+    runs end to end without hub weights."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    folder = tmp_path_factory.mktemp("tiny-ce")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("김치찌개레시피트랜스포머검색abcdefghijklmnopqrstuvwxyz")
+    (folder / "vocab.txt").write_text("\n".join(vocab), encoding="utf-8")
+    tok = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                                     num_attention_heads=2, intermediate_size=64, num_labels=1))
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

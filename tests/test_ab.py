@@ -210,6 +210,29 @@ def test_gold_ids_missing_from_the_index_fail_that_candidate_and_keep_the_report
     assert ab_report(d).verdict.startswith("no comparison: 0 candidate(s) finished")
 
 
+@pytest.mark.slow
+def test_a_reranker_ab_scores_with_a_real_cross_encoder(demo_ab, mini, tiny_cross_encoder):
+    """none vs a real CrossEncoder (a 2-layer BERT built in conftest, random weights): both on the e5 index
+    the embedder A/B built, the reranker paid per question (never served from a cache), its order scored."""
+    ce = f"ce:{tiny_cross_encoder}"
+    p = ABParams(("e5-small",), rerankers=("none", ce), tune=mini.tune, eval=mini.eval, vault=str(mini.vault),
+                 work=str(mini.work))
+    d = run_ab(p)
+    plain, reranked = d["candidates"]
+    assert (plain["status"], reranked["status"]) == ("ok", "ok"), reranked.get("message")
+    assert plain["label"] == "e5-small, no reranker" and reranked["label"] == f"e5-small + {ce}"
+    assert plain["build"]["db"] == reranked["build"]["db"]             # one embedder's index
+    assert reranked["result"]["config"]["reranker"] == ce
+    assert reranked["latency"]["rerank"]["p50"] > 0 and plain["latency"].get("rerank", {"p95": 0})["p95"] == 0
+    assert reranked["latency"]["samples"] == plain["latency"]["samples"] == 16
+    # a random cross-encoder reorders the fused list: the scored lists differ, the question set does not
+    ranks = lambda c: [q["first_rank"] for q in c["result"]["per_query"]]
+    assert [q["id"] for q in plain["result"]["per_query"]] == [q["id"] for q in reranked["result"]["per_query"]]
+    assert ranks(plain) != ranks(reranked)
+    (pair,) = d["pairs"]
+    assert pair["b"] == reranked["label"] and pair["n"] == 10
+
+
 def _ab_cmd(mini, work: Path, out: Path, embedders="e5-small,minilm-l6") -> list:
     return [sys.executable, "-c", "from tuner.cli import main; main()", "ab", "--embedders", embedders,
             "--gold", str(mini.gold), "--split", "0.5", "--vault", str(mini.vault), "--work", str(work),

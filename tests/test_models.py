@@ -119,24 +119,6 @@ def test_http_reranker_down():
         get_reranker(f"rerank+http://127.0.0.1:{free_port()}/rerank")
 
 
-@pytest.fixture(scope="session")
-def tiny_cross_encoder(tmp_path_factory):
-    """A real (randomly initialised, 2-layer) BERT cross-encoder built here: the CrossEncoder code path
-    runs end to end without hub weights."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-    folder = tmp_path_factory.mktemp("tiny-ce")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list("김치찌개레시피트랜스포머검색abcdefghijklmnopqrstuvwxyz")
-    (folder / "vocab.txt").write_text("\n".join(vocab), encoding="utf-8")
-    tok = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
-    torch.manual_seed(0)
-    model = BertForSequenceClassification(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
-                                                     num_attention_heads=2, intermediate_size=64, num_labels=1))
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
-
-
 def test_cross_encoder_reranker_path(tiny_cross_encoder, small_index):
     name = f"ce:{tiny_cross_encoder}"
     r = get_reranker(name)
