@@ -4,7 +4,7 @@ import dataclasses
 from pathlib import Path
 
 from search_core.config import SearchConfig
-from tuner.variables import VARIABLE_KINDS, gate_field, kind_of, unavailable_reason, unchanged_reason
+from tuner.variables import VARIABLE_KINDS, gate_field, kind_of, unavailable_fix, unavailable_reason, unchanged_reason
 
 
 def test_every_config_field_has_a_kind():
@@ -32,3 +32,11 @@ def test_the_sweep_names_no_variable():
     text = (Path(__file__).resolve().parent.parent / "tuner" / "sweep.py").read_text()
     for name in ('"embedder"', '"threshold"', '"rerank_depth"', '"reranker"'):
         assert name not in text
+
+
+def test_the_fix_for_an_unavailable_round_follows_the_kind():
+    # a threshold round is unavailable for want of probes, not of model weights (the autorag morning
+    # report told the reader to make the threshold "loadable offline")
+    assert unavailable_fix("threshold").startswith("add probes to the tuning set")
+    for name in ("embedder", "reranker"):
+        assert unavailable_fix(name).startswith("make the model loadable offline")

@@ -15,6 +15,7 @@ from .ledger import Ledger
 from .promote import History, holdout_verdict, runs_dir
 from .reports import Para, Plot, Report, Section, Table
 from .reports.plots import progress_plot
+from .variables import unavailable_fix
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
 REQUIRED_COLUMNS = {"sweeps": {"id", "created", "params", "start_config", "status", "summary"},
@@ -169,7 +170,8 @@ def build_sweep_report(d: dict) -> Report:
             a, b = start_m["by_level"].get(lv, {}), final_m["by_level"].get(lv, {})
             level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
     flips = hold["compare"]["flipped"] if hold else []
-    fail_rows = tuple((r["round"], r["variable"], str(r["new"]), r["decision"], r["reason"], FIXES[r["decision"]])
+    fail_rows = tuple((r["round"], r["variable"], str(r["new"]), r["decision"], r["reason"],
+                       unavailable_fix(r["variable"]) if r["decision"] == "unavailable" else FIXES[r["decision"]])
                       for r in rounds if r["decision"] in FIXES)
 
     sections = (

@@ -86,6 +86,20 @@ def unavailable_reason(name: str, *, probes: int) -> str | None:
     return None
 
 
+def unavailable_fix(name: str) -> str:
+    """What a person does about an `unavailable` round over `name`: the fix depends on why such a round
+    can be unavailable, which is the variable's kind (no probes for a gate, no weights for a model)."""
+    try:
+        kind = kind_of(name)
+    except KeyError:
+        kind = None
+    if kind is not None and kind.needs_probes:
+        return ("add probes to the tuning set (`level: probe`, no gold; `autoresearch probes make` holds out "
+                "whole documents to make them), or remove the variable from the space")
+    return ("make the model loadable offline (a pip package with its weights, a local folder, or a local "
+            "server), or remove the value from the space")
+
+
 def gate_field() -> str:
     """The config field the gate kind owns (the one a model change re-fits)."""
     return next(n for n, k in VARIABLE_KINDS.items() if k is GATE)
