@@ -307,3 +307,9 @@ def test_two_spellings_that_slug_alike_get_two_index_files(tmp_path):
     b = index_path(tmp_path, "experiments/demo-vault", "st:models/bge-m3", ChunkConfig())
     other_vault = index_path(tmp_path, "experiments", "st:/models/bge-m3", ChunkConfig())
     assert len({a, b, other_vault}) == 3 and a.parent == tmp_path / "indexes"
+
+
+def test_gate_accuracy_without_probes_is_not_printed_as_perfect():
+    from tuner.report_ab import _gate_accuracy
+    assert _gate_accuracy({"probes": 0, "gate_accuracy": 1.0}) == "n/a: no probes"
+    assert _gate_accuracy({"probes": 6, "gate_accuracy": 0.75}) == 0.75

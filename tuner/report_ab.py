@@ -61,10 +61,18 @@ def _costs(ok: list) -> Section:
                      "config and questions made by an earlier A/B is reused (latency included); --fresh re-measures"),))
 
 
+def _gate_accuracy(gate: dict):
+    """Accuracy over answerable questions alone only says every one was injected: with no probes there is
+    nothing to measure a gate on, and the table says so instead of printing 1.0."""
+    if not gate.get("probes"):
+        return "n/a: no probes"
+    return gate.get("gate_accuracy")
+
+
 def _quality(ok: list) -> Section:
     rows = tuple((c["label"], c["result"]["n"], *(c["result"]["overall"].get(m) for m in AB_METRICS),
                   c["threshold"], "fitted" if c["threshold_fitted"] else "model default",
-                  c["result"]["gate"].get("gate_accuracy"), c["result"]["gate"].get("probes"),
+                  _gate_accuracy(c["result"]["gate"]), c["result"]["gate"].get("probes"),
                   c["result"]["gate"].get("probes_injected")) for c in ok)
     cols = ("candidate", "questions", *(METRIC_NAMES[m] for m in AB_METRICS), "gate threshold", "threshold from",
             "gate accuracy", "probes", "probes injected")
@@ -78,7 +86,9 @@ def _quality(ok: list) -> Section:
     blocks = [Table(cols, rows, "answerable questions of the evaluation set; gate accuracy over answerable + probes")]
     if level_rows:
         blocks.append(Table(("level", "candidate", "questions", *(METRIC_NAMES[m] for m in AB_METRICS)),
-                            tuple(level_rows), "per level; the cross-lingual level (XL) on its own lines"))
+                            tuple(level_rows), "per level; the cross-lingual level (XL) on its own lines"
+                            + ("" if any(r[0].startswith("XL") for r in level_rows)
+                               else "; this evaluation set has no XL (cross-lingual) questions")))
     return Section("Quality", tuple(blocks))
 
 
