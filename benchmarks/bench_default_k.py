@@ -103,7 +103,12 @@ def hits(res: dict) -> int:
 def line(res: dict) -> dict:
     o = res["overall"]
     return {"hit5_questions": hits(res), "hit@5": round(o["hit@5"], 4), "mrr": round(o["mrr"], 4),
-            "ndcg@10": round(o["ndcg@10"], 4), "score100": round(res["score100"], 2)}
+            "ndcg@10": round(o["ndcg@10"], 4), "score100": round(score(res), 2)}
+
+
+def score(res: dict) -> float:
+    from tuner.decide import objective_value
+    return objective_value(res, "score100")
 
 
 def main() -> None:
@@ -115,6 +120,7 @@ def main() -> None:
                     help="a seeded sample of KorQuAD dev's 5,774 questions (0: all)")
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reuse", action="store_true", help="load a set's sweep and grid saved by an earlier run")
     args = ap.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from search_core.config import SearchConfig
@@ -123,8 +129,15 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     results = []
     for s in sets(args):
-        print(f"== {s['name']}", flush=True)
-        r = run_set(s, args.rounds, args.seed)
+        saved = OUT / f"default-k-set-{s['name']}.json"
+        if args.reuse and saved.exists():
+            r = json.loads(saved.read_text(encoding="utf-8"))
+            r["grid"] = {int(k): v for k, v in r["grid"].items()}
+            print(f"== {s['name']}: reused {saved}", flush=True)
+        else:
+            print(f"== {s['name']}", flush=True)
+            r = run_set(s, args.rounds, args.seed)
+            saved.write_text(json.dumps(r, ensure_ascii=False), encoding="utf-8")
         sw = r["sweep"]
         print(f"   sweep {sw['seconds']} s: k {sw['start_k']} -> {sw['chosen_k']}; holdout "
               f"{sw['holdout']['start']} -> {sw['holdout']['final']}, regressed={sw['holdout']['holdout_regressed']}",
@@ -134,7 +147,7 @@ def main() -> None:
     eligible = []
     for k in GRID:
         if all(hits(r["grid"][k]["tune"]) >= hits(r["grid"][shipped]["tune"]) for r in results):
-            mean_score = sum(r["grid"][k]["tune"]["score100"] for r in results) / len(results)
+            mean_score = sum(score(r["grid"][k]["tune"]) for r in results) / len(results)
             eligible.append((mean_score, -k, k))
     eligible.sort(reverse=True)
     candidate = eligible[0][2] if eligible else shipped
