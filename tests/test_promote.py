@@ -58,7 +58,7 @@ def test_promote_decline_history_and_rollback(demo_db, tmp_path):
     kinds = [(e["id"], e["kind"], e["sweep"]) for e in History(runs).events()]
     assert kinds == [(d["event"], "declined", "s1"), (p1["event"], "promoted", "s2"), (p2["event"], "promoted", "s3")]
     r = rollback(None, runs)                                        # undo the latest: back to WIN
-    assert r["undid"] == p2["event"] and read_active(runs).config.rrf_k == 60
+    assert r["undid"] == p2["event"] and read_active(runs).config.rrf_k == SearchConfig().rrf_k
     with pytest.raises(SearchCoreError, match="already rolled back"):
         rollback(p2["event"], runs)
     with pytest.raises(SearchCoreError, match=r"is not a promotion; promotions that can be rolled back: #2, #3"):

@@ -93,8 +93,8 @@ def test_space_file_is_checked_on_load(tmp_path, text, match):
 
 def test_out_of_range_start_config_is_refused(tmp_path):
     p = tmp_path / "s.toml"
-    p.write_text("[rrf_k]\nkind='int'\nlow=1\nhigh=30\n")
-    with pytest.raises(SearchCoreError, match="rrf_k = 60, outside the space"):
+    p.write_text("[rrf_k]\nkind='int'\nlow=10\nhigh=30\n")
+    with pytest.raises(SearchCoreError, match="rrf_k = 2, outside the space"):
         load_space(p).check_config(SearchConfig())
 
 
