@@ -7,8 +7,6 @@ gates in memory, so the tuner can re-fuse cached channel lists under new weights
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import json
 import os
 import re
 import time
@@ -23,6 +21,7 @@ from . import ranking
 from .config import CHANNELS, SearchConfig
 from .fusion import weighted_rrf
 from .gate_features import gate_features
+from .hashing import hash_json
 from .gate_model import COSINE, GateChoice, choose_gate
 from .indexer import fingerprint_mismatch_message
 from .limits import cap_query
@@ -152,8 +151,7 @@ class Searcher:
     @property
     def fingerprint_key(self) -> str:
         """Changes whenever the index content does: the key for caching channel lists."""
-        blob = json.dumps([self.fingerprint, self._stamp[2:] if self._stamp else None], sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return hash_json([self.fingerprint, self._stamp[2:] if self._stamp else None], 16, ascii=True)
 
     @property
     def embedder_name(self) -> str:

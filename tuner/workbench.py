@@ -3,14 +3,13 @@ the channel-list cache, the reranker-score cache, and the threshold fit for a ne
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import time
 from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
+from search_core.hashing import hash_json
 from search_core.indexer import default_cache_path, index_vault
 from search_core.pipeline import Searcher
 from search_core.store import connect, get_meta
@@ -87,7 +86,7 @@ def index_path(index_dir: str | Path, embedder: str, chunk_cfg: ChunkConfig) -> 
     """The index file of one embedder spec: a readable prefix, then a hash of the exact spec and chunking.
     The slug alone maps `st:/models/bge-m3` and `st:models/bge-m3` (or two long URLs cut at 60
     characters) to one file, and two models would overwrite each other's index."""
-    key = hashlib.sha256(json.dumps([embedder, chunk_cfg.as_dict()], sort_keys=True).encode()).hexdigest()[:16]
+    key = hash_json([embedder, chunk_cfg.as_dict()], 16, ascii=True)   # ascii: existing index file names
     return Path(index_dir) / f"{slug(embedder)[:40]}-{key}.sqlite"
 
 
