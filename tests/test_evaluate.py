@@ -76,3 +76,23 @@ def test_fake_miss_audit_finds_a_planted_near_duplicate(tmp_path, shared_cache):
     assert "other" not in gaps
     hit = QueryRow("q", "L1", "x", ("reranker",), ("reranker", "reranker-copy"), 1, True, 0.9, {})
     assert possible_gold_gaps(s, [hit], SearchConfig()) == []          # only misses are audited
+
+
+def test_a_small_set_is_timed_over_repeated_passes_until_the_p95_stands_on_100_timings(demo_index):
+    from tuner.evaluate import TIMING_SAMPLES, timing_passes
+    assert TIMING_SAMPLES == 100
+    assert [timing_passes(n, 100) for n in (32, 36, 100, 120, 0)] == [4, 3, 1, 1, 1]
+    assert timing_passes(32, 0) == 1
+    s = Searcher(demo_index)
+    gold = load_gold(ROOT / "experiments/gold/demo-tune.yaml")
+    n = len(gold.questions)
+    cache = RetrievalCache()
+    one = evaluate(s, gold, SearchConfig(), cache=cache, audit=False)
+    assert one.latency_ms["total"]["n"] == n
+    many = evaluate(s, gold, SearchConfig(), cache=cache, audit=False, min_timing_samples=100)
+    passes = timing_passes(n, 100)
+    assert passes >= 2 and many.latency_ms["total"]["n"] == passes * n
+    assert many.latency_ms["embed"]["n"] == passes * n           # every stage stands on every pass
+    assert many.as_json()["latency_ms"]["n"] == passes * n       # what the ledger and the reports read
+    assert many.overall == one.overall                           # quality comes from one pass
+    assert cache.hits == n                                       # the repeats searched for real, uncached

@@ -11,6 +11,24 @@ from dataclasses import dataclass
 
 OBJECTIVES = ("score100", "mrr", "hit@5", "ndcg@10", "gate_accuracy")
 
+# Latency inside measurement noise is no difference. A timed round (retrieval, index, reranker) whose
+# p95 lies within max(NOISE_MS, NOISE_REL x baseline p95) of its baseline's is scored with the
+# baseline's p95, so its decision rests on quality alone and does not flip from run to run. Why these
+# numbers: BENCHMARKS.md "Trustworthy keep decisions" (the pass-to-pass spread of the demo tuning
+# set's p95, 108 timings each).
+NOISE_MS = 5.0
+NOISE_REL = 0.20
+
+
+def latency_noise_ms(base_p95: float) -> float:
+    """The band around a baseline p95 inside which a candidate's p95 counts as equal."""
+    return max(NOISE_MS, NOISE_REL * base_p95)
+
+
+def latency_for_decision(base_p95: float, cand_p95: float) -> float:
+    """The p95 a timed candidate is scored with: the baseline's when the two are within noise."""
+    return base_p95 if abs(cand_p95 - base_p95) <= latency_noise_ms(base_p95) else cand_p95
+
 
 @dataclass(frozen=True)
 class Rule:
