@@ -9,6 +9,7 @@
      sweep's timed round makes (>= 100 timings): the spread behind decide.NOISE_MS / NOISE_REL
 
     python benchmarks/bench_sweep.py [--parts ABCDE]
+    (from a git worktree: AUTORESEARCH_DATA=/path/to/shared/data python benchmarks/bench_sweep.py)
 
 Every part records the load average before and after it (os.getloadavg): timings on a shared machine
 are upper bounds. E needs the demo index that A builds.
@@ -25,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import DATA, ROOT, summary, write_result  # noqa: E402
+DATA = Path(os.environ.get("AUTORESEARCH_DATA", DATA))   # a git worktree sits one level deeper than ../shared
 
 OUT = ROOT / "runs" / "bench"
 DEMO = ROOT / "experiments"
