@@ -65,8 +65,10 @@ def space(tmp_path, text, name="space.toml"):
 
 def run_sweep(tmp_path, demo_index, space_text, rounds, seed=0, holdout=None, ledger="ledger.sqlite"):
     lg = Ledger(tmp_path / ledger)
+    # one timed pass: these sweeps are about fusion decisions; repeated timing is tested where it decides
     p = SweepParams(db=str(demo_index), gold=TUNE, space=space(tmp_path, space_text), rounds=rounds, seed=seed,
-                    holdout=holdout, vault=str(DEMO_VAULT), index_dir=str(demo_index.parent / "indexes"))
+                    holdout=holdout, vault=str(DEMO_VAULT), index_dir=str(demo_index.parent / "indexes"),
+                    timing_samples=0)
     sw = Sweep(p, lg)
     summary = sw.run()
     return sw, summary, lg.rounds(sw.id)

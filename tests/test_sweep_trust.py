@@ -5,6 +5,7 @@ import shutil
 import yaml
 
 from search_core.config import SearchConfig
+from tuner.evaluate import TIMING_SAMPLES
 from tuner.ledger import Ledger
 from tuner.sweep import Sweep, SweepParams
 from tuner.workbench import Workbench
@@ -16,12 +17,14 @@ DEMO_SPACE = ROOT / "experiments/spaces/default.toml"
 
 
 def sweep(tmp_path, db, space_text, rounds, *, gold=TUNE, seed=0, ledger="l.sqlite", progress=None, start=None,
-          index_dir=None):
+          index_dir=None, timing_samples=0):
+    """timing_samples 0 (one timed pass) unless a test is about timed decisions: repeated passes cost
+    72 more searches per timed evaluation and are tested where they matter."""
     sp = tmp_path / f"space-{ledger}.toml"
     sp.write_text(space_text)
     lg = Ledger(tmp_path / ledger)
     p = SweepParams(db=str(db), gold=str(gold), space=str(sp), rounds=rounds, seed=seed, vault=str(DEMO_VAULT),
-                    index_dir=str(index_dir or tmp_path / "indexes"))
+                    index_dir=str(index_dir or tmp_path / "indexes"), timing_samples=timing_samples)
     sw = Sweep(p, lg, progress=progress, start=start)
     summary = sw.run()
     return summary, lg.rounds(sw.id)
@@ -97,7 +100,8 @@ def test_the_demo_space_gives_the_same_decisions_twice(demo_index, tmp_path, mon
         '\n[depth]\nkind = "int"\nlow = 10\nhigh = 90\nstep = 20\n' \
         f'[reranker]\nkind = "categorical"\nchoices = ["none", "{reranker}"]\n'
     start = SearchConfig(reranker=reranker, rerank_depth=10)
-    runs = [sweep(tmp_path, demo_index, text, 20, seed=7, ledger=f"{x}.sqlite", start=start)[1] for x in "ab"]
+    runs = [sweep(tmp_path, demo_index, text, 20, seed=7, ledger=f"{x}.sqlite", start=start,
+                  timing_samples=TIMING_SAMPLES)[1] for x in "ab"]
     a, b = runs
     key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
     timed = [r for r in a[1:] if r["metrics"] and r["metrics"]["latency_charge"]["kind"] != "fusion"
