@@ -229,9 +229,12 @@ def stats(db, as_json):
 @click.option("--reranker", default=None)
 @click.option("--allow-missing", is_flag=True, help="Warn (instead of failing) on gold ids not in the index.")
 @click.option("--no-audit", is_flag=True, help="Skip the fake-miss audit.")
+@click.option("--timing-samples", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Repeat timed passes over a small set until each latency percentile stands on this many "
+                   "timings (0: one pass).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/evals"), help="Where the full result goes.")
 @click.option("--json", "as_json", is_flag=True)
-def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out, as_json):
+def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
     from search_core.pipeline import Searcher
@@ -249,7 +252,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out,
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
         result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
-                          score_cfg=load_score_config(config_path)).as_json()
+                          score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).as_json()
     except SearchCoreError as e:
         _fail(e)
     except _db_error() as e:
