@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import SearchCoreError
+from .hashing import hash_json
 
 CHANNELS = ("dense", "sparse", "decomposed", "entity")
 
@@ -62,8 +61,7 @@ class SearchConfig:
         return d
 
     def config_hash(self) -> str:
-        blob = json.dumps(self.as_dict(), sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return hash_json(self.as_dict(), 12)
 
     def replace(self, **changes) -> "SearchConfig":
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}

@@ -7,12 +7,12 @@ costs nothing. Batches are committed as they finish, so Ctrl-C keeps the work al
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .hashing import hash_json
 from .store import connect
 
 
@@ -25,7 +25,7 @@ def text_hash(text: str) -> str:
 
 
 def model_key(fingerprint: dict) -> str:
-    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+    return hash_json(fingerprint, 16, ascii=True)     # ascii: the key every existing cache row carries
 
 
 class EmbeddingCache:

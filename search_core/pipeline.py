@@ -7,9 +7,6 @@ gates in memory, so the tuner can re-fuse cached channel lists under new weights
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -24,18 +21,12 @@ from .config import CHANNELS, SearchConfig
 from .fusion import weighted_rrf
 from .gate_features import gate_features
 from .gate_model import COSINE, GateChoice, choose_gate
-from .indexer import fingerprint_mismatch_message
+from .index_handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
 from .limits import cap_query
-from .models import get_embedder, get_reranker
+from .models import get_reranker
 from .query_cache import QUERY_CACHE
-from .store import get_meta, open_index
-from .view import IndexView
 
 SNIPPET_CHARS = 220
-
-
-class IndexChangedError(SearchCoreError):
-    """The index file under a warm searcher now has another fingerprint (another embedder or chunking)."""
 
 
 @dataclass(frozen=True)
@@ -118,30 +109,24 @@ def check_query(query: str) -> str:
 
 
 class Searcher:
-    """A warm searcher over one index file. Reloads its view when the file is replaced or updated."""
+    """A warm searcher over one index file: retrieval (the channels) and ranking (search_core.ranking)
+    over the view its IndexHandle keeps current. Reloads when the file is replaced or updated."""
 
     def __init__(self, db: str | Path, *, embedder: str | None = None):
-        self.db = Path(db)
-        self.conn = open_index(self.db)
-        self.fingerprint = get_meta(self.conn, "fingerprint")
-        recorded = self.fingerprint["embedder"]["name"]
-        if embedder is not None and embedder != recorded:
-            raise SearchCoreError(fingerprint_mismatch_message(
-                self.db, self.fingerprint, {"embedder": {"name": embedder}, "chunking": self.fingerprint["chunking"]}))
-        self.embedder = get_embedder(recorded)
-        live = self.embedder.fingerprint()
-        if live != self.fingerprint["embedder"]:
-            raise SearchCoreError(fingerprint_mismatch_message(
-                self.db, self.fingerprint, {"embedder": live, "chunking": self.fingerprint["chunking"]}))
-        self._stamp = None
-        self.view: IndexView | None = None
+        self.index = IndexHandle(db, embedder=embedder)   # open, verify the fingerprint, build the view
+        self.embedder = self.index.embedder
         self.rerank_cache: dict | None = None     # (reranker, query, note, chunk) -> score, set by the tuner
         # reranker -> ms per pair, set by the tuner with rerank_cache: every pair is charged this (measured
         # once per model, cold), cached or not, so a cached reranker never looks free
         self.rerank_cost: dict | None = None
         self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (models/threads.py)
         self.gate_choice: GateChoice = COSINE       # use_gate() attaches a gate model
-        self._refresh()
+
+    # the index handle's parts, under the names every caller (servers, tuner, tests) reads
+    db = property(lambda self: self.index.db)
+    conn = property(lambda self: self.index.conn)
+    view = property(lambda self: self.index.view)
+    fingerprint = property(lambda self: self.index.fingerprint)
 
     def use_gate(self, path: str | Path | None = None, *, reranker: str = "none", default: bool = True) -> GateChoice:
         """Gate with a model: `path`, else `<db>.gate.json`, else the shipped default; the cosine gate
@@ -152,44 +137,17 @@ class Searcher:
     @property
     def fingerprint_key(self) -> str:
         """Changes whenever the index content does: the key for caching channel lists."""
-        blob = json.dumps([self.fingerprint, self._stamp[2:] if self._stamp else None], sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return self.index.fingerprint_key
 
     @property
     def embedder_name(self) -> str:
         return self.fingerprint["embedder"]["name"]
 
-    def _file_stamp(self):
-        """(inode, data_version, generation, indexed_at). data_version changes on this connection whenever
-        another connection commits (any commit, not one per second); the generation counter is bumped by
-        every indexing transaction and keys caches across processes."""
-        st = os.stat(self.db)
-        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        return (st.st_ino, version, get_meta(self.conn, "generation", 0), get_meta(self.conn, "indexed_at"))
-
     def _refresh(self):
-        try:
-            stamp = self._file_stamp()
-        except FileNotFoundError:
-            raise SearchCoreError(f"index {self.db} disappeared; rebuild it with `autoresearch index`") from None
-        if stamp[0] != (self._stamp or (None,))[0]:          # replaced by a full rebuild: reopen
-            if self._stamp is not None:
-                self.conn.close()
-                self.conn = open_index(self.db)
-                stamp = self._file_stamp()
-        if stamp != self._stamp:
-            fp = get_meta(self.conn, "fingerprint")
-            if fp != self.fingerprint:
-                # this searcher's embedder makes the query vectors: never search another model's vectors
-                raise IndexChangedError(
-                    f"{self.db} was rebuilt by another embedder or chunking while this searcher held it "
-                    f"(was {self.fingerprint['embedder']['name']}, now {fp['embedder']['name']}); "
-                    "open a new searcher on it (restart the server or sweep)")
-            self.view = IndexView(self.conn)
-            self._stamp = stamp
+        self.index.refresh()
 
     def close(self):
-        self.conn.close()
+        self.index.close()
 
     def warm_up(self) -> None:
         """Load the embedder and the lazy parts of the view once, untimed: the first query of a process

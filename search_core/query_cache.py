@@ -8,13 +8,12 @@ vector never crosses embedders, and the same text asked of two embedders in one 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections import OrderedDict
 
 import numpy as np
 
+from .hashing import hash_json
 from .models.threads import QUERY_THREADS, embed_queries
 
 # 2,048 vectors of 384 float32 are 3 MiB (1024-dim: 8 MiB): a week of distinct recall questions fits.
@@ -22,7 +21,7 @@ DEFAULT_SIZE = 2048
 
 
 def fingerprint_key(embedder) -> str:
-    return hashlib.sha256(json.dumps(embedder.fingerprint(), sort_keys=True).encode()).hexdigest()[:16]
+    return hash_json(embedder.fingerprint(), 16, ascii=True)
 
 
 class QueryEmbeddingCache:

@@ -73,6 +73,23 @@ def demo_index(tmp_path_factory, shared_cache):
     return out / "index.sqlite"
 
 
+@pytest.fixture(scope="session")
+def demo_mini_index(tmp_path_factory, shared_cache, demo_index):
+    """The demo tuning set's gold notes only (35 of the demo vault's 138), indexed by e5-small: model rounds
+    build a second model's index of it in a quarter of the time the whole vault takes. Its texts are the
+    demo vault's, so after demo_index every e5 vector comes from the shared embedding cache."""
+    import shutil
+    from search_core.indexer import index_vault
+    from tuner.gold import load_gold
+    root = tmp_path_factory.mktemp("demo-mini")
+    for nid in sorted(load_gold(ROOT / "experiments" / "gold" / "demo-tune.yaml").gold_ids()):
+        dst = root / "vault" / f"{nid}.md"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(DEMO_VAULT / f"{nid}.md", dst)
+    index_vault(root / "vault", root / "index.sqlite", cache=shared_cache)
+    return root / "index.sqlite"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

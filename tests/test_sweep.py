@@ -8,12 +8,14 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from search_core.config import load_config
 from search_core.store import connect, get_meta
 from tuner.cli import main
 from tuner.ledger import Ledger
 from tuner.sweep import Sweep, SweepParams
 from tuner.workbench import IndexVerificationError, Workbench, verify_index
 from tests.conftest import DEMO_VAULT, ROOT
+from tests.test_models import rerank_server  # noqa: F401  a real HTTP rerank server fixture
 
 TUNE = str(ROOT / "experiments/gold/demo-tune.yaml")
 HOLD = str(ROOT / "experiments/gold/demo-holdout.yaml")
@@ -63,8 +65,10 @@ def space(tmp_path, text, name="space.toml"):
 
 def run_sweep(tmp_path, demo_index, space_text, rounds, seed=0, holdout=None, ledger="ledger.sqlite"):
     lg = Ledger(tmp_path / ledger)
+    # one timed pass: these sweeps are about fusion decisions; repeated timing is tested where it decides
     p = SweepParams(db=str(demo_index), gold=TUNE, space=space(tmp_path, space_text), rounds=rounds, seed=seed,
-                    holdout=holdout, vault=str(DEMO_VAULT), index_dir=str(demo_index.parent / "indexes"))
+                    holdout=holdout, vault=str(DEMO_VAULT), index_dir=str(demo_index.parent / "indexes"),
+                    timing_samples=0)
     sw = Sweep(p, lg)
     summary = sw.run()
     return sw, summary, lg.rounds(sw.id)
@@ -98,29 +102,39 @@ def test_sweep_keeps_and_rejects_with_reasons_and_reports_holdout(demo_index, tm
     assert isinstance(h["holdout_regressed"], bool)
 
 
-def test_same_seed_same_decisions(demo_index, tmp_path):
-    _, _, a = run_sweep(tmp_path, demo_index, FUSION_SPACE, 15, seed=3, ledger="a.sqlite")
-    _, _, b = run_sweep(tmp_path, demo_index, FUSION_SPACE, 15, seed=3, ledger="b.sqlite")
-    key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
-    assert key(a) == key(b)
-
-
-def test_model_rounds_build_their_own_index_and_log_unavailable(demo_index, tmp_path, monkeypatch):
+def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twice(demo_mini_index, tmp_path,
+                                                                                   monkeypatch):
+    """On the demo tuning set's own notes (a quarter of the vault: minilm-l6 indexes it in seconds). The
+    second run with the same seed finds the minilm index built and must make the same decisions, though
+    its embedder round is timed again."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    sw, summary, rounds = run_sweep(tmp_path, demo_index, MODEL_SPACE, 4)
+    vault = demo_mini_index.parent / "vault"
+    index_dir = demo_mini_index.parent / "indexes"
+    runs = []
+    for name in ("a", "b"):
+        lg = Ledger(tmp_path / f"{name}.sqlite")
+        p = SweepParams(db=str(demo_mini_index), gold=TUNE, space=space(tmp_path, MODEL_SPACE), rounds=4, seed=0,
+                        vault=str(vault), index_dir=str(index_dir))
+        sw = Sweep(p, lg)
+        sw.run()
+        runs.append(lg.rounds(sw.id))
+    rounds = runs[0]
     by_new = {r["new"]: r for r in rounds[1:]}
     minilm = by_new["minilm-l6"]
     assert minilm["decision"] in {"kept", "rejected:hit5_regressed", "rejected:no_gain"}
     assert minilm["config"]["threshold"] != rounds[0]["config"]["threshold"]    # the gate was re-fitted
+    assert minilm["metrics"]["latency_charge"]["p95_samples"] >= 100              # timed, over repeated passes
     assert by_new["BAAI/bge-m3"]["decision"] == "unavailable"
     assert "huggingface-cli download BAAI/bge-m3" in by_new["BAAI/bge-m3"]["reason"]
     assert by_new["BAAI/bge-reranker-base"]["decision"] == "unavailable"
+    key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
+    assert key(runs[0]) == key(runs[1])
     # the minilm index is its own file, built by minilm alone; the e5 index was never touched
-    minilm_db = next((demo_index.parent / "indexes").glob("minilm-l6-*.sqlite"))
+    minilm_db = next(index_dir.glob("minilm-l6-*.sqlite"))
     assert verify_index(minilm_db, "minilm-l6")["embedder"]["name"] == "minilm-l6"
-    assert get_meta(connect(demo_index), "fingerprint")["embedder"]["name"] == "e5-small"
+    assert get_meta(connect(demo_mini_index), "fingerprint")["embedder"]["name"] == "e5-small"
     # swapping back to a model costs a fraction of the first time: cache + incremental index
-    wb = Workbench(demo_index, vault=str(DEMO_VAULT), index_dir=str(demo_index.parent / "indexes"))
+    wb = Workbench(demo_mini_index, vault=str(vault), index_dir=str(index_dir))
     _, again = wb.searcher_for("minilm-l6")
     assert again < max(minilm["reindex_s"], 1.0)
 
@@ -135,13 +149,33 @@ def test_verify_index_catches_a_mixed_index(small_index):
         verify_index(small_index, "minilm-l6")
 
 
-def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path):
-    sp = space(tmp_path, FUSION_SPACE)
+TIMED_SPACE = FUSION_SPACE + """
+[depth]
+kind = "int"
+low = 10
+high = 90
+step = 20
+[rerank_depth]
+kind = "int"
+low = 5
+high = 30
+step = 5
+"""
+
+
+def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, rerank_server):
+    """Timed variables included: depth (new channel lists, measured) and rerank_depth with a real HTTP
+    reranker on (charged per pair, the cost measured again by the resumed process)."""
+    sp = space(tmp_path, TIMED_SPACE)
+    start = tmp_path / "start.toml"
+    start.write_text(f'reranker = "rerank+{rerank_server}/rerank"\nrerank_depth = 10\n')
     ledger = tmp_path / "kill.sqlite"
+    rounds = 21                 # 3 rounds per variable; timed rounds search 108 times each
     args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index), "--gold", TUNE, "--space", sp,
-            "--rounds", "100", "--seed", "5", "--ledger", str(ledger), "--vault", str(DEMO_VAULT)]
+            "--rounds", str(rounds), "--seed", "5", "--ledger", str(ledger), "--vault", str(DEMO_VAULT),
+            "--config", str(start)]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
+    deadline = time.time() + 300
     n = 0
     while time.time() < deadline:
         time.sleep(0.2)
@@ -150,26 +184,32 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path):
                 n = connect(ledger).execute("SELECT count(*) FROM rounds").fetchone()[0]
             except Exception:
                 n = 0
-            if n >= 10:
+            if n >= 8:
                 break
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 10 <= n < 101, "the sweep should have been killed mid-way"
+    assert 8 <= n < rounds + 1, "the sweep should have been killed mid-way"
     lg = Ledger(ledger)
     sid = lg.sweep()["id"]
     before = lg.rounds(sid)
     assert [r["round"] for r in before] == list(range(len(before)))        # no gap, no half row
     r = subprocess.run(args[:4] + ["--db", str(demo_index), "--gold", TUNE, "--ledger", str(ledger), "--resume", sid],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     after = Ledger(ledger).rounds(sid)
-    assert [x["round"] for x in after] == list(range(101))
+    assert [x["round"] for x in after] == list(range(rounds + 1))
     assert [(x["variable"], x["new"], x["decision"]) for x in after[:len(before)]] == \
         [(x["variable"], x["new"], x["decision"]) for x in before]
+    timed = {x["variable"] for x in after if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    assert timed >= {"depth", "rerank_depth"}, [(x["variable"], x["decision"]) for x in after]
     # the resumed sweep made the same decisions an uninterrupted one makes
-    _, _, straight = run_sweep(tmp_path, demo_index, FUSION_SPACE, 100, seed=5, ledger="straight.sqlite")
+    lg2 = Ledger(tmp_path / "straight.sqlite")
+    p = SweepParams(db=str(demo_index), gold=TUNE, space=sp, rounds=rounds, seed=5, vault=str(DEMO_VAULT),
+                    index_dir=str(tmp_path / "indexes"))
+    sw = Sweep(p, lg2, start=load_config(start))
+    sw.run()
     assert [(x["variable"], x["new"], x["decision"]) for x in after] == \
-        [(x["variable"], x["new"], x["decision"]) for x in straight]
+        [(x["variable"], x["new"], x["decision"]) for x in lg2.rounds(sw.id)]
 
 
 def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):

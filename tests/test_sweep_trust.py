@@ -5,6 +5,7 @@ import shutil
 import yaml
 
 from search_core.config import SearchConfig
+from tuner.evaluate import TIMING_SAMPLES
 from tuner.ledger import Ledger
 from tuner.sweep import Sweep, SweepParams
 from tuner.workbench import Workbench
@@ -15,13 +16,16 @@ TUNE = ROOT / "experiments/gold/demo-tune.yaml"
 DEMO_SPACE = ROOT / "experiments/spaces/default.toml"
 
 
-def sweep(tmp_path, db, space_text, rounds, *, gold=TUNE, seed=0, ledger="l.sqlite", progress=None):
+def sweep(tmp_path, db, space_text, rounds, *, gold=TUNE, seed=0, ledger="l.sqlite", progress=None, start=None,
+          index_dir=None, timing_samples=0):
+    """timing_samples 0 (one timed pass) unless a test is about timed decisions: repeated passes cost
+    72 more searches per timed evaluation and are tested where they matter."""
     sp = tmp_path / f"space-{ledger}.toml"
     sp.write_text(space_text)
     lg = Ledger(tmp_path / ledger)
     p = SweepParams(db=str(db), gold=str(gold), space=str(sp), rounds=rounds, seed=seed, vault=str(DEMO_VAULT),
-                    index_dir=str(tmp_path / "indexes"))
-    sw = Sweep(p, lg, progress=progress)
+                    index_dir=str(index_dir or tmp_path / "indexes"), timing_samples=timing_samples)
+    sw = Sweep(p, lg, progress=progress, start=start)
     summary = sw.run()
     return summary, lg.rounds(sw.id)
 
@@ -85,15 +89,32 @@ def test_three_identical_crashes_stop_the_sweep(demo_index, tmp_path):
     assert summary["status"].startswith("stopped: crash loop") and "disappeared" in summary["status"]
 
 
-def test_the_demo_space_gives_the_same_decisions_twice(demo_index, tmp_path, monkeypatch):
-    """Includes rerank_depth (reranker none) and reranker rounds (hub rerankers are unavailable here)."""
+def test_the_demo_space_gives_the_same_decisions_twice(demo_index, tmp_path, monkeypatch, rerank_server):
+    """Timed rounds included: depth (new channel lists, measured), rerank_depth and reranker with a real
+    HTTP reranker on (charged per pair). Their latency differs from run to run; decisions may not
+    (decide.latency_for_decision). The embedder round's twice-alike test is test_sweep's model-round test
+    (on a smaller vault: a second model indexes the whole demo vault in minutes on a busy machine)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    text = "\n".join(l for l in DEMO_SPACE.read_text().split("\n[embedder]")[0].splitlines()) + \
-        '\n[reranker]\nkind = "categorical"\nchoices = ["none", "BAAI/bge-reranker-base"]\n'
-    _, a = sweep(tmp_path, demo_index, text, 16, seed=7, ledger="a.sqlite")
-    _, b = sweep(tmp_path, demo_index, text, 16, seed=7, ledger="b.sqlite")
+    reranker = f"rerank+{rerank_server}/rerank"
+    text = DEMO_SPACE.read_text().split("\n[embedder]")[0] + \
+        '\n[depth]\nkind = "int"\nlow = 10\nhigh = 90\nstep = 20\n' \
+        f'[reranker]\nkind = "categorical"\nchoices = ["none", "{reranker}"]\n'
+    start = SearchConfig(reranker=reranker, rerank_depth=10)
+    runs = [sweep(tmp_path, demo_index, text, 20, seed=7, ledger=f"{x}.sqlite", start=start,
+                  timing_samples=TIMING_SAMPLES)[1] for x in "ab"]
+    a, b = runs
     key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
-    assert {r["variable"] for r in a} >= {"rerank_depth", "reranker", "w_dense", "threshold"}
+    timed = [r for r in a[1:] if r["metrics"] and r["metrics"]["latency_charge"]["kind"] != "fusion"
+             and "p95_measured" in r["metrics"]["latency_charge"]]
+    assert {r["variable"] for r in timed} >= {"rerank_depth", "reranker", "depth"}, key(a)
+    assert all(r["metrics"]["latency_charge"]["p95_samples"] >= 100 for r in timed)
+    # the rule the decisions stand on: a p95 within noise of the baseline's is scored as the baseline's
+    p95_of = {r["config_hash"]: r["metrics"]["latency_ms"]["p95"] for r in a if r["decision"] == "kept"}
+    for r in timed:
+        base, ch = p95_of[r["baseline_hash"]], r["metrics"]["latency_charge"]
+        within = abs(ch["p95_measured"] - base) <= ch["noise_band_ms"]
+        assert ch["p95_used"] == ("baseline (within noise)" if within else "measured"), ch
+        assert r["metrics"]["latency_ms"]["p95"] == (base if within else ch["p95_measured"])
     assert key(a) == key(b)
 
 

@@ -112,6 +112,24 @@ def test_proposals_are_deterministic_and_never_repeat():
     assert propose(v, history=history, tried=tried, **kw) is None   # exhausted
 
 
+def test_a_baseline_between_grid_points_gets_a_proposal_not_a_crash():
+    """depth 50 in a 20..80 step 20 space (a starting config), threshold 0.8123 on a 0.005 grid (re-fitted
+    after an embedder round): optuna refused them as trials with a ValueError that ended the sweep."""
+    v = Variable("depth", "int", 20, 80, 20)
+    kw = dict(seed=0, baseline_hash="b", baseline_value=50, baseline_objective=80.0)
+    tried, history = set(), []
+    for i in range(4):                                    # every grid value: the baseline is none of them
+        x = propose(v, history=history, tried=tried, **kw)
+        assert x in {20, 40, 60, 80} and x not in tried, (x, tried)
+        tried.add(x)
+        history.append((x, 80.0 + i))
+    assert propose(v, history=history, tried=tried, **kw) is None
+    t = Variable("threshold", "float", 0.4, 0.95, 0.005)
+    x = propose(t, seed=0, baseline_hash="b", baseline_value=0.8123, baseline_objective=0.9, history=[], tried=set())
+    k = (x - 0.4) / 0.005
+    assert abs(k - round(k)) < 1e-6
+
+
 def test_categorical_values_each_once_skipping_unavailable():
     v = Variable("reranker", "categorical", choices=("none", "a", "b"))
     kw = dict(seed=0, baseline_hash="b", baseline_value="none", baseline_objective=1.0, history=[])

@@ -9,7 +9,6 @@ the reason and the A/B goes on; Ctrl-C stops it and keeps every finished candida
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import sqlite3
@@ -21,6 +20,7 @@ from types import SimpleNamespace
 
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
+from search_core.hashing import hash_json, hash_text, stat_stamp
 from search_core.indexer import default_cache_path, index_vault
 from search_core.models import ModelUnavailable
 from search_core.models import _embedder_factory, _reranker_factory  # name check without loading
@@ -162,7 +162,7 @@ def parse_candidates(embedders: str, rerankers: str | None) -> tuple[tuple[str, 
 def index_path(work: str | Path, vault: str, embedder: str, chunk_cfg: ChunkConfig) -> Path:
     """The tuner's naming (a readable prefix and a hash of the exact spec and chunking: a slug alone lets
     two model specs share, and overwrite, one index file), plus which vault it indexes."""
-    vault_key = hashlib.sha256(str(Path(vault).resolve()).encode()).hexdigest()[:8]
+    vault_key = hash_text(str(Path(vault).resolve()), 8)
     own = workbench_index_path(Path(work) / "indexes", embedder, chunk_cfg)
     return own.with_name(f"{own.stem}-{vault_key}.sqlite")
 
@@ -318,13 +318,7 @@ def _index_meta(db: Path) -> tuple[dict, str]:
 
 def vault_stamp(vault: str | Path) -> str:
     """Path, size and mtime of every file of the vault (or of the corpus file): changes when a note does."""
-    v = Path(vault)
-    files = [v] if v.is_file() else sorted(f for f in v.rglob("*") if f.is_file())
-    h = hashlib.sha256()
-    for f in files:
-        st = f.stat()
-        h.update(f"{f.relative_to(v) if f != v else f.name}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
+    return stat_stamp(vault)
 
 
 def _saved_path(p: ABParams, db: Path, cfg: SearchConfig) -> Path:
@@ -332,8 +326,8 @@ def _saved_path(p: ABParams, db: Path, cfg: SearchConfig) -> Path:
     and question sets is kept: an A/B that finds its candidates measured (say, to add a candidate C) reuses them."""
     fp, indexed_at = _index_meta(db)
     qs = [[q.id, q.level, q.query, list(q.gold)] for g in (p.tune, p.eval) for q in g.questions]
-    blob = json.dumps([fp, indexed_at, cfg.as_dict(), qs, WARMUP_QUERIES], sort_keys=True, ensure_ascii=False)
-    return Path(p.work) / "results" / f"{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
+    key = hash_json([fp, indexed_at, cfg.as_dict(), qs, WARMUP_QUERIES])
+    return Path(p.work) / "results" / f"{key}.json"
 
 
 def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig, res: CandidateResult) -> bool:

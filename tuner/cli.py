@@ -229,9 +229,12 @@ def stats(db, as_json):
 @click.option("--reranker", default=None)
 @click.option("--allow-missing", is_flag=True, help="Warn (instead of failing) on gold ids not in the index.")
 @click.option("--no-audit", is_flag=True, help="Skip the fake-miss audit.")
+@click.option("--timing-samples", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Repeat timed passes over a small set until each latency percentile stands on this many "
+                   "timings (0: one pass).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/evals"), help="Where the full result goes.")
 @click.option("--json", "as_json", is_flag=True)
-def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out, as_json):
+def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
     from search_core.pipeline import Searcher
@@ -249,7 +252,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, out,
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
         result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
-                          score_cfg=load_score_config(config_path)).as_json()
+                          score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).as_json()
     except SearchCoreError as e:
         _fail(e)
     except _db_error() as e:
@@ -307,12 +310,15 @@ def _parse_duration(text: str | None) -> float | None:
               help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")
 @click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
 @click.option("--latency-budget", type=float, default=None, help="Reject a candidate whose p95 (ms) is over this.")
+@click.option("--timing-samples", type=click.IntRange(min=0), default=None,
+              help="Timed rounds repeat passes over the tuning set until each p95 stands on this many timings "
+                   "(default 100; 0: one pass).")
 @click.option("--vault", default=None, help="The vault model rounds index (default: the one --db was built from).")
 @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
 @click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
 @click.option("--json", "as_json", is_flag=True)
 def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
-          level_guard, latency_budget, vault, ledger_path, resume, as_json):
+          level_guard, latency_budget, timing_samples, vault, ledger_path, resume, as_json):
     """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger."""
     from search_core.config import load_config
     import dataclasses
@@ -340,7 +346,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
                                  time_budget_s=_parse_duration(time_budget), seed=seed, objective=objective,
                                  epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
                                  vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split,
-                                 score_config=str(config_path) if config_path else None)
+                                 score_config=str(config_path) if config_path else None,
+                                 **({} if timing_samples is None else {"timing_samples": timing_samples}))
             sw = Sweep(params, ledger, start=load_config(config_path), progress=lambda l: click.echo(l, err=True))
         click.echo(f"sweep {sw.id}: ledger {ledger_path}", err=True)
         summary = sw.run()

@@ -33,7 +33,7 @@ DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "
                 "report": {"cron": "5 7 * * *"}}
 DEFAULT_GRACE_S = 6 * 3600
 SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "seed", "objective", "epsilon",
-              "level_guard", "latency_budget_ms", "score_config", "start_config"}
+              "level_guard", "latency_budget_ms", "score_config", "start_config", "timing_samples"}
 DEFAULT_SPACE = Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml"
 
 

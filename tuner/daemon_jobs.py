@@ -91,7 +91,8 @@ def job_sweep(d, spec, scheduled, rid):
                                  level_guard=bool(s.get("level_guard", False)),
                                  latency_budget_ms=s.get("latency_budget_ms"), vault=s.get("vault"),
                                  index_dir=str(Path(d.cfg.runs) / "indexes"), split=s.get("split"),
-                                 score_config=s.get("score_config"))
+                                 score_config=s.get("score_config"),
+                                 **({"timing_samples": int(s["timing_samples"])} if "timing_samples" in s else {}))
             sw = Sweep(params, lg, start=start, progress=progress, stop_flag=d.stop.is_set)
             how = "started"
         d.table.note(rid, {"sweep": sw.id, "how": how})

@@ -4,29 +4,10 @@ and index fingerprint. A resumed sweep that would stand on anything else is refu
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-from pathlib import Path
 
 from search_core import SearchCoreError
-
-
-def hash_json(obj) -> str:
-    """sha256 (16 hex) of a JSON-able value, keys sorted: the one helper for config-like hashes."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
-
-
-def hash_path(path: str | Path | None) -> str | None:
-    """sha256 (16 hex) of a file, or of every file under a folder (BEIR gold sets are folders)."""
-    if path is None:
-        return None
-    p = Path(path)
-    h = hashlib.sha256()
-    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    for f in files:
-        h.update(str(f.relative_to(p) if p.is_dir() else f.name).encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+from search_core.hashing import hash_json
+from search_core.hashing import hash_tree as hash_path   # a file, or every file under a folder
 
 
 def harness_pins(params, score_cfg, index_fingerprint_key: str) -> dict:

@@ -33,6 +33,19 @@ def _norm(v: Variable, value):
     return int(round(value)) if v.kind == "int" else round(float(value), 6)
 
 
+def _on_grid(v: Variable, value) -> bool:
+    """Whether optuna's stepped distribution can hold `value`. A baseline can sit between grid points:
+    a starting config (depth 50 in a 10..90 step 20 space) or a threshold re-fitted after an embedder
+    round (0.8123 on a 0.005 grid); optuna refuses such a trial with a ValueError that ended the sweep."""
+    if value is None or not v.contains(value):
+        return False
+    step = v.step or (1 if v.kind == "int" else None)
+    if step is None:
+        return True
+    k = (float(value) - v.low) / step
+    return abs(k - round(k)) < 1e-6
+
+
 def propose(v: Variable, *, seed: int, baseline_hash: str, baseline_value, baseline_objective: float,
             history: list[tuple[object, float]], tried: set, unavailable: set = frozenset()):
     """Next value for `v`, or None when the variable is exhausted for this baseline.
@@ -42,14 +55,15 @@ def propose(v: Variable, *, seed: int, baseline_hash: str, baseline_value, basel
             if c not in tried and c != baseline_value and c not in unavailable:
                 return c
         return None
-    if len(tried | {_norm(v, baseline_value)}) >= v.grid_size():
+    on_grid_base = {_norm(v, baseline_value)} if _on_grid(v, baseline_value) else set()
+    if len(tried | on_grid_base) >= v.grid_size():
         return None
     dist = _distribution(v)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(
         seed=_seed(seed, v.name, baseline_hash, len(history)), n_startup_trials=4))
     known = [(baseline_value, baseline_objective)] + list(history)
     for value, obj in known:
-        if value is None or not v.contains(value):
+        if not _on_grid(v, value):
             continue
         study.add_trial(optuna.trial.create_trial(params={v.name: _norm(v, value)}, distributions={v.name: dist},
                                                   value=float(obj)))

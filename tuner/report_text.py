@@ -16,7 +16,9 @@ def format_eval(res: dict) -> str:
         lines.append(f"{name:<8} " + " ".join(f"{m['n']:>8d}" if c == "n" else f"{m.get(c, 0):>8.3f}" for c in COLS))
     lat = res["latency_by_stage_ms"]
     if "total" in lat:
-        lines.append(f"latency  total p50 {lat['total']['p50']:.1f} ms, p95 {lat['total']['p95']:.1f} ms; " +
+        n = lat["total"].get("n")
+        lines.append(f"latency  total p50 {lat['total']['p50']:.1f} ms, p95 {lat['total']['p95']:.1f} ms"
+                     + (f" over {n} timings" if n else "") + "; " +
                      ", ".join(f"{k} {v['p95']:.1f}" for k, v in lat.items() if k != "total") + " (p95 ms)")
     s = res["score100"]
     if s:

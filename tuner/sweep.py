@@ -17,7 +17,8 @@ from search_core.config import SearchConfig
 from search_core.models import ModelUnavailable
 
 from .compare import compare
-from .decide import Rule, decide, objective_value
+from .decide import Rule, decide, latency_for_decision, latency_noise_ms, objective_value
+from .evaluate import TIMING_SAMPLES
 from .gold import GoldSet, load_gold, split_gold
 from .ledger import Ledger
 from .pins import check_pins, harness_pins
@@ -46,6 +47,7 @@ class SweepParams:
     index_dir: str = "runs/indexes"
     split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
     score_config: str | None = None  # a TOML file whose [score] table sets the 100-point rubric
+    timing_samples: int = TIMING_SAMPLES  # timed rounds: repeat passes until each p95 stands on this many
 
     def rule(self) -> Rule:
         return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms, self.gate_epsilon)
@@ -142,9 +144,18 @@ class Sweep:
         # decision on quality instead of millisecond jitter; rerank and measured kinds are timed, with
         # the reranker charged per pair (workbench) so a cached score is never free
         fixed = base_p95 if kind.latency == "baseline" else None
-        res = self.bench.evaluate(cfg, self.gold, fixed_p95=fixed)
-        res["latency_charge"] = {"kind": kind.name, "how": LATENCY_NOTES[kind.latency],
-                                 **self.bench.rerank_charge(cfg)}
+        res = self.bench.evaluate(cfg, self.gold, fixed_p95=fixed, timing_samples=self.p.timing_samples)
+        charge = {"kind": kind.name, "how": LATENCY_NOTES[kind.latency], **self.bench.rerank_charge(cfg)}
+        if fixed is None and base_p95 is not None:
+            # decide.latency_for_decision: a p95 within noise of the baseline's is the baseline's
+            measured = res["latency_ms"]["p95"]
+            used = latency_for_decision(base_p95, measured)
+            charge.update(p95_measured=measured, p95_samples=res["latency_ms"].get("n"),
+                          noise_band_ms=round(latency_noise_ms(base_p95), 2),
+                          p95_used="baseline (within noise)" if used == base_p95 else "measured")
+            if used != measured:
+                res = self.bench.with_p95(res, used)
+        res["latency_charge"] = charge
         return res
 
     def _probes(self) -> int:
@@ -164,7 +175,7 @@ class Sweep:
             baseline, base_metrics = self._baseline()
             if base_metrics is None:                        # round 0: measure the starting point
                 t0 = time.perf_counter()
-                res = self.bench.evaluate(baseline, self.gold)
+                res = self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples)
                 self._append(0, "(start)", None, None, baseline, baseline, res, "kept",
                              "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
                 base_metrics = self.rows[-1]["metrics"]

@@ -47,10 +47,13 @@ VARIABLE_KINDS: dict[str, Kind] = {
     "threshold": GATE,
 }
 
+# timed kinds (rerank_charged, measured): repeated passes until the p95 has >= timing_samples timings,
+# and a p95 within noise of the baseline's counts as the baseline's (decide.latency_for_decision)
 LATENCY_NOTES = {
     "baseline": "baseline p95 reused: this variable cannot change search cost",
-    "rerank_charged": "reranker charged per pair (cost measured once per model, cold) for every pair, cached or not",
-    "measured": "measured after a warm-up",
+    "rerank_charged": "reranker charged per pair (cost measured once per model, cold) for every pair, cached or "
+                      "not; p95 over repeated passes, the baseline's when within noise",
+    "measured": "measured after a warm-up over repeated passes; the baseline's p95 when within noise",
 }
 
 

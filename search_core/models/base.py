@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
 from abc import ABC, abstractmethod
-from pathlib import Path
 
 import numpy as np
 
@@ -53,17 +50,3 @@ def normalize(v: np.ndarray) -> np.ndarray:
     return v / np.maximum(n, 1e-12)
 
 
-_HASH_CACHE: dict[tuple[str, int, int], str] = {}
-
-
-def file_sha256(path: str | Path, length: int = 16) -> str:
-    """Hash of a weights file, memoised by (path, size, mtime) so a warm process never re-reads it."""
-    st = os.stat(path)
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _HASH_CACHE:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        _HASH_CACHE[key] = h.hexdigest()
-    return _HASH_CACHE[key][:length]

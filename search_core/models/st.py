@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Embedder, ModelUnavailable, Reranker, file_sha256, normalize
+from ..hashing import hash_file
+from .base import Embedder, ModelUnavailable, Reranker, normalize
 
 INSTALL_HINT = "pip install torch==2.13.0 && pip install 'autoresearch[models]'"
 
@@ -31,7 +32,7 @@ def resolve_weights(model_ref: str) -> tuple[Path, str]:
         weights = sorted(p.glob("*.safetensors")) + sorted(p.glob("pytorch_model*.bin"))
         if not weights:
             raise ModelUnavailable(f"no weights (*.safetensors or pytorch_model.bin) in {p}")
-        return p, file_sha256(weights[0])
+        return p, hash_file(weights[0])
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.constants import HF_HUB_CACHE

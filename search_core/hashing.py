@@ -1,0 +1,82 @@
+"""The one helper for hashes of configs, fingerprints and files (engine and tuner alike).
+
+Every value below is stored somewhere (ledger rows and pins, embedding-cache keys, index file names,
+A/B result files), so each function reproduces, byte for byte, the hash its call sites computed before
+they shared it (tests/test_hashing.py pins literal values). Two JSON spellings exist on purpose:
+`ascii=True` is json.dumps' default escaping, which the embedding cache, the query-vector cache and
+index file names were keyed with; `ascii=False` keeps Korean as UTF-8, as config hashes and pins were.
+Content hashes (note bytes, chunk text, the recall log's privacy hash, the ledger chain) are not
+configs or files and stay where they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+
+def hash_text(text: str | bytes, n: int | None = 16) -> str:
+    """sha256 hex of a string (UTF-8) or bytes, cut to n characters (None: all 64)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()[:n]
+
+
+def canonical_json(obj, *, ascii: bool = False) -> str:
+    """Keys sorted, so two equal dicts hash alike whatever their insertion order."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=ascii, default=str)
+
+
+def hash_json(obj, n: int = 16, *, ascii: bool = False) -> str:
+    """sha256 of a JSON-able value (configs, fingerprints, pins): see the module docstring for `ascii`."""
+    return hash_text(canonical_json(obj, ascii=ascii), n)
+
+
+_FILE_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def hash_file(path: str | Path, n: int = 16) -> str:
+    """sha256 of one file's bytes (weights files: hundreds of MB), read in 1 MiB blocks and memoised by
+    (path, size, mtime), so a warm process never re-reads it."""
+    st = os.stat(path)
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_CACHE:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _FILE_CACHE[key] = h.hexdigest()
+    return _FILE_CACHE[key][:n]
+
+
+def _files(p: Path) -> list[Path]:
+    return sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+
+
+def _rel(f: Path, p: Path) -> str:
+    return str(f.relative_to(p)) if p.is_dir() else f.name
+
+
+def hash_tree(path: str | Path | None, n: int = 16) -> str | None:
+    """sha256 of a file's name and bytes, or of every file's relative path and bytes under a folder (BEIR
+    gold sets are folders): what a sweep pins its gold set, holdout and space file by."""
+    if path is None:
+        return None
+    p = Path(path)
+    h = hashlib.sha256()
+    for f in _files(p):
+        h.update(_rel(f, p).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:n]
+
+
+def stat_stamp(path: str | Path, n: int = 16) -> str:
+    """sha256 of the relative path, size and mtime of every file under a folder (or of one file): changes
+    when any note does, without reading a byte of them."""
+    p = Path(path)
+    h = hashlib.sha256()
+    for f in ([p] if p.is_file() else _files(p)):
+        st = f.stat()
+        h.update(f"{f.relative_to(p) if f != p else f.name}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:n]
