@@ -110,7 +110,14 @@ def test_search_explain_shows_lists_and_arithmetic(small_index):
     assert out.exit_code == 0, out.output
     assert "sub-questions: RRF | GraphRAG" in out.output
     assert "[dense]" in out.output and "[entity]" in out.output
-    assert "weighted RRF" in out.output and "dense 0.00" in out.output
+    assert "weighted RRF" in out.output
+    # each fused line is its own arithmetic: score = sum of the channel terms w_c / (k + rank_c)
+    fused = out.output.split("weighted RRF", 1)[1].split("\ngate", 1)[0]
+    lines = [ln.split("   ")[0].strip() for ln in fused.splitlines()[1:] if " = " in ln]
+    assert lines and any("dense " in ln for ln in lines)
+    for ln in lines:
+        total, terms = ln.split(" = ")
+        assert abs(float(total) - sum(float(t.split()[1]) for t in terms.split(" + "))) < 2e-5, ln
 
 
 def test_cli_errors_are_one_clear_line(tmp_path, small_index):
