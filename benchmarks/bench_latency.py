@@ -73,7 +73,7 @@ LONG_ENGLISH = [
     "what is refactoring, and how do I do it safely without tests in legacy code",
 ]
 
-STAGES = ("embed", "dense", "sparse", "decomposed", "entity", "fusion", "rerank", "total", "wall")
+STAGES = ("embed", "dense", "sparse", "decomposed", "entity", "retrieve", "fusion", "rerank", "gate", "total", "wall")
 
 
 def load_questions(korquad_n: int) -> dict[str, list[str]]:

