@@ -2,7 +2,7 @@
 wall, p50/p95/p99/max, on an idle machine and with one core kept busy by another process in the same
 run; query-embedding threads 1 vs the runtime default; cold CLI and the first query of a fresh process.
 
-    python benchmarks/bench_latency.py [--db runs/johngrib.sqlite] [--korquad 300] [--parts all]
+    python benchmarks/bench_latency.py [--db runs/johngrib.sqlite] [--korquad 300] [--parts cold,warm,threads,cpu]
 
 Questions: the demo gold sets (tune, holdout, probes), the 114 AutoRAG-ko questions, 300 KorQuAD 1.0
 dev questions (seed 0) and the long English questions below. None of them needs to be answerable
@@ -188,6 +188,53 @@ def embed_threads(db: Path, questions: list[str]) -> dict:
     return out
 
 
+def cpu_path(db: Path, groups: dict[str, list[str]]) -> dict:
+    """Per-stage CPU time of this thread (time.thread_time), each stage run alone, and the wall time two idle
+    cores would give: max(query embedding, sparse + decomposed) + the rest, as retrieve() overlaps them.
+    An estimate that a loaded machine can still take (CPU time hardly moves with load; wall time does);
+    the warm runs above are the measurement."""
+    from search_core import channels as ch
+    from search_core.config import SearchConfig
+    from search_core.limits import cap_query
+    from search_core.models.threads import embed_queries
+    from search_core.pipeline import Searcher
+    s = Searcher(db)
+    cfg = SearchConfig(embedder=s.embedder_name)
+    s.warm_up()
+
+    def cpu(fn):
+        t0 = time.thread_time()
+        out = fn()
+        return out, (time.thread_time() - t0) * 1000
+
+    rows = []
+    for g, qs in groups.items():
+        for q in qs:
+            capped = cap_query(q)
+            parts = ch.split_query(capped)
+            s.query_cache.clear()
+            vec, e_q = cpu(lambda: embed_queries(s.embedder, [capped])[0])
+            _, e_all = cpu(lambda: embed_queries(s.embedder, [capped, *parts]))
+            _, sp = cpu(lambda: ch.sparse(s.conn, s.view, q, cfg.depth))
+            _, dec = cpu(lambda: s._decomposed(tuple(parts), cfg.depth))
+
+            def dense_entity():
+                d = ch.dense(s.view, vec, cfg.depth)
+                return ch.entity(s.view, q, vec, cfg.depth, s.embedder.default_threshold, d[0].score if d else None)
+
+            _, rest = cpu(dense_entity)
+            rows.append({"group": g, "embed_query": e_q, "embed_query_and_parts": e_all, "sparse": sp,
+                         "decomposed": dec, "dense_entity": rest, "parts": len(parts),
+                         "serial": e_q + sp + dec + rest,       # dec holds the parts' embedding
+                         "overlapped": max(e_q, sp + dec) + rest})
+    s.close()
+    out = {k: stats([r[k] for r in rows]) for k in ("embed_query", "embed_query_and_parts", "sparse", "decomposed",
+                                                     "dense_entity", "serial", "overlapped")}
+    out["overlapped_by_group"] = {g: stats([r["overlapped"] for r in rows if r["group"] == g]) for g in groups}
+    print("[cpu]", json.dumps(out), flush=True)
+    return out
+
+
 FIRST_QUERY = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -267,6 +314,8 @@ def main():
         for g, qs in groups.items():
             result["warm_by_group_idle_wall"][g] = stats([r["wall"] for r in raw[i:i + len(qs)]])
             i += len(qs)
+    if "cpu" in parts:
+        result["cpu_path_ms"] = cpu_path(args.db, groups)
     if "threads" in parts:
         sample = random.Random(1).sample(questions, min(180, len(questions)))
         result["embed_threads"] = embed_threads(args.db, sample)

@@ -27,7 +27,7 @@ from .gate_model import COSINE, GateChoice, choose_gate
 from .indexer import fingerprint_mismatch_message
 from .limits import cap_query
 from .models import get_embedder, get_reranker
-from .query_cache import QUERY_CACHE, PendingVector
+from .query_cache import QUERY_CACHE, SharedEmbedding
 from .store import get_meta, open_index
 from .view import IndexView
 
@@ -213,41 +213,46 @@ class Searcher:
         capped = cap_query(query)
         subqueries = tuple(ch.split_query(capped)) if "decomposed" in channels else ()
         view, lists = self.view, {}
-        # The query's vector is made on a second thread while this one runs the keyword channels: on two
-        # idle cores a long question's one-thread embedding (~50 ms) and its FTS5 and sub-question work
-        # overlap instead of adding up (BENCHMARKS.md, issue 11). Both threads' results are what one
-        # thread computed before: same vectors, same lists (tests/test_search_overlap.py).
-        with PendingVector(self.query_cache, self.embedder, capped) as pending:
-            for name in ("sparse", "decomposed"):
-                if name in channels:
-                    t0 = time.perf_counter()
-                    lists[name] = (ch.sparse(self.conn, view, query, depth) if name == "sparse"
-                                   else self._decomposed(subqueries, depth))
-                    t[name] = (time.perf_counter() - t0) * 1000
-            qvec = pending.result()
-        t["embed"] = pending.ms
-        for name in ("dense", "entity"):
+        # The query and its sub-questions are embedded on a second thread while this one runs the keyword
+        # channels, then both threads embed what is left (query_cache.SharedEmbedding): on two idle cores
+        # a long question's one-thread embedding (~50 ms) and its FTS5 work overlap instead of adding up
+        # (BENCHMARKS.md, issue 11). Same vectors and lists as one thread (tests/test_search_overlap.py).
+        with SharedEmbedding(self.query_cache, self.embedder, capped, subqueries) as shared:
+            if "sparse" in channels:
+                t0 = time.perf_counter()
+                lists["sparse"] = ch.sparse(self.conn, view, query, depth)
+                t["sparse"] = (time.perf_counter() - t0) * 1000
+            part_sparse = []
+            if "decomposed" in channels:       # the parts' keyword work, then their embeddings with the other thread
+                t0 = time.perf_counter()
+                part_sparse = [ch.sparse(self.conn, view, part, depth) for part in subqueries]
+                shared.help()
+                t["decomposed"] = (time.perf_counter() - t0) * 1000
+            vecs = shared.result()
+        t["embed"] = shared.ms
+        qvec = vecs[0]
+        for name in ("dense", "decomposed", "entity"):
             if name in channels:
                 t0 = time.perf_counter()
                 if name == "dense":
                     lists[name] = ch.dense(view, qvec, depth)
+                elif name == "decomposed":
+                    lists[name] = self._decomposed(part_sparse, vecs[1:], depth)
                 else:
                     dense_hits = lists.get("dense")
                     top = dense_hits[0].score if dense_hits else None
                     lists[name] = ch.entity(view, query, qvec, depth, self.embedder.default_threshold, top)
-                t[name] = (time.perf_counter() - t0) * 1000
+                t[name] = t.get(name, 0.0) + (time.perf_counter() - t0) * 1000
         t["retrieve"] = (time.perf_counter() - start) * 1000     # what was waited: the stages overlap
         return Retrieval(query, qvec, {name: lists[name] for name in channels}, t, subqueries)
 
-    def _decomposed(self, parts, depth) -> list:
+    def _decomposed(self, part_sparse, part_vecs, depth) -> list:
         """Each part's own sparse and dense lists, fused; none when the query has no parts (split_query
         gives two or more, or nothing: a single part would only repeat the sparse query)."""
-        if not parts:
+        if not part_sparse:
             return []
-        sparse = [ch.sparse(self.conn, self.view, part, depth) for part in parts]
-        vecs = self.query_cache.embed(self.embedder, list(parts))
         per_part = []
-        for s, v in zip(sparse, vecs):
+        for s, v in zip(part_sparse, part_vecs):
             d = ch.dense(self.view, v, depth)
             best = {h.note_id: h for h in s + d}   # dense chunk wins: it was the better semantic match
             fused = weighted_rrf({"dense": [h.note_id for h in d], "sparse": [h.note_id for h in s]},

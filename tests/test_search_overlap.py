@@ -131,3 +131,35 @@ def test_total_counts_the_overlapped_stages_once(small_index):
     t = s.rank(old, SearchConfig(embedder=s.embedder_name), snippets=False).timings_ms
     s.close()
     assert t["total"] == pytest.approx(80.0 + t["fusion"] + t["rerank"] + t["gate"])
+
+
+def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query(small_index, monkeypatch):
+    """Work stealing: the second thread holds the query until the caller has embedded a sub-question;
+    with the caller only waiting (or doing everything after the query), this waits out 30 s and fails."""
+    query = "GraphRAG와 RRF 점수, 김치찌개 레시피"
+    parts = ch.split_query(query)
+    assert len(parts) == 3
+    caller = threading.get_ident()
+    part_done = threading.Event()
+    who: dict = {}
+    emb = get_embedder("e5-small")
+    real = emb._model.encode
+
+    def encode(texts, is_query=False):
+        (text,) = texts
+        who[text] = threading.get_ident()
+        if text == query:
+            who["waited"] = part_done.wait(30)
+        out = real(texts, is_query)
+        if threading.get_ident() == caller:
+            part_done.set()
+        return out
+
+    monkeypatch.setattr(emb._model, "encode", encode)
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(0)
+    r = s.retrieve(query)
+    s.close()
+    assert who["waited"] and who[query] != caller
+    assert caller in {who[p] for p in parts}
+    assert r.subqueries == tuple(parts) and r.lists["decomposed"]
