@@ -188,11 +188,23 @@ def embed_threads(db: Path, questions: list[str]) -> dict:
     return out
 
 
+def overlapped_ms(embed_query: float, keyword: float, parts: list[tuple[int, float]]) -> float:
+    """The longer of retrieve()'s two threads: the second embeds the query, this one runs the keyword work;
+    then each takes the next sub-question (longest first, `parts` = (characters, embed ms)) when free."""
+    other, mine = embed_query, keyword
+    for _, ms in sorted(parts, key=lambda p: -p[0]):
+        if other <= mine:
+            other += ms
+        else:
+            mine += ms
+    return max(other, mine)
+
+
 def cpu_path(db: Path, groups: dict[str, list[str]]) -> dict:
     """Per-stage CPU time of this thread (time.thread_time), each stage run alone, and the wall time two idle
-    cores would give: max(query embedding, sparse + decomposed) + the rest, as retrieve() overlaps them.
-    An estimate that a loaded machine can still take (CPU time hardly moves with load; wall time does);
-    the warm runs above are the measurement."""
+    cores would give as retrieve() overlaps them (overlapped_ms), against one thread doing it all (serial).
+    An estimate a loaded machine can still take (CPU time moves much less with load than wall time does);
+    the warm runs are the measurement."""
     from search_core import channels as ch
     from search_core.config import SearchConfig
     from search_core.limits import cap_query
@@ -212,25 +224,31 @@ def cpu_path(db: Path, groups: dict[str, list[str]]) -> dict:
         for q in qs:
             capped = cap_query(q)
             parts = ch.split_query(capped)
-            s.query_cache.clear()
             vec, e_q = cpu(lambda: embed_queries(s.embedder, [capped])[0])
-            _, e_all = cpu(lambda: embed_queries(s.embedder, [capped, *parts]))
+            part_vecs, e_p = [], []
+            for p in parts:
+                v, ms = cpu(lambda p=p: embed_queries(s.embedder, [p]))
+                part_vecs.append(v[0])
+                e_p.append(ms)
             _, sp = cpu(lambda: ch.sparse(s.conn, s.view, q, cfg.depth))
-            _, dec = cpu(lambda: s._decomposed(tuple(parts), cfg.depth))
+            part_sparse, sp_p = cpu(lambda: [ch.sparse(s.conn, s.view, p, cfg.depth) for p in parts])
 
-            def dense_entity():
+            def after_join():
                 d = ch.dense(s.view, vec, cfg.depth)
+                s._decomposed(part_sparse, part_vecs, cfg.depth)
                 return ch.entity(s.view, q, vec, cfg.depth, s.embedder.default_threshold, d[0].score if d else None)
 
-            _, rest = cpu(dense_entity)
-            rows.append({"group": g, "embed_query": e_q, "embed_query_and_parts": e_all, "sparse": sp,
-                         "decomposed": dec, "dense_entity": rest, "parts": len(parts),
-                         "serial": e_q + sp + dec + rest,       # dec holds the parts' embedding
-                         "overlapped": max(e_q, sp + dec) + rest})
+            _, rest = cpu(after_join)
+            rows.append({"group": g, "embed_query": e_q, "embed_parts": sum(e_p), "sparse": sp, "sparse_parts": sp_p,
+                         "after_join": rest, "parts": len(parts),
+                         "serial": e_q + sum(e_p) + sp + sp_p + rest,
+                         "overlapped": overlapped_ms(e_q, sp + sp_p, [(len(p), ms) for p, ms in zip(parts, e_p)]) + rest})
     s.close()
-    out = {k: stats([r[k] for r in rows]) for k in ("embed_query", "embed_query_and_parts", "sparse", "decomposed",
-                                                     "dense_entity", "serial", "overlapped")}
+    out = {k: stats([r[k] for r in rows]) for k in ("embed_query", "embed_parts", "sparse", "sparse_parts",
+                                                     "after_join", "serial", "overlapped")}
     out["overlapped_by_group"] = {g: stats([r["overlapped"] for r in rows if r["group"] == g]) for g in groups}
+    out["serial_by_group"] = {g: stats([r["serial"] for r in rows if r["group"] == g]) for g in groups}
+    out["loadavg"] = os.getloadavg()
     print("[cpu]", json.dumps(out), flush=True)
     return out
 
