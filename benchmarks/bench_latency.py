@@ -296,6 +296,9 @@ def main():
     ap.add_argument("--parts", default="cold,cold_old,warm,threads")
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--out", default="latency")
+    ap.add_argument("--solo-threads", type=int, default=None,
+                    help="also run the warm part with SOLO_QUERY_THREADS set to this (threads for a query "
+                         "without sub-questions; needs OMP_WAIT_POLICY=PASSIVE)")
     args = ap.parse_args()
     if not args.db.exists():
         raise SystemExit(f"no index at {args.db}; copy /work/shared-runs/johngrib.sqlite there or build one with "
@@ -332,6 +335,13 @@ def main():
         for g, qs in groups.items():
             result["warm_by_group_idle_wall"][g] = stats([r["wall"] for r in raw[i:i + len(qs)]])
             i += len(qs)
+    if "warm" in parts and args.solo_threads:
+        from search_core.models import threads
+        saved, threads.SOLO_QUERY_THREADS = threads.SOLO_QUERY_THREADS, args.solo_threads
+        print(f"[warm, SOLO_QUERY_THREADS={args.solo_threads}, effective {threads.solo_query_threads()}]", flush=True)
+        result["warm_solo"] = warm(args.db, questions, ("idle", "busy"))
+        result["warm_solo"]["solo_threads"] = threads.solo_query_threads()
+        threads.SOLO_QUERY_THREADS = saved
     if "cpu" in parts:
         result["cpu_path_ms"] = cpu_path(args.db, groups)
     if "threads" in parts:

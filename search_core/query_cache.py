@@ -16,6 +16,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .models import threads as threads_module
 from .models.threads import QUERY_THREADS, embed_queries
 
 # 2,048 vectors of 384 float32 are 3 MiB (1024-dim: 8 MiB): a week of distinct recall questions fits.
@@ -121,7 +122,9 @@ class SharedEmbedding:
             self._thread.start()
 
     def _embed(self, i: int) -> None:
-        self.vecs[i] = self._cache.embed(self._embedder, [self.texts[i]])[0]
+        alone = len(self.texts) == 1          # the query without parts: the caller has only its FTS5 work
+        threads = threads_module.solo_query_threads() if alone else QUERY_THREADS
+        self.vecs[i] = self._cache.embed(self._embedder, [self.texts[i]], threads)[0]
 
     def _drain(self) -> None:
         while not self._errors:
