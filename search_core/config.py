@@ -43,6 +43,9 @@ class SearchConfig:
     rerank_depth: int = 20         # fused candidates handed to the reranker
     top_k: int = 5
     threshold: float | None = None  # None: the embedder's own default (score scales differ per model)
+    # the gate model's probability threshold (inject when P(answerable) >= it); None: the model's own,
+    # fitted with it. The cosine `threshold` above only decides when no gate model fits the index.
+    gate_threshold: float | None = None
     embedder: str = "e5-small"
     reranker: str = "none"
     exclude_nav: bool = True       # index/MOC notes never appear in results
@@ -57,7 +60,10 @@ class SearchConfig:
         return d
 
     def config_hash(self) -> str:
-        blob = json.dumps(self.as_dict(), sort_keys=True, ensure_ascii=False)
+        d = self.as_dict()
+        if d["gate_threshold"] is None:     # added later: a config that leaves it unset keeps its old hash
+            del d["gate_threshold"]
+        blob = json.dumps(d, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def replace(self, **changes) -> "SearchConfig":

@@ -34,6 +34,7 @@ RETIRE_MIN_INJECTION = 0.20
 # the features a recalibrated gate uses: the ones that transfer between vaults (see BENCHMARKS.md)
 CALIBRATION_FEATURES = ("top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found",
                         "term_overlap", "dense_sparse_agree", "top1_agree", "title_match")
+CALIBRATION_C = 1.0       # the regression's L2 strength (sklearn's C) for every gate the tuner fits
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 
 
