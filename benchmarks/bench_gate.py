@@ -13,7 +13,10 @@ Parts (--parts, comma separated):
             300 KorQuAD rows so they do not drown the others), and the transfer table: for each set,
             fitted on the other two, measured on it. --write-default writes search_core/gate_default.json.
   calibrate `calibrate` over a 100,000-call recall log made of real searches.
-The feature set and C come from the demo part's cross-validation (it runs whatever --parts says).
+The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the 12
+transferable features (tuner.calibrate.CALIBRATION_FEATURES), C = 1, declared before measuring. The demo
+part also chooses a feature set and C by cross-validation on demo-tune (it runs whatever --parts says,
+unless --features/--C name it); that choice is scored beside it (`alt`) on KorQuAD and AutoRAG.
 Retrievals are pickled in runs/bench/ (keyed by the index content), so a re-run after a config change
 (issue 7's rrf_k) only re-fuses: the default gate is one command,
 
@@ -35,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, ROOT, write_result  # noqa: E402
-from gate_eval import (COS_DEFAULT, FEATURE_SETS, cv_select, draw_split, fit, heldout_rows,  # noqa: E402
+from gate_eval import (ALL_TRANSFERABLE, COS_DEFAULT, FEATURE_SETS, cv_select, draw_split, fit, heldout_rows,  # noqa: E402
                        heldout_splits, judge, per_feature_auroc, retrieve_all, summarise)
 
 from search_core.config import SearchConfig  # noqa: E402
@@ -64,7 +67,8 @@ def part_demo(s, sets, features, C, table):
     return {"fit": "demo-tune", "measure": "demo-holdout + demo-probes", "chosen": {"features": features, "C": C},
             "cv_table": table, **judge(fit(tune, fp, features, C), tune, test),
             "before (calibration-10, C=1)": judge(fit(tune, fp, before, 1.0), tune, test)["model"],
-            "per_feature_auroc": per_feature_auroc(test, sorted(set(features) | set(before) | {"hit_cos"}))}
+            ALL_TRANSFERABLE[0]: judge(fit(tune, fp, ALL_TRANSFERABLE[1], ALL_TRANSFERABLE[2]), tune, test)["model"],
+            "per_feature_auroc": per_feature_auroc(test, sorted(set(features) | set(ALL_TRANSFERABLE[1]) | {"hit_cos"}))}
 
 
 # ---- held-out-document sets: KorQuAD and AutoRAG-ko ------------------------------------------------------
@@ -95,9 +99,11 @@ def load_set(name, args, cfg):
     return s, items, retrievals, doc_of, docs
 
 
-def part_heldout(name, args, cfg, features, C):
+def part_heldout(name, args, cfg, alt):
+    """The gate the tuner and `calibrate` fit (ALL_TRANSFERABLE) as `model`; `alt` (the demo-CV choice) beside it."""
     s, items, retrievals, doc_of, docs = load_set(name, args, cfg)
-    splits = heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, args.splits, name)
+    _, features, C = ALL_TRANSFERABLE
+    splits = heldout_splits(s, cfg, items, retrievals, doc_of, docs, list(features), C, args.splits, name, alt=alt)
     return {"documents": len(docs), "questions": len(items), "splits": len(splits),
             "probes_per_split": [sp["probes"] for sp in splits], "summary": summarise(splits), "per_split": splits}
 
@@ -108,7 +114,8 @@ def split0_rows(name, args, cfg):
     return heldout_rows(s, cfg, items, retrievals, doc_of, held), s.fingerprint["embedder"]
 
 
-def part_default(sets, args, cfg, features, C, fp):
+def part_default(sets, args, cfg, fp):
+    _, features, C = ALL_TRANSFERABLE
     demo = [r for n in DEMO_SETS for r in sets[n]]
     named = {"demo": demo}
     if args.korquad_db:
@@ -193,11 +200,11 @@ def main():
         print(json.dumps({k: out["demo"][k] for k in ("model", "cos_0.82", "cos_fitted")}), file=sys.stderr)
     for part in ("korquad", "autorag"):
         if part in parts:
-            out[part] = part_heldout(part, args, cfg, features, C)
+            out[part] = part_heldout(part, args, cfg, (f"demo-CV choice: {name}, C={C}", features, C))
             print(part, json.dumps(out[part]["summary"]), file=sys.stderr)
             write_result(args.out, out)
     if "default" in parts:
-        out["default"] = part_default(sets, args, cfg, features, C, fp)
+        out["default"] = part_default(sets, args, cfg, fp)
     if "calibrate" in parts:
         s.use_gate()
         out["calibrate"] = part_calibrate(s, sets, args.calls)
