@@ -45,6 +45,7 @@ FEATURES = {
     "sparse_found": "1 if the sparse (BM25) channel found any note",
     "term_overlap": "share of query terms (trigrams and 1-2 character tokens) found in the first result's chunk",
     "idf_overlap": "IDF-weighted share of query terms found in the first result's chunk",
+    "meta_overlap": "IDF-weighted share of query terms in the first result's title, aliases, tags and summary",
     "unknown_words": "share of query words the index has never seen (a trigram or short word in no chunk)",
     "dense_sparse_agree": "share of the dense top-5 notes that are also in the sparse top-5",
     "top1_agree": "1 if the dense and sparse channels put the same note first",
@@ -178,6 +179,9 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
         top_doc = f"{note.get('title', '')}\n{top_text}"
         f["term_overlap"] = term_overlap(query, top_doc)
         f["idf_overlap"] = idf_overlap(view, conn, query, top_doc)
+        # a note ABOUT the query's subject names it in its metadata; a near-topic note mentions it in passing
+        meta = "\n".join([note.get("title", ""), *note.get("aliases", []), *note.get("tags", []), note.get("summary", "")])
+        f["meta_overlap"] = idf_overlap(view, conn, query, meta)
         qnorm = normalize_name(query)
         names = [note.get("title", "")] + list(note.get("aliases", []))
         f["title_match"] = float(any(len(n) >= 2 and n in qnorm for n in map(normalize_name, names)))

@@ -49,6 +49,11 @@ def test_unknown_words_and_idf_overlap(small_index):
     assert weighted != pytest.approx(plain)                        # not the unweighted share
     f = s.search("Kubernetes 오토스케일링").gate.features
     assert f["unknown_words"] == 1.0 and 0.0 <= f["idf_overlap"] < 0.5
+    # meta_overlap reads only the first result's title, aliases, tags and summary, not its body
+    assert s.search("김치찌개 레시피").gate.features["meta_overlap"] == pytest.approx(1.0)
+    f = s.search("GraphRAG 커뮤니티 요약").gate.features             # "커뮤니티 요약" is in the body only
+    assert s.search("GraphRAG 커뮤니티 요약").hits[0].note_id == "ai/graphrag"
+    assert 0.0 < f["meta_overlap"] < f["idf_overlap"]
 
 
 def test_feature_helpers():

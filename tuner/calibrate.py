@@ -36,8 +36,8 @@ RETIRE_MIN_INJECTION = 0.20
 # at C = 1 gave AUROC 0.931 / balanced accuracy 0.864; the 7 that cross-validation on demo-tune's 36 rows
 # preferred gave 0.907 / 0.841 (BENCHMARKS.md, gate): idf_overlap alone has AUROC 0.934 there.
 CALIBRATION_FEATURES = ("top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found",
-                        "term_overlap", "idf_overlap", "unknown_words", "dense_sparse_agree", "top1_agree",
-                        "title_match")
+                        "term_overlap", "idf_overlap", "meta_overlap", "unknown_words", "dense_sparse_agree",
+                        "top1_agree", "title_match")
 CALIBRATION_C = 1.0       # the regression's L2 strength (sklearn's C) for every gate the tuner fits
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 
