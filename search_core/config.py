@@ -47,6 +47,9 @@ class SearchConfig:
     rerank_depth: int = 20         # fused candidates handed to the reranker
     top_k: int = 5
     threshold: float | None = None  # None: the embedder's own default (score scales differ per model)
+    # the gate model's probability threshold (inject when P(answerable) >= it); None: the model's own,
+    # fitted with it. The cosine `threshold` above only decides when no gate model fits the index.
+    gate_threshold: float | None = None
     embedder: str = "e5-small"
     reranker: str = "none"
     exclude_nav: bool = True       # index/MOC notes never appear in results
@@ -61,7 +64,10 @@ class SearchConfig:
         return d
 
     def config_hash(self) -> str:
-        return hash_json(self.as_dict(), 12)
+        d = self.as_dict()
+        if d["gate_threshold"] is None:     # added later: a config that leaves it unset keeps its old hash
+            del d["gate_threshold"]
+        return hash_json(d, 12)
 
     def replace(self, **changes) -> "SearchConfig":
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}

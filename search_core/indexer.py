@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SearchCoreError, short_tokens
+from . import SearchCoreError, short_tokens, term_df
 from .chunk import chunk_note, dense_selection
 from .config import ChunkConfig
 from .embed_cache import EmbeddingCache, text_hash
@@ -234,6 +234,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             short_tokens.build(conn)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             bump_generation(conn)
+            term_df.build(conn)                        # after the generation it records
         conn.execute("PRAGMA journal_mode = DELETE")    # a single self-contained file to swap in
         conn.close()
         _swap_in(tmp, db)
@@ -319,10 +320,14 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
             conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             bump_generation(conn)
+            term_df.build(conn)                        # 0.4 s on johngrib: exact, simpler than a delta
         report.embedded = prepared["embedded"]
     if not short_tokens.is_built(conn):      # an index written before the table existed: add it now
         with atomic(conn):
             short_tokens.build(conn)
+    if not term_df.is_current(conn):         # written before the table existed, or by a writer without it
+        with atomic(conn):
+            term_df.build(conn)
     report.notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
     report.chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     conn.close()

@@ -251,7 +251,7 @@ class Searcher:
         top = hits[0].cosine if hits else 0.0
         t0 = time.perf_counter()
         feats = gate_features(r.query, r.lists, hits, view, conn=self.conn, reranked=cfg.reranker != "none")
-        d = self.gate_choice.decide(feats, top, threshold, bool(hits), cfg.reranker)
+        d = self.gate_choice.decide(feats, top, threshold, bool(hits), cfg.reranker, p_threshold=cfg.gate_threshold)
         gate = Gate(d["inject"], top, threshold, d["probability"], d["band"], d["kind"], d["reason"], feats)
         t["gate"] = (time.perf_counter() - t0) * 1000
         # retrieve() ran its stages on two threads: its wall time, not their sum, is what a user waited

@@ -157,3 +157,42 @@ def test_probes_make_on_a_vault(small_vault, tmp_path, shared_cache):
         make_probes(small_vault, gold, out)
     with pytest.raises(SearchCoreError, match="between 0 and 1"):
         make_probes(small_vault, gold, tmp_path / "x", fraction=1.5)
+
+
+def test_probes_make_on_a_beir_folder_holds_out_whole_documents(tmp_path, shared_cache):
+    """A BEIR corpus (AutoRAG-ko's layout): passages sharing a title are one document; held-out
+    documents leave the index whole, and questions with gold only there become probes."""
+    import json
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    docs = {"finance - 은행.pdf": ["예비인가 요건은 자본금과 대주주 적격성이다.", "본인가는 예비인가 뒤에 신청한다."],
+            "commerce - B2B.pdf": ["B2B e커머스는 비용을 줄인다.", "B2B 매출 증가 사례 세 가지."],
+            "travel - 교토.pdf": ["교토 료칸 예약은 두 달 전에 한다."],
+            "health - 달리기.pdf": ["풀코스 서브4 훈련은 주 4회 달린다."]}
+    rows = [{"_id": f"{t} - {i + 1}", "title": t, "text": x} for t, xs in docs.items() for i, x in enumerate(xs)]
+    (beir / "corpus.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    qs = {"q1": ("예비인가 요건", ["finance - 은행.pdf - 1"]), "q2": ("B2B 비용 절감", ["commerce - B2B.pdf - 1"]),
+          "q3": ("료칸 예약", ["travel - 교토.pdf - 1"]), "q4": ("서브4 훈련", ["health - 달리기.pdf - 1"]),
+          "q5": ("본인가와 B2B 매출", ["finance - 은행.pdf - 2", "commerce - B2B.pdf - 2"])}
+    (beir / "queries.jsonl").write_text("\n".join(json.dumps({"_id": k, "text": v[0]}, ensure_ascii=False)
+                                                  for k, v in qs.items()) + "\n", encoding="utf-8")
+    (beir / "qrels_test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{k}\t{g}\t1\n" for k, v in qs.items() for g in v[1]), encoding="utf-8")
+    out = tmp_path / "probes"
+    m = make_probes(beir, beir, out, fraction=0.5, seed=3, cache=shared_cache)
+    assert m["documents"] == 4 and m["held_out_documents"] == 2
+    held = set(m["held_out"])
+    assert held <= set(docs)                                   # documents (titles), not passages
+    s = Searcher(out / "index.sqlite")
+    kept_passages = {r["_id"] for r in rows if r["title"] not in held}
+    assert set(s.view.notes) == kept_passages                  # every passage of a held document is gone
+    made = {q["id"]: q for q in yaml.safe_load((out / "gold.yaml").read_text())["questions"]}
+    for k, (_, gold) in qs.items():
+        left = [g for g in gold if g.rsplit(" - ", 1)[0] not in held]
+        assert made[k]["level"] == ("probe" if not left else "L1") and made[k]["gold"] == left, k
+    assert m["probes"] >= 1 and m["answerable"] >= 1
+    # the verb, as a user runs it on a BEIR folder
+    r = CliRunner().invoke(main, ["probes", "make", str(beir), "--gold", str(beir), "--out", str(tmp_path / "cli"),
+                                  "--fraction", "0.5", "--seed", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["held_out"] == m["held_out"]

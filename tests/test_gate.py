@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core.config import SearchConfig
-from search_core.gate_features import FEATURE_NAMES, gate_features, term_overlap
+from search_core.gate_features import FEATURE_NAMES, gate_features, idf_overlap, term_overlap, unknown_words
 from search_core.gate_model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
                                     fit_gate, load_gate, sidecar_path)
 from search_core.pipeline import Searcher
@@ -30,6 +30,30 @@ def test_features_are_absolute_and_complete(small_index):
     other = s.search("양자 컴퓨터 큐비트 오류 정정").gate.features
     assert other["title_match"] == 0.0 and other["term_overlap"] < 0.5
     assert other["top_cos"] < f["top_cos"]
+
+
+def test_unknown_words_and_idf_overlap(small_index):
+    s = Searcher(small_index)
+    v, c = s.view, s.conn
+    assert unknown_words(v, c, "김치찌개 레시피") == 0.0            # both in the title
+    assert unknown_words(v, c, "김치찌개 만들기") == 0.5            # "만들기" is in no chunk of the vault
+    assert unknown_words(v, c, "Kubernetes 김치찌개 팀") == pytest.approx(1 / 3)   # 3 words, one unseen
+    assert unknown_words(v, c, "zq 팀") == 0.5                    # a short word: the short-token postings
+    assert unknown_words(v, c, "") == 0.0
+    # the rare term matters more than the common one: "graphrag" (1 chunk-ish) outweighs "rag" (many)
+    both = idf_overlap(v, c, "GraphRAG 커뮤니티", "graphrag 커뮤니티")
+    rare_only = idf_overlap(v, c, "GraphRAG 커뮤니티", "graphrag")
+    assert both == pytest.approx(1.0) and 0 < rare_only < 1
+    plain = term_overlap("LightRAG 요약", "graphrag 요약")
+    weighted = idf_overlap(v, c, "LightRAG 요약", "graphrag 요약")
+    assert weighted != pytest.approx(plain)                        # not the unweighted share
+    f = s.search("Kubernetes 오토스케일링").gate.features
+    assert f["unknown_words"] == 1.0 and 0.0 <= f["idf_overlap"] < 0.5
+    # meta_overlap reads only the first result's title, aliases, tags and summary, not its body
+    assert s.search("김치찌개 레시피").gate.features["meta_overlap"] == pytest.approx(1.0)
+    f = s.search("GraphRAG 커뮤니티 요약").gate.features             # "커뮤니티 요약" is in the body only
+    assert s.search("GraphRAG 커뮤니티 요약").hits[0].note_id == "ai/graphrag"
+    assert 0.0 < f["meta_overlap"] < f["idf_overlap"]
 
 
 def test_feature_helpers():

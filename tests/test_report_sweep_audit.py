@@ -140,6 +140,8 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
     new = lg.rounds(res["sweep"])
     lg.close()
     assert new[0]["variable"] == "(start)"
+    # gated as the sweep gates: by a model fitted on the tuning set, not by the cosine alone
+    assert all("gate_probability" in q for q in new[0]["metrics"]["per_query"])
     assert [r["reason"].split(":")[0] for r in new[1:]] == [f"retest of {swept['sweep']}#{x['round']}" for x in marked]
     # re-tested candidates are no longer marked, and the audit says where they were re-tested
     again = audit_data(ledger, swept["sweep"])["rejected"]

@@ -137,7 +137,7 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
     new sweep in the same ledger, its reason starting with "retest of SWEEP#ROUND"."""
     from .gold import load_gold, split_gold
     from .score import load_score_config
-    from .variables import kind_of
+    from .variables import MODEL_GATE_FIELD, gate_pair, kind_of
     from .sweep import SweepParams, compact_metrics
     from .workbench import Workbench, fit_threshold
 
@@ -158,6 +158,13 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
             gold, _ = split_gold(gold, p.split, p.seed)
         bench = Workbench(db, vault=p.vault, index_dir=p.index_dir, score_cfg=load_score_config(p.score_config))
         new_id = time.strftime("%Y%m%d-%H%M%S-retest-") + uuid.uuid4().hex[:4]
+
+        def gate_model(cfg):     # gate as the sweep does: a model fitted on the tuning set per pair
+            if gate_pair(cfg) not in bench.gate_models:
+                bench.fit_gate_for(cfg, gold)
+            return bench.gate_models[gate_pair(cfg)]
+
+        gate_model(baseline)
         base_res = bench.evaluate(baseline, gold)
         lg.new_sweep(new_id, dataclasses.asdict(p), baseline.as_dict())
         s = bench.searchers.get(baseline.embedder)
@@ -180,8 +187,11 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                     if kind.reindex:
                         bench.searcher_for(x["new"])
                     if kind.refit_gate:
+                        model = gate_model(cand)
                         fitted = fit_threshold(bench.evaluate(cand, gold)["per_query"])
                         cand = cand.replace(threshold=fitted) if fitted is not None else cand
+                        if model is not None:
+                            cand = cand.replace(**{MODEL_GATE_FIELD: round(model.threshold, 4)})
                     fixed = base_res["latency_ms"]["p95"] if kind.latency == "baseline" else None
                     res = bench.evaluate(cand, gold, fixed_p95=fixed)
                     dd, _, _ = decide(base_m, res, p.rule(), objective=kind.objective)

@@ -33,6 +33,7 @@ class QueryRow:
     top_score: float
     timings_ms: dict
     gate_features: dict = field(default_factory=dict)   # what the gate model reads (re-fitted on model swaps)
+    gate_probability: float | None = None               # the gate model's P(answerable); None: cosine gate
 
     def metrics(self) -> dict:
         r, g = list(self.ranked), self.gold
@@ -91,7 +92,8 @@ def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCach
             ranked = res.ranked[:K_LIST]    # the system's own final order: its first top_k are the results
             rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked,
                                  first_rank(ranked, q.gold) if q.gold else None,
-                                 res.gate.inject, res.gate.top_score, timings, res.gate.features))
+                                 res.gate.inject, res.gate.top_score, timings, res.gate.features,
+                                 res.gate.probability))
     return rows
 
 
@@ -207,7 +209,7 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Query
     per_query = [{"id": r.id, "level": r.level, "query": r.query, "gold": list(r.gold),
                   "first_rank": r.first_rank, "top5": list(r.ranked[:5]), "inject": r.inject,
                   "top_score": round(r.top_score, 4), "latency_ms": round(r.timings_ms.get("total", 0.0), 2),
-                  "gate_features": r.gate_features,
+                  "gate_features": r.gate_features, "gate_probability": r.gate_probability,
                   **({k: v for k, v in r.metrics().items()}
                                                          if r.level != "probe" else {})} for r in rows]
     return EvalResult(gold.name, cfg.as_dict(), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),

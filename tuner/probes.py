@@ -3,9 +3,11 @@
 A question whose gold lies only in held-out documents cannot be answered by that index: it becomes a
 probe. A question with some gold left keeps the rest as its gold. Hand-written probes stay probes.
 
-Documents are notes (a markdown vault: the kept notes are copied to OUT/vault) or KorQuAD articles
+Documents are notes (a markdown vault: the kept notes are copied to OUT/vault), KorQuAD articles
 (the kept articles are written to OUT/korquad.json with the held-out articles' paragraphs emptied, so
-paragraph ids `AAA-PP` keep their article numbers). Outputs: OUT/index.sqlite, OUT/gold.yaml,
+paragraph ids `AAA-PP` keep their article numbers), or the documents of a BEIR corpus: passages that
+share a title are one document (AutoRAG-ko: the passages of one PDF, "finance - X.pdf - 4"), a passage
+without a title is its own; the kept rows are written to OUT/beir/corpus.jsonl as they were. Outputs: OUT/index.sqlite, OUT/gold.yaml,
 OUT/manifest.json (which documents were held out, the seed).
 """
 
@@ -20,21 +22,25 @@ import yaml
 
 from search_core import SearchCoreError
 from search_core.indexer import index_vault
-from search_core.vault import is_korquad, list_vault
+from search_core.vault import is_beir, is_korquad, list_vault
 
 from .gold import GoldSet, load_gold
 
 
-def document_of(note_id: str, korquad: bool) -> str:
-    """The document a note belongs to: a KorQuAD paragraph `AAA-PP` belongs to article `AAA`."""
+def document_of(note_id: str, korquad: bool, docs: dict | None = None) -> str:
+    """The document a note belongs to: a KorQuAD paragraph `AAA-PP` belongs to article `AAA`; a BEIR
+    passage to the document `docs` names for it (its title)."""
+    if docs is not None:
+        return docs.get(note_id, note_id)
     return note_id.split("-", 1)[0] if korquad else note_id
 
 
-def split_gold(gold: GoldSet, held_out: set[str], korquad: bool) -> list[dict]:
-    """The gold set's questions against an index without `held_out` documents (pure)."""
+def split_gold(gold: GoldSet, held_out: set[str], korquad: bool, docs: dict | None = None) -> list[dict]:
+    """The gold set's questions against an index without `held_out` documents (pure). `docs`: note id
+    -> document, for corpora whose documents are not in the ids (BEIR)."""
     out = []
     for q in gold.questions:
-        kept = [g for g in q.gold if document_of(g, korquad) not in held_out]
+        kept = [g for g in q.gold if document_of(g, korquad, docs) not in held_out]
         if q.is_probe or not kept:
             why = q.why if q.is_probe else f"gold {', '.join(q.gold)} held out"
             out.append({"id": q.id, "level": "probe", "query": q.query, "gold": [], "why": why})
@@ -51,16 +57,25 @@ def make_probes(vault: str | Path, gold_path: str | Path, out: str | Path, *, fr
     if out.exists() and any(out.iterdir()):
         raise SearchCoreError(f"{out} is not empty; probes are made into a new folder (pick another --out)")
     gold = load_gold(gold_path)
-    korquad = is_korquad(vault)
+    korquad, beir, doc_of = is_korquad(vault), is_beir(vault), None
     if korquad:
         data = json.loads(vault.read_text(encoding="utf-8"))
         docs = [f"{i:03d}" for i in range(len(data["data"]))]
-    elif vault.is_dir() and not (vault / "corpus.jsonl").exists():
+    elif beir:
+        corpus = vault / "corpus.jsonl" if vault.is_dir() else vault
+        lines = [ln for ln in corpus.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        try:
+            rows = [json.loads(ln) for ln in lines]
+            doc_of = {str(r["_id"]): str(r.get("title") or r["_id"]) for r in rows}
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise SearchCoreError(f"{corpus} is not a BEIR corpus (one JSON object with an _id per line): {e}") from None
+        docs = sorted(set(doc_of.values()))
+    elif vault.is_dir():
         files = list_vault(vault)
         docs = [f.note_id for f in files]
     else:
-        raise SearchCoreError(f"{vault}: probes can be made from a markdown vault folder or a KorQuAD JSON file; "
-                              "BEIR corpora are not supported yet")
+        raise SearchCoreError(f"{vault}: probes can be made from a markdown vault folder, a KorQuAD JSON file "
+                              "or a BEIR folder (corpus.jsonl)")
     if len(docs) < 2:
         raise SearchCoreError(f"{vault} has {len(docs)} document(s); holding some out needs at least 2")
     n_out = max(1, round(fraction * len(docs)))
@@ -72,6 +87,11 @@ def make_probes(vault: str | Path, gold_path: str | Path, out: str | Path, *, fr
                 art["paragraphs"] = []
         source = out / "korquad.json"
         source.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    elif beir:
+        source = out / "beir"
+        source.mkdir()
+        kept = [ln for ln, r in zip(lines, rows) if doc_of[str(r["_id"])] not in held]
+        (source / "corpus.jsonl").write_text("\n".join(kept) + "\n", encoding="utf-8")
     else:
         source = out / "vault"
         for f in files:
@@ -79,7 +99,7 @@ def make_probes(vault: str | Path, gold_path: str | Path, out: str | Path, *, fr
                 dst = source / f.path.relative_to(vault)
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f.path, dst)
-    questions = split_gold(gold, held, korquad)
+    questions = split_gold(gold, held, korquad, doc_of)
     db = out / "index.sqlite"
     report = index_vault(source, db, cache=cache)
     gold_out = out / "gold.yaml"

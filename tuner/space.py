@@ -26,7 +26,7 @@ class Variable:
         if self.kind == "categorical":
             return value in self.choices
         if value is None:
-            return self.name == "threshold"     # None = the embedder's own default
+            return self.name in ("threshold", "gate_threshold")   # None = the embedder's / the model's own
         return self.low - 1e-9 <= float(value) <= self.high + 1e-9
 
     def grid_size(self) -> float:

@@ -25,7 +25,8 @@ from .pins import check_pins, harness_pins
 from .propose import propose
 from .score import load_score_config
 from .space import Space, load_space
-from .variables import LATENCY_NOTES, gate_field, kind_of, unavailable_reason, unchanged_reason
+from .variables import (GATE_SCORE, LATENCY_NOTES, MODEL_GATE_FIELD, gate_field, gate_pair, kind_of,
+                        unavailable_reason, unchanged_reason)
 from .workbench import Workbench, fit_threshold
 
 
@@ -67,7 +68,8 @@ def compact_metrics(res: dict) -> dict:
                                                                                if k != "probe_results"},
             "latency_ms": res["latency_ms"], "score100": res["score100"],
             "per_query": [{"id": q["id"], "level": q["level"], "first_rank": q["first_rank"],
-                           "hit@5": q.get("hit@5", 0.0), "inject": q["inject"], "top_score": q["top_score"]}
+                           "hit@5": q.get("hit@5", 0.0), "inject": q["inject"], "top_score": q["top_score"],
+                           **({"gate_probability": q["gate_probability"]} if q.get("gate_probability") is not None else {})}
                           for q in res["per_query"]]}
 
 
@@ -109,6 +111,9 @@ class Sweep:
             start = (start or SearchConfig()).replace(embedder=base_emb)
             if start.threshold is None:    # the ledger records explicit values, never "the default"
                 start = start.replace(threshold=self.bench.searchers[base_emb].embedder.default_threshold)
+            model = self._ensure_gate(start)   # the gate model for the start, fitted on the tuning set
+            if model is not None and getattr(start, MODEL_GATE_FIELD) is None:
+                start = start.replace(**{MODEL_GATE_FIELD: self._on_grid(MODEL_GATE_FIELD, model.threshold)})
             self.space.check_config(start)
             self.id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             self.start = start
@@ -161,6 +166,35 @@ class Sweep:
     def _probes(self) -> int:
         return sum(q.level == "probe" for q in self.gold.questions)
 
+    def _on_grid(self, name: str, value: float) -> float:
+        """A fitted threshold on the space's grid when the space turns it (optuna refuses a history value
+        off its grid), else rounded to 4 places."""
+        return _snap(self.space.get(name), value) if name in self.space.names() else round(value, 4)
+
+    def _ensure_gate(self, cfg: SearchConfig):
+        """The gate model for cfg's (embedder, reranker), fitted on the tuning set the first time the pair
+        is met. It is fitted on the config of the pair's first ledger row when there is one, so a resumed
+        sweep gates exactly as the run it continues (thresholds do not change the features)."""
+        pair = gate_pair(cfg)
+        if pair not in self.bench.gate_models:
+            first = next((c for c in (SearchConfig().replace(**r["config"]) for r in getattr(self, "rows", []))
+                          if gate_pair(c) == pair), cfg)
+            self.bench.fit_gate_for(first, self.gold)
+        return self.bench.gate_models[pair]
+
+    def _why_unavailable(self, name: str, baseline: SearchConfig) -> str | None:
+        why = unavailable_reason(name, probes=self._probes())
+        if why is not None or name not in GATE_SCORE:
+            return why
+        model = self._ensure_gate(baseline)
+        if name == MODEL_GATE_FIELD and model is None:
+            return ("no gate model could be fitted on the tuning set (it needs 2 answerable questions, 2 probes "
+                    f"and features that vary): the cosine gate decides, so {name} moves nothing")
+        if name != MODEL_GATE_FIELD and model is not None:
+            return (f"the gate model fitted on the tuning set decides, so {name} (the cosine gate's) moves nothing "
+                    f"(it decides only where no model fits); {MODEL_GATE_FIELD} rounds tune the model's threshold")
+        return None
+
     def _crash_loop(self, n: int = 3) -> str | None:
         """The reason shared by the last n rounds, when all n crashed with it."""
         last = self.rows[-n:]
@@ -173,6 +207,7 @@ class Sweep:
         status = "finished"
         try:
             baseline, base_metrics = self._baseline()
+            self._ensure_gate(baseline)                     # a resumed sweep: the model the run had
             if base_metrics is None:                        # round 0: measure the starting point
                 t0 = time.perf_counter()
                 res = self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples)
@@ -215,7 +250,7 @@ class Sweep:
         for i in range(len(names)):
             v = self.space.get(names[(start + i) % len(names)])
             kind = kind_of(v.name)
-            why = unavailable_reason(v.name, probes=self._probes())
+            why = self._why_unavailable(v.name, baseline)
             if why is not None:
                 if not any(r["variable"] == v.name and r["decision"] == "unavailable" for r in self.rows):
                     return v, None        # logged once as unavailable, with the reason, then skipped
@@ -228,7 +263,7 @@ class Sweep:
             if kind.closed_form:
                 # the gate does not move the ranking, so its best value on the tuning set has a closed
                 # form: try that first, then let optuna explore around it
-                fitted = fit_threshold(base_metrics["per_query"])
+                fitted = fit_threshold(base_metrics["per_query"], GATE_SCORE.get(v.name, "top_score"))
                 if fitted is not None:
                     fitted = _snap(v, fitted)
                     if fitted not in tried and fitted != base_value:
@@ -247,7 +282,7 @@ class Sweep:
             return False
         kind = kind_of(v.name)
         old = getattr(baseline, v.name)
-        why_unavailable = unavailable_reason(v.name, probes=self._probes())
+        why_unavailable = self._why_unavailable(v.name, baseline)
         if why_unavailable is not None:
             self._append(round_no, v.name, old, None, baseline, baseline, None, "unavailable", why_unavailable, 0.0, 0.0, None)
             self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why_unavailable}")
@@ -267,10 +302,14 @@ class Sweep:
                 _, reindex_s = self.bench.searcher_for(getattr(cand, v.name))
             if kind.refit_gate:
                 # score scales differ between models: re-fit the gate on the tuning set before comparing
+                # (the cosine threshold every time; the gate model once per embedder/reranker pair)
+                model = self._ensure_gate(cand)
                 probe_run = self.bench.evaluate(cand, self.gold)
                 fitted = fit_threshold(probe_run["per_query"])
-                if fitted is not None:
-                    cand = cand.replace(**{gate_field(): fitted})
+                changes = {gate_field(): self._on_grid(gate_field(), fitted)} if fitted is not None else {}
+                if model is not None:
+                    changes[MODEL_GATE_FIELD] = self._on_grid(MODEL_GATE_FIELD, model.threshold)
+                cand = cand.replace(**changes)
             res = self._evaluate(cand, base_metrics["latency_ms"]["p95"], v.name)
             d, b_obj, c_obj = decide(base_metrics, res, self.p.rule(), objective=objective)
             decision, reason = d.decision, d.reason

@@ -10,6 +10,10 @@ index       another index (full reindex)            measured (warm)             
 gate        re-fit the gate only                    the baseline's p95                 gate accuracy (own epsilon),
                                                                                        needs probes
 
+Kinds that re-fit the gate (index, rerank) re-fit the cosine threshold and, for a new (embedder,
+reranker) pair, the gate model on the tuning set before judging; `gate_threshold` rounds then move the
+model's probability threshold, `threshold` rounds the cosine one.
+
 The sweep asks this table; it never names a variable itself.
 """
 
@@ -33,7 +37,7 @@ class Kind:
 
 
 FUSION = Kind("fusion", "re-fuse cached channel lists in memory", "baseline", None)
-RERANK = Kind("rerank", "re-fuse and rerank cached channel lists", "rerank_charged", None)
+RERANK = Kind("rerank", "re-fuse and rerank cached channel lists", "rerank_charged", None, refit_gate=True)
 RETRIEVAL = Kind("retrieval", "new channel lists", "measured", None)
 INDEX = Kind("index", "another index (full reindex)", "measured", None, reindex=True, refit_gate=True)
 GATE = Kind("gate", "re-fit the gate only", "baseline", "gate_accuracy", needs_probes=True, closed_form=True)
@@ -44,8 +48,17 @@ VARIABLE_KINDS: dict[str, Kind] = {
     "rerank_depth": RERANK, "reranker": RERANK,
     "depth": RETRIEVAL,
     "embedder": INDEX,
-    "threshold": GATE,
+    "threshold": GATE,          # the cosine gate's (decides when no gate model fits)
+    "gate_threshold": GATE,     # the gate model's probability threshold
 }
+# the score each gate variable thresholds, in an evaluation's per-question rows
+GATE_SCORE = {"threshold": "top_score", "gate_threshold": "gate_probability"}
+MODEL_GATE_FIELD = "gate_threshold"     # the gate model's; the other gate field is the cosine gate's
+
+
+def gate_pair(cfg: SearchConfig) -> tuple[str, str]:
+    """What a gate model is fitted for: the embedder (its score scale) and the reranker (its score)."""
+    return cfg.embedder, cfg.reranker
 
 # timed kinds (rerank_charged, measured): repeated passes until the p95 has >= timing_samples timings,
 # and a p95 within noise of the baseline's counts as the baseline's (decide.latency_for_decision)
@@ -104,5 +117,5 @@ def unavailable_fix(name: str) -> str:
 
 
 def gate_field() -> str:
-    """The config field the gate kind owns (the one a model change re-fits)."""
+    """The cosine gate's config field (the one a model change re-fits with fit_threshold)."""
     return next(n for n, k in VARIABLE_KINDS.items() if k is GATE)

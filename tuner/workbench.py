@@ -9,6 +9,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
+from search_core.gate_model import COSINE, GateChoice
 from search_core.hashing import hash_json
 from search_core.indexer import default_cache_path, index_vault
 from search_core.pipeline import Searcher
@@ -48,10 +49,11 @@ def verify_index(db: Path, embedder: str) -> dict:
         conn.close()
 
 
-def fit_threshold(per_query: list[dict]) -> float | None:
+def fit_threshold(per_query: list[dict], key: str = "top_score") -> float | None:
     """The gate threshold that best separates answerable questions (inject) from probes (hold back),
-    on the tuning set: the midpoint of the best gap between sorted top scores."""
-    pts = sorted((q["top_score"], q["level"] == "probe") for q in per_query)
+    on the tuning set: the midpoint of the best gap between sorted scores. `key`: the cosine gate's
+    `top_score`, or the gate model's `gate_probability` (rows without it are left out)."""
+    pts = sorted((q[key], q["level"] == "probe") for q in per_query if q.get(key) is not None)
     if not pts or all(p for _, p in pts) or not any(p for _, p in pts):
         return None
     scores = [s for s, _ in pts]
@@ -64,16 +66,16 @@ def fit_threshold(per_query: list[dict]) -> float | None:
     return round(best, 4)
 
 
-def fit_gate_model(per_query: list[dict], fingerprint: dict):
+def fit_gate_model(per_query: list[dict], fingerprint: dict, reranker: str = "none"):
     """The gate model re-fitted on the tuning set's gate features (a model swap changes every score),
     or None when the set cannot support one (too few probes, constant features)."""
     from search_core.gate_model import GateFitError, fit_gate
-    from .calibrate import CALIBRATION_FEATURES
+    from .calibrate import CALIBRATION_C, CALIBRATION_FEATURES
     rows = [q for q in per_query if q.get("gate_features")]
     try:
         return fit_gate([q["gate_features"] for q in rows], [int(q["level"] != "probe") for q in rows],
                         fingerprint=fingerprint, features=list(CALIBRATION_FEATURES), scope="index",
-                        fitted_on={"by": "sweep, embedder round"})
+                        reranker=reranker, C=CALIBRATION_C, fitted_on={"by": "sweep, on the tuning set"})
     except GateFitError:
         return None
 
@@ -104,6 +106,9 @@ class Workbench:
         self.retrievals = RetrievalCache()
         self.rerank_cache: dict = {}
         self.rerank_cost: dict = {}      # reranker -> ms per pair, measured once per model (cold)
+        # (embedder, reranker) -> the gate model fitted on the tuning set (None: the cosine gate decides).
+        # Set by the sweep (fit_gate_for); evaluate() gates with it, never with a file's model.
+        self.gate_models: dict[tuple[str, str], object] = {}
         self._arm(base)
         self.score_cfg = score_cfg
 
@@ -146,6 +151,16 @@ class Workbench:
         return {"rerank": cfg.reranker, "rerank_ms_per_pair": round(cost, 4) if cost is not None else None,
                 "rerank_window": max(cfg.rerank_depth, cfg.top_k)}
 
+    def fit_gate_for(self, cfg: SearchConfig, gold: GoldSet) -> tuple[float | None, object]:
+        """Re-fit the gate on `gold` (the tuning set) for cfg's embedder and reranker: (the cosine
+        threshold, the gate model or None). The run that reads the features gates by cosine."""
+        s, _ = self.searcher_for(cfg.embedder)
+        self.gate_models.pop((cfg.embedder, cfg.reranker), None)
+        per_query = self.evaluate(cfg, gold)["per_query"]
+        model = fit_gate_model(per_query, s.fingerprint, cfg.reranker)
+        self.gate_models[(cfg.embedder, cfg.reranker)] = model
+        return fit_threshold(per_query), model
+
     def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, fixed_p95: float | None = None,
                  timing_samples: int = 0) -> dict:
         """timing_samples: repeat timed passes until the p95 stands on at least this many timings
@@ -153,6 +168,8 @@ class Workbench:
         s, _ = self.searcher_for(cfg.embedder)
         if s.rerank_cost is not self.rerank_cost:
             self._arm(s)
+        model = self.gate_models.get((cfg.embedder, cfg.reranker))
+        s.gate_choice = GateChoice(model, "fitted by the sweep on the tuning set") if model is not None else COSINE
         res = evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
                        min_timing_samples=0 if fixed_p95 is not None else timing_samples).as_json()
         if fixed_p95 is not None:

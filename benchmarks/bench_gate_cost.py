@@ -1,0 +1,73 @@
+"""What the gate features add to a search: CPU time of gate_features() per query, first sight.
+
+Every query is timed with the view's document-frequency cache emptied first, so each call pays for
+its own trigram lookups (the worst case: a query nobody asked before). Two ways of reading the
+document frequencies, on the same queries and the same index:
+  table   the `trigram_df` table the index writer stores (search_core.term_df), what searches use
+  vocab   FTS5's vocabulary (fts5vocab), what indexes without the table fall back to
+The queries are the demo gold sets' 112 questions (Korean, English, mixed), over every --db given.
+
+    OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 10 python benchmarks/bench_gate_cost.py \
+        --db runs/demo.sqlite --db runs/johngrib.sqlite
+An index built before the table existed gets it from any `autoresearch index` run on it.
+Raw results: runs/bench/gate-cost.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, summary, write_result  # noqa: E402
+
+from search_core import term_df  # noqa: E402
+from search_core.config import SearchConfig  # noqa: E402
+from search_core.gate_features import gate_features  # noqa: E402
+from search_core.pipeline import Searcher  # noqa: E402
+from tuner.gold import load_gold  # noqa: E402
+
+GOLD = ROOT / "experiments" / "gold"
+
+
+def measure(db: str, queries: list[str], repeats: int) -> dict:
+    s = Searcher(db)
+    cfg = SearchConfig()
+    results = [s.rank(s.retrieve(q, cfg.depth), cfg, snippets=False) for q in queries]
+    out = {"db": db, "queries": len(queries), "table_current": term_df.is_current(s.conn)}
+    for mode in ("table", "vocab"):
+        if mode == "table" and not out["table_current"]:
+            continue
+        cpu = []
+        for _ in range(repeats):
+            for res in results:
+                s.view.__dict__["_gate_df"] = {}                 # first sight of every trigram
+                s.view.__dict__["_gate_df_stored"] = mode == "table"
+                c0 = time.process_time()
+                gate_features(res.query, res.retrieval.lists, res.hits, s.view, conn=s.conn)
+                cpu.append((time.process_time() - c0) * 1000)
+        out[mode] = summary(cpu)
+    s.close()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--db", action="append", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    queries = [q.query for n in ("demo-tune", "demo-holdout", "demo-probes")
+               for q in load_gold(GOLD / f"{n}.yaml").questions]
+    out = {"load_average": os.getloadavg(), "repeats": args.repeats,
+           "results": [measure(db, queries, args.repeats) for db in args.db]}
+    out["load_average_after"] = os.getloadavg()
+    for r in out["results"]:
+        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "vocab") if m in r}, file=sys.stderr)
+    print(write_result("gate-cost", out))
+
+
+if __name__ == "__main__":
+    main()

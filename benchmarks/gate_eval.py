@@ -1,0 +1,195 @@
+"""The measuring half of bench_gate.py: metrics, the side-by-side judge, feature/C selection by
+cross-validation on the fitting rows only, and held-out-document rows over one index.
+
+Everything here scores rows never used to fit; the cosine gate is scored on the same rows.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from search_core.gate_model import GateFitError, best_balanced_threshold, fit_gate
+from search_core.pipeline import Retrieval
+from tuner.calibrate import CALIBRATION_C, CALIBRATION_FEATURES, probabilities
+
+COS_DEFAULT = 0.82
+SHAPE = ["top_cos", "cos_margin", "cos_wig", "cos_spread"]
+AGREE = ["dense_sparse_agree", "top1_agree", "title_match"]
+NEW = ["idf_overlap", "unknown_words"]
+META = ["meta_overlap"]     # added after the first run (AUROC 0.837 alone on demo-tune; see BENCHMARKS.md)
+# Candidate feature sets, fixed before any measurement: every one transfers between vaults (no query
+# length or script mix: on the demo sets query length alone has AUROC 0.83 because the probes are short).
+CAL10 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
+         "dense_sparse_agree", "top1_agree", "title_match"]      # CALIBRATION_FEATURES before this issue's round
+FEATURE_SETS = {
+    "calibration-10 (before)": CAL10,
+    "calibration-10 + idf_overlap + unknown_words": CAL10 + NEW,
+    "cosine shape + agreement + idf_overlap + unknown_words": SHAPE + AGREE + NEW,
+    "cosine shape + agreement": SHAPE + AGREE,
+    "cosine shape + agreement + meta_overlap": SHAPE + AGREE + META,
+    "calibration-10 + idf_overlap + unknown_words + meta_overlap": CAL10 + NEW + META,
+}
+C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
+
+
+def auroc(scores, y):
+    from sklearn.metrics import roc_auc_score
+    return float(roc_auc_score(y, scores)) if len(set(y)) == 2 else float("nan")
+
+
+def bacc(pred, y):
+    pred, y = np.asarray(pred, bool), np.asarray(y, bool)
+    return float(((pred & y).sum() / max(y.sum(), 1) + (~pred & ~y).sum() / max((~y).sum(), 1)) / 2)
+
+
+def risk_coverage(scores, y, points=(0.2, 0.4, 0.6, 0.8, 1.0)):
+    """Inject the most confident share `c` of the rows: the share of injected rows that are probes."""
+    order = np.argsort(-np.asarray(scores))
+    y = np.asarray(y)[order]
+    return {f"{c:.1f}": round(float(1 - y[: max(1, round(c * len(y)))].mean()), 4) for c in points}
+
+
+def fit(rows, fp, features, C, groups=None, **kw):
+    return fit_gate([r["f"] for r in rows], [r["y"] for r in rows], fingerprint=fp, features=features, C=C,
+                    groups=groups, **kw)
+
+
+def judge(model, train, test):
+    """Side by side on `test`: the model, cosine at 0.82, cosine at the threshold fitted on `train`."""
+    yt = [r["y"] for r in test]
+    p = probabilities(model, [r["f"] for r in test])
+    cos = np.array([r["f"]["hit_cos"] for r in test])
+    t_cos, _ = best_balanced_threshold([r["f"]["hit_cos"] for r in train], [r["y"] for r in train])
+    return {"n": len(test), "probes": int(len(yt) - sum(yt)),
+            "model": {"auroc": auroc(p, yt), "bacc": bacc(p >= model.threshold, yt), "threshold": model.threshold,
+                      "risk_coverage": risk_coverage(p, yt)},
+            "cos_0.82": {"auroc": auroc(cos, yt), "bacc": bacc(cos >= COS_DEFAULT, yt), "threshold": COS_DEFAULT},
+            "cos_fitted": {"auroc": auroc(cos, yt), "bacc": bacc(cos >= t_cos, yt), "threshold": round(t_cos, 4),
+                           "risk_coverage": risk_coverage(cos, yt)}}
+
+
+def per_feature_auroc(rows, names):
+    y = [r["y"] for r in rows]
+    return {f: round(auroc([r["f"].get(f, 0.0) for r in rows], y), 4) for f in names}
+
+
+def cv_select(rows, fp, repeats=20, folds=3):
+    """(feature-set name, C, table): the pair with the best mean balanced accuracy over `repeats` x
+    `folds` stratified folds of `rows` (each fold: fit_gate on the rest, its own threshold, scored on
+    the fold). Ties go to the smaller set, then the smaller C. Only `rows` are read."""
+    from sklearn.model_selection import StratifiedKFold
+    y = np.array([r["y"] for r in rows])
+    table = []
+    for name, feats in FEATURE_SETS.items():
+        for C in C_GRID:
+            scores = []
+            for rep in range(repeats):
+                for tr, te in StratifiedKFold(folds, shuffle=True, random_state=rep).split(np.zeros(len(y)), y):
+                    try:
+                        m = fit([rows[i] for i in tr], fp, feats, C)
+                    except GateFitError:
+                        continue
+                    p = probabilities(m, [rows[i]["f"] for i in te])
+                    scores.append(bacc(p >= m.threshold, y[te]))
+            table.append({"features": name, "C": C, "cv_bacc": round(float(np.mean(scores)), 4),
+                          "cv_sd": round(float(np.std(scores)), 4), "folds": len(scores)})
+    best = max(table, key=lambda t: (t["cv_bacc"], -len(FEATURE_SETS[t["features"]]), -t["C"]))
+    return best["features"], best["C"], table
+
+
+# ---- held-out documents over one index --------------------------------------------------------------------
+
+def retrieve_all(s, items, depth, cache: Path):
+    """One retrieval per question (items: (question id, query, gold documents)), pickled beside the
+    results keyed by the index content, so a re-run (another rrf_k, another part) does not search again."""
+    key = (s.fingerprint_key, depth, len(items), items[0][1] if items else "")
+    if cache.exists():
+        with cache.open("rb") as f:
+            saved = pickle.load(f)
+        if saved.get("key") == key:
+            return saved["retrievals"]
+    out, t0 = [], time.perf_counter()
+    for i, (_, q, _) in enumerate(items):
+        out.append(s.retrieve(q, depth))
+        if i % 500 == 0:
+            print(f"  retrieve {i}/{len(items)} {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with cache.open("wb") as f:
+        pickle.dump({"key": key, "retrievals": out}, f)
+    return out
+
+
+def heldout_rows(s, cfg, items, retrievals, doc_of: dict, held: set):
+    """Rows as the gate sees them over an index without the `held` documents: their notes are dropped
+    from every channel list before fusion (BM25's IDF, the entity graph and the decomposed channel's own
+    RRF still saw them: ONE index, unlike separate ones). A question whose gold documents are all held
+    out is a probe (y = 0)."""
+    rows = []
+    for (qid, _, docs), r in zip(items, retrievals):
+        lists = {c: [h for h in hits if doc_of.get(h.note_id) not in held] for c, hits in r.lists.items()}
+        res = s.rank(Retrieval(r.query, r.qvec, lists, r.timings_ms, r.subqueries), cfg, snippets=False)
+        rows.append({"id": qid, "docs": docs, "f": res.gate.features, "y": int(not set(docs) <= held)})
+    return rows
+
+
+def draw_split(docs: list, seed: int, fraction: float = 0.2):
+    """(held-out documents, the fitting half): 20 % held out; the halves are drawn within held-out and
+    kept documents separately, so both halves hold probes (an unstratified half once left one probe on
+    the fitting side)."""
+    rng = random.Random(seed)
+    held = set(rng.sample(docs, max(1, round(fraction * len(docs)))))
+    kept = sorted(set(docs) - held)
+    half = set(rng.sample(sorted(held), len(held) // 2)) | set(rng.sample(kept, len(kept) // 2))
+    return held, half
+
+
+# what the tuner, `calibrate` and the shipped default use (tuner.calibrate): declared, not selected
+ALL_TRANSFERABLE = ("all 13 transferable features, C=1 (CALIBRATION_FEATURES)", list(CALIBRATION_FEATURES),
+                    CALIBRATION_C)
+
+
+def heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, splits, label, alt=None):
+    """The issue's protocol: per split, 20 % of documents held out; fit on one half of the documents'
+    questions (grouped by document), measure on the other half's; the cosine gate on the same rows.
+    `alt`: a second gate declared before measuring (name, features, C), scored on the same rows."""
+    out = []
+    for seed in range(splits):
+        held, half = draw_split(docs, seed)
+        rows = heldout_rows(s, cfg, items, retrievals, doc_of, held)
+        train = [r for r in rows if r["docs"][0] in half]
+        test = [r for r in rows if r["docs"][0] not in half]
+        m = fit(train, s.fingerprint["embedder"], features, C, groups=[r["docs"][0] for r in train])
+        j = judge(m, train, test)
+        if alt is not None:
+            j["alt"] = judge(fit(train, s.fingerprint["embedder"], alt[1], alt[2], groups=[r["docs"][0] for r in train]),
+                             train, test)["model"]
+            j["alt_name"] = alt[0]
+        j["per_feature_auroc"] = per_feature_auroc(test, sorted(set(features) | set(alt[1] if alt else ()) | {"hit_cos"}))
+        out.append(j)
+        print(f"  {label} split {seed}: model auroc {j['model']['auroc']:.3f} bacc {j['model']['bacc']:.3f} | "
+              f"alt auroc {j.get('alt', {}).get('auroc', float('nan')):.3f} bacc {j.get('alt', {}).get('bacc', float('nan')):.3f} | "
+              f"cos fitted bacc {j['cos_fitted']['bacc']:.3f} | cos .82 bacc {j['cos_0.82']['bacc']:.3f}",
+              file=sys.stderr, flush=True)
+    return out
+
+
+def summarise(splits):
+    def stat(g, k):
+        v = [sp[g][k] for sp in splits]
+        return {"mean": round(float(np.mean(v)), 4), "sd": round(float(np.std(v)), 4),
+                "min": round(float(np.min(v)), 4), "max": round(float(np.max(v)), 4)}
+    groups = ("model", "cos_0.82", "cos_fitted") + (("alt",) if "alt" in splits[0] else ())
+    out = {g: {k: stat(g, k) for k in ("auroc", "bacc")} for g in groups}
+    if "alt" in splits[0]:
+        out["alt"]["name"] = splits[0]["alt_name"]
+    out["model_beats_fitted_cosine_bacc"] = f"{sum(sp['model']['bacc'] > sp['cos_fitted']['bacc'] for sp in splits)}/{len(splits)}"
+    names = splits[0]["per_feature_auroc"]
+    out["per_feature_auroc_mean"] = {f: round(float(np.nanmean([sp["per_feature_auroc"][f] for sp in splits])), 4)
+                                     for f in names}
+    return out

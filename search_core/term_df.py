@@ -1,0 +1,67 @@
+"""Document frequencies of FTS5 trigrams, stored in the index file at index time.
+
+The gate's BM25 normaliser (gate_features.query_idf) needs the document frequency of every trigram
+of a query. Read from FTS5's vocabulary at search time, each first-seen term costs one fts5vocab
+lookup that walks the term's whole doclist: 0.04 ms for a rare term, 0.43 ms for '다.\\n' (9,085
+of 18,315 chunks) on the johngrib wiki, and the gate's feature cost p95 was 3.77 ms against a 2 ms
+target (BENCHMARKS.md, gate). Here the index writer copies the vocabulary once into a WITHOUT ROWID
+table (term -> df): on johngrib 290,174 terms, 0.38 s; a lookup is then one primary-key read
+(~2 us).
+
+It is derived data, not part of the fingerprint, like short_postings: an index without the table
+(or with a stale one) still searches; the gate then reads fts5vocab as before. The writer rebuilds
+the table after every write, full or incremental: one scan of the vocabulary is exact, needs no
+copy of FTS5's tokenizer, and costs less than re-embedding one changed note.
+"""
+
+from __future__ import annotations
+
+from .store import get_meta, set_meta
+
+META_KEY = "trigram_df"
+VERSION = 1
+VOCAB = "temp.term_df_vocab"
+
+
+def _vocab(conn) -> None:
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB} USING fts5vocab(main, chunks_fts, row)")
+
+
+def build(conn) -> int:
+    """(Re)write the table from FTS5's vocabulary. Call inside the writer's transaction, after the
+    chunks are written and after bump_generation: the table records the generation it matches, so a
+    write by code that does not keep the table (an older version) leaves it unused, not wrong."""
+    conn.execute("CREATE TABLE IF NOT EXISTS trigram_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID")
+    conn.execute("DELETE FROM trigram_df")
+    _vocab(conn)
+    conn.execute(f"INSERT INTO trigram_df(term, df) SELECT term, doc FROM {VOCAB}")
+    n = conn.execute("SELECT count(*) FROM trigram_df").fetchone()[0]
+    set_meta(conn, META_KEY, {"version": VERSION, "terms": int(n), "generation": get_meta(conn, "generation", 0)})
+    return int(n)
+
+
+def is_current(conn) -> bool:
+    """The table exists and was written by the last indexing commit."""
+    meta = get_meta(conn, META_KEY)
+    return (isinstance(meta, dict) and meta.get("version") == VERSION
+            and meta.get("generation") == get_meta(conn, "generation", 0))
+
+
+def lookup_stored(conn, terms: list[str]) -> dict[str, int]:
+    """df of each term from the stored table (absent: 0, as fts5vocab answers for an unseen term)."""
+    out = dict.fromkeys(terms, 0)
+    for i in range(0, len(terms), 500):       # SQLite's default limit on bound parameters is 32,766
+        part = terms[i:i + 500]
+        q = f"SELECT term, df FROM trigram_df WHERE term IN ({','.join('?' * len(part))})"
+        out.update(dict(conn.execute(q, part).fetchall()))
+    return out
+
+
+def lookup_live(conn, terms: list[str]) -> dict[str, int]:
+    """df from FTS5's vocabulary itself (an index written before the table existed)."""
+    _vocab(conn)
+    out = {}
+    for t in terms:
+        row = conn.execute(f"SELECT doc FROM {VOCAB} WHERE term = ?", (t,)).fetchone()
+        out[t] = int(row[0]) if row else 0
+    return out
