@@ -83,18 +83,11 @@ def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRA
 
 
 def term_df(view, conn, terms: list[str]) -> dict[str, int]:
-    """Chunks holding each trigram, from FTS5's own vocabulary (fts5vocab, 'row': one count per row),
-    cached on the view: a view is rebuilt whenever the index changes, and so is its cache."""
-    cache = view.__dict__.setdefault("_term_df", {})
-    todo = [t for t in terms if t not in cache]
-    if todo:
-        if not view.__dict__.get("_term_vocab"):
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.term_vocab USING fts5vocab(main, chunks_fts, row)")
-            view.__dict__["_term_vocab"] = True
-        for t in todo:
-            row = conn.execute("SELECT doc FROM temp.term_vocab WHERE term = ?", (t,)).fetchone()
-            cache[t] = int(row[0]) if row else 0
-    return {t: cache[t] for t in terms}
+    """Chunks holding each trigram: the table the index writer stores (search_core.term_df, one
+    primary-key read per term), else FTS5's own vocabulary; one cache on the view, shared with the gate's
+    features (a view is rebuilt whenever the index changes, and so is its cache)."""
+    from .gate_features import _term_df        # the one reader and cache of these counts
+    return _term_df(view, conn, terms)
 
 
 def fts_match_expr(trigrams: list[str]) -> str:
