@@ -27,12 +27,13 @@ QUERY_THREADS = 1      # one text: the stall numbers above
 # A query without sub-questions: its embedding is all the second search thread does while the caller runs
 # one FTS5 query (pipeline.retrieve), so it could have both cores. With OMP_WAIT_POLICY=PASSIVE the stalls
 # above did not come back under load (load average 8 plus a spinner, 180 questions: 2 threads p95 173 ms,
-# max 271; 1 thread p95 179, max 403; bench_latency --parts threads); without PASSIVE they would. What it
-# gains on an idle machine is not measured yet (bench_latency --solo-threads 2): 1 until it is.
-SOLO_QUERY_THREADS = 1
-# Indexing: the runtime's default (all cores). Under load average 8 on 2 cores, 128 johngrib chunks embedded at
-# 1.99 / 1.71 chunks/s on 1 thread and 1.72 / 1.70 on 2 (CPU per chunk +8-15 % with 2): no stall, no gain there;
-# an idle machine is where a second core can pay, and that is still to be measured (bench_batch_threads.py).
+# max 271; 1 thread p95 179, max 403; bench_latency --parts threads); without PASSIVE they would. On the
+# quiet machine (566 questions, johngrib index) 2 threads gave idle p50/p95/max 36.0/77.8/145 ms against
+# 39.6/84.4/134 with 1, and with one core kept busy p95 136.6 against 139.3, max 202 against 207: 2.
+SOLO_QUERY_THREADS = 2
+# Indexing: the runtime's default (all cores). Quiet machine, 256 johngrib chunks: 6.9 chunks/s on 2 threads
+# against 3.5 on 1. Under load average 8, 128 chunks: 1.72 / 1.70 chunks/s on 2, 1.99 / 1.71 on 1 (no stall,
+# no gain): the default pays when a core is free and costs little when none is.
 BATCH_THREADS = None
 
 _controllers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
