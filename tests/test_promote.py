@@ -95,3 +95,22 @@ def test_search_and_eval_read_the_active_config(demo_db, tmp_path, monkeypatch):
                             SearchConfig(embedder="minilm-l6"), None, "sweep x"))
     r = cli.invoke(main, ["search", "GraphRAG", "--db", str(demo_db)])
     assert r.exit_code != 0 and "uses embedder minilm-l6 but" in r.output and "drop --db" in r.output
+
+
+def test_a_probability_threshold_is_promoted_only_with_the_gate_model_it_was_tuned_on(demo_db, tmp_path):
+    from search_core.gate_model import DEFAULT_GATE_FILE, choose_gate, load_gate, sidecar_path
+    from search_core.pipeline import Searcher
+    win = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7).as_dict()
+    # no model: the threshold would be read against whatever gate the index has, so it stays behind
+    d = decide_promotion("s1", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "a")
+    assert d["promoted"] and "gate_threshold was not promoted" in d["reason"]
+    assert read_active(tmp_path / "a").config.gate_threshold is None
+    # with the sweep's model: installed beside the promoted index, where search finds it
+    model = load_gate(DEFAULT_GATE_FILE)
+    d = decide_promotion("s2", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "b", gate_model=model)
+    active = read_active(tmp_path / "b")
+    assert active.config.gate_threshold == 0.7 and "not promoted" not in d["reason"]
+    side = sidecar_path(d["index"])
+    assert load_gate(side).as_json() == model.as_json()
+    choice = choose_gate(Searcher(d["index"]).fingerprint, db=d["index"])
+    assert choice.source == str(side)

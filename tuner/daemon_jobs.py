@@ -105,7 +105,8 @@ def job_sweep(d, spec, scheduled, rid):
         final = SearchConfig().replace(**summary["final_config"])
         searcher = sw.bench.searchers.get(final.embedder)
         promo = decide_promotion(sw.id, summary["start_config"], summary["final_config"], summary.get("holdout"),
-                                 searcher.db if searcher else None, d.cfg.runs)
+                                 searcher.db if searcher else None, d.cfg.runs,
+                                 gate_model=sw.bench.gate_models.get((final.embedder, final.reranker)))
         detail["promotion"] = promo
         detail["reports"] = write_reports(d, sw.id)
         return ("promoted" if promo["promoted"] else "declined"), detail

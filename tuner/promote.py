@@ -18,6 +18,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
+from search_core.gate_model import sidecar_path
 from search_core.store import atomic, connect
 
 from .toml_out import _value, config_toml
@@ -181,8 +182,12 @@ def holdout_verdict(start: dict, final: dict, holdout: dict | None) -> Verdict:
 
 
 def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | None, index: str | Path | None,
-                     runs: str | Path | None = None) -> dict:
-    """Apply the rule and record the outcome; on success the winner (with its index) becomes active."""
+                     runs: str | Path | None = None, *, gate_model=None) -> dict:
+    """Apply the rule and record the outcome; on success the winner (with its index) becomes active.
+    `gate_model`: the gate model the sweep fitted for the winner's embedder and reranker. A probability
+    threshold (`gate_threshold`) means something only with the model it was tuned on, so the model is
+    installed beside the promoted index (its `.gate.json`, which `search` and recall read); without one,
+    the threshold is not promoted and the reason says so."""
     v = holdout_verdict(start, final, holdout)
     hist = History(runs)
     try:
@@ -193,10 +198,17 @@ def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | No
             return {"event": eid, "promoted": False, "reason": v.reason}
         if index is None:
             raise SearchCoreError(f"cannot promote sweep {sweep_id}: no index for embedder {cfg.embedder}")
+        reason = v.reason
+        if cfg.gate_threshold is not None and gate_model is None:
+            cfg = cfg.replace(gate_threshold=None)
+            reason += ("; its gate_threshold was not promoted: the gate model it was tuned on is not available, "
+                       "and on another gate the number means something else")
         installed = _install_index(hist.runs, Path(index))
+        if cfg.gate_threshold is not None:
+            gate_model.save(sidecar_path(installed))
         _write_active(hist.runs, cfg, installed, f"sweep {sweep_id}")
-        eid = hist._add("promoted", sweep_id, cfg, installed, prev, v.reason)
-        return {"event": eid, "promoted": True, "reason": v.reason, "index": str(installed)}
+        eid = hist._add("promoted", sweep_id, cfg, installed, prev, reason)
+        return {"event": eid, "promoted": True, "reason": reason, "index": str(installed)}
     finally:
         hist.close()
 
