@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
+from search_core.config import SearchConfig
 from search_core.store import connect
 from tuner.audit_rejected import audit_data, audit_report, interaction_rules
 from tuner.cli import main
@@ -29,7 +30,9 @@ def swept(demo_db, tmp_path_factory):
     tune, hold = small_gold(TUNE, root / "tune.yaml", 2), small_gold(HOLD, root / "hold.yaml", 3)
     p = SweepParams(db=str(demo_db), gold=str(tune), holdout=str(hold), space=str(root / "space.toml"), rounds=14,
                     vault=str(DEMO_VAULT), index_dir=str(demo_db.parent / "indexes"))
-    sw = Sweep(p, lg)
+    # from the pre-2 default k = 60, where this space keeps changes after rejecting others: the audit and the
+    # retest need rejected rounds whose interacting variables moved later (from k = 2 nothing was marked)
+    sw = Sweep(p, lg, start=SearchConfig(rrf_k=60))
     s = sw.run()
     promo = decide_promotion(sw.id, s["start_config"], s["final_config"], s["holdout"], demo_db, root / "runs")
     lg.close()
@@ -131,8 +134,7 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
     ledger = tmp_path / "ledger.sqlite"
     shutil.copy(swept["ledger"], ledger)
     marked = [x for x in audit_data(ledger, swept["sweep"])["rejected"] if x["worth_retest"]]
-    if not marked:
-        pytest.skip("this sweep left nothing worth re-testing")
+    assert marked, "the fixture sweep must leave candidates worth re-testing, or this test checks nothing"
     rep = audit_report(ledger, swept["sweep"], do_retest=True, runs=tmp_path / "runs")
     res = rep.data["retest"]
     assert res["tested"] == len(marked)
