@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import term_df as term_df_store
 from .graph import normalize_name
 from .view import matvec
 
@@ -86,8 +87,7 @@ def term_df(view, conn, terms: list[str]) -> dict[str, int]:
     """Chunks holding each trigram: the table the index writer stores (search_core.term_df, one
     primary-key read per term), else FTS5's own vocabulary; one cache on the view, shared with the gate's
     features (a view is rebuilt whenever the index changes, and so is its cache)."""
-    from .gate_features import _term_df        # the one reader and cache of these counts
-    return _term_df(view, conn, terms)
+    return term_df_store.counts(view, conn, terms)
 
 
 def fts_match_expr(trigrams: list[str]) -> str:

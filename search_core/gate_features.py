@@ -61,20 +61,7 @@ FEATURE_NAMES = tuple(FEATURES)
 
 
 def _term_df(view, conn, terms: list[str]) -> dict[str, int]:
-    """Document (chunk) frequency of FTS5 trigram terms: from the table the index writer stores
-    (search_core.term_df: one primary-key read per term), else from FTS5's vocabulary (a doclist walk
-    per term: 0.04-0.43 ms on johngrib). Cached on the view, which is rebuilt with the index."""
-    cache = view.__dict__.setdefault("_gate_df", {})
-    todo = [t for t in terms if t not in cache]
-    if todo and conn is not None:
-        try:
-            stored = view.__dict__.get("_gate_df_stored")
-            if stored is None:
-                stored = view.__dict__["_gate_df_stored"] = term_df.is_current(conn)
-            cache.update(term_df.lookup_stored(conn, todo) if stored else term_df.lookup_live(conn, todo))
-        except DB_ERRORS:     # a feature must never fail a search: unknown df counts as 0 (rare term)
-            pass
-    return {t: cache.get(t, 0) for t in terms}
+    return term_df.counts(view, conn, terms)
 
 
 def _idf(n: int, df: int) -> float:

@@ -16,7 +16,15 @@ copy of FTS5's tokenizer, and costs less than re-embedding one changed note.
 
 from __future__ import annotations
 
+import sqlite3
+
 from .store import get_meta, set_meta
+
+try:                                   # the engine's connections are sqlean's; plain sqlite3 in tests
+    import sqlean
+    DB_ERRORS: tuple = (sqlite3.Error, sqlean.Error)
+except ImportError:                    # pragma: no cover
+    DB_ERRORS = (sqlite3.Error,)
 
 META_KEY = "trigram_df"
 VERSION = 1
@@ -65,3 +73,21 @@ def lookup_live(conn, terms: list[str]) -> dict[str, int]:
         row = conn.execute(f"SELECT doc FROM {VOCAB} WHERE term = ?", (t,)).fetchone()
         out[t] = int(row[0]) if row else 0
     return out
+
+
+def counts(view, conn, terms: list[str]) -> dict[str, int]:
+    """Document (chunk) frequency of FTS5 trigram terms, for the sparse channel's term cap and the gate's
+    features alike: from the stored table (one primary-key read per term), else from FTS5's vocabulary
+    (a doclist walk per term: 0.04-0.43 ms on johngrib). One cache on the view, which is rebuilt with the
+    index. A lookup that fails counts the term as 0 (rare): neither a search nor a feature fails over it."""
+    cache = view.__dict__.setdefault("_term_df", {})
+    todo = [t for t in terms if t not in cache]
+    if todo and conn is not None:
+        try:
+            stored = view.__dict__.get("_term_df_stored")
+            if stored is None:
+                stored = view.__dict__["_term_df_stored"] = is_current(conn)
+            cache.update(lookup_stored(conn, todo) if stored else lookup_live(conn, todo))
+        except DB_ERRORS:
+            pass
+    return {t: cache.get(t, 0) for t in terms}
