@@ -14,22 +14,17 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 
 import numpy as np
 
 from . import term_df
+from .term_df import DB_ERRORS
 from .channels import TOKEN_RE, query_terms
 from .graph import normalize_name
 
 TOP_K = 10                   # the top-k the WIG/NQC-like statistics read: 10 cosines
 MAX_WORDS = 32               # unknown_words reads at most this many words: 32 x ~5 primary-key reads
 AGREE_K = 5                  # dense-vs-sparse agreement is measured on the top 5 notes
-try:                                  # the index is opened with sqlean, whose errors are its own classes
-    import sqlean
-    DB_ERRORS: tuple = (sqlite3.Error, sqlean.Error)
-except ImportError:  # pragma: no cover
-    DB_ERRORS = (sqlite3.Error,)
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
 LATIN_RE = re.compile(r"[A-Za-z]")
 
@@ -60,8 +55,7 @@ FEATURES = {
 FEATURE_NAMES = tuple(FEATURES)
 
 
-def _term_df(view, conn, terms: list[str]) -> dict[str, int]:
-    return term_df.counts(view, conn, terms)
+_term_df = term_df.counts      # the one reader and per-view cache, shared with the sparse channel
 
 
 def _idf(n: int, df: int) -> float:

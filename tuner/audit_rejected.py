@@ -16,7 +16,7 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
 
-from .decide import Rule, decide, objective_value
+from .decide import decide, objective_value
 from .ledger import Ledger
 from .promote import read_active
 from .report_sweep import open_ledger, pick_sweep

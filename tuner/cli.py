@@ -321,7 +321,6 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
           level_guard, latency_budget, timing_samples, vault, ledger_path, resume, as_json):
     """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger."""
     from search_core.config import load_config
-    import dataclasses
     from tuner.ledger import Ledger
     from tuner.ledger_chain import require_intact
     from tuner.sweep import Sweep, SweepParams

@@ -31,7 +31,7 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.store import atomic, connect
 
-from .daemon_config import DaemonConfig, JobSpec
+from .daemon_config import DaemonConfig
 
 LOCK = "daemon.lock"
 RUNS_DB = "daemon.sqlite"
