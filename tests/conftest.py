@@ -146,3 +146,85 @@ def tiny_cross_encoder(tmp_path_factory):
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def session_rerank_server():
+    """The HTTP rerank server of test_models, kept for the session: a reranker's URL is part of the
+    config, so sweeps compared with each other must name the same server."""
+    import threading
+    from http.server import ThreadingHTTPServer
+    from tests.test_models import _RerankHandler
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _RerankHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+# Fusion variables plus every timed kind: depth (new channel lists, measured), rerank_depth and the reranker
+# (a real HTTP reranker, charged per pair). Two rounds per variable: the first cycle ends at round 8.
+TIMED_SPACE = """
+[w_dense]
+kind = "float"
+low = 0.0
+high = 1.0
+step = 0.05
+[w_sparse]
+kind = "float"
+low = 0.0
+high = 1.0
+step = 0.05
+[w_entity]
+kind = "float"
+low = 0.0
+high = 0.6
+step = 0.05
+[rrf_k]
+kind = "int"
+low = 1
+high = 120
+[threshold]
+kind = "float"
+low = 0.7
+high = 0.95
+step = 0.005
+[depth]
+kind = "int"
+low = 10
+high = 90
+step = 20
+[rerank_depth]
+kind = "int"
+low = 5
+high = 30
+step = 5
+"""
+TIMED_ROUNDS, TIMED_SEED = 16, 5
+
+
+@pytest.fixture(scope="session")
+def timed_sweep(demo_index, session_rerank_server, tmp_path_factory):
+    """One uninterrupted sweep over TIMED_SPACE with repeated timing (TIMING_SAMPLES), run once per session:
+    the determinism test runs it again and the kill-9 test kills and resumes it, and both compare their
+    decisions with this one."""
+    from types import SimpleNamespace
+    from search_core.config import load_config
+    from tuner.ledger import Ledger
+    from tuner.sweep import Sweep, SweepParams
+    root = tmp_path_factory.mktemp("timed-sweep")
+    reranker = f"rerank+{session_rerank_server}/rerank"
+    space = root / "space.toml"
+    space.write_text(TIMED_SPACE + f'[reranker]\nkind = "categorical"\nchoices = ["none", "{reranker}"]\n')
+    start = root / "start.toml"
+    start.write_text(f'reranker = "{reranker}"\nrerank_depth = 10\n')
+    params = SweepParams(db=str(demo_index), gold=str(ROOT / "experiments/gold/demo-tune.yaml"), space=str(space),
+                         rounds=TIMED_ROUNDS, seed=TIMED_SEED, vault=str(DEMO_VAULT),
+                         index_dir=str(root / "indexes"))
+    ledger = Ledger(root / "straight.sqlite")
+    sw = Sweep(params, ledger, start=load_config(start))
+    sw.run()
+    return SimpleNamespace(space=space, start=start, params=params, rounds=ledger.rounds(sw.id))
+
+
+def decisions(rows) -> list:
+    return [(r["variable"], r["new"], r["decision"]) for r in rows]

@@ -96,10 +96,18 @@ def test_a_new_threshold_redecides_the_gate_without_searching():
 
 # -- the real A/B --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def mini(tmp_path_factory):
+def mini(tmp_path_factory, demo_index, shared_cache):
     """The demo tuning questions and only the 35 notes they point at (a fifth of the demo vault, so two
-    real models embed it in seconds), split 50/50 into tuning and evaluation questions."""
+    real models embed it in seconds), split 50/50 into tuning and evaluation questions. The A/B's embedding
+    cache starts as a copy of the session's, which holds e5-small's vectors of these notes (demo_index
+    embedded them): e5-small's build reads them, minilm-l6 embeds for real."""
+    import sqlean
     root = tmp_path_factory.mktemp("mini")
+    (root / "work").mkdir()
+    src, dst = sqlean.connect(str(shared_cache)), sqlean.connect(str(root / "work" / "embed-cache.sqlite"))
+    src.backup(dst)
+    src.close()
+    dst.close()
     gold = load_gold(TUNE)
     for nid in sorted(gold.gold_ids()):
         dst = root / "vault" / f"{nid}.md"
@@ -131,7 +139,10 @@ def test_ab_compares_available_models_and_reports_the_missing_one(demo_ab, mini)
     # each embedder on its own index, built by it alone
     dbs = {by[k]["build"]["db"] for k in ("e5-small", "minilm-l6")}
     assert len(dbs) == 2 and all(Path(d).parent == mini.work / "indexes" for d in dbs)
-    assert all(by[k]["build"]["embedded_now"] == by[k]["build"]["vectors"] > 0 for k in ("e5-small", "minilm-l6"))
+    # e5-small's vectors came from the cache copied from the session's (keyed by model and text); minilm-l6's
+    # were all embedded now: a cache never hands one model's vectors to another
+    assert by["e5-small"]["build"]["embedded_now"] == 0 and by["e5-small"]["build"]["vectors"] > 0
+    assert by["minilm-l6"]["build"]["embedded_now"] == by["minilm-l6"]["build"]["vectors"] > 0
     for k in ("e5-small", "minilm-l6"):
         c = by[k]
         assert c["result"]["index"]["fingerprint"]["embedder"]["name"] == k

@@ -8,14 +8,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from search_core.config import load_config
 from search_core.store import connect, get_meta
 from tuner.cli import main
 from tuner.ledger import Ledger
 from tuner.sweep import Sweep, SweepParams
 from tuner.workbench import IndexVerificationError, Workbench, verify_index
-from tests.conftest import DEMO_VAULT, ROOT
-from tests.test_models import rerank_server  # noqa: F401  a real HTTP rerank server fixture
+from tests.conftest import DEMO_VAULT, ROOT, decisions
 
 TUNE = str(ROOT / "experiments/gold/demo-tune.yaml")
 HOLD = str(ROOT / "experiments/gold/demo-holdout.yaml")
@@ -156,31 +154,16 @@ def test_verify_index_catches_a_mixed_index(small_index):
         verify_index(small_index, "minilm-l6")
 
 
-TIMED_SPACE = FUSION_SPACE + """
-[depth]
-kind = "int"
-low = 10
-high = 90
-step = 20
-[rerank_depth]
-kind = "int"
-low = 5
-high = 30
-step = 5
-"""
-
-
-def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, rerank_server):
-    """Timed variables included: depth (new channel lists, measured) and rerank_depth with a real HTTP
-    reranker on (charged per pair, the cost measured again by the resumed process)."""
-    sp = space(tmp_path, TIMED_SPACE)
-    start = tmp_path / "start.toml"
-    start.write_text(f'reranker = "rerank+{rerank_server}/rerank"\nrerank_depth = 10\n')
+def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_sweep):
+    """Timed variables included: depth (new channel lists, measured), rerank_depth and the reranker with a
+    real HTTP reranker on (charged per pair, the cost measured again by the resumed process). Killed after
+    the first of two cycles over the variables; the resumed sweep must decide exactly as the uninterrupted
+    one (conftest.timed_sweep)."""
+    p = timed_sweep.params
     ledger = tmp_path / "kill.sqlite"
-    rounds = 21                 # 3 rounds per variable; timed rounds search 108 times each
-    args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index), "--gold", TUNE, "--space", sp,
-            "--rounds", str(rounds), "--seed", "5", "--ledger", str(ledger), "--vault", str(DEMO_VAULT),
-            "--config", str(start)]
+    args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index), "--gold", p.gold, "--space", p.space,
+            "--rounds", str(p.rounds), "--seed", str(p.seed), "--ledger", str(ledger), "--vault", str(DEMO_VAULT),
+            "--config", str(timed_sweep.start)]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     n = 0
@@ -195,28 +178,24 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, rerank
                 break
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 8 <= n < rounds + 1, "the sweep should have been killed mid-way"
+    assert 8 <= n < p.rounds + 1, "the sweep should have been killed mid-way"
     lg = Ledger(ledger)
     sid = lg.sweep()["id"]
     before = lg.rounds(sid)
     assert [r["round"] for r in before] == list(range(len(before)))        # no gap, no half row
-    r = subprocess.run(args[:4] + ["--db", str(demo_index), "--gold", TUNE, "--ledger", str(ledger), "--resume", sid],
+    r = subprocess.run(args[:4] + ["--db", str(demo_index), "--gold", p.gold, "--ledger", str(ledger), "--resume", sid],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     after = Ledger(ledger).rounds(sid)
-    assert [x["round"] for x in after] == list(range(rounds + 1))
-    assert [(x["variable"], x["new"], x["decision"]) for x in after[:len(before)]] == \
-        [(x["variable"], x["new"], x["decision"]) for x in before]
+    assert [x["round"] for x in after] == list(range(p.rounds + 1))
+    assert decisions(after[:len(before)]) == decisions(before)
+    resumed_timed = {x["variable"] for x in after[len(before):]
+                     if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    assert resumed_timed >= {"depth"}, decisions(after)          # the resumed process timed rounds itself
     timed = {x["variable"] for x in after if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
-    assert timed >= {"depth", "rerank_depth"}, [(x["variable"], x["decision"]) for x in after]
+    assert timed >= {"depth", "rerank_depth"}, decisions(after)
     # the resumed sweep made the same decisions an uninterrupted one makes
-    lg2 = Ledger(tmp_path / "straight.sqlite")
-    p = SweepParams(db=str(demo_index), gold=TUNE, space=sp, rounds=rounds, seed=5, vault=str(DEMO_VAULT),
-                    index_dir=str(tmp_path / "indexes"))
-    sw = Sweep(p, lg2, start=load_config(start))
-    sw.run()
-    assert [(x["variable"], x["new"], x["decision"]) for x in after] == \
-        [(x["variable"], x["new"], x["decision"]) for x in lg2.rounds(sw.id)]
+    assert decisions(after) == decisions(timed_sweep.rounds)
 
 
 def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):

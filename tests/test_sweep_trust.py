@@ -9,11 +9,11 @@ from tuner.evaluate import TIMING_SAMPLES
 from tuner.ledger import Ledger
 from tuner.sweep import Sweep, SweepParams
 from tuner.workbench import Workbench
-from tests.conftest import DEMO_VAULT, ROOT
+from search_core.config import load_config
+from tests.conftest import DEMO_VAULT, ROOT, decisions
 from tests.test_models import rerank_server  # noqa: F401  a real HTTP rerank server fixture
 
 TUNE = ROOT / "experiments/gold/demo-tune.yaml"
-DEMO_SPACE = ROOT / "experiments/spaces/default.toml"
 
 
 def sweep(tmp_path, db, space_text, rounds, *, gold=TUNE, seed=0, ledger="l.sqlite", progress=None, start=None,
@@ -89,25 +89,21 @@ def test_three_identical_crashes_stop_the_sweep(demo_index, tmp_path):
     assert summary["status"].startswith("stopped: crash loop") and "disappeared" in summary["status"]
 
 
-def test_the_demo_space_gives_the_same_decisions_twice(demo_index, tmp_path, monkeypatch, rerank_server):
+def test_the_same_seed_gives_the_same_decisions_twice_timed_rounds_included(timed_sweep, tmp_path):
     """Timed rounds included: depth (new channel lists, measured), rerank_depth and reranker with a real
     HTTP reranker on (charged per pair). Their latency differs from run to run; decisions may not
-    (decide.latency_for_decision). The embedder round's twice-alike test is test_sweep's model-round test
+    (decide.latency_for_decision). Run again here and compared with the session's uninterrupted run
+    (conftest.timed_sweep). The embedder round's twice-alike test is test_sweep's model-round test
     (on a smaller vault: a second model indexes the whole demo vault in minutes on a busy machine)."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    reranker = f"rerank+{rerank_server}/rerank"
-    text = DEMO_SPACE.read_text().split("\n[embedder]")[0] + \
-        '\n[depth]\nkind = "int"\nlow = 10\nhigh = 90\nstep = 20\n' \
-        f'[reranker]\nkind = "categorical"\nchoices = ["none", "{reranker}"]\n'
-    start = SearchConfig(reranker=reranker, rerank_depth=10)
-    runs = [sweep(tmp_path, demo_index, text, 20, seed=7, ledger=f"{x}.sqlite", start=start,
-                  timing_samples=TIMING_SAMPLES)[1] for x in "ab"]
-    a, b = runs
-    key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
+    a = timed_sweep.rounds
+    lg = Ledger(tmp_path / "again.sqlite")
+    sw = Sweep(timed_sweep.params, lg, start=load_config(timed_sweep.start))
+    sw.run()
+    b = lg.rounds(sw.id)
     timed = [r for r in a[1:] if r["metrics"] and r["metrics"]["latency_charge"]["kind"] != "fusion"
              and "p95_measured" in r["metrics"]["latency_charge"]]
-    assert {r["variable"] for r in timed} >= {"rerank_depth", "reranker", "depth"}, key(a)
-    assert all(r["metrics"]["latency_charge"]["p95_samples"] >= 100 for r in timed)
+    assert {r["variable"] for r in timed} >= {"rerank_depth", "reranker", "depth"}, decisions(a)
+    assert all(r["metrics"]["latency_charge"]["p95_samples"] >= TIMING_SAMPLES for r in timed)
     # the rule the decisions stand on: a p95 within noise of the baseline's is scored as the baseline's
     p95_of = {r["config_hash"]: r["metrics"]["latency_ms"]["p95"] for r in a if r["decision"] == "kept"}
     for r in timed:
@@ -115,7 +111,7 @@ def test_the_demo_space_gives_the_same_decisions_twice(demo_index, tmp_path, mon
         within = abs(ch["p95_measured"] - base) <= ch["noise_band_ms"]
         assert ch["p95_used"] == ("baseline (within noise)" if within else "measured"), ch
         assert r["metrics"]["latency_ms"]["p95"] == (base if within else ch["p95_measured"])
-    assert key(a) == key(b)
+    assert decisions(a) == decisions(b)
 
 
 SMALL_SPACE = '[w_sparse]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.05\n'
