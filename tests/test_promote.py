@@ -114,3 +114,43 @@ def test_a_probability_threshold_is_promoted_only_with_the_gate_model_it_was_tun
     assert load_gate(side).as_json() == model.as_json()
     choice = choose_gate(Searcher(d["index"]).fingerprint, db=d["index"])
     assert choice.source == str(side)
+
+
+def test_rollback_puts_back_the_gate_model_the_undone_promotion_replaced(demo_db, tmp_path):
+    """Two promotions of one embedder install the same index file name, each with its own gate model; undoing
+    the second must leave the first's model beside the first's config, and undoing the first removes it."""
+    import dataclasses
+    from search_core.gate_model import DEFAULT_GATE_FILE, load_gate, sidecar_path
+    runs = tmp_path / "runs"
+    first_model = load_gate(DEFAULT_GATE_FILE)
+    second_model = dataclasses.replace(first_model, threshold=0.123)
+    win1 = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7).as_dict()
+    win2 = SearchConfig(threshold=0.8, w_sparse=0.7, gate_threshold=0.5).as_dict()
+    d1 = decide_promotion("s1", START, win1, _holdout(0.8, 0.85), demo_db, runs, gate_model=first_model)
+    d2 = decide_promotion("s2", win1, win2, _holdout(0.8, 0.85), demo_db, runs, gate_model=second_model)
+    side = sidecar_path(d2["index"])
+    assert d1["index"] == d2["index"] and load_gate(side).threshold == 0.123
+    rollback(runs=runs)
+    assert read_active(runs).config.gate_threshold == 0.7
+    assert load_gate(side).as_json() == first_model.as_json()
+    rollback(runs=runs)
+    assert read_active(runs) is None and not side.exists()
+
+
+def test_a_history_written_before_the_sidecar_column_still_rolls_back(demo_db, tmp_path):
+    import sqlean
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    old = sqlean.connect(str(runs / "promotions.sqlite"))
+    old.execute("""CREATE TABLE events (
+        id INTEGER PRIMARY KEY, created TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('promoted', 'declined', 'rollback')),
+        sweep TEXT, config TEXT, index_path TEXT, previous_config TEXT, previous_index TEXT,
+        reason TEXT NOT NULL, undoes INTEGER)""")
+    old.execute("INSERT INTO events(created, kind, sweep, config, index_path, reason) VALUES "
+                "('2026-11-01T00:00:00', 'promoted', 's0', ?, ?, 'held')", (json.dumps(WIN), str(demo_db)))
+    old.commit()
+    old.close()
+    out = rollback(runs=runs)
+    assert out["undid"] == 1 and read_active(runs) is None
+    assert [e["kind"] for e in History(runs).events()] == ["promoted", "rollback"]

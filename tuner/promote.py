@@ -31,7 +31,11 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY, created TEXT NOT NULL,
     kind TEXT NOT NULL CHECK (kind IN ('promoted', 'declined', 'rollback')),
     sweep TEXT, config TEXT, index_path TEXT, previous_config TEXT, previous_index TEXT,
-    reason TEXT NOT NULL, undoes INTEGER)"""
+    reason TEXT NOT NULL, undoes INTEGER, sidecar_before TEXT)"""
+# sidecar_before: JSON {"text": ...} of the gate-model file (`<index>.gate.json`) at the promoted index's path
+# just before the promotion wrote it (text null: there was none), so a rollback puts it back. Two promotions
+# of one embedder install the same index file name: without it, undoing the second kept its gate model
+# beside the first's config. NULL on rows written before the column existed: rollback leaves the file alone.
 
 
 def runs_dir(runs: str | Path | None = None) -> Path:
@@ -109,6 +113,9 @@ class History:
             self.runs.mkdir(parents=True, exist_ok=True)
             self.conn = connect(self.runs / HISTORY)
             self.conn.execute(SCHEMA)
+            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(events)")}
+            if "sidecar_before" not in cols:          # a history written before the column
+                self.conn.execute("ALTER TABLE events ADD COLUMN sidecar_before TEXT")
         except OSError as e:
             raise SearchCoreError(f"cannot write to the runs folder {self.runs}: {e.strerror}; "
                                   f"make it writable or point {RUNS_ENV} elsewhere") from None
@@ -118,24 +125,25 @@ class History:
     def close(self):
         self.conn.close()
 
-    def _add(self, kind, sweep, cfg, index, prev: Active | None, reason, undoes=None) -> int:
+    def _add(self, kind, sweep, cfg, index, prev: Active | None, reason, undoes=None, sidecar_before=None) -> int:
         with atomic(self.conn):
             cur = self.conn.execute(
                 "INSERT INTO events(created, kind, sweep, config, index_path, previous_config, previous_index, "
-                "reason, undoes) VALUES (?,?,?,?,?,?,?,?,?)",
+                "reason, undoes, sidecar_before) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (time.strftime("%Y-%m-%dT%H:%M:%S%z"), kind, sweep,
                  json.dumps(cfg.as_dict(), ensure_ascii=False) if cfg else None, str(index) if index else None,
                  json.dumps(prev.config.as_dict(), ensure_ascii=False) if prev else None,
-                 str(prev.index) if prev and prev.index else None, reason, undoes))
+                 str(prev.index) if prev and prev.index else None, reason, undoes,
+                 None if sidecar_before is None else json.dumps(sidecar_before, ensure_ascii=False)))
             return cur.lastrowid
 
     def events(self) -> list[dict]:
         cols = ("id", "created", "kind", "sweep", "config", "index_path", "previous_config", "previous_index",
-                "reason", "undoes")
+                "reason", "undoes", "sidecar_before")
         out = []
         for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM events ORDER BY id"):
             d = dict(zip(cols, r))
-            for k in ("config", "previous_config"):
+            for k in ("config", "previous_config", "sidecar_before"):
                 d[k] = json.loads(d[k]) if d[k] else None
             out.append(d)
         return out
@@ -203,11 +211,13 @@ def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | No
             cfg = cfg.replace(gate_threshold=None)
             reason += ("; its gate_threshold was not promoted: the gate model it was tuned on is not available, "
                        "and on another gate the number means something else")
+        side = sidecar_path(hist.runs / "active-indexes" / Path(index).name)
+        before = {"text": side.read_text(encoding="utf-8") if side.exists() else None}
         installed = _install_index(hist.runs, Path(index))
         if cfg.gate_threshold is not None:
             gate_model.save(sidecar_path(installed))
         _write_active(hist.runs, cfg, installed, f"sweep {sweep_id}")
-        eid = hist._add("promoted", sweep_id, cfg, installed, prev, reason)
+        eid = hist._add("promoted", sweep_id, cfg, installed, prev, reason, sidecar_before=before)
         return {"event": eid, "promoted": True, "reason": reason, "index": str(installed)}
     finally:
         hist.close()
@@ -246,11 +256,25 @@ def rollback(event_id: int | None = None, runs: str | Path | None = None) -> dic
                 raise SearchCoreError(f"cannot roll back #{ev['id']}: its previous index {idx} is gone; "
                                       "rebuild it with `autoresearch index`")
             _write_active(hist.runs, restored, idx, f"rollback of #{ev['id']}")
+        _restore_sidecar(ev)            # the gate model the restored config was promoted with (or none)
         eid = hist._add("rollback", ev["sweep"], restored, ev["previous_index"], prev_active,
                         f"rolled back promotion #{ev['id']}", undoes=ev["id"])
         return {"event": eid, "undid": ev["id"], "active": restored.as_dict() if restored else None}
     finally:
         hist.close()
+
+
+def _restore_sidecar(ev: dict) -> None:
+    """Put back the gate-model file the promotion `ev` replaced beside its index (or remove the one it
+    added). Rows from before `sidecar_before` existed carry no record: their file is left as it is."""
+    if ev.get("sidecar_before") is None or not ev.get("index_path"):
+        return
+    side = sidecar_path(ev["index_path"])
+    text = ev["sidecar_before"]["text"]
+    if text is None:
+        side.unlink(missing_ok=True)
+    else:
+        _atomic_write(side, text)
 
 
 # -- what `search` and `eval` use when no --config is given ---------------------------------------------------
