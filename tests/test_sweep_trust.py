@@ -2,6 +2,7 @@
 
 import shutil
 
+import pytest
 import yaml
 
 from search_core.config import SearchConfig
@@ -89,6 +90,7 @@ def test_three_identical_crashes_stop_the_sweep(demo_index, tmp_path):
     assert summary["status"].startswith("stopped: crash loop") and "disappeared" in summary["status"]
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_decisions_twice_timed_rounds_included(timed_sweep, tmp_path):
     """Timed rounds included: depth (new channel lists, measured), rerank_depth and reranker with a real
     HTTP reranker on (charged per pair). Their latency differs from run to run; decisions may not
