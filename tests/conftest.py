@@ -161,45 +161,17 @@ def session_rerank_server():
     srv.shutdown()
 
 
-# Fusion variables plus every timed kind: depth (new channel lists, measured), rerank_depth and the reranker
-# (a real HTTP reranker, charged per pair). Two rounds per variable: the first cycle ends at round 8.
-TIMED_SPACE = """
-[w_dense]
-kind = "float"
-low = 0.0
-high = 1.0
-step = 0.05
-[w_sparse]
-kind = "float"
-low = 0.0
-high = 1.0
-step = 0.05
-[w_entity]
-kind = "float"
-low = 0.0
-high = 0.6
-step = 0.05
-[rrf_k]
-kind = "int"
-low = 1
-high = 120
-[threshold]
-kind = "float"
-low = 0.7
-high = 0.95
-step = 0.005
+# The demo sweep's own space (experiments/spaces/default.toml up to its model variables: the fusion weights,
+# rrf_k, both gate thresholds and rerank_depth) plus depth (new channel lists, measured) and the reranker (a
+# real HTTP reranker, charged per pair). Ten variables, two rounds each: the first cycle ends at round 10.
+TIMED_SPACE = (ROOT / "experiments/spaces/default.toml").read_text(encoding="utf-8").split("\n[embedder]")[0] + """
 [depth]
 kind = "int"
 low = 10
 high = 90
 step = 20
-[rerank_depth]
-kind = "int"
-low = 5
-high = 30
-step = 5
 """
-TIMED_ROUNDS, TIMED_SEED = 16, 5
+TIMED_ROUNDS, TIMED_SEED = 20, 5
 
 
 @pytest.fixture(scope="session")

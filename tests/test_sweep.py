@@ -159,8 +159,9 @@ def test_verify_index_catches_a_mixed_index(small_index):
 def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_sweep):
     """Timed variables included: depth (new channel lists, measured), rerank_depth and the reranker with a
     real HTTP reranker on (charged per pair, the cost measured again by the resumed process). Killed after
-    the first of two cycles over the variables; the resumed sweep must decide exactly as the uninterrupted
-    one (conftest.timed_sweep)."""
+    the first of two cycles over the demo space's variables (round 10), so timed rounds run before the kill
+    and after the resume; the resumed sweep must decide exactly as the uninterrupted one
+    (conftest.timed_sweep)."""
     p = timed_sweep.params
     ledger = tmp_path / "kill.sqlite"
     args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index), "--gold", p.gold, "--space", p.space,
@@ -176,11 +177,11 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_
                 n = connect(ledger).execute("SELECT count(*) FROM rounds").fetchone()[0]
             except Exception:
                 n = 0
-            if n >= 8:
+            if n >= 11:
                 break
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 8 <= n < p.rounds + 1, "the sweep should have been killed mid-way"
+    assert 11 <= n < p.rounds + 1, "the sweep should have been killed mid-way"
     lg = Ledger(ledger)
     sid = lg.sweep()["id"]
     before = lg.rounds(sid)
@@ -194,6 +195,9 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_
     resumed_timed = {x["variable"] for x in after[len(before):]
                      if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
     assert resumed_timed >= {"depth"}, decisions(after)          # the resumed process timed rounds itself
+    killed_timed = {x["variable"] for x in before
+                     if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    assert killed_timed >= {"depth"}, decisions(before)           # and so did the killed one
     timed = {x["variable"] for x in after if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
     assert timed >= {"depth", "rerank_depth"}, decisions(after)
     # the resumed sweep made the same decisions an uninterrupted one makes

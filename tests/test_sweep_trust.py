@@ -91,8 +91,8 @@ def test_three_identical_crashes_stop_the_sweep(demo_index, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_same_seed_gives_the_same_decisions_twice_timed_rounds_included(timed_sweep, tmp_path):
-    """Timed rounds included: depth (new channel lists, measured), rerank_depth and reranker with a real
+def test_the_demo_space_gives_the_same_decisions_twice_timed_rounds_included(timed_sweep, tmp_path):
+    """The demo space's variables, timed rounds included: depth (new channel lists, measured), rerank_depth and reranker with a real
     HTTP reranker on (charged per pair). Their latency differs from run to run; decisions may not
     (decide.latency_for_decision). Run again here and compared with the session's uninterrupted run
     (conftest.timed_sweep). The embedder round's twice-alike test is test_sweep's model-round test
