@@ -12,9 +12,11 @@ Parts (--parts, comma separated):
   default   the shipped default gate: fitted on demo + KorQuAD + AutoRAG held-out-document rows (split 0;
             300 KorQuAD rows so they do not drown the others), and the transfer table: for each set,
             fitted on the other two, measured on it. --write-default writes search_core/gate_default.json.
+  default-compare  the default part, plus the transfer of each DEFAULT_CANDIDATES feature list (how the
+            14 CALIBRATION_FEATURES were chosen: KorQuAD, AutoRAG-ko and demo-gate-tune rows only).
   calibrate `calibrate` over a 100,000-call recall log made of real searches.
-The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the 12
-transferable features (tuner.calibrate.CALIBRATION_FEATURES), C = 1, declared before measuring. The demo
+The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the
+transferable features of tuner.calibrate.CALIBRATION_FEATURES (14 since the third round), C = 1. The demo
 part also chooses a feature set and C by cross-validation on demo-tune (it runs whatever --parts says,
 unless --features/--C name it); that choice is scored beside it (`alt`) on KorQuAD and AutoRAG.
 Retrievals are pickled in runs/bench/ (keyed by the index content), so a re-run after a config change
