@@ -12,9 +12,11 @@ Parts (--parts, comma separated):
   default   the shipped default gate: fitted on demo + KorQuAD + AutoRAG held-out-document rows (split 0;
             300 KorQuAD rows so they do not drown the others), and the transfer table: for each set,
             fitted on the other two, measured on it. --write-default writes search_core/gate_default.json.
+  default-compare  the default part, plus the transfer of each DEFAULT_CANDIDATES feature list (how the
+            14 CALIBRATION_FEATURES were chosen: KorQuAD, AutoRAG-ko and demo-gate-tune rows only).
   calibrate `calibrate` over a 100,000-call recall log made of real searches.
-The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the 12
-transferable features (tuner.calibrate.CALIBRATION_FEATURES), C = 1, declared before measuring. The demo
+The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the
+transferable features of tuner.calibrate.CALIBRATION_FEATURES (14 since the third round), C = 1. The demo
 part also chooses a feature set and C by cross-validation on demo-tune (it runs whatever --parts says,
 unless --features/--C name it); that choice is scored beside it (`alt`) on KorQuAD and AutoRAG.
 Retrievals are pickled in runs/bench/ (keyed by the index content), so a re-run after a config change
@@ -36,10 +38,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, ROOT, write_result  # noqa: E402
-from gate_eval import (ALL_TRANSFERABLE, COS_DEFAULT, FEATURE_SETS, cv_select, draw_split, fit, heldout_rows,  # noqa: E402
-                       heldout_splits, judge, per_feature_auroc, retrieve_all, summarise)
+from gate_eval import (ALL_TRANSFERABLE, CAL13, COS_DEFAULT, FEATURE_SETS, cv_table, draw_split, fit, heldout_rows,  # noqa: E402
+                       heldout_splits, judge, per_feature_auroc, pick_best, pick_one_se, retrieve_all, summarise)
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate_model import DEFAULT_GATE_FILE  # noqa: E402
@@ -49,6 +53,7 @@ from tuner.gold import load_gold  # noqa: E402
 
 GOLD = ROOT / "experiments" / "gold"
 DEMO_SETS = ("demo-tune", "demo-holdout", "demo-probes")
+GATE_TUNE = "demo-gate-tune"     # extra near-topic fitting rows, written from the vault's notes (third round)
 
 
 def gold_rows(s, gold, cfg):
@@ -60,15 +65,44 @@ def gold_rows(s, gold, cfg):
     return rows
 
 
-def part_demo(s, sets, features, C, table):
+def part_demo(s, sets, features, C, table, repeats):
+    """Fit on demo-tune, measure on demo-holdout + demo-probes. `features`/`C`: the old rule's choice (best
+    CV mean on demo-tune; `model`, as in the earlier runs). The third round adds, all declared before its
+    holdout look: the one-standard-error choice on demo-tune ("pure": the target's wording), and, fitted
+    on demo-tune + demo-gate-tune ("enlarged"), both rules' choices by CV on those pooled rows, and the
+    fixed CALIBRATION_FEATURES gate fitted on either."""
     tune, test = sets["demo-tune"], sets["demo-holdout"] + sets["demo-probes"]
     fp = s.fingerprint["embedder"]
     before = FEATURE_SETS["calibration-10 (before)"]
-    return {"fit": "demo-tune", "measure": "demo-holdout + demo-probes", "chosen": {"features": features, "C": C},
-            "cv_table": table, **judge(fit(tune, fp, features, C), tune, test),
-            "before (calibration-10, C=1)": judge(fit(tune, fp, before, 1.0), tune, test)["model"],
-            ALL_TRANSFERABLE[0]: judge(fit(tune, fp, ALL_TRANSFERABLE[1], ALL_TRANSFERABLE[2]), tune, test)["model"],
-            "per_feature_auroc": per_feature_auroc(test, sorted(set(features) | set(ALL_TRANSFERABLE[1]) | {"hit_cos"}))}
+    out = {"fit": "demo-tune", "measure": "demo-holdout + demo-probes", "chosen": {"features": features, "C": C},
+           "cv_table": table, **judge(fit(tune, fp, features, C), tune, test),
+           "before (calibration-10, C=1)": judge(fit(tune, fp, before, 1.0), tune, test)["model"],
+           ALL_TRANSFERABLE[0]: judge(fit(tune, fp, ALL_TRANSFERABLE[1], ALL_TRANSFERABLE[2]), tune, test)["model"]}
+    third = {}
+    if table:
+        name, c = pick_one_se(table)
+        third["pure, 1-SE rule on demo-tune CV"] = {"features": name, "C": c, **judge(
+            fit(tune, fp, FEATURE_SETS[name], c), tune, test)["model"]}
+    if sets.get(GATE_TUNE):
+        big = tune + sets[GATE_TUNE]
+        pooled = cv_table(big, fp, repeats) if table else []
+        out["cv_table_pooled"] = pooled
+        rules = (("best mean", pick_best), ("1-SE rule", pick_one_se)) if pooled else ()
+        for rule, pick in rules:
+            name, c = pick(pooled)
+            third[f"enlarged, {rule} on pooled CV"] = {"features": name, "C": c, **judge(
+                fit(big, fp, FEATURE_SETS[name], c), big, test)["model"]}
+        third[f"enlarged, {ALL_TRANSFERABLE[0]}"] = judge(fit(big, fp, ALL_TRANSFERABLE[1], ALL_TRANSFERABLE[2]),
+                                                          big, test)["model"]
+        third["enlarged, 13 features (CALIBRATION_FEATURES until the third round), C=1"] = judge(
+            fit(big, fp, CAL13, 1.0), big, test)["model"]
+        out["fit_rows"] = {"pure": len(tune), "enlarged": len(big),
+                           "enlarged_probes": sum(1 - r["y"] for r in big)}
+    third["pure, 13 features (CALIBRATION_FEATURES until the third round), C=1"] = judge(
+        fit(tune, fp, CAL13, 1.0), tune, test)["model"]
+    out["third_round"] = third
+    out["per_feature_auroc"] = per_feature_auroc(test, sorted(set(features) | set(ALL_TRANSFERABLE[1]) | {"hit_cos"}))
+    return out
 
 
 # ---- held-out-document sets: KorQuAD and AutoRAG-ko ------------------------------------------------------
@@ -114,10 +148,38 @@ def split0_rows(name, args, cfg):
     return heldout_rows(s, cfg, items, retrievals, doc_of, held), s.fingerprint["embedder"]
 
 
-def part_default(sets, args, cfg, fp):
+# Feature lists compared for the shipped default (third round, declared before their numbers were seen):
+# the 12 of the first run (no meta_overlap), the 13 shipped, the 13 + unknown_latin, and all 16 transferable.
+# The choice reads the transfer rows of KorQuAD, AutoRAG-ko and demo-gate-tune only (the mean balanced
+# accuracy, fitted without the set): never the demo row, which holds the near-topic measurement set.
+DEFAULT_CANDIDATES = {
+    "12 (first run, no meta_overlap)": [f for f in FEATURE_SETS["calibration-13 + unknown_latin"]
+                                        if f not in ("meta_overlap", "unknown_latin")],
+    "13 (CALIBRATION_FEATURES until the third round)": [f for f in FEATURE_SETS["calibration-13 + unknown_latin"]
+                                                        if f != "unknown_latin"],
+    "13 + unknown_latin": FEATURE_SETS["calibration-13 + unknown_latin"],
+    "16 (13 + unknown_latin + heading_overlap + bm25_wig)":
+        FEATURE_SETS["calibration-13 + unknown_latin + heading_overlap + bm25_wig"],
+}
+CHOICE_TARGETS = ("korquad", "autorag-ko", GATE_TUNE)
+
+
+def transfer_table(fit_rows, named, fp, features, C):
+    out = {}
+    for target in named:
+        others = [r for n, rs in fit_rows.items() if n != target for r in rs]
+        if others:
+            m = fit(others, fp, features, C)
+            out[target] = {"fitted_on": [n for n in named if n != target], **judge(m, others, named[target])}
+    return out
+
+
+def part_default(sets, args, cfg, fp, compare=False):
     _, features, C = ALL_TRANSFERABLE
     demo = [r for n in DEMO_SETS for r in sets[n]]
     named = {"demo": demo}
+    if sets.get(GATE_TUNE):
+        named[GATE_TUNE] = sets[GATE_TUNE]
     if args.korquad_db:
         kq, _ = split0_rows("korquad", args, cfg)
         named["korquad"] = kq
@@ -125,19 +187,23 @@ def part_default(sets, args, cfg, fp):
         named["autorag-ko"], _ = split0_rows("autorag", args, cfg)
     # 300 KorQuAD rows in a fit: its 5,774 would drown the 112 demo rows
     fit_rows = {n: (random.Random(0).sample(r, min(300, len(r))) if n == "korquad" else r) for n, r in named.items()}
-    transfer = {}
-    for target in named:
-        others = [r for n, rs in fit_rows.items() if n != target for r in rs]
-        if others:
-            m = fit(others, fp, features, C)
-            transfer[f"{target} (fitted on {' + '.join(n for n in named if n != target)})"] = judge(m, others, named[target])
+    out = {"transfer": transfer_table(fit_rows, named, fp, features, C)}
+    if compare:
+        cmp = {}
+        for label, feats in DEFAULT_CANDIDATES.items():
+            t = transfer_table(fit_rows, named, fp, feats, C)
+            cmp[label] = {"choice_mean_bacc": round(float(np.mean([t[n]["model"]["bacc"] for n in CHOICE_TARGETS
+                                                                    if n in t])), 4),
+                          **{n: {"auroc": round(v["model"]["auroc"], 4), "bacc": round(v["model"]["bacc"], 4),
+                                 "cos_fitted_bacc": round(v["cos_fitted"]["bacc"], 4)} for n, v in t.items()}}
+        out["candidates"] = cmp
     full = [r for rs in fit_rows.values() for r in rs]
     m = fit(full, fp, features, C, fitted_on={
         "sets": {n: len(r) for n, r in fit_rows.items()}, "config_hash": cfg.config_hash(),
         "note": "shipped default; see BENCHMARKS.md 'Gate (issue 10)'; re-fit: benchmarks/bench_gate.py --parts default"})
     if args.write_default:
         m.save(DEFAULT_GATE_FILE)
-    return {"transfer": transfer, "default": m.as_json(), "written": str(DEFAULT_GATE_FILE) if args.write_default else None}
+    return {**out, "default": m.as_json(), "written": str(DEFAULT_GATE_FILE) if args.write_default else None}
 
 
 def part_calibrate(s, sets, n_calls):
@@ -180,6 +246,7 @@ def main():
     ap.add_argument("--features", default="", help="a gate_eval.FEATURE_SETS name: skip the CV selection "
                     "(it takes minutes; the demo part's JSON records what it chose)")
     ap.add_argument("--C", type=float, default=None)
+    ap.add_argument("--cv-repeats", type=int, default=20)
     ap.add_argument("--out", default="gate")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
@@ -187,24 +254,25 @@ def main():
     cfg = SearchConfig()
     s = Searcher(args.demo_db)
     fp = s.fingerprint["embedder"]
-    sets = {n: gold_rows(s, load_gold(GOLD / f"{n}.yaml"), cfg) for n in DEMO_SETS}
+    sets = {n: gold_rows(s, load_gold(GOLD / f"{n}.yaml"), cfg) for n in DEMO_SETS + (GATE_TUNE,)}
     if args.features:
         name, C, table = args.features, args.C if args.C is not None else 1.0, []
     else:
-        name, C, table = cv_select(sets["demo-tune"], fp)       # demo-tune only: never the holdout
+        table = cv_table(sets["demo-tune"], fp, args.cv_repeats)       # demo-tune only: never the holdout
+        name, C = pick_best(table)
     features = FEATURE_SETS[name]
     out["selection"] = {"features_name": name, "features": features, "C": C}
     print(f"chosen on demo-tune by CV: {name}, C={C}", file=sys.stderr)
     if "demo" in parts:
-        out["demo"] = part_demo(s, sets, features, C, table)
-        print(json.dumps({k: out["demo"][k] for k in ("model", "cos_0.82", "cos_fitted")}), file=sys.stderr)
+        out["demo"] = part_demo(s, sets, features, C, table, args.cv_repeats)
+        print(json.dumps({k: out["demo"][k] for k in ("model", "cos_0.82", "cos_fitted", "third_round")}), file=sys.stderr)
     for part in ("korquad", "autorag"):
         if part in parts:
             out[part] = part_heldout(part, args, cfg, (f"demo-CV choice: {name}, C={C}", features, C))
             print(part, json.dumps(out[part]["summary"]), file=sys.stderr)
             write_result(args.out, out)
-    if "default" in parts:
-        out["default"] = part_default(sets, args, cfg, fp)
+    if "default" in parts or "default-compare" in parts:
+        out["default"] = part_default(sets, args, cfg, fp, compare="default-compare" in parts)
     if "calibrate" in parts:
         s.use_gate()
         out["calibrate"] = part_calibrate(s, sets, args.calls)

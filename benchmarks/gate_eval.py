@@ -25,8 +25,12 @@ NEW = ["idf_overlap", "unknown_words"]
 META = ["meta_overlap"]     # added after the first run (AUROC 0.837 alone on demo-tune; see BENCHMARKS.md)
 # Candidate feature sets, fixed before any measurement: every one transfers between vaults (no query
 # length or script mix: on the demo sets query length alone has AUROC 0.83 because the probes are short).
+LATIN = ["unknown_latin"]    # third round: unknown Latin-script names in a Korean query
+ROUND3 = ["heading_overlap", "bm25_wig"]
 CAL10 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
          "dense_sparse_agree", "top1_agree", "title_match"]      # CALIBRATION_FEATURES before this issue's round
+CAL13 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
+         "idf_overlap", "meta_overlap", "unknown_words", "dense_sparse_agree", "top1_agree", "title_match"]
 FEATURE_SETS = {
     "calibration-10 (before)": CAL10,
     "calibration-10 + idf_overlap + unknown_words": CAL10 + NEW,
@@ -34,6 +38,12 @@ FEATURE_SETS = {
     "cosine shape + agreement": SHAPE + AGREE,
     "cosine shape + agreement + meta_overlap": SHAPE + AGREE + META,
     "calibration-10 + idf_overlap + unknown_words + meta_overlap": CAL10 + NEW + META,
+    # third round (declared 2026-11-30 before the holdout was measured with them; see BENCHMARKS.md): the
+    # plain cosine shape, unknown_latin on the CV choice and on the 13, and every transferable feature
+    "cosine shape": SHAPE,
+    "cosine shape + agreement + meta_overlap + unknown_latin": SHAPE + AGREE + META + LATIN,
+    "calibration-13 + unknown_latin": CAL13 + LATIN,
+    "calibration-13 + unknown_latin + heading_overlap + bm25_wig": CAL13 + LATIN + ROUND3,
 }
 C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
 
@@ -79,14 +89,13 @@ def per_feature_auroc(rows, names):
     return {f: round(auroc([r["f"].get(f, 0.0) for r in rows], y), 4) for f in names}
 
 
-def cv_select(rows, fp, repeats=20, folds=3):
-    """(feature-set name, C, table): the pair with the best mean balanced accuracy over `repeats` x
-    `folds` stratified folds of `rows` (each fold: fit_gate on the rest, its own threshold, scored on
-    the fold). Ties go to the smaller set, then the smaller C. Only `rows` are read."""
+def cv_table(rows, fp, repeats=20, folds=3, sets=None):
+    """Mean balanced accuracy of every (feature set, C) over `repeats` x `folds` stratified folds of
+    `rows` (each fold: fit_gate on the rest, its own threshold, scored on the fold). Only `rows` are read."""
     from sklearn.model_selection import StratifiedKFold
     y = np.array([r["y"] for r in rows])
     table = []
-    for name, feats in FEATURE_SETS.items():
+    for name, feats in (sets or FEATURE_SETS).items():
         for C in C_GRID:
             scores = []
             for rep in range(repeats):
@@ -97,10 +106,33 @@ def cv_select(rows, fp, repeats=20, folds=3):
                         continue
                     p = probabilities(m, [rows[i]["f"] for i in te])
                     scores.append(bacc(p >= m.threshold, y[te]))
-            table.append({"features": name, "C": C, "cv_bacc": round(float(np.mean(scores)), 4),
-                          "cv_sd": round(float(np.std(scores)), 4), "folds": len(scores)})
-    best = max(table, key=lambda t: (t["cv_bacc"], -len(FEATURE_SETS[t["features"]]), -t["C"]))
-    return best["features"], best["C"], table
+            table.append({"features": name, "n_features": len(feats), "C": C,
+                          "cv_bacc": round(float(np.mean(scores)), 4), "cv_sd": round(float(np.std(scores)), 4),
+                          "cv_se": round(float(np.std(scores) / np.sqrt(len(scores))), 4), "folds": len(scores)})
+    return table
+
+
+def pick_best(table):
+    """The old rule: the best mean; ties to the smaller set, then the smaller C."""
+    best = max(table, key=lambda t: (t["cv_bacc"], -t["n_features"], -t["C"]))
+    return best["features"], best["C"]
+
+
+def pick_one_se(table):
+    """The one-standard-error rule (Hastie, Tibshirani & Friedman, 7.10): of the pairs whose mean is within
+    one standard error of the best (its fold sd / sqrt(folds)), the simplest: fewest features, then the
+    strongest regularisation (smallest C). Declared before the third round's holdout measurement."""
+    best = max(table, key=lambda t: t["cv_bacc"])
+    ok = [t for t in table if t["cv_bacc"] >= best["cv_bacc"] - best["cv_se"]]
+    pick = min(ok, key=lambda t: (t["n_features"], t["C"], -t["cv_bacc"]))
+    return pick["features"], pick["C"]
+
+
+def cv_select(rows, fp, repeats=20, folds=3):
+    """(feature-set name, C, table) by the old rule (best mean), kept for the earlier runs' protocol."""
+    table = cv_table(rows, fp, repeats, folds)
+    name, C = pick_best(table)
+    return name, C, table
 
 
 # ---- held-out documents over one index --------------------------------------------------------------------
@@ -150,7 +182,7 @@ def draw_split(docs: list, seed: int, fraction: float = 0.2):
 
 
 # what the tuner, `calibrate` and the shipped default use (tuner.calibrate): declared, not selected
-ALL_TRANSFERABLE = ("all 13 transferable features, C=1 (CALIBRATION_FEATURES)", list(CALIBRATION_FEATURES),
+ALL_TRANSFERABLE = (f"all {len(CALIBRATION_FEATURES)} transferable features, C=1 (CALIBRATION_FEATURES)", list(CALIBRATION_FEATURES),
                     CALIBRATION_C)
 
 

@@ -27,6 +27,7 @@ MAX_WORDS = 32               # unknown_words reads at most this many words: 32 x
 AGREE_K = 5                  # dense-vs-sparse agreement is measured on the top 5 notes
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
 LATIN_RE = re.compile(r"[A-Za-z]")
+LATIN_WORD_RE = re.compile(r"[a-z][a-z0-9]*")      # over the lowercased query: "LightRAG를" -> "lightrag"
 
 # Every feature, in a fixed order; the model stores the subset it uses. `rerank_top` is 0 with no reranker
 # (and `reranked` says which it was), so a model fitted without a reranker never reads it.
@@ -38,10 +39,13 @@ FEATURES = {
     "cos_spread": "standard deviation of the top-10 dense cosines (NQC-like)",
     "bm25_top_norm": "the top BM25 score divided by the query's total IDF",
     "sparse_found": "1 if the sparse (BM25) channel found any note",
+    "bm25_wig": "top BM25 minus the mean of the top-10 BM25 scores (0 for a missing one), over the query's total IDF",
     "term_overlap": "share of query terms (trigrams and 1-2 character tokens) found in the first result's chunk",
     "idf_overlap": "IDF-weighted share of query terms found in the first result's chunk",
     "meta_overlap": "IDF-weighted share of query terms in the first result's title, aliases, tags and summary",
+    "heading_overlap": "IDF-weighted share of query terms in the heading path (title > section) of the first result's chunk",
     "unknown_words": "share of query words the index has never seen (a trigram or short word in no chunk)",
+    "unknown_latin": "in a query with Hangul: share of its Latin-script words the index has never seen (0 otherwise)",
     "dense_sparse_agree": "share of the dense top-5 notes that are also in the sparse top-5",
     "top1_agree": "1 if the dense and sparse channels put the same note first",
     "title_match": "1 if the first result's title or an alias (2+ characters) appears in the query",
@@ -122,6 +126,21 @@ def unknown_words(view, conn, query: str) -> float:
     return unknown / len(words)
 
 
+def unknown_latin(view, conn, query: str) -> float:
+    """unknown_words restricted to the Latin-script words of a query that also has Hangul (0 for any other
+    query). In a Korean vault a Latin word inside a Korean question is a name (a product, a library, an
+    acronym); one the index never saw is a thing the vault does not know. A Latin word is a run of Latin
+    letters and digits, so a particle does not stick to it ("LightRAG를" is "lightrag"). Korean words are left out: an
+    inflected form ("삶는", "허락") is often unseen in a vault that can answer the question, and in an
+    all-Latin (cross-lingual) question the English words are ordinary words, not names."""
+    if not HANGUL_RE.search(query):
+        return 0.0
+    words = list(dict.fromkeys(LATIN_WORD_RE.findall(query.lower())))[:MAX_WORDS]
+    if not words:
+        return 0.0
+    return unknown_words(view, conn, " ".join(words))
+
+
 def script_mix(query: str) -> tuple[float, float]:
     letters = [c for c in query if c.isalpha()]
     if not letters:
@@ -149,14 +168,20 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
     if sparse:
         idf = query_idf(view, conn, query)
         f["bm25_top_norm"] = sparse[0].score / idf if idf > 0 else 0.0
+        # WIG on the lexical side (Zhou & Croft 2007): a note that matches nothing scores 0, so a list
+        # shorter than TOP_K is padded with zeros, not averaged over what it has
+        s10 = [h.score for h in sparse[:TOP_K]]
+        f["bm25_wig"] = (s10[0] - sum(s10) / TOP_K) / idf if idf > 0 else 0.0
     d5 = [h.note_id for h in lists.get("dense", [])[:AGREE_K]]
     s5 = {h.note_id for h in sparse[:AGREE_K]}
     f["dense_sparse_agree"] = sum(n in s5 for n in d5) / AGREE_K if d5 else 0.0
     f["top1_agree"] = float(bool(d5) and bool(sparse) and d5[0] == sparse[0].note_id)
     f["entity_found"] = float(bool(lists.get("entity")))
     f["unknown_words"] = unknown_words(view, conn, query)
+    f["unknown_latin"] = unknown_latin(view, conn, query)
     if hits:
         h0 = hits[0]
+        heading = None
         if top_text is None:
             top_text = ""
             if conn is not None and h0.chunk_id is not None:
@@ -165,6 +190,7 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
                 except DB_ERRORS:
                     row = None
                 top_text = f"{row[0]}\n{row[1]}" if row else ""
+                heading = row[0] if row else None
         note = view.notes.get(h0.note_id, {})
         top_doc = f"{note.get('title', '')}\n{top_text}"
         f["term_overlap"] = term_overlap(query, top_doc)
@@ -172,6 +198,9 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
         # a note ABOUT the query's subject names it in its metadata; a near-topic note mentions it in passing
         meta = "\n".join([note.get("title", ""), *note.get("aliases", []), *note.get("tags", []), note.get("summary", "")])
         f["meta_overlap"] = idf_overlap(view, conn, query, meta)
+        # a section ABOUT the query's subject names it in its heading path (the title-and-heading fields of
+        # BM25F-style retrieval); the chunk's context is "title > section > subsection"
+        f["heading_overlap"] = idf_overlap(view, conn, query, heading if heading is not None else note.get("title", ""))
         qnorm = normalize_name(query)
         names = [note.get("title", "")] + list(note.get("aliases", []))
         f["title_match"] = float(any(len(n) >= 2 and n in qnorm for n in map(normalize_name, names)))

@@ -199,3 +199,59 @@ def test_a_broken_index_table_never_fails_the_features():
 
     conn = sqlean.connect(":memory:")          # no chunks_fts: the vocabulary lookup fails inside
     assert _term_df(View(), conn, ["abc", "xyz"]) == {"abc": 0, "xyz": 0}
+
+
+# ---- third round: unknown_latin, heading_overlap, bm25_wig (hand-computed) --------------------------------
+
+def test_unknown_latin_reads_latin_names_in_a_korean_query(small_index):
+    from search_core.gate_features import unknown_latin
+    s = Searcher(small_index)
+    v, c = s.view, s.conn
+    assert unknown_latin(v, c, "Kubernetes 김치찌개 팀") == 1.0        # its one Latin word: "kub" is in no chunk
+    assert unknown_latin(v, c, "Kubernetes RRF 김치찌개") == 0.5       # rrf is in the vault, kubernetes is not
+    assert unknown_latin(v, c, "GraphRAG를 설명") == 0.0               # the particle does not stick: "graphrag"
+    assert unknown_latin(v, c, "팀 zq") == 1.0 and unknown_latin(v, c, "팀 AI") == 0.0   # short words: postings
+    assert unknown_latin(v, c, "Kubernetes autoscaling") == 0.0        # no Hangul: English words are not names
+    assert unknown_latin(v, c, "김치찌개 만들기") == 0.0                 # no Latin word (unknown_words: 0.5)
+    assert s.search("Kubernetes 오토스케일링").gate.features["unknown_latin"] == 1.0
+
+
+def test_heading_overlap_reads_the_chunk_heading_path_only(small_index):
+    from types import SimpleNamespace
+    from search_core.gate_features import idf_overlap
+    s = Searcher(small_index)
+    (cid, ctx), = s.conn.execute("SELECT id, context FROM chunks WHERE text LIKE '%Leiden%'").fetchall()
+    assert "커뮤니티" in ctx and "leiden" not in ctx.lower()
+    hit = SimpleNamespace(note_id="ai/graphrag", chunk_id=cid, score=1.0, cosine=0.9)
+    r = s.retrieve("커뮤니티")
+    f = gate_features("커뮤니티", r.lists, [hit], s.view, conn=s.conn)
+    assert f["heading_overlap"] == 1.0                                  # every term in "GraphRAG > 커뮤니티"
+    f = gate_features("Leiden", r.lists, [hit], s.view, conn=s.conn)
+    assert f["heading_overlap"] == 0.0 and f["term_overlap"] == 1.0    # in the chunk's text, not its headings
+    f = gate_features("커뮤니티 Leiden", r.lists, [hit], s.view, conn=s.conn)
+    assert f["heading_overlap"] == pytest.approx(idf_overlap(s.view, s.conn, "커뮤니티 Leiden", ctx))
+    assert 0.0 < f["heading_overlap"] < 1.0
+
+
+def test_idf_weighting_by_hand(monkeypatch):
+    """N = 10 chunks; "abc" in 1 (idf ln(1 + 9.5/1.5) = 1.99243), "xyz" in 9 (idf ln(1 + 1.5/9.5) = 0.14660):
+    a text holding only "abc" covers 1.99243 / 2.13903 = 0.93147 of the query."""
+    from types import SimpleNamespace
+    import search_core.gate_features as gf
+    monkeypatch.setattr(gf, "_term_df", lambda view, conn, grams: {g: {"abc": 1, "xyz": 9}[g] for g in grams})
+    view = SimpleNamespace(chunk_note=list(range(10)))
+    assert gf.idf_overlap(view, None, "abc xyz", "-- abc --") == pytest.approx(0.93147, abs=1e-5)
+    assert gf.query_idf(view, None, "abc xyz") == pytest.approx(2.13903, abs=1e-5)
+
+
+def test_bm25_wig_pads_a_short_list_with_zeros(small_index, monkeypatch):
+    """Sparse scores 6, 3, 1 (three notes matched), query IDF 2: WIG = (6 - (6 + 3 + 1) / 10) / 2 = 2.5,
+    not (6 - 10/3) / 2 = 1.33 (the mean over the three found)."""
+    from search_core.channels import ChannelHit
+    import search_core.gate_features as gf
+    s = Searcher(small_index)
+    monkeypatch.setattr(gf, "query_idf", lambda view, conn, q: 2.0)
+    lists = {"sparse": [ChannelHit("a", None, 6.0), ChannelHit("b", None, 3.0), ChannelHit("c", None, 1.0)]}
+    f = gf.gate_features("RRF", lists, [], s.view, conn=s.conn)
+    assert f["bm25_wig"] == pytest.approx(2.5) and f["bm25_top_norm"] == pytest.approx(3.0)
+    assert gf.gate_features("RRF", {}, [], s.view, conn=s.conn)["bm25_wig"] == 0.0   # nothing found
