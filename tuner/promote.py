@@ -83,12 +83,17 @@ def _write_active(runs: Path, cfg: SearchConfig, index: Path | None, source: str
     _atomic_write(runs / ACTIVE, body + "\n" + "\n".join(head) + "\n")
 
 
+def _install_path(runs: Path, index: Path) -> Path:
+    """Where _install_index puts `index` (one name per index file: promotions of one embedder share it)."""
+    return runs / "active-indexes" / index.name
+
+
 def _install_index(runs: Path, index: Path) -> Path:
     """Copy an index into runs/active-indexes/ (temp file + rename), so the active pair never points
     into a sweep's scratch folder that a later sweep may rebuild."""
-    dest_dir = runs / "active-indexes"
+    dest = _install_path(runs, index)
+    dest_dir = dest.parent
     dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / index.name
     if dest.resolve() == index.resolve():
         return dest
     fd, tmp = tempfile.mkstemp(prefix=f".{index.name}.", dir=dest_dir)
@@ -211,7 +216,7 @@ def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | No
             cfg = cfg.replace(gate_threshold=None)
             reason += ("; its gate_threshold was not promoted: the gate model it was tuned on is not available, "
                        "and on another gate the number means something else")
-        side = sidecar_path(hist.runs / "active-indexes" / Path(index).name)
+        side = sidecar_path(_install_path(hist.runs, Path(index)))
         before = {"text": side.read_text(encoding="utf-8") if side.exists() else None}
         installed = _install_index(hist.runs, Path(index))
         if cfg.gate_threshold is not None:
