@@ -225,24 +225,28 @@ def cpu_path(db: Path, groups: dict[str, list[str]]) -> dict:
             capped = cap_query(q)
             parts = ch.split_query(capped)
             vec, e_q = cpu(lambda: embed_queries(s.embedder, [capped])[0])
-            part_vecs, e_p = [], []
+            part_vecs, e_p, embedded = [], [], []
             for p in parts:
+                if ch.shares_query_vector(p, capped):          # searched with the query's vector
+                    part_vecs.append(None)
+                    continue
                 v, ms = cpu(lambda p=p: embed_queries(s.embedder, [p]))
                 part_vecs.append(v[0])
                 e_p.append(ms)
+                embedded.append(p)
             _, sp = cpu(lambda: ch.sparse(s.conn, s.view, q, cfg.depth))
             part_sparse, sp_p = cpu(lambda: [ch.sparse(s.conn, s.view, p, cfg.depth) for p in parts])
 
             def after_join():
                 d = ch.dense(s.view, vec, cfg.depth)
-                s._decomposed(part_sparse, part_vecs, cfg.depth)
+                s._decomposed(part_sparse, part_vecs, cfg.depth, vec, d)
                 return ch.entity(s.view, q, vec, cfg.depth, s.embedder.default_threshold, d[0].score if d else None)
 
             _, rest = cpu(after_join)
             rows.append({"group": g, "embed_query": e_q, "embed_parts": sum(e_p), "sparse": sp, "sparse_parts": sp_p,
                          "after_join": rest, "parts": len(parts),
                          "serial": e_q + sum(e_p) + sp + sp_p + rest,
-                         "overlapped": overlapped_ms(e_q, sp + sp_p, [(len(p), ms) for p, ms in zip(parts, e_p)]) + rest})
+                         "overlapped": overlapped_ms(e_q, sp + sp_p, [(len(p), ms) for p, ms in zip(embedded, e_p)]) + rest})
     s.close()
     out = {k: stats([r[k] for r in rows]) for k in ("embed_query", "embed_parts", "sparse", "sparse_parts",
                                                      "after_join", "serial", "overlapped")}

@@ -169,6 +169,20 @@ def split_query(query: str) -> list[str]:
     return parts if len(parts) >= 2 else []
 
 
+# A sub-question holding at least half of the query's characters is searched with the query's own vector
+# instead of one of its own: its e5-small vector is the query's in all but name (cosine with the query's
+# vector p50 0.969, p5 0.923 over the 117 such parts of bench_latency's 566 questions, against p50 0.913
+# for the other parts), and a vector costs ~1.4 ms a token on one thread. Compound questions set the
+# search's p95; without these passes their embedding work falls by about a quarter, and hit@5 and MRR stay
+# the same on the shipped sets (BENCHMARKS.md, issue 11). At most one part can be that long.
+DOMINANT_PART = 0.5
+
+
+def shares_query_vector(part: str, query: str) -> bool:
+    """Is this sub-question most of the query (searched with the query's vector, not embedded)?"""
+    return len(part) >= DOMINANT_PART * len(query)
+
+
 def merge_parts(lists: list[list[ChannelHit]], depth: int) -> list[ChannelHit]:
     """Sub-question lists fused by plain RRF (k=60): a note that answers several parts rises, and
     each part's best notes still come early."""

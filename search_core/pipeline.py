@@ -170,12 +170,13 @@ class Searcher:
         # come from the capped query too: each is embedded, so 100 KB would be 100 KB again
         capped = cap_query(query)
         subqueries = tuple(ch.split_query(capped)) if "decomposed" in channels else ()
+        own_vector = tuple(p for p in subqueries if not ch.shares_query_vector(p, capped))
         view, lists = self.view, {}
         # The query and its sub-questions are embedded on a second thread while this one runs the keyword
         # channels, then both threads embed what is left (query_cache.SharedEmbedding): on two idle cores
         # a long question's one-thread embedding (~50 ms) and its FTS5 work overlap instead of adding up
         # (BENCHMARKS.md, issue 11). Same vectors and lists as one thread (tests/test_search_overlap.py).
-        with SharedEmbedding(self.query_cache, self.embedder, capped, subqueries) as shared:
+        with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector) as shared:
             if "sparse" in channels:
                 t0 = time.perf_counter()
                 lists["sparse"] = ch.sparse(self.conn, view, query, depth)
@@ -189,13 +190,15 @@ class Searcher:
             vecs = shared.result()
         t["embed"] = shared.ms
         qvec = vecs[0]
+        part_vecs = dict(zip(own_vector, vecs[1:]))
         for name in ("dense", "decomposed", "entity"):
             if name in channels:
                 t0 = time.perf_counter()
                 if name == "dense":
                     lists[name] = ch.dense(view, qvec, depth)
                 elif name == "decomposed":
-                    lists[name] = self._decomposed(part_sparse, vecs[1:], depth)
+                    lists[name] = self._decomposed(part_sparse, [part_vecs.get(p) for p in subqueries], depth,
+                                                   qvec, lists.get("dense"))
                 else:
                     dense_hits = lists.get("dense")
                     top = dense_hits[0].score if dense_hits else None
@@ -204,14 +207,20 @@ class Searcher:
         t["retrieve"] = (time.perf_counter() - start) * 1000     # what was waited: the stages overlap
         return Retrieval(query, qvec, {name: lists[name] for name in channels}, t, subqueries)
 
-    def _decomposed(self, part_sparse, part_vecs, depth) -> list:
+    def _decomposed(self, part_sparse, part_vecs, depth, qvec, query_dense=None) -> list:
         """Each part's own sparse and dense lists, fused; none when the query has no parts (split_query
-        gives two or more, or nothing: a single part would only repeat the sparse query)."""
+        gives two or more, or nothing: a single part would only repeat the sparse query). A part without
+        a vector of its own (None: ch.shares_query_vector) takes the query's dense list."""
         if not part_sparse:
             return []
         per_part = []
         for s, v in zip(part_sparse, part_vecs):
-            d = ch.dense(self.view, v, depth)
+            if v is None:
+                if query_dense is None:
+                    query_dense = ch.dense(self.view, qvec, depth)
+                d = query_dense
+            else:
+                d = ch.dense(self.view, v, depth)
             best = {h.note_id: h for h in s + d}   # dense chunk wins: it was the better semantic match
             fused = weighted_rrf({"dense": [h.note_id for h in d], "sparse": [h.note_id for h in s]},
                                  {"dense": 1.0, "sparse": 1.0})

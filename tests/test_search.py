@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.channels import fts_match_expr, query_terms, split_query
+from search_core.channels import fts_match_expr, query_terms, shares_query_vector, split_query
 from search_core.config import SearchConfig
 from search_core.pipeline import Searcher, confidence_label
 from tuner.cli import main
@@ -15,6 +15,14 @@ def test_query_terms_and_quoting():
     assert "gra" in tri and "rag" in tri and "ag란" in tri and "nea" in tri
     assert short == ["ai", "팀", "or"]
     assert fts_match_expr(['a"b']) == '"a""b"'
+
+
+def test_a_part_that_is_most_of_the_query_shares_its_vector():
+    query = "RAG와 GraphRAG의 차이"                                 # 17 characters
+    assert split_query(query) == ["RAG", "GraphRAG의 차이"]
+    assert shares_query_vector("GraphRAG의 차이", query)            # 13 >= 8.5
+    assert not shares_query_vector("RAG", query)                     # 3 < 8.5
+    assert shares_query_vector("ab", "abcd") and not shares_query_vector("a", "abc")   # half counts, less not
 
 
 def test_split_query():

@@ -34,6 +34,8 @@ def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, di
     lists = {"dense": ch.dense(s.view, qvec, depth), "sparse": ch.sparse(s.conn, s.view, query, depth)}
     per_part = []
     for part, v in zip(parts, part_vecs):
+        if ch.shares_query_vector(part, capped):          # most of the query: the query's vector
+            v = qvec
         d, sp = ch.dense(s.view, v, depth), ch.sparse(s.conn, s.view, part, depth)
         best = {h.note_id: h for h in sp + d}
         fused = weighted_rrf({"dense": [h.note_id for h in d], "sparse": [h.note_id for h in sp]},
@@ -193,3 +195,22 @@ def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query
     assert who["waited"] and who[query] != caller
     assert caller in {who[p] for p in parts}
     assert r.subqueries == tuple(parts) and r.lists["decomposed"]
+
+
+def test_a_part_that_is_most_of_the_query_is_not_embedded(small_index, monkeypatch):
+    """Its search uses the query's vector (channels.shares_query_vector): the embedder sees the query and
+    the short part only, and the decomposed list is the one the query's dense list gives that part."""
+    query = "RAG와 GraphRAG 커뮤니티 요약의 차이"
+    parts = ch.split_query(query)
+    assert parts == ["RAG", "GraphRAG 커뮤니티 요약의 차이"]
+    encoded = []
+    emb = get_embedder("e5-small")
+    real = emb._model.encode
+    monkeypatch.setattr(emb._model, "encode", lambda texts, is_query=False: (encoded.extend(texts), real(texts, is_query))[1])
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(0)
+    r = s.retrieve(query)
+    assert sorted(encoded) == sorted([query, "RAG"])
+    qvec, lists = serial_retrieve(s, query, 50)
+    s.close()
+    assert np.array_equal(r.qvec, qvec) and r.lists["decomposed"] == lists["decomposed"] != []
