@@ -174,13 +174,15 @@ def split_query(query: str) -> list[str]:
 # vector p50 0.969, p5 0.923 over the 117 such parts of bench_latency's 566 questions, against p50 0.913
 # for the other parts), and a vector costs ~1.4 ms a token on one thread. Compound questions set the
 # search's p95; without these passes their embedding work falls by about a quarter, and hit@5 and MRR stay
-# the same on the shipped sets (BENCHMARKS.md, issue 11). At most one part can be that long.
+# the same on the shipped sets (BENCHMARKS.md, issue 11). At most one part can be that long. A one-word
+# part is a name, and its vector is its own (cosine with the query 0.906 for "GraphRAG" in "GraphRAG와
+# RRF 점수"): it is embedded, and in a short query that costs little.
 DOMINANT_PART = 0.5
 
 
 def shares_query_vector(part: str, query: str) -> bool:
     """Is this sub-question most of the query (searched with the query's vector, not embedded)?"""
-    return len(part) >= DOMINANT_PART * len(query)
+    return len(part) >= DOMINANT_PART * len(query) and len(part.split()) >= 2
 
 
 def merge_parts(lists: list[list[ChannelHit]], depth: int) -> list[ChannelHit]:

@@ -22,7 +22,8 @@ def test_a_part_that_is_most_of_the_query_shares_its_vector():
     assert split_query(query) == ["RAG", "GraphRAG의 차이"]
     assert shares_query_vector("GraphRAG의 차이", query)            # 13 >= 8.5
     assert not shares_query_vector("RAG", query)                     # 3 < 8.5
-    assert shares_query_vector("ab", "abcd") and not shares_query_vector("a", "abc")   # half counts, less not
+    assert shares_query_vector("ab c", "ab c, ef") and not shares_query_vector("ab c", "ab c, efg")  # half, less
+    assert not shares_query_vector("GraphRAG", "GraphRAG와 RRF 점수")   # 8 >= 7.5, but one word: a name
 
 
 def test_split_query():
