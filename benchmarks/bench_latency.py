@@ -239,7 +239,8 @@ def cpu_path(db: Path, groups: dict[str, list[str]]) -> dict:
 
             def after_join():
                 d = ch.dense(s.view, vec, cfg.depth)
-                s._decomposed(part_sparse, part_vecs, cfg.depth, vec, d)
+                s._decomposed(part_sparse, [d if v is None else ch.dense(s.view, v, cfg.depth) for v in part_vecs],
+                              cfg.depth)
                 return ch.entity(s.view, q, vec, cfg.depth, s.embedder.default_threshold, d[0].score if d else None)
 
             _, rest = cpu(after_join)

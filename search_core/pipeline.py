@@ -172,11 +172,26 @@ class Searcher:
         subqueries = tuple(ch.split_query(capped)) if "decomposed" in channels else ()
         own_vector = tuple(p for p in subqueries if not ch.shares_query_vector(p, capped))
         view, lists = self.view, {}
+
+        def vector_searches(i: int, vec) -> dict:
+            """Text i's dense list (the query's also feeds the entity channel), run on the thread that
+            embedded it right after: for a compound question the query's searches then overlap the parts'
+            embeddings instead of waiting for the join (~2-4 ms of the p95 questions, BENCHMARKS.md)."""
+            t0 = time.perf_counter()
+            out = {"dense": ch.dense(view, vec, depth)}
+            out["ms_dense"] = (time.perf_counter() - t0) * 1000
+            if i == 0 and "entity" in channels:
+                t0 = time.perf_counter()
+                top = out["dense"][0].score if out["dense"] and "dense" in channels else None
+                out["entity"] = ch.entity(view, query, vec, depth, self.embedder.default_threshold, top)
+                out["ms_entity"] = (time.perf_counter() - t0) * 1000
+            return out
+
         # The query and its sub-questions are embedded on a second thread while this one runs the keyword
         # channels, then both threads embed what is left (query_cache.SharedEmbedding): on two idle cores
         # a long question's one-thread embedding (~50 ms) and its FTS5 work overlap instead of adding up
         # (BENCHMARKS.md, issue 11). Same vectors and lists as one thread (tests/test_search_overlap.py).
-        with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector) as shared:
+        with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector, then=vector_searches) as shared:
             if "sparse" in channels:
                 t0 = time.perf_counter()
                 lists["sparse"] = ch.sparse(self.conn, view, query, depth)
@@ -190,37 +205,30 @@ class Searcher:
             vecs = shared.result()
         t["embed"] = shared.ms
         qvec = vecs[0]
-        part_vecs = dict(zip(own_vector, vecs[1:]))
-        for name in ("dense", "decomposed", "entity"):
-            if name in channels:
-                t0 = time.perf_counter()
-                if name == "dense":
-                    lists[name] = ch.dense(view, qvec, depth)
-                elif name == "decomposed":
-                    lists[name] = self._decomposed(part_sparse, [part_vecs.get(p) for p in subqueries], depth,
-                                                   qvec, lists.get("dense"))
-                else:
-                    dense_hits = lists.get("dense")
-                    top = dense_hits[0].score if dense_hits else None
-                    lists[name] = ch.entity(view, query, qvec, depth, self.embedder.default_threshold, top)
-                t[name] = t.get(name, 0.0) + (time.perf_counter() - t0) * 1000
+        # a vector that came from the query cache was not embedded here: its searches run now
+        found = [a if a is not None else vector_searches(i, v) for i, (a, v) in enumerate(zip(shared.after, vecs))]
+        if "dense" in channels:
+            lists["dense"], t["dense"] = found[0]["dense"], found[0]["ms_dense"]
+        if "decomposed" in channels:
+            t0 = time.perf_counter()
+            part_dense = dict(zip(own_vector, (f["dense"] for f in found[1:])))
+            lists["decomposed"] = self._decomposed(
+                part_sparse, [part_dense.get(p, found[0]["dense"]) for p in subqueries], depth)
+            t["decomposed"] = t.get("decomposed", 0.0) + (time.perf_counter() - t0) * 1000
+        if "entity" in channels:
+            lists["entity"] = found[0]["entity"]
+            t["entity"] = found[0]["ms_entity"]
         t["retrieve"] = (time.perf_counter() - start) * 1000     # what was waited: the stages overlap
         return Retrieval(query, qvec, {name: lists[name] for name in channels}, t, subqueries)
 
-    def _decomposed(self, part_sparse, part_vecs, depth, qvec, query_dense=None) -> list:
+    def _decomposed(self, part_sparse, part_dense, depth) -> list:
         """Each part's own sparse and dense lists, fused; none when the query has no parts (split_query
-        gives two or more, or nothing: a single part would only repeat the sparse query). A part without
-        a vector of its own (None: ch.shares_query_vector) takes the query's dense list."""
+        gives two or more, or nothing: a single part would only repeat the sparse query). A part that is
+        most of the query (ch.shares_query_vector) comes with the query's dense list."""
         if not part_sparse:
             return []
         per_part = []
-        for s, v in zip(part_sparse, part_vecs):
-            if v is None:
-                if query_dense is None:
-                    query_dense = ch.dense(self.view, qvec, depth)
-                d = query_dense
-            else:
-                d = ch.dense(self.view, v, depth)
+        for s, d in zip(part_sparse, part_dense):
             best = {h.note_id: h for h in s + d}   # dense chunk wins: it was the better semantic match
             fused = weighted_rrf({"dense": [h.note_id for h in d], "sparse": [h.note_id for h in s]},
                                  {"dense": 1.0, "sparse": 1.0})

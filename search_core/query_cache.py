@@ -152,10 +152,15 @@ class SharedEmbedding:
     The block waits for every started embedding when it ends, also when it raises; cached texts submit
     nothing."""
 
-    def __init__(self, cache: QueryEmbeddingCache, embedder, query: str, parts=()):
+    def __init__(self, cache: QueryEmbeddingCache, embedder, query: str, parts=(), then=None):
         self._cache, self._embedder = cache, embedder
         self.texts = [query, *parts]
         self.vecs: list = [cache.cached(embedder, t) for t in self.texts]
+        # then(i, vector), run right after text i is embedded, on the thread that embedded it (its result in
+        # `after[i]`; None for a text that came from the cache): the vector's own searches start while the
+        # other thread still embeds, instead of after the join
+        self._then = then
+        self.after: list = [None] * len(self.texts)
         self.ms = 0.0                      # the query's own embedding, wherever it ran
         parts_todo = sorted((i for i in range(1, len(self.texts)) if self.vecs[i] is None),
                             key=lambda i: (-len(self.texts[i]), i))
@@ -175,6 +180,8 @@ class SharedEmbedding:
         self.vecs[i] = self._cache.embed(self._embedder, [self.texts[i]], threads)[0]
         if i == 0:
             self.ms = (time.perf_counter() - t0) * 1000
+        if self._then is not None:
+            self.after[i] = self._then(i, self.vecs[i])
 
     def _drain(self, on_worker: bool = False) -> None:
         while True:

@@ -214,3 +214,20 @@ def test_a_part_that_is_most_of_the_query_is_not_embedded(small_index, monkeypat
     qvec, lists = serial_retrieve(s, query, 50)
     s.close()
     assert np.array_equal(r.qvec, qvec) and r.lists["decomposed"] == lists["decomposed"] != []
+
+
+def test_a_vector_is_searched_on_the_thread_that_embedded_it(small_index, monkeypatch):
+    """The query's dense search (and the entity channel that reads it) starts on the query-embedding thread
+    right after its embedding, not after the join; a vector from the query cache is searched on the caller."""
+    threads_of = []
+    real = ch.dense
+    monkeypatch.setattr(ch, "dense", lambda view, v, depth: (threads_of.append(threading.current_thread().name),
+                                                             real(view, v, depth))[1])
+    s = Searcher(small_index)
+    s.query_cache = QueryEmbeddingCache(8)
+    first = s.retrieve("GraphRAG 커뮤니티 요약")
+    assert threads_of == [WORKER.thread.name] == ["query-embedding"]
+    threads_of.clear()
+    again = s.retrieve("GraphRAG 커뮤니티 요약")                   # cached: nothing to embed
+    s.close()
+    assert threads_of == [threading.current_thread().name] and again.lists == first.lists
