@@ -20,7 +20,7 @@ Parts (--parts, comma separated):
             --cv-tables FILE (that run's JSON) lets the demo part reuse them instead of re-running the CV
             (fourth round: the CV was run and read before the holdout look, which then took seconds).
 The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the
-transferable features of tuner.calibrate.CALIBRATION_FEATURES (14 since the third round), C = 1. The demo
+transferable features of tuner.calibrate.CALIBRATION_FEATURES (15 since the fourth round), C = 1. The demo
 part also chooses a feature set and C by cross-validation on demo-tune (it runs whatever --parts says,
 unless --features/--C name it); that choice is scored beside it (`alt`) on KorQuAD and AutoRAG.
 Retrievals are pickled in runs/bench/ (keyed by the index content), so a re-run after a config change
