@@ -15,8 +15,12 @@ Parts (--parts, comma separated):
   default-compare  the default part, plus the transfer of each DEFAULT_CANDIDATES feature list (how the
             14 CALIBRATION_FEATURES were chosen: KorQuAD, AutoRAG-ko and demo-gate-tune rows only).
   calibrate `calibrate` over a 100,000-call recall log made of real searches.
+  cv        the cross-validation tables only, on tuning rows only (demo-tune; demo-tune + demo-gate-tune
+            pooled), and what each rule picks from them; demo-holdout and demo-probes are not even loaded.
+            --cv-tables FILE (that run's JSON) lets the demo part reuse them instead of re-running the CV
+            (fourth round: the CV was run and read before the holdout look, which then took seconds).
 The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the
-transferable features of tuner.calibrate.CALIBRATION_FEATURES (14 since the third round), C = 1. The demo
+transferable features of tuner.calibrate.CALIBRATION_FEATURES (15 since the fourth round), C = 1. The demo
 part also chooses a feature set and C by cross-validation on demo-tune (it runs whatever --parts says,
 unless --features/--C name it); that choice is scored beside it (`alt`) on KorQuAD and AutoRAG.
 Retrievals are pickled in runs/bench/ (keyed by the index content), so a re-run after a config change
@@ -54,6 +58,7 @@ from tuner.gold import load_gold  # noqa: E402
 GOLD = ROOT / "experiments" / "gold"
 DEMO_SETS = ("demo-tune", "demo-holdout", "demo-probes")
 GATE_TUNE = "demo-gate-tune"     # extra near-topic fitting rows, written from the vault's notes (third round)
+FOURTH_FIXED = ("calibration-13 + unknown_names", "calibration-13 + unknown_latin + unknown_names")
 
 
 def gold_rows(s, gold, cfg):
@@ -65,7 +70,7 @@ def gold_rows(s, gold, cfg):
     return rows
 
 
-def part_demo(s, sets, features, C, table, repeats):
+def part_demo(s, sets, features, C, table, repeats, pooled=None):
     """Fit on demo-tune, measure on demo-holdout + demo-probes. `features`/`C`: the old rule's choice (best
     CV mean on demo-tune; `model`, as in the earlier runs). The third round adds, all declared before its
     holdout look: the one-standard-error choice on demo-tune ("pure": the target's wording), and, fitted
@@ -85,7 +90,8 @@ def part_demo(s, sets, features, C, table, repeats):
             fit(tune, fp, FEATURE_SETS[name], c), tune, test)["model"]}
     if sets.get(GATE_TUNE):
         big = tune + sets[GATE_TUNE]
-        pooled = cv_table(big, fp, repeats) if table else []
+        if pooled is None:
+            pooled = cv_table(big, fp, repeats) if table else []
         out["cv_table_pooled"] = pooled
         rules = (("best mean", pick_best), ("1-SE rule", pick_one_se)) if pooled else ()
         for rule, pick in rules:
@@ -101,7 +107,16 @@ def part_demo(s, sets, features, C, table, repeats):
     third["pure, 13 features (CALIBRATION_FEATURES until the third round), C=1"] = judge(
         fit(tune, fp, CAL13, 1.0), tune, test)["model"]
     out["third_round"] = third
-    out["per_feature_auroc"] = per_feature_auroc(test, sorted(set(features) | set(ALL_TRANSFERABLE[1]) | {"hit_cos"}))
+    # fourth round, declared before look 3: the word-level unknown_names in the fixed 14 (in place of
+    # unknown_latin) and beside it (15), C = 1, fitted pure and enlarged (BENCHMARKS.md, gate, fourth round)
+    fourth = {}
+    for label in FOURTH_FIXED:
+        fourth[f"pure, {label}, C=1"] = judge(fit(tune, fp, FEATURE_SETS[label], 1.0), tune, test)["model"]
+        if sets.get(GATE_TUNE):
+            fourth[f"enlarged, {label}, C=1"] = judge(fit(big, fp, FEATURE_SETS[label], 1.0), big, test)["model"]
+    out["fourth_round"] = fourth
+    out["per_feature_auroc"] = per_feature_auroc(test, sorted(set(features) | set(ALL_TRANSFERABLE[1])
+                                                              | {"hit_cos", "unknown_names"}))
     return out
 
 
@@ -134,10 +149,13 @@ def load_set(name, args, cfg):
 
 
 def part_heldout(name, args, cfg, alt):
-    """The gate the tuner and `calibrate` fit (ALL_TRANSFERABLE) as `model`; `alt` (the demo-CV choice) beside it."""
+    """The gate the tuner and `calibrate` fit (ALL_TRANSFERABLE) as `model`; `alt` (the demo-CV choice) beside it,
+    and each --also set (at --C) on the same splits."""
     s, items, retrievals, doc_of, docs = load_set(name, args, cfg)
     _, features, C = ALL_TRANSFERABLE
-    splits = heldout_splits(s, cfg, items, retrievals, doc_of, docs, list(features), C, args.splits, name, alt=alt)
+    also = [(n, FEATURE_SETS[n], args.C if args.C is not None else 1.0) for n in args.also]
+    splits = heldout_splits(s, cfg, items, retrievals, doc_of, docs, list(features), C, args.splits, name, alt=alt,
+                            also=also)
     return {"documents": len(docs), "questions": len(items), "splits": len(splits),
             "probes_per_split": [sp["probes"] for sp in splits], "summary": summarise(splits), "per_split": splits}
 
@@ -160,6 +178,10 @@ DEFAULT_CANDIDATES = {
     "13 + unknown_latin": FEATURE_SETS["calibration-13 + unknown_latin"],
     "16 (13 + unknown_latin + heading_overlap + bm25_wig)":
         FEATURE_SETS["calibration-13 + unknown_latin + heading_overlap + bm25_wig"],
+    # fourth round (declared before look 3): the word-level unknown_names in place of unknown_latin, and
+    # beside it. The 14 stays unless one of these beats it on CHOICE_TARGETS' mean (no change without a win).
+    "14' (13 + unknown_names, in place of unknown_latin)": FEATURE_SETS["calibration-13 + unknown_names"],
+    "15 (13 + unknown_latin + unknown_names)": FEATURE_SETS["calibration-13 + unknown_latin + unknown_names"],
 }
 CHOICE_TARGETS = ("korquad", "autorag-ko", GATE_TUNE)
 
@@ -247,6 +269,9 @@ def main():
                     "(it takes minutes; the demo part's JSON records what it chose)")
     ap.add_argument("--C", type=float, default=None)
     ap.add_argument("--cv-repeats", type=int, default=20)
+    ap.add_argument("--cv-tables", default="", help="a `--parts cv` run's JSON: reuse its CV tables")
+    ap.add_argument("--also", action="append", default=[], help="korquad/autorag: one more gate_eval.FEATURE_SETS "
+                    "name (at --C) on the same splits; repeatable")
     ap.add_argument("--out", default="gate")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
@@ -254,18 +279,36 @@ def main():
     cfg = SearchConfig()
     s = Searcher(args.demo_db)
     fp = s.fingerprint["embedder"]
-    sets = {n: gold_rows(s, load_gold(GOLD / f"{n}.yaml"), cfg) for n in DEMO_SETS + (GATE_TUNE,)}
+    tuning_only = parts <= {"cv"}          # the CV alone never loads the measurement sets
+    names = ("demo-tune", GATE_TUNE) if tuning_only else DEMO_SETS + (GATE_TUNE,)
+    sets = {n: gold_rows(s, load_gold(GOLD / f"{n}.yaml"), cfg) for n in names}
+    pooled = None
     if args.features:
         name, C, table = args.features, args.C if args.C is not None else 1.0, []
+    elif args.cv_tables:
+        saved = json.loads(Path(args.cv_tables).read_text(encoding="utf-8"))["cv"]
+        table, pooled = saved["table"], saved["pooled"]
+        if {t["features"] for t in table} != set(FEATURE_SETS):
+            sys.exit(f"{args.cv_tables} was made with other candidate sets; re-run `--parts cv`")
+        name, C = pick_best(table)
     else:
         table = cv_table(sets["demo-tune"], fp, args.cv_repeats)       # demo-tune only: never the holdout
         name, C = pick_best(table)
+    if "cv" in parts:
+        if pooled is None:
+            pooled = cv_table(sets["demo-tune"] + sets[GATE_TUNE], fp, args.cv_repeats)
+        out["cv"] = {"table": table, "pooled": pooled, "repeats": args.cv_repeats,
+                     "picks": {"pure best mean": pick_best(table), "pure 1-SE": pick_one_se(table),
+                               "enlarged best mean": pick_best(pooled), "enlarged 1-SE": pick_one_se(pooled)}}
+        print(json.dumps(out["cv"]["picks"]), file=sys.stderr)
+        write_result(args.out, out)
     features = FEATURE_SETS[name]
     out["selection"] = {"features_name": name, "features": features, "C": C}
     print(f"chosen on demo-tune by CV: {name}, C={C}", file=sys.stderr)
     if "demo" in parts:
-        out["demo"] = part_demo(s, sets, features, C, table, args.cv_repeats)
-        print(json.dumps({k: out["demo"][k] for k in ("model", "cos_0.82", "cos_fitted", "third_round")}), file=sys.stderr)
+        out["demo"] = part_demo(s, sets, features, C, table, args.cv_repeats, pooled=pooled)
+        print(json.dumps({k: out["demo"][k] for k in ("model", "cos_0.82", "cos_fitted", "third_round", "fourth_round")}),
+              file=sys.stderr)
     for part in ("korquad", "autorag"):
         if part in parts:
             out[part] = part_heldout(part, args, cfg, (f"demo-CV choice: {name}, C={C}", features, C))

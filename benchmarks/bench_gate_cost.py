@@ -5,6 +5,9 @@ its own trigram lookups (the worst case: a query nobody asked before). Two ways 
 document frequencies, on the same queries and the same index:
   table   the `trigram_df` table the index writer stores (search_core.term_df), what searches use
   vocab   FTS5's vocabulary (fts5vocab), what indexes without the table fall back to
+Both modes read the word table (search_core.word_df, unknown_names) the same way: stored in `table` mode,
+absent (the trigram fallback over the vocabulary) in `vocab` mode, which is an index older than both tables.
+`names` times unknown_names() alone at first sight with the word table (the fourth round's feature).
 The queries are the demo gold sets' 112 questions (Korean, English, mixed), over every --db given.
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 10 python benchmarks/bench_gate_cost.py \
@@ -26,7 +29,8 @@ from common import ROOT, summary, write_result  # noqa: E402
 
 from search_core import term_df  # noqa: E402
 from search_core.config import SearchConfig  # noqa: E402
-from search_core.gate_features import gate_features  # noqa: E402
+from search_core import word_df  # noqa: E402
+from search_core.gate_features import gate_features, unknown_names  # noqa: E402
 from search_core.pipeline import Searcher  # noqa: E402
 from tuner.gold import load_gold  # noqa: E402
 
@@ -37,7 +41,8 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
     s = Searcher(db)
     cfg = SearchConfig()
     results = [s.rank(s.retrieve(q, cfg.depth), cfg, snippets=False) for q in queries]
-    out = {"db": db, "queries": len(queries), "table_current": term_df.is_current(s.conn)}
+    out = {"db": db, "queries": len(queries), "table_current": term_df.is_current(s.conn),
+           "word_table_current": word_df.is_current(s.conn)}
     for mode in ("table", "vocab"):
         if mode == "table" and not out["table_current"]:
             continue
@@ -49,10 +54,22 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
                 s.view.__dict__["_term_df"] = {}
                 s.view.__dict__["_term_df_stored"] = mode == "table"
                 s.view.__dict__["_gate_short_df"] = {}
+                s.view.__dict__["_word_df"] = {}
+                s.view.__dict__["_word_df_stored"] = mode == "table" and out["word_table_current"]
                 c0 = time.process_time()
                 gate_features(res.query, res.retrieval.lists, res.hits, s.view, conn=s.conn)
                 cpu.append((time.process_time() - c0) * 1000)
         out[mode] = summary(cpu)
+    if out["word_table_current"]:
+        cpu = []
+        for _ in range(repeats):
+            for res in results:
+                s.view.__dict__["_word_df"] = {}
+                s.view.__dict__["_word_df_stored"] = None       # is_current() read again, as on a new view
+                c0 = time.process_time()
+                unknown_names(s.view, s.conn, res.query)
+                cpu.append((time.process_time() - c0) * 1000)
+        out["names"] = summary(cpu)
     s.close()
     return out
 
@@ -68,7 +85,7 @@ def main():
            "results": [measure(db, queries, args.repeats) for db in args.db]}
     out["load_average_after"] = os.getloadavg()
     for r in out["results"]:
-        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "vocab") if m in r}, file=sys.stderr)
+        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "vocab", "names") if m in r}, file=sys.stderr)
     print(write_result("gate-cost", out))
 
 

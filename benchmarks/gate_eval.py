@@ -27,6 +27,7 @@ META = ["meta_overlap"]     # added after the first run (AUROC 0.837 alone on de
 # length or script mix: on the demo sets query length alone has AUROC 0.83 because the probes are short).
 LATIN = ["unknown_latin"]    # third round: unknown Latin-script names in a Korean query
 ROUND3 = ["heading_overlap", "bm25_wig"]
+NAMES = ["unknown_names"]    # fourth round: the same, by whole words from the index's word table
 CAL10 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
          "dense_sparse_agree", "top1_agree", "title_match"]      # CALIBRATION_FEATURES before this issue's round
 CAL13 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
@@ -44,6 +45,13 @@ FEATURE_SETS = {
     "cosine shape + agreement + meta_overlap + unknown_latin": SHAPE + AGREE + META + LATIN,
     "calibration-13 + unknown_latin": CAL13 + LATIN,
     "calibration-13 + unknown_latin + heading_overlap + bm25_wig": CAL13 + LATIN + ROUND3,
+    # fourth round (declared 2026-11-30 before look 3; see BENCHMARKS.md): the word-level unknown_names
+    # (search_core.word_df) on the 1-SE choice, on the best-mean choice, in place of unknown_latin in the
+    # 14, and beside it
+    "cosine shape + agreement + unknown_names": SHAPE + AGREE + NAMES,
+    "cosine shape + agreement + meta_overlap + unknown_names": SHAPE + AGREE + META + NAMES,
+    "calibration-13 + unknown_names": CAL13 + NAMES,
+    "calibration-13 + unknown_latin + unknown_names": CAL13 + LATIN + NAMES,
 }
 C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
 
@@ -186,10 +194,11 @@ ALL_TRANSFERABLE = (f"all {len(CALIBRATION_FEATURES)} transferable features, C=1
                     CALIBRATION_C)
 
 
-def heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, splits, label, alt=None):
+def heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, splits, label, alt=None, also=()):
     """The issue's protocol: per split, 20 % of documents held out; fit on one half of the documents'
     questions (grouped by document), measure on the other half's; the cosine gate on the same rows.
-    `alt`: a second gate declared before measuring (name, features, C), scored on the same rows."""
+    `alt`: a second gate declared before measuring (name, features, C), scored on the same rows; `also`:
+    more of them (fourth round: both unknown_names candidates beside the shipped 14, one re-fusion)."""
     out = []
     for seed in range(splits):
         held, half = draw_split(docs, seed)
@@ -202,7 +211,11 @@ def heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, splits,
             j["alt"] = judge(fit(train, s.fingerprint["embedder"], alt[1], alt[2], groups=[r["docs"][0] for r in train]),
                              train, test)["model"]
             j["alt_name"] = alt[0]
-        j["per_feature_auroc"] = per_feature_auroc(test, sorted(set(features) | set(alt[1] if alt else ()) | {"hit_cos"}))
+        groups = [r["docs"][0] for r in train]
+        j["also"] = {n: judge(fit(train, s.fingerprint["embedder"], fs, c, groups=groups), train, test)["model"]
+                     for n, fs, c in also}
+        j["per_feature_auroc"] = per_feature_auroc(test, sorted(set(features) | set(alt[1] if alt else ())
+                                                                | {f for _, fs, _ in also for f in fs} | {"hit_cos"}))
         out.append(j)
         print(f"  {label} split {seed}: model auroc {j['model']['auroc']:.3f} bacc {j['model']['bacc']:.3f} | "
               f"alt auroc {j.get('alt', {}).get('auroc', float('nan')):.3f} bacc {j.get('alt', {}).get('bacc', float('nan')):.3f} | "
@@ -220,6 +233,14 @@ def summarise(splits):
     out = {g: {k: stat(g, k) for k in ("auroc", "bacc")} for g in groups}
     if "alt" in splits[0]:
         out["alt"]["name"] = splits[0]["alt_name"]
+    for n in splits[0].get("also", {}):
+        v = {k: [sp["also"][n][k] for sp in splits] for k in ("auroc", "bacc")}
+        out.setdefault("also", {})[n] = {
+            **{k: {"mean": round(float(np.mean(x)), 4), "sd": round(float(np.std(x)), 4),
+                   "min": round(float(np.min(x)), 4), "max": round(float(np.max(x)), 4)} for k, x in v.items()},
+            "beats_fitted_cosine_bacc": f"{sum(a > sp['cos_fitted']['bacc'] for a, sp in zip(v['bacc'], splits))}/{len(splits)}",
+            "beats_model_bacc": f"{sum(a > sp['model']['bacc'] for a, sp in zip(v['bacc'], splits))}/{len(splits)}",
+            "loses_to_model_bacc": f"{sum(a < sp['model']['bacc'] for a, sp in zip(v['bacc'], splits))}/{len(splits)}"}
     out["model_beats_fitted_cosine_bacc"] = f"{sum(sp['model']['bacc'] > sp['cos_fitted']['bacc'] for sp in splits)}/{len(splits)}"
     names = splits[0]["per_feature_auroc"]
     out["per_feature_auroc_mean"] = {f: round(float(np.nanmean([sp["per_feature_auroc"][f] for sp in splits])), 4)

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from . import term_df
+from . import term_df, word_df
 from .term_df import DB_ERRORS
 from .channels import TOKEN_RE, query_terms
 from .graph import normalize_name
@@ -46,6 +46,7 @@ FEATURES = {
     "heading_overlap": "IDF-weighted share of query terms in the heading path (title > section) of the first result's chunk",
     "unknown_words": "share of query words the index has never seen (a trigram or short word in no chunk)",
     "unknown_latin": "in a query with Hangul: share of its Latin-script words the index has never seen (0 otherwise)",
+    "unknown_names": "in a query with Hangul: share of its Latin-script words no chunk holds as a whole word (0 otherwise)",
     "dense_sparse_agree": "share of the dense top-5 notes that are also in the sparse top-5",
     "top1_agree": "1 if the dense and sparse channels put the same note first",
     "title_match": "1 if the first result's title or an alias (2+ characters) appears in the query",
@@ -141,6 +142,25 @@ def unknown_latin(view, conn, query: str) -> float:
     return unknown_words(view, conn, " ".join(words))
 
 
+def unknown_names(view, conn, query: str) -> float:
+    """unknown_latin with an exact, word-level test: the share of the Latin-script words (word_df.latin_words:
+    "GPT-4o를" -> gpt, 4o) of a query with Hangul that no chunk holds as a whole word, read from the word
+    table the index writer stores. The trigram test calls "pinecone", "faiss" and "redis" seen in a vault
+    that never names them (their trigrams occur inside other words); this one does not. Kept beside
+    unknown_latin rather than in its place: stored gate models read features by name, with weights fitted
+    on the trigram test. An index without a current word table answers with the trigram test
+    (word_df.STALE says so in `search --explain`)."""
+    if not HANGUL_RE.search(query):
+        return 0.0
+    words = list(dict.fromkeys(word_df.latin_words(query)))[:MAX_WORDS]
+    if not words:
+        return 0.0
+    dfs = word_df.counts(view, conn, words)
+    if dfs is None:
+        return unknown_words(view, conn, " ".join(words))
+    return sum(dfs[w] == 0 for w in words) / len(words)
+
+
 def script_mix(query: str) -> tuple[float, float]:
     letters = [c for c in query if c.isalpha()]
     if not letters:
@@ -179,6 +199,7 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
     f["entity_found"] = float(bool(lists.get("entity")))
     f["unknown_words"] = unknown_words(view, conn, query)
     f["unknown_latin"] = unknown_latin(view, conn, query)
+    f["unknown_names"] = unknown_names(view, conn, query)
     if hits:
         h0 = hits[0]
         heading = None

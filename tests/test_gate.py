@@ -255,3 +255,44 @@ def test_bm25_wig_pads_a_short_list_with_zeros(small_index, monkeypatch):
     f = gf.gate_features("RRF", lists, [], s.view, conn=s.conn)
     assert f["bm25_wig"] == pytest.approx(2.5) and f["bm25_top_norm"] == pytest.approx(3.0)
     assert gf.gate_features("RRF", {}, [], s.view, conn=s.conn)["bm25_wig"] == 0.0   # nothing found
+
+
+# ---- fourth round: unknown_names, the word-level test (hand-computed over the small vault's word table) ----
+
+def test_unknown_names_tests_whole_words_where_the_trigram_test_is_blind(small_index):
+    from search_core.gate_features import unknown_latin, unknown_names
+    s = Searcher(small_index)
+    v, c = s.view, s.conn
+    # "unity": its trigrams uni, nit, ity all occur inside "community", so the trigram test calls it seen;
+    # no chunk holds it as a word (tests/test_word_df.py lists the vault's words)
+    assert unknown_latin(v, c, "Unity 커뮤니티") == 0.0
+    assert unknown_names(v, c, "Unity 커뮤니티") == 1.0
+    assert unknown_names(v, c, "Unity RRF 김치찌개") == 0.5            # rrf: 3 chunks; unity: none
+    assert unknown_names(v, c, "GPT-4o로 요약") == 1.0                  # gpt and 4o, both unseen
+    assert unknown_names(v, c, "GraphRAG를 설명") == 0.0               # the particle does not stick
+    assert unknown_names(v, c, "팀 zq") == 1.0 and unknown_names(v, c, "팀 AI") == 0.0   # short words too
+    assert unknown_names(v, c, "unity community") == 0.0              # no Hangul: 0 (BENCHMARKS, fourth round)
+    assert unknown_names(v, c, "김치찌개 2024년") == 0.0                # a number is not a name
+    f = s.search("Unity 커뮤니티 요약").gate.features
+    assert (f["unknown_names"], f["unknown_latin"]) == (1.0, 0.0)
+
+
+def test_unknown_names_falls_back_to_the_trigram_test_on_an_index_without_the_table(small_index, tmp_path):
+    import json
+    from click.testing import CliRunner
+    from search_core import word_df
+    from search_core.store import atomic, connect
+    from tuner.cli import main
+    conn = connect(small_index)
+    with atomic(conn):
+        conn.execute("DROP TABLE latin_word_df")
+        conn.execute("DELETE FROM meta WHERE key = ?", (word_df.META_KEY,))
+    conn.close()
+    s = Searcher(small_index)
+    f = s.search("Unity 커뮤니티 요약").gate.features
+    assert (f["unknown_names"], f["unknown_latin"]) == (0.0, 0.0)       # the trigram test's answer
+    assert s.search("Kubernetes 커뮤니티").gate.features["unknown_names"] == 1.0
+    r = CliRunner().invoke(main, ["search", "Unity 커뮤니티", "--db", str(small_index), "--explain"])
+    assert r.exit_code == 0 and word_df.STALE in r.output
+    r = CliRunner().invoke(main, ["search", "Unity 커뮤니티", "--db", str(small_index), "--json"])
+    assert json.loads(r.output)["gate"]["features"]["unknown_names"] == 0.0

@@ -137,6 +137,9 @@ def _print_explain(res, searcher):
     click.echo(f"\ngate ({g.kind}; {g.reason}): P(answerable) {p}, band {g.band}")
     for name, value in g.features.items():
         click.echo(f"  {name:<20} {value:.4f}")
+    from search_core import word_df
+    if not word_df.is_current(searcher.conn):      # an older index: unknown_names used the trigram test
+        click.echo(f"  ({word_df.STALE})")
 
 
 @main.command()
