@@ -173,7 +173,7 @@ def split_query(query: str) -> list[str]:
 # instead of one of its own: its e5-small vector is the query's in all but name (cosine with the query's
 # vector p50 0.969, p5 0.923 over the 117 such parts of bench_latency's 566 questions, against p50 0.913
 # for the other parts), and a vector costs ~1.4 ms a token on one thread. Compound questions set the
-# search's p95; without these passes their embedding work falls by about a quarter, and hit@5 and MRR stay
+# search's p95; without these passes their embedding work falls by a fifth (21 %), and hit@5 and MRR stay
 # the same on the shipped sets (BENCHMARKS.md, issue 11). At most one part can be that long. A one-word
 # part is a name, and its vector is its own (cosine with the query 0.906 for "GraphRAG" in "GraphRAG와
 # RRF 점수"): it is embedded, and in a short query that costs little.
