@@ -48,21 +48,30 @@ def build(conn) -> int:
     return int(n)
 
 
-def is_current(conn) -> bool:
-    """The table exists and was written by the last indexing commit."""
-    meta = get_meta(conn, META_KEY)
-    return (isinstance(meta, dict) and meta.get("version") == VERSION
+def table_is_current(conn, meta_key: str, version: int) -> bool:
+    """A derived table (this one, word_df's) exists and was written by the last indexing commit."""
+    meta = get_meta(conn, meta_key)
+    return (isinstance(meta, dict) and meta.get("version") == version
             and meta.get("generation") == get_meta(conn, "generation", 0))
 
 
-def lookup_stored(conn, terms: list[str]) -> dict[str, int]:
-    """df of each term from the stored table (absent: 0, as fts5vocab answers for an unseen term)."""
-    out = dict.fromkeys(terms, 0)
-    for i in range(0, len(terms), 500):       # SQLite's default limit on bound parameters is 32,766
-        part = terms[i:i + 500]
-        q = f"SELECT term, df FROM trigram_df WHERE term IN ({','.join('?' * len(part))})"
+def read_df(conn, table: str, column: str, keys: list[str]) -> dict[str, int]:
+    """df of each key from a stored (key, df) table (absent: 0, as fts5vocab answers for an unseen term)."""
+    out = dict.fromkeys(keys, 0)
+    for i in range(0, len(keys), 500):       # SQLite's default limit on bound parameters is 32,766
+        part = keys[i:i + 500]
+        q = f"SELECT {column}, df FROM {table} WHERE {column} IN ({','.join('?' * len(part))})"
         out.update(dict(conn.execute(q, part).fetchall()))
     return out
+
+
+def is_current(conn) -> bool:
+    """The table exists and was written by the last indexing commit."""
+    return table_is_current(conn, META_KEY, VERSION)
+
+
+def lookup_stored(conn, terms: list[str]) -> dict[str, int]:
+    return read_df(conn, "trigram_df", "term", terms)
 
 
 def lookup_live(conn, terms: list[str]) -> dict[str, int]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from .store import get_meta, set_meta
-from .term_df import DB_ERRORS
+from .term_df import DB_ERRORS, read_df, table_is_current
 
 META_KEY = "latin_word_df"
 VERSION = 1
@@ -56,19 +56,12 @@ def build(conn) -> int:
 
 def is_current(conn) -> bool:
     """The table exists and was written by the last indexing commit."""
-    meta = get_meta(conn, META_KEY)
-    return (isinstance(meta, dict) and meta.get("version") == VERSION
-            and meta.get("generation") == get_meta(conn, "generation", 0))
+    return table_is_current(conn, META_KEY, VERSION)
 
 
 def lookup(conn, words: list[str]) -> dict[str, int]:
     """df of each word from the table (absent: 0)."""
-    out = dict.fromkeys(words, 0)
-    for i in range(0, len(words), 500):       # SQLite's default limit on bound parameters is 32,766
-        part = words[i:i + 500]
-        q = f"SELECT word, df FROM latin_word_df WHERE word IN ({','.join('?' * len(part))})"
-        out.update(dict(conn.execute(q, part).fetchall()))
-    return out
+    return read_df(conn, "latin_word_df", "word", words)
 
 
 STALE = ("the index has no current word table (written before it existed, or by a writer without it): "
