@@ -37,20 +37,14 @@ RETIRE_MIN_INJECTION = 0.20
 # transfer to KorQuAD, AutoRAG-ko and demo-gate-tune (fitted without each; the demo measurement sets were not
 # read): 0.779 / 0.792 / 0.804 / 0.798. meta_overlap stays (the 12 lost on all three). Fourth round:
 # unknown_names (the word-level test, search_core.word_df) added by the same rule: 14 / 14' (unknown_names in
-# place of unknown_latin) / 15 (both) = 0.804 / 0.814 / 0.816; 14' and 15 differ within noise. Fifth round:
-# dense_idf_overlap and sparse_idf_overlap (each channel's own top chunk: they do not move with the fusion's
-# rrf_k) added, with C chosen in each fit (CALIBRATION_C_GRID), by the rule declared before its one KorQuAD
-# run: KorQuAD 20 splits, balanced accuracy 0.938 -> 0.943, AUROC 0.984 -> 0.986; default transfer mean
-# 0.816 -> 0.816 (KorQuAD 0.897 -> 0.876, AutoRAG-ko 0.840 -> 0.861, demo-gate-tune 0.712 = 0.712).
+# place of unknown_latin) / 15 (both) = 0.804 / 0.814 / 0.816; 14' and 15 differ within noise.
 CALIBRATION_FEATURES = ("top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found",
-                        "term_overlap", "idf_overlap", "dense_idf_overlap", "sparse_idf_overlap", "meta_overlap",
-                        "unknown_words", "unknown_latin", "unknown_names", "dense_sparse_agree", "top1_agree",
-                        "title_match")
-# The regression's L2 strength (sklearn's C) for every gate calibrate, the tuner and the default fit: since the
-# fifth round a grid, from which fit_gate picks C by its own grouped out-of-fold balanced accuracy on the
-# fitting rows only (it was a declared C = 1 before).
+                        "term_overlap", "idf_overlap", "meta_overlap", "unknown_words", "unknown_latin",
+                        "unknown_names", "dense_sparse_agree", "top1_agree", "title_match")
+CALIBRATION_C = 1.0       # the regression's L2 strength (sklearn's C) for every gate the tuner fits
+# Fifth round (declared before its one KorQuAD measurement; BENCHMARKS.md, gate, fifth round): a grid for
+# fit_gate to choose C from by its own grouped out-of-fold balanced accuracy, on the fitting rows only.
 CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
-CALIBRATION_C = CALIBRATION_C_GRID
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 
 
