@@ -187,9 +187,8 @@ DEFAULT_CANDIDATES = {
     # beside it. The 14 stays unless one of these beats it on CHOICE_TARGETS' mean (no change without a win).
     "14' (13 + unknown_names, in place of unknown_latin)": FEATURE_SETS["calibration-13 + unknown_names"],
     "15 (13 + unknown_latin + unknown_names)": FEATURE_SETS["calibration-13 + unknown_latin + unknown_names"],
-    # fifth round (declared before its runs): the 15 + each channel's top-chunk IDF overlap, C chosen in each
-    # fit by grouped out-of-fold balanced accuracy (a (features, C) pair: C = 1 for the others)
-    "17 (15 + dense/sparse top idf_overlap), C by inner CV": (FEATURE_SETS["calibration-15 + channel tops"], "cv"),
+    # fifth round: "17 (15 + dense/sparse top idf_overlap), C by inner CV" was a (features, "cv") pair here;
+    # measured, not shipped (BENCHMARKS.md, gate, fifth round). A value may still be a (features, C) pair.
 }
 CHOICE_TARGETS = ("korquad", "autorag-ko", GATE_TUNE)
 

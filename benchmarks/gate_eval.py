@@ -28,7 +28,6 @@ META = ["meta_overlap"]     # added after the first run (AUROC 0.837 alone on de
 LATIN = ["unknown_latin"]    # third round: unknown Latin-script names in a Korean query
 ROUND3 = ["heading_overlap", "bm25_wig"]
 NAMES = ["unknown_names"]    # fourth round: the same, by whole words from the index's word table
-CHANNEL_TOPS = ["dense_idf_overlap", "sparse_idf_overlap"]    # fifth round: each channel's own top chunk
 CAL10 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
          "dense_sparse_agree", "top1_agree", "title_match"]      # CALIBRATION_FEATURES before this round
 CAL13 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
@@ -56,7 +55,8 @@ FEATURE_SETS = {
     # fifth round (declared 2026-11-30 before its KorQuAD measurement; see BENCHMARKS.md): the 15 shipped
     # since the fourth round, and the 15 + the IDF overlap of each channel's own top chunk (fusion-independent)
     "calibration-15": CAL13 + LATIN + NAMES,
-    "calibration-15 + channel tops": CAL13 + LATIN + NAMES + CHANNEL_TOPS,
+    # "calibration-15 + channel tops" (+ dense_idf_overlap, sparse_idf_overlap): measured in the fifth round,
+    # not shipped; the two features were reverted from search_core (they live in commit d642c36)
 }
 C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
 
