@@ -46,8 +46,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, ROOT, write_result  # noqa: E402
-from gate_eval import (ALL_TRANSFERABLE, CAL13, COS_DEFAULT, FEATURE_SETS, cv_table, draw_split, fit, heldout_rows,  # noqa: E402
-                       heldout_splits, judge, per_feature_auroc, pick_best, pick_one_se, retrieve_all, summarise)
+from gate_eval import (ALL_TRANSFERABLE, CAL13, COS_DEFAULT, FEATURE_SETS, c_label, cv_table, draw_split, fit,  # noqa: E402
+                       heldout_rows, heldout_splits, judge, parse_C, per_feature_auroc, pick_best, pick_one_se,
+                       retrieve_all, summarise)
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate_model import DEFAULT_GATE_FILE  # noqa: E402
@@ -153,7 +154,11 @@ def part_heldout(name, args, cfg, alt):
     and each --also set (at --C) on the same splits."""
     s, items, retrievals, doc_of, docs = load_set(name, args, cfg)
     _, features, C = ALL_TRANSFERABLE
-    also = [(n, FEATURE_SETS[n], args.C if args.C is not None else 1.0) for n in args.also]
+    also = []
+    for spec in args.also:       # "NAME" (at --C, else 1) or "NAME|C", C a number or "cv" (chosen in each fit)
+        n, _, c = spec.partition("|")
+        C_also = parse_C(c) if c else (args.C if args.C is not None else 1.0)
+        also.append((f"{n}, C={c_label(C_also)}" if c else n, FEATURE_SETS[n], C_also))
     splits = heldout_splits(s, cfg, items, retrievals, doc_of, docs, list(features), C, args.splits, name, alt=alt,
                             also=also)
     return {"documents": len(docs), "questions": len(items), "splits": len(splits),
@@ -182,13 +187,17 @@ DEFAULT_CANDIDATES = {
     # beside it. The 14 stays unless one of these beats it on CHOICE_TARGETS' mean (no change without a win).
     "14' (13 + unknown_names, in place of unknown_latin)": FEATURE_SETS["calibration-13 + unknown_names"],
     "15 (13 + unknown_latin + unknown_names)": FEATURE_SETS["calibration-13 + unknown_latin + unknown_names"],
+    # fifth round: "17 (15 + dense/sparse top idf_overlap), C by inner CV" was a (features, "cv") pair here;
+    # measured, not shipped (BENCHMARKS.md, gate, fifth round). A value may still be a (features, C) pair.
 }
 CHOICE_TARGETS = ("korquad", "autorag-ko", GATE_TUNE)
 
 
-def transfer_table(fit_rows, named, fp, features, C):
+def transfer_table(fit_rows, named, fp, features, C, skip=()):
     out = {}
     for target in named:
+        if target in skip:       # --blind-demo: the demo row holds the near-topic measurement set
+            continue
         others = [r for n, rs in fit_rows.items() if n != target for r in rs]
         if others:
             m = fit(others, fp, features, C)
@@ -209,11 +218,13 @@ def part_default(sets, args, cfg, fp, compare=False):
         named["autorag-ko"], _ = split0_rows("autorag", args, cfg)
     # 300 KorQuAD rows in a fit: its 5,774 would drown the 112 demo rows
     fit_rows = {n: (random.Random(0).sample(r, min(300, len(r))) if n == "korquad" else r) for n, r in named.items()}
-    out = {"transfer": transfer_table(fit_rows, named, fp, features, C)}
+    skip = ("demo",) if args.blind_demo else ()
+    out = {"transfer": transfer_table(fit_rows, named, fp, features, C, skip), "not_measured": list(skip)}
     if compare:
         cmp = {}
         for label, feats in DEFAULT_CANDIDATES.items():
-            t = transfer_table(fit_rows, named, fp, feats, C)
+            feats, c = feats if isinstance(feats, tuple) else (feats, C)
+            t = transfer_table(fit_rows, named, fp, feats, parse_C(c), skip)
             cmp[label] = {"choice_mean_bacc": round(float(np.mean([t[n]["model"]["bacc"] for n in CHOICE_TARGETS
                                                                     if n in t])), 4),
                           **{n: {"auroc": round(v["model"]["auroc"], 4), "bacc": round(v["model"]["bacc"], 4),
@@ -272,6 +283,9 @@ def main():
     ap.add_argument("--cv-tables", default="", help="a `--parts cv` run's JSON: reuse its CV tables")
     ap.add_argument("--also", action="append", default=[], help="korquad/autorag: one more gate_eval.FEATURE_SETS "
                     "name (at --C) on the same splits; repeatable")
+    ap.add_argument("--blind-demo", action="store_true", help="default parts: fit on the demo sets as always, but "
+                    "do not measure the transfer to them (their rows hold demo-holdout + demo-probes, the near-topic "
+                    "measurement set; fifth round)")
     ap.add_argument("--out", default="gate")
     args = ap.parse_args()
     parts = set(args.parts.split(","))

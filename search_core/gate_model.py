@@ -243,7 +243,9 @@ def fit_gate(rows: list[dict], labels, *, fingerprint: dict, features=None, scop
              fitted_on: dict | None = None, caveat_width: float = DEFAULT_CAVEAT_WIDTH) -> GateModel:
     """Fit the gate on feature rows (name -> value) and labels (1 answerable, 0 probe).
     `groups` (e.g. the document each question came from) keeps a group inside one fold, so the
-    calibration and the threshold are set on documents the regression did not see."""
+    calibration and the threshold are set on documents the regression did not see. `C` is the L2 strength,
+    or a grid of them: then the one with the best out-of-fold balanced accuracy on these rows is used
+    (fitted_on records the grid's scores)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GroupKFold, StratifiedKFold
 
@@ -266,20 +268,44 @@ def fit_gate(rows: list[dict], labels, *, fingerprint: dict, features=None, scop
     mean, scale = X.mean(axis=0), X.std(axis=0)
     Z = (X - mean) / scale
 
-    def lr():
-        return LogisticRegression(C=C, class_weight="balanced", max_iter=1000)
+    def lr(c):
+        return LogisticRegression(C=c, class_weight="balanced", max_iter=1000)
 
     k = max(2, min(folds, npos, nneg))
     if groups is not None and len(set(groups)) >= k:
-        splitter = GroupKFold(n_splits=k).split(Z, y, groups)
+        splits = list(GroupKFold(n_splits=k).split(Z, y, groups))
     else:
-        splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=0).split(Z, y)
-    oof = np.zeros(len(y))
-    for tr, te in splitter:
-        if len(set(y[tr])) < 2:
-            oof[te] = 0.0
-            continue
-        oof[te] = lr().fit(Z[tr], y[tr]).decision_function(Z[te])
+        splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=0).split(Z, y))
+
+    def out_of_fold(c):
+        oof = np.zeros(len(y))
+        for tr, te in splits:
+            if len(set(y[tr])) < 2:
+                oof[te] = 0.0
+                continue
+            oof[te] = lr(c).fit(Z[tr], y[tr]).decision_function(Z[te])
+        return oof
+
+    c_cv = None
+    if isinstance(C, (int, float)):
+        C = float(C)
+        oof = out_of_fold(C)
+    else:
+        # C chosen on these rows only, by the same (grouped) folds that set the calibration and the threshold:
+        # the best out-of-fold balanced accuracy at its best cut (Platt is monotone, so the cut on decision
+        # values is the cut on probabilities); a tie goes to the smaller C (the stronger regularisation)
+        grid = sorted(float(c) for c in C)
+        if not grid:
+            raise GateFitError("an empty C grid")
+        c_cv = {}
+        best = None
+        for c in grid:
+            o = out_of_fold(c)
+            b = best_balanced_threshold(o, y)[1]
+            c_cv[c] = round(b, 4)
+            if best is None or b > best[0] + 1e-12:
+                best = (b, c, o)
+        _, C, oof = best
     platt = LogisticRegression(C=1e6, max_iter=1000).fit(oof.reshape(-1, 1), y)
     a, b = float(platt.coef_[0, 0]), float(platt.intercept_[0])
     if a <= 0:      # cross-validated scores carry no signal: keep the ordering, flat calibration
@@ -287,9 +313,10 @@ def fit_gate(rows: list[dict], labels, *, fingerprint: dict, features=None, scop
     p_oof = np.array([_sigmoid(a * z + b) for z in oof])
     threshold, bacc = best_balanced_threshold(p_oof, y)
     threshold = min(max(threshold, 0.01), 0.99)
-    final = lr().fit(Z, y)
+    final = lr(C).fit(Z, y)
     info = {"rows": int(len(y)), "answerable": npos, "probes": nneg, "cv_balanced_accuracy": round(bacc, 4),
-            "dropped_constant": dropped, "C": C, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "dropped_constant": dropped, "C": C,
+            **({"C_cv_balanced_accuracy": {str(c): b for c, b in c_cv.items()}} if c_cv else {}), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             **(fitted_on or {})}
     return GateModel(tuple(names), tuple(map(float, mean)), tuple(map(float, scale)),
                      tuple(map(float, final.coef_[0])), float(final.intercept_[0]), a, b, float(threshold),

@@ -296,3 +296,20 @@ def test_unknown_names_falls_back_to_the_trigram_test_on_an_index_without_the_ta
     assert r.exit_code == 0 and word_df.STALE in r.output
     r = CliRunner().invoke(main, ["search", "Unity 커뮤니티", "--db", str(small_index), "--json"])
     assert json.loads(r.output)["gate"]["features"]["unknown_names"] == 0.0
+
+
+def test_fit_gate_chooses_C_from_a_grid_on_the_fitting_rows():
+    """A grid: every C is scored by the same grouped out-of-fold balanced accuracy, the best one is used
+    (ties to the smaller C) and recorded; a one-value grid is the fixed-C fit."""
+    rng = np.random.default_rng(0)
+    y = np.array([1] * 40 + [0] * 40)
+    rows = [{"top_cos": 0.8 + 0.05 * yi + rng.normal(0, 0.04), "term_overlap": rng.normal(0.5, 0.2)} for yi in y]
+    groups = [i // 4 for i in range(len(y))]
+    m = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=(0.01, 1.0, 100.0), groups=groups)
+    scores = {float(c): b for c, b in m.fitted_on["C_cv_balanced_accuracy"].items()}
+    assert set(scores) == {0.01, 1.0, 100.0}
+    best = max(scores.values())
+    assert m.fitted_on["C"] == min(c for c, b in scores.items() if b == best)
+    one = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=(1.0,), groups=groups)
+    fixed = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=1.0, groups=groups)
+    assert one.coef == fixed.coef and one.threshold == fixed.threshold and one.calib_a == fixed.calib_a

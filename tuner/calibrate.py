@@ -42,6 +42,11 @@ CALIBRATION_FEATURES = ("top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_
                         "term_overlap", "idf_overlap", "meta_overlap", "unknown_words", "unknown_latin",
                         "unknown_names", "dense_sparse_agree", "top1_agree", "title_match")
 CALIBRATION_C = 1.0       # the regression's L2 strength (sklearn's C) for every gate the tuner fits
+# Fifth round (BENCHMARKS.md, gate): a grid for fit_gate to choose C from by its own grouped out-of-fold
+# balanced accuracy, on the fitting rows only. Measured (bench_gate.py `--also NAME|cv`), NOT used by any gate
+# the product fits: on the shipped default's pool it picks C = 10, whose gate skips an obvious answer in a
+# five-note vault (P 0.10; C = 1: 0.99).
+CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 
 
