@@ -167,7 +167,8 @@ class Searcher:
         t: dict[str, float] = {}
         start = time.perf_counter()
         # the embedder reads at most 512 tokens: it sees the capped text (limits.cap_query); sub-questions
-        # come from the capped query too: each is embedded, so 100 KB would be 100 KB again
+        # come from the capped query too: most are embedded (not one that is most of the query), so 100 KB would
+        # be 100 KB again
         capped = cap_query(query)
         subqueries = tuple(ch.split_query(capped)) if "decomposed" in channels else ()
         own_vector = tuple(p for p in subqueries if not ch.shares_query_vector(p, capped))
