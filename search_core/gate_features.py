@@ -42,6 +42,8 @@ FEATURES = {
     "bm25_wig": "top BM25 minus the mean of the top-10 BM25 scores (0 for a missing one), over the query's total IDF",
     "term_overlap": "share of query terms (trigrams and 1-2 character tokens) found in the first result's chunk",
     "idf_overlap": "IDF-weighted share of query terms found in the first result's chunk",
+    "dense_idf_overlap": "IDF-weighted share of query terms found in the dense channel's top chunk (and its note's title)",
+    "sparse_idf_overlap": "IDF-weighted share of query terms found in the sparse (BM25) channel's top chunk (and its note's title)",
     "meta_overlap": "IDF-weighted share of query terms in the first result's title, aliases, tags and summary",
     "heading_overlap": "IDF-weighted share of query terms in the heading path (title > section) of the first result's chunk",
     "unknown_words": "share of query words the index has never seen (a trigram or short word in no chunk)",
@@ -161,6 +163,20 @@ def unknown_names(view, conn, query: str) -> float:
     return sum(dfs[w] == 0 for w in words) / len(words)
 
 
+def _chunk_doc(view, conn, hit) -> tuple[str, str | None]:
+    """(title + heading path + text of `hit`'s chunk, its heading path): one row by primary key."""
+    note = view.notes.get(hit.note_id, {})
+    text, heading = "", None
+    if conn is not None and hit.chunk_id is not None:
+        try:
+            row = conn.execute("SELECT context, text FROM chunks WHERE id = ?", (hit.chunk_id,)).fetchone()
+        except DB_ERRORS:
+            row = None
+        if row:
+            text, heading = f"{row[0]}\n{row[1]}", row[0]
+    return f"{note.get('title', '')}\n{text}", heading
+
+
 def script_mix(query: str) -> tuple[float, float]:
     letters = [c for c in query if c.isalpha()]
     if not letters:
@@ -200,20 +216,27 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
     f["unknown_words"] = unknown_words(view, conn, query)
     f["unknown_latin"] = unknown_latin(view, conn, query)
     f["unknown_names"] = unknown_names(view, conn, query)
+    # fifth round: the same IDF-weighted overlap on each channel's own top chunk. The fused first result
+    # moves with the fusion's rrf_k (at k = 2 it is more often one channel's top than the other's); these
+    # two do not depend on the fusion at all, so the gate sees both channels' best evidence whatever k is.
+    docs = {}                                   # chunk id -> (title + heading path + text, heading path)
+    for ch in ("dense", "sparse"):
+        top_hit = (lists.get(ch) or [None])[0]
+        if top_hit is not None:
+            key = top_hit.chunk_id if top_hit.chunk_id is not None else ("note", top_hit.note_id)
+            if key not in docs:
+                docs[key] = _chunk_doc(view, conn, top_hit)
+            f[f"{ch}_idf_overlap"] = idf_overlap(view, conn, query, docs[key][0])
     if hits:
         h0 = hits[0]
-        heading = None
-        if top_text is None:
-            top_text = ""
-            if conn is not None and h0.chunk_id is not None:
-                try:
-                    row = conn.execute("SELECT context, text FROM chunks WHERE id = ?", (h0.chunk_id,)).fetchone()
-                except DB_ERRORS:
-                    row = None
-                top_text = f"{row[0]}\n{row[1]}" if row else ""
-                heading = row[0] if row else None
         note = view.notes.get(h0.note_id, {})
-        top_doc = f"{note.get('title', '')}\n{top_text}"
+        if top_text is not None:
+            top_doc, heading = f"{note.get('title', '')}\n{top_text}", None
+        else:
+            key = h0.chunk_id if h0.chunk_id is not None else ("note", h0.note_id)
+            if key not in docs:
+                docs[key] = _chunk_doc(view, conn, h0)
+            top_doc, heading = docs[key]
         f["term_overlap"] = term_overlap(query, top_doc)
         f["idf_overlap"] = idf_overlap(view, conn, query, top_doc)
         # a note ABOUT the query's subject names it in its metadata; a near-topic note mentions it in passing

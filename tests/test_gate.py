@@ -313,3 +313,33 @@ def test_fit_gate_chooses_C_from_a_grid_on_the_fitting_rows():
     one = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=(1.0,), groups=groups)
     fixed = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=1.0, groups=groups)
     assert one.coef == fixed.coef and one.threshold == fixed.threshold and one.calib_a == fixed.calib_a
+
+
+# ---- fifth round: each channel's own top chunk (features that do not move with the fusion's rrf_k) ----
+
+def test_channel_top_idf_overlap_by_hand(monkeypatch):
+    """N = 10 chunks; "abc" in 1 (idf 1.99243), "xyz" in 9 (idf 0.14660); query total 2.13903. The dense
+    channel's top chunk holds only "abc": 1.99243 / 2.13903 = 0.93147; the sparse channel's top only "xyz":
+    0.14660 / 2.13903 = 0.06853; the fused first result holds both (idf_overlap 1). No sparse list: 0."""
+    import sqlite3
+    from types import SimpleNamespace
+    import search_core.gate_features as gf
+    from search_core.channels import ChannelHit
+    monkeypatch.setattr(gf, "_term_df", lambda view, conn, grams: {g: {"abc": 1, "xyz": 9}[g] for g in grams})
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, context TEXT, text TEXT)")
+    conn.executemany("INSERT INTO chunks VALUES (?, ?, ?)",
+                     [(1, "na", "abc only"), (2, "nb", "xyz only"), (3, "nc", "abc and xyz")])
+    view = SimpleNamespace(chunk_note=list(range(10)), notes={n: {"title": n} for n in ("na", "nb", "nc")})
+    hit = SimpleNamespace(note_id="nc", chunk_id=3, score=1.0, cosine=0.9)
+    lists = {"dense": [ChannelHit("na", 1, 0.9), ChannelHit("nc", 3, 0.8)], "sparse": [ChannelHit("nb", 2, 5.0)]}
+    f = gf.gate_features("abc xyz", lists, [hit], view, conn=conn)
+    assert f["dense_idf_overlap"] == pytest.approx(0.93147, abs=1e-5)
+    assert f["sparse_idf_overlap"] == pytest.approx(0.06853, abs=1e-5)
+    assert f["idf_overlap"] == pytest.approx(1.0)
+    f = gf.gate_features("abc xyz", {"dense": lists["dense"]}, [hit], view, conn=conn)
+    assert f["sparse_idf_overlap"] == 0.0 and f["dense_idf_overlap"] == pytest.approx(0.93147, abs=1e-5)
+    # the fused first result is the dense top: one chunk read serves both, the same value
+    f = gf.gate_features("abc xyz", lists, [SimpleNamespace(note_id="na", chunk_id=1, score=1.0, cosine=0.9)],
+                         view, conn=conn)
+    assert f["idf_overlap"] == pytest.approx(f["dense_idf_overlap"])
