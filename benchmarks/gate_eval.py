@@ -17,6 +17,8 @@ import numpy as np
 from search_core.gate_model import GateFitError, best_balanced_threshold, fit_gate
 from search_core.pipeline import Retrieval
 from tuner.calibrate import CALIBRATION_C, CALIBRATION_C_GRID, CALIBRATION_FEATURES, probabilities
+from tuner.gate_metrics import auroc, risk_coverage
+from tuner.gate_metrics import balanced_accuracy as bacc
 
 COS_DEFAULT = 0.82
 SHAPE = ["top_cos", "cos_margin", "cos_wig", "cos_spread"]
@@ -69,23 +71,6 @@ def parse_C(text):
 
 def c_label(C):
     return "cv" if isinstance(C, tuple) else f"{C:g}"
-
-
-def auroc(scores, y):
-    from sklearn.metrics import roc_auc_score
-    return float(roc_auc_score(y, scores)) if len(set(y)) == 2 else float("nan")
-
-
-def bacc(pred, y):
-    pred, y = np.asarray(pred, bool), np.asarray(y, bool)
-    return float(((pred & y).sum() / max(y.sum(), 1) + (~pred & ~y).sum() / max((~y).sum(), 1)) / 2)
-
-
-def risk_coverage(scores, y, points=(0.2, 0.4, 0.6, 0.8, 1.0)):
-    """Inject the most confident share `c` of the rows: the share of injected rows that are probes."""
-    order = np.argsort(-np.asarray(scores))
-    y = np.asarray(y)[order]
-    return {f"{c:.1f}": round(float(1 - y[: max(1, round(c * len(y)))].mean()), 4) for c in points}
 
 
 def fit(rows, fp, features, C, groups=None, **kw):

@@ -196,3 +196,49 @@ def test_probes_make_on_a_beir_folder_holds_out_whole_documents(tmp_path, shared
                                   "--fraction", "0.5", "--seed", "3", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["held_out"] == m["held_out"]
+
+
+def test_gate_scorecard_by_hand():
+    """Scores 0.9 0.8 0.7 0.6 0.5, labels 1 0 1 1 0, threshold 0.65: injected 0.9 0.8 0.7. Answerable
+    injected 2/3, probes injected 1/2, balanced accuracy (2/3 + 1/2) / 2 = 0.58333; AUROC: 4 of the 6
+    (answerable, probe) pairs in order = 0.66667; risk at coverage 0.2..1.0 (top 1..5 rows): 0, 1/2, 1/3,
+    1/4, 2/5."""
+    from tuner.gate_metrics import gate_scorecard
+    c = gate_scorecard([0.9, 0.8, 0.7, 0.6, 0.5], [1, 0, 1, 1, 0], 0.65)
+    assert c["answerable_injected"] == 0.6667 and c["probes_injected"] == 0.5
+    assert c["balanced_accuracy"] == pytest.approx(0.5833, abs=1e-4) and c["auroc"] == pytest.approx(0.6667, abs=1e-4)
+    assert c["risk_coverage"] == {"0.2": 0.0, "0.4": 0.5, "0.6": 0.3333, "0.8": 0.25, "1.0": 0.4}
+    assert gate_scorecard([0.9, 0.8], [1, 1], 0.5)["auroc"] is None      # one class: no AUROC
+
+
+def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_path):
+    """The gate in force, scored on the labelled rows beside the cosine gate on the same rows; a gate
+    fitted on those rows is flagged in-sample."""
+    from search_core.gate_model import fit_gate
+    db, log = logged
+    calls = read_log(log)
+    fp = Searcher(db).fingerprint
+    lab = [c for c in calls if c.label]
+    cal = calibrate(calls, [], model=None, cos_threshold=0.85, fingerprint=fp)
+    g = cal["gate_on_labels"]
+    assert (g["rows"], g["answerable"], g["probes"], g["sources"]) == (12, 6, 6, ["log"]) and "model" not in g
+    ans_in = sum(c.features["hit_cos"] >= 0.85 for c in lab if c.label == "relevant") / 6
+    probe_in = sum(c.features["hit_cos"] >= 0.85 for c in lab if c.label == "irrelevant") / 6
+    assert g["cosine"]["answerable_injected"] == round(ans_in, 4) and g["cosine"]["probes_injected"] == round(probe_in, 4)
+    assert g["cosine"]["threshold"] == 0.85
+    m = fit_gate([c.features for c in lab], [int(c.label == "relevant") for c in lab], fingerprint=fp,
+                 features=["top_cos", "term_overlap"], fitted_on={"sources": ["log"]})
+    cal = calibrate(calls, [], model=m, cos_threshold=0.85, fingerprint=fp)
+    g = cal["gate_on_labels"]
+    assert g["model"]["threshold"] == round(m.threshold, 4) and g["in_sample"] == ["log"]
+    assert any("in-sample" in w for w in cal["warnings"])
+    m2 = fit_gate([c.features for c in lab], [int(c.label == "relevant") for c in lab], fingerprint=fp,
+                  features=["top_cos", "term_overlap"], fitted_on={"sources": ["demo-tune"]})
+    cal = calibrate(calls, [], model=m2, cos_threshold=0.85, fingerprint=fp)
+    assert cal["gate_on_labels"]["in_sample"] == [] and not any("in-sample" in w for w in cal["warnings"])
+    # no probes among the labels: nothing to score, said in the report
+    cal = calibrate([c for c in calls if c.label != "irrelevant"], [], model=None, cos_threshold=0.85, fingerprint=fp)
+    assert cal["gate_on_labels"] is None
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--format", "md"])
+    assert r.exit_code == 0, r.output
+    assert "The gate in force on the labelled rows" in r.output and "cosine gate (top cosine)" in r.output

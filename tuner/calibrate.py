@@ -25,6 +25,8 @@ from search_core import SearchCoreError
 from search_core.gate_model import (GateFitError, GateModel, best_balanced_threshold, fit_gate, load_gate,
                                     sidecar_path)
 
+from .gate_metrics import auroc, gate_scorecard
+
 LOG_TABLE = "recall_calls"
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
@@ -154,11 +156,8 @@ def probabilities(model: GateModel | None, feature_dicts: list[dict]) -> np.ndar
 
 
 def _auroc(scores, labels) -> float | None:
-    from sklearn.metrics import roc_auc_score
-    y = np.asarray(labels, dtype=int)
-    if len(set(y.tolist())) < 2:
-        return None
-    return round(float(roc_auc_score(y, scores)), 4)
+    a = auroc(scores, labels)
+    return None if np.isnan(a) else round(a, 4)
 
 
 def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateModel | None, cos_threshold: float,
@@ -189,12 +188,44 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
             "probes": _quantiles(lab_p[~np.asarray(ans, dtype=bool)] if len(lab_p) else []),
             "unlabelled log": _quantiles(p_log[ul])}
     out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
+    out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
     out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out)
     out["retirement"] = _retirement(out["window"], out["traffic"])
     if not calls:
         out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
                                "unknown; widen --since or check that the recall path logs")
     return out
+
+
+def fitted_sources(model: GateModel | None) -> set[str]:
+    """The labelled sets (gold set names, "log") a gate model was fitted on, as its fitted_on records them."""
+    if model is None:
+        return set()
+    fo = model.fitted_on or {}
+    names = set(fo.get("sources") or ()) | set(fo.get("gold_sets") or ()) | set((fo.get("sets") or {}).keys())
+    return {str(n) for n in names}
+
+
+def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) -> dict | None:
+    """The gate in force scored on the labelled rows (issue 10's QPP report): AUROC, balanced accuracy at its
+    threshold, what it injects, risk-coverage, and the cosine gate at its threshold on the same rows. Rows
+    from a set the gate was fitted on are in-sample: said, never hidden."""
+    n_ans = sum(ans)
+    if not labelled or not n_ans or n_ans == len(ans):
+        return None
+    y = [int(a) for a in ans]
+    cos = [c if c is not None else -1.0 for c in lab_cos]
+    res = {"rows": len(y), "answerable": n_ans, "probes": len(y) - n_ans,
+           "sources": sorted({r.source for r in labelled}),
+           "cosine": gate_scorecard(cos, y, cos_threshold)}
+    if model is not None and p_lab is not None:
+        res["model"] = gate_scorecard(p_lab, y, model.threshold)
+        seen = sorted(fitted_sources(model) & set(res["sources"]))
+        res["in_sample"] = seen
+        if seen:
+            out["warnings"].append(f"the gate in force was fitted on {', '.join(seen)}: its scores on those rows are "
+                                   "in-sample and flatter it; score it on a labelled set it was not fitted on")
+    return res
 
 
 def _window(calls: list[LogCall]) -> dict:

@@ -69,6 +69,7 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
         Para(f"decisions that flip if the {fl.get('scale', '')} threshold moves by 0.02: "
              f"-0.02 lets {fl.get('-0.02', 0)} more through, +0.02 stops {fl.get('+0.02', 0)} more"
              if fl else "no calls: no flips to count"))))
+    sections.append(_gate_on_labels_section(cal.get("gate_on_labels")))
     rows = []
     if rec.get("cosine"):
         c = rec["cosine"]
@@ -95,6 +96,28 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     if cal["warnings"]:
         sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal["warnings"])))
     return Report("calibration", f"Gate calibration for {db}", verdict, tuple(sections), data=cal)
+
+
+def _gate_on_labels_section(g: dict | None) -> Section:
+    """The gate in force scored on the labelled rows, beside the cosine gate on the same rows."""
+    title = "The gate in force on the labelled rows"
+    if not g:
+        return Section(title, (Para("needs labelled rows of both kinds (answerable and probes): pass --labels"),))
+    cards = [("gate model (P(answerable))", g["model"])] if g.get("model") else []
+    cards.append(("cosine gate (top cosine)", g["cosine"]))
+    pts = list(cards[0][1]["risk_coverage"])
+    table = Table(("gate", "threshold", "AUROC", "balanced accuracy", "answerable injected", "probes injected",
+                   *[f"risk at {p}" for p in pts]),
+                  tuple((name, c["threshold"], c["auroc"], c["balanced_accuracy"], c["answerable_injected"],
+                         c["probes_injected"], *[c["risk_coverage"][p] for p in pts]) for name, c in cards),
+                  caption=f"{g['rows']} rows ({g['answerable']} answerable, {g['probes']} probes) from "
+                          f"{', '.join(g['sources'])}; risk = share of probes among the injected when only the most "
+                          "confident share of rows (the coverage) is injected")
+    seen = g.get("in_sample") or []
+    note = (Para(f"in-sample: the gate in force was fitted on {', '.join(seen)}; these numbers flatter it", "bad")
+            if seen else Para("none of these sets is among those the gate in force was fitted on"
+                              if g.get("model") else "no gate model in force: the cosine gate decides"))
+    return Section(title, (table, note))
 
 
 @main.group(invoke_without_command=True)

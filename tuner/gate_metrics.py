@@ -1,0 +1,47 @@
+"""How well a gate separates answerable questions from probes, on rows it was not fitted on: the
+numbers a query-performance-prediction paper reports. Pure functions over (scores, labels), where a
+label is 1 for answerable and 0 for a probe and a higher score means "inject".
+
+`calibrate` reports them for the gate in force on the labelled rows it is given, and
+`benchmarks/gate_eval.py` uses the same functions for every table in BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+RISK_COVERAGE_POINTS = (0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def auroc(scores, labels) -> float:
+    """Area under the ROC curve (ties count half); NaN with one class only."""
+    from sklearn.metrics import roc_auc_score
+    y = np.asarray(labels, dtype=int)
+    return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64))) if len(set(y.tolist())) == 2 else float("nan")
+
+
+def balanced_accuracy(injected, labels) -> float:
+    """(share of answerable rows injected + share of probes skipped) / 2; a class with no rows counts 0."""
+    pred, y = np.asarray(injected, bool), np.asarray(labels, bool)
+    return float(((pred & y).sum() / max(y.sum(), 1) + (~pred & ~y).sum() / max((~y).sum(), 1)) / 2)
+
+
+def risk_coverage(scores, labels, points=RISK_COVERAGE_POINTS) -> dict[str, float]:
+    """Inject only the most confident share `c` of the rows: the share of the injected that are probes
+    (the risk) at each coverage `c`."""
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    y = np.asarray(labels)[order]
+    return {f"{c:.1f}": round(float(1 - y[: max(1, round(c * len(y)))].mean()), 4) for c in points}
+
+
+def gate_scorecard(scores, labels, threshold: float) -> dict:
+    """One gate on labelled rows: AUROC, balanced accuracy at its own threshold, the share of answerable
+    rows and of probes it injects, and the risk-coverage curve."""
+    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
+    inject = s >= threshold
+    a = auroc(s, y)
+    return {"threshold": round(float(threshold), 4), "auroc": None if np.isnan(a) else round(a, 4),
+            "balanced_accuracy": round(balanced_accuracy(inject, y), 4),
+            "answerable_injected": round(float(inject[y].mean()), 4) if y.any() else None,
+            "probes_injected": round(float(inject[~y].mean()), 4) if (~y).any() else None,
+            "risk_coverage": risk_coverage(s, y)}
