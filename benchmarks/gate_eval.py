@@ -59,6 +59,11 @@ FEATURE_SETS = {
     "calibration-15": CAL13 + LATIN + NAMES,
     # "calibration-15 + channel tops" (+ dense_idf_overlap, sparse_idf_overlap): measured in the fifth round,
     # not shipped; the two features were reverted from search_core (they live in commit d642c36)
+    # sixth round (declared 2026-11-30 before its measurement; see BENCHMARKS.md): the 15 + the sparse
+    # channel's own top-chunk IDF overlap (the fourth session's closing note named it), and the fifth
+    # round's 17 for information
+    "calibration-16": CAL13 + LATIN + NAMES + ["sparse_idf_overlap"],
+    "calibration-15 + channel tops": CAL13 + LATIN + NAMES + ["dense_idf_overlap", "sparse_idf_overlap"],
 }
 C_GRID = (0.03, 0.1, 0.3, 1.0, 3.0)
 
@@ -194,13 +199,15 @@ ALL_TRANSFERABLE = (f"all {len(CALIBRATION_FEATURES)} transferable features, C={
                     list(CALIBRATION_FEATURES), CALIBRATION_C)
 
 
-def heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, splits, label, alt=None, also=()):
+def heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, splits, label, alt=None, also=(),
+                   seed_start=0):
     """The issue's protocol: per split, 20 % of documents held out; fit on one half of the documents'
     questions (grouped by document), measure on the other half's; the cosine gate on the same rows.
     `alt`: a second gate declared before measuring (name, features, C), scored on the same rows; `also`:
-    more of them (fourth round: both unknown_names candidates beside the shipped 14, one re-fusion)."""
+    more of them (fourth round: both unknown_names candidates beside the shipped 14, one re-fusion).
+    `seed_start`: the first split's seed (sixth round: seeds 20-39, splits no gate was measured on before)."""
     out = []
-    for seed in range(splits):
+    for seed in range(seed_start, seed_start + splits):
         held, half = draw_split(docs, seed)
         rows = heldout_rows(s, cfg, items, retrievals, doc_of, held)
         train = [r for r in rows if r["docs"][0] in half]
@@ -216,6 +223,7 @@ def heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, splits,
                      for n, fs, c in also}
         j["per_feature_auroc"] = per_feature_auroc(test, sorted(set(features) | set(alt[1] if alt else ())
                                                                 | {f for _, fs, _ in also for f in fs} | {"hit_cos"}))
+        j["seed"] = seed
         out.append(j)
         print(f"  {label} split {seed}: model auroc {j['model']['auroc']:.3f} bacc {j['model']['bacc']:.3f} | "
               f"alt auroc {j.get('alt', {}).get('auroc', float('nan')):.3f} bacc {j.get('alt', {}).get('bacc', float('nan')):.3f} | "
