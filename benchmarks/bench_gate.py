@@ -20,7 +20,7 @@ Parts (--parts, comma separated):
             --cv-tables FILE (that run's JSON) lets the demo part reuse them instead of re-running the CV
             (fourth round: the CV was run and read before the holdout look, which then took seconds).
 The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the
-transferable features of tuner.calibrate.CALIBRATION_FEATURES (15 since the fourth round), C = 1. The demo
+transferable features of tuner.calibrate.CALIBRATION_FEATURES (16 since the sixth round), C = 1. The demo
 part also chooses a feature set and C by cross-validation on demo-tune (it runs whatever --parts says,
 unless --features/--C name it); that choice is scored beside it (`alt`) on KorQuAD and AutoRAG.
 Retrievals are pickled in runs/bench/ (keyed by the index content), so a re-run after a config change
@@ -233,8 +233,13 @@ def part_default(sets, args, cfg, fp, compare=False):
                                  "cos_fitted_bacc": round(v["cos_fitted"]["bacc"], 4)} for n, v in t.items()}}
         out["candidates"] = cmp
     full = [r for rs in fit_rows.values() for r in rs]
+    gold_sets = list(DEMO_SETS) + [n for n in (GATE_TUNE,) if sets.get(n)]   # names `calibrate --labels` sees
+    if args.korquad_db:
+        gold_sets.append(Path(args.korquad_json).stem)
+    if args.autorag_db:
+        gold_sets.append(load_gold(Path(args.autorag_beir)).name)
     m = fit(full, fp, features, C, fitted_on={
-        "sets": {n: len(r) for n, r in fit_rows.items()}, "config_hash": cfg.config_hash(),
+        "sets": {n: len(r) for n, r in fit_rows.items()}, "gold_sets": gold_sets, "config_hash": cfg.config_hash(),
         "note": "shipped default; see BENCHMARKS.md 'Gate (issue 10)'; re-fit: benchmarks/bench_gate.py --parts default"})
     if args.write_default:
         m.save(DEFAULT_GATE_FILE)
