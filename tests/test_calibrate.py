@@ -242,3 +242,21 @@ def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_pat
     r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--format", "md"])
     assert r.exit_code == 0, r.output
     assert "The gate in force on the labelled rows" in r.output and "cosine gate (top cosine)" in r.output
+
+
+def test_calibrate_from_labels_alone_scores_a_gold_set(logged, tmp_path):
+    """--no-log: a gold set with probes is scored by the gate in force, and the report does not complain
+    about an empty log window it was told not to read."""
+    db, _ = logged
+    gold = tmp_path / "small-gold.yaml"
+    gold.write_text(yaml.safe_dump({"name": "small-gold", "questions": [
+        {"id": "a1", "level": "L0", "query": "김치찌개 레시피", "gold": ["life/kimchi"]},
+        {"id": "a2", "level": "L0", "query": "GraphRAG 커뮤니티 요약", "gold": ["ai/graphrag"]},
+        {"id": "p1", "level": "probe", "query": "비트코인 반감기"},
+        {"id": "p2", "level": "probe", "query": "파리 에펠탑 높이"}]}, allow_unicode=True), encoding="utf-8")
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--no-log", "--labels", str(gold), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)["data"]
+    g = data["gate_on_labels"]
+    assert (g["rows"], g["answerable"], g["probes"], g["sources"]) == (4, 2, 2, ["small-gold"])
+    assert not any("log window" in w for w in data["warnings"])

@@ -164,7 +164,8 @@ def _auroc(scores, labels) -> float | None:
 
 
 def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateModel | None, cos_threshold: float,
-              fingerprint: dict, target_probe_rate: float = 0.10, features=CALIBRATION_FEATURES) -> dict:
+              fingerprint: dict, target_probe_rate: float = 0.10, features=CALIBRATION_FEATURES,
+              log_read: bool = True) -> dict:
     """Everything the report and the proposal need, as plain data."""
     labelled = list(labelled) + [LabelledRow("log", str(c.id), c.query or "", c.features, c.label == LABEL_ANSWERABLE)
                                  for c in calls if c.label in (LABEL_ANSWERABLE, LABEL_PROBE)]
@@ -194,7 +195,7 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
     out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
     out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out)
     out["retirement"] = _retirement(out["window"], out["traffic"])
-    if not calls:
+    if not calls and log_read:
         out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
                                "unknown; widen --since or check that the recall path logs")
     return out
@@ -432,7 +433,8 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
         for p in gold_paths:
             labelled += gold_rows(searcher, load_gold(p), cfg)
         cal = calibrate(calls, labelled, model=choice.model, cos_threshold=searcher.embedder.default_threshold,
-                        fingerprint=searcher.fingerprint, target_probe_rate=target_probe_rate)
+                        fingerprint=searcher.fingerprint, target_probe_rate=target_probe_rate,
+                        log_read=log_path is not None)
         cal["current"]["reason"] = choice.reason or choice.source
         return cal, calls, labelled, choice
     finally:
