@@ -1,0 +1,108 @@
+"""Does a line-level or "what the question asks" overlap add anything to the gate on near-topic probes?
+(BENCHMARKS.md, gate, sixth round: an exploration after the blind look, on spent sets only.)
+
+For each question of the spent near-topic sets (demo-tune, demo-gate-tune, demo-gate-holdout), read the
+fused first result's chunk and note and compute, with the gate's own IDF (gate_features.query_terms,
+_term_df, _short_df):
+
+  best_line      the best single line's IDF-weighted share of query terms (an answer sentence holds most
+                 of the question; a passing mention holds the name and little else)
+  best_2line     the same over two consecutive lines
+  ask_overlap    among the query terms NOT in the note's title / aliases / tags / summary / heading path
+                 (what the question asks beyond its topic), the IDF share found in the chunk (1 if none)
+  ask_share      that part's share of the query's IDF
+  note_overlap   the IDF share found anywhere in the note (all its chunks)
+  line_vs_chunk  best_line minus the chunk's own share
+
+and score each alone (AUROC per set) and added to CALIBRATION_FEATURES, leave-one-set-out (fit on two
+sets, measure on the third, C = 1, the product's fit).
+
+    OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD python benchmarks/bench_gate_lines.py --db runs/demo.sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, write_result  # noqa: E402
+
+import search_core.gate_features as gf  # noqa: E402
+from search_core.config import SearchConfig  # noqa: E402
+from search_core.gate_model import fit_gate  # noqa: E402
+from search_core.pipeline import Searcher  # noqa: E402
+from tuner.calibrate import CALIBRATION_FEATURES, probabilities  # noqa: E402
+from tuner.gate_metrics import auroc, balanced_accuracy  # noqa: E402
+from tuner.gold import load_gold  # noqa: E402
+
+SPENT = ("demo-tune", "demo-gate-tune", "demo-gate-holdout")
+LINE_SPLIT = re.compile(r"\n|(?<=[.!?。])\s")
+CANDIDATES = ([], ["best_line"], ["best_2line"], ["ask_overlap"], ["ask_overlap", "ask_share"], ["note_overlap"],
+              ["best_line", "ask_overlap"])
+
+
+def line_features(s: Searcher, query: str, note_id: str, chunk_id: int) -> dict:
+    conn, view = s.conn, s.view
+    ctx, text = conn.execute("SELECT context, text FROM chunks WHERE id = ?", (chunk_id,)).fetchone() or ("", "")
+    tri, short = gf.query_terms(query)
+    n = max(len(view.chunk_note), 1)
+    w = {t: gf._idf(n, df) for t, df in {**gf._term_df(view, conn, tri), **gf._short_df(view, short)}.items()}
+    total = sum(w.values()) or 1.0
+
+    def share(t):
+        low = t.lower()
+        return sum(v for k, v in w.items() if k in low) / total
+
+    lines = [x for x in LINE_SPLIT.split(text) if x.strip()]
+    note = view.notes.get(note_id, {})
+    meta = (" ".join(str(note.get(k, "")) for k in ("title", "aliases", "tags", "summary")) + " " + ctx).lower()
+    ask = {k: v for k, v in w.items() if k not in meta}
+    ask_total = sum(ask.values())
+    whole = "\n".join(t for (t,) in conn.execute("SELECT text FROM chunks WHERE note_id = ?", (note_id,)))
+    best = max((share(x) for x in lines), default=0.0)
+    return {"best_line": best,
+            "best_2line": max((share(lines[i] + " " + lines[i + 1]) for i in range(len(lines) - 1)), default=best),
+            "ask_overlap": (sum(v for k, v in ask.items() if k in text.lower()) / ask_total) if ask_total else 1.0,
+            "ask_share": ask_total / total, "note_overlap": share(whole), "line_vs_chunk": best - share(text)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--db", default="runs/demo.sqlite")
+    ap.add_argument("--out", default="gate-lines")
+    args = ap.parse_args()
+    s, cfg = Searcher(args.db), SearchConfig()
+    sets = {}
+    for name in SPENT:
+        rows = []
+        for q in load_gold(ROOT / "experiments" / "gold" / f"{name}.yaml").questions:
+            res = s.rank(s.retrieve(q.query, cfg.depth), cfg, snippets=False)
+            h = res.hits[0]
+            rows.append({"y": int(not q.is_probe), "f": {**res.gate.features,
+                                                        **line_features(s, q.query, h.note_id, h.chunk_id)}})
+        sets[name] = rows
+    alone = {f: {n: round(auroc([r["f"][f] for r in rows], [r["y"] for r in rows]), 3) for n, rows in sets.items()}
+             for f in ("best_line", "best_2line", "ask_overlap", "ask_share", "note_overlap", "line_vs_chunk")}
+    loso = {}
+    for extra in CANDIDATES:
+        cells = {}
+        for held in SPENT:
+            train = [r for n in SPENT if n != held for r in sets[n]]
+            m = fit_gate([r["f"] for r in train], [r["y"] for r in train], fingerprint={},
+                         features=list(CALIBRATION_FEATURES) + extra, C=1.0)
+            p = probabilities(m, [r["f"] for r in sets[held]])
+            y = [r["y"] for r in sets[held]]
+            cells[held] = {"auroc": round(auroc(p, y), 3), "bacc": round(balanced_accuracy(p >= m.threshold, y), 3)}
+        loso["+".join(extra) or "CALIBRATION_FEATURES"] = cells
+    for f, v in alone.items():
+        print(f"{f:14s}", v, file=sys.stderr)
+    for k, v in loso.items():
+        print(f"{k:24s}", {n: f"{c['auroc']:.3f}/{c['bacc']:.3f}" for n, c in v.items()}, file=sys.stderr)
+    print(write_result(args.out, {"alone_auroc": alone, "leave_one_set_out": loso}))
+
+
+if __name__ == "__main__":
+    main()
