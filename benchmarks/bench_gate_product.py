@@ -29,7 +29,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 
-from tuner.calibrate import apply_proposal, calibrate_index, write_proposal  # noqa: E402
+from tuner.calibrate import calibrate_index, probabilities  # noqa: E402
+from tuner.gate_proposal import apply_proposal, write_proposal  # noqa: E402
 from tuner.gate_metrics import balanced_accuracy, gate_scorecard  # noqa: E402
 
 
@@ -61,7 +62,6 @@ def measure(db: Path, fit_sets: list[Path], measure_sets: list[Path]) -> dict:
         write_proposal(fitted, copy, work / "proposal.json")
         apply_proposal(work / "proposal.json", copy)
         cal, _, labelled, choice = calibrate_index(copy, log_path=None, since_s=None, gold_paths=measure_sets)
-        from tuner.calibrate import probabilities
         y = [int(r.answerable) for r in labelled]
         p = probabilities(choice.model, [r.features for r in labelled])
         cos = [r.features.get("hit_cos", -1.0) for r in labelled]

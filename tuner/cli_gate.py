@@ -1,5 +1,5 @@
 """CLI verbs for the gate: `calibrate` (report + proposal), `calibrate apply`, `calibrate undo`, `probes make`.
-Thin: each verb calls tuner.calibrate / tuner.probes, which the tests call directly."""
+Thin: each verb calls tuner.calibrate / tuner.gate_proposal / tuner.probes, which the tests call directly."""
 
 from __future__ import annotations
 
@@ -142,7 +142,8 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
         return
     from search_core.recall_log import parse_label_file
 
-    from .calibrate import calibrate_index, probabilities, write_proposal
+    from .calibrate import calibrate_index, probabilities
+    from .gate_proposal import write_proposal
 
     if db is None:
         _fail(SearchCoreError("calibrate needs --db (the index the gate serves)"))
@@ -180,7 +181,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
 @click.option("--proposal", type=click.Path(path_type=Path), default=None)
 def calibrate_apply(db, proposal):
     """Install the proposal's gate as <db>.gate.json (recorded in <db>.gate-history.jsonl)."""
-    from .calibrate import apply_proposal
+    from .gate_proposal import apply_proposal
     try:
         r = apply_proposal(proposal or Path(str(db) + ".gate-proposal.json"), db)
     except SearchCoreError as e:
@@ -193,7 +194,7 @@ def calibrate_apply(db, proposal):
 @click.option("--db", required=True, type=click.Path(path_type=Path))
 def calibrate_undo(db):
     """Put back the gate file the last `calibrate apply` replaced."""
-    from .calibrate import undo_apply
+    from .gate_proposal import undo_apply
     try:
         r = undo_apply(db)
     except SearchCoreError as e:
