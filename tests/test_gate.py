@@ -184,8 +184,10 @@ def test_eval_rows_carry_features_and_refit_the_gate(small_index):
         tuple(Question(f"p{i}", "probe", q, ()) for i, q in enumerate(QUERIES_OUT))
     res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False).as_json()
     assert all(set(q["gate_features"]) == set(FEATURE_NAMES) for q in res["per_query"])
-    m = fit_gate_model(res["per_query"], s.fingerprint)
+    m = fit_gate_model(res["per_query"], s.fingerprint, gold_name="g")
     assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None
+    from tuner.calibrate import fitted_sources
+    assert fitted_sources(m) == {"g"}          # calibrate --labels on the tuning set flags it in-sample
     assert fit_gate_model([q for q in res["per_query"] if q["level"] != "probe"], s.fingerprint) is None
 
 

@@ -66,16 +66,18 @@ def fit_threshold(per_query: list[dict], key: str = "top_score") -> float | None
     return round(best, 4)
 
 
-def fit_gate_model(per_query: list[dict], fingerprint: dict, reranker: str = "none"):
+def fit_gate_model(per_query: list[dict], fingerprint: dict, reranker: str = "none", gold_name: str | None = None):
     """The gate model re-fitted on the tuning set's gate features (a model swap changes every score),
-    or None when the set cannot support one (too few probes, constant features)."""
+    or None when the set cannot support one (too few probes, constant features). `gold_name` is recorded
+    as the set it was fitted on, so `calibrate --labels` on that set says its scores are in-sample."""
     from search_core.gate_model import GateFitError, fit_gate
     from .calibrate import CALIBRATION_C, CALIBRATION_FEATURES
     rows = [q for q in per_query if q.get("gate_features")]
     try:
         return fit_gate([q["gate_features"] for q in rows], [int(q["level"] != "probe") for q in rows],
                         fingerprint=fingerprint, features=list(CALIBRATION_FEATURES), scope="index",
-                        reranker=reranker, C=CALIBRATION_C, fitted_on={"by": "sweep, on the tuning set"})
+                        reranker=reranker, C=CALIBRATION_C,
+                        fitted_on={"by": "sweep, on the tuning set", "gold_sets": [gold_name] if gold_name else []})
     except GateFitError:
         return None
 
@@ -157,7 +159,7 @@ class Workbench:
         s, _ = self.searcher_for(cfg.embedder)
         self.gate_models.pop((cfg.embedder, cfg.reranker), None)
         per_query = self.evaluate(cfg, gold)["per_query"]
-        model = fit_gate_model(per_query, s.fingerprint, cfg.reranker)
+        model = fit_gate_model(per_query, s.fingerprint, cfg.reranker, gold.name)
         self.gate_models[(cfg.embedder, cfg.reranker)] = model
         return fit_threshold(per_query), model
 
