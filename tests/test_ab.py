@@ -73,7 +73,7 @@ def _cand(label, ranks):
 
 
 def test_pairwise_counts_questions_and_ranks():
-    from tuner.ab import compare_pair
+    from tuner.ab_compare import compare_pair
     a = _cand("A", [1, 2, None, 7, 1, 1])
     b = _cand("B", [1, 1, 3, None, 1, 2])
     pr = compare_pair(a, b)

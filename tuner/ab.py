@@ -1,6 +1,6 @@
-"""Embedder / reranker A/B: every candidate on the same questions, each embedder on an index built only
-for it (embedding cache reused by content hash), its own gate fitted on the tuning questions, timed
-after a warm-up, then compared pairwise with the paired randomization test and a bootstrap interval.
+"""Embedder / reranker A/B, the run: every candidate on the same questions, each embedder on an index built
+only for it (embedding cache reused by content hash), its own gate fitted on the tuning questions, timed
+after a warm-up; the finished candidates are then compared pairwise by tuner.ab_compare.
 
 A candidate that cannot load, cannot build (disk full) or does not hold the gold ids is recorded with
 the reason and the A/B goes on; Ctrl-C stops it and keeps every finished candidate.
@@ -12,7 +12,6 @@ import dataclasses
 import json
 import os
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,52 +26,18 @@ from search_core.models import _embedder_factory, _reranker_factory  # name chec
 from search_core.pipeline import Searcher
 from search_core.store import connect, get_meta
 
+from .ab_compare import compare_pair
 from .evaluate import build_result, run_queries
 from .gold import GoldSet
-from .stats_util import bootstrap_ci, paired_randomization, percentile
+from .stats_util import percentile
 from .workbench import fit_threshold, verify_index
 from .workbench import index_path as workbench_index_path
 
-AB_METRICS = ("hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10")
-ALPHA = 0.05
 WARMUP_QUERIES = 5    # the first queries pay for lazy loads (BLAS threads, page cache); never timed
 
 
 class ABError(SearchCoreError):
     pass
-
-
-class ABProgress:
-    """tqdm bars on stderr, one per index build and one per evaluation pass, each with its ETA."""
-
-    def __init__(self, enabled: bool = True):
-        self.enabled = enabled
-        self.bars: dict = {}
-
-    def index_callback(self, desc: str):
-        def cb(stage, done, total):
-            if not self.enabled:
-                return
-            from tqdm import tqdm
-            bar = self.bars.get(stage)
-            if bar is None:
-                bar = self.bars[stage] = tqdm(total=total, desc=f"{desc}: {stage}", unit=" items",
-                                              file=sys.stderr, dynamic_ncols=True)
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-        return cb
-
-    def iter(self, items, desc: str):
-        if not self.enabled:
-            return items
-        from tqdm import tqdm
-        return tqdm(items, desc=desc, unit=" q", file=sys.stderr, dynamic_ncols=True)
-
-    def close(self):
-        for b in self.bars.values():
-            b.close()
-        self.bars = {}
 
 
 @dataclass(frozen=True)
@@ -419,49 +384,3 @@ def run_ab(p: ABParams, progress=None) -> dict:
                        "chunking": chunk_cfg.as_dict()},
             "candidates": [r.as_json() for r in results], "pairs": pairs, "interrupted": interrupted,
             "cut": [r.label for r in results if r.status == "cut"], "seconds": round(time.perf_counter() - t0, 2)}
-
-
-def compare_pair(a: CandidateResult, b: CandidateResult, *, seed: int = 0) -> dict:
-    """B against A on the answerable evaluation questions: per metric the mean of each, the difference
-    (and in questions, for the 0/1 metrics), the paired randomization p-value and a bootstrap 95% CI."""
-    qa = {q["id"]: q for q in a.result["per_query"] if q["level"] != "probe"}
-    qb = {q["id"]: q for q in b.result["per_query"] if q["level"] != "probe"}
-    ids = [i for i in qa if i in qb]
-    n = len(ids)
-    out = {"a": a.label, "b": b.label, "n": n, "metrics": {}}
-    for m in AB_METRICS:
-        xa, xb = [qa[i][m] for i in ids], [qb[i][m] for i in ids]
-        pv = paired_randomization(xa, xb, seed=seed)
-        lo, hi = bootstrap_ci(xa, xb, seed=seed)
-        d = (sum(xb) - sum(xa)) / n if n else 0.0
-        out["metrics"][m] = {"a": round(sum(xa) / n, 4) if n else None, "b": round(sum(xb) / n, 4) if n else None,
-                             "delta": round(d, 4), "delta_questions": round(sum(xb) - sum(xa), 2),
-                             "p_value": round(pv, 4), "ci95": [round(lo, 4), round(hi, 4)],
-                             "within_noise": pv >= ALPHA}
-
-    def rank(q):
-        return q["first_rank"] if q["first_rank"] is not None else 10 ** 6
-    moved = [{"id": i, "level": qa[i]["level"], "query": qa[i]["query"], "gold": qa[i]["gold"],
-              "rank_a": qa[i]["first_rank"], "rank_b": qb[i]["first_rank"]}
-             for i in ids if rank(qa[i]) != rank(qb[i])]
-    out["b_wins"] = [m for m in moved if rank(qb[m["id"]]) < rank(qa[m["id"]])]
-    out["b_loses"] = [m for m in moved if rank(qb[m["id"]]) > rank(qa[m["id"]])]
-    out["ties"] = n - len(moved)
-    return out
-
-
-def verdict(data: dict) -> str:
-    ok = [c for c in data["candidates"] if c["status"] == "ok"]
-    others = [c for c in data["candidates"] if c["status"] != "ok"]
-    tail = f"; not compared: {', '.join(c['label'] + ' (' + c['status'] + ')' for c in others)}" if others else ""
-    if len(ok) < 2:
-        return (f"no comparison: {len(ok)} candidate(s) finished" + tail)
-    parts = []
-    for pr in data["pairs"]:
-        h = pr["metrics"]["hit@5"]
-        mrr = pr["metrics"]["mrr"]
-        dq = int(round(h["delta_questions"]))
-        word = "within noise" if h["within_noise"] and mrr["within_noise"] else "NOT within noise"
-        parts.append(f"{pr['b']} vs {pr['a']}: hit@5 {dq:+d} of {pr['n']} questions ({h['a']:.3f} -> {h['b']:.3f}, "
-                     f"p={h['p_value']:.3f}), MRR@10 {mrr['delta']:+.3f} (p={mrr['p_value']:.3f}): {word}")
-    return "; ".join(parts) + tail

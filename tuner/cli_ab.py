@@ -96,7 +96,8 @@ def render_saved(path: Path, fmt: str, out: Path | None):
 def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress, fresh,
        from_json):
     """A/B of embedders or rerankers: own index each, gate re-fitted, paired tests, the report."""
-    from .ab import ABProgress, run_ab
+    from .ab import run_ab
+    from .ab_progress import ABProgress
     from .report_ab import ab_report
     from .reports import emit
 

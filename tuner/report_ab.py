@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from .ab import AB_METRICS, verdict
+from .ab_compare import AB_METRICS, verdict
 from .gold import LEVELS
 from .reports import Para, Plot, Report, Section, Table
 from .reports.plots import histograms, labelled_scatter
