@@ -1,6 +1,7 @@
 import fcntl
 import os
 import threading
+import uuid
 
 import pytest
 
@@ -45,9 +46,12 @@ def test_index_fills_every_table(small_index):
 def test_incremental_reindex_by_content_hash(small_vault, small_index, shared_cache):
     r = index_vault(small_vault, small_index, cache=shared_cache)
     assert (r.mode, r.added, r.changed, r.deleted, r.embedded) == ("incremental", 0, 0, 0, 0)
-    (small_vault / "ai" / "rrf.md").write_text("---\ntitle: RRF\n---\nk를 20으로 바꿨다. 새 문장 하나.\n", encoding="utf-8")
+    # text no earlier run embedded: with AUTORESEARCH_TEST_EMBED_CACHE kept, fixed text would come from the cache
+    fresh = uuid.uuid4().hex[:8]
+    (small_vault / "ai" / "rrf.md").write_text(f"---\ntitle: RRF\n---\nk를 20으로 바꿨다. 새 문장 하나 {fresh}.\n",
+                                               encoding="utf-8")
     (small_vault / "life" / "kimchi.md").unlink()
-    (small_vault / "new.md").write_text("# 새 노트\n[[ai/rrf]] 를 본다\n", encoding="utf-8")
+    (small_vault / "new.md").write_text(f"# 새 노트\n[[ai/rrf]] 를 본다 {fresh}\n", encoding="utf-8")
     r = index_vault(small_vault, small_index, cache=shared_cache)
     assert (r.added, r.changed, r.deleted) == (1, 1, 1)
     assert r.embedded >= 2                      # the changed and the new chunk; nothing else
