@@ -84,7 +84,7 @@ def _delete_notes(conn, ids: list[str]) -> None:
 
 def _insert_prepared(conn, prepared, stats) -> None:
     vecs = prepared["vecs"]
-    next_id = (conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0) + 1
+    next_id = _next_chunk_id(conn)
     for n in prepared["notes"]:
         vf = stats.get(n.id)
         conn.execute("INSERT INTO notes(id, path, title, aliases, tags, summary, is_nav, content_hash, size, mtime_ns,"
