@@ -260,3 +260,31 @@ def test_calibrate_from_labels_alone_scores_a_gold_set(logged, tmp_path):
     g = data["gate_on_labels"]
     assert (g["rows"], g["answerable"], g["probes"], g["sources"]) == (4, 2, 2, ["small-gold"])
     assert not any("log window" in w for w in data["warnings"])
+
+
+def test_each_labelled_set_is_scored_on_its_own(logged):
+    """Two labelled sets (a tuning set the gate was fitted on, a holdout it was not): the pooled scorecard,
+    and one per set with its own in-sample flag; the per-set figures are the pooled arithmetic on its rows."""
+    from search_core.gate_model import fit_gate
+    from tuner.calibrate import LabelledRow
+    from tuner.gate_metrics import gate_scorecard
+    db, log = logged
+    lab = [c for c in read_log(log) if c.label]
+    fp = Searcher(db).fingerprint
+    rows = [LabelledRow("tune" if i % 2 else "holdout", str(c.id), c.query, c.features, c.label == "relevant")
+            for i, c in enumerate(lab)]
+    m = fit_gate([r.features for r in rows], [int(r.answerable) for r in rows], fingerprint=fp,
+                 features=["top_cos", "term_overlap"], fitted_on={"sources": ["tune"]})
+    g = calibrate([], rows, model=m, cos_threshold=0.85, fingerprint=fp, log_read=False)["gate_on_labels"]
+    assert g["in_sample"] == ["tune"] and set(g["by_source"]) == {"tune", "holdout"}
+    assert g["by_source"]["tune"]["in_sample"] is True and g["by_source"]["holdout"]["in_sample"] is False
+    hold = [r for r in rows if r.source == "holdout"]
+    from tuner.calibrate import probabilities
+    want = gate_scorecard(probabilities(m, [r.features for r in hold]), [int(r.answerable) for r in hold], m.threshold)
+    assert g["by_source"]["holdout"]["model"] == want and g["by_source"]["holdout"]["rows"] == len(hold)
+    from tuner.cli_gate import _gate_on_labels_section
+    table = _gate_on_labels_section(g).blocks[0]
+    names = [row[0] for row in table.rows]
+    n_tune = len(rows) - len(hold)
+    assert f"gate model on tune, {n_tune} rows (in-sample)" in names and f"cosine gate on tune, {n_tune} rows" in names
+    assert f"gate model on holdout, {len(hold)} rows" in names     # a set the gate never saw: no flag

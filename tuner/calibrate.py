@@ -228,6 +228,18 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
         if seen:
             out["warnings"].append(f"the gate in force was fitted on {', '.join(seen)}: its scores on those rows are "
                                    "in-sample and flatter it; score it on a labelled set it was not fitted on")
+    if len(res["sources"]) > 1:          # e.g. the daemon's tuning set (in-sample) beside its holdout (not)
+        res["by_source"] = {}
+        for src in res["sources"]:
+            idx = [i for i, r in enumerate(labelled) if r.source == src]
+            ys = [y[i] for i in idx]
+            if 0 < sum(ys) < len(ys):
+                one = {"rows": len(ys), "probes": len(ys) - sum(ys),
+                       "cosine": gate_scorecard([cos[i] for i in idx], ys, cos_threshold)}
+                if "model" in res:
+                    one["model"] = gate_scorecard(p_lab[idx], ys, model.threshold)
+                    one["in_sample"] = src in res["in_sample"]
+                res["by_source"][src] = one
     return res
 
 

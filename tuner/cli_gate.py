@@ -105,6 +105,11 @@ def _gate_on_labels_section(g: dict | None) -> Section:
         return Section(title, (Para("needs labelled rows of both kinds (answerable and probes): pass --labels"),))
     cards = [("gate model (P(answerable))", g["model"])] if g.get("model") else []
     cards.append(("cosine gate (top cosine)", g["cosine"]))
+    for src, one in (g.get("by_source") or {}).items():     # each labelled set on its own
+        tag = f"{src}, {one['rows']} rows"
+        if one.get("model"):
+            cards.append((f"gate model on {tag}" + (" (in-sample)" if one.get("in_sample") else ""), one["model"]))
+        cards.append((f"cosine gate on {tag}", one["cosine"]))
     pts = list(cards[0][1]["risk_coverage"])
     table = Table(("gate", "threshold", "AUROC", "balanced accuracy", "answerable injected", "probes injected",
                    *[f"risk at {p}" for p in pts]),
