@@ -53,7 +53,8 @@ from gate_eval import (ALL_TRANSFERABLE, CAL13, COS_DEFAULT, FEATURE_SETS, c_lab
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate_model import DEFAULT_GATE_FILE  # noqa: E402
 from search_core.pipeline import Searcher  # noqa: E402
-from tuner.calibrate import calibrate, log_search, read_log  # noqa: E402
+from search_core.recall_log import log_search  # noqa: E402
+from tuner.calibrate import calibrate, read_log  # noqa: E402
 from tuner.gold import load_gold  # noqa: E402
 
 GOLD = ROOT / "experiments" / "gold"

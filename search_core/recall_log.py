@@ -139,6 +139,27 @@ class RecallLog:
             self.conn.close()
 
 
+def log_search(path: str | Path, rows: list[dict]) -> None:
+    """Append many finished searches at once, with a label when given: a log for tests, benchmarks and
+    `calibrate` to read (the recall path writes one call at a time through RecallLog). Each row: ts,
+    session, query, res (a SearchResult), label (optional: relevant | irrelevant)."""
+    conn = sqlite3.connect(str(path))
+    try:
+        conn.executescript(SCHEMA)
+        with conn:                                   # one transaction: all the rows or none
+            conn.executemany(
+                "INSERT INTO recall_calls (ts, session, profile, query, query_hash, query_chars, top_scores, "
+                "features, threshold, injected, stopped_by, latency_ms, label) "
+                "VALUES (?, ?, 'default', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(r["ts"], r["session"], r["query"], query_hash(r["query"]), len(r["query"]),
+                  json.dumps([{"note_id": h.note_id, "score": h.score, "cosine": h.cosine} for h in r["res"].hits[:3]]),
+                  json.dumps(r["res"].gate.features), r["res"].gate.threshold, int(r["res"].gate.inject),
+                  None if r["res"].gate.inject else "gate", r["res"].timings_ms.get("total"), r.get("label"))
+                 for r in rows])
+    finally:
+        conn.close()
+
+
 def read_calls(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[dict]:
     """Every row (newest last) as a dict with JSON columns decoded."""
     conn = _open_existing(path)

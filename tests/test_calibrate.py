@@ -8,7 +8,8 @@ from click.testing import CliRunner
 from search_core import SearchCoreError
 from search_core.gate_model import sidecar_path
 from search_core.pipeline import Searcher
-from tuner.calibrate import _retirement, apply_label_file, calibrate, log_search, read_log
+from search_core.recall_log import log_search
+from tuner.calibrate import _retirement, apply_label_file, calibrate, read_log
 from tuner.cli import main
 from tuner.probes import make_probes, split_gold
 from tuner.gold import GoldSet, Question
@@ -66,7 +67,8 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     assert set(data["traffic"]["flips"]) >= {"-0.02", "+0.02", "scale", "threshold"}
     md = (tmp_path / "cal.md").read_text()
     assert "Retirement rule" in md and "Recommendation" in md
-    assert "<svg" in (tmp_path / "cal.html").read_text()
+    html = (tmp_path / "cal.html").read_text()
+    assert "<svg" in html and "risk-coverage on the labelled rows" in html
     # apply installs the proposal next to the index; undo takes it away again
     prop = json.loads(sidecar_path(db).with_name(db.name + ".gate-proposal.json").read_text())
     assert prop["model"]["scope"] == "index"
@@ -226,6 +228,9 @@ def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_pat
     probe_in = sum(c.features["hit_cos"] >= 0.85 for c in lab if c.label == "irrelevant") / 6
     assert g["cosine"]["answerable_injected"] == round(ans_in, 4) and g["cosine"]["probes_injected"] == round(probe_in, 4)
     assert g["cosine"]["threshold"] == 0.85
+    curve = g["curves"]["cosine gate"]                 # 20 points; all injected: the probes' share, 6 of 12
+    assert len(curve) == 20 and curve[-1] == [1.0, 0.5] and curve[3][0] == 0.2
+    assert curve[3][1] == g["cosine"]["risk_coverage"]["0.2"]
     m = fit_gate([c.features for c in lab], [int(c.label == "relevant") for c in lab], fingerprint=fp,
                  features=["top_cos", "term_overlap"], fitted_on={"sources": ["log"]})
     cal = calibrate(calls, [], model=m, cos_threshold=0.85, fingerprint=fp)
@@ -260,6 +265,15 @@ def test_calibrate_from_labels_alone_scores_a_gold_set(logged, tmp_path):
     g = data["gate_on_labels"]
     assert (g["rows"], g["answerable"], g["probes"], g["sources"]) == (4, 2, 2, ["small-gold"])
     assert not any("log window" in w for w in data["warnings"])
+    assert set(data["distributions"]["probability"]) == {"answerable", "probes", "unlabelled log"}   # P, no log
+    # two sets, one holding probes only: that one is scored in the pooled rows, and the report says so
+    probes = tmp_path / "small-probes.yaml"
+    probes.write_text(yaml.safe_dump({"name": "small-probes", "questions": [
+        {"id": "p3", "level": "probe", "query": "양자 컴퓨터 큐비트"}]}, allow_unicode=True), encoding="utf-8")
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--no-log", "--labels", str(gold), "--labels",
+                                  str(probes), "--format", "md"])
+    assert r.exit_code == 0, r.output
+    assert "small-probes (1 rows): one kind of row only" in r.output and "gate model on small-gold, 4 rows" in r.output
 
 
 def test_each_labelled_set_is_scored_on_its_own(logged):

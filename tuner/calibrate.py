@@ -22,16 +22,16 @@ import numpy as np
 
 from search_core import SearchCoreError
 from search_core.gate_model import GateFitError, GateModel, best_balanced_threshold, fit_gate
+# our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
+# shared with `recall-log stats`
+from search_core.recall_log import RETIRE_MIN_INJECTION, RETIRE_P95_MS
 
-from .gate_metrics import auroc, gate_scorecard
+from .gate_metrics import auroc, gate_scorecard, risk_coverage_curve
 from .gate_proposal import write_proposal
 
 LOG_TABLE = "recall_calls"
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
-# our users' rule to retire recall: p95 over 400 ms, or fewer than 20 % of calls injected
-RETIRE_P95_MS = 400.0
-RETIRE_MIN_INJECTION = 0.20
 # the features a recalibrated gate uses: every one that transfers between vaults (no query length or script
 # mix), fixed before measuring, not chosen on a test set. Third round (BENCHMARKS.md, gate): unknown_latin
 # added, chosen among 12 / 13 / 13 + unknown_latin / 16 by the mean balanced accuracy of the default gate's
@@ -183,13 +183,13 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
                    "probes": _quantiles(s for s, a in zip(lab_cos, ans) if not a),
                    "unlabelled log": _quantiles(c.top_score for c in unlabelled)},
     }
-    if p_log is not None:
+    if p_log is not None or p_lab is not None:      # a gate model in force: its P, also with labels alone
         lab_p = p_lab if p_lab is not None else np.zeros(0)
         ul = np.array([c.label not in (LABEL_ANSWERABLE, LABEL_PROBE) for c in calls], dtype=bool)
         out["distributions"]["probability"] = {
             "answerable": _quantiles(lab_p[np.asarray(ans, dtype=bool)] if len(lab_p) else []),
             "probes": _quantiles(lab_p[~np.asarray(ans, dtype=bool)] if len(lab_p) else []),
-            "unlabelled log": _quantiles(p_log[ul])}
+            "unlabelled log": _quantiles(p_log[ul] if p_log is not None else [])}
     out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
     out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
     out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out)
@@ -221,8 +221,10 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
     res = {"rows": len(y), "answerable": n_ans, "probes": len(y) - n_ans,
            "sources": sorted({r.source for r in labelled}),
            "cosine": gate_scorecard(cos, y, cos_threshold)}
+    res["curves"] = {"cosine gate": risk_coverage_curve(cos, y)}
     if model is not None and p_lab is not None:
         res["model"] = gate_scorecard(p_lab, y, model.threshold)
+        res["curves"] = {"gate model": risk_coverage_curve(p_lab, y), **res["curves"]}
         seen = sorted(fitted_sources(model) & set(res["sources"]))
         res["in_sample"] = seen
         if seen:
@@ -233,7 +235,10 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
         for src in res["sources"]:
             idx = [i for i, r in enumerate(labelled) if r.source == src]
             ys = [y[i] for i in idx]
-            if 0 < sum(ys) < len(ys):
+            if not 0 < sum(ys) < len(ys):
+                res["by_source"][src] = {"rows": len(ys), "probes": len(ys) - sum(ys),
+                                         "note": "one kind of row only: scored in the pooled rows above"}
+            else:
                 one = {"rows": len(ys), "probes": len(ys) - sum(ys),
                        "cosine": gate_scorecard([cos[i] for i in idx], ys, cos_threshold)}
                 if "model" in res:
@@ -320,39 +325,6 @@ def _retirement(window: dict, traffic: dict) -> dict:
                "consider switching recall off" if slow or rare else "keep recall on")
     return {"rule": f"p95 > {RETIRE_P95_MS:.0f} ms or injection < {RETIRE_MIN_INJECTION:.0%}",
             "p95_ms": p95, "injection_rate": rate, "p95_over": slow, "injection_under": rare, "verdict": verdict}
-
-
-# ---- a recall log of our own, for tests and benchmarks until the recall path's log lands -----------------
-
-LOG_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {LOG_TABLE} (
-    id INTEGER PRIMARY KEY, ts REAL NOT NULL, session TEXT NOT NULL, profile TEXT NOT NULL DEFAULT 'default',
-    query TEXT, query_hash TEXT NOT NULL DEFAULT '', query_chars INTEGER NOT NULL DEFAULT 0,
-    top_scores TEXT NOT NULL DEFAULT '[]', features TEXT NOT NULL DEFAULT '{{}}', threshold REAL,
-    index_fingerprint TEXT, config_hash TEXT, injected INTEGER NOT NULL, stopped_by TEXT,
-    chars_injected INTEGER NOT NULL DEFAULT 0, latency_ms REAL, stages_ms TEXT NOT NULL DEFAULT '{{}}',
-    error TEXT, delivered_at REAL, chars_delivered INTEGER, label TEXT, labelled_at REAL);
-CREATE INDEX IF NOT EXISTS {LOG_TABLE}_ts ON {LOG_TABLE}(ts);
-"""
-
-
-def log_search(path: str | Path, rows: list[dict]) -> None:
-    """Append calls to a recall log with the recall path's columns (the ones calibrate reads and the
-    required rest). Each row: ts, session, query, res (a SearchResult), label (optional)."""
-    conn = sqlite3.connect(path)
-    try:
-        conn.executescript(LOG_SCHEMA)
-        conn.executemany(
-            f"INSERT INTO {LOG_TABLE} (ts, session, query, query_chars, top_scores, features, threshold, injected, "
-            "stopped_by, latency_ms, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(r["ts"], r["session"], r["query"], len(r["query"]),
-              json.dumps([{"note_id": h.note_id, "score": h.score, "cosine": h.cosine} for h in r["res"].hits[:3]]),
-              json.dumps(r["res"].gate.features), r["res"].gate.threshold, int(r["res"].gate.inject),
-              None if r["res"].gate.inject else "gate", r["res"].timings_ms.get("total"), r.get("label"))
-             for r in rows])
-        conn.commit()
-    finally:
-        conn.close()
 
 
 def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: float | None,

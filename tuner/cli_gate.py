@@ -86,6 +86,18 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     sections.append(Section("Retirement rule", (Para(f"{ret['rule']}: p95 {ret['p95_ms']} ms, injection "
                                                      f"{ret['injection_rate']} -> {ret['verdict']}",
                                                      "bad" if ret["verdict"].startswith("consider") else ""),)))
+    curves = (cal.get("gate_on_labels") or {}).get("curves")
+    if with_plots and curves:
+        from .reports import Plot
+        from .reports.plots import line_plot
+        g = cal["gate_on_labels"]
+        sections.append(Section("Risk-coverage", (Plot(
+            "risk-coverage on the labelled rows",
+            line_plot({k: [tuple(p) for p in v] for k, v in curves.items()},
+                      xlabel="coverage (share of rows injected, most confident first)",
+                      ylabel="risk (share of probes injected)"),
+            alt=f"risk-coverage over {g['rows']} labelled rows ({g['probes']} probes): " + "; ".join(
+                f"{k} risk {v[3][1]} at coverage 0.2, {v[-1][1]} at 1.0" for k, v in curves.items())),)))
     if with_plots and series:
         from .reports import Plot
         from .reports.plots import histograms
@@ -105,7 +117,11 @@ def _gate_on_labels_section(g: dict | None) -> Section:
         return Section(title, (Para("needs labelled rows of both kinds (answerable and probes): pass --labels"),))
     cards = [("gate model (P(answerable))", g["model"])] if g.get("model") else []
     cards.append(("cosine gate (top cosine)", g["cosine"]))
+    one_kind = [f"{src} ({one['rows']} rows): {one['note']}" for src, one in (g.get("by_source") or {}).items()
+                if "note" in one]
     for src, one in (g.get("by_source") or {}).items():     # each labelled set on its own
+        if "note" in one:
+            continue
         tag = f"{src}, {one['rows']} rows"
         if one.get("model"):
             cards.append((f"gate model on {tag}" + (" (in-sample)" if one.get("in_sample") else ""), one["model"]))
@@ -122,7 +138,7 @@ def _gate_on_labels_section(g: dict | None) -> Section:
     note = (Para(f"in-sample: the gate in force was fitted on {', '.join(seen)}; these numbers flatter it", "bad")
             if seen else Para("none of these sets is among those the gate in force was fitted on"
                               if g.get("model") else "no gate model in force: the cosine gate decides"))
-    return Section(title, (table, note))
+    return Section(title, (table, note, *(Para(x) for x in one_kind)))
 
 
 @main.group(invoke_without_command=True)

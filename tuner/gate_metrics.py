@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 RISK_COVERAGE_POINTS = (0.2, 0.4, 0.6, 0.8, 1.0)
+CURVE_POINTS = tuple(round(0.05 * i, 2) for i in range(1, 21))     # the plotted curve: 5 % steps
 
 
 def auroc(scores, labels) -> float:
@@ -26,12 +27,22 @@ def balanced_accuracy(injected, labels) -> float:
     return float(((pred & y).sum() / max(y.sum(), 1) + (~pred & ~y).sum() / max((~y).sum(), 1)) / 2)
 
 
-def risk_coverage(scores, labels, points=RISK_COVERAGE_POINTS) -> dict[str, float]:
+def _risks(scores, labels, points) -> list[float]:
     """Inject only the most confident share `c` of the rows: the share of the injected that are probes
     (the risk) at each coverage `c`."""
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
     y = np.asarray(labels)[order]
-    return {f"{c:.1f}": round(float(1 - y[: max(1, round(c * len(y)))].mean()), 4) for c in points}
+    return [round(float(1 - y[: max(1, round(c * len(y)))].mean()), 4) for c in points]
+
+
+def risk_coverage(scores, labels, points=RISK_COVERAGE_POINTS) -> dict[str, float]:
+    """The risk at each coverage in `points`, keyed "0.2" ... "1.0" (a report's table columns)."""
+    return {f"{c:.1f}": r for c, r in zip(points, _risks(scores, labels, points))}
+
+
+def risk_coverage_curve(scores, labels, points=CURVE_POINTS) -> list[list[float]]:
+    """[[coverage, risk], ...] at every 5 % of coverage, for a plot."""
+    return [[float(c), r] for c, r in zip(points, _risks(scores, labels, points))]
 
 
 def gate_scorecard(scores, labels, threshold: float) -> dict:
