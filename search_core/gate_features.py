@@ -220,23 +220,24 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
     # moves with the fusion's rrf_k (at k = 2 it is more often one channel's top than the other's); these
     # two do not depend on the fusion at all, so the gate sees both channels' best evidence whatever k is.
     docs = {}                                   # chunk id -> (title + heading path + text, heading path)
+
+    def doc(hit):                               # one chunk read per chunk, whichever list names it first
+        key = hit.chunk_id if hit.chunk_id is not None else ("note", hit.note_id)
+        if key not in docs:
+            docs[key] = _chunk_doc(view, conn, hit)
+        return docs[key]
+
     for ch in ("dense", "sparse"):
         top_hit = (lists.get(ch) or [None])[0]
         if top_hit is not None:
-            key = top_hit.chunk_id if top_hit.chunk_id is not None else ("note", top_hit.note_id)
-            if key not in docs:
-                docs[key] = _chunk_doc(view, conn, top_hit)
-            f[f"{ch}_idf_overlap"] = idf_overlap(view, conn, query, docs[key][0])
+            f[f"{ch}_idf_overlap"] = idf_overlap(view, conn, query, doc(top_hit)[0])
     if hits:
         h0 = hits[0]
         note = view.notes.get(h0.note_id, {})
         if top_text is not None:
             top_doc, heading = f"{note.get('title', '')}\n{top_text}", None
         else:
-            key = h0.chunk_id if h0.chunk_id is not None else ("note", h0.note_id)
-            if key not in docs:
-                docs[key] = _chunk_doc(view, conn, h0)
-            top_doc, heading = docs[key]
+            top_doc, heading = doc(h0)
         f["term_overlap"] = term_overlap(query, top_doc)
         f["idf_overlap"] = idf_overlap(view, conn, query, top_doc)
         # a note ABOUT the query's subject names it in its metadata; a near-topic note mentions it in passing
