@@ -84,8 +84,8 @@ def run_set(s: dict, rounds: int, seed: int) -> dict:
     grid = {}
     for k in GRID:
         cfg = base.replace(rrf_k=k)
-        t = sw.bench.evaluate(cfg, sw.gold, fixed_p95=50.0)
-        h = sw.bench.evaluate(cfg, sw.hold_gold, fixed_p95=50.0)
+        t = sw.bench.evaluate(cfg, sw.gold)
+        h = sw.bench.evaluate(cfg, sw.hold_gold)
         grid[k] = {"tune": t, "hold": h}
     lg.close()
     return {"set": s["name"], "tuning_questions": len(sw.gold.questions), "holdout_questions": len(sw.hold_gold.questions),

@@ -5,14 +5,14 @@
      and a fusion-only round on 114 cached questions (target <= 50 ms)
   C. a model round: reindex + evaluation the first time minilm-l6 comes, and when it comes back (<= 10%)
   D. autorag-ko starting from minilm-l6 (English-only) with default weights: the path to a better config
-  E. timing noise: the demo tuning set's p95, repeated, over 1 pass (36 timings) and over the passes a
-     sweep's timed round makes (>= 100 timings): the spread behind decide.NOISE_MS / NOISE_REL
 
-    python benchmarks/bench_sweep.py [--parts ABCDE]
+    python benchmarks/bench_sweep.py [--parts ABCD]
+
+(Whether decisions follow the machine's load: benchmarks/bench_cost_model.py --determinism.)
     (from a git worktree: AUTORESEARCH_DATA=/path/to/shared/data python benchmarks/bench_sweep.py)
 
 Every part records the load average before and after it (os.getloadavg): timings on a shared machine
-are upper bounds. E needs the demo index that A builds.
+are upper bounds.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def part_b():
     times = []
     for i in range(20):
         t0 = time.perf_counter()
-        wb.evaluate(cfg.replace(w_sparse=0.2 + i * 0.02), gold, fixed_p95=30.0)
+        wb.evaluate(cfg.replace(w_sparse=0.2 + i * 0.02), gold)
         times.append((time.perf_counter() - t0) * 1000)
     fr = summary(times)
     print(f"   fusion-only round on {len(gold.questions)} cached questions: p50 {fr['p50']} ms, p95 {fr['p95']} ms", flush=True)
@@ -129,40 +129,15 @@ def part_d():
             "holdout_p_mrr": h["compare"]["metrics"]["mrr"]["p_value"], "final_config": s["final_config"]}
 
 
-def part_e(repeats: int = 8):
-    from search_core.config import SearchConfig
-    from search_core.pipeline import Searcher
-    from tuner.decide import latency_noise_ms
-    from tuner.evaluate import TIMING_SAMPLES, evaluate
-    from tuner.gold import load_gold
-    s = Searcher(OUT / "demo" / "index.sqlite")
-    gold = load_gold(DEMO / "gold/demo-tune.yaml")
-    out = {}
-    for label, samples in (("one pass", 0), (f">= {TIMING_SAMPLES} timings", TIMING_SAMPLES)):
-        p95s, n = [], 0
-        for _ in range(repeats):
-            lat = evaluate(s, gold, SearchConfig(), audit=False, min_timing_samples=samples).latency_ms["total"]
-            p95s.append(lat["p95"])
-            n = lat["n"]
-        mid = sorted(p95s)[len(p95s) // 2]
-        out[label] = {"n": n, "p95s": p95s, "median": mid, "spread_ms": round(max(p95s) - min(p95s), 2),
-                      "max_dev_from_median_pct": round(100 * max(abs(x - mid) for x in p95s) / mid, 1),
-                      "noise_band_ms": round(latency_noise_ms(mid), 2)}
-        print(f"E. p95 of the demo tuning set, {label} (n={n}), {repeats} repeats: {p95s}; spread "
-              f"{out[label]['spread_ms']} ms, max deviation from the median {out[label]['max_dev_from_median_pct']} %, "
-              f"noise band at the median {out[label]['noise_band_ms']} ms", flush=True)
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--parts", default="ABCDE")
+    ap.add_argument("--parts", default="ABCD")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     result = {}
     for part in args.parts:
         load_before = os.getloadavg()
-        result[part] = {"A": part_a, "B": part_b, "C": part_c, "D": part_d, "E": part_e}[part]()
+        result[part] = {"A": part_a, "B": part_b, "C": part_c, "D": part_d}[part]()
         result[part]["loadavg"] = {"before": [round(x, 2) for x in load_before],
                                    "after": [round(x, 2) for x in os.getloadavg()]}
         print(f"   load average before {result[part]['loadavg']['before']}, after {result[part]['loadavg']['after']}",

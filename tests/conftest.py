@@ -176,7 +176,7 @@ TIMED_ROUNDS, TIMED_SEED = 20, 5
 
 @pytest.fixture(scope="session")
 def timed_sweep(demo_index, session_rerank_server, tmp_path_factory):
-    """One uninterrupted sweep over TIMED_SPACE with repeated timing (TIMING_SAMPLES), run once per session:
+    """One uninterrupted sweep over TIMED_SPACE (latency from the cost model), run once per session:
     the determinism test runs it again and the kill-9 test kills and resumes it, and both compare their
     decisions with this one."""
     from types import SimpleNamespace

@@ -29,12 +29,3 @@ def test_a_gate_round_uses_the_gate_epsilon_not_the_score_epsilon():
     assert d.decision == "kept", d.reason
     d = decide(base, cand, Rule(epsilon=0.5, gate_epsilon=0.05), objective="gate_accuracy")[0]
     assert d.decision == "rejected:no_gain" and "needs > +0.05" in d.reason
-
-
-def test_a_p95_within_noise_of_the_baseline_is_the_baselines():
-    from tuner.decide import latency_for_decision, latency_noise_ms
-    assert latency_noise_ms(100.0) == 20.0 and latency_noise_ms(10.0) == 5.0      # 20 %, at least 5 ms
-    assert latency_for_decision(100.0, 119.0) == 100.0                            # jitter: no difference
-    assert latency_for_decision(100.0, 81.0) == 100.0
-    assert latency_for_decision(100.0, 121.0) == 121.0                            # a real cost is charged
-    assert latency_for_decision(10.0, 14.9) == 10.0 and latency_for_decision(10.0, 15.1) == 15.1

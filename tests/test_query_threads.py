@@ -246,8 +246,10 @@ def test_others_running_reads_the_kernels_count_without_the_reader():
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         import time
-        time.sleep(0.3)
-        assert max(threads_module.others_running() for _ in range(20)) >= 1
+        deadline = time.monotonic() + 30          # polled until the spinner runs: no guess at its start-up time
+        while threads_module.others_running() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert threads_module.others_running() >= 1 or max(threads_module.others_running() for _ in range(200)) >= 1
     finally:
         spinner.kill()
         spinner.wait()

@@ -53,8 +53,9 @@ def test_morning_report_says_what_happened(swept):
     heads = [s.heading for s in rep.sections]
     assert heads == ["Progress", "Kept changes, in order", "Rejected and failed rounds by reason",
                      "Per level on the tuning set, start vs final", "Questions that flipped on the holdout",
-                     "Rounds that were unavailable or crashed"]
+                     "Rounds that were unavailable or crashed", "Latency: the cost model and the stopwatch"]
     d = json.loads(render(rep, "json"))["data"]
+    assert d["latency"]["calibrations"] and d["latency"]["median_ratio"] > 0
     assert d["rounds"] == 14 and sum(d["decisions"].values()) == 14 - len(d["kept"])
     assert [k["round"] for k in d["kept"]] == [p["round"] for p in s["path"]]
     assert d["holdout_flips"] == s["holdout"]["compare"]["flipped"]
@@ -155,3 +156,16 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
         if x["worth_retest"]:
             assert any(f"kept in {res['sweep']}#" in w for w in x["retest_why"]) and kept_now, x
     assert {x["retested_in"].split("#")[0] for x in again if x["retested_in"]} == {res["sweep"]}
+
+
+def test_the_morning_report_flags_a_night_far_from_its_calibration():
+    from tuner.report_sweep import latency_drift
+    cal = {"key": "k1", "embedder": "e5-small", "taken_at": "2026-12-01T00:00:00Z", "rerank_per_pair": {}}
+    rows = [{"metrics": {"latency_charge": {"by": "cost model", "calibration": cal, "measured_over_predicted": r}}}
+            for r in (2.4, 2.9, 3.1, 0.9)] + [{"metrics": {}}]
+    d = latency_drift(rows)
+    assert d["drifted"] and d["median_ratio"] == 2.9 and d["rounds"] == 4
+    assert [c["key"] for c in d["calibrations"]] == ["k1"]
+    calm = latency_drift([{"metrics": {"latency_charge": {"by": "cost model", "calibration": cal,
+                                                          "measured_over_predicted": r}}} for r in (0.9, 1.1, 1.2)])
+    assert not calm["drifted"]

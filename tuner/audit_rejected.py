@@ -16,7 +16,7 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
 
-from .decide import decide, objective_value
+from .decide import objective_value
 from .ledger import Ledger
 from .promote import read_active
 from .report_sweep import open_ledger, pick_sweep
@@ -135,11 +135,14 @@ def build_audit_report(d: dict, retest_result: dict | None = None) -> Report:
 def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, progress=None) -> dict:
     """Re-run every candidate marked worth re-testing against today's baseline; each becomes a round of a
     new sweep in the same ledger, its reason starting with "retest of SWEEP#ROUND"."""
+    from .cost_model import CostStore
     from .gold import load_gold, split_gold
+    from .rounds import latency_charge, run_round
     from .score import load_score_config
-    from .variables import MODEL_GATE_FIELD, gate_pair, kind_of
+    from .space import load_space
     from .sweep import SweepParams, compact_metrics
-    from .workbench import Workbench, fit_threshold
+    from .variables import gate_pair
+    from .workbench import Workbench
 
     d = audit_data(ledger_path, sweep_id)
     marked = [x for x in d["rejected"] if x["worth_retest"]]
@@ -156,7 +159,11 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
         gold = load_gold(p.gold)
         if p.split:
             gold, _ = split_gold(gold, p.split, p.seed)
-        bench = Workbench(db, vault=p.vault, index_dir=p.index_dir, score_cfg=load_score_config(p.score_config))
+        space = load_space(p.space)
+        bench = Workbench(db, vault=p.vault, index_dir=p.index_dir, score_cfg=load_score_config(p.score_config),
+                          cost_store=CostStore(p.cost_folder()), calibration_queries=[q.query for q in gold.questions],
+                          progress=progress)
+        bench.use_recorded_costs(lg.rounds(info["id"]))     # charged as the sweep it re-tests was
         new_id = time.strftime("%Y%m%d-%H%M%S-retest-") + uuid.uuid4().hex[:4]
 
         def gate_model(cfg):     # gate as the sweep does: a model fitted on the tuning set per pair
@@ -166,50 +173,38 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
 
         gate_model(baseline)
         base_res = bench.evaluate(baseline, gold)
+        base_res["latency_charge"] = latency_charge(bench, baseline, base_res, "start")
         lg.new_sweep(new_id, dataclasses.asdict(p), baseline.as_dict())
         s = bench.searchers.get(baseline.embedder)
         lg.append_round(new_id, {"round": 0, "variable": "(start)", "old": None, "new": None,
                                  "config": baseline.as_dict(), "config_hash": baseline.config_hash(),
                                  "baseline_hash": baseline.config_hash(), "index_fingerprint": s.fingerprint_key if s else None,
-                                 "metrics": compact_metrics(base_res), "objective": objective_value(base_res, p.objective),
+                                 "metrics": {**compact_metrics(base_res), "latency_charge": base_res["latency_charge"]},
+                                 "objective": objective_value(base_res, p.objective),
                                  "decision": "kept", "reason": f"today's baseline for re-testing sweep {info['id']}"})
         base_m = compact_metrics(base_res)
         out_rounds = []
         for i, x in enumerate(marked, 1):
             of = f"{info['id']}#{x['round']}"
-            cand = baseline.replace(**{x["variable"]: x["new"]})
             t0 = time.perf_counter()
-            if cand.config_hash() == baseline.config_hash():
-                res, decision, reason = None, "rejected:no_gain", "today's baseline already has this value"
-            else:
-                try:
-                    kind = kind_of(x["variable"])          # the same table the sweep decides by
-                    if kind.reindex:
-                        bench.searcher_for(x["new"])
-                    if kind.refit_gate:
-                        model = gate_model(cand)
-                        fitted = fit_threshold(bench.evaluate(cand, gold)["per_query"])
-                        cand = cand.replace(threshold=fitted) if fitted is not None else cand
-                        if model is not None:
-                            cand = cand.replace(**{MODEL_GATE_FIELD: round(model.threshold, 4)})
-                    fixed = base_res["latency_ms"]["p95"] if kind.latency == "baseline" else None
-                    res = bench.evaluate(cand, gold, fixed_p95=fixed)
-                    dd, _, _ = decide(base_m, res, p.rule(), objective=kind.objective)
-                    decision, reason = dd.decision, dd.reason
-                except SearchCoreError as e:
-                    res, decision, reason = None, ("unavailable" if "Unavailable" in type(e).__name__ else "crashed"), str(e)
+            out = run_round(bench, gold, baseline, base_m, x["variable"], x["new"], p.rule(), space=space,
+                            ensure_gate=gate_model, timing_samples=p.timing_samples)
+            cand, res = out.candidate, out.result
             s = bench.searchers.get(cand.embedder)
             lg.append_round(new_id, {"round": i, "variable": x["variable"], "old": getattr(baseline, x["variable"]),
                                      "new": x["new"], "config": cand.as_dict(), "config_hash": cand.config_hash(),
                                      "baseline_hash": baseline.config_hash(),
                                      "index_fingerprint": s.fingerprint_key if s else None,
-                                     "metrics": compact_metrics(res) if res else {},
-                                     "objective": objective_value(res, p.objective) if res else None,
-                                     "decision": decision, "reason": f"{RETEST_MARK}{of}: {reason}",
-                                     "eval_s": round(time.perf_counter() - t0, 4), "reindex_s": 0.0})
-            out_rounds.append({"of": of, "variable": x["variable"], "new": x["new"], "decision": decision, "reason": reason})
+                                     "metrics": {**compact_metrics(res), "latency_charge": res["latency_charge"]}
+                                     if res else {},
+                                     "objective": out.objective,
+                                     "decision": out.decision, "reason": f"{RETEST_MARK}{of}: {out.reason}",
+                                     "eval_s": round(time.perf_counter() - t0 - out.reindex_s, 4),
+                                     "reindex_s": round(out.reindex_s, 3)})
+            out_rounds.append({"of": of, "variable": x["variable"], "new": x["new"], "decision": out.decision,
+                               "reason": out.reason})
             if progress:
-                progress(f"retest {of}: {x['variable']} -> {x['new']!r}: {decision}")
+                progress(f"retest {of}: {x['variable']} -> {x['new']!r}: {out.decision}")
         result = {"sweep": new_id, "retest_of": info["id"], "tested": len(marked),
                   "kept": sum(r["decision"] == "kept" for r in out_rounds), "rounds": out_rounds}
         lg.set_status(new_id, "retest finished", result)

@@ -204,15 +204,21 @@ def _parse_duration(text: str | None) -> float | None:
 @click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
 @click.option("--latency-budget", type=float, default=None, help="Reject a candidate whose p95 (ms) is over this.")
 @click.option("--timing-samples", type=click.IntRange(min=0), default=None,
-              help="Timed rounds repeat passes over the tuning set until each p95 stands on this many timings "
-                   "(default 100; 0: one pass).")
+              help="Repeat timed passes until the MEASURED p95 stands on this many timings (default 0: one pass). "
+                   "It is recorded beside the cost model's prediction, which alone decides.")
+@click.option("--recalibrate", is_flag=True,
+              help="Take a new cost calibration (unit costs of each kind of search work on this machine) instead "
+                   "of the one stored under the runs folder's cost-model/.")
 @click.option("--vault", default=None, help="The vault model rounds index (default: the one --db was built from).")
 @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
 @click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
 @click.option("--json", "as_json", is_flag=True)
 def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
-          level_guard, latency_budget, timing_samples, vault, ledger_path, resume, as_json):
-    """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger."""
+          level_guard, latency_budget, timing_samples, recalibrate, vault, ledger_path, resume, as_json):
+    """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger.
+
+    Latency is predicted by a cost model calibrated once per machine and model (stored in the ledger and
+    under the runs folder), so the same sweep decides alike on a quiet machine and a busy one."""
     from search_core.config import load_config
     from tuner.ledger import Ledger
     from tuner.ledger_chain import require_intact
@@ -230,7 +236,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
             if info is None:
                 _fail(SearchCoreError(f"no sweep {resume!r} in {ledger_path}; `autoresearch ledger` shows the latest"))
             params = SweepParams.from_record(
-                info["params"], rounds=rounds if rounds is not None else info["params"]["rounds"])
+                info["params"], rounds=rounds if rounds is not None else info["params"]["rounds"],
+                recalibrate=recalibrate)
             sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
         else:
             params = SweepParams(db=str(db), gold=str(gold_path), space=str(space),
@@ -238,7 +245,7 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
                                  time_budget_s=_parse_duration(time_budget), seed=seed, objective=objective,
                                  epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
                                  vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split,
-                                 score_config=str(config_path) if config_path else None,
+                                 score_config=str(config_path) if config_path else None, recalibrate=recalibrate,
                                  **({} if timing_samples is None else {"timing_samples": timing_samples}))
             sw = Sweep(params, ledger, start=load_config(config_path), progress=lambda l: click.echo(l, err=True))
         click.echo(f"sweep {sw.id}: ledger {ledger_path}", err=True)
@@ -267,7 +274,10 @@ def _print_summary(s: dict):
 @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--verify", is_flag=True, help="Recompute the hash chain; name the first round that was changed.")
-def ledger(sweep_id, ledger_path, as_json, verify):
+@click.option("--replay", is_flag=True,
+              help="Decide every evaluated round again from the ledger alone (recorded work, calibration and rule; "
+                   "no clock, no search); exit 1 if any decision differs.")
+def ledger(sweep_id, ledger_path, as_json, verify, replay):
     """The rounds of a sweep: variable, old -> new, decision and reason (the hash chain is verified first)."""
     from tuner.ledger import Ledger
     from tuner.ledger_chain import require_intact, verify_or_seal
@@ -287,6 +297,22 @@ def ledger(sweep_id, ledger_path, as_json, verify):
     if info is None:
         _fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}" if sweep_id else f"{ledger_path} has no sweeps"))
     rounds = lg.rounds(info["id"])
+    if replay:
+        from tuner.rounds import replay_sweep
+        try:
+            out = replay_sweep(info, rounds)
+        except SearchCoreError as e:
+            _fail(e)
+        if as_json:
+            click.echo(json.dumps(out, ensure_ascii=False))
+        else:
+            for x in out:
+                click.echo(f"{x['round']:>4} {x['variable']:<13} recorded {x['recorded']:<24} recomputed "
+                           f"{x['recomputed']:<24} {'ok' if x['agrees'] else 'DIFFERS'}")
+            bad = sum(not x["agrees"] for x in out)
+            click.echo(f"{len(out)} evaluated rounds replayed from the ledger: " +
+                       (f"{bad} decided otherwise" if bad else "every decision recomputed alike"))
+        sys.exit(1 if any(not x["agrees"] for x in out) else 0)
     if as_json:
         keep = ("sweep", "round", "variable", "old", "new", "decision", "reason", "metrics", "config_hash",
                 "baseline_hash", "index_fingerprint", "eval_s", "reindex_s")

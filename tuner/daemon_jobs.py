@@ -78,7 +78,7 @@ def job_sweep(d, spec, scheduled, rid):
                 break
         progress = lambda line: log.info(line)   # noqa: E731
         if resume:
-            params = SweepParams.from_record(resume["params"], time_budget_s=budget)
+            params = SweepParams.from_record(resume["params"], time_budget_s=budget, recalibrate=False)
             sw = Sweep(params, lg, sweep_id=resume["id"], progress=progress, stop_flag=d.stop.is_set)
             how = "resumed"
         else:

@@ -3,6 +3,9 @@
 A candidate is kept only if hit@5 on the tuning set does not regress AND the objective improves by
 more than epsilon. Optional guards: no level loses more than one question; p95 latency within a budget.
 A candidate whose objective rises while hit@5 falls is rejected, and the reason says so.
+
+The p95 both evaluations carry is the cost model's prediction (tuner/cost_model.py), not a stopwatch's,
+so the same two evaluations are decided alike on a quiet machine and a busy one.
 """
 
 from __future__ import annotations
@@ -10,26 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 OBJECTIVES = ("score100", "mrr", "hit@5", "ndcg@10", "gate_accuracy")
-
-# Latency inside measurement noise is no difference. A timed round (retrieval, index, reranker) whose
-# p95 lies within max(NOISE_MS, NOISE_REL x baseline p95) of its baseline's is scored with the
-# baseline's p95, so its decision rests on quality alone and does not flip from run to run. Why these
-# numbers: 8 repeats of the demo tuning set's p95 over 108 timings each (bench_sweep.py part E, load
-# average 7-8 on 2 cores) spread 102-126 ms, 12 % at most from their median; 20 % leaves room for that.
-# The 5 ms floor keeps a 10 ms p95 from calling a 2 ms wobble a cost.
-NOISE_MS = 5.0
-NOISE_REL = 0.20
-
-
-def latency_noise_ms(base_p95: float) -> float:
-    """The band around a baseline p95 inside which a candidate's p95 counts as equal."""
-    return max(NOISE_MS, NOISE_REL * base_p95)
-
-
-def latency_for_decision(base_p95: float, cand_p95: float) -> float:
-    """The p95 a timed candidate is scored with: the baseline's when the two are within noise."""
-    return base_p95 if abs(cand_p95 - base_p95) <= latency_noise_ms(base_p95) else cand_p95
-
 
 @dataclass(frozen=True)
 class Rule:

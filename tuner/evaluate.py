@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from search_core.config import SearchConfig
 from search_core.query_cache import QueryEmbeddingCache
 from search_core.ranking import K_LIST  # the ranked list kept per question (10)
+from search_core.work import SearchWork, search_work
 
 from .gold import LEVELS, GoldSet
 from .metrics import first_rank, hit_at_k, mean, ndcg_at_k, precision_at_k, reciprocal_rank, recall_at_k
@@ -34,6 +35,7 @@ class QueryRow:
     timings_ms: dict
     gate_features: dict = field(default_factory=dict)   # what the gate model reads (re-fitted on model swaps)
     gate_probability: float | None = None               # the gate model's P(answerable); None: cosine gate
+    work: SearchWork | None = None                      # what the search did, for the cost model
 
     def metrics(self) -> dict:
         r, g = list(self.ranked), self.gold
@@ -67,7 +69,7 @@ UNCACHED_QUERIES = QueryEmbeddingCache(0)
 
 
 @contextmanager
-def _uncached_queries(searcher):
+def uncached_queries(searcher):
     """Every query embedding paid for while timing (see UNCACHED_QUERIES); the searcher's own cache back after."""
     saved = getattr(searcher, "query_cache", None)
     if saved is not None:
@@ -81,7 +83,7 @@ def _uncached_queries(searcher):
 
 def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCache | None = None) -> list[QueryRow]:
     rows = []
-    with _uncached_queries(searcher):
+    with uncached_queries(searcher):
         for q in gold.questions:
             t0 = time.perf_counter()
             r = cache.get(searcher, q.query, cfg.depth) if cache else searcher.retrieve(q.query, cfg.depth)
@@ -90,10 +92,11 @@ def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCach
             if cache is None:
                 timings["wall"] = (time.perf_counter() - t0) * 1000
             ranked = res.ranked[:K_LIST]    # the system's own final order: its first top_k are the results
+            work = search_work(searcher, r, cfg, res.fused)     # counted after the clock stopped
             rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked,
                                  first_rank(ranked, q.gold) if q.gold else None,
                                  res.gate.inject, res.gate.top_score, timings, res.gate.features,
-                                 res.gate.probability))
+                                 res.gate.probability, work))
     return rows
 
 
@@ -115,7 +118,7 @@ def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, w
     channel-list cache is bypassed (a cached list would repeat one measurement, not add a sample) and
     so is the query-vector cache."""
     out = []
-    with _uncached_queries(searcher):
+    with uncached_queries(searcher):
         for _ in range(passes):
             for q in gold.questions:
                 t0 = time.perf_counter()
@@ -182,45 +185,84 @@ class EvalResult:
     possible_gold_gaps: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     seconds: float = 0.0
+    # with a cost model, latency_ms is predicted and the stopwatch's figures are kept here (never decide)
+    measured_latency_ms: dict | None = None
+    cost_calibration: str | None = None
 
     def as_json(self) -> dict:
         o = self.overall
+        extra = {}
+        if self.measured_latency_ms is not None:
+            m = self.measured_latency_ms.get("total", {})
+            extra = {"measured_latency_by_stage_ms": self.measured_latency_ms}
+            total = {**self.latency_ms.get("total", {}), "source": "cost model", "calibration": self.cost_calibration,
+                     "measured_p50": m.get("p50"), "measured_p95": m.get("p95"), "measured_n": m.get("n")}
+        else:
+            total = self.latency_ms.get("total", {})
         return {
             "gold": self.gold, "config": self.config, "config_hash": self.config_hash, "index": self.index,
             "n": o.get("n", 0), "hit@5": o.get("hit@5"), "mrr": o.get("mrr"), "p@5": o.get("p@5"),
             "recall@5": o.get("recall@5"), "ndcg@10": o.get("ndcg@10"), "coverage": o.get("coverage"),
-            "overall": o, "latency_ms": self.latency_ms.get("total", {}), "latency_by_stage_ms": self.latency_ms,
+            "overall": o, "latency_ms": total, "latency_by_stage_ms": self.latency_ms, **extra,
             "score100": self.score100, "by_level": self.by_level, "per_query": self.per_query,
             "gate": self.gate, "possible_gold_gaps": self.possible_gold_gaps, "warnings": self.warnings,
             "seconds": self.seconds,
         }
 
 
+def predicted_latency(rows: list[QueryRow], cost, reranker: str) -> tuple[dict, list[dict]]:
+    """(p50/p95 per stage, each row's predicted stages) from the rows' counted work and the calibration."""
+    from .cost_model import predict
+    per_row = [predict(r.work, cost, reranker) for r in rows]
+    out = {}
+    for s in per_row[0] if per_row else ():
+        v = [p[s] for p in per_row]
+        out[s] = {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2), "n": len(v)}
+    return out, per_row
+
+
 def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[QueryRow],
                  score_cfg: ScoreConfig = ScoreConfig(), gaps=None, warnings=None, seconds=0.0,
-                 extra_timings: list[dict] = ()) -> EvalResult:
+                 extra_timings: list[dict] = (), cost=None) -> EvalResult:
+    """cost: a cost_model.Calibration: latency is then predicted from each row's work (and decides the
+    speed points); the measured latency is kept beside it."""
     overall = summarize(rows)
-    by_level = {lvl: {**summarize([r for r in rows if r.level == lvl]),
-                      "latency_ms": latency([r for r in rows if r.level == lvl]).get("total", {})}
+    measured = latency(rows, extra_timings)
+    predicted_rows = None
+    if cost is not None:
+        lat, predicted_rows = predicted_latency(rows, cost, cfg.reranker)
+    else:
+        lat = measured
+
+    def level_latency(lvl):
+        if predicted_rows is None:
+            return latency([r for r in rows if r.level == lvl]).get("total", {})
+        v = [p["total"] for r, p in zip(rows, predicted_rows) if r.level == lvl]
+        return {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2), "n": len(v)}
+
+    by_level = {lvl: {**summarize([r for r in rows if r.level == lvl]), "latency_ms": level_latency(lvl)}
                 for lvl in LEVELS if lvl != "probe" and any(r.level == lvl for r in rows)}
-    lat = latency(rows, extra_timings)
     p95 = lat.get("total", {}).get("p95", 0.0)
     s100 = score100(overall, p95, score_cfg) if overall.get("n") else {}
     per_query = [{"id": r.id, "level": r.level, "query": r.query, "gold": list(r.gold),
                   "first_rank": r.first_rank, "top5": list(r.ranked[:5]), "inject": r.inject,
                   "top_score": round(r.top_score, 4), "latency_ms": round(r.timings_ms.get("total", 0.0), 2),
                   "gate_features": r.gate_features, "gate_probability": r.gate_probability,
+                  **({"work": r.work.to_json()} if r.work is not None else {}),
+                  **({"predicted_ms": round(predicted_rows[i]["total"], 3)} if predicted_rows else {}),
                   **({k: v for k, v in r.metrics().items()}
-                                                         if r.level != "probe" else {})} for r in rows]
+                                                         if r.level != "probe" else {})} for i, r in enumerate(rows)]
     return EvalResult(gold.name, cfg.as_dict(), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
-                      lat, s100, per_query, gaps or [], warnings or [], round(seconds, 3))
+                      lat, s100, per_query, gaps or [], warnings or [], round(seconds, 3),
+                      measured if cost is not None else None, cost.key if cost is not None else None)
 
 
 def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCache | None = None,
              score_cfg: ScoreConfig = ScoreConfig(), allow_missing: bool = False, audit: bool = True,
-             min_timing_samples: int = 0) -> EvalResult:
+             min_timing_samples: int = 0, cost=None) -> EvalResult:
     """min_timing_samples: time repeated passes until every latency percentile stands on at least this
-    many timings (TIMING_SAMPLES in sweeps); quality metrics come from the first pass, they do not vary."""
+    many timings; quality metrics come from the first pass, they do not vary. cost: a
+    cost_model.Calibration, whose prediction then stands for latency (build_result)."""
     from .audit import possible_gold_gaps
 
     t0 = time.perf_counter()
@@ -231,4 +273,4 @@ def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCach
                            wall=cache is None)
     gaps = possible_gold_gaps(searcher, rows, cfg) if audit else []
     index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
-    return build_result(gold, cfg, index, rows, score_cfg, gaps, warnings, time.perf_counter() - t0, extra)
+    return build_result(gold, cfg, index, rows, score_cfg, gaps, warnings, time.perf_counter() - t0, extra, cost)

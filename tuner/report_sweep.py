@@ -68,6 +68,28 @@ def _fmt(v, digits=4) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
 
+# measured p95 over predicted, median over a sweep's evaluated rounds, outside [1 / DRIFT, DRIFT]: the
+# machine ran much busier (or quieter) than when the cost model was calibrated. 1.5: on a quiet machine
+# the ratio stayed within 0.8-1.25 on the three sets measured (BENCHMARKS.md, the cost model).
+DRIFT = 1.5
+
+
+def latency_drift(rounds: list[dict]) -> dict:
+    """How far the stopwatch ran from the cost model over a sweep (it never decides; this says whether the
+    night was like the calibration): the calibrations used, the median ratio, and whether it drifted."""
+    charges = [r["metrics"]["latency_charge"] for r in rounds if r.get("metrics") and
+               (r["metrics"].get("latency_charge") or {}).get("by") == "cost model"]
+    ratios = sorted(c["measured_over_predicted"] for c in charges if c.get("measured_over_predicted"))
+    cals = {}
+    for c in charges:
+        cal = c["calibration"]
+        cals.setdefault(cal["key"], {"key": cal["key"], "embedder": cal["embedder"], "taken_at": cal["taken_at"],
+                                     "rerankers": sorted(cal.get("rerank_per_pair", {}))})
+    med = ratios[len(ratios) // 2] if ratios else None
+    return {"calibrations": list(cals.values()), "median_ratio": med, "rounds": len(ratios),
+            "drifted": med is not None and not (1 / DRIFT <= med <= DRIFT)}
+
+
 def _promotion(sweep_id: str, runs) -> dict | None:
     p = runs_dir(runs) / "promotions.sqlite"
     if not p.exists():
@@ -125,7 +147,11 @@ def build_sweep_report(d: dict) -> Report:
     else:
         v = holdout_verdict(info["start_config"], (final_m and kept[-1]["config"]) or info["start_config"], hold)
         outcome = f"a proposal, not decided yet ({'would be promoted' if v.promote else v.reason})"
+    drift = latency_drift(rounds)
     verdict = f"{tuning}; {holdout}; {outcome}"
+    if drift["drifted"]:
+        verdict += (f"; LATENCY DRIFT: measured p95 ran {drift['median_ratio']:.2f}x the cost model's prediction "
+                    "(the machine was much busier or quieter than at calibration; decisions used the prediction)")
 
     # -- progress plot -----------------------------------------------------------------------------------
     points, best, labels = [], [], []
@@ -190,6 +216,18 @@ def build_sweep_report(d: dict) -> Report:
         Section("Rounds that were unavailable or crashed",
                 (Table(("round", "variable", "value", "decision", "reason", "fix"), fail_rows),)
                 if fail_rows else (Para("none"),)),
+        Section("Latency: the cost model and the stopwatch", (
+            Para("Each round's p50/p95 is predicted from the work its searches did, charged with unit costs "
+                 "measured once on this machine for each model (the calibration below, stored in every round's "
+                 "ledger row): `autoresearch ledger --replay` recomputes every decision from the ledger. "
+                 "The measured p95 is recorded beside it and decides nothing."),
+            Table(("calibration", "embedder", "taken at", "rerankers"),
+                  tuple((c["key"], c["embedder"], c["taken_at"], ", ".join(c["rerankers"]) or "–")
+                        for c in drift["calibrations"])),
+            Para(f"measured / predicted p95, median over {drift['rounds']} evaluated rounds: "
+                 f"{_fmt(drift['median_ratio'], 2)}" + (" — DRIFT: the machine was not as at calibration"
+                                                         if drift["drifted"] else ""),
+                 "bad" if drift["drifted"] else ""))),
     )
     data = {"sweep": sid, "status": info["status"], "objective": obj, "rounds": len(rounds) - 1,
             "start": {"hit@5": start_m["overall"]["hit@5"] if start_m else None,
@@ -203,7 +241,7 @@ def build_sweep_report(d: dict) -> Report:
             "decisions": {k: len(v) for k, v in reasons.items()},
             "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}
                        for r in fail_rows],
-            "holdout_flips": flips, "evaluated_rounds": len(evaluated)}
+            "holdout_flips": flips, "evaluated_rounds": len(evaluated), "latency": drift}
     return Report("sweep", f"Sweep {sid}", verdict, sections, data,
                   generated=time.strftime("%Y-%m-%d %H:%M %Z"))
 

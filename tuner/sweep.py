@@ -8,25 +8,24 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import traceback
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
-from search_core.models import ModelUnavailable
 
 from .compare import compare
-from .decide import Rule, decide, latency_for_decision, latency_noise_ms, objective_value
-from .evaluate import TIMING_SAMPLES
+from .cost_model import CostStore
+from .decide import Rule, objective_value
 from .gold import GoldSet, load_gold, split_gold
 from .ledger import Ledger
 from .pins import check_pins, harness_pins
 from .propose import propose
+from .rounds import latency_charge, run_round, snap
 from .score import load_score_config
 from .space import Space, load_space
-from .variables import (GATE_SCORE, LATENCY_NOTES, MODEL_GATE_FIELD, gate_field, gate_pair, kind_of,
-                        unavailable_reason, unchanged_reason)
+from .variables import GATE_SCORE, MODEL_GATE_FIELD, gate_pair, kind_of, unavailable_reason
 from .workbench import Workbench, fit_threshold
 
 
@@ -48,7 +47,14 @@ class SweepParams:
     index_dir: str = "runs/indexes"
     split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
     score_config: str | None = None  # a TOML file whose [score] table sets the 100-point rubric
-    timing_samples: int = TIMING_SAMPLES  # timed rounds: repeat passes until each p95 stands on this many
+    # measured latency never decides (the cost model does); more passes only steady the measured p95
+    # recorded beside the predicted one
+    timing_samples: int = 0
+    cost_store: str | None = None   # folder of stored cost calibrations; None: <runs>/cost-model beside index_dir
+    recalibrate: bool = False       # take a new cost calibration instead of the stored one
+
+    def cost_folder(self) -> Path:
+        return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
 
     def rule(self) -> Rule:
         return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms, self.gate_epsilon)
@@ -69,21 +75,9 @@ def compact_metrics(res: dict) -> dict:
             "latency_ms": res["latency_ms"], "score100": res["score100"],
             "per_query": [{"id": q["id"], "level": q["level"], "first_rank": q["first_rank"],
                            "hit@5": q.get("hit@5", 0.0), "inject": q["inject"], "top_score": q["top_score"],
-                           **({"gate_probability": q["gate_probability"]} if q.get("gate_probability") is not None else {})}
+                           **({"gate_probability": q["gate_probability"]} if q.get("gate_probability") is not None else {}),
+                           **({k: q[k] for k in ("work", "predicted_ms", "latency_ms") if k in q})}
                           for q in res["per_query"]]}
-
-
-def _snap(v, value: float) -> float:
-    """Clip to the variable's range and round to its step grid."""
-    value = min(max(value, v.low), v.high)
-    if v.step:
-        value = v.low + round((value - v.low) / v.step) * v.step
-    return round(value, 6)
-
-
-def _broken(base: dict, cand: dict) -> list[str]:
-    b = {q["id"]: q for q in base["per_query"]}
-    return [q["id"] for q in cand["per_query"] if q["level"] != "probe" and b.get(q["id"], {}).get("hit@5") and not q.get("hit@5")]
 
 
 class Sweep:
@@ -98,8 +92,14 @@ class Sweep:
         self.hold_gold: GoldSet | None = load_gold(params.holdout) if params.holdout else None
         if params.split:
             self.gold, self.hold_gold = split_gold(self.gold, params.split, params.seed)
+        if sweep_id is not None and params.recalibrate:
+            raise SearchCoreError("a resumed sweep keeps the cost calibration its rounds were charged with, so its "
+                                  "decisions stay comparable; drop --recalibrate, or start a new sweep with it")
         self.bench = Workbench(params.db, vault=params.vault, index_dir=params.index_dir,
-                               score_cfg=load_score_config(params.score_config))
+                               score_cfg=load_score_config(params.score_config),
+                               cost_store=CostStore(params.cost_folder()),
+                               calibration_queries=[q.query for q in self.gold.questions],
+                               recalibrate=params.recalibrate, progress=self.progress)
         base_emb = self.bench.base_embedder
         base_notes = self.bench.searchers[base_emb].view.notes.keys()
         self.gold.check_against(base_notes)
@@ -128,6 +128,7 @@ class Sweep:
             self.start = SearchConfig().replace(**info["start_config"])
             self.rows = ledger.rounds(sweep_id)
             self.spent_before_s = sum((r["eval_s"] or 0) + (r["reindex_s"] or 0) for r in self.rows)
+            self.bench.use_recorded_costs(self.rows)   # the calibrations the run charged its rounds with
 
     # -- state derived from the ledger ---------------------------------------------------------------------
     def _baseline(self) -> tuple[SearchConfig, dict | None]:
@@ -143,33 +144,13 @@ class Sweep:
         return {r["new"] for r in self.rows if r["decision"] == "unavailable"}
 
     # -- one round -----------------------------------------------------------------------------------------
-    def _evaluate(self, cfg: SearchConfig, base_p95: float | None, variable: str) -> dict:
-        kind = kind_of(variable)
-        # fusion and gate variables cannot change search cost: re-using the baseline's p95 keeps the
-        # decision on quality instead of millisecond jitter; rerank and measured kinds are timed, with
-        # the reranker charged per pair (workbench) so a cached score is never free
-        fixed = base_p95 if kind.latency == "baseline" else None
-        res = self.bench.evaluate(cfg, self.gold, fixed_p95=fixed, timing_samples=self.p.timing_samples)
-        charge = {"kind": kind.name, "how": LATENCY_NOTES[kind.latency], **self.bench.rerank_charge(cfg)}
-        if fixed is None and base_p95 is not None:
-            # decide.latency_for_decision: a p95 within noise of the baseline's is the baseline's
-            measured = res["latency_ms"]["p95"]
-            used = latency_for_decision(base_p95, measured)
-            charge.update(p95_measured=measured, p95_samples=res["latency_ms"].get("n"),
-                          noise_band_ms=round(latency_noise_ms(base_p95), 2),
-                          p95_used="baseline (within noise)" if used == base_p95 else "measured")
-            if used != measured:
-                res = self.bench.with_p95(res, used)
-        res["latency_charge"] = charge
-        return res
-
     def _probes(self) -> int:
         return sum(q.level == "probe" for q in self.gold.questions)
 
     def _on_grid(self, name: str, value: float) -> float:
         """A fitted threshold on the space's grid when the space turns it (optuna refuses a history value
         off its grid), else rounded to 4 places."""
-        return _snap(self.space.get(name), value) if name in self.space.names() else round(value, 4)
+        return snap(self.space, name, value)
 
     def _ensure_gate(self, cfg: SearchConfig):
         """The gate model for cfg's (embedder, reranker), fitted on the tuning set the first time the pair
@@ -211,6 +192,7 @@ class Sweep:
             if base_metrics is None:                        # round 0: measure the starting point
                 t0 = time.perf_counter()
                 res = self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples)
+                res["latency_charge"] = latency_charge(self.bench, baseline, res, "start")
                 self._append(0, "(start)", None, None, baseline, baseline, res, "kept",
                              "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
                 base_metrics = self.rows[-1]["metrics"]
@@ -265,7 +247,7 @@ class Sweep:
                 # form: try that first, then let optuna explore around it
                 fitted = fit_threshold(base_metrics["per_query"], GATE_SCORE.get(v.name, "top_score"))
                 if fitted is not None:
-                    fitted = _snap(v, fitted)
+                    fitted = snap(self.space, v.name, fitted)
                     if fitted not in tried and fitted != base_value:
                         return v, fitted
             base_obj = objective_value(base_metrics, kind.objective or self.p.objective)
@@ -280,54 +262,20 @@ class Sweep:
         v, value = self._pick(round_no, baseline, bhash)
         if v is None:
             return False
-        kind = kind_of(v.name)
         old = getattr(baseline, v.name)
         why_unavailable = self._why_unavailable(v.name, baseline)
         if why_unavailable is not None:
             self._append(round_no, v.name, old, None, baseline, baseline, None, "unavailable", why_unavailable, 0.0, 0.0, None)
             self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why_unavailable}")
             return True
-        cand = baseline.replace(**{v.name: value})
-        same = unchanged_reason(v.name, baseline, cand)
-        if same is not None:
-            reason = f"{same}: the ranked lists are provably unchanged, so no timing contest"
-            self._append(round_no, v.name, old, value, cand, baseline, None, "rejected:no_gain", reason, 0.0, 0.0, None)
-            self.progress(f"round {round_no}/{self.p.rounds}  {v.name} {old!r} -> {value!r}  rejected:no_gain ({same})")
-            return True
         t0 = time.perf_counter()
-        reindex_s = 0.0
-        objective = kind.objective
-        try:
-            if kind.reindex:
-                _, reindex_s = self.bench.searcher_for(getattr(cand, v.name))
-            if kind.refit_gate:
-                # score scales differ between models: re-fit the gate on the tuning set before comparing
-                # (the cosine threshold every time; the gate model once per embedder/reranker pair)
-                model = self._ensure_gate(cand)
-                probe_run = self.bench.evaluate(cand, self.gold)
-                fitted = fit_threshold(probe_run["per_query"])
-                changes = {gate_field(): self._on_grid(gate_field(), fitted)} if fitted is not None else {}
-                if model is not None:
-                    changes[MODEL_GATE_FIELD] = self._on_grid(MODEL_GATE_FIELD, model.threshold)
-                cand = cand.replace(**changes)
-            res = self._evaluate(cand, base_metrics["latency_ms"]["p95"], v.name)
-            d, b_obj, c_obj = decide(base_metrics, res, self.p.rule(), objective=objective)
-            decision, reason = d.decision, d.reason
-            broken = _broken(base_metrics, res)
-            if broken:
-                reason += f"; broke {', '.join(broken[:8])}" + (" ..." if len(broken) > 8 else "")
-            cobj = c_obj
-        except ModelUnavailable as e:
-            res, decision, reason, cobj = None, "unavailable", str(e), None
-        except SearchCoreError as e:
-            res, decision, reason, cobj = None, "crashed", f"{type(e).__name__}: {e}", None
-        except Exception as e:  # a bug or a broken model must not end an overnight sweep
-            tb = traceback.format_exception_only(type(e), e)[-1].strip()
-            res, decision, reason, cobj = None, "crashed", tb, None
-        eval_s = time.perf_counter() - t0 - reindex_s
-        self._append(round_no, v.name, old, value, cand, baseline, res, decision, reason, eval_s, reindex_s, cobj)
+        out = run_round(self.bench, self.gold, baseline, base_metrics, v.name, value, self.p.rule(),
+                        space=self.space, ensure_gate=self._ensure_gate, timing_samples=self.p.timing_samples)
+        eval_s = time.perf_counter() - t0 - out.reindex_s
+        self._append(round_no, v.name, old, value, out.candidate, baseline, out.result, out.decision, out.reason,
+                     eval_s, out.reindex_s, out.objective)
         best = objective_value(self._baseline()[1], self.p.objective)
-        self.progress(f"round {round_no}/{self.p.rounds}  {v.name} {old!r} -> {value!r}  {decision}  "
+        self.progress(f"round {round_no}/{self.p.rounds}  {v.name} {old!r} -> {value!r}  {out.decision}  "
                       f"best {self.p.objective} {best:.4f}")
         return True
 

@@ -1,14 +1,15 @@
 """One table of variable kinds: per SearchConfig field, what a change needs and how a round is judged.
 
-kind        what a change needs                     latency a decision uses            judged on
-fusion      re-fuse cached channel lists in memory  the baseline's p95 (cannot change)  the sweep's objective
-rerank      re-fuse + reranker over cached lists    reranker charged per pair, measured the sweep's objective
-                                                    once per model (cold), cached or not
-retrieval   new channel lists                       measured (warm)                    the sweep's objective
-index       another index (full reindex)            measured (warm)                    the sweep's objective, after
-                                                                                       re-fitting the gate
-gate        re-fit the gate only                    the baseline's p95                 gate accuracy (own epsilon),
-                                                                                       needs probes
+kind        what a change needs                     judged on
+fusion      re-fuse cached channel lists in memory  the sweep's objective
+rerank      re-fuse + reranker over cached lists    the sweep's objective, after re-fitting the gate
+retrieval   new channel lists                       the sweep's objective
+index       another index (full reindex)            the sweep's objective, after re-fitting the gate
+gate        re-fit the gate only                    gate accuracy (own epsilon), needs probes
+
+Latency is charged alike for every kind: predicted by the cost model (tuner/cost_model.py) from the
+work each question's search does. A fusion or gate change does no other work, so its predicted p95 is
+the baseline's; a reranker's pairs, a deeper candidate list, another model's embedding cost are charged.
 
 Kinds that re-fit the gate (index, rerank) re-fit the cosine threshold and, for a new (embedder,
 reranker) pair, the gate model on the tuning set before judging; `gate_threshold` rounds then move the
@@ -28,7 +29,6 @@ from search_core.config import SearchConfig
 class Kind:
     name: str
     needs: str                 # what a change needs, for the ledger and the docs
-    latency: str               # "baseline" | "rerank_charged" | "measured"
     objective: str | None      # None: the sweep's objective
     reindex: bool = False
     refit_gate: bool = False   # score scales differ between models: re-fit the gate before judging
@@ -36,11 +36,11 @@ class Kind:
     closed_form: bool = False  # its best value on the tuning set has a closed form (fit_threshold)
 
 
-FUSION = Kind("fusion", "re-fuse cached channel lists in memory", "baseline", None)
-RERANK = Kind("rerank", "re-fuse and rerank cached channel lists", "rerank_charged", None, refit_gate=True)
-RETRIEVAL = Kind("retrieval", "new channel lists", "measured", None)
-INDEX = Kind("index", "another index (full reindex)", "measured", None, reindex=True, refit_gate=True)
-GATE = Kind("gate", "re-fit the gate only", "baseline", "gate_accuracy", needs_probes=True, closed_form=True)
+FUSION = Kind("fusion", "re-fuse cached channel lists in memory", None)
+RERANK = Kind("rerank", "re-fuse and rerank cached channel lists", None, refit_gate=True)
+RETRIEVAL = Kind("retrieval", "new channel lists", None)
+INDEX = Kind("index", "another index (full reindex)", None, reindex=True, refit_gate=True)
+GATE = Kind("gate", "re-fit the gate only", "gate_accuracy", needs_probes=True, closed_form=True)
 
 VARIABLE_KINDS: dict[str, Kind] = {
     "w_dense": FUSION, "w_sparse": FUSION, "w_decomposed": FUSION, "w_entity": FUSION, "rrf_k": FUSION,
@@ -60,16 +60,6 @@ def gate_pair(cfg: SearchConfig) -> tuple[str, str]:
     """What a gate model is fitted for: the embedder (its score scale) and the reranker (its score)."""
     return cfg.embedder, cfg.reranker
 
-# timed kinds (rerank_charged, measured): repeated passes until the p95 has >= timing_samples timings,
-# and a p95 within noise of the baseline's counts as the baseline's (decide.latency_for_decision)
-LATENCY_NOTES = {
-    "baseline": "baseline p95 reused: this variable cannot change search cost",
-    "rerank_charged": "reranker charged per pair (cost measured once per model, cold) for every pair, cached or "
-                      "not; p95 over repeated passes, the baseline's when within noise",
-    "measured": "measured after a warm-up over repeated passes; the baseline's p95 when within noise",
-}
-
-
 def kind_of(name: str) -> Kind:
     try:
         return VARIABLE_KINDS[name]
@@ -79,9 +69,8 @@ def kind_of(name: str) -> Kind:
 
 
 def unchanged_reason(name: str, baseline: SearchConfig, cand: SearchConfig) -> str | None:
-    """Why `cand` provably ranks every question exactly as `baseline` does (None when it may not).
-    Such a round is rejected:no_gain without a timing contest: at epsilon 0 a timing contest over an
-    identical ranking is decided by jitter."""
+    """Why `cand` provably ranks every question exactly as `baseline` does, with the same work (None when
+    it may not). Such a round is rejected:no_gain without being evaluated."""
     if name == "rerank_depth":
         if baseline.reranker == "none" and cand.reranker == "none":
             return "with reranker none, rerank_depth changes no ranked list"

@@ -1,5 +1,6 @@
 """What a sweep evaluates against: one searcher per embedder (each on its own index, never mixed),
-the channel-list cache, the reranker-score cache, and the threshold fit for a new embedder."""
+the channel-list cache, the reranker-score cache, the cost calibration per embedder (cost_model), and
+the threshold fit for a new embedder."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from search_core.indexer import default_cache_path, index_vault
 from search_core.pipeline import Searcher
 from search_core.store import connect, get_meta
 
+from .cost_model import Calibration, CostStore, calibrate, calibrate_reranker, calibration_key, machine
 from .evaluate import RetrievalCache, evaluate
 from .gold import GoldSet
-from .score import ScoreConfig, score100
+from .score import ScoreConfig
 
 
 class IndexVerificationError(SearchCoreError):
@@ -96,7 +98,8 @@ def index_path(index_dir: str | Path, embedder: str, chunk_cfg: ChunkConfig) -> 
 
 class Workbench:
     def __init__(self, base_db: str | Path, *, vault: str | None = None, index_dir: str | Path = "runs/indexes",
-                 score_cfg: ScoreConfig = ScoreConfig()):
+                 score_cfg: ScoreConfig = ScoreConfig(), cost_store: CostStore | None = None,
+                 calibration_queries: list[str] = (), recalibrate: bool = False, progress=None):
         self.base_db = Path(base_db)
         base = Searcher(self.base_db)
         self.searchers: dict[str, Searcher] = {base.embedder_name: base}
@@ -111,6 +114,14 @@ class Workbench:
         # (embedder, reranker) -> the gate model fitted on the tuning set (None: the cosine gate decides).
         # Set by the sweep (fit_gate_for); evaluate() gates with it, never with a file's model.
         self.gate_models: dict[tuple[str, str], object] = {}
+        # embedder -> the unit costs its searches are charged with (cost_model); filled from the ledger
+        # by a resumed sweep, else from `cost_store`, else by a calibration on `calibration_queries`
+        self.costs: dict[str, Calibration] = {}
+        self.cost_store = cost_store
+        self.calibration_queries = list(calibration_queries)
+        self.recalibrate = recalibrate         # a new calibration for each model, replacing the stored one
+        self.cost_events: list[str] = []       # what was calibrated or reused, for the morning report
+        self.progress = progress or (lambda line: None)
         self._arm(base)
         self.score_cfg = score_cfg
 
@@ -145,13 +156,49 @@ class Workbench:
         s.rerank_cost = self.rerank_cost
         s.warm_up()
 
-    def rerank_charge(self, cfg: SearchConfig) -> dict:
-        """How the reranker's latency was charged in an evaluation of `cfg` (for the ledger)."""
-        if cfg.reranker == "none":
-            return {"rerank": "none"}
-        cost = self.rerank_cost.get(cfg.reranker)
-        return {"rerank": cfg.reranker, "rerank_ms_per_pair": round(cost, 4) if cost is not None else None,
-                "rerank_window": max(cfg.rerank_depth, cfg.top_k)}
+    def use_recorded_costs(self, rows: list[dict]) -> None:
+        """Charge with the calibrations these ledger rows were charged with (a resumed sweep, a re-test),
+        instead of the store's or a new one."""
+        for r in rows:
+            recorded = ((r.get("metrics") or {}).get("latency_charge") or {}).get("calibration")
+            if recorded is not None:
+                cal = Calibration.from_json(recorded)
+                self.costs[cal.embedder] = cal
+
+    def _event(self, line: str) -> None:
+        self.cost_events.append(line)
+        self.progress(line)
+
+    def cost_for(self, cfg: SearchConfig) -> Calibration:
+        """The calibration cfg's searches are charged with: its embedder's unit costs on this machine and,
+        with a reranker, that reranker's per-pair cost. Taken once per model (or reused from the store)."""
+        s, _ = self.searcher_for(cfg.embedder)
+        cal = self.costs.get(cfg.embedder)
+        if cal is None:
+            key = calibration_key(machine(), s.fingerprint["embedder"])
+            stored = None if self.recalibrate or self.cost_store is None else self.cost_store.get(key)
+            if stored is not None:
+                cal = stored
+                self._event(f"cost model: {cfg.embedder} charged with the stored calibration {key} "
+                            f"(taken {cal.taken_at}; --recalibrate takes a new one)")
+            else:
+                if not self.calibration_queries:
+                    raise SearchCoreError("no questions to calibrate the cost model on (the tuning set is empty)")
+                cal = calibrate(s, self.calibration_queries, progress=self.progress)
+                self._event(f"cost model: calibrated {cfg.embedder} on this machine in {cal.seconds:.1f} s "
+                            f"({cal.questions} questions x {cal.passes} passes), key {cal.key}"
+                            + (" (--recalibrate)" if self.recalibrate else ""))
+                if self.cost_store is not None:
+                    self.cost_store.put(cal)
+            self.costs[cfg.embedder] = cal
+        if cfg.reranker != "none" and cfg.reranker not in cal.rerank_per_pair:
+            ms = calibrate_reranker(s, self.calibration_queries, cfg.reranker,
+                                    window=max(cfg.rerank_depth, cfg.top_k))
+            cal = self.costs[cfg.embedder] = cal.with_reranker(cfg.reranker, ms)
+            self._event(f"cost model: reranker {cfg.reranker} timed at {ms:.3f} ms per pair")
+            if self.cost_store is not None:
+                self.cost_store.put(cal)
+        return cal
 
     def fit_gate_for(self, cfg: SearchConfig, gold: GoldSet) -> tuple[float | None, object]:
         """Re-fit the gate on `gold` (the tuning set) for cfg's embedder and reranker: (the cosine
@@ -163,25 +210,17 @@ class Workbench:
         self.gate_models[(cfg.embedder, cfg.reranker)] = model
         return fit_threshold(per_query), model
 
-    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, fixed_p95: float | None = None,
-                 timing_samples: int = 0) -> dict:
-        """timing_samples: repeat timed passes until the p95 stands on at least this many timings
-        (evaluate.TIMING_SAMPLES); pointless with fixed_p95, which replaces the measured p95."""
+    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0) -> dict:
+        """Latency (and the speed points) predicted by the cost model from each question's counted work
+        (cost_for); the stopwatch's figures ride along as measured_*. timing_samples: repeat timed
+        passes until the measured p95 stands on at least this many timings (it never decides)."""
         s, _ = self.searcher_for(cfg.embedder)
         if s.rerank_cost is not self.rerank_cost:
             self._arm(s)
+        if not self.calibration_queries:     # a bench made without a tuning set: the first set it evaluates
+            self.calibration_queries = [q.query for q in gold.questions]
+        cost = self.cost_for(cfg)
         model = self.gate_models.get((cfg.embedder, cfg.reranker))
         s.gate_choice = GateChoice(model, "fitted by the sweep on the tuning set") if model is not None else COSINE
-        res = evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
-                       min_timing_samples=0 if fixed_p95 is not None else timing_samples).as_json()
-        if fixed_p95 is not None:
-            # in-memory variables cannot change search cost; re-using the baseline's p95 keeps
-            # decisions deterministic instead of riding on millisecond jitter
-            res = self.with_p95(res, fixed_p95)
-        return res
-
-    def with_p95(self, res: dict, p95: float) -> dict:
-        """`res` scored as if its p95 were `p95` (the measured one is kept as measured_p95)."""
-        measured = res["latency_ms"].get("measured_p95", res["latency_ms"].get("p95"))
-        return {**res, "latency_ms": {**res["latency_ms"], "p95": p95, "measured_p95": measured},
-                "score100": score100(res["overall"], p95, self.score_cfg)}
+        return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
+                        min_timing_samples=timing_samples, cost=cost).as_json()

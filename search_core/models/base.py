@@ -21,6 +21,13 @@ class Embedder(ABC):
     # Default gate on the top dense cosine. 0.615 is what our users run today on their model;
     # each embedder overrides it because cosine scales differ (e5 packs everything into 0.7-0.9).
     default_threshold: float = 0.615
+    # What one text's embedding cost grows with, for the tuner's cost model: "tokens" where the model can
+    # count them, else "chars" (an HTTP server's tokenizer is not ours to run).
+    length_unit: str = "chars"
+
+    def text_length(self, text: str, *, is_query: bool = False) -> int:
+        """The length of `text` in `length_unit`s (what embedding it costs grows with)."""
+        return len(text)
 
     @abstractmethod
     def embed(self, texts: list[str], *, is_query: bool = False) -> np.ndarray:

