@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -33,6 +34,12 @@ class RecallClient:
         self.token = token
         self.timeout = timeout      # seconds per HTTP call; the agent's turn never waits longer
         self.last_error: str | None = None
+        # A loopback server is never reached through a proxy: urllib sends even 127.0.0.1 to HTTP_PROXY
+        # unless NO_PROXY lists it, and an agent's environment often sets the one and not the other.
+        host = urllib.parse.urlsplit(self.url).hostname or ""
+        loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+        self._open = (urllib.request.build_opener(urllib.request.ProxyHandler({})).open if loopback
+                      else urllib.request.urlopen)
 
     def _call(self, path: str, body: dict | None = None) -> dict:
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -41,7 +48,7 @@ class RecallClient:
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+            with self._open(req, timeout=self.timeout) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
             try:
@@ -56,25 +63,37 @@ class RecallClient:
         """What `autoresearch search --json` prints; raises RecallError."""
         return self._call("/search", {"query": query, "k": k})
 
-    def queue(self, query: str, session_id: str) -> bool:
+    def queue(self, query: str, session_id: str, profile: str | None = None) -> bool:
         """Start the background recall for the next turn. True when a search was queued; never raises."""
+        body = {"query": query, "session_id": session_id}
+        if profile:
+            body["profile"] = profile
         try:
-            out = self._call("/queue", {"query": query, "session_id": session_id})
+            out = self._call("/queue", body)
             self.last_error = None
             return bool(out.get("queued"))
         except RecallError as e:
             self.last_error = str(e)
             return False
 
-    def prefetch_result(self, session_id: str, held: list[str] | None = None) -> dict:
-        """The full answer {"block", "injected", "gate", "stopped_by", ...}; on any failure an empty block."""
+    def prefetch_result(self, session_id: str, held: list[str] | None = None, *, exclude_notes=(),
+                        char_budget: int | None = None, profile: str | None = None) -> dict:
+        """The full answer {"block", "injected", "gate", "stopped_by", "notes", ...}; on any failure an
+        empty block. exclude_notes: note ids already given in this session; char_budget: a lower budget."""
+        body = {"session_id": session_id, "held": list(held or [])}
+        if exclude_notes:
+            body["exclude_notes"] = list(exclude_notes)
+        if char_budget is not None:
+            body["char_budget"] = int(char_budget)
+        if profile:
+            body["profile"] = profile
         try:
-            out = self._call("/prefetch", {"session_id": session_id, "held": list(held or [])})
+            out = self._call("/prefetch", body)
             self.last_error = None
             return out
         except RecallError as e:
             self.last_error = str(e)
-            return {"block": "", "injected": False, "gate": {}, "stopped_by": "error", "error": str(e)}
+            return {"block": "", "injected": False, "gate": {}, "stopped_by": "error", "error": str(e), "notes": []}
 
     def prefetch(self, session_id: str, held: list[str] | None = None) -> str:
         """The block to inject at this turn, or "" (never raises)."""
