@@ -48,13 +48,13 @@ def _hermes_python() -> Path:
     return py
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hermes_py():
-    return _hermes_python()
+    return _hermes_python()     # session-scoped and first: a skip comes before the demo index is built
 
 
 @pytest.fixture(scope="module")
-def server(demo_index, tmp_path_factory):
+def server(hermes_py, demo_index, tmp_path_factory):
     """Our real `autoresearch serve` on the demo index (threshold 0: every searched message injects)."""
     root = tmp_path_factory.mktemp("hermes-serve")
     (root / "cfg.toml").write_text("threshold = 0.0\n")
@@ -145,7 +145,7 @@ def test_c_the_kill_switch_keeps_every_message_off_the_server(hermes_py, server,
     assert {c.get("stopped_by") for c in res["provider_log"] if c["call"] in ("queue", "prefetch")} == {"kill_switch"}
 
 
-def test_d_a_dead_server_costs_the_turn_nothing(hermes_py, tmp_path):
+def test_d_a_dead_server_costs_the_turn_nothing(hermes_py, tmp_path):   # no server at all
     dead = f"http://127.0.0.1:{free_port()}"
     home = _home(tmp_path, dead)
     res = drive(hermes_py, "agent", tmp_path, home=str(home), server=dead, session="contract-d",
