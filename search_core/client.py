@@ -12,7 +12,9 @@ Like the engine, prefetch() and queue() never raise: a dead server costs the age
 
 from __future__ import annotations
 
+import http.client
 import json
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -34,30 +36,82 @@ class RecallClient:
         self.token = token
         self.timeout = timeout      # seconds per HTTP call; the agent's turn never waits longer
         self.last_error: str | None = None
-        # A loopback server is never reached through a proxy: urllib sends even 127.0.0.1 to HTTP_PROXY
-        # unless NO_PROXY lists it, and an agent's environment often sets the one and not the other.
-        host = urllib.parse.urlsplit(self.url).hostname or ""
-        loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-        self._open = (urllib.request.build_opener(urllib.request.ProxyHandler({})).open if loopback
-                      else urllib.request.urlopen)
+        parts = urllib.parse.urlsplit(self.url)
+        host = parts.hostname or ""
+        # A loopback server is called over kept-alive connections (http.client, no proxy): a new TCP
+        # connection per call cost ~0.3 ms more at the median and ~2-9 ms more at p99 here (load 7 on 2 cores),
+        # and urllib sends even 127.0.0.1 to HTTP_PROXY unless NO_PROXY lists it. Other hosts go through
+        # urllib, proxies and all.
+        self._loopback = parts.scheme == "http" and (host in ("127.0.0.1", "::1", "localhost")
+                                                      or host.startswith("127."))
+        self._host, self._port, self._prefix = host, parts.port or 80, parts.path.rstrip("/")
+        self._idle: list[http.client.HTTPConnection] = []   # connections between two calls, any thread's
+        self._idle_lock = threading.Lock()
+
+    def _headers(self) -> dict:
+        h = {"Content-Type": "application/json"}
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        return h
+
+    def _kept_alive(self, method: str, path: str, data: bytes | None) -> tuple[int, bytes]:
+        for attempt in (0, 1):
+            with self._idle_lock:
+                conn = self._idle.pop() if self._idle else None
+            reused = conn is not None
+            if conn is None:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            elif conn.sock is not None:
+                conn.sock.settimeout(self.timeout)
+            try:
+                conn.request(method, self._prefix + path, body=data, headers=self._headers())
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                conn.close()
+                if reused and not attempt:   # the server closed it while idle (uvicorn: after 5 s): anew
+                    continue
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if resp.will_close:
+                conn.close()
+            else:
+                with self._idle_lock:
+                    if len(self._idle) < 4:  # Hermes calls from 2-3 threads at once at most
+                        self._idle.append(conn)
+                        conn = None
+                if conn is not None:
+                    conn.close()
+            return resp.status, raw
+        raise ConnectionResetError("the server closed the connection twice")
 
     def _call(self, path: str, body: dict | None = None) -> dict:
         data = None if body is None else json.dumps(body).encode("utf-8")
-        req = urllib.request.Request(self.url + path, data=data, method="GET" if body is None else "POST",
-                                     headers={"Content-Type": "application/json"})
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
+        method = "GET" if body is None else "POST"
         try:
-            with self._open(req, timeout=self.timeout) as r:
-                return json.loads(r.read())
-        except urllib.error.HTTPError as e:
+            if self._loopback:
+                status, raw = self._kept_alive(method, path, data)
+            else:
+                req = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers())
+                try:
+                    with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                        status, raw = r.status, r.read()
+                except urllib.error.HTTPError as e:
+                    status, raw = e.code, e.read()
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            raise RecallError(0, "unreachable", f"{self.url}: {getattr(e, 'reason', e) or type(e).__name__}") from None
+        if status >= 400:
             try:
-                err = json.loads(e.read())["error"]
+                err = json.loads(raw)["error"]
             except Exception:
-                err = {"code": "http_error", "message": str(e)}
-            raise RecallError(e.code, err.get("code", "?"), err.get("message", "")) from None
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise RecallError(0, "unreachable", f"{self.url}: {getattr(e, 'reason', e)}") from None
+                err = {"code": "http_error", "message": f"HTTP {status}"}
+            raise RecallError(status, err.get("code", "?"), err.get("message", ""))
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise RecallError(status, "bad_answer", f"{self.url}{path} answered no JSON ({e})") from None
 
     def search(self, query: str, k: int = 5) -> dict:
         """What `autoresearch search --json` prints; raises RecallError."""

@@ -29,11 +29,11 @@ KIMCHI_Q = "김치찌개 끓이는 순서랑 재료 알려줘"
 
 
 @contextmanager
-def serving(db, tmp_path, **cfg):
+def serving(db, tmp_path, port=None, **cfg):
     cfg.setdefault("timeout_s", 60.0)          # the shared machine: a generous bound for the searches
     engine = RecallEngine(SearchBackend(db, SearchConfig(threshold=0.0)), RecallLog(tmp_path / "recall.sqlite"),
                           RecallConfig(**cfg))
-    port = free_port()
+    port = port or free_port()
     srv = make_server(engine, port=port)
     t = threading.Thread(target=srv.run, daemon=True)
     t.start()
@@ -102,6 +102,20 @@ def test_session_switch_budget_kill_switch_and_profile(demo_index, tmp_path, mon
     rows = read_calls(tmp_path / "recall.sqlite")
     assert [r["session"] for r in rows] == ["hermes-sess-1", "hermes-sess-2"]   # the switched-off call never left
     assert {r["profile"] for r in rows} == {"coder"}                               # $HERMES_HOME/profiles/coder
+
+
+def test_a_restarted_server_is_reached_again_on_the_next_call(demo_index, tmp_path):
+    port = free_port()
+    with serving(demo_index, tmp_path / "1", port=port) as (url, engine):
+        p = _provider(url, tmp_path / "home")
+        _turn(p, engine, GRAPH_Q)
+        assert len(p._client._idle) == 1          # the connection is kept for the next call
+    with serving(demo_index, tmp_path / "2", port=port) as (url, engine):   # `serve` restarted meanwhile
+        p.queue_prefetch(GRAPH_Q, session_id="hermes-sess-1")
+        assert engine.wait_idle(60)
+        assert "ai/rag/graphrag" in p.prefetch("")
+    log = [json.loads(ln) for ln in (tmp_path / "home" / "logs" / provider_mod.LOG_FILE).read_text().splitlines()]
+    assert all(c["ok"] for c in log), log
 
 
 def test_a_dead_or_silent_server_gives_an_empty_block_and_never_raises(tmp_path):
