@@ -8,8 +8,8 @@
                 (the provider's 150 ms timeout is what bounds it)
 - conversation: 100 turns of the real Hermes agent (hermes-agent 0.19.0 in its own venv, `bash .ci/hermes-venv.sh`;
                 its model call replaced by a local function) against `serve` on the demo index with the shipped
-                gate: injection rate, characters per injected turn, turns that repeated a note, and the time the
-                provider took inside Hermes's threads
+                gate, 70 questions the vault answers, 20 it does not and 10 small-talk turns: injection rate,
+                characters per injected turn, turns that repeated a note, the provider's time inside Hermes
 The index is built from experiments/demo-vault when --db is not given. Output: runs/bench/hermes.json.
 """
 
@@ -55,10 +55,11 @@ def questions(levels=None) -> list[str]:
 
 
 def conversation_messages(n: int = 100, seed: int = 7) -> list[str]:
-    """80 demo questions, 10 probes (nothing in the vault answers them) and 10 small-talk turns, shuffled."""
+    """70 demo questions the vault answers, 20 probes (it does not) and 10 small-talk turns, shuffled."""
     rng = random.Random(seed)
-    asked = rng.sample([q for q in questions() if q not in questions({"probe"})], n * 8 // 10)
-    probes = rng.sample(questions({"probe"}), n // 10)
+    probes_all = questions({"probe"})
+    asked = rng.sample([q for q in questions() if q not in probes_all], n * 7 // 10)
+    probes = rng.sample(probes_all, n // 5)
     msgs = asked + probes + SMALL_TALK[: n - len(asked) - len(probes)]
     rng.shuffle(msgs)
     return msgs

@@ -153,8 +153,12 @@ class RecallClient:
         """The block to inject at this turn, or "" (never raises)."""
         return self.prefetch_result(session_id, held).get("block", "") or ""
 
+    def health(self) -> dict:
+        """GET /healthz ({"status", "db", ...}); raises RecallError."""
+        return self._call("/healthz")
+
     def healthy(self) -> bool:
         try:
-            return self._call("/healthz").get("status") == "ok"
+            return self.health().get("status") == "ok"
         except RecallError:
             return False

@@ -199,7 +199,7 @@ def status(home: str | Path | None = None, *, server: str | None = None, calls: 
     url = server or cfg["server"]
     rc = _client.RecallClient(url, cfg["token"], timeout=2.0)
     try:
-        health = rc._call("/healthz")
+        health = rc.health()
         ok, detail = health.get("status") == "ok", f"status {health.get('status')}, db {health.get('db')}"
     except _client.RecallError as e:
         ok, detail = False, e.message
