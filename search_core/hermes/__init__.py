@@ -117,15 +117,14 @@ def _call_with(fn, *args, **kwargs):
 
 
 def _trim_lines(text: str, budget: int) -> str:
-    """Whole lines of `text` up to `budget` characters (a wrapped provider's share)."""
+    """Whole lines of `text` up to `budget` characters; "" when no line after the first (a header) fits."""
     if len(text) <= budget:
         return text
-    out, used = [], 0
+    out: list[str] = []
     for line in text.splitlines():
-        if used + len(line) + (1 if out else 0) > budget:
+        if len("\n".join([*out, line])) > budget:
             break
         out.append(line)
-        used += len(line) + (1 if len(out) > 1 else 0)
     return "\n".join(out) if len(out) > 1 else ""
 
 
@@ -230,7 +229,7 @@ class AutoresearchMemoryProvider(_Base):
             self._log({"call": "prefetch", "session": sid, "profile": profile, "ok": True,
                        "stopped_by": "kill_switch", "chars": 0, "ms": _ms(t0)})
             return local
-        room = budget - (len(local) + 2 if local else 0)
+        room = max(1, budget - (len(local) + 2 if local else 0))
         with self._lock:
             given = sorted(self._given.get(sid, ()))
         res = self._client.prefetch_result(sid, exclude_notes=given, char_budget=room, profile=profile)
