@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from search_core.client import RecallClient
-from search_core.hermes_install import install
+from search_core.hermes_install import install, status
 from search_core.recall_log import read_calls
 from tests.conftest import ROOT, free_port
 
@@ -108,9 +108,11 @@ def _rows(log, session):
 
 def test_a_memory_manager_loads_it_from_config_and_injects_one_turn_late(hermes_py, server, tmp_path):
     url, log = server
-    home = _home(tmp_path, url)
+    home = _home(tmp_path, url, select=False)
+    assert status(home).selected is None
     res = drive(hermes_py, "manager", tmp_path, home=str(home), server=url, session="contract-a",
-                messages=[GRAPH_Q, KIMCHI_Q])
+                messages=[GRAPH_Q, KIMCHI_Q], select_with_cli=True)      # the real `hermes config set ...`
+    assert status(home).selected == "autoresearch"                     # we read what Hermes wrote
     assert res["selected"] == "autoresearch" and res["discovered"][0][2] is True     # found and available
     assert res["is_memory_provider"] and res["module"] == "_hermes_user_memory.autoresearch"
     first, second = res["turns"]

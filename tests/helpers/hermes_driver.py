@@ -167,7 +167,20 @@ def scenario_agent() -> dict:
     return {"providers": providers, "session_id": session_id, "requests": requests, "turn_s": turn_s}
 
 
+def select_with_hermes_cli() -> None:
+    """`hermes config set memory.provider autoresearch`, the line `autoresearch hermes install` prints."""
+    from hermes_cli.main import main
+    sys.argv = ["hermes", "config", "set", "memory.provider", "autoresearch"]
+    try:
+        main()
+    except SystemExit as e:
+        if e.code:
+            raise
+
+
 if __name__ == "__main__":
+    if ARGS.get("select_with_cli"):
+        select_with_hermes_cli()
     result = {"manager": scenario_manager, "agent": scenario_agent}[SCENARIO]()
     result.update(refused=REFUSED, warnings=WARNINGS, provider_log=provider_log())
     print("HERMES-DRIVER-RESULT " + json.dumps(result, ensure_ascii=False))
