@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -63,8 +64,11 @@ class RecallClient:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
             elif conn.sock is not None:
                 conn.sock.settimeout(self.timeout)
+            deadline = time.monotonic() + self.timeout
             try:
                 conn.request(method, self._prefix + path, body=data, headers=self._headers())
+                if conn.sock is not None:   # the timeout bounds the whole call, not each socket operation
+                    conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
                 resp = conn.getresponse()
                 raw = resp.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
