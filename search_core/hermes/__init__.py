@@ -89,7 +89,8 @@ def load_config(plugin_dir: str | Path) -> tuple[dict, str | None]:
 
 
 def kill_switch_on(cfg: dict) -> bool:
-    return not cfg.get("enabled", True) or os.environ.get(RECALL_ENV, "1").strip().lower() in ("0", "false", "off", "no")
+    off = os.environ.get(RECALL_ENV, "1").strip().lower() in ("0", "false", "off", "no")
+    return off or not cfg.get("enabled", True)
 
 
 def defuse(text: str) -> str:
