@@ -28,8 +28,9 @@ from .recall_backend import SearchBackend  # noqa: F401  (re-exported)
 
 RECALL_ENV = "AUTORESEARCH_RECALL"          # "0" turns the whole path off (the kill switch)
 GATES = ("kill_switch", "too_short", "small_talk", "in_flight", "threshold")
-# Not gates, but reasons a block is empty: the search failed or timed out / nothing was queued.
-ERROR, NOTHING_QUEUED = "error", "nothing_queued"
+# Not gates, but reasons a block is empty: the search failed or timed out / nothing was queued / every
+# line was one the caller already holds (its `held` lines or `exclude_notes`).
+ERROR, NOTHING_QUEUED, ALREADY_HELD = "error", "nothing_queued", "already_held"
 
 # The profile the caller works for. Background work runs in a copy of the caller's context: a thread
 # that lost it would read "default" here and answer (and log) for another profile.
@@ -140,20 +141,32 @@ def hit_lines(hits) -> tuple[str, ...]:
 
 def compose_block(lines, budget: int, held=()) -> str:
     """Header + the lines the caller does not hold yet, cut to `budget` characters (never over it)."""
+    return compose_notes(lines, budget, held)[0]
+
+
+def compose_notes(lines, budget: int, held=(), note_ids=None, exclude=()) -> tuple[str, tuple[str, ...]]:
+    """compose_block, and the note ids of the lines that made it in. `exclude` leaves out whole notes
+    (an agent that keeps earlier blocks in its transcript sends the notes it was already given)."""
     held = {h.strip() for h in held}
-    out, used = [], len(_HEADER)
-    for line in lines:
-        if line.strip() in held:
+    exclude = set(exclude)
+    ids = tuple(note_ids) if note_ids is not None else (None,) * len(lines)
+    out, kept, used = [], [], len(_HEADER)
+    for line, nid in zip(lines, ids):
+        if line.strip() in held or (nid is not None and nid in exclude):
             continue
         room = budget - used - 1
         if room <= 1:
             break
         if len(line) > room:
             out.append(line[: room - 1] + "…")
+            kept.append(nid)
             break
         out.append(line)
+        kept.append(nid)
         used += len(line) + 1
-    return "\n".join([_HEADER, *out]) if out else ""
+    if not out:
+        return "", ()
+    return "\n".join([_HEADER, *out]), tuple(n for n in kept if n is not None)
 
 
 @dataclass(frozen=True)
@@ -164,10 +177,11 @@ class RecallBlock:
     stopped_by: str | None      # a name from GATES, "error", "nothing_queued", or None when injected
     call_id: int | None = None  # the recall-log row (for `recall-log label`)
     error: str | None = None
+    notes: tuple[str, ...] = ()  # the note ids whose lines are in the block
 
     def as_dict(self) -> dict:
         return {"block": self.block, "injected": self.injected, "gate": self.gate, "stopped_by": self.stopped_by,
-                "call_id": self.call_id, "error": self.error}
+                "call_id": self.call_id, "error": self.error, "notes": list(self.notes)}
 
 
 def gate_features(result) -> dict:
@@ -195,7 +209,7 @@ class _Session:
     gen: int = 0
     running: bool = False
     pending: _Job | None = None
-    cached: tuple | None = None  # (lines, RecallBlock-without-text)
+    cached: tuple | None = None  # (lines, their note ids, RecallBlock-without-text)
 
 
 @dataclass
@@ -232,7 +246,7 @@ class RecallEngine:
                 s.gen += 1
                 dropped, s.pending, s.cached = s.pending, None, None   # an older block is stale now
                 if stopped:
-                    s.cached = ((), RecallBlock("", False, {}, stopped))
+                    s.cached = ((), (), RecallBlock("", False, {}, stopped))
                 else:
                     s.pending = _Job(query, s.gen, t0, ts, contextvars.copy_context())
                     start, s.running = not s.running, True
@@ -247,9 +261,10 @@ class RecallEngine:
         except Exception:        # the agent's turn goes on whatever happens here
             return ERROR
 
-    def prefetch(self, session_id: str, held=()) -> RecallBlock:
+    def prefetch(self, session_id: str, held=(), exclude_notes=(), char_budget: int | None = None) -> RecallBlock:
         """The block of this session's previous call, at once (and only once). Empty when nothing was
-        queued, a gate stopped it, it failed, or its search is still in flight."""
+        queued, a gate stopped it, it failed, or its search is still in flight. `exclude_notes` leaves out
+        notes the caller was already given; `char_budget` lowers (never raises) the configured budget."""
         try:
             key = (current_profile.get(), str(session_id))
             with self._lock:
@@ -258,13 +273,15 @@ class RecallEngine:
                     return RecallBlock("", False, {}, NOTHING_QUEUED)
                 if s.cached is None:
                     return RecallBlock("", False, {}, "in_flight")
-                (lines, meta), s.cached = s.cached, None
+                (lines, ids, meta), s.cached = s.cached, None
             if not meta.injected:
                 return meta
-            text = compose_block(lines, self.cfg.char_budget, held)
+            budget = self.cfg.char_budget if char_budget is None else min(char_budget, self.cfg.char_budget)
+            text, notes = compose_notes(lines, budget, held, ids, exclude_notes)
             if meta.call_id is not None and self.log is not None:
                 self._bg(contextvars.copy_context(), self.log.mark_delivered, meta.call_id, len(text))
-            return dataclasses.replace(meta, block=text, injected=bool(text))
+            return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes,
+                                       stopped_by=None if text else ALREADY_HELD)
         except Exception as e:
             return RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
 
@@ -277,11 +294,13 @@ class RecallEngine:
             if stopped:
                 call_id = self._write(self._record_gate(query or "", key, ts, stopped))
                 return RecallBlock("", False, {}, stopped, call_id)
-            lines, meta = self._search_block(_Job(query, 0, t0, ts, contextvars.copy_context()), key, current=True)
+            lines, ids, meta = self._search_block(_Job(query, 0, t0, ts, contextvars.copy_context()), key,
+                                                  current=True)
             if not meta.injected:
                 return meta
-            text = compose_block(lines, self.cfg.char_budget, held)
-            return dataclasses.replace(meta, block=text, injected=bool(text))
+            text, notes = compose_notes(lines, self.cfg.char_budget, held, ids)
+            return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes,
+                                       stopped_by=None if text else ALREADY_HELD)
         except Exception as e:
             return RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
 
@@ -349,12 +368,12 @@ class RecallEngine:
                     self._idle.notify_all()
                     return
             try:
-                lines, meta = job.ctx.run(self._search_block, job, key, current=None)
+                cached = job.ctx.run(self._search_block, job, key, current=None)
             except Exception as e:   # _search_block catches everything; this is the last line of defence
-                lines, meta = (), RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
+                cached = (), (), RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
             with self._lock:
                 if s.gen == job.gen:
-                    s.cached = (lines, meta)
+                    s.cached = cached
 
     def _search_block(self, job: _Job, key, current):
         rec = self._record(job, key)
@@ -384,10 +403,11 @@ class RecallEngine:
         if error is not None:
             self.counters["errors"] += 1
             rec.update(error=error, stopped_by=ERROR, injected=False)
-            return (), RecallBlock("", False, {}, ERROR, self._write(rec), error)
+            return (), (), RecallBlock("", False, {}, ERROR, self._write(rec), error)
         self.counters["searched"] += 1
         feats = gate_features(res)
-        lines = hit_lines(res.hits[: self.cfg.max_lines])
+        shown = res.hits[: self.cfg.max_lines]
+        lines, ids = hit_lines(shown), tuple(h.note_id for h in shown)
         injected = bool(res.gate.inject) and current
         stopped = None if injected else ("threshold" if not res.gate.inject else "in_flight")
         rec.update(
@@ -397,7 +417,7 @@ class RecallEngine:
             config_hash=self.backend.cfg.config_hash() if self.backend.cfg else None, injected=injected,
             stopped_by=stopped, chars_injected=len(compose_block(lines, self.cfg.char_budget)) if injected else 0)
         rec["stages_ms"].update({k: round(v, 3) for k, v in res.timings_ms.items() if k != "total"})
-        return lines, RecallBlock("", injected, feats, stopped, self._write(rec))
+        return lines, ids, RecallBlock("", injected, feats, stopped, self._write(rec))
 
     def _record(self, job: _Job, key, stopped_by=None) -> dict:
         rec = {"ts": job.ts, "session": key[1], "profile": current_profile.get(), "query": job.query,

@@ -1,8 +1,11 @@
 """`autoresearch serve`: the recall path and search over HTTP (Starlette on uvicorn), loopback by default.
 
     POST /search   {"query", "k"}               -> what `search --json` prints
-    POST /queue    {"query", "session_id"}      -> at once: {"queued", "stopped_by", "session_id"}
-    POST /prefetch {"session_id", "held"?}      -> {"block", "injected", "gate", "stopped_by", "call_id", "error"}
+    POST /queue    {"query", "session_id", "profile"?}   -> at once: {"queued", "stopped_by", "session_id"}
+    POST /prefetch {"session_id", "held"?, "exclude_notes"?, "char_budget"?, "profile"?}
+                   -> {"block", "injected", "gate", "stopped_by", "call_id", "error", "notes"}
+"profile" names whose session this is (an agent serving several profiles; default "default"): the session
+key and the recall log's profile column. "exclude_notes" leaves out notes the agent was already given.
     GET  /healthz                               -> {"status", ...} (no token needed)
     GET  /metrics                               -> Prometheus text
 Errors are {"error": {"code", "message"}} with a 4xx/5xx status; nothing a client sends takes the server down.
@@ -21,12 +24,13 @@ from collections import defaultdict, deque
 
 from . import SearchCoreError
 from .models.base import ModelUnavailable
-from .recall import RecallEngine
+from .recall import RecallEngine, current_profile
 
 MAX_BODY_BYTES = 64 * 1024        # a turn's message is a few KB; 64 KB is ~20 pages of text
 MAX_QUERY_CHARS = 4000            # e5 reads 512 tokens (~1,500 Korean chars); past 4,000 a query is a paste
 MAX_PENDING_SEARCHES = 64         # beyond this /search answers 503 busy at once instead of queueing forever
 MAX_K = 100
+MAX_PROFILE_CHARS = 200           # a profile is a name, not a document
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
@@ -189,20 +193,42 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
             pending["n"] -= 1
         return JSONResponse(res.as_dict())
 
+    def as_profile(data: dict):
+        profile = _field(data, "profile", required=False)
+        if profile is not None and not 0 < len(profile) <= MAX_PROFILE_CHARS:
+            raise ApiError(400, "bad_profile", f'"profile" must be a name of 1 to {MAX_PROFILE_CHARS} characters')
+        return current_profile.set(profile or "default")   # this request's task only
+
+    def string_list(data: dict, name: str, what: str) -> list[str]:
+        v = data.get(name) or []
+        if not isinstance(v, list) or not all(isinstance(h, str) for h in v):
+            raise ApiError(400, "wrong_type", f'"{name}" must be a list of strings ({what})')
+        return v
+
     async def queue(request):
         data = await _read_json(request, max_body)
         query = _field(data, "query", max_chars=max_query_chars)
         sid = _field(data, "session_id")
-        stopped = engine.queue_prefetch(query, sid)
+        token = as_profile(data)
+        try:
+            stopped = engine.queue_prefetch(query, sid)
+        finally:
+            current_profile.reset(token)
         return JSONResponse({"queued": stopped is None, "stopped_by": stopped, "session_id": sid})
 
     async def prefetch(request):
         data = await _read_json(request, max_body)
         sid = _field(data, "session_id")
-        held = data.get("held") or []
-        if not isinstance(held, list) or not all(isinstance(h, str) for h in held):
-            raise ApiError(400, "wrong_type", '"held" must be a list of strings (lines the agent already holds)')
-        return JSONResponse(engine.prefetch(sid, held).as_dict())
+        held = string_list(data, "held", "lines the agent already holds")
+        exclude = string_list(data, "exclude_notes", "note ids the agent was already given")
+        budget = data.get("char_budget")
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
+            raise ApiError(400, "bad_char_budget", '"char_budget" must be a positive integer (characters)')
+        token = as_profile(data)
+        try:
+            return JSONResponse(engine.prefetch(sid, held, exclude, budget).as_dict())
+        finally:
+            current_profile.reset(token)
 
     async def healthz(request):
         b = engine.backend

@@ -289,3 +289,35 @@ def test_stdlib_agent_through_the_real_cli_server(index_db, tmp_path):
     rows = read_calls(tmp_path / "log.sqlite")
     assert [r["stopped_by"] for r in rows] == [None, "small_talk", None]
     assert [bool(r["delivered_at"]) for r in rows] == [True, False, True]
+
+
+def test_prefetch_leaves_out_given_notes_lowers_the_budget_and_keys_by_profile(index_db, tmp_path):
+    engine = _engine(index_db, tmp_path)
+    with running(engine) as url:
+        def queued(sid, profile=None):
+            body = {"query": QUESTION, "session_id": sid, **({"profile": profile} if profile else {})}
+            assert post(url + "/queue", body)[1]["queued"]
+            assert engine.wait_idle(60)
+
+        queued("p1", profile="coder")
+        assert post(url + "/prefetch", {"session_id": "p1"})[1]["stopped_by"] == "nothing_queued"   # another profile
+        full = post(url + "/prefetch", {"session_id": "p1", "profile": "coder"})[1]
+        assert full["injected"] and full["notes"][0] == "ai/graphrag" and len(full["notes"]) >= 2
+        queued("p1", profile="coder")
+        rest = post(url + "/prefetch", {"session_id": "p1", "profile": "coder", "exclude_notes": ["ai/graphrag"]})[1]
+        assert "ai/graphrag" not in rest["notes"] and "(ai/graphrag)" not in rest["block"] and rest["injected"]
+        queued("p1", profile="coder")
+        none = post(url + "/prefetch", {"session_id": "p1", "profile": "coder", "exclude_notes": full["notes"]})[1]
+        assert none["block"] == "" and none["stopped_by"] == "already_held" and none["notes"] == []
+        queued("p2")
+        small = post(url + "/prefetch", {"session_id": "p2", "char_budget": 80})[1]
+        assert 0 < len(small["block"]) <= 80 and small["notes"] == ["ai/graphrag"]
+        for body, code in (({"session_id": "s", "char_budget": 0}, "bad_char_budget"),
+                           ({"session_id": "s", "char_budget": "9"}, "bad_char_budget"),
+                           ({"session_id": "s", "exclude_notes": "ai/rrf"}, "wrong_type"),
+                           ({"session_id": "s", "profile": ""}, "bad_profile"),
+                           ({"session_id": "s", "profile": "x" * 201}, "bad_profile")):
+            status, res = post(url + "/prefetch", body)
+            assert (status, res["error"]["code"]) == (400, code), body
+    rows = read_calls(tmp_path / "log.sqlite")
+    assert [r["profile"] for r in rows] == ["coder"] * 3 + ["default"]

@@ -390,6 +390,7 @@ from . import cli_gate  # noqa: E402,F401  registers verbs
 from . import cli_recall  # noqa: E402,F401  registers verbs
 from . import cli_ab  # noqa: E402,F401  registers verbs
 from . import cli_daemon  # noqa: E402,F401  registers verbs
+from . import cli_hermes  # noqa: E402,F401  registers verbs
 
 if __name__ == "__main__":
     # `python -m tuner.cli` runs this file as __main__, a second module object; the verbs above register
