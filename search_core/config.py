@@ -7,8 +7,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SearchCoreError
-from .hashing import hash_json
+from search_core import SearchCoreError
+from search_core.hashing import hash_json
 
 CHANNELS = ("dense", "sparse", "decomposed", "entity")
 

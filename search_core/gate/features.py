@@ -6,7 +6,7 @@ is an absolute quantity (a cosine, a difference of cosines, a share of query ter
 the query's own total IDF), so the same value means the same thing from one query to the next.
 
 The one lookup beyond the lists is the document frequency of the query's terms (for the IDF
-normaliser), read from the table the index writer stores (search_core.term_df), and the text of the top note's best
+normaliser), read from the table the index writer stores (search_core.index.term_df), and the text of the top note's best
 chunk (one row by primary key). Both are sub-millisecond; benchmarks/bench_gate.py measures the cost.
 """
 
@@ -17,10 +17,11 @@ import re
 
 import numpy as np
 
-from . import term_df, word_df
-from .term_df import DB_ERRORS
-from .channels import TOKEN_RE, query_terms
-from .graph import normalize_name
+from search_core.index import term_df
+from search_core.index import word_df
+from search_core.index.term_df import DB_ERRORS
+from search_core.search.channels import TOKEN_RE, query_terms
+from search_core.ingest.graph import normalize_name
 
 TOP_K = 10                   # the top-k the WIG/NQC-like statistics read: 10 cosines
 MAX_WORDS = 32               # unknown_words reads at most this many words: 32 x ~5 primary-key reads

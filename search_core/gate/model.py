@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SearchCoreError
-from .gate_features import FEATURE_NAMES
+from search_core import SearchCoreError
+from search_core.gate.features import FEATURE_NAMES
 
 GATE_FORMAT = "autoresearch-gate/1"
 BANDS = ("inject", "caveat", "skip")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SearchCoreError
-from .store import connect
+from search_core import SearchCoreError
+from search_core.index.store import connect
 
 # a stored vector and a fresh embedding of the same text agree to >= 0.9999 cosine on this machine
 # (the same model, the same bytes); 0.99 leaves room for a different CPU's float order, and a damaged
@@ -104,8 +104,8 @@ def _vectors_readable(conn) -> Check:
 def _vectors_match_text(conn, sample: int) -> Check:
     """Re-embed `sample` chunks spread evenly over the index and compare with the stored vectors; the
     chunk text is also checked against the hash its vector was made from."""
-    from .embed_cache import text_hash
-    from .models import get_embedder
+    from search_core.index.embed_cache import text_hash
+    from search_core.models import get_embedder
     try:
         fp = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()[0])
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE has_vector ORDER BY id")]

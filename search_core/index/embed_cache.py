@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .hashing import hash_json
-from .store import connect
+from search_core.hashing import hash_json
+from search_core.index.store import connect
 
 
 class _CacheDamaged(Exception):

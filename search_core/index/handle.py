@@ -20,12 +20,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import SearchCoreError
-from .hashing import hash_json
-from .indexer import fingerprint_mismatch_message
-from .models import get_embedder
-from .store import get_meta, open_index
-from .view import IndexView
+from search_core import SearchCoreError
+from search_core.hashing import hash_json
+from search_core.index.indexer import fingerprint_mismatch_message
+from search_core.models import get_embedder
+from search_core.index.store import get_meta, open_index
+from search_core.search.view import IndexView
 
 
 class IndexChangedError(SearchCoreError):

@@ -17,15 +17,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import SearchCoreError, short_tokens, term_df, word_df
-from .config import ChunkConfig
-from .embed_cache import EmbeddingCache
-from .index_write import (_chunk_rows, _delete_notes, _insert_prepared, _next_chunk_id, _prepare, _rebuild_graph,
+from search_core import SearchCoreError
+from search_core.index import short_tokens
+from search_core.index import term_df
+from search_core.index import word_df
+from search_core.config import ChunkConfig
+from search_core.index.embed_cache import EmbeddingCache
+from search_core.index.write import (_chunk_rows, _delete_notes, _insert_prepared, _next_chunk_id, _prepare, _rebuild_graph,
                           _update_short_tokens, _write_notes)
-from .models import get_embedder
-from .note import Note
-from .store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
-from .vault import Skipped, VaultFile, is_beir, is_korquad, list_vault, read_beir, read_korquad, read_note
+from search_core.models import get_embedder
+from search_core.ingest.note import Note
+from search_core.index.store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
+from search_core.ingest.vault import Skipped, VaultFile, is_beir, is_korquad, list_vault, read_beir, read_korquad, read_note
 
 
 @dataclass
@@ -111,7 +114,7 @@ def _chunk_flags(chunking: dict) -> str:
 
 def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
     """Name what actually differs (embedder, its weights, or chunking) and a command that works."""
-    from .models import _embedder_factory
+    from search_core.models import _embedder_factory
     h, w = have.get("embedder", {}), want.get("embedder", {})
     hn, wn = h.get("name"), w.get("name")
     keep = f"--embedder {hn}{_chunk_flags(have.get('chunking', {}))}"
@@ -176,7 +179,7 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
         if existing_fp is not None and existing_fp != want_fp:
             raise SearchCoreError(fingerprint_mismatch_message(db, existing_fp, want_fp))
         if existing_fp is not None:
-            from .check import check_index
+            from search_core.index.check import check_index
             health = check_index(db, quick=True)      # never write into a damaged file, never report it "unchanged"
             if not health.ok:
                 raise SearchCoreError(health.message())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .store import get_meta, set_meta
+from search_core.index.store import get_meta, set_meta
 
 META_KEY = "short_postings"
 VERSION = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .store import get_meta, open_index
+from search_core.index.store import get_meta, open_index
 
 
 def index_stats(db: str | Path) -> dict:

@@ -6,7 +6,7 @@ import json
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import SearchCoreError
+from search_core import SearchCoreError
 
 SCHEMA_VERSION = 1
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .store import get_meta, set_meta
+from search_core.index.store import get_meta, set_meta
 
 try:                                   # the engine's connections are sqlean's; plain sqlite3 in tests
     import sqlean

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from .store import get_meta, set_meta
-from .term_df import DB_ERRORS, read_df, table_is_current
+from search_core.index.store import get_meta, set_meta
+from search_core.index.term_df import DB_ERRORS, read_df, table_is_current
 
 META_KEY = "latin_word_df"
 VERSION = 1

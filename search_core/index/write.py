@@ -9,11 +9,11 @@ import json
 
 import numpy as np
 
-from . import short_tokens
-from .chunk import chunk_note, dense_selection
-from .embed_cache import text_hash
-from .graph import LinkResolver, communities, cooccurrence, entities_for, normalize_name
-from .note import Note
+from search_core.index import short_tokens
+from search_core.ingest.chunk import chunk_note, dense_selection
+from search_core.index.embed_cache import text_hash
+from search_core.ingest.graph import LinkResolver, communities, cooccurrence, entities_for, normalize_name
+from search_core.ingest.note import Note
 
 
 def _chunk_rows(conn, note_ids: list[str]) -> list[tuple[int, str, str]]:

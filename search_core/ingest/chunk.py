@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .config import ChunkConfig
-from .note import Chunk, Note
+from search_core.config import ChunkConfig
+from search_core.ingest.note import Chunk, Note
 
 PARA_SPLIT_RE = re.compile(r"\n\s*\n")
 # sentence ends: Latin punctuation, CJK full stop, Korean declarative "다." / "요."

@@ -8,7 +8,7 @@ from datetime import date, datetime
 
 import yaml
 
-from .note import Link, Note, Section
+from search_core.ingest.note import Link, Note, Section
 
 FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 FENCE_RE = re.compile(r"^\s*(```+|~~~+)")

@@ -9,9 +9,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SearchCoreError
-from .note import Note, Section
-from .parse import content_hash, parse_note
+from search_core import SearchCoreError
+from search_core.ingest.note import Note, Section
+from search_core.ingest.parse import content_hash, parse_note
 
 MAX_NOTE_BYTES = 5 * 1024 * 1024   # the largest real note we know is 300 KB; 5 MB is a pasted dump
 SKIP_DIRS = {".git", ".obsidian", ".trash", ".stversions", "node_modules", "__pycache__"}

@@ -1,14 +1,14 @@
 """The search behind the recall path: one warm Searcher opened lazily, gated like `search` (the index's
 gate model, else the shipped default, else the cosine gate), with query vectors from the engine's
-bounded LRU (search_core.query_cache): recall asks the same thing often."""
+bounded LRU (search_core.search.query_cache): recall asks the same thing often."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import SearchCoreError
-from .config import SearchConfig, load_config
-from .query_cache import QUERY_CACHE, QueryEmbeddingCache
+from search_core import SearchCoreError
+from search_core.config import SearchConfig, load_config
+from search_core.search.query_cache import QUERY_CACHE, QueryEmbeddingCache
 
 
 class SearchBackend:
@@ -29,7 +29,7 @@ class SearchBackend:
 
     def _open(self):
         if self.searcher is None:
-            from .pipeline import Searcher
+            from search_core.search.pipeline import Searcher
             s = Searcher(self.db)
             base = self._cfg or load_config(self._config_path)
             self.cfg = base.replace(embedder=s.embedder_name)

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from . import SearchCoreError
-from .config import read_toml
-from .recall_backend import SearchBackend  # noqa: F401  (re-exported)
+from search_core import SearchCoreError
+from search_core.config import read_toml
+from search_core.recall.backend import SearchBackend  # noqa: F401  (re-exported)
 
 RECALL_ENV = "AUTORESEARCH_RECALL"          # "0" turns the whole path off (the kill switch)
 GATES = ("kill_switch", "too_short", "small_talk", "in_flight", "threshold")

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import SearchCoreError
+from search_core import SearchCoreError
 
 DEFAULT_LOG = Path("runs/recall-log.sqlite")
 DEFAULT_RETENTION_DAYS = 30.0

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from . import SearchCoreError
-from .recall import RecallEngine
-from .server import MAX_K, MAX_QUERY_CHARS
+from search_core import SearchCoreError
+from search_core.recall.engine import RecallEngine
+from search_core.recall.server import MAX_K, MAX_QUERY_CHARS
 
 INSTRUCTIONS = ("Search the user's personal markdown notes (Korean and English). Use search_notes to look "
                 "something up; use recall with the user's latest message to get a short block of relevant notes "

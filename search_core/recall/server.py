@@ -19,9 +19,9 @@ import threading
 import time
 from collections import defaultdict, deque
 
-from . import SearchCoreError
-from .models.base import ModelUnavailable
-from .recall import RecallEngine
+from search_core import SearchCoreError
+from search_core.models.base import ModelUnavailable
+from search_core.recall.engine import RecallEngine
 
 MAX_BODY_BYTES = 64 * 1024        # a turn's message is a few KB; 64 KB is ~20 pages of text
 MAX_QUERY_CHARS = 4000            # e5 reads 512 tokens (~1,500 Korean chars); past 4,000 a query is a paste

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import term_df as term_df_store
-from .graph import normalize_name
-from .view import matvec
+from search_core.index import term_df as term_df_store
+from search_core.ingest.graph import normalize_name
+from search_core.search.view import matvec
 
 TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 MAX_TRIGRAMS = 64          # a 100-character query has ~100 trigrams; BM25 over 64 keeps p95 in budget
@@ -188,7 +188,7 @@ def shares_query_vector(part: str, query: str) -> bool:
 def merge_parts(lists: list[list[ChannelHit]], depth: int) -> list[ChannelHit]:
     """Sub-question lists fused by plain RRF (k=60): a note that answers several parts rises, and
     each part's best notes still come early."""
-    from .fusion import weighted_rrf
+    from search_core.search.fusion import weighted_rrf
     names = [f"part{i}" for i in range(len(lists))]
     fused = weighted_rrf({n: [h.note_id for h in l] for n, l in zip(names, lists)}, {n: 1.0 for n in names})
     chunk = {}

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import SearchCoreError
-from . import channels as ch
-from . import ranking
-from .config import CHANNELS, SearchConfig
-from .fusion import weighted_rrf
-from .gate_features import gate_features
-from .gate_model import COSINE, GateChoice, choose_gate
-from .index_handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
-from .limits import cap_query
-from .models import get_reranker
-from .query_cache import QUERY_CACHE, SharedEmbedding
+from search_core import SearchCoreError
+from search_core.search import channels as ch
+from search_core.search import ranking
+from search_core.config import CHANNELS, SearchConfig
+from search_core.search.fusion import weighted_rrf
+from search_core.gate.features import gate_features
+from search_core.gate.model import COSINE, GateChoice, choose_gate
+from search_core.index.handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
+from search_core.search.limits import cap_query
+from search_core.models import get_reranker
+from search_core.search.query_cache import QUERY_CACHE, SharedEmbedding
 
 SNIPPET_CHARS = 220
 _RETRIEVE_STAGES = ("embed", *CHANNELS)     # inside retrieve()'s own wall time ("retrieve")

@@ -15,9 +15,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .hashing import hash_json
-from .models import threads as threads_module
-from .models.threads import QUERY_THREADS, embed_queries
+from search_core.hashing import hash_json
+from search_core.models import threads as threads_module
+from search_core.models.threads import QUERY_THREADS, embed_queries
 
 # 2,048 vectors of 384 float32 are 3 MiB (1024-dim: 8 MiB): a week of distinct recall questions fits.
 DEFAULT_SIZE = 2048

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import SearchConfig
-from .fusion import Fused, community_boost, weighted_rrf
+from search_core.config import SearchConfig
+from search_core.search.fusion import Fused, community_boost, weighted_rrf
 
 K_LIST = 10   # the ranked list evaluation keeps per question: enough for nDCG@10 and MRR@10
 

@@ -12,9 +12,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from . import short_tokens
-from .graph import normalize_name
-from .store import read_snapshot
+from search_core.index import short_tokens
+from search_core.ingest.graph import normalize_name
+from search_core.index.store import read_snapshot
 
 
 # Below this many rows a matrix-vector product takes < 15 ms on one core, and a second OpenBLAS thread

@@ -13,13 +13,13 @@ import pytest
 
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
-from search_core.embed_cache import model_key
+from search_core.index.embed_cache import model_key
 from search_core.hashing import hash_file, hash_json, hash_tree
-from search_core.query_cache import fingerprint_key
-from tuner import ab
-from tuner.pins import check_pins, harness_pins
-from tuner.score import ScoreConfig
-from tuner.workbench import index_path
+from search_core.search.query_cache import fingerprint_key
+from tuner.ab import run as ab
+from tuner.sweep.pins import check_pins, harness_pins
+from tuner.evaluation.score import ScoreConfig
+from tuner.sweep.workbench import index_path
 
 # a fingerprint with Korean in it: json.dumps escapes it (ascii) or not, and the two spellings differ
 FP = {"name": "st:/모델/bge", "dim": 384, "query_prefix": "query: "}

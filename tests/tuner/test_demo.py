@@ -2,7 +2,7 @@
 
 import pytest
 from tuner.demo import format_summary, run_demo
-from tuner.ledger import Ledger
+from tuner.ledger.ledger import Ledger
 
 
 @pytest.mark.slow

@@ -3,10 +3,10 @@
 import click
 import pytest
 
-from tuner.cli import _parse_duration
-from tuner.cli_gate import parse_window
-from tuner.cli_recall import parse_age
-from tuner.daemon_config import DaemonConfigError, parse_duration as config_duration
+from tuner.cli.main import _parse_duration
+from tuner.cli.gate import parse_window
+from tuner.cli.recall import parse_age
+from tuner.daemon.config import DaemonConfigError, parse_duration as config_duration
 from tuner.durations import DurationError, parse_duration
 
 

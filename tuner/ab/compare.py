@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .stats_util import bootstrap_ci, paired_randomization
+from tuner.evaluation.stats import bootstrap_ci, paired_randomization
 
 if TYPE_CHECKING:
-    from .ab import CandidateResult
+    from tuner.ab.run import CandidateResult
 
 AB_METRICS = ("hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10")
 ALPHA = 0.05

@@ -1,6 +1,6 @@
 """Embedder / reranker A/B, the run: every candidate on the same questions, each embedder on an index built
 only for it (embedding cache reused by content hash), its own gate fitted on the tuning questions, timed
-after a warm-up; the finished candidates are then compared pairwise by tuner.ab_compare.
+after a warm-up; the finished candidates are then compared pairwise by tuner.ab.compare.
 
 A candidate that cannot load, cannot build (disk full) or does not hold the gold ids is recorded with
 the reason and the A/B goes on; Ctrl-C stops it and keeps every finished candidate.
@@ -20,18 +20,18 @@ from types import SimpleNamespace
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
 from search_core.hashing import hash_json, hash_text, stat_stamp
-from search_core.indexer import default_cache_path, index_vault
+from search_core.index.indexer import default_cache_path, index_vault
 from search_core.models import ModelUnavailable
 from search_core.models import _embedder_factory, _reranker_factory  # name check without loading
-from search_core.pipeline import Searcher
-from search_core.store import connect, get_meta
+from search_core.search.pipeline import Searcher
+from search_core.index.store import connect, get_meta
 
-from .ab_compare import compare_pair
-from .evaluate import build_result, run_queries
-from .gold import GoldSet
-from .stats_util import percentile
-from .workbench import fit_threshold, verify_index
-from .workbench import index_path as workbench_index_path
+from tuner.ab.compare import compare_pair
+from tuner.evaluation.evaluate import build_result, run_queries
+from tuner.data.gold import GoldSet
+from tuner.evaluation.stats import percentile
+from tuner.sweep.workbench import fit_threshold, verify_index
+from tuner.sweep.workbench import index_path as workbench_index_path
 
 WARMUP_QUERIES = 5    # the first queries pay for lazy loads (BLAS threads, page cache); never timed
 

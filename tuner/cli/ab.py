@@ -10,12 +10,12 @@ import click
 
 from search_core import SearchCoreError
 
-from .cli import _fail, _sigterm_as_interrupt, main
+from tuner.cli.main import _fail, _sigterm_as_interrupt, main
 
 
 def load_ab_gold(gold_path: Path, holdout: Path | None, split: float | None):
     """(tuning set, evaluation set, a note on how they were made)."""
-    from .gold import load_gold, split_gold
+    from tuner.data.gold import load_gold, split_gold
 
     if holdout and split:
         raise SearchCoreError("give --holdout FILE or --split F, not both")
@@ -33,9 +33,9 @@ def prepare(embedders: str, rerankers: str | None, gold_path: Path, holdout: Pat
             vault: str | None, db: Path | None, config_path: Path | None, work: Path):
     """Every check that needs no model: names, gold files, vault. Returns ABParams."""
     from search_core.config import load_config
-    from search_core.store import connect, get_meta
+    from search_core.index.store import connect, get_meta
 
-    from .ab import ABError, ABParams, parse_candidates
+    from tuner.ab.run import ABError, ABParams, parse_candidates
 
     embs, rers = parse_candidates(embedders, rerankers)
     tune, ev, note = load_ab_gold(gold_path, holdout, split)
@@ -57,8 +57,8 @@ def render_saved(path: Path, fmt: str, out: Path | None):
     """A report saved with --format json, rendered again in another format (no model is loaded)."""
     import json
 
-    from .report_ab import ab_report
-    from .reports import emit
+    from tuner.reports.ab import ab_report
+    from tuner.reports import emit
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -96,10 +96,10 @@ def render_saved(path: Path, fmt: str, out: Path | None):
 def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress, fresh,
        from_json):
     """A/B of embedders or rerankers: own index each, gate re-fitted, paired tests, the report."""
-    from .ab import run_ab
-    from .ab_progress import ABProgress
-    from .report_ab import ab_report
-    from .reports import emit
+    from tuner.ab.run import run_ab
+    from tuner.ab.progress import ABProgress
+    from tuner.reports.ab import ab_report
+    from tuner.reports import emit
 
     if from_json:
         try:

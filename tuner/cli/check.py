@@ -1,4 +1,4 @@
-"""`autoresearch check`: is an index file damaged? (search_core.check does the work.)"""
+"""`autoresearch check`: is an index file damaged? (search_core.index.check does the work.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 
 from search_core import SearchCoreError
 
-from .cli import _fail, main
+from tuner.cli.main import _fail, main
 
 
 def damaged_index_message(db, e: Exception) -> str:
@@ -27,7 +27,7 @@ def damaged_index_message(db, e: Exception) -> str:
 def check(db, quick, sample, as_json):
     """Check an index for damage: SQLite integrity_check, FTS5 integrity-check, every vector read, and a
     sample of vectors compared with fresh embeddings of their text. Exits 1 if anything is damaged."""
-    from search_core.check import check_index
+    from search_core.index.check import check_index
 
     try:
         report = check_index(db, quick=quick, sample=sample)

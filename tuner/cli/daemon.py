@@ -1,5 +1,5 @@
 """Verbs of the daemon issue: `daemon`, `status`, `config history|rollback`, `report sweep`, `audit`.
-Thin: each calls a library function (tuner.daemon, tuner.promote, tuner.report_sweep, tuner.audit_rejected)."""
+Thin: each calls a library function (tuner.daemon.scheduler, tuner.promotion.promote, tuner.reports.sweep, tuner.sweep.rejected_audit)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import click
 
 from search_core import SearchCoreError
 
-from .cli import _fail, main
+from tuner.cli.main import _fail, main
 
 FORMAT = click.Choice(["md", "html", "json"])
 
 
 def _emit(report, fmt, out):
-    from .reports import emit
+    from tuner.reports import emit
     try:
         path = emit(report, fmt, out)
     except SearchCoreError as e:
@@ -33,8 +33,8 @@ def _emit(report, fmt, out):
               help="Also run index, sweep and report once, this many seconds from now (cron has minute resolution).")
 def daemon(config_path, once, start_in):
     """Run the tuning jobs of --config on their schedule (APScheduler); one daemon per runs folder."""
-    from .daemon import Daemon, run_once
-    from .daemon_config import load_daemon_config
+    from tuner.daemon.scheduler import Daemon, run_once
+    from tuner.daemon.config import load_daemon_config
 
     try:
         cfg = load_daemon_config(config_path)
@@ -54,8 +54,8 @@ def daemon(config_path, once, start_in):
 @click.option("--json", "as_json", is_flag=True)
 def status(runs, as_json):
     """The daemon's jobs: next and last runs, the last outcome, and whether a daemon holds the lock."""
-    from .daemon import status as get_status
-    from .promote import runs_dir
+    from tuner.daemon.scheduler import status as get_status
+    from tuner.promotion.promote import runs_dir
 
     s = get_status(runs_dir(runs))
     if as_json:
@@ -79,7 +79,7 @@ def config_group():
 @click.option("--json", "as_json", is_flag=True)
 def config_history(runs, as_json):
     """Every promotion, declined proposal and rollback, with the previous config."""
-    from .promote import History, read_active
+    from tuner.promotion.promote import History, read_active
     try:
         h = History(runs)
         events = h.events()
@@ -103,7 +103,7 @@ def config_history(runs, as_json):
 @click.option("--runs", type=click.Path(path_type=Path), default=None)
 def config_rollback(event_id, runs):
     """Undo promotion ID (default: the latest not yet undone): its previous config and index become active."""
-    from .promote import rollback
+    from tuner.promotion.promote import rollback
     try:
         r = rollback(event_id, runs)
     except SearchCoreError as e:
@@ -132,7 +132,7 @@ def _report_group():
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write here and print the path.")
 def report_sweep(sweep_id, ledger_path, runs, fmt, out):
     """The morning report of a sweep: verdict, progress plot, kept changes, rejections, levels, flips."""
-    from .report_sweep import sweep_report
+    from tuner.reports.sweep import sweep_report
     try:
         rep = sweep_report(ledger_path, sweep_id, runs)
     except SearchCoreError as e:
@@ -149,7 +149,7 @@ def report_sweep(sweep_id, ledger_path, runs, fmt, out):
 @click.option("--out", type=click.Path(path_type=Path), default=None)
 def audit(sweep_id, ledger_path, runs, retest, fmt, out):
     """Every rejected candidate: baseline, index, deltas, broken/fixed questions, and whether to re-test it."""
-    from .audit_rejected import audit_report
+    from tuner.sweep.rejected_audit import audit_report
     try:
         rep = audit_report(ledger_path, sweep_id, do_retest=retest, runs=runs,
                            progress=lambda line: click.echo(line, err=True))

@@ -1,5 +1,5 @@
 """CLI verbs for the gate: `calibrate` (report + proposal), `calibrate apply`, `calibrate undo`, `probes make`.
-Thin: each verb calls tuner.calibrate / tuner.gate_proposal / tuner.probes, which the tests call directly."""
+Thin: each verb calls tuner.gate.calibrate / tuner.gate.proposal / tuner.gate.probes, which the tests call directly."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import click
 
 from search_core import SearchCoreError
 
-from .cli import _fail, main
-from .durations import DurationError, parse_duration
-from .reports import Para, Report, Section, Table, emit
+from tuner.cli.main import _fail, main
+from tuner.durations import DurationError, parse_duration
+from tuner.reports import Para, Report, Section, Table, emit
 
 DEFAULT_LOG = Path("runs/recall-log.sqlite")
 
@@ -88,8 +88,8 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
                                                      "bad" if ret["verdict"].startswith("consider") else ""),)))
     curves = (cal.get("gate_on_labels") or {}).get("curves")
     if with_plots and curves:
-        from .reports import Plot
-        from .reports.plots import line_plot
+        from tuner.reports import Plot
+        from tuner.reports.plots import line_plot
         g = cal["gate_on_labels"]
         sections.append(Section("Risk-coverage", (Plot(
             "risk-coverage on the labelled rows",
@@ -99,8 +99,8 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
             alt=f"risk-coverage over {g['rows']} labelled rows ({g['probes']} probes): " + "; ".join(
                 f"{k} risk {v[3][1]} at coverage 0.2, {v[-1][1]} at 1.0" for k, v in curves.items())),)))
     if with_plots and series:
-        from .reports import Plot
-        from .reports.plots import histograms
+        from tuner.reports import Plot
+        from tuner.reports.plots import histograms
         sections.append(Section("Score histograms", tuple(
             Plot(f"{name} by group", histograms(s, xlabel=name),
                  alt=f"{name}: " + "; ".join(f"{g} n={len(v)}" for g, v in s.items()))
@@ -161,10 +161,10 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
     """Recalibrate the gate from the recall log window and labelled sets; writes a report and a proposal."""
     if ctx.invoked_subcommand is not None:
         return
-    from search_core.recall_log import parse_label_file
+    from search_core.recall.log import parse_label_file
 
-    from .calibrate import calibrate_index, probabilities
-    from .gate_proposal import write_proposal
+    from tuner.gate.calibrate import calibrate_index, probabilities
+    from tuner.gate.proposal import write_proposal
 
     if db is None:
         _fail(SearchCoreError("calibrate needs --db (the index the gate serves)"))
@@ -202,7 +202,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
 @click.option("--proposal", type=click.Path(path_type=Path), default=None)
 def calibrate_apply(db, proposal):
     """Install the proposal's gate as <db>.gate.json (recorded in <db>.gate-history.jsonl)."""
-    from .gate_proposal import apply_proposal
+    from tuner.gate.proposal import apply_proposal
     try:
         r = apply_proposal(proposal or Path(str(db) + ".gate-proposal.json"), db)
     except SearchCoreError as e:
@@ -215,7 +215,7 @@ def calibrate_apply(db, proposal):
 @click.option("--db", required=True, type=click.Path(path_type=Path))
 def calibrate_undo(db):
     """Put back the gate file the last `calibrate apply` replaced."""
-    from .gate_proposal import undo_apply
+    from tuner.gate.proposal import undo_apply
     try:
         r = undo_apply(db)
     except SearchCoreError as e:
@@ -239,7 +239,7 @@ def probes():
 @click.option("--json", "as_json", is_flag=True)
 def probes_make(vault, gold_path, out, fraction, seed, as_json):
     """Hold out a share of VAULT's documents; questions answered only there become probes."""
-    from .probes import make_probes
+    from tuner.gate.probes import make_probes
     try:
         r = make_probes(vault, gold_path, out, fraction=fraction, seed=seed)
     except SearchCoreError as e:

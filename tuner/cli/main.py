@@ -10,7 +10,7 @@ import click
 
 from search_core import SearchCoreError
 
-DEMO_VAULT = Path(__file__).resolve().parent.parent / "experiments" / "demo-vault"
+from tuner.data.bundled import DEFAULT_SPACE, DEMO_GOLD, DEMO_VAULT
 
 
 def _sigterm_as_interrupt():
@@ -79,7 +79,7 @@ def main():
 def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json, progress):
     """Index VAULT (a folder of .md notes, or a BEIR corpus folder) into --db."""
     from search_core.config import ChunkConfig
-    from search_core.indexer import index_vault
+    from search_core.index.indexer import index_vault
 
     chunk_cfg = None
     if chunk_chars is not None or dense_per_note is not None:
@@ -130,15 +130,15 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
 def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
-    from search_core.pipeline import Searcher
-    from tuner.evaluate import evaluate
-    from tuner.gold import load_gold
-    from tuner.report_text import format_eval
-    from tuner.score import load_score_config
+    from search_core.search.pipeline import Searcher
+    from tuner.evaluation.evaluate import evaluate
+    from tuner.data.gold import load_gold
+    from tuner.reports.text import format_eval
+    from tuner.evaluation.score import load_score_config
 
     try:
         gold = load_gold(gold_path)
-        from tuner.promote import resolve_search_config
+        from tuner.promotion.promote import resolve_search_config
         db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
         searcher = Searcher(db)
         cfg = base_cfg.replace(embedder=searcher.embedder_name)
@@ -149,7 +149,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
     except SearchCoreError as e:
         _fail(e)
     except _db_error() as e:
-        from tuner.cli_check import damaged_index_message
+        from tuner.cli.check import damaged_index_message
         _fail(damaged_index_message(db, e))
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{result['config_hash']}.json"
@@ -168,7 +168,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
 @click.option("--seed", type=int, default=0)
 def compare(a, b, as_json, seed):
     """Compare two `eval` results (JSON files) of the same gold set: deltas, paired test, flipped questions."""
-    from tuner.compare import compare as do_compare, format_compare
+    from tuner.evaluation.compare import compare as do_compare, format_compare
 
     try:
         c = do_compare(json.loads(a.read_text()), json.loads(b.read_text()), seed=seed)
@@ -192,7 +192,7 @@ def _parse_duration(text: str | None) -> float | None:
 @click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path), help="The tuning set.")
 @click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Reported at the end, never tuned on.")
 @click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
-@click.option("--space", type=click.Path(path_type=Path), default=Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml")
+@click.option("--space", type=click.Path(path_type=Path), default=DEFAULT_SPACE)
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
 @click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
@@ -214,9 +214,9 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
           level_guard, latency_budget, timing_samples, vault, ledger_path, resume, as_json):
     """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger."""
     from search_core.config import load_config
-    from tuner.ledger import Ledger
-    from tuner.ledger_chain import require_intact
-    from tuner.sweep import Sweep, SweepParams
+    from tuner.ledger.ledger import Ledger
+    from tuner.ledger.chain import require_intact
+    from tuner.sweep.loop import Sweep, SweepParams
 
     try:
         if resume:
@@ -269,8 +269,8 @@ def _print_summary(s: dict):
 @click.option("--verify", is_flag=True, help="Recompute the hash chain; name the first round that was changed.")
 def ledger(sweep_id, ledger_path, as_json, verify):
     """The rounds of a sweep: variable, old -> new, decision and reason (the hash chain is verified first)."""
-    from tuner.ledger import Ledger
-    from tuner.ledger_chain import require_intact, verify_or_seal
+    from tuner.ledger.ledger import Ledger
+    from tuner.ledger.chain import require_intact, verify_or_seal
 
     if not ledger_path.exists():
         _fail(SearchCoreError(f"no ledger at {ledger_path}; run `autoresearch sweep` first"))
@@ -306,9 +306,9 @@ def ledger(sweep_id, ledger_path, as_json, verify):
 def best(sweep_id, ledger_path, out):
     """The winning config of a sweep as TOML, for `search --config` and `eval --config`."""
     from search_core.config import SearchConfig
-    from tuner.ledger import Ledger
-    from tuner.ledger_chain import require_intact
-    from tuner.toml_out import config_toml
+    from tuner.ledger.ledger import Ledger
+    from tuner.ledger.chain import require_intact
+    from tuner.promotion.config_toml import config_toml
 
     if not ledger_path.exists():      # opening a Ledger would create an empty one at a mistyped path
         _fail(SearchCoreError(f"no ledger at {ledger_path}; run `autoresearch sweep` first"))
@@ -332,8 +332,6 @@ def best(sweep_id, ledger_path, out):
         click.echo(text, nl=False)
 
 
-DEMO_GOLD = DEMO_VAULT.parent / "gold"
-DEMO_SPACE = DEMO_VAULT.parent / "spaces" / "default.toml"
 
 
 @main.command()
@@ -358,15 +356,9 @@ def demo(out, rounds, seed):
                f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
 
 
-from . import cli_search  # noqa: E402,F401  registers verbs
-from . import cli_check  # noqa: E402,F401  registers verbs
-from . import cli_gate  # noqa: E402,F401  registers verbs
-from . import cli_recall  # noqa: E402,F401  registers verbs
-from . import cli_ab  # noqa: E402,F401  registers verbs
-from . import cli_daemon  # noqa: E402,F401  registers verbs
-
-if __name__ == "__main__":
-    # `python -m tuner.cli` runs this file as __main__, a second module object; the verbs above register
-    # on tuner.cli's group, so run that one
-    from tuner.cli import main as _registered_main
-    _registered_main()
+from tuner.cli import search as cli_search  # noqa: E402,F401  registers verbs
+from tuner.cli import check as cli_check  # noqa: E402,F401  registers verbs
+from tuner.cli import gate as cli_gate  # noqa: E402,F401  registers verbs
+from tuner.cli import recall as cli_recall  # noqa: E402,F401  registers verbs
+from tuner.cli import ab as cli_ab  # noqa: E402,F401  registers verbs
+from tuner.cli import daemon as cli_daemon  # noqa: E402,F401  registers verbs

@@ -11,8 +11,8 @@ import click
 
 from search_core import SearchCoreError
 
-from .cli import _fail, main
-from .durations import DurationError, parse_duration
+from tuner.cli.main import _fail, main
+from tuner.durations import DurationError, parse_duration
 
 def parse_age(text: str | None) -> float | None:
     """'7d' -> seconds (tuner.durations: s, m, h, d, w; a bare number is seconds)."""
@@ -39,7 +39,7 @@ def recall_log():
 @click.option("--json", "as_json", is_flag=True)
 def recall_log_stats(log_path, since, as_json):
     """Calls, injection rate, p50/p95, calls stopped per gate, mean characters injected, retire verdict."""
-    from search_core.recall_log import recall_stats
+    from search_core.recall.log import recall_stats
 
     try:
         s = recall_stats(log_path, parse_age(since))
@@ -69,7 +69,7 @@ def recall_log_stats(log_path, since, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def recall_log_label(log_path, call_id, label, label_file, as_json):
     """Label a call (ID relevant|irrelevant), or many from --file: calibration data for the gate."""
-    from search_core.recall_log import label_calls, parse_label_file
+    from search_core.recall.log import label_calls, parse_label_file
 
     try:
         if label_file is not None:
@@ -94,7 +94,7 @@ def recall_log_label(log_path, call_id, label, label_file, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def recall_log_list(log_path, since, limit, as_json):
     """The latest calls with their ids (to label them)."""
-    from search_core.recall_log import read_calls
+    from search_core.recall.log import read_calls
 
     try:
         rows = read_calls(log_path, parse_age(since))[-limit:]
@@ -115,7 +115,7 @@ def recall_log_list(log_path, since, limit, as_json):
 @click.option("--older-than", default="30d", show_default=True, help="Delete calls older than this.")
 def recall_log_prune(log_path, older_than):
     """Retention by age (the server also prunes by its --retention as it writes)."""
-    from search_core.recall_log import RecallLog
+    from search_core.recall.log import RecallLog
 
     if not log_path.exists():
         _fail(SearchCoreError(f"no recall log at {log_path}"))
@@ -131,8 +131,8 @@ def _engine(db, config_path, log_path, retention, privacy, timeout):
     # (an index run beside the server, other jobs). Measured here at load average 22 on 2 cores: one e5
     # query embedding took 3,500-5,600 ms with the default policy and 43-78 ms with PASSIVE.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from search_core.recall import RecallEngine, SearchBackend, active_config_path, load_recall_config
-    from search_core.recall_log import RecallLog
+    from search_core.recall.engine import RecallEngine, SearchBackend, active_config_path, load_recall_config
+    from search_core.recall.log import RecallLog
 
     cfg_path = active_config_path(config_path)
     rcfg = load_recall_config(cfg_path)
@@ -171,7 +171,7 @@ def _with(opts):
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
 def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token):
     """HTTP server: /search, /queue, /prefetch, /healthz, /metrics (Starlette on uvicorn)."""
-    from search_core.server import check_host, run_server
+    from search_core.recall.server import check_host, run_server
 
     try:
         warning = check_host(host, allow_remote)
@@ -190,7 +190,7 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
 @_with(_SERVE_OPTS)
 def mcp(db, config_path, log_path, retention, privacy, timeout):
     """Model Context Protocol server over stdio: tools search_notes and recall."""
-    from search_core.mcp_server import run_stdio
+    from search_core.recall.mcp import run_stdio
 
     try:
         engine, _ = _engine(db, config_path, log_path, retention, privacy, timeout)

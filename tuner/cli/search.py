@@ -9,11 +9,11 @@ import click
 
 from search_core import SearchCoreError
 
-from .cli import _db_error, _fail, main
+from tuner.cli.main import _db_error, _fail, main
 
 
 def _print_explain(res, searcher):
-    from search_core.limits import QUERY_EMBED_MAX_CHARS
+    from search_core.search.limits import QUERY_EMBED_MAX_CHARS
 
     r = res.retrieval
     if len(r.query) > QUERY_EMBED_MAX_CHARS:
@@ -35,7 +35,7 @@ def _print_explain(res, searcher):
     click.echo(f"\ngate ({g.kind}; {g.reason}): P(answerable) {p}, band {g.band}")
     for name, value in g.features.items():
         click.echo(f"  {name:<20} {value:.4f}")
-    from search_core import word_df
+    from search_core.index import word_df
     if not word_df.is_current(searcher.conn):      # an older index: unknown_names used the trigram test
         click.echo(f"  ({word_df.STALE})")
 
@@ -53,15 +53,15 @@ def _print_explain(res, searcher):
               help="A gate model file (default: <db>.gate.json, else the shipped default model).")
 def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, gate_path):
     """Search the index in --db for QUERY."""
-    from search_core.limits import repair_surrogates
-    from search_core.pipeline import Searcher
+    from search_core.search.limits import repair_surrogates
+    from search_core.search.pipeline import Searcher
 
     query, n_bad = repair_surrogates(query)
     if n_bad:
         click.echo(f"warning: the query had {n_bad} byte(s) that are not UTF-8; searched with U+FFFD in their place "
                    "(set your terminal to UTF-8)", err=True)
     try:
-        from tuner.promote import resolve_search_config
+        from tuner.promotion.promote import resolve_search_config
         db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
         searcher = Searcher(db, embedder=embedder)
         cfg = base_cfg.replace(embedder=searcher.embedder_name)
@@ -74,7 +74,7 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
     except SearchCoreError as e:
         _fail(e)
     except _db_error() as e:
-        from tuner.cli_check import damaged_index_message
+        from tuner.cli.check import damaged_index_message
         _fail(damaged_index_message(db, e))
     if as_json:
         click.echo(json.dumps(res.as_dict(), ensure_ascii=False, indent=2))
@@ -100,8 +100,8 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
 @click.option("--json", "as_json", is_flag=True)
 def stats(db, as_json):
     """What is in an index: counts, fingerprint, vault, schema."""
-    from search_core.check import check_index
-    from search_core.stats import index_stats
+    from search_core.index.check import check_index
+    from search_core.index.stats import index_stats
 
     try:
         s = index_stats(db)
@@ -111,7 +111,7 @@ def stats(db, as_json):
     except SearchCoreError as e:
         _fail(e)
     except _db_error() as e:
-        from tuner.cli_check import damaged_index_message
+        from tuner.cli.check import damaged_index_message
         _fail(damaged_index_message(db, e))
     if not report.ok:
         _fail(SearchCoreError(report.message()))

@@ -26,7 +26,8 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import read_toml
 
-from . import durations
+from tuner import durations
+from tuner.data.bundled import DEFAULT_SPACE
 
 JOB_NAMES = ("index", "sweep", "report", "retest", "calibrate")
 DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
@@ -34,7 +35,6 @@ DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "
 DEFAULT_GRACE_S = 6 * 3600
 SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "seed", "objective", "epsilon",
               "level_guard", "latency_budget_ms", "score_config", "start_config", "timing_samples"}
-DEFAULT_SPACE = Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml"
 
 
 class DaemonConfigError(SearchCoreError):
@@ -106,7 +106,7 @@ class DaemonConfig:
 
 def _calibrate_available() -> bool:
     import importlib.util
-    return importlib.util.find_spec("tuner.calibrate") is not None
+    return importlib.util.find_spec("tuner.gate.calibrate") is not None
 
 
 def _job(name: str, raw: dict, where: str) -> JobSpec:
@@ -185,7 +185,7 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
         raise DaemonConfigError(f"{where}: unknown job(s) {sorted(unknown_jobs)}; jobs: {', '.join(JOB_NAMES)}")
     jobs = tuple(_job(n, jobs_raw[n], where) for n in JOB_NAMES if n in jobs_raw)
     if any(j.name == "calibrate" for j in jobs) and not _calibrate_available():
-        raise DaemonConfigError(f"{where}: [jobs.calibrate] needs the gate calibration (tuner.calibrate), which "
+        raise DaemonConfigError(f"{where}: [jobs.calibrate] needs the gate calibration (tuner.gate.calibrate), which "
                                 "this build does not have; remove the job or update autoresearch")
 
     needs_sweep = any(j.name in ("sweep", "retest", "index") for j in jobs)

@@ -16,15 +16,15 @@ RESUMABLE = ("running", "stopped", "interrupted")   # killed or signalled mid-sw
 
 
 def _ledger(d):
-    from .ledger import Ledger
+    from tuner.ledger.ledger import Ledger
     return Ledger(d.cfg.ledger)
 
 
 def write_reports(d, sweep_id: str) -> dict:
     """The morning report and the audit of `sweep_id`, in every format, under runs/reports/."""
-    from .audit_rejected import audit_report
-    from .report_sweep import sweep_report
-    from .reports import emit
+    from tuner.sweep.rejected_audit import audit_report
+    from tuner.reports.sweep import sweep_report
+    from tuner.reports import emit
     out = Path(d.cfg.runs) / "reports"
     paths = {}
     rep = sweep_report(d.cfg.ledger, sweep_id, d.cfg.runs)
@@ -36,8 +36,8 @@ def write_reports(d, sweep_id: str) -> dict:
 
 
 def job_index(d, spec, scheduled, rid):
-    from .promote import read_active
-    from search_core.indexer import index_vault
+    from tuner.promotion.promote import read_active
+    from search_core.index.indexer import index_vault
     s = d.cfg.sweep
     done = {}
     rep = index_vault(s["vault"], s["db"])
@@ -59,8 +59,8 @@ def _daemon_sweeps(d) -> list[str]:
 
 
 def job_sweep(d, spec, scheduled, rid):
-    from .promote import decide_promotion, read_active
-    from .sweep import Sweep, SweepParams
+    from tuner.promotion.promote import decide_promotion, read_active
+    from tuner.sweep.loop import Sweep, SweepParams
 
     s = d.cfg.sweep
     now = dt.datetime.now(d.cfg.tz)
@@ -134,8 +134,8 @@ def job_report(d, spec, scheduled, rid):
 
 
 def job_retest(d, spec, scheduled, rid):
-    from .audit_rejected import audit_report
-    from .reports import emit
+    from tuner.sweep.rejected_audit import audit_report
+    from tuner.reports import emit
     sid = _latest_tuning_sweep(d)
     rep = audit_report(d.cfg.ledger, sid, do_retest=True, runs=d.cfg.runs, progress=log.info)
     path = emit(rep, "html", Path(d.cfg.runs) / "reports" / f"retest-{sid}.html")
@@ -147,7 +147,7 @@ def job_retest(d, spec, scheduled, rid):
 def job_calibrate(d, spec, scheduled, rid):
     import importlib
     try:
-        mod = importlib.import_module("tuner.calibrate")
+        mod = importlib.import_module("tuner.gate.calibrate")
     except ImportError:
         return "unavailable", {"why": "tuner.calibrate (the gate issue) is not in this build"}
     return "ok", mod.daemon_job(d.cfg)

@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.store import atomic, connect
+from search_core.index.store import atomic, connect
 
-from .daemon_config import DaemonConfig
+from tuner.daemon.config import DaemonConfig
 
 LOCK = "daemon.lock"
 RUNS_DB = "daemon.sqlite"
@@ -232,7 +232,7 @@ class Daemon:
 
     # one job, recorded ---------------------------------------------------------------------------------
     def run_job(self, name: str, scheduled: dt.datetime | None = None, trigger: str = "schedule") -> dict:
-        from .daemon_jobs import JOBS
+        from tuner.daemon.jobs import JOBS
         job = self.cfg.job(name)
         now = dt.datetime.now(self.cfg.tz)
         if scheduled is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .stats_util import bootstrap_ci, paired_randomization
+from tuner.evaluation.stats import bootstrap_ci, paired_randomization
 
 ALPHA = 0.05
 METRICS = ("hit@5", "mrr", "ndcg@10", "p@5", "recall@5")

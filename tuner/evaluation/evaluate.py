@@ -11,13 +11,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from search_core.config import SearchConfig
-from search_core.query_cache import QueryEmbeddingCache
-from search_core.ranking import K_LIST  # the ranked list kept per question (10)
+from search_core.search.query_cache import QueryEmbeddingCache
+from search_core.search.ranking import K_LIST  # the ranked list kept per question (10)
 
-from .gold import LEVELS, GoldSet
-from .metrics import first_rank, hit_at_k, mean, ndcg_at_k, precision_at_k, reciprocal_rank, recall_at_k
-from .score import ScoreConfig, score100
-from .stats_util import percentile
+from tuner.data.gold import LEVELS, GoldSet
+from tuner.evaluation.metrics import first_rank, hit_at_k, mean, ndcg_at_k, precision_at_k, reciprocal_rank, recall_at_k
+from tuner.evaluation.score import ScoreConfig, score100
+from tuner.evaluation.stats import percentile
 
 
 
@@ -221,7 +221,7 @@ def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCach
              min_timing_samples: int = 0) -> EvalResult:
     """min_timing_samples: time repeated passes until every latency percentile stands on at least this
     many timings (TIMING_SAMPLES in sweeps); quality metrics come from the first pass, they do not vary."""
-    from .audit import possible_gold_gaps
+    from tuner.evaluation.fake_miss import possible_gold_gaps
 
     t0 = time.perf_counter()
     warnings = gold.check_against(searcher.view.notes.keys(), allow_missing=allow_missing)

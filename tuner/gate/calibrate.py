@@ -7,7 +7,7 @@ could answer: counted as answerable) or `irrelevant` (counted as a probe). Any o
 calibrate() by producing LogCall rows.
 
 calibrate() is pure: rows in, a Calibration (plain dict) out. The CLI writes it as a report (md, html,
-json) and as a proposal file (tuner.gate_proposal: write, apply, undo).
+json) and as a proposal file (tuner.gate.proposal: write, apply, undo).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from search_core import SearchCoreError
-from search_core.gate_model import GateFitError, GateModel, best_balanced_threshold, fit_gate
+from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
-from search_core.recall_log import RETIRE_MIN_INJECTION, RETIRE_P95_MS
+from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS
 
-from .gate_metrics import auroc, gate_scorecard, risk_coverage_curve
-from .gate_proposal import write_proposal
+from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
+from tuner.gate.proposal import write_proposal
 
 LOG_TABLE = "recall_calls"
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
@@ -37,7 +37,7 @@ FLIP_DELTA = 0.02
 # added, chosen among 12 / 13 / 13 + unknown_latin / 16 by the mean balanced accuracy of the default gate's
 # transfer to KorQuAD, AutoRAG-ko and demo-gate-tune (fitted without each; the demo measurement sets were not
 # read): 0.779 / 0.792 / 0.804 / 0.798. meta_overlap stays (the 12 lost on all three). Fourth round:
-# unknown_names (the word-level test, search_core.word_df) added by the same rule: 14 / 14' (unknown_names in
+# unknown_names (the word-level test, search_core.index.word_df) added by the same rule: 14 / 14' (unknown_names in
 # place of unknown_latin) / 15 (both) = 0.804 / 0.814 / 0.816; 14' and 15 differ within noise. Sixth round:
 # sparse_idf_overlap (the BM25 channel's own top chunk, independent of the fusion's rrf_k) added by a rule
 # declared before measuring: on 20 fresh KorQuAD splits balanced accuracy 0.9444 vs the 15's 0.9415 (better on
@@ -335,9 +335,9 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
     (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
     both call this."""
     from search_core.config import SearchConfig
-    from search_core.pipeline import Searcher
+    from search_core.search.pipeline import Searcher
 
-    from .gold import load_gold
+    from tuner.data.gold import load_gold
 
     searcher = Searcher(db)
     try:
@@ -365,9 +365,9 @@ def daemon_job(cfg) -> dict:
     """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
     plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
     and a proposal; applying it stays a person's decision (`autoresearch calibrate apply`)."""
-    from .cli_gate import calibration_report
-    from .promote import read_active
-    from .reports import emit
+    from tuner.cli.gate import calibration_report
+    from tuner.promotion.promote import read_active
+    from tuner.reports import emit
 
     runs = Path(cfg.runs)
     active = read_active(runs)

@@ -21,10 +21,10 @@ from pathlib import Path
 import yaml
 
 from search_core import SearchCoreError
-from search_core.indexer import index_vault
-from search_core.vault import is_beir, is_korquad, list_vault
+from search_core.index.indexer import index_vault
+from search_core.ingest.vault import is_beir, is_korquad, list_vault
 
-from .gold import GoldSet, load_gold
+from tuner.data.gold import GoldSet, load_gold
 
 
 def document_of(note_id: str, korquad: bool, docs: dict | None = None) -> str:

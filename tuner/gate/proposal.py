@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.gate_model import load_gate, sidecar_path
+from search_core.gate.model import load_gate, sidecar_path
 
 
 def write_proposal(cal: dict, db: str | Path, path: str | Path) -> dict:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.store import connect
+from search_core.index.store import connect
 
 LEDGER_KIND = "autoresearch-ledger"
 LEDGER_SCHEMA = 2          # 1: rounds without chain; 2: chain columns, ledger_meta, sweeps triggers
@@ -279,7 +279,7 @@ def verify_or_seal(path: str | Path) -> LedgerVerdict:
     ledger is sealed by opening it once, then verified."""
     v = verify_ledger(path)
     if v.needs_upgrade:
-        from .ledger import Ledger
+        from tuner.ledger.ledger import Ledger
         Ledger(path, create=False).close()
         v = verify_ledger(path)
     return v

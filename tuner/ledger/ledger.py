@@ -2,7 +2,7 @@
 
 A round is one INSERT in one transaction: `kill -9` loses at most the round in flight, never half a
 row. Triggers refuse UPDATE and DELETE on rounds; decisions come from a closed vocabulary. Each round
-also carries a hash chained to the previous one (tuner.ledger_chain), so a change that gets past the
+also carries a hash chained to the previous one (tuner.ledger.chain), so a change that gets past the
 triggers still shows in `autoresearch ledger --verify`.
 """
 
@@ -12,9 +12,9 @@ import json
 import time
 from pathlib import Path
 
-from search_core.store import atomic, connect
+from search_core.index.store import atomic, connect
 
-from .ledger_chain import check_ledger_file, head, holdout_values, link, normalise_round, sweep_genesis, upgrade
+from tuner.ledger.chain import check_ledger_file, head, holdout_values, link, normalise_round, sweep_genesis, upgrade
 
 DECISIONS = ("kept", "rejected:hit5_regressed", "rejected:no_gain", "rejected:level_guard",
              "rejected:latency_budget", "unavailable", "crashed")

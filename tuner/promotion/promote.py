@@ -18,10 +18,10 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
-from search_core.gate_model import sidecar_path
-from search_core.store import atomic, connect
+from search_core.gate.model import sidecar_path
+from search_core.index.store import atomic, connect
 
-from .toml_out import _value, config_toml
+from tuner.promotion.config_toml import _value, config_toml
 
 RUNS_ENV = "AUTORESEARCH_RUNS"
 ACTIVE = "active.toml"
@@ -301,7 +301,7 @@ def resolve_search_config(db: Path | None, config_path: Path | None,
         if active.index is None:
             raise SearchCoreError(f"{runs_dir(runs) / ACTIVE} names no index; pass --db")
         return active.index, active.config
-    from search_core.store import get_meta
+    from search_core.index.store import get_meta
     conn = connect(db, readonly=True)
     try:
         emb = get_meta(conn, "fingerprint")["embedder"]["name"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from .ab_compare import AB_METRICS, verdict
-from .gold import LEVELS
-from .reports import Para, Plot, Report, Section, Table
-from .reports.plots import histograms, labelled_scatter
+from tuner.ab.compare import AB_METRICS, verdict
+from tuner.data.gold import LEVELS
+from tuner.reports import Para, Plot, Report, Section, Table
+from tuner.reports.plots import histograms, labelled_scatter
 
 METRIC_NAMES = {"hit@1": "hit@1", "hit@5": "hit@5", "mrr": "MRR@10", "p@5": "P@5", "recall@5": "recall@5",
                 "ndcg@10": "nDCG@10"}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 
-from .doc import Para, Plot, Report, Table
+from tuner.reports.doc import Para, Plot, Report, Table
 
 
 def _cell(v) -> str:

@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.store import connect
+from search_core.index.store import connect
 
-from .decide import objective_value
-from .ledger import Ledger
-from .promote import History, holdout_verdict, runs_dir
-from .reports import Para, Plot, Report, Section, Table
-from .reports.plots import progress_plot
-from .variables import unavailable_fix
+from tuner.sweep.keep_rule import objective_value
+from tuner.ledger.ledger import Ledger
+from tuner.promotion.promote import History, holdout_verdict, runs_dir
+from tuner.reports import Para, Plot, Report, Section, Table
+from tuner.reports.plots import progress_plot
+from tuner.sweep.variables import unavailable_fix
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
 REQUIRED_COLUMNS = {"sweeps": {"id", "created", "params", "start_config", "status", "summary"},

@@ -16,18 +16,18 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig
 from search_core.models import ModelUnavailable
 
-from .compare import compare
-from .decide import Rule, decide, latency_for_decision, latency_noise_ms, objective_value
-from .evaluate import TIMING_SAMPLES
-from .gold import GoldSet, load_gold, split_gold
-from .ledger import Ledger
-from .pins import check_pins, harness_pins
-from .propose import propose
-from .score import load_score_config
-from .space import Space, load_space
-from .variables import (GATE_SCORE, LATENCY_NOTES, MODEL_GATE_FIELD, gate_field, gate_pair, kind_of,
+from tuner.evaluation.compare import compare
+from tuner.sweep.keep_rule import Rule, decide, latency_for_decision, latency_noise_ms, objective_value
+from tuner.evaluation.evaluate import TIMING_SAMPLES
+from tuner.data.gold import GoldSet, load_gold, split_gold
+from tuner.ledger.ledger import Ledger
+from tuner.sweep.pins import check_pins, harness_pins
+from tuner.sweep.propose import propose
+from tuner.evaluation.score import load_score_config
+from tuner.sweep.space import Space, load_space
+from tuner.sweep.variables import (GATE_SCORE, LATENCY_NOTES, MODEL_GATE_FIELD, gate_field, gate_pair, kind_of,
                         unavailable_reason, unchanged_reason)
-from .workbench import Workbench, fit_threshold
+from tuner.sweep.workbench import Workbench, fit_threshold
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import hashlib
 
 import optuna
 
-from .space import Variable
+from tuner.sweep.space import Variable
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 MAX_ASKS = 12   # duplicate proposals before falling back to the nearest untried grid value

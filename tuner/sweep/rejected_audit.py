@@ -16,11 +16,11 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
 
-from .decide import decide, objective_value
-from .ledger import Ledger
-from .promote import read_active
-from .report_sweep import open_ledger, pick_sweep
-from .reports import Para, Report, Section, Table
+from tuner.sweep.keep_rule import decide, objective_value
+from tuner.ledger.ledger import Ledger
+from tuner.promotion.promote import read_active
+from tuner.reports.sweep import open_ledger, pick_sweep
+from tuner.reports import Para, Report, Section, Table
 
 # rule name -> variables that move the same quantity: a kept change to one can change the best value
 # of another, so a candidate rejected before that change was judged on a baseline that no longer exists
@@ -135,11 +135,11 @@ def build_audit_report(d: dict, retest_result: dict | None = None) -> Report:
 def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, progress=None) -> dict:
     """Re-run every candidate marked worth re-testing against today's baseline; each becomes a round of a
     new sweep in the same ledger, its reason starting with "retest of SWEEP#ROUND"."""
-    from .gold import load_gold, split_gold
-    from .score import load_score_config
-    from .variables import MODEL_GATE_FIELD, gate_pair, kind_of
-    from .sweep import SweepParams, compact_metrics
-    from .workbench import Workbench, fit_threshold
+    from tuner.data.gold import load_gold, split_gold
+    from tuner.evaluation.score import load_score_config
+    from tuner.sweep.variables import MODEL_GATE_FIELD, gate_pair, kind_of
+    from tuner.sweep.loop import SweepParams, compact_metrics
+    from tuner.sweep.workbench import Workbench, fit_threshold
 
     d = audit_data(ledger_path, sweep_id)
     marked = [x for x in d["rejected"] if x["worth_retest"]]

@@ -10,7 +10,7 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig, read_toml
 
 KINDS = ("float", "int", "categorical")
-# what a change of each variable needs, and how its rounds are timed and judged: tuner/variables.py
+# what a change of each variable needs, and how its rounds are timed and judged: tuner/sweep/variables.py
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,15 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
-from search_core.gate_model import COSINE, GateChoice
+from search_core.gate.model import COSINE, GateChoice
 from search_core.hashing import hash_json
-from search_core.indexer import default_cache_path, index_vault
-from search_core.pipeline import Searcher
-from search_core.store import connect, get_meta
+from search_core.index.indexer import default_cache_path, index_vault
+from search_core.search.pipeline import Searcher
+from search_core.index.store import connect, get_meta
 
-from .evaluate import RetrievalCache, evaluate
-from .gold import GoldSet
-from .score import ScoreConfig, score100
+from tuner.evaluation.evaluate import RetrievalCache, evaluate
+from tuner.data.gold import GoldSet
+from tuner.evaluation.score import ScoreConfig, score100
 
 
 class IndexVerificationError(SearchCoreError):
@@ -70,8 +70,8 @@ def fit_gate_model(per_query: list[dict], fingerprint: dict, reranker: str = "no
     """The gate model re-fitted on the tuning set's gate features (a model swap changes every score),
     or None when the set cannot support one (too few probes, constant features). `gold_name` is recorded
     as the set it was fitted on, so `calibrate --labels` on that set says its scores are in-sample."""
-    from search_core.gate_model import GateFitError, fit_gate
-    from .calibrate import CALIBRATION_C, CALIBRATION_FEATURES
+    from search_core.gate.model import GateFitError, fit_gate
+    from tuner.gate.calibrate import CALIBRATION_C, CALIBRATION_FEATURES
     rows = [q for q in per_query if q.get("gate_features")]
     try:
         return fit_gate([q["gate_features"] for q in rows], [int(q["level"] != "probe") for q in rows],

@@ -5,11 +5,11 @@ import pytest
 from click.testing import CliRunner
 
 from search_core.config import SearchConfig
-from search_core.gate_features import FEATURE_NAMES, gate_features, idf_overlap, term_overlap, unknown_words
-from search_core.gate_model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
+from search_core.gate.features import FEATURE_NAMES, gate_features, idf_overlap, term_overlap, unknown_words
+from search_core.gate.model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
                                     fit_gate, load_gate, sidecar_path)
-from search_core.pipeline import Searcher
-from tuner.cli import main
+from search_core.search.pipeline import Searcher
+from tuner.cli.main import main
 
 QUERIES_IN = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부"]
 QUERIES_OUT = ["양자 컴퓨터 큐비트 오류 정정", "LightRAG 설치", "축구 월드컵 우승국", "파리 에펠탑 높이", "주식 배당금 세금"]
@@ -176,9 +176,9 @@ def test_shipped_default_loads():
 
 
 def test_eval_rows_carry_features_and_refit_the_gate(small_index):
-    from tuner.evaluate import evaluate
-    from tuner.gold import GoldSet, Question
-    from tuner.workbench import fit_gate_model
+    from tuner.evaluation.evaluate import evaluate
+    from tuner.data.gold import GoldSet, Question
+    from tuner.sweep.workbench import fit_gate_model
     s = Searcher(small_index)
     qs = tuple(Question(f"a{i}", "L1", q, ("life/kimchi",)) for i, q in enumerate(QUERIES_IN)) + \
         tuple(Question(f"p{i}", "probe", q, ()) for i, q in enumerate(QUERIES_OUT))
@@ -186,7 +186,7 @@ def test_eval_rows_carry_features_and_refit_the_gate(small_index):
     assert all(set(q["gate_features"]) == set(FEATURE_NAMES) for q in res["per_query"])
     m = fit_gate_model(res["per_query"], s.fingerprint, gold_name="g")
     assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None
-    from tuner.calibrate import fitted_sources
+    from tuner.gate.calibrate import fitted_sources
     assert fitted_sources(m) == {"g"}          # calibrate --labels on the tuning set flags it in-sample
     assert fit_gate_model([q for q in res["per_query"] if q["level"] != "probe"], s.fingerprint) is None
 
@@ -194,7 +194,7 @@ def test_eval_rows_carry_features_and_refit_the_gate(small_index):
 def test_a_broken_index_table_never_fails_the_features():
     import sqlean
 
-    from search_core.gate_features import _term_df
+    from search_core.gate.features import _term_df
 
     class View:
         chunk_note = {1: "a"}
@@ -206,7 +206,7 @@ def test_a_broken_index_table_never_fails_the_features():
 # ---- third round: unknown_latin, heading_overlap, bm25_wig (hand-computed) --------------------------------
 
 def test_unknown_latin_reads_latin_names_in_a_korean_query(small_index):
-    from search_core.gate_features import unknown_latin
+    from search_core.gate.features import unknown_latin
     s = Searcher(small_index)
     v, c = s.view, s.conn
     assert unknown_latin(v, c, "Kubernetes 김치찌개 팀") == 1.0        # its one Latin word: "kub" is in no chunk
@@ -220,7 +220,7 @@ def test_unknown_latin_reads_latin_names_in_a_korean_query(small_index):
 
 def test_heading_overlap_reads_the_chunk_heading_path_only(small_index):
     from types import SimpleNamespace
-    from search_core.gate_features import idf_overlap
+    from search_core.gate.features import idf_overlap
     s = Searcher(small_index)
     (cid, ctx), = s.conn.execute("SELECT id, context FROM chunks WHERE text LIKE '%Leiden%'").fetchall()
     assert "커뮤니티" in ctx and "leiden" not in ctx.lower()
@@ -239,7 +239,7 @@ def test_idf_weighting_by_hand(monkeypatch):
     """N = 10 chunks; "abc" in 1 (idf ln(1 + 9.5/1.5) = 1.99243), "xyz" in 9 (idf ln(1 + 1.5/9.5) = 0.14660):
     a text holding only "abc" covers 1.99243 / 2.13903 = 0.93147 of the query."""
     from types import SimpleNamespace
-    import search_core.gate_features as gf
+    import search_core.gate.features as gf
     monkeypatch.setattr(gf, "_term_df", lambda view, conn, grams: {g: {"abc": 1, "xyz": 9}[g] for g in grams})
     view = SimpleNamespace(chunk_note=list(range(10)))
     assert gf.idf_overlap(view, None, "abc xyz", "-- abc --") == pytest.approx(0.93147, abs=1e-5)
@@ -249,8 +249,8 @@ def test_idf_weighting_by_hand(monkeypatch):
 def test_bm25_wig_pads_a_short_list_with_zeros(small_index, monkeypatch):
     """Sparse scores 6, 3, 1 (three notes matched), query IDF 2: WIG = (6 - (6 + 3 + 1) / 10) / 2 = 2.5,
     not (6 - 10/3) / 2 = 1.33 (the mean over the three found)."""
-    from search_core.channels import ChannelHit
-    import search_core.gate_features as gf
+    from search_core.search.channels import ChannelHit
+    import search_core.gate.features as gf
     s = Searcher(small_index)
     monkeypatch.setattr(gf, "query_idf", lambda view, conn, q: 2.0)
     lists = {"sparse": [ChannelHit("a", None, 6.0), ChannelHit("b", None, 3.0), ChannelHit("c", None, 1.0)]}
@@ -262,11 +262,11 @@ def test_bm25_wig_pads_a_short_list_with_zeros(small_index, monkeypatch):
 # ---- fourth round: unknown_names, the word-level test (hand-computed over the small vault's word table) ----
 
 def test_unknown_names_tests_whole_words_where_the_trigram_test_is_blind(small_index):
-    from search_core.gate_features import unknown_latin, unknown_names
+    from search_core.gate.features import unknown_latin, unknown_names
     s = Searcher(small_index)
     v, c = s.view, s.conn
     # "unity": its trigrams uni, nit, ity all occur inside "community", so the trigram test calls it seen;
-    # no chunk holds it as a word (tests/test_word_df.py lists the vault's words)
+    # no chunk holds it as a word (tests/search_core/index/test_word_df.py lists the vault's words)
     assert unknown_latin(v, c, "Unity 커뮤니티") == 0.0
     assert unknown_names(v, c, "Unity 커뮤니티") == 1.0
     assert unknown_names(v, c, "Unity RRF 김치찌개") == 0.5            # rrf: 3 chunks; unity: none
@@ -282,9 +282,9 @@ def test_unknown_names_tests_whole_words_where_the_trigram_test_is_blind(small_i
 def test_unknown_names_falls_back_to_the_trigram_test_on_an_index_without_the_table(small_index, tmp_path):
     import json
     from click.testing import CliRunner
-    from search_core import word_df
-    from search_core.store import atomic, connect
-    from tuner.cli import main
+    from search_core.index import word_df
+    from search_core.index.store import atomic, connect
+    from tuner.cli.main import main
     conn = connect(small_index)
     with atomic(conn):
         conn.execute("DROP TABLE latin_word_df")
@@ -325,8 +325,8 @@ def test_channel_top_idf_overlap_by_hand(monkeypatch):
     0.14660 / 2.13903 = 0.06853; the fused first result holds both (idf_overlap 1). No sparse list: 0."""
     import sqlite3
     from types import SimpleNamespace
-    import search_core.gate_features as gf
-    from search_core.channels import ChannelHit
+    import search_core.gate.features as gf
+    from search_core.search.channels import ChannelHit
     monkeypatch.setattr(gf, "_term_df", lambda view, conn, grams: {g: {"abc": 1, "xyz": 9}[g] for g in grams})
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, context TEXT, text TEXT)")

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.check import check_index
-from search_core.indexer import index_vault
-from search_core.store import connect
-from tests.conftest import write_vault
-from tuner.cli import main
+from search_core.index.check import check_index
+from search_core.index.indexer import index_vault
+from search_core.index.store import connect
+from tests.helpers import write_vault
+from tuner.cli.main import main
 
 
 def damage(path, offset: int, n: int, seed: int = 0) -> None:

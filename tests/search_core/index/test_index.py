@@ -6,10 +6,10 @@ import uuid
 import pytest
 
 from search_core import SearchCoreError
-from search_core.indexer import index_vault
-from search_core.pipeline import Searcher
-from search_core.store import connect, get_meta
-from tests.conftest import write_vault
+from search_core.index.indexer import index_vault
+from search_core.search.pipeline import Searcher
+from search_core.index.store import connect, get_meta
+from tests.helpers import write_vault
 
 
 def q(db, sql):
@@ -224,8 +224,8 @@ def test_stale_build_files_from_a_killed_run_are_removed(small_vault, tmp_path, 
 def test_korquad_json_reads_as_a_vault_and_evaluates(tmp_path, shared_cache):
     import json as _json
     from search_core.config import SearchConfig
-    from tuner.evaluate import evaluate
-    from tuner.gold import load_gold
+    from tuner.evaluation.evaluate import evaluate
+    from tuner.data.gold import load_gold
     doc = {"version": "KorQuAD_v1.0_dev", "data": [
         {"title": "한국은행", "paragraphs": [
             {"context": "한국은행은 2024년 기준금리를 3.5%로 동결했다.", "qas": [

@@ -1,12 +1,12 @@
-"""The index handle (search_core/index_handle.py): open and verify, reload only when the file changed."""
+"""The index handle (search_core/index/handle.py): open and verify, reload only when the file changed."""
 
 import pytest
 
 from search_core import SearchCoreError
-from search_core.index_handle import IndexChangedError, IndexHandle
-from search_core.indexer import index_vault
-from search_core.pipeline import Searcher
-from search_core.store import atomic, connect
+from search_core.index.handle import IndexChangedError, IndexHandle
+from search_core.index.indexer import index_vault
+from search_core.search.pipeline import Searcher
+from search_core.index.store import atomic, connect
 
 
 def test_the_view_is_rebuilt_on_a_commit_and_only_then(small_index):

@@ -6,13 +6,13 @@ import shutil
 import numpy as np
 import pytest
 
-from search_core import short_tokens
-from search_core.channels import TOKEN_RE, sparse
-from search_core.indexer import index_vault
-from search_core.pipeline import Searcher
-from search_core.store import connect
-from search_core.view import IndexView, ShortTokenIndex
-from tests.conftest import write_vault
+from search_core.index import short_tokens
+from search_core.search.channels import TOKEN_RE, sparse
+from search_core.index.indexer import index_vault
+from search_core.search.pipeline import Searcher
+from search_core.index.store import connect
+from search_core.search.view import IndexView, ShortTokenIndex
+from tests.helpers import write_vault
 
 
 def like_scan(conn, token):

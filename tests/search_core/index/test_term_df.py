@@ -3,12 +3,12 @@ updates, spare the gate its fts5vocab walks, and are never read when a writer le
 
 import pytest
 
-from search_core import term_df
-from search_core.gate_features import gate_features
-from search_core.indexer import index_vault
-from search_core.pipeline import Searcher
-from search_core.store import atomic, bump_generation, connect
-from tests.conftest import write_vault
+from search_core.index import term_df
+from search_core.gate.features import gate_features
+from search_core.index.indexer import index_vault
+from search_core.search.pipeline import Searcher
+from search_core.index.store import atomic, bump_generation, connect
+from tests.helpers import write_vault
 
 
 def live_vocab(conn):

@@ -1,13 +1,13 @@
-"""The Latin-script word table (search_core.word_df): the word rule, hand-counted document frequencies after
+"""The Latin-script word table (search_core.index.word_df): the word rule, hand-counted document frequencies after
 a full build and after an incremental update, and a stale or missing table never read."""
 
 import pytest
 
-from search_core import word_df
-from search_core.indexer import index_vault
-from search_core.pipeline import Searcher
-from search_core.store import atomic, bump_generation, connect
-from tests.conftest import write_vault
+from search_core.index import word_df
+from search_core.index.indexer import index_vault
+from search_core.search.pipeline import Searcher
+from search_core.index.store import atomic, bump_generation, connect
+from tests.helpers import write_vault
 
 
 def stored(conn):

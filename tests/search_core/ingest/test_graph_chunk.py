@@ -1,7 +1,7 @@
-from search_core.chunk import chunk_note, dense_selection
+from search_core.ingest.chunk import chunk_note, dense_selection
 from search_core.config import ChunkConfig
-from search_core.graph import LinkResolver, communities, cooccurrence, entities_for
-from search_core.parse import parse_note
+from search_core.ingest.graph import LinkResolver, communities, cooccurrence, entities_for
+from search_core.ingest.parse import parse_note
 
 
 def test_link_resolution_forms():

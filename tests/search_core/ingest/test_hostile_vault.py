@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from search_core.indexer import index_vault
-from search_core.limits import QUERY_EMBED_MAX_CHARS
-from search_core.parse import parse_note
-from search_core.pipeline import Searcher
-from search_core.store import connect
-from tests.conftest import ROOT, write_vault
-from tuner.cli import main
+from search_core.index.indexer import index_vault
+from search_core.search.limits import QUERY_EMBED_MAX_CHARS
+from search_core.ingest.parse import parse_note
+from search_core.search.pipeline import Searcher
+from search_core.index.store import connect
+from tests.helpers import ROOT, write_vault
+from tuner.cli.main import main
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -103,7 +103,7 @@ def test_yaml_alias_bomb_is_refused_fast_and_names_the_note(tmp_path):
 
 
 def test_deep_and_huge_frontmatter_are_refused_with_a_warning(tmp_path, shared_cache):
-    from search_core.parse import MAX_FRONTMATTER_DEPTH
+    from search_core.ingest.parse import MAX_FRONTMATTER_DEPTH
     deep = "---\nx: " + "[" * 5000 + "]" * 5000 + "\n---\n깊은 노트 본문\n"
     huge = "---\ntitle: 큰 노트\nsummary: " + "가" * 70_000 + "\n---\n큰 노트 본문\n"
     vault = write_vault(tmp_path / "v", {"deep.md": deep, "huge.md": huge, "ok.md": "# 정상\n정상"})

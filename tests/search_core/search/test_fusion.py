@@ -1,6 +1,6 @@
 import pytest
 
-from search_core.fusion import community_boost, weighted_rrf
+from search_core.search.fusion import community_boost, weighted_rrf
 
 
 def test_weighted_rrf_by_hand():

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from search_core import channels as ch
-from search_core.pipeline import Searcher
-from tests.conftest import write_vault
+from search_core.search import channels as ch
+from search_core.search.pipeline import Searcher
+from tests.helpers import write_vault
 
 # Four notes with hand-countable trigrams: "qqxyz" sits in one chunk, "common" in three.
 CAP_VAULT = {
@@ -22,7 +22,7 @@ CAP_VAULT = {
 
 @pytest.fixture
 def cap_index(tmp_path, shared_cache):
-    from search_core.indexer import index_vault
+    from search_core.index.indexer import index_vault
     db = tmp_path / "cap" / "index.sqlite"
     index_vault(write_vault(tmp_path / "capvault", CAP_VAULT), db, cache=shared_cache)
     return db

@@ -13,9 +13,9 @@ from threadpoolctl import threadpool_info
 from search_core.models import get_embedder
 from search_core.models import threads as threads_module
 from search_core.models.threads import QUERY_THREADS, embed_queries
-from search_core.pipeline import Searcher
-from search_core.query_cache import QueryEmbeddingCache
-from tests.conftest import ROOT
+from search_core.search.pipeline import Searcher
+from search_core.search.query_cache import QueryEmbeddingCache
+from tests.helpers import ROOT
 
 TWO_CORES = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="a one-core machine runs one thread anyway")
 
@@ -43,7 +43,7 @@ def spy_e5(monkeypatch):
 @pytest.fixture
 def fresh_cache(monkeypatch):
     """Searchers share one process-wide cache; these tests need their queries to miss it."""
-    import search_core.pipeline as pipeline
+    import search_core.search.pipeline as pipeline
     cache = QueryEmbeddingCache()
     monkeypatch.setattr(pipeline, "QUERY_CACHE", cache)
     return cache
@@ -181,10 +181,10 @@ def test_evaluation_pays_for_every_query_embedding_even_when_the_cache_holds_it(
     """A timed evaluation must not read latency off the query-vector cache: the second run of the same
     questions embeds them again (and leaves the searcher's own cache in place afterwards)."""
     from search_core.config import SearchConfig
-    from search_core.pipeline import Searcher
-    from search_core.query_cache import QueryEmbeddingCache
-    from tuner.evaluate import run_queries
-    from tuner.gold import GoldSet, Question
+    from search_core.search.pipeline import Searcher
+    from search_core.search.query_cache import QueryEmbeddingCache
+    from tuner.evaluation.evaluate import run_queries
+    from tuner.data.gold import GoldSet, Question
 
     s = Searcher(small_index)
     own = s.query_cache = QueryEmbeddingCache(16)

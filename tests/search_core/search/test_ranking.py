@@ -3,12 +3,12 @@
 import pytest
 
 from search_core.config import SearchConfig
-from search_core.fusion import weighted_rrf
-from search_core.pipeline import Searcher
-from search_core.ranking import K_LIST, final_ranking, fuse, rank_lists, window
-from tuner.evaluate import run_queries
-from tuner.gold import load_gold
-from tests.conftest import ROOT
+from search_core.search.fusion import weighted_rrf
+from search_core.search.pipeline import Searcher
+from search_core.search.ranking import K_LIST, final_ranking, fuse, rank_lists, window
+from tuner.evaluation.evaluate import run_queries
+from tuner.data.gold import load_gold
+from tests.helpers import ROOT
 
 TUNE = ROOT / "experiments/gold/demo-tune.yaml"
 
@@ -63,4 +63,3 @@ def test_evaluation_scores_exactly_the_list_search_returns_with_a_reranker(demo_
     assert moved > 0, "the reranker should have re-ordered some top 5"
 
 
-from tests.test_models import rerank_server  # noqa: E402,F401  a real HTTP rerank server fixture

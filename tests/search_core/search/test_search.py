@@ -4,10 +4,10 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.channels import fts_match_expr, query_terms, shares_query_vector, split_query
+from search_core.search.channels import fts_match_expr, query_terms, shares_query_vector, split_query
 from search_core.config import SearchConfig
-from search_core.pipeline import Searcher, confidence_label
-from tuner.cli import main
+from search_core.search.pipeline import Searcher, confidence_label
+from tuner.cli.main import main
 
 
 def test_query_terms_and_quoting():
@@ -158,7 +158,7 @@ def test_index_and_stats_cli(small_vault, tmp_path):
 
 
 def test_demo_vault_is_a_real_vault(demo_index):
-    from search_core.stats import index_stats
+    from search_core.index.stats import index_stats
     s = index_stats(demo_index)
     assert s["notes"] >= 120
     assert s["nav_notes"] >= 3

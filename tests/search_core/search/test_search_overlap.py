@@ -7,16 +7,16 @@ import threading
 import numpy as np
 import pytest
 
-from search_core import channels as ch
+from search_core.search import channels as ch
 from search_core.config import CHANNELS, SearchConfig
-from search_core.fusion import weighted_rrf
-from search_core.limits import cap_query
+from search_core.search.fusion import weighted_rrf
+from search_core.search.limits import cap_query
 from search_core.models import get_embedder
 from search_core.models.threads import embed_queries
-from search_core.pipeline import Retrieval, Searcher
-from search_core.query_cache import WORKER, QueryEmbeddingCache
-from tests.conftest import ROOT
-from tuner.gold import load_gold
+from search_core.search.pipeline import Retrieval, Searcher
+from search_core.search.query_cache import WORKER, QueryEmbeddingCache
+from tests.helpers import ROOT
+from tuner.data.gold import load_gold
 
 QUESTIONS = [q.query for name in ("demo-tune", "demo-holdout")
              for q in load_gold(ROOT / "experiments" / "gold" / f"{name}.yaml").questions][:40]

@@ -7,12 +7,12 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.indexer import index_vault
-from search_core.pipeline import IndexChangedError, Searcher
-from search_core.store import atomic, connect, open_index
-from search_core.view import IndexView
-from tuner import stats_util
-from tuner.cli import main
+from search_core.index.indexer import index_vault
+from search_core.search.pipeline import IndexChangedError, Searcher
+from search_core.index.store import atomic, connect, open_index
+from search_core.search.view import IndexView
+from tuner.evaluation import stats as stats_util
+from tuner.cli.main import main
 
 
 def test_a_commit_within_the_same_second_is_seen_by_a_warm_searcher(small_vault, small_index, shared_cache):
@@ -87,7 +87,7 @@ def test_the_bootstrap_memory_is_bounded_and_its_answer_unchanged():
 
 def test_two_model_specs_never_share_an_index_file(tmp_path):
     from search_core.config import ChunkConfig
-    from tuner.workbench import index_path
+    from tuner.sweep.workbench import index_path
     c = ChunkConfig()
     a, b = index_path(tmp_path, "st:/models/bge-m3", c), index_path(tmp_path, "st:models/bge-m3", c)
     assert a != b and a.name.startswith("st_models_bge-m3-")

@@ -16,14 +16,14 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from tuner.ab import ABError, ABParams, parse_candidates, run_ab
-from tuner.cli import main
-from tuner.gold import load_gold, split_gold
-from tuner.report_ab import ab_report
+from tuner.ab.run import ABError, ABParams, parse_candidates, run_ab
+from tuner.cli.main import main
+from tuner.data.gold import load_gold, split_gold
+from tuner.reports.ab import ab_report
 from tuner.reports import emit, render
 from tuner.reports.browser import check_page
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 DEMO_VAULT = ROOT / "experiments" / "demo-vault"
 TUNE = ROOT / "experiments" / "gold" / "demo-tune.yaml"
 
@@ -62,7 +62,7 @@ def test_the_readme_server_specs_parse():
 
 def _cand(label, ranks):
     """A finished candidate whose per-question gold ranks are `ranks` (None: not in the top 10)."""
-    from tuner.ab import Candidate, CandidateResult
+    from tuner.ab.run import Candidate, CandidateResult
     pq = []
     for i, r in enumerate(ranks):
         pq.append({"id": f"q{i}", "level": "L1", "query": f"query {i}", "gold": ["g"], "first_rank": r,
@@ -73,7 +73,7 @@ def _cand(label, ranks):
 
 
 def test_pairwise_counts_questions_and_ranks():
-    from tuner.ab_compare import compare_pair
+    from tuner.ab.compare import compare_pair
     a = _cand("A", [1, 2, None, 7, 1, 1])
     b = _cand("B", [1, 1, 3, None, 1, 2])
     pr = compare_pair(a, b)
@@ -85,8 +85,8 @@ def test_pairwise_counts_questions_and_ranks():
 
 
 def test_a_new_threshold_redecides_the_gate_without_searching():
-    from tuner.ab import _with_threshold
-    from tuner.evaluate import QueryRow
+    from tuner.ab.run import _with_threshold
+    from tuner.evaluation.evaluate import QueryRow
     rows = [QueryRow("a", "L1", "q", ("g",), ("g",), 1, True, 0.80, {}),
             QueryRow("p", "probe", "q", (), ("x",), None, True, 0.70, {}),
             QueryRow("e", "L1", "q", ("g",), (), None, False, 0.0, {})]
@@ -120,7 +120,7 @@ def mini(tmp_path_factory, demo_index, shared_cache):
 @pytest.fixture(scope="module")
 def demo_ab(mini):
     """e5-small vs minilm-l6 vs bge-m3 (not on this machine) vs a server that is down."""
-    from conftest import free_port
+    from tests.helpers import free_port
     down = f"http://127.0.0.1:{free_port()}/v1?model=bge-m3"      # nothing listens there
     p = ABParams(("e5-small", "minilm-l6", "BAAI/bge-m3", down), tune=mini.tune, eval=mini.eval,
                  vault=str(mini.vault), work=str(mini.work))
@@ -313,7 +313,7 @@ def test_ctrl_c_keeps_the_finished_candidate_and_names_the_cut_one(demo_ab, mini
 def test_two_spellings_that_slug_alike_get_two_index_files(tmp_path):
     """`st:/models/bge-m3` and `st:models/bge-m3` are two models; a slug alone gave them one file."""
     from search_core.config import ChunkConfig
-    from tuner.ab import index_path
+    from tuner.ab.run import index_path
     a = index_path(tmp_path, "experiments/demo-vault", "st:/models/bge-m3", ChunkConfig())
     b = index_path(tmp_path, "experiments/demo-vault", "st:models/bge-m3", ChunkConfig())
     other_vault = index_path(tmp_path, "experiments", "st:/models/bge-m3", ChunkConfig())
@@ -321,6 +321,6 @@ def test_two_spellings_that_slug_alike_get_two_index_files(tmp_path):
 
 
 def test_gate_accuracy_without_probes_is_not_printed_as_perfect():
-    from tuner.report_ab import _gate_accuracy
+    from tuner.reports.ab import _gate_accuracy
     assert _gate_accuracy({"probes": 0, "gate_accuracy": 1.0}) == "n/a: no probes"
     assert _gate_accuracy({"probes": 6, "gate_accuracy": 0.75}) == 0.75

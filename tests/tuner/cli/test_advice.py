@@ -7,10 +7,10 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.indexer import index_vault
-from tests.test_gold import GOOD, write
-from tuner.cli import main
-from tuner.gold import GoldError, load_gold
+from search_core.index.indexer import index_vault
+from tests.tuner.data.test_gold import GOOD, write
+from tuner.cli.main import main
+from tuner.data.gold import GoldError, load_gold
 
 
 def test_a_cp949_gold_file_is_named_with_its_encoding(tmp_path):

@@ -15,12 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from tuner.cli import main
-from tuner.daemon import Daemon, InstanceLock, LockHeld, RunTable, catch_up_plan, holder_pid, last_fire, status
-from tuner.daemon_config import DaemonConfigError, load_daemon_config
-from tuner.ledger import Ledger
-from tests.conftest import DEMO_VAULT, ROOT
-from tests.test_sweep import FUSION_SPACE, HOLD, TUNE
+from tuner.cli.main import main
+from tuner.daemon.scheduler import Daemon, InstanceLock, LockHeld, RunTable, catch_up_plan, holder_pid, last_fire, status
+from tuner.daemon.config import DaemonConfigError, load_daemon_config
+from tuner.ledger.ledger import Ledger
+from tests.helpers import DEMO_VAULT, ROOT
+from tests.tuner.sweep.test_sweep import FUSION_SPACE, HOLD, TUNE
 
 FAR = "0 0 1 1 *"     # 1 January: never inside a test's look-back
 
@@ -103,7 +103,7 @@ def test_default_sweep_window_is_its_grace(tmp_path, demo_db):
 def test_second_instance_is_refused_naming_the_pid(tmp_path):
     lock = InstanceLock(tmp_path).acquire()
     try:
-        code = ("from tuner.daemon import InstanceLock, LockHeld\nimport sys\ntry:\n InstanceLock(sys.argv[1]).acquire()\n"
+        code = ("from tuner.daemon.scheduler import InstanceLock, LockHeld\nimport sys\ntry:\n InstanceLock(sys.argv[1]).acquire()\n"
                 "except LockHeld as e:\n print(e); sys.exit(3)\n")
         r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -121,7 +121,7 @@ def test_unwritable_runs_folder_is_a_clear_error(tmp_path):
     with pytest.raises(SearchCoreError, match="cannot write to the runs folder .*make it writable"):
         InstanceLock(tmp_path / "file" / "runs").acquire()
     with pytest.raises(SearchCoreError, match="cannot write to the runs folder"):
-        from tuner.promote import History
+        from tuner.promotion.promote import History
         History(tmp_path / "file" / "runs")
 
 
@@ -182,13 +182,13 @@ def test_last_fire_of_a_cron_trigger(tmp_path, demo_db):
 def test_the_weekly_calibrate_job_writes_a_report_and_a_proposal_from_the_log_and_the_gold_sets(tmp_path, db_copy):
     """The gate issue's calibrate, run as the daemon's job: a real recall log of real searches plus the
     sweep's gold sets as labels; the proposal is written, never applied by the daemon."""
-    from search_core.recall_log import log_search
+    from search_core.recall.log import log_search
     jobs = '[jobs.calibrate]\ncron = "0 3 * * 0"\n'
     write_config(tmp_path, db_copy, jobs=jobs)
     runs = tmp_path / "runs"
     runs.mkdir()
     from search_core.config import SearchConfig
-    from search_core.pipeline import Searcher
+    from search_core.search.pipeline import Searcher
     s = Searcher(db_copy)
     s.use_gate()
     rows = []

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tuner.gold import GoldError, load_gold
+from tuner.data.gold import GoldError, load_gold
 
 
 def write(tmp_path, text, name="g.yaml"):
@@ -100,7 +100,7 @@ def test_korquad_levels_follow_the_stated_rules(tmp_path):
 
 
 def test_demo_gold_sets_have_the_promised_spread():
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
     tune = load_gold(ROOT / "experiments/gold/demo-tune.yaml")
     hold = load_gold(ROOT / "experiments/gold/demo-holdout.yaml")
     probes = load_gold(ROOT / "experiments/gold/demo-probes.yaml")

@@ -3,12 +3,12 @@ import json
 from click.testing import CliRunner
 
 from search_core.config import SearchConfig
-from search_core.pipeline import Searcher
-from tuner.cli import main
-from tuner.audit import possible_gold_gaps
-from tuner.evaluate import QueryRow, RetrievalCache, evaluate, run_queries, summarize
-from tuner.gold import GoldSet, Question, load_gold
-from tests.conftest import ROOT
+from search_core.search.pipeline import Searcher
+from tuner.cli.main import main
+from tuner.evaluation.fake_miss import possible_gold_gaps
+from tuner.evaluation.evaluate import QueryRow, RetrievalCache, evaluate, run_queries, summarize
+from tuner.data.gold import GoldSet, Question, load_gold
+from tests.helpers import ROOT
 
 TUNE = ROOT / "experiments/gold/demo-tune.yaml"
 
@@ -57,8 +57,8 @@ def test_cached_reevaluation_does_not_search_again(demo_index):
 
 
 def test_fake_miss_audit_finds_a_planted_near_duplicate(tmp_path, shared_cache):
-    from search_core.indexer import index_vault
-    from tests.conftest import write_vault
+    from search_core.index.indexer import index_vault
+    from tests.helpers import write_vault
     body = ("## 설정\n\n리랭커는 bge-reranker-v2-m3를 쓰고, 상위 20개를 다시 매겨 5개만 남긴다. 점수 0.2 미만은 버린다. "
             "지연 시간은 CPU에서 420ms 정도였다.\n\n## 결과\n\nMRR이 0.68에서 0.72로 올랐다.\n")
     vault = write_vault(tmp_path / "v", {
@@ -82,7 +82,7 @@ def test_fake_miss_audit_finds_a_planted_near_duplicate(tmp_path, shared_cache):
 
 
 def test_a_small_set_is_timed_over_repeated_passes_until_the_p95_stands_on_100_timings(demo_index):
-    from tuner.evaluate import TIMING_SAMPLES, timing_passes
+    from tuner.evaluation.evaluate import TIMING_SAMPLES, timing_passes
     assert TIMING_SAMPLES == 100
     assert [timing_passes(n, 100) for n in (32, 36, 100, 120, 0)] == [4, 3, 1, 1, 1]
     assert timing_passes(32, 0) == 1

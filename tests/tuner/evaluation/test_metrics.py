@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from tuner.metrics import first_rank, hit_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
+from tuner.evaluation.metrics import first_rank, hit_at_k, ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
 
 RANKED = ["a", "b", "c", "d", "e", "f"]
 
@@ -40,7 +40,7 @@ def test_metrics_agree_with_trec_eval_via_ir_measures():
     import ir_measures
     from ir_measures import P, R, RR, Success, nDCG
 
-    from tuner.metrics import mean
+    from tuner.evaluation.metrics import mean
 
     rng = random.Random(1)
     docs = [f"d{i}" for i in range(30)]

@@ -1,9 +1,9 @@
 import pytest
 from scipy import stats
 
-from tuner.compare import compare
-from tuner.score import ScoreConfig, score100
-from tuner.stats_util import bootstrap_ci, paired_randomization, percentile
+from tuner.evaluation.compare import compare
+from tuner.evaluation.score import ScoreConfig, score100
+from tuner.evaluation.stats import bootstrap_ci, paired_randomization, percentile
 
 
 def test_score100_by_hand():
@@ -61,7 +61,7 @@ def test_compare_flips_and_noise():
 def test_score_rubric_from_the_config_file(tmp_path):
     from search_core import SearchCoreError
     from search_core.config import SearchConfig, load_config
-    from tuner.score import load_score_config
+    from tuner.evaluation.score import load_score_config
     p = tmp_path / "c.toml"
     p.write_text('[search]\nrrf_k = 20\n[score]\npass_line = 70\nquality_weights = { mrr = 1.0 }\n')
     cfg = load_score_config(p)

@@ -6,13 +6,13 @@ import yaml
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.gate_model import sidecar_path
-from search_core.pipeline import Searcher
-from search_core.recall_log import log_search
-from tuner.calibrate import _retirement, apply_label_file, calibrate, read_log
-from tuner.cli import main
-from tuner.probes import make_probes, split_gold
-from tuner.gold import GoldSet, Question
+from search_core.gate.model import sidecar_path
+from search_core.search.pipeline import Searcher
+from search_core.recall.log import log_search
+from tuner.gate.calibrate import _retirement, apply_label_file, calibrate, read_log
+from tuner.cli.main import main
+from tuner.gate.probes import make_probes, split_gold
+from tuner.data.gold import GoldSet, Question
 
 ANSWERABLE = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부",
               "Leiden 알고리즘 커뮤니티"]
@@ -24,8 +24,8 @@ PROBES = ["양자 컴퓨터 큐비트 오류 정정", "LightRAG 설치", "축구
 def logged(tmp_path_factory, shared_cache):
     """A recall log of real searches over the small vault's index: 12 labelled calls, 24 unlabelled, over 3 days.
     Built once for the module (the tests only read it; the apply test undoes what it installs)."""
-    from search_core.indexer import index_vault
-    from conftest import SMALL_VAULT, write_vault
+    from search_core.index.indexer import index_vault
+    from tests.helpers import SMALL_VAULT, write_vault
     tmp_path = tmp_path_factory.mktemp("logged")
     small_index = tmp_path / "idx" / "index.sqlite"
     index_vault(write_vault(tmp_path / "vault", SMALL_VAULT), small_index, cache=shared_cache)
@@ -205,7 +205,7 @@ def test_gate_scorecard_by_hand():
     injected 2/3, probes injected 1/2, balanced accuracy (2/3 + 1/2) / 2 = 0.58333; AUROC: 4 of the 6
     (answerable, probe) pairs in order = 0.66667; risk at coverage 0.2..1.0 (top 1..5 rows): 0, 1/2, 1/3,
     1/4, 2/5."""
-    from tuner.gate_metrics import gate_scorecard
+    from tuner.gate.metrics import gate_scorecard
     c = gate_scorecard([0.9, 0.8, 0.7, 0.6, 0.5], [1, 0, 1, 1, 0], 0.65)
     assert c["answerable_injected"] == 0.6667 and c["probes_injected"] == 0.5
     assert c["balanced_accuracy"] == pytest.approx(0.5833, abs=1e-4) and c["auroc"] == pytest.approx(0.6667, abs=1e-4)
@@ -216,7 +216,7 @@ def test_gate_scorecard_by_hand():
 def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_path):
     """The gate in force, scored on the labelled rows beside the cosine gate on the same rows; a gate
     fitted on those rows is flagged in-sample."""
-    from search_core.gate_model import fit_gate
+    from search_core.gate.model import fit_gate
     db, log = logged
     calls = read_log(log)
     fp = Searcher(db).fingerprint
@@ -279,9 +279,9 @@ def test_calibrate_from_labels_alone_scores_a_gold_set(logged, tmp_path):
 def test_each_labelled_set_is_scored_on_its_own(logged):
     """Two labelled sets (a tuning set the gate was fitted on, a holdout it was not): the pooled scorecard,
     and one per set with its own in-sample flag; the per-set figures are the pooled arithmetic on its rows."""
-    from search_core.gate_model import fit_gate
-    from tuner.calibrate import LabelledRow
-    from tuner.gate_metrics import gate_scorecard
+    from search_core.gate.model import fit_gate
+    from tuner.gate.calibrate import LabelledRow
+    from tuner.gate.metrics import gate_scorecard
     db, log = logged
     lab = [c for c in read_log(log) if c.label]
     fp = Searcher(db).fingerprint
@@ -293,10 +293,10 @@ def test_each_labelled_set_is_scored_on_its_own(logged):
     assert g["in_sample"] == ["tune"] and set(g["by_source"]) == {"tune", "holdout"}
     assert g["by_source"]["tune"]["in_sample"] is True and g["by_source"]["holdout"]["in_sample"] is False
     hold = [r for r in rows if r.source == "holdout"]
-    from tuner.calibrate import probabilities
+    from tuner.gate.calibrate import probabilities
     want = gate_scorecard(probabilities(m, [r.features for r in hold]), [int(r.answerable) for r in hold], m.threshold)
     assert g["by_source"]["holdout"]["model"] == want and g["by_source"]["holdout"]["rows"] == len(hold)
-    from tuner.cli_gate import _gate_on_labels_section
+    from tuner.cli.gate import _gate_on_labels_section
     table = _gate_on_labels_section(g).blocks[0]
     names = [row[0] for row in table.rows]
     n_tune = len(rows) - len(hold)

@@ -8,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.store import connect
-from tuner.cli import main
-from tuner.ledger import Ledger
-from tuner.ledger_chain import verify_ledger
+from search_core.index.store import connect
+from tuner.cli.main import main
+from tuner.ledger.ledger import Ledger
+from tuner.ledger.chain import verify_ledger
 
 COLS = ("sweep, round, variable, old, new, config, config_hash, baseline_hash, index_fingerprint, metrics, "
         "objective, decision, reason, eval_s, reindex_s, created")
@@ -203,7 +203,7 @@ questions:
 
 
 def test_a_real_sweep_and_its_resume_keep_the_chain_intact(small_index, tmp_path):
-    from tests.test_sweep import FUSION_SPACE
+    from tests.tuner.sweep.test_sweep import FUSION_SPACE
     gold = tmp_path / "gold.yaml"
     gold.write_text(SMALL_GOLD, encoding="utf-8")
     sp = tmp_path / "space.toml"

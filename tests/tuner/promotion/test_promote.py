@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
-from tuner.cli import main
-from tuner.promote import History, decide_promotion, holdout_verdict, read_active, resolve_search_config, rollback
+from tuner.cli.main import main
+from tuner.promotion.promote import History, decide_promotion, holdout_verdict, read_active, resolve_search_config, rollback
 
 START = SearchConfig(threshold=0.8).as_dict()
 WIN = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
@@ -90,16 +90,16 @@ def test_search_and_eval_read_the_active_config(demo_db, tmp_path, monkeypatch):
     r = cli.invoke(main, ["eval", "--gold", str(tmp_path.parent / "x.yaml")])
     assert "does not exist" in r.output
     # an index built by another embedder than the active config's is refused, naming the fix
-    monkeypatch.setattr("tuner.promote.read_active",
-                        lambda runs=None: __import__("tuner.promote").promote.Active(
+    monkeypatch.setattr("tuner.promotion.promote.read_active",
+                        lambda runs=None: __import__("tuner.promotion.promote").promotion.promote.Active(
                             SearchConfig(embedder="minilm-l6"), None, "sweep x"))
     r = cli.invoke(main, ["search", "GraphRAG", "--db", str(demo_db)])
     assert r.exit_code != 0 and "uses embedder minilm-l6 but" in r.output and "drop --db" in r.output
 
 
 def test_a_probability_threshold_is_promoted_only_with_the_gate_model_it_was_tuned_on(demo_db, tmp_path):
-    from search_core.gate_model import DEFAULT_GATE_FILE, choose_gate, load_gate, sidecar_path
-    from search_core.pipeline import Searcher
+    from search_core.gate.model import DEFAULT_GATE_FILE, choose_gate, load_gate, sidecar_path
+    from search_core.search.pipeline import Searcher
     win = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7).as_dict()
     # no model: the threshold would be read against whatever gate the index has, so it stays behind
     d = decide_promotion("s1", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "a")
@@ -120,7 +120,7 @@ def test_rollback_puts_back_the_gate_model_the_undone_promotion_replaced(demo_db
     """Two promotions of one embedder install the same index file name, each with its own gate model; undoing
     the second must leave the first's model beside the first's config, and undoing the first removes it."""
     import dataclasses
-    from search_core.gate_model import DEFAULT_GATE_FILE, load_gate, sidecar_path
+    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate, sidecar_path
     runs = tmp_path / "runs"
     first_model = load_gate(DEFAULT_GATE_FILE)
     second_model = dataclasses.replace(first_model, threshold=0.123)

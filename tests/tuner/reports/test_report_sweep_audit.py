@@ -7,18 +7,18 @@ from click.testing import CliRunner
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
-from search_core.store import connect
-from tuner.audit_rejected import audit_data, audit_report, interaction_rules
-from tuner.cli import main
-from tuner.ledger import Ledger
-from tuner.promote import decide_promotion
-from tuner.report_sweep import sweep_report
+from search_core.index.store import connect
+from tuner.sweep.rejected_audit import audit_data, audit_report, interaction_rules
+from tuner.cli.main import main
+from tuner.ledger.ledger import Ledger
+from tuner.promotion.promote import decide_promotion
+from tuner.reports.sweep import sweep_report
 from tuner.reports import emit, render
 from tuner.reports.browser import check_page
-from tuner.sweep import Sweep, SweepParams
-from tests.conftest import DEMO_VAULT
-from tests.test_daemon import small_gold
-from tests.test_sweep import FUSION_SPACE, HOLD, TUNE
+from tuner.sweep.loop import Sweep, SweepParams
+from tests.helpers import DEMO_VAULT
+from tests.tuner.daemon.test_daemon import small_gold
+from tests.tuner.sweep.test_sweep import FUSION_SPACE, HOLD, TUNE
 
 
 @pytest.fixture(scope="module")

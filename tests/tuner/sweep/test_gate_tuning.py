@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from search_core.config import SearchConfig
-from search_core.gate_model import GateChoice, fit_gate
-from search_core.pipeline import Searcher
-from tests.test_gate import QUERIES_IN, QUERIES_OUT
-from tests.test_sweep_trust import TUNE, sweep
-from tuner.variables import GATE_SCORE, RERANK, kind_of
-from tuner.workbench import fit_threshold
+from search_core.gate.model import GateChoice, fit_gate
+from search_core.search.pipeline import Searcher
+from tests.search_core.gate.test_gate import QUERIES_IN, QUERIES_OUT
+from tests.tuner.sweep.test_sweep_trust import TUNE, sweep
+from tuner.sweep.variables import GATE_SCORE, RERANK, kind_of
+from tuner.sweep.workbench import fit_threshold
 
 GATE_SPACE = ('[gate_threshold]\nkind = "float"\nlow = 0.05\nhigh = 0.95\nstep = 0.01\n'
               '[threshold]\nkind = "float"\nlow = 0.4\nhigh = 0.95\nstep = 0.005\n')

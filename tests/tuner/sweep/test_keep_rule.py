@@ -1,6 +1,6 @@
 """The keep rule counts questions and judges the gate in its own unit (issue 7, items 5 and 7)."""
 
-from tuner.decide import Rule, decide, questions_hit
+from tuner.sweep.keep_rule import Rule, decide, questions_hit
 
 
 def rows(n_hit, n, level="L1"):
@@ -32,7 +32,7 @@ def test_a_gate_round_uses_the_gate_epsilon_not_the_score_epsilon():
 
 
 def test_a_p95_within_noise_of_the_baseline_is_the_baselines():
-    from tuner.decide import latency_for_decision, latency_noise_ms
+    from tuner.sweep.keep_rule import latency_for_decision, latency_noise_ms
     assert latency_noise_ms(100.0) == 20.0 and latency_noise_ms(10.0) == 5.0      # 20 %, at least 5 ms
     assert latency_for_decision(100.0, 119.0) == 100.0                            # jitter: no difference
     assert latency_for_decision(100.0, 81.0) == 100.0

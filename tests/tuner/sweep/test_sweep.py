@@ -8,12 +8,12 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from search_core.store import connect, get_meta
-from tuner.cli import main
-from tuner.ledger import Ledger
-from tuner.sweep import Sweep, SweepParams
-from tuner.workbench import IndexVerificationError, Workbench, verify_index
-from tests.conftest import DEMO_VAULT, ROOT, decisions
+from search_core.index.store import connect, get_meta
+from tuner.cli.main import main
+from tuner.ledger.ledger import Ledger
+from tuner.sweep.loop import Sweep, SweepParams
+from tuner.sweep.workbench import IndexVerificationError, Workbench, verify_index
+from tests.helpers import DEMO_VAULT, ROOT, decisions
 
 TUNE = str(ROOT / "experiments/gold/demo-tune.yaml")
 HOLD = str(ROOT / "experiments/gold/demo-holdout.yaml")

@@ -6,13 +6,12 @@ import pytest
 import yaml
 
 from search_core.config import SearchConfig
-from tuner.evaluate import TIMING_SAMPLES
-from tuner.ledger import Ledger
-from tuner.sweep import Sweep, SweepParams
-from tuner.workbench import Workbench
+from tuner.evaluation.evaluate import TIMING_SAMPLES
+from tuner.ledger.ledger import Ledger
+from tuner.sweep.loop import Sweep, SweepParams
+from tuner.sweep.workbench import Workbench
 from search_core.config import load_config
-from tests.conftest import DEMO_VAULT, ROOT, decisions
-from tests.test_models import rerank_server  # noqa: F401  a real HTTP rerank server fixture
+from tests.helpers import DEMO_VAULT, ROOT, decisions
 
 TUNE = ROOT / "experiments/gold/demo-tune.yaml"
 
@@ -58,7 +57,7 @@ def test_threshold_rounds_without_probes_are_unavailable_with_the_fix(demo_index
 
 def test_a_cached_reranker_is_charged_per_pair_like_a_cold_one(demo_index, rerank_server):
     wb = Workbench(demo_index, vault=str(DEMO_VAULT))
-    from tuner.gold import load_gold
+    from tuner.data.gold import load_gold
     gold = load_gold(TUNE)
     cfg = SearchConfig(reranker=f"rerank+{rerank_server}/rerank", rerank_depth=20)
     first = wb.evaluate(cfg, gold)
@@ -121,7 +120,7 @@ SMALL_SPACE = '[w_sparse]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.05\n'
 
 def test_resume_refuses_a_moved_harness_and_honours_rounds(demo_index, tmp_path):
     from click.testing import CliRunner
-    from tuner.cli import main
+    from tuner.cli.main import main
     gold = tmp_path / "tune.yaml"
     gold.write_text(TUNE.read_text(encoding="utf-8"), encoding="utf-8")
     sp = tmp_path / "space.toml"
@@ -151,7 +150,7 @@ def test_a_holdout_id_missing_from_the_index_fails_before_round_1(demo_index, tm
     sp.write_text(SMALL_SPACE)
     lg = Ledger(tmp_path / "h.sqlite")
     import pytest
-    from tuner.gold import GoldError
+    from tuner.data.gold import GoldError
     with pytest.raises(GoldError, match="no/such-note"):
         Sweep(SweepParams(db=str(demo_index), gold=str(TUNE), space=str(sp), holdout=str(hold), rounds=3), lg)
     assert lg.sweeps() == []

@@ -3,12 +3,12 @@ import sqlean
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config
-from tuner.decide import Rule, decide
-from tuner.ledger import DECISIONS, Ledger
-from tuner.propose import propose
-from tuner.space import Variable, load_space
-from tuner.toml_out import config_toml
-from tuner.workbench import fit_threshold
+from tuner.sweep.keep_rule import Rule, decide
+from tuner.ledger.ledger import DECISIONS, Ledger
+from tuner.sweep.propose import propose
+from tuner.sweep.space import Variable, load_space
+from tuner.promotion.config_toml import config_toml
+from tuner.sweep.workbench import fit_threshold
 
 
 def summary(hits, mrr_values, score, levels=None, p95=30.0, gate=0.8):

@@ -1,10 +1,10 @@
 """The table of variable kinds (issue 7, items 2 and 5)."""
 
 import dataclasses
-from pathlib import Path
 
 from search_core.config import SearchConfig
-from tuner.variables import VARIABLE_KINDS, gate_field, kind_of, unavailable_fix, unavailable_reason, unchanged_reason
+from tests.helpers import ROOT
+from tuner.sweep.variables import VARIABLE_KINDS, gate_field, kind_of, unavailable_fix, unavailable_reason, unchanged_reason
 
 
 def test_every_config_field_has_a_kind():
@@ -29,7 +29,7 @@ def test_gate_rounds_need_probes():
 
 
 def test_the_sweep_names_no_variable():
-    text = (Path(__file__).resolve().parent.parent / "tuner" / "sweep.py").read_text()
+    text = (ROOT / "tuner" / "sweep" / "loop.py").read_text()
     for name in ('"embedder"', '"threshold"', '"rerank_depth"', '"reranker"'):
         assert name not in text
 

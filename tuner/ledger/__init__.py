@@ -1,0 +1,8 @@
+"""The append-only ledger of sweeps and rounds, and the hash chain that makes tampering visible."""
+
+from search_core.lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "ledger": ("Ledger",),
+    "chain": ("LedgerError", "LedgerVerdict", "verify_ledger", "verify_or_seal", "require_intact"),
+})
