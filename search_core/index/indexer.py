@@ -101,23 +101,12 @@ def _remove_stale_builds(db: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def _chunk_flags(chunking: dict) -> str:
-    """The `index` options that produce this chunking (the inverse of the CLI's --chunk-chars mapping)."""
-    base = ChunkConfig()
-    flags = ""
-    if chunking.get("target_chars", base.target_chars) != base.target_chars:
-        flags += f" --chunk-chars {chunking['target_chars']}"
-    if chunking.get("dense_per_note", base.dense_per_note) != base.dense_per_note:
-        flags += f" --dense-per-note {chunking['dense_per_note']}"
-    return flags
-
-
 def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
     """Name what actually differs (embedder, its weights, or chunking) and a command that works."""
     from search_core.models import _embedder_factory
     h, w = have.get("embedder", {}), want.get("embedder", {})
     hn, wn = h.get("name"), w.get("name")
-    keep = f"--embedder {hn}{_chunk_flags(have.get('chunking', {}))}"
+    keep = f"--embedder {hn}{ChunkConfig.flags_for(have.get('chunking', {}))}"
     if hn != wn:
         try:
             _embedder_factory(wn)
@@ -125,7 +114,7 @@ def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
             return f"{e}. Index {db} was built with {hn!r}: leave out --embedder (or pass --embedder {hn})"
         return (f"index {db} was built with embedder {hn!r}, you asked for {wn!r}; vectors from two models never "
                 f"share an index. Rebuild it: `autoresearch index VAULT --db {db} --full --embedder {wn}"
-                f"{_chunk_flags(want.get('chunking', {}))}`, use another --db, or leave out --embedder to use {hn!r}")
+                f"{ChunkConfig.flags_for(want.get('chunking', {}))}`, use another --db, or leave out --embedder to use {hn!r}")
     if h != w:
         return (f"index {db} was built with a different build of {hn!r} (weights {h.get('weights')} vs "
                 f"{w.get('weights')}); vectors from two builds never share an index. Rebuild it: "
@@ -135,7 +124,7 @@ def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
                       if hc.get(k) != wc.get(k))
     return (f"index {db} was built with other chunking ({diffs}); chunking applies to the whole index, so a "
             f"change needs a rebuild: `autoresearch index VAULT --db {db} --full --embedder {wn}"
-            f"{_chunk_flags(wc)}`, or leave out the chunk options to update it with its own")
+            f"{ChunkConfig.flags_for(wc)}`, or leave out the chunk options to update it with its own")
 
 
 def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] | None, list[Skipped]]:

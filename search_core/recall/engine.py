@@ -418,3 +418,17 @@ class RecallEngine:
         except Exception:        # a full disk must not break the agent's turn either
             self.counters["errors"] += 1
             return None
+
+
+def open_engine(db, *, config_path=None, log_path, retention_days: float | None, privacy: str | None = None,
+                timeout_s: float | None = None) -> tuple[RecallEngine, Path | None]:
+    """The engine `serve` and `mcp` run: the index, the config in force (--config, else the active one),
+    the recall log. Returns (engine, the config file used or None for the defaults)."""
+    from search_core.recall.log import RecallLog
+
+    cfg_path = active_config_path(config_path)
+    rcfg = load_recall_config(cfg_path)
+    if timeout_s is not None:
+        rcfg = rcfg.replace(timeout_s=timeout_s)
+    log = RecallLog(log_path, retention_days=retention_days, privacy=privacy or rcfg.query_log)
+    return RecallEngine(SearchBackend(db, config_path=cfg_path), log, rcfg), cfg_path

@@ -3,9 +3,7 @@
 import click
 import pytest
 
-from tuner.cli.main import _parse_duration
-from tuner.cli.gate import parse_window
-from tuner.cli.recall import parse_age
+from tuner.cli.options import duration
 from tuner.daemon.config import DaemonConfigError, parse_duration as config_duration
 from tuner.durations import DurationError, parse_duration
 
@@ -31,13 +29,14 @@ def test_all_only_where_allowed():
 def test_every_caller_speaks_the_same_grammar():
     # the four parsers this replaced disagreed: `7d` failed as a --time-budget, `2w` in the daemon config,
     # a bare number was refused as a --since window
-    for f in (_parse_duration, parse_age, parse_window, config_duration):
+    window = lambda text: duration(text, allow_all=True)   # noqa: E731  (--since of calibrate)
+    for f in (duration, window, config_duration):
         assert f("7d") == 604800 and f("2w") == 1209600 and f("90") == 90
-    for f in (_parse_duration, parse_age, parse_window):
+    for f in (duration, window):
         with pytest.raises(click.BadParameter, match="not a duration"):
             f("7x")
     with pytest.raises(DaemonConfigError, match="not a duration"):
         config_duration("0m")
-    assert parse_window("all") is None
+    assert window("all") is None
     with pytest.raises(click.BadParameter):
-        parse_age("all")
+        duration("all")

@@ -3,7 +3,9 @@
 from search_core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "run": ("run_ab", "ABParams", "Candidate", "CandidateResult", "ABError", "parse_candidates"),
+    "run": ("run_ab", "parse_candidates"),
+    "records": ("ABParams", "Candidate", "CandidateResult", "ABError"),
+    "prepare": ("prepare",),
     "compare": ("compare_pair", "verdict"),
     "progress": ("ABProgress",),
 })

@@ -3,12 +3,8 @@ and a bootstrap interval, the questions won and lost, and the one-line verdict."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tuner.evaluation.stats import bootstrap_ci, paired_randomization
-
-if TYPE_CHECKING:
-    from tuner.ab.run import CandidateResult
+from tuner.ab.records import CandidateResult
 
 AB_METRICS = ("hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10")
 ALPHA = 0.05

@@ -13,7 +13,6 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,6 +26,7 @@ from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
 from tuner.ab.compare import compare_pair
+from tuner.ab.records import ABError, ABParams, Candidate, CandidateResult
 from tuner.evaluation.evaluate import build_result, run_queries
 from tuner.data.gold import GoldSet
 from tuner.evaluation.stats import percentile
@@ -34,56 +34,6 @@ from tuner.sweep.workbench import fit_threshold, verify_index
 from tuner.sweep.workbench import index_path as workbench_index_path
 
 WARMUP_QUERIES = 5    # the first queries pay for lazy loads (BLAS threads, page cache); never timed
-
-
-class ABError(SearchCoreError):
-    pass
-
-
-@dataclass(frozen=True)
-class Candidate:
-    embedder: str
-    reranker: str = "none"
-
-    def label(self, reranker_ab: bool) -> str:
-        if not reranker_ab:
-            return self.embedder
-        return f"{self.embedder} + {self.reranker}" if self.reranker != "none" else f"{self.embedder}, no reranker"
-
-
-@dataclass
-class CandidateResult:
-    candidate: Candidate
-    label: str
-    status: str                      # ok | unavailable | failed | cut | duplicate
-    message: str = ""
-    build: dict = field(default_factory=dict)
-    latency: dict = field(default_factory=dict)
-    memory_mb: dict = field(default_factory=dict)
-    threshold: float | None = None
-    threshold_fitted: bool = False
-    result: dict | None = None       # EvalResult.as_json() on the evaluation questions
-    seconds: float = 0.0
-    reused_from: str = ""            # set when this evaluation was measured by an earlier A/B
-
-    def as_json(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["candidate"] = dataclasses.asdict(self.candidate)
-        return d
-
-
-@dataclass(frozen=True)
-class ABParams:
-    embedders: tuple[str, ...]
-    rerankers: tuple[str, ...] = ("none",)
-    tune: GoldSet | None = None
-    eval: GoldSet | None = None
-    vault: str = ""
-    work: str = "runs/ab"
-    base_db: str | None = None
-    config: SearchConfig = SearchConfig()
-    split_note: str = ""
-    fresh: bool = False              # re-measure even when this exact evaluation was saved before
 
 
 def canonical(name: str) -> str:

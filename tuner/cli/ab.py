@@ -10,66 +10,10 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.main import _fail, _sigterm_as_interrupt, main
+from tuner.cli.options import fail, format_option, sigterm_as_interrupt
 
 
-def load_ab_gold(gold_path: Path, holdout: Path | None, split: float | None):
-    """(tuning set, evaluation set, a note on how they were made)."""
-    from tuner.data.gold import load_gold, split_gold
-
-    if holdout and split:
-        raise SearchCoreError("give --holdout FILE or --split F, not both")
-    gold = load_gold(gold_path)
-    if holdout:
-        return gold, load_gold(holdout), ""
-    if split:
-        tune, hold = split_gold(gold, split)
-        return tune, hold, (f"{gold.name} split by a hash of each question id: {len(tune.questions)} tuning, "
-                            f"{len(hold.questions)} holdout (--split {split}).")
-    return gold, gold, ""
-
-
-def prepare(embedders: str, rerankers: str | None, gold_path: Path, holdout: Path | None, split: float | None,
-            vault: str | None, db: Path | None, config_path: Path | None, work: Path):
-    """Every check that needs no model: names, gold files, vault. Returns ABParams."""
-    from search_core.config import load_config
-    from search_core.index.store import connect, get_meta
-
-    from tuner.ab.run import ABError, ABParams, parse_candidates
-
-    embs, rers = parse_candidates(embedders, rerankers)
-    tune, ev, note = load_ab_gold(gold_path, holdout, split)
-    if vault is None and db is not None:
-        conn = connect(db)
-        try:
-            vault = get_meta(conn, "vault")
-        finally:
-            conn.close()
-    vault = vault or ev.vault or tune.vault
-    if not vault or not Path(vault).exists():
-        raise ABError(f"no vault to index: {vault!r} is not here; pass --vault DIR (the notes folder, a BEIR "
-                      "corpus folder or a KorQuAD JSON file)")
-    return ABParams(embs, rers, tune, ev, str(vault), str(work), str(db) if db else None, load_config(config_path),
-                    note)
-
-
-def render_saved(path: Path, fmt: str, out: Path | None):
-    """A report saved with --format json, rendered again in another format (no model is loaded)."""
-    import json
-
-    from tuner.reports.ab import ab_report
-    from tuner.reports import emit
-
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise SearchCoreError(f"cannot read the saved A/B report {path}: {e}") from None
-    if doc.get("kind") != "ab":
-        raise SearchCoreError(f"{path} is not an A/B report saved with --format json (kind {doc.get('kind')!r})")
-    return emit(ab_report(doc["data"], generated=doc.get("generated", "")), fmt, out)
-
-
-@main.command()
+@click.command()
 @click.option("--embedders", default=None, help="Comma-separated, e.g. e5-small,minilm-l6 (two or more, or one "
               "with several --rerankers).")
 @click.option("--rerankers", default=None, help="Comma-separated, e.g. none,BAAI/bge-reranker-base: compared on the "
@@ -86,7 +30,7 @@ def render_saved(path: Path, fmt: str, out: Path | None):
               help="Starting config (TOML) for every candidate (default: the built-in defaults).")
 @click.option("--work", type=click.Path(path_type=Path), default=Path("runs/ab"),
               help="Where each candidate's index and the embedding cache live.")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md")
+@format_option()
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the report here (default: stdout).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars on stderr (default: when a terminal).")
 @click.option("--fresh", is_flag=True, help="Re-measure every candidate, even one an earlier A/B measured on the "
@@ -96,16 +40,17 @@ def render_saved(path: Path, fmt: str, out: Path | None):
 def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress, fresh,
        from_json):
     """A/B of embedders or rerankers: own index each, gate re-fitted, paired tests, the report."""
+    from tuner.ab.prepare import prepare
     from tuner.ab.run import run_ab
     from tuner.ab.progress import ABProgress
-    from tuner.reports.ab import ab_report
     from tuner.reports import emit
+    from tuner.reports.ab import ab_report, render_saved
 
     if from_json:
         try:
             path = render_saved(from_json, fmt, out)
         except SearchCoreError as e:
-            _fail(e)
+            fail(e)
         if path:
             click.echo(f"wrote {path}", err=True)
         return
@@ -114,8 +59,8 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
     # what an A/B measures, so waiting threads sleep unless the user chose otherwise
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if not embedders or not gold_path:
-        _fail(SearchCoreError("ab needs --embedders A,B and --gold FILE (or --from-json REPORT.json)"))
-    _sigterm_as_interrupt()
+        fail(SearchCoreError("ab needs --embedders A,B and --gold FILE (or --from-json REPORT.json)"))
+    sigterm_as_interrupt()
     try:
         params = prepare(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work)
         if fresh:
@@ -124,7 +69,7 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
         data = run_ab(params, ABProgress(sys.stderr.isatty() if progress is None else progress))
         path = emit(ab_report(data), fmt, out)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     except KeyboardInterrupt:      # before the first candidate started: nothing to report
         click.echo("interrupted before any candidate finished; nothing was changed", err=True)
         sys.exit(130)
@@ -136,3 +81,6 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
     if data["interrupted"]:
         click.echo(f"interrupted: cut {', '.join(data['cut'])}; the report keeps the finished candidates", err=True)
         sys.exit(130)
+
+
+COMMANDS = (ab,)

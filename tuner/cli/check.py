@@ -10,7 +10,7 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.main import _fail, main
+from tuner.cli.options import fail, json_option
 
 
 def damaged_index_message(db, e: Exception) -> str:
@@ -19,11 +19,11 @@ def damaged_index_message(db, e: Exception) -> str:
             f"`autoresearch check --db {db}`, then rebuild it: `autoresearch index VAULT --db {db} --full`")
 
 
-@main.command()
+@click.command()
 @click.option("--db", required=True, type=click.Path(path_type=Path), help="The index file to check.")
 @click.option("--quick", is_flag=True, help="Only quick_check and reading every vector (what `index` runs first).")
 @click.option("--sample", type=click.IntRange(min=0), default=16, help="Vectors re-embedded and compared (0 = none).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option()
 def check(db, quick, sample, as_json):
     """Check an index for damage: SQLite integrity_check, FTS5 integrity-check, every vector read, and a
     sample of vectors compared with fresh embeddings of their text. Exits 1 if anything is damaged."""
@@ -32,7 +32,7 @@ def check(db, quick, sample, as_json):
     try:
         report = check_index(db, quick=quick, sample=sample)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
     else:
@@ -40,3 +40,6 @@ def check(db, quick, sample, as_json):
             click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
         click.echo(report.message(), err=not report.ok)
     sys.exit(0 if report.ok else 1)
+
+
+COMMANDS = (check,)

@@ -1,4 +1,4 @@
-"""Verbs of the daemon issue: `daemon`, `status`, `config history|rollback`, `report sweep`, `audit`.
+"""The daemon's verbs: `daemon`, `status`, `config history|rollback`, `report sweep`, `audit`.
 Thin: each calls a library function (tuner.daemon.scheduler, tuner.promotion.promote, tuner.reports.sweep, tuner.sweep.rejected_audit)."""
 
 from __future__ import annotations
@@ -11,22 +11,9 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.main import _fail, main
+from tuner.cli.options import emit_report, fail, format_option, json_option, ledger_option, runs_option
 
-FORMAT = click.Choice(["md", "html", "json"])
-
-
-def _emit(report, fmt, out):
-    from tuner.reports import emit
-    try:
-        path = emit(report, fmt, out)
-    except SearchCoreError as e:
-        _fail(e)
-    if path:
-        click.echo(path)
-
-
-@main.command()
+@click.command()
 @click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="The daemon's TOML config.")
 @click.option("--once", "once", default=None, help="Run this one job now and exit (index, sweep, report, retest).")
 @click.option("--start-in", type=float, default=None,
@@ -46,12 +33,12 @@ def daemon(config_path, once, start_in):
                    err=True)
         sys.exit(Daemon(cfg, start_in=start_in).serve())
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
 
 
-@main.command()
-@click.option("--runs", type=click.Path(path_type=Path), default=None, help="The runs folder (default: ./runs).")
-@click.option("--json", "as_json", is_flag=True)
+@click.command()
+@runs_option()
+@json_option()
 def status(runs, as_json):
     """The daemon's jobs: next and last runs, the last outcome, and whether a daemon holds the lock."""
     from tuner.daemon.scheduler import status as get_status
@@ -69,14 +56,14 @@ def status(runs, as_json):
                    f"last {j['last_run'] or '–'} {j['last_outcome'] or ''}")
 
 
-@main.group("config")
+@click.group("config")
 def config_group():
     """The active config (runs/active.toml): its promotion history, and rollback."""
 
 
 @config_group.command("history")
-@click.option("--runs", type=click.Path(path_type=Path), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@runs_option()
+@json_option()
 def config_history(runs, as_json):
     """Every promotion, declined proposal and rollback, with the previous config."""
     from tuner.promotion.promote import History, read_active
@@ -86,7 +73,7 @@ def config_history(runs, as_json):
         h.close()
         active = read_active(runs)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         click.echo(json.dumps({"active": active and {"config": active.config.as_dict(), "index": str(active.index),
                                                      "source": active.source}, "events": events},
@@ -100,35 +87,28 @@ def config_history(runs, as_json):
 
 @config_group.command("rollback")
 @click.argument("event_id", type=int, required=False)
-@click.option("--runs", type=click.Path(path_type=Path), default=None)
+@runs_option()
 def config_rollback(event_id, runs):
     """Undo promotion ID (default: the latest not yet undone): its previous config and index become active."""
     from tuner.promotion.promote import rollback
     try:
         r = rollback(event_id, runs)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     click.echo(f"rolled back #{r['undid']} (event #{r['event']}); active: "
                + (json.dumps(r["active"], ensure_ascii=False) if r["active"] else "none (built-in defaults)"))
 
 
-def _report_group():
-    # another verb module may already have made `report` a group (A/B reports): share it
-    existing = main.commands.get("report")
-    if isinstance(existing, click.Group):
-        return existing
-
-    @main.group("report")
-    def report():
-        """Reports (Markdown, self-contained HTML, JSON) read from the ledger."""
-    return report
+@click.group("report")
+def report():
+    """Reports (Markdown, self-contained HTML, JSON) read from the ledger."""
 
 
-@_report_group().command("sweep")
+@report.command("sweep")
 @click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
-@click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
-@click.option("--runs", type=click.Path(path_type=Path), default=None, help="Where the promotion history is.")
-@click.option("--format", "fmt", type=FORMAT, default="md")
+@ledger_option()
+@runs_option("Where the promotion history is (default: $AUTORESEARCH_RUNS, else ./runs).")
+@format_option()
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write here and print the path.")
 def report_sweep(sweep_id, ledger_path, runs, fmt, out):
     """The morning report of a sweep: verdict, progress plot, kept changes, rejections, levels, flips."""
@@ -136,16 +116,16 @@ def report_sweep(sweep_id, ledger_path, runs, fmt, out):
     try:
         rep = sweep_report(ledger_path, sweep_id, runs)
     except SearchCoreError as e:
-        _fail(e)
-    _emit(rep, fmt, out)
+        fail(e)
+    emit_report(rep, fmt, out)
 
 
-@main.command()
+@click.command()
 @click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
-@click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=Path("runs/ledger.sqlite"))
-@click.option("--runs", type=click.Path(path_type=Path), default=None, help="Where the active config is.")
+@ledger_option()
+@runs_option("Where the active config is (default: $AUTORESEARCH_RUNS, else ./runs).")
 @click.option("--retest", is_flag=True, help="Re-run the candidates marked worth re-testing against today's baseline.")
-@click.option("--format", "fmt", type=FORMAT, default="md")
+@format_option()
 @click.option("--out", type=click.Path(path_type=Path), default=None)
 def audit(sweep_id, ledger_path, runs, retest, fmt, out):
     """Every rejected candidate: baseline, index, deltas, broken/fixed questions, and whether to re-test it."""
@@ -154,5 +134,8 @@ def audit(sweep_id, ledger_path, runs, retest, fmt, out):
         rep = audit_report(ledger_path, sweep_id, do_retest=retest, runs=runs,
                            progress=lambda line: click.echo(line, err=True))
     except SearchCoreError as e:
-        _fail(e)
-    _emit(rep, fmt, out)
+        fail(e)
+    emit_report(rep, fmt, out)
+
+
+COMMANDS = (daemon, status, config_group, report, audit)

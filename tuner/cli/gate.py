@@ -11,19 +11,10 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.main import _fail, main
-from tuner.durations import DurationError, parse_duration
-from tuner.reports import Para, Report, Section, Table, emit
+from tuner.cli.options import duration, fail, format_option, json_option
+from tuner.reports import emit
 
 DEFAULT_LOG = Path("runs/recall-log.sqlite")
-
-
-def parse_window(text: str) -> float | None:
-    """`7d`, `24h`, `90m`, `2w`, `3600s` -> seconds; `all` -> None (the whole log)."""
-    try:
-        return parse_duration(text, allow_all=True)
-    except DurationError as e:
-        raise click.BadParameter(str(e), param_hint="--since") from None
 
 
 def _labels_arg(path: Path):
@@ -33,115 +24,7 @@ def _labels_arg(path: Path):
     return "calls", path
 
 
-def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots: bool = False,
-                       series: dict | None = None) -> Report:
-    rec, tr, ret = cal["recommendation"], cal["traffic"], cal["retirement"]
-    cur = cal["current"]
-    cur_text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
-                else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
-    if rec.get("model_summary"):
-        ms = rec["model_summary"]
-        verdict = (f"recommend a gate model fitted on {cal['labelled']['answerable']} answerable + "
-                   f"{cal['labelled']['probes']} probes: P >= {ms['p_threshold']:.3f} "
-                   f"(cross-validated balanced accuracy {ms['cv_balanced_accuracy']})")
-    elif rec.get("cosine", {}).get("threshold") is not None:
-        verdict = f"recommend cosine threshold {rec['cosine']['threshold']:.4f} ({rec['basis']})"
-    else:
-        verdict = "no recommendation: " + (cal["warnings"][-1] if cal["warnings"] else "no labels")
-    w = cal["window"]
-    sections = [Section("Window", (Table(("calls", "sessions", "latency p50 ms", "latency p95 ms", "injected",
-                                          "injection rate"),
-                                         ((w["calls"], w["sessions"], w["latency_ms"]["p50"], w["latency_ms"]["p95"],
-                                           tr["injected"], tr["injection_rate"]),)),
-                                   Para(f"current gate: {cur_text}"))),
-                Section("Distributions", tuple(
-                    Table(("group", "n", "p5", "p25", "p50", "p75", "p95"),
-                          tuple((g, q.get("n"), q.get("p5"), q.get("p25"), q.get("p50"), q.get("p75"), q.get("p95"))
-                                for g, q in groups.items()), caption=scale)
-                    for scale, groups in cal["distributions"].items()))]
-    stopped = tr["stopped"]
-    fl = tr["flips"]
-    sections.append(Section("What the current gate did", (
-        Para("stopped calls: " + (", ".join(f"{k} {v}" for k, v in stopped.items()) or "none")),
-        Table(("id", "query", "top score", "stopped by"),
-              tuple((e["id"], e["query"] or "(hashed)", e["top_score"], e["stopped_by"]) for e in tr["stopped_examples"]),
-              caption="the last 10 stopped calls"),
-        Para(f"decisions that flip if the {fl.get('scale', '')} threshold moves by 0.02: "
-             f"-0.02 lets {fl.get('-0.02', 0)} more through, +0.02 stops {fl.get('+0.02', 0)} more"
-             if fl else "no calls: no flips to count"))))
-    sections.append(_gate_on_labels_section(cal.get("gate_on_labels")))
-    rows = []
-    if rec.get("cosine"):
-        c = rec["cosine"]
-        rows.append(("cosine", c.get("threshold"), c.get("balanced_accuracy"), c.get("auroc"), c.get("note", "")))
-    if rec.get("model_summary"):
-        ms = rec["model_summary"]
-        rows.append(("model", ms["p_threshold"], ms["cv_balanced_accuracy"], None, "cross-validated, by source"))
-    sections.append(Section("Recommendation", (Para(verdict, "good" if rows else "note"),
-                                               Table(("gate", "threshold", "balanced accuracy", "AUROC", "how"),
-                                                     tuple(rows)),
-                                               Para(f"proposal written to {proposal_path}; install it with "
-                                                    f"`autoresearch calibrate apply --db {db}`" if proposal_path
-                                                    else "no proposal written"))))
-    sections.append(Section("Retirement rule", (Para(f"{ret['rule']}: p95 {ret['p95_ms']} ms, injection "
-                                                     f"{ret['injection_rate']} -> {ret['verdict']}",
-                                                     "bad" if ret["verdict"].startswith("consider") else ""),)))
-    curves = (cal.get("gate_on_labels") or {}).get("curves")
-    if with_plots and curves:
-        from tuner.reports import Plot
-        from tuner.reports.plots import line_plot
-        g = cal["gate_on_labels"]
-        sections.append(Section("Risk-coverage", (Plot(
-            "risk-coverage on the labelled rows",
-            line_plot({k: [tuple(p) for p in v] for k, v in curves.items()},
-                      xlabel="coverage (share of rows injected, most confident first)",
-                      ylabel="risk (share of probes injected)"),
-            alt=f"risk-coverage over {g['rows']} labelled rows ({g['probes']} probes): " + "; ".join(
-                f"{k} risk {v[3][1]} at coverage 0.2, {v[-1][1]} at 1.0" for k, v in curves.items())),)))
-    if with_plots and series:
-        from tuner.reports import Plot
-        from tuner.reports.plots import histograms
-        sections.append(Section("Score histograms", tuple(
-            Plot(f"{name} by group", histograms(s, xlabel=name),
-                 alt=f"{name}: " + "; ".join(f"{g} n={len(v)}" for g, v in s.items()))
-            for name, s in series.items())))
-    if cal["warnings"]:
-        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal["warnings"])))
-    return Report("calibration", f"Gate calibration for {db}", verdict, tuple(sections), data=cal)
-
-
-def _gate_on_labels_section(g: dict | None) -> Section:
-    """The gate in force scored on the labelled rows, beside the cosine gate on the same rows."""
-    title = "The gate in force on the labelled rows"
-    if not g:
-        return Section(title, (Para("needs labelled rows of both kinds (answerable and probes): pass --labels"),))
-    cards = [("gate model (P(answerable))", g["model"])] if g.get("model") else []
-    cards.append(("cosine gate (top cosine)", g["cosine"]))
-    one_kind = [f"{src} ({one['rows']} rows): {one['note']}" for src, one in (g.get("by_source") or {}).items()
-                if "note" in one]
-    for src, one in (g.get("by_source") or {}).items():     # each labelled set on its own
-        if "note" in one:
-            continue
-        tag = f"{src}, {one['rows']} rows"
-        if one.get("model"):
-            cards.append((f"gate model on {tag}" + (" (in-sample)" if one.get("in_sample") else ""), one["model"]))
-        cards.append((f"cosine gate on {tag}", one["cosine"]))
-    pts = list(cards[0][1]["risk_coverage"])
-    table = Table(("gate", "threshold", "AUROC", "balanced accuracy", "answerable injected", "probes injected",
-                   *[f"risk at {p}" for p in pts]),
-                  tuple((name, c["threshold"], c["auroc"], c["balanced_accuracy"], c["answerable_injected"],
-                         c["probes_injected"], *[c["risk_coverage"][p] for p in pts]) for name, c in cards),
-                  caption=f"{g['rows']} rows ({g['answerable']} answerable, {g['probes']} probes) from "
-                          f"{', '.join(g['sources'])}; risk = share of probes among the injected when only the most "
-                          "confident share of rows (the coverage) is injected")
-    seen = g.get("in_sample") or []
-    note = (Para(f"in-sample: the gate in force was fitted on {', '.join(seen)}; these numbers flatter it", "bad")
-            if seen else Para("none of these sets is among those the gate in force was fitted on"
-                              if g.get("model") else "no gate model in force: the cosine gate decides"))
-    return Section(title, (table, note, *(Para(x) for x in one_kind)))
-
-
-@main.group(invoke_without_command=True)
+@click.group(invoke_without_command=True)
 @click.option("--db", type=click.Path(path_type=Path), help="The index the gate serves.")
 @click.option("--log", "log_path", type=click.Path(path_type=Path), default=DEFAULT_LOG, show_default=True,
               help="The recall log (SQLite).")
@@ -152,7 +35,7 @@ def _gate_on_labels_section(g: dict | None) -> Section:
 @click.option("--gate", "gate_path", type=click.Path(path_type=Path), default=None, help="The gate in force.")
 @click.option("--target-probe-rate", type=float, default=0.10, show_default=True,
               help="With probes but no answerable labels: the share of probes the threshold may inject.")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "json"]), default="md", show_default=True)
+@format_option(show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the report here.")
 @click.option("--proposal", type=click.Path(path_type=Path), default=None,
               help="Where the proposal goes (default <db>.gate-proposal.json).")
@@ -163,13 +46,14 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
         return
     from search_core.recall.log import parse_label_file
 
-    from tuner.gate.calibrate import calibrate_index, probabilities
+    from tuner.gate.calibrate import calibrate_index, score_series
+    from tuner.reports.calibration import calibration_report
     from tuner.gate.proposal import write_proposal
 
     if db is None:
-        _fail(SearchCoreError("calibrate needs --db (the index the gate serves)"))
+        fail(SearchCoreError("calibrate needs --db (the index the gate serves)"))
     try:
-        window = parse_window(since)
+        window = duration(since, allow_all=True, param_hint="--since")
         parsed = [_labels_arg(p) for p in labels]
         gold_paths = [p for kind, p in parsed if kind == "gold"]
         call_labels = [pair for kind, p in parsed if kind == "calls" for pair in parse_label_file(p)]
@@ -181,18 +65,10 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
         if cal["recommendation"].get("basis"):
             write_proposal(cal, db, proposal)
             wrote = str(proposal)
-        series = None
-        if fmt == "html":
-            cos = {"answerable": [r.features.get("hit_cos", 0.0) for r in labelled if r.answerable],
-                   "probes": [r.features.get("hit_cos", 0.0) for r in labelled if not r.answerable],
-                   "unlabelled log": [c.top_score for c in calls if c.top_score is not None and c.label is None]}
-            series = {"top cosine": cos}
-            p = probabilities(choice.model, [c.features for c in calls if c.label is None])
-            if p is not None:
-                series["P(answerable), log"] = {"unlabelled log": p.tolist()}
+        series = score_series(calls, labelled, choice) if fmt == "html" else None
         path = emit(calibration_report(cal, str(db), wrote, fmt == "html", series), fmt, out)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     if path:
         click.echo(f"report written to {path}" + (f"; proposal {wrote}" if wrote else ""), err=True)
 
@@ -206,7 +82,7 @@ def calibrate_apply(db, proposal):
     try:
         r = apply_proposal(proposal or Path(str(db) + ".gate-proposal.json"), db)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     click.echo(f"installed {r['installed']}" + (" (the previous gate is in the history)" if r["replaced"] else "")
                + f"; undo with `autoresearch calibrate undo --db {db}`")
 
@@ -219,12 +95,12 @@ def calibrate_undo(db):
     try:
         r = undo_apply(db)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     click.echo(f"restored the previous gate at {r['gate_file']}" if r["restored"]
                else f"removed {r['gate_file']}: the default gate is back")
 
 
-@main.group()
+@click.group()
 def probes():
     """Make unanswerable questions you can trust: hold whole documents out of an index built for it."""
 
@@ -236,16 +112,19 @@ def probes():
 @click.option("--out", required=True, type=click.Path(path_type=Path), help="A new folder for the index and sets.")
 @click.option("--fraction", type=float, default=0.2, show_default=True, help="Share of documents held out.")
 @click.option("--seed", type=int, default=0)
-@click.option("--json", "as_json", is_flag=True)
+@json_option()
 def probes_make(vault, gold_path, out, fraction, seed, as_json):
     """Hold out a share of VAULT's documents; questions answered only there become probes."""
     from tuner.gate.probes import make_probes
     try:
         r = make_probes(vault, gold_path, out, fraction=fraction, seed=seed)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         click.echo(json.dumps(r, ensure_ascii=False, indent=1))
         return
     click.echo(f"held out {r['held_out_documents']} of {r['documents']} documents; {r['probes']} probes and "
                f"{r['answerable']} answerable questions in {r['gold']}; index {r['db']}", file=sys.stdout)
+
+
+COMMANDS = (calibrate, probes)

@@ -11,24 +11,13 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.main import _fail, main
-from tuner.durations import DurationError, parse_duration
-
-def parse_age(text: str | None) -> float | None:
-    """'7d' -> seconds (tuner.durations: s, m, h, d, w; a bare number is seconds)."""
-    if not text:
-        return None
-    try:
-        return parse_duration(text)
-    except DurationError as e:
-        raise click.BadParameter(str(e)) from None
-
+from tuner.cli.options import duration, fail, json_option, options
 
 _LOG_OPT = click.option("--log", "log_path", type=click.Path(path_type=Path), default=Path("runs/recall-log.sqlite"),
                         show_default=True, help="The recall log (SQLite).")
 
 
-@main.group("recall-log")
+@click.group("recall-log")
 def recall_log():
     """The recall log: stats and the retirement verdict, labels for calibration, retention."""
 
@@ -36,15 +25,15 @@ def recall_log():
 @recall_log.command("stats")
 @_LOG_OPT
 @click.option("--since", default=None, help="Only calls this recent, e.g. 7d, 12h (default: all).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option()
 def recall_log_stats(log_path, since, as_json):
     """Calls, injection rate, p50/p95, calls stopped per gate, mean characters injected, retire verdict."""
     from search_core.recall.log import recall_stats
 
     try:
-        s = recall_stats(log_path, parse_age(since))
+        s = recall_stats(log_path, duration(since, param_hint="--since"))
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         click.echo(json.dumps(s, ensure_ascii=False))
         return
@@ -66,7 +55,7 @@ def recall_log_stats(log_path, since, as_json):
 @click.argument("label", required=False)
 @click.option("--file", "label_file", type=click.Path(path_type=Path), default=None,
               help="Bulk: lines `ID relevant|irrelevant` (or JSON lines {\"id\", \"label\"}).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option()
 def recall_log_label(log_path, call_id, label, label_file, as_json):
     """Label a call (ID relevant|irrelevant), or many from --file: calibration data for the gate."""
     from search_core.recall.log import label_calls, parse_label_file
@@ -82,7 +71,7 @@ def recall_log_label(log_path, call_id, label, label_file, as_json):
             pairs = [(call_id, label)]
         out = label_calls(log_path, pairs)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     click.echo(json.dumps(out) if as_json else
                f"labelled {out['labelled']} call(s); totals: " + ", ".join(f"{k} {v}" for k, v in out["totals"].items()))
 
@@ -91,15 +80,15 @@ def recall_log_label(log_path, call_id, label, label_file, as_json):
 @_LOG_OPT
 @click.option("--since", default=None, help="e.g. 1d")
 @click.option("--limit", type=int, default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@json_option()
 def recall_log_list(log_path, since, limit, as_json):
     """The latest calls with their ids (to label them)."""
     from search_core.recall.log import read_calls
 
     try:
-        rows = read_calls(log_path, parse_age(since))[-limit:]
+        rows = read_calls(log_path, duration(since, param_hint="--since"))[-limit:]
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     if as_json:
         click.echo(json.dumps(rows, ensure_ascii=False))
         return
@@ -118,9 +107,9 @@ def recall_log_prune(log_path, older_than):
     from search_core.recall.log import RecallLog
 
     if not log_path.exists():
-        _fail(SearchCoreError(f"no recall log at {log_path}"))
+        fail(SearchCoreError(f"no recall log at {log_path}"))
     log = RecallLog(log_path, retention_days=None)
-    log.retention_days = parse_age(older_than) / 86400
+    log.retention_days = duration(older_than, param_hint="--older-than") / 86400
     n = log.prune()
     log.close()
     click.echo(f"pruned {n} call(s) older than {older_than} from {log_path}")
@@ -131,15 +120,10 @@ def _engine(db, config_path, log_path, retention, privacy, timeout):
     # (an index run beside the server, other jobs). Measured here at load average 22 on 2 cores: one e5
     # query embedding took 3,500-5,600 ms with the default policy and 43-78 ms with PASSIVE.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from search_core.recall.engine import RecallEngine, SearchBackend, active_config_path, load_recall_config
-    from search_core.recall.log import RecallLog
-
-    cfg_path = active_config_path(config_path)
-    rcfg = load_recall_config(cfg_path)
-    if timeout is not None:
-        rcfg = rcfg.replace(timeout_s=timeout)
-    log = RecallLog(log_path, retention_days=parse_age(retention) / 86400, privacy=privacy or rcfg.query_log)
-    return RecallEngine(SearchBackend(db, config_path=cfg_path), log, rcfg), cfg_path
+    from search_core.recall.engine import open_engine
+    return open_engine(db, config_path=config_path, log_path=log_path,
+                       retention_days=duration(retention, param_hint="--retention") / 86400, privacy=privacy,
+                       timeout_s=timeout)
 
 
 _SERVE_OPTS = [
@@ -154,16 +138,8 @@ _SERVE_OPTS = [
 ]
 
 
-def _with(opts):
-    def deco(f):
-        for o in reversed(opts):
-            f = o(f)
-        return f
-    return deco
-
-
-@main.command()
-@_with(_SERVE_OPTS)
+@click.command()
+@options(*_SERVE_OPTS)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8765, show_default=True)
 @click.option("--allow-remote", is_flag=True, help="Required to listen on anything but loopback.")
@@ -177,7 +153,7 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
         warning = check_host(host, allow_remote)
         engine, cfg_path = _engine(db, config_path, log_path, retention, privacy, timeout)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     if warning:
         click.echo(f"WARNING: {warning}", err=True)
     if not token and warning:
@@ -186,8 +162,8 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
     run_server(engine, host=host, port=port, token=token)
 
 
-@main.command()
-@_with(_SERVE_OPTS)
+@click.command()
+@options(*_SERVE_OPTS)
 def mcp(db, config_path, log_path, retention, privacy, timeout):
     """Model Context Protocol server over stdio: tools search_notes and recall."""
     from search_core.recall.mcp import run_stdio
@@ -195,6 +171,9 @@ def mcp(db, config_path, log_path, retention, privacy, timeout):
     try:
         engine, _ = _engine(db, config_path, log_path, retention, privacy, timeout)
     except SearchCoreError as e:
-        _fail(e)
+        fail(e)
     print(f"autoresearch mcp: {db} over stdio (log {log_path})", file=sys.stderr)
     run_stdio(engine)
+
+
+COMMANDS = (recall_log, serve, mcp)

@@ -9,7 +9,7 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.main import _db_error, _fail, main
+from tuner.cli.options import db_error, fail, json_option
 
 
 def _print_explain(res, searcher):
@@ -40,14 +40,14 @@ def _print_explain(res, searcher):
         click.echo(f"  ({word_df.STALE})")
 
 
-@main.command()
+@click.command()
 @click.argument("query")
 @click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
 @click.option("-k", "top_k", type=click.IntRange(min=1), default=None, help="How many results (default 5).")
 @click.option("--embedder", default=None, help="Must match the index's embedder.")
 @click.option("--reranker", default=None, help="Reranker name, or none.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="A TOML config.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option()
 @click.option("--explain", is_flag=True, help="Show each channel's list and the fused arithmetic.")
 @click.option("--gate", "gate_path", type=click.Path(path_type=Path), default=None,
               help="A gate model file (default: <db>.gate.json, else the shipped default model).")
@@ -72,10 +72,10 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
         searcher.use_gate(gate_path, reranker=cfg.reranker)
         res = searcher.search(query, cfg)
     except SearchCoreError as e:
-        _fail(e)
-    except _db_error() as e:
+        fail(e)
+    except db_error() as e:
         from tuner.cli.check import damaged_index_message
-        _fail(damaged_index_message(db, e))
+        fail(damaged_index_message(db, e))
     if as_json:
         click.echo(json.dumps(res.as_dict(), ensure_ascii=False, indent=2))
         return
@@ -95,9 +95,9 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
                f"{res.timings_ms['total']:.0f} ms")
 
 
-@main.command()
+@click.command()
 @click.option("--db", required=True, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@json_option()
 def stats(db, as_json):
     """What is in an index: counts, fingerprint, vault, schema."""
     from search_core.index.check import check_index
@@ -109,14 +109,17 @@ def stats(db, as_json):
         # vector read, no model, < 0.1 s on the demo index) says whether they can be trusted
         report = check_index(db, quick=True)
     except SearchCoreError as e:
-        _fail(e)
-    except _db_error() as e:
+        fail(e)
+    except db_error() as e:
         from tuner.cli.check import damaged_index_message
-        _fail(damaged_index_message(db, e))
+        fail(damaged_index_message(db, e))
     if not report.ok:
-        _fail(SearchCoreError(report.message()))
+        fail(SearchCoreError(report.message()))
     if as_json:
         click.echo(json.dumps(s, ensure_ascii=False, indent=2))
         return
     for k, v in s.items():
         click.echo(f"{k:<18} {json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v}")
+
+
+COMMANDS = (search, stats)

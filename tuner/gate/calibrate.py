@@ -358,6 +358,19 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
         searcher.close()
 
 
+def score_series(calls, labelled, choice) -> dict:
+    """Scores by group for the report's histograms: the top cosine of answerable rows, probes and the
+    unlabelled log, and P(answerable) over the unlabelled log when a gate model is in force."""
+    cos = {"answerable": [r.features.get("hit_cos", 0.0) for r in labelled if r.answerable],
+           "probes": [r.features.get("hit_cos", 0.0) for r in labelled if not r.answerable],
+           "unlabelled log": [c.top_score for c in calls if c.top_score is not None and c.label is None]}
+    series = {"top cosine": cos}
+    p = probabilities(choice.model, [c.features for c in calls if c.label is None])
+    if p is not None:
+        series["P(answerable), log"] = {"unlabelled log": p.tolist()}
+    return series
+
+
 WEEK_S = 7 * 86400
 
 
@@ -365,7 +378,7 @@ def daemon_job(cfg) -> dict:
     """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
     plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
     and a proposal; applying it stays a person's decision (`autoresearch calibrate apply`)."""
-    from tuner.cli.gate import calibration_report
+    from tuner.reports.calibration import calibration_report
     from tuner.promotion.promote import read_active
     from tuner.reports import emit
 

@@ -18,14 +18,8 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.index.store import connect
 
-LEDGER_KIND = "autoresearch-ledger"
-LEDGER_SCHEMA = 2          # 1: rounds without chain; 2: chain columns, ledger_meta, sweeps triggers
-ROUND_CONTENT = ("sweep", "round", "variable", "old", "new", "config", "config_hash", "baseline_hash",
-                 "index_fingerprint", "metrics", "objective", "decision", "reason", "eval_s", "reindex_s", "created")
-REAL_COLUMNS = {"objective", "eval_s", "reindex_s"}
-INT_COLUMNS = {"round"}
-TRIGGERS = ("rounds_append_only_update", "rounds_append_only_delete", "sweeps_identity_fixed", "sweeps_never_deleted")
-
+from tuner.ledger.schema import (INT_COLUMNS, LEDGER_KIND, LEDGER_SCHEMA, REAL_COLUMNS, ROUND_CONTENT, SWEEP_TRIGGERS,
+                                 TRIGGERS)
 
 class LedgerError(SearchCoreError):
     pass
@@ -102,14 +96,6 @@ def _peek(path: Path):
 
 
 # -- schema upgrade -------------------------------------------------------------------------------------
-SWEEP_TRIGGERS = """
-CREATE TRIGGER IF NOT EXISTS sweeps_identity_fixed BEFORE UPDATE OF id, created, params, start_config ON sweeps
-    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: a sweep''s id, params and start config never change'); END;
-CREATE TRIGGER IF NOT EXISTS sweeps_never_deleted BEFORE DELETE ON sweeps
-    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: sweeps are never deleted'); END
-"""
-
-
 def _meta(conn, key, default=None):
     row = conn.execute("SELECT value FROM ledger_meta WHERE key = ?", (key,)).fetchone()
     return json.loads(row[0]) if row else default
@@ -272,23 +258,3 @@ def _verify(conn, name: str) -> LedgerVerdict:
     present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     problems += [f"the append-only trigger {t} has been dropped" for t in TRIGGERS if t not in present]
     return LedgerVerdict(name, len(starts), n_rounds, tuple(problems), tuple(notes))
-
-
-def verify_or_seal(path: str | Path) -> LedgerVerdict:
-    """verify_ledger, read-only first (so dropped triggers are seen before anything restores them); a v1
-    ledger is sealed by opening it once, then verified."""
-    v = verify_ledger(path)
-    if v.needs_upgrade:
-        from tuner.ledger.ledger import Ledger
-        Ledger(path, create=False).close()
-        v = verify_ledger(path)
-    return v
-
-
-def require_intact(path: str | Path) -> LedgerVerdict:
-    """What every report runs first: a broken chain is an error that names the round and the verifier."""
-    v = verify_or_seal(path)
-    if not v.ok:
-        raise LedgerError(f"{v.message()}\nThe ledger's history cannot be trusted; see "
-                          f"`autoresearch ledger --verify --ledger {path}`")
-    return v

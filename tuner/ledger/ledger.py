@@ -14,31 +14,9 @@ from pathlib import Path
 
 from search_core.index.store import atomic, connect
 
-from tuner.ledger.chain import check_ledger_file, head, holdout_values, link, normalise_round, sweep_genesis, upgrade
-
-DECISIONS = ("kept", "rejected:hit5_regressed", "rejected:no_gain", "rejected:level_guard",
-             "rejected:latency_budget", "unavailable", "crashed")
-
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS sweeps (
-    id TEXT PRIMARY KEY, created TEXT NOT NULL, params TEXT NOT NULL, start_config TEXT NOT NULL,
-    status TEXT NOT NULL, finished TEXT, summary TEXT);
-CREATE TABLE IF NOT EXISTS rounds (
-    sweep TEXT NOT NULL REFERENCES sweeps(id), round INTEGER NOT NULL, variable TEXT NOT NULL,
-    old TEXT, new TEXT, config TEXT NOT NULL, config_hash TEXT NOT NULL, baseline_hash TEXT NOT NULL,
-    index_fingerprint TEXT, metrics TEXT NOT NULL, objective REAL,
-    decision TEXT NOT NULL CHECK (decision IN ({", ".join(repr(d) for d in DECISIONS)})),
-    reason TEXT NOT NULL, eval_s REAL, reindex_s REAL, created TEXT NOT NULL, chain TEXT,
-    PRIMARY KEY (sweep, round));
-CREATE TRIGGER IF NOT EXISTS rounds_append_only_update BEFORE UPDATE ON rounds
-    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rounds are never changed'); END;
-CREATE TRIGGER IF NOT EXISTS rounds_append_only_delete BEFORE DELETE ON rounds
-    BEGIN SELECT RAISE(ABORT, 'the ledger is append-only: rounds are never deleted'); END;
-CREATE TABLE IF NOT EXISTS holdout (
-    sweep TEXT PRIMARY KEY REFERENCES sweeps(id), result TEXT NOT NULL, created TEXT NOT NULL, chain TEXT);
-"""
-ROUND_TRIGGERS = [s for s in SCHEMA.split(";\n") if "CREATE TRIGGER" in s]
-
+from tuner.ledger.chain import (LedgerError, LedgerVerdict, check_ledger_file, head, holdout_values, link, normalise_round,
+                                sweep_genesis, upgrade, verify_ledger)
+from tuner.ledger.schema import DECISIONS, ROUND_TRIGGERS, SCHEMA
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -124,3 +102,22 @@ class Ledger:
     def holdout(self, sweep_id: str) -> dict | None:
         row = self.conn.execute("SELECT result FROM holdout WHERE sweep = ?", (sweep_id,)).fetchone()
         return json.loads(row[0]) if row else None
+
+
+def verify_or_seal(path: str | Path) -> LedgerVerdict:
+    """verify_ledger, read-only first (so dropped triggers are seen before anything restores them); a v1
+    ledger is sealed by opening it once, then verified."""
+    v = verify_ledger(path)
+    if v.needs_upgrade:
+        Ledger(path, create=False).close()
+        v = verify_ledger(path)
+    return v
+
+
+def require_intact(path: str | Path) -> LedgerVerdict:
+    """What every report runs first: a broken chain is an error that names the round and the verifier."""
+    v = verify_or_seal(path)
+    if not v.ok:
+        raise LedgerError(f"{v.message()}\nThe ledger's history cannot be trusted; see "
+                          f"`autoresearch ledger --verify --ledger {path}`")
+    return v

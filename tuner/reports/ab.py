@@ -3,7 +3,11 @@ tests, the questions won and lost, score histograms and the cost-quality plot.""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
+
+from search_core import SearchCoreError
 
 from tuner.ab.compare import AB_METRICS, verdict
 from tuner.data.gold import LEVELS
@@ -165,3 +169,16 @@ def ab_report(d: dict, generated: str = "") -> Report:
         sections.append(_plots(ok))
     return Report("ab", title, verdict(d), tuple(sections), data=d,
                   generated=generated or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+
+
+def render_saved(path: Path, fmt: str, out: Path | None):
+    """A report saved with --format json, rendered again in another format (no model is loaded)."""
+    from tuner.reports import emit
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise SearchCoreError(f"cannot read the saved A/B report {path}: {e}") from None
+    if doc.get("kind") != "ab":
+        raise SearchCoreError(f"{path} is not an A/B report saved with --format json (kind {doc.get('kind')!r})")
+    return emit(ab_report(doc["data"], generated=doc.get("generated", "")), fmt, out)

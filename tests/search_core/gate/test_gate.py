@@ -9,7 +9,7 @@ from search_core.gate.features import FEATURE_NAMES, gate_features, idf_overlap,
 from search_core.gate.model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
                                     fit_gate, load_gate, sidecar_path)
 from search_core.search.pipeline import Searcher
-from tuner.cli.main import main
+from tuner.cli import main
 
 QUERIES_IN = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부"]
 QUERIES_OUT = ["양자 컴퓨터 큐비트 오류 정정", "LightRAG 설치", "축구 월드컵 우승국", "파리 에펠탑 높이", "주식 배당금 세금"]
@@ -284,7 +284,7 @@ def test_unknown_names_falls_back_to_the_trigram_test_on_an_index_without_the_ta
     from click.testing import CliRunner
     from search_core.index import word_df
     from search_core.index.store import atomic, connect
-    from tuner.cli.main import main
+    from tuner.cli import main
     conn = connect(small_index)
     with atomic(conn):
         conn.execute("DROP TABLE latin_word_df")

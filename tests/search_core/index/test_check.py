@@ -15,7 +15,7 @@ from search_core.index.check import check_index
 from search_core.index.indexer import index_vault
 from search_core.index.store import connect
 from tests.helpers import write_vault
-from tuner.cli.main import main
+from tuner.cli import main
 
 
 def damage(path, offset: int, n: int, seed: int = 0) -> None:

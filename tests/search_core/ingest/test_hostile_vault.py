@@ -18,7 +18,7 @@ from search_core.ingest.parse import parse_note
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect
 from tests.helpers import ROOT, write_vault
-from tuner.cli.main import main
+from tuner.cli import main
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

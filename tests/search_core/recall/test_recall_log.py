@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from search_core import SearchCoreError
 from search_core.recall.log import (RecallLog, label_calls, parse_label_file, query_hash, read_calls,
                                     recall_stats)
-from tuner.cli.main import main
+from tuner.cli import main
 
 NOW = 1_800_000_000.0
 

@@ -20,7 +20,7 @@ from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
 from search_core.recall.log import RecallLog, read_calls
 from search_core.recall.server import make_server
 from tests.helpers import ROOT, SMALL_VAULT, free_port, write_vault
-from tuner.cli.main import main
+from tuner.cli import main
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
 

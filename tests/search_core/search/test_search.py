@@ -7,7 +7,7 @@ from search_core import SearchCoreError
 from search_core.search.channels import fts_match_expr, query_terms, shares_query_vector, split_query
 from search_core.config import SearchConfig
 from search_core.search.pipeline import Searcher, confidence_label
-from tuner.cli.main import main
+from tuner.cli import main
 
 
 def test_query_terms_and_quoting():

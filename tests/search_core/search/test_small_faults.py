@@ -12,7 +12,7 @@ from search_core.search.pipeline import IndexChangedError, Searcher
 from search_core.index.store import atomic, connect, open_index
 from search_core.search.view import IndexView
 from tuner.evaluation import stats as stats_util
-from tuner.cli.main import main
+from tuner.cli import main
 
 
 def test_a_commit_within_the_same_second_is_seen_by_a_warm_searcher(small_vault, small_index, shared_cache):

@@ -16,8 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from tuner.ab.run import ABError, ABParams, parse_candidates, run_ab
-from tuner.cli.main import main
+from tuner.ab.records import ABError, ABParams
+from tuner.ab.run import parse_candidates, run_ab
+from tuner.cli import main
 from tuner.data.gold import load_gold, split_gold
 from tuner.reports.ab import ab_report
 from tuner.reports import emit, render
@@ -62,7 +63,7 @@ def test_the_readme_server_specs_parse():
 
 def _cand(label, ranks):
     """A finished candidate whose per-question gold ranks are `ranks` (None: not in the top 10)."""
-    from tuner.ab.run import Candidate, CandidateResult
+    from tuner.ab.records import Candidate, CandidateResult
     pq = []
     for i, r in enumerate(ranks):
         pq.append({"id": f"q{i}", "level": "L1", "query": f"query {i}", "gold": ["g"], "first_rank": r,

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from tuner.cli.main import main
+from tuner.cli import main
 from tuner.daemon.scheduler import Daemon, InstanceLock, LockHeld, RunTable, catch_up_plan, holder_pid, last_fire, status
 from tuner.daemon.config import DaemonConfigError, load_daemon_config
 from tuner.ledger.ledger import Ledger

@@ -4,7 +4,7 @@ from click.testing import CliRunner
 
 from search_core.config import SearchConfig
 from search_core.search.pipeline import Searcher
-from tuner.cli.main import main
+from tuner.cli import main
 from tuner.evaluation.fake_miss import possible_gold_gaps
 from tuner.evaluation.evaluate import QueryRow, RetrievalCache, evaluate, run_queries, summarize
 from tuner.data.gold import GoldSet, Question, load_gold

@@ -10,7 +10,7 @@ from search_core.gate.model import sidecar_path
 from search_core.search.pipeline import Searcher
 from search_core.recall.log import log_search
 from tuner.gate.calibrate import _retirement, apply_label_file, calibrate, read_log
-from tuner.cli.main import main
+from tuner.cli import main
 from tuner.gate.probes import make_probes, split_gold
 from tuner.data.gold import GoldSet, Question
 
@@ -296,8 +296,8 @@ def test_each_labelled_set_is_scored_on_its_own(logged):
     from tuner.gate.calibrate import probabilities
     want = gate_scorecard(probabilities(m, [r.features for r in hold]), [int(r.answerable) for r in hold], m.threshold)
     assert g["by_source"]["holdout"]["model"] == want and g["by_source"]["holdout"]["rows"] == len(hold)
-    from tuner.cli.gate import _gate_on_labels_section
-    table = _gate_on_labels_section(g).blocks[0]
+    from tuner.reports.calibration import gate_on_labels_section
+    table = gate_on_labels_section(g).blocks[0]
     names = [row[0] for row in table.rows]
     n_tune = len(rows) - len(hold)
     assert f"gate model on tune, {n_tune} rows (in-sample)" in names and f"cosine gate on tune, {n_tune} rows" in names

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from search_core import SearchCoreError
 from search_core.index.store import connect
-from tuner.cli.main import main
+from tuner.cli import main
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.chain import verify_ledger
 

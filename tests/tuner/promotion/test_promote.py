@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
-from tuner.cli.main import main
+from tuner.cli import main
 from tuner.promotion.promote import History, decide_promotion, holdout_verdict, read_active, resolve_search_config, rollback
 
 START = SearchConfig(threshold=0.8).as_dict()

@@ -9,7 +9,7 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig
 from search_core.index.store import connect
 from tuner.sweep.rejected_audit import audit_data, audit_report, interaction_rules
-from tuner.cli.main import main
+from tuner.cli import main
 from tuner.ledger.ledger import Ledger
 from tuner.promotion.promote import decide_promotion
 from tuner.reports.sweep import sweep_report

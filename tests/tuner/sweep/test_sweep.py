@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core.index.store import connect, get_meta
-from tuner.cli.main import main
+from tuner.cli import main
 from tuner.ledger.ledger import Ledger
 from tuner.sweep.loop import Sweep, SweepParams
 from tuner.sweep.workbench import IndexVerificationError, Workbench, verify_index

@@ -120,7 +120,7 @@ SMALL_SPACE = '[w_sparse]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.05\n'
 
 def test_resume_refuses_a_moved_harness_and_honours_rounds(demo_index, tmp_path):
     from click.testing import CliRunner
-    from tuner.cli.main import main
+    from tuner.cli import main
     gold = tmp_path / "tune.yaml"
     gold.write_text(TUNE.read_text(encoding="utf-8"), encoding="utf-8")
     sp = tmp_path / "space.toml"
