@@ -9,7 +9,6 @@ themselves (notes, chunks, vectors, graph tables) are in index_write.py.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 import warnings
@@ -22,6 +21,7 @@ from search_core.index import short_tokens
 from search_core.index import term_df
 from search_core.index import word_df
 from search_core.config import ChunkConfig
+from search_core.files import LockBusy, PidLock
 from search_core.index.embed_cache import EmbeddingCache
 from search_core.index.write import (_chunk_rows, _delete_notes, _insert_prepared, _next_chunk_id, _prepare, _rebuild_graph,
                           _update_short_tokens, _write_notes)
@@ -65,35 +65,18 @@ def index_lock(db: Path):
     """One writer per index. The lock file is removed when the run ends (however it ends); one left by a
     killed run holds no lock (the kernel dropped it) and is taken over and removed by the next run, which
     also removes the .building-PID files of a killed `--full` (we hold the lock: no build can be running)."""
-    lock_path = db.with_name(db.name + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        f = open(lock_path, "a+")
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "unknown"
-            f.close()
-            raise SearchCoreError(f"another `autoresearch index` is already writing {db} (pid {holder}); "
-                                  "wait for it to finish, then run this again") from None
-        try:   # the holder before us may have removed the file between our open and our lock: lock the new one
-            if os.stat(lock_path).st_ino == os.fstat(f.fileno()).st_ino:
-                break
-        except FileNotFoundError:
-            pass
-        f.close()
-    f.seek(0)
-    f.truncate()
-    f.write(str(os.getpid()))
-    f.flush()
-    _remove_stale_builds(db)
+    lock = PidLock(db.with_name(db.name + ".lock"), remove_on_release=True)
     try:
+        lock.acquire()
+    except LockBusy as e:
+        raise SearchCoreError(f"another `autoresearch index` is already writing {db} (pid "
+                              f"{e.holder if e.holder is not None else 'unknown'}); wait for it to finish, "
+                              "then run this again") from None
+    try:
+        _remove_stale_builds(db)
         yield
     finally:
-        lock_path.unlink(missing_ok=True)
-        fcntl.flock(f, fcntl.LOCK_UN)
-        f.close()
+        lock.release()
 
 
 def _remove_stale_builds(db: Path) -> None:

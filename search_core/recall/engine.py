@@ -24,6 +24,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import read_toml
+from search_core.paths import active_config_file
 from search_core.recall.backend import SearchBackend  # noqa: F401  (re-exported)
 
 RECALL_ENV = "AUTORESEARCH_RECALL"          # "0" turns the whole path off (the kill switch)
@@ -70,14 +71,15 @@ class RecallConfig:
         return dataclasses.replace(self, **changes)
 
 
-ACTIVE_CONFIG = Path("runs/active.toml")    # the promoted config (the daemon issue writes it)
 
 
 def active_config_path(explicit: str | Path | None) -> Path | None:
-    """--config when given, else the promoted runs/active.toml when there is one, else None (defaults)."""
+    """--config when given, else the promoted config (search_core.paths: $AUTORESEARCH_RUNS/active.toml,
+    else runs/active.toml) when there is one, else None (defaults)."""
     if explicit is not None:
         return Path(explicit)
-    return ACTIVE_CONFIG if ACTIVE_CONFIG.exists() else None
+    active = active_config_file()
+    return active if active.exists() else None
 
 
 def load_recall_config(path: str | Path | None) -> RecallConfig:

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from search_core import SearchCoreError
+from search_core.paths import recall_log_file
 
-DEFAULT_LOG = Path("runs/recall-log.sqlite")
 DEFAULT_RETENTION_DAYS = 30.0
 PRUNE_EVERY = 1000            # writes between two retention passes (a DELETE on the ts index)
 LABELS = ("relevant", "irrelevant")
@@ -73,11 +73,11 @@ def _connect(path: Path) -> sqlite3.Connection:
 class RecallLog:
     """Thread-safe appender. One connection, one lock; SQLite's own lock covers other processes."""
 
-    def __init__(self, path: str | Path = DEFAULT_LOG, *, retention_days: float | None = DEFAULT_RETENTION_DAYS,
+    def __init__(self, path: str | Path | None = None, *, retention_days: float | None = DEFAULT_RETENTION_DAYS,
                  privacy: str = "text"):
         if privacy not in PRIVACY:
             raise SearchCoreError(f"unknown recall-log privacy {privacy!r}; valid: {', '.join(PRIVACY)}")
-        self.path = Path(path)
+        self.path = Path(path) if path is not None else recall_log_file()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.retention_days = retention_days
         self.privacy = privacy

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sqlite3
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 from search_core import SearchCoreError
+from search_core.files import atomic_write_text
 from search_core.config import ChunkConfig, SearchConfig
 from search_core.hashing import hash_json, hash_text, stat_stamp
 from search_core.index.indexer import default_cache_path, index_vault
@@ -272,12 +272,10 @@ def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig,
 def _save(path: Path, res: CandidateResult) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"latency": res.latency, "threshold": res.threshold,
-                                   "threshold_fitted": res.threshold_fitted, "result": res.result,
-                                   "saved_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
-                                  ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps({"latency": res.latency, "threshold": res.threshold,
+                                            "threshold_fitted": res.threshold_fitted, "result": res.result,
+                                            "saved_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+                                           ensure_ascii=False))
     except OSError:
         pass                       # a cache: the A/B's own result is already in memory
 

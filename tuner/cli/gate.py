@@ -11,10 +11,9 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import duration, fail, format_option, json_option
+from tuner.cli.options import duration, fail, format_option, json_option, recall_log_option
 from tuner.reports import emit
 
-DEFAULT_LOG = Path("runs/recall-log.sqlite")
 
 
 def _labels_arg(path: Path):
@@ -26,8 +25,7 @@ def _labels_arg(path: Path):
 
 @click.group(invoke_without_command=True)
 @click.option("--db", type=click.Path(path_type=Path), help="The index the gate serves.")
-@click.option("--log", "log_path", type=click.Path(path_type=Path), default=DEFAULT_LOG, show_default=True,
-              help="The recall log (SQLite).")
+@recall_log_option()
 @click.option("--since", default="7d", show_default=True, help="Log window: 7d, 24h, 90m, or `all`.")
 @click.option("--labels", "labels", multiple=True, type=click.Path(path_type=Path),
               help="A gold set with probes (YAML/KorQuAD/BEIR), or a file of `CALL_ID relevant|irrelevant` lines.")

@@ -52,6 +52,13 @@ def ledger_option(help: str | None = None):
                         help=help or "The ledger file (SQLite).")
 
 
+def recall_log_option():
+    from search_core.paths import recall_log_file
+    return click.option("--log", "log_path", type=click.Path(path_type=Path), default=lambda: recall_log_file(),
+                        show_default="$AUTORESEARCH_RUNS/recall-log.sqlite, else runs/recall-log.sqlite",
+                        help="The recall log (SQLite).")
+
+
 def runs_option(help: str = "The runs folder (default: $AUTORESEARCH_RUNS, else ./runs)."):
     return click.option("--runs", type=click.Path(path_type=Path), default=None, help=help)
 

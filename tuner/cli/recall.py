@@ -11,10 +11,9 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import duration, fail, json_option, options
+from tuner.cli.options import duration, fail, json_option, options, recall_log_option
 
-_LOG_OPT = click.option("--log", "log_path", type=click.Path(path_type=Path), default=Path("runs/recall-log.sqlite"),
-                        show_default=True, help="The recall log (SQLite).")
+_LOG_OPT = recall_log_option()
 
 
 @click.group("recall-log")
@@ -129,7 +128,7 @@ def _engine(db, config_path, log_path, retention, privacy, timeout):
 _SERVE_OPTS = [
     click.option("--db", required=True, type=click.Path(path_type=Path), help="The index file."),
     click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
-                 help="A TOML config ([search] and [recall]); default: runs/active.toml when it exists."),
+                 help="A TOML config ([search] and [recall]); default: the active config ($AUTORESEARCH_RUNS/active.toml, else runs/active.toml) when it exists."),
     _LOG_OPT,
     click.option("--retention", default="30d", show_default=True, help="Recall-log rows older than this are pruned."),
     click.option("--privacy", type=click.Choice(["text", "hash"]), default=None,

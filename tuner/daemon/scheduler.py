@@ -17,8 +17,6 @@ missed; backward, a scheduled time that already has a finished run is never run 
 from __future__ import annotations
 
 import datetime as dt
-import errno
-import fcntl
 import json
 import logging
 import logging.handlers
@@ -29,6 +27,7 @@ import time
 from pathlib import Path
 
 from search_core import SearchCoreError
+from search_core.files import LockBusy, PidLock, atomic_write_text, lock_holder
 from search_core.index.store import atomic, connect
 
 from tuner.daemon.config import DaemonConfig
@@ -71,53 +70,27 @@ class InstanceLock:
 
     def __init__(self, runs: str | Path):
         self.path = Path(runs) / LOCK
-        self.fd = None
+        self.lock = PidLock(self.path)
 
     def acquire(self) -> "InstanceLock":
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.lock.acquire()
+        except LockBusy as e:
+            holder = e.holder if e.holder is not None else -1
+            raise LockHeld(f"another daemon (pid {holder}) holds {self.path}; stop it with `kill {holder}` "
+                           "(it ends at a round boundary) or use another runs folder") from None
         except OSError as e:
             raise SearchCoreError(f"cannot write to the runs folder {self.path.parent}: {e.strerror}; make it "
                                   "writable or set [daemon] runs to another folder") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            holder = holder_pid(self.path.parent)
-            raise LockHeld(f"another daemon (pid {holder}) holds {self.path}; stop it with `kill {holder}` "
-                           "(it ends at a round boundary) or use another runs folder") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        os.fsync(fd)
-        self.fd = fd
         return self
 
     def release(self):
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
+        self.lock.release()
 
 
 def holder_pid(runs: str | Path) -> int | None:
     """The pid of the daemon holding the lock, or None when nobody holds it."""
-    path = Path(runs) / LOCK
-    if not path.exists():
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            text = os.pread(fd, 32, 0).decode().strip()
-            return int(text) if text.isdigit() else -1
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
+    return lock_holder(Path(runs) / LOCK)
 
 
 # -- the run table --------------------------------------------------------------------------------------
@@ -266,9 +239,7 @@ class Daemon:
         state = {"pid": os.getpid(), "config": self.cfg.path, "timezone": self.cfg.timezone,
                  "written": _iso(dt.datetime.now(self.cfg.tz)), "jobs": jobs,
                  "schedule": {j.name: j.schedule_text() for j in self.cfg.jobs}}
-        tmp = self.runs / f".{STATE}.tmp"
-        tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
-        os.replace(tmp, self.runs / STATE)
+        atomic_write_text(self.runs / STATE, json.dumps(state, indent=1))
 
     # the loop ------------------------------------------------------------------------------------------
     def open(self):

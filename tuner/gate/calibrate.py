@@ -378,6 +378,7 @@ def daemon_job(cfg) -> dict:
     """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
     plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
     and a proposal; applying it stays a person's decision (`autoresearch calibrate apply`)."""
+    from search_core.paths import recall_log_file
     from tuner.reports.calibration import calibration_report
     from tuner.promotion.promote import read_active
     from tuner.reports import emit
@@ -385,7 +386,7 @@ def daemon_job(cfg) -> dict:
     runs = Path(cfg.runs)
     active = read_active(runs)
     db = Path(active.index) if active and active.index else Path(cfg.sweep["db"])
-    log_path = runs / "recall-log.sqlite"
+    log_path = recall_log_file(runs)
     golds = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
     cal, calls, labelled, _ = calibrate_index(db, log_path=log_path if log_path.exists() else None,
                                               since_s=WEEK_S, gold_paths=golds)

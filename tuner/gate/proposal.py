@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from search_core import SearchCoreError
+from search_core.files import atomic_write_text
 from search_core.gate.model import load_gate, sidecar_path
 
 
@@ -67,10 +68,8 @@ def undo_apply(db: str | Path) -> dict:
     side = sidecar_path(db)
     if last["previous"] is None:
         side.unlink(missing_ok=True)
-    else:                                            # never a half-written gate file: write beside, then rename
-        tmp = side.with_name(side.name + ".new")
-        tmp.write_text(last["previous"], encoding="utf-8")
-        tmp.replace(side)
+    else:                                            # never a half-written gate file
+        atomic_write_text(side, last["previous"])
     with h.open("a", encoding="utf-8") as f:
         f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "action": "undo",
                             "undoes": last["at"]}) + "\n")

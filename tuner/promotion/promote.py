@@ -19,12 +19,13 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
 from search_core.gate.model import sidecar_path
+from search_core.files import atomic_write_text
 from search_core.index.store import atomic, connect
+from search_core.paths import ACTIVE_CONFIG as ACTIVE
+from search_core.paths import RUNS_ENV, runs_dir
 
 from tuner.promotion.config_toml import _value, config_toml
 
-RUNS_ENV = "AUTORESEARCH_RUNS"
-ACTIVE = "active.toml"
 HISTORY = "promotions.sqlite"
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS events (
@@ -36,11 +37,6 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS events (
 # just before the promotion wrote it (text null: there was none), so a rollback puts it back. Two promotions
 # of one embedder install the same index file name: without it, undoing the second kept its gate model
 # beside the first's config. NULL on rows written before the column existed: rollback leaves the file alone.
-
-
-def runs_dir(runs: str | Path | None = None) -> Path:
-    """The runs folder: the argument, else $AUTORESEARCH_RUNS, else ./runs."""
-    return Path(runs if runs is not None else os.environ.get(RUNS_ENV, "runs"))
 
 
 @dataclass(frozen=True)
@@ -61,26 +57,13 @@ def read_active(runs: str | Path | None = None) -> Active | None:
     return Active(cfg, index, meta.get("source", ""))
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_active(runs: Path, cfg: SearchConfig, index: Path | None, source: str) -> None:
     head = ["[active]", f"source = {_value(source)}"]
     if index is not None:
         head.append(f"index = {_value(str(index))}")
     body = config_toml(cfg, "the active config: read by `search` and `eval` when no --config is given; "
                             "written by promotion and `config rollback`, never by hand")
-    _atomic_write(runs / ACTIVE, body + "\n" + "\n".join(head) + "\n")
+    atomic_write_text(runs / ACTIVE, body + "\n" + "\n".join(head) + "\n")
 
 
 def _install_path(runs: Path, index: Path) -> Path:
@@ -279,7 +262,7 @@ def _restore_sidecar(ev: dict) -> None:
     if text is None:
         side.unlink(missing_ok=True)
     else:
-        _atomic_write(side, text)
+        atomic_write_text(side, text)
 
 
 # -- what `search` and `eval` use when no --config is given ---------------------------------------------------
