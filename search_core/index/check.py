@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from search_core import SearchCoreError
-from search_core.index.store import connect
+from search_core.index.store import connect, is_sqlite_file
 
 # a stored vector and a fresh embedding of the same text agree to >= 0.9999 cosine on this machine
 # (the same model, the same bytes); 0.99 leaves room for a different CPU's float order, and a damaged
@@ -143,10 +143,9 @@ def check_index(db: str | Path, *, quick: bool = False, sample: int = DEFAULT_SA
     p = Path(db)
     if not p.exists():
         raise SearchCoreError(f"no index at {p}; build one with `autoresearch index VAULT --db {p}`")
-    with open(p, "rb") as f:
-        if f.read(16) != b"SQLite format 3\x00":
-            return CheckReport(str(p), (Check("sqlite header", False, "not a SQLite file (the header is damaged "
-                                                                   "or this is another kind of file)"),))
+    if not is_sqlite_file(p):
+        return CheckReport(str(p), (Check("sqlite header", False, "not a SQLite file (the header is damaged "
+                                                               "or this is another kind of file)"),))
     try:
         conn = connect(p)
     except _db_error() as e:

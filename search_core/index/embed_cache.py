@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from search_core.hashing import hash_json
-from search_core.index.store import connect
+from search_core.index.store import connect, is_sqlite_file
 
 
 class _CacheDamaged(Exception):
@@ -47,9 +47,8 @@ class EmbeddingCache:
         conn = None
         try:
             if self.path.exists() and self.path.stat().st_size:
-                with open(self.path, "rb") as f:
-                    if f.read(16) != b"SQLite format 3\x00":
-                        raise _CacheDamaged("not a SQLite file (its header is damaged)")
+                if not is_sqlite_file(self.path):
+                    raise _CacheDamaged("not a SQLite file (its header is damaged)")
             conn = connect(self.path)
             conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash TEXT NOT NULL, "
                          "vec BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID")

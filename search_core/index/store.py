@@ -11,6 +11,15 @@ from search_core import SearchCoreError
 SCHEMA_VERSION = 1
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"   # the first 16 bytes of every SQLite database file
+
+
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether the file at `path` starts with SQLite's header (an empty or missing file does not)."""
+    with open(path, "rb") as f:
+        return f.read(16) == SQLITE_HEADER
+
+
 def connect(path: str | Path, *, readonly: bool = False):
     """A connection that can load sqlite-vec on every Python build (this machine's sqlite3 cannot)."""
     try:

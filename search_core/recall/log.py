@@ -16,6 +16,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.paths import recall_log_file
+from search_core.percentiles import percentile_or_none
 
 DEFAULT_RETENTION_DAYS = 30.0
 PRUNE_EVERY = 1000            # writes between two retention passes (a DELETE on the ts index)
@@ -189,16 +190,6 @@ def _open_existing(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-def _percentile(sorted_vals: list[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default), without numpy."""
-    if not sorted_vals:
-        return None
-    pos = (len(sorted_vals) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_vals) - 1)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
-
-
 def recall_stats(path: str | Path, since_s: float | None = None, now: float | None = None) -> dict:
     """Calls, injection rate, p50/p95 of calls that searched, calls stopped per gate, mean characters
     injected, and the retirement rule's verdict."""
@@ -218,7 +209,7 @@ def recall_stats(path: str | Path, since_s: float | None = None, now: float | No
             stopped[r[1]] = stopped.get(r[1], 0) + 1
     chars = [r[2] for r in rows if r[0]]
     rate = injected / calls if calls else None
-    p50, p95 = _percentile(latencies, 0.50), _percentile(latencies, 0.95)
+    p50, p95 = percentile_or_none(latencies, 50), percentile_or_none(latencies, 95)
     reasons = []
     if p95 is not None and p95 > RETIRE_P95_MS:
         reasons.append(f"p95 {p95:.0f} ms is over {RETIRE_P95_MS:.0f} ms")

@@ -29,7 +29,7 @@ from tuner.ab.compare import compare_pair
 from tuner.ab.records import ABError, ABParams, Candidate, CandidateResult
 from tuner.evaluation.evaluate import build_result, run_queries
 from tuner.data.gold import GoldSet
-from tuner.evaluation.stats import percentile
+from search_core.percentiles import percentile
 from tuner.sweep.workbench import fit_threshold, verify_index
 from tuner.sweep.workbench import index_path as workbench_index_path
 

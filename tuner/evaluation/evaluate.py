@@ -17,7 +17,7 @@ from search_core.search.ranking import K_LIST  # the ranked list kept per questi
 from tuner.data.gold import LEVELS, GoldSet
 from tuner.evaluation.metrics import first_rank, hit_at_k, mean, ndcg_at_k, precision_at_k, reciprocal_rank, recall_at_k
 from tuner.evaluation.score import ScoreConfig, score100
-from tuner.evaluation.stats import percentile
+from search_core.percentiles import percentile
 
 
 

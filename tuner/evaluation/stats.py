@@ -1,17 +1,10 @@
-"""Percentiles and the paired significance tests used by compare and the holdout report."""
+"""The paired significance tests used by compare, the holdout report and the A/B (percentiles: search_core.percentiles)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-
 BOOTSTRAP_BLOCK = 1 << 20     # draws per block: ~8 MB of indexes + 8 MB gathered
-
-
-def percentile(values, q: float) -> float:
-    """Linear-interpolated percentile (numpy's default); nan for no values."""
-    v = np.asarray(list(values), dtype=float)
-    return float(np.percentile(v, q)) if v.size else float("nan")
 
 
 def paired_randomization(a, b, *, n_resamples: int = 10_000, seed: int = 0) -> float:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from search_core import SearchCoreError
+from search_core.percentiles import percentile
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
@@ -144,8 +145,7 @@ def _quantiles(values) -> dict:
     v = np.asarray([x for x in values if x is not None], dtype=np.float64)
     if not len(v):
         return {"n": 0}
-    q = np.percentile(v, [5, 25, 50, 75, 95])
-    return {"n": int(len(v)), **{f"p{k}": round(float(x), 4) for k, x in zip((5, 25, 50, 75, 95), q)}}
+    return {"n": int(len(v)), **{f"p{k}": round(percentile(v, k), 4) for k in (5, 25, 50, 75, 95)}}
 
 
 def probabilities(model: GateModel | None, feature_dicts: list[dict]) -> np.ndarray | None:
@@ -252,8 +252,8 @@ def _window(calls: list[LogCall]) -> dict:
     lat = [c.latency_ms for c in calls if c.latency_ms is not None]
     return {"calls": len(calls), "sessions": len({c.session for c in calls}),
             "from": min((c.ts for c in calls), default=None), "to": max((c.ts for c in calls), default=None),
-            "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 2) if lat else None,
-                           "p95": round(float(np.percentile(lat, 95)), 2) if lat else None}}
+            "latency_ms": {"p50": round(percentile(lat, 50), 2) if lat else None,
+                           "p95": round(percentile(lat, 95), 2) if lat else None}}
 
 
 def _traffic(calls, p_log, model, cos_threshold) -> dict:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.index.store import connect
+from search_core.index.store import connect, is_sqlite_file
 
 from tuner.ledger.schema import (INT_COLUMNS, LEDGER_KIND, LEDGER_SCHEMA, REAL_COLUMNS, ROUND_CONTENT, SWEEP_TRIGGERS,
                                  TRIGGERS)
@@ -66,9 +66,7 @@ def check_ledger_file(path: Path, *, create: bool) -> None:
         raise LedgerError(f"--ledger {path} is a folder; pass a file such as {path / 'ledger.sqlite'}")
     if path.stat().st_size == 0:
         return
-    with open(path, "rb") as f:
-        header = f.read(16)
-    if header != b"SQLite format 3\x00":
+    if not is_sqlite_file(path):
         raise LedgerError(f"{path} is not a SQLite file, so not an autoresearch ledger; nothing was written to it. "
                           "Pass a ledger path, e.g. --ledger runs/ledger.sqlite")
     conn = _peek(path)

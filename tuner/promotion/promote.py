@@ -24,7 +24,7 @@ from search_core.index.store import atomic, connect
 from search_core.paths import ACTIVE_CONFIG as ACTIVE
 from search_core.paths import RUNS_ENV, runs_dir
 
-from tuner.promotion.config_toml import _value, config_toml
+from tuner.promotion.config_toml import config_toml, toml_table
 
 HISTORY = "promotions.sqlite"
 
@@ -58,12 +58,10 @@ def read_active(runs: str | Path | None = None) -> Active | None:
 
 
 def _write_active(runs: Path, cfg: SearchConfig, index: Path | None, source: str) -> None:
-    head = ["[active]", f"source = {_value(source)}"]
-    if index is not None:
-        head.append(f"index = {_value(str(index))}")
     body = config_toml(cfg, "the active config: read by `search` and `eval` when no --config is given; "
                             "written by promotion and `config rollback`, never by hand")
-    atomic_write_text(runs / ACTIVE, body + "\n" + "\n".join(head) + "\n")
+    head = toml_table("active", {"source": source, "index": None if index is None else str(index)})
+    atomic_write_text(runs / ACTIVE, body + "\n" + head)
 
 
 def _install_path(runs: Path, index: Path) -> Path:

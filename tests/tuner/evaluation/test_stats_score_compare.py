@@ -3,7 +3,8 @@ from scipy import stats
 
 from tuner.evaluation.compare import compare
 from tuner.evaluation.score import ScoreConfig, score100
-from tuner.evaluation.stats import bootstrap_ci, paired_randomization, percentile
+from search_core.percentiles import percentile
+from tuner.evaluation.stats import bootstrap_ci, paired_randomization
 
 
 def test_score100_by_hand():
