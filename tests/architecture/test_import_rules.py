@@ -58,3 +58,12 @@ def test_importing_the_engine_and_the_cli_loads_no_heavy_library():
             f"print(','.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "", f"loaded at import time: {out.stdout.strip()}"
+
+
+def test_no_test_module_imports_another():
+    # shared test code lives in tests/helpers/; a test module imported by another runs its tests twice
+    # under two module names and ties unrelated tests together
+    graph = import_graph(ROOT, ("tests",))
+    bad = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                 if t.rsplit(".", 1)[-1].startswith("test_") or t == "tests.conftest")
+    assert not bad, "test modules importing test modules (move what they share to tests/helpers/):\n" + "\n".join(bad)

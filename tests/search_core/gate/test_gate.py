@@ -9,10 +9,8 @@ from search_core.gate.features import FEATURE_NAMES, gate_features, idf_overlap,
 from search_core.gate.model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
                                     fit_gate, load_gate, sidecar_path)
 from search_core.search.pipeline import Searcher
+from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
 from tuner.cli import main
-
-QUERIES_IN = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부"]
-QUERIES_OUT = ["양자 컴퓨터 큐비트 오류 정정", "LightRAG 설치", "축구 월드컵 우승국", "파리 에펠탑 높이", "주식 배당금 세금"]
 
 
 def test_features_are_absolute_and_complete(small_index):

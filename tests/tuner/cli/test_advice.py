@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from search_core import SearchCoreError
 from search_core.index.indexer import index_vault
-from tests.tuner.data.test_gold import GOOD, write
+from tests.helpers.gold import GOOD, write
 from tuner.cli import main
 from tuner.data.gold import GoldError, load_gold
 

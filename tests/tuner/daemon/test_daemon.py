@@ -20,20 +20,11 @@ from tuner.daemon.scheduler import Daemon, InstanceLock, LockHeld, RunTable, cat
 from tuner.daemon.config import DaemonConfigError, load_daemon_config
 from tuner.ledger.ledger import Ledger
 from tests.helpers import DEMO_VAULT, ROOT
-from tests.tuner.sweep.test_sweep import FUSION_SPACE, HOLD, TUNE
+from tests.helpers.sweeps import DEMO_HOLD as HOLD
+from tests.helpers.sweeps import DEMO_TUNE as TUNE
+from tests.helpers.sweeps import FUSION_SPACE, small_gold
 
 FAR = "0 0 1 1 *"     # 1 January: never inside a test's look-back
-
-
-def small_gold(src, dst, every):
-    """Every n-th question of a demo gold set: the daemon tests exercise the daemon, not the metrics, and
-    round 0 and the holdout search each question once (a few seconds on a busy 2-core machine)."""
-    import yaml
-    g = yaml.safe_load(open(src, encoding="utf-8"))
-    g["questions"] = g["questions"][::every]
-    g["name"] = g["name"] + "-small"
-    dst.write_text(yaml.safe_dump(g, allow_unicode=True), encoding="utf-8")
-    return dst
 
 
 def write_config(tmp_path, db, *, rounds=30, jobs=None, extra_sweep="", daemon_extra=""):

@@ -203,7 +203,7 @@ questions:
 
 
 def test_a_real_sweep_and_its_resume_keep_the_chain_intact(small_index, tmp_path):
-    from tests.tuner.sweep.test_sweep import FUSION_SPACE
+    from tests.helpers.sweeps import FUSION_SPACE
     gold = tmp_path / "gold.yaml"
     gold.write_text(SMALL_GOLD, encoding="utf-8")
     sp = tmp_path / "space.toml"

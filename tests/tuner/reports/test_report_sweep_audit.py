@@ -17,8 +17,9 @@ from tuner.reports import emit, render
 from tuner.reports.browser import check_page
 from tuner.sweep.loop import Sweep, SweepParams
 from tests.helpers import DEMO_VAULT
-from tests.tuner.daemon.test_daemon import small_gold
-from tests.tuner.sweep.test_sweep import FUSION_SPACE, HOLD, TUNE
+from tests.helpers.sweeps import DEMO_HOLD as HOLD
+from tests.helpers.sweeps import DEMO_TUNE as TUNE
+from tests.helpers.sweeps import FUSION_SPACE, small_gold
 
 
 @pytest.fixture(scope="module")

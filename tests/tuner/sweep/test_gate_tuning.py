@@ -11,8 +11,9 @@ import yaml
 from search_core.config import SearchConfig
 from search_core.gate.model import GateChoice, fit_gate
 from search_core.search.pipeline import Searcher
-from tests.search_core.gate.test_gate import QUERIES_IN, QUERIES_OUT
-from tests.tuner.sweep.test_sweep_trust import TUNE, sweep
+from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
+from tests.helpers.sweeps import DEMO_TUNE as TUNE
+from tests.helpers.sweeps import run_sweep as sweep
 from tuner.sweep.variables import GATE_SCORE, RERANK, kind_of
 from tuner.sweep.workbench import fit_threshold
 
