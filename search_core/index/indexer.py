@@ -23,8 +23,8 @@ from search_core.index import word_df
 from search_core.config import ChunkConfig
 from search_core.files import LockBusy, PidLock
 from search_core.index.embed_cache import EmbeddingCache
-from search_core.index.write import (_chunk_rows, _delete_notes, _insert_prepared, _next_chunk_id, _prepare, _rebuild_graph,
-                          _update_short_tokens, _write_notes)
+from search_core.index.write import (chunk_rows, delete_notes, insert_prepared, next_chunk_id, prepare, rebuild_graph,
+                          update_short_tokens, write_notes)
 from search_core.models import get_embedder
 from search_core.ingest.note import Note
 from search_core.index.store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
@@ -203,8 +203,8 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
         with atomic(conn):
             set_meta(conn, "fingerprint", fp)
             set_meta(conn, "vault", str(Path(vault).resolve()))
-            report.embedded = _write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
-            _rebuild_graph(conn, emb, cache, progress)
+            report.embedded = write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
+            rebuild_graph(conn, emb, cache, progress)
             short_tokens.build(conn)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             bump_generation(conn)
@@ -282,16 +282,16 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     report.warnings = [f"{n.id}: {w}" for n in to_write for w in n.warnings]
     if to_write or deleted or touch:
         # embed before the write transaction, so readers are never blocked by model time
-        prepared = _prepare(to_write, emb, chunk_cfg, cache, progress)
+        prepared = prepare(to_write, emb, chunk_cfg, cache, progress)
         with atomic(conn):
             if deleted or to_write:
                 gone_ids = deleted + [n.id for n in to_write if n.id in known]
-                removed = _chunk_rows(conn, gone_ids)
-                _delete_notes(conn, gone_ids)
-                first_new = _next_chunk_id(conn)      # what _insert_prepared numbers from (ids may be reused)
-                _insert_prepared(conn, prepared, stats)
-                _rebuild_graph(conn, emb, cache, progress)
-                _update_short_tokens(conn, removed, first_new)
+                removed = chunk_rows(conn, gone_ids)
+                delete_notes(conn, gone_ids)
+                first_new = next_chunk_id(conn)      # what insert_prepared numbers from (ids may be reused)
+                insert_prepared(conn, prepared, stats)
+                rebuild_graph(conn, emb, cache, progress)
+                update_short_tokens(conn, removed, first_new)
             conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             bump_generation(conn)

@@ -16,7 +16,7 @@ from search_core.ingest.graph import LinkResolver, communities, cooccurrence, en
 from search_core.ingest.note import Note
 
 
-def _chunk_rows(conn, note_ids: list[str]) -> list[tuple[int, str, str]]:
+def chunk_rows(conn, note_ids: list[str]) -> list[tuple[int, str, str]]:
     rows = []
     for i in range(0, len(note_ids), 500):
         part = note_ids[i:i + 500]
@@ -25,11 +25,11 @@ def _chunk_rows(conn, note_ids: list[str]) -> list[tuple[int, str, str]]:
     return rows
 
 
-def _next_chunk_id(conn) -> int:
+def next_chunk_id(conn) -> int:
     return (conn.execute("SELECT max(id) FROM chunks").fetchone()[0] or 0) + 1
 
 
-def _update_short_tokens(conn, removed, first_new: int) -> None:
+def update_short_tokens(conn, removed, first_new: int) -> None:
     """Only the lists of the codes that the removed and added chunks contain change (a note: ms);
     an index without the table gets it whole."""
     if not short_tokens.is_built(conn):
@@ -39,7 +39,7 @@ def _update_short_tokens(conn, removed, first_new: int) -> None:
     short_tokens.update(conn, removed, added)
 
 
-def _prepare(notes: list[Note], emb, chunk_cfg, cache, progress) -> dict:
+def prepare(notes: list[Note], emb, chunk_cfg, cache, progress) -> dict:
     rows, texts = [], []
     for n in notes:
         chunks = chunk_note(n, chunk_cfg)
@@ -63,13 +63,13 @@ def _prepare(notes: list[Note], emb, chunk_cfg, cache, progress) -> dict:
     return {"notes": notes, "rows": rows, "vecs": vecs, "embedded": counter["new"]}
 
 
-def _write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress) -> int:
-    prepared = _prepare(notes, emb, chunk_cfg, cache, progress)
-    _insert_prepared(conn, prepared, stats)
+def write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress) -> int:
+    prepared = prepare(notes, emb, chunk_cfg, cache, progress)
+    insert_prepared(conn, prepared, stats)
     return prepared["embedded"]
 
 
-def _delete_notes(conn, ids: list[str]) -> None:
+def delete_notes(conn, ids: list[str]) -> None:
     for i in range(0, len(ids), 500):
         part = ids[i:i + 500]
         marks = ",".join("?" * len(part))
@@ -82,9 +82,9 @@ def _delete_notes(conn, ids: list[str]) -> None:
         conn.execute(f"DELETE FROM notes WHERE id IN ({marks})", part)   # cascades to chunks, links, belongs_to
 
 
-def _insert_prepared(conn, prepared, stats) -> None:
+def insert_prepared(conn, prepared, stats) -> None:
     vecs = prepared["vecs"]
-    next_id = _next_chunk_id(conn)
+    next_id = next_chunk_id(conn)
     for n in prepared["notes"]:
         vf = stats.get(n.id)
         conn.execute("INSERT INTO notes(id, path, title, aliases, tags, summary, is_nav, content_hash, size, mtime_ns,"
@@ -114,7 +114,7 @@ def _insert_prepared(conn, prepared, stats) -> None:
     conn.executemany("INSERT INTO chunk_vec(rowid, embedding) VALUES (?, ?)", vec_rows)
 
 
-def _rebuild_graph(conn, emb, cache, progress) -> None:
+def rebuild_graph(conn, emb, cache, progress) -> None:
     """Links, entities, co-occurrence and communities are derived from all notes; recomputed in the same
     transaction (a second on 1,000 notes), so a new note can resolve links that were dangling before."""
     ids = [r[0] for r in conn.execute("SELECT id FROM notes")]
