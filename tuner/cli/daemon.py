@@ -42,7 +42,7 @@ def daemon(config_path, once, start_in):
 def status(runs, as_json):
     """The daemon's jobs: next and last runs, the last outcome, and whether a daemon holds the lock."""
     from tuner.daemon.scheduler import status as get_status
-    from tuner.promotion.promote import runs_dir
+    from search_core.paths import runs_dir
 
     s = get_status(runs_dir(runs))
     if as_json:

@@ -35,7 +35,7 @@ def document_of(note_id: str, korquad: bool, docs: dict | None = None) -> str:
     return note_id.split("-", 1)[0] if korquad else note_id
 
 
-def split_gold(gold: GoldSet, held_out: set[str], korquad: bool, docs: dict | None = None) -> list[dict]:
+def questions_without(gold: GoldSet, held_out: set[str], korquad: bool, docs: dict | None = None) -> list[dict]:
     """The gold set's questions against an index without `held_out` documents (pure). `docs`: note id
     -> document, for corpora whose documents are not in the ids (BEIR)."""
     out = []
@@ -99,7 +99,7 @@ def make_probes(vault: str | Path, gold_path: str | Path, out: str | Path, *, fr
                 dst = source / f.path.relative_to(vault)
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f.path, dst)
-    questions = split_gold(gold, held, korquad, doc_of)
+    questions = questions_without(gold, held, korquad, doc_of)
     db = out / "index.sqlite"
     report = index_vault(source, db, cache=cache)
     gold_out = out / "gold.yaml"

@@ -11,7 +11,7 @@ from search_core.search.pipeline import Searcher
 from search_core.recall.log import log_search
 from tuner.gate.calibrate import _retirement, apply_label_file, calibrate, read_log
 from tuner.cli import main
-from tuner.gate.probes import make_probes, split_gold
+from tuner.gate.probes import make_probes, questions_without
 from tuner.data.gold import GoldSet, Question
 
 ANSWERABLE = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부",
@@ -128,13 +128,13 @@ def test_retirement_rule():
     assert _retirement(w, {"injection_rate": 0.5})["verdict"] == "keep recall on"
 
 
-def test_split_gold_makes_probes_from_held_out_documents():
+def test_questions_without_held_out_documents_become_probes():
     g = GoldSet("g", "g.yaml", (Question("1", "L1", "q1", ("001-00",)), Question("2", "L2", "q2", ("001-01", "002-00")),
                                 Question("3", "probe", "q3", ()), Question("4", "L0", "q4", ("003-00",))))
-    out = {q["id"]: q for q in split_gold(g, {"001", "002"}, korquad=True)}
+    out = {q["id"]: q for q in questions_without(g, {"001", "002"}, korquad=True)}
     assert out["1"]["level"] == "probe" and out["2"]["level"] == "probe" and out["3"]["level"] == "probe"
     assert out["4"]["level"] == "L0" and out["4"]["gold"] == ["003-00"]
-    out = {q["id"]: q for q in split_gold(g, {"001-01"}, korquad=False)}
+    out = {q["id"]: q for q in questions_without(g, {"001-01"}, korquad=False)}
     assert out["2"]["level"] == "L2" and out["2"]["gold"] == ["002-00"]
 
 
