@@ -53,7 +53,7 @@ def korquad_sample(work: Path, share: float = 0.2, seed: int = 0) -> Path:
 
 def mini_vault(work: Path) -> Path:
     """The demo notes the demo tuning questions point at (35 of 138): the same vault the tests use."""
-    from tuner.gold import load_gold
+    from tuner.data.gold import load_gold
     vault = work / "mini-vault"
     for nid in sorted(load_gold(ROOT / "experiments/gold/demo-tune.yaml").gold_ids()):
         dst = vault / f"{nid}.md"

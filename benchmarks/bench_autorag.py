@@ -44,9 +44,9 @@ def main():
     ap.add_argument("--embedder", default="e5-small")
     args = ap.parse_args()
     from search_core.config import SearchConfig
-    from search_core.indexer import index_vault
-    from search_core.pipeline import Searcher
-    from tuner.metrics import hit_at_k, mean, ndcg_at_k, reciprocal_rank
+    from search_core.index.indexer import index_vault
+    from search_core.search.pipeline import Searcher
+    from tuner.evaluation.metrics import hit_at_k, mean, ndcg_at_k, reciprocal_rank
 
     t0 = time.perf_counter()
     rep = index_vault(args.beir, args.db, embedder=args.embedder)

@@ -29,7 +29,7 @@ def main():
     args = ap.parse_args()
     from search_core.models import get_embedder
     from search_core.models.threads import embed_with_threads
-    from search_core.store import connect
+    from search_core.index.store import connect
     conn = connect(args.db, readonly=True)
     texts = [f"{c}\n{t}" for c, t in conn.execute("SELECT context, text FROM chunks ORDER BY id LIMIT ?",
                                                    (args.chunks,))]

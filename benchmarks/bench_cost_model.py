@@ -3,7 +3,7 @@
     python benchmarks/bench_cost_model.py [--sets demo,autorag,johngrib] [--passes 3] [--busy]
     python benchmarks/bench_cost_model.py --determinism [--rounds 24]
 
-For each set: one cost calibration on its questions (tuner.cost_model.calibrate), then every question
+For each set: one cost calibration on its questions (tuner.evaluation.cost_model.calibrate), then every question
 searched for real (`Searcher.retrieve` + `rank`, no query-vector or channel-list cache) over --passes
 passes in a seeded shuffled order; each search's counted work (search_core.work) is charged with the
 calibration. Reported per stage (embed, sparse, retrieve, rank, total): measured and predicted p50/p95
@@ -56,7 +56,7 @@ def busy_core():
 
 
 def questions_for(name: str) -> list[str]:
-    from tuner.gold import load_gold
+    from tuner.data.gold import load_gold
     demo = [q.query for f in ("demo-tune", "demo-holdout", "demo-probes")
             for q in load_gold(ROOT / "experiments" / "gold" / f"{f}.yaml").questions]
     autorag = [q.query for q in load_gold(DATA / "autorag-ko" / "beir").questions]
@@ -72,7 +72,7 @@ def index_for(name: str) -> Path:
     if name == "demo":
         db = ROOT / "runs" / "bench-demo.sqlite"
         if not db.exists():
-            from search_core.indexer import index_vault
+            from search_core.index.indexer import index_vault
             index_vault(ROOT / "experiments" / "demo-vault", db)
         return db
     db = ROOT / "runs" / f"{name}.sqlite"
@@ -85,10 +85,10 @@ def index_for(name: str) -> Path:
 def measure(searcher, questions: list[str], cal, passes: int, seed: int) -> dict:
     """Per stage: the measured and predicted milliseconds of every search."""
     from search_core.config import SearchConfig
-    from search_core.ranking import K_LIST
-    from search_core.work import search_work
-    from tuner.cost_model import predict
-    from tuner.evaluate import uncached_queries
+    from search_core.search.ranking import K_LIST
+    from search_core.search.work import search_work
+    from tuner.evaluation.cost_model import predict
+    from search_core.search.query_cache import uncached_queries
     cfg = SearchConfig(embedder=searcher.embedder_name)
     rng = random.Random(seed)
     measured = {s: [] for s in STAGES}
@@ -116,7 +116,7 @@ def measure(searcher, questions: list[str], cal, passes: int, seed: int) -> dict
 
 
 def table(raw: dict) -> dict:
-    from tuner.stats_util import percentile
+    from search_core.percentiles import percentile
     out = {}
     for s in STAGES:
         m, p = raw["measured"][s], raw["predicted"][s]
@@ -128,8 +128,8 @@ def table(raw: dict) -> dict:
 
 
 def run_set(name: str, passes: int, busy: bool, seed: int) -> dict:
-    from search_core.pipeline import Searcher
-    from tuner.cost_model import calibrate
+    from search_core.search.pipeline import Searcher
+    from tuner.evaluation.cost_model import calibrate
     s = Searcher(index_for(name))
     qs = questions_for(name)
     t0 = time.perf_counter()
@@ -180,7 +180,7 @@ def determinism(rounds: int, seed: int) -> dict:
     import threading
     from http.server import ThreadingHTTPServer
     from search_core.config import SearchConfig
-    from tests.test_models import _RerankHandler          # a real HTTP rerank server (bigram overlap)
+    from tests.helpers.rerank_server import RerankHandler as _RerankHandler   # a real HTTP rerank server
     from tuner.ledger import Ledger
     from tuner.sweep import Sweep, SweepParams
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -41,7 +41,7 @@ FINE_SPACE = """[w_dense]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.005
 
 
 def demo_db() -> Path:
-    from search_core.indexer import index_vault
+    from search_core.index.indexer import index_vault
     db = OUT / "demo.sqlite"
     if not db.exists():
         index_vault(DEMO / "demo-vault", db, cache=OUT / "cache.sqlite")
@@ -49,11 +49,11 @@ def demo_db() -> Path:
 
 
 def part_a(db: Path, rounds: int = 1000) -> dict:
-    from tuner.audit_rejected import audit_report
-    from tuner.ledger import Ledger
-    from tuner.report_sweep import sweep_report
+    from tuner.sweep.rejected_audit import audit_report
+    from tuner.ledger.ledger import Ledger
+    from tuner.reports.sweep import sweep_report
     from tuner.reports import render
-    from tuner.sweep import Sweep, SweepParams
+    from tuner.sweep.loop import Sweep, SweepParams
     ledger = OUT / "ledger-1000.sqlite"
     if not ledger.exists():
         lg = Ledger(ledger)
@@ -139,7 +139,7 @@ def part_b(db: Path, seconds: float = 30.0) -> dict:
 
 
 def _rounds(ledger: Path) -> list[int]:
-    from tuner.ledger import Ledger
+    from tuner.ledger.ledger import Ledger
     if not ledger.exists():
         return []
     lg = Ledger(ledger)
@@ -151,7 +151,7 @@ def _rounds(ledger: Path) -> list[int]:
 
 
 def part_c(db: Path, seed: int = 0) -> dict:
-    from tuner.daemon import RunTable
+    from tuner.daemon.scheduler import RunTable
     root = OUT / "ontime"
     shutil.rmtree(root, ignore_errors=True)
     now = dt.datetime.now(dt.timezone.utc)

@@ -54,7 +54,7 @@ def korquad_sample_yaml(path: Path, n: int, seed: int) -> Path:
 
     import yaml
 
-    from tuner.gold import load_gold
+    from tuner.data.gold import load_gold
     qs = list(load_gold(path).questions)
     pick = sorted(random.Random(seed).sample(range(len(qs)), min(n, len(qs))))
     doc = {"name": f"korquad-dev-{n}", "questions": [{"id": qs[i].id, "level": qs[i].level, "query": qs[i].query,
@@ -65,8 +65,8 @@ def korquad_sample_yaml(path: Path, n: int, seed: int) -> Path:
 
 
 def run_set(s: dict, rounds: int, seed: int) -> dict:
-    from tuner.ledger import Ledger
-    from tuner.sweep import Sweep, SweepParams
+    from tuner.ledger.ledger import Ledger
+    from tuner.sweep.loop import Sweep, SweepParams
     ledger_path = OUT / f"ledger-k-{s['name']}.sqlite"
     for p in (ledger_path, Path(f"{ledger_path}-wal"), Path(f"{ledger_path}-shm")):
         p.unlink(missing_ok=True)
@@ -107,7 +107,7 @@ def line(res: dict) -> dict:
 
 
 def score(res: dict) -> float:
-    from tuner.decide import objective_value
+    from tuner.sweep.keep_rule import objective_value
     return objective_value(res, "score100")
 
 
@@ -124,7 +124,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from search_core.config import SearchConfig
-    from tuner.compare import compare
+    from tuner.evaluation.compare import compare
     shipped = SearchConfig().rrf_k
     OUT.mkdir(parents=True, exist_ok=True)
     results = []

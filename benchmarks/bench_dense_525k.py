@@ -34,9 +34,9 @@ def main():
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--db", type=Path, default=Path("/tmp/autoresearch-bench-dense.sqlite"))
     args = ap.parse_args()
-    from search_core.channels import dense
-    from search_core.store import connect
-    from search_core.view import _load_matrix
+    from search_core.search.channels import dense
+    from search_core.index.store import connect
+    from search_core.search.view import _load_matrix
 
     rng = np.random.default_rng(0)
     if not args.db.exists():

@@ -27,10 +27,10 @@ CHANNEL_ALONE = {
 
 def run_set(name, corpus, gold_path, n_questions=None):
     from search_core.config import SearchConfig
-    from search_core.indexer import index_vault
-    from search_core.pipeline import Searcher
-    from tuner.evaluate import RetrievalCache, build_result, evaluate, run_queries
-    from tuner.gold import GoldSet, load_gold
+    from search_core.index.indexer import index_vault
+    from search_core.search.pipeline import Searcher
+    from tuner.evaluation.evaluate import RetrievalCache, build_result, evaluate, run_queries
+    from tuner.data.gold import GoldSet, load_gold
 
     db = ROOT / "runs" / "bench" / f"{name}.sqlite"
     t0 = time.perf_counter()

@@ -11,7 +11,7 @@ Parts (--parts, comma separated):
   autorag   the same protocol on AutoRAG-ko (documents = the PDFs: passages sharing a title).
   default   the shipped default gate: fitted on demo + KorQuAD + AutoRAG held-out-document rows (split 0;
             300 KorQuAD rows so they do not drown the others), and the transfer table: for each set,
-            fitted on the other two, measured on it. --write-default writes search_core/gate_default.json.
+            fitted on the other two, measured on it. --write-default writes search_core/gate/gate_default.json.
   default-compare  the default part, plus the transfer of each DEFAULT_CANDIDATES feature list (how the
             14 CALIBRATION_FEATURES were chosen: KorQuAD, AutoRAG-ko and demo-gate-tune rows only).
   calibrate `calibrate` over a 100,000-call recall log made of real searches.
@@ -20,7 +20,7 @@ Parts (--parts, comma separated):
             --cv-tables FILE (that run's JSON) lets the demo part reuse them instead of re-running the CV
             (fourth round: the CV was run and read before the holdout look, which then took seconds).
 The gate measured everywhere is the one the tuner, `calibrate` and the shipped default fit: the
-transferable features of tuner.calibrate.CALIBRATION_FEATURES (16 since the sixth round), C = 1. The demo
+transferable features of tuner.gate.calibrate.CALIBRATION_FEATURES (16 since the sixth round), C = 1. The demo
 part also chooses a feature set and C by cross-validation on demo-tune (it runs whatever --parts says,
 unless --features/--C name it); that choice is scored beside it (`alt`) on KorQuAD and AutoRAG.
 Retrievals are pickled in runs/bench/ (keyed by the index content), so a re-run after a config change
@@ -51,11 +51,11 @@ from gate_eval import (ALL_TRANSFERABLE, CAL13, COS_DEFAULT, FEATURE_SETS, c_lab
                        retrieve_all, summarise)
 
 from search_core.config import SearchConfig  # noqa: E402
-from search_core.gate_model import DEFAULT_GATE_FILE  # noqa: E402
-from search_core.pipeline import Searcher  # noqa: E402
-from search_core.recall_log import log_search  # noqa: E402
-from tuner.calibrate import calibrate, read_log  # noqa: E402
-from tuner.gold import load_gold  # noqa: E402
+from search_core.gate.model import DEFAULT_GATE_FILE  # noqa: E402
+from search_core.search.pipeline import Searcher  # noqa: E402
+from search_core.recall.log import log_search  # noqa: E402
+from tuner.gate.calibrate import calibrate, read_log  # noqa: E402
+from tuner.data.gold import load_gold  # noqa: E402
 
 GOLD = ROOT / "experiments" / "gold"
 DEMO_SETS = ("demo-tune", "demo-holdout", "demo-probes")

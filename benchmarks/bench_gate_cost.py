@@ -3,9 +3,9 @@
 Every query is timed with the view's document-frequency cache emptied first, so each call pays for
 its own trigram lookups (the worst case: a query nobody asked before). Two ways of reading the
 document frequencies, on the same queries and the same index:
-  table   the `trigram_df` table the index writer stores (search_core.term_df), what searches use
+  table   the `trigram_df` table the index writer stores (search_core.index.term_df), what searches use
   vocab   FTS5's vocabulary (fts5vocab), what indexes without the table fall back to
-Both modes read the word table (search_core.word_df, unknown_names) the same way: stored in `table` mode,
+Both modes read the word table (search_core.index.word_df, unknown_names) the same way: stored in `table` mode,
 absent (the trigram fallback over the vocabulary) in `vocab` mode, which is an index older than both tables.
 `names` times unknown_names() alone at first sight with the word table (the fourth round's feature).
 The queries are the demo gold sets' 112 questions (Korean, English, mixed), over every --db given.
@@ -27,12 +27,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, summary, write_result  # noqa: E402
 
-from search_core import term_df  # noqa: E402
+from search_core.index import term_df  # noqa: E402
 from search_core.config import SearchConfig  # noqa: E402
-from search_core import word_df  # noqa: E402
-from search_core.gate_features import gate_features, unknown_names  # noqa: E402
-from search_core.pipeline import Searcher  # noqa: E402
-from tuner.gold import load_gold  # noqa: E402
+from search_core.index import word_df  # noqa: E402
+from search_core.gate.features import gate_features, unknown_names  # noqa: E402
+from search_core.search.pipeline import Searcher  # noqa: E402
+from tuner.data.gold import load_gold  # noqa: E402
 
 GOLD = ROOT / "experiments" / "gold"
 

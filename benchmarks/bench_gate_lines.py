@@ -35,13 +35,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, write_result  # noqa: E402
 
-import search_core.gate_features as gf  # noqa: E402
+import search_core.gate.features as gf  # noqa: E402
 from search_core.config import SearchConfig  # noqa: E402
-from search_core.gate_model import fit_gate  # noqa: E402
-from search_core.pipeline import Searcher  # noqa: E402
-from tuner.calibrate import CALIBRATION_FEATURES, probabilities  # noqa: E402
-from tuner.gate_metrics import auroc, balanced_accuracy  # noqa: E402
-from tuner.gold import load_gold  # noqa: E402
+from search_core.gate.model import fit_gate  # noqa: E402
+from search_core.search.pipeline import Searcher  # noqa: E402
+from tuner.gate.calibrate import CALIBRATION_FEATURES, probabilities  # noqa: E402
+from tuner.gate.metrics import auroc, balanced_accuracy  # noqa: E402
+from tuner.data.gold import load_gold  # noqa: E402
 
 SPENT = ("demo-tune", "demo-gate-tune", "demo-gate-holdout")
 LINE_SPLIT = re.compile(r"\n|(?<=[.!?。])\s")

@@ -29,9 +29,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_result  # noqa: E402
 
-from tuner.calibrate import calibrate_index, probabilities  # noqa: E402
-from tuner.gate_proposal import apply_proposal, write_proposal  # noqa: E402
-from tuner.gate_metrics import balanced_accuracy, gate_scorecard  # noqa: E402
+from tuner.gate.calibrate import calibrate_index, probabilities  # noqa: E402
+from tuner.gate.proposal import apply_proposal, write_proposal  # noqa: E402
+from tuner.gate.metrics import balanced_accuracy, gate_scorecard  # noqa: E402
 
 
 def bootstrap_bacc(scores, labels, threshold, reps=2000, seed=0) -> dict:

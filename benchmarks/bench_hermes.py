@@ -78,7 +78,7 @@ class Serve:
             args += ["--config", str(work / "cfg.toml")]
         self.proc = subprocess.Popen([*CLI, *args], cwd=work, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        from search_core.client import RecallClient
+        from search_core.recall.client import RecallClient
         for _ in range(1200):
             if RecallClient(self.url).healthy():
                 return
@@ -104,7 +104,7 @@ def ms_summary(v: list[float]) -> dict:
 
 
 def latency(db: Path, work: Path, turns: int) -> dict:
-    from search_core.hermes import AutoresearchMemoryProvider
+    from search_core.recall.hermes import AutoresearchMemoryProvider
 
     msgs = questions() + SMALL_TALK
     out = {}
@@ -170,8 +170,8 @@ def hermes_python() -> Path:
 
 
 def conversation(db: Path, work: Path, n: int) -> dict:
-    from search_core.hermes_install import install
-    from search_core.recall_log import read_calls
+    from search_core.recall.hermes_install import install
+    from search_core.recall.log import read_calls
 
     msgs = conversation_messages(n)
     srv = Serve(db, work)                            # the shipped gate: what a user gets

@@ -34,10 +34,10 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--uncapped", action="store_true")
     a = ap.parse_args()
-    from search_core.check import check_index
-    from search_core.indexer import index_vault
-    from search_core.limits import QUERY_EMBED_MAX_CHARS
-    from search_core.pipeline import Searcher
+    from search_core.index.check import check_index
+    from search_core.index.indexer import index_vault
+    from search_core.search.limits import QUERY_EMBED_MAX_CHARS
+    from search_core.search.pipeline import Searcher
 
     db = a.db
     if db is None:
@@ -53,8 +53,8 @@ def main():
            "check_quick_s": summary(timed(lambda: check_index(db, quick=True), a.runs))}
     if a.uncapped:
         res["embed_whole_100kb_query_once_s"] = round(timed(lambda: s.embedder.embed([query], is_query=True), 1)[0], 2)
-    from tuner.ledger import Ledger
-    from tuner.ledger_chain import verify_ledger
+    from tuner.ledger.ledger import Ledger
+    from tuner.ledger.chain import verify_ledger
     with tempfile.TemporaryDirectory() as tmp:
         led = Path(tmp) / "l.sqlite"
         lg = Ledger(led)

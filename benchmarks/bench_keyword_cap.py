@@ -1,4 +1,4 @@
-"""How many FTS5 trigram phrases a sparse query may OR together (search_core.channels.MAX_PHRASES):
+"""How many FTS5 trigram phrases a sparse query may OR together (search_core.search.channels.MAX_PHRASES):
 quality on every shipped set and sparse time on the johngrib wiki, per cap (issue 11, item 2).
 
     python benchmarks/bench_keyword_cap.py --caps 12,16,24,32,64 \
@@ -6,7 +6,7 @@ quality on every shipped set and sparse time on the johngrib wiki, per cap (issu
         --set autorag=/work/shared-runs/autorag.sqlite:../shared/data/autorag-ko/beir \
         --timing-db runs/johngrib.sqlite
 
-Quality is the evaluation's own code (tuner.evaluate: rank with limit_fused=K_LIST, QueryRow.metrics,
+Quality is the evaluation's own code (tuner.evaluation.evaluate: rank with limit_fused=K_LIST, QueryRow.metrics,
 summarize), with one difference from `autoresearch eval`: each question is embedded once and its vector
 reused across caps (a cap changes only the keyword channels), so five caps cost one embedding pass.
 Cap 64 is what every query ran before the cap (query_terms keeps 64 trigrams). Raw figures land in
@@ -24,17 +24,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.bench_latency import load_questions  # noqa: E402
 from benchmarks.common import pct, write_result  # noqa: E402
-from search_core import channels as ch  # noqa: E402
+from search_core.search import channels as ch  # noqa: E402
 
 
 def quality(db: str, gold_path: str, caps: list[int]) -> dict:
     from search_core.config import SearchConfig
-    from search_core.pipeline import Searcher
-    from search_core.query_cache import QueryEmbeddingCache
-    from search_core.ranking import K_LIST
-    from tuner.evaluate import QueryRow, summarize
-    from tuner.gold import load_gold
-    from tuner.metrics import first_rank
+    from search_core.search.pipeline import Searcher
+    from search_core.search.query_cache import QueryEmbeddingCache
+    from search_core.search.ranking import K_LIST
+    from tuner.evaluation.evaluate import QueryRow, summarize
+    from tuner.data.gold import load_gold
+    from tuner.evaluation.metrics import first_rank
 
     gold = load_gold(gold_path)
     s = Searcher(db)
@@ -65,7 +65,7 @@ def quality(db: str, gold_path: str, caps: list[int]) -> dict:
 def timing(db: str, caps: list[int], korquad_n: int) -> dict:
     """Sparse channel alone (the query's own FTS5 work; vocabulary lookups warm) per cap, on the
     benchmark's natural-language questions."""
-    from search_core.pipeline import Searcher
+    from search_core.search.pipeline import Searcher
     s = Searcher(db)
     qs = [q for g in load_questions(korquad_n).values() for q in g]
     for q in qs:                                # warm: page cache and the df cache

@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import DATA, ROOT, pct, write_result  # noqa: E402
-from search_core import short_tokens  # noqa: E402
-from search_core.store import atomic, connect  # noqa: E402
+from search_core.index import short_tokens  # noqa: E402
+from search_core.index.store import atomic, connect  # noqa: E402
 
 DATA = Path(os.environ.get("AUTORESEARCH_DATA", DATA))   # a git worktree sits one level deeper than ../shared
 
@@ -78,7 +78,7 @@ STAGES = ("embed", "dense", "sparse", "decomposed", "entity", "retrieve", "fusio
 
 
 def load_questions(korquad_n: int) -> dict[str, list[str]]:
-    from tuner.gold import load_gold
+    from tuner.data.gold import load_gold
     groups = {"demo": [], "autorag": [], "korquad": [], "long_english": list(LONG_ENGLISH)}
     for name in ("demo-tune", "demo-holdout", "demo-probes"):
         groups["demo"] += [q.query for q in load_gold(ROOT / "experiments" / "gold" / f"{name}.yaml").questions]
@@ -107,7 +107,7 @@ def busy_core():
 
 
 def run_searches(s, questions: list[str]) -> list[dict]:
-    from search_core.query_cache import QueryEmbeddingCache
+    from search_core.search.query_cache import QueryEmbeddingCache
     s.query_cache = QueryEmbeddingCache(maxsize=0)     # every question pays its embedding: no cache hits
     rows = []
     for q in questions:
@@ -126,7 +126,7 @@ def warm(db: Path, questions: list[str], conditions, passes: int = 1) -> dict:
     minute of the machine lands on both. out[cond] is the first pass (stages and raw timings); with passes >
     1, out["passes"][cond] holds each pass's wall figures and out["summary"][cond] their median and range:
     one pass's p95 moved by +-3 ms from run to run on this machine (BENCHMARKS.md, issue 11)."""
-    from search_core.pipeline import Searcher
+    from search_core.search.pipeline import Searcher
     s = Searcher(db)
     for q in questions[:10]:
         s.search(q)
@@ -154,7 +154,7 @@ def warm(db: Path, questions: list[str], conditions, passes: int = 1) -> dict:
             print(f"[{c}, {passes} passes] " + ", ".join(f"{k} median {v['median']} ({v['min']}-{v['max']})"
                                                         for k, v in summ.items()), flush=True)
     # repeated questions: the query-vector cache
-    from search_core.query_cache import QueryEmbeddingCache
+    from search_core.search.query_cache import QueryEmbeddingCache
     s.query_cache = QueryEmbeddingCache()
     for q in questions:
         s.search(q)
@@ -177,7 +177,7 @@ def embed_threads(db: Path, questions: list[str]) -> dict:
     """Query embedding alone, one thread vs the runtime's default, idle and busy; and batch (indexing)
     throughput for both choices."""
     from search_core.models.threads import embed_with_threads
-    from search_core.pipeline import Searcher
+    from search_core.search.pipeline import Searcher
     s = Searcher(db)
     emb = s.embedder
     out = {}
@@ -223,11 +223,11 @@ def cpu_path(db: Path, groups: dict[str, list[str]]) -> dict:
     cores would give as retrieve() overlaps them (overlapped_ms), against one thread doing it all (serial).
     An estimate a loaded machine can still take (CPU time moves much less with load than wall time does);
     the warm runs are the measurement."""
-    from search_core import channels as ch
+    from search_core.search import channels as ch
     from search_core.config import SearchConfig
-    from search_core.limits import cap_query
+    from search_core.search.limits import cap_query
     from search_core.models.threads import embed_queries
-    from search_core.pipeline import Searcher
+    from search_core.search.pipeline import Searcher
     s = Searcher(db)
     cfg = SearchConfig(embedder=s.embedder_name)
     s.warm_up()
@@ -279,7 +279,7 @@ def cpu_path(db: Path, groups: dict[str, list[str]]) -> dict:
 FIRST_QUERY = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from search_core.pipeline import Searcher
+from search_core.search.pipeline import Searcher
 t1 = time.perf_counter()
 s = Searcher(sys.argv[1])
 t2 = time.perf_counter()

@@ -6,7 +6,7 @@ does to quality (issue 11: compound questions set the search's p95).
 cosine: over bench_latency's 566 questions, e5-small's cosine between a question and each of its parts,
 for the parts that share the question's vector (channels.shares_query_vector) and the others.
 quality: only the compound questions of each set (a question without parts searches the same way under
-every variant), scored with tuner.evaluate's own code, default config, no reranker:
+every variant), scored with tuner.evaluation.evaluate's own code, default config, no reranker:
   every     every part embedded (before the shipped rule)
   shipped   a part holding half the question or more (two words or more) takes the question's vector
   keyword   no part embedded: each part searched by keywords only
@@ -38,8 +38,8 @@ VARIANTS = ("every", "shipped", "keyword", "none")
 
 def cosines() -> dict:
     from benchmarks.bench_latency import load_questions
-    from search_core import channels as ch
-    from search_core.limits import cap_query
+    from search_core.search import channels as ch
+    from search_core.search.limits import cap_query
     from search_core.models import get_embedder
     from search_core.models.threads import embed_queries
     emb = get_embedder("e5-small")
@@ -81,12 +81,12 @@ def _variant(name: str, searcher_cls, ch):
 
 
 def quality(set_names: list[str]) -> dict:
-    from search_core import channels as ch
+    from search_core.search import channels as ch
     from search_core.config import SearchConfig
-    from search_core.limits import cap_query
-    from search_core.pipeline import Searcher
-    from tuner.evaluate import run_queries, summarize
-    from tuner.gold import load_gold
+    from search_core.search.limits import cap_query
+    from search_core.search.pipeline import Searcher
+    from tuner.evaluation.evaluate import run_queries, summarize
+    from tuner.data.gold import load_gold
     out = {}
     for name in set_names:
         db, gold_path = SETS[name]

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import DATA, ROOT, pct, summary, write_result  # noqa: E402
 
-# the same OpenMP policy `serve` sets (see tuner/cli_recall.py); the reindex subprocesses inherit it
+# the same OpenMP policy `serve` sets (see tuner/cli/recall.py); the reindex subprocesses inherit it
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 CLI = [sys.executable, "-c", "from tuner.cli import main; main()"]
 
@@ -73,8 +73,8 @@ def full_summary(values_ms) -> dict:
 
 # -- api --------------------------------------------------------------------------------------------------
 def bench_api(db: Path, work: Path, queries: list[str], calls: int = 2000) -> dict:
-    from search_core.recall import RecallConfig, RecallEngine, SearchBackend
-    from search_core.recall_log import RecallLog
+    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    from search_core.recall.log import RecallLog
 
     log_path = work / "api-log.sqlite"
     log_path.unlink(missing_ok=True)
@@ -100,7 +100,7 @@ def bench_api(db: Path, work: Path, queries: list[str], calls: int = 2000) -> di
 
 # -- log --------------------------------------------------------------------------------------------------
 def bench_log(work: Path, total: int = 100_000, timed: int = 10_000) -> dict:
-    from search_core.recall_log import RecallLog, recall_stats
+    from search_core.recall.log import RecallLog, recall_stats
 
     path = work / "log-bench.sqlite"
     for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
@@ -256,7 +256,7 @@ def closed_loop(url: str, queries: list[str], clients: int, total: int) -> dict:
 
 OMP_PROBE = """
 import json, sys, time
-from search_core.pipeline import Searcher
+from search_core.search.pipeline import Searcher
 s = Searcher(sys.argv[1])
 s.search("warm up")
 out = []

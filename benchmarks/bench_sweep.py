@@ -33,8 +33,8 @@ DEMO = ROOT / "experiments"
 
 
 def sweep(db, gold, space, rounds=119, holdout=None, split=None, seed=0, vault=None, tag=""):
-    from tuner.ledger import Ledger
-    from tuner.sweep import Sweep, SweepParams
+    from tuner.ledger.ledger import Ledger
+    from tuner.sweep.loop import Sweep, SweepParams
     ledger_path = OUT / f"ledger-{tag}.sqlite"
     ledger_path.unlink(missing_ok=True)
     lg = Ledger(ledger_path)
@@ -49,7 +49,7 @@ def sweep(db, gold, space, rounds=119, holdout=None, split=None, seed=0, vault=N
 
 
 def part_a():
-    from search_core.indexer import index_vault
+    from search_core.index.indexer import index_vault
     db = OUT / "demo" / "index.sqlite"
     index_vault(DEMO / "demo-vault", db)
     s = sweep(db, DEMO / "gold/demo-tune.yaml", DEMO / "spaces/fusion.toml", holdout=DEMO / "gold/demo-holdout.yaml",
@@ -62,9 +62,9 @@ def part_a():
 
 def part_b():
     from search_core.config import SearchConfig
-    from search_core.indexer import index_vault
-    from tuner.gold import load_gold
-    from tuner.workbench import Workbench
+    from search_core.index.indexer import index_vault
+    from tuner.data.gold import load_gold
+    from tuner.sweep.workbench import Workbench
     beir = DATA / "autorag-ko" / "beir"
     db = OUT / "autorag.sqlite"
     index_vault(beir, db)
@@ -88,8 +88,8 @@ def part_b():
 
 def part_c():
     from search_core.config import SearchConfig
-    from tuner.gold import load_gold
-    from tuner.workbench import Workbench
+    from tuner.data.gold import load_gold
+    from tuner.sweep.workbench import Workbench
     db = OUT / "demo" / "index.sqlite"
     idx = OUT / "indexes-modelround"
     shutil.rmtree(idx, ignore_errors=True)
@@ -112,7 +112,7 @@ def part_c():
 
 
 def part_d():
-    from search_core.indexer import index_vault
+    from search_core.index.indexer import index_vault
     beir = DATA / "autorag-ko" / "beir"
     db = OUT / "autorag-minilm.sqlite"
     index_vault(beir, db, embedder="minilm-l6", cache=OUT / "embed-cache.sqlite")

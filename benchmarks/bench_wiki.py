@@ -57,7 +57,7 @@ def main():
         print("written", write_result("wiki", result))
         return
 
-    from search_core.pipeline import Searcher
+    from search_core.search.pipeline import Searcher
     s = Searcher(db)
     titles = [v["title"] for v in s.view.notes.values()]
     summaries = [v["summary"] for v in s.view.notes.values() if v["summary"]]

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from search_core.gate_model import GateFitError, best_balanced_threshold, fit_gate
-from search_core.pipeline import Retrieval
-from tuner.calibrate import CALIBRATION_C, CALIBRATION_C_GRID, CALIBRATION_FEATURES, probabilities
-from tuner.gate_metrics import auroc, risk_coverage
-from tuner.gate_metrics import balanced_accuracy as bacc
+from search_core.gate.model import GateFitError, best_balanced_threshold, fit_gate
+from search_core.search.pipeline import Retrieval
+from tuner.gate.calibrate import CALIBRATION_C, CALIBRATION_C_GRID, CALIBRATION_FEATURES, probabilities
+from tuner.gate.metrics import auroc, risk_coverage
+from tuner.gate.metrics import balanced_accuracy as bacc
 
 COS_DEFAULT = 0.82
 SHAPE = ["top_cos", "cos_margin", "cos_wig", "cos_spread"]
@@ -48,7 +48,7 @@ FEATURE_SETS = {
     "calibration-13 + unknown_latin": CAL13 + LATIN,
     "calibration-13 + unknown_latin + heading_overlap + bm25_wig": CAL13 + LATIN + ROUND3,
     # fourth round (declared 2026-11-30 before look 3; see BENCHMARKS.md): the word-level unknown_names
-    # (search_core.word_df) on the 1-SE choice, on the best-mean choice, in place of unknown_latin in the
+    # (search_core.index.word_df) on the 1-SE choice, on the best-mean choice, in place of unknown_latin in the
     # 14, and beside it
     "cosine shape + agreement + unknown_names": SHAPE + AGREE + NAMES,
     "cosine shape + agreement + meta_overlap + unknown_names": SHAPE + AGREE + META + NAMES,
@@ -194,7 +194,7 @@ def draw_split(docs: list, seed: int, fraction: float = 0.2):
     return held, half
 
 
-# what the tuner, `calibrate` and the shipped default use (tuner.calibrate): declared, not selected
+# what the tuner, `calibrate` and the shipped default use (tuner.gate.calibrate): declared, not selected
 ALL_TRANSFERABLE = (f"all {len(CALIBRATION_FEATURES)} transferable features, C={c_label(CALIBRATION_C)} (CALIBRATION_FEATURES)",
                     list(CALIBRATION_FEATURES), CALIBRATION_C)
 

@@ -7,8 +7,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import SearchCoreError
-from .hashing import hash_json
+from search_core import SearchCoreError
+from search_core.hashing import hash_json
 
 CHANNELS = ("dense", "sparse", "decomposed", "entity")
 
@@ -27,6 +27,30 @@ class ChunkConfig:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_flags(cls, chunk_chars: int | None, dense_per_note: int | None) -> ChunkConfig | None:
+        """The chunking `index --chunk-chars N --dense-per-note M` asks for; None when neither is given
+        (the index keeps its own). A paragraph may grow to 1.6 x the target before it is split, as the
+        defaults do (500 -> 800)."""
+        if chunk_chars is None and dense_per_note is None:
+            return None
+        base = cls()
+        return cls(target_chars=chunk_chars or base.target_chars,
+                   max_chars=max(base.max_chars, int((chunk_chars or 0) * 1.6)),
+                   min_chars=base.min_chars,
+                   dense_per_note=base.dense_per_note if dense_per_note is None else dense_per_note)
+
+    @classmethod
+    def flags_for(cls, chunking: dict) -> str:
+        """The `index` options that produce this chunking (the inverse of from_flags)."""
+        base = cls()
+        flags = ""
+        if chunking.get("target_chars", base.target_chars) != base.target_chars:
+            flags += f" --chunk-chars {chunking['target_chars']}"
+        if chunking.get("dense_per_note", base.dense_per_note) != base.dense_per_note:
+            flags += f" --dense-per-note {chunking['dense_per_note']}"
+        return flags
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,4 @@
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -8,37 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import DEMO_VAULT, ROOT, SMALL_VAULT, free_port, write_vault
+from tests.helpers.rerank_server import serve_reranker
+
 # Set before any test loads e5: on a shared machine (load average 22 on 2 cores) spinning OpenMP threads
-# made one query embedding take ~5,000 ms instead of ~65 ms (see tuner/cli_recall.py).
+# made one query embedding take ~5,000 ms instead of ~65 ms (see tuner/cli/recall.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-ROOT = Path(__file__).resolve().parent.parent
-DEMO_VAULT = ROOT / "experiments" / "demo-vault"
-
-
-def write_vault(root: Path, files: dict) -> Path:
-    """files: relative path -> str (written as UTF-8) or bytes (written as is)."""
-    for rel, content in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            p.write_bytes(content)
-        else:
-            p.write_text(content, encoding="utf-8")
-    return root
-
-
-SMALL_VAULT = {
-    "ai/graphrag.md": "---\ntitle: GraphRAG\naliases: [그래프 RAG, graph rag]\ntags: [rag, graph]\n"
-                      "summary: 지식 그래프 기반 RAG\n---\n# GraphRAG\n\nGraphRAG는 entity와 relation을 추출해 "
-                      "community 요약을 만든다. [[ai/rrf]] 와 함께 쓴다.\n\n## 커뮤니티\n\nLeiden 알고리즘으로 "
-                      "커뮤니티를 나눈다. #knowledge-graph\n",
-    "ai/rrf.md": "---\ntitle: Reciprocal Rank Fusion\naliases: RRF\ntag: rag fusion\n---\n# RRF\n\n"
-                 "RRF 점수는 1/(k+rank)의 합이다. k는 보통 60이다. [[graphrag|그래프 RAG]]\n",
-    "life/kimchi.md": "---\ntitle: 김치찌개 레시피\ntags: \"cooking, 한식\"\n---\n## 재료\n\n돼지 앞다리살 300g, "
-                      "묵은지 반 포기, 두부 한 모.\n\n## 순서\n\n고기를 먼저 볶고 김치를 넣는다. AI 팀 회식 메뉴.\n",
-    "index.md": "---\ntitle: Home\ntype: moc\n---\n- [[ai/graphrag]]\n- [[ai/rrf]]\n- [[life/kimchi]]\n",
-}
 
 
 @pytest.fixture
@@ -57,7 +31,7 @@ def shared_cache(tmp_path_factory):
 
 @pytest.fixture
 def small_index(small_vault, tmp_path, shared_cache):
-    from search_core.indexer import index_vault
+    from search_core.index.indexer import index_vault
     db = tmp_path / "idx" / "index.sqlite"
     index_vault(small_vault, db, cache=shared_cache)
     return db
@@ -67,7 +41,7 @@ def small_index(small_vault, tmp_path, shared_cache):
 def demo_index(tmp_path_factory, shared_cache):
     """The embedded demo vault, indexed once per test session (directly: the `demo` command's
     119-round sweep is not needed to build an index, and tests of `demo` run it themselves)."""
-    from search_core.indexer import index_vault
+    from search_core.index.indexer import index_vault
     out = tmp_path_factory.mktemp("demo")
     index_vault(DEMO_VAULT, out / "index.sqlite", cache=shared_cache)
     return out / "index.sqlite"
@@ -79,8 +53,8 @@ def demo_mini_index(tmp_path_factory, shared_cache, demo_index):
     build a second model's index of it in a quarter of the time the whole vault takes. Its texts are the
     demo vault's, so after demo_index every e5 vector comes from the shared embedding cache."""
     import shutil
-    from search_core.indexer import index_vault
-    from tuner.gold import load_gold
+    from search_core.index.indexer import index_vault
+    from tuner.data.gold import load_gold
     root = tmp_path_factory.mktemp("demo-mini")
     for nid in sorted(load_gold(ROOT / "experiments" / "gold" / "demo-tune.yaml").gold_ids()):
         dst = root / "vault" / f"{nid}.md"
@@ -88,12 +62,6 @@ def demo_mini_index(tmp_path_factory, shared_cache, demo_index):
         shutil.copy(DEMO_VAULT / f"{nid}.md", dst)
     index_vault(root / "vault", root / "index.sqlite", cache=shared_cache)
     return root / "index.sqlite"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -148,17 +116,18 @@ def tiny_cross_encoder(tmp_path_factory):
     return folder
 
 
+@pytest.fixture
+def rerank_server():
+    with serve_reranker() as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def session_rerank_server():
-    """The HTTP rerank server of test_models, kept for the session: a reranker's URL is part of the
-    config, so sweeps compared with each other must name the same server."""
-    import threading
-    from http.server import ThreadingHTTPServer
-    from tests.test_models import _RerankHandler
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _RerankHandler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
+    """The HTTP rerank server kept for the session: a reranker's URL is part of the config, so sweeps
+    compared with each other must name the same server."""
+    with serve_reranker() as url:
+        yield url
 
 
 # The demo sweep's own space (experiments/spaces/default.toml up to its model variables: the fusion weights,
@@ -181,8 +150,8 @@ def timed_sweep(demo_index, session_rerank_server, tmp_path_factory):
     decisions with this one."""
     from types import SimpleNamespace
     from search_core.config import load_config
-    from tuner.ledger import Ledger
-    from tuner.sweep import Sweep, SweepParams
+    from tuner.ledger.ledger import Ledger
+    from tuner.sweep.loop import Sweep, SweepParams
     root = tmp_path_factory.mktemp("timed-sweep")
     reranker = f"rerank+{session_rerank_server}/rerank"
     space = root / "space.toml"
@@ -196,7 +165,3 @@ def timed_sweep(demo_index, session_rerank_server, tmp_path_factory):
     sw = Sweep(params, ledger, start=load_config(start))
     sw.run()
     return SimpleNamespace(space=space, start=start, params=params, rounds=ledger.rounds(sw.id))
-
-
-def decisions(rows) -> list:
-    return [(r["variable"], r["new"], r["decision"]) for r in rows]

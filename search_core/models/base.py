@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from .. import SearchCoreError
+from search_core import SearchCoreError
 
 
 class ModelUnavailable(SearchCoreError):

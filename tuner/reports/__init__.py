@@ -4,7 +4,7 @@ A report is built once as a `Report` of plain blocks (paragraphs, tables, plots)
 turns it into text. Reports read the ledger and evaluations; they never search.
 """
 
-from .doc import Para, Plot, Report, Section, Table
-from .render import FORMATS, emit, render
+from tuner.reports.doc import Para, Plot, Report, Section, Table
+from tuner.reports.render import FORMATS, emit, render
 
 __all__ = ["FORMATS", "Para", "Plot", "Report", "Section", "Table", "emit", "render"]

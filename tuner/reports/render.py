@@ -5,14 +5,13 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from search_core import SearchCoreError
+from search_core.files import atomic_write_text
 
-from .doc import Para, Plot, Report, Table
+from tuner.reports.doc import Para, Plot, Report, Table
 
 
 def _cell(v) -> str:
@@ -148,14 +147,7 @@ def emit(report: Report, fmt: str, out: str | Path | None = None) -> str | None:
     out = Path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+        atomic_write_text(out, text)
     except OSError as e:
         raise SearchCoreError(f"cannot write the report to {out}: {e.strerror}; choose another --out") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return str(out)

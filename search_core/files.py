@@ -1,0 +1,112 @@
+"""Writing files so that nobody sees half of one, and one-writer locks: one implementation of each.
+
+atomic_write_text: a temp file beside the target, flushed to disk, then os.replace (atomic on POSIX);
+a crash leaves the old file or the new one, never a mix, and the temp file is removed on failure.
+PidLock: an exclusive flock on a small file holding the owner's pid; the kernel drops the lock when the
+process dies, so a lock file left by `kill -9` holds nothing and the next run takes it over.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Replace `path` with `text` (UTF-8) in one step. The folder must exist."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+class LockBusy(Exception):
+    """Another live process holds the lock; `holder` is its pid when the lock file names one."""
+
+    def __init__(self, path: Path, holder: int | None):
+        super().__init__(f"{path} is held by pid {holder if holder is not None else 'unknown'}")
+        self.path, self.holder = path, holder
+
+
+def _pid_in(fd: int) -> int | None:
+    text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+class PidLock:
+    """One holder at a time of `path`. remove_on_release: the lock file is deleted when released (an
+    index's lock), else it stays with the last pid in it (the daemon's, read by `status`)."""
+
+    def __init__(self, path: str | Path, *, remove_on_release: bool = False):
+        self.path = Path(path)
+        self.remove_on_release = remove_on_release
+        self.fd: int | None = None
+
+    def acquire(self) -> PidLock:
+        """Raises LockBusy when held, OSError when the folder is not writable."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = _pid_in(fd)
+                os.close(fd)
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                raise LockBusy(self.path, holder) from None
+            try:   # the holder before us may have removed the file between our open and our lock: lock the new one
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.fsync(fd)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        if self.remove_on_release:
+            self.path.unlink(missing_ok=True)
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+    def __enter__(self) -> PidLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def lock_holder(path: str | Path) -> int | None:
+    """The pid holding the lock at `path` (-1 when held but the file names none), or None when free."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            holder = _pid_in(fd)
+            return holder if holder is not None else -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

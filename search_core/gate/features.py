@@ -1,0 +1,258 @@
+"""Gate features: how answerable a query looks, from what one search already produced.
+
+A pure function of the channel lists (Retrieval.lists), the final hits and the index view: no second
+search. Scores are never min-max normalised per query (the top would always become 1); each feature
+is an absolute quantity (a cosine, a difference of cosines, a share of query terms, a BM25 score over
+the query's own total IDF), so the same value means the same thing from one query to the next.
+
+The one lookup beyond the lists is the document frequency of the query's terms (for the IDF
+normaliser), read from the table the index writer stores (search_core.index.term_df), and the text of the top note's best
+chunk (one row by primary key). Both are sub-millisecond; benchmarks/bench_gate.py measures the cost.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from search_core.index import term_df
+from search_core.index import word_df
+from search_core.index.term_df import DB_ERRORS
+from search_core.search.channels import TOKEN_RE, query_terms
+from search_core.ingest.graph import normalize_name
+
+TOP_K = 10                   # the top-k the WIG/NQC-like statistics read: 10 cosines
+MAX_WORDS = 32               # unknown_words reads at most this many words: 32 x ~5 primary-key reads
+AGREE_K = 5                  # dense-vs-sparse agreement is measured on the top 5 notes
+HANGUL_RE = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
+LATIN_RE = re.compile(r"[A-Za-z]")
+LATIN_WORD_RE = re.compile(r"[a-z][a-z0-9]*")      # over the lowercased query: "LightRAG를" -> "lightrag"
+
+# Every feature, in a fixed order; the model stores the subset it uses. `rerank_top` is 0 with no reranker
+# (and `reranked` says which it was), so a model fitted without a reranker never reads it.
+FEATURES = {
+    "top_cos": "cosine of the query with the best chunk in the index (the dense channel's top)",
+    "hit_cos": "cosine of the query with the first result's chunk (what the cosine gate reads)",
+    "cos_margin": "top-1 minus top-2 dense cosine (over notes)",
+    "cos_wig": "top-1 minus the mean of the top-10 dense cosines (WIG-like)",
+    "cos_spread": "standard deviation of the top-10 dense cosines (NQC-like)",
+    "bm25_top_norm": "the top BM25 score divided by the query's total IDF",
+    "sparse_found": "1 if the sparse (BM25) channel found any note",
+    "bm25_wig": "top BM25 minus the mean of the top-10 BM25 scores (0 for a missing one), over the query's total IDF",
+    "term_overlap": "share of query terms (trigrams and 1-2 character tokens) found in the first result's chunk",
+    "idf_overlap": "IDF-weighted share of query terms found in the first result's chunk",
+    "dense_idf_overlap": "IDF-weighted share of query terms found in the dense channel's top chunk (and its note's title)",
+    "sparse_idf_overlap": "IDF-weighted share of query terms found in the sparse (BM25) channel's top chunk (and its note's title)",
+    "meta_overlap": "IDF-weighted share of query terms in the first result's title, aliases, tags and summary",
+    "heading_overlap": "IDF-weighted share of query terms in the heading path (title > section) of the first result's chunk",
+    "unknown_words": "share of query words the index has never seen (a trigram or short word in no chunk)",
+    "unknown_latin": "in a query with Hangul: share of its Latin-script words the index has never seen (0 otherwise)",
+    "unknown_names": "in a query with Hangul: share of its Latin-script words no chunk holds as a whole word (0 otherwise)",
+    "dense_sparse_agree": "share of the dense top-5 notes that are also in the sparse top-5",
+    "top1_agree": "1 if the dense and sparse channels put the same note first",
+    "title_match": "1 if the first result's title or an alias (2+ characters) appears in the query",
+    "entity_found": "1 if the entity channel returned any note",
+    "rerank_top": "the reranker's top score (0 with no reranker)",
+    "reranked": "1 if a reranker ordered the results",
+    "query_chars": "log(1 + characters in the query)",
+    "hangul_share": "share of the query's letters that are Hangul",
+    "latin_share": "share of the query's letters that are Latin",
+}
+FEATURE_NAMES = tuple(FEATURES)
+
+
+_term_df = term_df.counts      # the one reader and per-view cache, shared with the sparse channel
+
+
+def _idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def _short_df(view, toks: list[str]) -> dict[str, int]:
+    """Chunks holding each 1-2 character token, cached on the view like _term_df (a tuner round re-ranks
+    every question: uncached, these lookups were a fifth of a 114-question fusion round)."""
+    if not toks:
+        return {}
+    cache = view.__dict__.setdefault("_gate_short_df", {})
+    todo = [t for t in toks if t not in cache]
+    if todo:
+        index = view.short_index()
+        for t in todo:
+            cache[t] = len(index.chunks_containing(t)) if index is not None else 0
+    return {t: cache[t] for t in toks}
+
+
+def query_idf(view, conn, query: str) -> float:
+    """The query's total IDF, with the same idf = ln(1 + (N - df + .5)/(df + .5)) as the channels.
+    Short tokens use the short-token index when the view has one (the channel's own lookup)."""
+    trigrams, short = query_terms(query)
+    n = max(len(view.chunk_note), 1)
+    dfs = {**_term_df(view, conn, trigrams), **_short_df(view, short)}
+    return sum(_idf(n, df) for df in dfs.values())
+
+
+def term_overlap(query: str, text: str) -> float:
+    trigrams, short = query_terms(query)
+    terms = trigrams + short
+    if not terms:
+        return 0.0
+    low = text.lower()
+    return sum(t in low for t in terms) / len(terms)
+
+
+def idf_overlap(view, conn, query: str, text: str) -> float:
+    """term_overlap weighted by IDF: the share of the query's rare terms found in `text`. A near-topic
+    probe ("LightRAG 실험 결과" beside a GraphRAG note) shares its common terms ("rag", "결과") with
+    the top chunk and misses the rare ones."""
+    trigrams, short = query_terms(query)
+    n = max(len(view.chunk_note), 1)
+    dfs = {**_term_df(view, conn, trigrams), **_short_df(view, short)}
+    total = sum(_idf(n, df) for df in dfs.values())
+    if total <= 0:
+        return 0.0
+    low = text.lower()
+    return sum(_idf(n, df) for t, df in dfs.items() if t in low) / total
+
+
+def unknown_words(view, conn, query: str) -> float:
+    """Share of the query's words (up to MAX_WORDS) the index has never seen: a trigram of the word (or
+    the 1-2 character word itself) occurs in no chunk. Most of the demo probes ask about a word with
+    zero hits in the vault ("tokio", "캠핑", "오사카"), while their top chunk can still be close."""
+    words = list(dict.fromkeys(TOKEN_RE.findall(query.lower())))[:MAX_WORDS]
+    if not words:
+        return 0.0
+    grams = {w: [w[i:i + 3] for i in range(len(w) - 2)] for w in words if len(w) >= 3}
+    dfs = _term_df(view, conn, sorted({g for gs in grams.values() for g in gs}))
+    short = _short_df(view, [w for w in words if len(w) < 3])
+    unknown = sum(short[w] == 0 if len(w) < 3 else any(dfs.get(g, 0) == 0 for g in grams[w]) for w in words)
+    return unknown / len(words)
+
+
+def unknown_latin(view, conn, query: str) -> float:
+    """unknown_words restricted to the Latin-script words of a query that also has Hangul (0 for any other
+    query). In a Korean vault a Latin word inside a Korean question is a name (a product, a library, an
+    acronym); one the index never saw is a thing the vault does not know. A Latin word is a run of Latin
+    letters and digits, so a particle does not stick to it ("LightRAG를" is "lightrag"). Korean words are left out: an
+    inflected form ("삶는", "허락") is often unseen in a vault that can answer the question, and in an
+    all-Latin (cross-lingual) question the English words are ordinary words, not names."""
+    if not HANGUL_RE.search(query):
+        return 0.0
+    words = list(dict.fromkeys(LATIN_WORD_RE.findall(query.lower())))[:MAX_WORDS]
+    if not words:
+        return 0.0
+    return unknown_words(view, conn, " ".join(words))
+
+
+def unknown_names(view, conn, query: str) -> float:
+    """unknown_latin with an exact, word-level test: the share of the Latin-script words (word_df.latin_words:
+    "GPT-4o를" -> gpt, 4o) of a query with Hangul that no chunk holds as a whole word, read from the word
+    table the index writer stores. The trigram test calls "pinecone", "faiss" and "redis" seen in a vault
+    that never names them (their trigrams occur inside other words); this one does not. Kept beside
+    unknown_latin rather than in its place: stored gate models read features by name, with weights fitted
+    on the trigram test. An index without a current word table answers with the trigram test
+    (word_df.STALE says so in `search --explain`)."""
+    if not HANGUL_RE.search(query):
+        return 0.0
+    words = list(dict.fromkeys(word_df.latin_words(query)))[:MAX_WORDS]
+    if not words:
+        return 0.0
+    dfs = word_df.counts(view, conn, words)
+    if dfs is None:
+        return unknown_words(view, conn, " ".join(words))
+    return sum(dfs[w] == 0 for w in words) / len(words)
+
+
+def _chunk_doc(view, conn, hit) -> tuple[str, str | None]:
+    """(title + heading path + text of `hit`'s chunk, its heading path): one row by primary key."""
+    note = view.notes.get(hit.note_id, {})
+    text, heading = "", None
+    if conn is not None and hit.chunk_id is not None:
+        try:
+            row = conn.execute("SELECT context, text FROM chunks WHERE id = ?", (hit.chunk_id,)).fetchone()
+        except DB_ERRORS:
+            row = None
+        if row:
+            text, heading = f"{row[0]}\n{row[1]}", row[0]
+    return f"{note.get('title', '')}\n{text}", heading
+
+
+def script_mix(query: str) -> tuple[float, float]:
+    letters = [c for c in query if c.isalpha()]
+    if not letters:
+        return 0.0, 0.0
+    s = "".join(letters)
+    return len(HANGUL_RE.findall(s)) / len(letters), len(LATIN_RE.findall(s)) / len(letters)
+
+
+def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: str | None = None,
+                  reranked: bool = False) -> dict[str, float]:
+    """name -> value for every name in FEATURES. `lists` is Retrieval.lists (channel -> ChannelHit list),
+    `hits` the final results (objects with note_id, score, cosine, chunk_id). `top_text` is the first
+    result's chunk text (read from conn when not given)."""
+    dense = [h.score for h in lists.get("dense", [])]
+    sparse = lists.get("sparse", [])
+    top = dense[0] if dense else 0.0
+    top10 = np.asarray(dense[:TOP_K], dtype=np.float64)
+    f = dict.fromkeys(FEATURE_NAMES, 0.0)
+    f["top_cos"] = top
+    f["hit_cos"] = float(hits[0].cosine) if hits else 0.0
+    f["cos_margin"] = dense[0] - dense[1] if len(dense) >= 2 else 0.0
+    f["cos_wig"] = float(top - top10.mean()) if len(top10) else 0.0
+    f["cos_spread"] = float(top10.std()) if len(top10) else 0.0
+    f["sparse_found"] = float(bool(sparse))
+    if sparse:
+        idf = query_idf(view, conn, query)
+        f["bm25_top_norm"] = sparse[0].score / idf if idf > 0 else 0.0
+        # WIG on the lexical side (Zhou & Croft 2007): a note that matches nothing scores 0, so a list
+        # shorter than TOP_K is padded with zeros, not averaged over what it has
+        s10 = [h.score for h in sparse[:TOP_K]]
+        f["bm25_wig"] = (s10[0] - sum(s10) / TOP_K) / idf if idf > 0 else 0.0
+    d5 = [h.note_id for h in lists.get("dense", [])[:AGREE_K]]
+    s5 = {h.note_id for h in sparse[:AGREE_K]}
+    f["dense_sparse_agree"] = sum(n in s5 for n in d5) / AGREE_K if d5 else 0.0
+    f["top1_agree"] = float(bool(d5) and bool(sparse) and d5[0] == sparse[0].note_id)
+    f["entity_found"] = float(bool(lists.get("entity")))
+    f["unknown_words"] = unknown_words(view, conn, query)
+    f["unknown_latin"] = unknown_latin(view, conn, query)
+    f["unknown_names"] = unknown_names(view, conn, query)
+    # fifth round: the same IDF-weighted overlap on each channel's own top chunk. The fused first result
+    # moves with the fusion's rrf_k (at k = 2 it is more often one channel's top than the other's); these
+    # two do not depend on the fusion at all, so the gate sees both channels' best evidence whatever k is.
+    docs = {}                                   # chunk id -> (title + heading path + text, heading path)
+
+    def doc(hit):                               # one chunk read per chunk, whichever list names it first
+        key = hit.chunk_id if hit.chunk_id is not None else ("note", hit.note_id)
+        if key not in docs:
+            docs[key] = _chunk_doc(view, conn, hit)
+        return docs[key]
+
+    for ch in ("dense", "sparse"):
+        top_hit = (lists.get(ch) or [None])[0]
+        if top_hit is not None:
+            f[f"{ch}_idf_overlap"] = idf_overlap(view, conn, query, doc(top_hit)[0])
+    if hits:
+        h0 = hits[0]
+        note = view.notes.get(h0.note_id, {})
+        if top_text is not None:
+            top_doc, heading = f"{note.get('title', '')}\n{top_text}", None
+        else:
+            top_doc, heading = doc(h0)
+        f["term_overlap"] = term_overlap(query, top_doc)
+        f["idf_overlap"] = idf_overlap(view, conn, query, top_doc)
+        # a note ABOUT the query's subject names it in its metadata; a near-topic note mentions it in passing
+        meta = "\n".join([note.get("title", ""), *note.get("aliases", []), *note.get("tags", []), note.get("summary", "")])
+        f["meta_overlap"] = idf_overlap(view, conn, query, meta)
+        # a section ABOUT the query's subject names it in its heading path (the title-and-heading fields of
+        # BM25F-style retrieval); the chunk's context is "title > section > subsection"
+        f["heading_overlap"] = idf_overlap(view, conn, query, heading if heading is not None else note.get("title", ""))
+        qnorm = normalize_name(query)
+        names = [note.get("title", "")] + list(note.get("aliases", []))
+        f["title_match"] = float(any(len(n) >= 2 and n in qnorm for n in map(normalize_name, names)))
+        if reranked:
+            f["rerank_top"] = float(h0.score)
+    f["reranked"] = float(reranked)
+    f["query_chars"] = math.log1p(len(query))
+    f["hangul_share"], f["latin_share"] = script_mix(query)
+    return {k: float(v) for k, v in f.items()}

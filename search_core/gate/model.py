@@ -1,0 +1,323 @@
+"""The gate model: an L2 logistic regression over gate features, with calibrated probabilities.
+
+Stored as plain JSON (features, scaler, coefficients, a Platt calibration, the threshold and the
+fingerprint/config it was fitted for), so loading needs no pickle and a file can be read by eye.
+
+probability p = sigmoid(a * z + b), z = the regression's decision value on standardised features;
+(a, b) are fitted on cross-validated decision values, so p is calibrated on rows the regression did
+not see. The gate injects when p >= threshold; three bands say how sure it is:
+  inject  p >= threshold + caveat_width
+  caveat  threshold <= p < threshold + caveat_width   (inject, with a caveat)
+  skip    p < threshold
+
+A model for another embedder (or another index, for a calibrated one) or a broken file is never used:
+the search falls back to the cosine gate and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from search_core import SearchCoreError
+from search_core.gate.features import FEATURE_NAMES
+
+GATE_FORMAT = "autoresearch-gate/1"
+BANDS = ("inject", "caveat", "skip")
+DEFAULT_CAVEAT_WIDTH = 0.15
+DEFAULT_GATE_FILE = Path(__file__).with_name("gate_default.json")
+
+
+class GateFileError(SearchCoreError):
+    pass
+
+
+class GateFitError(SearchCoreError):
+    pass
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+@dataclass(frozen=True)
+class GateModel:
+    features: tuple
+    mean: tuple
+    scale: tuple
+    coef: tuple
+    intercept: float
+    calib_a: float
+    calib_b: float
+    threshold: float
+    fingerprint: dict            # the embedder fingerprint (scope "embedder") or the index's (scope "index")
+    scope: str = "embedder"
+    reranker: str = "none"       # features read the reranker's score; another reranker means another model
+    caveat_width: float = DEFAULT_CAVEAT_WIDTH
+    fitted_on: dict = field(default_factory=dict)
+
+    def decision_value(self, feats: dict) -> float:
+        x = np.array([feats.get(n, 0.0) for n in self.features], dtype=np.float64)
+        return float(((x - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.coef) + self.intercept)
+
+    def probability(self, feats: dict) -> float:
+        return _sigmoid(self.calib_a * self.decision_value(feats) + self.calib_b)
+
+    def band(self, p: float, threshold: float | None = None) -> str:
+        t = self.threshold if threshold is None else threshold
+        if p < t:
+            return "skip"
+        return "caveat" if p < t + self.caveat_width else "inject"
+
+    def mismatch(self, fingerprint: dict, reranker: str = "none") -> str | None:
+        """Why this model may not gate a search over an index with `fingerprint` (None: it may)."""
+        mine = self.fingerprint.get("embedder", self.fingerprint)
+        theirs = fingerprint.get("embedder", fingerprint)
+        if self.scope == "index" and self.fingerprint != fingerprint:
+            return f"the gate was fitted for another index ({_fp_text(self.fingerprint)}, this is {_fp_text(fingerprint)})"
+        if mine != theirs:
+            return f"the gate was fitted for embedder {_fp_text(self.fingerprint)}, this index uses {_fp_text(fingerprint)}"
+        if self.reranker != reranker:
+            return f"the gate was fitted with reranker {self.reranker!r}, this search uses {reranker!r}"
+        return None
+
+    def as_json(self) -> dict:
+        d = asdict(self)
+        d = {"format": GATE_FORMAT, **{k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}}
+        return d
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(self.as_json(), ensure_ascii=False, indent=1), encoding="utf-8")
+        tmp.replace(p)
+        return p
+
+
+def _fp_text(fp: dict) -> str:
+    e = fp.get("embedder", fp)
+    return f"{e.get('name', '?')}/{e.get('dim', '?')}d" if isinstance(e, dict) else str(e)
+
+
+def load_gate(path: str | Path) -> GateModel:
+    """Read and check a gate file; anything wrong is a GateFileError that names the file and the fix."""
+    p = Path(path)
+    fix = "re-fit it with `autoresearch calibrate apply`, or delete it to use the cosine gate"
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise GateFileError(f"gate file {p} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise GateFileError(f"gate file {p} is not readable JSON ({e}); {fix}") from None
+    if not isinstance(d, dict) or d.get("format") != GATE_FORMAT:
+        raise GateFileError(f"gate file {p} is not a {GATE_FORMAT} file; {fix}")
+    try:
+        m = GateModel(features=tuple(d["features"]), mean=tuple(map(float, d["mean"])),
+                      scale=tuple(map(float, d["scale"])), coef=tuple(map(float, d["coef"])),
+                      intercept=float(d["intercept"]), calib_a=float(d["calib_a"]), calib_b=float(d["calib_b"]),
+                      threshold=float(d["threshold"]), fingerprint=dict(d["fingerprint"]),
+                      scope=str(d.get("scope", "embedder")), reranker=str(d.get("reranker", "none")),
+                      caveat_width=float(d.get("caveat_width", DEFAULT_CAVEAT_WIDTH)),
+                      fitted_on=dict(d.get("fitted_on", {})))
+    except (KeyError, TypeError, ValueError) as e:
+        raise GateFileError(f"gate file {p} lacks or garbles a field ({e}); {fix}") from None
+    n = len(m.features)
+    unknown = [f for f in m.features if f not in FEATURE_NAMES]
+    if unknown:
+        raise GateFileError(f"gate file {p} uses unknown features {unknown}; known: {', '.join(FEATURE_NAMES)}")
+    if not n or not (len(m.mean) == len(m.scale) == len(m.coef) == n) or any(s <= 0 for s in m.scale):
+        raise GateFileError(f"gate file {p}: features, mean, scale and coef must have one positive-scale entry "
+                            f"per feature; {fix}")
+    if not 0.0 < m.threshold < 1.0:
+        raise GateFileError(f"gate file {p}: threshold {m.threshold} is not a probability in (0, 1); {fix}")
+    if m.scope not in ("embedder", "index"):
+        raise GateFileError(f"gate file {p}: scope {m.scope!r} is not one of embedder, index")
+    return m
+
+
+# ---- the choice a searcher makes, and the decision per search ----------------------------------------
+
+@dataclass(frozen=True)
+class GateChoice:
+    """The model a searcher gates with (None: the cosine gate) and, if none, why not."""
+    model: GateModel | None
+    source: str                  # the file, or "cosine"
+    reason: str = ""
+
+    def decide(self, feats: dict, top_cos: float, cos_threshold: float, has_hits: bool,
+               reranker: str = "none", p_threshold: float | None = None) -> dict:
+        if self.model is not None and self.model.reranker != reranker:
+            why = self.model.mismatch(self.model.fingerprint, reranker)
+            return GateChoice(None, "cosine", f"{self.source}: {why}; using the cosine gate").decide(
+                feats, top_cos, cos_threshold, has_hits)
+        if self.model is None or not has_hits:
+            band = "skip"
+            if has_hits and top_cos >= cos_threshold:
+                width = max((1.0 - cos_threshold) / 4, 0.01)       # confidence_label's quarter of the room above
+                band = "inject" if top_cos >= cos_threshold + width else "caveat"
+            why = self.reason if self.model is None else "no results"
+            return {"inject": band != "skip", "probability": None, "band": band, "kind": "cosine", "reason": why}
+        p = self.model.probability(feats)
+        band = self.model.band(p, p_threshold)
+        t = self.model.threshold if p_threshold is None else p_threshold
+        return {"inject": band != "skip", "probability": p, "band": band, "kind": "model",
+                "p_threshold": t, "reason": f"model {self.source}"}
+
+
+COSINE = GateChoice(None, "cosine", "no gate model attached")
+
+
+def choose_gate(fingerprint: dict, reranker: str = "none", *, path: str | Path | None = None,
+                db: str | Path | None = None, default: bool = True) -> GateChoice:
+    """The gate for a search: `path` if given, else `<db>.gate.json` (written by `calibrate apply`),
+    else the shipped default. A file that does not fit, or does not load, gives the cosine gate and
+    the reason; a search never fails over its gate."""
+    candidates = []
+    if path is not None:
+        candidates.append(Path(path))
+    else:
+        if db is not None:
+            side = sidecar_path(db)
+            if side.exists():
+                candidates.append(side)
+        if default:
+            candidates.append(DEFAULT_GATE_FILE)
+    reasons = []
+    for c in candidates:
+        try:
+            m = load_gate(c)
+        except GateFileError as e:
+            reasons.append(str(e))
+            continue
+        why = m.mismatch(fingerprint, reranker)
+        if why is None:
+            return GateChoice(m, str(c))
+        reasons.append(f"{c}: {why}")
+    reason = "; ".join(reasons) if reasons else "no gate model"
+    return GateChoice(None, "cosine", reason + "; using the cosine gate")
+
+
+def sidecar_path(db: str | Path) -> Path:
+    p = Path(db)
+    return p.with_name(p.name + ".gate.json")
+
+
+# ---- fitting --------------------------------------------------------------------------------------------
+
+def best_balanced_threshold(scores, labels) -> tuple[float, float]:
+    """(threshold, balanced accuracy): the cut on `scores` (inject when >=) that best separates
+    labels 1 (answerable) from 0 (probes). Ties go to the midpoint between neighbouring scores."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    npos, nneg = int(y.sum()), int((~y).sum())
+    if not npos or not nneg:
+        raise GateFitError(f"a threshold needs both answerable questions ({npos}) and probes ({nneg})")
+    order = np.argsort(s, kind="stable")
+    s, y = s[order], y[order]
+    # cut at index i: rows i.. are injected. tpr = positives at/above, tnr = negatives below
+    pos_below = np.concatenate([[0], np.cumsum(y)])
+    neg_below = np.concatenate([[0], np.cumsum(~y)])
+    tpr = (npos - pos_below) / npos
+    tnr = neg_below / nneg
+    bacc = (tpr + tnr) / 2
+    valid = np.concatenate([[True], s[1:] > s[:-1], [True]])     # only cut between distinct scores
+    bacc = np.where(valid, bacc, -1)
+    i = int(np.argmax(bacc))
+    if i == 0:
+        t = s[0] - 1e-6
+    elif i == len(s):
+        t = s[-1] + 1e-6
+    else:
+        t = (s[i - 1] + s[i]) / 2
+    return float(t), float(bacc[i])
+
+
+def fit_gate(rows: list[dict], labels, *, fingerprint: dict, features=None, scope: str = "embedder",
+             reranker: str = "none", C: float = 1.0, groups=None, folds: int = 5,
+             fitted_on: dict | None = None, caveat_width: float = DEFAULT_CAVEAT_WIDTH) -> GateModel:
+    """Fit the gate on feature rows (name -> value) and labels (1 answerable, 0 probe).
+    `groups` (e.g. the document each question came from) keeps a group inside one fold, so the
+    calibration and the threshold are set on documents the regression did not see. `C` is the L2 strength,
+    or a grid of them: then the one with the best out-of-fold balanced accuracy on these rows is used
+    (fitted_on records the grid's scores)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold, StratifiedKFold
+
+    y = np.asarray(labels, dtype=int)
+    npos, nneg = int((y == 1).sum()), int((y == 0).sum())
+    if npos < 2 or nneg < 2:
+        raise GateFitError(f"fitting a gate needs at least 2 answerable questions and 2 probes; got {npos} "
+                           f"answerable and {nneg} probes. Label more calls (`recall-log label`) or add probes "
+                           "(`autoresearch probes make`); until then the cosine gate is used")
+    names = list(features or FEATURE_NAMES)
+    X = np.array([[r.get(n, 0.0) for n in names] for r in rows], dtype=np.float64)
+    sd = X.std(axis=0)
+    keep = [i for i in range(len(names)) if sd[i] > 1e-12]
+    dropped = [names[i] for i in range(len(names)) if i not in keep]
+    if not keep:
+        raise GateFitError(f"every feature is constant over these {len(rows)} rows ({', '.join(names)}); "
+                           "nothing to fit, the cosine gate stays")
+    names = [names[i] for i in keep]
+    X = X[:, keep]
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    Z = (X - mean) / scale
+
+    def lr(c):
+        return LogisticRegression(C=c, class_weight="balanced", max_iter=1000)
+
+    k = max(2, min(folds, npos, nneg))
+    if groups is not None and len(set(groups)) >= k:
+        splits = list(GroupKFold(n_splits=k).split(Z, y, groups))
+    else:
+        splits = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=0).split(Z, y))
+
+    def out_of_fold(c):
+        oof = np.zeros(len(y))
+        for tr, te in splits:
+            if len(set(y[tr])) < 2:
+                oof[te] = 0.0
+                continue
+            oof[te] = lr(c).fit(Z[tr], y[tr]).decision_function(Z[te])
+        return oof
+
+    c_cv = None
+    if isinstance(C, (int, float)):
+        C = float(C)
+        oof = out_of_fold(C)
+    else:
+        # C chosen on these rows only, by the same (grouped) folds that set the calibration and the threshold:
+        # the best out-of-fold balanced accuracy at its best cut (Platt is monotone, so the cut on decision
+        # values is the cut on probabilities); a tie goes to the smaller C (the stronger regularisation)
+        grid = sorted(float(c) for c in C)
+        if not grid:
+            raise GateFitError("an empty C grid")
+        c_cv = {}
+        best = None
+        for c in grid:
+            o = out_of_fold(c)
+            b = best_balanced_threshold(o, y)[1]
+            c_cv[c] = round(b, 4)
+            if best is None or b > best[0] + 1e-12:
+                best = (b, c, o)
+        _, C, oof = best
+    platt = LogisticRegression(C=1e6, max_iter=1000).fit(oof.reshape(-1, 1), y)
+    a, b = float(platt.coef_[0, 0]), float(platt.intercept_[0])
+    if a <= 0:      # cross-validated scores carry no signal: keep the ordering, flat calibration
+        a, b = 1.0, 0.0
+    p_oof = np.array([_sigmoid(a * z + b) for z in oof])
+    threshold, bacc = best_balanced_threshold(p_oof, y)
+    threshold = min(max(threshold, 0.01), 0.99)
+    final = lr(C).fit(Z, y)
+    info = {"rows": int(len(y)), "answerable": npos, "probes": nneg, "cv_balanced_accuracy": round(bacc, 4),
+            "dropped_constant": dropped, "C": C,
+            **({"C_cv_balanced_accuracy": {str(c): b for c, b in c_cv.items()}} if c_cv else {}), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **(fitted_on or {})}
+    return GateModel(tuple(names), tuple(map(float, mean)), tuple(map(float, scale)),
+                     tuple(map(float, final.coef_[0])), float(final.intercept_[0]), a, b, float(threshold),
+                     dict(fingerprint), scope, reranker, caveat_width, info)

@@ -1,0 +1,162 @@
+"""Is an index file damaged? SQLite's own checks, FTS5's integrity-check, every vector row read, and a
+sample of stored vectors compared with fresh embeddings of the chunk text they were made from.
+
+Why all four: 64 KB of random bytes inside the vector blobs passes `PRAGMA quick_check` (blob content has
+no checksum) and `stats`, yet `search` then fails reading the vectors; 512-byte writes inside a vector
+change its values with no error anywhere, which only re-embedding shows.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from search_core import SearchCoreError
+from search_core.index.store import connect, is_sqlite_file
+
+# a stored vector and a fresh embedding of the same text agree to >= 0.9999 cosine on this machine
+# (the same model, the same bytes); 0.99 leaves room for a different CPU's float order, and a damaged
+# vector lands far below it (random bytes give NaN or a cosine near 0).
+VECTOR_COSINE_MIN = 0.99
+DEFAULT_SAMPLE = 16
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    db: str
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def message(self) -> str:
+        if self.ok:
+            return f"{self.db}: ok ({'; '.join(f'{c.name}: {c.detail}' for c in self.checks)})"
+        bad = [c for c in self.checks if not c.ok]
+        return (f"index {self.db} is damaged: {'; '.join(f'{c.name}: {c.detail}' for c in bad)}. "
+                f"Rebuild it: `autoresearch index VAULT --db {self.db} --full` (the vault is the source; "
+                "nothing in the index is lost)")
+
+    def as_dict(self) -> dict:
+        return {"db": self.db, "ok": self.ok, "checks": [c.__dict__ for c in self.checks]}
+
+
+def _db_error():
+    import sqlean
+    return sqlean.DatabaseError
+
+
+def _pragma(conn, pragma: str) -> Check:
+    try:
+        rows = [r[0] for r in conn.execute(f"PRAGMA {pragma}")]
+    except _db_error() as e:
+        return Check(pragma, False, str(e))
+    if rows == ["ok"]:
+        return Check(pragma, True, "ok")
+    lines = [l for r in rows for l in str(r).splitlines() if l.strip() and not l.startswith("***")]
+    return Check(pragma, False, "; ".join(lines[:3]) + (f" (and {len(lines) - 3} more)" if len(lines) > 3 else ""))
+
+
+def _fts(conn) -> Check:
+    try:
+        conn.execute("BEGIN")
+        try:
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        finally:
+            conn.execute("ROLLBACK")
+    except _db_error() as e:
+        return Check("fts5 integrity-check", False, str(e))
+    return Check("fts5 integrity-check", True, "ok")
+
+
+def _vectors_readable(conn) -> Check:
+    """Read every row of both vec0 tables; count them against the chunks that say they have one."""
+    try:
+        want = conn.execute("SELECT count(*) FROM chunks WHERE has_vector").fetchone()[0]
+        n, bad = 0, 0
+        for (blob,) in conn.execute("SELECT embedding FROM chunk_vec"):
+            n += 1
+            v = np.frombuffer(blob, dtype=np.float32)
+            bad += int(not np.isfinite(v).all())
+        n_ent = sum(1 for _ in conn.execute("SELECT embedding FROM entity_vec"))
+        want_ent = conn.execute("SELECT count(*) FROM entities").fetchone()[0]
+    except _db_error() as e:
+        return Check("vectors readable", False, str(e))
+    if n != want or n_ent != want_ent:
+        return Check("vectors readable", False, f"{n} chunk vectors for {want} chunks that have one, "
+                                                f"{n_ent} entity vectors for {want_ent} entities")
+    if bad:
+        return Check("vectors readable", False, f"{bad} of {n} chunk vectors hold NaN or infinity")
+    return Check("vectors readable", True, f"{n} chunk and {n_ent} entity vectors")
+
+
+def _vectors_match_text(conn, sample: int) -> Check:
+    """Re-embed `sample` chunks spread evenly over the index and compare with the stored vectors; the
+    chunk text is also checked against the hash its vector was made from."""
+    from search_core.index.embed_cache import text_hash
+    from search_core.models import get_embedder
+    try:
+        fp = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'fingerprint'").fetchone()[0])
+        ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE has_vector ORDER BY id")]
+        pick = [ids[int(i)] for i in np.linspace(0, len(ids) - 1, min(sample, len(ids)))] if ids else []
+        rows = []
+        for cid in pick:
+            note, context, text, th = conn.execute(
+                "SELECT note_id, context, text, text_hash FROM chunks WHERE id = ?", (cid,)).fetchone()
+            blob = conn.execute("SELECT embedding FROM chunk_vec WHERE rowid = ?", (cid,)).fetchone()
+            rows.append((cid, note, f"{context}\n{text}" if text else context, th, blob[0] if blob else None))
+    except (_db_error(), TypeError, ValueError) as e:
+        return Check("vectors match their text", False, f"cannot read chunks: {e}")
+    changed = [f"chunk {cid} of {note}: text does not match the hash its vector was made from"
+               for cid, note, t, th, _ in rows if text_hash(t) != th]
+    if changed:
+        return Check("vectors match their text", False, "; ".join(changed[:3]))
+    emb = get_embedder(fp["embedder"]["name"])
+    if emb.fingerprint() != fp["embedder"]:
+        return Check("vectors match their text", True, "skipped: this embedder build differs from the index's")
+    fresh = emb.embed([t for _, _, t, _, _ in rows]) if rows else np.zeros((0, emb.dim), np.float32)
+    worst = []
+    for (cid, note, _, _, blob), f in zip(rows, fresh):
+        stored = np.frombuffer(blob, dtype=np.float32) if blob is not None else np.zeros(emb.dim, np.float32)
+        cos = float(stored @ f / max(np.linalg.norm(stored) * np.linalg.norm(f), 1e-12)) if stored.size == f.size else -1.0
+        if not cos >= VECTOR_COSINE_MIN:             # NaN fails too
+            worst.append(f"chunk {cid} of {note}: stored vector vs a fresh embedding, cosine {cos:.3f}")
+    if worst:
+        return Check("vectors match their text", False, f"{len(worst)} of {len(rows)} sampled: " + "; ".join(worst[:3]))
+    return Check("vectors match their text", True, f"{len(rows)} sampled, cosine >= {VECTOR_COSINE_MIN}")
+
+
+def check_index(db: str | Path, *, quick: bool = False, sample: int = DEFAULT_SAMPLE) -> CheckReport:
+    """The full check (integrity_check, FTS5, every vector read, `sample` vectors re-embedded), or the quick
+    one run before every incremental write (quick_check and every vector read; no model)."""
+    p = Path(db)
+    if not p.exists():
+        raise SearchCoreError(f"no index at {p}; build one with `autoresearch index VAULT --db {p}`")
+    if not is_sqlite_file(p):
+        return CheckReport(str(p), (Check("sqlite header", False, "not a SQLite file (the header is damaged "
+                                                               "or this is another kind of file)"),))
+    try:
+        conn = connect(p)
+    except _db_error() as e:
+        return CheckReport(str(p), (Check("open", False, str(e)),))
+    try:
+        checks = [_pragma(conn, "quick_check" if quick else "integrity_check")]
+        if not quick:
+            checks.append(_fts(conn))
+        checks.append(_vectors_readable(conn))
+        if not quick and sample > 0 and all(c.ok for c in checks):
+            checks.append(_vectors_match_text(conn, sample))
+        return CheckReport(str(p), tuple(checks))
+    finally:
+        conn.close()

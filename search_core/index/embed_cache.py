@@ -1,0 +1,122 @@
+"""Embeddings cached by (model fingerprint, text hash) in their own SQLite file, shared by every index.
+
+Re-indexing unchanged text never re-embeds, a full rebuild reuses it, and swapping back to a model
+costs nothing. Batches are committed as they finish, so Ctrl-C keeps the work already done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+import numpy as np
+
+from search_core.hashing import hash_json
+from search_core.index.store import connect, is_sqlite_file
+
+
+class _CacheDamaged(Exception):
+    pass
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def model_key(fingerprint: dict) -> str:
+    return hash_json(fingerprint, 16, ascii=True)     # ascii: the key every existing cache row carries
+
+
+class EmbeddingCache:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.set_aside: Path | None = None     # where a damaged cache was moved, if it was
+        self.damage = ""
+        try:
+            self.conn = self._open()
+        except _CacheDamaged as e:
+            self._set_aside(str(e))
+            self.conn = self._open()
+
+    def _open(self):
+        """Open and check the cache. It is shared by every index in the folder, so one damaged file would
+        fail them all; quick_check plus one read of every row's length finds that before it is used."""
+        import sqlean
+        conn = None
+        try:
+            if self.path.exists() and self.path.stat().st_size:
+                if not is_sqlite_file(self.path):
+                    raise _CacheDamaged("not a SQLite file (its header is damaged)")
+            conn = connect(self.path)
+            conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash TEXT NOT NULL, "
+                         "vec BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID")
+            rows = [r[0] for r in conn.execute("PRAGMA quick_check")]
+            if rows != ["ok"]:
+                raise _CacheDamaged("; ".join(rows[:3]))
+            conn.execute("SELECT sum(length(vec)) FROM vectors").fetchone()
+            return conn
+        except sqlean.DatabaseError as e:
+            if conn is not None:
+                conn.close()
+            raise _CacheDamaged(str(e)) from None
+        except _CacheDamaged:
+            if conn is not None:
+                conn.close()
+            raise
+
+    def _set_aside(self, why: str) -> None:
+        """Rename (never delete) the damaged file and its WAL, so a fresh cache can be built in its place."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(self.path) + suffix)
+            if src.exists():
+                src.replace(Path(str(target) + suffix))
+        self.set_aside, self.damage = target, why
+
+    def warning(self) -> str | None:
+        if self.set_aside is None:
+            return None
+        return (f"the embedding cache {self.path} was damaged ({self.damage}); it was set aside as "
+                f"{self.set_aside} and a new cache was built (embeddings are recomputed once)")
+
+    def get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(hashes), 500):
+            part = hashes[i:i + 500]
+            q = f"SELECT text_hash, vec FROM vectors WHERE model = ? AND text_hash IN ({','.join('?' * len(part))})"
+            for h, blob in self.conn.execute(q, [model, *part]):
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        self.conn.execute("BEGIN")
+        self.conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                              [(model, h, np.asarray(v, np.float32).tobytes()) for h, v in items.items()])
+        self.conn.execute("COMMIT")
+
+    def embed(self, embedder, texts: list[str], *, batch: int = 32, progress=None) -> np.ndarray:
+        """Vectors for passages, from the cache where present; new ones are embedded and stored per batch."""
+        key = model_key(embedder.fingerprint())
+        hashes = [text_hash(t) for t in texts]
+        have = self.get_many(key, list(dict.fromkeys(hashes)))
+        missing = list(dict.fromkeys(h for h in hashes if h not in have))
+        by_hash = dict(zip(hashes, texts))
+        if progress is not None:
+            progress(0, len(missing))
+        for i in range(0, len(missing), batch):
+            part = missing[i:i + batch]
+            vecs = embedder.embed([by_hash[h] for h in part])
+            new = dict(zip(part, vecs))
+            self.put_many(key, new)
+            have.update(new)
+            if progress is not None:
+                progress(len(part), len(missing))
+        if not texts:
+            return np.zeros((0, embedder.dim), np.float32)
+        return np.stack([have[h] for h in hashes]).astype(np.float32)
+
+    def close(self) -> None:
+        self.conn.close()

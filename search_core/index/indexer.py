@@ -1,0 +1,313 @@
+"""Build and update an index: incremental by content hash, full rebuilds swapped in atomically.
+
+Phases: list + diff the vault (cheap), parse + chunk what changed, embed what the cache lacks
+(committed per batch: Ctrl-C keeps it), then write everything in ONE transaction (or, for a full
+build, into a new file that replaces the old one with os.replace). The old index stays usable until then.
+This module decides what to write and owns the lock, the fingerprint and the transaction; the writes
+themselves (notes, chunks, vectors, graph tables) are in index_write.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.index import short_tokens
+from search_core.index import term_df
+from search_core.index import word_df
+from search_core.config import ChunkConfig
+from search_core.files import LockBusy, PidLock
+from search_core.index.embed_cache import EmbeddingCache
+from search_core.index.write import (chunk_rows, delete_notes, insert_prepared, next_chunk_id, prepare, rebuild_graph,
+                          update_short_tokens, write_notes)
+from search_core.models import get_embedder
+from search_core.ingest.note import Note
+from search_core.index.store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
+from search_core.ingest.vault import Skipped, VaultFile, is_beir, is_korquad, list_vault, read_beir, read_korquad, read_note
+
+
+@dataclass
+class IndexReport:
+    db: str
+    mode: str                    # full | incremental
+    notes: int = 0
+    added: int = 0
+    changed: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+    embedded: int = 0            # vectors computed now (not from the cache)
+    skipped: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self):
+        d = dict(self.__dict__)
+        d["skipped"] = [{"path": s.path, "reason": s.reason} for s in self.skipped]
+        return d
+
+
+def index_fingerprint(embedder, chunk_cfg: ChunkConfig) -> dict:
+    return {"embedder": embedder.fingerprint(), "chunking": chunk_cfg.as_dict()}
+
+
+def default_cache_path(db: str | Path) -> Path:
+    return Path(db).resolve().parent / "embed-cache.sqlite"
+
+
+@contextmanager
+def index_lock(db: Path):
+    """One writer per index. The lock file is removed when the run ends (however it ends); one left by a
+    killed run holds no lock (the kernel dropped it) and is taken over and removed by the next run, which
+    also removes the .building-PID files of a killed `--full` (we hold the lock: no build can be running)."""
+    lock = PidLock(db.with_name(db.name + ".lock"), remove_on_release=True)
+    try:
+        lock.acquire()
+    except LockBusy as e:
+        raise SearchCoreError(f"another `autoresearch index` is already writing {db} (pid "
+                              f"{e.holder if e.holder is not None else 'unknown'}); wait for it to finish, "
+                              "then run this again") from None
+    try:
+        _remove_stale_builds(db)
+        yield
+    finally:
+        lock.release()
+
+
+def _remove_stale_builds(db: Path) -> None:
+    for p in db.parent.glob(f"{db.name}.building-*"):
+        p.unlink(missing_ok=True)
+
+
+def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
+    """Name what actually differs (embedder, its weights, or chunking) and a command that works."""
+    from search_core.models import _embedder_factory
+    h, w = have.get("embedder", {}), want.get("embedder", {})
+    hn, wn = h.get("name"), w.get("name")
+    keep = f"--embedder {hn}{ChunkConfig.flags_for(have.get('chunking', {}))}"
+    if hn != wn:
+        try:
+            _embedder_factory(wn)
+        except SearchCoreError as e:
+            return f"{e}. Index {db} was built with {hn!r}: leave out --embedder (or pass --embedder {hn})"
+        return (f"index {db} was built with embedder {hn!r}, you asked for {wn!r}; vectors from two models never "
+                f"share an index. Rebuild it: `autoresearch index VAULT --db {db} --full --embedder {wn}"
+                f"{ChunkConfig.flags_for(want.get('chunking', {}))}`, use another --db, or leave out --embedder to use {hn!r}")
+    if h != w:
+        return (f"index {db} was built with a different build of {hn!r} (weights {h.get('weights')} vs "
+                f"{w.get('weights')}); vectors from two builds never share an index. Rebuild it: "
+                f"`autoresearch index VAULT --db {db} --full {keep}`, or use another --db")
+    hc, wc = have.get("chunking", {}), want.get("chunking", {})
+    diffs = ", ".join(f"{k} {hc.get(k)} in the index vs {wc.get(k)} asked" for k in sorted(set(hc) | set(wc))
+                      if hc.get(k) != wc.get(k))
+    return (f"index {db} was built with other chunking ({diffs}); chunking applies to the whole index, so a "
+            f"change needs a rebuild: `autoresearch index VAULT --db {db} --full --embedder {wn}"
+            f"{ChunkConfig.flags_for(wc)}`, or leave out the chunk options to update it with its own")
+
+
+def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] | None, list[Skipped]]:
+    if is_beir(vault):
+        notes, skipped = read_beir(vault)
+        return None, notes, skipped
+    if is_korquad(vault):
+        notes, skipped = read_korquad(vault)
+        return None, notes, skipped
+    skipped: list[Skipped] = []
+    return list_vault(vault, skipped), None, skipped
+
+
+def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = None, full: bool = False,
+                chunk_cfg: ChunkConfig | None = None, cache: str | Path | None = None,
+                progress=None) -> IndexReport:
+    """Index `vault` into `db`. progress(stage, done, total) is called as work advances."""
+    t0 = time.perf_counter()
+    db = Path(db)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with index_lock(db):
+        existing_fp = None
+        if db.exists() and not full:
+            conn, error = None, ""
+            try:
+                conn = connect(db)
+                existing_fp = get_meta(conn, "fingerprint") if conn.execute("PRAGMA user_version").fetchone()[0] else None
+            except Exception as e:
+                existing_fp, error = None, f" (it could not be read: {e}; it may be damaged)"
+            finally:
+                if conn is not None:
+                    conn.close()
+            if existing_fp is None:
+                raise SearchCoreError(f"{db} exists but is not a finished autoresearch index{error}; "
+                                      f"rebuild it with `autoresearch index VAULT --db {db} --full`")
+        name = embedder or (existing_fp or {}).get("embedder", {}).get("name") or "e5-small"
+        if chunk_cfg is None:
+            chunk_cfg = ChunkConfig(**existing_fp["chunking"]) if existing_fp else ChunkConfig()
+        emb = get_embedder(name)
+        want_fp = index_fingerprint(emb, chunk_cfg)
+        if existing_fp is not None and existing_fp != want_fp:
+            raise SearchCoreError(fingerprint_mismatch_message(db, existing_fp, want_fp))
+        if existing_fp is not None:
+            from search_core.index.check import check_index
+            health = check_index(db, quick=True)      # never write into a damaged file, never report it "unchanged"
+            if not health.ok:
+                raise SearchCoreError(health.message())
+
+        files, beir_notes, skipped = _load_vault(vault)
+        n_found = len(files) if files is not None else len(beir_notes)
+        if n_found == 0:
+            raise SearchCoreError(f"vault {vault} has no .md notes (or corpus rows); nothing to index. "
+                                  "Point at the folder that holds your notes" +
+                                  ("; the existing index was left as it was" if db.exists() else ""))
+        cache_db = EmbeddingCache(cache or default_cache_path(db))
+        try:
+            if existing_fp is None:
+                report = _build_full(vault, db, files, beir_notes, skipped, emb, want_fp, chunk_cfg, cache_db, progress)
+            else:
+                report = _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache_db, progress)
+        finally:
+            cache_db.close()
+        if cache_db.warning():
+            report.warnings.insert(0, cache_db.warning())
+    report.seconds = round(time.perf_counter() - t0, 3)
+    return report
+
+
+def _read_all(files, beir_notes, skipped, progress) -> list[Note]:
+    if beir_notes is not None:
+        return beir_notes
+    notes = []
+    for i, vf in enumerate(files):
+        r = read_note(vf)
+        (skipped.append(r) if isinstance(r, Skipped) else notes.append(r))
+        if progress and (i % 50 == 0 or i == len(files) - 1):
+            progress("parse", i + 1, len(files))
+    return notes
+
+
+def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache, progress) -> IndexReport:
+    notes = _read_all(files, beir_notes, skipped, progress)
+    if not notes:
+        raise SearchCoreError(f"no note in {vault} could be read ({len(skipped)} skipped: "
+                              f"{'; '.join(s.path + ': ' + s.reason for s in skipped[:3])})")
+    stats = {vf.note_id: vf for vf in files} if files is not None else {}
+    tmp = db.with_name(f"{db.name}.building-{os.getpid()}")
+    report = IndexReport(db=str(db), mode="full", skipped=skipped)
+    try:
+        conn = connect(tmp)
+        migrate(conn)
+        ensure_vec_tables(conn, emb.dim)
+        with atomic(conn):
+            set_meta(conn, "fingerprint", fp)
+            set_meta(conn, "vault", str(Path(vault).resolve()))
+            report.embedded = write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
+            rebuild_graph(conn, emb, cache, progress)
+            short_tokens.build(conn)
+            set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            bump_generation(conn)
+            term_df.build(conn)                        # after the generation it records
+            word_df.build(conn)                        # the same, for whole Latin-script words
+        conn.execute("PRAGMA journal_mode = DELETE")    # a single self-contained file to swap in
+        conn.close()
+        _swap_in(tmp, db)
+    finally:
+        for p in (tmp, Path(str(tmp) + "-wal"), Path(str(tmp) + "-shm"), Path(str(tmp) + "-journal")):
+            p.unlink(missing_ok=True)
+    report.notes = report.added = len(notes)
+    report.warnings = [f"{n.id}: {w}" for n in notes for w in n.warnings]
+    report.chunks = _count(db, "chunks")
+    return report
+
+
+def _swap_in(tmp: Path, db: Path) -> None:
+    """Replace db with tmp. The old file's WAL is checkpointed and removed first, so it can never be
+    replayed onto the new file; readers that still hold the old file keep reading it."""
+    if db.exists():
+        try:
+            old = connect(db)
+            old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            old.close()
+        except Exception as e:
+            # the old file is being replaced, so its un-checkpointed WAL is dropped with it below; say so
+            # instead of passing in silence (a reader still holding the old file keeps its own snapshot)
+            warnings.warn(f"could not checkpoint the old index {db} before replacing it: {e}", stacklevel=2)
+        for suffix in ("-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+    os.replace(tmp, db)
+
+
+def _count(db, table) -> int:
+    conn = connect(db)
+    try:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progress) -> IndexReport:
+    conn = connect(db)
+    migrate(conn)
+    report = IndexReport(db=str(db), mode="incremental", skipped=skipped)
+    known = {r[0]: (r[1], r[2], r[3]) for r in conn.execute("SELECT id, content_hash, size, mtime_ns FROM notes")}
+    to_write: list[Note] = []
+    touch: list[tuple[int, int, str]] = []
+    stats: dict[str, VaultFile] = {}
+    if beir_notes is not None:
+        present = {n.id for n in beir_notes}
+        to_write = [n for n in beir_notes if known.get(n.id, (None,))[0] != n.content_hash]
+    else:
+        present = {vf.note_id for vf in files}
+        stats = {vf.note_id: vf for vf in files}
+        for vf in files:
+            old = known.get(vf.note_id)
+            if old and old[1] == vf.size and old[2] == vf.mtime_ns:
+                continue                               # size + mtime unchanged: not even read
+            r = read_note(vf)
+            if isinstance(r, Skipped):
+                skipped.append(r)
+                present.discard(vf.note_id)            # an unreadable file drops out of the index
+                continue
+            if old and old[0] == r.content_hash:
+                touch.append((vf.size, vf.mtime_ns, vf.note_id))
+            else:
+                to_write.append(r)
+    deleted = sorted(set(known) - present)
+    report.added = sum(1 for n in to_write if n.id not in known)
+    report.changed = len(to_write) - report.added
+    report.deleted = len(deleted)
+    report.unchanged = len(present) - len(to_write)
+    report.warnings = [f"{n.id}: {w}" for n in to_write for w in n.warnings]
+    if to_write or deleted or touch:
+        # embed before the write transaction, so readers are never blocked by model time
+        prepared = prepare(to_write, emb, chunk_cfg, cache, progress)
+        with atomic(conn):
+            if deleted or to_write:
+                gone_ids = deleted + [n.id for n in to_write if n.id in known]
+                removed = chunk_rows(conn, gone_ids)
+                delete_notes(conn, gone_ids)
+                first_new = next_chunk_id(conn)      # what insert_prepared numbers from (ids may be reused)
+                insert_prepared(conn, prepared, stats)
+                rebuild_graph(conn, emb, cache, progress)
+                update_short_tokens(conn, removed, first_new)
+            conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
+            set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            bump_generation(conn)
+            term_df.build(conn)                        # 0.4 s on johngrib: exact, simpler than a delta
+            word_df.build(conn)                        # the same for whole Latin-script words (BENCHMARKS, gate)
+        report.embedded = prepared["embedded"]
+    if not short_tokens.is_built(conn):      # an index written before the table existed: add it now
+        with atomic(conn):
+            short_tokens.build(conn)
+    if not term_df.is_current(conn):         # written before the table existed, or by a writer without it
+        with atomic(conn):
+            term_df.build(conn)
+    if not word_df.is_current(conn):         # the same for the word table (fourth round of the gate)
+        with atomic(conn):
+            word_df.build(conn)
+    report.notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+    report.chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    conn.close()
+    return report

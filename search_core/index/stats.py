@@ -1,0 +1,34 @@
+"""A summary of one index file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from search_core.index.store import get_meta, open_index
+
+
+def index_stats(db: str | Path) -> dict:
+    conn = open_index(db)
+    try:
+        one = lambda q: conn.execute(q).fetchone()[0]
+        return {
+            "db": str(db),
+            "schema_version": one("PRAGMA user_version"),
+            "vault": get_meta(conn, "vault"),
+            "indexed_at": get_meta(conn, "indexed_at"),
+            "notes": one("SELECT count(*) FROM notes"),
+            "nav_notes": one("SELECT count(*) FROM notes WHERE is_nav"),
+            "chunks": one("SELECT count(*) FROM chunks"),
+            "vectors": one("SELECT count(*) FROM chunk_vec"),
+            "links": one("SELECT count(*) FROM links"),
+            "unresolved_links": one("SELECT count(*) FROM links WHERE dst IS NULL"),
+            "tags": one("SELECT count(DISTINCT tag) FROM belongs_to"),
+            "entities": one("SELECT count(*) FROM entities"),
+            "communities": one("SELECT count(DISTINCT community) FROM communities"),
+            "notes_with_warnings": one("SELECT count(*) FROM notes WHERE warnings != '[]'"),
+            "size_bytes": os.path.getsize(db),
+            "fingerprint": get_meta(conn, "fingerprint"),
+        }
+    finally:
+        conn.close()

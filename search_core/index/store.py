@@ -1,0 +1,175 @@
+"""One SQLite file per index: connection with extensions, schema, migrations, meta, atomic writes."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+from search_core import SearchCoreError
+
+SCHEMA_VERSION = 1
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"   # the first 16 bytes of every SQLite database file
+
+
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether the file at `path` starts with SQLite's header (an empty or missing file does not)."""
+    with open(path, "rb") as f:
+        return f.read(16) == SQLITE_HEADER
+
+
+def connect(path: str | Path, *, readonly: bool = False):
+    """A connection that can load sqlite-vec on every Python build (this machine's sqlite3 cannot)."""
+    try:
+        import sqlean as sqlite3
+    except ImportError:  # pragma: no cover - only when the dependency was removed by hand
+        raise SearchCoreError("the sqlean.py driver is missing: pip install sqlean-py") from None
+    import sqlite_vec
+
+    if readonly:
+        uri = f"file:{Path(path).resolve()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(str(path), check_same_thread=False)
+    conn.isolation_level = None   # autocommit; transactions are explicit, via atomic()
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute("PRAGMA busy_timeout = 5000")
+    if not readonly:
+        conn.execute("PRAGMA journal_mode = WAL")   # searches keep running while an update is written
+        conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+@contextmanager
+def atomic(conn):
+    """One transaction: everything inside lands, or (on any exception, Ctrl-C included) nothing does."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    else:
+        conn.execute("COMMIT")
+
+
+def _run_script(conn, script: str) -> None:
+    # executescript() would COMMIT the open transaction; statements one by one stay inside atomic()
+    for stmt in script.split(";\n"):
+        if stmt.strip() and not all(l.strip().startswith("--") or not l.strip() for l in stmt.splitlines()):
+            conn.execute(stmt)
+
+
+def _v1(conn) -> None:
+    _run_script(conn, """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE notes (
+        id TEXT PRIMARY KEY, path TEXT, title TEXT NOT NULL, aliases TEXT NOT NULL DEFAULT '[]',
+        tags TEXT NOT NULL DEFAULT '[]', summary TEXT NOT NULL DEFAULT '', is_nav INTEGER NOT NULL DEFAULT 0,
+        content_hash TEXT NOT NULL, size INTEGER, mtime_ns INTEGER, warnings TEXT NOT NULL DEFAULT '[]');
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY, note_id TEXT NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        ord INTEGER NOT NULL, heading TEXT NOT NULL, context TEXT NOT NULL, text TEXT NOT NULL,
+        text_hash TEXT NOT NULL, has_vector INTEGER NOT NULL DEFAULT 0, UNIQUE (note_id, ord));
+    CREATE INDEX chunks_note ON chunks(note_id);
+    -- trigram: Korean has no spaces to trust, and substrings ("임베딩" in "임베딩을") must match
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(title, aliases, tags, summary, body, tokenize = 'trigram');
+    -- cites: every [[link]]; dst is NULL while unresolved
+    CREATE TABLE links (
+        src TEXT NOT NULL REFERENCES notes(id) ON DELETE CASCADE, target TEXT NOT NULL, anchor TEXT NOT NULL,
+        kind TEXT NOT NULL, dst TEXT);
+    CREATE INDEX links_src ON links(src);
+    CREATE INDEX links_dst ON links(dst);
+    CREATE TABLE belongs_to (note_id TEXT NOT NULL REFERENCES notes(id) ON DELETE CASCADE, tag TEXT NOT NULL,
+        PRIMARY KEY (note_id, tag));
+    CREATE INDEX belongs_to_tag ON belongs_to(tag);
+    -- entities: note titles, aliases and tags, matched against queries by name and by embedding
+    CREATE TABLE entities (id INTEGER PRIMARY KEY, name TEXT NOT NULL, norm TEXT NOT NULL, kind TEXT NOT NULL,
+        note_id TEXT, UNIQUE (norm, kind, note_id));
+    CREATE INDEX entities_norm ON entities(norm);
+    CREATE TABLE cooccurrence (a TEXT NOT NULL, b TEXT NOT NULL, weight REAL NOT NULL, PRIMARY KEY (a, b));
+    CREATE TABLE communities (note_id TEXT PRIMARY KEY, community INTEGER NOT NULL);
+    """)
+
+
+MIGRATIONS = [_v1]   # MIGRATIONS[i] takes the schema from version i to i + 1
+
+
+def migrate(conn) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise SearchCoreError(f"index schema v{version} is newer than this autoresearch (v{SCHEMA_VERSION}); "
+                              "upgrade autoresearch or rebuild with `autoresearch index VAULT --db FILE --full`")
+    for v in range(version, SCHEMA_VERSION):
+        with atomic(conn):
+            MIGRATIONS[v](conn)
+            conn.execute(f"PRAGMA user_version = {v + 1}")
+
+
+def ensure_vec_tables(conn, dim: int) -> None:
+    for table in ("chunk_vec", "entity_vec"):
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING vec0("
+                     f"embedding float[{dim}] distance_metric=cosine)")
+
+
+def get_meta(conn, key: str, default=None):
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return json.loads(row[0]) if row else default
+
+
+def set_meta(conn, key: str, value) -> None:
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, json.dumps(value, ensure_ascii=False)))
+
+
+def bump_generation(conn) -> int:
+    """Inside a write transaction: count it. The searcher's reload stamp and the channel-list cache key
+    read this counter, which changes on every indexing commit (indexed_at has one-second resolution)."""
+    n = int(get_meta(conn, "generation", 0)) + 1
+    set_meta(conn, "generation", n)
+    return n
+
+
+@contextmanager
+def read_snapshot(conn):
+    """One read transaction: every SELECT inside sees the same committed state (WAL snapshot), so a
+    view built from ~8 SELECTs never mixes two commits."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
+def _is_locked(e: Exception) -> bool:
+    return "locked" in str(e) or "busy" in str(e)
+
+
+def open_index(path: str | Path):
+    """Open an existing index for searching; a missing or foreign file gets an error that names the fix."""
+    p = Path(path)
+    if not p.exists():
+        raise SearchCoreError(f"no index at {p}; build one with `autoresearch index VAULT --db {p}`")
+    conn = None
+    try:
+        conn = connect(p)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        fp = get_meta(conn, "fingerprint") if version else None
+    except Exception as e:
+        if conn is not None:
+            conn.close()
+        if _is_locked(e):
+            raise SearchCoreError(f"{p} is locked by another process ({e}); the index is fine: wait for the "
+                                  "writer to finish (or stop it) and try again") from None
+        raise SearchCoreError(f"{p} is not an autoresearch index ({e}); rebuild with "
+                              f"`autoresearch index VAULT --db {p} --full`") from None
+    if not fp:
+        conn.close()
+        raise SearchCoreError(f"{p} is not a finished autoresearch index; rebuild with "
+                              f"`autoresearch index VAULT --db {p} --full`")
+    migrate(conn)
+    return conn

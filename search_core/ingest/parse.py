@@ -1,0 +1,238 @@
+"""Markdown note parsing: frontmatter, [[links]], #tags, sections. Pure functions of text."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import date, datetime
+
+import yaml
+
+from search_core.ingest.note import Link, Note, Section
+
+FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+FENCE_RE = re.compile(r"^\s*(```+|~~~+)")
+HEADING_RE = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+# ![[target#anchor|display]]{kramdown display}
+LINK_RE = re.compile(
+    r"(!?)\[\[([^\]\|#\n]*)(?:#([^\]\|\n]*))?(?:\|([^\]\n]*))?\]\](?:\{([^}\n]*)\})?")
+# a tag starts after whitespace/start/punctuation, never inside a word, URL or anchor
+INLINE_TAG_RE = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[(,]))#([0-9A-Za-z_가-힣\-/]*[A-Za-z_가-힣][0-9A-Za-z_가-힣\-/]*)")
+INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
+KRAMDOWN_ATTR_LINE_RE = re.compile(r"^\s*\{:[^}]*\}\s*$")
+KRAMDOWN_HEADING_ID_RE = re.compile(r"\s*\{#[^}]*\}\s*$")
+TOC_MARKER_RE = re.compile(r"^\s*[*-]\s+TOC\s*$")
+NAV_TYPES = {"moc", "index", "nav", "hub"}
+# Frontmatter is a few hundred bytes in every real note; 64 KB and 20 levels leave room for any honest
+# use and stop the 302-byte alias bomb (63 s, 741 MB before) and 10,000-deep `[[[[...` at once.
+MAX_FRONTMATTER_CHARS = 64 * 1024
+MAX_FRONTMATTER_DEPTH = 20
+
+
+class FrontmatterRefused(Exception):
+    """The frontmatter was not loaded; the message says why (aliases, depth)."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases (*name) and nesting deeper than MAX_FRONTMATTER_DEPTH while composing,
+    before anything is built: an alias bomb expands exponentially in whoever walks the result."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            ev = self.peek_event()
+            raise FrontmatterRefused(f"frontmatter uses a YAML alias (*{ev.anchor}, line {ev.start_mark.line + 2}); "
+                                     "aliases are refused (they can expand exponentially): write the values out")
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_FRONTMATTER_DEPTH:
+                raise FrontmatterRefused(f"frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def load_frontmatter_yaml(text: str):
+    """yaml.safe_load with a size cap, no aliases and a depth cap; FrontmatterRefused says which limit."""
+    if len(text) > MAX_FRONTMATTER_CHARS:
+        raise FrontmatterRefused(f"frontmatter is {len(text):,} characters, over the "
+                                 f"{MAX_FRONTMATTER_CHARS // 1024} KB limit")
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def content_hash(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def split_frontmatter(text: str) -> tuple[dict, str, list[str]]:
+    """Return (metadata, body, warnings). A malformed block is dropped from the body, never indexed as text."""
+    m = FRONTMATTER_RE.match(text)
+    if not m:
+        return {}, text, []
+    body = text[m.end():]
+    try:
+        data = load_frontmatter_yaml(m.group(1))
+    except FrontmatterRefused as e:
+        return {}, body, [f"{e}; indexed without its metadata"]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        return {}, body, [f"malformed YAML frontmatter{where}: {problem}; indexed without its metadata"]
+    if data is None:
+        return {}, body, []
+    if not isinstance(data, dict):
+        return {}, body, [f"frontmatter is a {type(data).__name__}, not a mapping; indexed without its metadata"]
+    return data, body, []
+
+
+def _flatten(value) -> list[str]:
+    """YAML reads `parent: [[x]]` as a nested list and dates as date objects; give back strings."""
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        out: list[str] = []
+        for v in value:
+            out.extend(_flatten(v))
+        return out
+    if isinstance(value, (date, datetime)):
+        return [value.isoformat()]
+    return [str(value)]
+
+
+def _split_list(value, seps=r"[,\s]+") -> tuple[str, ...]:
+    items: list[str] = []
+    for v in _flatten(value):
+        items.extend(p for p in re.split(seps, v) if p)
+    return tuple(dict.fromkeys(t.lstrip("#") for t in items if t.lstrip("#")))
+
+
+def _aliases(value) -> tuple[str, ...]:
+    # aliases keep their inner spaces ("hybrid search"); a plain string may list several with commas
+    out: list[str] = []
+    for v in _flatten(value):
+        out.extend(p.strip() for p in v.split(",") if p.strip())
+    return tuple(dict.fromkeys(out))
+
+
+def _parent_links(value) -> list[Link]:
+    links = []
+    for v in _flatten(value):
+        v = v.strip()
+        m = LINK_RE.search(v) if "[[" in v else None
+        target = m.group(2) if m else v.strip("[]")
+        if target:
+            links.append(Link(target=target.strip(), kind="parent"))
+    return links
+
+
+def code_mask(lines: list[str]) -> list[bool]:
+    """True for each line inside a fenced code block or delimiting one (``` or ~~~, closed by the same)."""
+    mask, in_fence, fence = [], False, ""
+    for line in lines:
+        m = FENCE_RE.match(line)
+        if m and (not in_fence or m.group(1)[0] == fence):
+            in_fence, fence = not in_fence, m.group(1)[0]
+            mask.append(True)
+        else:
+            mask.append(in_fence)
+    return mask
+
+
+def strip_code(text: str) -> str:
+    """Text with fenced blocks and inline code removed (for link and tag extraction)."""
+    lines = text.split("\n")
+    return "\n".join(INLINE_CODE_RE.sub(" ", l) for l, code in zip(lines, code_mask(lines)) if not code)
+
+
+def extract_links(text: str) -> list[Link]:
+    links = []
+    for m in LINK_RE.finditer(strip_code(text)):
+        bang, target, anchor, shown, kram = m.groups()
+        target = target.strip()
+        if not target and not anchor:
+            continue
+        links.append(Link(target=target, anchor=(anchor or "").strip(), display=(kram or shown or "").strip(),
+                          embed=bool(bang), kind="embed" if bang else "link"))
+    return links
+
+
+def extract_inline_tags(text: str) -> list[str]:
+    tags = []
+    for line in strip_code(text).split("\n"):
+        if HEADING_RE.match(line):
+            continue
+        line = LINK_RE.sub(" ", line)           # [[x#anchor]] is not a tag
+        line = re.sub(r"https?://\S+", " ", line)
+        tags.extend(t.rstrip("/-") for t in INLINE_TAG_RE.findall(line))
+    return [t for t in tags if t]
+
+
+def render_links(text: str) -> str:
+    """[[a|shown]] -> shown, [[/path]]{shown} -> shown, [[a#h]] -> a#h: readable text for chunks."""
+    def repl(m):
+        bang, target, anchor, shown, kram = m.groups()
+        if kram or shown:
+            return (kram or shown).strip()
+        t = target.strip().strip("/")
+        return f"{t}#{anchor}" if anchor else t
+    return LINK_RE.sub(repl, text)
+
+
+def split_sections(body: str) -> list[Section]:
+    """Sections by markdown heading, ignoring '#' lines inside fenced code; kramdown attributes stripped."""
+    sections: list[Section] = []
+    path: list[tuple[int, str]] = []
+    buf: list[str] = []
+
+    def flush():
+        text = "\n".join(buf).strip()
+        if text or not sections and path:
+            sections.append(Section(tuple(h for _, h in path), render_links(text)))
+        buf.clear()
+
+    lines = [l.rstrip("\r") for l in body.split("\n")]
+    for i, (line, code) in enumerate(zip(lines, code_mask(lines))):
+        if code:
+            buf.append(line)
+            continue
+        if KRAMDOWN_ATTR_LINE_RE.match(line):
+            continue
+        if TOC_MARKER_RE.match(line) and i + 1 < len(lines) and "{:toc}" in lines[i + 1]:
+            continue
+        h = HEADING_RE.match(line)
+        if h:
+            flush()
+            level = len(h.group(1))
+            title = KRAMDOWN_HEADING_ID_RE.sub("", h.group(2)).strip()
+            title = render_links(title)
+            while path and path[-1][0] >= level:
+                path.pop()
+            path.append((level, title))
+            continue
+        buf.append(line)
+    flush()
+    return [s for s in sections if s.text]
+
+
+def parse_note(note_id: str, text: str, raw_hash: str = "", warnings: tuple[str, ...] = ()) -> Note:
+    meta, body, fm_warnings = split_frontmatter(text)
+    meta = {str(k).lower(): v for k, v in meta.items()}
+    sections = split_sections(body)
+    title = " ".join(_flatten(meta.get("title"))).strip()
+    if not title:
+        h1 = next((s.heading_path[0] for s in sections if s.heading_path), "")
+        title = h1 or note_id.rsplit("/", 1)[-1]
+    tags = list(_split_list(meta.get("tags", meta.get("tag"))))
+    tags += [t for t in extract_inline_tags(body) if t not in tags]
+    summary = " ".join(_flatten(meta.get("summary", meta.get("description")))).strip()
+    nav_flag = str(meta.get("type", "")).lower() in NAV_TYPES or meta.get("nav") is True
+    links = _parent_links(meta.get("parent")) + extract_links(body)
+    return Note(
+        id=note_id, title=title, aliases=_aliases(meta.get("aliases", meta.get("alias"))),
+        tags=tuple(tags), summary=summary, is_nav=nav_flag, sections=tuple(sections),
+        links=tuple(links), content_hash=raw_hash or content_hash(text.encode("utf-8")),
+        warnings=tuple(warnings) + tuple(fm_warnings))

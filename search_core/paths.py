@@ -1,0 +1,30 @@
+"""Where things live by default, in one place: the runs folder and the files in it that the engine reads.
+
+The runs folder is the argument when one is given, else $AUTORESEARCH_RUNS, else ./runs. The tuner
+writes there (ledger, active config, reports); the engine reads the promoted config and writes the
+recall log there, so `serve` and `search` see what the daemon promoted wherever the runs folder is.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+RUNS_ENV = "AUTORESEARCH_RUNS"
+ACTIVE_CONFIG = "active.toml"          # the promoted config (tuner.promotion writes it)
+RECALL_LOG = "recall-log.sqlite"       # one row per recall call (search_core.recall.log)
+
+
+def runs_dir(runs: str | Path | None = None) -> Path:
+    """The runs folder: the argument, else $AUTORESEARCH_RUNS, else ./runs."""
+    return Path(runs if runs is not None else os.environ.get(RUNS_ENV, "runs"))
+
+
+def active_config_file(runs: str | Path | None = None) -> Path:
+    """The promoted config's path (it may not exist: then the built-in defaults apply)."""
+    return runs_dir(runs) / ACTIVE_CONFIG
+
+
+def recall_log_file(runs: str | Path | None = None) -> Path:
+    """The recall log's default path."""
+    return runs_dir(runs) / RECALL_LOG

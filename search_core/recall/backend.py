@@ -1,0 +1,65 @@
+"""The search behind the recall path: one warm Searcher opened lazily, gated like `search` (the index's
+gate model, else the shipped default, else the cosine gate), with query vectors from the engine's
+bounded LRU (search_core.search.query_cache): recall asks the same thing often."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig, load_config
+from search_core.search.query_cache import QUERY_CACHE, QueryEmbeddingCache
+
+
+class SearchBackend:
+    """One warm Searcher over `db`, opened lazily (a missing or locked index fails this call, not the
+    process) and reopened after a failure. Not thread-safe by itself: RecallEngine serializes calls."""
+
+    def __init__(self, db: str | Path, cfg: SearchConfig | None = None, *, config_path: str | Path | None = None,
+                 query_cache: QueryEmbeddingCache | None = None, gate: str | Path | None = None):
+        self.db = Path(db)
+        self._cfg = cfg
+        self._config_path = config_path
+        self.query_cache = query_cache if query_cache is not None else QUERY_CACHE
+        # None: what `search` uses (<db>.gate.json, else the shipped default model, else cosine);
+        # "cosine": the top-cosine threshold of the config only; a path: that gate model file
+        self.gate = gate
+        self.searcher = None
+        self.cfg: SearchConfig | None = None
+
+    def _open(self):
+        if self.searcher is None:
+            from search_core.search.pipeline import Searcher
+            s = Searcher(self.db)
+            base = self._cfg or load_config(self._config_path)
+            self.cfg = base.replace(embedder=s.embedder_name)
+            s.query_cache = self.query_cache
+            if self.gate != "cosine":
+                s.use_gate(self.gate, reranker=self.cfg.reranker)   # the same gate `search` reports
+            self.searcher = s
+        return self.searcher
+
+    def search(self, query: str, top_k: int | None = None):
+        try:
+            s = self._open()
+            cfg = self.cfg if top_k is None else self.cfg.replace(top_k=top_k)
+            return s.search(query, cfg)
+        except SearchCoreError as e:
+            if "query is empty" not in str(e):
+                self.reset()
+            raise
+        except Exception:
+            self.reset()          # a locked/replaced file or a dead model server: start clean next call
+            raise
+
+    @property
+    def fingerprint_key(self) -> str | None:
+        return self.searcher.fingerprint_key if self.searcher is not None else None
+
+    def reset(self):
+        s, self.searcher = self.searcher, None
+        if s is not None:
+            try:
+                s.close()
+            except Exception:
+                pass

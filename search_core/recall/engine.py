@@ -1,0 +1,456 @@
+"""The recall path: after a turn, queue a background search on the user's message; at the next turn,
+fetch its block (recall is one turn late by design). Neither call blocks and neither ever raises.
+
+    engine = RecallEngine(SearchBackend("runs/vault.sqlite"), RecallLog("runs/recall-log.sqlite"))
+    engine.queue_prefetch(user_message, session_id)     # end of turn N: returns at once
+    block = engine.prefetch(session_id)                  # start of turn N+1: the cached block, at once
+
+Gates, in this order, each named in the log: kill_switch, too_short, small_talk, in_flight, threshold.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import os
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import read_toml
+from search_core.paths import active_config_file
+from search_core.recall.backend import SearchBackend  # noqa: F401  (re-exported)
+
+RECALL_ENV = "AUTORESEARCH_RECALL"          # "0" turns the whole path off (the kill switch)
+GATES = ("kill_switch", "too_short", "small_talk", "in_flight", "threshold")
+# Not gates, but reasons a block is empty: the search failed or timed out / nothing was queued / every
+# line was one the caller already holds (its `held` lines or `exclude_notes`).
+ERROR, NOTHING_QUEUED, ALREADY_HELD = "error", "nothing_queued", "already_held"
+
+# The profile the caller works for. Background work runs in a copy of the caller's context: a thread
+# that lost it would read "default" here and answer (and log) for another profile.
+current_profile: contextvars.ContextVar[str] = contextvars.ContextVar("autoresearch_recall_profile",
+                                                                      default="default")
+
+SMALL_TALK = (
+    # English
+    r"(hi|hello|hey|yo|howdy)( there| again| all| everyone| guys)?",
+    r"good (morning|afternoon|evening|night)", r"how are you( doing)?( today)?", r"what'?s up",
+    r"(thanks|thank you|thx|ty)( (so|very) much| a lot| again)?", r"(bye|goodbye|see (you|ya))( later| soon)?",
+    r"(ok|okay|sure|yes|yep|yeah|no|nope|cool|nice|great|got it|sounds good|lol|haha|awesome|perfect)",
+    # Korean
+    r"안녕(하세요|하십니까|히 주무세요)?", r"(고마워|고맙습니다|감사합니다|감사해요|땡큐)(요)?",
+    r"(네|넵|응|ㅇㅇ|좋아|좋아요|알겠어|알겠어요|알겠습니다|오케이|ㅇㅋ|그래|그래요)",
+    r"수고(하셨습니다|했어|했어요|하세요|많으셨습니다)?", r"좋은 (아침|하루|밤)(이에요|입니다|되세요)?",
+    r"잘 ?자(요)?", r"반가워(요)?|반갑습니다", r"(ㅋ|ㅎ)+",
+)
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    enabled: bool = True
+    min_chars: int = 8                       # shorter messages ("ok", "ㅇㅋ", "thanks") carry no topic
+    small_talk: tuple[str, ...] = SMALL_TALK  # regexes; a message made only of these is not searched
+    char_budget: int = 1200                  # the injected block never exceeds this many characters
+    max_lines: int = 5
+    timeout_s: float = 2.0                   # bounds every call, queue wait included
+    query_log: str = "text"                  # "hash": the log keeps only the query's sha256
+
+    def replace(self, **changes) -> "RecallConfig":
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise SearchCoreError(f"unknown [recall] key(s) {sorted(unknown)}; valid keys: "
+                                  f"{', '.join(f.name for f in dataclasses.fields(self))}")
+        if "small_talk" in changes:
+            changes["small_talk"] = tuple(changes["small_talk"])
+        return dataclasses.replace(self, **changes)
+
+
+
+
+def active_config_path(explicit: str | Path | None) -> Path | None:
+    """--config when given, else the promoted config (search_core.paths: $AUTORESEARCH_RUNS/active.toml,
+    else runs/active.toml) when there is one, else None (defaults)."""
+    if explicit is not None:
+        return Path(explicit)
+    active = active_config_file()
+    return active if active.exists() else None
+
+
+def load_recall_config(path: str | Path | None) -> RecallConfig:
+    """The [recall] table of a TOML config (the same file as --config), onto the defaults."""
+    if path is None:
+        return RecallConfig()
+    return RecallConfig().replace(**read_toml(path).get("recall", {}))
+
+
+# -- the gates before the search: pure functions of (query, config) ------------------------------------
+_FILLER = " \t\n!?.~,;:^*'\"()[]{}…"
+
+
+@lru_cache(maxsize=16)
+def _small_talk_re(patterns: tuple[str, ...]) -> re.Pattern:
+    one = "|".join(f"(?:{p})" for p in patterns)
+    # one phrase or several in a row ("안녕하세요 좋은 아침이에요", "ok thanks!")
+    return re.compile(rf"(?:{one})(?:[\s,!.~]+(?:{one}))*", re.IGNORECASE)
+
+
+def is_small_talk(query: str, patterns: tuple[str, ...] = SMALL_TALK) -> bool:
+    text = re.sub(r"\s+", " ", query.lower()).strip(_FILLER)
+    return bool(text) and _small_talk_re(tuple(patterns)).fullmatch(text) is not None
+
+
+def kill_switch_on(cfg: RecallConfig) -> bool:
+    return not cfg.enabled or os.environ.get(RECALL_ENV, "1").strip().lower() in ("0", "false", "off", "no")
+
+
+PRE_SEARCH_GATES = (
+    ("kill_switch", lambda q, cfg: kill_switch_on(cfg)),
+    ("too_short", lambda q, cfg: len(q.strip()) < cfg.min_chars),
+    ("small_talk", lambda q, cfg: is_small_talk(q, cfg.small_talk)),
+)
+
+
+def first_closed_gate(query: str, cfg: RecallConfig) -> str | None:
+    """The first pre-search gate that stops `query`, or None (it goes on to in_flight and threshold)."""
+    for name, closed in PRE_SEARCH_GATES:
+        if closed(query or "", cfg):
+            return name
+    return None
+
+
+# -- the block -----------------------------------------------------------------------------------------
+# A YAML block ("--- title: x tags: [a] ---") that reached a snippet, e.g. a note with a duplicated header.
+_FRONTMATTER_RE = re.compile(r"(?:^|\s)-{3,}\s+(?:[\w-]+\s*:.*?)\s-{3,}(?=\s|$)", re.DOTALL)
+_HEADER = "Related notes from your vault:"
+
+
+def strip_frontmatter(text: str) -> str:
+    text = _FRONTMATTER_RE.sub(" ", text)
+    text = re.sub(r"(?:^|\s)-{3,}(?=\s|$)", " ", text)      # a bare fence or rule left over
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def hit_lines(hits) -> tuple[str, ...]:
+    return tuple(f"- {h.title} ({h.note_id}): {strip_frontmatter(h.snippet)}".rstrip(": ") for h in hits)
+
+
+def compose_block(lines, budget: int, held=()) -> str:
+    """Header + the lines the caller does not hold yet, cut to `budget` characters (never over it)."""
+    return compose_notes(lines, budget, held)[0]
+
+
+def compose_notes(lines, budget: int, held=(), note_ids=None, exclude=()) -> tuple[str, tuple[str, ...]]:
+    """compose_block, and the note ids of the lines that made it in. `exclude` leaves out whole notes
+    (an agent that keeps earlier blocks in its transcript sends the notes it was already given)."""
+    held = {h.strip() for h in held}
+    exclude = set(exclude)
+    ids = tuple(note_ids) if note_ids is not None else (None,) * len(lines)
+    out, kept, used = [], [], len(_HEADER)
+    for line, nid in zip(lines, ids):
+        if line.strip() in held or (nid is not None and nid in exclude):
+            continue
+        room = budget - used - 1
+        if room <= 1:
+            break
+        if len(line) > room:
+            out.append(line[: room - 1] + "…")
+            kept.append(nid)
+            break
+        out.append(line)
+        kept.append(nid)
+        used += len(line) + 1
+    if not out:
+        return "", ()
+    return "\n".join([_HEADER, *out]), tuple(n for n in kept if n is not None)
+
+
+@dataclass(frozen=True)
+class RecallBlock:
+    block: str
+    injected: bool
+    gate: dict                  # the gate's features in force: top_score, threshold, ...
+    stopped_by: str | None      # a name from GATES, "error", "nothing_queued", or None when injected
+    call_id: int | None = None  # the recall-log row (for `recall-log label`)
+    error: str | None = None
+    notes: tuple[str, ...] = ()  # the note ids whose lines are in the block
+
+    def as_dict(self) -> dict:
+        return {"block": self.block, "injected": self.injected, "gate": self.gate, "stopped_by": self.stopped_by,
+                "call_id": self.call_id, "error": self.error, "notes": list(self.notes)}
+
+
+def gate_features(result) -> dict:
+    """Whatever the result's gate offers except its decision (today top cosine + threshold; the gate
+    issue's calibrated model adds its features here and they land in the log's JSON column as they are)."""
+    gate = result.gate
+    g = dataclasses.asdict(gate) if dataclasses.is_dataclass(gate) else dict(vars(gate))
+    g.pop("inject", None)
+    feats = g.pop("features", None)
+    return {**g, **(feats or {})}
+
+
+# -- the engine ----------------------------------------------------------------------------------------
+@dataclass
+class _Job:
+    query: str
+    gen: int
+    t0: float                    # perf_counter when queued: the timeout counts from here
+    ts: float                    # wall clock for the log
+    ctx: contextvars.Context
+
+
+@dataclass
+class _Session:
+    gen: int = 0
+    running: bool = False
+    pending: _Job | None = None
+    cached: tuple | None = None  # (lines, their note ids, RecallBlock-without-text)
+
+
+@dataclass
+class RecallEngine:
+    backend: SearchBackend
+    log: object | None = None                       # a RecallLog, or None to log nothing
+    cfg: RecallConfig = field(default_factory=RecallConfig)
+    runners: int = 8                                # sessions served at once (they mostly wait on the search)
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._sessions: dict[tuple[str, str], _Session] = {}
+        self._pending_writes = 0
+        self._runner_pool = ThreadPoolExecutor(self.runners, thread_name_prefix="recall-session")
+        # One search at a time: the Searcher holds one connection, and e5 already spreads one query over
+        # both cores, so a second search thread only queues behind the first inside the model.
+        self._search_pool = ThreadPoolExecutor(1, thread_name_prefix="recall-search")
+        self.counters = {"queued": 0, "searched": 0, "errors": 0, "timeouts": 0}
+
+    # -- public, never raising -----------------------------------------------------------------------
+    def queue_prefetch(self, query: str, session_id: str) -> str | None:
+        """Start a background recall for this session and return at once: None when a search was queued,
+        else the name of the gate that stopped it (kill_switch, too_short, small_talk) or "error"."""
+        try:
+            t0, ts = time.perf_counter(), time.time()
+            query = query if isinstance(query, str) else ""
+            key = (current_profile.get(), str(session_id))
+            stopped = first_closed_gate(query, self.cfg)
+            start = False
+            with self._lock:
+                self.counters["queued"] += 1
+                s = self._sessions.setdefault(key, _Session())
+                s.gen += 1
+                dropped, s.pending, s.cached = s.pending, None, None   # an older block is stale now
+                if stopped:
+                    s.cached = ((), (), RecallBlock("", False, {}, stopped))
+                else:
+                    s.pending = _Job(query, s.gen, t0, ts, contextvars.copy_context())
+                    start, s.running = not s.running, True
+            if dropped is not None:   # queued behind a running search and never started: superseded
+                self._bg(dropped.ctx, self._write, self._record(dropped, key, stopped_by="in_flight"))
+            if stopped:
+                self._bg(contextvars.copy_context(), self._write, self._record_gate(query, key, ts, stopped))
+                return stopped
+            if start:
+                self._runner_pool.submit(self._drain, key)
+            return None
+        except Exception:        # the agent's turn goes on whatever happens here
+            return ERROR
+
+    def prefetch(self, session_id: str, held=(), exclude_notes=(), char_budget: int | None = None) -> RecallBlock:
+        """The block of this session's previous call, at once (and only once). Empty when nothing was
+        queued, a gate stopped it, it failed, or its search is still in flight. `exclude_notes` leaves out
+        notes the caller was already given; `char_budget` lowers (never raises) the configured budget."""
+        try:
+            key = (current_profile.get(), str(session_id))
+            with self._lock:
+                s = self._sessions.get(key)
+                if s is None or (s.cached is None and not s.running):
+                    return RecallBlock("", False, {}, NOTHING_QUEUED)
+                if s.cached is None:
+                    return RecallBlock("", False, {}, "in_flight")
+                (lines, ids, meta), s.cached = s.cached, None
+            if not meta.injected:
+                return meta
+            budget = self.cfg.char_budget if char_budget is None else min(char_budget, self.cfg.char_budget)
+            text, notes = compose_notes(lines, budget, held, ids, exclude_notes)
+            if meta.call_id is not None and self.log is not None:
+                self._bg(contextvars.copy_context(), self.log.mark_delivered, meta.call_id, len(text))
+            return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes,
+                                       stopped_by=None if text else ALREADY_HELD)
+        except Exception as e:
+            return RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
+
+    def recall_now(self, query: str, session_id: str = "direct", held=()) -> RecallBlock:
+        """The same gates, search and log, synchronously (for MCP, which has no turn hook)."""
+        try:
+            t0, ts = time.perf_counter(), time.time()
+            key = (current_profile.get(), str(session_id))
+            stopped = first_closed_gate(query if isinstance(query, str) else "", self.cfg)
+            if stopped:
+                call_id = self._write(self._record_gate(query or "", key, ts, stopped))
+                return RecallBlock("", False, {}, stopped, call_id)
+            lines, ids, meta = self._search_block(_Job(query, 0, t0, ts, contextvars.copy_context()), key,
+                                                  current=True)
+            if not meta.injected:
+                return meta
+            text, notes = compose_notes(lines, self.cfg.char_budget, held, ids)
+            return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes,
+                                       stopped_by=None if text else ALREADY_HELD)
+        except Exception as e:
+            return RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
+
+    def submit_search(self, query: str, top_k: int | None = None):
+        """A plain search on the same serialized worker; returns a concurrent Future (the server awaits it)."""
+        return self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
+
+    def search(self, query: str, top_k: int | None = None, timeout_s: float | None = None):
+        """A plain search bounded by the timeout (raises TimeoutError, or the search's own error)."""
+        fut = self.submit_search(query, top_k)
+        try:
+            return fut.result(timeout=timeout_s or self.cfg.timeout_s)
+        except FutureTimeout:
+            fut.cancel()
+            raise TimeoutError(f"the search took longer than {timeout_s or self.cfg.timeout_s:.1f} s") from None
+
+    def warm(self) -> str | None:
+        """Open the index and load the model now (a cold first search takes seconds, longer than the
+        timeout). Returns the error text when the index or model cannot load, else None."""
+        try:
+            self._search_pool.submit(self.backend.search, "warm-up query: 검색 준비").result()
+            return None
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+
+    def close(self, wait: bool = True):
+        self._runner_pool.shutdown(wait=wait)
+        self._search_pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until no session has a search queued or running (for tests, benchmarks and shutdown)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._pending_writes and not any(
+                s.running for s in self._sessions.values()), timeout)
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(1 for s in self._sessions.values() if s.running)
+
+    # -- background ------------------------------------------------------------------------------------
+    def _bg(self, ctx, fn, *args):
+        with self._lock:
+            self._pending_writes += 1
+        try:
+            self._runner_pool.submit(ctx.run, self._counted, fn, *args)
+        except RuntimeError:      # shut down: write inline rather than lose the row
+            self._counted(fn, *args)
+
+    def _counted(self, fn, *args):
+        try:
+            fn(*args)
+        finally:
+            with self._lock:
+                self._pending_writes -= 1
+                self._idle.notify_all()
+
+    def _drain(self, key):
+        """Run this session's pending job, then the next one queued meanwhile: one search per session."""
+        while True:
+            with self._lock:
+                s = self._sessions[key]
+                job, s.pending = s.pending, None
+                if job is None:
+                    s.running = False
+                    self._idle.notify_all()
+                    return
+            try:
+                cached = job.ctx.run(self._search_block, job, key, current=None)
+            except Exception as e:   # _search_block catches everything; this is the last line of defence
+                cached = (), (), RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
+            with self._lock:
+                if s.gen == job.gen:
+                    s.cached = cached
+
+    def _search_block(self, job: _Job, key, current):
+        rec = self._record(job, key)
+        waited = (time.perf_counter() - job.t0) * 1000
+        remaining = self.cfg.timeout_s - waited / 1000
+        res, error = None, None
+        try:
+            if remaining <= 0:
+                raise TimeoutError(f"waited {waited:.0f} ms in the queue; the timeout is {self.cfg.timeout_s:.1f} s")
+            fut = self._search_pool.submit(contextvars.copy_context().run, self.backend.search, job.query)
+            try:
+                res = fut.result(timeout=remaining)
+            except FutureTimeout:
+                fut.cancel()
+                raise TimeoutError(f"the search took longer than {self.cfg.timeout_s:.1f} s") from None
+        except TimeoutError as e:
+            error = f"timeout: {e}"
+            self.counters["timeouts"] += 1
+        except Exception as e:
+            error = f"{type(e).__name__}: {e}"
+        total = (time.perf_counter() - job.t0) * 1000
+        rec["latency_ms"] = total
+        rec["stages_ms"] = {"queue_wait": round(waited, 3), "total": round(total, 3)}
+        if current is None:
+            with self._lock:
+                current = self._sessions[key].gen == job.gen
+        if error is not None:
+            self.counters["errors"] += 1
+            rec.update(error=error, stopped_by=ERROR, injected=False)
+            return (), (), RecallBlock("", False, {}, ERROR, self._write(rec), error)
+        self.counters["searched"] += 1
+        feats = gate_features(res)
+        shown = res.hits[: self.cfg.max_lines]
+        lines, ids = hit_lines(shown), tuple(h.note_id for h in shown)
+        injected = bool(res.gate.inject) and current
+        stopped = None if injected else ("threshold" if not res.gate.inject else "in_flight")
+        rec.update(
+            top_scores=[{"note_id": h.note_id, "score": round(float(h.score), 6), "cosine": round(float(h.cosine), 4)}
+                        for h in res.hits[:3]],
+            features=feats, threshold=float(res.gate.threshold), index_fingerprint=self.backend.fingerprint_key,
+            config_hash=self.backend.cfg.config_hash() if self.backend.cfg else None, injected=injected,
+            stopped_by=stopped, chars_injected=len(compose_block(lines, self.cfg.char_budget)) if injected else 0)
+        rec["stages_ms"].update({k: round(v, 3) for k, v in res.timings_ms.items() if k != "total"})
+        return lines, ids, RecallBlock("", injected, feats, stopped, self._write(rec))
+
+    def _record(self, job: _Job, key, stopped_by=None) -> dict:
+        rec = {"ts": job.ts, "session": key[1], "profile": current_profile.get(), "query": job.query,
+               "injected": False}
+        if stopped_by:
+            rec["stopped_by"] = stopped_by
+        return rec
+
+    def _record_gate(self, query, key, ts, stopped) -> dict:
+        return {"ts": ts, "session": key[1], "profile": key[0], "query": query, "injected": False,
+                "stopped_by": stopped}
+
+    def _write(self, rec: dict) -> int | None:
+        if self.log is None:
+            return None
+        try:
+            return self.log.write(rec)
+        except Exception:        # a full disk must not break the agent's turn either
+            self.counters["errors"] += 1
+            return None
+
+
+def open_engine(db, *, config_path=None, log_path, retention_days: float | None, privacy: str | None = None,
+                timeout_s: float | None = None) -> tuple[RecallEngine, Path | None]:
+    """The engine `serve` and `mcp` run: the index, the config in force (--config, else the active one),
+    the recall log. Returns (engine, the config file used or None for the defaults)."""
+    from search_core.recall.log import RecallLog
+
+    cfg_path = active_config_path(config_path)
+    rcfg = load_recall_config(cfg_path)
+    if timeout_s is not None:
+        rcfg = rcfg.replace(timeout_s=timeout_s)
+    log = RecallLog(log_path, retention_days=retention_days, privacy=privacy or rcfg.query_log)
+    return RecallEngine(SearchBackend(db, config_path=cfg_path), log, rcfg), cfg_path

@@ -1,0 +1,277 @@
+"""`autoresearch serve`: the recall path and search over HTTP (Starlette on uvicorn), loopback by default.
+
+    POST /search   {"query", "k"}               -> what `search --json` prints
+    POST /queue    {"query", "session_id", "profile"?}   -> at once: {"queued", "stopped_by", "session_id"}
+    POST /prefetch {"session_id", "held"?, "exclude_notes"?, "char_budget"?, "profile"?}
+                   -> {"block", "injected", "gate", "stopped_by", "call_id", "error", "notes"}
+"profile" names whose session this is (an agent serving several profiles; default "default"): the session
+key and the recall log's profile column. "exclude_notes" leaves out notes the agent was already given.
+    GET  /healthz                               -> {"status", ...} (no token needed)
+    GET  /metrics                               -> Prometheus text
+Errors are {"error": {"code", "message"}} with a 4xx/5xx status; nothing a client sends takes the server down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import sqlite3
+import threading
+import time
+from collections import defaultdict, deque
+
+from search_core import SearchCoreError
+from search_core.models.base import ModelUnavailable
+from search_core.recall.engine import RecallEngine, current_profile
+
+MAX_BODY_BYTES = 64 * 1024        # a turn's message is a few KB; 64 KB is ~20 pages of text
+MAX_QUERY_CHARS = 4000            # e5 reads 512 tokens (~1,500 Korean chars); past 4,000 a query is a paste
+MAX_PENDING_SEARCHES = 64         # beyond this /search answers 503 busy at once instead of queueing forever
+MAX_K = 100
+MAX_PROFILE_CHARS = 200           # a profile is a name, not a document
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def check_host(host: str, allow_remote: bool) -> str | None:
+    """None for loopback; a warning for another address with --allow-remote; refused without it."""
+    try:
+        loop = host in LOOPBACK or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loop = False
+    if loop:
+        return None
+    if not allow_remote:
+        raise SearchCoreError(f"refusing to listen on {host}: the server exposes your notes. Use the default "
+                              "--host 127.0.0.1, or pass --allow-remote (and --token) to listen on another address")
+    return f"listening on {host}, not loopback: other machines can query your notes"
+
+
+class _Metrics:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests = defaultdict(int)                     # (path, status) -> n
+        self.latency = defaultdict(lambda: deque(maxlen=10_000))   # path -> seconds, last 10k
+        self.started = time.time()
+
+    def observe(self, path, status, seconds):
+        with self.lock:
+            self.requests[(path, status)] += 1
+            self.latency[path].append(seconds)
+
+    def render(self, engine: RecallEngine) -> str:
+        out = ["# TYPE autoresearch_requests_total counter"]
+        with self.lock:
+            for (path, status), n in sorted(self.requests.items()):
+                out.append(f'autoresearch_requests_total{{path="{path}",status="{status}"}} {n}')
+            out.append("# TYPE autoresearch_request_seconds summary")
+            for path, vals in sorted(self.latency.items()):
+                s = sorted(vals)
+                for q in (0.5, 0.95, 0.99):
+                    out.append(f'autoresearch_request_seconds{{path="{path}",quantile="{q}"}} '
+                               f'{s[min(int(q * len(s)), len(s) - 1)]:.6f}')
+                out.append(f'autoresearch_request_seconds_count{{path="{path}"}} {len(s)}')
+        for k, v in engine.counters.items():
+            out.append(f"autoresearch_recall_{k}_total {v}")
+        cache = engine.backend.query_cache
+        out.append(f"autoresearch_query_cache_hits_total {cache.hits}")
+        out.append(f"autoresearch_query_cache_misses_total {cache.misses}")
+        out.append(f"autoresearch_recall_in_flight {engine.in_flight()}")
+        out.append(f"autoresearch_uptime_seconds {time.time() - self.started:.0f}")
+        return "\n".join(out) + "\n"
+
+
+def _err(status, code, message):
+    from starlette.responses import JSONResponse
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+async def _read_json(request, max_body: int) -> dict:
+    from starlette.requests import ClientDisconnect
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_body:
+        raise ApiError(413, "body_too_large", f"the body is {int(declared):,} bytes; the limit is {max_body:,}")
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body:
+                raise ApiError(413, "body_too_large", f"the body is over {max_body:,} bytes; send a shorter query")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiError(499, "client_disconnected", "the client went away mid-request") from None
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise ApiError(400, "empty_body", 'the body is empty; send JSON, e.g. {"query": "...", "session_id": "..."}')
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ApiError(400, "invalid_json", f"the body is not valid JSON ({e}); send an object like "
+                                            '{"query": "...", "session_id": "..."}') from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "not_an_object", f"the body must be a JSON object, not {type(data).__name__}")
+    return data
+
+
+def _field(data: dict, name: str, *, required=True, max_chars=None) -> str | None:
+    v = data.get(name)
+    if v is None:
+        if required:
+            raise ApiError(400, "missing_field", f'"{name}" is required; fields: {", ".join(sorted(data)) or "none"}')
+        return None
+    if not isinstance(v, str):
+        raise ApiError(400, "wrong_type", f'"{name}" must be a string, not {type(v).__name__}')
+    if max_chars and len(v) > max_chars:
+        raise ApiError(413, "query_too_long", f'"{name}" has {len(v):,} characters; the limit is {max_chars:,}. '
+                                              "Send the user's message, not a whole document")
+    return v
+
+
+def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int = MAX_BODY_BYTES,
+               max_query_chars: int = MAX_QUERY_CHARS, max_pending: int = MAX_PENDING_SEARCHES, warm: bool = True):
+    from contextlib import asynccontextmanager
+
+    from starlette.applications import Starlette
+    from starlette.exceptions import HTTPException
+    from starlette.responses import JSONResponse, PlainTextResponse
+    from starlette.routing import Route
+
+    metrics = _Metrics()
+    pending = {"n": 0}
+    state = {"warm_error": None}
+
+    def endpoint(fn, *, auth=True):
+        async def handler(request):
+            t0 = time.perf_counter()
+            try:
+                if auth and token:
+                    given = request.headers.get("authorization", "")
+                    if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                        raise ApiError(401, "unauthorized", "send `Authorization: Bearer TOKEN` (the server's --token)")
+                resp = await fn(request)
+            except ApiError as e:
+                resp = _err(e.status, e.code, e.message)
+            except Exception as e:       # the server stays up whatever a request does
+                resp = _err(500, "internal", f"{type(e).__name__}: {e}")
+            metrics.observe(request.url.path, resp.status_code, time.perf_counter() - t0)
+            return resp
+        return handler
+
+    async def search(request):
+        data = await _read_json(request, max_body)
+        query = _field(data, "query", max_chars=max_query_chars)
+        if not query.strip():
+            raise ApiError(400, "empty_query", 'the "query" is empty; send what you are looking for')
+        k = data.get("k", None)
+        if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K):
+            raise ApiError(400, "bad_k", f'"k" must be an integer from 1 to {MAX_K}')
+        if pending["n"] >= max_pending:
+            raise ApiError(503, "busy", f"{pending['n']} searches are already waiting; retry in a moment")
+        pending["n"] += 1
+        try:
+            fut = engine.submit_search(query, k)
+            try:
+                res = await asyncio.wait_for(asyncio.wrap_future(fut), engine.cfg.timeout_s)
+            except asyncio.TimeoutError:
+                fut.cancel()
+                raise ApiError(504, "timeout", f"the search took longer than {engine.cfg.timeout_s:.1f} s") from None
+        except ModelUnavailable as e:
+            raise ApiError(503, "model_unavailable", str(e)) from None
+        except SearchCoreError as e:
+            raise ApiError(503, "index_unavailable", str(e)) from None
+        except sqlite3.Error as e:
+            raise ApiError(503, "index_unavailable", f"the index could not be read ({e}); retry, or rebuild it "
+                                                     "with `autoresearch index VAULT --db FILE`") from None
+        finally:
+            pending["n"] -= 1
+        return JSONResponse(res.as_dict())
+
+    def as_profile(data: dict):
+        profile = _field(data, "profile", required=False)
+        if profile is not None and not 0 < len(profile) <= MAX_PROFILE_CHARS:
+            raise ApiError(400, "bad_profile", f'"profile" must be a name of 1 to {MAX_PROFILE_CHARS} characters')
+        return current_profile.set(profile or "default")   # this request's task only
+
+    def string_list(data: dict, name: str, what: str) -> list[str]:
+        v = data.get(name) or []
+        if not isinstance(v, list) or not all(isinstance(h, str) for h in v):
+            raise ApiError(400, "wrong_type", f'"{name}" must be a list of strings ({what})')
+        return v
+
+    async def queue(request):
+        data = await _read_json(request, max_body)
+        query = _field(data, "query", max_chars=max_query_chars)
+        sid = _field(data, "session_id")
+        token = as_profile(data)
+        try:
+            stopped = engine.queue_prefetch(query, sid)
+        finally:
+            current_profile.reset(token)
+        return JSONResponse({"queued": stopped is None, "stopped_by": stopped, "session_id": sid})
+
+    async def prefetch(request):
+        data = await _read_json(request, max_body)
+        sid = _field(data, "session_id")
+        held = string_list(data, "held", "lines the agent already holds")
+        exclude = string_list(data, "exclude_notes", "note ids the agent was already given")
+        budget = data.get("char_budget")
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
+            raise ApiError(400, "bad_char_budget", '"char_budget" must be a positive integer (characters)')
+        token = as_profile(data)
+        try:
+            return JSONResponse(engine.prefetch(sid, held, exclude, budget).as_dict())
+        finally:
+            current_profile.reset(token)
+
+    async def healthz(request):
+        b = engine.backend
+        ok = b.db.exists() and state["warm_error"] is None
+        return JSONResponse({"status": "ok" if ok else "degraded", "db": str(b.db), "db_exists": b.db.exists(),
+                             "index_fingerprint": b.fingerprint_key, "in_flight": engine.in_flight(),
+                             "warm_error": state["warm_error"], "uptime_s": round(time.time() - metrics.started, 1)})
+
+    async def metrics_ep(request):
+        return PlainTextResponse(metrics.render(engine), media_type="text/plain; version=0.0.4")
+
+    async def http_error(request, exc):
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        return JSONResponse({"error": {"code": codes.get(exc.status_code, "http_error"),
+                                       "message": f"{request.method} {request.url.path}: {exc.detail}; endpoints: "
+                                                  "POST /search /queue /prefetch, GET /healthz /metrics"}},
+                            status_code=exc.status_code)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        if warm:   # the first search loads the model (seconds): do it now, not inside a client's timeout
+            state["warm_error"] = await asyncio.get_running_loop().run_in_executor(None, engine.warm)
+        yield
+
+    routes = [Route("/search", endpoint(search), methods=["POST"]),
+              Route("/queue", endpoint(queue), methods=["POST"]),
+              Route("/prefetch", endpoint(prefetch), methods=["POST"]),
+              Route("/healthz", endpoint(healthz, auth=False), methods=["GET"]),
+              Route("/metrics", endpoint(metrics_ep), methods=["GET"])]
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+
+
+def make_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, **kw):
+    """A uvicorn.Server (not started): run() blocks; tests run it in a thread and set should_exit."""
+    import uvicorn
+    config = uvicorn.Config(create_app(engine, token=token, **kw), host=host, port=port, log_level="warning",
+                            access_log=False, timeout_graceful_shutdown=5, backlog=2048)
+    return uvicorn.Server(config)
+
+
+def run_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None) -> None:
+    try:
+        make_server(engine, host=host, port=port, token=token).run()
+    finally:
+        engine.close(wait=False)
+        engine.wait_idle(5)

@@ -1,0 +1,248 @@
+"""The four retrieval channels. Each returns a ranked list of ChannelHit: one per note, its best chunk."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from search_core.index import term_df as term_df_store
+from search_core.ingest.graph import normalize_name
+from search_core.search.view import matvec
+
+TOKEN_RE = re.compile(r"\w+", re.UNICODE)
+MAX_TRIGRAMS = 64          # a 100-character query has ~100 trigrams; BM25 over 64 keeps p95 in budget
+# FTS5 phrases one sparse query may OR together (issue 11). FTS5 reads every posting list of an OR query
+# to rank by bm25, so the cost is the summed document frequency of its trigrams: a 37-trigram English
+# question ("how", "the", "wha"...) read ~59,000 postings on the johngrib wiki, 47 ms. A query with more
+# trigrams keeps the MAX_PHRASES rarest ones (highest idf, the ones bm25 ranks by); BENCHMARKS.md has the
+# caps measured (time on johngrib, hit@5 and MRR on every shipped set).
+MAX_PHRASES = 24
+# 0.05 is about the cosine gap between a right and a wrong note under e5 (0.88 vs 0.83): a note named
+# outright in the query moves ahead of its neighbours, but a wrong name guess cannot bury a close chunk.
+ENTITY_BONUS = 0.05
+FIELD_WEIGHTS = (3.0, 3.0, 2.0, 2.0, 1.0)   # title, aliases, tags, summary, body: bm25() column weights
+# "RAG와 GraphRAG", "A vs B", "A 및 B", "A, B", "A and B": a particle needs a 2+ character word before it,
+# so "결과 분석" (result analysis) is not split on its own last syllable.
+SPLIT_RE = re.compile(r"\s*(?:,|;|\bvs\.?\b|\band\b|및|그리고|(?<=[\w]{2})(?:와|과)(?=\s))\s*", re.I)
+
+
+@dataclass(frozen=True)
+class ChannelHit:
+    note_id: str
+    chunk_id: int | None
+    score: float
+
+
+def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[ChannelHit]:
+    """(chunk_id, score) best-first -> one hit per note, its best chunk."""
+    out, seen = [], set()
+    for cid, score in pairs:
+        nid = view.chunk_note.get(cid)
+        if nid is None or nid in seen:
+            continue
+        seen.add(nid)
+        out.append(ChannelHit(nid, cid, float(score)))
+        if len(out) >= depth:
+            break
+    return out
+
+
+def dense(view, qvec: np.ndarray, depth: int) -> list[ChannelHit]:
+    if view.matrix.shape[0] == 0:
+        return []
+    scores = matvec(view.matrix, qvec)
+    n = min(len(scores), depth * 4)           # 4 chunks a note on average before dedup leaves `depth` notes
+    top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return _dedup_notes(((int(view.vec_ids[i]), scores[i]) for i in top), depth, view)
+
+
+def query_terms(query: str) -> tuple[list[str], list[str]]:
+    """(trigrams for FTS5 MATCH, short tokens of 1-2 characters for the LIKE fallback)."""
+    trigrams, short = [], []
+    for tok in TOKEN_RE.findall(query.lower()):
+        if len(tok) < 3:
+            short.append(tok)
+            continue
+        for i in range(len(tok) - 2):
+            trigrams.append(tok[i:i + 3])
+    return list(dict.fromkeys(trigrams))[:MAX_TRIGRAMS], list(dict.fromkeys(short))
+
+
+def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRASES) -> list[str]:
+    """The trigrams one FTS5 query ORs together: those in no chunk dropped (they match nothing, so the
+    result is the same), then, past `cap`, the `cap` rarest (lowest df; a tie goes to the earlier one),
+    in query order."""
+    present = [t for t in trigrams if df.get(t, 0) > 0]
+    if len(present) <= cap:
+        return present
+    keep = set(sorted(present, key=lambda t: (df[t], present.index(t)))[:cap])
+    return [t for t in present if t in keep]
+
+
+def term_df(view, conn, terms: list[str]) -> dict[str, int]:
+    """Chunks holding each trigram: the table the index writer stores (search_core.term_df, one
+    primary-key read per term), else FTS5's own vocabulary; one cache on the view, shared with the gate's
+    features (a view is rebuilt whenever the index changes, and so is its cache)."""
+    return term_df_store.counts(view, conn, terms)
+
+
+def fts_match_expr(trigrams: list[str]) -> str:
+    """Every term is a quoted string ("" escapes a quote), so user text never acts as FTS syntax."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in trigrams)
+
+
+def _like_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
+    """BM25 over FTS5 trigrams, plus a LIKE scan for tokens too short for trigrams ("AI", "팀", "검색").
+    Short-token matches score like BM25 terms: idf = ln(1 + (N - df + .5)/(df + .5)), no tf saturation."""
+    trigrams, short = query_terms(query)
+    if len(trigrams) > MAX_PHRASES:       # a query within the cap runs as written: no lookups, same result
+        trigrams = select_trigrams(trigrams, term_df(view, conn, trigrams), MAX_PHRASES)
+    ids: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    if trigrams:
+        sql = (f"SELECT rowid, bm25(chunks_fts, {', '.join(map(str, FIELD_WEIGHTS))}) AS s FROM chunks_fts "
+               "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?")
+        rows = conn.execute(sql, (fts_match_expr(trigrams), depth * 4)).fetchall()
+        if rows:
+            ids.append(np.array([r[0] for r in rows], np.int64))
+            weights.append(-np.array([r[1] for r in rows], np.float64))
+    if short:
+        n = max(len(view.chunk_note), 1)
+        index = view.short_index()
+        for tok in short:
+            if index is not None:
+                got = index.chunks_containing(tok)
+            else:   # a corpus too large for the in-memory index: the LIKE scan itself
+                pat = f"%{_like_escape(tok)}%"
+                got = np.array([r[0] for r in conn.execute(
+                    "SELECT id FROM chunks WHERE text LIKE ? ESCAPE '\\' OR context LIKE ? ESCAPE '\\'", (pat, pat))],
+                    np.int64)
+            if not len(got):
+                continue
+            idf = math.log(1 + (n - len(got) + 0.5) / (len(got) + 0.5))
+            ids.append(np.asarray(got, np.int64))
+            weights.append(np.full(len(got), idf))
+    return _dedup_notes(_best_first(ids, weights, depth * 8), depth, view)
+
+
+def _best_first(ids: list[np.ndarray], weights: list[np.ndarray], head: int):
+    """(chunk_id, summed score) best-first, ties by chunk id: the sums of a dict loop, as arrays.
+
+    An English question's short tokens ("i", "a", "is", "on") sit in most chunks of a large wiki: one
+    johngrib question summed 58,000 postings, 30-50 ms in a Python loop. Scores are added per source
+    in the same order as before (FTS score, then each short token's idf), so every sum is the same
+    float. Only the best `head` chunks are sorted first (dedup to notes rarely needs more); the rest
+    follow, sorted, if it does."""
+    if not ids:
+        return
+    size = int(max(int(a.max()) for a in ids)) + 1
+    score = np.zeros(size, np.float64)
+    seen = np.zeros(size, bool)
+    for a, w in zip(ids, weights):
+        np.add.at(score, a, w)
+        seen[a] = True
+    cand = np.flatnonzero(seen)                  # ascending chunk id: a stable sort breaks ties by id
+    sc = score[cand]
+    if len(cand) > head:
+        cut = -np.partition(-sc, head - 1)[head - 1]
+        first = sc >= cut                        # every tie of the head's last score comes along
+        top = np.argsort(-sc[first], kind="stable")
+        yield from zip(cand[first][top].tolist(), sc[first][top].tolist())
+        rest = np.argsort(-sc[~first], kind="stable")
+        yield from zip(cand[~first][rest].tolist(), sc[~first][rest].tolist())
+        return
+    top = np.argsort(-sc, kind="stable")
+    yield from zip(cand[top].tolist(), sc[top].tolist())
+
+
+def split_query(query: str) -> list[str]:
+    parts = [p.strip(" ?!.") for p in SPLIT_RE.split(query)]
+    parts = [p for p in parts if len(p) >= 2]
+    return parts if len(parts) >= 2 else []
+
+
+# A sub-question holding at least half of the query's characters is searched with the query's own vector
+# instead of one of its own: its e5-small vector is the query's in all but name (cosine with the query's
+# vector p50 0.969, p5 0.923 over the 117 such parts of bench_latency's 566 questions, against p50 0.913
+# for the other parts), and a vector costs ~1.4 ms a token on one thread. Compound questions set the
+# search's p95; without these passes their embedding work falls by a fifth (21 %), and hit@5 and MRR stay
+# the same on the shipped sets (BENCHMARKS.md, issue 11). At most one part can be that long. A one-word
+# part is a name, and its vector is its own (cosine with the query 0.906 for "GraphRAG" in "GraphRAG와
+# RRF 점수"): it is embedded, and in a short query that costs little.
+DOMINANT_PART = 0.5
+
+
+def shares_query_vector(part: str, query: str) -> bool:
+    """Is this sub-question most of the query (searched with the query's vector, not embedded)?"""
+    return len(part) >= DOMINANT_PART * len(query) and len(part.split()) >= 2
+
+
+def merge_parts(lists: list[list[ChannelHit]], depth: int) -> list[ChannelHit]:
+    """Sub-question lists fused by plain RRF (k=60): a note that answers several parts rises, and
+    each part's best notes still come early."""
+    from search_core.search.fusion import weighted_rrf
+    names = [f"part{i}" for i in range(len(lists))]
+    fused = weighted_rrf({n: [h.note_id for h in l] for n, l in zip(names, lists)}, {n: 1.0 for n in names})
+    chunk = {}
+    for l in lists:
+        for h in l:
+            chunk.setdefault(h.note_id, h.chunk_id)
+    return [ChannelHit(f.id, chunk[f.id], f.score) for f in fused[:depth]]
+
+
+def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
+           dense_top: float | None = None) -> list[ChannelHit]:
+    """Entities (titles, aliases, tags) named in the query or close to it in embedding space,
+    then the notes they stand for: the note itself, notes linking to it, notes carrying the tag.
+
+    A name shared by many notes (a tag, or a PDF title over 30 passages) says little about each one:
+    its weight is divided by log2(1 + notes). The graph picks the candidates; their order is the
+    query's cosine with their best chunk plus ENTITY_BONUS per unit of graph evidence.
+
+    A name counts as matched by embedding only when it is at least as close to the query as the best
+    chunk in the index (dense_top): the query then reads like the name itself, not like content that
+    happens to sit near a title. The test is scale-free, so it holds for every embedder."""
+    qnorm = normalize_name(query)
+    strength: dict[str, float] = {}
+    for norm in view.entity_names:
+        if len(norm) >= 2 and norm in qnorm:
+            strength[norm] = 1.0 + min(len(norm), 20) / 20       # longer names are more specific
+    if view.entity_matrix.shape[0]:
+        sims = matvec(view.entity_matrix, qvec)
+        floor = max(min_cosine, dense_top if dense_top is not None else -1.0)
+        for i in np.argsort(-sims)[:5]:
+            if sims[i] >= floor:
+                norm = view.entity_names[int(i)]
+                strength[norm] = max(strength.get(norm, 0.0), float(sims[i]))
+    note_score: dict[str, float] = {}
+
+    def add(nid, s):
+        if nid in view.notes:
+            note_score[nid] = note_score.get(nid, 0.0) + s
+
+    for norm, s in strength.items():
+        target = view.entity_targets[norm]
+        notes = target["notes"]
+        for nid in notes:
+            w = s / math.log2(1 + len(notes))                     # 1 note: full weight; 30 notes: /5
+            add(nid, w)
+            for src in view.links_in.get(nid, ()):
+                add(src, 0.3 * w)
+        if target["tag"]:
+            members = view.tag_members.get(norm, [])
+            for m in members:
+                add(m, 0.5 * s / math.log2(2 + len(members)))   # a tag on 100 notes says little about each
+    scored = []
+    for nid, g in note_score.items():
+        cid = view.best_chunk(qvec, nid)
+        scored.append((view.cosine(qvec, nid, cid) + ENTITY_BONUS * g, nid, cid))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return [ChannelHit(nid, cid, sc) for sc, nid, cid in scored[:depth]]

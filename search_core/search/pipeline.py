@@ -1,0 +1,334 @@
+"""query -> 4 channels -> weighted RRF -> best chunk per note -> reranker -> top-k + threshold gate.
+
+retrieve() runs the channels (the expensive part, cacheable per query); rank() fuses, reranks and
+gates in memory, so the tuner can re-fuse cached channel lists under new weights without searching.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from search_core import SearchCoreError
+from search_core.search import channels as ch
+from search_core.search import ranking
+from search_core.config import CHANNELS, SearchConfig
+from search_core.search.fusion import weighted_rrf
+from search_core.gate.features import gate_features
+from search_core.gate.model import COSINE, GateChoice, choose_gate
+from search_core.index.handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
+from search_core.search.limits import cap_query
+from search_core.models import get_reranker
+from search_core.search.query_cache import QUERY_CACHE, SharedEmbedding
+
+SNIPPET_CHARS = 220
+_RETRIEVE_STAGES = ("embed", *CHANNELS)     # inside retrieve()'s own wall time ("retrieve")
+
+
+@dataclass(frozen=True)
+class Hit:
+    note_id: str
+    title: str
+    score: float
+    snippet: str
+    channels: dict            # channel -> 1-based rank or None
+    chunk_id: int | None
+    cosine: float             # query vs the hit's best chunk: what the gate reads
+    fused: float
+
+
+@dataclass(frozen=True)
+class Gate:
+    inject: bool
+    top_score: float
+    threshold: float
+    probability: float | None = None   # the gate model's calibrated P(answerable); None for the cosine gate
+    band: str = ""                     # inject / caveat / skip
+    kind: str = "cosine"               # model or cosine
+    reason: str = ""                   # which model, or why the cosine gate
+    features: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    query: str
+    qvec: np.ndarray
+    lists: dict               # channel -> list[ChannelHit]
+    timings_ms: dict
+    subqueries: tuple = ()
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    query: str
+    hits: tuple
+    gate: Gate
+    confidence: str
+    timings_ms: dict
+    fused: tuple = ()         # the full fused list (for --explain)
+    retrieval: Retrieval | None = None
+    ranked: tuple = ()        # the final ordered note ids (search_core.ranking), as deep as was asked
+
+    def as_dict(self) -> dict:
+        return {
+            "query": self.query,
+            "results": [{"note_id": h.note_id, "title": h.title, "score": round(h.score, 6), "snippet": h.snippet,
+                         "channels": h.channels, "cosine": round(h.cosine, 4)} for h in self.hits],
+            "gate": {"inject": self.gate.inject, "top_score": round(self.gate.top_score, 4),
+                     "threshold": self.gate.threshold, "band": self.gate.band, "kind": self.gate.kind,
+                     "probability": None if self.gate.probability is None else round(self.gate.probability, 4),
+                     "reason": self.gate.reason,
+                     "features": {k: round(v, 4) for k, v in self.gate.features.items()}},
+            "confidence": self.confidence,
+            "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
+        }
+
+
+def confidence_label(top: float, threshold: float) -> str:
+    """high / medium / low / very_low around the gate. The band is a quarter of the room above the
+    threshold, so it scales with the embedder: 0.05 for e5 (0.82), 0.10 for a 0.615 model."""
+    band = max((1.0 - threshold) / 4, 0.01)
+    if top >= threshold + band:
+        return "high"
+    if top >= threshold:
+        return "medium"
+    if top >= threshold - band:
+        return "low"
+    return "very_low"
+
+
+def check_query(query: str) -> str:
+    if query is None or not query.strip():
+        raise SearchCoreError("the query is empty; type what you are looking for, e.g. "
+                              "autoresearch search \"GraphRAG 커뮤니티 요약\" --db FILE")
+    return query.strip()
+
+
+class Searcher:
+    """A warm searcher over one index file: retrieval (the channels) and ranking (search_core.ranking)
+    over the view its IndexHandle keeps current. Reloads when the file is replaced or updated."""
+
+    def __init__(self, db: str | Path, *, embedder: str | None = None):
+        self.index = IndexHandle(db, embedder=embedder)   # open, verify the fingerprint, build the view
+        self.embedder = self.index.embedder
+        self.rerank_cache: dict | None = None     # (reranker, query, note, chunk) -> score, set by the tuner
+        # reranker -> ms per pair, set by the tuner with rerank_cache: every pair is charged this (measured
+        # once per model, cold), cached or not, so a cached reranker never looks free
+        self.rerank_cost: dict | None = None
+        self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (models/threads.py)
+        self.gate_choice: GateChoice = COSINE       # use_gate() attaches a gate model
+
+    # the index handle's parts, under the names every caller (servers, tuner, tests) reads
+    db = property(lambda self: self.index.db)
+    conn = property(lambda self: self.index.conn)
+    view = property(lambda self: self.index.view)
+    fingerprint = property(lambda self: self.index.fingerprint)
+
+    def use_gate(self, path: str | Path | None = None, *, reranker: str = "none", default: bool = True) -> GateChoice:
+        """Gate with a model: `path`, else `<db>.gate.json`, else the shipped default; the cosine gate
+        (with the reason) when none fits this index."""
+        self.gate_choice = choose_gate(self.fingerprint, reranker, path=path, db=self.db, default=default)
+        return self.gate_choice
+
+    @property
+    def fingerprint_key(self) -> str:
+        """Changes whenever the index content does: the key for caching channel lists."""
+        return self.index.fingerprint_key
+
+    @property
+    def embedder_name(self) -> str:
+        return self.fingerprint["embedder"]["name"]
+
+    def _refresh(self):
+        self.index.refresh()
+
+    def close(self):
+        self.index.close()
+
+    def warm_up(self) -> None:
+        """Load the embedder and the lazy parts of the view once, untimed: the first query of a process
+        took 5,069 ms on the 974-note wiki, and must not be anyone's p95."""
+        if not getattr(self, "_warm", False):
+            self.retrieve("warm-up: 검색 준비 search", 10)
+            self._warm = True
+
+    # -- the expensive half: channels ----------------------------------------------------------------
+    def retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS) -> Retrieval:
+        query = check_query(query)
+        for name in channels:
+            if name not in CHANNELS:
+                raise SearchCoreError(f"unknown channel {name!r}; channels: {', '.join(CHANNELS)}")
+        self._refresh()
+        t: dict[str, float] = {}
+        start = time.perf_counter()
+        # the embedder reads at most 512 tokens: it sees the capped text (limits.cap_query); sub-questions
+        # come from the capped query too: most are embedded (not one that is most of the query), so 100 KB would
+        # be 100 KB again
+        capped = cap_query(query)
+        subqueries = tuple(ch.split_query(capped)) if "decomposed" in channels else ()
+        own_vector = tuple(p for p in subqueries if not ch.shares_query_vector(p, capped))
+        view, lists = self.view, {}
+
+        def vector_searches(i: int, vec) -> dict:
+            """Text i's dense list (the query's also feeds the entity channel), run on the thread that
+            embedded it right after: for a compound question the query's searches then overlap the parts'
+            embeddings instead of waiting for the join (~2-4 ms of the p95 questions, BENCHMARKS.md)."""
+            t0 = time.perf_counter()
+            out = {"dense": ch.dense(view, vec, depth)}
+            out["ms_dense"] = (time.perf_counter() - t0) * 1000
+            if i == 0 and "entity" in channels:
+                t0 = time.perf_counter()
+                top = out["dense"][0].score if out["dense"] and "dense" in channels else None
+                out["entity"] = ch.entity(view, query, vec, depth, self.embedder.default_threshold, top)
+                out["ms_entity"] = (time.perf_counter() - t0) * 1000
+            return out
+
+        # The query and its sub-questions are embedded on a second thread while this one runs the keyword
+        # channels, then both threads embed what is left (query_cache.SharedEmbedding): on two idle cores
+        # a long question's one-thread embedding (~50 ms) and its FTS5 work overlap instead of adding up
+        # (BENCHMARKS.md, issue 11). Same vectors and lists as one thread (tests/test_search_overlap.py).
+        with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector, then=vector_searches) as shared:
+            if "sparse" in channels:
+                t0 = time.perf_counter()
+                lists["sparse"] = ch.sparse(self.conn, view, query, depth)
+                t["sparse"] = (time.perf_counter() - t0) * 1000
+            part_sparse = []
+            if "decomposed" in channels:       # the parts' keyword work, then their embeddings with the other thread
+                t0 = time.perf_counter()
+                part_sparse = [ch.sparse(self.conn, view, part, depth) for part in subqueries]
+                shared.help()
+                t["decomposed"] = (time.perf_counter() - t0) * 1000
+            vecs = shared.result()
+        t["embed"] = shared.ms
+        qvec = vecs[0]
+        # a vector that came from the query cache was not embedded here: its searches run now
+        found = [a if a is not None else vector_searches(i, v) for i, (a, v) in enumerate(zip(shared.after, vecs))]
+        if "dense" in channels:
+            lists["dense"], t["dense"] = found[0]["dense"], found[0]["ms_dense"]
+        if "decomposed" in channels:
+            t0 = time.perf_counter()
+            part_dense = dict(zip(own_vector, (f["dense"] for f in found[1:])))
+            lists["decomposed"] = self._decomposed(
+                part_sparse, [part_dense.get(p, found[0]["dense"]) for p in subqueries], depth)
+            t["decomposed"] = t.get("decomposed", 0.0) + (time.perf_counter() - t0) * 1000
+        if "entity" in channels:
+            lists["entity"] = found[0]["entity"]
+            t["entity"] = found[0]["ms_entity"]
+        t["retrieve"] = (time.perf_counter() - start) * 1000     # what was waited: the stages overlap
+        return Retrieval(query, qvec, {name: lists[name] for name in channels}, t, subqueries)
+
+    def _decomposed(self, part_sparse, part_dense, depth) -> list:
+        """Each part's own sparse and dense lists, fused; none when the query has no parts (split_query
+        gives two or more, or nothing: a single part would only repeat the sparse query). A part that is
+        most of the query (ch.shares_query_vector) comes with the query's dense list."""
+        if not part_sparse:
+            return []
+        per_part = []
+        for s, d in zip(part_sparse, part_dense):
+            best = {h.note_id: h for h in s + d}   # dense chunk wins: it was the better semantic match
+            fused = weighted_rrf({"dense": [h.note_id for h in d], "sparse": [h.note_id for h in s]},
+                                 {"dense": 1.0, "sparse": 1.0})
+            per_part.append([ch.ChannelHit(f.id, best[f.id].chunk_id, f.score) for f in fused])
+        return ch.merge_parts(per_part, depth)
+
+    # -- the cheap half: fusion, rerank, gate ----------------------------------------------------------
+    def rank(self, r: Retrieval, cfg: SearchConfig, *, snippets: bool = True,
+             limit_fused: int | None = None) -> SearchResult:
+        """The final order comes from search_core.search.ranking (the same function evaluation scores);
+        limit_fused: how deep the caller reads the final order (evaluation: K_LIST)."""
+        t = dict(r.timings_ms)
+        t0 = time.perf_counter()
+        view = self.view
+        lists = {c: [h.note_id for h in hits] for c, hits in r.lists.items()}
+        nav = self.nav_notes(cfg.nav_globs) if cfg.exclude_nav else frozenset()
+        fused = ranking.fuse(lists, cfg, exclude=nav, community=view.community, depth=limit_fused)
+        t["fusion"] = (time.perf_counter() - t0) * 1000
+        chunk_of = {}
+        for c in ("dense", "sparse", "decomposed", "entity"):   # semantic match first for the snippet chunk
+            for h in r.lists.get(c, []):
+                chunk_of.setdefault(h.note_id, h.chunk_id)
+        cands = ranking.window(fused, cfg)
+        t0 = time.perf_counter()
+        rs = self._rerank_scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in cands]) if cands else None
+        t["rerank"] = (time.perf_counter() - t0) * 1000
+        if cands and self.rerank_cost is not None and cfg.reranker in self.rerank_cost:
+            t["rerank"] = len(cands) * self.rerank_cost[cfg.reranker]
+        final = ranking.final_ranking(fused, cfg, rs, depth=limit_fused or cfg.top_k)
+        hits = []
+        for f, s in list(zip(final.order, final.scores))[: cfg.top_k]:
+            cid = chunk_of.get(f.id)
+            snippet = self.snippet(cid, r.query, f.id) if snippets else ""
+            hits.append(Hit(f.id, view.notes[f.id]["title"], s, snippet, f.ranks, cid,
+                            view.cosine(r.qvec, f.id, cid), f.score))
+        threshold = cfg.threshold if cfg.threshold is not None else self.embedder.default_threshold
+        top = hits[0].cosine if hits else 0.0
+        t0 = time.perf_counter()
+        feats = gate_features(r.query, r.lists, hits, view, conn=self.conn, reranked=cfg.reranker != "none")
+        d = self.gate_choice.decide(feats, top, threshold, bool(hits), cfg.reranker, p_threshold=cfg.gate_threshold)
+        gate = Gate(d["inject"], top, threshold, d["probability"], d["band"], d["kind"], d["reason"], feats)
+        t["gate"] = (time.perf_counter() - t0) * 1000
+        # retrieve() ran its stages on two threads: its wall time, not their sum, is what a user waited
+        t["total"] = sum(v for k, v in t.items() if k not in _RETRIEVE_STAGES or "retrieve" not in t)
+        return SearchResult(r.query, tuple(hits), gate, confidence_label(top, threshold), t, tuple(fused), r,
+                            final.ids)
+
+    def _rerank_scores(self, name: str, query: str, items: list) -> list[float]:
+        cache = self.rerank_cache if self.rerank_cache is not None else {}
+        keys = [(name, query, nid, cid) for nid, cid in items]
+        todo = [i for i, k in enumerate(keys) if k not in cache]
+        if todo:
+            model = get_reranker(name)
+            passages = [self.passage(items[i][1], items[i][0]) for i in todo]
+            if self.rerank_cost is not None and name not in self.rerank_cost:
+                model.score(query, passages[:1])               # warm-up: loading the model is not per pair
+                t0 = time.perf_counter()
+                scores = model.score(query, passages)
+                self.rerank_cost[name] = (time.perf_counter() - t0) * 1000 / len(passages)
+            else:
+                scores = model.score(query, passages)
+            for i, sc in zip(todo, scores):
+                cache[keys[i]] = float(sc)
+        return [cache[k] for k in keys]
+
+    def search(self, query: str, cfg: SearchConfig | None = None) -> SearchResult:
+        cfg = cfg or SearchConfig(embedder=self.embedder_name)
+        return self.rank(self.retrieve(query, cfg.depth), cfg)
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def nav_notes(self, globs=SearchConfig().nav_globs) -> frozenset:
+        """Index/MOC notes: the frontmatter flag, or an id matching a glob. Computed once per view."""
+        cache = self.view.__dict__.setdefault("_nav", {})
+        if globs not in cache:
+            cache[globs] = frozenset(nid for nid, n in self.view.notes.items()
+                                     if n["is_nav"] or any(fnmatch.fnmatchcase(nid, g) for g in globs))
+        return cache[globs]
+
+    def is_nav(self, note_id: str, globs=SearchConfig().nav_globs) -> bool:
+        return note_id in self.nav_notes(globs)
+
+    def chunk_text(self, chunk_id: int | None) -> tuple[str, str]:
+        if chunk_id is None:
+            return "", ""
+        row = self.conn.execute("SELECT context, text FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+        return row if row else ("", "")
+
+    def passage(self, chunk_id, note_id) -> str:
+        context, text = self.chunk_text(chunk_id)
+        return f"{context}\n{text}" if text else (context or self.view.notes[note_id]["title"])
+
+    def snippet(self, chunk_id, query: str, note_id: str) -> str:
+        _, text = self.chunk_text(chunk_id)
+        text = re.sub(r"\s+", " ", text).strip()
+        if not text:
+            return self.view.notes.get(note_id, {}).get("summary", "")[:SNIPPET_CHARS]
+        low = text.lower()
+        positions = [low.find(tok) for tok in ch.TOKEN_RE.findall(query.lower()) if len(tok) >= 2]
+        positions = [p for p in positions if p >= 0]
+        start = max(min(positions) - 40, 0) if positions else 0
+        piece = text[start:start + SNIPPET_CHARS]
+        return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else "")

@@ -1,0 +1,345 @@
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from search_core.config import SearchConfig
+from search_core.gate.features import FEATURE_NAMES, gate_features, idf_overlap, term_overlap, unknown_words
+from search_core.gate.model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
+                                    fit_gate, load_gate, sidecar_path)
+from search_core.search.pipeline import Searcher
+from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
+from tuner.cli import main
+
+
+def test_features_are_absolute_and_complete(small_index):
+    s = Searcher(small_index)
+    res = s.search("김치찌개 레시피")
+    f = res.gate.features
+    assert tuple(f) == FEATURE_NAMES
+    dense = res.retrieval.lists["dense"]
+    assert f["top_cos"] == pytest.approx(dense[0].score)          # not min-max'd to 1
+    assert f["top_cos"] < 0.999
+    assert f["hit_cos"] == pytest.approx(res.hits[0].cosine)
+    assert f["cos_margin"] == pytest.approx(dense[0].score - dense[1].score)
+    assert f["title_match"] == 1.0 and f["term_overlap"] == 1.0      # the title, word for word
+    assert f["hangul_share"] == 1.0 and f["latin_share"] == 0.0
+    other = s.search("양자 컴퓨터 큐비트 오류 정정").gate.features
+    assert other["title_match"] == 0.0 and other["term_overlap"] < 0.5
+    assert other["top_cos"] < f["top_cos"]
+
+
+def test_unknown_words_and_idf_overlap(small_index):
+    s = Searcher(small_index)
+    v, c = s.view, s.conn
+    assert unknown_words(v, c, "김치찌개 레시피") == 0.0            # both in the title
+    assert unknown_words(v, c, "김치찌개 만들기") == 0.5            # "만들기" is in no chunk of the vault
+    assert unknown_words(v, c, "Kubernetes 김치찌개 팀") == pytest.approx(1 / 3)   # 3 words, one unseen
+    assert unknown_words(v, c, "zq 팀") == 0.5                    # a short word: the short-token postings
+    assert unknown_words(v, c, "") == 0.0
+    # the rare term matters more than the common one: "graphrag" (1 chunk-ish) outweighs "rag" (many)
+    both = idf_overlap(v, c, "GraphRAG 커뮤니티", "graphrag 커뮤니티")
+    rare_only = idf_overlap(v, c, "GraphRAG 커뮤니티", "graphrag")
+    assert both == pytest.approx(1.0) and 0 < rare_only < 1
+    plain = term_overlap("LightRAG 요약", "graphrag 요약")
+    weighted = idf_overlap(v, c, "LightRAG 요약", "graphrag 요약")
+    assert weighted != pytest.approx(plain)                        # not the unweighted share
+    f = s.search("Kubernetes 오토스케일링").gate.features
+    assert f["unknown_words"] == 1.0 and 0.0 <= f["idf_overlap"] < 0.5
+    # meta_overlap reads only the first result's title, aliases, tags and summary, not its body
+    assert s.search("김치찌개 레시피").gate.features["meta_overlap"] == pytest.approx(1.0)
+    f = s.search("GraphRAG 커뮤니티 요약").gate.features             # "커뮤니티 요약" is in the body only
+    assert s.search("GraphRAG 커뮤니티 요약").hits[0].note_id == "ai/graphrag"
+    assert 0.0 < f["meta_overlap"] < f["idf_overlap"]
+
+
+def test_feature_helpers():
+    assert term_overlap("GraphRAG 팀", "graphrag 팀 소개") == 1.0
+    assert term_overlap("LightRAG", "GraphRAG") == pytest.approx(1 / 6)   # only "rag" of 6 trigrams
+    assert term_overlap("", "x") == 0.0
+
+
+def test_bm25_is_normalised_by_query_idf(small_index):
+    s = Searcher(small_index)
+    r = s.retrieve("RRF 점수")
+    f = gate_features(r.query, r.lists, [], s.view, conn=s.conn)
+    assert f["sparse_found"] == 1.0
+    assert 0 < f["bm25_top_norm"] < r.lists["sparse"][0].score    # divided by a total IDF > 1
+
+
+def _rows(s, queries, label):
+    return [(s.search(q).gate.features, label) for q in queries]
+
+
+def _fit(s, **kw):
+    pairs = _rows(s, QUERIES_IN, 1) + _rows(s, QUERIES_OUT, 0)
+    return fit_gate([p[0] for p in pairs], [p[1] for p in pairs], fingerprint=s.fingerprint["embedder"],
+                    features=["top_cos", "term_overlap", "bm25_top_norm", "title_match"], **kw)
+
+
+def test_fit_save_load_and_gate_a_search(small_index, tmp_path):
+    s = Searcher(small_index)
+    m = _fit(s)
+    path = m.save(tmp_path / "gate.json")
+    raw = json.loads(path.read_text())
+    assert raw["format"] == "autoresearch-gate/1" and raw["features"] == list(m.features)
+    m2 = load_gate(path)
+    assert m2 == m
+    s.use_gate(path)
+    a = s.search("김치찌개 레시피").gate
+    b = s.search("양자 컴퓨터 큐비트 오류 정정").gate
+    assert a.kind == "model" and a.probability > b.probability
+    assert a.inject and a.band in ("inject", "caveat") and b.band == "skip" and not b.inject
+    out = CliRunner().invoke(main, ["search", "김치찌개", "--db", str(small_index), "--json", "--gate", str(path)])
+    data = json.loads(out.output)
+    assert data["gate"]["probability"] is not None and set(data["gate"]["features"]) == set(FEATURE_NAMES)
+    out = CliRunner().invoke(main, ["search", "김치찌개", "--db", str(small_index), "--explain", "--gate", str(path)])
+    assert "P(answerable)" in out.output and "term_overlap" in out.output
+
+
+def test_sidecar_wins_over_default(small_index):
+    s = Searcher(small_index)
+    _fit(s, scope="index", fitted_on={"by": "test"}).save(sidecar_path(small_index))
+    # an index-scoped model carries the index fingerprint
+    m = _fit(s)
+    m = type(m)(**{**m.__dict__, "fingerprint": s.fingerprint, "scope": "index"})
+    m.save(sidecar_path(small_index))
+    choice = s.use_gate()
+    assert choice.model is not None and choice.source.endswith(".gate.json")
+
+
+def test_wrong_fingerprint_and_broken_files_fall_back(small_index, tmp_path):
+    s = Searcher(small_index)
+    m = _fit(s)
+    foreign = type(m)(**{**m.__dict__, "fingerprint": {"name": "minilm-l6", "dim": 384}})
+    foreign.save(tmp_path / "foreign.json")
+    c = choose_gate(s.fingerprint, path=tmp_path / "foreign.json")
+    assert c.model is None and "minilm-l6" in c.reason and "cosine gate" in c.reason
+    (tmp_path / "broken.json").write_text("{not json")
+    c = choose_gate(s.fingerprint, path=tmp_path / "broken.json")
+    assert c.model is None and "not readable JSON" in c.reason
+    (tmp_path / "short.json").write_text(json.dumps({**m.as_json(), "coef": [1.0]}))
+    assert "one positive-scale entry" in choose_gate(s.fingerprint, path=tmp_path / "short.json").reason
+    # the search path never fails over its gate: the CLI says why and gates by cosine
+    out = CliRunner().invoke(main, ["search", "김치찌개", "--db", str(small_index), "--json",
+                                    "--gate", str(tmp_path / "broken.json")])
+    assert out.exit_code == 0, out.output
+    g = json.loads(out.output)["gate"]
+    assert g["kind"] == "cosine" and g["probability"] is None and "not readable JSON" in g["reason"]
+    # another reranker than the one fitted with: cosine, with the reason
+    m.save(tmp_path / "ok.json")
+    choice = s.use_gate(tmp_path / "ok.json")
+    feats = s.search("김치찌개").gate.features
+    d = choice.decide(feats, 0.9, 0.82, True, reranker="bge-reranker")
+    assert d["kind"] == "cosine" and "reranker 'none'" in d["reason"] and d["inject"]
+    assert choice.decide(feats, 0.9, 0.82, True)["kind"] == "model"
+
+
+def test_bad_labels_are_refused():
+    rows = [{"top_cos": 0.8 + i / 100} for i in range(6)]
+    with pytest.raises(GateFitError, match="2 probes"):
+        fit_gate(rows, [1] * 6, fingerprint={})
+    with pytest.raises(GateFitError, match="every feature is constant"):
+        fit_gate([{"top_cos": 0.8}] * 6, [1, 0, 1, 0, 1, 0], fingerprint={}, features=["top_cos"])
+
+
+def test_constant_features_are_dropped_not_fatal():
+    rng = np.random.default_rng(0)
+    y = [1] * 20 + [0] * 20
+    rows = [{"top_cos": (0.9 if l else 0.8) + rng.normal(0, 0.02), "sparse_found": 1.0} for l in y]
+    m = fit_gate(rows, y, fingerprint={}, features=["top_cos", "sparse_found"])
+    assert m.features == ("top_cos",) and m.fitted_on["dropped_constant"] == ["sparse_found"]
+    assert m.probability({"top_cos": 0.92}) > 0.8 > 0.2 > m.probability({"top_cos": 0.78})
+
+
+def test_best_balanced_threshold():
+    t, b = best_balanced_threshold([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1])
+    assert t == pytest.approx(0.5) and b == 1.0
+    # 3 answerable, 1 probe: accuracy would inject everything; balanced accuracy must not
+    t, b = best_balanced_threshold([0.3, 0.6, 0.7, 0.8], [0, 1, 1, 1])
+    assert 0.3 < t < 0.6 and b == 1.0
+    # 6 answerable (two score low), 1 probe: accuracy injects all (6/7); balanced accuracy cuts above the probe
+    t, b = best_balanced_threshold([0.1, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9], [1, 1, 0, 1, 1, 1, 1])
+    assert t == pytest.approx(0.55) and b == pytest.approx((4 / 6 + 1) / 2)
+    with pytest.raises(GateFitError, match="both"):
+        best_balanced_threshold([0.1, 0.2], [1, 1])
+
+
+def test_shipped_default_loads():
+    if not DEFAULT_GATE_FILE.exists():
+        pytest.skip("no default gate shipped yet")
+    m = load_gate(DEFAULT_GATE_FILE)
+    assert m.scope == "embedder" and m.fingerprint["name"] == "e5-small"
+
+
+def test_eval_rows_carry_features_and_refit_the_gate(small_index):
+    from tuner.evaluation.evaluate import evaluate
+    from tuner.data.gold import GoldSet, Question
+    from tuner.sweep.workbench import fit_gate_model
+    s = Searcher(small_index)
+    qs = tuple(Question(f"a{i}", "L1", q, ("life/kimchi",)) for i, q in enumerate(QUERIES_IN)) + \
+        tuple(Question(f"p{i}", "probe", q, ()) for i, q in enumerate(QUERIES_OUT))
+    res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False).as_json()
+    assert all(set(q["gate_features"]) == set(FEATURE_NAMES) for q in res["per_query"])
+    m = fit_gate_model(res["per_query"], s.fingerprint, gold_name="g")
+    assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None
+    from tuner.gate.calibrate import fitted_sources
+    assert fitted_sources(m) == {"g"}          # calibrate --labels on the tuning set flags it in-sample
+    assert fit_gate_model([q for q in res["per_query"] if q["level"] != "probe"], s.fingerprint) is None
+
+
+def test_a_broken_index_table_never_fails_the_features():
+    import sqlean
+
+    from search_core.gate.features import _term_df
+
+    class View:
+        chunk_note = {1: "a"}
+
+    conn = sqlean.connect(":memory:")          # no chunks_fts: the vocabulary lookup fails inside
+    assert _term_df(View(), conn, ["abc", "xyz"]) == {"abc": 0, "xyz": 0}
+
+
+# ---- third round: unknown_latin, heading_overlap, bm25_wig (hand-computed) --------------------------------
+
+def test_unknown_latin_reads_latin_names_in_a_korean_query(small_index):
+    from search_core.gate.features import unknown_latin
+    s = Searcher(small_index)
+    v, c = s.view, s.conn
+    assert unknown_latin(v, c, "Kubernetes 김치찌개 팀") == 1.0        # its one Latin word: "kub" is in no chunk
+    assert unknown_latin(v, c, "Kubernetes RRF 김치찌개") == 0.5       # rrf is in the vault, kubernetes is not
+    assert unknown_latin(v, c, "GraphRAG를 설명") == 0.0               # the particle does not stick: "graphrag"
+    assert unknown_latin(v, c, "팀 zq") == 1.0 and unknown_latin(v, c, "팀 AI") == 0.0   # short words: postings
+    assert unknown_latin(v, c, "Kubernetes autoscaling") == 0.0        # no Hangul: English words are not names
+    assert unknown_latin(v, c, "김치찌개 만들기") == 0.0                 # no Latin word (unknown_words: 0.5)
+    assert s.search("Kubernetes 오토스케일링").gate.features["unknown_latin"] == 1.0
+
+
+def test_heading_overlap_reads_the_chunk_heading_path_only(small_index):
+    from types import SimpleNamespace
+    from search_core.gate.features import idf_overlap
+    s = Searcher(small_index)
+    (cid, ctx), = s.conn.execute("SELECT id, context FROM chunks WHERE text LIKE '%Leiden%'").fetchall()
+    assert "커뮤니티" in ctx and "leiden" not in ctx.lower()
+    hit = SimpleNamespace(note_id="ai/graphrag", chunk_id=cid, score=1.0, cosine=0.9)
+    r = s.retrieve("커뮤니티")
+    f = gate_features("커뮤니티", r.lists, [hit], s.view, conn=s.conn)
+    assert f["heading_overlap"] == 1.0                                  # every term in "GraphRAG > 커뮤니티"
+    f = gate_features("Leiden", r.lists, [hit], s.view, conn=s.conn)
+    assert f["heading_overlap"] == 0.0 and f["term_overlap"] == 1.0    # in the chunk's text, not its headings
+    f = gate_features("커뮤니티 Leiden", r.lists, [hit], s.view, conn=s.conn)
+    assert f["heading_overlap"] == pytest.approx(idf_overlap(s.view, s.conn, "커뮤니티 Leiden", ctx))
+    assert 0.0 < f["heading_overlap"] < 1.0
+
+
+def test_idf_weighting_by_hand(monkeypatch):
+    """N = 10 chunks; "abc" in 1 (idf ln(1 + 9.5/1.5) = 1.99243), "xyz" in 9 (idf ln(1 + 1.5/9.5) = 0.14660):
+    a text holding only "abc" covers 1.99243 / 2.13903 = 0.93147 of the query."""
+    from types import SimpleNamespace
+    import search_core.gate.features as gf
+    monkeypatch.setattr(gf, "_term_df", lambda view, conn, grams: {g: {"abc": 1, "xyz": 9}[g] for g in grams})
+    view = SimpleNamespace(chunk_note=list(range(10)))
+    assert gf.idf_overlap(view, None, "abc xyz", "-- abc --") == pytest.approx(0.93147, abs=1e-5)
+    assert gf.query_idf(view, None, "abc xyz") == pytest.approx(2.13903, abs=1e-5)
+
+
+def test_bm25_wig_pads_a_short_list_with_zeros(small_index, monkeypatch):
+    """Sparse scores 6, 3, 1 (three notes matched), query IDF 2: WIG = (6 - (6 + 3 + 1) / 10) / 2 = 2.5,
+    not (6 - 10/3) / 2 = 1.33 (the mean over the three found)."""
+    from search_core.search.channels import ChannelHit
+    import search_core.gate.features as gf
+    s = Searcher(small_index)
+    monkeypatch.setattr(gf, "query_idf", lambda view, conn, q: 2.0)
+    lists = {"sparse": [ChannelHit("a", None, 6.0), ChannelHit("b", None, 3.0), ChannelHit("c", None, 1.0)]}
+    f = gf.gate_features("RRF", lists, [], s.view, conn=s.conn)
+    assert f["bm25_wig"] == pytest.approx(2.5) and f["bm25_top_norm"] == pytest.approx(3.0)
+    assert gf.gate_features("RRF", {}, [], s.view, conn=s.conn)["bm25_wig"] == 0.0   # nothing found
+
+
+# ---- fourth round: unknown_names, the word-level test (hand-computed over the small vault's word table) ----
+
+def test_unknown_names_tests_whole_words_where_the_trigram_test_is_blind(small_index):
+    from search_core.gate.features import unknown_latin, unknown_names
+    s = Searcher(small_index)
+    v, c = s.view, s.conn
+    # "unity": its trigrams uni, nit, ity all occur inside "community", so the trigram test calls it seen;
+    # no chunk holds it as a word (tests/search_core/index/test_word_df.py lists the vault's words)
+    assert unknown_latin(v, c, "Unity 커뮤니티") == 0.0
+    assert unknown_names(v, c, "Unity 커뮤니티") == 1.0
+    assert unknown_names(v, c, "Unity RRF 김치찌개") == 0.5            # rrf: 3 chunks; unity: none
+    assert unknown_names(v, c, "GPT-4o로 요약") == 1.0                  # gpt and 4o, both unseen
+    assert unknown_names(v, c, "GraphRAG를 설명") == 0.0               # the particle does not stick
+    assert unknown_names(v, c, "팀 zq") == 1.0 and unknown_names(v, c, "팀 AI") == 0.0   # short words too
+    assert unknown_names(v, c, "unity community") == 0.0              # no Hangul: 0 (BENCHMARKS, fourth round)
+    assert unknown_names(v, c, "김치찌개 2024년") == 0.0                # a number is not a name
+    f = s.search("Unity 커뮤니티 요약").gate.features
+    assert (f["unknown_names"], f["unknown_latin"]) == (1.0, 0.0)
+
+
+def test_unknown_names_falls_back_to_the_trigram_test_on_an_index_without_the_table(small_index, tmp_path):
+    import json
+    from click.testing import CliRunner
+    from search_core.index import word_df
+    from search_core.index.store import atomic, connect
+    from tuner.cli import main
+    conn = connect(small_index)
+    with atomic(conn):
+        conn.execute("DROP TABLE latin_word_df")
+        conn.execute("DELETE FROM meta WHERE key = ?", (word_df.META_KEY,))
+    conn.close()
+    s = Searcher(small_index)
+    f = s.search("Unity 커뮤니티 요약").gate.features
+    assert (f["unknown_names"], f["unknown_latin"]) == (0.0, 0.0)       # the trigram test's answer
+    assert s.search("Kubernetes 커뮤니티").gate.features["unknown_names"] == 1.0
+    r = CliRunner().invoke(main, ["search", "Unity 커뮤니티", "--db", str(small_index), "--explain"])
+    assert r.exit_code == 0 and word_df.STALE in r.output
+    r = CliRunner().invoke(main, ["search", "Unity 커뮤니티", "--db", str(small_index), "--json"])
+    assert json.loads(r.output)["gate"]["features"]["unknown_names"] == 0.0
+
+
+def test_fit_gate_chooses_C_from_a_grid_on_the_fitting_rows():
+    """A grid: every C is scored by the same grouped out-of-fold balanced accuracy, the best one is used
+    (ties to the smaller C) and recorded; a one-value grid is the fixed-C fit."""
+    rng = np.random.default_rng(0)
+    y = np.array([1] * 40 + [0] * 40)
+    rows = [{"top_cos": 0.8 + 0.05 * yi + rng.normal(0, 0.04), "term_overlap": rng.normal(0.5, 0.2)} for yi in y]
+    groups = [i // 4 for i in range(len(y))]
+    m = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=(0.01, 1.0, 100.0), groups=groups)
+    scores = {float(c): b for c, b in m.fitted_on["C_cv_balanced_accuracy"].items()}
+    assert set(scores) == {0.01, 1.0, 100.0}
+    best = max(scores.values())
+    assert m.fitted_on["C"] == min(c for c, b in scores.items() if b == best)
+    one = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=(1.0,), groups=groups)
+    fixed = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=1.0, groups=groups)
+    assert one.coef == fixed.coef and one.threshold == fixed.threshold and one.calib_a == fixed.calib_a
+
+
+# ---- fifth round: each channel's own top chunk (features that do not move with the fusion's rrf_k) ----
+
+def test_channel_top_idf_overlap_by_hand(monkeypatch):
+    """N = 10 chunks; "abc" in 1 (idf 1.99243), "xyz" in 9 (idf 0.14660); query total 2.13903. The dense
+    channel's top chunk holds only "abc": 1.99243 / 2.13903 = 0.93147; the sparse channel's top only "xyz":
+    0.14660 / 2.13903 = 0.06853; the fused first result holds both (idf_overlap 1). No sparse list: 0."""
+    import sqlite3
+    from types import SimpleNamespace
+    import search_core.gate.features as gf
+    from search_core.search.channels import ChannelHit
+    monkeypatch.setattr(gf, "_term_df", lambda view, conn, grams: {g: {"abc": 1, "xyz": 9}[g] for g in grams})
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, context TEXT, text TEXT)")
+    conn.executemany("INSERT INTO chunks VALUES (?, ?, ?)",
+                     [(1, "na", "abc only"), (2, "nb", "xyz only"), (3, "nc", "abc and xyz")])
+    view = SimpleNamespace(chunk_note=list(range(10)), notes={n: {"title": n} for n in ("na", "nb", "nc")})
+    hit = SimpleNamespace(note_id="nc", chunk_id=3, score=1.0, cosine=0.9)
+    lists = {"dense": [ChannelHit("na", 1, 0.9), ChannelHit("nc", 3, 0.8)], "sparse": [ChannelHit("nb", 2, 5.0)]}
+    f = gf.gate_features("abc xyz", lists, [hit], view, conn=conn)
+    assert f["dense_idf_overlap"] == pytest.approx(0.93147, abs=1e-5)
+    assert f["sparse_idf_overlap"] == pytest.approx(0.06853, abs=1e-5)
+    assert f["idf_overlap"] == pytest.approx(1.0)
+    f = gf.gate_features("abc xyz", {"dense": lists["dense"]}, [hit], view, conn=conn)
+    assert f["sparse_idf_overlap"] == 0.0 and f["dense_idf_overlap"] == pytest.approx(0.93147, abs=1e-5)
+    # the fused first result is the dense top: one chunk read serves both, the same value
+    f = gf.gate_features("abc xyz", lists, [SimpleNamespace(note_id="na", chunk_id=1, score=1.0, cosine=0.9)],
+                         view, conn=conn)
+    assert f["idf_overlap"] == pytest.approx(f["dense_idf_overlap"])

@@ -1,0 +1,117 @@
+"""The keyword channels on long questions (issue 11, item 2): a bounded FTS5 query made of the
+rarest trigrams, short-token sums as arrays with the same floats, and decomposition only for queries
+with parts."""
+
+import math
+
+import numpy as np
+import pytest
+
+from search_core.search import channels as ch
+from search_core.search.pipeline import Searcher
+from tests.helpers import write_vault
+
+# Four notes with hand-countable trigrams: "qqxyz" sits in one chunk, "common" in three.
+CAP_VAULT = {
+    "rare.md": "---\ntitle: Rare\n---\nqqxyz\n",
+    "c1.md": "---\ntitle: One\n---\ncommon\n",
+    "c2.md": "---\ntitle: Two\n---\ncommon\n",
+    "c3.md": "---\ntitle: Three\n---\ncommon\n",
+}
+
+
+@pytest.fixture
+def cap_index(tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    db = tmp_path / "cap" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "capvault", CAP_VAULT), db, cache=shared_cache)
+    return db
+
+
+def test_select_trigrams_keeps_the_rarest_in_query_order_and_drops_absent_ones():
+    tri = ["aaa", "bbb", "ccc", "ddd", "eee"]
+    df = {"aaa": 100, "bbb": 0, "ccc": 5, "ddd": 5, "eee": 1}
+    assert ch.select_trigrams(tri, df, cap=2) == ["ccc", "eee"]      # eee (1), then ccc before ddd: a tie
+    assert ch.select_trigrams(tri, df, cap=3) == ["ccc", "ddd", "eee"]
+    assert ch.select_trigrams(tri, df, cap=4) == ["aaa", "ccc", "ddd", "eee"]   # bbb matches nothing
+    assert ch.select_trigrams(tri, {}, cap=4) == []
+
+
+def test_term_df_counts_chunks_from_the_fts_vocabulary(cap_index):
+    s = Searcher(cap_index)
+    df = ch.term_df(s.view, s.conn, ["qqx", "com", "zzz"])
+    s.close()
+    assert df == {"qqx": 1, "com": 3, "zzz": 0}
+
+
+def test_a_long_query_sends_only_its_rarest_trigrams_to_fts5(cap_index, monkeypatch):
+    """'qqxyz common' has 7 trigrams: qqx qxy xyz (df 1) and com omm mmo mon (df 3). With a cap of 3 the
+    FTS5 query is the three rare ones, so the "common" notes no longer match; uncapped, all four do."""
+    s = Searcher(cap_index)
+    sent = []
+    real = ch.fts_match_expr
+    monkeypatch.setattr(ch, "fts_match_expr", lambda tri: (sent.append(list(tri)), real(tri))[1])
+    monkeypatch.setattr(ch, "MAX_PHRASES", 3)
+    capped = [h.note_id for h in ch.sparse(s.conn, s.view, "qqxyz common", 50)]
+    monkeypatch.setattr(ch, "MAX_PHRASES", 64)
+    full = [h.note_id for h in ch.sparse(s.conn, s.view, "qqxyz common", 50)]
+    s.close()
+    assert sent == [["qqx", "qxy", "xyz"], ["qqx", "qxy", "xyz", "com", "omm", "mmo", "mon"]]
+    assert capped == ["rare"]
+    assert full[0] == "rare" and sorted(full[1:]) == ["c1", "c2", "c3"]
+
+
+def test_best_first_sums_per_chunk_and_breaks_ties_by_chunk_id():
+    got = list(ch._best_first([np.array([3, 1]), np.array([1, 2])],
+                              [np.array([2.0, 1.0]), np.array([0.5, 0.5])], head=10))
+    assert got == [(3, 2.0), (1, 1.5), (2, 0.5)]
+    # head 2 cuts between tied scores: both 3.0s come first, then the rest, still best-first
+    got = list(ch._best_first([np.array([1, 2, 3, 4])], [np.array([1.0, 3.0, 3.0, 2.0])], head=2))
+    assert got == [(2, 3.0), (3, 3.0), (4, 2.0), (1, 1.0)]
+    assert list(ch._best_first([], [], head=5)) == []
+
+
+def _sparse_as_a_dict_loop(conn, view, query, depth):
+    """The channel as it was written before the arrays: the reference the arrays must match exactly."""
+    trigrams, short = ch.query_terms(query)
+    if len(trigrams) > ch.MAX_PHRASES:
+        trigrams = ch.select_trigrams(trigrams, ch.term_df(view, conn, trigrams), ch.MAX_PHRASES)
+    scores = {}
+    if trigrams:
+        sql = (f"SELECT rowid, bm25(chunks_fts, {', '.join(map(str, ch.FIELD_WEIGHTS))}) AS s FROM chunks_fts "
+               "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?")
+        for cid, sc in conn.execute(sql, (ch.fts_match_expr(trigrams), depth * 4)):
+            scores[cid] = -sc
+    n = max(len(view.chunk_note), 1)
+    for tok in short:
+        ids = view.short_index().chunks_containing(tok).tolist()
+        if ids:
+            idf = math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
+            for cid in ids:
+                scores[cid] = scores.get(cid, 0.0) + idf
+    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ch._dedup_notes(ranked, depth, view)
+
+
+@pytest.mark.parametrize("query", ["GraphRAG와 RRF 커뮤니티 요약", "AI 팀 회식 메뉴", "k는 보통 60", "a i 팀 요약",
+                                   "김치찌개 레시피 돼지 앞다리살 묵은지 두부 고기를 먼저 볶고 김치를 넣는다"])
+def test_sparse_gives_the_same_hits_and_floats_as_the_dict_loop(small_index, query):
+    s = Searcher(small_index)
+    for depth in (1, 2, 50):
+        assert ch.sparse(s.conn, s.view, query, depth) == _sparse_as_a_dict_loop(s.conn, s.view, query, depth)
+    s.close()
+
+
+def test_a_query_without_parts_runs_sparse_once(small_index, monkeypatch):
+    """Decomposition is for queries with parts: a single part would only repeat the sparse query."""
+    calls = []
+    real = ch.sparse
+    monkeypatch.setattr(ch, "sparse", lambda conn, view, q, depth: (calls.append(q), real(conn, view, q, depth))[1])
+    s = Searcher(small_index)
+    r = s.retrieve("GraphRAG 커뮤니티 요약")
+    assert calls == ["GraphRAG 커뮤니티 요약"] and r.lists["decomposed"] == [] and r.subqueries == ()
+    calls.clear()
+    r = s.retrieve("GraphRAG와 RRF 점수")
+    s.close()
+    assert sorted(calls) == sorted(["GraphRAG와 RRF 점수", "GraphRAG", "RRF 점수"])
+    assert r.subqueries == ("GraphRAG", "RRF 점수") and r.lists["decomposed"]

@@ -1,0 +1,101 @@
+import json
+
+from click.testing import CliRunner
+
+from search_core.config import SearchConfig
+from search_core.search.pipeline import Searcher
+from tuner.cli import main
+from tuner.evaluation.fake_miss import possible_gold_gaps
+from tuner.evaluation.evaluate import QueryRow, RetrievalCache, evaluate, run_queries, summarize
+from tuner.data.gold import GoldSet, Question, load_gold
+from tests.helpers import ROOT
+
+TUNE = ROOT / "experiments/gold/demo-tune.yaml"
+
+
+def test_eval_json_on_the_demo_tuning_set(demo_index, tmp_path):
+    r = CliRunner().invoke(main, ["eval", "--db", str(demo_index), "--gold", str(TUNE), "--json",
+                                  "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    for key in ("n", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10", "coverage", "latency_ms", "score100",
+                "by_level", "per_query", "gate", "possible_gold_gaps"):
+        assert key in data
+    assert data["n"] == 24 and set(data["latency_ms"]) == {"p50", "p95", "n"}
+    # 24 answerable + 12 probes, timed over 3 passes so the p95 stands on >= 100 timings (--timing-samples)
+    assert data["latency_ms"]["n"] == 108
+    assert set(data["by_level"]) <= {"L0", "L1", "XL", "L2", "L3"} and data["by_level"]["L0"]["n"] == 6
+    assert set(data["by_level"]["L0"]["latency_ms"]) == {"p50", "p95", "n"}
+    assert all(q["latency_ms"] > 0 for q in data["per_query"])
+    assert data["gate"]["probes"] == 12 and len(data["gate"]["probe_results"]) == 12
+    assert data["hit@5"] >= 0.6                    # a working engine on its own demo vault
+    assert len(list(tmp_path.glob("*-demo-tune-*.json"))) == 1
+    table = CliRunner().invoke(main, ["eval", "--db", str(demo_index), "--gold", str(TUNE), "--out", str(tmp_path),
+                                      "--timing-samples", "0"])
+    assert "overall" in table.output and "L0" in table.output and "score" in table.output
+    assert "over 36 timings" in table.output                  # --timing-samples 0: one pass
+
+
+def test_metrics_are_computed_from_ranks(demo_index):
+    s = Searcher(demo_index)
+    gold = GoldSet("g", "mem", (Question("a", "L0", "김치찌개 레시피", ("life/cooking/kimchi-jjigae",)),
+                                Question("b", "L1", "김치찌개 레시피", ("no-such-note-here",))))
+    rows = run_queries(s, gold, SearchConfig())
+    m = summarize(rows)
+    assert rows[0].first_rank == 1 and rows[1].first_rank is None
+    assert m["hit@5"] == 0.5 and m["mrr"] == 0.5 and m["coverage"] == 1.0
+
+
+def test_cached_reevaluation_does_not_search_again(demo_index):
+    s = Searcher(demo_index)
+    gold = load_gold(TUNE)
+    cache = RetrievalCache()
+    evaluate(s, gold, SearchConfig(), cache=cache, audit=False)
+    assert cache.misses == len(gold.questions) and cache.hits == 0
+    evaluate(s, gold, SearchConfig(w_sparse=0.1, rrf_k=20), cache=cache, audit=False)
+    assert cache.hits == len(gold.questions)
+
+
+def test_fake_miss_audit_finds_a_planted_near_duplicate(tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    from tests.helpers import write_vault
+    body = ("## 설정\n\n리랭커는 bge-reranker-v2-m3를 쓰고, 상위 20개를 다시 매겨 5개만 남긴다. 점수 0.2 미만은 버린다. "
+            "지연 시간은 CPU에서 420ms 정도였다.\n\n## 결과\n\nMRR이 0.68에서 0.72로 올랐다.\n")
+    vault = write_vault(tmp_path / "v", {
+        "reranker.md": "---\ntitle: 검색 결과 재정렬\n---\n" + body,
+        "reranker-copy.md": "---\ntitle: 재정렬 메모 사본\n---\n" + body + "\n조금 덧붙인 문장.\n",
+        "other.md": "# 김치찌개\n돼지고기 300g\n",
+        "links-gold.md": "# 모음\n[[reranker]] 참고\n",
+    })
+    db = tmp_path / "i.sqlite"
+    index_vault(vault, db, cache=shared_cache)
+    s = Searcher(db)
+    # a miss: the gold note is not in the top 5, its planted copy and a note linking to it are
+    miss = QueryRow("q", "L1", "리랭커 설정 420ms", ("reranker",), ("reranker-copy", "links-gold", "other"),
+                    None, False, 0.0, {})
+    gaps = {g["note_id"]: " ".join(g["reasons"]) for g in possible_gold_gaps(s, [miss], SearchConfig())}
+    assert "near-duplicate of gold reranker" in gaps["reranker-copy"]
+    assert "links to gold reranker" in gaps["links-gold"]
+    assert "other" not in gaps
+    hit = QueryRow("q", "L1", "x", ("reranker",), ("reranker", "reranker-copy"), 1, True, 0.9, {})
+    assert possible_gold_gaps(s, [hit], SearchConfig()) == []          # only misses are audited
+
+
+def test_a_small_set_is_timed_over_repeated_passes_until_the_p95_stands_on_100_timings(demo_index):
+    from tuner.evaluation.evaluate import TIMING_SAMPLES, timing_passes
+    assert TIMING_SAMPLES == 100
+    assert [timing_passes(n, 100) for n in (32, 36, 100, 120, 0)] == [4, 3, 1, 1, 1]
+    assert timing_passes(32, 0) == 1
+    s = Searcher(demo_index)
+    gold = load_gold(ROOT / "experiments/gold/demo-tune.yaml")
+    n = len(gold.questions)
+    cache = RetrievalCache()
+    one = evaluate(s, gold, SearchConfig(), cache=cache, audit=False)
+    assert one.latency_ms["total"]["n"] == n
+    many = evaluate(s, gold, SearchConfig(), cache=cache, audit=False, min_timing_samples=100)
+    passes = timing_passes(n, 100)
+    assert passes >= 2 and many.latency_ms["total"]["n"] == passes * n
+    assert many.latency_ms["embed"]["n"] == passes * n           # every stage stands on every pass
+    assert many.as_json()["latency_ms"]["n"] == passes * n       # what the ledger and the reports read
+    assert many.overall == one.overall                           # quality comes from one pass
+    assert cache.hits == n                                       # the repeats searched for real, uncached

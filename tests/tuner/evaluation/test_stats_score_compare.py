@@ -1,0 +1,74 @@
+import pytest
+from scipy import stats
+
+from tuner.evaluation.compare import compare
+from tuner.evaluation.score import ScoreConfig, score100
+from search_core.percentiles import percentile
+from tuner.evaluation.stats import bootstrap_ci, paired_randomization
+
+
+def test_score100_by_hand():
+    m = {"hit@5": 0.9, "mrr": 0.7, "ndcg@10": 0.8}
+    # quality = 60 * (0.5*0.9 + 0.3*0.7 + 0.2*0.8) = 60 * 0.82 = 49.2
+    # speed: p95 140 ms -> 40 * (500-140)/(500-50) = 40 * 0.8 = 32.0
+    s = score100(m, 140.0)
+    assert s == {"quality": 49.2, "speed": 32.0, "total": 81.2, "passed": True}
+    assert score100(m, 20.0)["speed"] == 40.0 and score100(m, 900.0)["speed"] == 0.0
+    assert not score100(m, 400.0)["passed"]        # 49.2 + 8.89 = 58.1
+    custom = ScoreConfig(quality_weights=(("mrr", 1.0),), pass_line=50)
+    assert score100(m, 50.0, custom)["quality"] == pytest.approx(42.0)
+
+
+def test_percentile():
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    assert percentile([10, 20], 95) == pytest.approx(19.5)
+
+
+def test_randomization_test_agrees_with_scipy():
+    a = [1, 0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 1]
+    b = [1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1]
+    ours = paired_randomization(a, b, n_resamples=20_000)
+    ref = stats.permutation_test((a, b), lambda x, y: (x - y).mean(), permutation_type="samples",
+                                 n_resamples=20_000, random_state=0).pvalue
+    assert ours == pytest.approx(ref, abs=0.02)
+    assert paired_randomization(a, a) == 1.0
+
+
+def test_bootstrap_ci_contains_the_mean_difference():
+    a, b = [0, 0, 1, 1, 0] * 4, [1, 0, 1, 1, 1] * 4
+    lo, hi = bootstrap_ci(a, b)
+    assert lo <= 0.4 <= hi
+
+
+def _run(hits, rr):
+    return {"gold": "g", "config_hash": "x", "per_query": [
+        {"id": f"q{i}", "level": "L1", "query": f"q{i}", "first_rank": None if not h else 1, "hit@5": h, "mrr": r,
+         "ndcg@10": r, "p@5": h / 5, "recall@5": h} for i, (h, r) in enumerate(zip(hits, rr))]}
+
+
+def test_compare_flips_and_noise():
+    a = _run([1, 1, 0, 1], [1, 0.5, 0, 1])
+    b = _run([1, 1, 1, 0], [1, 1.0, 0.2, 0])
+    c = compare(a, b)
+    assert c["metrics"]["hit@5"]["delta"] == 0.0
+    assert c["metrics"]["hit@5"]["verdict"] == "within noise"
+    assert (c["wins"], c["ties"], c["losses"]) == (2, 1, 1)
+    assert [f["id"] for f in c["flipped"]] == ["q2", "q3"]
+    assert c["one_question_moves_hit5_by"] == 0.25
+    with pytest.raises(ValueError, match="different gold sets"):
+        compare(a, {**b, "gold": "other"})
+
+
+def test_score_rubric_from_the_config_file(tmp_path):
+    from search_core import SearchCoreError
+    from search_core.config import SearchConfig, load_config
+    from tuner.evaluation.score import load_score_config
+    p = tmp_path / "c.toml"
+    p.write_text('[search]\nrrf_k = 20\n[score]\npass_line = 70\nquality_weights = { mrr = 1.0 }\n')
+    cfg = load_score_config(p)
+    assert cfg.pass_line == 70 and cfg.quality_weights == (("mrr", 1.0),)
+    assert load_config(p) == SearchConfig(rrf_k=20)
+    assert score100({"mrr": 0.5}, 50.0, cfg) == {"quality": 30.0, "speed": 40.0, "total": 70.0, "passed": True}
+    p.write_text('[score]\nbogus = 1\n')
+    with pytest.raises(SearchCoreError, match="unknown keys"):
+        load_score_config(p)

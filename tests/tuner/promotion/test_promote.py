@@ -1,0 +1,156 @@
+"""Promotion only when the holdout held; every decision recorded; rollback restores the previous pair;
+`search` and `eval` read runs/active.toml when no --config is given."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig
+from tuner.cli import main
+from tuner.promotion.promote import History, decide_promotion, holdout_verdict, read_active, resolve_search_config, rollback
+
+START = SearchConfig(threshold=0.8).as_dict()
+WIN = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
+
+
+def _holdout(a_hit, b_hit, n=20, verdicts=None):
+    verdicts = verdicts or {}
+    metrics = {m: {"a": 0.5, "b": 0.5, "delta": 0.0, "p_value": 0.9 if m not in verdicts else 0.01,
+                   "ci95": [-0.1, 0.1], "verdict": verdicts.get(m, "within noise")}
+               for m in ("hit@5", "mrr", "ndcg@10", "p@5", "recall@5")}
+    return {"gold": "hold", "start": {"hit@5": a_hit, "mrr": 0.5}, "final": {"hit@5": b_hit, "mrr": 0.5},
+            "compare": {"n": n, "metrics": metrics, "flipped": []}}
+
+
+def test_rule_promotes_only_a_change_that_held():
+    assert holdout_verdict(START, WIN, _holdout(0.80, 0.80)).promote
+    assert holdout_verdict(START, WIN, _holdout(0.80, 0.85)).promote
+    v = holdout_verdict(START, WIN, _holdout(0.80, 0.75))
+    assert not v.promote and "1 of 20 questions lost" in v.reason
+    v = holdout_verdict(START, WIN, _holdout(0.80, 0.80, verdicts={"mrr": "A better"}))
+    assert not v.promote and "significantly worse on mrr" in v.reason
+    assert "no holdout" in holdout_verdict(START, WIN, None).reason
+    assert "starting config" in holdout_verdict(START, dict(START), _holdout(0.8, 0.9)).reason
+
+
+def test_a_holdout_objective_that_fell_within_noise_still_promotes_but_says_so():
+    h = _holdout(0.80, 0.80)
+    h["start"]["score100"], h["final"]["score100"] = 57.90, 57.19
+    v = holdout_verdict(START, WIN, h)
+    assert v.promote and "holdout score100 fell 57.90 -> 57.19, within noise" in v.reason
+    h["final"]["score100"] = 58.40
+    assert "fell" not in holdout_verdict(START, WIN, h).reason
+
+
+def test_promote_decline_history_and_rollback(demo_db, tmp_path):
+    runs = tmp_path / "runs"
+    d = decide_promotion("s1", START, WIN, _holdout(0.8, 0.75), demo_db, runs)
+    assert not d["promoted"] and read_active(runs) is None          # declined: nothing active
+    p1 = decide_promotion("s2", START, WIN, _holdout(0.8, 0.85), demo_db, runs)
+    act = read_active(runs)
+    assert p1["promoted"] and act.config.w_sparse == 0.9 and act.source == "sweep s2"
+    assert act.index.parent == runs / "active-indexes" and act.index.exists()
+    third = SearchConfig(threshold=0.8, w_sparse=0.9, rrf_k=10).as_dict()
+    p2 = decide_promotion("s3", WIN, third, _holdout(0.8, 0.8), demo_db, runs)
+    assert read_active(runs).config.rrf_k == 10
+    kinds = [(e["id"], e["kind"], e["sweep"]) for e in History(runs).events()]
+    assert kinds == [(d["event"], "declined", "s1"), (p1["event"], "promoted", "s2"), (p2["event"], "promoted", "s3")]
+    r = rollback(None, runs)                                        # undo the latest: back to WIN
+    assert r["undid"] == p2["event"] and read_active(runs).config.rrf_k == SearchConfig().rrf_k
+    with pytest.raises(SearchCoreError, match="already rolled back"):
+        rollback(p2["event"], runs)
+    with pytest.raises(SearchCoreError, match=r"is not a promotion; promotions that can be rolled back: #2, #3"):
+        rollback(d["event"], runs)
+    rollback(p1["event"], runs)                                     # undo the first: no active config at all
+    assert read_active(runs) is None
+    with pytest.raises(SearchCoreError, match="nothing to roll back"):
+        rollback(None, runs)
+
+
+def test_search_and_eval_read_the_active_config(demo_db, tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("AUTORESEARCH_RUNS", str(runs))
+    cli = CliRunner()
+    with pytest.raises(SearchCoreError, match="--db is required"):
+        resolve_search_config(None, None)
+    decide_promotion("s2", START, SearchConfig(threshold=0.99, top_k=3).as_dict(), _holdout(0.8, 0.85), demo_db)
+    # no --db, no --config: the active index and config (top_k 3, threshold 0.99)
+    r = cli.invoke(main, ["search", "GraphRAG 커뮤니티 요약", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert len(out["results"]) == 3 and out["gate"]["threshold"] == 0.99
+    # --config wins over the active one
+    cfgf = tmp_path / "c.toml"
+    cfgf.write_text("[search]\ntop_k = 2\n")
+    out = json.loads(cli.invoke(main, ["search", "GraphRAG", "--db", str(demo_db), "--config", str(cfgf),
+                                       "--json"]).output)
+    assert len(out["results"]) == 2
+    r = cli.invoke(main, ["eval", "--gold", str(tmp_path.parent / "x.yaml")])
+    assert "does not exist" in r.output
+    # an index built by another embedder than the active config's is refused, naming the fix
+    monkeypatch.setattr("tuner.promotion.promote.read_active",
+                        lambda runs=None: __import__("tuner.promotion.promote").promotion.promote.Active(
+                            SearchConfig(embedder="minilm-l6"), None, "sweep x"))
+    r = cli.invoke(main, ["search", "GraphRAG", "--db", str(demo_db)])
+    assert r.exit_code != 0 and "uses embedder minilm-l6 but" in r.output and "drop --db" in r.output
+
+
+def test_a_probability_threshold_is_promoted_only_with_the_gate_model_it_was_tuned_on(demo_db, tmp_path):
+    from search_core.gate.model import DEFAULT_GATE_FILE, choose_gate, load_gate, sidecar_path
+    from search_core.search.pipeline import Searcher
+    win = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7).as_dict()
+    # no model: the threshold would be read against whatever gate the index has, so it stays behind
+    d = decide_promotion("s1", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "a")
+    assert d["promoted"] and "gate_threshold was not promoted" in d["reason"]
+    assert read_active(tmp_path / "a").config.gate_threshold is None
+    # with the sweep's model: installed beside the promoted index, where search finds it
+    model = load_gate(DEFAULT_GATE_FILE)
+    d = decide_promotion("s2", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "b", gate_model=model)
+    active = read_active(tmp_path / "b")
+    assert active.config.gate_threshold == 0.7 and "not promoted" not in d["reason"]
+    side = sidecar_path(d["index"])
+    assert load_gate(side).as_json() == model.as_json()
+    choice = choose_gate(Searcher(d["index"]).fingerprint, db=d["index"])
+    assert choice.source == str(side)
+
+
+def test_rollback_puts_back_the_gate_model_the_undone_promotion_replaced(demo_db, tmp_path):
+    """Two promotions of one embedder install the same index file name, each with its own gate model; undoing
+    the second must leave the first's model beside the first's config, and undoing the first removes it."""
+    import dataclasses
+    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate, sidecar_path
+    runs = tmp_path / "runs"
+    first_model = load_gate(DEFAULT_GATE_FILE)
+    second_model = dataclasses.replace(first_model, threshold=0.123)
+    win1 = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7).as_dict()
+    win2 = SearchConfig(threshold=0.8, w_sparse=0.7, gate_threshold=0.5).as_dict()
+    d1 = decide_promotion("s1", START, win1, _holdout(0.8, 0.85), demo_db, runs, gate_model=first_model)
+    d2 = decide_promotion("s2", win1, win2, _holdout(0.8, 0.85), demo_db, runs, gate_model=second_model)
+    side = sidecar_path(d2["index"])
+    assert d1["index"] == d2["index"] and load_gate(side).threshold == 0.123
+    rollback(runs=runs)
+    assert read_active(runs).config.gate_threshold == 0.7
+    assert load_gate(side).as_json() == first_model.as_json()
+    rollback(runs=runs)
+    assert read_active(runs) is None and not side.exists()
+
+
+def test_a_history_written_before_the_sidecar_column_still_rolls_back(demo_db, tmp_path):
+    import sqlean
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    old = sqlean.connect(str(runs / "promotions.sqlite"))
+    old.execute("""CREATE TABLE events (
+        id INTEGER PRIMARY KEY, created TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('promoted', 'declined', 'rollback')),
+        sweep TEXT, config TEXT, index_path TEXT, previous_config TEXT, previous_index TEXT,
+        reason TEXT NOT NULL, undoes INTEGER)""")
+    old.execute("INSERT INTO events(created, kind, sweep, config, index_path, reason) VALUES "
+                "('2026-11-01T00:00:00', 'promoted', 's0', ?, ?, 'held')", (json.dumps(WIN), str(demo_db)))
+    old.commit()
+    old.close()
+    out = rollback(runs=runs)
+    assert out["undid"] == 1 and read_active(runs) is None
+    assert [e["kind"] for e in History(runs).events()] == ["promoted", "rollback"]

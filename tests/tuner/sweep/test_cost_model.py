@@ -1,0 +1,213 @@
+"""The cost model: counted work, predicted latency, decisions that never read the clock."""
+
+import json
+import random
+import time
+
+import pytest
+
+from search_core import SearchCoreError
+from search_core.search.work import SearchWork
+from tuner.evaluation.cost_model import UNITS, Calibration, CostStore, predict
+
+from tests.helpers import DEMO_VAULT, ROOT
+
+UNIT_COSTS = {"embed_solo_ms": 10.0, "embed_solo_per_unit": 1.0, "embed_ms": 2.0, "embed_per_unit": 1.5,
+              "dense_per_mrowdim": 2.0, "entity_ms": 1.0, "entity_per_note": 0.1, "sparse_ms": 0.5,
+              "sparse_per_kposting": 2.0, "short_per_kposting": 1.0, "rank_ms": 0.3, "rank_per_item": 0.01,
+              "search_ms": 4.0}
+
+
+def calibration(**rerank) -> Calibration:
+    return Calibration("k", {"cpu": "test"}, "e5-small", {"name": "e5-small"}, "tokens", dict(UNIT_COSTS), rerank)
+
+
+def test_every_unit_has_a_hand_set_cost_here():
+    assert set(UNIT_COSTS) == set(UNITS)
+
+
+def test_a_lone_query_costs_its_embedding_plus_its_searches():
+    w = SearchWork(embed_lengths=(20,), solo=True, dense_rows=1000, dim=500, entity_rows=100, entity_notes=10,
+                   fts_postings=(3000,), short_postings=(2000,), fused_items=200)
+    p = predict(w, calibration())
+    # worker: embed 10 + 20 x 1 = 30, dense 2 x 0.5 = 1, entity 1 + 10 x 0.1 + 2 x 0.05 = 2.1 -> 33.1
+    # caller: FTS5 0.5 + 3 x 2 + 2 x 1 = 8.5, overlapped; rank 0.3 + 200 x 0.01 = 2.3; overhead 4
+    assert p["embed"] == pytest.approx(30.0) and p["sparse"] == pytest.approx(8.5)
+    assert p["retrieve"] == pytest.approx(33.1) and p["rank"] == pytest.approx(2.3)
+    assert p["total"] == pytest.approx(39.4)
+
+
+def test_sub_questions_go_to_whichever_thread_is_free_and_pairs_are_charged():
+    w = SearchWork(embed_lengths=(30, 12, 8), solo=False, dense_rows=1000, dim=500, entity_rows=100,
+                   entity_notes=10, fts_postings=(3000, 1000, 500), short_postings=(0, 0, 0), fused_items=200,
+                   rerank_pairs=20)
+    p = predict(w, calibration(x=0.5), "x")
+    # worker: 2 + 30 x 1.5 = 47 + dense 1 + entity 2.1 = 50.1; caller: FTS5 6.5 + 2.5 + 1.5 = 10.5
+    # part 12: 2 + 18 + 1 = 21 -> caller (free at 10.5) 31.5; part 8: 2 + 12 + 1 = 15 -> caller 46.5
+    assert p["retrieve"] == pytest.approx(50.1) and p["parts"] == pytest.approx(36.0)
+    assert p["rerank"] == pytest.approx(10.0)
+    assert p["total"] == pytest.approx(50.1 + 2.3 + 10.0 + 4.0)
+    with pytest.raises(SearchCoreError, match="no per-pair cost for reranker 'y'"):
+        predict(w, calibration(x=0.5), "y")
+
+
+def test_a_calibration_round_trips_and_an_older_one_is_refused(tmp_path):
+    cal = calibration(x=0.5)
+    store = CostStore(tmp_path / "cost-model")
+    store.put(cal)
+    assert store.get("k") == cal
+    assert Calibration.from_json(json.loads(json.dumps(cal.to_json()))) == cal
+    old = {**cal.to_json(), "version": 0}
+    with pytest.raises(SearchCoreError, match="--recalibrate"):
+        Calibration.from_json(old)
+    (tmp_path / "cost-model" / "k.json").write_text("{not json", encoding="utf-8")
+    assert store.get("k") is None                 # unreadable: a new calibration replaces it
+
+
+def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
+    import sqlean
+    from search_core.search import channels as ch
+    from search_core.config import SearchConfig
+    from search_core.search.pipeline import Searcher
+    from search_core.search.work import search_work
+    s = Searcher(demo_index)
+    cfg = SearchConfig(embedder=s.embedder_name, reranker="x", rerank_depth=12)
+    q = "GraphRAG와 RRF 점수"
+    r = s.retrieve(q, cfg.depth)
+    res = s.rank(r, SearchConfig(embedder=s.embedder_name), snippets=False)
+    w = search_work(s, r, cfg, res.fused)
+    assert r.subqueries == ("GraphRAG", "RRF 점수")
+    assert not w.solo and len(w.embed_lengths) == 3             # the query and both parts have own vectors
+    assert w.embed_lengths[0] == s.embedder.text_length(q, is_query=True) > len(q.split())
+    assert w.dense_rows == s.view.matrix.shape[0] and w.dim == 384
+    assert w.rerank_pairs == 12 and len(w.fts_postings) == 3
+    # the postings FTS5 reads for the query, counted from FTS5's own vocabulary (not the stored df table)
+    conn = sqlean.connect(str(demo_index))
+    conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, chunks_fts, row)")
+    trigrams, short = ch.query_terms(q)
+    df = dict(conn.execute(f"SELECT term, doc FROM temp.v WHERE term IN ({','.join('?' * len(trigrams))})", trigrams))
+    assert w.fts_postings[0] == sum(df.values()) > 0
+    # "점수" is too short for a trigram: the chunks holding it, as the LIKE scan it stands for counts them
+    like = conn.execute("SELECT count(*) FROM chunks WHERE text LIKE '%점수%' OR context LIKE '%점수%'").fetchone()[0]
+    assert short == ["점수"] and w.short_postings[0] == like > 0
+    assert search_work(s, s.retrieve(q, cfg.depth), cfg, res.fused) == w      # the same work every time
+    lone = search_work(s, s.retrieve("커뮤니티 요약", cfg.depth), cfg, res.fused)
+    assert lone.solo and len(lone.embed_lengths) == 1
+
+
+CLOCK_SPACE = """
+[w_dense]
+kind = "float"
+low = 0.0
+high = 1.0
+step = 0.05
+
+[rrf_k]
+kind = "int"
+low = 1
+high = 120
+step = 1
+
+[depth]
+kind = "int"
+low = 10
+high = 90
+step = 20
+"""
+
+
+def _sweep(demo_index, root, ledger_name, rounds=6):
+    from tuner.ledger.ledger import Ledger
+    from tuner.sweep.loop import Sweep, SweepParams
+    space = root / "space.toml"
+    space.write_text(CLOCK_SPACE, encoding="utf-8")
+    params = SweepParams(db=str(demo_index), gold=str(ROOT / "experiments/gold/demo-tune.yaml"), space=str(space),
+                         rounds=rounds, seed=3, vault=str(DEMO_VAULT), index_dir=str(root / "indexes"))
+    lg = Ledger(root / ledger_name)
+    sw = Sweep(params, lg)
+    sw.run()
+    return sw, lg.rounds(sw.id)
+
+
+def test_a_sweep_decides_alike_however_the_clock_runs(demo_index, tmp_path, monkeypatch):
+    """The same sweep twice, one cost calibration: in the second every clock reading jumps by a random
+    amount (a machine whose load comes and goes). Decisions and objectives must not move; the measured
+    latency does."""
+    first, a = _sweep(demo_index, tmp_path, "a.sqlite")
+    real = time.perf_counter
+    rng, jump = random.Random(7), [0.0]
+
+    def jittery():
+        jump[0] += rng.expovariate(1 / 0.02)         # 20 ms on average per reading, some far more
+        return real() + jump[0]
+
+    monkeypatch.setattr(time, "perf_counter", jittery)
+    second, b = _sweep(demo_index, tmp_path, "b.sqlite")
+    monkeypatch.undo()
+    assert [(r["variable"], r["new"], r["decision"], r["objective"]) for r in b] == \
+           [(r["variable"], r["new"], r["decision"], r["objective"]) for r in a]
+    assert any(r["variable"] == "depth" and r["metrics"] for r in a)          # a round with new channel lists
+    measured = lambda rows: [r["metrics"]["latency_charge"]["p95_measured"] for r in rows if r["metrics"]]
+    assert measured(b) != measured(a)                                          # the stopwatch did differ
+    assert any("stored calibration" in e for e in second.bench.cost_events)   # reused, not re-measured
+
+
+def test_every_decision_is_recomputed_from_the_ledger_alone(demo_index, tmp_path):
+    from tuner.sweep.rounds import replay_decisions
+    from tuner.evaluation.score import ScoreConfig
+    sw, rows = _sweep(demo_index, tmp_path, "l.sqlite")
+    replay = replay_decisions(rows, sw.p.rule(), ScoreConfig())
+    assert replay and all(x["agrees"] for x in replay), replay
+    assert [x["objective"] for x in replay] == [r["objective"] for r in rows if r["round"] in
+                                                {x["round"] for x in replay}]
+    # the replay reads the recorded work: charge one round's questions with 1,000 more tokens each
+    first = replay[0]
+    row = next(r for r in rows if r["round"] == first["round"])
+    for q in row["metrics"]["per_query"]:
+        q["work"]["embed_lengths"][0] += 1000
+    again = next(x for x in replay_decisions(rows, sw.p.rule(), ScoreConfig()) if x["round"] == first["round"])
+    assert again["objective"] < first["objective"] - 10          # seconds more per search: the speed points go
+    assert again["recomputed"] != "kept"
+
+
+def test_a_resumed_sweep_keeps_its_calibration_and_refuses_a_new_one(demo_index, tmp_path):
+    import dataclasses
+    from tuner.ledger.ledger import Ledger
+    from tuner.sweep.loop import Sweep
+    sw, rows = _sweep(demo_index, tmp_path, "r.sqlite")
+    key = rows[0]["metrics"]["latency_charge"]["calibration"]["key"]
+    (tmp_path / "cost-model" / f"{key}.json").unlink()          # the store is gone; the ledger has it
+    lg = Ledger(tmp_path / "r.sqlite", create=False)
+    again = Sweep(dataclasses.replace(sw.p, rounds=8), lg, sweep_id=sw.id)
+    again.run()
+    assert again.bench.cost_events == []                          # charged from the ledger: nothing calibrated
+    assert {r["metrics"]["latency_charge"]["calibration"]["key"] for r in lg.rounds(sw.id) if r["metrics"]} == {key}
+    with pytest.raises(SearchCoreError, match="keeps the cost calibration"):
+        Sweep(dataclasses.replace(sw.p, recalibrate=True), lg, sweep_id=sw.id)
+
+
+def test_the_retest_runs_a_round_as_the_sweep_did(demo_index, tmp_path, monkeypatch):
+    """A rejected round after the sweep's last kept one has today's baseline as its baseline: re-tested,
+    it must come out exactly as the sweep decided it (one round runner, one rule, one grid)."""
+    from tuner.sweep import rejected_audit as audit_rejected
+    sw, rows = _sweep(demo_index, tmp_path, "t.sqlite", rounds=10)
+    last_kept = max(r["round"] for r in rows if r["decision"] == "kept")
+    target = next((r for r in rows if r["round"] > last_kept and r["metrics"]), None)
+    if target is None:
+        pytest.skip("this seed kept its last round; no rejected round shares today's baseline")
+    real = audit_rejected.audit_data
+
+    def marked(*a, **kw):
+        d = real(*a, **kw)
+        for x in d["rejected"]:
+            x["worth_retest"] = x["round"] == target["round"]
+        return d
+
+    monkeypatch.setattr(audit_rejected, "audit_data", marked)
+    monkeypatch.setenv("AUTORESEARCH_RUNS", str(tmp_path / "no-runs"))
+    out = audit_rejected.retest(tmp_path / "t.sqlite", sw.id, runs=tmp_path / "no-runs")
+    assert out["tested"] == 1
+    from tuner.ledger.ledger import Ledger
+    row = Ledger(tmp_path / "t.sqlite", create=False).rounds(out["sweep"])[1]
+    assert (row["decision"], row["objective"], row["config"]) == (target["decision"], target["objective"],
+                                                                  target["config"])

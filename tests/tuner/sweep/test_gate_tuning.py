@@ -1,0 +1,83 @@
+"""The tuner gates with a model fitted on the tuning set, re-fits it for a new embedder or reranker, and
+tunes its probability threshold in gate rounds (issue 10, item 2)."""
+
+import dataclasses
+import hashlib
+import json
+
+import pytest
+import yaml
+
+from search_core.config import SearchConfig
+from search_core.gate.model import GateChoice, fit_gate
+from search_core.search.pipeline import Searcher
+from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
+from tests.helpers.sweeps import DEMO_TUNE as TUNE
+from tests.helpers.sweeps import run_sweep as sweep
+from tuner.sweep.variables import GATE_SCORE, RERANK, kind_of
+from tuner.sweep.workbench import fit_threshold
+
+GATE_SPACE = ('[gate_threshold]\nkind = "float"\nlow = 0.05\nhigh = 0.95\nstep = 0.01\n'
+              '[threshold]\nkind = "float"\nlow = 0.4\nhigh = 0.95\nstep = 0.005\n')
+
+
+def test_gate_threshold_is_a_gate_variable_and_leaves_old_hashes_alone():
+    assert kind_of("gate_threshold").name == "gate" and kind_of("gate_threshold").needs_probes
+    assert GATE_SCORE == {"threshold": "top_score", "gate_threshold": "gate_probability"}
+    assert RERANK.refit_gate and kind_of("embedder").refit_gate
+    cfg = SearchConfig()
+    old = {k: v for k, v in cfg.as_dict().items() if k != "gate_threshold"}
+    assert cfg.config_hash() == hashlib.sha256(json.dumps(old, sort_keys=True, ensure_ascii=False)
+                                               .encode()).hexdigest()[:12]
+    assert cfg.replace(gate_threshold=0.5).config_hash() != cfg.config_hash()
+
+
+def test_the_config_threshold_decides_for_the_model(small_index):
+    s = Searcher(small_index)
+    rows = [(s.search(q).gate.features, y) for qs, y in ((QUERIES_IN, 1), (QUERIES_OUT, 0)) for q in qs]
+    m = fit_gate([r[0] for r in rows], [r[1] for r in rows], fingerprint=s.fingerprint["embedder"],
+                 features=["top_cos", "term_overlap", "title_match"])
+    m = dataclasses.replace(m, calib_a=0.01, calib_b=0.0)     # a flat calibration: p near 0.5, not 1.0
+    s.gate_choice = GateChoice(m, "test")
+    r = s.retrieve("김치찌개 레시피")
+    p = s.rank(r, SearchConfig()).gate.probability
+    assert 0.2 < p < 0.8
+    assert s.rank(r, SearchConfig(gate_threshold=p + 0.01)).gate.inject is False
+    low = s.rank(r, SearchConfig(gate_threshold=p - 0.01)).gate
+    assert low.inject is True and low.probability == pytest.approx(p)
+
+
+def test_fit_threshold_reads_the_probability_when_asked():
+    rows = [{"level": "L1", "top_score": 0.80, "gate_probability": 0.9},
+            {"level": "probe", "top_score": 0.85, "gate_probability": 0.2},
+            {"level": "L1", "top_score": 0.90, "gate_probability": None}]
+    assert fit_threshold(rows, "gate_probability") == pytest.approx(0.55)
+    assert fit_threshold(rows) != pytest.approx(0.55)
+
+
+def test_gate_rounds_tune_the_models_probability_threshold(demo_index, tmp_path):
+    summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 6)
+    start = rounds[0]
+    assert start["config"]["gate_threshold"] is not None                 # the fitted model's own threshold
+    assert all("gate_probability" in q for q in start["metrics"]["per_query"])
+    cosine = [r for r in rounds[1:] if r["variable"] == "threshold"]
+    assert len(cosine) == 1 and cosine[0]["decision"] == "unavailable"    # the model decides, not the cosine
+    assert "gate model" in cosine[0]["reason"]
+    gate = [r for r in rounds[1:] if r["variable"] == "gate_threshold"]
+    assert len(gate) >= 3 and all(r["decision"] not in ("unavailable", "crashed") for r in gate)
+    for r in gate:      # the ledger's gate numbers are the model's decisions at the round's threshold
+        per = r["metrics"]["per_query"]
+        assert all(q["inject"] == (q["gate_probability"] >= r["new"]) for q in per), r["new"]
+        assert r["metrics"]["gate"]["probes_injected"] == sum(q["inject"] for q in per if q["level"] == "probe")
+
+
+def test_gate_threshold_rounds_without_probes_are_unavailable(demo_index, tmp_path):
+    data = yaml.safe_load(TUNE.read_text(encoding="utf-8"))
+    data["questions"] = [q for q in data["questions"] if q["level"] != "probe"]
+    gold = tmp_path / "no-probes.yaml"
+    gold.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 4, gold=gold)
+    assert rounds[0]["config"]["gate_threshold"] is None                  # no model without probes
+    by_var = {r["variable"]: r for r in rounds[1:]}
+    assert by_var["gate_threshold"]["decision"] == "unavailable" and "no probes" in by_var["gate_threshold"]["reason"]
+    assert len(rounds) == 3                                               # each logged once, then the space is spent

@@ -1,0 +1,235 @@
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from search_core.index.store import connect, get_meta
+from tuner.cli import main
+from tuner.ledger.ledger import Ledger
+from tuner.sweep.loop import Sweep, SweepParams
+from tuner.sweep.workbench import IndexVerificationError, Workbench, verify_index
+from tests.helpers import DEMO_VAULT, ROOT, decisions
+
+TUNE = str(ROOT / "experiments/gold/demo-tune.yaml")
+HOLD = str(ROOT / "experiments/gold/demo-holdout.yaml")
+
+FUSION_SPACE = """
+[w_dense]
+kind = "float"
+low = 0.0
+high = 1.0
+step = 0.05
+[w_sparse]
+kind = "float"
+low = 0.0
+high = 1.0
+step = 0.05
+[w_entity]
+kind = "float"
+low = 0.0
+high = 0.6
+step = 0.05
+[rrf_k]
+kind = "int"
+low = 1
+high = 120
+[threshold]
+kind = "float"
+low = 0.7
+high = 0.95
+step = 0.005
+"""
+
+MODEL_SPACE = """
+[embedder]
+kind = "categorical"
+choices = ["e5-small", "minilm-l6", "BAAI/bge-m3"]
+[reranker]
+kind = "categorical"
+choices = ["none", "BAAI/bge-reranker-base"]
+"""
+
+
+def space(tmp_path, text, name="space.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def run_sweep(tmp_path, demo_index, space_text, rounds, seed=0, holdout=None, ledger="ledger.sqlite"):
+    lg = Ledger(tmp_path / ledger)
+    # one timed pass: these sweeps are about fusion decisions; repeated timing is tested where it decides
+    p = SweepParams(db=str(demo_index), gold=TUNE, space=space(tmp_path, space_text), rounds=rounds, seed=seed,
+                    holdout=holdout, vault=str(DEMO_VAULT), index_dir=str(demo_index.parent / "indexes"),
+                    timing_samples=0)
+    sw = Sweep(p, lg)
+    summary = sw.run()
+    return sw, summary, lg.rounds(sw.id)
+
+
+def test_sweep_keeps_and_rejects_with_reasons_and_reports_holdout(demo_index, tmp_path):
+    sw, summary, rounds = run_sweep(tmp_path, demo_index, FUSION_SPACE, 25, holdout=HOLD)
+    assert [r["round"] for r in rounds] == list(range(26))
+    assert rounds[0]["variable"] == "(start)" and rounds[0]["decision"] == "kept"
+    decisions = {r["decision"] for r in rounds[1:]}
+    assert decisions & {"rejected:no_gain", "rejected:hit5_regressed"}
+    assert all(r["reason"] for r in rounds)
+    # one variable at a time: each candidate differs from its baseline in exactly the named variable
+    by_hash = {r["config_hash"]: r["config"] for r in rounds}
+    for r in rounds[1:]:
+        if r["decision"] == "unavailable":      # the cosine threshold while a gate model decides: nothing moved
+            continue
+        base = by_hash[r["baseline_hash"]]
+        diff = {k for k in base if base[k] != r["config"][k]}
+        assert diff == {r["variable"]}, (r["variable"], diff)
+    # no candidate evaluated twice against the same baseline
+    seen = [(r["baseline_hash"], r["variable"], json.dumps(r["new"])) for r in rounds[1:]]
+    assert len(seen) == len(set(seen))
+    # kept rounds never lowered hit@5 against their baseline
+    kept = {r["config_hash"]: r["metrics"]["overall"]["hit@5"] for r in rounds if r["decision"] == "kept"}
+    for r in rounds[1:]:
+        if r["decision"] == "kept":
+            assert r["metrics"]["overall"]["hit@5"] >= kept[r["baseline_hash"]]
+        if r["decision"] == "rejected:hit5_regressed":
+            assert r["metrics"]["overall"]["hit@5"] < kept[r["baseline_hash"]]
+    h = summary["holdout"]
+    assert h["gold"] == "demo-holdout" and "p_value" in h["compare"]["metrics"]["hit@5"]
+    assert isinstance(h["holdout_regressed"], bool)
+
+
+@pytest.mark.slow
+def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twice(demo_mini_index, tmp_path,
+                                                                                   monkeypatch):
+    """On the demo tuning set's own notes (a quarter of the vault: minilm-l6 indexes it in seconds). The
+    second run with the same seed finds the minilm index built and must make the same decisions, though
+    its embedder round is timed again."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    vault = demo_mini_index.parent / "vault"
+    index_dir = demo_mini_index.parent / "indexes"
+    runs = []
+    for name in ("a", "b"):
+        lg = Ledger(tmp_path / f"{name}.sqlite")
+        p = SweepParams(db=str(demo_mini_index), gold=TUNE, space=space(tmp_path, MODEL_SPACE), rounds=4, seed=0,
+                        vault=str(vault), index_dir=str(index_dir))
+        sw = Sweep(p, lg)
+        sw.run()
+        runs.append(lg.rounds(sw.id))
+    rounds = runs[0]
+    by_new = {r["new"]: r for r in rounds[1:]}
+    minilm = by_new["minilm-l6"]
+    assert minilm["decision"] in {"kept", "rejected:hit5_regressed", "rejected:no_gain"}
+    assert minilm["config"]["threshold"] != rounds[0]["config"]["threshold"]    # the gate was re-fitted
+    # charged with minilm's own unit costs (calibrated when its index was built), not e5's
+    charge, start_charge = minilm["metrics"]["latency_charge"], rounds[0]["metrics"]["latency_charge"]
+    assert charge["by"] == "cost model" and charge["calibration"]["embedder"] == "minilm-l6"
+    assert start_charge["calibration"]["embedder"] == "e5-small"
+    assert charge["calibration"]["key"] != start_charge["calibration"]["key"]
+    # ...and the gate model too, for minilm's own scores: the round is judged with it
+    model = sw.bench.gate_models[("minilm-l6", "none")]
+    assert model is not None and model.fingerprint["embedder"]["name"] == "minilm-l6"
+    assert minilm["config"]["gate_threshold"] is not None
+    assert all("gate_probability" in q for q in minilm["metrics"]["per_query"])
+    assert by_new["BAAI/bge-m3"]["decision"] == "unavailable"
+    assert "huggingface-cli download BAAI/bge-m3" in by_new["BAAI/bge-m3"]["reason"]
+    assert by_new["BAAI/bge-reranker-base"]["decision"] == "unavailable"
+    key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
+    assert key(runs[0]) == key(runs[1])
+    # the minilm index is its own file, built by minilm alone; the e5 index was never touched
+    minilm_db = next(index_dir.glob("minilm-l6-*.sqlite"))
+    assert verify_index(minilm_db, "minilm-l6")["embedder"]["name"] == "minilm-l6"
+    assert get_meta(connect(demo_mini_index), "fingerprint")["embedder"]["name"] == "e5-small"
+    # swapping back to a model costs a fraction of the first time: cache + incremental index
+    wb = Workbench(demo_mini_index, vault=str(vault), index_dir=str(index_dir))
+    _, again = wb.searcher_for("minilm-l6")
+    assert again < max(minilm["reindex_s"], 1.0)
+
+
+def test_verify_index_catches_a_mixed_index(small_index):
+    c = connect(small_index)
+    c.execute("INSERT INTO chunk_vec(rowid, embedding) VALUES (99999, ?)", (bytes(384 * 4),))
+    c.close()
+    with pytest.raises(IndexVerificationError, match="orphaned"):
+        verify_index(small_index, "e5-small")
+    with pytest.raises(IndexVerificationError, match="built by e5-small, not minilm-l6"):
+        verify_index(small_index, "minilm-l6")
+
+
+@pytest.mark.slow
+def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_sweep):
+    """Variables with a latency cost included: depth (new channel lists), rerank_depth and the reranker with
+    a real HTTP reranker on (charged per pair). Killed after the first of two cycles over the demo space's
+    variables (round 10), so such rounds run before the kill and after the resume; the resumed sweep must
+    decide exactly as the uninterrupted one (conftest.timed_sweep), whose cost calibration it finds under
+    its runs folder, as a second night of the daemon would."""
+    p = timed_sweep.params
+    ledger = tmp_path / "kill.sqlite"
+    shutil.copytree(Path(p.index_dir).parent / "cost-model", tmp_path / "cost-model")
+    args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index), "--gold", p.gold, "--space", p.space,
+            "--rounds", str(p.rounds), "--seed", str(p.seed), "--ledger", str(ledger), "--vault", str(DEMO_VAULT),
+            "--config", str(timed_sweep.start)]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 900      # a bound for a very busy machine, not a timing assumption
+    n = 0
+    while time.time() < deadline:
+        time.sleep(0.2)
+        if ledger.exists():
+            try:
+                n = connect(ledger).execute("SELECT count(*) FROM rounds").fetchone()[0]
+            except Exception:
+                n = 0
+            if n >= 11:
+                break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 11 <= n < p.rounds + 1, "the sweep should have been killed mid-way"
+    lg = Ledger(ledger)
+    sid = lg.sweep()["id"]
+    before = lg.rounds(sid)
+    assert [r["round"] for r in before] == list(range(len(before)))        # no gap, no half row
+    r = subprocess.run(args[:4] + ["--db", str(demo_index), "--gold", p.gold, "--ledger", str(ledger), "--resume", sid],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = Ledger(ledger).rounds(sid)
+    assert [x["round"] for x in after] == list(range(p.rounds + 1))
+    assert decisions(after[:len(before)]) == decisions(before)
+    resumed_timed = {x["variable"] for x in after[len(before):]
+                     if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    assert resumed_timed >= {"depth"}, decisions(after)          # the resumed process timed rounds itself
+    killed_timed = {x["variable"] for x in before
+                     if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    assert killed_timed >= {"depth"}, decisions(before)           # and so did the killed one
+    timed = {x["variable"] for x in after if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    assert timed >= {"depth", "rerank_depth"}, decisions(after)
+    # charged with one calibration throughout, the one the uninterrupted sweep took
+    keys = {x["metrics"]["latency_charge"]["calibration"]["key"] for x in after if x["metrics"]}
+    assert keys == {x["metrics"]["latency_charge"]["calibration"]["key"] for x in timed_sweep.rounds if x["metrics"]}
+    # the resumed sweep made the same decisions an uninterrupted one makes
+    assert decisions(after) == decisions(timed_sweep.rounds)
+
+
+def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):
+    run_sweep(tmp_path, demo_index, FUSION_SPACE, 8)
+    led = str(tmp_path / "ledger.sqlite")
+    r = CliRunner().invoke(main, ["ledger", "--ledger", led, "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert len(data["rounds"]) == 9
+    assert set(data["rounds"][1]) >= {"sweep", "round", "variable", "old", "new", "decision", "reason", "metrics"}
+    best = tmp_path / "best.toml"
+    r = CliRunner().invoke(main, ["best", "--ledger", led, "--out", str(best)])
+    assert r.exit_code == 0 and best.exists()
+    r = CliRunner().invoke(main, ["search", "GraphRAG", "--db", str(demo_index), "--config", str(best), "--json"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["eval", "--db", str(demo_index), "--gold", TUNE, "--config", str(best),
+                                  "--json", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    lg = Ledger(led)
+    last_kept = [x for x in lg.rounds(lg.sweep()["id"]) if x["decision"] == "kept"][-1]
+    assert json.loads(r.output)["config_hash"] == last_kept["config_hash"]

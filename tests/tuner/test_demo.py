@@ -1,0 +1,17 @@
+"""`demo` is a library function the CLI prints (issue 7, item 10)."""
+
+import pytest
+from tuner.demo import format_summary, run_demo
+from tuner.ledger.ledger import Ledger
+
+
+@pytest.mark.slow
+def test_run_demo_indexes_evaluates_and_sweeps(tmp_path, shared_cache):
+    lines = []
+    run = run_demo(tmp_path, rounds=3, echo=lines.append, cache=shared_cache)
+    assert lines[0].startswith("1. indexed ") and lines[2].startswith("   demo-tune")
+    assert run.eval_start["n"] == 24 and (tmp_path / "eval-start.json").exists()
+    assert run.summary["rounds"] == 3 and run.summary["holdout"]["gold"] == "demo-holdout"
+    assert len(Ledger(tmp_path / "ledger.sqlite").rounds(run.summary["sweep"])) == 4
+    text = format_summary(run.summary)
+    assert text.startswith(f"sweep {run.summary['sweep']}: 3 rounds") and "holdout demo-holdout" in text

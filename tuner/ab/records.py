@@ -1,0 +1,61 @@
+"""The records an A/B passes around: its parameters, a candidate, and a finished candidate's result."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig
+
+from tuner.data.gold import GoldSet
+
+
+class ABError(SearchCoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class Candidate:
+    embedder: str
+    reranker: str = "none"
+
+    def label(self, reranker_ab: bool) -> str:
+        if not reranker_ab:
+            return self.embedder
+        return f"{self.embedder} + {self.reranker}" if self.reranker != "none" else f"{self.embedder}, no reranker"
+
+
+@dataclass
+class CandidateResult:
+    candidate: Candidate
+    label: str
+    status: str                      # ok | unavailable | failed | cut | duplicate
+    message: str = ""
+    build: dict = field(default_factory=dict)
+    latency: dict = field(default_factory=dict)
+    memory_mb: dict = field(default_factory=dict)
+    threshold: float | None = None
+    threshold_fitted: bool = False
+    result: dict | None = None       # EvalResult.as_json() on the evaluation questions
+    seconds: float = 0.0
+    reused_from: str = ""            # set when this evaluation was measured by an earlier A/B
+
+    def as_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["candidate"] = dataclasses.asdict(self.candidate)
+        return d
+
+
+@dataclass(frozen=True)
+class ABParams:
+    embedders: tuple[str, ...]
+    rerankers: tuple[str, ...] = ("none",)
+    tune: GoldSet | None = None
+    eval: GoldSet | None = None
+    vault: str = ""
+    work: str = "runs/ab"
+    base_db: str | None = None
+    config: SearchConfig = SearchConfig()
+    split_note: str = ""
+    fresh: bool = False              # re-measure even when this exact evaluation was saved before

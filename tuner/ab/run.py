@@ -1,0 +1,334 @@
+"""Embedder / reranker A/B, the run: every candidate on the same questions, each embedder on an index built
+only for it (embedding cache reused by content hash), its own gate fitted on the tuning questions, timed
+after a warm-up; the finished candidates are then compared pairwise by tuner.ab.compare.
+
+A candidate that cannot load, cannot build (disk full) or does not hold the gold ids is recorded with
+the reason and the A/B goes on; Ctrl-C stops it and keeps every finished candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from search_core import SearchCoreError
+from search_core.files import atomic_write_text
+from search_core.config import ChunkConfig, SearchConfig
+from search_core.hashing import hash_json, hash_text, stat_stamp
+from search_core.index.indexer import default_cache_path, index_vault
+from search_core.models import ModelUnavailable
+from search_core.models import _embedder_factory, _reranker_factory  # name check without loading
+from search_core.search.pipeline import Searcher
+from search_core.index.store import connect, get_meta
+
+from tuner.ab.compare import compare_pair
+from tuner.ab.records import ABError, ABParams, Candidate, CandidateResult
+from tuner.evaluation.evaluate import build_result, run_queries
+from tuner.data.gold import GoldSet
+from search_core.percentiles import percentile
+from tuner.sweep.workbench import fit_threshold, verify_index
+from tuner.sweep.workbench import index_path as workbench_index_path
+
+WARMUP_QUERIES = 5    # the first queries pay for lazy loads (BLAS threads, page cache); never timed
+
+
+def canonical(name: str) -> str:
+    """Two spellings of one model map to the same key: case, the st:/ce: prefix, a trailing slash."""
+    n = name.strip().rstrip("/")
+    for p in ("st:", "ce:"):
+        if n.startswith(p):
+            n = n[len(p):]
+    return n.lower()
+
+
+def parse_candidates(embedders: str, rerankers: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Check the names before any work: at least two candidates, known names, no model twice."""
+    embs = tuple(e.strip() for e in embedders.split(",") if e.strip())
+    rers = tuple(r.strip() for r in (rerankers or "none").split(",") if r.strip()) or ("none",)
+    if not embs:
+        raise ABError("--embedders is empty; give one or more names, e.g. --embedders e5-small,minilm-l6")
+    for e in embs:
+        _embedder_factory(e)          # unknown -> SearchCoreError listing the known names and forms
+    for r in rers:
+        _reranker_factory(r)
+    for kind, names in (("embedder", embs), ("reranker", rers)):
+        seen: dict[str, str] = {}
+        for n in names:
+            k = canonical(n)
+            if k in seen:
+                raise ABError(f"{seen[k]!r} and {n!r} are two spellings of the same {kind}; list it once")
+            seen[k] = n
+    if len(embs) > 1 and len(rers) > 1:
+        raise ABError(f"compare rerankers on one embedder's index: got {len(embs)} embedders and {len(rers)} "
+                      "rerankers; run one A/B for the embedders, then one with --embedders BEST --rerankers ...")
+    if len(embs) * len(rers) < 2:
+        from search_core.models import EMBEDDERS
+        raise ABError(f"an A/B needs two candidates, got only {embs[0]!r}"
+                      + (f" with reranker {rers[0]!r}" if rers != ("none",) else "")
+                      + f"; add another, e.g. --embedders {embs[0]},{next(k for k in EMBEDDERS if k != embs[0])} "
+                        f"(known embedders: {', '.join(EMBEDDERS)}) or --rerankers none,RERANKER")
+    return embs, rers
+
+
+def index_path(work: str | Path, vault: str, embedder: str, chunk_cfg: ChunkConfig) -> Path:
+    """The tuner's naming (a readable prefix and a hash of the exact spec and chunking: a slug alone lets
+    two model specs share, and overwrite, one index file), plus which vault it indexes."""
+    vault_key = hash_text(str(Path(vault).resolve()), 8)
+    own = workbench_index_path(Path(work) / "indexes", embedder, chunk_cfg)
+    return own.with_name(f"{own.stem}-{vault_key}.sqlite")
+
+
+def _rss_mb() -> dict:
+    """Resident memory of this process now and at its peak (VmHWM), in MB; Linux /proc only."""
+    out = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0]] = round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return {"rss": out.get("VmRSS"), "peak": out.get("VmHWM")}
+
+
+def _disk_full(e: BaseException) -> bool:
+    text = str(e).lower()
+    return isinstance(e, OSError) and e.errno in (28, 27) or "disk is full" in text or "disk i/o error" in text \
+        or "file too large" in text or "no space" in text
+
+
+def _timed_rows(searcher, gold: GoldSet, cfg: SearchConfig, progress, desc: str) -> list:
+    """Every question searched for real (no retrieval cache: latency is measured), after a warm-up."""
+    for q in gold.questions[:WARMUP_QUERIES]:
+        searcher.rank(searcher.retrieve(q.query, cfg.depth), cfg, snippets=False)
+    qs = progress.iter(gold.questions, desc) if progress else gold.questions
+    return run_queries(searcher, SimpleNamespace(questions=qs), cfg)
+
+
+def _with_threshold(rows, t: float) -> list:
+    """The gate only reads the top hit's cosine: re-deciding inject for a new threshold needs no search."""
+    return [dataclasses.replace(r, inject=bool(r.ranked) and r.top_score >= t) for r in rows]
+
+
+def _latency(rows) -> dict:
+    out = {"samples": len(rows), "warmup": WARMUP_QUERIES}
+    for stage in ("embed", "rerank", "total"):
+        v = [r.timings_ms[stage] for r in rows if stage in r.timings_ms]
+        if v:
+            out[stage] = {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
+    return out
+
+
+def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, progress=None) -> tuple[Path, dict]:
+    """The embedder's own index, from scratch the first time (a full build into a temp file swapped in
+    when complete), afterwards brought up to date in place. Returns (db, build facts)."""
+    db = index_path(p.work, p.vault, embedder, chunk_cfg)
+    cache = default_cache_path(p.base_db) if p.base_db else Path(p.work) / "embed-cache.sqlite"
+    existed = db.exists()
+    stamp = vault_stamp(p.vault)          # taken before the update: a note saved meanwhile forces the next one
+    cb = progress.index_callback(f"build {embedder}") if progress else None
+    try:
+        rep = index_vault(p.vault, db, embedder=embedder, chunk_cfg=chunk_cfg, cache=cache, progress=cb)
+    finally:
+        if progress:
+            progress.close()
+    verify_index(db, embedder)
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        n_vec = conn.execute("SELECT count(*) FROM chunks WHERE has_vector").fetchone()[0]
+        n_chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    finally:
+        conn.close()
+    side = db.with_name(db.name + ".build.json")
+    facts = {"db": str(db), "reused": existed, "seconds": rep.seconds, "embedded_now": rep.embedded,
+             "vectors": n_vec, "chunks": n_chunks, "notes": rep.notes,
+             "size_mb": round(sum(f.stat().st_size for f in (db, Path(str(db) + "-wal")) if f.exists()) / 2**20, 2)}
+    first = {"seconds": rep.seconds, "embedded": rep.embedded}
+    if existed and side.exists():
+        first = json.loads(side.read_text())
+        facts["first_build_seconds"], facts["first_build_embedded"] = first["seconds"], first["embedded"]
+    side.write_text(json.dumps({"seconds": first["seconds"], "embedded": first["embedded"], "vectors": n_vec,
+                                "chunks": n_chunks, "notes": rep.notes, "vault_stamp": stamp}))
+    return db, facts
+
+
+def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConfig, searchers: dict,
+                  progress=None) -> CandidateResult:
+    t0 = time.perf_counter()
+    mem0 = _rss_mb()
+    res = CandidateResult(cand, label, "ok")
+    try:
+        if cand.embedder not in searchers and not p.fresh and _reuse_without_loading(p, cand, chunk_cfg, res):
+            return res
+        if cand.embedder not in searchers:
+            try:
+                db, res.build = build_candidate_index(p, cand.embedder, chunk_cfg, progress)
+            except Exception as e:      # OSError, or sqlean's own OperationalError ("disk I/O error")
+                if not _disk_full(e):
+                    raise
+                db = index_path(p.work, p.vault, cand.embedder, chunk_cfg)
+                left = sorted(x.name for x in db.parent.glob(db.name + ".building-*"))
+                res.status, res.message = "failed", (
+                    f"the disk filled (or refused a write) while building {db} ({e}); the partial build was removed"
+                    + (f" (left: {left})" if left else "") + " and no index was put in place. Free space, or pass "
+                    "--work DIR on a larger disk, then run the A/B again (finished candidates are reused)")
+                return res
+            searchers[cand.embedder] = (Searcher(db), res.build)
+        else:
+            res.build = {**searchers[cand.embedder][1], "shared_with_previous_candidate": True}
+        searcher = searchers[cand.embedder][0]
+        searcher.rerank_cache = None           # rerank time is paid per question, never served from memory
+        missing = p.eval.check_against(searcher.view.notes.keys(), allow_missing=True) + \
+            (p.tune.check_against(searcher.view.notes.keys(), allow_missing=True) if p.tune is not p.eval else [])
+        if missing:
+            res.status, res.message = "failed", f"gold ids missing from this candidate's index ({searcher.db}): " \
+                + missing[0].split(" (ignored")[0]
+            return res
+        cfg = p.config.replace(embedder=cand.embedder, reranker=cand.reranker, threshold=None)
+        saved = _saved_path(p, searcher.db, cfg)
+        if saved.exists() and not p.fresh:
+            prev = json.loads(saved.read_text(encoding="utf-8"))
+            res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
+            res.result, res.reused_from = prev["result"], prev["saved_at"]
+            return res
+        tune_rows = _timed_rows(searcher, p.tune, cfg, progress, f"tune {label}")
+        fitted = fit_threshold([{"top_score": r.top_score, "level": r.level} for r in tune_rows])
+        res.threshold_fitted = fitted is not None
+        res.threshold = fitted if fitted is not None else searcher.embedder.default_threshold
+        if p.eval is p.tune:
+            eval_rows = tune_rows
+        else:
+            eval_rows = _timed_rows(searcher, p.eval, cfg, progress, f"eval {label}")
+        eval_rows = _with_threshold(eval_rows, res.threshold)
+        res.latency = _latency(eval_rows)
+        cfg = cfg.replace(threshold=res.threshold)
+        index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
+        res.result = build_result(p.eval, cfg, index, eval_rows).as_json()
+        _save(saved, res)
+    except ModelUnavailable as e:
+        res.status, res.message = "unavailable", str(e)
+    except SearchCoreError as e:
+        res.status, res.message = "failed", str(e)
+    except KeyboardInterrupt:
+        res.status, res.message = "cut", "interrupted (Ctrl-C) before this candidate finished"
+        raise _Cut(res) from None
+    finally:
+        res.seconds = round(time.perf_counter() - t0, 2)
+        mem1 = _rss_mb()
+        res.memory_mb = {"rss_before": mem0["rss"], "rss_after": mem1["rss"], "process_peak": mem1["peak"],
+                         "growth": round((mem1["rss"] or 0) - (mem0["rss"] or 0), 1)}
+    return res
+
+
+def _index_meta(db: Path) -> tuple[dict, str]:
+    conn = connect(db)
+    try:
+        return get_meta(conn, "fingerprint"), get_meta(conn, "indexed_at")
+    finally:
+        conn.close()
+
+
+def vault_stamp(vault: str | Path) -> str:
+    """Path, size and mtime of every file of the vault (or of the corpus file): changes when a note does."""
+    return stat_stamp(vault)
+
+
+def _saved_path(p: ABParams, db: Path, cfg: SearchConfig) -> Path:
+    """Where the evaluation of this exact index content (fingerprint + when it was last written), config
+    and question sets is kept: an A/B that finds its candidates measured (say, to add a candidate C) reuses them."""
+    fp, indexed_at = _index_meta(db)
+    qs = [[q.id, q.level, q.query, list(q.gold)] for g in (p.tune, p.eval) for q in g.questions]
+    key = hash_json([fp, indexed_at, cfg.as_dict(), qs, WARMUP_QUERIES])
+    return Path(p.work) / "results" / f"{key}.json"
+
+
+def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig, res: CandidateResult) -> bool:
+    """Warm A/B: the index exists, the vault has not changed since it was last brought up to date, and
+    this candidate was measured on it with this config and these questions: reuse all of it without
+    loading the model (its weights hash is in the index's fingerprint; --fresh re-checks everything)."""
+    db = index_path(p.work, p.vault, cand.embedder, chunk_cfg)
+    side = db.with_name(db.name + ".build.json")
+    if not db.exists() or not side.exists():
+        return False
+    facts = json.loads(side.read_text(encoding="utf-8"))
+    if facts.get("vault_stamp") != vault_stamp(p.vault):
+        return False
+    saved = _saved_path(p, db, p.config.replace(embedder=cand.embedder, reranker=cand.reranker, threshold=None))
+    if not saved.exists():
+        return False
+    prev = json.loads(saved.read_text(encoding="utf-8"))
+    res.build = {"db": str(db), "reused": True, "seconds": 0.0, "embedded_now": 0, "model_loaded": False,
+                 "vectors": facts.get("vectors"), "chunks": facts.get("chunks"), "notes": facts.get("notes"),
+                 "size_mb": round(db.stat().st_size / 2**20, 2), "first_build_seconds": facts["seconds"],
+                 "first_build_embedded": facts["embedded"]}
+    res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
+    res.result, res.reused_from = prev["result"], prev["saved_at"]
+    return True
+
+
+def _save(path: Path, res: CandidateResult) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"latency": res.latency, "threshold": res.threshold,
+                                            "threshold_fitted": res.threshold_fitted, "result": res.result,
+                                            "saved_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+                                           ensure_ascii=False))
+    except OSError:
+        pass                       # a cache: the A/B's own result is already in memory
+
+
+class _Cut(Exception):
+    def __init__(self, res):
+        self.res = res
+
+
+def same_model(a: Searcher, b: Searcher) -> bool:
+    fa = {k: v for k, v in a.fingerprint["embedder"].items() if k != "name"}
+    fb = {k: v for k, v in b.fingerprint["embedder"].items() if k != "name"}
+    return fa == fb
+
+
+def run_ab(p: ABParams, progress=None) -> dict:
+    """All candidates, then the pairwise comparisons. Returns plain data for report_ab."""
+    t0 = time.perf_counter()
+    if p.base_db:
+        s = Searcher(p.base_db)
+        chunk_cfg = ChunkConfig(**s.fingerprint["chunking"])
+        s.close()
+    else:
+        chunk_cfg = ChunkConfig()
+    cands = [Candidate(e, r) for e in p.embedders for r in p.rerankers]
+    labels = {c: c.label(len(p.rerankers) > 1) for c in cands}
+    results: list[CandidateResult] = []
+    searchers: dict = {}
+    interrupted = False
+    for i, c in enumerate(cands):
+        try:
+            r = run_candidate(p, c, labels[c], chunk_cfg, searchers, progress)
+        except _Cut as cut:
+            results.append(cut.res)
+            results += [CandidateResult(x, labels[x], "cut", "not started: the A/B was interrupted") for x in cands[i + 1:]]
+            interrupted = True
+            break
+        if r.status == "ok" and c.reranker == "none" and c.embedder in searchers:
+            twin = next((o for o in results if o.status == "ok" and o.candidate.reranker == "none"
+                         and o.candidate.embedder in searchers
+                         and same_model(searchers[o.candidate.embedder][0], searchers[c.embedder][0])), None)
+            if twin is not None:
+                r.status, r.message = "duplicate", (f"{c.embedder!r} is the same model as {twin.label!r} "
+                                                    "(same weights and prefixes): two spellings of one model")
+                r.result = None
+        results.append(r)
+    ok = [r for r in results if r.status == "ok"]
+    pairs = [compare_pair(ok[0], o) for o in ok[1:]] if len(ok) > 1 else []
+    return {"params": {"embedders": list(p.embedders), "rerankers": list(p.rerankers), "vault": p.vault,
+                       "work": p.work, "tune": p.tune.name, "tune_n": len(p.tune.questions), "eval": p.eval.name,
+                       "eval_n": len(p.eval.questions), "eval_probes": len(p.eval.probes()),
+                       "tune_probes": len(p.tune.probes()), "split": p.split_note,
+                       "same_questions": p.eval is p.tune, "config": p.config.as_dict(),
+                       "chunking": chunk_cfg.as_dict()},
+            "candidates": [r.as_json() for r in results], "pairs": pairs, "interrupted": interrupted,
+            "cut": [r.label for r in results if r.status == "cut"], "seconds": round(time.perf_counter() - t0, 2)}

@@ -1,0 +1,86 @@
+"""`autoresearch ab`: embedders (or rerankers on one embedder's index) compared on the same questions."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from search_core import SearchCoreError
+
+from tuner.cli.options import fail, format_option, sigterm_as_interrupt
+
+
+@click.command()
+@click.option("--embedders", default=None, help="Comma-separated, e.g. e5-small,minilm-l6 (two or more, or one "
+              "with several --rerankers).")
+@click.option("--rerankers", default=None, help="Comma-separated, e.g. none,BAAI/bge-reranker-base: compared on the "
+              "one embedder's index.")
+@click.option("--gold", "gold_path", default=None, type=click.Path(path_type=Path),
+              help="Tuning questions (the gate is fitted here); also the evaluation set without --holdout/--split.")
+@click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Evaluation questions, never fitted on.")
+@click.option("--split", type=float, default=None, help="No holdout file: fit on this fraction of --gold, "
+              "evaluate on the rest.")
+@click.option("--vault", default=None, help="The notes to index (default: --db's vault, or the gold set's corpus).")
+@click.option("--db", type=click.Path(path_type=Path, exists=True), default=None,
+              help="An existing index: its vault, chunking and embedding cache are reused.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="Starting config (TOML) for every candidate (default: the built-in defaults).")
+@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/ab"),
+              help="Where each candidate's index and the embedding cache live.")
+@format_option()
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the report here (default: stdout).")
+@click.option("--progress/--no-progress", default=None, help="Progress bars on stderr (default: when a terminal).")
+@click.option("--fresh", is_flag=True, help="Re-measure every candidate, even one an earlier A/B measured on the "
+              "same index, config and questions.")
+@click.option("--from-json", "from_json", type=click.Path(path_type=Path, exists=True), default=None,
+              help="Render a report saved with --format json in another --format; runs nothing.")
+def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress, fresh,
+       from_json):
+    """A/B of embedders or rerankers: own index each, gate re-fitted, paired tests, the report."""
+    from tuner.ab.prepare import prepare
+    from tuner.ab.run import run_ab
+    from tuner.ab.progress import ABProgress
+    from tuner.reports import emit
+    from tuner.reports.ab import ab_report, render_saved
+
+    if from_json:
+        try:
+            path = render_saved(from_json, fmt, out)
+        except SearchCoreError as e:
+            fail(e)
+        if path:
+            click.echo(f"wrote {path}", err=True)
+        return
+    # OpenMP threads that spin while waiting (the default) turn a 30 ms e5-small query embedding into
+    # ~8 s on a 2-core machine that is busy with other work (measured at load average 25); latency is
+    # what an A/B measures, so waiting threads sleep unless the user chose otherwise
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if not embedders or not gold_path:
+        fail(SearchCoreError("ab needs --embedders A,B and --gold FILE (or --from-json REPORT.json)"))
+    sigterm_as_interrupt()
+    try:
+        params = prepare(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work)
+        if fresh:
+            import dataclasses
+            params = dataclasses.replace(params, fresh=True)
+        data = run_ab(params, ABProgress(sys.stderr.isatty() if progress is None else progress))
+        path = emit(ab_report(data), fmt, out)
+    except SearchCoreError as e:
+        fail(e)
+    except KeyboardInterrupt:      # before the first candidate started: nothing to report
+        click.echo("interrupted before any candidate finished; nothing was changed", err=True)
+        sys.exit(130)
+    if path:
+        click.echo(f"wrote {path}", err=True)
+    for c in data["candidates"]:
+        if c["status"] != "ok":
+            click.echo(f"{c['label']}: {c['status']}: {c['message']}", err=True)
+    if data["interrupted"]:
+        click.echo(f"interrupted: cut {', '.join(data['cut'])}; the report keeps the finished candidates", err=True)
+        sys.exit(130)
+
+
+COMMANDS = (ab,)

@@ -1,0 +1,141 @@
+"""The daemon's verbs: `daemon`, `status`, `config history|rollback`, `report sweep`, `audit`.
+Thin: each calls a library function (tuner.daemon.scheduler, tuner.promotion.promote, tuner.reports.sweep, tuner.sweep.rejected_audit)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from search_core import SearchCoreError
+
+from tuner.cli.options import emit_report, fail, format_option, json_option, ledger_option, runs_option
+
+@click.command()
+@click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="The daemon's TOML config.")
+@click.option("--once", "once", default=None, help="Run this one job now and exit (index, sweep, report, retest).")
+@click.option("--start-in", type=float, default=None,
+              help="Also run index, sweep and report once, this many seconds from now (cron has minute resolution).")
+def daemon(config_path, once, start_in):
+    """Run the tuning jobs of --config on their schedule (APScheduler); one daemon per runs folder."""
+    from tuner.daemon.scheduler import Daemon, run_once
+    from tuner.daemon.config import load_daemon_config
+
+    try:
+        cfg = load_daemon_config(config_path)
+        if once:
+            res = run_once(cfg, once)
+            click.echo(json.dumps(res, ensure_ascii=False, default=str))
+            sys.exit(0 if res["outcome"] in ("ok", "promoted", "declined", "stopped", "skipped") else 1)
+        click.echo(f"daemon pid {__import__('os').getpid()}: runs {cfg.runs}, log {Path(cfg.runs) / 'daemon.log'}",
+                   err=True)
+        sys.exit(Daemon(cfg, start_in=start_in).serve())
+    except SearchCoreError as e:
+        fail(e)
+
+
+@click.command()
+@runs_option()
+@json_option()
+def status(runs, as_json):
+    """The daemon's jobs: next and last runs, the last outcome, and whether a daemon holds the lock."""
+    from tuner.daemon.scheduler import status as get_status
+    from search_core.paths import runs_dir
+
+    s = get_status(runs_dir(runs))
+    if as_json:
+        click.echo(json.dumps(s, ensure_ascii=False, default=str))
+        return
+    d = s["daemon"]
+    click.echo(f"runs {s['runs']}: " + (f"daemon running (pid {d['pid']}, holds the lock)" if d["running"]
+                                         else "no daemon running"))
+    for j in s["jobs"]:
+        click.echo(f"  {j['job']:<10} {j['schedule'] or '':<28} next {j['next_run'] or '–':<26} "
+                   f"last {j['last_run'] or '–'} {j['last_outcome'] or ''}")
+
+
+@click.group("config")
+def config_group():
+    """The active config (runs/active.toml): its promotion history, and rollback."""
+
+
+@config_group.command("history")
+@runs_option()
+@json_option()
+def config_history(runs, as_json):
+    """Every promotion, declined proposal and rollback, with the previous config."""
+    from tuner.promotion.promote import History, read_active
+    try:
+        h = History(runs)
+        events = h.events()
+        h.close()
+        active = read_active(runs)
+    except SearchCoreError as e:
+        fail(e)
+    if as_json:
+        click.echo(json.dumps({"active": active and {"config": active.config.as_dict(), "index": str(active.index),
+                                                     "source": active.source}, "events": events},
+                              ensure_ascii=False, default=str))
+        return
+    click.echo("active: " + (f"{active.source} ({active.config.config_hash()}, index {active.index})" if active
+                             else "none (built-in defaults)"))
+    for e in events:
+        click.echo(f"#{e['id']:<3} {e['created']}  {e['kind']:<9} sweep {e['sweep'] or '–'}: {e['reason']}")
+
+
+@config_group.command("rollback")
+@click.argument("event_id", type=int, required=False)
+@runs_option()
+def config_rollback(event_id, runs):
+    """Undo promotion ID (default: the latest not yet undone): its previous config and index become active."""
+    from tuner.promotion.promote import rollback
+    try:
+        r = rollback(event_id, runs)
+    except SearchCoreError as e:
+        fail(e)
+    click.echo(f"rolled back #{r['undid']} (event #{r['event']}); active: "
+               + (json.dumps(r["active"], ensure_ascii=False) if r["active"] else "none (built-in defaults)"))
+
+
+@click.group("report")
+def report():
+    """Reports (Markdown, self-contained HTML, JSON) read from the ledger."""
+
+
+@report.command("sweep")
+@click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
+@ledger_option()
+@runs_option("Where the promotion history is (default: $AUTORESEARCH_RUNS, else ./runs).")
+@format_option()
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write here and print the path.")
+def report_sweep(sweep_id, ledger_path, runs, fmt, out):
+    """The morning report of a sweep: verdict, progress plot, kept changes, rejections, levels, flips."""
+    from tuner.reports.sweep import sweep_report
+    try:
+        rep = sweep_report(ledger_path, sweep_id, runs)
+    except SearchCoreError as e:
+        fail(e)
+    emit_report(rep, fmt, out)
+
+
+@click.command()
+@click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
+@ledger_option()
+@runs_option("Where the active config is (default: $AUTORESEARCH_RUNS, else ./runs).")
+@click.option("--retest", is_flag=True, help="Re-run the candidates marked worth re-testing against today's baseline.")
+@format_option()
+@click.option("--out", type=click.Path(path_type=Path), default=None)
+def audit(sweep_id, ledger_path, runs, retest, fmt, out):
+    """Every rejected candidate: baseline, index, deltas, broken/fixed questions, and whether to re-test it."""
+    from tuner.sweep.rejected_audit import audit_report
+    try:
+        rep = audit_report(ledger_path, sweep_id, do_retest=retest, runs=runs,
+                           progress=lambda line: click.echo(line, err=True))
+    except SearchCoreError as e:
+        fail(e)
+    emit_report(rep, fmt, out)
+
+
+COMMANDS = (daemon, status, config_group, report, audit)

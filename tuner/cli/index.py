@@ -1,0 +1,57 @@
+"""`autoresearch index`: build or update an index file from a vault."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from search_core import SearchCoreError
+from tuner.cli.options import Progress, fail, json_option, sigterm_as_interrupt
+
+
+@click.command()
+@click.argument("vault", type=click.Path(path_type=Path))
+@click.option("--db", required=True, type=click.Path(path_type=Path), help="The index file (SQLite).")
+@click.option("--embedder", default=None, help="Embedder name (default: the index's, or e5-small for a new index).")
+@click.option("--full", is_flag=True, help="Rebuild from scratch into a new file, swapped in when complete.")
+@click.option("--chunk-chars", type=int, default=None, help="Target chunk size in characters (needs --full to change).")
+@click.option("--dense-per-note", type=int, default=None, help="Vectors per note, 0 = every chunk (needs --full).")
+@click.option("--cache", type=click.Path(path_type=Path), default=None, help="Embedding cache file.")
+@json_option("Print the report as JSON.")
+@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
+def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json, progress):
+    """Index VAULT (a folder of .md notes, or a BEIR corpus folder) into --db."""
+    from search_core.config import ChunkConfig
+    from search_core.index.indexer import index_vault
+
+    chunk_cfg = ChunkConfig.from_flags(chunk_chars, dense_per_note)
+    bars = Progress(progress)
+    sigterm_as_interrupt()
+    try:
+        report = index_vault(vault, db, embedder=embedder, full=full, chunk_cfg=chunk_cfg, cache=cache,
+                             progress=bars)
+    except SearchCoreError as e:
+        bars.close()
+        fail(e)
+    except KeyboardInterrupt:
+        bars.close()
+        click.echo(f"\ninterrupted: {db} is unchanged (the old index stays usable); embeddings computed so far "
+                   "are kept in the cache, so running the same command again resumes quickly", err=True)
+        sys.exit(130)
+    bars.close()
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+        return
+    click.echo(f"{report.mode} index of {vault} -> {db}: {report.notes} notes, {report.chunks} chunks "
+               f"(+{report.added} ~{report.changed} -{report.deleted}, {report.unchanged} unchanged), "
+               f"{report.embedded} embedded, {len(report.skipped)} skipped, {report.seconds:.1f}s")
+    for s in report.skipped:
+        click.echo(f"skipped {s.path}: {s.reason}", err=True)
+    for w in report.warnings:
+        click.echo(f"warning {w}", err=True)
+
+
+COMMANDS = (index,)

@@ -1,0 +1,117 @@
+"""What every verb module shares: the options several verbs take (defined once here), durations, progress
+bars, and how an error reaches the user. Parsing and printing only: the work is in the library."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from search_core import SearchCoreError
+from tuner.durations import DurationError, parse_duration
+from tuner.reports.render import FORMATS
+
+DEFAULT_LEDGER = Path("runs/ledger.sqlite")
+
+
+def fail(e: Exception | str):
+    """End the command with the error's message (exit 1): our errors say what is wrong and what to do."""
+    raise click.ClickException(str(e))
+
+
+def db_error():
+    """The exception class a damaged SQLite file raises (sqlean is imported only when a verb needs it)."""
+    import sqlean
+    return sqlean.DatabaseError
+
+
+def sigterm_as_interrupt():
+    """`kill PID` ends a run the way Ctrl-C does: transaction rolled back, temp file removed."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def duration(text: str | None, *, allow_all: bool = False, param_hint: str | None = None) -> float | None:
+    """A duration option's text in seconds (tuner.durations' grammar); None when not given, or for `all`
+    where `allow_all` (a log window)."""
+    if not text:
+        return None
+    try:
+        return parse_duration(text, allow_all=allow_all)
+    except DurationError as e:
+        raise click.BadParameter(str(e), param_hint=param_hint) from None
+
+
+def ledger_option(help: str | None = None):
+    return click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=DEFAULT_LEDGER,
+                        help=help or "The ledger file (SQLite).")
+
+
+def recall_log_option():
+    from search_core.paths import recall_log_file
+    return click.option("--log", "log_path", type=click.Path(path_type=Path), default=lambda: recall_log_file(),
+                        show_default="$AUTORESEARCH_RUNS/recall-log.sqlite, else runs/recall-log.sqlite",
+                        help="The recall log (SQLite).")
+
+
+def runs_option(help: str = "The runs folder (default: $AUTORESEARCH_RUNS, else ./runs)."):
+    return click.option("--runs", type=click.Path(path_type=Path), default=None, help=help)
+
+
+def format_option(show_default: bool = False):
+    return click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="md", show_default=show_default,
+                        help="Report format.")
+
+
+def json_option(help: str = "Print JSON instead of text."):
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def options(*opts):
+    """Apply several click options as one decorator, in the order given."""
+    def deco(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return deco
+
+
+def emit_report(report, fmt: str, out: Path | None):
+    """Render a report to --out (printing the path) or to stdout."""
+    from tuner.reports import emit
+    try:
+        path = emit(report, fmt, out)
+    except SearchCoreError as e:
+        fail(e)
+    if path:
+        click.echo(path)
+
+
+class Progress:
+    """tqdm bars per stage on stderr; silent when stderr is not a terminal unless forced."""
+
+    def __init__(self, enabled: bool | None = None):
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.bars = {}
+
+    def __call__(self, stage, done, total):
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+        bar = self.bars.get(stage)
+        if bar is None:
+            bar = self.bars[stage] = tqdm(total=total, desc=f"{stage:<8}", unit=" items", file=sys.stderr,
+                                          leave=True, dynamic_ncols=True)
+        if stage != "parse":
+            bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    def close(self):
+        for b in self.bars.values():
+            b.close()

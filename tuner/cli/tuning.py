@@ -1,0 +1,263 @@
+"""The tuning verbs: `eval` a config, `compare` two evaluations, `sweep`, read the `ledger`, print the
+`best` config, and the `demo` that runs the main job on the embedded vault."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from search_core import SearchCoreError
+from tuner.cli.options import Progress, db_error, duration, fail, json_option, ledger_option
+from tuner.data.bundled import DEFAULT_SPACE
+
+
+@click.command("eval")
+@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
+@click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path),
+              help="A gold YAML file, a BEIR folder (queries.jsonl + qrels .tsv), or a KorQuAD JSON file.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
+@click.option("--reranker", default=None)
+@click.option("--allow-missing", is_flag=True, help="Warn (instead of failing) on gold ids not in the index.")
+@click.option("--no-audit", is_flag=True, help="Skip the fake-miss audit.")
+@click.option("--timing-samples", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Repeat timed passes over a small set until each latency percentile stands on this many "
+                   "timings (0: one pass).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/evals"), help="Where the full result goes.")
+@json_option()
+def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, as_json):
+    """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
+    import time as _time
+    from search_core.search.pipeline import Searcher
+    from tuner.evaluation.evaluate import evaluate
+    from tuner.data.gold import load_gold
+    from tuner.reports.text import format_eval
+    from tuner.evaluation.score import load_score_config
+
+    try:
+        gold = load_gold(gold_path)
+        from tuner.promotion.promote import resolve_search_config
+        db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
+        searcher = Searcher(db)
+        cfg = base_cfg.replace(embedder=searcher.embedder_name)
+        if reranker is not None:
+            cfg = cfg.replace(reranker=reranker)
+        result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
+                          score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).as_json()
+    except SearchCoreError as e:
+        fail(e)
+    except db_error() as e:
+        from tuner.cli.check import damaged_index_message
+        fail(damaged_index_message(db, e))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{result['config_hash']}.json"
+    path.write_text(json.dumps(result, ensure_ascii=False, indent=1))
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False))
+        return
+    click.echo(format_eval(result))
+    click.echo(f"full result: {path}")
+
+
+@click.command()
+@click.argument("a", type=click.Path(exists=True, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@json_option()
+@click.option("--seed", type=int, default=0)
+def compare(a, b, as_json, seed):
+    """Compare two `eval` results (JSON files) of the same gold set: deltas, paired test, flipped questions."""
+    from tuner.evaluation.compare import compare as do_compare, format_compare
+
+    try:
+        c = do_compare(json.loads(a.read_text()), json.loads(b.read_text()), seed=seed)
+    except (ValueError, KeyError, json.JSONDecodeError) as e:
+        fail(f"cannot compare {a} and {b}: {e}")
+    click.echo(json.dumps(c, ensure_ascii=False, indent=2) if as_json else format_compare(c))
+
+
+@click.command()
+@click.option("--db", required=True, type=click.Path(path_type=Path), help="The index of the starting embedder.")
+@click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path), help="The tuning set.")
+@click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Reported at the end, never tuned on.")
+@click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
+@click.option("--space", type=click.Path(path_type=Path), default=DEFAULT_SPACE)
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
+@click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
+@click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
+@click.option("--seed", type=int, default=0)
+@click.option("--objective", type=click.Choice(["score100", "mrr", "hit@5", "ndcg@10"]), default="score100")
+@click.option("--epsilon", type=float, default=0.0, help="The objective must rise by more than this.")
+@click.option("--gate-epsilon", type=float, default=0.0,
+              help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")
+@click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
+@click.option("--latency-budget", type=float, default=None, help="Reject a candidate whose p95 (ms) is over this.")
+@click.option("--timing-samples", type=click.IntRange(min=0), default=None,
+              help="Repeat timed passes until the MEASURED p95 stands on this many timings (default 0: one pass). "
+                   "It is recorded beside the cost model's prediction, which alone decides.")
+@click.option("--recalibrate", is_flag=True,
+              help="Take a new cost calibration (unit costs of each kind of search work on this machine) instead "
+                   "of the one stored under the runs folder's cost-model/.")
+@click.option("--vault", default=None, help="The vault model rounds index (default: the one --db was built from).")
+@ledger_option()
+@click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
+@json_option()
+def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
+          level_guard, latency_budget, timing_samples, recalibrate, vault, ledger_path, resume, as_json):
+    """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger.
+
+    Latency is predicted by a cost model calibrated once per machine and model (stored in the ledger and
+    under the runs folder), so the same sweep decides alike on a quiet machine and a busy one."""
+    from search_core.config import load_config
+    from tuner.ledger.ledger import Ledger
+    from tuner.ledger.ledger import require_intact
+    from tuner.sweep.loop import Sweep, SweepParams
+
+    try:
+        if resume:
+            require_intact(ledger_path)      # a missing path is refused here, before any file is created
+        ledger = Ledger(ledger_path, create=not resume)
+    except SearchCoreError as e:
+        fail(e)
+    try:
+        if resume:
+            info = ledger.sweep(resume)
+            if info is None:
+                fail(SearchCoreError(f"no sweep {resume!r} in {ledger_path}; `autoresearch ledger` shows the latest"))
+            params = SweepParams.from_record(
+                info["params"], rounds=rounds if rounds is not None else info["params"]["rounds"],
+                recalibrate=recalibrate)
+            sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
+        else:
+            params = SweepParams(db=str(db), gold=str(gold_path), space=str(space),
+                                 holdout=str(holdout) if holdout else None, rounds=rounds or 119,
+                                 time_budget_s=duration(time_budget, param_hint="--time-budget"), seed=seed, objective=objective,
+                                 epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
+                                 vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split,
+                                 score_config=str(config_path) if config_path else None, recalibrate=recalibrate,
+                                 **({} if timing_samples is None else {"timing_samples": timing_samples}))
+            sw = Sweep(params, ledger, start=load_config(config_path), progress=lambda l: click.echo(l, err=True))
+        click.echo(f"sweep {sw.id}: ledger {ledger_path}", err=True)
+        summary = sw.run()
+    except SearchCoreError as e:
+        fail(e)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted; every finished round is in {ledger_path}. Continue with: "
+                   f"autoresearch sweep --db {db} --gold {gold_path} --resume {sw.id}", err=True)
+        sys.exit(130)
+    finally:
+        ledger.close()
+    if as_json:
+        click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
+        return
+    _print_summary(summary)
+
+
+def _print_summary(s: dict):
+    from tuner.demo import format_summary
+    click.echo(format_summary(s))
+
+
+@click.command()
+@click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
+@ledger_option()
+@json_option()
+@click.option("--verify", is_flag=True, help="Recompute the hash chain; name the first round that was changed.")
+@click.option("--replay", is_flag=True,
+              help="Decide every evaluated round again from the ledger alone (recorded work, calibration and rule; "
+                   "no clock, no search); exit 1 if any decision differs.")
+def ledger(sweep_id, ledger_path, as_json, verify, replay):
+    """The rounds of a sweep: variable, old -> new, decision and reason (the hash chain is verified first)."""
+    from tuner.ledger.ledger import Ledger
+    from tuner.ledger.ledger import require_intact, verify_or_seal
+
+    if not ledger_path.exists():
+        fail(SearchCoreError(f"no ledger at {ledger_path}; run `autoresearch sweep` first"))
+    try:
+        if verify:
+            verdict = verify_or_seal(ledger_path)
+            click.echo(verdict.message())
+            sys.exit(0 if verdict.ok else 1)
+        require_intact(ledger_path)
+        lg = Ledger(ledger_path, create=False)
+    except SearchCoreError as e:
+        fail(e)
+    info = lg.sweep(sweep_id)
+    if info is None:
+        fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}" if sweep_id else f"{ledger_path} has no sweeps"))
+    rounds = lg.rounds(info["id"])
+    if replay:
+        from tuner.sweep.loop import replay_sweep
+        try:
+            out = replay_sweep(info, rounds)
+        except SearchCoreError as e:
+            _fail(e)
+        if as_json:
+            click.echo(json.dumps(out, ensure_ascii=False))
+        else:
+            for x in out:
+                click.echo(f"{x['round']:>4} {x['variable']:<13} recorded {x['recorded']:<24} recomputed "
+                           f"{x['recomputed']:<24} {'ok' if x['agrees'] else 'DIFFERS'}")
+            bad = sum(not x["agrees"] for x in out)
+            click.echo(f"{len(out)} evaluated rounds replayed from the ledger: " +
+                       (f"{bad} decided otherwise" if bad else "every decision recomputed alike"))
+        sys.exit(1 if any(not x["agrees"] for x in out) else 0)
+    if as_json:
+        keep = ("sweep", "round", "variable", "old", "new", "decision", "reason", "metrics", "config_hash",
+                "baseline_hash", "index_fingerprint", "eval_s", "reindex_s")
+        click.echo(json.dumps({"sweep": info, "rounds": [{k: r[k] for k in keep} for r in rounds],
+                               "holdout": lg.holdout(info["id"])}, ensure_ascii=False))
+        return
+    click.echo(f"sweep {info['id']} ({info['status']}), started {info['created']}")
+    for r in rounds:
+        click.echo(f"{r['round']:>4} {r['variable']:<13} {json.dumps(r['old'], ensure_ascii=False):>10} -> "
+                   f"{json.dumps(r['new'], ensure_ascii=False):<10} {r['decision']:<24} {r['reason']}")
+
+
+@click.command()
+@click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
+@ledger_option()
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the TOML here (default: stdout).")
+def best(sweep_id, ledger_path, out):
+    """The winning config of a sweep as TOML, for `search --config` and `eval --config`."""
+    from tuner.ledger.winner import sweep_winner
+    from tuner.promotion.config_toml import config_toml
+
+    try:
+        cfg, info, round_no = sweep_winner(ledger_path, sweep_id)
+    except SearchCoreError as e:
+        fail(e)
+    text = config_toml(cfg, f"winner of sweep {info['id']} (round {round_no})")
+    if out:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}")
+    else:
+        click.echo(text, nl=False)
+
+
+
+
+@click.command()
+@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/demo"), help="Where results go.")
+@click.option("--rounds", type=click.IntRange(min=1), default=119)
+@click.option("--seed", type=int, default=0)
+def demo(out, rounds, seed):
+    """The main job on the embedded default: index the demo vault, evaluate, sweep 119 rounds, report."""
+    from tuner.demo import run_demo
+
+    try:
+        run = run_demo(out, rounds=rounds, seed=seed, echo=click.echo,
+                       progress=lambda l: click.echo("   " + l, err=True),
+                       index_progress=Progress())
+    except SearchCoreError as e:
+        fail(e)
+    _print_summary(run.summary)
+    db = run.db
+    click.echo(f"\nresults in {out}/: index.sqlite, eval-start.json, ledger.sqlite (rounds), indexes/ (one per embedder)")
+    click.echo(f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
+               f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "
+               f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
+
+
+COMMANDS = (eval_cmd, compare, sweep, ledger, best, demo)

@@ -1,0 +1,217 @@
+"""The daemon's TOML config, validated in full before anything is scheduled or written.
+
+    [daemon]
+    timezone = "Asia/Seoul"          # required: cron times mean nothing without a zone
+    runs = "runs"                    # lock, log, run table, ledger, active config, reports
+    [sweep]                          # what a nightly sweep tunes (the `sweep` verb's options)
+    vault = "..."; db = "runs/index.sqlite"; gold = "..."; holdout = "..." (or split = 0.5); space = "..."
+    [jobs.index]   cron = "0 1 * * *"                  # incremental reindex before the sweep
+    [jobs.sweep]   cron = "5 1 * * *"; until = "07:00" # the window's end is the sweep's time budget
+    [jobs.report]  cron = "5 7 * * *"
+    [jobs.retest]  cron = "0 3 * * 6"                  # weekly re-test of rejected candidates
+
+A job's schedule is `cron` (five fields, in the daemon's time zone) or `every` (a duration such as
+"30s" or "6h"; for tests and short cycles). `grace` is how late a run may still start (after a restart
+or a clock jump); for the sweep it defaults to the window, for the rest to 6 hours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import zoneinfo
+from dataclasses import dataclass
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import read_toml
+
+from tuner import durations
+from tuner.data.bundled import DEFAULT_SPACE
+
+JOB_NAMES = ("index", "sweep", "report", "retest", "calibrate")
+DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
+                "report": {"cron": "5 7 * * *"}}
+DEFAULT_GRACE_S = 6 * 3600
+SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "seed", "objective", "epsilon",
+              "level_guard", "latency_budget_ms", "score_config", "start_config", "timing_samples"}
+
+
+class DaemonConfigError(SearchCoreError):
+    pass
+
+
+def parse_duration(text) -> float:
+    try:
+        return durations.parse_duration(text)
+    except durations.DurationError as e:
+        raise DaemonConfigError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    cron: str | None = None
+    every_s: float | None = None
+    until: str | None = None          # sweep: the window's end, HH:MM in the daemon's zone
+    budget_s: float | None = None     # sweep: a fixed time budget instead of `until`
+    grace_s: float = DEFAULT_GRACE_S
+
+    def trigger(self, tz):
+        from apscheduler.triggers.cron import CronTrigger
+        from apscheduler.triggers.interval import IntervalTrigger
+        if self.cron:
+            return CronTrigger.from_crontab(self.cron, timezone=tz)
+        return IntervalTrigger(seconds=self.every_s, timezone=tz)
+
+    def schedule_text(self) -> str:
+        s = f"cron {self.cron!r}" if self.cron else f"every {self.every_s:g}s"
+        if self.until:
+            s += f" until {self.until}"
+        elif self.budget_s:
+            s += f" for {self.budget_s:g}s"
+        return s
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    path: str
+    timezone: str
+    runs: str
+    ledger: str
+    sweep: dict
+    jobs: tuple[JobSpec, ...]
+
+    @property
+    def tz(self):
+        return zoneinfo.ZoneInfo(self.timezone)
+
+    def job(self, name: str) -> JobSpec:
+        for j in self.jobs:
+            if j.name == name:
+                return j
+        raise DaemonConfigError(f"job {name!r} is not enabled in {self.path}; enabled jobs: "
+                                f"{', '.join(j.name for j in self.jobs)} (known jobs: {', '.join(JOB_NAMES)})")
+
+    def window_end(self, job: JobSpec, fired: dt.datetime) -> dt.datetime | None:
+        """When a run fired at `fired` must stop (the sweep's window), or None."""
+        if job.until:
+            h, m = (int(x) for x in job.until.split(":"))
+            end = fired.astimezone(self.tz).replace(hour=h, minute=m, second=0, microsecond=0)
+            return end if end > fired else end + dt.timedelta(days=1)
+        if job.budget_s:
+            return fired + dt.timedelta(seconds=job.budget_s)
+        return None
+
+
+def _calibrate_available() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("tuner.gate.calibrate") is not None
+
+
+def _job(name: str, raw: dict, where: str) -> JobSpec:
+    if not isinstance(raw, dict):
+        raise DaemonConfigError(f"{where}: [jobs.{name}] must be a table with cron = \"...\" or every = \"...\"")
+    unknown = set(raw) - {"cron", "every", "until", "budget", "grace"}
+    if unknown:
+        raise DaemonConfigError(f"{where}: [jobs.{name}] has unknown key(s) {sorted(unknown)}; "
+                                "valid: cron, every, until, budget, grace")
+    if ("cron" in raw) == ("every" in raw):
+        raise DaemonConfigError(f"{where}: [jobs.{name}] needs exactly one of cron = \"0 1 * * *\" or every = \"6h\"")
+    cron = raw.get("cron")
+    if cron is not None:
+        from apscheduler.triggers.cron import CronTrigger
+        try:
+            CronTrigger.from_crontab(str(cron), timezone=dt.timezone.utc)
+        except ValueError as e:
+            raise DaemonConfigError(f"{where}: [jobs.{name}] cron {cron!r} is not a cron expression ({e}); "
+                                    "five fields: minute hour day month weekday, e.g. \"5 1 * * *\"") from None
+    every = parse_duration(raw["every"]) if "every" in raw else None
+    if every is not None and every <= 0:
+        raise DaemonConfigError(f"{where}: [jobs.{name}] every must be positive")
+    until = raw.get("until")
+    if until is not None:
+        try:
+            dt.time.fromisoformat(until)
+        except (ValueError, TypeError):
+            raise DaemonConfigError(f"{where}: [jobs.{name}] until {until!r} is not a time like \"07:00\"") from None
+        if name != "sweep":
+            raise DaemonConfigError(f"{where}: until is the sweep window's end; only [jobs.sweep] takes it")
+    budget = parse_duration(raw["budget"]) if "budget" in raw else None
+    grace = parse_duration(raw["grace"]) if "grace" in raw else None
+    if grace is None:
+        grace = DEFAULT_GRACE_S
+        if name == "sweep" and budget:
+            grace = budget
+        elif name == "sweep" and until and cron:
+            grace = 0.0     # filled in by the window: a late sweep may start until the window ends
+    return JobSpec(name, cron, every, until, budget, grace)
+
+
+def load_daemon_config(path: str | Path) -> DaemonConfig:
+    path = Path(path)
+    raw = read_toml(path, "daemon config")
+    where = str(path)
+    unknown = set(raw) - {"daemon", "sweep", "jobs"}
+    if unknown:
+        raise DaemonConfigError(f"{where}: unknown table(s) {sorted(unknown)}; valid: [daemon], [sweep], [jobs.NAME]")
+    d = raw.get("daemon", {})
+    tzname = d.get("timezone")
+    if not tzname:
+        raise DaemonConfigError(f"{where}: [daemon] timezone is required (an IANA name such as \"Asia/Seoul\" or "
+                                "\"UTC\"): a cron time means nothing without its zone")
+    try:
+        zoneinfo.ZoneInfo(tzname)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise DaemonConfigError(f"{where}: unknown time zone {tzname!r}; use an IANA name such as \"Asia/Seoul\"") from None
+    base = path.parent.resolve()
+    runs = Path(d.get("runs", "runs"))
+    runs = runs if runs.is_absolute() else base / runs
+    ledger = Path(d.get("ledger", runs / "ledger.sqlite"))
+    ledger = ledger if ledger.is_absolute() else base / ledger
+
+    sweep = dict(raw.get("sweep", {}))
+    bad = set(sweep) - SWEEP_KEYS
+    if bad:
+        raise DaemonConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; valid: {sorted(SWEEP_KEYS)}")
+    for k in ("vault", "db", "gold", "holdout", "space", "score_config", "start_config"):
+        if k in sweep:
+            p = Path(sweep[k]).expanduser()
+            sweep[k] = str(p if p.is_absolute() else base / p)
+    sweep.setdefault("space", str(DEFAULT_SPACE))
+    jobs_raw = raw.get("jobs", DEFAULT_JOBS)
+    unknown_jobs = set(jobs_raw) - set(JOB_NAMES)
+    if unknown_jobs:
+        raise DaemonConfigError(f"{where}: unknown job(s) {sorted(unknown_jobs)}; jobs: {', '.join(JOB_NAMES)}")
+    jobs = tuple(_job(n, jobs_raw[n], where) for n in JOB_NAMES if n in jobs_raw)
+    if any(j.name == "calibrate" for j in jobs) and not _calibrate_available():
+        raise DaemonConfigError(f"{where}: [jobs.calibrate] needs the gate calibration (tuner.gate.calibrate), which "
+                                "this build does not have; remove the job or update autoresearch")
+
+    needs_sweep = any(j.name in ("sweep", "retest", "index") for j in jobs)
+    missing = []
+    if needs_sweep:
+        for k in ("gold", "space") + (("vault",) if any(j.name == "index" for j in jobs) else ()):
+            if k not in sweep:
+                missing.append(f"[sweep] {k} is not set")
+        if "db" not in sweep:
+            missing.append("[sweep] db is not set")
+        if "holdout" not in sweep and "split" not in sweep:
+            missing.append("[sweep] needs holdout = FILE or split = 0.5 (a winner is promoted only if it holds there)")
+    for k in ("vault", "gold", "holdout", "space", "score_config", "start_config"):
+        if k in sweep and not Path(sweep[k]).exists():
+            missing.append(f"[sweep] {k} = {sweep[k]} does not exist")
+    if "db" in sweep and not Path(sweep["db"]).exists() and not any(j.name == "index" for j in jobs):
+        missing.append(f"[sweep] db = {sweep['db']} does not exist and no [jobs.index] builds it")
+    if missing:
+        raise DaemonConfigError(f"{where}: " + "; ".join(missing) + "; fix the paths (relative ones are read from "
+                                f"{base})")
+    cfg = DaemonConfig(str(path), tzname, str(runs), str(ledger), sweep, jobs)
+    # a cron sweep with `until` may start late until its window closes
+    fixed = []
+    for j in jobs:
+        if j.name == "sweep" and j.grace_s == 0.0 and j.until:
+            first = j.trigger(cfg.tz).get_next_fire_time(None, dt.datetime.now(cfg.tz))
+            j = dataclasses.replace(j, grace_s=(cfg.window_end(j, first) - first).total_seconds())
+        fixed.append(j)
+    return dataclasses.replace(cfg, jobs=tuple(fixed))

@@ -1,0 +1,158 @@
+"""What each daemon job does. Every job is `fn(daemon, spec, scheduled, run_id) -> (outcome, detail)`;
+the table below is the only list of jobs (an unknown name lists these)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig, load_config
+
+log = logging.getLogger("autoresearch.daemon")
+
+RESUMABLE = ("running", "stopped", "interrupted")   # killed or signalled mid-sweep; a time budget end is final
+
+
+def _ledger(d):
+    from tuner.ledger.ledger import Ledger
+    return Ledger(d.cfg.ledger)
+
+
+def write_reports(d, sweep_id: str) -> dict:
+    """The morning report and the audit of `sweep_id`, in every format, under runs/reports/."""
+    from tuner.sweep.rejected_audit import audit_report
+    from tuner.reports.sweep import sweep_report
+    from tuner.reports import emit
+    out = Path(d.cfg.runs) / "reports"
+    paths = {}
+    rep = sweep_report(d.cfg.ledger, sweep_id, d.cfg.runs)
+    aud = audit_report(d.cfg.ledger, sweep_id, runs=d.cfg.runs)
+    for fmt in ("md", "html", "json"):
+        paths[f"sweep.{fmt}"] = emit(rep, fmt, out / f"sweep-{sweep_id}.{fmt}")
+        paths[f"audit.{fmt}"] = emit(aud, fmt, out / f"audit-{sweep_id}.{fmt}")
+    return paths
+
+
+def job_index(d, spec, scheduled, rid):
+    from tuner.promotion.promote import read_active
+    from search_core.index.indexer import index_vault
+    s = d.cfg.sweep
+    done = {}
+    rep = index_vault(s["vault"], s["db"])
+    done[s["db"]] = {"added": rep.added, "changed": rep.changed, "deleted": rep.deleted, "seconds": round(rep.seconds, 1)}
+    active = read_active(d.cfg.runs)
+    if active and active.index and str(active.index) != s["db"]:
+        rep = index_vault(s["vault"], active.index, embedder=active.config.embedder)
+        done[str(active.index)] = {"added": rep.added, "changed": rep.changed, "deleted": rep.deleted}
+    return "ok", {"indexes": done}
+
+
+def _daemon_sweeps(d) -> list[str]:
+    ids = []
+    for r in d.table.rows("sweep"):
+        sid = (r["detail"] or {}).get("sweep")
+        if sid and sid not in ids:
+            ids.append(sid)
+    return ids
+
+
+def job_sweep(d, spec, scheduled, rid):
+    from tuner.promotion.promote import decide_promotion, read_active
+    from tuner.sweep.loop import Sweep, SweepParams
+
+    s = d.cfg.sweep
+    now = dt.datetime.now(d.cfg.tz)
+    end = d.cfg.window_end(spec, scheduled if isinstance(scheduled, dt.datetime) else now)
+    budget = (end - now).total_seconds() if end else None
+    if budget is not None and budget <= 0:
+        return "missed", {"why": f"the window ended at {end.isoformat(timespec='minutes')}"}
+    lg = _ledger(d)
+    try:
+        resume = None
+        for sid in _daemon_sweeps(d):       # newest first: a sweep killed or stopped mid-way resumes
+            info = lg.sweep(sid)
+            if info and info["status"] in RESUMABLE:
+                resume = info
+                break
+        progress = lambda line: log.info(line)   # noqa: E731
+        if resume:
+            params = SweepParams.from_record(resume["params"], time_budget_s=budget, recalibrate=False)
+            sw = Sweep(params, lg, sweep_id=resume["id"], progress=progress, stop_flag=d.stop.is_set)
+            how = "resumed"
+        else:
+            active = read_active(d.cfg.runs)
+            start = active.config if active else load_config(s.get("start_config"))
+            db = str(active.index) if active and active.index else s["db"]
+            params = SweepParams(db=db, gold=s["gold"], space=s["space"], holdout=s.get("holdout"),
+                                 rounds=int(s.get("rounds", 119)), time_budget_s=budget, seed=int(s.get("seed", 0)),
+                                 objective=s.get("objective", "score100"), epsilon=float(s.get("epsilon", 0.0)),
+                                 level_guard=bool(s.get("level_guard", False)),
+                                 latency_budget_ms=s.get("latency_budget_ms"), vault=s.get("vault"),
+                                 index_dir=str(Path(d.cfg.runs) / "indexes"), split=s.get("split"),
+                                 score_config=s.get("score_config"),
+                                 **({"timing_samples": int(s["timing_samples"])} if "timing_samples" in s else {}))
+            sw = Sweep(params, lg, start=start, progress=progress, stop_flag=d.stop.is_set)
+            how = "started"
+        d.table.note(rid, {"sweep": sw.id, "how": how})
+        log.info("sweep %s %s (budget %s s)", sw.id, how, None if budget is None else round(budget))
+        summary = sw.run()
+        detail = {"sweep": sw.id, "how": how, "status": summary["status"], "rounds": summary["rounds"],
+                  "decisions": summary["decisions"]}
+        if summary["status"] == "stopped":
+            return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
+        final = SearchConfig().replace(**summary["final_config"])
+        searcher = sw.bench.searchers.get(final.embedder)
+        promo = decide_promotion(sw.id, summary["start_config"], summary["final_config"], summary.get("holdout"),
+                                 searcher.db if searcher else None, d.cfg.runs,
+                                 gate_model=sw.bench.gate_models.get((final.embedder, final.reranker)))
+        detail["promotion"] = promo
+        detail["reports"] = write_reports(d, sw.id)
+        return ("promoted" if promo["promoted"] else "declined"), detail
+    finally:
+        lg.close()
+
+
+def _latest_tuning_sweep(d) -> str:
+    ids = [sid for sid in _daemon_sweeps(d)]
+    lg = _ledger(d)
+    try:
+        sweeps = [s for s in lg.sweeps() if "retest" not in s["id"]]
+    finally:
+        lg.close()
+    if ids:
+        return ids[0]
+    if not sweeps:
+        raise SearchCoreError(f"no sweep in {d.cfg.ledger} yet; the report follows the first sweep")
+    return sweeps[-1]["id"]
+
+
+def job_report(d, spec, scheduled, rid):
+    sid = _latest_tuning_sweep(d)
+    return "ok", {"sweep": sid, "reports": write_reports(d, sid)}
+
+
+def job_retest(d, spec, scheduled, rid):
+    from tuner.sweep.rejected_audit import audit_report
+    from tuner.reports import emit
+    sid = _latest_tuning_sweep(d)
+    rep = audit_report(d.cfg.ledger, sid, do_retest=True, runs=d.cfg.runs, progress=log.info)
+    path = emit(rep, "html", Path(d.cfg.runs) / "reports" / f"retest-{sid}.html")
+    emit(rep, "md", Path(d.cfg.runs) / "reports" / f"retest-{sid}.md")
+    return "ok", {"sweep": sid, "retest": rep.data["retest"] and {k: rep.data["retest"][k] for k in ("sweep", "tested", "kept")},
+                  "report": path}
+
+
+def job_calibrate(d, spec, scheduled, rid):
+    import importlib
+    try:
+        mod = importlib.import_module("tuner.gate.calibrate")
+    except ImportError:
+        return "unavailable", {"why": "tuner.calibrate (the gate issue) is not in this build"}
+    return "ok", mod.daemon_job(d.cfg)
+
+
+JOBS = {"index": job_index, "sweep": job_sweep, "report": job_report, "retest": job_retest,
+        "calibrate": job_calibrate}
+

@@ -1,0 +1,354 @@
+"""The tuning daemon: APScheduler 3.11 runs the jobs of a config; one instance per runs folder.
+
+Choice: jobs live in memory (a BackgroundScheduler with a MemoryJobStore), and missed runs are decided
+from our own run table (`runs/daemon.sqlite`), not from a pickled SQLite job store. The store's
+pitfalls are then moot (re-adding with replace_existing loses a run missed during downtime; adding
+before start() duplicates), and the rule is ours and testable: at start, for each job, the latest
+scheduled time within its grace (the sweep's grace is its window) that has no finished run is run once
+now (coalesced); a sweep whose process died (kill -9) is resumed, same sweep id and baseline.
+While running, APScheduler's own misfire_grace_time is set to the same grace (its default of 1 s would
+silently skip a run that is a few seconds late), coalesce=True and max_instances=1, and one worker
+thread runs jobs one after another (index before sweep when both fire together).
+
+A clock that jumps: forward, the jobs it skipped are late and run if within grace, else recorded as
+missed; backward, a scheduled time that already has a finished run is never run twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.files import LockBusy, PidLock, atomic_write_text, lock_holder
+from search_core.index.store import atomic, connect
+
+from tuner.daemon.config import DaemonConfig
+
+LOCK = "daemon.lock"
+RUNS_DB = "daemon.sqlite"
+STATE = "daemon-state.json"
+LOG = "daemon.log"
+LOG_BYTES, LOG_BACKUPS = 1_000_000, 5     # at most ~6 MB of log under runs/
+STATE_EVERY_S = 5                         # the main thread refreshes next-run times this often after a job
+
+RUNS_SCHEMA = """CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY, job TEXT NOT NULL, scheduled TEXT NOT NULL, started TEXT NOT NULL, finished TEXT,
+    pid INTEGER NOT NULL, trigger TEXT NOT NULL, outcome TEXT, detail TEXT)"""
+
+log = logging.getLogger("autoresearch.daemon")
+
+
+class LockHeld(SearchCoreError):
+    pass
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.isoformat(timespec="seconds")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- one instance ---------------------------------------------------------------------------------------
+class InstanceLock:
+    """fcntl.flock on runs/daemon.lock, which holds the pid; the kernel releases it when the process dies."""
+
+    def __init__(self, runs: str | Path):
+        self.path = Path(runs) / LOCK
+        self.lock = PidLock(self.path)
+
+    def acquire(self) -> "InstanceLock":
+        try:
+            self.lock.acquire()
+        except LockBusy as e:
+            holder = e.holder if e.holder is not None else -1
+            raise LockHeld(f"another daemon (pid {holder}) holds {self.path}; stop it with `kill {holder}` "
+                           "(it ends at a round boundary) or use another runs folder") from None
+        except OSError as e:
+            raise SearchCoreError(f"cannot write to the runs folder {self.path.parent}: {e.strerror}; make it "
+                                  "writable or set [daemon] runs to another folder") from None
+        return self
+
+    def release(self):
+        self.lock.release()
+
+
+def holder_pid(runs: str | Path) -> int | None:
+    """The pid of the daemon holding the lock, or None when nobody holds it."""
+    return lock_holder(Path(runs) / LOCK)
+
+
+# -- the run table --------------------------------------------------------------------------------------
+class RunTable:
+    def __init__(self, runs: str | Path):
+        self.conn = connect(Path(runs) / RUNS_DB)
+        self.conn.execute(RUNS_SCHEMA)
+        self.lock = threading.Lock()
+
+    def close(self):
+        self.conn.close()
+
+    def start(self, job: str, scheduled: dt.datetime, trigger: str) -> int:
+        with self.lock, atomic(self.conn):
+            return self.conn.execute("INSERT INTO runs(job, scheduled, started, pid, trigger) VALUES (?,?,?,?,?)",
+                                     (job, _iso(scheduled), _iso(dt.datetime.now(dt.timezone.utc)), os.getpid(),
+                                      trigger)).lastrowid
+
+    def finish(self, run_id: int, outcome: str, detail: dict) -> None:
+        with self.lock, atomic(self.conn):
+            self.conn.execute("UPDATE runs SET finished = ?, outcome = ?, detail = ? WHERE id = ?",
+                              (_iso(dt.datetime.now(dt.timezone.utc)), outcome,
+                               json.dumps(detail, ensure_ascii=False, default=str), run_id))
+
+    def note(self, run_id: int, detail: dict) -> None:
+        """Record what a run is working on (the sweep id) before it finishes, for a resume after kill -9."""
+        with self.lock, atomic(self.conn):
+            self.conn.execute("UPDATE runs SET detail = ? WHERE id = ?", (json.dumps(detail, default=str), run_id))
+
+    def missed(self, job: str, scheduled: dt.datetime, why: str) -> None:
+        rid = self.start(job, scheduled, "missed")
+        self.finish(rid, "missed", {"why": why})
+
+    def rows(self, job: str | None = None, limit: int = 1000) -> list[dict]:
+        cols = ("id", "job", "scheduled", "started", "finished", "pid", "trigger", "outcome", "detail")
+        q = f"SELECT {', '.join(cols)} FROM runs" + (" WHERE job = ?" if job else "") + " ORDER BY id DESC LIMIT ?"
+        with self.lock:
+            out = [dict(zip(cols, r)) for r in self.conn.execute(q, ((job, limit) if job else (limit,)))]
+        for r in out:
+            r["detail"] = json.loads(r["detail"]) if r["detail"] else None
+        return out
+
+    def finished_for(self, job: str, scheduled: dt.datetime) -> bool:
+        with self.lock:
+            return self.conn.execute("SELECT 1 FROM runs WHERE job = ? AND scheduled = ? AND finished IS NOT NULL "
+                                     "AND outcome != 'missed'", (job, _iso(scheduled))).fetchone() is not None
+
+    def dead_unfinished(self, job: str) -> list[dict]:
+        """Runs that started and never finished, whose process is gone: killed (kill -9, power loss)."""
+        return [r for r in self.rows(job) if r["finished"] is None and not (r["pid"] == os.getpid() or pid_alive(r["pid"]))]
+
+
+# -- deciding missed runs (pure, given a trigger) ---------------------------------------------------------
+def last_fire(trigger, now: dt.datetime, lookback_s: float) -> dt.datetime | None:
+    """The latest fire time of `trigger` in (now - lookback, now]."""
+    t = trigger.get_next_fire_time(None, now - dt.timedelta(seconds=lookback_s))
+    last = None
+    n = 0
+    while t is not None and t <= now and n < 100_000:
+        last, n = t, n + 1
+        t = trigger.get_next_fire_time(t, t + dt.timedelta(microseconds=1))
+    return last
+
+
+def catch_up_plan(cfg: DaemonConfig, table: RunTable, now: dt.datetime) -> list[tuple[str, dt.datetime, str]]:
+    """(job, scheduled time, why) to run once now, at start: a slot within its grace with no finished run,
+    or a run whose process died. Slots outside the grace are recorded as missed."""
+    plan = []
+    for j in cfg.jobs:
+        trig = j.trigger(cfg.tz)
+        slot = last_fire(trig, now, max(j.grace_s, 1.0) * 4 if j.every_s is None else max(j.grace_s, j.every_s) * 2)
+        dead = table.dead_unfinished(j.name)
+        if dead:
+            for r in dead:   # close the dead run so it is not resumed twice
+                table.finish(r["id"], "killed", {**(r["detail"] or {}), "note": "the process died mid-run"})
+            sched = dt.datetime.fromisoformat(dead[0]["scheduled"])
+            if (now - sched).total_seconds() <= j.grace_s:
+                plan.append((j.name, sched, f"resume: run #{dead[0]['id']} was killed"))
+                continue
+        if slot is None or table.finished_for(j.name, slot):
+            continue
+        late = (now - slot).total_seconds()
+        if late <= j.grace_s:
+            plan.append((j.name, slot, f"catch-up: scheduled {_iso(slot)}, {late:.0f}s ago"))
+        elif not any(r["scheduled"] == _iso(slot) for r in table.rows(j.name, 50)):
+            table.missed(j.name, slot, f"the daemon was not running; {late:.0f}s late is past the grace of "
+                                       f"{j.grace_s:.0f}s")
+    return plan
+
+
+# -- the daemon -----------------------------------------------------------------------------------------
+def setup_log(runs: Path) -> logging.Handler:
+    h = logging.handlers.RotatingFileHandler(runs / LOG, maxBytes=LOG_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
+    h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("autoresearch", "apscheduler"):
+        lg = logging.getLogger(name)
+        lg.addHandler(h)
+        lg.setLevel(logging.INFO)
+    return h
+
+
+class Daemon:
+    def __init__(self, cfg: DaemonConfig, *, start_in: float | None = None):
+        self.cfg = cfg
+        self.runs = Path(cfg.runs)
+        self.stop = threading.Event()
+        self.start_in = start_in
+        self.lock = InstanceLock(self.runs)
+        self.table: RunTable | None = None
+        self.scheduler = None
+        self.state_dirty = False
+
+    # one job, recorded ---------------------------------------------------------------------------------
+    def run_job(self, name: str, scheduled: dt.datetime | None = None, trigger: str = "schedule") -> dict:
+        from tuner.daemon.jobs import JOBS
+        job = self.cfg.job(name)
+        now = dt.datetime.now(self.cfg.tz)
+        if scheduled is None:
+            scheduled = last_fire(job.trigger(self.cfg.tz), now + dt.timedelta(seconds=1), max(job.grace_s, 3600)) \
+                if trigger == "schedule" else now
+            scheduled = scheduled or now
+        if trigger == "schedule" and self.table.finished_for(name, scheduled):
+            log.warning("%s at %s already ran (did the clock jump back?); not running it twice", name, _iso(scheduled))
+            return {"outcome": "skipped", "why": "already ran"}
+        rid = self.table.start(name, scheduled, trigger)
+        log.info("job %s started (%s, scheduled %s, run #%d)", name, trigger, _iso(scheduled), rid)
+        try:
+            outcome, detail = JOBS[name](self, job, scheduled, rid)
+        except SearchCoreError as e:
+            outcome, detail = "failed", {"error": str(e)}
+        except Exception as e:   # a bug in one job must not end the daemon
+            log.exception("job %s crashed", name)
+            outcome, detail = "crashed", {"error": f"{type(e).__name__}: {e}"}
+        self.table.finish(rid, outcome, detail)
+        log.info("job %s: %s %s", name, outcome, json.dumps(detail, ensure_ascii=False, default=str)[:500])
+        # the state file is written by the main thread: APScheduler 3's shutdown() holds the job-store lock
+        # while it waits for running jobs, so a job calling get_jobs() at its end would deadlock the stop
+        self.state_dirty = True
+        return {"run": rid, "outcome": outcome, **detail}
+
+    def write_state(self):
+        jobs = []
+        if self.scheduler is not None:
+            for j in self.scheduler.get_jobs():
+                jobs.append({"id": j.id, "next_run": _iso(j.next_run_time) if j.next_run_time else None})
+        state = {"pid": os.getpid(), "config": self.cfg.path, "timezone": self.cfg.timezone,
+                 "written": _iso(dt.datetime.now(self.cfg.tz)), "jobs": jobs,
+                 "schedule": {j.name: j.schedule_text() for j in self.cfg.jobs}}
+        atomic_write_text(self.runs / STATE, json.dumps(state, indent=1))
+
+    # the loop ------------------------------------------------------------------------------------------
+    def open(self):
+        self.lock.acquire()
+        self.table = RunTable(self.runs)
+        return self
+
+    def close(self):
+        if self.table:
+            self.table.close()
+        self.lock.release()
+
+    def serve(self) -> int:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.jobstores.memory import MemoryJobStore
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self.open()                      # the lock first: a second instance writes nothing
+        handler = setup_log(self.runs)
+        try:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda s, f: (log.info("signal %d: stopping at the next round boundary", s),
+                                                 self.stop.set()))
+            sched = BackgroundScheduler(jobstores={"default": MemoryJobStore()},
+                                        executors={"default": ThreadPoolExecutor(1)}, timezone=self.cfg.tz)
+            self.scheduler = sched
+            now = dt.datetime.now(self.cfg.tz)
+            for j in self.cfg.jobs:
+                trig = j.trigger(self.cfg.tz)
+                if self.start_in is not None and j.name in ("index", "sweep", "report"):
+                    from apscheduler.triggers.date import DateTrigger
+                    # --start-in: the night's chain once, N seconds from now, in order (one worker thread)
+                    at = now + dt.timedelta(seconds=self.start_in + 0.01 * ("index", "sweep", "report").index(j.name))
+                    sched.add_job(self.run_job, DateTrigger(at), args=[j.name, at, "start-in"], id=f"{j.name}-start-in",
+                                  misfire_grace_time=int(max(j.grace_s, 60)), coalesce=True, max_instances=1)
+                sched.add_job(self.run_job, trig, args=[j.name], id=j.name, misfire_grace_time=int(max(j.grace_s, 1)),
+                              coalesce=True, max_instances=1)
+            from apscheduler.events import EVENT_JOB_MISSED
+
+            def on_missed(ev):
+                name = ev.job_id.split("-")[0]
+                self.table.missed(name, ev.scheduled_run_time, "later than its grace (clock jump or a long job before it)")
+            sched.add_listener(on_missed, EVENT_JOB_MISSED)
+            for name, slot, why in catch_up_plan(self.cfg, self.table, now):
+                log.info("%s: %s", name, why)
+                sched.add_job(self.run_job, "date", run_date=now, args=[name, slot, why.split(":")[0]],
+                              id=f"{name}-catchup", misfire_grace_time=None, coalesce=True, max_instances=1)
+            sched.start()
+            self.write_state()
+            log.info("daemon started, pid %d, config %s, jobs: %s", os.getpid(), self.cfg.path,
+                     "; ".join(f"{j.name} {j.schedule_text()}" for j in self.cfg.jobs))
+            while not self.stop.wait(STATE_EVERY_S):
+                if self.state_dirty:
+                    self.state_dirty = False
+                    self.write_state()
+            sched.shutdown(wait=True)     # a running sweep sees the stop flag and ends at its round boundary
+            log.info("daemon stopped cleanly")
+            return 0
+        finally:
+            self.close()
+            for name in ("autoresearch", "apscheduler"):
+                logging.getLogger(name).removeHandler(handler)
+            handler.close()
+
+
+def status(runs: str | Path) -> dict:
+    """Jobs, their next and last runs, the last outcome, and who holds the lock."""
+    runs = Path(runs)
+    holder = holder_pid(runs) if runs.exists() else None
+    state = json.loads((runs / STATE).read_text()) if (runs / STATE).exists() else {}
+    out = {"runs": str(runs), "daemon": {"running": holder is not None, "pid": holder}, "config": state.get("config"),
+           "jobs": []}
+    table = RunTable(runs) if (runs / RUNS_DB).exists() else None
+    try:
+        nxt = {j["id"]: j["next_run"] for j in state.get("jobs", [])} if holder is not None else {}
+        names = list(state.get("schedule", {})) or sorted({r["job"] for r in (table.rows() if table else [])})
+        for name in names:
+            last = (table.rows(name, 1) if table else []) or [None]
+            out["jobs"].append({"job": name, "schedule": state.get("schedule", {}).get(name),
+                                "next_run": nxt.get(name), "last_run": last[0] and last[0]["started"],
+                                "last_outcome": last[0] and (last[0]["outcome"] or "running"),
+                                "last_detail": last[0] and last[0]["detail"]})
+    finally:
+        if table:
+            table.close()
+    return out
+
+
+def run_once(cfg: DaemonConfig, job: str) -> dict:
+    """`daemon --once JOB`: run one job now, under the same lock and run table as the daemon."""
+    d = Daemon(cfg)
+    cfg.job(job)    # an unknown or disabled job is refused before anything is written
+    d.open()
+    handler = setup_log(Path(cfg.runs))
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda s, f: d.stop.set())
+        return d.run_job(job, trigger="once")
+    finally:
+        d.close()
+        for name in ("autoresearch", "apscheduler"):
+            logging.getLogger(name).removeHandler(handler)
+        handler.close()
+
+
+def wait_until(pred, timeout: float, step: float = 0.1) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()

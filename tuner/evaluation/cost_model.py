@@ -1,0 +1,355 @@
+"""Search latency from a cost model: counted work (search_core.work) times unit costs measured once.
+
+A sweep's keep decision must not follow what else the machine is doing. A stopwatch during the round
+does: on a fresh clone one round flipped between kept and rejected:no_gain on timing alone, and under
+load an embedder round was rejected eight times out of eight that a quiet machine kept. So a round's
+p50/p95 is predicted: every question's work is counted (texts embedded and their length, vectors
+compared, FTS5 postings read, short-token postings, entity notes, fused entries, reranked pairs) and
+charged with unit costs that a short calibration measured on this machine for this model. The
+calibration is stored in the ledger with the rounds it charged, so a decision can be recomputed from
+the ledger without a clock, and in `runs/cost-model/` so the daemon's nights are charged alike. The
+measured latency is recorded beside the prediction and never decides.
+
+How a search's stages add up (search_core.pipeline.retrieve): the query is embedded on a second thread
+while the caller runs the FTS5 queries; sub-questions with vectors of their own are then embedded by
+whichever thread is free, longest first; the rest (fusion, ranking, the gate, a reranker) runs after.
+`predict` plays that schedule with the unit costs.
+
+The unit costs (UNITS) are measured by timing each kind of work on its own, for the questions of a
+set, interleaved and repeated (medians per question, then a least-squares line per kind).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from search_core import SearchCoreError
+from search_core.search import channels as ch
+from search_core.config import SearchConfig
+from search_core.search.limits import cap_query
+from search_core.models import get_reranker
+from search_core.models.threads import QUERY_THREADS, SOLO_QUERY_THREADS, embed_with_threads
+from search_core.files import atomic_write_text
+from search_core.percentiles import percentile
+from search_core.search.ranking import K_LIST
+from search_core.search.work import SearchWork, search_work
+from search_core.search.query_cache import uncached_queries
+
+VERSION = 1          # bump when the schedule in predict() or the units change: old calibrations are refused
+
+# name -> what one unit is. Every figure is in milliseconds.
+UNITS = {
+    "embed_solo_ms": "per query embedded alone (no sub-question of its own), on the threads a quiet machine gives it",
+    "embed_solo_per_unit": "per length unit (token or character) of such a query",
+    "embed_ms": "per text embedded on one thread (a query with sub-questions, each sub-question)",
+    "embed_per_unit": "per length unit of such a text",
+    "dense_per_mrowdim": "per million multiply-adds of a dense search (chunk vectors x dimensions)",
+    "entity_ms": "per entity-channel search",
+    "entity_per_note": "per note the entity channel returns (its best chunk is found)",
+    "sparse_ms": "per FTS5 query (the query, each sub-question)",
+    "sparse_per_kposting": "per 1,000 trigram postings an FTS5 query reads",
+    "short_per_kposting": "per 1,000 short-token postings (1-2 character tokens)",
+    "rank_ms": "per search: fusion, the final ranking and the gate's features",
+    "rank_per_item": "per channel-list entry weighted RRF reads",
+    "search_ms": "per search, beyond its parts: thread hand-offs, the index freshness check, Python between stages "
+                 "(the median gap between whole searches timed in the calibration and the sum of their parts)",
+}
+# a calibration is short (the issue of a sweep's start): at most this many questions, 3 passes each
+CALIBRATION_QUESTIONS = 60
+CALIBRATION_PASSES = 3
+
+
+def machine() -> dict:
+    """What makes unit costs of one machine another's: the processor, its cores, the platform."""
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count() or 1, "arch": platform.machine(), "system": platform.system()}
+
+
+def calibration_key(machine_info: dict, embedder_fingerprint: dict) -> str:
+    blob = json.dumps([VERSION, machine_info, embedder_fingerprint], sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Unit costs of one embedder's searches on one machine (and per-pair costs of rerankers)."""
+    key: str
+    machine: dict
+    embedder: str
+    embedder_fingerprint: dict
+    length_unit: str
+    units: dict                                # UNITS name -> ms
+    rerank_per_pair: dict = field(default_factory=dict)   # reranker name -> ms per (query, passage) pair
+    threads: dict = field(default_factory=dict)           # {"solo": n, "one": 1}: what the embed units timed
+    questions: int = 0
+    passes: int = 0
+    taken_at: str = ""
+    seconds: float = 0.0
+    version: int = VERSION
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Calibration":
+        if d.get("version") != VERSION:
+            raise SearchCoreError(f"cost calibration {d.get('key')!r} has version {d.get('version')!r}, this code "
+                                  f"reads {VERSION}; take a new one (`autoresearch sweep --recalibrate`)")
+        missing = [u for u in UNITS if u not in d.get("units", {})]
+        if missing:
+            raise SearchCoreError(f"cost calibration {d.get('key')!r} lacks the units {', '.join(missing)}; "
+                                  "take a new one (`autoresearch sweep --recalibrate`)")
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+    def with_reranker(self, name: str, ms_per_pair: float) -> "Calibration":
+        return Calibration(**{**asdict(self), "rerank_per_pair": {**self.rerank_per_pair, name: ms_per_pair}})
+
+
+# -- prediction -------------------------------------------------------------------------------------------
+
+def predict(work: SearchWork, cal: Calibration, reranker: str = "none") -> dict:
+    """Predicted milliseconds of one search, per stage and in total (`total`: what a user waits)."""
+    u = cal.units
+    lengths = list(work.embed_lengths)
+
+    def embed(length: int, solo: bool) -> float:
+        if solo:
+            return u["embed_solo_ms"] + u["embed_solo_per_unit"] * length
+        return u["embed_ms"] + u["embed_per_unit"] * length
+
+    dense = u["dense_per_mrowdim"] * work.dense_rows * work.dim / 1e6
+    entity = (u["entity_ms"] + u["entity_per_note"] * work.entity_notes
+              + u["dense_per_mrowdim"] * work.entity_rows * work.dim / 1e6) if work.entity_rows else 0.0
+    fts = [u["sparse_ms"] + u["sparse_per_kposting"] * p / 1000 + u["short_per_kposting"] * s / 1000
+           for p, s in zip(work.fts_postings, work.short_postings)]
+    q_embed = embed(lengths[0], work.solo) if lengths else 0.0
+    worker = q_embed + dense + entity          # the query's vector, then its dense and entity searches
+    caller = sum(fts)                          # the FTS5 queries
+    parts = 0.0
+    for length in lengths[1:]:                 # sub-questions, longest first, to whichever thread is free
+        cost = embed(length, False) + dense
+        parts += cost
+        if caller <= worker:
+            caller += cost
+        else:
+            worker += cost
+    retrieve = max(worker, caller)
+    rank = u["rank_ms"] + u["rank_per_item"] * work.fused_items
+    rerank = 0.0
+    if reranker != "none" and work.rerank_pairs:
+        if reranker not in cal.rerank_per_pair:
+            raise SearchCoreError(f"the cost calibration {cal.key} has no per-pair cost for reranker {reranker!r} "
+                                  f"(it has: {', '.join(sorted(cal.rerank_per_pair)) or 'none'})")
+        rerank = cal.rerank_per_pair[reranker] * work.rerank_pairs
+    return {"embed": q_embed, "dense": dense, "entity": entity, "sparse": sum(fts), "parts": parts,
+            "retrieve": retrieve, "rank": rank, "rerank": rerank, "overhead": u["search_ms"],
+            "total": retrieve + rank + rerank + u["search_ms"]}
+
+
+# -- calibration ------------------------------------------------------------------------------------------
+
+def _ms(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def _line(x, y) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through (x, y), both >= 0: a negative slope (noise
+    over too narrow a range of x) becomes 0 with the median as the intercept."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) >= 2 and np.ptp(x) > 0:
+        slope, icpt = np.polyfit(x, y, 1)
+        if slope >= 0 and icpt >= 0:
+            return float(icpt), float(slope)
+        if slope > 0:                          # through the origin
+            return 0.0, float((x @ y) / (x @ x))
+    return float(np.median(y)) if len(y) else 0.0, 0.0
+
+
+def _plane(cols: list, y) -> list[float]:
+    """Non-negative least squares of y on [1, *cols] by dropping negative columns and refitting."""
+    y = np.asarray(y, float)
+    keep = list(range(len(cols) + 1))
+    X_all = np.column_stack([np.ones(len(y)), *[np.asarray(c, float) for c in cols]])
+    while True:
+        coef, *_ = np.linalg.lstsq(X_all[:, keep], y, rcond=None)
+        neg = [k for k, c in zip(keep, coef) if c < 0]
+        if not neg:
+            out = [0.0] * (len(cols) + 1)
+            for k, c in zip(keep, coef):
+                out[k] = float(c)
+            return out
+        keep = [k for k in keep if k != neg[0]]
+        if not keep:
+            return [0.0] * (len(cols) + 1)
+
+
+def solo_threads(embedder) -> int:
+    """The threads a query embedded alone gets on a quiet machine (models.threads.solo_query_threads with
+    nothing else runnable): the calibration times that, whatever the load is while it runs."""
+    passive = os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+    return SOLO_QUERY_THREADS if getattr(embedder, "short_spin", False) or passive else QUERY_THREADS
+
+
+def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth, passes: int = CALIBRATION_PASSES,
+              max_questions: int = CALIBRATION_QUESTIONS, seed: int = 0, progress=None) -> Calibration:
+    """Unit costs for `searcher`'s embedder and index on this machine, from `queries` (a tuning set's).
+    Each pass times every kind of work of every question once, the questions in a new seeded order."""
+    if not queries:
+        raise SearchCoreError("a cost calibration needs questions; the set has none")
+    t_start = time.perf_counter()
+    rng = random.Random(seed)
+    qs = list(dict.fromkeys(queries))
+    if len(qs) > max_questions:               # evenly spread, not the first ones
+        qs = [qs[int(i * len(qs) / max_questions)] for i in range(max_questions)]
+    emb, view, conn = searcher.embedder, searcher.view, searcher.conn
+    searcher.warm_up()
+    solo_n = solo_threads(emb)
+    cfg = SearchConfig(embedder=searcher.embedder_name, depth=depth)
+    prepared = []
+    for q in qs:
+        r = searcher.retrieve(q, depth)
+        res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)
+        work = search_work(searcher, r, cfg, res.fused)
+        capped = cap_query(r.query)
+        own = sorted((p for p in r.subqueries if not ch.shares_query_vector(p, capped)), key=len, reverse=True)
+        prepared.append((q, r, work, capped, own))
+    samples: dict = {}
+
+    def add(key, ms):
+        samples.setdefault(key, []).append(ms)
+
+    for p in range(passes):
+        order = list(range(len(prepared)))
+        rng.shuffle(order)
+        for i in order:
+            q, r, work, capped, own = prepared[i]
+            vec = r.qvec
+            add(("solo", i), _ms(lambda: embed_with_threads(emb, [capped], is_query=True, threads=solo_n)))
+            add(("one", i, 0), _ms(lambda: embed_with_threads(emb, [capped], is_query=True, threads=1)))
+            for j, part in enumerate(own, 1):
+                add(("one", i, j), _ms(lambda: embed_with_threads(emb, [part], is_query=True, threads=1)))
+            add(("dense", i), _ms(lambda: ch.dense(view, vec, depth)))
+            top = r.lists["dense"][0].score if r.lists.get("dense") else None
+            add(("entity", i), _ms(lambda: ch.entity(view, r.query, vec, depth, emb.default_threshold, top)))
+            for j, text in enumerate([r.query, *r.subqueries]):
+                add(("sparse", i, j), _ms(lambda: ch.sparse(conn, view, text, depth)))
+            add(("rank", i), _ms(lambda: searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)))
+            with uncached_queries(searcher):
+                add(("search", i), _ms(lambda: searcher.rank(searcher.retrieve(q, depth), cfg, snippets=False,
+                                                            limit_fused=K_LIST)))
+        if progress:
+            progress(f"cost calibration: pass {p + 1}/{passes} over {len(prepared)} questions")
+    med = {k: float(np.median(v)) for k, v in samples.items()}
+    units: dict[str, float] = {}
+    lens = [w.embed_lengths[0] for _, _, w, _, _ in prepared]
+    units["embed_solo_ms"], units["embed_solo_per_unit"] = _line(lens, [med[("solo", i)] for i in range(len(prepared))])
+    xs, ys = [], []
+    for i, (_, _, w, _, own) in enumerate(prepared):
+        for j in range(len(own) + 1):
+            xs.append(w.embed_lengths[j])
+            ys.append(med[("one", i, j)])
+    units["embed_ms"], units["embed_per_unit"] = _line(xs, ys)
+    mrd = [w.dense_rows * w.dim / 1e6 for _, _, w, _, _ in prepared]
+    units["dense_per_mrowdim"] = float(np.median([med[("dense", i)] / m for i, m in enumerate(mrd) if m > 0])) if any(mrd) else 0.0
+    ent_rows = [w.entity_rows * w.dim / 1e6 * units["dense_per_mrowdim"] for _, _, w, _, _ in prepared]
+    units["entity_ms"], units["entity_per_note"] = _line(
+        [w.entity_notes for _, _, w, _, _ in prepared],
+        [max(med[("entity", i)] - ent_rows[i], 0.0) for i in range(len(prepared))])
+    sp_p, sp_s, sp_y = [], [], []
+    for i, (_, r, w, _, _) in enumerate(prepared):
+        texts = [r.query, *r.subqueries]
+        for j in range(len(texts)):
+            sp_p.append(w.fts_postings[j] / 1000)
+            sp_s.append(w.short_postings[j] / 1000)
+            sp_y.append(med[("sparse", i, j)])
+    units["sparse_ms"], units["sparse_per_kposting"], units["short_per_kposting"] = _plane([sp_p, sp_s], sp_y)
+    units["rank_ms"], units["rank_per_item"] = _line([w.fused_items for _, _, w, _, _ in prepared],
+                                                     [med[("rank", i)] for i in range(len(prepared))])
+    units["search_ms"] = 0.0
+    draft = Calibration("", {}, "", {}, "", units)
+    gaps = [med[("search", i)] - predict(w, draft)["total"] for i, (_, _, w, _, _) in enumerate(prepared)]
+    units["search_ms"] = max(float(np.median(gaps)), 0.0)
+    fp = searcher.fingerprint["embedder"]
+    m = machine()
+    return Calibration(calibration_key(m, fp), m, searcher.embedder_name, fp, getattr(emb, "length_unit", "chars"),
+                       {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
+                       passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       round(time.perf_counter() - t_start, 2))
+
+
+def calibrate_reranker(searcher, queries: list[str], name: str, *, window: int = 20, passes: int = CALIBRATION_PASSES,
+                       max_questions: int = 20, seed: int = 0) -> float:
+    """Milliseconds per (query, passage) pair of reranker `name`: each question's first `window` fused
+    candidates scored in one call, interleaved over passes; the median of each pass's ms per pair."""
+    model = get_reranker(name)
+    qs = list(dict.fromkeys(queries))[:max_questions]
+    cfg = SearchConfig(embedder=searcher.embedder_name, top_k=window)
+    batches = []
+    for q in qs:
+        res = searcher.rank(searcher.retrieve(q, cfg.depth), cfg, snippets=False)
+        passages = [searcher.passage(h.chunk_id, h.note_id) for h in res.hits]
+        if passages:
+            batches.append((q, passages))
+    if not batches:
+        raise SearchCoreError(f"no passages to time reranker {name!r} on: the index returned nothing")
+    model.score(batches[0][0], batches[0][1][:1])          # loading the model is not per pair
+    rng = random.Random(seed)
+    per_pass = []
+    for _ in range(passes):
+        rng.shuffle(batches)
+        total_ms = sum(_ms(lambda: model.score(q, ps)) for q, ps in batches)
+        per_pass.append(total_ms / sum(len(ps) for _, ps in batches))
+    return round(float(np.median(per_pass)), 6)
+
+
+# -- the store under runs/ --------------------------------------------------------------------------------
+
+class CostStore:
+    """One calibration per machine and embedder (with its rerankers' per-pair costs), as JSON files in
+    `folder`, reused sweep after sweep so nights compare; a new machine or model gets a new key."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def path(self, key: str) -> Path:
+        return self.folder / f"{key}.json"
+
+    def get(self, key: str) -> Calibration | None:
+        p = self.path(key)
+        if not p.exists():
+            return None
+        try:
+            return Calibration.from_json(json.loads(p.read_text(encoding="utf-8")))
+        except (ValueError, TypeError, KeyError, SearchCoreError):
+            return None                      # unreadable or older: a new calibration replaces it
+
+    def put(self, cal: Calibration) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path(cal.key), json.dumps(cal.to_json(), ensure_ascii=False, indent=1, sort_keys=True))
+        return self.path(cal.key)
+
+
+def latency_summary(predicted_totals: list[float], measured_totals: list[float]) -> dict:
+    """The p50/p95 a decision uses (predicted) and the measured ones beside it (never decide)."""
+    out = {"p50": round(percentile(predicted_totals, 50), 2), "p95": round(percentile(predicted_totals, 95), 2),
+           "n": len(predicted_totals), "source": "cost model"}
+    if measured_totals:
+        out["measured_p50"] = round(percentile(measured_totals, 50), 2)
+        out["measured_p95"] = round(percentile(measured_totals, 95), 2)
+    return out

@@ -1,0 +1,117 @@
+"""Probes you can trust: hold whole documents out of an index built for the purpose.
+
+A question whose gold lies only in held-out documents cannot be answered by that index: it becomes a
+probe. A question with some gold left keeps the rest as its gold. Hand-written probes stay probes.
+
+Documents are notes (a markdown vault: the kept notes are copied to OUT/vault), KorQuAD articles
+(the kept articles are written to OUT/korquad.json with the held-out articles' paragraphs emptied, so
+paragraph ids `AAA-PP` keep their article numbers), or the documents of a BEIR corpus: passages that
+share a title are one document (AutoRAG-ko: the passages of one PDF, "finance - X.pdf - 4"), a passage
+without a title is its own; the kept rows are written to OUT/beir/corpus.jsonl as they were. Outputs: OUT/index.sqlite, OUT/gold.yaml,
+OUT/manifest.json (which documents were held out, the seed).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import yaml
+
+from search_core import SearchCoreError
+from search_core.index.indexer import index_vault
+from search_core.ingest.vault import is_beir, is_korquad, list_vault
+
+from tuner.data.gold import GoldSet, load_gold
+
+
+def document_of(note_id: str, korquad: bool, docs: dict | None = None) -> str:
+    """The document a note belongs to: a KorQuAD paragraph `AAA-PP` belongs to article `AAA`; a BEIR
+    passage to the document `docs` names for it (its title)."""
+    if docs is not None:
+        return docs.get(note_id, note_id)
+    return note_id.split("-", 1)[0] if korquad else note_id
+
+
+def questions_without(gold: GoldSet, held_out: set[str], korquad: bool, docs: dict | None = None) -> list[dict]:
+    """The gold set's questions against an index without `held_out` documents (pure). `docs`: note id
+    -> document, for corpora whose documents are not in the ids (BEIR)."""
+    out = []
+    for q in gold.questions:
+        kept = [g for g in q.gold if document_of(g, korquad, docs) not in held_out]
+        if q.is_probe or not kept:
+            why = q.why if q.is_probe else f"gold {', '.join(q.gold)} held out"
+            out.append({"id": q.id, "level": "probe", "query": q.query, "gold": [], "why": why})
+        else:
+            out.append({"id": q.id, "level": q.level, "query": q.query, "gold": kept, "why": q.why})
+    return out
+
+
+def make_probes(vault: str | Path, gold_path: str | Path, out: str | Path, *, fraction: float = 0.2,
+                seed: int = 0, cache: str | Path | None = None) -> dict:
+    vault, out = Path(vault), Path(out)
+    if not 0.0 < fraction < 1.0:
+        raise SearchCoreError(f"--fraction {fraction} must be between 0 and 1 (0.2 holds out a fifth of the documents)")
+    if out.exists() and any(out.iterdir()):
+        raise SearchCoreError(f"{out} is not empty; probes are made into a new folder (pick another --out)")
+    gold = load_gold(gold_path)
+    korquad, beir, doc_of = is_korquad(vault), is_beir(vault), None
+    if korquad:
+        data = json.loads(vault.read_text(encoding="utf-8"))
+        docs = [f"{i:03d}" for i in range(len(data["data"]))]
+    elif beir:
+        corpus = vault / "corpus.jsonl" if vault.is_dir() else vault
+        lines = [ln for ln in corpus.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        try:
+            rows = [json.loads(ln) for ln in lines]
+            doc_of = {str(r["_id"]): str(r.get("title") or r["_id"]) for r in rows}
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise SearchCoreError(f"{corpus} is not a BEIR corpus (one JSON object with an _id per line): {e}") from None
+        docs = sorted(set(doc_of.values()))
+    elif vault.is_dir():
+        files = list_vault(vault)
+        docs = [f.note_id for f in files]
+    else:
+        raise SearchCoreError(f"{vault}: probes can be made from a markdown vault folder, a KorQuAD JSON file "
+                              "or a BEIR folder (corpus.jsonl)")
+    if len(docs) < 2:
+        raise SearchCoreError(f"{vault} has {len(docs)} document(s); holding some out needs at least 2")
+    n_out = max(1, round(fraction * len(docs)))
+    held = set(random.Random(seed).sample(sorted(docs), n_out))
+    out.mkdir(parents=True, exist_ok=True)
+    if korquad:
+        for i, art in enumerate(data["data"]):
+            if f"{i:03d}" in held:
+                art["paragraphs"] = []
+        source = out / "korquad.json"
+        source.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    elif beir:
+        source = out / "beir"
+        source.mkdir()
+        kept = [ln for ln, r in zip(lines, rows) if doc_of[str(r["_id"])] not in held]
+        (source / "corpus.jsonl").write_text("\n".join(kept) + "\n", encoding="utf-8")
+    else:
+        source = out / "vault"
+        for f in files:
+            if f.note_id not in held:
+                dst = source / f.path.relative_to(vault)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f.path, dst)
+    questions = questions_without(gold, held, korquad, doc_of)
+    db = out / "index.sqlite"
+    report = index_vault(source, db, cache=cache)
+    gold_out = out / "gold.yaml"
+    gold_out.write_text(yaml.safe_dump({"name": f"{gold.name}-probes-{seed}", "vault": str(source),
+                                        "questions": questions}, allow_unicode=True, sort_keys=False),
+                        encoding="utf-8")
+    n_probes = sum(q["level"] == "probe" for q in questions)
+    manifest = {"vault": str(vault), "gold": str(gold_out), "db": str(db), "seed": seed, "fraction": fraction,
+                "documents": len(docs), "held_out_documents": len(held), "held_out": sorted(held),
+                "probes": n_probes, "answerable": len(questions) - n_probes,
+                "made_probes": sum(q["level"] == "probe" for q, orig in zip(questions, gold.questions)
+                                   if not orig.is_probe),
+                "index_seconds": round(report.seconds, 1)}
+    (out / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+    return manifest

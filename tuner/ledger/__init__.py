@@ -1,0 +1,10 @@
+"""The append-only ledger of sweeps and rounds, and the hash chain that makes tampering visible."""
+
+from search_core.lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "ledger": ("Ledger", "verify_or_seal", "require_intact"),
+    "chain": ("LedgerError", "LedgerVerdict", "verify_ledger"),
+    "schema": ("DECISIONS", "SCHEMA"),
+    "winner": ("sweep_winner", "open_intact"),
+})

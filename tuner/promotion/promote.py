@@ -1,0 +1,295 @@
+"""Promotion: a sweep's winner becomes the active config (`runs/active.toml`) only if it held on the holdout.
+
+`runs/active.toml` holds the config under [search] and, under [active], the index it must be searched
+with, so that an embedder change is never active with the old embedder's index. The winner's index is
+copied next to it first and the TOML is replaced in one `os.replace`: a reader sees the old pair or the
+new pair, never a mix. Every decision (promoted, declined, rollback) is a row in `runs/promotions.sqlite`
+with the previous config and index, so `config rollback` can undo any promotion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig, load_config, read_toml
+from search_core.gate.model import sidecar_path
+from search_core.files import atomic_write_text
+from search_core.index.store import atomic, connect
+from search_core.paths import ACTIVE_CONFIG as ACTIVE
+from search_core.paths import RUNS_ENV, runs_dir
+
+from tuner.promotion.config_toml import config_toml, toml_table
+
+HISTORY = "promotions.sqlite"
+
+SCHEMA = """CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY, created TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('promoted', 'declined', 'rollback')),
+    sweep TEXT, config TEXT, index_path TEXT, previous_config TEXT, previous_index TEXT,
+    reason TEXT NOT NULL, undoes INTEGER, sidecar_before TEXT)"""
+# sidecar_before: JSON {"text": ...} of the gate-model file (`<index>.gate.json`) at the promoted index's path
+# just before the promotion wrote it (text null: there was none), so a rollback puts it back. Two promotions
+# of one embedder install the same index file name: without it, undoing the second kept its gate model
+# beside the first's config. NULL on rows written before the column existed: rollback leaves the file alone.
+
+
+@dataclass(frozen=True)
+class Active:
+    config: SearchConfig
+    index: Path | None
+    source: str          # "sweep <id>" or "rollback of #<n>"
+
+
+def read_active(runs: str | Path | None = None) -> Active | None:
+    path = runs_dir(runs) / ACTIVE
+    if not path.exists():
+        return None
+    data = read_toml(path, "active config")
+    meta = data.get("active", {})
+    cfg = load_config(path)
+    index = Path(meta["index"]) if meta.get("index") else None
+    return Active(cfg, index, meta.get("source", ""))
+
+
+def _write_active(runs: Path, cfg: SearchConfig, index: Path | None, source: str) -> None:
+    body = config_toml(cfg, "the active config: read by `search` and `eval` when no --config is given; "
+                            "written by promotion and `config rollback`, never by hand")
+    head = toml_table("active", {"source": source, "index": None if index is None else str(index)})
+    atomic_write_text(runs / ACTIVE, body + "\n" + head)
+
+
+def _install_path(runs: Path, index: Path) -> Path:
+    """Where _install_index puts `index` (one name per index file: promotions of one embedder share it)."""
+    return runs / "active-indexes" / index.name
+
+
+def _install_index(runs: Path, index: Path) -> Path:
+    """Copy an index into runs/active-indexes/ (temp file + rename), so the active pair never points
+    into a sweep's scratch folder that a later sweep may rebuild."""
+    dest = _install_path(runs, index)
+    dest_dir = dest.parent
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    if dest.resolve() == index.resolve():
+        return dest
+    fd, tmp = tempfile.mkstemp(prefix=f".{index.name}.", dir=dest_dir)
+    os.close(fd)
+    try:
+        src = connect(index)      # the SQLite backup API copies a consistent snapshot, WAL included
+        dst = connect(tmp)
+        src.backup(dst)
+        src.close()
+        dst.close()
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
+
+
+class History:
+    def __init__(self, runs: str | Path | None = None):
+        self.runs = runs_dir(runs)
+        try:
+            self.runs.mkdir(parents=True, exist_ok=True)
+            self.conn = connect(self.runs / HISTORY)
+            self.conn.execute(SCHEMA)
+            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(events)")}
+            if "sidecar_before" not in cols:          # a history written before the column
+                self.conn.execute("ALTER TABLE events ADD COLUMN sidecar_before TEXT")
+        except OSError as e:
+            raise SearchCoreError(f"cannot write to the runs folder {self.runs}: {e.strerror}; "
+                                  f"make it writable or point {RUNS_ENV} elsewhere") from None
+        except Exception as e:   # sqlean's OperationalError on a read-only folder
+            raise SearchCoreError(f"cannot open {self.runs / HISTORY}: {e}; make the runs folder writable") from None
+
+    def close(self):
+        self.conn.close()
+
+    def _add(self, kind, sweep, cfg, index, prev: Active | None, reason, undoes=None, sidecar_before=None) -> int:
+        with atomic(self.conn):
+            cur = self.conn.execute(
+                "INSERT INTO events(created, kind, sweep, config, index_path, previous_config, previous_index, "
+                "reason, undoes, sidecar_before) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (time.strftime("%Y-%m-%dT%H:%M:%S%z"), kind, sweep,
+                 json.dumps(cfg.as_dict(), ensure_ascii=False) if cfg else None, str(index) if index else None,
+                 json.dumps(prev.config.as_dict(), ensure_ascii=False) if prev else None,
+                 str(prev.index) if prev and prev.index else None, reason, undoes,
+                 None if sidecar_before is None else json.dumps(sidecar_before, ensure_ascii=False)))
+            return cur.lastrowid
+
+    def events(self) -> list[dict]:
+        cols = ("id", "created", "kind", "sweep", "config", "index_path", "previous_config", "previous_index",
+                "reason", "undoes", "sidecar_before")
+        out = []
+        for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM events ORDER BY id"):
+            d = dict(zip(cols, r))
+            for k in ("config", "previous_config", "sidecar_before"):
+                d[k] = json.loads(d[k]) if d[k] else None
+            out.append(d)
+        return out
+
+    def event(self, event_id: int) -> dict | None:
+        return next((e for e in self.events() if e["id"] == event_id), None)
+
+
+# -- the promotion rule (pure) -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    promote: bool
+    reason: str
+
+
+def holdout_verdict(start: dict, final: dict, holdout: dict | None) -> Verdict:
+    """Promote only when the winner differs from the start and held on the holdout: hit@5 (in questions)
+    not lower, and no paired test says the start was significantly better."""
+    if SearchConfig().replace(**start).config_hash() == SearchConfig().replace(**final).config_hash():
+        return Verdict(False, "no change was kept: the winner is the starting config")
+    if not holdout:
+        return Verdict(False, "the sweep had no holdout (--holdout or --split): a winner is promoted only "
+                              "when it held on questions it never tuned on")
+    c = holdout["compare"]
+    n = c["n"]
+    a_q, b_q = round(holdout["start"]["hit@5"] * n), round(holdout["final"]["hit@5"] * n)
+    if b_q < a_q:
+        return Verdict(False, f"holdout hit@5 fell {holdout['start']['hit@5']:.4f} -> {holdout['final']['hit@5']:.4f} "
+                              f"({a_q - b_q} of {n} questions lost)")
+    worse = [f"{m} (delta {v['delta']:+.4f}, p={v['p_value']:.4f})" for m, v in c["metrics"].items()
+             if v["verdict"] == "A better"]
+    if worse:
+        return Verdict(False, "the holdout is significantly worse on " + ", ".join(worse))
+    hm = c["metrics"]["hit@5"]
+    reason = (f"held on the holdout: hit@5 {holdout['start']['hit@5']:.4f} -> {holdout['final']['hit@5']:.4f} "
+              f"({b_q - a_q:+d} of {n} questions, p={hm['p_value']:.4f}); no metric significantly worse")
+    # The rule is the issue's (hit@5 in questions, paired tests); a fall of the objective that no paired test
+    # calls significant does not decline, but the reader must see it, not only a green "promoted".
+    obj = next((k for k in holdout["start"] if k not in ("hit@5", "mrr")), None)
+    if obj and holdout["final"].get(obj) is not None and holdout["final"][obj] < holdout["start"][obj]:
+        reason += (f"; the holdout {obj} fell {holdout['start'][obj]:.2f} -> {holdout['final'][obj]:.2f}, "
+                   "within noise: the tuning gain did not carry over")
+    return Verdict(True, reason)
+
+
+def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | None, index: str | Path | None,
+                     runs: str | Path | None = None, *, gate_model=None) -> dict:
+    """Apply the rule and record the outcome; on success the winner (with its index) becomes active.
+    `gate_model`: the gate model the sweep fitted for the winner's embedder and reranker. A probability
+    threshold (`gate_threshold`) means something only with the model it was tuned on, so the model is
+    installed beside the promoted index (its `.gate.json`, which `search` and recall read); without one,
+    the threshold is not promoted and the reason says so."""
+    v = holdout_verdict(start, final, holdout)
+    hist = History(runs)
+    try:
+        prev = read_active(hist.runs)
+        cfg = SearchConfig().replace(**final)
+        if not v.promote:
+            eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
+            return {"event": eid, "promoted": False, "reason": v.reason}
+        if index is None:
+            raise SearchCoreError(f"cannot promote sweep {sweep_id}: no index for embedder {cfg.embedder}")
+        reason = v.reason
+        if cfg.gate_threshold is not None and gate_model is None:
+            cfg = cfg.replace(gate_threshold=None)
+            reason += ("; its gate_threshold was not promoted: the gate model it was tuned on is not available, "
+                       "and on another gate the number means something else")
+        side = sidecar_path(_install_path(hist.runs, Path(index)))
+        before = {"text": side.read_text(encoding="utf-8") if side.exists() else None}
+        installed = _install_index(hist.runs, Path(index))
+        if cfg.gate_threshold is not None:
+            gate_model.save(sidecar_path(installed))
+        _write_active(hist.runs, cfg, installed, f"sweep {sweep_id}")
+        eid = hist._add("promoted", sweep_id, cfg, installed, prev, reason, sidecar_before=before)
+        return {"event": eid, "promoted": True, "reason": reason, "index": str(installed)}
+    finally:
+        hist.close()
+
+
+def rollback(event_id: int | None = None, runs: str | Path | None = None) -> dict:
+    """Undo a promotion (default: the latest one not yet undone): its previous config and index become
+    active again; with no previous config, active.toml is removed (the built-in defaults apply)."""
+    hist = History(runs)
+    try:
+        events = hist.events()
+        undone = {e["undoes"] for e in events if e["kind"] == "rollback"}
+        if event_id is None:
+            cands = [e for e in events if e["kind"] == "promoted" and e["id"] not in undone]
+            if not cands:
+                raise SearchCoreError(f"nothing to roll back: {hist.runs / HISTORY} has no promotion left to undo; "
+                                      "`autoresearch config history` lists them")
+            ev = cands[-1]
+        else:
+            ev = hist.event(event_id)
+            ids = [e["id"] for e in events if e["kind"] == "promoted"]
+            if ev is None or ev["kind"] != "promoted":
+                raise SearchCoreError(f"#{event_id} is not a promotion; promotions that can be rolled back: "
+                                      f"{', '.join(f'#{i}' for i in ids) or 'none'}")
+            if event_id in undone:
+                raise SearchCoreError(f"promotion #{event_id} was already rolled back")
+        prev_active = read_active(hist.runs)
+        path = hist.runs / ACTIVE
+        if ev["previous_config"] is None:
+            path.unlink(missing_ok=True)
+            restored = None
+        else:
+            restored = SearchConfig().replace(**ev["previous_config"])
+            idx = Path(ev["previous_index"]) if ev["previous_index"] else None
+            if idx is not None and not idx.exists():
+                raise SearchCoreError(f"cannot roll back #{ev['id']}: its previous index {idx} is gone; "
+                                      "rebuild it with `autoresearch index`")
+            _write_active(hist.runs, restored, idx, f"rollback of #{ev['id']}")
+        _restore_sidecar(ev)            # the gate model the restored config was promoted with (or none)
+        eid = hist._add("rollback", ev["sweep"], restored, ev["previous_index"], prev_active,
+                        f"rolled back promotion #{ev['id']}", undoes=ev["id"])
+        return {"event": eid, "undid": ev["id"], "active": restored.as_dict() if restored else None}
+    finally:
+        hist.close()
+
+
+def _restore_sidecar(ev: dict) -> None:
+    """Put back the gate-model file the promotion `ev` replaced beside its index (or remove the one it
+    added). Rows from before `sidecar_before` existed carry no record: their file is left as it is."""
+    if ev.get("sidecar_before") is None or not ev.get("index_path"):
+        return
+    side = sidecar_path(ev["index_path"])
+    text = ev["sidecar_before"]["text"]
+    if text is None:
+        side.unlink(missing_ok=True)
+    else:
+        atomic_write_text(side, text)
+
+
+# -- what `search` and `eval` use when no --config is given ---------------------------------------------------
+def resolve_search_config(db: Path | None, config_path: Path | None,
+                          runs: str | Path | None = None) -> tuple[Path, SearchConfig]:
+    """--config wins; else runs/active.toml (its index when --db is not given); else the defaults.
+    A --db built by another embedder than the active config's is refused rather than silently mixed."""
+    if config_path is not None:
+        if db is None:
+            raise SearchCoreError("--db is required with --config")
+        return db, load_config(config_path)
+    active = read_active(runs)
+    if active is None:
+        if db is None:
+            raise SearchCoreError(f"--db is required: there is no active config ({runs_dir(runs) / ACTIVE}) "
+                                  "naming an index")
+        return db, SearchConfig()
+    if db is None:
+        if active.index is None:
+            raise SearchCoreError(f"{runs_dir(runs) / ACTIVE} names no index; pass --db")
+        return active.index, active.config
+    from search_core.index.store import get_meta
+    conn = connect(db, readonly=True)
+    try:
+        emb = get_meta(conn, "fingerprint")["embedder"]["name"]
+    finally:
+        conn.close()
+    if emb != active.config.embedder:
+        raise SearchCoreError(f"the active config ({runs_dir(runs) / ACTIVE}, {active.source}) uses embedder "
+                              f"{active.config.embedder} but {db} was built by {emb}; drop --db to use "
+                              f"{active.index}, or pass --config to search with another config")
+    return db, active.config

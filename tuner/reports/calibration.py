@@ -1,0 +1,116 @@
+"""The gate calibration as a Report (tuner.reports), for `calibrate` and the daemon's weekly job."""
+
+from __future__ import annotations
+
+from tuner.reports import Para, Report, Section, Table
+
+
+def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots: bool = False,
+                       series: dict | None = None) -> Report:
+    """The calibration (tuner.gate.calibrate's result) as a Report: window, distributions, what the current
+    gate did, the gate on the labelled rows, the recommendation and the retirement rule; `series` (see
+    score_series) adds histograms, `with_plots` the risk-coverage plot."""
+    rec, tr, ret = cal["recommendation"], cal["traffic"], cal["retirement"]
+    cur = cal["current"]
+    cur_text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
+                else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
+    if rec.get("model_summary"):
+        ms = rec["model_summary"]
+        verdict = (f"recommend a gate model fitted on {cal['labelled']['answerable']} answerable + "
+                   f"{cal['labelled']['probes']} probes: P >= {ms['p_threshold']:.3f} "
+                   f"(cross-validated balanced accuracy {ms['cv_balanced_accuracy']})")
+    elif rec.get("cosine", {}).get("threshold") is not None:
+        verdict = f"recommend cosine threshold {rec['cosine']['threshold']:.4f} ({rec['basis']})"
+    else:
+        verdict = "no recommendation: " + (cal["warnings"][-1] if cal["warnings"] else "no labels")
+    w = cal["window"]
+    sections = [Section("Window", (Table(("calls", "sessions", "latency p50 ms", "latency p95 ms", "injected",
+                                          "injection rate"),
+                                         ((w["calls"], w["sessions"], w["latency_ms"]["p50"], w["latency_ms"]["p95"],
+                                           tr["injected"], tr["injection_rate"]),)),
+                                   Para(f"current gate: {cur_text}"))),
+                Section("Distributions", tuple(
+                    Table(("group", "n", "p5", "p25", "p50", "p75", "p95"),
+                          tuple((g, q.get("n"), q.get("p5"), q.get("p25"), q.get("p50"), q.get("p75"), q.get("p95"))
+                                for g, q in groups.items()), caption=scale)
+                    for scale, groups in cal["distributions"].items()))]
+    stopped = tr["stopped"]
+    fl = tr["flips"]
+    sections.append(Section("What the current gate did", (
+        Para("stopped calls: " + (", ".join(f"{k} {v}" for k, v in stopped.items()) or "none")),
+        Table(("id", "query", "top score", "stopped by"),
+              tuple((e["id"], e["query"] or "(hashed)", e["top_score"], e["stopped_by"]) for e in tr["stopped_examples"]),
+              caption="the last 10 stopped calls"),
+        Para(f"decisions that flip if the {fl.get('scale', '')} threshold moves by 0.02: "
+             f"-0.02 lets {fl.get('-0.02', 0)} more through, +0.02 stops {fl.get('+0.02', 0)} more"
+             if fl else "no calls: no flips to count"))))
+    sections.append(gate_on_labels_section(cal.get("gate_on_labels")))
+    rows = []
+    if rec.get("cosine"):
+        c = rec["cosine"]
+        rows.append(("cosine", c.get("threshold"), c.get("balanced_accuracy"), c.get("auroc"), c.get("note", "")))
+    if rec.get("model_summary"):
+        ms = rec["model_summary"]
+        rows.append(("model", ms["p_threshold"], ms["cv_balanced_accuracy"], None, "cross-validated, by source"))
+    sections.append(Section("Recommendation", (Para(verdict, "good" if rows else "note"),
+                                               Table(("gate", "threshold", "balanced accuracy", "AUROC", "how"),
+                                                     tuple(rows)),
+                                               Para(f"proposal written to {proposal_path}; install it with "
+                                                    f"`autoresearch calibrate apply --db {db}`" if proposal_path
+                                                    else "no proposal written"))))
+    sections.append(Section("Retirement rule", (Para(f"{ret['rule']}: p95 {ret['p95_ms']} ms, injection "
+                                                     f"{ret['injection_rate']} -> {ret['verdict']}",
+                                                     "bad" if ret["verdict"].startswith("consider") else ""),)))
+    curves = (cal.get("gate_on_labels") or {}).get("curves")
+    if with_plots and curves:
+        from tuner.reports import Plot
+        from tuner.reports.plots import line_plot
+        g = cal["gate_on_labels"]
+        sections.append(Section("Risk-coverage", (Plot(
+            "risk-coverage on the labelled rows",
+            line_plot({k: [tuple(p) for p in v] for k, v in curves.items()},
+                      xlabel="coverage (share of rows injected, most confident first)",
+                      ylabel="risk (share of probes injected)"),
+            alt=f"risk-coverage over {g['rows']} labelled rows ({g['probes']} probes): " + "; ".join(
+                f"{k} risk {v[3][1]} at coverage 0.2, {v[-1][1]} at 1.0" for k, v in curves.items())),)))
+    if with_plots and series:
+        from tuner.reports import Plot
+        from tuner.reports.plots import histograms
+        sections.append(Section("Score histograms", tuple(
+            Plot(f"{name} by group", histograms(s, xlabel=name),
+                 alt=f"{name}: " + "; ".join(f"{g} n={len(v)}" for g, v in s.items()))
+            for name, s in series.items())))
+    if cal["warnings"]:
+        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal["warnings"])))
+    return Report("calibration", f"Gate calibration for {db}", verdict, tuple(sections), data=cal)
+
+
+def gate_on_labels_section(g: dict | None) -> Section:
+    """The gate in force scored on the labelled rows, beside the cosine gate on the same rows."""
+    title = "The gate in force on the labelled rows"
+    if not g:
+        return Section(title, (Para("needs labelled rows of both kinds (answerable and probes): pass --labels"),))
+    cards = [("gate model (P(answerable))", g["model"])] if g.get("model") else []
+    cards.append(("cosine gate (top cosine)", g["cosine"]))
+    one_kind = [f"{src} ({one['rows']} rows): {one['note']}" for src, one in (g.get("by_source") or {}).items()
+                if "note" in one]
+    for src, one in (g.get("by_source") or {}).items():     # each labelled set on its own
+        if "note" in one:
+            continue
+        tag = f"{src}, {one['rows']} rows"
+        if one.get("model"):
+            cards.append((f"gate model on {tag}" + (" (in-sample)" if one.get("in_sample") else ""), one["model"]))
+        cards.append((f"cosine gate on {tag}", one["cosine"]))
+    pts = list(cards[0][1]["risk_coverage"])
+    table = Table(("gate", "threshold", "AUROC", "balanced accuracy", "answerable injected", "probes injected",
+                   *[f"risk at {p}" for p in pts]),
+                  tuple((name, c["threshold"], c["auroc"], c["balanced_accuracy"], c["answerable_injected"],
+                         c["probes_injected"], *[c["risk_coverage"][p] for p in pts]) for name, c in cards),
+                  caption=f"{g['rows']} rows ({g['answerable']} answerable, {g['probes']} probes) from "
+                          f"{', '.join(g['sources'])}; risk = share of probes among the injected when only the most "
+                          "confident share of rows (the coverage) is injected")
+    seen = g.get("in_sample") or []
+    note = (Para(f"in-sample: the gate in force was fitted on {', '.join(seen)}; these numbers flatter it", "bad")
+            if seen else Para("none of these sets is among those the gate in force was fitted on"
+                              if g.get("model") else "no gate model in force: the cosine gate decides"))
+    return Section(title, (table, note, *(Para(x) for x in one_kind)))

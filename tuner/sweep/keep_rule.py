@@ -1,0 +1,84 @@
+"""The keep rule, as a pure function of two evaluations.
+
+A candidate is kept only if hit@5 on the tuning set does not regress AND the objective improves by
+more than epsilon. Optional guards: no level loses more than one question; p95 latency within a budget.
+A candidate whose objective rises while hit@5 falls is rejected, and the reason says so.
+
+The p95 both evaluations carry is the cost model's prediction (tuner/evaluation/cost_model.py), not a stopwatch's,
+so the same two evaluations are decided alike on a quiet machine and a busy one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OBJECTIVES = ("score100", "mrr", "hit@5", "ndcg@10", "gate_accuracy")
+
+@dataclass(frozen=True)
+class Rule:
+    objective: str = "score100"
+    epsilon: float = 0.0            # the objective must rise by MORE than this
+    level_guard: bool = False       # no level may lose more than one question
+    latency_budget_ms: float | None = None
+    gate_epsilon: float = 0.0       # in gate accuracy (0..1), for rounds judged on the gate, not in score points
+
+
+@dataclass(frozen=True)
+class Decision:
+    decision: str
+    reason: str
+
+
+def objective_value(summary: dict, objective: str) -> float:
+    if objective == "score100":
+        return summary["score100"]["total"]
+    if objective == "gate_accuracy":
+        return summary["gate"]["gate_accuracy"] or 0.0
+    return summary["overall"][objective]
+
+
+def questions_hit(summary: dict) -> tuple[int, int]:
+    """(questions hit@5, answerable questions), counted from the per-question rows: at 25,000 questions
+    one lost question moves the rate by 0.00004, which a rate rounded to 4 decimals does not show."""
+    rows = [q for q in summary["per_query"] if q["level"] != "probe"]
+    return sum(int(bool(q.get("hit@5", 0))) for q in rows), len(rows)
+
+
+def level_hits(summary: dict) -> dict[str, int]:
+    """Questions hit@5 per level (counts, not rates: the guard speaks in questions)."""
+    out: dict[str, int] = {}
+    for q in summary["per_query"]:
+        if q["level"] != "probe":
+            out[q["level"]] = out.get(q["level"], 0) + int(q.get("hit@5", 0))
+    return out
+
+
+def decide(base: dict, cand: dict, rule: Rule, *, objective: str | None = None) -> tuple[Decision, float, float]:
+    """Returns (decision, base objective, candidate objective). `objective` overrides the rule's
+    (threshold rounds are judged on gate accuracy)."""
+    obj = objective or rule.objective
+    b_obj, c_obj = objective_value(base, obj), objective_value(cand, obj)
+    b_hit, c_hit = base["overall"]["hit@5"], cand["overall"]["hit@5"]
+    b_count, _ = questions_hit(base)
+    c_count, _ = questions_hit(cand)
+    if c_count < b_count:
+        lost = b_count - c_count
+        rose = f"; {obj} rose {b_obj:.4f} -> {c_obj:.4f}, but hit@5 is guarded" if c_obj > b_obj else ""
+        return Decision("rejected:hit5_regressed",
+                        f"hit@5 {b_hit:.4f} -> {c_hit:.4f} ({lost} question(s) lost){rose}"), b_obj, c_obj
+    if rule.level_guard:
+        bl, cl = level_hits(base), level_hits(cand)
+        worst = [(lv, bl[lv] - cl.get(lv, 0)) for lv in bl if bl[lv] - cl.get(lv, 0) > 1]
+        if worst:
+            lv, lost = max(worst, key=lambda t: t[1])
+            return Decision("rejected:level_guard", f"level {lv} lost {lost} questions (guard allows 1)"), b_obj, c_obj
+    if rule.latency_budget_ms is not None:
+        p95 = cand["latency_ms"].get("p95", 0.0)
+        if p95 > rule.latency_budget_ms:
+            return Decision("rejected:latency_budget",
+                            f"p95 {p95:.1f} ms over the budget {rule.latency_budget_ms:.0f} ms"), b_obj, c_obj
+    eps = rule.gate_epsilon if obj == "gate_accuracy" else rule.epsilon
+    if c_obj - b_obj <= eps:
+        return Decision("rejected:no_gain", f"{obj} {b_obj:.4f} -> {c_obj:.4f} "
+                                            f"(needs > +{eps:g}); hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj
+    return Decision("kept", f"{obj} {b_obj:.4f} -> {c_obj:.4f}; hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj

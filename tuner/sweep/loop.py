@@ -1,0 +1,335 @@
+"""The round loop: pick one variable, propose a value, evaluate on the tuning set, decide, append.
+
+Every round is one ledger row written in one transaction. A restarted sweep (--resume) rebuilds its
+baseline, tried values and proposals from the ledger, so it continues exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig
+
+from tuner.data.gold import GoldSet, load_gold, split_gold
+from tuner.evaluation.compare import compare
+from tuner.evaluation.score import load_score_config
+from tuner.ledger.ledger import Ledger
+from tuner.evaluation.cost_model import CostStore
+from tuner.sweep.keep_rule import Rule, objective_value
+from tuner.sweep.pins import check_pins, harness_pins
+from tuner.sweep.propose import propose
+from tuner.sweep.rounds import latency_charge, replay_decisions, run_round, snap
+from tuner.sweep.space import Space, load_space
+from tuner.sweep.variables import GATE_SCORE, MODEL_GATE_FIELD, gate_pair, kind_of, unavailable_reason
+from tuner.sweep.workbench import Workbench, fit_threshold
+
+
+@dataclass(frozen=True)
+class SweepParams:
+    db: str
+    gold: str
+    space: str
+    holdout: str | None = None
+    rounds: int = 119
+    time_budget_s: float | None = None
+    seed: int = 0
+    objective: str = "score100"
+    epsilon: float = 0.0
+    level_guard: bool = False
+    latency_budget_ms: float | None = None
+    gate_epsilon: float = 0.0       # gate rounds: the gate accuracy must rise by more than this
+    vault: str | None = None
+    index_dir: str = "runs/indexes"
+    split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
+    score_config: str | None = None  # a TOML file whose [score] table sets the 100-point rubric
+    # measured latency never decides (the cost model does); more passes only steady the measured p95
+    # recorded beside the predicted one
+    timing_samples: int = 0
+    cost_store: str | None = None   # folder of stored cost calibrations; None: <runs>/cost-model beside index_dir
+    recalibrate: bool = False       # take a new cost calibration instead of the stored one
+
+    def cost_folder(self) -> Path:
+        return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
+
+    def rule(self) -> Rule:
+        return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms, self.gate_epsilon)
+
+    @classmethod
+    def from_record(cls, params: dict, **changes) -> "SweepParams":
+        """The params a ledger recorded for a sweep (which also hold its `pins` and may come from an
+        older version with other keys), as SweepParams, with `changes` applied: what a resume starts from."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{**{k: v for k, v in params.items() if k in known}, **changes})
+
+
+def compact_metrics(res: dict) -> dict:
+    """What the ledger keeps per round: overall, per level, gate, latency, score, and per question
+    the rank of the first gold note (enough to say which questions a candidate broke)."""
+    return {"overall": res["overall"], "by_level": res["by_level"], "gate": {k: v for k, v in res["gate"].items()
+                                                                               if k != "probe_results"},
+            "latency_ms": res["latency_ms"], "score100": res["score100"],
+            "per_query": [{"id": q["id"], "level": q["level"], "first_rank": q["first_rank"],
+                           "hit@5": q.get("hit@5", 0.0), "inject": q["inject"], "top_score": q["top_score"],
+                           **({"gate_probability": q["gate_probability"]} if q.get("gate_probability") is not None else {}),
+                           **({k: q[k] for k in ("work", "predicted_ms", "latency_ms") if k in q})}
+                          for q in res["per_query"]]}
+
+
+class Sweep:
+    def __init__(self, params: SweepParams, ledger: Ledger, *, start: SearchConfig | None = None,
+                 sweep_id: str | None = None, progress=None, stop_flag=None):
+        self.p = params
+        self.ledger = ledger
+        self.progress = progress or (lambda line: None)
+        self.stop_flag = stop_flag or (lambda: False)
+        self.space: Space = load_space(params.space)
+        self.gold: GoldSet = load_gold(params.gold)
+        self.hold_gold: GoldSet | None = load_gold(params.holdout) if params.holdout else None
+        if params.split:
+            self.gold, self.hold_gold = split_gold(self.gold, params.split, params.seed)
+        if sweep_id is not None and params.recalibrate:
+            raise SearchCoreError("a resumed sweep keeps the cost calibration its rounds were charged with, so its "
+                                  "decisions stay comparable; drop --recalibrate, or start a new sweep with it")
+        self.bench = Workbench(params.db, vault=params.vault, index_dir=params.index_dir,
+                               score_cfg=load_score_config(params.score_config),
+                               cost_store=CostStore(params.cost_folder()),
+                               calibration_queries=[q.query for q in self.gold.questions],
+                               recalibrate=params.recalibrate, progress=self.progress)
+        base_emb = self.bench.base_embedder
+        base_notes = self.bench.searchers[base_emb].view.notes.keys()
+        self.gold.check_against(base_notes)
+        if self.hold_gold is not None:       # before round 1, not after round 119
+            self.hold_gold.check_against(base_notes)
+        self.pins = harness_pins(params, self.bench.score_cfg, self.bench.searchers[base_emb].fingerprint_key)
+        self.spent_before_s = 0.0            # time spent by earlier runs of this sweep (the budget is the sweep's)
+        if sweep_id is None:
+            start = (start or SearchConfig()).replace(embedder=base_emb)
+            if start.threshold is None:    # the ledger records explicit values, never "the default"
+                start = start.replace(threshold=self.bench.searchers[base_emb].embedder.default_threshold)
+            model = self._ensure_gate(start)   # the gate model for the start, fitted on the tuning set
+            if model is not None and getattr(start, MODEL_GATE_FIELD) is None:
+                start = start.replace(**{MODEL_GATE_FIELD: self._on_grid(MODEL_GATE_FIELD, model.threshold)})
+            self.space.check_config(start)
+            self.id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+            self.start = start
+            ledger.new_sweep(self.id, {**dataclasses.asdict(params), "pins": self.pins}, start.as_dict())
+            self.rows: list[dict] = []
+        else:
+            info = ledger.sweep(sweep_id)
+            if info is None:
+                raise SearchCoreError(f"no sweep {sweep_id!r} in {ledger.path}; `autoresearch ledger` lists them")
+            check_pins(sweep_id, info["params"].get("pins"), self.pins)
+            self.id = sweep_id
+            self.start = SearchConfig().replace(**info["start_config"])
+            self.rows = ledger.rounds(sweep_id)
+            self.spent_before_s = sum((r["eval_s"] or 0) + (r["reindex_s"] or 0) for r in self.rows)
+            self.bench.use_recorded_costs(self.rows)   # the calibrations the run charged its rounds with
+
+    # -- state derived from the ledger ---------------------------------------------------------------------
+    def _baseline(self) -> tuple[SearchConfig, dict | None]:
+        kept = [r for r in self.rows if r["decision"] == "kept"]
+        if not kept:
+            return self.start, None
+        return SearchConfig().replace(**kept[-1]["config"]), kept[-1]["metrics"]
+
+    def _tried(self, baseline_hash: str, variable: str) -> list[dict]:
+        return [r for r in self.rows if r["baseline_hash"] == baseline_hash and r["variable"] == variable]
+
+    def _unavailable(self) -> set:
+        return {r["new"] for r in self.rows if r["decision"] == "unavailable"}
+
+    # -- one round -----------------------------------------------------------------------------------------
+    def _probes(self) -> int:
+        return sum(q.level == "probe" for q in self.gold.questions)
+
+    def _on_grid(self, name: str, value: float) -> float:
+        """A fitted threshold on the space's grid when the space turns it (optuna refuses a history value
+        off its grid), else rounded to 4 places."""
+        return snap(self.space, name, value)
+
+    def _ensure_gate(self, cfg: SearchConfig):
+        """The gate model for cfg's (embedder, reranker), fitted on the tuning set the first time the pair
+        is met. It is fitted on the config of the pair's first ledger row when there is one, so a resumed
+        sweep gates exactly as the run it continues (thresholds do not change the features)."""
+        pair = gate_pair(cfg)
+        if pair not in self.bench.gate_models:
+            first = next((c for c in (SearchConfig().replace(**r["config"]) for r in getattr(self, "rows", []))
+                          if gate_pair(c) == pair), cfg)
+            self.bench.fit_gate_for(first, self.gold)
+        return self.bench.gate_models[pair]
+
+    def _why_unavailable(self, name: str, baseline: SearchConfig) -> str | None:
+        why = unavailable_reason(name, probes=self._probes())
+        if why is not None or name not in GATE_SCORE:
+            return why
+        model = self._ensure_gate(baseline)
+        if name == MODEL_GATE_FIELD and model is None:
+            return ("no gate model could be fitted on the tuning set (it needs 2 answerable questions, 2 probes "
+                    f"and features that vary): the cosine gate decides, so {name} moves nothing")
+        if name != MODEL_GATE_FIELD and model is not None:
+            return (f"the gate model fitted on the tuning set decides, so {name} (the cosine gate's) moves nothing "
+                    f"(it decides only where no model fits); {MODEL_GATE_FIELD} rounds tune the model's threshold")
+        return None
+
+    def _crash_loop(self, n: int = 3) -> str | None:
+        """The reason shared by the last n rounds, when all n crashed with it."""
+        last = self.rows[-n:]
+        if len(last) == n and all(r["decision"] == "crashed" for r in last) and len({r["reason"] for r in last}) == 1:
+            return last[0]["reason"]
+        return None
+
+    def run(self) -> dict:
+        t_start = time.perf_counter()
+        status = "finished"
+        try:
+            baseline, base_metrics = self._baseline()
+            self._ensure_gate(baseline)                     # a resumed sweep: the model the run had
+            if base_metrics is None:                        # round 0: measure the starting point
+                t0 = time.perf_counter()
+                res = self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples)
+                res["latency_charge"] = latency_charge(self.bench, baseline, res, "start")
+                self._append(0, "(start)", None, None, baseline, baseline, res, "kept",
+                             "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
+                base_metrics = self.rows[-1]["metrics"]
+            next_round = max(r["round"] for r in self.rows) + 1
+            while next_round <= self.p.rounds:
+                if self.stop_flag():
+                    status = "stopped"
+                    break
+                spent = self.spent_before_s + time.perf_counter() - t_start
+                if self.p.time_budget_s is not None and spent > self.p.time_budget_s:
+                    status = "stopped: time budget"
+                    break
+                crash = self._crash_loop()
+                if crash is not None:
+                    status = f"stopped: crash loop (3 rounds in a row crashed with: {crash})"
+                    self.progress(status)
+                    break
+                baseline, base_metrics = self._baseline()
+                if not self._round(next_round, baseline, base_metrics):
+                    status = "finished: space exhausted"
+                    break
+                next_round += 1
+        except KeyboardInterrupt:
+            self.ledger.set_status(self.id, "interrupted")
+            raise
+        summary = self.summary()
+        if self.hold_gold is not None:
+            summary["holdout"] = self.run_holdout()
+        self.ledger.set_status(self.id, status, summary)
+        summary["status"] = status
+        return summary
+
+    def _pick(self, round_no: int, baseline: SearchConfig, bhash: str):
+        names = self.space.names()
+        unavailable = self._unavailable()
+        start = (round_no - 1) % len(names)
+        for i in range(len(names)):
+            v = self.space.get(names[(start + i) % len(names)])
+            kind = kind_of(v.name)
+            why = self._why_unavailable(v.name, baseline)
+            if why is not None:
+                if not any(r["variable"] == v.name and r["decision"] == "unavailable" for r in self.rows):
+                    return v, None        # logged once as unavailable, with the reason, then skipped
+                continue
+            hist = self._tried(bhash, v.name)
+            tried = {r["new"] for r in hist}
+            base_value = getattr(baseline, v.name)
+            history = [(r["new"], r["objective"]) for r in hist if r["objective"] is not None]
+            base_metrics = self._baseline()[1]
+            if kind.closed_form:
+                # the gate does not move the ranking, so its best value on the tuning set has a closed
+                # form: try that first, then let optuna explore around it
+                fitted = fit_threshold(base_metrics["per_query"], GATE_SCORE.get(v.name, "top_score"))
+                if fitted is not None:
+                    fitted = snap(self.space, v.name, fitted)
+                    if fitted not in tried and fitted != base_value:
+                        return v, fitted
+            base_obj = objective_value(base_metrics, kind.objective or self.p.objective)
+            value = propose(v, seed=self.p.seed, baseline_hash=bhash, baseline_value=base_value,
+                            baseline_objective=base_obj, history=history, tried=tried, unavailable=unavailable)
+            if value is not None:
+                return v, value
+        return None, None
+
+    def _round(self, round_no: int, baseline: SearchConfig, base_metrics: dict) -> bool:
+        bhash = baseline.config_hash()
+        v, value = self._pick(round_no, baseline, bhash)
+        if v is None:
+            return False
+        old = getattr(baseline, v.name)
+        why_unavailable = self._why_unavailable(v.name, baseline)
+        if why_unavailable is not None:
+            self._append(round_no, v.name, old, None, baseline, baseline, None, "unavailable", why_unavailable, 0.0, 0.0, None)
+            self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why_unavailable}")
+            return True
+        t0 = time.perf_counter()
+        out = run_round(self.bench, self.gold, baseline, base_metrics, v.name, value, self.p.rule(),
+                        space=self.space, ensure_gate=self._ensure_gate, timing_samples=self.p.timing_samples)
+        eval_s = time.perf_counter() - t0 - out.reindex_s
+        self._append(round_no, v.name, old, value, out.candidate, baseline, out.result, out.decision, out.reason,
+                     eval_s, out.reindex_s, out.objective)
+        best = objective_value(self._baseline()[1], self.p.objective)
+        self.progress(f"round {round_no}/{self.p.rounds}  {v.name} {old!r} -> {value!r}  {out.decision}  "
+                      f"best {self.p.objective} {best:.4f}")
+        return True
+
+    def _append(self, round_no, variable, old, new, cand, baseline, res, decision, reason, eval_s, reindex_s, obj):
+        s = self.bench.searchers.get(cand.embedder)
+        row = {"round": round_no, "variable": variable, "old": old, "new": new, "config": cand.as_dict(),
+               "config_hash": cand.config_hash(), "baseline_hash": baseline.config_hash(),
+               "index_fingerprint": s.fingerprint_key if s else None,
+               "metrics": {**compact_metrics(res), **({"latency_charge": res["latency_charge"]}
+                                                       if "latency_charge" in res else {})} if res else {},
+               "objective": obj, "decision": decision,
+               "reason": reason, "eval_s": round(eval_s, 4), "reindex_s": round(reindex_s, 3)}
+        self.ledger.append_round(self.id, row)
+        self.rows.append({**row, "sweep": self.id})
+
+    # -- the end of a sweep ----------------------------------------------------------------------------------
+    def summary(self) -> dict:
+        final, metrics = self._baseline()
+        counts: dict[str, int] = {}
+        for r in self.rows[1:]:
+            counts[r["decision"]] = counts.get(r["decision"], 0) + 1
+        start_m = self.rows[0]["metrics"] if self.rows else {}
+        return {"sweep": self.id, "rounds": len(self.rows) - 1, "decisions": counts,
+                "start_config": self.start.as_dict(), "final_config": final.as_dict(),
+                "start": {"hit@5": start_m.get("overall", {}).get("hit@5"),
+                          self.p.objective: objective_value(start_m, self.p.objective) if start_m else None},
+                "final": {"hit@5": metrics["overall"]["hit@5"] if metrics else None,
+                          self.p.objective: objective_value(metrics, self.p.objective) if metrics else None},
+                "path": [{"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"],
+                          "reason": r["reason"]} for r in self.rows[1:] if r["decision"] == "kept"]}
+
+    def run_holdout(self) -> dict:
+        """Starting and final config on the holdout set, with the paired test: does the gain carry over?"""
+        hold = self.hold_gold
+        final, _ = self._baseline()
+        a = self.bench.evaluate(self.start, hold)
+        b = self.bench.evaluate(final, hold)
+        c = compare(a, b, seed=self.p.seed)
+        tune_gain = (self.summary()["final"][self.p.objective] or 0) - (self.summary()["start"][self.p.objective] or 0)
+        hold_gain = objective_value(b, self.p.objective) - objective_value(a, self.p.objective)
+        result = {"gold": hold.name, "start": {"hit@5": a["overall"]["hit@5"], "mrr": a["overall"]["mrr"],
+                                              self.p.objective: objective_value(a, self.p.objective)},
+                  "final": {"hit@5": b["overall"]["hit@5"], "mrr": b["overall"]["mrr"],
+                            self.p.objective: objective_value(b, self.p.objective)},
+                  "tuning_gain": round(tune_gain, 4), "holdout_gain": round(hold_gain, 4),
+                  "holdout_regressed": bool(tune_gain > 0 and (hold_gain < 0 or
+                                                               b["overall"]["hit@5"] < a["overall"]["hit@5"])),
+                  "within_noise": all(m["verdict"] == "within noise" for m in c["metrics"].values()),
+                  "compare": c}
+        self.ledger.record_holdout(self.id, result)
+        return result
+
+
+def replay_sweep(info: dict, rows: list[dict]) -> list[dict]:
+    """replay_decisions for a sweep as the ledger records it (its params give the rule and the rubric)."""
+    p = SweepParams.from_record(info["params"])
+    return replay_decisions(rows, p.rule(), load_score_config(p.score_config))

@@ -1,0 +1,147 @@
+"""One round: a candidate value for one variable, evaluated against a baseline and decided.
+
+The sweep and the audit's re-test of rejected candidates both call `run_round`, so a re-test is judged
+by the rules of the round it re-tests: the same variable-kind table (what a change needs, whether the
+gate is re-fitted), the same grid for fitted thresholds, the same cost model for latency, the same keep
+rule. A round's latency is predicted (cost_model) and the calibration it used is written into the row,
+so `replay_decisions` recomputes every decision from the ledger without a clock.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig
+from search_core.models import ModelUnavailable
+from search_core.percentiles import percentile
+from search_core.search.work import SearchWork
+from tuner.evaluation.cost_model import Calibration, predict
+from tuner.sweep.keep_rule import Rule, decide
+from tuner.sweep.space import Space
+from tuner.sweep.variables import MODEL_GATE_FIELD, gate_field, kind_of, unchanged_reason
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    candidate: SearchConfig      # as evaluated: with the gate re-fitted when its kind asks for it
+    result: dict | None          # the evaluation (None: not evaluated)
+    decision: str
+    reason: str
+    objective: float | None
+    reindex_s: float = 0.0
+
+
+def snap(space: Space, name: str, value: float) -> float:
+    """A fitted threshold on the space's grid when the space turns it (optuna refuses a history value
+    off its grid), else rounded to 4 places."""
+    if name not in space.names():
+        return round(value, 4)
+    v = space.get(name)
+    value = min(max(value, v.low), v.high)
+    if v.step:
+        value = v.low + round((value - v.low) / v.step) * v.step
+    return round(value, 6)
+
+
+def broken_questions(base: dict, cand: dict) -> list[str]:
+    """Answerable questions the baseline hit@5 and the candidate does not."""
+    b = {q["id"]: q for q in base["per_query"]}
+    return [q["id"] for q in cand["per_query"] if q["level"] != "probe" and b.get(q["id"], {}).get("hit@5")
+            and not q.get("hit@5")]
+
+
+def latency_charge(bench, cfg: SearchConfig, res: dict, kind: str) -> dict:
+    """How the round's latency was charged, for the ledger: the calibration itself (so the row can be
+    re-scored without a clock) and the measured p95 beside the predicted one."""
+    cal = bench.cost_for(cfg)
+    lat = res["latency_ms"]
+    measured, predicted = lat.get("measured_p95"), lat.get("p95")
+    return {"by": "cost model", "kind": kind, "rerank_model": cfg.reranker, "calibration": cal.to_json(),
+            "p95_predicted": predicted, "p95_measured": measured,
+            "measured_over_predicted": round(measured / predicted, 3) if measured and predicted else None}
+
+
+def run_round(bench, gold, baseline: SearchConfig, base_metrics: dict, variable: str, value, rule: Rule, *,
+              space: Space, ensure_gate, timing_samples: int = 0) -> RoundOutcome:
+    """Evaluate `baseline` with `variable` set to `value` on `gold` and decide it against `base_metrics`.
+    ensure_gate(cfg): the gate model for cfg's (embedder, reranker) pair, fitted on the tuning set."""
+    kind = kind_of(variable)
+    cand = baseline.replace(**{variable: value})
+    if cand.config_hash() == baseline.config_hash():
+        return RoundOutcome(cand, None, "rejected:no_gain", "the baseline already has this value", None)
+    same = unchanged_reason(variable, baseline, cand)
+    if same is not None:
+        return RoundOutcome(cand, None, "rejected:no_gain",
+                            f"{same}: the ranked lists are provably unchanged, so no timing contest", None)
+    reindex_s = 0.0
+    try:
+        if kind.reindex:
+            _, reindex_s = bench.searcher_for(getattr(cand, variable))
+        if kind.refit_gate:
+            # score scales differ between models: re-fit the gate on the tuning set before comparing
+            # (the cosine threshold every time; the gate model once per embedder/reranker pair)
+            from tuner.sweep.workbench import fit_threshold
+            model = ensure_gate(cand)
+            fitted = fit_threshold(bench.evaluate(cand, gold)["per_query"])
+            changes = {gate_field(): snap(space, gate_field(), fitted)} if fitted is not None else {}
+            if model is not None:
+                changes[MODEL_GATE_FIELD] = snap(space, MODEL_GATE_FIELD, model.threshold)
+            cand = cand.replace(**changes)
+        res = bench.evaluate(cand, gold, timing_samples=timing_samples)
+        res["latency_charge"] = latency_charge(bench, cand, res, kind.name)
+        d, _, c_obj = decide(base_metrics, res, rule, objective=kind.objective)
+        reason = d.reason
+        broken = broken_questions(base_metrics, res)
+        if broken:
+            reason += f"; broke {', '.join(broken[:8])}" + (" ..." if len(broken) > 8 else "")
+        return RoundOutcome(cand, res, d.decision, reason, c_obj, reindex_s)
+    except ModelUnavailable as e:
+        return RoundOutcome(cand, None, "unavailable", str(e), None, reindex_s)
+    except SearchCoreError as e:
+        return RoundOutcome(cand, None, "crashed", f"{type(e).__name__}: {e}", None, reindex_s)
+    except Exception as e:  # a bug or a broken model must not end an overnight sweep
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        return RoundOutcome(cand, None, "crashed", tb, None, reindex_s)
+
+
+# -- recomputing decisions from the ledger ------------------------------------------------------------------
+
+def rescore(metrics: dict, score_cfg) -> dict:
+    """A ledger row's metrics with latency and the score re-derived from its questions' counted work
+    and the calibration the row records: what the decision stood on, recomputed without a clock."""
+    from tuner.evaluation.score import score100
+    charge = metrics.get("latency_charge") or {}
+    cal = Calibration.from_json(charge["calibration"])
+    reranker = charge.get("rerank_model", "none")
+    totals = [predict(SearchWork.from_json(q["work"]), cal, reranker)["total"] for q in metrics["per_query"]]
+    p95 = round(percentile(totals, 95), 2)
+    return {**metrics, "latency_ms": {**metrics["latency_ms"], "p95": p95},
+            "score100": score100(metrics["overall"], p95, score_cfg) if metrics["overall"].get("n") else {}}
+
+
+def replay_decisions(rows: list[dict], rule: Rule, score_cfg) -> list[dict]:
+    """Each evaluated round of a sweep decided again from the ledger alone: latency re-predicted from
+    the recorded work and calibration, the score re-computed, the keep rule applied against the baseline
+    the round was run against (the last kept row before it). Returns one entry per evaluated round:
+    round, recorded and recomputed decision, and whether the two agree."""
+    out, baseline = [], None
+    for r in rows:
+        m = r.get("metrics") or {}
+        if r["variable"] == "(start)":
+            baseline = rescore(m, score_cfg) if m.get("latency_charge") else m
+            continue
+        if r["decision"] in ("unavailable", "crashed") or not m.get("per_query") or baseline is None:
+            continue
+        if not m.get("latency_charge"):
+            continue                      # not evaluated (provably unchanged): no latency stood behind it
+        cand = rescore(m, score_cfg)
+        kind = kind_of(r["variable"])
+        d, _, c_obj = decide(baseline, cand, rule, objective=kind.objective)
+        out.append({"round": r["round"], "variable": r["variable"], "recorded": r["decision"],
+                    "recomputed": d.decision, "agrees": d.decision == r["decision"],
+                    "objective": c_obj, "recorded_objective": r.get("objective")})
+        if r["decision"] == "kept":
+            baseline = cand
+    return out

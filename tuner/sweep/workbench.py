@@ -1,0 +1,226 @@
+"""What a sweep evaluates against: one searcher per embedder (each on its own index, never mixed),
+the channel-list cache, the reranker-score cache, the cost calibration per embedder (cost_model), and
+the threshold fit for a new embedder."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.config import ChunkConfig, SearchConfig
+from search_core.gate.model import COSINE, GateChoice
+from search_core.hashing import hash_json
+from search_core.index.indexer import default_cache_path, index_vault
+from search_core.search.pipeline import Searcher
+from search_core.index.store import connect, get_meta
+
+from tuner.data.gold import GoldSet
+from tuner.evaluation.evaluate import RetrievalCache, evaluate
+from tuner.evaluation.score import ScoreConfig
+from tuner.evaluation.cost_model import Calibration, CostStore, calibrate, calibrate_reranker, calibration_key, machine
+
+
+class IndexVerificationError(SearchCoreError):
+    pass
+
+
+def verify_index(db: Path, embedder: str) -> dict:
+    """Before a model round is evaluated: the index was built by `embedder` alone, and every chunk
+    meant to have a vector has exactly one, of the right dimension."""
+    conn = connect(db)
+    try:
+        fp = get_meta(conn, "fingerprint")
+        if fp["embedder"]["name"] != embedder:
+            raise IndexVerificationError(f"{db} was built by {fp['embedder']['name']}, not {embedder}")
+        n_vec = conn.execute("SELECT count(*) FROM chunk_vec").fetchone()[0]
+        n_want = conn.execute("SELECT count(*) FROM chunks WHERE has_vector").fetchone()[0]
+        orphans = conn.execute("SELECT count(*) FROM chunk_vec v LEFT JOIN chunks c ON c.id = v.rowid "
+                               "WHERE c.id IS NULL OR NOT c.has_vector").fetchone()[0]
+        missing = conn.execute("SELECT count(*) FROM chunks c LEFT JOIN chunk_vec v ON v.rowid = c.id "
+                               "WHERE c.has_vector AND v.rowid IS NULL").fetchone()[0]
+        if n_vec != n_want or orphans or missing:
+            raise IndexVerificationError(f"{db}: {n_vec} vectors for {n_want} chunks ({missing} missing, "
+                                         f"{orphans} orphaned); rebuild with --full")
+        dim = len(conn.execute("SELECT embedding FROM chunk_vec LIMIT 1").fetchone()[0]) // 4 if n_vec else fp["embedder"]["dim"]
+        if dim != fp["embedder"]["dim"]:
+            raise IndexVerificationError(f"{db}: vectors have {dim} dimensions, the fingerprint says {fp['embedder']['dim']}")
+        return fp
+    finally:
+        conn.close()
+
+
+def fit_threshold(per_query: list[dict], key: str = "top_score") -> float | None:
+    """The gate threshold that best separates answerable questions (inject) from probes (hold back),
+    on the tuning set: the midpoint of the best gap between sorted scores. `key`: the cosine gate's
+    `top_score`, or the gate model's `gate_probability` (rows without it are left out)."""
+    pts = sorted((q[key], q["level"] == "probe") for q in per_query if q.get(key) is not None)
+    if not pts or all(p for _, p in pts) or not any(p for _, p in pts):
+        return None
+    scores = [s for s, _ in pts]
+    cands = [scores[0] - 1e-3] + [(a + b) / 2 for a, b in zip(scores, scores[1:]) if b > a] + [scores[-1] + 1e-3]
+    best, best_acc = None, -1.0
+    for t in cands:
+        acc = sum((s >= t) != probe for s, probe in pts)
+        if acc > best_acc:
+            best, best_acc = t, acc
+    return round(best, 4)
+
+
+def fit_gate_model(per_query: list[dict], fingerprint: dict, reranker: str = "none", gold_name: str | None = None):
+    """The gate model re-fitted on the tuning set's gate features (a model swap changes every score),
+    or None when the set cannot support one (too few probes, constant features). `gold_name` is recorded
+    as the set it was fitted on, so `calibrate --labels` on that set says its scores are in-sample."""
+    from search_core.gate.model import GateFitError, fit_gate
+    from tuner.gate.calibrate import CALIBRATION_C, CALIBRATION_FEATURES
+    rows = [q for q in per_query if q.get("gate_features")]
+    try:
+        return fit_gate([q["gate_features"] for q in rows], [int(q["level"] != "probe") for q in rows],
+                        fingerprint=fingerprint, features=list(CALIBRATION_FEATURES), scope="index",
+                        reranker=reranker, C=CALIBRATION_C,
+                        fitted_on={"by": "sweep, on the tuning set", "gold_sets": [gold_name] if gold_name else []})
+    except GateFitError:
+        return None
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")[:60]
+
+
+def index_path(index_dir: str | Path, embedder: str, chunk_cfg: ChunkConfig) -> Path:
+    """The index file of one embedder spec: a readable prefix, then a hash of the exact spec and chunking.
+    The slug alone maps `st:/models/bge-m3` and `st:models/bge-m3` (or two long URLs cut at 60
+    characters) to one file, and two models would overwrite each other's index."""
+    key = hash_json([embedder, chunk_cfg.as_dict()], 16, ascii=True)   # ascii: existing index file names
+    return Path(index_dir) / f"{slug(embedder)[:40]}-{key}.sqlite"
+
+
+class Workbench:
+    def __init__(self, base_db: str | Path, *, vault: str | None = None, index_dir: str | Path = "runs/indexes",
+                 score_cfg: ScoreConfig = ScoreConfig(), cost_store: CostStore | None = None,
+                 calibration_queries: list[str] = (), recalibrate: bool = False, progress=None):
+        self.base_db = Path(base_db)
+        base = Searcher(self.base_db)
+        self.searchers: dict[str, Searcher] = {base.embedder_name: base}
+        self.base_embedder = base.embedder_name
+        self.vault = vault or get_meta(base.conn, "vault")
+        self.chunk_cfg = ChunkConfig(**base.fingerprint["chunking"])
+        self.index_dir = Path(index_dir)
+        self.embed_cache = default_cache_path(self.base_db)
+        self.retrievals = RetrievalCache()
+        self.rerank_cache: dict = {}
+        self.rerank_cost: dict = {}      # reranker -> ms per pair, measured once per model (cold)
+        # (embedder, reranker) -> the gate model fitted on the tuning set (None: the cosine gate decides).
+        # Set by the sweep (fit_gate_for); evaluate() gates with it, never with a file's model.
+        self.gate_models: dict[tuple[str, str], object] = {}
+        # embedder -> the unit costs its searches are charged with (cost_model); filled from the ledger
+        # by a resumed sweep, else from `cost_store`, else by a calibration on `calibration_queries`
+        self.costs: dict[str, Calibration] = {}
+        self.cost_store = cost_store
+        self.calibration_queries = list(calibration_queries)
+        self.recalibrate = recalibrate         # a new calibration for each model, replacing the stored one
+        self.cost_events: list[str] = []       # what was calibrated or reused, for the morning report
+        self.progress = progress or (lambda line: None)
+        self._arm(base)
+        self.score_cfg = score_cfg
+
+    def searcher_for(self, embedder: str) -> tuple[Searcher, float]:
+        """The searcher for `embedder`, building its own index from scratch if needed.
+        Returns (searcher, seconds spent indexing)."""
+        if embedder in self.searchers:
+            return self.searchers[embedder], 0.0
+        if not self.vault or not Path(self.vault).exists():
+            raise SearchCoreError(f"cannot build an index for {embedder}: the vault {self.vault!r} is not here; "
+                                  "pass --vault")
+        db = index_path(self.index_dir, embedder, self.chunk_cfg)
+        t0 = time.perf_counter()
+        try:
+            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache)
+        except SearchCoreError as e:
+            if "vectors from two models never share an index" not in str(e):
+                raise
+            # same name, other weights (a model updated in place): rebuild from scratch, never mix
+            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache, full=True)
+        seconds = time.perf_counter() - t0
+        verify_index(db, embedder)
+        s = Searcher(db)
+        self._arm(s)
+        self.searchers[embedder] = s
+        return s, seconds
+
+    def _arm(self, s: Searcher) -> None:
+        """Share the rerank caches, and warm the searcher up: the first query of a process loads the model
+        and the view (5,069 ms on the 974-note wiki), which must not become a round's p95."""
+        s.rerank_cache = self.rerank_cache
+        s.rerank_cost = self.rerank_cost
+        s.warm_up()
+
+    def use_recorded_costs(self, rows: list[dict]) -> None:
+        """Charge with the calibrations these ledger rows were charged with (a resumed sweep, a re-test),
+        instead of the store's or a new one."""
+        for r in rows:
+            recorded = ((r.get("metrics") or {}).get("latency_charge") or {}).get("calibration")
+            if recorded is not None:
+                cal = Calibration.from_json(recorded)
+                self.costs[cal.embedder] = cal
+
+    def _event(self, line: str) -> None:
+        self.cost_events.append(line)
+        self.progress(line)
+
+    def cost_for(self, cfg: SearchConfig) -> Calibration:
+        """The calibration cfg's searches are charged with: its embedder's unit costs on this machine and,
+        with a reranker, that reranker's per-pair cost. Taken once per model (or reused from the store)."""
+        s, _ = self.searcher_for(cfg.embedder)
+        cal = self.costs.get(cfg.embedder)
+        if cal is None:
+            key = calibration_key(machine(), s.fingerprint["embedder"])
+            stored = None if self.recalibrate or self.cost_store is None else self.cost_store.get(key)
+            if stored is not None:
+                cal = stored
+                self._event(f"cost model: {cfg.embedder} charged with the stored calibration {key} "
+                            f"(taken {cal.taken_at}; --recalibrate takes a new one)")
+            else:
+                if not self.calibration_queries:
+                    raise SearchCoreError("no questions to calibrate the cost model on (the tuning set is empty)")
+                cal = calibrate(s, self.calibration_queries, progress=self.progress)
+                self._event(f"cost model: calibrated {cfg.embedder} on this machine in {cal.seconds:.1f} s "
+                            f"({cal.questions} questions x {cal.passes} passes), key {cal.key}"
+                            + (" (--recalibrate)" if self.recalibrate else ""))
+                if self.cost_store is not None:
+                    self.cost_store.put(cal)
+            self.costs[cfg.embedder] = cal
+        if cfg.reranker != "none" and cfg.reranker not in cal.rerank_per_pair:
+            ms = calibrate_reranker(s, self.calibration_queries, cfg.reranker,
+                                    window=max(cfg.rerank_depth, cfg.top_k))
+            cal = self.costs[cfg.embedder] = cal.with_reranker(cfg.reranker, ms)
+            self._event(f"cost model: reranker {cfg.reranker} timed at {ms:.3f} ms per pair")
+            if self.cost_store is not None:
+                self.cost_store.put(cal)
+        return cal
+
+    def fit_gate_for(self, cfg: SearchConfig, gold: GoldSet) -> tuple[float | None, object]:
+        """Re-fit the gate on `gold` (the tuning set) for cfg's embedder and reranker: (the cosine
+        threshold, the gate model or None). The run that reads the features gates by cosine."""
+        s, _ = self.searcher_for(cfg.embedder)
+        self.gate_models.pop((cfg.embedder, cfg.reranker), None)
+        per_query = self.evaluate(cfg, gold)["per_query"]
+        model = fit_gate_model(per_query, s.fingerprint, cfg.reranker, gold.name)
+        self.gate_models[(cfg.embedder, cfg.reranker)] = model
+        return fit_threshold(per_query), model
+
+    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0) -> dict:
+        """Latency (and the speed points) predicted by the cost model from each question's counted work
+        (cost_for); the stopwatch's figures ride along as measured_*. timing_samples: repeat timed
+        passes until the measured p95 stands on at least this many timings (it never decides)."""
+        s, _ = self.searcher_for(cfg.embedder)
+        if s.rerank_cost is not self.rerank_cost:
+            self._arm(s)
+        if not self.calibration_queries:     # a bench made without a tuning set: the first set it evaluates
+            self.calibration_queries = [q.query for q in gold.questions]
+        cost = self.cost_for(cfg)
+        model = self.gate_models.get((cfg.embedder, cfg.reranker))
+        s.gate_choice = GateChoice(model, "fitted by the sweep on the tuning set") if model is not None else COSINE
+        return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
+                        min_timing_samples=timing_samples, cost=cost).as_json()
