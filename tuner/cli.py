@@ -9,8 +9,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
-
-DEMO_VAULT = Path(__file__).resolve().parent.parent / "experiments" / "demo-vault"
+from tuner.extras import require_extra
 
 
 def _sigterm_as_interrupt():
@@ -192,7 +191,8 @@ def _parse_duration(text: str | None) -> float | None:
 @click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path), help="The tuning set.")
 @click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Reported at the end, never tuned on.")
 @click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
-@click.option("--space", type=click.Path(path_type=Path), default=Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml")
+@click.option("--space", type=click.Path(path_type=Path), default=None,
+              help="The search space (TOML); default: the packaged spaces/default.toml.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
 @click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
@@ -213,6 +213,7 @@ def _parse_duration(text: str | None) -> float | None:
 def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
           level_guard, latency_budget, timing_samples, vault, ledger_path, resume, as_json):
     """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger."""
+    require_extra("tune")
     from search_core.config import load_config
     from tuner.ledger import Ledger
     from tuner.ledger_chain import require_intact
@@ -233,7 +234,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
                 info["params"], rounds=rounds if rounds is not None else info["params"]["rounds"])
             sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
         else:
-            params = SweepParams(db=str(db), gold=str(gold_path), space=str(space),
+            from tuner.resources import default_space
+            params = SweepParams(db=str(db), gold=str(gold_path), space=str(space or default_space()),
                                  holdout=str(holdout) if holdout else None, rounds=rounds or 119,
                                  time_budget_s=_parse_duration(time_budget), seed=seed, objective=objective,
                                  epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
@@ -332,16 +334,13 @@ def best(sweep_id, ledger_path, out):
         click.echo(text, nl=False)
 
 
-DEMO_GOLD = DEMO_VAULT.parent / "gold"
-DEMO_SPACE = DEMO_VAULT.parent / "spaces" / "default.toml"
-
-
 @main.command()
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/demo"), help="Where results go.")
 @click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--seed", type=int, default=0)
 def demo(out, rounds, seed):
     """The main job on the embedded default: index the demo vault, evaluate, sweep 119 rounds, report."""
+    require_extra("tune")
     from tuner.demo import run_demo
 
     try:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from tuner.extras import require_extra
 
 from .cli import _fail, _sigterm_as_interrupt, main
 
@@ -96,6 +97,7 @@ def render_saved(path: Path, fmt: str, out: Path | None):
 def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress, fresh,
        from_json):
     """A/B of embedders or rerankers: own index each, gate re-fitted, paired tests, the report."""
+    require_extra("tune")
     from .ab import run_ab
     from .ab_progress import ABProgress
     from .report_ab import ab_report

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from tuner.extras import require_extra
 
 from .cli import _fail, main
 
@@ -33,6 +34,7 @@ def _emit(report, fmt, out):
               help="Also run index, sweep and report once, this many seconds from now (cron has minute resolution).")
 def daemon(config_path, once, start_in):
     """Run the tuning jobs of --config on their schedule (APScheduler); one daemon per runs folder."""
+    require_extra("tune")
     from .daemon import Daemon, run_once
     from .daemon_config import load_daemon_config
 
@@ -132,6 +134,7 @@ def _report_group():
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write here and print the path.")
 def report_sweep(sweep_id, ledger_path, runs, fmt, out):
     """The morning report of a sweep: verdict, progress plot, kept changes, rejections, levels, flips."""
+    require_extra("tune")
     from .report_sweep import sweep_report
     try:
         rep = sweep_report(ledger_path, sweep_id, runs)
@@ -149,6 +152,7 @@ def report_sweep(sweep_id, ledger_path, runs, fmt, out):
 @click.option("--out", type=click.Path(path_type=Path), default=None)
 def audit(sweep_id, ledger_path, runs, retest, fmt, out):
     """Every rejected candidate: baseline, index, deltas, broken/fixed questions, and whether to re-test it."""
+    require_extra("tune")
     from .audit_rejected import audit_report
     try:
         rep = audit_report(ledger_path, sweep_id, do_retest=retest, runs=runs,

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from tuner.extras import require_extra
 
 from .cli import _fail, main
 from .durations import DurationError, parse_duration
@@ -161,6 +162,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
     """Recalibrate the gate from the recall log window and labelled sets; writes a report and a proposal."""
     if ctx.invoked_subcommand is not None:
         return
+    require_extra("tune")
     from search_core.recall_log import parse_label_file
 
     from .calibrate import calibrate_index, probabilities

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from tuner.extras import require_extra
 
 from .cli import _fail, main
 from .durations import DurationError, parse_duration
@@ -171,6 +172,7 @@ def _with(opts):
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
 def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token):
     """HTTP server: /search, /queue, /prefetch, /healthz, /metrics (Starlette on uvicorn)."""
+    require_extra("serve")
     from search_core.server import check_host, run_server
 
     try:
@@ -190,6 +192,7 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
 @_with(_SERVE_OPTS)
 def mcp(db, config_path, log_path, retention, privacy, timeout):
     """Model Context Protocol server over stdio: tools search_notes and recall."""
+    require_extra("serve")
     from search_core.mcp_server import run_stdio
 
     try:

@@ -34,7 +34,6 @@ DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "
 DEFAULT_GRACE_S = 6 * 3600
 SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "seed", "objective", "epsilon",
               "level_guard", "latency_budget_ms", "score_config", "start_config", "timing_samples"}
-DEFAULT_SPACE = Path(__file__).resolve().parent.parent / "experiments" / "spaces" / "default.toml"
 
 
 class DaemonConfigError(SearchCoreError):
@@ -178,7 +177,9 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
         if k in sweep:
             p = Path(sweep[k]).expanduser()
             sweep[k] = str(p if p.is_absolute() else base / p)
-    sweep.setdefault("space", str(DEFAULT_SPACE))
+    if "space" not in sweep:
+        from .resources import default_space
+        sweep["space"] = str(default_space())
     jobs_raw = raw.get("jobs", DEFAULT_JOBS)
     unknown_jobs = set(jobs_raw) - set(JOB_NAMES)
     if unknown_jobs:

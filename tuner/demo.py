@@ -15,12 +15,9 @@ from .evaluate import evaluate
 from .gold import load_gold
 from .ledger import Ledger
 from .report_text import format_eval
+from .resources import default_space, demo_gold, demo_vault
 from .sweep import Sweep, SweepParams
 
-EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
-DEMO_VAULT = EXPERIMENTS / "demo-vault"
-DEMO_GOLD = EXPERIMENTS / "gold"
-DEMO_SPACE = EXPERIMENTS / "spaces" / "default.toml"
 
 
 @dataclass(frozen=True)
@@ -36,21 +33,22 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     """echo(line): the steps as they happen; progress(line): one line per sweep round."""
     out = Path(out)
     db = out / "index.sqlite"
-    report = index_vault(DEMO_VAULT, db, progress=index_progress, cache=cache)
-    echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {DEMO_VAULT} into {db} "
+    vault, space = demo_vault(), default_space()
+    report = index_vault(vault, db, progress=index_progress, cache=cache)
+    echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {vault} into {db} "
          f"in {report.seconds:.1f}s ({report.embedded} embedded now)")
     searcher = Searcher(db)
-    res = evaluate(searcher, load_gold(DEMO_GOLD / "demo-tune.yaml"), SearchConfig(embedder=searcher.embedder_name))
+    res = evaluate(searcher, load_gold(demo_gold("demo-tune.yaml")), SearchConfig(embedder=searcher.embedder_name))
     (out / "eval-start.json").write_text(json.dumps(res.as_json(), ensure_ascii=False, indent=1))
     echo("2. the default config on the tuning set:")
     echo("   " + format_eval(res.as_json()).replace("\n", "\n   "))
     ledger = Ledger(out / "ledger.sqlite")
     try:
-        params = SweepParams(db=str(db), gold=str(DEMO_GOLD / "demo-tune.yaml"),
-                             holdout=str(DEMO_GOLD / "demo-holdout.yaml"), space=str(DEMO_SPACE), rounds=rounds,
-                             seed=seed, vault=str(DEMO_VAULT), index_dir=str(out / "indexes"))
+        params = SweepParams(db=str(db), gold=str(demo_gold("demo-tune.yaml")),
+                             holdout=str(demo_gold("demo-holdout.yaml")), space=str(space), rounds=rounds,
+                             seed=seed, vault=str(vault), index_dir=str(out / "indexes"))
         sw = Sweep(params, ledger, progress=progress)
-        echo(f"3. sweep {sw.id}: {rounds} rounds over {DEMO_SPACE.name}")
+        echo(f"3. sweep {sw.id}: {rounds} rounds over {space.name}")
         summary = sw.run()
     finally:
         ledger.close()
