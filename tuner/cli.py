@@ -355,6 +355,9 @@ def demo(out, rounds, seed):
     click.echo(f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
                f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "
                f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
+    html = run.reports["html"]
+    click.echo(f"\nmorning report: {html} (Markdown: {run.reports['md']})")
+    click.echo(f"open it: python -m webbrowser {html.resolve().as_uri()}")
 
 
 from . import cli_search  # noqa: E402,F401  registers verbs

@@ -26,6 +26,7 @@ class DemoRun:
     index_report: object
     eval_start: dict
     summary: dict
+    reports: dict          # format -> path of the morning report ("md", "html")
 
 
 def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, progress=None,
@@ -52,7 +53,11 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
         summary = sw.run()
     finally:
         ledger.close()
-    return DemoRun(db, report, res.as_json(), summary)
+    from .report_sweep import sweep_report
+    from .reports import emit
+    rep = sweep_report(out / "ledger.sqlite", sw.id, None)
+    reports = {fmt: Path(emit(rep, fmt, out / f"morning-report.{fmt}")) for fmt in ("md", "html")}
+    return DemoRun(db, report, res.as_json(), summary, reports)
 
 
 def format_summary(s: dict) -> str:
