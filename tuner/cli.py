@@ -339,7 +339,7 @@ def best(sweep_id, ledger_path, out):
 @click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--seed", type=int, default=0)
 def demo(out, rounds, seed):
-    """The main job on the embedded default: index the demo vault, evaluate, sweep 119 rounds, report."""
+    """The main job on the demo vault: index it, sweep 119 rounds from a hand-set start, check the holdout, report."""
     require_extra("tune")
     from tuner.demo import run_demo
 

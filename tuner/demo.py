@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from search_core.config import SearchConfig
+from search_core.config import load_config
 from search_core.indexer import index_vault
 from search_core.pipeline import Searcher
 
@@ -15,7 +15,7 @@ from .evaluate import evaluate
 from .gold import load_gold
 from .ledger import Ledger
 from .report_text import format_eval
-from .resources import default_space, demo_gold, demo_vault
+from .resources import default_space, demo_gold, demo_start, demo_vault
 from .sweep import Sweep, SweepParams
 
 
@@ -39,16 +39,17 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {vault} into {db} "
          f"in {report.seconds:.1f}s ({report.embedded} embedded now)")
     searcher = Searcher(db)
-    res = evaluate(searcher, load_gold(demo_gold("demo-tune.yaml")), SearchConfig(embedder=searcher.embedder_name))
+    start = load_config(demo_start()).replace(embedder=searcher.embedder_name)
+    res = evaluate(searcher, load_gold(demo_gold("demo-tune.yaml")), start)
     (out / "eval-start.json").write_text(json.dumps(res.as_json(), ensure_ascii=False, indent=1))
-    echo("2. the default config on the tuning set:")
+    echo(f"2. the starting config ({demo_start().name}: vector search alone, RRF k = 60) on the tuning set:")
     echo("   " + format_eval(res.as_json()).replace("\n", "\n   "))
     ledger = Ledger(out / "ledger.sqlite")
     try:
         params = SweepParams(db=str(db), gold=str(demo_gold("demo-tune.yaml")),
                              holdout=str(demo_gold("demo-holdout.yaml")), space=str(space), rounds=rounds,
                              seed=seed, vault=str(vault), index_dir=str(out / "indexes"))
-        sw = Sweep(params, ledger, progress=progress)
+        sw = Sweep(params, ledger, start=start, progress=progress)
         echo(f"3. sweep {sw.id}: {rounds} rounds over {space.name}")
         summary = sw.run()
     finally:

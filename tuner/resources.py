@@ -30,5 +30,10 @@ def demo_gold(name: str) -> Path:
     return experiments_dir() / "gold" / name
 
 
+def demo_start() -> Path:
+    """The config `autoresearch demo` starts its sweep from (a hand-set start, not the shipped default)."""
+    return experiments_dir() / "demo-start.toml"
+
+
 def default_space() -> Path:
     return experiments_dir() / "spaces" / "default.toml"
