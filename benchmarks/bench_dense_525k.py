@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import summary, write_result  # noqa: E402
+from benchmarks.common import ROOT, summary, write_result  # noqa: E402
 
 
 class _View:
@@ -32,7 +32,7 @@ def main():
     ap.add_argument("--n", type=int, default=525_000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--db", type=Path, default=Path("/tmp/autoresearch-bench-dense.sqlite"))
+    ap.add_argument("--db", type=Path, default=ROOT / "runs" / "bench" / "dense-525k.sqlite")
     args = ap.parse_args()
     from search_core.search.channels import dense
     from search_core.index.store import connect
@@ -40,6 +40,7 @@ def main():
 
     rng = np.random.default_rng(0)
     if not args.db.exists():
+        args.db.parent.mkdir(parents=True, exist_ok=True)
         conn = connect(args.db)
         conn.execute(f"CREATE VIRTUAL TABLE chunk_vec USING vec0(embedding float[{args.dim}] distance_metric=cosine)")
         t0 = time.perf_counter()

@@ -3,7 +3,7 @@ quality on every shipped set and sparse time on the johngrib wiki, per cap (issu
 
     python benchmarks/bench_keyword_cap.py --caps 12,16,24,32,64 \
         --set demo-tune=runs/demo.sqlite:experiments/gold/demo-tune.yaml \
-        --set autorag=/work/shared-runs/autorag.sqlite:../shared/data/autorag-ko/beir \
+        --set autorag=runs/autorag.sqlite:../shared/data/autorag-ko/beir \
         --timing-db runs/johngrib.sqlite
 
 Quality is the evaluation's own code (tuner.evaluation.evaluate: rank with limit_fused=K_LIST, QueryRow.metrics,

@@ -327,7 +327,7 @@ def main():
                          "without sub-questions; needs OMP_WAIT_POLICY=PASSIVE)")
     args = ap.parse_args()
     if not args.db.exists():
-        raise SystemExit(f"no index at {args.db}; copy /work/shared-runs/johngrib.sqlite there or build one with "
+        raise SystemExit(f"no index at {args.db}; build one with "
                          f"`autoresearch index {DATA / 'johngrib-wiki' / '_wiki'} --db {args.db}`")
     parts = set(args.parts.split(","))
     groups = load_questions(args.korquad)

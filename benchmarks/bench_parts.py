@@ -30,8 +30,8 @@ DATA = Path(os.environ.get("AUTORESEARCH_DATA", DATA))
 SETS = {
     "demo-tune": (ROOT / "runs" / "bench" / "demo" / "index.sqlite", ROOT / "experiments" / "gold" / "demo-tune.yaml"),
     "demo-holdout": (ROOT / "runs" / "bench" / "demo" / "index.sqlite", ROOT / "experiments" / "gold" / "demo-holdout.yaml"),
-    "autorag": (Path("/work/shared-runs/autorag.sqlite"), DATA / "autorag-ko" / "beir"),
-    "korquad": (Path("/work/shared-runs/korquad.sqlite"), DATA / "korquad-v1-dev" / "KorQuAD_v1.0_dev.json"),
+    "autorag": (ROOT / "runs" / "autorag.sqlite", DATA / "autorag-ko" / "beir"),
+    "korquad": (ROOT / "runs" / "korquad.sqlite", DATA / "korquad-v1-dev" / "KorQuAD_v1.0_dev.json"),
 }
 VARIANTS = ("every", "shipped", "keyword", "none")
 

@@ -1,6 +1,6 @@
 """The recall path's numbers: API call latency, log writes and stats, and the HTTP server under load.
 
-    python benchmarks/bench_recall.py [--index /work/shared-runs/johngrib.sqlite] [--stages api,log,open,closed]
+    python benchmarks/bench_recall.py [--index runs/johngrib.sqlite] [--stages api,log,open,closed]
 
 - api:    queue_prefetch() and prefetch() latency (p50/p95/p99) while searches run in the background
 - log:    one recall-log write (p95) over 10,000 calls, then `recall-log stats` over 100,000 calls
@@ -290,7 +290,7 @@ def metrics(url: str) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--index", type=Path, default=Path("/work/shared-runs/johngrib.sqlite"))
+    ap.add_argument("--index", type=Path, default=Path("runs/johngrib.sqlite"))
     ap.add_argument("--vault", type=Path, default=DATA / "johngrib-wiki" / "_wiki")
     ap.add_argument("--work", type=Path, default=ROOT / "runs" / "bench" / "recall-work")
     ap.add_argument("--stages", default="api,log,open,closed")

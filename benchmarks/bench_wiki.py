@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import DATA, run_cli, summary, write_result  # noqa: E402
+from benchmarks.common import DATA, ROOT, run_cli, summary, write_result  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vault", type=Path, default=DATA / "johngrib-wiki" / "_wiki")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/autoresearch-bench-wiki"))
+    ap.add_argument("--work", type=Path, default=ROOT / "runs" / "bench" / "wiki-work")
     ap.add_argument("--stages", default="full,reindex,search",
                     help="comma-separated subset; results merge into runs/bench/wiki.json")
     ap.add_argument("--queries", type=int, default=200)

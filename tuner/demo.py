@@ -7,18 +7,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from search_core.config import SearchConfig
+from search_core.config import load_config
 from search_core.index.indexer import index_vault
 from search_core.search.pipeline import Searcher
-
-from tuner.evaluation.evaluate import evaluate
+from tuner.data.bundled import default_space, demo_gold, demo_start, demo_vault
 from tuner.data.gold import load_gold
+from tuner.evaluation.evaluate import evaluate
 from tuner.ledger.ledger import Ledger
 from tuner.reports.text import format_eval
 from tuner.sweep.loop import Sweep, SweepParams
-
-from tuner.data.bundled import DEFAULT_SPACE as DEMO_SPACE
-from tuner.data.bundled import DEMO_GOLD, DEMO_VAULT
 
 
 @dataclass(frozen=True)
@@ -27,6 +24,7 @@ class DemoRun:
     index_report: object
     eval_start: dict
     summary: dict
+    reports: dict          # format -> path of the morning report ("md", "html")
 
 
 def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, progress=None,
@@ -34,25 +32,31 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     """echo(line): the steps as they happen; progress(line): one line per sweep round."""
     out = Path(out)
     db = out / "index.sqlite"
-    report = index_vault(DEMO_VAULT, db, progress=index_progress, cache=cache)
-    echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {DEMO_VAULT} into {db} "
+    vault, space = demo_vault(), default_space()
+    report = index_vault(vault, db, progress=index_progress, cache=cache)
+    echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {vault} into {db} "
          f"in {report.seconds:.1f}s ({report.embedded} embedded now)")
     searcher = Searcher(db)
-    res = evaluate(searcher, load_gold(DEMO_GOLD / "demo-tune.yaml"), SearchConfig(embedder=searcher.embedder_name))
+    start = load_config(demo_start()).replace(embedder=searcher.embedder_name)
+    res = evaluate(searcher, load_gold(demo_gold("demo-tune.yaml")), start)
     (out / "eval-start.json").write_text(json.dumps(res.as_json(), ensure_ascii=False, indent=1))
-    echo("2. the default config on the tuning set:")
+    echo(f"2. the starting config ({demo_start().name}: vector search alone, RRF k = 60) on the tuning set:")
     echo("   " + format_eval(res.as_json()).replace("\n", "\n   "))
     ledger = Ledger(out / "ledger.sqlite")
     try:
-        params = SweepParams(db=str(db), gold=str(DEMO_GOLD / "demo-tune.yaml"),
-                             holdout=str(DEMO_GOLD / "demo-holdout.yaml"), space=str(DEMO_SPACE), rounds=rounds,
-                             seed=seed, vault=str(DEMO_VAULT), index_dir=str(out / "indexes"))
-        sw = Sweep(params, ledger, progress=progress)
-        echo(f"3. sweep {sw.id}: {rounds} rounds over {DEMO_SPACE.name}")
+        params = SweepParams(db=str(db), gold=str(demo_gold("demo-tune.yaml")),
+                             holdout=str(demo_gold("demo-holdout.yaml")), space=str(space), rounds=rounds,
+                             seed=seed, vault=str(vault), index_dir=str(out / "indexes"))
+        sw = Sweep(params, ledger, start=start, progress=progress)
+        echo(f"3. sweep {sw.id}: {rounds} rounds over {space.name}")
         summary = sw.run()
     finally:
         ledger.close()
-    return DemoRun(db, report, res.as_json(), summary)
+    from tuner.reports import emit
+    from tuner.reports.sweep import sweep_report
+    rep = sweep_report(out / "ledger.sqlite", sw.id, None)
+    reports = {fmt: Path(emit(rep, fmt, out / f"morning-report.{fmt}")) for fmt in ("md", "html")}
+    return DemoRun(db, report, res.as_json(), summary, reports)
 
 
 def format_summary(s: dict) -> str:

@@ -1,4 +1,4 @@
-"""`demo` is a library function the CLI prints (issue 7, item 10)."""
+"""`demo` is a library function the CLI prints."""
 
 import pytest
 from tuner.demo import format_summary, run_demo
@@ -15,3 +15,7 @@ def test_run_demo_indexes_evaluates_and_sweeps(tmp_path, shared_cache):
     assert len(Ledger(tmp_path / "ledger.sqlite").rounds(run.summary["sweep"])) == 4
     text = format_summary(run.summary)
     assert text.startswith(f"sweep {run.summary['sweep']}: 3 rounds") and "holdout demo-holdout" in text
+    # the morning report the demo ends on, in the two formats it names
+    assert run.reports == {"md": tmp_path / "morning-report.md", "html": tmp_path / "morning-report.html"}
+    assert run.summary["sweep"] in run.reports["md"].read_text(encoding="utf-8")
+    assert "<svg" in run.reports["html"].read_text(encoding="utf-8")

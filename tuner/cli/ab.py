@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from tuner.cli.extras import require_extra
 
 from tuner.cli.options import fail, format_option, sigterm_as_interrupt
 
@@ -40,9 +41,10 @@ from tuner.cli.options import fail, format_option, sigterm_as_interrupt
 def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress, fresh,
        from_json):
     """A/B of embedders or rerankers: own index each, gate re-fitted, paired tests, the report."""
+    require_extra("tune")
     from tuner.ab.prepare import prepare
-    from tuner.ab.run import run_ab
     from tuner.ab.progress import ABProgress
+    from tuner.ab.run import run_ab
     from tuner.reports import emit
     from tuner.reports.ab import ab_report, render_saved
 

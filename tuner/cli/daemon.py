@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from tuner.cli.extras import require_extra
 
 from tuner.cli.options import emit_report, fail, format_option, json_option, ledger_option, runs_option
 
@@ -20,8 +21,9 @@ from tuner.cli.options import emit_report, fail, format_option, json_option, led
               help="Also run index, sweep and report once, this many seconds from now (cron has minute resolution).")
 def daemon(config_path, once, start_in):
     """Run the tuning jobs of --config on their schedule (APScheduler); one daemon per runs folder."""
-    from tuner.daemon.scheduler import Daemon, run_once
+    require_extra("tune")
     from tuner.daemon.config import load_daemon_config
+    from tuner.daemon.scheduler import Daemon, run_once
 
     try:
         cfg = load_daemon_config(config_path)
@@ -112,6 +114,7 @@ def report():
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write here and print the path.")
 def report_sweep(sweep_id, ledger_path, runs, fmt, out):
     """The morning report of a sweep: verdict, progress plot, kept changes, rejections, levels, flips."""
+    require_extra("tune")
     from tuner.reports.sweep import sweep_report
     try:
         rep = sweep_report(ledger_path, sweep_id, runs)
@@ -129,6 +132,7 @@ def report_sweep(sweep_id, ledger_path, runs, fmt, out):
 @click.option("--out", type=click.Path(path_type=Path), default=None)
 def audit(sweep_id, ledger_path, runs, retest, fmt, out):
     """Every rejected candidate: baseline, index, deltas, broken/fixed questions, and whether to re-test it."""
+    require_extra("tune")
     from tuner.sweep.rejected_audit import audit_report
     try:
         rep = audit_report(ledger_path, sweep_id, do_retest=retest, runs=runs,

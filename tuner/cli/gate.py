@@ -12,6 +12,7 @@ import click
 from search_core import SearchCoreError
 
 from tuner.cli.options import duration, fail, format_option, json_option, recall_log_option
+from tuner.cli.extras import require_extra
 from tuner.reports import emit
 
 
@@ -42,6 +43,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
     """Recalibrate the gate from the recall log window and labelled sets; writes a report and a proposal."""
     if ctx.invoked_subcommand is not None:
         return
+    require_extra("tune")
     from search_core.recall.log import parse_label_file
 
     from tuner.gate.calibrate import calibrate_index, score_series

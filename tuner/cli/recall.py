@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from tuner.cli.extras import require_extra
 
 from tuner.cli.options import duration, fail, json_option, options, recall_log_option
 
@@ -146,6 +147,7 @@ _SERVE_OPTS = [
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
 def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token):
     """HTTP server: /search, /queue, /prefetch, /healthz, /metrics (Starlette on uvicorn)."""
+    require_extra("serve")
     from search_core.recall.server import check_host, run_server
 
     try:
@@ -165,6 +167,7 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
 @options(*_SERVE_OPTS)
 def mcp(db, config_path, log_path, retention, privacy, timeout):
     """Model Context Protocol server over stdio: tools search_notes and recall."""
+    require_extra("serve")
     from search_core.recall.mcp import run_stdio
 
     try:

@@ -11,7 +11,7 @@ import click
 
 from search_core import SearchCoreError
 from tuner.cli.options import Progress, db_error, duration, fail, json_option, ledger_option
-from tuner.data.bundled import DEFAULT_SPACE
+from tuner.cli.extras import require_extra
 
 
 @click.command("eval")
@@ -82,7 +82,8 @@ def compare(a, b, as_json, seed):
 @click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path), help="The tuning set.")
 @click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Reported at the end, never tuned on.")
 @click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
-@click.option("--space", type=click.Path(path_type=Path), default=DEFAULT_SPACE)
+@click.option("--space", type=click.Path(path_type=Path), default=None,
+              help="The search space (TOML); default: the packaged spaces/default.toml.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
 @click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
@@ -109,6 +110,7 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
 
     Latency is predicted by a cost model calibrated once per machine and model (stored in the ledger and
     under the runs folder), so the same sweep decides alike on a quiet machine and a busy one."""
+    require_extra("tune")
     from search_core.config import load_config
     from tuner.ledger.ledger import Ledger
     from tuner.ledger.ledger import require_intact
@@ -130,7 +132,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
                 recalibrate=recalibrate)
             sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
         else:
-            params = SweepParams(db=str(db), gold=str(gold_path), space=str(space),
+            from tuner.data.bundled import default_space
+            params = SweepParams(db=str(db), gold=str(gold_path), space=str(space or default_space()),
                                  holdout=str(holdout) if holdout else None, rounds=rounds or 119,
                                  time_budget_s=duration(time_budget, param_hint="--time-budget"), seed=seed, objective=objective,
                                  epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
@@ -243,7 +246,8 @@ def best(sweep_id, ledger_path, out):
 @click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--seed", type=int, default=0)
 def demo(out, rounds, seed):
-    """The main job on the embedded default: index the demo vault, evaluate, sweep 119 rounds, report."""
+    """The main job on the demo vault: index it, sweep 119 rounds from a hand-set start, check the holdout, report."""
+    require_extra("tune")
     from tuner.demo import run_demo
 
     try:
@@ -258,6 +262,9 @@ def demo(out, rounds, seed):
     click.echo(f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
                f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "
                f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
+    html = run.reports["html"]
+    click.echo(f"\nmorning report: {html} (Markdown: {run.reports['md']})")
+    click.echo(f"open it: python -m webbrowser {html.resolve().as_uri()}")
 
 
 COMMANDS = (eval_cmd, compare, sweep, ledger, best, demo)

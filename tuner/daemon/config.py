@@ -178,7 +178,9 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
         if k in sweep:
             p = Path(sweep[k]).expanduser()
             sweep[k] = str(p if p.is_absolute() else base / p)
-    sweep.setdefault("space", str(DEFAULT_SPACE))
+    if "space" not in sweep:
+        from tuner.data.bundled import default_space
+        sweep["space"] = str(default_space())
     jobs_raw = raw.get("jobs", DEFAULT_JOBS)
     unknown_jobs = set(jobs_raw) - set(JOB_NAMES)
     if unknown_jobs:

@@ -68,12 +68,12 @@ def test_korquad_gold(tmp_path):
 
 
 def test_korquad_levels_follow_the_stated_rules(tmp_path):
-    qas = [{"id": "a", "question": "임종석이 1989년에 맡은 직책은?"},      # names the article: L0
-           {"id": "b", "question": "1989년 전대협 의장은 누구인가?"},      # paraphrase: L1
-           {"id": "c", "question": "Which party did 임종석 join?"},     # Latin letters outnumber Hangul: XL
+    qas = [{"id": "a", "question": "세종대왕이 1443년에 만든 문자는?"},      # names the article: L0
+           {"id": "b", "question": "1443년에 훈민정음을 만든 왕은 누구인가?"},      # paraphrase: L1
+           {"id": "c", "question": "Which script did 세종대왕 create?"},     # Latin letters outnumber Hangul: XL
            {"id": "d", "question": "GDP 성장률이 가장 높았던 해는 언제인가?"}]  # an English term in Korean: L1
     p = tmp_path / "k.json"
-    p.write_text(json.dumps({"data": [{"title": "임종석", "paragraphs": [
+    p.write_text(json.dumps({"data": [{"title": "세종대왕", "paragraphs": [
         {"context": "본문", "qas": [{**q, "answers": []} for q in qas]}]}]}), encoding="utf-8")
     assert [q.level for q in load_gold(p).questions] == ["L0", "L1", "XL", "L1"]
 
