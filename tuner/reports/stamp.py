@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tuner.reports import Para, Plot, Report, Section, Table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = ROOT / "docs" / "examples"
 STAMP = EXAMPLES_DIR / "STAMP.json"
 # the example sets the script makes, and the files of each
@@ -24,8 +24,7 @@ EXAMPLES = {
     for name in ("demo", "autorag")
 }
 # what turns ledger rows and A/B results into the report text
-RENDERER_SOURCES = ("tuner/reports/*.py", "tuner/report_sweep.py", "tuner/report_ab.py", "tuner/audit_rejected.py",
-                    "tuner/report_text.py")
+RENDERER_SOURCES = ("tuner/reports/*.py", "tuner/sweep/rejected_audit.py")
 
 
 def _sha(path: Path) -> str:
