@@ -16,36 +16,10 @@ from tuner.ledger.ledger import Ledger
 from tuner.sweep.loop import Sweep, SweepParams
 from tuner.sweep.workbench import IndexVerificationError, Workbench, verify_index
 from tests.helpers import DEMO_VAULT, ROOT, decisions
+from tests.helpers.sweeps import FUSION_SPACE
 
 TUNE = str(ROOT / "experiments/gold/demo-tune.yaml")
 HOLD = str(ROOT / "experiments/gold/demo-holdout.yaml")
-
-FUSION_SPACE = """
-[w_dense]
-kind = "float"
-low = 0.0
-high = 1.0
-step = 0.05
-[w_sparse]
-kind = "float"
-low = 0.0
-high = 1.0
-step = 0.05
-[w_entity]
-kind = "float"
-low = 0.0
-high = 0.6
-step = 0.05
-[rrf_k]
-kind = "int"
-low = 1
-high = 120
-[threshold]
-kind = "float"
-low = 0.7
-high = 0.95
-step = 0.005
-"""
 
 MODEL_SPACE = """
 [embedder]

@@ -10,23 +10,11 @@ from tuner.ledger.ledger import Ledger
 from tuner.sweep.loop import Sweep, SweepParams
 from tuner.sweep.workbench import Workbench
 from search_core.config import load_config
-from tests.helpers import DEMO_VAULT, ROOT, decisions
+from tests.helpers import DEMO_VAULT, decisions
+from tests.helpers.sweeps import DEMO_TUNE, run_sweep
 
-TUNE = ROOT / "experiments/gold/demo-tune.yaml"
-
-
-def sweep(tmp_path, db, space_text, rounds, *, gold=TUNE, seed=0, ledger="l.sqlite", progress=None, start=None,
-          index_dir=None, timing_samples=0):
-    """timing_samples 0 (one timed pass) unless a test is about timed decisions: repeated passes cost
-    72 more searches per timed evaluation and are tested where they matter."""
-    sp = tmp_path / f"space-{ledger}.toml"
-    sp.write_text(space_text)
-    lg = Ledger(tmp_path / ledger)
-    p = SweepParams(db=str(db), gold=str(gold), space=str(sp), rounds=rounds, seed=seed, vault=str(DEMO_VAULT),
-                    index_dir=str(index_dir or tmp_path / "indexes"), timing_samples=timing_samples)
-    sw = Sweep(p, lg, progress=progress, start=start)
-    summary = sw.run()
-    return summary, lg.rounds(sw.id)
+TUNE = DEMO_TUNE
+sweep = run_sweep
 
 
 def test_rerank_depth_without_a_reranker_is_no_gain_without_a_timing_contest(demo_index, tmp_path):
