@@ -197,6 +197,10 @@ def gate_features(result) -> dict:
 
 
 # -- the engine ----------------------------------------------------------------------------------------
+def _now(fn, *args):
+    fn(*args)
+
+
 @dataclass
 class _Job:
     query: str
@@ -233,15 +237,18 @@ class RecallEngine:
         self.counters = {"queued": 0, "searched": 0, "errors": 0, "timeouts": 0}
 
     # -- public, never raising -----------------------------------------------------------------------
-    def queue_prefetch(self, query: str, session_id: str) -> str | None:
+    def queue_prefetch(self, query: str, session_id: str, *, start=None) -> str | None:
         """Start a background recall for this session and return at once: None when a search was queued,
-        else the name of the gate that stopped it (kill_switch, too_short, small_talk) or "error"."""
+        else the name of the gate that stopped it (kill_switch, too_short, small_talk) or "error".
+        `start` (e.g. the event loop's call_soon) is handed the search's start instead of running it here:
+        the server answers first, because a search that starts while the answer is still being written
+        holds the GIL, and the answer then waits out the 5 ms switch interval (the p99 of a /queue call)."""
         try:
             t0, ts = time.perf_counter(), time.time()
             query = query if isinstance(query, str) else ""
             key = (current_profile.get(), str(session_id))
             stopped = first_closed_gate(query, self.cfg)
-            start = False
+            begin = False
             with self._lock:
                 self.counters["queued"] += 1
                 s = self._sessions.setdefault(key, _Session())
@@ -251,14 +258,14 @@ class RecallEngine:
                     s.cached = ((), (), RecallBlock("", False, {}, stopped))
                 else:
                     s.pending = _Job(query, s.gen, t0, ts, contextvars.copy_context())
-                    start, s.running = not s.running, True
+                    begin, s.running = not s.running, True
             if dropped is not None:   # queued behind a running search and never started: superseded
                 self._bg(dropped.ctx, self._write, self._record(dropped, key, stopped_by="in_flight"))
             if stopped:
                 self._bg(contextvars.copy_context(), self._write, self._record_gate(query, key, ts, stopped))
                 return stopped
-            if start:
-                self._runner_pool.submit(self._drain, key)
+            if begin:
+                (start or _now)(self._runner_pool.submit, self._drain, key)
             return None
         except Exception:        # the agent's turn goes on whatever happens here
             return ERROR

@@ -211,7 +211,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         sid = _field(data, "session_id")
         token = as_profile(data)
         try:
-            stopped = engine.queue_prefetch(query, sid)
+            stopped = engine.queue_prefetch(query, sid, start=asyncio.get_running_loop().call_soon)
         finally:
             current_profile.reset(token)
         return JSONResponse({"queued": stopped is None, "stopped_by": stopped, "session_id": sid})

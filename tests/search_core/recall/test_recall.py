@@ -106,6 +106,20 @@ def test_queue_then_prefetch_injects_and_logs_every_field(small_index, tmp_path)
     assert row["delivered_at"] and row["chars_delivered"] == len(b.block)
 
 
+def test_a_deferred_start_runs_the_search_only_when_the_caller_starts_it(small_index, tmp_path):
+    # the server hands the start to its event loop so that the /queue answer is written first
+    engine, log = _engine(small_index, tmp_path)
+    starts = []
+    assert engine.queue_prefetch(QUESTION, "s1", start=lambda fn, *args: starts.append((fn, args))) is None
+    assert len(starts) == 1 and engine.in_flight() == 1
+    assert engine.prefetch("s1").stopped_by == "in_flight"      # queued, not started: nothing searched yet
+    assert read_calls(log.path) == []
+    fn, args = starts.pop()
+    fn(*args)
+    _wait(engine)
+    assert engine.prefetch("s1").injected and len(read_calls(log.path)) == 1
+
+
 def test_threshold_gate_and_gates_are_logged(small_index, tmp_path, monkeypatch):
     engine, log = _engine(small_index, tmp_path, threshold=0.999)
     for q, sid in [(QUESTION, "a"), ("ok", "b"), ("thanks a lot!", "c")]:
