@@ -161,6 +161,8 @@ def timed_sweep(demo_index, session_rerank_server, tmp_path_factory):
     params = SweepParams(db=str(demo_index), gold=str(ROOT / "experiments/gold/demo-tune.yaml"), space=str(space),
                          rounds=TIMED_ROUNDS, seed=TIMED_SEED, vault=str(DEMO_VAULT),
                          index_dir=str(root / "indexes"))
+    from tests.helpers.sweeps import hand_set_calibrations
+    hand_set_calibrations(params.cost_folder(), rerankers=[reranker])
     ledger = Ledger(root / "straight.sqlite")
     sw = Sweep(params, ledger, start=load_config(start))
     sw.run()

@@ -3,6 +3,8 @@ run in a temp folder, and a smaller gold set."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.helpers import DEMO_VAULT, ROOT
 from tuner.ledger.ledger import Ledger
 from tuner.sweep.loop import Sweep, SweepParams
@@ -38,6 +40,39 @@ step = 0.005
 """
 
 
+# Unit costs (ms) as a quiet run of this 2-core machine measured them. Sweep tests charge latency with
+# these instead of calibrating: a calibration taken while the machine is busy gives larger units, a
+# search predicted past the 500 ms speed limit has no speed points left to lose, and a test's decisions
+# would follow the load after all.
+HAND_SET_UNITS = {
+    "e5-small": {"embed_solo_ms": 16.5, "embed_solo_per_unit": 1.09, "embed_ms": 2.2, "embed_per_unit": 1.22,
+                 "dense_per_mrowdim": 1.8, "entity_ms": 0.0, "entity_per_note": 0.033, "sparse_ms": 0.57,
+                 "sparse_per_kposting": 2.1, "short_per_kposting": 0.76, "rank_ms": 0.54, "rank_per_item": 0.0013,
+                 "search_ms": 0.0},
+    "minilm-l6": {"embed_solo_ms": 13.2, "embed_solo_per_unit": 0.34, "embed_ms": 13.1, "embed_per_unit": 0.34,
+                  "dense_per_mrowdim": 1.9, "entity_ms": 0.0, "entity_per_note": 0.033, "sparse_ms": 0.55,
+                  "sparse_per_kposting": 2.4, "short_per_kposting": 0.76, "rank_ms": 0.56, "rank_per_item": 0.0015,
+                  "search_ms": 1.7},
+}
+RERANK_MS_PER_PAIR = 0.5
+
+
+def hand_set_calibrations(folder, rerankers=()) -> list[str]:
+    """Store a calibration for every embedder above under the key a sweep looks up, so the sweep
+    reuses it instead of timing this machine. Returns the keys."""
+    from search_core.models import get_embedder
+    from tuner.evaluation.cost_model import Calibration, CostStore, calibration_key, machine
+    store, keys = CostStore(Path(folder)), []
+    m = machine()
+    for name, units in HAND_SET_UNITS.items():
+        efp = get_embedder(name).fingerprint()
+        key = calibration_key(m, efp)
+        store.put(Calibration(key, m, name, efp, "tokens", dict(units), {r: RERANK_MS_PER_PAIR for r in rerankers},
+                              {"solo": 1, "one": 1}, 0, 0, "hand-set (tests)"))
+        keys.append(key)
+    return keys
+
+
 def run_sweep(tmp_path, db, space_text, rounds, *, gold=DEMO_TUNE, seed=0, ledger="l.sqlite", progress=None, start=None,
           index_dir=None, timing_samples=0):
     """timing_samples 0 (one timed pass) unless a test is about timed decisions: repeated passes cost
@@ -47,6 +82,7 @@ def run_sweep(tmp_path, db, space_text, rounds, *, gold=DEMO_TUNE, seed=0, ledge
     lg = Ledger(tmp_path / ledger)
     p = SweepParams(db=str(db), gold=str(gold), space=str(sp), rounds=rounds, seed=seed, vault=str(DEMO_VAULT),
                     index_dir=str(index_dir or tmp_path / "indexes"), timing_samples=timing_samples)
+    hand_set_calibrations(p.cost_folder())
     sw = Sweep(p, lg, progress=progress, start=start)
     summary = sw.run()
     return summary, lg.rounds(sw.id)

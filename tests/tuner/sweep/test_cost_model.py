@@ -11,6 +11,7 @@ from search_core.search.work import SearchWork
 from tuner.evaluation.cost_model import UNITS, Calibration, CostStore, predict
 
 from tests.helpers import DEMO_VAULT, ROOT
+from tests.helpers.sweeps import hand_set_calibrations
 
 UNIT_COSTS = {"embed_solo_ms": 10.0, "embed_solo_per_unit": 1.0, "embed_ms": 2.0, "embed_per_unit": 1.5,
               "dense_per_mrowdim": 2.0, "entity_ms": 1.0, "entity_per_note": 0.1, "sparse_ms": 0.5,
@@ -123,6 +124,7 @@ def _sweep(demo_index, root, ledger_name, rounds=6):
     space.write_text(CLOCK_SPACE, encoding="utf-8")
     params = SweepParams(db=str(demo_index), gold=str(ROOT / "experiments/gold/demo-tune.yaml"), space=str(space),
                          rounds=rounds, seed=3, vault=str(DEMO_VAULT), index_dir=str(root / "indexes"))
+    hand_set_calibrations(params.cost_folder())
     lg = Ledger(root / ledger_name)
     sw = Sweep(params, lg)
     sw.run()
