@@ -19,7 +19,7 @@ from tuner.sweep.loop import Sweep, SweepParams
 from tests.helpers import DEMO_VAULT
 from tests.helpers.sweeps import DEMO_HOLD as HOLD
 from tests.helpers.sweeps import DEMO_TUNE as TUNE
-from tests.helpers.sweeps import FUSION_SPACE, small_gold
+from tests.helpers.sweeps import FUSION_SPACE, hand_set_calibrations, small_gold
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +33,7 @@ def swept(demo_db, tmp_path_factory):
                     vault=str(DEMO_VAULT), index_dir=str(demo_db.parent / "indexes"))
     # from the pre-2 default k = 60, where this space keeps changes after rejecting others: the audit and the
     # retest need rejected rounds whose interacting variables moved later (from k = 2 nothing was marked)
+    hand_set_calibrations(p.cost_folder())
     sw = Sweep(p, lg, start=SearchConfig(rrf_k=60))
     s = sw.run()
     promo = decide_promotion(sw.id, s["start_config"], s["final_config"], s["holdout"], demo_db, root / "runs")
