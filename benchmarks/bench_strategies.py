@@ -491,9 +491,15 @@ def run_set(name: str, spec: dict, seeds: list[int], strategies: list[str], done
 # -- the report -------------------------------------------------------------------------------------------------
 
 def load_runs() -> list[dict]:
-    runs = []
+    """Every recorded run, the first one of each (set, seed, strategy) (two processes may share a set)."""
+    runs, seen = [], set()
     for p in sorted(OUT.glob("runs-*.jsonl")):
-        runs += [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for line in p.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if (r["set"], r["seed"], r["strategy"]) not in seen:
+                    seen.add((r["set"], r["seed"], r["strategy"]))
+                    runs.append(r)
     return runs
 
 
@@ -505,15 +511,33 @@ def _ms(values) -> dict:
             "min": round(min(values), 4), "max": round(max(values), 4)}
 
 
+SET_ORDER = ("demo", "autorag-ko", "korquad-sample", "johngrib")
 STRATEGY_ORDER = ("ovat", "tpe", "tpe+guard", "random", "random+guard", "autorag-greedy")
+
+
+def _set_rank(name: str) -> tuple:
+    return (SET_ORDER.index(name) if name in SET_ORDER else len(SET_ORDER), name)
+
+
+def complete_seeds(runs: list[dict], set_name: str) -> list[int]:
+    """The seeds of a set on which every strategy ran: the comparison stays paired (same split, same
+    gate fit) when a run was stopped part-way through a seed."""
+    have: dict = {}
+    for r in runs:
+        if r["set"] == set_name:
+            have.setdefault(r["seed"], set()).add(r["strategy"])
+    return sorted(seed for seed, strats in have.items() if set(STRATEGY_ORDER) <= strats)
 
 
 def aggregate(runs: list[dict]) -> dict:
     table: dict = {}
-    for set_name in dict.fromkeys(r["set"] for r in runs):
+    for set_name in sorted({r["set"] for r in runs}, key=_set_rank):
+        seeds = complete_seeds(runs, set_name)
+        if not seeds:
+            continue
         table[set_name] = {}
         for strat in STRATEGY_ORDER:
-            rs = [r for r in runs if r["set"] == set_name and r["strategy"] == strat]
+            rs = [r for r in runs if r["set"] == set_name and r["strategy"] == strat and r["seed"] in seeds]
             if not rs:
                 continue
             fh = [r["final"]["hold"] for r in rs]
@@ -543,6 +567,24 @@ def aggregate(runs: list[dict]) -> dict:
                 "loadavg": _ms([r["loadavg"][0] for r in rs]),
             }
     return table
+
+
+def paired(runs: list[dict]) -> dict:
+    """ovat against each peer, seed by seed (same split, same gate fit): the holdout score100 difference
+    (ovat - peer; mean, sd, seeds where ovat is at or above) and the holdout hit@5 questions (ovat - peer)."""
+    out: dict = {}
+    for set_name in sorted({r["set"] for r in runs}, key=_set_rank):
+        seeds = complete_seeds(runs, set_name)
+        by = {(r["seed"], r["strategy"]): r for r in runs if r["set"] == set_name and r["seed"] in seeds}
+        if not seeds:
+            continue
+        out[set_name] = {}
+        for peer in STRATEGY_ORDER[1:]:
+            d = [by[(s, "ovat")]["final"]["hold"]["score100"] - by[(s, peer)]["final"]["hold"]["score100"] for s in seeds]
+            q = [by[(s, "ovat")]["final"]["hold"]["hits"] - by[(s, peer)]["final"]["hold"]["hits"] for s in seeds]
+            out[set_name][peer] = {"score100_diff": _ms(d), "ovat_at_or_above": sum(x >= -1e-9 for x in d),
+                                   "hit5_questions_diff": _ms(q), "seeds": len(seeds)}
+    return out
 
 
 def plot(table: dict, path: Path) -> None:
@@ -581,14 +623,15 @@ def plot(table: dict, path: Path) -> None:
 def markdown(table: dict) -> str:
     def f(x, nd=3):
         return "–" if x is None else f"{x:.{nd}f}"
-    lines = ["| set | strategy | seeds | evals | holdout hit@5 (start) | holdout MRR (start) | holdout score100 (start) "
+    lines = ["| set | strategy | seeds | evals | tuning score100 (start) | holdout hit@5 (start) | holdout MRR (start) | holdout score100 (start) "
              "| hit@5 below start | score100 below start | sig. worse / better | gate acc. (start) | wall s | evals on the other embedder |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s, rows in table.items():
         for strat, r in rows.items():
             n = len(r["seeds"])
             lines.append(
                 f"| {s} | {strat} | {n} | {r['evaluations']['mean']:.0f} "
+                f"| {f(r['tune_score100']['mean'], 2)} ± {f(r['tune_score100']['sd'], 2)} ({f(r['start_tune_score100']['mean'], 2)}) "
                 f"| {f(r['hold_hit@5']['mean'])} ± {f(r['hold_hit@5']['sd'])} ({f(r['start_hold_hit@5']['mean'])}) "
                 f"| {f(r['hold_mrr']['mean'])} ± {f(r['hold_mrr']['sd'])} ({f(r['start_hold_mrr']['mean'])}) "
                 f"| {f(r['hold_score100']['mean'], 2)} ± {f(r['hold_score100']['sd'], 2)} ({f(r['start_hold_score100']['mean'], 2)}) "
@@ -604,12 +647,19 @@ def report() -> None:
     if not runs:
         raise SystemExit(f"no runs under {OUT}; run the benchmark first")
     table = aggregate(runs)
+    pairs = paired(runs)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "strategies.json").write_text(json.dumps(
-        {"budget": BUDGET, "checkpoints": CHECKPOINTS, "objective": OBJECTIVE, "table": table},
-        ensure_ascii=False, indent=1), encoding="utf-8")
+        {"budget": BUDGET, "checkpoints": CHECKPOINTS, "objective": OBJECTIVE, "table": table,
+         "ovat_minus_peer": pairs}, ensure_ascii=False, indent=1), encoding="utf-8")
     plot(table, RESULTS / "strategies.png")
     print(markdown(table))
+    print("\n| set | peer | holdout score100, ovat - peer (mean ± sd) | seeds ovat >= peer | holdout hit@5 questions, ovat - peer |")
+    print("|---|---|---|---|---|")
+    for s, peers in pairs.items():
+        for peer, p in peers.items():
+            print(f"| {s} | {peer} | {p['score100_diff']['mean']:+.2f} ± {p['score100_diff']['sd']:.2f} "
+                  f"| {p['ovat_at_or_above']}/{p['seeds']} | {p['hit5_questions_diff']['mean']:+.1f} |")
     print(f"\nwritten {RESULTS / 'strategies.json'} and {RESULTS / 'strategies.png'}")
 
 
