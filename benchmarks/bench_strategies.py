@@ -316,8 +316,7 @@ def _whole_space_result(sw, ev, trials, start_b, wall) -> dict:
 
 def interior(v, n: int, log: bool = False) -> list:
     """n values spread inside [low, high] (the centres of n equal cells, on a log scale for RRF k), on
-    the variable's grid: a grid a user would write, never the silly extremes."""
-    from tuner.sweep.rounds import snap
+    the variable's grid: a grid a user would write (a weight never at 0 or 1)."""
     out = []
     for i in range(n):
         f = (i + 0.5) / n
