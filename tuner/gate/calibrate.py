@@ -1,8 +1,7 @@
 """Recalibrate the gate from a window of the recall log and from labelled sets, and apply the result.
 
-The log reader is a small interface (read_log -> list[LogCall]) over the recall log's table
-`recall_calls` (one row per recall call; the columns read: id, ts, session, query, top_scores,
-features, threshold, injected, stopped_by, latency_ms, label). A label is `relevant` (the vault
+The log is read by the recall log's one reader (search_core.recall.log.read_logged_calls -> LoggedCall
+rows of the table `recall_calls`, one per recall call). A label is `relevant` (the vault
 could answer: counted as answerable) or `irrelevant` (counted as a probe). Any other store can feed
 calibrate() by producing LogCall rows.
 
@@ -12,8 +11,7 @@ json) and as a proposal file (tuner.gate.proposal: write, apply, undo).
 
 from __future__ import annotations
 
-import json
-import sqlite3
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +23,11 @@ from search_core.percentiles import percentile
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
-from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS
+from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, read_logged_calls
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
 from tuner.gate.proposal import write_proposal
 
-LOG_TABLE = "recall_calls"
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
 # the features a recalibrated gate uses: every one that transfers between vaults (no query length or script
@@ -55,18 +52,7 @@ CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 
 
-@dataclass(frozen=True)
-class LogCall:
-    id: int
-    ts: float
-    session: str
-    query: str | None
-    features: dict
-    top_score: float | None
-    injected: bool
-    stopped_by: str | None
-    latency_ms: float | None
-    label: str | None
+LogCall = LoggedCall      # a row of the recall log as calibrate reads it (search_core.recall.log)
 
 
 @dataclass(frozen=True)
@@ -76,44 +62,6 @@ class LabelledRow:
     query: str
     features: dict
     answerable: bool
-
-
-def _top_score(features: dict, top_scores) -> float | None:
-    if "hit_cos" in features:
-        return float(features["hit_cos"])
-    if isinstance(top_scores, list) and top_scores and isinstance(top_scores[0], dict):
-        v = top_scores[0].get("cosine", top_scores[0].get("score"))
-        return None if v is None else float(v)
-    return None
-
-
-def read_log(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[LogCall]:
-    """The calls of the last `since_s` seconds (all when None), oldest first."""
-    p = Path(path)
-    if not p.exists():
-        raise SearchCoreError(f"no recall log at {p}; it is written by the recall path (serve / mcp). "
-                              "Pass --log FILE, or calibrate from labelled sets only with --labels")
-    conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-    try:
-        cols = {r[1] for r in conn.execute(f"PRAGMA table_info({LOG_TABLE})")}
-        if not cols:
-            raise SearchCoreError(f"{p} has no {LOG_TABLE} table: it is not a recall log")
-        label = "label" if "label" in cols else "NULL"
-        cutoff = (now or time.time()) - since_s if since_s else float("-inf")
-        rows = conn.execute(f"SELECT id, ts, session, query, top_scores, features, injected, stopped_by, latency_ms, "
-                            f"{label} FROM {LOG_TABLE} WHERE ts >= ? ORDER BY id", (cutoff,)).fetchall()
-    except sqlite3.DatabaseError as e:
-        raise SearchCoreError(f"{p} is not a readable recall log ({e})") from None
-    finally:
-        conn.close()
-    out = []
-    for cid, ts, session, query, top_scores, feats, injected, stopped_by, latency, lab in rows:
-        f = json.loads(feats) if feats else {}
-        f = {k: float(v) for k, v in f.items() if isinstance(v, (int, float))}
-        ts_list = json.loads(top_scores) if top_scores else []
-        out.append(LogCall(int(cid), float(ts), session or "", query, f, _top_score(f, ts_list), bool(injected),
-                           stopped_by, None if latency is None else float(latency), lab))
-    return out
 
 
 def apply_label_file(calls: list[LogCall], pairs: list[tuple[int, str]]) -> list[LogCall]:
@@ -129,7 +77,7 @@ def apply_label_file(calls: list[LogCall], pairs: list[tuple[int, str]]) -> list
                               f"{', '.join(map(str, unknown[:10]))}; widen --since or fix the ids "
                               "(`autoresearch recall-log list` shows them)")
     labels = dict(pairs)
-    return [c if c.id not in labels else LogCall(**{**c.__dict__, "label": labels[c.id]}) for c in calls]
+    return [c if c.id not in labels else dataclasses.replace(c, label=labels[c.id]) for c in calls]
 
 
 def gold_rows(searcher, gold, cfg) -> list[LabelledRow]:
@@ -343,7 +291,7 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
     try:
         choice = searcher.use_gate(gate_path)
         cfg = SearchConfig(embedder=searcher.embedder_name)
-        calls = [] if log_path is None else read_log(log_path, since_s)
+        calls = [] if log_path is None else read_logged_calls(log_path, since_s)
         if call_labels:
             calls = apply_label_file(calls, list(call_labels))
         labelled = []
