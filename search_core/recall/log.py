@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_core import SearchCoreError
+from search_core.hashing import hash_json
 from search_core.paths import recall_log_file
 from search_core.percentiles import percentile_or_none
 
@@ -59,6 +60,13 @@ CREATE TABLE IF NOT EXISTS recall_calls (
 );
 CREATE INDEX IF NOT EXISTS recall_calls_ts ON recall_calls(ts);
 """
+
+
+def index_id(fingerprint: dict) -> str:
+    """What a row's `index_fingerprint` holds: a hash of the index's build fingerprint (embedder, its weights
+    and prefixes, chunking), which a re-index of changed notes keeps and another model or chunking changes.
+    Features logged under one index id are only comparable with features of the same one."""
+    return hash_json(fingerprint, 16, ascii=True)
 
 
 def query_hash(query: str) -> str:

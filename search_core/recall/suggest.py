@@ -104,8 +104,8 @@ def labels_threshold(scores: list[float], labels: list[int], scale: str):
     if len(labels) < INTERVAL_MIN_LABELS or not 0 < sum(labels) < len(labels):
         return None
     if scale == "probability":
-        from search_core.gate.threshold import shifted_threshold, threshold_interval
-        return shifted_threshold(scores, labels), threshold_interval(scores, labels, resamples=300)
+        from search_core.gate.threshold import threshold_from_labels
+        return threshold_from_labels(scores, labels, resamples=300)
     from search_core.gate.model import best_balanced_threshold
     return best_balanced_threshold(scores, labels)[0], None
 
@@ -208,7 +208,7 @@ def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 2
 @dataclass(frozen=True)
 class GateInForce:
     """What the suggestions are scored against: the gate model (None: cosine), its threshold on its scale,
-    the index it serves (fingerprint key) and where that came from."""
+    the index it serves (search_core.recall.log.index_id) and where that came from."""
     model: object | None
     threshold: float
     fingerprint_key: str | None
@@ -218,12 +218,13 @@ class GateInForce:
 def gate_in_force(searcher, cfg) -> GateInForce:
     """The gate a Searcher decides with under `cfg` (a SearchConfig): the config's gate_threshold over the
     model's own; on the cosine scale, the config's threshold over the embedder's."""
+    from search_core.recall.log import index_id
     model = searcher.gate_choice.model
     if model is not None:
         t = cfg.gate_threshold if cfg.gate_threshold is not None else model.threshold
-        return GateInForce(model, float(t), searcher.fingerprint_key, searcher.gate_choice.source)
+        return GateInForce(model, float(t), index_id(searcher.fingerprint), searcher.gate_choice.source)
     t = cfg.threshold if cfg.threshold is not None else searcher.embedder.default_threshold
-    return GateInForce(None, float(t), searcher.fingerprint_key, "cosine")
+    return GateInForce(None, float(t), index_id(searcher.fingerprint), "cosine")
 
 
 def logged_gate() -> GateInForce:

@@ -21,6 +21,7 @@ import numpy as np
 from search_core import SearchCoreError
 from search_core.percentiles import percentile
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
+from search_core.gate.threshold import threshold_from_labels
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
 from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, read_logged_calls
@@ -50,6 +51,15 @@ CALIBRATION_C = 1.0       # the regression's L2 strength (sklearn's C) for every
 # five-note vault (P 0.10; C = 1: 0.99).
 CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
+# With a gate model in force, labels move only its threshold (search_core.gate.threshold) until
+# there are enough of them for a refit of the weights to be measured: at least this many rows, this many of
+# each kind, and then only if the refit's cross-validated balanced accuracy beats the moved threshold's by
+# REFIT_MARGIN on the same folds. A few dozen labels (what a person gives in a sitting) stay below it.
+REFIT_MIN_LABELS = 80
+REFIT_MIN_PER_CLASS = 20
+REFIT_MARGIN = 0.02
+REFIT_FOLDS = 5
+INTERVAL_LEVEL = 0.90
 
 
 LogCall = LoggedCall      # a row of the recall log as calibrate reads it (search_core.recall.log)
@@ -112,8 +122,13 @@ def _auroc(scores, labels) -> float | None:
 
 def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateModel | None, cos_threshold: float,
               fingerprint: dict, target_probe_rate: float = 0.10, features=CALIBRATION_FEATURES,
-              log_read: bool = True) -> dict:
-    """Everything the report and the proposal need, as plain data."""
+              log_read: bool = True, fingerprint_key: str | None = None, p_threshold: float | None = None) -> dict:
+    """Everything the report and the proposal need, as plain data. Log rows written against another index
+    than `fingerprint_key` (their features came from another vault or model) are kept apart, with a warning;
+    `p_threshold` is the model's threshold in force when a config overrides the model's own."""
+    calls, apart = _same_index(calls, fingerprint_key)
+    if p_threshold is not None and model is not None:
+        model = dataclasses.replace(model, threshold=float(p_threshold))
     labelled = list(labelled) + [LabelledRow("log", str(c.id), c.query or "", c.features, c.label == LABEL_ANSWERABLE)
                                  for c in calls if c.label in (LABEL_ANSWERABLE, LABEL_PROBE)]
     unlabelled = [c for c in calls if c.label not in (LABEL_ANSWERABLE, LABEL_PROBE)]
@@ -126,6 +141,13 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
                  "current": {"kind": "model" if model else "cosine", "cos_threshold": cos_threshold,
                              "p_threshold": model.threshold if model else None},
                  "warnings": []}
+    if apart:
+        keys = sorted({c.index_fingerprint for c in apart})
+        out["kept_apart"] = {"calls": len(apart), "labelled": sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE)
+                                                                  for c in apart), "fingerprints": keys}
+        out["warnings"].append(f"{len(apart)} log call(s) ({out['kept_apart']['labelled']} labelled) were logged "
+                               f"against another index ({', '.join(k[:12] for k in keys[:3])}), not this one "
+                               f"({(fingerprint_key or '')[:12]}): left out, their features are another vault's")
     out["distributions"] = {
         "cosine": {"answerable": _quantiles(s for s, a in zip(lab_cos, ans) if a),
                    "probes": _quantiles(s for s, a in zip(lab_cos, ans) if not a),
@@ -140,12 +162,21 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
             "unlabelled log": _quantiles(p_log[ul] if p_log is not None else [])}
     out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
     out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
-    out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out)
+    out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out,
+                                       model=model, p_lab=p_lab, calls=calls)
     out["retirement"] = _retirement(out["window"], out["traffic"])
     if not calls and log_read:
         out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
                                "unknown; widen --since or check that the recall path logs")
     return out
+
+
+def _same_index(calls, fingerprint_key):
+    """(calls logged against this index, or with no fingerprint recorded; calls logged against another)."""
+    if not fingerprint_key:
+        return list(calls), []
+    mine = [c for c in calls if not c.index_fingerprint or c.index_fingerprint == fingerprint_key]
+    return mine, [c for c in calls if c.index_fingerprint and c.index_fingerprint != fingerprint_key]
 
 
 def fitted_sources(model: GateModel | None) -> set[str]:
@@ -228,7 +259,8 @@ def _traffic(calls, p_log, model, cos_threshold) -> dict:
             "stopped_examples": examples, "flips": flips}
 
 
-def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out) -> dict:
+def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out, *, model=None, p_lab=None,
+               calls=()) -> dict:
     n_ans, n_probe = sum(ans), len(ans) - sum(ans)
     rec: dict = {"basis": None}
     if n_ans and n_probe:
@@ -236,22 +268,20 @@ def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features,
         rec["cosine"] = {"threshold": round(t, 4), "balanced_accuracy": round(bacc, 4),
                          "auroc": _auroc(lab_cos, ans), "note": "in-sample on the labelled rows"}
         rec["basis"] = "best balanced accuracy on labelled data"
-        if len(ans) >= MIN_LABELLED:
+        if len(ans) < MIN_LABELLED:
+            out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
+                                   "recommended, no model is fitted")
+        elif model is not None and p_lab is not None:
+            _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls)
+        else:
             try:
-                groups = [r.source for r in labelled] if len({r.source for r in labelled}) >= 5 else None
-                m = fit_gate([r.features for r in labelled], [int(a) for a in ans], fingerprint=fingerprint,
-                             features=list(features), scope="index", groups=groups, C=CALIBRATION_C,
-                             fitted_on={"labelled": {"answerable": n_ans, "probes": n_probe},
-                                        "sources": sorted({r.source for r in labelled})})
+                m = _refit(labelled, ans, fingerprint, features)
                 rec["model"] = m.as_json()
-                rec["model_summary"] = {"p_threshold": round(m.threshold, 4),
+                rec["model_summary"] = {"method": "refit", "p_threshold": round(m.threshold, 4),
                                         "cv_balanced_accuracy": m.fitted_on.get("cv_balanced_accuracy"),
                                         "features": list(m.features)}
             except GateFitError as e:
                 out["warnings"].append(f"no gate model: {e}")
-        else:
-            out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
-                                   "recommended, no model is fitted")
     elif n_probe:
         s = np.sort(np.asarray([x for x, a in zip(lab_cos, ans) if not a], dtype=np.float64))
         t = float(np.quantile(s, 1 - target_probe_rate)) if len(s) else None
@@ -263,6 +293,94 @@ def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features,
                                "`recall-log label`, or pass a gold set with probes via --labels); the current "
                                "gate stays")
     return rec
+
+
+def _refit(labelled, ans, fingerprint, features) -> GateModel:
+    n_ans = sum(ans)
+    groups = [r.source for r in labelled] if len({r.source for r in labelled}) >= 5 else None
+    return fit_gate([r.features for r in labelled], [int(a) for a in ans], fingerprint=fingerprint,
+                    features=list(features), scope="index", groups=groups, C=CALIBRATION_C,
+                    fitted_on={"labelled": {"answerable": n_ans, "probes": len(ans) - n_ans},
+                               "sources": sorted({r.source for r in labelled})})
+
+
+def _balanced_accuracy(p, y, t) -> float:
+    y = np.asarray(y, dtype=bool)
+    inj = np.asarray(p) >= t
+    return float((inj[y].mean() + (~inj[~y]).mean()) / 2)
+
+
+def _cross_validate(labelled, ans, p_lab, fingerprint, features) -> dict:
+    """The moved threshold against a refit of the weights, on the same stratified folds of the labels:
+    each fitted on the other folds, scored (balanced accuracy) on the held-out one."""
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.asarray(ans, dtype=int)
+    shift, refit = [], []
+    for tr, te in StratifiedKFold(REFIT_FOLDS, shuffle=True, random_state=0).split(np.zeros(len(y)), y):
+        t = threshold_from_labels(p_lab[tr], y[tr], resamples=100)[0]
+        shift.append(_balanced_accuracy(p_lab[te], y[te], t))
+        try:
+            m = _refit([labelled[i] for i in tr], [bool(y[i]) for i in tr], fingerprint, features)
+            refit.append(_balanced_accuracy(probabilities(m, [labelled[i].features for i in te]), y[te], m.threshold))
+        except GateFitError:
+            refit.append(0.0)
+    return {"folds": REFIT_FOLDS, "threshold_only": round(float(np.mean(shift)), 4),
+            "refit": round(float(np.mean(refit)), 4)}
+
+
+def _flips(p_calls: np.ndarray, t_from: float, t_to: float) -> dict:
+    before, after = p_calls >= t_from, p_calls >= t_to
+    return {"let_through": int((after & ~before).sum()), "stopped": int((before & ~after).sum()),
+            "decisions": int(len(p_calls))}
+
+
+def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls) -> None:
+    """With a gate model in force: move its threshold to where the labels put it (the feature weights stay),
+    unless there are enough labels and a refit of the weights measures better on held-out folds."""
+    y = [int(a) for a in ans]
+    t_new, (lo, hi) = threshold_from_labels(p_lab, y, level=INTERVAL_LEVEL)
+    t_new = min(max(t_new, 0.01), 0.99)
+    searched = [c for c in calls if c.searched]
+    p_calls = probabilities(model, [c.features for c in searched])
+    p_calls = np.zeros(0) if p_calls is None else p_calls
+    move = {"from": round(model.threshold, 4), "to": round(t_new, 4),
+            "interval": [round(lo, 4), round(hi, 4)], "level": INTERVAL_LEVEL,
+            "labels": {"answerable": sum(y), "probes": len(y) - sum(y)},
+            "balanced_accuracy_on_labels": {"from": round(_balanced_accuracy(p_lab, y, model.threshold), 4),
+                                            "to": round(_balanced_accuracy(p_lab, y, t_new), 4)},
+            "flips": _flips(p_calls, model.threshold, t_new),
+            "flips_at_interval": [_flips(p_calls, model.threshold, lo), _flips(p_calls, model.threshold, hi)],
+            "method": "the bagged best balanced-accuracy cut on the labels; feature weights kept"}
+    enough = len(y) >= REFIT_MIN_LABELS and min(sum(y), len(y) - sum(y)) >= REFIT_MIN_PER_CLASS
+    if enough:
+        move["cross_validation"] = _cross_validate(labelled, ans, p_lab, fingerprint, features)
+    else:
+        move["refit_needs"] = (f"{REFIT_MIN_LABELS} labels with {REFIT_MIN_PER_CLASS} of each kind before a refit "
+                               f"of the weights is tried (have {sum(y)} relevant, {len(y) - sum(y)} irrelevant)")
+    rec["threshold_move"] = move
+    cv = move.get("cross_validation")
+    if cv and cv["refit"] > cv["threshold_only"] + REFIT_MARGIN:
+        try:
+            m = _refit(labelled, ans, fingerprint, features)
+            rec["model"] = m.as_json()
+            rec["model_summary"] = {"method": "refit", "p_threshold": round(m.threshold, 4),
+                                    "cv_balanced_accuracy": cv["refit"], "features": list(m.features)}
+            rec["basis"] = (f"a refit of the weights on {len(y)} labels (cross-validated balanced accuracy "
+                            f"{cv['refit']} vs {cv['threshold_only']} for the moved threshold)")
+            return
+        except GateFitError as e:
+            out["warnings"].append(f"no refit: {e}")
+    fo = {**(model.fitted_on or {}), "recalibrated": {k: move[k] for k in ("from", "to", "interval", "labels")},
+          "sources": sorted(fitted_sources(model) | {r.source for r in labelled})}
+    moved = dataclasses.replace(model, threshold=float(t_new), fingerprint=dict(fingerprint), scope="index",
+                                fitted_on=fo)
+    rec["model"] = moved.as_json()
+    rec["model_summary"] = {"method": "threshold", "p_threshold": round(t_new, 4),
+                            "cv_balanced_accuracy": cv["threshold_only"] if cv else None,
+                            "features": list(model.features)}
+    rec["basis"] = (f"the gate's threshold moved to fit {len(y)} labels "
+                    f"({INTERVAL_LEVEL:.0%} interval {lo:.3f}-{hi:.3f}); feature weights kept")
 
 
 def _retirement(window: dict, traffic: dict) -> dict:
@@ -282,7 +400,9 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
     calls, search the labelled gold sets, calibrate against the gate in force. Returns
     (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
     both call this."""
-    from search_core.config import SearchConfig
+    from search_core.config import SearchConfig, load_config
+    from search_core.recall.engine import active_config_path
+    from search_core.recall.log import index_id
     from search_core.search.pipeline import Searcher
 
     from tuner.data.gold import load_gold
@@ -297,9 +417,14 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
         labelled = []
         for p in gold_paths:
             labelled += gold_rows(searcher, load_gold(p), cfg)
+        active = load_config(active_config_path(None))
         cal = calibrate(calls, labelled, model=choice.model, cos_threshold=searcher.embedder.default_threshold,
                         fingerprint=searcher.fingerprint, target_probe_rate=target_probe_rate,
-                        log_read=log_path is not None)
+                        log_read=log_path is not None, fingerprint_key=index_id(searcher.fingerprint))
+        if active.gate_threshold is not None and choice.model is not None:
+            cal["warnings"].append(f"the active config sets gate_threshold = {active.gate_threshold}, which "
+                                   "overrides the threshold of any gate file `calibrate apply` installs; remove it "
+                                   "from the config for the proposal to take effect")
         cal["current"]["reason"] = choice.reason or choice.source
         return cal, calls, labelled, choice
     finally:

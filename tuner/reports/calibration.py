@@ -14,7 +14,15 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     cur = cal["current"]
     cur_text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
                 else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
-    if rec.get("model_summary"):
+    mv = rec.get("threshold_move")
+    if rec.get("model_summary", {}).get("method") == "threshold":
+        f = mv["flips"]
+        verdict = (f"recommend moving the gate's threshold from {mv['from']:.3f} to {mv['to']:.3f} "
+                   f"({mv['level']:.0%} interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}, from "
+                   f"{mv['labels']['answerable']} relevant + {mv['labels']['probes']} irrelevant labels; weights "
+                   f"kept): {f['let_through'] + f['stopped']} of {f['decisions']} past decisions flip "
+                   f"({f['let_through']} let through, {f['stopped']} stopped)")
+    elif rec.get("model_summary"):
         ms = rec["model_summary"]
         verdict = (f"recommend a gate model fitted on {cal['labelled']['answerable']} answerable + "
                    f"{cal['labelled']['probes']} probes: P >= {ms['p_threshold']:.3f} "
@@ -52,7 +60,24 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     if rec.get("model_summary"):
         ms = rec["model_summary"]
         rows.append(("model", ms["p_threshold"], ms["cv_balanced_accuracy"], None, "cross-validated, by source"))
-    sections.append(Section("Recommendation", (Para(verdict, "good" if rows else "note"),
+    move_parts = ()
+    if mv:
+        cv = mv.get("cross_validation")
+        lo_f, hi_f = mv["flips_at_interval"]
+        move_parts = (Table(("threshold", "P", "balanced accuracy on the labels", "decisions that flip"),
+                            (("now", mv["from"], mv["balanced_accuracy_on_labels"]["from"], 0),
+                             ("proposed", mv["to"], mv["balanced_accuracy_on_labels"]["to"],
+                              mv["flips"]["let_through"] + mv["flips"]["stopped"]),
+                             (f"interval low ({mv['level']:.0%})", mv["interval"][0], None,
+                              lo_f["let_through"] + lo_f["stopped"]),
+                             (f"interval high ({mv['level']:.0%})", mv["interval"][1], None,
+                              hi_f["let_through"] + hi_f["stopped"])),
+                            caption=f"the threshold from the labels ({mv['method']}); the interval is a bootstrap "
+                                    "over the labels"),
+                      Para(f"cross-validated on {cv['folds']} folds of the labels: moved threshold "
+                           f"{cv['threshold_only']}, refit of the weights {cv['refit']}" if cv
+                           else f"no refit of the weights tried: it needs {mv['refit_needs']}"))
+    sections.append(Section("Recommendation", (Para(verdict, "good" if rows else "note"), *move_parts,
                                                Table(("gate", "threshold", "balanced accuracy", "AUROC", "how"),
                                                      tuple(rows)),
                                                Para(f"proposal written to {proposal_path}; install it with "

@@ -6,7 +6,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from search_core.recall.log import RecallLog, label_calls, log_search, read_logged_calls
+from search_core.recall.log import RecallLog, index_id, label_calls, log_search, read_logged_calls
 from search_core.recall.suggest import suggest, suggest_from_log
 from tuner.cli import main
 
@@ -125,7 +125,7 @@ def test_with_an_index_the_calls_are_scored_by_its_gate(tmp_path, small_index):
     choice = s.use_gate()
     assert choice.model is not None
     qs = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "양자 컴퓨터 큐비트 오류 정정", "RRF 점수 k 값"]
-    rows = [{"ts": NOW - 60 + i, "session": "s", "query": q, "res": s.search(q), "index_fingerprint": s.fingerprint_key}
+    rows = [{"ts": NOW - 60 + i, "session": "s", "query": q, "res": s.search(q), "index_fingerprint": index_id(s.fingerprint)}
             for i, q in enumerate(qs)]
     rows.append({"ts": NOW, "session": "s", "query": "다른 인덱스의 질문", "res": s.search("파리 에펠탑 높이"),
                  "index_fingerprint": "another-index"})

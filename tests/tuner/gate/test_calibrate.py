@@ -61,7 +61,9 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     data = json.loads((tmp_path / "cal.json").read_text())["data"]
     assert data["window"]["calls"] == 36 and data["window"]["sessions"] == 4
     assert data["labelled"] == {"answerable": 6, "probes": 6, "sources": ["log"]}
-    assert data["recommendation"]["basis"] == "best balanced accuracy on labelled data"
+    # 12 labels with the shipped gate in force: its threshold moves, its weights stay
+    assert data["recommendation"]["basis"].startswith("the gate's threshold moved to fit 12 labels")
+    assert data["recommendation"]["model_summary"]["method"] == "threshold"
     assert data["recommendation"]["model_summary"]["features"]
     assert set(data["distributions"]["cosine"]) == {"answerable", "probes", "unlabelled log"}
     assert data["retirement"]["rule"] == "p95 > 400 ms or injection < 20%"
@@ -79,6 +81,12 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     s = Searcher(db)
     assert s.use_gate().source == str(sidecar_path(db))
     assert s.search("김치찌개 레시피").gate.kind == "model"
+    # the installed gate is the shipped default with its threshold moved: same weights, the proposal's threshold
+    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
+    installed, default = load_gate(sidecar_path(db)), load_gate(DEFAULT_GATE_FILE)
+    assert installed.coef == default.coef and installed.intercept == default.intercept
+    assert installed.threshold == pytest.approx(data["recommendation"]["threshold_move"]["to"], abs=1e-4)
+    assert "past decisions flip" in md and "interval" in md
     r = CliRunner().invoke(main, ["calibrate", "undo", "--db", str(db)])
     assert r.exit_code == 0 and not sidecar_path(db).exists()
     r = CliRunner().invoke(main, ["calibrate", "undo", "--db", str(db)])
