@@ -179,7 +179,7 @@ _SERVE_OPTS = [
 @click.option("--token", envvar="AUTORESEARCH_TOKEN", default=None,
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
 def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token):
-    """HTTP server: /search, /queue, /prefetch, /healthz, /metrics (Starlette on uvicorn)."""
+    """HTTP server: /search, /queue, /prefetch, /healthz, /metrics, /label (Starlette on uvicorn)."""
     require_extra("serve")
     from search_core.recall.server import check_host, run_server
 
@@ -193,6 +193,7 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
     if not token and warning:
         click.echo("WARNING: no --token: anyone who can reach this address can read your notes", err=True)
     click.echo(f"serving {db} on http://{host}:{port} (config {cfg_path or 'defaults'}, log {log_path})", err=True)
+    click.echo(f"label calls at http://{host}:{port}/label" + ("#token=TOKEN" if token else ""), err=True)
     run_server(engine, host=host, port=port, token=token)
 
 
