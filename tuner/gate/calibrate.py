@@ -445,12 +445,14 @@ def score_series(calls, labelled, choice) -> dict:
 
 
 WEEK_S = 7 * 86400
+SUGGEST_N = 20            # calls the weekly report asks a person to label: a sitting's worth
 
 
 def daemon_job(cfg) -> dict:
     """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
     plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
-    and a proposal; applying it stays a person's decision (`autoresearch calibrate apply`)."""
+    (with the calls to label next, as `recall-log suggest` picks them) and a proposal; applying it stays
+    a person's decision (`autoresearch calibrate apply`)."""
     from search_core.paths import recall_log_file
     from tuner.reports.calibration import calibration_report
     from tuner.promotion.promote import read_active
@@ -463,6 +465,12 @@ def daemon_job(cfg) -> dict:
     golds = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
     cal, calls, labelled, _ = calibrate_index(db, log_path=log_path if log_path.exists() else None,
                                               since_s=WEEK_S, gold_paths=golds)
+    if log_path.exists():                    # the calls to label next, for the week's report
+        from search_core.recall.suggest import suggest_from_log
+        picks, gate = suggest_from_log(log_path, since_s=WEEK_S, n=SUGGEST_N, db=db)
+        cal["suggestions"] = {"picks": [p.as_json() for p in picks.picks], "pool": picks.pool,
+                              "labelled": picks.labelled, "scale": picks.scale,
+                              "threshold": round(picks.threshold, 4), "gate": gate.source, "left_out": picks.left_out}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     proposal = None
     if cal["recommendation"].get("basis"):
@@ -471,4 +479,4 @@ def daemon_job(cfg) -> dict:
         write_proposal(cal, db, proposal)
     report = emit(calibration_report(cal, str(db), proposal), "md", runs / "reports" / f"calibrate-{stamp}.md")
     return {"db": str(db), "calls": len(calls), "labelled": len(labelled), "report": report, "proposal": proposal,
-            "retire": cal["retirement"]}
+            "retire": cal["retirement"], "suggested": len((cal.get("suggestions") or {}).get("picks", ()))}

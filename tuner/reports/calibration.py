@@ -83,6 +83,15 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
                                                Para(f"proposal written to {proposal_path}; install it with "
                                                     f"`autoresearch calibrate apply --db {db}`" if proposal_path
                                                     else "no proposal written"))))
+    sg = cal.get("suggestions")
+    if sg is not None:
+        sections.append(Section("Calls to label next", (
+            Para(f"{len(sg['picks'])} of {sg['pool']} unlabelled calls ({sg['labelled']} labelled already), picked "
+                 f"for how much their label would move the {sg['scale']} threshold {sg['threshold']}: label them on "
+                 "the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
+                 "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+            Table(("id", "P", "top note", "query", "why"),
+                  tuple((x["id"], x["probability"], x["top_note"], x["query"], x["reason"]) for x in sg["picks"])))))
     sections.append(Section("Retirement rule", (Para(f"{ret['rule']}: p95 {ret['p95_ms']} ms, injection "
                                                      f"{ret['injection_rate']} -> {ret['verdict']}",
                                                      "bad" if ret["verdict"].startswith("consider") else ""),)))
