@@ -360,7 +360,19 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                                f"of the weights is tried (have {sum(y)} relevant, {len(y) - sum(y)} irrelevant)")
     rec["threshold_move"] = move
     cv = move.get("cross_validation")
-    if cv and cv["refit"] > cv["threshold_only"] + REFIT_MARGIN:
+    refit_better = cv and cv["refit"] > cv["threshold_only"] + REFIT_MARGIN
+    if lo <= model.threshold <= hi and not refit_better:
+        # the labels do not show the threshold is wrong: a move inside the noise of a few dozen labels is as
+        # likely to make the gate worse as better (on the johngrib simulated week, 1 split in 3 got worse)
+        move.update(kept=True, flips=_flips(p_calls, model.threshold, model.threshold))
+        rec["model_summary"] = {"method": "keep", "p_threshold": round(model.threshold, 4),
+                                "cv_balanced_accuracy": None, "features": list(model.features)}
+        rec["basis"] = None
+        out["warnings"].append(f"the labels put the threshold at {t_new:.3f} ({INTERVAL_LEVEL:.0%} interval "
+                               f"{lo:.3f}-{hi:.3f}), which holds the current {model.threshold:.3f}: it stays, "
+                               "no proposal is written; label more calls (`recall-log suggest`) to narrow it")
+        return
+    if refit_better:
         try:
             m = _refit(labelled, ans, fingerprint, features)
             rec["model"] = m.as_json()

@@ -15,7 +15,11 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     cur_text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
                 else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
     mv = rec.get("threshold_move")
-    if rec.get("model_summary", {}).get("method") == "threshold":
+    if rec.get("model_summary", {}).get("method") == "keep":
+        verdict = (f"keep the gate's threshold {mv['from']:.3f}: the {mv['labels']['answerable']} relevant + "
+                   f"{mv['labels']['probes']} irrelevant labels put it at {mv['to']:.3f}, {mv['level']:.0%} "
+                   f"interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}, which holds the current one")
+    elif rec.get("model_summary", {}).get("method") == "threshold":
         f = mv["flips"]
         verdict = (f"recommend moving the gate's threshold from {mv['from']:.3f} to {mv['to']:.3f} "
                    f"({mv['level']:.0%} interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}, from "
@@ -66,7 +70,8 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
         lo_f, hi_f = mv["flips_at_interval"]
         move_parts = (Table(("threshold", "P", "balanced accuracy on the labels", "decisions that flip"),
                             (("now", mv["from"], mv["balanced_accuracy_on_labels"]["from"], 0),
-                             ("proposed", mv["to"], mv["balanced_accuracy_on_labels"]["to"],
+                             ("from the labels" if mv.get("kept") else "proposed", mv["to"],
+                              mv["balanced_accuracy_on_labels"]["to"],
                               mv["flips"]["let_through"] + mv["flips"]["stopped"]),
                              (f"interval low ({mv['level']:.0%})", mv["interval"][0], None,
                               lo_f["let_through"] + lo_f["stopped"]),

@@ -63,6 +63,17 @@ def test_a_few_dozen_labels_move_the_threshold_and_keep_the_weights():
     assert mv["balanced_accuracy_on_labels"]["to"] > mv["balanced_accuracy_on_labels"]["from"]
 
 
+def test_labels_that_hold_the_current_threshold_keep_it():
+    calls = _vault_with_boundary_at(0.62, n_labels=24, seed=2)
+    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
+    rec = cal["recommendation"]
+    mv = rec["threshold_move"]
+    assert mv["interval"][0] <= 0.64 <= mv["interval"][1] and mv["kept"]
+    assert rec["model_summary"]["method"] == "keep" and rec["basis"] is None and "model" not in rec
+    assert mv["flips"]["let_through"] == mv["flips"]["stopped"] == 0
+    assert any("which holds the current 0.640: it stays" in w for w in cal["warnings"])
+
+
 def test_more_labels_narrow_the_interval():
     few = _vault_with_boundary_at(0.3, n_labels=12, seed=1)
     many = _vault_with_boundary_at(0.3, n_labels=60, seed=1)
@@ -97,7 +108,7 @@ def test_a_refit_only_when_enough_labels_measure_it_better():
                              title_match=float(relevant) + float(rng.normal(0, 0.2))))
         return out
     few = calibrate(calls_for(30), [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
-    assert few["model_summary"]["method"] == "threshold"
+    assert few["model_summary"]["method"] != "refit"            # 30 labels: no refit tried
     many = calibrate(calls_for(120), [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
     cv = many["threshold_move"]["cross_validation"]
     assert cv["refit"] > cv["threshold_only"] + 0.02
