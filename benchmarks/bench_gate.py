@@ -54,7 +54,8 @@ from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import DEFAULT_GATE_FILE  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from search_core.recall.log import log_search  # noqa: E402
-from tuner.gate.calibrate import calibrate, read_log  # noqa: E402
+from search_core.recall.log import read_logged_calls  # noqa: E402
+from tuner.gate.calibrate import calibrate  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
 
 GOLD = ROOT / "experiments" / "gold"
@@ -262,7 +263,7 @@ def part_calibrate(s, sets, n_calls):
     timings = []
     for _ in range(3):   # wall and CPU seconds: on a shared machine the CPU time is the honest cost
         t0, c0 = time.perf_counter(), time.process_time()
-        calls = read_log(tmp, 7 * 86400)
+        calls = read_logged_calls(tmp, 7 * 86400)
         t1 = time.perf_counter()
         cal = calibrate(calls, [], model=s.gate_choice.model, cos_threshold=COS_DEFAULT, fingerprint=s.fingerprint)
         t2, c2 = time.perf_counter(), time.process_time()

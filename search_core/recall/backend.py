@@ -56,6 +56,12 @@ class SearchBackend:
     def fingerprint_key(self) -> str | None:
         return self.searcher.fingerprint_key if self.searcher is not None else None
 
+    @property
+    def index_id(self) -> str | None:
+        """The recall log's key for this index (search_core.recall.log.index_id): same build, same key."""
+        from search_core.recall.log import index_id
+        return index_id(self.searcher.fingerprint) if self.searcher is not None else None
+
     def reset(self):
         s, self.searcher = self.searcher, None
         if s is not None:

@@ -422,7 +422,7 @@ class RecallEngine:
         rec.update(
             top_scores=[{"note_id": h.note_id, "score": round(float(h.score), 6), "cosine": round(float(h.cosine), 4)}
                         for h in res.hits[:3]],
-            features=feats, threshold=float(res.gate.threshold), index_fingerprint=self.backend.fingerprint_key,
+            features=feats, threshold=float(res.gate.threshold), index_fingerprint=self.backend.index_id,
             config_hash=self.backend.cfg.config_hash() if self.backend.cfg else None, injected=injected,
             stopped_by=stopped, chars_injected=len(compose_block(lines, self.cfg.char_budget)) if injected else 0)
         rec["stages_ms"].update({k: round(v, 3) for k, v in res.timings_ms.items() if k != "total"})

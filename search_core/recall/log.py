@@ -12,9 +12,11 @@ import json
 import sqlite3
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from search_core import SearchCoreError
+from search_core.hashing import hash_json
 from search_core.paths import recall_log_file
 from search_core.percentiles import percentile_or_none
 
@@ -58,6 +60,13 @@ CREATE TABLE IF NOT EXISTS recall_calls (
 );
 CREATE INDEX IF NOT EXISTS recall_calls_ts ON recall_calls(ts);
 """
+
+
+def index_id(fingerprint: dict) -> str:
+    """What a row's `index_fingerprint` holds: a hash of the index's build fingerprint (embedder, its weights
+    and prefixes, chunking), which a re-index of changed notes keeps and another model or chunking changes.
+    Features logged under one index id are only comparable with features of the same one."""
+    return hash_json(fingerprint, 16, ascii=True)
 
 
 def query_hash(query: str) -> str:
@@ -143,26 +152,88 @@ class RecallLog:
 def log_search(path: str | Path, rows: list[dict]) -> None:
     """Append many finished searches at once, with a label when given: a log for tests, benchmarks and
     `calibrate` to read (the recall path writes one call at a time through RecallLog). Each row: ts,
-    session, query, res (a SearchResult), label (optional: relevant | irrelevant)."""
+    session, query, res (a SearchResult), label (optional: relevant | irrelevant), index_fingerprint
+    (optional: the index's fingerprint key, as the recall path writes it)."""
     conn = sqlite3.connect(str(path))
     try:
         conn.executescript(SCHEMA)
         with conn:                                   # one transaction: all the rows or none
             conn.executemany(
                 "INSERT INTO recall_calls (ts, session, profile, query, query_hash, query_chars, top_scores, "
-                "features, threshold, injected, stopped_by, latency_ms, label) "
-                "VALUES (?, ?, 'default', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "features, threshold, index_fingerprint, injected, stopped_by, latency_ms, label) "
+                "VALUES (?, ?, 'default', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(r["ts"], r["session"], r["query"], query_hash(r["query"]), len(r["query"]),
                   json.dumps([{"note_id": h.note_id, "score": h.score, "cosine": h.cosine} for h in r["res"].hits[:3]]),
-                  json.dumps(r["res"].gate.features), r["res"].gate.threshold, int(r["res"].gate.inject),
+                  json.dumps(r["res"].gate.features), r["res"].gate.threshold, r.get("index_fingerprint"),
+                  int(r["res"].gate.inject),
                   None if r["res"].gate.inject else "gate", r["res"].timings_ms.get("total"), r.get("label"))
                  for r in rows])
     finally:
         conn.close()
 
 
+@dataclass(frozen=True)
+class LoggedCall:
+    """One recall-log row as the gate's tools read it: `features` holds the numeric gate features (what a
+    gate model reads), `gate` the rest of what the gate said (kind, band, reason)."""
+    id: int
+    ts: float
+    session: str
+    profile: str
+    query: str | None            # None under privacy = "hash"
+    query_hash: str
+    top_scores: tuple            # the top 3 hits: {note_id, score, cosine}
+    features: dict
+    gate: dict
+    threshold: float | None
+    index_fingerprint: str | None
+    injected: bool
+    stopped_by: str | None
+    latency_ms: float | None
+    error: str | None
+    label: str | None
+    labelled_at: float | None
+
+    @classmethod
+    def from_row(cls, row: dict) -> "LoggedCall":
+        raw = row.get("features") or {}
+        numeric = {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        tops = tuple(t for t in (row.get("top_scores") or ()) if isinstance(t, dict))
+        return cls(int(row["id"]), float(row["ts"]), row.get("session") or "", row.get("profile") or "default",
+                   row.get("query"), row.get("query_hash") or "", tops, numeric,
+                   {k: v for k, v in raw.items() if k not in numeric}, row.get("threshold"),
+                   row.get("index_fingerprint"), bool(row.get("injected")), row.get("stopped_by"),
+                   None if row.get("latency_ms") is None else float(row["latency_ms"]), row.get("error"),
+                   row.get("label"), row.get("labelled_at"))
+
+    @property
+    def top_score(self) -> float | None:
+        """The top hit's cosine (the cosine gate's score)."""
+        if "hit_cos" in self.features:
+            return self.features["hit_cos"]
+        if self.top_scores:
+            v = self.top_scores[0].get("cosine", self.top_scores[0].get("score"))
+            return None if v is None else float(v)
+        return None
+
+    @property
+    def top_note(self) -> str | None:
+        """The note the block led with (or would have, had the gate let it through)."""
+        return self.top_scores[0].get("note_id") if self.top_scores else None
+
+    @property
+    def searched(self) -> bool:
+        """The call reached the gate: a search ran and its features were logged."""
+        return bool(self.features) and self.error is None
+
+
+def read_logged_calls(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[LoggedCall]:
+    """read_calls' rows as LoggedCall (what calibrate and suggest read)."""
+    return [LoggedCall.from_row(r) for r in read_calls(path, since_s, now)]
+
+
 def read_calls(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[dict]:
-    """Every row (newest last) as a dict with JSON columns decoded."""
+    """Every row of the window (oldest first) as a dict with JSON columns decoded: the one reader of the log."""
     conn = _open_existing(path)
     try:
         conn.row_factory = sqlite3.Row

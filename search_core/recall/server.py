@@ -8,6 +8,7 @@
 key and the recall log's profile column. "exclude_notes" leaves out notes the agent was already given.
     GET  /healthz                               -> {"status", ...} (no token needed)
     GET  /metrics                               -> Prometheus text
+    GET  /label                                 -> the labelling page (search_core.recall.label_page)
 Errors are {"error": {"code", "message"}} with a 4xx/5xx status; nothing a client sends takes the server down.
 """
 
@@ -258,6 +259,8 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
               Route("/prefetch", endpoint(prefetch), methods=["POST"]),
               Route("/healthz", endpoint(healthz, auth=False), methods=["GET"]),
               Route("/metrics", endpoint(metrics_ep), methods=["GET"])]
+    from search_core.recall.label_page import label_routes     # GET /label: the labelling page and its data
+    routes += label_routes(engine, endpoint, _read_json, ApiError, max_body)
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
 
 

@@ -99,6 +99,39 @@ def recall_log_list(log_path, since, limit, as_json):
                    f"{(r['label'] or ''):<10} {(r['query'] or '#' + r['query_hash'])[:60]}")
 
 
+@recall_log.command("suggest")
+@_LOG_OPT
+@click.option("--since", default="7d", show_default=True, help="Log window: 7d, 24h, or `all`.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True, help="How many calls to pick.")
+@click.option("--db", type=click.Path(path_type=Path), default=None,
+              help="Score the calls with the gate in force on this index (default: the logged probabilities).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="A TOML config (its gate_threshold); default: the active config when it exists.")
+@json_option()
+def recall_log_suggest(log_path, since, n, db, config_path, as_json):
+    """The calls whose label would most change the gate's threshold, and why each was picked."""
+    from search_core.recall.suggest import suggest_from_log
+
+    try:
+        out, gate = suggest_from_log(log_path, since_s=duration(since, allow_all=True, param_hint="--since"), n=n,
+                                     db=db, config_path=config_path)
+    except SearchCoreError as e:
+        fail(e)
+    if as_json:
+        click.echo(json.dumps([s.as_json() for s in out.picks], ensure_ascii=False))
+        return
+    click.echo(f"{len(out.picks)} of {out.pool} unlabelled calls ({out.labelled} labelled already); "
+               f"{out.scale} threshold {out.threshold:.3f} ({gate.source})")
+    for why, k in out.left_out.items():
+        click.echo(f"  left out: {k} {why}")
+    for s in out.picks:
+        click.echo(f"{s.id:>6}  {s.score:.3f}  {(s.top_note or '-')[:28]:<28} {s.query[:60]}")
+        click.echo(f"        {s.reason}")
+    if out.picks:
+        click.echo("label them with `autoresearch recall-log label ID relevant|irrelevant`, or on the /label "
+                   "page of `autoresearch serve`")
+
+
 @recall_log.command("prune")
 @_LOG_OPT
 @click.option("--older-than", default="30d", show_default=True, help="Delete calls older than this.")
@@ -146,7 +179,7 @@ _SERVE_OPTS = [
 @click.option("--token", envvar="AUTORESEARCH_TOKEN", default=None,
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
 def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token):
-    """HTTP server: /search, /queue, /prefetch, /healthz, /metrics (Starlette on uvicorn)."""
+    """HTTP server: /search, /queue, /prefetch, /healthz, /metrics, /label (Starlette on uvicorn)."""
     require_extra("serve")
     from search_core.recall.server import check_host, run_server
 
@@ -160,6 +193,7 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
     if not token and warning:
         click.echo("WARNING: no --token: anyone who can reach this address can read your notes", err=True)
     click.echo(f"serving {db} on http://{host}:{port} (config {cfg_path or 'defaults'}, log {log_path})", err=True)
+    click.echo(f"label calls at http://{host}:{port}/label" + ("#token=TOKEN" if token else ""), err=True)
     run_server(engine, host=host, port=port, token=token)
 
 

@@ -1,8 +1,7 @@
 """Recalibrate the gate from a window of the recall log and from labelled sets, and apply the result.
 
-The log reader is a small interface (read_log -> list[LogCall]) over the recall log's table
-`recall_calls` (one row per recall call; the columns read: id, ts, session, query, top_scores,
-features, threshold, injected, stopped_by, latency_ms, label). A label is `relevant` (the vault
+The log is read by the recall log's one reader (search_core.recall.log.read_logged_calls -> LoggedCall
+rows of the table `recall_calls`, one per recall call). A label is `relevant` (the vault
 could answer: counted as answerable) or `irrelevant` (counted as a probe). Any other store can feed
 calibrate() by producing LogCall rows.
 
@@ -12,8 +11,7 @@ json) and as a proposal file (tuner.gate.proposal: write, apply, undo).
 
 from __future__ import annotations
 
-import json
-import sqlite3
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +21,14 @@ import numpy as np
 from search_core import SearchCoreError
 from search_core.percentiles import percentile
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
+from search_core.gate.threshold import threshold_from_labels
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
-from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS
+from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, read_logged_calls
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
 from tuner.gate.proposal import write_proposal
 
-LOG_TABLE = "recall_calls"
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
 # the features a recalibrated gate uses: every one that transfers between vaults (no query length or script
@@ -53,20 +51,18 @@ CALIBRATION_C = 1.0       # the regression's L2 strength (sklearn's C) for every
 # five-note vault (P 0.10; C = 1: 0.99).
 CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
+# With a gate model in force, labels move only its threshold (search_core.gate.threshold) until
+# there are enough of them for a refit of the weights to be measured: at least this many rows, this many of
+# each kind, and then only if the refit's cross-validated balanced accuracy beats the moved threshold's by
+# REFIT_MARGIN on the same folds. A few dozen labels (what a person gives in a sitting) stay below it.
+REFIT_MIN_LABELS = 80
+REFIT_MIN_PER_CLASS = 20
+REFIT_MARGIN = 0.02
+REFIT_FOLDS = 5
+INTERVAL_LEVEL = 0.90
 
 
-@dataclass(frozen=True)
-class LogCall:
-    id: int
-    ts: float
-    session: str
-    query: str | None
-    features: dict
-    top_score: float | None
-    injected: bool
-    stopped_by: str | None
-    latency_ms: float | None
-    label: str | None
+LogCall = LoggedCall      # a row of the recall log as calibrate reads it (search_core.recall.log)
 
 
 @dataclass(frozen=True)
@@ -76,44 +72,6 @@ class LabelledRow:
     query: str
     features: dict
     answerable: bool
-
-
-def _top_score(features: dict, top_scores) -> float | None:
-    if "hit_cos" in features:
-        return float(features["hit_cos"])
-    if isinstance(top_scores, list) and top_scores and isinstance(top_scores[0], dict):
-        v = top_scores[0].get("cosine", top_scores[0].get("score"))
-        return None if v is None else float(v)
-    return None
-
-
-def read_log(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[LogCall]:
-    """The calls of the last `since_s` seconds (all when None), oldest first."""
-    p = Path(path)
-    if not p.exists():
-        raise SearchCoreError(f"no recall log at {p}; it is written by the recall path (serve / mcp). "
-                              "Pass --log FILE, or calibrate from labelled sets only with --labels")
-    conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
-    try:
-        cols = {r[1] for r in conn.execute(f"PRAGMA table_info({LOG_TABLE})")}
-        if not cols:
-            raise SearchCoreError(f"{p} has no {LOG_TABLE} table: it is not a recall log")
-        label = "label" if "label" in cols else "NULL"
-        cutoff = (now or time.time()) - since_s if since_s else float("-inf")
-        rows = conn.execute(f"SELECT id, ts, session, query, top_scores, features, injected, stopped_by, latency_ms, "
-                            f"{label} FROM {LOG_TABLE} WHERE ts >= ? ORDER BY id", (cutoff,)).fetchall()
-    except sqlite3.DatabaseError as e:
-        raise SearchCoreError(f"{p} is not a readable recall log ({e})") from None
-    finally:
-        conn.close()
-    out = []
-    for cid, ts, session, query, top_scores, feats, injected, stopped_by, latency, lab in rows:
-        f = json.loads(feats) if feats else {}
-        f = {k: float(v) for k, v in f.items() if isinstance(v, (int, float))}
-        ts_list = json.loads(top_scores) if top_scores else []
-        out.append(LogCall(int(cid), float(ts), session or "", query, f, _top_score(f, ts_list), bool(injected),
-                           stopped_by, None if latency is None else float(latency), lab))
-    return out
 
 
 def apply_label_file(calls: list[LogCall], pairs: list[tuple[int, str]]) -> list[LogCall]:
@@ -129,7 +87,7 @@ def apply_label_file(calls: list[LogCall], pairs: list[tuple[int, str]]) -> list
                               f"{', '.join(map(str, unknown[:10]))}; widen --since or fix the ids "
                               "(`autoresearch recall-log list` shows them)")
     labels = dict(pairs)
-    return [c if c.id not in labels else LogCall(**{**c.__dict__, "label": labels[c.id]}) for c in calls]
+    return [c if c.id not in labels else dataclasses.replace(c, label=labels[c.id]) for c in calls]
 
 
 def gold_rows(searcher, gold, cfg) -> list[LabelledRow]:
@@ -164,8 +122,13 @@ def _auroc(scores, labels) -> float | None:
 
 def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateModel | None, cos_threshold: float,
               fingerprint: dict, target_probe_rate: float = 0.10, features=CALIBRATION_FEATURES,
-              log_read: bool = True) -> dict:
-    """Everything the report and the proposal need, as plain data."""
+              log_read: bool = True, fingerprint_key: str | None = None, p_threshold: float | None = None) -> dict:
+    """Everything the report and the proposal need, as plain data. Log rows written against another index
+    than `fingerprint_key` (their features came from another vault or model) are kept apart, with a warning;
+    `p_threshold` is the model's threshold in force when a config overrides the model's own."""
+    calls, apart = _same_index(calls, fingerprint_key)
+    if p_threshold is not None and model is not None:
+        model = dataclasses.replace(model, threshold=float(p_threshold))
     labelled = list(labelled) + [LabelledRow("log", str(c.id), c.query or "", c.features, c.label == LABEL_ANSWERABLE)
                                  for c in calls if c.label in (LABEL_ANSWERABLE, LABEL_PROBE)]
     unlabelled = [c for c in calls if c.label not in (LABEL_ANSWERABLE, LABEL_PROBE)]
@@ -178,6 +141,13 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
                  "current": {"kind": "model" if model else "cosine", "cos_threshold": cos_threshold,
                              "p_threshold": model.threshold if model else None},
                  "warnings": []}
+    if apart:
+        keys = sorted({c.index_fingerprint for c in apart})
+        out["kept_apart"] = {"calls": len(apart), "labelled": sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE)
+                                                                  for c in apart), "fingerprints": keys}
+        out["warnings"].append(f"{len(apart)} log call(s) ({out['kept_apart']['labelled']} labelled) were logged "
+                               f"against another index ({', '.join(k[:12] for k in keys[:3])}), not this one "
+                               f"({(fingerprint_key or '')[:12]}): left out, their features are another vault's")
     out["distributions"] = {
         "cosine": {"answerable": _quantiles(s for s, a in zip(lab_cos, ans) if a),
                    "probes": _quantiles(s for s, a in zip(lab_cos, ans) if not a),
@@ -192,12 +162,21 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
             "unlabelled log": _quantiles(p_log[ul] if p_log is not None else [])}
     out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
     out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
-    out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out)
+    out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out,
+                                       model=model, p_lab=p_lab, calls=calls)
     out["retirement"] = _retirement(out["window"], out["traffic"])
     if not calls and log_read:
         out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
                                "unknown; widen --since or check that the recall path logs")
     return out
+
+
+def _same_index(calls, fingerprint_key):
+    """(calls logged against this index, or with no fingerprint recorded; calls logged against another)."""
+    if not fingerprint_key:
+        return list(calls), []
+    mine = [c for c in calls if not c.index_fingerprint or c.index_fingerprint == fingerprint_key]
+    return mine, [c for c in calls if c.index_fingerprint and c.index_fingerprint != fingerprint_key]
 
 
 def fitted_sources(model: GateModel | None) -> set[str]:
@@ -280,7 +259,8 @@ def _traffic(calls, p_log, model, cos_threshold) -> dict:
             "stopped_examples": examples, "flips": flips}
 
 
-def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out) -> dict:
+def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out, *, model=None, p_lab=None,
+               calls=()) -> dict:
     n_ans, n_probe = sum(ans), len(ans) - sum(ans)
     rec: dict = {"basis": None}
     if n_ans and n_probe:
@@ -288,22 +268,20 @@ def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features,
         rec["cosine"] = {"threshold": round(t, 4), "balanced_accuracy": round(bacc, 4),
                          "auroc": _auroc(lab_cos, ans), "note": "in-sample on the labelled rows"}
         rec["basis"] = "best balanced accuracy on labelled data"
-        if len(ans) >= MIN_LABELLED:
+        if len(ans) < MIN_LABELLED:
+            out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
+                                   "recommended, no model is fitted")
+        elif model is not None and p_lab is not None:
+            _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls)
+        else:
             try:
-                groups = [r.source for r in labelled] if len({r.source for r in labelled}) >= 5 else None
-                m = fit_gate([r.features for r in labelled], [int(a) for a in ans], fingerprint=fingerprint,
-                             features=list(features), scope="index", groups=groups, C=CALIBRATION_C,
-                             fitted_on={"labelled": {"answerable": n_ans, "probes": n_probe},
-                                        "sources": sorted({r.source for r in labelled})})
+                m = _refit(labelled, ans, fingerprint, features)
                 rec["model"] = m.as_json()
-                rec["model_summary"] = {"p_threshold": round(m.threshold, 4),
+                rec["model_summary"] = {"method": "refit", "p_threshold": round(m.threshold, 4),
                                         "cv_balanced_accuracy": m.fitted_on.get("cv_balanced_accuracy"),
                                         "features": list(m.features)}
             except GateFitError as e:
                 out["warnings"].append(f"no gate model: {e}")
-        else:
-            out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
-                                   "recommended, no model is fitted")
     elif n_probe:
         s = np.sort(np.asarray([x for x, a in zip(lab_cos, ans) if not a], dtype=np.float64))
         t = float(np.quantile(s, 1 - target_probe_rate)) if len(s) else None
@@ -315,6 +293,106 @@ def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features,
                                "`recall-log label`, or pass a gold set with probes via --labels); the current "
                                "gate stays")
     return rec
+
+
+def _refit(labelled, ans, fingerprint, features) -> GateModel:
+    n_ans = sum(ans)
+    groups = [r.source for r in labelled] if len({r.source for r in labelled}) >= 5 else None
+    return fit_gate([r.features for r in labelled], [int(a) for a in ans], fingerprint=fingerprint,
+                    features=list(features), scope="index", groups=groups, C=CALIBRATION_C,
+                    fitted_on={"labelled": {"answerable": n_ans, "probes": len(ans) - n_ans},
+                               "sources": sorted({r.source for r in labelled})})
+
+
+def _balanced_accuracy(p, y, t) -> float:
+    y = np.asarray(y, dtype=bool)
+    inj = np.asarray(p) >= t
+    return float((inj[y].mean() + (~inj[~y]).mean()) / 2)
+
+
+def _cross_validate(labelled, ans, p_lab, fingerprint, features) -> dict:
+    """The moved threshold against a refit of the weights, on the same stratified folds of the labels:
+    each fitted on the other folds, scored (balanced accuracy) on the held-out one."""
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.asarray(ans, dtype=int)
+    shift, refit = [], []
+    for tr, te in StratifiedKFold(REFIT_FOLDS, shuffle=True, random_state=0).split(np.zeros(len(y)), y):
+        t = threshold_from_labels(p_lab[tr], y[tr], resamples=100)[0]
+        shift.append(_balanced_accuracy(p_lab[te], y[te], t))
+        try:
+            m = _refit([labelled[i] for i in tr], [bool(y[i]) for i in tr], fingerprint, features)
+            refit.append(_balanced_accuracy(probabilities(m, [labelled[i].features for i in te]), y[te], m.threshold))
+        except GateFitError:
+            refit.append(0.0)
+    return {"folds": REFIT_FOLDS, "threshold_only": round(float(np.mean(shift)), 4),
+            "refit": round(float(np.mean(refit)), 4)}
+
+
+def _flips(p_calls: np.ndarray, t_from: float, t_to: float) -> dict:
+    before, after = p_calls >= t_from, p_calls >= t_to
+    return {"let_through": int((after & ~before).sum()), "stopped": int((before & ~after).sum()),
+            "decisions": int(len(p_calls))}
+
+
+def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls) -> None:
+    """With a gate model in force: move its threshold to where the labels put it (the feature weights stay),
+    unless there are enough labels and a refit of the weights measures better on held-out folds."""
+    y = [int(a) for a in ans]
+    t_new, (lo, hi) = threshold_from_labels(p_lab, y, level=INTERVAL_LEVEL)
+    t_new = min(max(t_new, 0.01), 0.99)
+    searched = [c for c in calls if c.searched]
+    p_calls = probabilities(model, [c.features for c in searched])
+    p_calls = np.zeros(0) if p_calls is None else p_calls
+    move = {"from": round(model.threshold, 4), "to": round(t_new, 4),
+            "interval": [round(lo, 4), round(hi, 4)], "level": INTERVAL_LEVEL,
+            "labels": {"answerable": sum(y), "probes": len(y) - sum(y)},
+            "balanced_accuracy_on_labels": {"from": round(_balanced_accuracy(p_lab, y, model.threshold), 4),
+                                            "to": round(_balanced_accuracy(p_lab, y, t_new), 4)},
+            "flips": _flips(p_calls, model.threshold, t_new),
+            "flips_at_interval": [_flips(p_calls, model.threshold, lo), _flips(p_calls, model.threshold, hi)],
+            "method": "the bagged best balanced-accuracy cut on the labels; feature weights kept"}
+    enough = len(y) >= REFIT_MIN_LABELS and min(sum(y), len(y) - sum(y)) >= REFIT_MIN_PER_CLASS
+    if enough:
+        move["cross_validation"] = _cross_validate(labelled, ans, p_lab, fingerprint, features)
+    else:
+        move["refit_needs"] = (f"{REFIT_MIN_LABELS} labels with {REFIT_MIN_PER_CLASS} of each kind before a refit "
+                               f"of the weights is tried (have {sum(y)} relevant, {len(y) - sum(y)} irrelevant)")
+    rec["threshold_move"] = move
+    cv = move.get("cross_validation")
+    refit_better = cv and cv["refit"] > cv["threshold_only"] + REFIT_MARGIN
+    if lo <= model.threshold <= hi and not refit_better:
+        # the labels do not show the threshold is wrong: a move inside the noise of a few dozen labels is as
+        # likely to make the gate worse as better (on the johngrib simulated week, 1 split in 3 got worse)
+        move.update(kept=True, flips=_flips(p_calls, model.threshold, model.threshold))
+        rec["model_summary"] = {"method": "keep", "p_threshold": round(model.threshold, 4),
+                                "cv_balanced_accuracy": None, "features": list(model.features)}
+        rec["basis"] = None
+        out["warnings"].append(f"the labels put the threshold at {t_new:.3f} ({INTERVAL_LEVEL:.0%} interval "
+                               f"{lo:.3f}-{hi:.3f}), which holds the current {model.threshold:.3f}: it stays, "
+                               "no proposal is written; label more calls (`recall-log suggest`) to narrow it")
+        return
+    if refit_better:
+        try:
+            m = _refit(labelled, ans, fingerprint, features)
+            rec["model"] = m.as_json()
+            rec["model_summary"] = {"method": "refit", "p_threshold": round(m.threshold, 4),
+                                    "cv_balanced_accuracy": cv["refit"], "features": list(m.features)}
+            rec["basis"] = (f"a refit of the weights on {len(y)} labels (cross-validated balanced accuracy "
+                            f"{cv['refit']} vs {cv['threshold_only']} for the moved threshold)")
+            return
+        except GateFitError as e:
+            out["warnings"].append(f"no refit: {e}")
+    fo = {**(model.fitted_on or {}), "recalibrated": {k: move[k] for k in ("from", "to", "interval", "labels")},
+          "sources": sorted(fitted_sources(model) | {r.source for r in labelled})}
+    moved = dataclasses.replace(model, threshold=float(t_new), fingerprint=dict(fingerprint), scope="index",
+                                fitted_on=fo)
+    rec["model"] = moved.as_json()
+    rec["model_summary"] = {"method": "threshold", "p_threshold": round(t_new, 4),
+                            "cv_balanced_accuracy": cv["threshold_only"] if cv else None,
+                            "features": list(model.features)}
+    rec["basis"] = (f"the gate's threshold moved to fit {len(y)} labels "
+                    f"({INTERVAL_LEVEL:.0%} interval {lo:.3f}-{hi:.3f}); feature weights kept")
 
 
 def _retirement(window: dict, traffic: dict) -> dict:
@@ -334,7 +412,9 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
     calls, search the labelled gold sets, calibrate against the gate in force. Returns
     (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
     both call this."""
-    from search_core.config import SearchConfig
+    from search_core.config import SearchConfig, load_config
+    from search_core.recall.engine import active_config_path
+    from search_core.recall.log import index_id
     from search_core.search.pipeline import Searcher
 
     from tuner.data.gold import load_gold
@@ -343,15 +423,20 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
     try:
         choice = searcher.use_gate(gate_path)
         cfg = SearchConfig(embedder=searcher.embedder_name)
-        calls = [] if log_path is None else read_log(log_path, since_s)
+        calls = [] if log_path is None else read_logged_calls(log_path, since_s)
         if call_labels:
             calls = apply_label_file(calls, list(call_labels))
         labelled = []
         for p in gold_paths:
             labelled += gold_rows(searcher, load_gold(p), cfg)
+        active = load_config(active_config_path(None))
         cal = calibrate(calls, labelled, model=choice.model, cos_threshold=searcher.embedder.default_threshold,
                         fingerprint=searcher.fingerprint, target_probe_rate=target_probe_rate,
-                        log_read=log_path is not None)
+                        log_read=log_path is not None, fingerprint_key=index_id(searcher.fingerprint))
+        if active.gate_threshold is not None and choice.model is not None:
+            cal["warnings"].append(f"the active config sets gate_threshold = {active.gate_threshold}, which "
+                                   "overrides the threshold of any gate file `calibrate apply` installs; remove it "
+                                   "from the config for the proposal to take effect")
         cal["current"]["reason"] = choice.reason or choice.source
         return cal, calls, labelled, choice
     finally:
@@ -372,12 +457,14 @@ def score_series(calls, labelled, choice) -> dict:
 
 
 WEEK_S = 7 * 86400
+SUGGEST_N = 20            # calls the weekly report asks a person to label: a sitting's worth
 
 
 def daemon_job(cfg) -> dict:
     """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
     plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
-    and a proposal; applying it stays a person's decision (`autoresearch calibrate apply`)."""
+    (with the calls to label next, as `recall-log suggest` picks them) and a proposal; applying it stays
+    a person's decision (`autoresearch calibrate apply`)."""
     from search_core.paths import recall_log_file
     from tuner.reports.calibration import calibration_report
     from tuner.promotion.promote import read_active
@@ -390,6 +477,12 @@ def daemon_job(cfg) -> dict:
     golds = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
     cal, calls, labelled, _ = calibrate_index(db, log_path=log_path if log_path.exists() else None,
                                               since_s=WEEK_S, gold_paths=golds)
+    if log_path.exists():                    # the calls to label next, for the week's report
+        from search_core.recall.suggest import suggest_from_log
+        picks, gate = suggest_from_log(log_path, since_s=WEEK_S, n=SUGGEST_N, db=db)
+        cal["suggestions"] = {"picks": [p.as_json() for p in picks.picks], "pool": picks.pool,
+                              "labelled": picks.labelled, "scale": picks.scale,
+                              "threshold": round(picks.threshold, 4), "gate": gate.source, "left_out": picks.left_out}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     proposal = None
     if cal["recommendation"].get("basis"):
@@ -398,4 +491,4 @@ def daemon_job(cfg) -> dict:
         write_proposal(cal, db, proposal)
     report = emit(calibration_report(cal, str(db), proposal), "md", runs / "reports" / f"calibrate-{stamp}.md")
     return {"db": str(db), "calls": len(calls), "labelled": len(labelled), "report": report, "proposal": proposal,
-            "retire": cal["retirement"]}
+            "retire": cal["retirement"], "suggested": len((cal.get("suggestions") or {}).get("picks", ()))}

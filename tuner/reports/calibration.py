@@ -14,7 +14,19 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     cur = cal["current"]
     cur_text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
                 else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
-    if rec.get("model_summary"):
+    mv = rec.get("threshold_move")
+    if rec.get("model_summary", {}).get("method") == "keep":
+        verdict = (f"keep the gate's threshold {mv['from']:.3f}: the {mv['labels']['answerable']} relevant + "
+                   f"{mv['labels']['probes']} irrelevant labels put it at {mv['to']:.3f}, {mv['level']:.0%} "
+                   f"interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}, which holds the current one")
+    elif rec.get("model_summary", {}).get("method") == "threshold":
+        f = mv["flips"]
+        verdict = (f"recommend moving the gate's threshold from {mv['from']:.3f} to {mv['to']:.3f} "
+                   f"({mv['level']:.0%} interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}, from "
+                   f"{mv['labels']['answerable']} relevant + {mv['labels']['probes']} irrelevant labels; weights "
+                   f"kept): {f['let_through'] + f['stopped']} of {f['decisions']} past decisions flip "
+                   f"({f['let_through']} let through, {f['stopped']} stopped)")
+    elif rec.get("model_summary"):
         ms = rec["model_summary"]
         verdict = (f"recommend a gate model fitted on {cal['labelled']['answerable']} answerable + "
                    f"{cal['labelled']['probes']} probes: P >= {ms['p_threshold']:.3f} "
@@ -52,12 +64,39 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     if rec.get("model_summary"):
         ms = rec["model_summary"]
         rows.append(("model", ms["p_threshold"], ms["cv_balanced_accuracy"], None, "cross-validated, by source"))
-    sections.append(Section("Recommendation", (Para(verdict, "good" if rows else "note"),
+    move_parts = ()
+    if mv:
+        cv = mv.get("cross_validation")
+        lo_f, hi_f = mv["flips_at_interval"]
+        move_parts = (Table(("threshold", "P", "balanced accuracy on the labels", "decisions that flip"),
+                            (("now", mv["from"], mv["balanced_accuracy_on_labels"]["from"], 0),
+                             ("from the labels" if mv.get("kept") else "proposed", mv["to"],
+                              mv["balanced_accuracy_on_labels"]["to"],
+                              mv["flips"]["let_through"] + mv["flips"]["stopped"]),
+                             (f"interval low ({mv['level']:.0%})", mv["interval"][0], None,
+                              lo_f["let_through"] + lo_f["stopped"]),
+                             (f"interval high ({mv['level']:.0%})", mv["interval"][1], None,
+                              hi_f["let_through"] + hi_f["stopped"])),
+                            caption=f"the threshold from the labels ({mv['method']}); the interval is a bootstrap "
+                                    "over the labels"),
+                      Para(f"cross-validated on {cv['folds']} folds of the labels: moved threshold "
+                           f"{cv['threshold_only']}, refit of the weights {cv['refit']}" if cv
+                           else f"no refit of the weights tried: it needs {mv['refit_needs']}"))
+    sections.append(Section("Recommendation", (Para(verdict, "good" if rows else "note"), *move_parts,
                                                Table(("gate", "threshold", "balanced accuracy", "AUROC", "how"),
                                                      tuple(rows)),
                                                Para(f"proposal written to {proposal_path}; install it with "
                                                     f"`autoresearch calibrate apply --db {db}`" if proposal_path
                                                     else "no proposal written"))))
+    sg = cal.get("suggestions")
+    if sg is not None:
+        sections.append(Section("Calls to label next", (
+            Para(f"{len(sg['picks'])} of {sg['pool']} unlabelled calls ({sg['labelled']} labelled already), picked "
+                 f"for how much their label would move the {sg['scale']} threshold {sg['threshold']}: label them on "
+                 "the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
+                 "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+            Table(("id", "P", "top note", "query", "why"),
+                  tuple((x["id"], x["probability"], x["top_note"], x["query"], x["reason"]) for x in sg["picks"])))))
     sections.append(Section("Retirement rule", (Para(f"{ret['rule']}: p95 {ret['p95_ms']} ms, injection "
                                                      f"{ret['injection_rate']} -> {ret['verdict']}",
                                                      "bad" if ret["verdict"].startswith("consider") else ""),)))

@@ -194,6 +194,10 @@ def test_the_weekly_calibrate_job_writes_a_report_and_a_proposal_from_the_log_an
     assert out["outcome"] == "ok" and out["calls"] == 3 and out["labelled"] > 10, out
     report = Path(out["report"]).read_text(encoding="utf-8")
     assert "retire" in report.lower() or "retirement" in report.lower()
+    # the calls to label next: all three (none labelled), each with its reason
+    assert out["suggested"] == 3 and "## Calls to label next" in report
+    assert all(q in report for q in ("GraphRAG 커뮤니티 요약은 어떻게 만들지", "리랭커 비교 결과 정리"))
+    assert report.count("threshold belongs") + report.count("stratum") >= 3
     assert out["proposal"] is None or Path(out["proposal"]).exists()
     assert not Path(str(db_copy) + ".gate.json").exists()          # proposed, not applied
 

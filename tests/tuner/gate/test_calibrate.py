@@ -9,7 +9,8 @@ from search_core import SearchCoreError
 from search_core.gate.model import sidecar_path
 from search_core.search.pipeline import Searcher
 from search_core.recall.log import log_search
-from tuner.gate.calibrate import _retirement, apply_label_file, calibrate, read_log
+from search_core.recall.log import read_logged_calls
+from tuner.gate.calibrate import _retirement, apply_label_file, calibrate
 from tuner.cli import main
 from tuner.gate.probes import make_probes, questions_without
 from tuner.data.gold import GoldSet, Question
@@ -44,8 +45,8 @@ def logged(tmp_path_factory, shared_cache):
 
 def test_read_log_window(logged):
     _, log = logged
-    assert len(read_log(log)) == 36
-    recent = read_log(log, since_s=2 * 86400)
+    assert len(read_logged_calls(log)) == 36
+    recent = read_logged_calls(log, since_s=2 * 86400)
     assert len(recent) == 24 and all(c.label is None for c in recent)
     assert all("top_cos" in c.features and c.top_score is not None for c in recent)
 
@@ -60,7 +61,9 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     data = json.loads((tmp_path / "cal.json").read_text())["data"]
     assert data["window"]["calls"] == 36 and data["window"]["sessions"] == 4
     assert data["labelled"] == {"answerable": 6, "probes": 6, "sources": ["log"]}
-    assert data["recommendation"]["basis"] == "best balanced accuracy on labelled data"
+    # 12 labels with the shipped gate in force: its threshold moves, its weights stay
+    assert data["recommendation"]["basis"].startswith("the gate's threshold moved to fit 12 labels")
+    assert data["recommendation"]["model_summary"]["method"] == "threshold"
     assert data["recommendation"]["model_summary"]["features"]
     assert set(data["distributions"]["cosine"]) == {"answerable", "probes", "unlabelled log"}
     assert data["retirement"]["rule"] == "p95 > 400 ms or injection < 20%"
@@ -78,6 +81,12 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     s = Searcher(db)
     assert s.use_gate().source == str(sidecar_path(db))
     assert s.search("김치찌개 레시피").gate.kind == "model"
+    # the installed gate is the shipped default with its threshold moved: same weights, the proposal's threshold
+    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
+    installed, default = load_gate(sidecar_path(db)), load_gate(DEFAULT_GATE_FILE)
+    assert installed.coef == default.coef and installed.intercept == default.intercept
+    assert installed.threshold == pytest.approx(data["recommendation"]["threshold_move"]["to"], abs=1e-4)
+    assert "past decisions flip" in md and "interval" in md
     r = CliRunner().invoke(main, ["calibrate", "undo", "--db", str(db)])
     assert r.exit_code == 0 and not sidecar_path(db).exists()
     r = CliRunner().invoke(main, ["calibrate", "undo", "--db", str(db)])
@@ -107,7 +116,7 @@ def test_bad_inputs_are_explained(logged, tmp_path):
 
 def test_labels_without_probes_or_answerable(logged):
     db, log = logged
-    calls = read_log(log)
+    calls = read_logged_calls(log)
     only_ans = [c for c in calls if c.label != "irrelevant"]
     fp = Searcher(db).fingerprint
     cal = calibrate(only_ans, [], model=None, cos_threshold=0.82, fingerprint=fp)
@@ -218,7 +227,7 @@ def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_pat
     fitted on those rows is flagged in-sample."""
     from search_core.gate.model import fit_gate
     db, log = logged
-    calls = read_log(log)
+    calls = read_logged_calls(log)
     fp = Searcher(db).fingerprint
     lab = [c for c in calls if c.label]
     cal = calibrate(calls, [], model=None, cos_threshold=0.85, fingerprint=fp)
@@ -283,7 +292,7 @@ def test_each_labelled_set_is_scored_on_its_own(logged):
     from tuner.gate.calibrate import LabelledRow
     from tuner.gate.metrics import gate_scorecard
     db, log = logged
-    lab = [c for c in read_log(log) if c.label]
+    lab = [c for c in read_logged_calls(log) if c.label]
     fp = Searcher(db).fingerprint
     rows = [LabelledRow("tune" if i % 2 else "holdout", str(c.id), c.query, c.features, c.label == "relevant")
             for i, c in enumerate(lab)]

@@ -1,0 +1,259 @@
+"""Which recall calls to label: the ones whose label would most change the gate's threshold.
+
+A person labels a few dozen calls, not hundreds, so each label must count. The threshold moves only on
+labels of calls scored near it, so half the picks sit on both sides of it (of the threshold the labels so
+far point to, once there are some); but the scale of a gate's probability moves between vaults (on the
+johngrib wiki the vault's best threshold sat near 0.3 while the shipped one is 0.64), so a band around
+today's threshold could miss where it ought to be: the other half spread over the whole score range, one
+call per stratum. Near-duplicate queries (the same question asked again, or with a word more) are one
+pick: a second label on the same question says nothing new.
+
+    picks = suggest(read_logged_calls(log), model=gate_model, threshold=0.64, n=20)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from search_core.recall.log import LABELS, LoggedCall
+
+NEAR_SHARE = 0.5           # the share of picks around the threshold; the rest spread over the score range
+DUPLICATE_JACCARD = 0.6    # character-trigram Jaccard at or above which two queries are one question
+                           # ("김치찌개 레시피" / "김치찌개 레시피 알려줘": 0.63; two different questions on one
+                           # topic, "GraphRAG 커뮤니티 요약" / "GraphRAG 엔티티 추출": 0.35). A paraphrase
+                           # ("떡볶이 양념 비율" / "떡볶이 양념은 어떤 비율로?": 0.27) stays two picks.
+INTERVAL_MIN_LABELS = 6    # below this many labels the labels do not move the centre of the picks
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    id: int
+    query: str
+    top_note: str | None
+    probability: float | None     # P(answerable) under the gate in force; None on the cosine scale
+    score: float                  # the gate's score on its scale (P, or the top cosine)
+    reason: str
+    duplicates: tuple[int, ...] = ()   # the near-duplicate calls this pick stands for
+
+    def as_json(self) -> dict:
+        return {"id": self.id, "query": self.query, "top_note": self.top_note,
+                "probability": None if self.probability is None else round(self.probability, 4),
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    picks: tuple[Suggestion, ...]
+    scale: str                    # "probability" (a gate model) or "cosine"
+    threshold: float              # the gate's threshold in force
+    centre: float                 # where the near picks are centred: the labels' threshold, else `threshold`
+    interval: tuple[float, float] | None   # the labels' threshold interval, when labels set the centre
+    pool: int                     # calls that could be picked (unlabelled, searched, with query text)
+    labelled: int                 # calls in the window already labelled
+    left_out: dict = field(default_factory=dict)   # why other calls could not be picked: reason -> count
+
+
+def normalise_query(q: str) -> str:
+    q = unicodedata.normalize("NFKC", q).lower()
+    return re.sub(r"[\W_]+", "", q)
+
+
+def _grams(q: str) -> frozenset:
+    s = normalise_query(q)
+    return frozenset(s[i:i + 3] for i in range(len(s) - 2)) if len(s) >= 3 else frozenset({s})
+
+
+class _DuplicateFinder:
+    """Queries seen so far, indexed by trigram; `match` names the first seen one a query near-duplicates."""
+
+    def __init__(self):
+        self.postings: dict[str, list[int]] = defaultdict(list)
+        self.sizes: dict[int, int] = {}
+
+    def match(self, grams: frozenset) -> int | None:
+        shared = Counter(k for g in grams for k in self.postings.get(g, ()))
+        for k, n in shared.most_common():
+            if n / (len(grams) + self.sizes[k] - n) >= DUPLICATE_JACCARD:
+                return k
+        return None
+
+    def add(self, key: int, grams: frozenset):
+        self.sizes[key] = len(grams)
+        for g in grams:
+            self.postings[g].append(key)
+
+
+def call_scores(calls: list[LoggedCall], model=None) -> tuple[str, dict[int, float]]:
+    """The gate's score of each call that reached the gate: P(answerable) under `model` (recomputed from the
+    logged features, so a label-driven threshold and these scores are on one scale), else the logged
+    probability when every such call has one, else the top cosine."""
+    searched = [c for c in calls if c.searched]
+    if model is not None:
+        return "probability", {c.id: model.probability(c.features) for c in searched}
+    if searched and all("probability" in c.features for c in searched):
+        return "probability", {c.id: c.features["probability"] for c in searched}
+    return "cosine", {c.id: c.top_score for c in searched if c.top_score is not None}
+
+
+def labels_threshold(scores: list[float], labels: list[int], scale: str):
+    """(centre, interval) the labels point to, or None when they cannot (one class, or too few)."""
+    if len(labels) < INTERVAL_MIN_LABELS or not 0 < sum(labels) < len(labels):
+        return None
+    if scale == "probability":
+        from search_core.gate.threshold import threshold_from_labels
+        return threshold_from_labels(scores, labels, resamples=300)
+    from search_core.gate.model import best_balanced_threshold
+    return best_balanced_threshold(scores, labels)[0], None
+
+
+def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 20,
+            fingerprint_key: str | None = None) -> Suggestions:
+    """Pick up to `n` unlabelled calls to label, each with the reason it was picked. `model` is the gate
+    in force (None: the logged probabilities, else cosines); `threshold` its threshold on that scale;
+    calls logged against another index than `fingerprint_key` are left out."""
+    if n < 1:
+        raise ValueError("n must be at least 1")
+    scale, scores = call_scores(calls, model)
+    left_out: Counter = Counter()
+    labelled, pool = [], []
+    for c in calls:
+        if fingerprint_key and c.index_fingerprint and c.index_fingerprint != fingerprint_key:
+            left_out["logged against another index"] += 1
+        elif c.id not in scores:
+            left_out["stopped before the gate (no search)"] += 1
+        elif c.label in LABELS:
+            labelled.append(c)
+        elif not c.query:
+            left_out["no query text (privacy = hash)"] += 1
+        else:
+            pool.append(c)
+    # near-duplicates: of a call already labelled (dropped), or of a newer call in the pool (it stands for them)
+    finder = _DuplicateFinder()
+    for c in labelled:
+        if c.query:
+            finder.add(-c.id - 1, _grams(c.query))
+    kept: dict[int, LoggedCall] = {}
+    stands_for: dict[int, list[int]] = defaultdict(list)
+    for c in sorted(pool, key=lambda c: -c.ts):
+        g = _grams(c.query)
+        k = finder.match(g)
+        if k is None:
+            kept[c.id] = c
+            finder.add(c.id, g)
+        elif k < 0:
+            left_out["near-duplicate of a labelled call"] += 1
+        else:
+            stands_for[k].append(c.id)
+    dup_count = sum(len(v) for v in stands_for.values())
+    if dup_count:
+        left_out["near-duplicate of a picked or poolable call"] = dup_count
+    fit = labels_threshold([scores[c.id] for c in labelled], [int(c.label == "relevant") for c in labelled], scale)
+    centre, interval = (fit if fit is not None else (threshold, None))
+    cands = sorted(kept.values(), key=lambda c: scores[c.id])
+    n = min(n, len(cands))
+    n_near = math.ceil(n * NEAR_SHARE) if n else 0
+    below = sorted((c for c in cands if scores[c.id] < centre), key=lambda c: centre - scores[c.id])
+    above = sorted((c for c in cands if scores[c.id] >= centre), key=lambda c: scores[c.id] - centre)
+    near: list[LoggedCall] = []
+    while len(near) < n_near and (below or above):          # alternate sides: both kinds of mistake
+        for side in (above, below):
+            if side and len(near) < n_near:
+                near.append(side.pop(0))
+    where = (f"the threshold the {len(labelled)} labels so far point to, {centre:.3f}"
+             + (f" (90% interval {interval[0]:.3f}-{interval[1]:.3f})" if interval else "")
+             if fit is not None else f"the threshold {centre:.3f}")
+    unit = "P" if scale == "probability" else "top cosine"
+    picks = []
+    for c in near:
+        s = scores[c.id]
+        if s >= centre:
+            why = (f"{unit} {s:.3f}, {s - centre:.3f} above {where}: an irrelevant label says the threshold "
+                   f"belongs above {s:.3f}")
+        else:
+            why = (f"{unit} {s:.3f}, {centre - s:.3f} below {where}: a relevant label says the threshold "
+                   f"belongs below {s:.3f}")
+        picks.append((c, why))
+    chosen = {c.id for c in near}
+    rest = [c for c in cands if c.id not in chosen]
+    k = n - len(near)
+    for i in range(k):                                        # one call per equal-count stratum, its median
+        lo_i, hi_i = len(rest) * i // k, len(rest) * (i + 1) // k
+        if hi_i <= lo_i:
+            continue
+        c = rest[(lo_i + hi_i - 1) // 2]
+        s, lo_s, hi_s = scores[c.id], scores[rest[lo_i].id], scores[rest[hi_i - 1].id]
+        stratum = f"stratum {i + 1} of {k} of the score range ({lo_s:.3f}-{hi_s:.3f})"
+        if s >= centre:
+            why = (f"{unit} {s:.3f}, {stratum}, above {where}: checks that calls scored this high are "
+                   "answered; an irrelevant label says the threshold is far too low")
+        else:
+            why = (f"{unit} {s:.3f}, {stratum}, below {where}: checks that calls scored this low are not "
+                   "answerable; a relevant label says the threshold is far too high")
+        picks.append((c, why))
+    out = []
+    for c, why in sorted(picks, key=lambda p: -scores[p[0].id]):
+        dups = tuple(stands_for.get(c.id, ()))
+        if dups:
+            why += f" (stands for {len(dups)} near-duplicate call{'s' if len(dups) > 1 else ''})"
+        out.append(Suggestion(c.id, c.query, c.top_note, scores[c.id] if scale == "probability" else None,
+                              scores[c.id], why, dups))
+    return Suggestions(tuple(out), scale, float(threshold), float(centre), interval, len(pool), len(labelled),
+                       dict(left_out))
+
+
+@dataclass(frozen=True)
+class GateInForce:
+    """What the suggestions are scored against: the gate model (None: cosine), its threshold on its scale,
+    the index it serves (search_core.recall.log.index_id) and where that came from."""
+    model: object | None
+    threshold: float
+    fingerprint_key: str | None
+    source: str
+
+
+def gate_in_force(searcher, cfg) -> GateInForce:
+    """The gate a Searcher decides with under `cfg` (a SearchConfig): the config's gate_threshold over the
+    model's own; on the cosine scale, the config's threshold over the embedder's."""
+    from search_core.recall.log import index_id
+    model = searcher.gate_choice.model
+    if model is not None:
+        t = cfg.gate_threshold if cfg.gate_threshold is not None else model.threshold
+        return GateInForce(model, float(t), index_id(searcher.fingerprint), searcher.gate_choice.source)
+    t = cfg.threshold if cfg.threshold is not None else searcher.embedder.default_threshold
+    return GateInForce(None, float(t), index_id(searcher.fingerprint), "cosine")
+
+
+def logged_gate() -> GateInForce:
+    """No index at hand: the probabilities the log holds, against the shipped default's threshold."""
+    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
+    return GateInForce(None, load_gate(DEFAULT_GATE_FILE).threshold, None,
+                       f"the logged probabilities, the shipped default's threshold ({DEFAULT_GATE_FILE.name})")
+
+
+def suggest_from_log(log_path, *, since_s: float | None = None, n: int = 20, db=None, config_path=None,
+                     gate_path=None) -> tuple[Suggestions, GateInForce]:
+    """suggest() over a log window, scored by the gate in force on `db` (its gate file, else the shipped
+    default; the config's thresholds) or, without `db`, by the logged probabilities."""
+    from search_core.recall.log import read_logged_calls
+
+    calls = read_logged_calls(log_path, since_s)
+    if db is None:
+        gate = logged_gate()
+    else:
+        from search_core.config import load_config
+        from search_core.recall.engine import active_config_path
+        from search_core.search.pipeline import Searcher
+
+        searcher = Searcher(db)
+        try:
+            cfg = load_config(active_config_path(config_path))
+            searcher.use_gate(gate_path, reranker=cfg.reranker)
+            gate = gate_in_force(searcher, cfg)
+        finally:
+            searcher.close()
+    return suggest(calls, threshold=gate.threshold, model=gate.model, n=n,
+                   fingerprint_key=gate.fingerprint_key), gate

@@ -1,0 +1,139 @@
+"""`recall-log suggest`: which calls to label, on hand-built logs whose probabilities are known."""
+
+import json
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from search_core.recall.log import RecallLog, index_id, label_calls, log_search, read_logged_calls
+from search_core.recall.suggest import suggest, suggest_from_log
+from tuner.cli import main
+
+NOW = time.time()
+# 40 distinct topics: no two of these queries are near-duplicates of each other
+TOPICS = ["HNSW 파라미터", "떡볶이 양념", "그라인더 클릭", "SQLite PRAGMA", "RRF 가중치", "Leiden 커뮤니티", "김치찌개 재료",
+          "파스타 소스", "커피 추출 온도", "쿠버네티스 배포", "파이썬 가상환경", "리랭커 비교", "BM25 정규화",
+          "e5 임베딩 접두사", "Obsidian 링크", "마크다운 표", "정규식 lookahead", "git rebase 충돌", "도커 볼륨",
+          "nginx 리버스 프록시", "JVM 가비지 컬렉션", "자바 스레드 풀", "러스트 소유권", "Go 채널", "SQL 인덱스 설계",
+          "TCP 혼잡 제어", "HTTP 캐시 헤더", "OAuth 토큰 갱신", "CSS 그리드", "React 훅 규칙", "vim 매크로",
+          "tmux 세션 복구", "zsh 자동완성", "bash 배열 순회", "awk 필드 합계", "sed 줄 삭제", "make 패턴 규칙",
+          "LaTeX 수식 정렬", "엑셀 피벗", "바흐 평균율"]
+
+
+def _log(tmp_path, probabilities, queries=None, **per_call):
+    """One searched call per probability (query i: TOPICS[i] unless given), newest last."""
+    log = RecallLog(tmp_path / "log.sqlite")
+    ids = []
+    for i, p in enumerate(probabilities):
+        q = queries[i] if queries else TOPICS[i]
+        ids.append(log.write({"ts": NOW - 3600 + i, "session": "s", "query": q, "injected": p >= 0.64,
+                              "stopped_by": None if p >= 0.64 else "threshold", "threshold": 0.82,
+                              "top_scores": [{"note_id": f"note/{i}", "score": 0.03, "cosine": 0.8}],
+                              "features": {"probability": p, "top_cos": 0.8, "band": "skip", "kind": "model"},
+                              "index_fingerprint": per_call.get("fingerprint", "fp-A")}))
+    log.close()
+    return tmp_path / "log.sqlite", ids
+
+
+def test_half_the_picks_sit_on_both_sides_of_the_threshold_and_the_rest_spread(tmp_path):
+    ps = [round(0.0125 + 0.025 * i, 4) for i in range(40)]       # 0.0125 .. 0.9875, evenly
+    log, _ = _log(tmp_path, ps)
+    out = suggest(read_logged_calls(log), threshold=0.64, n=10)
+    got = sorted(s.probability for s in out.picks)
+    assert len(got) == 10 and out.scale == "probability" and out.pool == 40
+    near = sorted(ps, key=lambda p: abs(p - 0.64))
+    above = [p for p in near if p >= 0.64][:3]
+    below = [p for p in near if p < 0.64][:2]
+    assert set(above + below) <= set(got)                      # the five nearest, alternating sides
+    spread = sorted(set(got) - set(above + below))
+    assert len(spread) == 5 and spread[0] < 0.15 and spread[-1] > 0.85
+    # one per stratum of the remaining 35: no two spread picks in the same fifth of them
+    rest = [p for p in ps if p not in above + below]
+    strata = [min(rest.index(p) * 5 // len(rest), 4) for p in spread]
+    assert sorted(strata) == [0, 1, 2, 3, 4]
+    reasons = {round(s.probability, 4): s.reason for s in out.picks}
+    assert "above the threshold 0.640" in reasons[above[0]] and "irrelevant label" in reasons[above[0]]
+    assert "below the threshold 0.640" in reasons[below[0]] and "relevant label" in reasons[below[0]]
+    assert "stratum" in reasons[spread[0]]
+
+
+def test_near_duplicates_are_one_pick_and_a_labelled_twin_drops_it(tmp_path):
+    queries = TOPICS[:10] + ["김치찌개 레시피", "김치찌개 레시피 알려줘", "떡볶이 양념은 어떤 비율로?", "RRF 점수 k 값",
+                             "RRF 점수 k 값은?"]
+    ps = [0.05 * i for i in range(10)] + [0.63, 0.65, 0.62, 0.66, 0.64]
+    log, ids = _log(tmp_path, ps, queries)
+    label_calls(log, [(ids[13], "irrelevant")])               # "RRF 점수 k 값" is labelled already
+    out = suggest(read_logged_calls(log), threshold=0.64, n=15)
+    picked = {s.query: s for s in out.picks}
+    assert ("김치찌개 레시피" in picked) != ("김치찌개 레시피 알려줘" in picked)   # one of the two, not both
+    twin = picked.get("김치찌개 레시피 알려줘") or picked["김치찌개 레시피"]
+    assert "stands for 1 near-duplicate call" in twin.reason
+    assert "떡볶이 양념은 어떤 비율로?" in picked and TOPICS[1] in picked       # a paraphrase is another question
+    assert "RRF 점수 k 값은?" not in picked and out.left_out["near-duplicate of a labelled call"] == 1
+    assert len(out.picks) == 12
+
+
+def test_labels_move_the_centre_of_the_picks_to_where_they_point(tmp_path):
+    ps = [round(0.0125 + 0.025 * i, 4) for i in range(40)]
+    log, ids = _log(tmp_path, ps)
+    # this vault answers everything from P 0.3 up: the labels say the threshold 0.64 is too high
+    lab = [(ids[i], "relevant" if ps[i] >= 0.3 else "irrelevant") for i in range(0, 40, 3)]
+    label_calls(log, lab)
+    out = suggest(read_logged_calls(log), threshold=0.64, n=6)
+    assert out.labelled == len(lab) and out.interval is not None
+    assert 0.15 < out.centre < 0.45 and out.interval[0] < out.centre < out.interval[1]
+    near = sorted(out.picks, key=lambda s: abs(s.probability - out.centre))[:3]
+    assert all(abs(s.probability - out.centre) < 0.1 for s in near)
+    assert f"the {len(lab)} labels so far point to" in near[0].reason
+    assert not {s.id for s in out.picks} & {i for i, _ in lab}          # a labelled call is never picked again
+
+
+def test_calls_it_cannot_use_are_left_out_and_counted(tmp_path):
+    log, _ = _log(tmp_path, [0.5, 0.6, 0.7])
+    other, _ = _log(tmp_path / "b", [0.55], fingerprint="fp-B")
+    rl = RecallLog(log)
+    rl.write({"ts": NOW, "session": "s", "query": "ok", "injected": False, "stopped_by": "too_short"})
+    rl.close()
+    hashed = RecallLog(log, privacy="hash")
+    hashed.write({"ts": NOW, "session": "s", "query": "비밀 질문입니다", "injected": False, "stopped_by": "threshold",
+                  "features": {"probability": 0.6}, "index_fingerprint": "fp-A"})
+    hashed.close()
+    calls = read_logged_calls(log) + [c.__class__(**{**c.__dict__, "id": 99}) for c in read_logged_calls(other)]
+    out = suggest(calls, threshold=0.64, n=20, fingerprint_key="fp-A")
+    assert sorted(s.probability for s in out.picks) == [0.5, 0.6, 0.7]
+    assert out.left_out == {"logged against another index": 1, "stopped before the gate (no search)": 1,
+                            "no query text (privacy = hash)": 1}
+
+
+def test_cli_json_shape_and_text(tmp_path):
+    log, ids = _log(tmp_path, [0.1, 0.4, 0.6, 0.7, 0.9])
+    r = CliRunner().invoke(main, ["recall-log", "suggest", "--log", str(log), "-n", "3", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    assert len(rows) == 3 and all(set(x) == {"id", "query", "top_note", "probability", "reason"} for x in rows)
+    assert {x["id"] for x in rows} <= set(ids) and all(x["top_note"].startswith("note/") for x in rows)
+    r = CliRunner().invoke(main, ["recall-log", "suggest", "--log", str(log), "-n", "2"])
+    assert r.exit_code == 0 and "2 of 5 unlabelled calls" in r.output and "recall-log label" in r.output
+    r = CliRunner().invoke(main, ["recall-log", "suggest", "--log", str(tmp_path / "none.sqlite")])
+    assert r.exit_code != 0 and "no recall log" in r.output
+
+
+def test_with_an_index_the_calls_are_scored_by_its_gate(tmp_path, small_index):
+    from search_core.search.pipeline import Searcher
+    s = Searcher(small_index)
+    choice = s.use_gate()
+    assert choice.model is not None
+    qs = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "양자 컴퓨터 큐비트 오류 정정", "RRF 점수 k 값"]
+    rows = [{"ts": NOW - 60 + i, "session": "s", "query": q, "res": s.search(q), "index_fingerprint": index_id(s.fingerprint)}
+            for i, q in enumerate(qs)]
+    rows.append({"ts": NOW, "session": "s", "query": "다른 인덱스의 질문", "res": s.search("파리 에펠탑 높이"),
+                 "index_fingerprint": "another-index"})
+    log = tmp_path / "log.sqlite"
+    log_search(log, rows)
+    out, gate = suggest_from_log(log, db=small_index, n=10)
+    assert gate.model is not None and out.threshold == pytest.approx(choice.model.threshold)
+    want = {r["query"]: r["res"].gate.probability for r in rows[:4]}
+    assert {p.query: round(p.probability, 6) for p in out.picks} == {q: round(p, 6) for q, p in want.items()}
+    assert out.left_out == {"logged against another index": 1}
+    s.close()

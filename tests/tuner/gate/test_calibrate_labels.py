@@ -1,0 +1,127 @@
+"""`calibrate` from a few labels: the threshold moves, the weights stay, with an interval and the decisions
+it flips; a refit only when enough labels measure it better; rows of another index kept apart."""
+
+import math
+
+import numpy as np
+import pytest
+
+from search_core.gate.model import GateModel
+from search_core.gate.threshold import threshold_from_labels
+from search_core.recall.log import LoggedCall
+from tuner.gate.calibrate import calibrate
+
+FP = {"embedder": {"name": "e5-small", "dim": 384}}
+
+
+def _model(threshold=0.64) -> GateModel:
+    # P = sigmoid(top_cos): a call's probability is set by hand through its top_cos
+    return GateModel(("top_cos", "title_match"), (0.0, 0.0), (1.0, 1.0), (1.0, 0.0), 0.0, 1.0, 0.0, threshold, FP,
+                     fitted_on={"sets": {"demo": 10}})
+
+
+def _call(i, p, label=None, title_match=0.0, fingerprint="idx-A"):
+    z = math.log(p / (1 - p))
+    return LoggedCall(i, 1000.0 + i, "s", "default", f"질문 {i}", "h", ({"note_id": f"n/{i}", "cosine": 0.8},),
+                      {"top_cos": z, "title_match": title_match, "hit_cos": 0.8}, {}, 0.82, fingerprint, p >= 0.64,
+                      None if p >= 0.64 else "threshold", 20.0, None, label, None)
+
+
+def _vault_with_boundary_at(boundary, n_labels, n_unlabelled=200, seed=0):
+    """Calls whose P is uniform on (0.02, 0.98); this vault answers those above `boundary` (a few flipped)."""
+    rng = np.random.default_rng(seed)
+    calls = []
+    for i in range(n_labels + n_unlabelled):
+        p = float(rng.uniform(0.02, 0.98))
+        lab = None
+        if i < n_labels:
+            relevant = (p >= boundary) != (rng.random() < 0.1)      # 10 % label noise
+            lab = "relevant" if relevant else "irrelevant"
+        calls.append(_call(i + 1, p, lab))
+    return calls
+
+
+def test_a_few_dozen_labels_move_the_threshold_and_keep_the_weights():
+    calls = _vault_with_boundary_at(0.3, n_labels=24)
+    model = _model()
+    cal = calibrate(calls, [], model=model, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    rec = cal["recommendation"]
+    mv = rec["threshold_move"]
+    assert rec["model_summary"]["method"] == "threshold"
+    assert mv["from"] == 0.64 and 0.15 < mv["to"] < 0.45
+    lo, hi = mv["interval"]
+    assert lo < mv["to"] < hi and hi - lo < 0.4
+    assert "cross_validation" not in mv and "80 labels" in mv["refit_needs"]
+    new = rec["model"]
+    assert new["coef"] == list(model.coef) and new["intercept"] == model.intercept      # the weights stay
+    assert new["calib_a"] == model.calib_a and new["calib_b"] == model.calib_b
+    assert new["threshold"] == pytest.approx(mv["to"], abs=1e-4) and new["scope"] == "index"
+    # the flips: every call (labelled or not) whose P lies between the new threshold and the old one
+    ps = np.array([1 / (1 + math.exp(-c.features["top_cos"])) for c in calls])
+    assert mv["flips"] == {"let_through": int(((ps >= new["threshold"]) & (ps < 0.64)).sum()), "stopped": 0,
+                           "decisions": len(calls)}
+    assert mv["balanced_accuracy_on_labels"]["to"] > mv["balanced_accuracy_on_labels"]["from"]
+
+
+def test_labels_that_hold_the_current_threshold_keep_it():
+    calls = _vault_with_boundary_at(0.62, n_labels=24, seed=2)
+    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
+    rec = cal["recommendation"]
+    mv = rec["threshold_move"]
+    assert mv["interval"][0] <= 0.64 <= mv["interval"][1] and mv["kept"]
+    assert rec["model_summary"]["method"] == "keep" and rec["basis"] is None and "model" not in rec
+    assert mv["flips"]["let_through"] == mv["flips"]["stopped"] == 0
+    assert any("which holds the current 0.640: it stays" in w for w in cal["warnings"])
+
+
+def test_more_labels_narrow_the_interval():
+    few = _vault_with_boundary_at(0.3, n_labels=12, seed=1)
+    many = _vault_with_boundary_at(0.3, n_labels=60, seed=1)
+    def width(calls):
+        lo, hi = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"][
+            "threshold_move"]["interval"]
+        return hi - lo
+    assert width(many) < width(few)
+
+
+def test_the_threshold_by_hand():
+    # labels that part cleanly between P 0.30 and 0.34: the cut sits between them, however they are resampled
+    p = [0.05, 0.1, 0.2, 0.3, 0.34, 0.5, 0.7, 0.9]
+    y = [0, 0, 0, 0, 1, 1, 1, 1]
+    t, (lo, hi) = threshold_from_labels(p, y, resamples=200)
+    assert 0.3 < t < 0.34 and 0.2 < lo <= t <= hi <= 0.5
+    # one mislabelled call moves it, but not to that call
+    t2, _ = threshold_from_labels(p + [0.8], y + [0], resamples=200)
+    assert 0.2 < t2 < 0.8
+    with pytest.raises(ValueError, match="both"):
+        threshold_from_labels(p, [1] * len(p))
+
+
+def test_a_refit_only_when_enough_labels_measure_it_better():
+    # the model reads top_cos, which says nothing here; title_match decides: a refit of the weights finds it
+    rng = np.random.default_rng(3)
+    def calls_for(n):
+        out = []
+        for i in range(n):
+            relevant = i % 2 == 0
+            out.append(_call(i + 1, float(rng.uniform(0.05, 0.95)), "relevant" if relevant else "irrelevant",
+                             title_match=float(relevant) + float(rng.normal(0, 0.2))))
+        return out
+    few = calibrate(calls_for(30), [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    assert few["model_summary"]["method"] != "refit"            # 30 labels: no refit tried
+    many = calibrate(calls_for(120), [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    cv = many["threshold_move"]["cross_validation"]
+    assert cv["refit"] > cv["threshold_only"] + 0.02
+    assert many["model_summary"]["method"] == "refit" and many["basis"].startswith("a refit of the weights")
+
+
+def test_rows_of_another_index_are_kept_apart():
+    calls = _vault_with_boundary_at(0.3, n_labels=24)
+    # another index's rows, labelled the other way round: counted, they would drag the threshold up
+    other = [_call(1000 + i, 0.2 + 0.02 * i, "irrelevant", fingerprint="idx-B") for i in range(30)]
+    cal = calibrate(calls + other, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    assert cal["kept_apart"] == {"calls": 30, "labelled": 30, "fingerprints": ["idx-B"]}
+    assert any("another index" in w and "left out" in w for w in cal["warnings"])
+    assert cal["labelled"] == alone["labelled"] and cal["window"]["calls"] == len(calls)
+    assert cal["recommendation"]["threshold_move"]["to"] == alone["recommendation"]["threshold_move"]["to"]
