@@ -1,6 +1,7 @@
 """Embedder / reranker A/B, the run: every candidate on the same questions, each embedder on an index built
-only for it (embedding cache reused by content hash), its own gate fitted on the tuning questions, timed
-after a warm-up; the finished candidates are then compared pairwise by tuner.ab.compare.
+only for it (embedding cache reused by content hash), the gate `search` would use on it (else one fitted on
+the tuning questions), timed after a warm-up; the finished candidates are then compared pairwise by
+tuner.ab.compare.
 
 A candidate that cannot load, cannot build (disk full) or does not hold the gold ids is recorded with
 the reason and the A/B goes on; Ctrl-C stops it and keeps every finished candidate.

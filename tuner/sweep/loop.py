@@ -175,7 +175,8 @@ class Sweep:
             return ("no gate model could be fitted on the tuning set (it needs 2 answerable questions, 2 probes "
                     f"and features that vary): the cosine gate decides, so {name} moves nothing")
         if name != MODEL_GATE_FIELD and model is not None:
-            return (f"the gate model fitted on the tuning set decides, so {name} (the cosine gate's) moves nothing "
+            return (f"a gate model decides (the index's gate file or the shipped default, else one fitted on the "
+                    f"tuning set), so {name} (the cosine gate's) moves nothing "
                     f"(it decides only where no model fits); {MODEL_GATE_FIELD} rounds tune the model's threshold")
         return None
 
