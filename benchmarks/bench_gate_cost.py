@@ -7,7 +7,8 @@ document frequencies, on the same queries and the same index:
   vocab   FTS5's vocabulary (fts5vocab), what indexes without the table fall back to
 Both modes read the word table (search_core.index.word_df, unknown_names) the same way: stored in `table` mode,
 absent (the trigram fallback over the vocabulary) in `vocab` mode, which is an index older than both tables.
-`names` times unknown_names() alone at first sight with the word table (the fourth round's feature).
+`names` times unknown_names() alone at first sight with the word table (the fourth round's feature);
+`decide` the gate's decision on top of the features (the model choose_gate picked, and its GateDecision).
 The queries are the demo gold sets' 112 questions (Korean, English, mixed), over every --db given.
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 10 python benchmarks/bench_gate_cost.py \
@@ -60,6 +61,16 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
                 gate_features(res.query, res.retrieval.lists, res.hits, s.view, conn=s.conn)
                 cpu.append((time.process_time() - c0) * 1000)
         out[mode] = summary(cpu)
+    # the decision on top of the features: the gate chosen for the search's reranker (choose_gate's choice,
+    # the shipped default here) and its GateDecision
+    cpu = []
+    for _ in range(repeats):
+        for res in results:
+            g = res.gate
+            c0 = time.process_time()
+            s.gate_for(cfg.reranker).decide(g.features, g.top_score, g.threshold, bool(res.hits), cfg.reranker)
+            cpu.append((time.process_time() - c0) * 1000)
+    out["decide"] = {**summary(cpu), "gate": s.gate_choice.describe()}
     if out["word_table_current"]:
         cpu = []
         for _ in range(repeats):
@@ -85,7 +96,7 @@ def main():
            "results": [measure(db, queries, args.repeats) for db in args.db]}
     out["load_average_after"] = os.getloadavg()
     for r in out["results"]:
-        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "vocab", "names") if m in r}, file=sys.stderr)
+        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "vocab", "names", "decide") if m in r}, file=sys.stderr)
     print(write_result("gate-cost", out))
 
 

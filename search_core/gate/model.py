@@ -143,41 +143,78 @@ def load_gate(path: str | Path) -> GateModel:
 
 # ---- the choice a searcher makes, and the decision per search ----------------------------------------
 
+WHICH_GATE = ("kind", "source", "threshold")     # the part of a decision that says which gate decided
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What the gate decided for one search, and which gate decided: `kind` model or cosine, `source` the
+    gate file (or "cosine"), `threshold` the cut it applied (a probability for a model, a cosine for the
+    cosine gate). Every per-question row (search --json, eval --json, the recall log) carries it."""
+    inject: bool
+    probability: float | None    # the model's calibrated P(answerable); None when the cosine gate decided
+    band: str                    # inject / caveat / skip
+    kind: str                    # model or cosine
+    source: str                  # the gate file, or "cosine"
+    threshold: float
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"inject": self.inject, "probability": None if self.probability is None else round(self.probability, 4),
+                "band": self.band, "kind": self.kind, "source": self.source, "threshold": round(self.threshold, 4),
+                "reason": self.reason}
+
+
 @dataclass(frozen=True)
 class GateChoice:
-    """The model a searcher gates with (None: the cosine gate) and, if none, why not."""
+    """The gate a searcher decides with: a model (None: the cosine gate), the file it came from, the
+    reranker it was chosen for, and, for the cosine gate, why no model."""
     model: GateModel | None
     source: str                  # the file, or "cosine"
     reason: str = ""
+    reranker: str = "none"
+
+    @property
+    def kind(self) -> str:
+        return "cosine" if self.model is None else "model"
+
+    def describe(self) -> dict:
+        """Which gate this is, for a report or a row: kind, file and the model's own threshold."""
+        return {"kind": self.kind, "source": self.source,
+                "threshold": None if self.model is None else round(self.model.threshold, 4), "reason": self.reason}
 
     def decide(self, feats: dict, top_cos: float, cos_threshold: float, has_hits: bool,
-               reranker: str = "none", p_threshold: float | None = None) -> dict:
+               reranker: str = "none", p_threshold: float | None = None) -> GateDecision:
         if self.model is not None and self.model.reranker != reranker:
             why = self.model.mismatch(self.model.fingerprint, reranker)
-            return GateChoice(None, "cosine", f"{self.source}: {why}; using the cosine gate").decide(
-                feats, top_cos, cos_threshold, has_hits)
+            return GateChoice(None, "cosine", f"{self.source}: {why}; using the cosine gate", reranker).decide(
+                feats, top_cos, cos_threshold, has_hits, reranker)
         if self.model is None or not has_hits:
             band = "skip"
             if has_hits and top_cos >= cos_threshold:
                 width = max((1.0 - cos_threshold) / 4, 0.01)       # confidence_label's quarter of the room above
                 band = "inject" if top_cos >= cos_threshold + width else "caveat"
-            why = self.reason if self.model is None else "no results"
-            return {"inject": band != "skip", "probability": None, "band": band, "kind": "cosine", "reason": why}
+            if self.model is None:
+                return GateDecision(band != "skip", None, band, "cosine", "cosine", float(cos_threshold), self.reason)
+            t = self.model.threshold if p_threshold is None else p_threshold
+            return GateDecision(False, None, "skip", "model", self.source, float(t), "no results")
         p = self.model.probability(feats)
         band = self.model.band(p, p_threshold)
         t = self.model.threshold if p_threshold is None else p_threshold
-        return {"inject": band != "skip", "probability": p, "band": band, "kind": "model",
-                "p_threshold": t, "reason": f"model {self.source}"}
+        return GateDecision(band != "skip", p, band, "model", self.source, float(t), f"model {self.source}")
 
 
 COSINE = GateChoice(None, "cosine", "no gate model attached")
 
 
 def choose_gate(fingerprint: dict, reranker: str = "none", *, path: str | Path | None = None,
-                db: str | Path | None = None, default: bool = True) -> GateChoice:
-    """The gate for a search: `path` if given, else `<db>.gate.json` (written by `calibrate apply`),
-    else the shipped default. A file that does not fit, or does not load, gives the cosine gate and
-    the reason; a search never fails over its gate."""
+                db: str | Path | None = None, default: bool = True, fitted: GateModel | None = None,
+                fitted_source: str = "fitted on the tuning set") -> GateChoice:
+    """The one choice of gate, for every path that searches (search, eval, the sweep, ab, recall, the
+    servers): `path` if given, else `<db>.gate.json` (written by `calibrate apply`), else the shipped
+    default, else `fitted` (a model fitted in this process for an index no file fits: the sweep's and
+    the A/B's model for another embedder or reranker), else the cosine gate with the reason. A file
+    that does not fit, or does not load, is passed over with its reason; a search never fails over its gate."""
     candidates = []
     if path is not None:
         candidates.append(Path(path))
@@ -197,10 +234,15 @@ def choose_gate(fingerprint: dict, reranker: str = "none", *, path: str | Path |
             continue
         why = m.mismatch(fingerprint, reranker)
         if why is None:
-            return GateChoice(m, str(c))
+            return GateChoice(m, str(c), "", reranker)
         reasons.append(f"{c}: {why}")
+    if fitted is not None and path is None:
+        why = fitted.mismatch(fingerprint, reranker)
+        if why is None:
+            return GateChoice(fitted, fitted_source, "; ".join(reasons), reranker)
+        reasons.append(f"{fitted_source}: {why}")
     reason = "; ".join(reasons) if reasons else "no gate model"
-    return GateChoice(None, "cosine", reason + "; using the cosine gate")
+    return GateChoice(None, "cosine", reason + "; using the cosine gate", reranker)
 
 
 def sidecar_path(db: str | Path) -> Path:

@@ -34,7 +34,9 @@ class SearchBackend:
             base = self._cfg or load_config(self._config_path)
             self.cfg = base.replace(embedder=s.embedder_name)
             s.query_cache = self.query_cache
-            if self.gate != "cosine":
+            if self.gate == "cosine":
+                s.use_cosine_gate("the recall config asks for the cosine gate")
+            else:
                 s.use_gate(self.gate, reranker=self.cfg.reranker)   # the same gate `search` reports
             self.searcher = s
         return self.searcher

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import read_toml
+from search_core.gate.model import WHICH_GATE
 from search_core.paths import active_config_file
 from search_core.recall.backend import SearchBackend  # noqa: F401  (re-exported)
 
@@ -187,13 +188,15 @@ class RecallBlock:
 
 
 def gate_features(result) -> dict:
-    """Whatever the result's gate offers except its decision (today top cosine + threshold; the gate
-    issue's calibrated model adds its features here and they land in the log's JSON column as they are)."""
+    """What the result's gate read and which gate decided (for the log's JSON column and the block):
+    the top cosine and the cosine threshold, the model's probability, band, kind and reason, the decision
+    under "gate" (kind, source file, threshold), and the features the model read."""
     gate = result.gate
-    g = dataclasses.asdict(gate) if dataclasses.is_dataclass(gate) else dict(vars(gate))
-    g.pop("inject", None)
-    feats = g.pop("features", None)
-    return {**g, **(feats or {})}
+    d = gate.decision
+    decided = d.to_json()
+    out = {"top_score": gate.top_score, "threshold": gate.threshold, "probability": d.probability, "band": d.band,
+           "kind": d.kind, "reason": d.reason, "gate": {k: decided[k] for k in WHICH_GATE}}
+    return {**out, **(gate.features or {})}
 
 
 # -- the engine ----------------------------------------------------------------------------------------

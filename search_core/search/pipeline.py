@@ -20,7 +20,7 @@ from search_core.search import ranking
 from search_core.config import CHANNELS, SearchConfig
 from search_core.search.fusion import weighted_rrf
 from search_core.gate.features import gate_features
-from search_core.gate.model import COSINE, GateChoice, choose_gate
+from search_core.gate.model import GateChoice, GateDecision, choose_gate
 from search_core.index.handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
 from search_core.search.limits import cap_query
 from search_core.models import get_reranker
@@ -44,14 +44,19 @@ class Hit:
 
 @dataclass(frozen=True)
 class Gate:
-    inject: bool
+    """One search's gate: the decision (which gate, its cut, inject or not) and what it read."""
+    decision: GateDecision
     top_score: float
-    threshold: float
-    probability: float | None = None   # the gate model's calibrated P(answerable); None for the cosine gate
-    band: str = ""                     # inject / caveat / skip
-    kind: str = "cosine"               # model or cosine
-    reason: str = ""                   # which model, or why the cosine gate
+    threshold: float                   # the cosine gate's threshold (the confidence label reads it too)
     features: dict = field(default_factory=dict)
+
+    # the decision's parts, under the names every caller reads
+    inject = property(lambda self: self.decision.inject)
+    probability = property(lambda self: self.decision.probability)   # None when the cosine gate decided
+    band = property(lambda self: self.decision.band)
+    kind = property(lambda self: self.decision.kind)
+    reason = property(lambda self: self.decision.reason)
+    source = property(lambda self: self.decision.source)
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ class SearchResult:
             "gate": {"inject": self.gate.inject, "top_score": round(self.gate.top_score, 4),
                      "threshold": self.gate.threshold, "band": self.gate.band, "kind": self.gate.kind,
                      "probability": None if self.gate.probability is None else round(self.gate.probability, 4),
-                     "reason": self.gate.reason,
+                     "reason": self.gate.reason, "decided_by": self.gate.decision.to_json(),
                      "features": {k: round(v, 4) for k, v in self.gate.features.items()}},
             "confidence": self.confidence,
             "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
@@ -121,7 +126,10 @@ class Searcher:
         # once per model, cold), cached or not, so a cached reranker never looks free
         self.rerank_cost: dict | None = None
         self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (models/threads.py)
-        self.gate_choice: GateChoice = COSINE       # use_gate() attaches a gate model
+        # the gate every path decides with (choose_gate: <db>.gate.json, else the shipped default, else
+        # cosine); chosen again, from the same request, when a search asks for another reranker
+        self._gate_request: dict = {"path": None, "default": True}
+        self.gate_choice: GateChoice = choose_gate(self.fingerprint, "none", db=self.db)
 
     # the index handle's parts, under the names every caller (servers, tuner, tests) reads
     db = property(lambda self: self.index.db)
@@ -129,10 +137,27 @@ class Searcher:
     view = property(lambda self: self.index.view)
     fingerprint = property(lambda self: self.index.fingerprint)
 
-    def use_gate(self, path: str | Path | None = None, *, reranker: str = "none", default: bool = True) -> GateChoice:
-        """Gate with a model: `path`, else `<db>.gate.json`, else the shipped default; the cosine gate
-        (with the reason) when none fits this index."""
-        self.gate_choice = choose_gate(self.fingerprint, reranker, path=path, db=self.db, default=default)
+    def use_gate(self, path: str | Path | None = None, *, reranker: str = "none", default: bool = True,
+                 fitted=None, fitted_source: str = "fitted on the tuning set") -> GateChoice:
+        """Choose the gate again (choose_gate): `path`, else `<db>.gate.json`, else the shipped default,
+        else `fitted`; the cosine gate (with the reason) when none fits this index."""
+        self._gate_request = {"path": path, "default": default, "fitted": fitted, "fitted_source": fitted_source}
+        self.gate_choice = choose_gate(self.fingerprint, reranker, db=self.db, **self._gate_request)
+        return self.gate_choice
+
+    def use_cosine_gate(self, reason: str) -> GateChoice:
+        """Decide by the top cosine alone (a caller that sets the cosine threshold itself)."""
+        self._gate_request = {"cosine": reason}
+        self.gate_choice = GateChoice(None, "cosine", reason)
+        return self.gate_choice
+
+    def gate_for(self, reranker: str) -> GateChoice:
+        """The gate for a search with `reranker`: the attached choice, or the same request chosen again
+        when it was chosen for another reranker (a model fitted without a reranker never reads one's score)."""
+        c = self.gate_choice
+        if c.reranker == reranker or "cosine" in self._gate_request:
+            return c
+        self.gate_choice = choose_gate(self.fingerprint, reranker, db=self.db, **self._gate_request)
         return self.gate_choice
 
     @property
@@ -269,8 +294,9 @@ class Searcher:
         top = hits[0].cosine if hits else 0.0
         t0 = time.perf_counter()
         feats = gate_features(r.query, r.lists, hits, view, conn=self.conn, reranked=cfg.reranker != "none")
-        d = self.gate_choice.decide(feats, top, threshold, bool(hits), cfg.reranker, p_threshold=cfg.gate_threshold)
-        gate = Gate(d["inject"], top, threshold, d["probability"], d["band"], d["kind"], d["reason"], feats)
+        d = self.gate_for(cfg.reranker).decide(feats, top, threshold, bool(hits), cfg.reranker,
+                                               p_threshold=cfg.gate_threshold)
+        gate = Gate(d, top, threshold, feats)
         t["gate"] = (time.perf_counter() - t0) * 1000
         # retrieve() ran its stages on two threads: its wall time, not their sum, is what a user waited
         t["total"] = sum(v for k, v in t.items() if k not in _RETRIEVE_STAGES or "retrieve" not in t)

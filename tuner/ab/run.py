@@ -1,6 +1,7 @@
 """Embedder / reranker A/B, the run: every candidate on the same questions, each embedder on an index built
-only for it (embedding cache reused by content hash), its own gate fitted on the tuning questions, timed
-after a warm-up; the finished candidates are then compared pairwise by tuner.ab.compare.
+only for it (embedding cache reused by content hash), the gate `search` would use on it (else one fitted on
+the tuning questions), timed after a warm-up; the finished candidates are then compared pairwise by
+tuner.ab.compare.
 
 A candidate that cannot load, cannot build (disk full) or does not hold the gold ids is recorded with
 the reason and the A/B goes on; Ctrl-C stops it and keeps every finished candidate.
@@ -108,9 +109,33 @@ def _timed_rows(searcher, gold: GoldSet, cfg: SearchConfig, progress, desc: str)
     return run_queries(searcher, SimpleNamespace(questions=qs), cfg)
 
 
-def _with_threshold(rows, t: float) -> list:
-    """The gate only reads the top hit's cosine: re-deciding inject for a new threshold needs no search."""
-    return [dataclasses.replace(r, inject=bool(r.ranked) and r.top_score >= t) for r in rows]
+def _regate(rows, choice, cfg: SearchConfig, cos_threshold: float) -> list:
+    """The rows decided again by `choice` (the gate reads only the row's features and top cosine: no search)."""
+    out = []
+    for r in rows:
+        d = choice.decide(r.gate_features, r.top_score, cos_threshold, bool(r.ranked), cfg.reranker,
+                          p_threshold=cfg.gate_threshold)
+        out.append(dataclasses.replace(r, inject=d.inject, gate_probability=d.probability, gate=d))
+    return out
+
+
+def candidate_gate(searcher, cfg: SearchConfig, tune_rows, tune_name: str):
+    """(the gate, its threshold, fitted here?) for one candidate: the gate `search` would use on its index
+    (choose_gate: its .gate.json, else the shipped default), else a model fitted on the tuning questions'
+    gate features, else the cosine gate at the threshold that best separates them (the embedder's default
+    when they cannot: no probes). Each model has its own score scale, so no candidate is judged by another's cut."""
+    from tuner.sweep.workbench import fit_gate_model
+    choice = searcher.use_gate(reranker=cfg.reranker)
+    if choice.model is None:
+        model = fit_gate_model([{"gate_features": r.gate_features, "level": r.level} for r in tune_rows],
+                               searcher.fingerprint, cfg.reranker, tune_name)
+        if model is not None:
+            choice = searcher.use_gate(reranker=cfg.reranker, fitted=model,
+                                       fitted_source="fitted by the A/B on the tuning questions")
+            return choice, None, True
+        fitted = fit_threshold([{"top_score": r.top_score, "level": r.level} for r in tune_rows])
+        return choice, fitted if fitted is not None else searcher.embedder.default_threshold, fitted is not None
+    return choice, None, False
 
 
 def _latency(rows) -> dict:
@@ -195,16 +220,16 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
             res.result, res.reused_from = prev["result"], prev["saved_at"]
             return res
         tune_rows = _timed_rows(searcher, p.tune, cfg, progress, f"tune {label}")
-        fitted = fit_threshold([{"top_score": r.top_score, "level": r.level} for r in tune_rows])
-        res.threshold_fitted = fitted is not None
-        res.threshold = fitted if fitted is not None else searcher.embedder.default_threshold
+        choice, cos_t, res.threshold_fitted = candidate_gate(searcher, cfg, tune_rows, p.tune.name)
         if p.eval is p.tune:
             eval_rows = tune_rows
         else:
             eval_rows = _timed_rows(searcher, p.eval, cfg, progress, f"eval {label}")
-        eval_rows = _with_threshold(eval_rows, res.threshold)
+        if cos_t is not None:
+            cfg = cfg.replace(threshold=cos_t)
+        eval_rows = _regate(eval_rows, choice, cfg, cos_t if cos_t is not None else searcher.embedder.default_threshold)
+        res.threshold = eval_rows[0].gate.threshold if eval_rows else cos_t
         res.latency = _latency(eval_rows)
-        cfg = cfg.replace(threshold=res.threshold)
         index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
         res.result = build_result(p.eval, cfg, index, eval_rows).as_json()
         _save(saved, res)
@@ -241,7 +266,10 @@ def _saved_path(p: ABParams, db: Path, cfg: SearchConfig) -> Path:
     and question sets is kept: an A/B that finds its candidates measured (say, to add a candidate C) reuses them."""
     fp, indexed_at = _index_meta(db)
     qs = [[q.id, q.level, q.query, list(q.gold)] for g in (p.tune, p.eval) for q in g.questions]
-    key = hash_json([fp, indexed_at, cfg.as_dict(), qs, WARMUP_QUERIES])
+    from search_core.gate.model import choose_gate
+    gate = choose_gate(fp, cfg.reranker, db=db)        # another gate file decides otherwise: measure again
+    gate_key = [gate.source, gate.model.as_json() if gate.model is not None else None]
+    key = hash_json([fp, indexed_at, cfg.as_dict(), qs, WARMUP_QUERIES, gate_key])
     return Path(p.work) / "results" / f"{key}.json"
 
 

@@ -26,8 +26,10 @@ from tuner.cli.extras import require_extra
               help="Repeat timed passes over a small set until each latency percentile stands on this many "
                    "timings (0: one pass).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/evals"), help="Where the full result goes.")
+@click.option("--gate", "gate_path", type=click.Path(path_type=Path), default=None,
+              help="A gate model file (default, as `search`: <db>.gate.json, else the shipped default model).")
 @json_option()
-def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, as_json):
+def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, gate_path, as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
     from search_core.search.pipeline import Searcher
@@ -44,6 +46,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
         cfg = base_cfg.replace(embedder=searcher.embedder_name)
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
+        searcher.use_gate(gate_path, reranker=cfg.reranker)     # the gate `search` decides with
         result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
                           score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).as_json()
     except SearchCoreError as e:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from search_core.config import SearchConfig
+from search_core.gate.model import GateDecision
 from search_core.search.query_cache import uncached_queries
 from search_core.search.ranking import K_LIST  # the ranked list kept per question (10)
 from search_core.search.work import SearchWork, search_work
@@ -35,6 +36,7 @@ class QueryRow:
     gate_features: dict = field(default_factory=dict)   # what the gate model reads (re-fitted on model swaps)
     gate_probability: float | None = None               # the gate model's P(answerable); None: cosine gate
     work: SearchWork | None = None                      # what the search did, for the cost model
+    gate: GateDecision | None = None                    # which gate decided (kind, file, threshold) and how
 
     def metrics(self) -> dict:
         r, g = list(self.ranked), self.gold
@@ -76,7 +78,7 @@ def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCach
             rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked,
                                  first_rank(ranked, q.gold) if q.gold else None,
                                  res.gate.inject, res.gate.top_score, timings, res.gate.features,
-                                 res.gate.probability, work))
+                                 res.gate.probability, work, res.gate.decision))
     return rows
 
 
@@ -228,6 +230,7 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Query
                   "first_rank": r.first_rank, "top5": list(r.ranked[:5]), "inject": r.inject,
                   "top_score": round(r.top_score, 4), "latency_ms": round(r.timings_ms.get("total", 0.0), 2),
                   "gate_features": r.gate_features, "gate_probability": r.gate_probability,
+                  **({"gate": r.gate.to_json()} if r.gate is not None else {}),
                   **({"work": r.work.to_json()} if r.work is not None else {}),
                   **({"predicted_ms": round(predicted_rows[i]["total"], 3)} if predicted_rows else {}),
                   **({k: v for k, v in r.metrics().items()}

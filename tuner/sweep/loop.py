@@ -26,6 +26,7 @@ from tuner.sweep.propose import propose
 from tuner.sweep.rounds import latency_charge, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.variables import GATE_SCORE, MODEL_GATE_FIELD, gate_pair, kind_of, unavailable_reason
+from search_core.gate.model import WHICH_GATE
 from tuner.sweep.workbench import Workbench, fit_threshold
 
 
@@ -76,6 +77,7 @@ def compact_metrics(res: dict) -> dict:
             "per_query": [{"id": q["id"], "level": q["level"], "first_rank": q["first_rank"],
                            "hit@5": q.get("hit@5", 0.0), "inject": q["inject"], "top_score": q["top_score"],
                            **({"gate_probability": q["gate_probability"]} if q.get("gate_probability") is not None else {}),
+                           **({"gate": {k: q["gate"][k] for k in WHICH_GATE}} if "gate" in q else {}),
                            **({k: q[k] for k in ("work", "predicted_ms", "latency_ms") if k in q})}
                           for q in res["per_query"]]}
 
@@ -111,7 +113,7 @@ class Sweep:
             start = (start or SearchConfig()).replace(embedder=base_emb)
             if start.threshold is None:    # the ledger records explicit values, never "the default"
                 start = start.replace(threshold=self.bench.searchers[base_emb].embedder.default_threshold)
-            model = self._ensure_gate(start)   # the gate model for the start, fitted on the tuning set
+            model = self._ensure_gate(start)   # the gate `search` would use, else one fitted on the tuning set
             if model is not None and getattr(start, MODEL_GATE_FIELD) is None:
                 start = start.replace(**{MODEL_GATE_FIELD: self._on_grid(MODEL_GATE_FIELD, model.threshold)})
             self.space.check_config(start)
@@ -153,9 +155,10 @@ class Sweep:
         return snap(self.space, name, value)
 
     def _ensure_gate(self, cfg: SearchConfig):
-        """The gate model for cfg's (embedder, reranker), fitted on the tuning set the first time the pair
-        is met. It is fitted on the config of the pair's first ledger row when there is one, so a resumed
-        sweep gates exactly as the run it continues (thresholds do not change the features)."""
+        """The gate model for cfg's (embedder, reranker), chosen the first time the pair is met: the one
+        `search` would use on that index (Workbench.fit_gate_for), else one fitted on the tuning set, on the
+        config of the pair's first ledger row when there is one, so a resumed sweep gates exactly as the
+        run it continues (thresholds do not change the features)."""
         pair = gate_pair(cfg)
         if pair not in self.bench.gate_models:
             first = next((c for c in (SearchConfig().replace(**r["config"]) for r in getattr(self, "rows", []))
@@ -172,7 +175,8 @@ class Sweep:
             return ("no gate model could be fitted on the tuning set (it needs 2 answerable questions, 2 probes "
                     f"and features that vary): the cosine gate decides, so {name} moves nothing")
         if name != MODEL_GATE_FIELD and model is not None:
-            return (f"the gate model fitted on the tuning set decides, so {name} (the cosine gate's) moves nothing "
+            return (f"a gate model decides (the index's gate file or the shipped default, else one fitted on the "
+                    f"tuning set), so {name} (the cosine gate's) moves nothing "
                     f"(it decides only where no model fits); {MODEL_GATE_FIELD} rounds tune the model's threshold")
         return None
 

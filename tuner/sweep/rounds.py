@@ -80,8 +80,10 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: dict, variable:
         if kind.reindex:
             _, reindex_s = bench.searcher_for(getattr(cand, variable))
         if kind.refit_gate:
-            # score scales differ between models: re-fit the gate on the tuning set before comparing
-            # (the cosine threshold every time; the gate model once per embedder/reranker pair)
+            # score scales differ between models: choose the pair's gate before comparing (its gate file or
+            # the shipped default, else a model fitted on the tuning set, once per embedder/reranker pair).
+            # The cosine threshold is re-fitted every time: it decides only where no model fits the pair,
+            # and the confidence label reads it; where a model decides it moves no decision
             from tuner.sweep.workbench import fit_threshold
             model = ensure_gate(cand)
             fitted = fit_threshold(bench.evaluate(cand, gold)["per_query"])

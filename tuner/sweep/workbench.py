@@ -10,7 +10,6 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
-from search_core.gate.model import COSINE, GateChoice
 from search_core.hashing import hash_json
 from search_core.index.indexer import default_cache_path, index_vault
 from search_core.search.pipeline import Searcher
@@ -111,9 +110,10 @@ class Workbench:
         self.retrievals = RetrievalCache()
         self.rerank_cache: dict = {}
         self.rerank_cost: dict = {}      # reranker -> ms per pair, measured once per model (cold)
-        # (embedder, reranker) -> the gate model fitted on the tuning set (None: the cosine gate decides).
-        # Set by the sweep (fit_gate_for); evaluate() gates with it, never with a file's model.
+        # (embedder, reranker) -> the gate model that decides for the pair (None: the cosine gate): the one
+        # `search` would choose on that index, else one fitted on the tuning set. Set by fit_gate_for.
         self.gate_models: dict[tuple[str, str], object] = {}
+        self.gate_fitted: set = set()      # the pairs whose model was fitted here (no gate file fits them)
         # embedder -> the unit costs its searches are charged with (cost_model); filled from the ledger
         # by a resumed sweep, else from `cost_store`, else by a calibration on `calibration_queries`
         self.costs: dict[str, Calibration] = {}
@@ -201,13 +201,21 @@ class Workbench:
         return cal
 
     def fit_gate_for(self, cfg: SearchConfig, gold: GoldSet) -> tuple[float | None, object]:
-        """Re-fit the gate on `gold` (the tuning set) for cfg's embedder and reranker: (the cosine
-        threshold, the gate model or None). The run that reads the features gates by cosine."""
+        """The gate for cfg's embedder and reranker: the one `search` would use on that index (choose_gate:
+        its .gate.json, else the shipped default), else a model fitted on `gold` (the tuning set), which a
+        promotion installs with the index. Returns (the cosine threshold fitted on `gold`, the model or None)."""
         s, _ = self.searcher_for(cfg.embedder)
-        self.gate_models.pop((cfg.embedder, cfg.reranker), None)
+        pair = (cfg.embedder, cfg.reranker)
+        self.gate_models.pop(pair, None)
+        self.gate_fitted.discard(pair)
         per_query = self.evaluate(cfg, gold)["per_query"]
-        model = fit_gate_model(per_query, s.fingerprint, cfg.reranker, gold.name)
-        self.gate_models[(cfg.embedder, cfg.reranker)] = model
+        chosen = s.use_gate(reranker=cfg.reranker)
+        model = chosen.model
+        if model is None:        # no gate file fits this index: fit one on the tuning set's gate features
+            model = fit_gate_model(per_query, s.fingerprint, cfg.reranker, gold.name)
+            if model is not None:
+                self.gate_fitted.add(pair)
+        self.gate_models[pair] = model
         return fit_threshold(per_query), model
 
     def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0) -> dict:
@@ -220,7 +228,8 @@ class Workbench:
         if not self.calibration_queries:     # a bench made without a tuning set: the first set it evaluates
             self.calibration_queries = [q.query for q in gold.questions]
         cost = self.cost_for(cfg)
-        model = self.gate_models.get((cfg.embedder, cfg.reranker))
-        s.gate_choice = GateChoice(model, "fitted by the sweep on the tuning set") if model is not None else COSINE
+        pair = (cfg.embedder, cfg.reranker)
+        s.use_gate(reranker=cfg.reranker, fitted=self.gate_models.get(pair) if pair in self.gate_fitted else None,
+                   fitted_source="fitted by the sweep on the tuning set")
         return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
                         min_timing_samples=timing_samples, cost=cost).as_json()

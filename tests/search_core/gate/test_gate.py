@@ -132,8 +132,10 @@ def test_wrong_fingerprint_and_broken_files_fall_back(small_index, tmp_path):
     choice = s.use_gate(tmp_path / "ok.json")
     feats = s.search("김치찌개").gate.features
     d = choice.decide(feats, 0.9, 0.82, True, reranker="bge-reranker")
-    assert d["kind"] == "cosine" and "reranker 'none'" in d["reason"] and d["inject"]
-    assert choice.decide(feats, 0.9, 0.82, True)["kind"] == "model"
+    assert d.kind == "cosine" and "reranker 'none'" in d.reason and d.inject and d.source == "cosine"
+    assert choice.decide(feats, 0.9, 0.82, True).kind == "model"
+    # a search with that reranker chooses again, by the same function, and says why the model does not fit
+    assert s.gate_for("bge-reranker").kind == "cosine" and "reranker 'none'" in s.gate_for("bge-reranker").reason
 
 
 def test_bad_labels_are_refused():

@@ -109,7 +109,8 @@ def test_search_json_shape(small_index):
     assert set(data["results"][0]) >= {"note_id", "title", "score", "snippet", "channels"}
     assert set(data["results"][0]["channels"]) == {"dense", "sparse", "decomposed", "entity"}
     assert set(data["gate"]) == {"inject", "top_score", "threshold", "band", "kind", "probability", "reason",
-                                 "features"}
+                                 "decided_by", "features"}
+    assert set(data["gate"]["decided_by"]) == {"inject", "probability", "band", "kind", "source", "threshold", "reason"}
     assert {"embed", "dense", "sparse", "decomposed", "entity", "fusion", "rerank", "total"} <= set(data["timings_ms"])
     assert "---" not in data["results"][0]["snippet"] and "aliases:" not in data["results"][0]["snippet"]
 

@@ -86,13 +86,17 @@ def test_pairwise_counts_questions_and_ranks():
 
 
 def test_a_new_threshold_redecides_the_gate_without_searching():
-    from tuner.ab.run import _with_threshold
+    from search_core.config import SearchConfig
+    from search_core.gate.model import COSINE
+    from tuner.ab.run import _regate
     from tuner.evaluation.evaluate import QueryRow
     rows = [QueryRow("a", "L1", "q", ("g",), ("g",), 1, True, 0.80, {}),
             QueryRow("p", "probe", "q", (), ("x",), None, True, 0.70, {}),
             QueryRow("e", "L1", "q", ("g",), (), None, False, 0.0, {})]
-    assert [r.inject for r in _with_threshold(rows, 0.75)] == [True, False, False]
-    assert [r.inject for r in _with_threshold(rows, 0.60)] == [True, True, False]
+    assert [r.inject for r in _regate(rows, COSINE, SearchConfig(), 0.75)] == [True, False, False]
+    again = _regate(rows, COSINE, SearchConfig(), 0.60)
+    assert [r.inject for r in again] == [True, True, False]
+    assert {(r.gate.kind, r.gate.threshold) for r in again} == {("cosine", 0.60)}
 
 
 # -- the real A/B --------------------------------------------------------------------------------------
@@ -150,9 +154,18 @@ def test_ab_compares_available_models_and_reports_the_missing_one(demo_ab, mini)
         assert c["build"]["vectors"] > 0 and c["build"]["size_mb"] > 0
         assert c["latency"]["samples"] == 16 and c["latency"]["total"]["p95"] >= c["latency"]["total"]["p50"] > 0
         assert c["latency"]["embed"]["p50"] > 0
-        assert c["threshold_fitted"] and c["result"]["config"]["threshold"] == c["threshold"]
         assert c["result"]["gate"]["probes"] == 6
-        assert set(c["result"]["by_level"]) >= {"L0", "L1", "XL", "L2", "L3"}
+    # each candidate gated as `search` would: e5-small by the shipped default, minilm-l6 (no gate file fits
+    # it) by a model fitted on the tuning questions, never by another candidate's cut
+    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
+    gates = {k: {(q["gate"]["kind"], q["gate"]["source"]) for q in by[k]["result"]["per_query"]}
+             for k in ("e5-small", "minilm-l6")}
+    assert gates["e5-small"] == {("model", str(DEFAULT_GATE_FILE))} and not by["e5-small"]["threshold_fitted"]
+    assert by["e5-small"]["threshold"] == pytest.approx(load_gate(DEFAULT_GATE_FILE).threshold)
+    assert gates["minilm-l6"] == {("model", "fitted by the A/B on the tuning questions")}
+    assert by["minilm-l6"]["threshold_fitted"]
+    for k in ("e5-small", "minilm-l6"):
+        assert set(by[k]["result"]["by_level"]) >= {"L0", "L1", "XL", "L2", "L3"}
     (pair,) = demo_ab["pairs"]
     assert (pair["a"], pair["b"], pair["n"]) == ("e5-small", "minilm-l6", 10)
     h = pair["metrics"]["hit@5"]

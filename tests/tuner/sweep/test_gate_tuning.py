@@ -1,5 +1,6 @@
-"""The tuner gates with a model fitted on the tuning set, re-fits it for a new embedder or reranker, and
-tunes its probability threshold in gate rounds (issue 10, item 2)."""
+"""The tuner gates with the gate `search` would use (the index's gate file, else the shipped default), fits
+a model on the tuning set for an embedder or reranker no file fits, and tunes its probability threshold in
+gate rounds."""
 
 import dataclasses
 import hashlib
@@ -77,7 +78,10 @@ def test_gate_threshold_rounds_without_probes_are_unavailable(demo_index, tmp_pa
     gold = tmp_path / "no-probes.yaml"
     gold.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
     summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 4, gold=gold)
-    assert rounds[0]["config"]["gate_threshold"] is None                  # no model without probes
+    # no probes, so nothing to fit on: the shipped default decides, at its own threshold, as in `search`
+    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
+    assert rounds[0]["config"]["gate_threshold"] == round(load_gate(DEFAULT_GATE_FILE).threshold, 2)
+    assert {q["gate"]["source"] for q in rounds[0]["metrics"]["per_query"]} == {str(DEFAULT_GATE_FILE)}
     by_var = {r["variable"]: r for r in rounds[1:]}
     assert by_var["gate_threshold"]["decision"] == "unavailable" and "no probes" in by_var["gate_threshold"]["reason"]
     assert len(rounds) == 3                                               # each logged once, then the space is spent
