@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.paths import recall_log_file
 from search_core.percentiles import percentile_or_none
+from search_core.validate import clean_text
 
 DEFAULT_RETENTION_DAYS = 30.0
 PRUNE_EVERY = 1000            # writes between two retention passes (a DELETE on the ts index)
@@ -83,23 +85,48 @@ class RecallLog:
         self.retention_days = retention_days
         self.privacy = privacy
         self._lock = threading.Lock()
+        self.reopened = 0         # times the file was found deleted or replaced under us and opened again
+        self._open()
+        self._writes = 0
+        self.prune()
+
+    def _open(self) -> None:
         try:
             self.conn = _connect(self.path)
             for stmt in SCHEMA.split(";\n"):
                 if stmt.strip():
                     self.conn.execute(stmt)
-        except sqlite3.DatabaseError as e:
+            st = os.stat(self.path)
+        except (sqlite3.DatabaseError, OSError) as e:
             raise SearchCoreError(f"{self.path} is not a usable recall log ({e}); move it away or pass "
                                   "another --log path") from None
-        self._writes = 0
-        self.prune()
+        self._ident = (st.st_dev, st.st_ino)
+
+    def _same_file_locked(self) -> None:
+        """Reopen when the file was deleted or replaced since we opened it (`rm`, a restore, log
+        rotation): SQLite would go on writing into the unlinked inode and every later row would be lost.
+        One stat per write, about a microsecond."""
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._ident
+        except FileNotFoundError:
+            same = False
+        if same:
+            return
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._open()
+        self.reopened += 1
 
     def write(self, rec: dict) -> int:
         """Append one call; returns its id. Unknown keys are a programming error, so they raise."""
         unknown = set(rec) - set(COLUMNS)
         if unknown:
             raise SearchCoreError(f"unknown recall-log field(s) {sorted(unknown)}; fields: {', '.join(COLUMNS)}")
-        row = dict(rec)
+        row = {k: clean_text(v) if isinstance(v, str) else v for k, v in rec.items()}
         q = row.get("query") or ""
         row.setdefault("query_hash", query_hash(q))
         row.setdefault("query_chars", len(q))
@@ -114,6 +141,7 @@ class RecallLog:
         cols = [c for c in COLUMNS if c in row]
         sql = f"INSERT INTO recall_calls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         with self._lock:
+            self._same_file_locked()
             cur = self.conn.execute(sql, [row[c] for c in cols])
             self._writes += 1
             if self._writes % PRUNE_EVERY == 0:
@@ -122,6 +150,7 @@ class RecallLog:
 
     def mark_delivered(self, call_id: int, chars: int, at: float | None = None) -> None:
         with self._lock:
+            self._same_file_locked()
             self.conn.execute("UPDATE recall_calls SET delivered_at = ?, chars_delivered = ? WHERE id = ?",
                               (at or time.time(), chars, call_id))
 
