@@ -240,3 +240,34 @@ def test_a_silent_or_trickling_connection_is_closed(index_db, tmp_path):
         proc.terminate()
         proc.wait(60)
         err.close()
+
+
+@pytest.mark.slow
+def test_mcp_answers_a_call_with_a_lone_surrogate_and_logs_it(index_db, tmp_path):
+    import select
+    log = tmp_path / "log.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "mcp", "--db", str(index_db), "--log", str(log),
+                             "--timeout", "60"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+
+    def send(text):
+        proc.stdin.write((text + "\n").encode())
+        proc.stdin.flush()
+
+    def reply():
+        ready, _, _ = select.select([proc.stdout], [], [], 300)
+        return json.loads(proc.stdout.readline()) if ready else None
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        assert reply()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": '
+             '{"query": "GraphRAG 커뮤니티 요약 \\ud83d", "session_id": "s\\ud83d"}}}')
+        got = reply()
+        assert got is not None and got["id"] == 2 and "result" in got, got
+    finally:
+        proc.stdin.close()
+        proc.wait(120)
+    rows = read_calls(log)
+    assert [(r["session"], r["query"]) for r in rows] == [("s\ufffd", "GraphRAG 커뮤니티 요약 \ufffd")]
