@@ -53,7 +53,7 @@ def recall_log_stats(log_path, since, as_json):
 
 @recall_log.command("label")
 @_LOG_OPT
-@click.argument("call_id", required=False, type=int)
+@click.argument("call_id", required=False, type=click.IntRange(1, 2 ** 63 - 1))
 @click.argument("label", required=False)
 @click.option("--file", "label_file", type=click.Path(path_type=Path), default=None,
               help="Bulk: lines `ID relevant|irrelevant` (or JSON lines {\"id\", \"label\"}).")
