@@ -84,3 +84,42 @@ def test_status_survives_a_truncated_state_file_and_a_damaged_run_table(tmp_path
     assert any("daemon.sqlite cannot be read" in p for p in st["problems"])
     r = CliRunner().invoke(main, ["status", "--runs", str(tmp_path)])
     assert r.exit_code == 0 and "no daemon running" in r.output
+
+
+@pytest.fixture
+def db_copy(demo_db, tmp_path):
+    dst = tmp_path / "index.sqlite"
+    shutil.copy(demo_db, dst)
+    return dst
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_before_its_promotion_is_decided_on_restart(tmp_path, db_copy):
+    from tests.helpers import DEMO_VAULT
+    from tests.helpers.sweeps import DEMO_HOLD, DEMO_TUNE, FUSION_SPACE, small_gold
+    from tuner.ledger.ledger import Ledger
+    from tuner.promotion.promote import History
+    (tmp_path / "space.toml").write_text(FUSION_SPACE)
+    tune, hold = small_gold(DEMO_TUNE, tmp_path / "tune.yaml", 3), small_gold(DEMO_HOLD, tmp_path / "hold.yaml", 5)
+    cfg = tmp_path / "daemon.toml"
+    cfg.write_text(f'[daemon]\ntimezone = "UTC"\nruns = "runs"\n[sweep]\nvault = "{DEMO_VAULT}"\ndb = "{db_copy}"\n'
+                   f'gold = "{tune}"\nholdout = "{hold}"\nspace = "space.toml"\nrounds = 3\n'
+                   '[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n')
+    runs = tmp_path / "runs"
+    r = CliRunner().invoke(main, ["daemon", "--config", str(cfg), "--once", "sweep"])
+    assert r.exit_code == 0, r.output
+    # what a kill between the sweep's end and its decision leaves: a finished sweep, no decision
+    (runs / "promotions.sqlite").unlink()
+    (runs / "active.toml").unlink(missing_ok=True)
+    lg = Ledger(runs / "ledger.sqlite")
+    first = lg.sweep()["id"]
+    lg.close()
+    r = CliRunner().invoke(main, ["daemon", "--config", str(cfg), "--once", "sweep"])
+    assert r.exit_code == 0, r.output
+    lg = Ledger(runs / "ledger.sqlite")
+    sweeps = [s["id"] for s in lg.sweeps()]
+    lg.close()
+    assert sweeps == [first], "a new sweep started over the undecided one"
+    h = History(runs)
+    assert [e["sweep"] for e in h.events()] == [first]
+    h.close()
