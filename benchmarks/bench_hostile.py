@@ -1,7 +1,14 @@
-"""Costs of the issue-8 guards: a 100 KB query with the embedder cap, `check` (full and quick), and the
-ledger verifier.
+"""Costs of the input guards (a 100 KB query with the embedder cap, `check` full and quick, the ledger
+verifier), and with --attacks the server under hostile clients, each against a real `serve`:
 
-    python benchmarks/bench_hostile.py [--db PATH] [--runs 3] [--uncapped]
+- 1,100 connections that send nothing, under a file limit of 1,024: does /healthz answer, how fast, and
+  how much does stderr grow;
+- SIGTERM right after 150 accepted /queue calls (real questions): how many rows the recall log has;
+- 1,000 /queue calls with distinct 60 KB session ids: refused or kept, and the server's RSS growth;
+- a short query sent right behind a 4,000-character one: its wait, with one search lane (before) and with
+  the long-query lane (after), p50/p95 over --runs pairs.
+
+    python benchmarks/bench_hostile.py [--db PATH] [--runs 3] [--uncapped] [--attacks]
 
 --db defaults to an index of the demo vault built under runs/bench/; --uncapped also times one embedding
 of the whole 100 KB query (what every such search cost before the cap; minutes on a busy machine).
@@ -28,12 +35,174 @@ def timed(fn, runs: int) -> list[float]:
     return out
 
 
+CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from search_core.recall.engine import RecallEngine, RecallConfig, SearchBackend
+from search_core.recall.server import make_server
+make_server(RecallEngine(SearchBackend(sys.argv[1]), None, RecallConfig()), port=int(sys.argv[2]), warm=False).run()
+"""
+
+
+def _http(url, body=None, timeout=30.0):
+    import json
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                 method="GET" if body is None else "POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _up(url, proc, timeout=600):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            return _http(url + "/healthz", timeout=5)[0]
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"the server did not come up ({proc.returncode})")
+
+
+def attack_idle(db: Path, n: int = 1100) -> dict:
+    import os
+    import resource
+    import socket
+    import subprocess
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, n + 200)), hard))
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        err_path = Path(tmp) / "stderr"
+        with open(err_path, "w") as err:
+            proc = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(port)], stderr=err, cwd=ROOT,
+                                    env={**os.environ, "PYTHONPATH": str(ROOT)})
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _up(url, proc)
+                before = err_path.stat().st_size
+                socks = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(n)]
+                t0 = time.perf_counter()
+                try:
+                    st = _http(url + "/healthz", timeout=10)[0]
+                except OSError as e:
+                    st = f"no answer ({e})"
+                healthz_s = time.perf_counter() - t0
+                time.sleep(30)              # what the issue watched: stderr over 30 s of held connections
+                grown = err_path.stat().st_size - before
+                for s in socks:
+                    s.close()
+            finally:
+                proc.terminate()
+                proc.wait(60)
+    return {"connections": n, "nofile": 1024, "healthz_status": st, "healthz_s": round(healthz_s, 3),
+            "stderr_growth_bytes_30s": grown}
+
+
+def _serve(db: Path, log: Path, port: int):
+    import os
+    import subprocess
+    return subprocess.Popen([sys.executable, "-m", "tuner.cli", "serve", "--db", str(db), "--log", str(log),
+                             "--port", str(port)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stderr=subprocess.DEVNULL)
+
+
+def attack_sigterm(db: Path, n: int = 150) -> dict:
+    import signal
+    from search_core.recall.log import read_calls
+    questions = ["GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?", "RRF 점수는 어떻게 계산하나요?",
+                 "hybrid retrieval with dense and sparse channels", "BM25와 dense 검색을 섞는 방법은?"]
+    with tempfile.TemporaryDirectory() as tmp:
+        log, port = Path(tmp) / "log.sqlite", _free_port()
+        proc = _serve(db, log, port)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _up(url, proc)
+            accepted = sum(1 for i in range(n) if _http(url + "/queue", {
+                "query": f"{questions[i % len(questions)]} ({i})", "session_id": f"s{i}"})[1].get("queued"))
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        rows = read_calls(log)
+    by = {}
+    for r in rows:
+        by[r["stopped_by"] or "injected"] = by.get(r["stopped_by"] or "injected", 0) + 1
+    return {"accepted": accepted, "rows": len(rows), "rows_by_outcome": by}
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def attack_session_ids(db: Path, n: int = 1000) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        log, port = Path(tmp) / "log.sqlite", _free_port()
+        proc = _serve(db, log, port)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _up(url, proc)
+            before = _rss_kib(proc.pid)
+            codes = {}
+            for i in range(n):
+                sid = f"{i:06d}" + "x" * 60_000
+                st = _http(url + "/queue", {"query": "ok", "session_id": sid})[0]
+                codes[st] = codes.get(st, 0) + 1
+            after = _rss_kib(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(120)
+    return {"calls": n, "status_codes": codes, "rss_growth_mb": round((after - before) / 1024, 1)}
+
+
+def attack_long_then_short(db: Path, runs: int) -> dict:
+    import search_core.recall.engine as eng
+    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    long_q = ("GraphRAG 커뮤니티 요약과 RRF 융합을 비교한다. hybrid retrieval with dense and sparse channels. " * 60)[:4000]
+    out = {}
+    saved = eng.LONG_QUERY_CHARS
+    for name, limit in (("one_lane_before", 10 ** 9), ("long_lane_after", saved)):
+        eng.LONG_QUERY_CHARS = limit
+        engine = RecallEngine(SearchBackend(db), None, RecallConfig(timeout_s=600))
+        engine.warm()
+        waits = []
+        try:
+            for i in range(runs):
+                fut = engine.submit_search(f"{long_q[:-6]} {i:05d}")     # a new long query each time (no cache)
+                t0 = time.perf_counter()
+                engine.search(f"RRF 점수 계산 {i}", timeout_s=600)
+                waits.append(time.perf_counter() - t0)
+                fut.result(600)
+        finally:
+            engine.close()
+        out[name] = summary(waits)
+    eng.LONG_QUERY_CHARS = saved
+    return {"short_query_wait_s": out, "long_query_chars": len(long_q)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", type=Path, default=None)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--uncapped", action="store_true")
+    ap.add_argument("--attacks", action="store_true", help="Only the attacks on `serve` (see the module doc).")
     a = ap.parse_args()
+    if a.attacks:
+        return run_attacks(a)
     from search_core.index.check import check_index
     from search_core.index.indexer import index_vault
     from search_core.search.limits import QUERY_EMBED_MAX_CHARS
@@ -72,6 +241,25 @@ def main():
     print(write_result("hostile", res))
     for k, v in res.items():
         print(f"{k:<32} {v}")
+
+
+def run_attacks(a):
+    import os
+    db = a.db
+    if db is None:
+        from search_core.index.indexer import index_vault
+        db = ROOT / "runs" / "bench" / "hostile-demo.sqlite"
+        index_vault(ROOT / "experiments" / "demo-vault", db)
+    res = {"db": str(db), "load_average_at_start": os.getloadavg()[0]}
+    res["idle_connections"] = attack_idle(db)
+    res["sigterm_after_queue"] = attack_sigterm(db)
+    res["session_ids_60kb"] = attack_session_ids(db)
+    res["long_then_short"] = attack_long_then_short(db, a.runs)
+    res["load_average_at_end"] = os.getloadavg()[0]
+    res["note"] = "2-core machine shared with other jobs; latency figures need a quieter rerun"
+    print(write_result("hostile-attacks", res))
+    for k, v in res.items():
+        print(f"{k:<24} {v}")
 
 
 if __name__ == "__main__":

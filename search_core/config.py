@@ -110,6 +110,11 @@ def read_toml(path: str | Path, what: str = "config file") -> dict:
         return tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SearchCoreError(f"{what} {p} does not exist") from None
+    except IsADirectoryError:
+        raise SearchCoreError(f"{what} {p} is a folder, not a file") from None
+    except UnicodeDecodeError as e:
+        raise SearchCoreError(f"{what} {p} is not UTF-8 (byte {e.start}: {e.reason}); TOML files are UTF-8: "
+                              "re-save it as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise SearchCoreError(f"{what} {p} is not valid TOML: {e}") from None
 
@@ -119,9 +124,12 @@ def load_config(path: str | Path | None, base: SearchConfig | None = None) -> Se
     base = base or SearchConfig()
     if path is None:
         return base
+    from search_core.validate import Where, check_search_values
     data = read_toml(path)
+    where = Where(str(path), "[search]" if "search" in data else "")
     if "search" in data:
-        data = data["search"]
+        data = where.table_of(data["search"], "[search]")
     else:
         data = {k: v for k, v in data.items() if not isinstance(v, dict)}   # other tables ([score]) are not ours
-    return base.replace(**data)
+    where.known_keys(data, [f.name for f in dataclasses.fields(SearchConfig)])
+    return base.replace(**check_search_values(data, where))

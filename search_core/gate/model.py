@@ -127,6 +127,12 @@ def load_gate(path: str | Path) -> GateModel:
                       fitted_on=dict(d.get("fitted_on", {})))
     except (KeyError, TypeError, ValueError) as e:
         raise GateFileError(f"gate file {p} lacks or garbles a field ({e}); {fix}") from None
+    numbers = {"mean": m.mean, "scale": m.scale, "coef": m.coef, "intercept": (m.intercept,),
+               "calib_a": (m.calib_a,), "calib_b": (m.calib_b,), "threshold": (m.threshold,),
+               "caveat_width": (m.caveat_width,)}
+    bad = [k for k, vals in numbers.items() if not all(math.isfinite(v) for v in vals)]
+    if bad:   # a NaN weight made every P(answerable) NaN: every search injected, and JSON output broke
+        raise GateFileError(f"gate file {p}: {', '.join(bad)} must be finite numbers (found NaN or infinity); {fix}")
     n = len(m.features)
     unknown = [f for f in m.features if f not in FEATURE_NAMES]
     if unknown:

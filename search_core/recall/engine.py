@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+from collections import OrderedDict
 import os
 import re
 import threading
@@ -27,12 +28,18 @@ from search_core.config import read_toml
 from search_core.gate.model import WHICH_GATE
 from search_core.paths import active_config_file
 from search_core.recall.backend import SearchBackend  # noqa: F401  (re-exported)
+from search_core.validate import Where, clean_text
 
-RECALL_ENV = "AUTORESEARCH_RECALL"          # "0" turns the whole path off (the kill switch)
+RECALL_ENV = "AUTORESEARCH_RECALL"
+LONG_QUERY_CHARS = 1000                     # past about one 512-token window a query searches on the long lane
+MAX_TIMEOUT_S = 600.0                       # a recall that takes minutes is an outage, not a setting
+MAX_SESSIONS = 10_000                       # sessions kept (LRU); ~0.6 KB each when idle
+SESSION_IDLE_S = 3600.0                     # a session untouched for an hour is forgotten (its block is stale)          # "0" turns the whole path off (the kill switch)
 GATES = ("kill_switch", "too_short", "small_talk", "in_flight", "threshold")
 # Not gates, but reasons a block is empty: the search failed or timed out / nothing was queued / every
 # line was one the caller already holds (its `held` lines or `exclude_notes`).
 ERROR, NOTHING_QUEUED, ALREADY_HELD = "error", "nothing_queued", "already_held"
+SHUTDOWN = "shutdown"     # accepted, then the server stopped before its search ran: logged, not searched
 
 # The profile the caller works for. Background work runs in a copy of the caller's context: a thread
 # that lost it would read "default" here and answer (and log) for another profile.
@@ -85,10 +92,33 @@ def active_config_path(explicit: str | Path | None) -> Path | None:
 
 
 def load_recall_config(path: str | Path | None) -> RecallConfig:
-    """The [recall] table of a TOML config (the same file as --config), onto the defaults."""
+    """The [recall] table of a TOML config (the same file as --config), onto the defaults, each value
+    checked (a wrong type here would make every call end `stopped_by: error`, far from its cause)."""
     if path is None:
         return RecallConfig()
-    return RecallConfig().replace(**read_toml(path).get("recall", {}))
+    where = Where(str(path), "[recall]")
+    return RecallConfig().replace(**check_recall_values(where.table_of(read_toml(path).get("recall", {}),
+                                                                       "[recall]"), where))
+
+
+def check_recall_values(data: dict, where: Where) -> dict:
+    where.known_keys(data, [f.name for f in dataclasses.fields(RecallConfig)])
+    out = dict(data)
+    if "enabled" in data:
+        out["enabled"] = where.boolean("enabled", data["enabled"])
+    if "min_chars" in data:
+        out["min_chars"] = where.integer("min_chars", data["min_chars"], lo=0, hi=10_000)
+    if "small_talk" in data:
+        out["small_talk"] = where.regex_list("small_talk", data["small_talk"])
+    if "char_budget" in data:
+        out["char_budget"] = where.integer("char_budget", data["char_budget"], lo=100, hi=100_000)
+    if "max_lines" in data:
+        out["max_lines"] = where.integer("max_lines", data["max_lines"], lo=1, hi=100)
+    if "timeout_s" in data:
+        out["timeout_s"] = where.number("timeout_s", data["timeout_s"], lo=0.0, hi=MAX_TIMEOUT_S, lo_open=True)
+    if "query_log" in data:
+        out["query_log"] = where.string("query_log", data["query_log"], choices=("text", "hash"))
+    return out
 
 
 # -- the gates before the search: pure functions of (query, config) ------------------------------------
@@ -215,6 +245,7 @@ class _Job:
 
 @dataclass
 class _Session:
+    touched: float = 0.0         # monotonic time of the last call (sessions idle for SESSION_IDLE_S are dropped)
     gen: int = 0
     running: bool = False
     pending: _Job | None = None
@@ -231,13 +262,19 @@ class RecallEngine:
     def __post_init__(self):
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._sessions: dict[tuple[str, str], _Session] = {}
+        self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()   # least recently used first
+        self._closing = False
         self._pending_writes = 0
         self._runner_pool = ThreadPoolExecutor(self.runners, thread_name_prefix="recall-session")
-        # One search at a time: the Searcher holds one connection, and e5 already spreads one query over
-        # both cores, so a second search thread only queues behind the first inside the model.
+        # One search at a time per lane: the Searcher holds one connection, and e5 already spreads one
+        # query over both cores. Queries over LONG_QUERY_CHARS take a lane of their own (a second Searcher
+        # on the same index and the same loaded model): a 4,000-character query embeds four 512-token
+        # windows (1.9 s on a quiet machine), and a short one queued behind it used to wait all that time.
         self._search_pool = ThreadPoolExecutor(1, thread_name_prefix="recall-search")
-        self.counters = {"queued": 0, "searched": 0, "errors": 0, "timeouts": 0}
+        self._long_pool = ThreadPoolExecutor(1, thread_name_prefix="recall-search-long")
+        self._long_backend: SearchBackend | None = None
+        self.counters = {"queued": 0, "searched": 0, "errors": 0, "timeouts": 0, "sessions_dropped": 0,
+                         "shutdown": 0, "log_errors": 0}
 
     # -- public, never raising -----------------------------------------------------------------------
     def queue_prefetch(self, query: str, session_id: str, *, start=None) -> str | None:
@@ -248,13 +285,13 @@ class RecallEngine:
         holds the GIL, and the answer then waits out the 5 ms switch interval (the p99 of a /queue call)."""
         try:
             t0, ts = time.perf_counter(), time.time()
-            query = query if isinstance(query, str) else ""
-            key = (current_profile.get(), str(session_id))
+            query = clean_text(query) if isinstance(query, str) else ""
+            key = self._key(session_id)
             stopped = first_closed_gate(query, self.cfg)
             begin = False
             with self._lock:
                 self.counters["queued"] += 1
-                s = self._sessions.setdefault(key, _Session())
+                s = self._session_locked(key)
                 s.gen += 1
                 dropped, s.pending, s.cached = s.pending, None, None   # an older block is stale now
                 if stopped:
@@ -278,7 +315,7 @@ class RecallEngine:
         queued, a gate stopped it, it failed, or its search is still in flight. `exclude_notes` leaves out
         notes the caller was already given; `char_budget` lowers (never raises) the configured budget."""
         try:
-            key = (current_profile.get(), str(session_id))
+            key = self._key(session_id)
             with self._lock:
                 s = self._sessions.get(key)
                 if s is None or (s.cached is None and not s.running):
@@ -301,8 +338,9 @@ class RecallEngine:
         """The same gates, search and log, synchronously (for MCP, which has no turn hook)."""
         try:
             t0, ts = time.perf_counter(), time.time()
-            key = (current_profile.get(), str(session_id))
-            stopped = first_closed_gate(query if isinstance(query, str) else "", self.cfg)
+            key = self._key(session_id)
+            query = clean_text(query) if isinstance(query, str) else ""
+            stopped = first_closed_gate(query, self.cfg)
             if stopped:
                 call_id = self._write(self._record_gate(query or "", key, ts, stopped))
                 return RecallBlock("", False, {}, stopped, call_id)
@@ -318,7 +356,20 @@ class RecallEngine:
 
     def submit_search(self, query: str, top_k: int | None = None):
         """A plain search on the same serialized worker; returns a concurrent Future (the server awaits it)."""
-        return self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
+        return self._submit(clean_text(query), top_k)
+
+    def _submit(self, query: str, top_k: int | None = None):
+        """The search on its lane's worker (short and long queries never wait for each other)."""
+        if len(query) <= LONG_QUERY_CHARS or not isinstance(self.backend, SearchBackend):
+            return self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
+        return self._long_pool.submit(contextvars.copy_context().run, self._long().search, query, top_k)
+
+    def _long(self) -> SearchBackend:
+        if self._long_backend is None:
+            b = self.backend
+            self._long_backend = SearchBackend(b.db, b._cfg, config_path=b._config_path, query_cache=b.query_cache,
+                                               gate=b.gate)
+        return self._long_backend
 
     def search(self, query: str, top_k: int | None = None, timeout_s: float | None = None):
         """A plain search bounded by the timeout (raises TimeoutError, or the search's own error)."""
@@ -334,6 +385,8 @@ class RecallEngine:
         timeout). Returns the error text when the index or model cannot load, else None."""
         try:
             self._search_pool.submit(self.backend.search, "warm-up query: 검색 준비").result()
+            if isinstance(self.backend, SearchBackend):   # open the long lane's Searcher too (the model is shared)
+                self._long_pool.submit(self._long().search, "warm-up query: 검색 준비").result()
             return None
         except Exception as e:
             return f"{type(e).__name__}: {e}"
@@ -341,6 +394,39 @@ class RecallEngine:
     def close(self, wait: bool = True):
         self._runner_pool.shutdown(wait=wait)
         self._search_pool.shutdown(wait=wait, cancel_futures=not wait)
+        self._long_pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def shutdown(self) -> None:
+        """Stop without losing an accepted call: searches already running finish (each is bounded by the
+        timeout), every call still queued is logged as `stopped_by: shutdown` instead of searched, and
+        every pending log write lands before this returns."""
+        with self._lock:
+            self._closing = True
+        self._runner_pool.shutdown(wait=True)     # the queued _drain tasks run, and log instead of search
+        self._search_pool.shutdown(wait=True)
+        self._long_pool.shutdown(wait=True)
+        self.wait_idle(self.cfg.timeout_s + 5)
+
+    def _key(self, session_id) -> tuple[str, str]:
+        return current_profile.get(), clean_text(str(session_id))
+
+    def _session_locked(self, key) -> _Session:
+        """The session for `key`, made most recently used; sessions past MAX_SESSIONS or idle for
+        SESSION_IDLE_S are dropped from the old end first (never one whose search is running)."""
+        now = time.monotonic()
+        s = self._sessions.get(key)
+        if s is None:
+            s = self._sessions[key] = _Session()
+        else:
+            self._sessions.move_to_end(key)
+        s.touched = now
+        while len(self._sessions) > 1:
+            old_key, old = next(iter(self._sessions.items()))
+            if old is s or old.running or (len(self._sessions) <= MAX_SESSIONS and now - old.touched < SESSION_IDLE_S):
+                break
+            del self._sessions[old_key]
+            self.counters["sessions_dropped"] += 1
+        return s
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no session has a search queued or running (for tests, benchmarks and shutdown)."""
@@ -379,10 +465,17 @@ class RecallEngine:
                     s.running = False
                     self._idle.notify_all()
                     return
+                closing = self._closing
+            if closing:       # accepted before the stop: the caller was told "queued", so it is a row
+                self.counters["shutdown"] += 1
+                job.ctx.run(self._write, self._record(job, key, stopped_by=SHUTDOWN))
+                continue
             try:
                 cached = job.ctx.run(self._search_block, job, key, current=None)
-            except Exception as e:   # _search_block catches everything; this is the last line of defence
-                cached = (), (), RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
+            except BaseException as e:   # _search_block catches everything; this is the last line of defence
+                self.counters["errors"] += 1
+                rec = {**job.ctx.run(self._record, job, key, stopped_by=ERROR), "error": f"{type(e).__name__}: {e}"}
+                cached = (), (), RecallBlock("", False, {}, ERROR, self._write(rec), rec["error"])
             with self._lock:
                 if s.gen == job.gen:
                     s.cached = cached
@@ -395,7 +488,7 @@ class RecallEngine:
         try:
             if remaining <= 0:
                 raise TimeoutError(f"waited {waited:.0f} ms in the queue; the timeout is {self.cfg.timeout_s:.1f} s")
-            fut = self._search_pool.submit(contextvars.copy_context().run, self.backend.search, job.query)
+            fut = self._submit(job.query)
             try:
                 res = fut.result(timeout=remaining)
             except FutureTimeout:
@@ -449,6 +542,7 @@ class RecallEngine:
             return self.log.write(rec)
         except Exception:        # a full disk must not break the agent's turn either
             self.counters["errors"] += 1
+            self.counters["log_errors"] += 1
             return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -19,6 +20,7 @@ from search_core import SearchCoreError
 from search_core.hashing import hash_json
 from search_core.paths import recall_log_file
 from search_core.percentiles import percentile_or_none
+from search_core.validate import clean_text
 
 DEFAULT_RETENTION_DAYS = 30.0
 PRUNE_EVERY = 1000            # writes between two retention passes (a DELETE on the ts index)
@@ -92,23 +94,48 @@ class RecallLog:
         self.retention_days = retention_days
         self.privacy = privacy
         self._lock = threading.Lock()
+        self.reopened = 0         # times the file was found deleted or replaced under us and opened again
+        self._open()
+        self._writes = 0
+        self.prune()
+
+    def _open(self) -> None:
         try:
             self.conn = _connect(self.path)
             for stmt in SCHEMA.split(";\n"):
                 if stmt.strip():
                     self.conn.execute(stmt)
-        except sqlite3.DatabaseError as e:
+            st = os.stat(self.path)
+        except (sqlite3.DatabaseError, OSError) as e:
             raise SearchCoreError(f"{self.path} is not a usable recall log ({e}); move it away or pass "
                                   "another --log path") from None
-        self._writes = 0
-        self.prune()
+        self._ident = (st.st_dev, st.st_ino)
+
+    def _same_file_locked(self) -> None:
+        """Reopen when the file was deleted or replaced since we opened it (`rm`, a restore, log
+        rotation): SQLite would go on writing into the unlinked inode and every later row would be lost.
+        One stat per write, about a microsecond."""
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._ident
+        except FileNotFoundError:
+            same = False
+        if same:
+            return
+        try:
+            self.conn.close()
+        except sqlite3.Error:
+            pass
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._open()
+        self.reopened += 1
 
     def write(self, rec: dict) -> int:
         """Append one call; returns its id. Unknown keys are a programming error, so they raise."""
         unknown = set(rec) - set(COLUMNS)
         if unknown:
             raise SearchCoreError(f"unknown recall-log field(s) {sorted(unknown)}; fields: {', '.join(COLUMNS)}")
-        row = dict(rec)
+        row = {k: clean_text(v) if isinstance(v, str) else v for k, v in rec.items()}
         q = row.get("query") or ""
         row.setdefault("query_hash", query_hash(q))
         row.setdefault("query_chars", len(q))
@@ -123,6 +150,7 @@ class RecallLog:
         cols = [c for c in COLUMNS if c in row]
         sql = f"INSERT INTO recall_calls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         with self._lock:
+            self._same_file_locked()
             cur = self.conn.execute(sql, [row[c] for c in cols])
             self._writes += 1
             if self._writes % PRUNE_EVERY == 0:
@@ -131,6 +159,7 @@ class RecallLog:
 
     def mark_delivered(self, call_id: int, chars: int, at: float | None = None) -> None:
         with self._lock:
+            self._same_file_locked()
             self.conn.execute("UPDATE recall_calls SET delivered_at = ?, chars_delivered = ? WHERE id = ?",
                               (at or time.time(), chars, call_id))
 
@@ -300,15 +329,36 @@ def recall_stats(path: str | Path, since_s: float | None = None, now: float | No
     }
 
 
-def parse_label_file(path: str | Path) -> list[tuple[int, str]]:
-    """Lines `ID LABEL` (space, tab or comma separated; `#` starts a comment) or JSON lines
-    {"id": ..., "label": ...}. Every bad line is reported at once, with its number."""
-    p = Path(path)
+MAX_CALL_ID = 2 ** 63 - 1     # SQLite's INTEGER PRIMARY KEY; a larger id cannot name a call
+
+
+def _label_text(p: Path) -> str:
+    """The label file as text: UTF-8 (a BOM is dropped); UTF-16 or another encoding is a clear error."""
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except FileNotFoundError:
         raise SearchCoreError(f"label file {p} does not exist") from None
-    pairs, bad = [], []
+    except IsADirectoryError:
+        raise SearchCoreError(f"label file {p} is a folder; give a file of `ID relevant|irrelevant` lines") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise SearchCoreError(f"label file {p} is UTF-16; save it as UTF-8 (e.g. `iconv -f UTF-16 -t UTF-8`)")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise SearchCoreError(f"label file {p} is not UTF-8 (line {line}, byte {e.start}: {e.reason}); save it as "
+                              "UTF-8 (from latin-1: `iconv -f latin1 -t UTF-8`)") from None
+
+
+def parse_label_file(path: str | Path) -> list[tuple[int, str]]:
+    """Lines `ID LABEL` (space, tab or comma separated; `#` starts a comment) or JSON lines
+    {"id": ..., "label": ...}. Every bad line is reported at once, with its number; an id must be a whole
+    number that can name a call (not 1.9, true or 1e400); the same id twice with two labels is refused,
+    the same id twice with one label counts once."""
+    from search_core.validate import BadValue, Where
+    p = Path(path)
+    text = _label_text(p)
+    pairs, bad, seen = [], [], {}
     for n, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -319,11 +369,25 @@ def parse_label_file(path: str | Path) -> list[tuple[int, str]]:
                 call_id, label = obj["id"], obj["label"]
             else:
                 call_id, label = line.replace(",", " ").replace("\t", " ").split()
-            pairs.append((int(call_id), str(label).strip()))
-        except (ValueError, KeyError, TypeError, json.JSONDecodeError):
+            if isinstance(call_id, str) and call_id.strip().isascii() and call_id.strip().isdigit():
+                call_id = int(call_id)
+            call_id = Where(f"{p} line {n}").integer("id", call_id, lo=1, hi=MAX_CALL_ID)
+            if not isinstance(label, str):
+                raise TypeError(label)
+        except (ValueError, KeyError, TypeError, BadValue, json.JSONDecodeError):
             bad.append(f"line {n}: {line[:60]!r}")
+            continue
+        label = label.strip()
+        if call_id in seen:
+            if seen[call_id][0] != label:
+                bad.append(f"line {n}: call {call_id} is labelled {label!r} here and {seen[call_id][0]!r} on "
+                           f"line {seen[call_id][1]}")
+            continue
+        seen[call_id] = (label, n)
+        pairs.append((call_id, label))
     if bad:
-        raise SearchCoreError(f"{p}: {len(bad)} line(s) are not `ID relevant|irrelevant`: " + "; ".join(bad[:10]))
+        raise SearchCoreError(f"{p}: {len(bad)} line(s) are not `ID relevant|irrelevant` (ID a call id from 1), "
+                              "or contradict another: " + "; ".join(bad[:10]))
     return pairs
 
 
@@ -352,4 +416,4 @@ def label_calls(path: str | Path, pairs: list[tuple[int, str]], now: float | Non
                                    "GROUP BY label").fetchall())
     finally:
         conn.close()
-    return {"labelled": len(pairs), "totals": {lab: counts.get(lab, 0) for lab in LABELS}}
+    return {"labelled": len({i for i, _ in pairs}), "totals": {lab: counts.get(lab, 0) for lab in LABELS}}

@@ -51,13 +51,60 @@ def build_server(engine: RecallEngine):
     return server
 
 
+def clean_json_line(line: str) -> str:
+    """A JSON-RPC line with every lone surrogate escape (`\\ud83d` alone: a JavaScript host cut a string
+    inside an emoji) made U+FFFD. The SDK's parser refuses such a line, and the call then got no reply at
+    all; Python's json reads it, so the line is read, cleaned and written back (only when it has one)."""
+    if "\\ud" not in line.lower():
+        return line
+    import json
+
+    from search_core.validate import clean_text
+
+    def clean(v):
+        if isinstance(v, str):
+            return clean_text(v)
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        if isinstance(v, dict):
+            return {clean(k): clean(x) for k, x in v.items()}
+        return v
+    try:
+        return json.dumps(clean(json.loads(line))) + "\n"
+    except ValueError:
+        return line                      # not JSON: the SDK answers it with its own parse error
+
+
+class _CleanLines:
+    """stdin for the SDK's stdio transport, each line through clean_json_line."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def readline(self, *args) -> str:
+        line = self.stream.readline(*args)
+        return clean_json_line(line) if line else line
+
+
 def run_stdio(engine: RecallEngine) -> None:
     """Serve until the host closes stdin. The model loads before the first request, not inside it."""
+    import io
+    import sys
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
     err = engine.warm()
     if err:
-        import sys
         print(f"autoresearch mcp: the index is not usable yet ({err}); tools will report it", file=sys.stderr)
+    server = build_server(engine)
+    stdin = anyio.wrap_file(_CleanLines(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
+
+    async def serve():   # MCPServer.run("stdio") with our stdin; the low-level run is the SDK's documented loop
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            low = server._lowlevel_server
+            await low.run(read_stream, write_stream, low.create_initialization_options())
     try:
-        build_server(engine).run("stdio")
+        anyio.run(serve)
     finally:
         engine.close(wait=True)

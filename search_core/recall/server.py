@@ -26,12 +26,15 @@ from collections import defaultdict, deque
 from search_core import SearchCoreError
 from search_core.models.base import ModelUnavailable
 from search_core.recall.engine import RecallEngine, current_profile
+from search_core.recall.http_guard import BODY_TIMEOUT_S
+from search_core.validate import clean_text
 
 MAX_BODY_BYTES = 64 * 1024        # a turn's message is a few KB; 64 KB is ~20 pages of text
 MAX_QUERY_CHARS = 4000            # e5 reads 512 tokens (~1,500 Korean chars); past 4,000 a query is a paste
 MAX_PENDING_SEARCHES = 64         # beyond this /search answers 503 busy at once instead of queueing forever
 MAX_K = 100
 MAX_PROFILE_CHARS = 200           # a profile is a name, not a document
+MAX_SESSION_CHARS = 200           # an id, as over MCP; 60 KB ids used to be kept, per session, forever
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
@@ -94,11 +97,8 @@ def _err(status, code, message):
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-async def _read_json(request, max_body: int) -> dict:
+async def _read_body(request, max_body: int) -> bytes:
     from starlette.requests import ClientDisconnect
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > max_body:
-        raise ApiError(413, "body_too_large", f"the body is {int(declared):,} bytes; the limit is {max_body:,}")
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
@@ -108,7 +108,17 @@ async def _read_json(request, max_body: int) -> dict:
             chunks.append(chunk)
     except ClientDisconnect:
         raise ApiError(499, "client_disconnected", "the client went away mid-request") from None
-    raw = b"".join(chunks)
+    return b"".join(chunks)
+
+
+async def _read_json(request, max_body: int) -> dict:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_body:
+        raise ApiError(413, "body_too_large", f"the body is {int(declared):,} bytes; the limit is {max_body:,}")
+    try:   # a body sent a byte at a time would hold the connection (and its file) for as long as it likes
+        raw = await asyncio.wait_for(_read_body(request, max_body), BODY_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise ApiError(408, "body_timeout", f"the body did not arrive within {BODY_TIMEOUT_S:.0f} s") from None
     if not raw.strip():
         raise ApiError(400, "empty_body", 'the body is empty; send JSON, e.g. {"query": "...", "session_id": "..."}')
     try:
@@ -122,6 +132,7 @@ async def _read_json(request, max_body: int) -> dict:
 
 
 def _field(data: dict, name: str, *, required=True, max_chars=None) -> str | None:
+    """A string field of a body, its lone surrogates made U+FFFD (search_core.validate.clean_text)."""
     v = data.get(name)
     if v is None:
         if required:
@@ -132,7 +143,7 @@ def _field(data: dict, name: str, *, required=True, max_chars=None) -> str | Non
     if max_chars and len(v) > max_chars:
         raise ApiError(413, "query_too_long", f'"{name}" has {len(v):,} characters; the limit is {max_chars:,}. '
                                               "Send the user's message, not a whole document")
-    return v
+    return clean_text(v)
 
 
 def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int = MAX_BODY_BYTES,
@@ -143,6 +154,8 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
     from starlette.exceptions import HTTPException
     from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
+
+    from search_core.recall.http_guard import install_quiet_errors
 
     metrics = _Metrics()
     pending = {"n": 0}
@@ -209,7 +222,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
     async def queue(request):
         data = await _read_json(request, max_body)
         query = _field(data, "query", max_chars=max_query_chars)
-        sid = _field(data, "session_id")
+        sid = _field(data, "session_id", max_chars=MAX_SESSION_CHARS)
         token = as_profile(data)
         try:
             stopped = engine.queue_prefetch(query, sid, start=asyncio.get_running_loop().call_soon)
@@ -219,7 +232,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
 
     async def prefetch(request):
         data = await _read_json(request, max_body)
-        sid = _field(data, "session_id")
+        sid = _field(data, "session_id", max_chars=MAX_SESSION_CHARS)
         held = string_list(data, "held", "lines the agent already holds")
         exclude = string_list(data, "exclude_notes", "note ids the agent was already given")
         budget = data.get("char_budget")
@@ -233,10 +246,12 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
 
     async def healthz(request):
         b = engine.backend
-        ok = b.db.exists() and state["warm_error"] is None
+        log = recall_log_health(engine)
+        ok = b.db.exists() and state["warm_error"] is None and not log.get("write_errors")
         return JSONResponse({"status": "ok" if ok else "degraded", "db": str(b.db), "db_exists": b.db.exists(),
                              "index_fingerprint": b.fingerprint_key, "in_flight": engine.in_flight(),
-                             "warm_error": state["warm_error"], "uptime_s": round(time.time() - metrics.started, 1)})
+                             "warm_error": state["warm_error"], "log": log,
+                             "uptime_s": round(time.time() - metrics.started, 1)})
 
     async def metrics_ep(request):
         return PlainTextResponse(metrics.render(engine), media_type="text/plain; version=0.0.4")
@@ -250,9 +265,13 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
 
     @asynccontextmanager
     async def lifespan(app):
+        install_quiet_errors(asyncio.get_running_loop())
         if warm:   # the first search loads the model (seconds): do it now, not inside a client's timeout
             state["warm_error"] = await asyncio.get_running_loop().run_in_executor(None, engine.warm)
         yield
+        # Here, not after run(): uvicorn re-raises the SIGTERM it caught once serve() returns, which ends
+        # the process before any code after run() (150 accepted /queue calls left 8 rows that way).
+        await asyncio.get_running_loop().run_in_executor(None, engine.shutdown)
 
     routes = [Route("/search", endpoint(search), methods=["POST"]),
               Route("/queue", endpoint(queue), methods=["POST"]),
@@ -264,17 +283,27 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
 
 
+def recall_log_health(engine: RecallEngine) -> dict:
+    """The recall log's part of /healthz: its path, how often it was found deleted or replaced and
+    reopened, and how many rows could not be written."""
+    log = engine.log
+    return {"path": str(getattr(log, "path", "")) or None, "reopened": getattr(log, "reopened", 0),
+            "write_errors": engine.counters.get("log_errors", 0)}
+
+
 def make_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, **kw):
-    """A uvicorn.Server (not started): run() blocks; tests run it in a thread and set should_exit."""
+    """A uvicorn.Server (not started): run() blocks; tests run it in a thread and set should_exit.
+    Timeouts, the connection cap and quiet errors: search_core.recall.http_guard."""
     import uvicorn
-    config = uvicorn.Config(create_app(engine, token=token, **kw), host=host, port=port, log_level="warning",
-                            access_log=False, timeout_graceful_shutdown=5, backlog=2048)
-    return uvicorn.Server(config)
+
+    from search_core.recall.http_guard import guarded_config
+    return uvicorn.Server(guarded_config(create_app(engine, token=token, **kw), host=host, port=port))
 
 
 def run_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None) -> None:
+    """Serve until SIGTERM/SIGINT; then every call already accepted is searched or logged as
+    `stopped_by: shutdown` before the process ends (RecallEngine.shutdown)."""
     try:
         make_server(engine, host=host, port=port, token=token).run()
     finally:
-        engine.close(wait=False)
-        engine.wait_idle(5)
+        engine.shutdown()

@@ -51,11 +51,13 @@ def status(runs, as_json):
         click.echo(json.dumps(s, ensure_ascii=False, default=str))
         return
     d = s["daemon"]
-    click.echo(f"runs {s['runs']}: " + (f"daemon running (pid {d['pid']}, holds the lock)" if d["running"]
+    click.echo(f"runs {s['runs']}: " + (f"daemon running (pid {d['pid'] if d['pid'] and d['pid'] > 0 else 'unknown'}, holds the lock)" if d["running"]
                                          else "no daemon running"))
     for j in s["jobs"]:
         click.echo(f"  {j['job']:<10} {j['schedule'] or '':<28} next {j['next_run'] or '–':<26} "
                    f"last {j['last_run'] or '–'} {j['last_outcome'] or ''}")
+    for p in s.get("problems", []):
+        click.echo(f"  problem: {p}", err=True)
 
 
 @click.group("config")

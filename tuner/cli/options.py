@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
-from tuner.durations import DurationError, parse_duration
+from tuner.durations import EXAMPLES, DurationError, parse_duration
 from tuner.reports.render import FORMATS
 
 DEFAULT_LEDGER = Path("runs/ledger.sqlite")
@@ -45,6 +45,41 @@ def duration(text: str | None, *, allow_all: bool = False, param_hint: str | Non
         return parse_duration(text, allow_all=allow_all)
     except DurationError as e:
         raise click.BadParameter(str(e), param_hint=param_hint) from None
+
+
+class FiniteFloat(click.FloatRange):
+    """A FloatRange that also refuses nan and inf (a comparison with nan is always false, so FloatRange
+    lets it through: `--timeout nan` made every call fail)."""
+
+    name = "finite number"
+
+    def convert(self, value, param, ctx):
+        import math
+        if isinstance(value, str) and value.strip().lower() in ("nan", "inf", "+inf", "-inf", "infinity", "-infinity"):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+def duration_value(ctx, param, value):
+    """A click callback: a duration option's text, refused at parse time when it is not one (an empty
+    `--retention ""` used to end in a traceback after the model had loaded)."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise click.BadParameter(f"an empty value is not a duration; give one like {EXAMPLES}", param=param)
+    duration(value, param_hint=f"--{param.name.replace('_', '-')}")
+    return value
+
+
+def nonempty_token(ctx, param, value):
+    """--token "" would turn authentication off without a word: an empty token is refused."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("the token is empty; give a secret (e.g. `openssl rand -hex 16`) or leave "
+                                 "the option (and AUTORESEARCH_TOKEN) out", param=param)
+    return value
 
 
 def ledger_option(help: str | None = None):

@@ -12,7 +12,9 @@ import click
 from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
-from tuner.cli.options import duration, fail, json_option, options, recall_log_option
+from tuner.cli.options import (FiniteFloat, duration, duration_value, fail, json_option, nonempty_token, options,
+                               recall_log_option)
+from search_core.recall.engine import MAX_TIMEOUT_S
 
 _LOG_OPT = recall_log_option()
 
@@ -51,7 +53,7 @@ def recall_log_stats(log_path, since, as_json):
 
 @recall_log.command("label")
 @_LOG_OPT
-@click.argument("call_id", required=False, type=int)
+@click.argument("call_id", required=False, type=click.IntRange(1, 2 ** 63 - 1))
 @click.argument("label", required=False)
 @click.option("--file", "label_file", type=click.Path(path_type=Path), default=None,
               help="Bulk: lines `ID relevant|irrelevant` (or JSON lines {\"id\", \"label\"}).")
@@ -79,7 +81,7 @@ def recall_log_label(log_path, call_id, label, label_file, as_json):
 @recall_log.command("list")
 @_LOG_OPT
 @click.option("--since", default=None, help="e.g. 1d")
-@click.option("--limit", type=int, default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @json_option()
 def recall_log_list(log_path, since, limit, as_json):
     """The latest calls with their ids (to label them)."""
@@ -164,19 +166,21 @@ _SERVE_OPTS = [
     click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
                  help="A TOML config ([search] and [recall]); default: the active config ($AUTORESEARCH_RUNS/active.toml, else runs/active.toml) when it exists."),
     _LOG_OPT,
-    click.option("--retention", default="30d", show_default=True, help="Recall-log rows older than this are pruned."),
+    click.option("--retention", default="30d", show_default=True, callback=duration_value,
+                 help="Recall-log rows older than this are pruned."),
     click.option("--privacy", type=click.Choice(["text", "hash"]), default=None,
                  help="hash: log only the query's sha256, never its text."),
-    click.option("--timeout", type=float, default=None, help="Seconds that bound every call (default 2)."),
+    click.option("--timeout", type=FiniteFloat(min=0, min_open=True, max=MAX_TIMEOUT_S), default=None,
+                 help="Seconds that bound every call (default 2)."),
 ]
 
 
 @click.command()
 @options(*_SERVE_OPTS)
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8765, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True)
 @click.option("--allow-remote", is_flag=True, help="Required to listen on anything but loopback.")
-@click.option("--token", envvar="AUTORESEARCH_TOKEN", default=None,
+@click.option("--token", envvar="AUTORESEARCH_TOKEN", default=None, callback=nonempty_token,
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
 def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token):
     """HTTP server: /search, /queue, /prefetch, /healthz, /metrics, /label (Starlette on uvicorn)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import read_toml
+from search_core.validate import Where
 
 from tuner import durations
 from tuner.data.bundled import DEFAULT_SPACE
@@ -39,6 +40,34 @@ SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "see
 
 class DaemonConfigError(SearchCoreError):
     pass
+
+
+DAEMON_KEYS = ("timezone", "runs", "ledger")
+MIN_EVERY_S = 1.0       # `every = "1e-9s"` would spin the scheduler
+
+
+def check_sweep_values(sweep: dict, v: Where) -> None:
+    """The [sweep] values' types and ranges, here rather than when the night's sweep starts."""
+    paths = ("vault", "db", "gold", "holdout", "space", "score_config", "start_config")
+    for k in paths:
+        if k in sweep:
+            v.string(k, sweep[k], min_chars=1, max_chars=4096)
+    if "rounds" in sweep:
+        v.integer("rounds", sweep["rounds"], lo=1, hi=100_000)
+    if "seed" in sweep:
+        v.integer("seed", sweep["seed"], lo=0, hi=2 ** 32 - 1)
+    if "timing_samples" in sweep:
+        v.integer("timing_samples", sweep["timing_samples"], lo=1, hi=10_000)
+    if "split" in sweep:
+        v.number("split", sweep["split"], lo=0.0, hi=0.99, lo_open=True)
+    if "epsilon" in sweep:
+        v.number("epsilon", sweep["epsilon"], lo=0.0)
+    if "latency_budget_ms" in sweep:
+        v.number("latency_budget_ms", sweep["latency_budget_ms"], lo=0.0, lo_open=True)
+    if "level_guard" in sweep:
+        v.boolean("level_guard", sweep["level_guard"])
+    if "objective" in sweep:
+        v.string("objective", sweep["objective"], min_chars=1, max_chars=100)
 
 
 def parse_duration(text) -> float:
@@ -127,14 +156,25 @@ def _job(name: str, raw: dict, where: str) -> JobSpec:
             raise DaemonConfigError(f"{where}: [jobs.{name}] cron {cron!r} is not a cron expression ({e}); "
                                     "five fields: minute hour day month weekday, e.g. \"5 1 * * *\"") from None
     every = parse_duration(raw["every"]) if "every" in raw else None
-    if every is not None and every <= 0:
-        raise DaemonConfigError(f"{where}: [jobs.{name}] every must be positive")
+    if every is not None and every < MIN_EVERY_S:
+        raise DaemonConfigError(f"{where}: [jobs.{name}] every = {raw['every']!r} is shorter than {MIN_EVERY_S:g} s; "
+                                "a job cannot start more often than that")
+    if cron is not None:
+        from apscheduler.triggers.cron import CronTrigger
+        now = dt.datetime.now(dt.timezone.utc)
+        nxt = CronTrigger.from_crontab(str(cron), timezone=dt.timezone.utc).get_next_fire_time(None, now)
+        if nxt is None or (nxt - now).days > 4 * 366:
+            raise DaemonConfigError(f"{where}: [jobs.{name}] cron {cron!r} never fires (a day that no month has, "
+                                    "such as 31 April?)")
     until = raw.get("until")
     if until is not None:
         try:
+            if not isinstance(until, str) or len(until.split(":")) != 2:
+                raise ValueError(until)
             dt.time.fromisoformat(until)
         except (ValueError, TypeError):
-            raise DaemonConfigError(f"{where}: [jobs.{name}] until {until!r} is not a time like \"07:00\"") from None
+            raise DaemonConfigError(f"{where}: [jobs.{name}] until {until!r} is not a time like \"07:00\" "
+                                    "(hours and minutes)") from None
         if name != "sweep":
             raise DaemonConfigError(f"{where}: until is the sweep window's end; only [jobs.sweep] takes it")
     budget = parse_duration(raw["budget"]) if "budget" in raw else None
@@ -156,6 +196,12 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     if unknown:
         raise DaemonConfigError(f"{where}: unknown table(s) {sorted(unknown)}; valid: [daemon], [sweep], [jobs.NAME]")
     d = raw.get("daemon", {})
+    v = Where(where, "[daemon]")
+    d = v.table_of(d, "[daemon]")
+    v.known_keys(d, DAEMON_KEYS)
+    for k in ("timezone", "runs", "ledger"):
+        if k in d:
+            v.string(k, d[k], min_chars=1, max_chars=4096)
     tzname = d.get("timezone")
     if not tzname:
         raise DaemonConfigError(f"{where}: [daemon] timezone is required (an IANA name such as \"Asia/Seoul\" or "
@@ -170,10 +216,11 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     ledger = Path(d.get("ledger", runs / "ledger.sqlite"))
     ledger = ledger if ledger.is_absolute() else base / ledger
 
-    sweep = dict(raw.get("sweep", {}))
+    sweep = dict(Where(where, "[sweep]").table_of(raw.get("sweep", {}), "[sweep]"))
     bad = set(sweep) - SWEEP_KEYS
     if bad:
         raise DaemonConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; valid: {sorted(SWEEP_KEYS)}")
+    check_sweep_values(sweep, Where(where, "[sweep]"))
     for k in ("vault", "db", "gold", "holdout", "space", "score_config", "start_config"):
         if k in sweep:
             p = Path(sweep[k]).expanduser()

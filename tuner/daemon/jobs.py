@@ -70,6 +70,9 @@ def job_sweep(d, spec, scheduled, rid):
         return "missed", {"why": f"the window ended at {end.isoformat(timespec='minutes')}"}
     lg = _ledger(d)
     try:
+        late = decide_undecided(d, lg)
+        if late is not None:                # killed after its last round, before its promotion was decided
+            return ("promoted" if late["promotion"]["promoted"] else "declined"), late
         resume = None
         for sid in _daemon_sweeps(d):       # newest first: a sweep killed or stopped mid-way resumes
             info = lg.sweep(sid)
@@ -112,6 +115,41 @@ def job_sweep(d, spec, scheduled, rid):
         return ("promoted" if promo["promoted"] else "declined"), detail
     finally:
         lg.close()
+
+
+def decide_undecided(d, lg) -> dict | None:
+    """The newest daemon sweep, when it ended (its summary and holdout are in the ledger) but no promotion
+    decision names it (the process died in between): decide it now, from the ledger, instead of starting a
+    new sweep over it. Its winner's gate model is not kept, so a gate_threshold is not promoted with it
+    (decide_promotion says so); a winner of another embedder than the sweep's index is left undecided."""
+    from tuner.promotion.promote import History, decide_promotion
+    ids = _daemon_sweeps(d)
+    if not ids:
+        return None
+    info = lg.sweep(ids[0])
+    if not info or info["status"] in RESUMABLE or not info.get("summary"):
+        return None
+    hist = History(d.cfg.runs)
+    try:
+        if any(e["sweep"] == info["id"] for e in hist.events()):
+            return None
+    finally:
+        hist.close()
+    summary = info["summary"]
+    start, final = summary["start_config"], summary["final_config"]
+    if final.get("embedder", "e5-small") != start.get("embedder", "e5-small"):
+        log.warning("sweep %s ended undecided with a winner on another embedder; its index is not kept, so it "
+                    "is not promoted", info["id"])
+        return None
+    try:
+        promo = decide_promotion(info["id"], start, final, summary.get("holdout"), info["params"]["db"], d.cfg.runs)
+    except SearchCoreError as e:     # e.g. its index is gone: a new sweep starts rather than failing every night
+        log.warning("sweep %s ended undecided and cannot be decided now (%s); a new sweep starts", info["id"], e)
+        return None
+    log.info("sweep %s had ended without a promotion decision (the daemon died after its last round): %s",
+             info["id"], promo["reason"])
+    return {"sweep": info["id"], "how": "decided after a restart", "status": info["status"], "promotion": promo,
+            "reports": write_reports(d, info["id"])}
 
 
 def _latest_tuning_sweep(d) -> str:

@@ -17,11 +17,13 @@ missed; backward, a scheduled time that already has a finished run is never run 
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import logging
 import logging.handlers
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -65,32 +67,96 @@ def pid_alive(pid: int) -> bool:
 
 
 # -- one instance ---------------------------------------------------------------------------------------
+def _dir_locked_by_other(runs: Path) -> bool:
+    try:
+        fd = os.open(runs, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 class InstanceLock:
-    """fcntl.flock on runs/daemon.lock, which holds the pid; the kernel releases it when the process dies."""
+    """Two flocks, both released by the kernel when the process dies: on the runs folder itself (what makes
+    one daemon per folder: `rm runs/daemon.lock` cannot take it away) and on runs/daemon.lock, which holds
+    the pid for `status` and `kill`. `check()` tells a running daemon whether either was replaced."""
 
     def __init__(self, runs: str | Path):
-        self.path = Path(runs) / LOCK
+        self.runs = Path(runs)
+        self.path = self.runs / LOCK
         self.lock = PidLock(self.path)
+        self.dir_fd: int | None = None
+
+    def _busy(self) -> LockHeld:
+        holder = lock_holder(self.path)
+        holder = holder if holder is not None and holder > 0 else "unknown"
+        return LockHeld(f"another daemon (pid {holder}) holds {self.path}; stop it with `kill {holder}` "
+                        "(it ends at a round boundary) or use another runs folder")
 
     def acquire(self) -> "InstanceLock":
         try:
-            self.lock.acquire()
-        except LockBusy as e:
-            holder = e.holder if e.holder is not None else -1
-            raise LockHeld(f"another daemon (pid {holder}) holds {self.path}; stop it with `kill {holder}` "
-                           "(it ends at a round boundary) or use another runs folder") from None
+            self.runs.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.runs, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as e:
-            raise SearchCoreError(f"cannot write to the runs folder {self.path.parent}: {e.strerror}; make it "
+            raise SearchCoreError(f"cannot write to the runs folder {self.runs}: {e.strerror}; make it "
+                                  "writable or set [daemon] runs to another folder") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise self._busy() from None
+        self.dir_fd = fd
+        try:
+            self.lock.acquire()
+        except LockBusy:
+            self.release()
+            raise self._busy() from None
+        except OSError as e:
+            self.release()
+            raise SearchCoreError(f"cannot write to the runs folder {self.runs}: {e.strerror}; make it "
                                   "writable or set [daemon] runs to another folder") from None
         return self
 
+    def check(self) -> str | None:
+        """None while both locks are ours; "file" when daemon.lock was deleted or replaced (rewritten here:
+        the folder lock still keeps others out); "folder" when the runs folder itself is gone or replaced
+        (then another daemon may already run there: the caller stops)."""
+        try:
+            if os.stat(self.runs).st_ino != os.fstat(self.dir_fd).st_ino:
+                return "folder"
+        except FileNotFoundError:
+            return "folder"
+        try:
+            if os.stat(self.path).st_ino == os.fstat(self.lock.fd).st_ino:
+                return None
+        except FileNotFoundError:
+            pass
+        self.lock.release()
+        self.lock.acquire()
+        return "file"
+
     def release(self):
         self.lock.release()
+        if self.dir_fd is not None:
+            fcntl.flock(self.dir_fd, fcntl.LOCK_UN)
+            os.close(self.dir_fd)
+            self.dir_fd = None
 
 
 def holder_pid(runs: str | Path) -> int | None:
-    """The pid of the daemon holding the lock, or None when nobody holds it."""
-    return lock_holder(Path(runs) / LOCK)
+    """The pid of the daemon holding the lock (-1 when one holds the folder but its lock file is gone),
+    or None when nobody holds it."""
+    runs = Path(runs)
+    pid = lock_holder(runs / LOCK)
+    if pid is None and _dir_locked_by_other(runs):
+        return -1
+    return pid
 
 
 # -- the run table --------------------------------------------------------------------------------------
@@ -259,6 +325,7 @@ class Daemon:
 
         self.open()                      # the lock first: a second instance writes nothing
         handler = setup_log(self.runs)
+        exit_code = 0
         try:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda s, f: (log.info("signal %d: stopping at the next round boundary", s),
@@ -292,12 +359,24 @@ class Daemon:
             log.info("daemon started, pid %d, config %s, jobs: %s", os.getpid(), self.cfg.path,
                      "; ".join(f"{j.name} {j.schedule_text()}" for j in self.cfg.jobs))
             while not self.stop.wait(STATE_EVERY_S):
+                lost = self.lock.check()
+                if lost == "folder":
+                    msg = (f"the runs folder {self.runs} was deleted or replaced under this daemon; stopping (another "
+                           "daemon may use the new folder, and every file this one writes would be lost)")
+                    log.error(msg)
+                    print(f"autoresearch daemon: {msg}", file=sys.stderr, flush=True)
+                    self.stop.set()
+                    exit_code = 1
+                    break
+                if lost == "file":
+                    log.warning("%s was deleted or replaced; written again (the folder lock kept others out)",
+                                self.lock.path)
                 if self.state_dirty:
                     self.state_dirty = False
                     self.write_state()
             sched.shutdown(wait=True)     # a running sweep sees the stop flag and ends at its round boundary
-            log.info("daemon stopped cleanly")
-            return 0
+            log.info("daemon stopped cleanly" if not exit_code else "daemon stopped: its runs folder is gone")
+            return exit_code
         finally:
             self.close()
             for name in ("autoresearch", "apscheduler"):
@@ -306,14 +385,26 @@ class Daemon:
 
 
 def status(runs: str | Path) -> dict:
-    """Jobs, their next and last runs, the last outcome, and who holds the lock."""
+    """Jobs, their next and last runs, the last outcome, and who holds the lock. A damaged state file or
+    run table is reported under "problems" (status is what one runs when something is wrong)."""
     runs = Path(runs)
     holder = holder_pid(runs) if runs.exists() else None
-    state = json.loads((runs / STATE).read_text()) if (runs / STATE).exists() else {}
+    problems = []
+    state = {}
+    if (runs / STATE).exists():
+        try:
+            state = json.loads((runs / STATE).read_text(encoding="utf-8"))
+            if not isinstance(state, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, OSError) as e:
+            state = {}
+            problems.append(f"{runs / STATE} is damaged ({e}); the daemon rewrites it (restart it if it is not running)")
     out = {"runs": str(runs), "daemon": {"running": holder is not None, "pid": holder}, "config": state.get("config"),
            "jobs": []}
-    table = RunTable(runs) if (runs / RUNS_DB).exists() else None
+    table = None
     try:
+        if (runs / RUNS_DB).exists():
+            table = RunTable(runs)
         nxt = {j["id"]: j["next_run"] for j in state.get("jobs", [])} if holder is not None else {}
         names = list(state.get("schedule", {})) or sorted({r["job"] for r in (table.rows() if table else [])})
         for name in names:
@@ -322,9 +413,14 @@ def status(runs: str | Path) -> dict:
                                 "next_run": nxt.get(name), "last_run": last[0] and last[0]["started"],
                                 "last_outcome": last[0] and (last[0]["outcome"] or "running"),
                                 "last_detail": last[0] and last[0]["detail"]})
+    except Exception as e:     # sqlean's DatabaseError on a damaged file, a JSON detail cut short
+        problems.append(f"{runs / RUNS_DB} cannot be read ({type(e).__name__}: {e}); move it away: the daemon starts "
+                        "a new run table (missed runs before it are then not caught up)")
     finally:
         if table:
             table.close()
+    if problems:
+        out["problems"] = problems
     return out
 
 

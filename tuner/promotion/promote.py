@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
 from search_core.gate.model import sidecar_path
-from search_core.files import atomic_write_text
+from search_core.files import LockBusy, PidLock, atomic_write_text
 from search_core.index.store import atomic, connect
 from search_core.paths import ACTIVE_CONFIG as ACTIVE
 from search_core.paths import RUNS_ENV, runs_dir
@@ -27,6 +28,7 @@ from search_core.paths import RUNS_ENV, runs_dir
 from tuner.promotion.config_toml import config_toml, toml_table
 
 HISTORY = "promotions.sqlite"
+LOCK = "promotion.lock"        # one promotion or rollback at a time per runs folder (and recovery under it)
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY, created TEXT NOT NULL,
@@ -37,6 +39,10 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS events (
 # just before the promotion wrote it (text null: there was none), so a rollback puts it back. Two promotions
 # of one embedder install the same index file name: without it, undoing the second kept its gate model
 # beside the first's config. NULL on rows written before the column existed: rollback leaves the file alone.
+# pending: 1 from the moment a promotion or rollback is decided until active.toml says so. A process killed in
+# between leaves a pending row; History.recover() (at every open, under the promotion lock) then finishes it
+# (active.toml was written: the row stands) or undoes it (it was not: the row is marked interrupted and the
+# gate-model file put back), and removes the temporary files such a kill leaves.
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,23 @@ def _install_index(runs: Path, index: Path) -> Path:
     return dest
 
 
+@contextmanager
+def promotion_lock(runs: Path):
+    """One promotion or rollback at a time in a runs folder (a daemon's sweep and `config rollback`)."""
+    lock = PidLock(Path(runs) / LOCK)
+    try:
+        lock.acquire()
+    except LockBusy as e:
+        raise SearchCoreError(f"another process (pid {e.holder}) is promoting or rolling back in {runs}; "
+                              "retry when it is done") from None
+    except OSError as e:
+        raise SearchCoreError(f"cannot write to the runs folder {runs}: {e.strerror}; make it writable") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class History:
     def __init__(self, runs: str | Path | None = None):
         self.runs = runs_dir(runs)
@@ -102,30 +125,79 @@ class History:
             cols = {r[1] for r in self.conn.execute("PRAGMA table_info(events)")}
             if "sidecar_before" not in cols:          # a history written before the column
                 self.conn.execute("ALTER TABLE events ADD COLUMN sidecar_before TEXT")
+            if "pending" not in cols:
+                self.conn.execute("ALTER TABLE events ADD COLUMN pending INTEGER")
         except OSError as e:
             raise SearchCoreError(f"cannot write to the runs folder {self.runs}: {e.strerror}; "
                                   f"make it writable or point {RUNS_ENV} elsewhere") from None
         except Exception as e:   # sqlean's OperationalError on a read-only folder
             raise SearchCoreError(f"cannot open {self.runs / HISTORY}: {e}; make the runs folder writable") from None
 
+        try:
+            with promotion_lock(self.runs):
+                self.recover()
+        except SearchCoreError:
+            pass                 # another process is promoting: it recovers; this one only reads
+
     def close(self):
         self.conn.close()
 
-    def _add(self, kind, sweep, cfg, index, prev: Active | None, reason, undoes=None, sidecar_before=None) -> int:
+    def recover(self) -> list[str]:
+        """Finish or undo what a killed promotion or rollback left (see `pending` above); returns what it did."""
+        done = []
+        active_path = self.runs / ACTIVE
+        for eid, kind, sweep, cfg_json, undoes, side in self.conn.execute(
+                "SELECT id, kind, sweep, config, undoes, sidecar_before FROM events WHERE pending = 1").fetchall():
+            try:
+                active = read_active(self.runs)
+            except SearchCoreError:
+                active = None
+            source = f"sweep {sweep}" if kind == "promoted" else f"rollback of #{undoes}"
+            if kind == "rollback" and cfg_json is None:
+                written = not active_path.exists()
+            else:
+                written = active is not None and active.source == source and cfg_json is not None and \
+                    SearchConfig().replace(**json.loads(cfg_json)).config_hash() == active.config.config_hash()
+            with atomic(self.conn):
+                if written:
+                    self.conn.execute("UPDATE events SET pending = NULL WHERE id = ?", (eid,))
+                    done.append(f"#{eid} {kind}: active.toml had been written; recorded")
+                else:
+                    self.conn.execute("UPDATE events SET pending = NULL, kind = CASE kind WHEN 'promoted' THEN "
+                                      "'declined' ELSE kind END, undoes = CASE kind WHEN 'rollback' THEN NULL "
+                                      "ELSE undoes END, reason = 'interrupted before active.toml was written "
+                                      "(nothing changed): ' || reason WHERE id = ?", (eid,))
+                    done.append(f"#{eid} {kind}: interrupted before active.toml was written; undone")
+            if not written and kind == "promoted" and side is not None:
+                ev = self.event(eid)
+                _restore_sidecar({**ev, "sidecar_before": json.loads(side)})
+        for tmp in [*self.runs.glob(f".{ACTIVE}.*"), *(self.runs / "active-indexes").glob(".*")]:
+            tmp.unlink(missing_ok=True)      # mkstemp leftovers of an atomic write or an index copy
+            done.append(f"removed the temporary file {tmp.name}")
+        return done
+
+    def _add(self, kind, sweep, cfg, index, prev: Active | None, reason, undoes=None, sidecar_before=None,
+             pending: bool = False) -> int:
         with atomic(self.conn):
             cur = self.conn.execute(
                 "INSERT INTO events(created, kind, sweep, config, index_path, previous_config, previous_index, "
-                "reason, undoes, sidecar_before) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "reason, undoes, sidecar_before, pending) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (time.strftime("%Y-%m-%dT%H:%M:%S%z"), kind, sweep,
                  json.dumps(cfg.as_dict(), ensure_ascii=False) if cfg else None, str(index) if index else None,
                  json.dumps(prev.config.as_dict(), ensure_ascii=False) if prev else None,
                  str(prev.index) if prev and prev.index else None, reason, undoes,
-                 None if sidecar_before is None else json.dumps(sidecar_before, ensure_ascii=False)))
+                 None if sidecar_before is None else json.dumps(sidecar_before, ensure_ascii=False),
+                 1 if pending else None))
             return cur.lastrowid
+
+    def _done(self, eid: int, index: Path | None = None) -> None:
+        with atomic(self.conn):
+            self.conn.execute("UPDATE events SET pending = NULL, index_path = COALESCE(?, index_path) WHERE id = ?",
+                              (None if index is None else str(index), eid))
 
     def events(self) -> list[dict]:
         cols = ("id", "created", "kind", "sweep", "config", "index_path", "previous_config", "previous_index",
-                "reason", "undoes", "sidecar_before")
+                "reason", "undoes", "sidecar_before", "pending")
         out = []
         for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM events ORDER BY id"):
             d = dict(zip(cols, r))
@@ -185,28 +257,41 @@ def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | No
     v = holdout_verdict(start, final, holdout)
     hist = History(runs)
     try:
-        prev = read_active(hist.runs)
-        cfg = SearchConfig().replace(**final)
-        if not v.promote:
-            eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
-            return {"event": eid, "promoted": False, "reason": v.reason}
-        if index is None:
-            raise SearchCoreError(f"cannot promote sweep {sweep_id}: no index for embedder {cfg.embedder}")
-        reason = v.reason
-        if cfg.gate_threshold is not None and gate_model is None:
-            cfg = cfg.replace(gate_threshold=None)
-            reason += ("; its gate_threshold was not promoted: the gate model it was tuned on is not available, "
-                       "and on another gate the number means something else")
-        side = sidecar_path(_install_path(hist.runs, Path(index)))
-        before = {"text": side.read_text(encoding="utf-8") if side.exists() else None}
+        with promotion_lock(hist.runs):
+            hist.recover()
+            return _decide_locked(hist, sweep_id, v, final, index, gate_model)
+    finally:
+        hist.close()
+
+
+def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate_model) -> dict:
+    prev = read_active(hist.runs)
+    cfg = SearchConfig().replace(**final)
+    if not v.promote:
+        eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
+        return {"event": eid, "promoted": False, "reason": v.reason}
+    if index is None:
+        raise SearchCoreError(f"cannot promote sweep {sweep_id}: no index for embedder {cfg.embedder}")
+    reason = v.reason
+    if cfg.gate_threshold is not None and gate_model is None:
+        cfg = cfg.replace(gate_threshold=None)
+        reason += ("; its gate_threshold was not promoted: the gate model it was tuned on is not available, "
+                   "and on another gate the number means something else")
+    side = sidecar_path(_install_path(hist.runs, Path(index)))
+    before = {"text": side.read_text(encoding="utf-8") if side.exists() else None}
+    # the row first (pending), then the files, then the row is done: a kill anywhere is recovered
+    eid = hist._add("promoted", sweep_id, cfg, _install_path(hist.runs, Path(index)), prev, reason,
+                    sidecar_before=before, pending=True)
+    try:
         installed = _install_index(hist.runs, Path(index))
         if cfg.gate_threshold is not None:
             gate_model.save(sidecar_path(installed))
         _write_active(hist.runs, cfg, installed, f"sweep {sweep_id}")
-        eid = hist._add("promoted", sweep_id, cfg, installed, prev, reason, sidecar_before=before)
-        return {"event": eid, "promoted": True, "reason": reason, "index": str(installed)}
-    finally:
-        hist.close()
+    except BaseException:
+        hist.recover()             # whatever was not written is undone now, not at the next open
+        raise
+    hist._done(eid, installed)
+    return {"event": eid, "promoted": True, "reason": reason, "index": str(installed)}
 
 
 def rollback(event_id: int | None = None, runs: str | Path | None = None) -> dict:
@@ -214,40 +299,52 @@ def rollback(event_id: int | None = None, runs: str | Path | None = None) -> dic
     active again; with no previous config, active.toml is removed (the built-in defaults apply)."""
     hist = History(runs)
     try:
-        events = hist.events()
-        undone = {e["undoes"] for e in events if e["kind"] == "rollback"}
-        if event_id is None:
-            cands = [e for e in events if e["kind"] == "promoted" and e["id"] not in undone]
-            if not cands:
-                raise SearchCoreError(f"nothing to roll back: {hist.runs / HISTORY} has no promotion left to undo; "
-                                      "`autoresearch config history` lists them")
-            ev = cands[-1]
-        else:
-            ev = hist.event(event_id)
-            ids = [e["id"] for e in events if e["kind"] == "promoted"]
-            if ev is None or ev["kind"] != "promoted":
-                raise SearchCoreError(f"#{event_id} is not a promotion; promotions that can be rolled back: "
-                                      f"{', '.join(f'#{i}' for i in ids) or 'none'}")
-            if event_id in undone:
-                raise SearchCoreError(f"promotion #{event_id} was already rolled back")
-        prev_active = read_active(hist.runs)
-        path = hist.runs / ACTIVE
-        if ev["previous_config"] is None:
-            path.unlink(missing_ok=True)
-            restored = None
-        else:
-            restored = SearchConfig().replace(**ev["previous_config"])
-            idx = Path(ev["previous_index"]) if ev["previous_index"] else None
-            if idx is not None and not idx.exists():
-                raise SearchCoreError(f"cannot roll back #{ev['id']}: its previous index {idx} is gone; "
-                                      "rebuild it with `autoresearch index`")
-            _write_active(hist.runs, restored, idx, f"rollback of #{ev['id']}")
-        _restore_sidecar(ev)            # the gate model the restored config was promoted with (or none)
-        eid = hist._add("rollback", ev["sweep"], restored, ev["previous_index"], prev_active,
-                        f"rolled back promotion #{ev['id']}", undoes=ev["id"])
-        return {"event": eid, "undid": ev["id"], "active": restored.as_dict() if restored else None}
+        with promotion_lock(hist.runs):
+            hist.recover()
+            return _rollback_locked(hist, event_id)
     finally:
         hist.close()
+
+
+def _rollback_locked(hist: History, event_id: int | None) -> dict:
+    events = hist.events()
+    undone = {e["undoes"] for e in events if e["kind"] == "rollback"}
+    cands = [e for e in events if e["kind"] == "promoted" and e["id"] not in undone]
+    if event_id is None:
+        if not cands:
+            raise SearchCoreError(f"nothing to roll back: {hist.runs / HISTORY} has no promotion left to undo; "
+                                  "`autoresearch config history` lists them")
+        ev = cands[-1]
+    else:
+        ev = hist.event(event_id)
+        ids = [e["id"] for e in events if e["kind"] == "promoted"]
+        if ev is None or ev["kind"] != "promoted":
+            raise SearchCoreError(f"#{event_id} is not a promotion; promotions that can be rolled back: "
+                                  f"{', '.join(f'#{i}' for i in ids) or 'none'}")
+        if event_id in undone:
+            raise SearchCoreError(f"promotion #{event_id} was already rolled back")
+        # Rollbacks undo promotions newest first, like a stack: undoing #1 while #2 (made on top of it)
+        # is active would either drop #2 or bring back a config that was rolled back.
+        if ev["id"] != cands[-1]["id"]:
+            raise SearchCoreError(f"promotion #{cands[-1]['id']} is active and was made after #{event_id}; roll "
+                                  f"back #{cands[-1]['id']} first (`autoresearch config rollback`), then "
+                                  f"#{event_id}")
+    prev_active = read_active(hist.runs)
+    path = hist.runs / ACTIVE
+    restored = None if ev["previous_config"] is None else SearchConfig().replace(**ev["previous_config"])
+    idx = Path(ev["previous_index"]) if ev["previous_index"] else None
+    if restored is not None and idx is not None and not idx.exists():
+        raise SearchCoreError(f"cannot roll back #{ev['id']}: its previous index {idx} is gone; "
+                              "rebuild it with `autoresearch index`")
+    eid = hist._add("rollback", ev["sweep"], restored, ev["previous_index"], prev_active,
+                    f"rolled back promotion #{ev['id']}", undoes=ev["id"], pending=True)
+    if restored is None:
+        path.unlink(missing_ok=True)
+    else:
+        _write_active(hist.runs, restored, idx, f"rollback of #{ev['id']}")
+    _restore_sidecar(ev)            # the gate model the restored config was promoted with (or none)
+    hist._done(eid)
+    return {"event": eid, "undid": ev["id"], "active": restored.as_dict() if restored else None}
 
 
 def _restore_sidecar(ev: dict) -> None:

@@ -1,0 +1,181 @@
+"""What keeps `serve` answering whatever its clients do: the uvicorn settings and the connection protocol
+of a server nobody can hold.
+
+- A connection must finish a request head within HEADER_TIMEOUT_S of opening (or of its previous
+  response): one that sends nothing, or one byte a second, is closed. Idle keep-alive: KEEP_ALIVE_S.
+- At most `max_connections` are open, below the process's file limit (RLIMIT_NOFILE) by FD_RESERVE for
+  the index, the log, the model and the accept burst. Past it the oldest connection that is waiting for
+  a request head is closed to make room, so a new client (a /healthz probe) always gets in; when every
+  connection is busy with a request the new one is closed. Without this, 1,100 connections that sent
+  nothing under `ulimit -n 1024` made accept() fail with EMFILE and the server answered nobody.
+- The same error is printed at most once a minute, as one line: a refused accept() or a protocol error
+  repeated per connection used to print a traceback each time (about 125 MB of stderr in 30 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+import threading
+import time
+
+HEADER_TIMEOUT_S = 10.0      # a request head is a few hundred bytes: 10 s is generous for any real client
+BODY_TIMEOUT_S = 10.0        # the body (at most 64 KB) must arrive within this once the head has
+KEEP_ALIVE_S = 5             # uvicorn's default, kept explicit
+FD_RESERVE = 128             # files the process needs besides sockets: SQLite (+WAL, shm), model, pipes
+MAX_CONNECTIONS = 2000       # above this, memory per connection matters more than file descriptors
+MAX_BACKLOG = 2048
+REPEAT_EVERY_S = 60.0        # one line per distinct error per minute
+
+
+def connection_limits(nofile: int | None = None) -> tuple[int, int]:
+    """(max open connections, listen backlog) for a soft file limit of `nofile` (default: ours). asyncio
+    accepts up to `backlog` sockets in one go before any protocol runs, so both must fit under the limit."""
+    if nofile is None:
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if nofile == resource.RLIM_INFINITY:
+            nofile = 1 << 20
+    room = max(nofile - FD_RESERVE, 16)
+    backlog = max(8, min(MAX_BACKLOG, room // 4))
+    return max(8, min(MAX_CONNECTIONS, room - backlog)), backlog
+
+
+class RepeatLimiter:
+    """Lets each distinct error through once per REPEAT_EVERY_S, and counts what it held back."""
+
+    def __init__(self, every_s: float = REPEAT_EVERY_S, clock=time.monotonic):
+        self.every_s, self.clock = every_s, clock
+        self.last: dict[str, float] = {}
+        self.held: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def admit(self, key: str) -> int | None:
+        """None to drop this one; else how many of its kind were dropped since it was last let through."""
+        now = self.clock()
+        with self.lock:
+            if key in self.last and now - self.last[key] < self.every_s:
+                self.held[key] = self.held.get(key, 0) + 1
+                return None
+            if len(self.last) > 1000:          # distinct keys are few; never let this grow either
+                self.last.clear()
+            self.last[key] = now
+            return self.held.pop(key, 0)
+
+
+def _one_line(message: str, exc: BaseException | None, held: int) -> str:
+    text = f"autoresearch serve: {message}"
+    if exc is not None:
+        text += f": {type(exc).__name__}: {exc}"
+    if held:
+        text += f" ({held} more like it in the last {REPEAT_EVERY_S:.0f} s)"
+    return text
+
+
+class OneLinePerMinute(logging.Filter):
+    """A logging filter for uvicorn's and asyncio's loggers: one line per distinct message per minute,
+    with the exception's type and text in place of its traceback."""
+
+    def __init__(self, limiter: RepeatLimiter):
+        super().__init__()
+        self.limiter = limiter
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        held = self.limiter.admit(f"{record.name}:{record.msg}:{type(exc).__name__ if exc else ''}")
+        if held is None:
+            return False
+        record.msg, record.args = _one_line(record.getMessage(), exc, held), ()
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+def install_quiet_errors(loop, limiter: RepeatLimiter | None = None, stream=None) -> RepeatLimiter:
+    """The event loop's exception handler and uvicorn's loggers, rate-limited to one line per error per
+    minute (called from the app's startup, on the serving loop)."""
+    limiter = limiter or RepeatLimiter()
+    out = stream or sys.stderr
+
+    def handler(loop, context):
+        exc = context.get("exception")
+        held = limiter.admit(f"loop:{context.get('message')}:{type(exc).__name__ if exc else ''}:"
+                             f"{getattr(exc, 'errno', '')}")
+        if held is not None:
+            print(_one_line(str(context.get("message", "event loop error")), exc, held), file=out, flush=True)
+
+    loop.set_exception_handler(handler)
+    filt = OneLinePerMinute(limiter)
+    for name in ("uvicorn", "uvicorn.error", "asyncio"):
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, OneLinePerMinute) for f in lg.filters):
+            lg.addFilter(filt)
+    return limiter
+
+
+def guarded_protocol(max_connections: int, header_timeout_s: float | None = None):
+    """uvicorn's h11 protocol with a request-head deadline and a connection cap (see the module doc)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    if header_timeout_s is None:
+        header_timeout_s = HEADER_TIMEOUT_S
+
+    class GuardedH11Protocol(H11Protocol):
+        counters = {"closed_idle": 0, "evicted": 0, "refused_busy": 0}
+
+        def connection_made(self, transport):
+            self._head_timer = None
+            self._opened = time.monotonic()
+            super().connection_made(transport)
+            self._arm()
+            if len(self.connections) > max_connections:
+                self._make_room()
+
+        def _waiting_for_head(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
+
+        def _arm(self):
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_cycle = self.cycle
+            self._head_timer = self.loop.call_later(header_timeout_s, self._head_deadline)
+
+        def _head_deadline(self):
+            self._head_timer = None
+            if self.cycle is self._head_cycle and self._waiting_for_head() and not self.transport.is_closing():
+                GuardedH11Protocol.counters["closed_idle"] += 1
+                self.transport.close()
+
+        def _make_room(self):
+            idle = [c for c in self.connections if c is not self and getattr(c, "_waiting_for_head", None)
+                    and c._waiting_for_head() and not c.transport.is_closing()]
+            if idle:
+                victim = min(idle, key=lambda c: c._opened)
+                GuardedH11Protocol.counters["evicted"] += 1
+                victim.transport.close()
+            else:
+                GuardedH11Protocol.counters["refused_busy"] += 1
+                self.transport.close()
+
+        def on_response_complete(self):
+            super().on_response_complete()
+            if self.cycle is not None and self.cycle.response_complete and not self.transport.is_closing():
+                self._arm()      # the next request's head has the same deadline as the first's
+
+        def connection_lost(self, exc):
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+            super().connection_lost(exc)
+
+    return GuardedH11Protocol
+
+
+def guarded_config(app, *, host: str, port: int, log_level: str = "warning", **kw):
+    """A uvicorn.Config with the limits above (the caller's keywords win)."""
+    import uvicorn
+    max_conn, backlog = connection_limits()
+    opts = dict(host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5,
+                backlog=backlog, timeout_keep_alive=KEEP_ALIVE_S, http=guarded_protocol(max_conn))
+    opts.update(kw)
+    return uvicorn.Config(app, **opts)

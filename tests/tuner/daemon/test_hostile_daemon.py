@@ -1,0 +1,125 @@
+"""The daemon under hostile use: its lock file deleted under two real daemons, its runs folder removed,
+`status` over a truncated state file or a damaged run table."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from tuner.cli import main
+from tuner.daemon.scheduler import InstanceLock, LockHeld, holder_pid, status
+from tests.helpers import ROOT
+
+FAR = "0 0 1 1 *"
+
+
+def _config(tmp_path):
+    p = tmp_path / "daemon.toml"
+    p.write_text(f'[daemon]\ntimezone = "UTC"\nruns = "runs"\n[jobs.report]\ncron = "{FAR}"\ngrace = "1s"\n')
+    return p
+
+
+def _spawn(config):
+    return subprocess.Popen([sys.executable, "-m", "tuner.cli", "daemon", "--config", str(config)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return pred()
+
+
+def test_deleting_the_lock_file_does_not_let_a_second_lock_in(tmp_path):
+    first = InstanceLock(tmp_path).acquire()
+    try:
+        (tmp_path / "daemon.lock").unlink()
+        code = ("from tuner.daemon.scheduler import InstanceLock, LockHeld\nimport sys\ntry:\n InstanceLock(sys.argv[1]).acquire()\n"
+                "except LockHeld as e:\n print(e); sys.exit(3)\n")
+        r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert r.returncode == 3 and "another daemon" in r.stdout
+        assert first.check() == "file" and (tmp_path / "daemon.lock").read_text().strip() == str(os.getpid())
+        assert first.check() is None
+    finally:
+        first.release()
+    InstanceLock(tmp_path).acquire().release()
+
+
+@pytest.mark.slow
+def test_two_real_daemons_when_the_lock_file_is_deleted_then_the_folder(tmp_path):
+    cfg = _config(tmp_path)
+    runs = tmp_path / "runs"
+    a = _spawn(cfg)
+    try:
+        assert _wait(lambda: holder_pid(runs) == a.pid, 120), a.stderr.read() if a.poll() is not None else ""
+        (runs / "daemon.lock").unlink()
+        b = _spawn(cfg)
+        out, err = b.communicate(timeout=120)
+        assert b.returncode == 1 and "another daemon" in err, err
+        assert _wait(lambda: holder_pid(runs) == a.pid, 60)        # the first wrote its lock file again
+        shutil.rmtree(runs)
+        assert a.wait(120) == 1, "a daemon whose runs folder was removed kept running"
+        assert "was deleted or replaced" in a.stderr.read()
+    finally:
+        for p in (a,):
+            if p.poll() is None:
+                p.kill()
+
+
+def test_status_survives_a_truncated_state_file_and_a_damaged_run_table(tmp_path):
+    (tmp_path / "daemon-state.json").write_text('{"pid": 12, "jobs": [{"id": "sw')
+    (tmp_path / "daemon.sqlite").write_bytes(b"SQLite format 3\x00" + b"\xff" * 3000)
+    st = status(tmp_path)
+    assert st["daemon"]["running"] is False
+    assert any("daemon-state.json is damaged" in p for p in st["problems"])
+    assert any("daemon.sqlite cannot be read" in p for p in st["problems"])
+    r = CliRunner().invoke(main, ["status", "--runs", str(tmp_path)])
+    assert r.exit_code == 0 and "no daemon running" in r.output
+
+
+@pytest.fixture
+def db_copy(demo_db, tmp_path):
+    dst = tmp_path / "index.sqlite"
+    shutil.copy(demo_db, dst)
+    return dst
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_before_its_promotion_is_decided_on_restart(tmp_path, db_copy):
+    from tests.helpers import DEMO_VAULT
+    from tests.helpers.sweeps import DEMO_HOLD, DEMO_TUNE, FUSION_SPACE, small_gold
+    from tuner.ledger.ledger import Ledger
+    from tuner.promotion.promote import History
+    (tmp_path / "space.toml").write_text(FUSION_SPACE)
+    tune, hold = small_gold(DEMO_TUNE, tmp_path / "tune.yaml", 3), small_gold(DEMO_HOLD, tmp_path / "hold.yaml", 5)
+    cfg = tmp_path / "daemon.toml"
+    cfg.write_text(f'[daemon]\ntimezone = "UTC"\nruns = "runs"\n[sweep]\nvault = "{DEMO_VAULT}"\ndb = "{db_copy}"\n'
+                   f'gold = "{tune}"\nholdout = "{hold}"\nspace = "space.toml"\nrounds = 3\n'
+                   '[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n')
+    runs = tmp_path / "runs"
+    r = CliRunner().invoke(main, ["daemon", "--config", str(cfg), "--once", "sweep"])
+    assert r.exit_code == 0, r.output
+    # what a kill between the sweep's end and its decision leaves: a finished sweep, no decision
+    (runs / "promotions.sqlite").unlink()
+    (runs / "active.toml").unlink(missing_ok=True)
+    lg = Ledger(runs / "ledger.sqlite")
+    first = lg.sweep()["id"]
+    lg.close()
+    r = CliRunner().invoke(main, ["daemon", "--config", str(cfg), "--once", "sweep"])
+    assert r.exit_code == 0, r.output
+    lg = Ledger(runs / "ledger.sqlite")
+    sweeps = [s["id"] for s in lg.sweeps()]
+    lg.close()
+    assert sweeps == [first], "a new sweep started over the undecided one"
+    h = History(runs)
+    assert [e["sweep"] for e in h.events()] == [first]
+    h.close()
