@@ -1,4 +1,4 @@
-"""Costs of the issue-8 guards: a 100 KB query with the embedder cap, `check` (full and quick), and the
+"""Costs of the guards against hostile input: a 100 KB query with the embedder cap, `check` (full and quick), and the
 ledger verifier.
 
     python benchmarks/bench_hostile.py [--db PATH] [--runs 3] [--uncapped]

@@ -187,8 +187,8 @@ class RecallBlock:
 
 
 def gate_features(result) -> dict:
-    """Whatever the result's gate offers except its decision (today top cosine + threshold; the gate
-    issue's calibrated model adds its features here and they land in the log's JSON column as they are)."""
+    """Whatever the result's gate offers except its decision (the cosine gate: top cosine + threshold; a
+    calibrated gate model adds its features here and they land in the log's JSON column as they are)."""
     gate = result.gate
     g = dataclasses.asdict(gate) if dataclasses.is_dataclass(gate) else dict(vars(gate))
     g.pop("inject", None)

@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
-from tuner.cli.options import Progress, db_error, duration, fail, json_option, ledger_option
+from search_core.paths import DEMO, EVALS
+from tuner.cli.options import Progress, db_error, duration, fail, in_runs, json_option, ledger_option
 from tuner.cli.extras import require_extra
 
 
@@ -25,7 +26,7 @@ from tuner.cli.extras import require_extra
 @click.option("--timing-samples", type=click.IntRange(min=0), default=100, show_default=True,
               help="Repeat timed passes over a small set until each latency percentile stands on this many "
                    "timings (0: one pass).")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/evals"), help="Where the full result goes.")
+@click.option("--out", **in_runs(EVALS), help="Where the full result goes.")
 @json_option()
 def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
@@ -242,7 +243,7 @@ def best(sweep_id, ledger_path, out):
 
 
 @click.command()
-@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/demo"), help="Where results go.")
+@click.option("--out", **in_runs(DEMO), help="Where results go.")
 @click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--seed", type=int, default=0)
 def demo(out, rounds, seed):

@@ -145,12 +145,11 @@ def job_retest(d, spec, scheduled, rid):
 
 
 def job_calibrate(d, spec, scheduled, rid):
-    import importlib
     try:
-        mod = importlib.import_module("tuner.gate.calibrate")
-    except ImportError:
-        return "unavailable", {"why": "tuner.calibrate (the gate issue) is not in this build"}
-    return "ok", mod.daemon_job(d.cfg)
+        from tuner.gate.calibrate import daemon_job
+    except ImportError as e:        # a dependency of the calibration is missing from this install
+        return "unavailable", {"why": f"tuner.gate.calibrate cannot be imported: {e}"}
+    return "ok", daemon_job(d.cfg)
 
 
 JOBS = {"index": job_index, "sweep": job_sweep, "report": job_report, "retest": job_retest,

@@ -3,7 +3,7 @@
 hit@k: 1 if any relevant id is in the top k.       MRR: 1 / rank of the first relevant id (0 if none).
 P@k: relevant in top k / k.    R@k: relevant in top k / |relevant|.
 nDCG@k: binary gains, log2 discount, ideal = all relevant ranked first.
-Pinned by hand-computed tests and checked against trec_eval (pytrec_eval via ir-measures) in tests/test_metrics.py.
+Pinned by hand-computed tests and checked against trec_eval (pytrec_eval via ir-measures) in tests/tuner/evaluation/test_metrics.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""retrieve() embeds the query on a second thread while the keyword channels run on the caller's
-(issue 11): the same vectors and lists as one thread doing it all, no thread left behind, errors
+"""retrieve() embeds the query on a second thread while the keyword channels run on the caller's:
+the same vectors and lists as one thread doing it all, no thread left behind, errors
 raised on the caller, and a total that counts the overlapped stages once."""
 
 import threading

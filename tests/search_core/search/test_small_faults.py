@@ -1,4 +1,4 @@
-"""The smaller faults of issue 7, item 8 (and item 4's warm searcher after a swap)."""
+"""Smaller faults of search and evaluation, and the warm searcher after a swap."""
 
 import tracemalloc
 

@@ -171,7 +171,7 @@ def test_last_fire_of_a_cron_trigger(tmp_path, demo_db):
 
 
 def test_the_weekly_calibrate_job_writes_a_report_and_a_proposal_from_the_log_and_the_gold_sets(tmp_path, db_copy):
-    """The gate issue's calibrate, run as the daemon's job: a real recall log of real searches plus the
+    """`calibrate`, run as the daemon's job: a real recall log of real searches plus the
     sweep's gold sets as labels; the proposal is written, never applied by the daemon."""
     from search_core.recall.log import log_search
     jobs = '[jobs.calibrate]\ncron = "0 3 * * 0"\n'

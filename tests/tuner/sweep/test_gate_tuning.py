@@ -1,5 +1,5 @@
 """The tuner gates with a model fitted on the tuning set, re-fits it for a new embedder or reranker, and
-tunes its probability threshold in gate rounds (issue 10, item 2)."""
+tunes its probability threshold in gate rounds."""
 
 import dataclasses
 import hashlib
