@@ -11,6 +11,7 @@ import click
 
 from search_core import SearchCoreError
 from search_core.paths import DEMO, EVALS
+from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
 from tuner.cli.options import Progress, db_error, duration, fail, in_runs, json_option, ledger_option
 from tuner.cli.extras import require_extra
 
@@ -89,7 +90,7 @@ def compare(a, b, as_json, seed):
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
 @click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
 @click.option("--seed", type=int, default=0)
-@click.option("--objective", type=click.Choice(["score100", "mrr", "hit@5", "ndcg@10"]), default="score100")
+@click.option("--objective", type=click.Choice(SWEEP_OBJECTIVES), default="score100")
 @click.option("--epsilon", type=float, default=0.0, help="The objective must rise by more than this.")
 @click.option("--gate-epsilon", type=float, default=0.0,
               help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")

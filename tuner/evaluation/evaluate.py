@@ -15,7 +15,7 @@ from search_core.search.ranking import K_LIST  # the ranked list kept per questi
 from search_core.search.work import SearchWork, search_work
 
 from tuner.data.gold import LEVELS, GoldSet
-from tuner.evaluation.metrics import first_rank, hit_at_k, mean, ndcg_at_k, precision_at_k, reciprocal_rank, recall_at_k
+from tuner.evaluation.metrics import first_rank, mean, question_metrics
 from tuner.evaluation.score import ScoreConfig, score100
 from search_core.percentiles import percentile
 
@@ -37,10 +37,7 @@ class QueryRow:
     work: SearchWork | None = None                      # what the search did, for the cost model
 
     def metrics(self) -> dict:
-        r, g = list(self.ranked), self.gold
-        return {"hit@1": hit_at_k(r, g, 1), "hit@3": hit_at_k(r, g, 3), "hit@5": hit_at_k(r, g, 5),
-                "hit@10": hit_at_k(r, g, 10), "mrr": reciprocal_rank(r, g, 10), "p@5": precision_at_k(r, g, 5),
-                "recall@5": recall_at_k(r, g, 5), "ndcg@10": ndcg_at_k(r, g, 10), "coverage": float(bool(r))}
+        return question_metrics(self.ranked, self.gold)
 
 
 class RetrievalCache:

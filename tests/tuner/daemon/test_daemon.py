@@ -80,6 +80,10 @@ def test_bad_config_files_are_refused(tmp_path, demo_db):
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
     with pytest.raises(DaemonConfigError, match="job 'retest' is not enabled.*enabled jobs: index, sweep, report"):
         cfg.job("retest")
+    with pytest.raises(DaemonConfigError, match=r"\[sweep\] objective 'hit5' is not one of score100, mrr, hit@5, ndcg@10"):
+        load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='objective = "hit5"'))
+    r = CliRunner().invoke(main, ["daemon", "--config", str(p), "--once", "nightly"])
+    assert r.exit_code == 2 and "'nightly' is not one of 'index', 'sweep', 'report', 'retest', 'calibrate'" in r.output
 
 
 def test_default_sweep_window_is_its_grace(tmp_path, demo_db):
