@@ -47,7 +47,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
         result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
-                          score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).as_json()
+                          score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).to_json()
     except SearchCoreError as e:
         fail(e)
     except db_error() as e:

@@ -223,4 +223,4 @@ class Workbench:
         model = self.gate_models.get((cfg.embedder, cfg.reranker))
         s.gate_choice = GateChoice(model, "fitted by the sweep on the tuning set") if model is not None else COSINE
         return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
-                        min_timing_samples=timing_samples, cost=cost).as_json()
+                        min_timing_samples=timing_samples, cost=cost).to_json()
