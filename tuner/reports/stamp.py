@@ -1,5 +1,5 @@
 """The stamp that ties docs/examples/ to the code that made them (`python docs/make_examples.py` writes
-it; tests/tuner/reports/test_examples.py checks it), and a report read back from its saved JSON.
+it; tests/test_examples.py checks it), and a report read back from its saved JSON.
 
 The stamp holds the commit, a hash of the renderer's source (the report layer and the report builders)
 and a hash of every example file. The check fails when an example was edited by hand, when a file is
