@@ -37,12 +37,21 @@ def main() -> None:
         cmd = ["nice", "-n", "5", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *marker]
         runs.append((root, time.perf_counter(), load(),
                      subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
-    out = []
-    for root, t0, load0, proc in runs:
+    import threading
+
+    out = [None] * len(runs)
+
+    def collect(i, root, t0, load0, proc):      # one reader per run: each stops its own clock
         text, _ = proc.communicate()
         summary = next((ln for ln in reversed(text.splitlines()) if " in " in ln and ("passed" in ln or "failed" in ln)), "")
-        out.append({"checkout": str(root), "seconds": round(time.perf_counter() - t0, 1), "exit": proc.returncode,
-                    "summary": summary.strip("= "), "load_start": load0, "load_end": load()})
+        out[i] = {"checkout": str(root), "seconds": round(time.perf_counter() - t0, 1), "exit": proc.returncode,
+                  "summary": summary.strip("= "), "load_start": load0, "load_end": load()}
+
+    readers = [threading.Thread(target=collect, args=(i, *r)) for i, r in enumerate(runs)]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
     print(json.dumps({"suite": "full" if args.full else "fast", "cores": os.cpu_count(), "runs": out}, indent=1))
 
 
