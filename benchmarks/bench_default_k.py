@@ -1,4 +1,4 @@
-"""Let the tuner choose the shipped RRF k (issue 7, item 12), on every public set we have.
+"""Let the tuner choose the shipped RRF k, on every public set we have.
 
 Protocol (decisions on tuning questions only; holdouts only check):
   1. per set, a sweep over `rrf_k` alone (experiments/spaces/rrf-k.toml), seeded, from the shipped config;

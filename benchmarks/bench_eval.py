@@ -59,7 +59,7 @@ def run_set(name, corpus, gold_path, n_questions=None):
     # 3. each channel alone and the default fusion, from one cached retrieval per question
     table = {}
     for label, weights in CHANNEL_ALONE.items():
-        r = evaluate(s, gold, base.replace(**weights), cache=cache, audit=False).as_json()
+        r = evaluate(s, gold, base.replace(**weights), cache=cache, audit=False).to_json()
         table[label] = {"hit@5": r["hit@5"], "mrr": r["mrr"], "ndcg@10": r["ndcg@10"]}
     print(f"[{name}] {len(gold.questions)} questions: evaluation {eval_s:.2f} s (search included), "
           f"metrics alone p50 {summary(times)['p50']} ms", flush=True)

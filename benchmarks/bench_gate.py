@@ -24,7 +24,7 @@ transferable features of tuner.gate.calibrate.CALIBRATION_FEATURES (16 since the
 part also chooses a feature set and C by cross-validation on demo-tune (it runs whatever --parts says,
 unless --features/--C name it); that choice is scored beside it (`alt`) on KorQuAD and AutoRAG.
 Retrievals are pickled in runs/bench/ (keyed by the index content), so a re-run after a config change
-(issue 7's rrf_k) only re-fuses: the default gate is one command,
+(rrf_k, say) only re-fuses: the default gate is one command,
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 10 python benchmarks/bench_gate.py --parts default \
         --write-default --demo-db runs/demo.sqlite --korquad-db runs/korquad.sqlite --autorag-db runs/autorag.sqlite
@@ -242,7 +242,7 @@ def part_default(sets, args, cfg, fp, compare=False):
         gold_sets.append(load_gold(Path(args.autorag_beir)).name)
     m = fit(full, fp, features, C, fitted_on={
         "sets": {n: len(r) for n, r in fit_rows.items()}, "gold_sets": gold_sets, "config_hash": cfg.config_hash(),
-        "note": "shipped default; see BENCHMARKS.md 'Gate (issue 10)'; re-fit: benchmarks/bench_gate.py --parts default"})
+        "note": "shipped default; see BENCHMARKS.md, the gate; re-fit: benchmarks/bench_gate.py --parts default"})
     if args.write_default:
         m.save(DEFAULT_GATE_FILE)
     return {**out, "default": m.as_json(), "written": str(DEFAULT_GATE_FILE) if args.write_default else None}

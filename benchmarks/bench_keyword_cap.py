@@ -1,5 +1,5 @@
 """How many FTS5 trigram phrases a sparse query may OR together (search_core.search.channels.MAX_PHRASES):
-quality on every shipped set and sparse time on the johngrib wiki, per cap (issue 11, item 2).
+quality on every shipped set and sparse time on the johngrib wiki, per cap.
 
     python benchmarks/bench_keyword_cap.py --caps 12,16,24,32,64 \
         --set demo-tune=runs/demo.sqlite:experiments/gold/demo-tune.yaml \

@@ -30,7 +30,7 @@ from search_core.index.store import atomic, connect  # noqa: E402
 
 DATA = Path(os.environ.get("AUTORESEARCH_DATA", DATA))   # a git worktree sits one level deeper than ../shared
 
-# Long English questions, the way people ask an agent (the issue's example first).
+# Long English questions, the way people ask an agent.
 LONG_ENGLISH = [
     "how do I get out of vim, emacs, nano or less when I'm stuck in the terminal",
     "what is the difference between a process and a thread, and when should I use each one",
@@ -96,7 +96,7 @@ def stats(values) -> dict:
 
 @contextmanager
 def busy_core():
-    """Another process spinning on one core for the duration of the block (what the issue measured)."""
+    """Another process spinning on one core for the duration of the block (the busy condition of the latency figures)."""
     p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.5)
@@ -125,7 +125,7 @@ def warm(db: Path, questions: list[str], conditions, passes: int = 1) -> dict:
     """Every question searched once per pass and condition, conditions alternating pass by pass, so a slow
     minute of the machine lands on both. out[cond] is the first pass (stages and raw timings); with passes >
     1, out["passes"][cond] holds each pass's wall figures and out["summary"][cond] their median and range:
-    one pass's p95 moved by +-3 ms from run to run on this machine (BENCHMARKS.md, issue 11)."""
+    one pass's p95 moved by +-3 ms from run to run on this machine (BENCHMARKS.md, latency)."""
     from search_core.search.pipeline import Searcher
     s = Searcher(db)
     for q in questions[:10]:

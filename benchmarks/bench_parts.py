@@ -1,5 +1,5 @@
 """Sub-questions: how close a part's vector is to its question's, and what each way of searching the parts
-does to quality (issue 11: compound questions set the search's p95).
+does to quality (compound questions set the search's p95).
 
     python benchmarks/bench_parts.py [--parts cosine,quality] [--sets demo-tune,demo-holdout,autorag,korquad]
 

@@ -31,7 +31,7 @@ LATIN = ["unknown_latin"]    # third round: unknown Latin-script names in a Kore
 ROUND3 = ["heading_overlap", "bm25_wig"]
 NAMES = ["unknown_names"]    # fourth round: the same, by whole words from the index's word table
 CAL10 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
-         "dense_sparse_agree", "top1_agree", "title_match"]      # CALIBRATION_FEATURES before this issue's round
+         "dense_sparse_agree", "top1_agree", "title_match"]      # CALIBRATION_FEATURES when the gate had 10 features
 CAL13 = ["top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found", "term_overlap",
          "idf_overlap", "meta_overlap", "unknown_words", "dense_sparse_agree", "top1_agree", "title_match"]
 FEATURE_SETS = {
@@ -201,7 +201,7 @@ ALL_TRANSFERABLE = (f"all {len(CALIBRATION_FEATURES)} transferable features, C={
 
 def heldout_splits(s, cfg, items, retrievals, doc_of, docs, features, C, splits, label, alt=None, also=(),
                    seed_start=0):
-    """The issue's protocol: per split, 20 % of documents held out; fit on one half of the documents'
+    """The protocol: per split, 20 % of documents held out; fit on one half of the documents'
     questions (grouped by document), measure on the other half's; the cosine gate on the same rows.
     `alt`: a second gate declared before measuring (name, features, C), scored on the same rows; `also`:
     more of them (fourth round: both unknown_names candidates beside the shipped 14, one re-fusion).

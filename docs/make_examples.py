@@ -11,7 +11,7 @@ KorQuAD (CC BY-ND) is never used here: a report of it is a derived file.
 
 Work files go under runs/examples/ (kept, so a second run reuses indexes and embeddings). Every run
 rewrites docs/examples/STAMP.json: the commit, a hash of the renderer's source and of every example
-file; tests/test_examples.py fails when they no longer match.
+file; tests/tuner/reports/test_examples.py fails when they no longer match.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every value below is stored somewhere (ledger rows and pins, embedding-cache keys, index file names,
 A/B result files), so each function reproduces, byte for byte, the hash its call sites computed before
-they shared it (tests/test_hashing.py pins literal values). Two JSON spellings exist on purpose:
+they shared it (tests/search_core/test_hashing.py pins literal values). Two JSON spellings exist on purpose:
 `ascii=True` is json.dumps' default escaping, which the embedding cache, the query-vector cache and
 index file names were keyed with; `ascii=False` keeps Korean as UTF-8, as config hashes and pins were.
 Content hashes (note bytes, chunk text, the recall log's privacy hash, the ledger chain) are not

@@ -13,6 +13,10 @@ from pathlib import Path
 RUNS_ENV = "AUTORESEARCH_RUNS"
 ACTIVE_CONFIG = "active.toml"          # the promoted config (tuner.promotion writes it)
 RECALL_LOG = "recall-log.sqlite"       # one row per recall call (search_core.recall.log)
+LEDGER = "ledger.sqlite"               # every sweep and round (tuner.ledger)
+EVALS = "evals"                        # `eval` results
+AB_WORK = "ab"                         # the A/B's candidate indexes and embedding cache
+DEMO = "demo"                          # the `demo` run's index, ledger and reports
 
 
 def runs_dir(runs: str | Path | None = None) -> Path:
@@ -20,11 +24,16 @@ def runs_dir(runs: str | Path | None = None) -> Path:
     return Path(runs if runs is not None else os.environ.get(RUNS_ENV, "runs"))
 
 
+def runs_path(name: str, runs: str | Path | None = None) -> Path:
+    """A file or folder in the runs folder (LEDGER, EVALS, ...)."""
+    return runs_dir(runs) / name
+
+
 def active_config_file(runs: str | Path | None = None) -> Path:
     """The promoted config's path (it may not exist: then the built-in defaults apply)."""
-    return runs_dir(runs) / ACTIVE_CONFIG
+    return runs_path(ACTIVE_CONFIG, runs)
 
 
 def recall_log_file(runs: str | Path | None = None) -> Path:
     """The recall log's default path."""
-    return runs_dir(runs) / RECALL_LOG
+    return runs_path(RECALL_LOG, runs)

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from search_core.models import register_embedder
 from tests.helpers import DEMO_VAULT, ROOT, SMALL_VAULT, free_port, write_vault
+from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER, HashedNgramEmbedder
 from tests.helpers.rerank_server import serve_reranker
+
+# The test embedder, by name, in every test process (an index built with it records the name, and whatever
+# opens the index loads it from the registry). Fixtures without `_e5` use it; the `_e5` ones embed with
+# e5-small, for the tests that assert on what vectors mean.
+register_embedder(FAKE_EMBEDDER, HashedNgramEmbedder)
 
 # Set before any test loads e5: on a shared machine (load average 22 on 2 cores) spinning OpenMP threads
 # made one query embedding take ~5,000 ms instead of ~65 ms (see tuner/cli/recall.py).
@@ -29,29 +36,49 @@ def shared_cache(tmp_path_factory):
     return Path(kept) if kept else tmp_path_factory.mktemp("cache") / "embed-cache.sqlite"
 
 
-@pytest.fixture
-def small_index(small_vault, tmp_path, shared_cache):
+def _small_index(vault, tmp_path, cache, embedder):
     from search_core.index.indexer import index_vault
     db = tmp_path / "idx" / "index.sqlite"
-    index_vault(small_vault, db, cache=shared_cache)
+    index_vault(vault, db, embedder=embedder, cache=cache)
     return db
 
 
-@pytest.fixture(scope="session")
-def demo_index(tmp_path_factory, shared_cache):
-    """The embedded demo vault, indexed once per test session (directly: the `demo` command's
-    119-round sweep is not needed to build an index, and tests of `demo` run it themselves)."""
+@pytest.fixture
+def small_index(small_vault, tmp_path, shared_cache):
+    """The small vault indexed with the test embedder."""
+    return _small_index(small_vault, tmp_path, shared_cache, FAKE_EMBEDDER)
+
+
+@pytest.fixture
+def small_index_e5(small_vault, tmp_path, shared_cache):
+    return _small_index(small_vault, tmp_path, shared_cache, "e5-small")
+
+
+def _demo_index(tmp_path_factory, cache, embedder):
     from search_core.index.indexer import index_vault
     out = tmp_path_factory.mktemp("demo")
-    index_vault(DEMO_VAULT, out / "index.sqlite", cache=shared_cache)
+    index_vault(DEMO_VAULT, out / "index.sqlite", embedder=embedder, cache=cache)
     return out / "index.sqlite"
 
 
 @pytest.fixture(scope="session")
-def demo_mini_index(tmp_path_factory, shared_cache, demo_index):
+def demo_index(tmp_path_factory, shared_cache):
+    """The demo vault indexed with the test embedder, once per test session (directly: the `demo`
+    command's 119-round sweep is not needed to build an index, and tests of `demo` run it themselves)."""
+    return _demo_index(tmp_path_factory, shared_cache, FAKE_EMBEDDER)
+
+
+@pytest.fixture(scope="session")
+def demo_index_e5(tmp_path_factory, shared_cache):
+    """The demo vault embedded by e5-small, once per session: for what real vectors decide."""
+    return _demo_index(tmp_path_factory, shared_cache, "e5-small")
+
+
+@pytest.fixture(scope="session")
+def demo_mini_index(tmp_path_factory, shared_cache, demo_index_e5):
     """The demo tuning set's gold notes only (35 of the demo vault's 138), indexed by e5-small: model rounds
     build a second model's index of it in a quarter of the time the whole vault takes. Its texts are the
-    demo vault's, so after demo_index every e5 vector comes from the shared embedding cache."""
+    demo vault's, so after demo_index_e5 every e5 vector comes from the shared embedding cache."""
     import shutil
     from search_core.index.indexer import index_vault
     from tuner.data.gold import load_gold
@@ -144,7 +171,7 @@ TIMED_ROUNDS, TIMED_SEED = 20, 5
 
 
 @pytest.fixture(scope="session")
-def timed_sweep(demo_index, session_rerank_server, tmp_path_factory):
+def timed_sweep(demo_index_e5, session_rerank_server, tmp_path_factory):
     """One uninterrupted sweep over TIMED_SPACE (latency from the cost model), run once per session:
     the determinism test runs it again and the kill-9 test kills and resumes it, and both compare their
     decisions with this one."""
@@ -158,7 +185,7 @@ def timed_sweep(demo_index, session_rerank_server, tmp_path_factory):
     space.write_text(TIMED_SPACE + f'[reranker]\nkind = "categorical"\nchoices = ["none", "{reranker}"]\n')
     start = root / "start.toml"
     start.write_text(f'reranker = "{reranker}"\nrerank_depth = 10\n')
-    params = SweepParams(db=str(demo_index), gold=str(ROOT / "experiments/gold/demo-tune.yaml"), space=str(space),
+    params = SweepParams(db=str(demo_index_e5), gold=str(ROOT / "experiments/gold/demo-tune.yaml"), space=str(space),
                          rounds=TIMED_ROUNDS, seed=TIMED_SEED, vault=str(DEMO_VAULT),
                          index_dir=str(root / "indexes"))
     from tests.helpers.sweeps import hand_set_calibrations

@@ -39,9 +39,9 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     searcher = Searcher(db)
     start = load_config(demo_start()).replace(embedder=searcher.embedder_name)
     res = evaluate(searcher, load_gold(demo_gold("demo-tune.yaml")), start)
-    (out / "eval-start.json").write_text(json.dumps(res.as_json(), ensure_ascii=False, indent=1))
+    (out / "eval-start.json").write_text(json.dumps(res.to_json(), ensure_ascii=False, indent=1))
     echo(f"2. the starting config ({demo_start().name}: vector search alone, RRF k = 60) on the tuning set:")
-    echo("   " + format_eval(res.as_json()).replace("\n", "\n   "))
+    echo("   " + format_eval(res.to_json()).replace("\n", "\n   "))
     ledger = Ledger(out / "ledger.sqlite")
     try:
         params = SweepParams(db=str(db), gold=str(demo_gold("demo-tune.yaml")),
@@ -56,7 +56,7 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     from tuner.reports.sweep import sweep_report
     rep = sweep_report(out / "ledger.sqlite", sw.id, None)
     reports = {fmt: Path(emit(rep, fmt, out / f"morning-report.{fmt}")) for fmt in ("md", "html")}
-    return DemoRun(db, report, res.as_json(), summary, reports)
+    return DemoRun(db, report, res.to_json(), summary, reports)
 
 
 def format_summary(s: dict) -> str:

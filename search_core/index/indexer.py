@@ -4,7 +4,7 @@ Phases: list + diff the vault (cheap), parse + chunk what changed, embed what th
 (committed per batch: Ctrl-C keeps it), then write everything in ONE transaction (or, for a full
 build, into a new file that replaces the old one with os.replace). The old index stays usable until then.
 This module decides what to write and owns the lock, the fingerprint and the transaction; the writes
-themselves (notes, chunks, vectors, graph tables) are in index_write.py.
+themselves (notes, chunks, vectors, graph tables) are in write.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 FTS5 trigram cannot match "AI", "팀" or "검색", so those tokens are answered by which chunks contain them
 (what `text LIKE '%ab%' OR context LIKE '%ab%'` answers). Building that in memory at search time
 (view.ShortTokenIndex: numpy.unique over every character of the corpus) cost every process 1-6 s
-before its first answer on the 974-note wiki (issue 11). Here the index writer stores one row per
+before its first answer on the 974-note wiki. Here the index writer stores one row per
 character or bigram code with the sorted chunk ids that contain it; a lookup is one primary-key read.
 
 It is derived data, not part of the index fingerprint: an index without it (written before it

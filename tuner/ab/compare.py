@@ -3,30 +3,23 @@ and a bootstrap interval, the questions won and lost, and the one-line verdict."
 
 from __future__ import annotations
 
-from tuner.evaluation.stats import bootstrap_ci, paired_randomization
+from tuner.evaluation.compare import answerable, paired_metrics
+from tuner.evaluation.metrics import metric_names
 from tuner.ab.records import CandidateResult
 
-AB_METRICS = ("hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10")
-ALPHA = 0.05
+AB_METRICS = metric_names("hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10")
 
 
 def compare_pair(a: CandidateResult, b: CandidateResult, *, seed: int = 0) -> dict:
     """B against A on the answerable evaluation questions: per metric the mean of each, the difference
     (and in questions, for the 0/1 metrics), the paired randomization p-value and a bootstrap 95% CI."""
-    qa = {q["id"]: q for q in a.result["per_query"] if q["level"] != "probe"}
-    qb = {q["id"]: q for q in b.result["per_query"] if q["level"] != "probe"}
+    qa, qb = answerable(a.result["per_query"]), answerable(b.result["per_query"])
     ids = [i for i in qa if i in qb]
     n = len(ids)
     out = {"a": a.label, "b": b.label, "n": n, "metrics": {}}
-    for m in AB_METRICS:
-        xa, xb = [qa[i][m] for i in ids], [qb[i][m] for i in ids]
-        pv = paired_randomization(xa, xb, seed=seed)
-        lo, hi = bootstrap_ci(xa, xb, seed=seed)
-        d = (sum(xb) - sum(xa)) / n if n else 0.0
-        out["metrics"][m] = {"a": round(sum(xa) / n, 4) if n else None, "b": round(sum(xb) / n, 4) if n else None,
-                             "delta": round(d, 4), "delta_questions": round(sum(xb) - sum(xa), 2),
-                             "p_value": round(pv, 4), "ci95": [round(lo, 4), round(hi, 4)],
-                             "within_noise": pv >= ALPHA}
+    for m, t in paired_metrics(qa, qb, ids, AB_METRICS, seed=seed).items():
+        out["metrics"][m] = {"a": t.a, "b": t.b, "delta": t.delta, "delta_questions": t.delta_questions,
+                             "p_value": t.p_value, "ci95": list(t.ci95), "within_noise": t.within_noise}
 
     def rank(q):
         return q["first_rank"] if q["first_rank"] is not None else 10 ** 6

@@ -37,11 +37,11 @@ class CandidateResult:
     memory_mb: dict = field(default_factory=dict)
     threshold: float | None = None
     threshold_fitted: bool = False
-    result: dict | None = None       # EvalResult.as_json() on the evaluation questions
+    result: dict | None = None       # EvalResult.to_json() on the evaluation questions
     seconds: float = 0.0
     reused_from: str = ""            # set when this evaluation was measured by an earlier A/B
 
-    def as_json(self) -> dict:
+    def to_json(self) -> dict:
         d = dataclasses.asdict(self)
         d["candidate"] = dataclasses.asdict(self.candidate)
         return d

@@ -231,7 +231,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         res.threshold = eval_rows[0].gate.threshold if eval_rows else cos_t
         res.latency = _latency(eval_rows)
         index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
-        res.result = build_result(p.eval, cfg, index, eval_rows).as_json()
+        res.result = build_result(p.eval, cfg, index, eval_rows).to_json()
         _save(saved, res)
     except ModelUnavailable as e:
         res.status, res.message = "unavailable", str(e)
@@ -358,5 +358,5 @@ def run_ab(p: ABParams, progress=None) -> dict:
                        "tune_probes": len(p.tune.probes()), "split": p.split_note,
                        "same_questions": p.eval is p.tune, "config": p.config.as_dict(),
                        "chunking": chunk_cfg.as_dict()},
-            "candidates": [r.as_json() for r in results], "pairs": pairs, "interrupted": interrupted,
+            "candidates": [r.to_json() for r in results], "pairs": pairs, "interrupted": interrupted,
             "cut": [r.label for r in results if r.status == "cut"], "seconds": round(time.perf_counter() - t0, 2)}

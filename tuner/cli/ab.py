@@ -11,7 +11,8 @@ import click
 from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
-from tuner.cli.options import fail, format_option, sigterm_as_interrupt
+from search_core.paths import AB_WORK
+from tuner.cli.options import fail, format_option, in_runs, sigterm_as_interrupt
 
 
 @click.command()
@@ -29,7 +30,7 @@ from tuner.cli.options import fail, format_option, sigterm_as_interrupt
               help="An existing index: its vault, chunking and embedding cache are reused.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="Starting config (TOML) for every candidate (default: the built-in defaults).")
-@click.option("--work", type=click.Path(path_type=Path), default=Path("runs/ab"),
+@click.option("--work", **in_runs(AB_WORK),
               help="Where each candidate's index and the embedding cache live.")
 @format_option()
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the report here (default: stdout).")

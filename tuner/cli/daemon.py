@@ -11,12 +11,13 @@ import click
 
 from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
+from tuner.daemon.config import JOB_NAMES
 
 from tuner.cli.options import emit_report, fail, format_option, json_option, ledger_option, runs_option
 
 @click.command()
 @click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="The daemon's TOML config.")
-@click.option("--once", "once", default=None, help="Run this one job now and exit (index, sweep, report, retest).")
+@click.option("--once", "once", type=click.Choice(JOB_NAMES), default=None, help="Run this one job now and exit.")
 @click.option("--start-in", type=float, default=None,
               help="Also run index, sweep and report once, this many seconds from now (cron has minute resolution).")
 def daemon(config_path, once, start_in):

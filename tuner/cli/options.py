@@ -9,10 +9,9 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from search_core.paths import LEDGER, RECALL_LOG, runs_path
 from tuner.durations import EXAMPLES, DurationError, parse_duration
 from tuner.reports.render import FORMATS
-
-DEFAULT_LEDGER = Path("runs/ledger.sqlite")
 
 
 def fail(e: Exception | str):
@@ -45,6 +44,13 @@ def duration(text: str | None, *, allow_all: bool = False, param_hint: str | Non
         return parse_duration(text, allow_all=allow_all)
     except DurationError as e:
         raise click.BadParameter(str(e), param_hint=param_hint) from None
+
+
+def in_runs(name: str) -> dict:
+    """An option's default in the runs folder, read when the command runs (so $AUTORESEARCH_RUNS set after
+    import counts) and shown as such in --help."""
+    return {"type": click.Path(path_type=Path), "default": lambda: runs_path(name),
+            "show_default": f"$AUTORESEARCH_RUNS/{name}, else runs/{name}"}
 
 
 class FiniteFloat(click.FloatRange):
@@ -83,15 +89,11 @@ def nonempty_token(ctx, param, value):
 
 
 def ledger_option(help: str | None = None):
-    return click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=DEFAULT_LEDGER,
-                        help=help or "The ledger file (SQLite).")
+    return click.option("--ledger", "ledger_path", **in_runs(LEDGER), help=help or "The ledger file (SQLite).")
 
 
 def recall_log_option():
-    from search_core.paths import recall_log_file
-    return click.option("--log", "log_path", type=click.Path(path_type=Path), default=lambda: recall_log_file(),
-                        show_default="$AUTORESEARCH_RUNS/recall-log.sqlite, else runs/recall-log.sqlite",
-                        help="The recall log (SQLite).")
+    return click.option("--log", "log_path", **in_runs(RECALL_LOG), help="The recall log (SQLite).")
 
 
 def runs_option(help: str = "The runs folder (default: $AUTORESEARCH_RUNS, else ./runs)."):

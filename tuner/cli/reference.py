@@ -1,5 +1,5 @@
 """The CLI reference (docs/cli.md) rendered from the `--help` of every verb, so it cannot drift from the
-code: `python docs/make_cli_reference.py` writes it, tests/test_docs.py fails when it is out of date."""
+code: `python docs/make_cli_reference.py` writes it, tests/tuner/cli/test_docs.py fails when it is out of date."""
 
 from __future__ import annotations
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
-from tuner.cli.options import Progress, db_error, duration, fail, json_option, ledger_option
+from search_core.paths import DEMO, EVALS
+from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
+from tuner.cli.options import Progress, db_error, duration, fail, in_runs, json_option, ledger_option
 from tuner.cli.extras import require_extra
 
 
@@ -25,7 +27,7 @@ from tuner.cli.extras import require_extra
 @click.option("--timing-samples", type=click.IntRange(min=0), default=100, show_default=True,
               help="Repeat timed passes over a small set until each latency percentile stands on this many "
                    "timings (0: one pass).")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/evals"), help="Where the full result goes.")
+@click.option("--out", **in_runs(EVALS), help="Where the full result goes.")
 @click.option("--gate", "gate_path", type=click.Path(path_type=Path), default=None,
               help="A gate model file (default, as `search`: <db>.gate.json, else the shipped default model).")
 @json_option()
@@ -48,7 +50,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
             cfg = cfg.replace(reranker=reranker)
         searcher.use_gate(gate_path, reranker=cfg.reranker)     # the gate `search` decides with
         result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
-                          score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).as_json()
+                          score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).to_json()
     except SearchCoreError as e:
         fail(e)
     except db_error() as e:
@@ -91,7 +93,7 @@ def compare(a, b, as_json, seed):
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
 @click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
 @click.option("--seed", type=int, default=0)
-@click.option("--objective", type=click.Choice(["score100", "mrr", "hit@5", "ndcg@10"]), default="score100")
+@click.option("--objective", type=click.Choice(SWEEP_OBJECTIVES), default="score100")
 @click.option("--epsilon", type=float, default=0.0, help="The objective must rise by more than this.")
 @click.option("--gate-epsilon", type=float, default=0.0,
               help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")
@@ -245,7 +247,7 @@ def best(sweep_id, ledger_path, out):
 
 
 @click.command()
-@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/demo"), help="Where results go.")
+@click.option("--out", **in_runs(DEMO), help="Where results go.")
 @click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--seed", type=int, default=0)
 def demo(out, rounds, seed):

@@ -29,8 +29,10 @@ from search_core.validate import Where
 
 from tuner import durations
 from tuner.data.bundled import DEFAULT_SPACE
+from tuner.daemon.jobs import JOBS
+from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
 
-JOB_NAMES = ("index", "sweep", "report", "retest", "calibrate")
+JOB_NAMES = tuple(JOBS)
 DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
                 "report": {"cron": "5 7 * * *"}}
 DEFAULT_GRACE_S = 6 * 3600
@@ -221,6 +223,9 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     if bad:
         raise DaemonConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; valid: {sorted(SWEEP_KEYS)}")
     check_sweep_values(sweep, Where(where, "[sweep]"))
+    if "objective" in sweep and sweep["objective"] not in SWEEP_OBJECTIVES:
+        raise DaemonConfigError(f"{where}: [sweep] objective {sweep['objective']!r} is not one of "
+                                f"{', '.join(SWEEP_OBJECTIVES)}")
     for k in ("vault", "db", "gold", "holdout", "space", "score_config", "start_config"):
         if k in sweep:
             p = Path(sweep[k]).expanduser()

@@ -24,12 +24,12 @@ def write_reports(d, sweep_id: str) -> dict:
     """The morning report and the audit of `sweep_id`, in every format, under runs/reports/."""
     from tuner.sweep.rejected_audit import audit_report
     from tuner.reports.sweep import sweep_report
-    from tuner.reports import emit
+    from tuner.reports import FORMATS, emit
     out = Path(d.cfg.runs) / "reports"
     paths = {}
     rep = sweep_report(d.cfg.ledger, sweep_id, d.cfg.runs)
     aud = audit_report(d.cfg.ledger, sweep_id, runs=d.cfg.runs)
-    for fmt in ("md", "html", "json"):
+    for fmt in FORMATS:
         paths[f"sweep.{fmt}"] = emit(rep, fmt, out / f"sweep-{sweep_id}.{fmt}")
         paths[f"audit.{fmt}"] = emit(aud, fmt, out / f"audit-{sweep_id}.{fmt}")
     return paths
@@ -183,14 +183,15 @@ def job_retest(d, spec, scheduled, rid):
 
 
 def job_calibrate(d, spec, scheduled, rid):
-    import importlib
     try:
-        mod = importlib.import_module("tuner.gate.calibrate")
-    except ImportError:
-        return "unavailable", {"why": "tuner.calibrate (the gate issue) is not in this build"}
-    return "ok", mod.daemon_job(d.cfg)
+        from tuner.gate.calibrate import daemon_job
+    except ImportError as e:        # a dependency of the calibration is missing from this install
+        return "unavailable", {"why": f"tuner.gate.calibrate cannot be imported: {e}"}
+    return "ok", daemon_job(d.cfg)
 
 
+# The night's chain, in order: `daemon --start-in` runs these once.
+NIGHT = ("index", "sweep", "report")
 JOBS = {"index": job_index, "sweep": job_sweep, "report": job_report, "retest": job_retest,
         "calibrate": job_calibrate}
 

@@ -33,6 +33,7 @@ from search_core.files import LockBusy, PidLock, atomic_write_text, lock_holder
 from search_core.index.store import atomic, connect
 
 from tuner.daemon.config import DaemonConfig
+from tuner.daemon.jobs import NIGHT
 
 LOCK = "daemon.lock"
 RUNS_DB = "daemon.sqlite"
@@ -336,10 +337,10 @@ class Daemon:
             now = dt.datetime.now(self.cfg.tz)
             for j in self.cfg.jobs:
                 trig = j.trigger(self.cfg.tz)
-                if self.start_in is not None and j.name in ("index", "sweep", "report"):
+                if self.start_in is not None and j.name in NIGHT:
                     from apscheduler.triggers.date import DateTrigger
                     # --start-in: the night's chain once, N seconds from now, in order (one worker thread)
-                    at = now + dt.timedelta(seconds=self.start_in + 0.01 * ("index", "sweep", "report").index(j.name))
+                    at = now + dt.timedelta(seconds=self.start_in + 0.01 * NIGHT.index(j.name))
                     sched.add_job(self.run_job, DateTrigger(at), args=[j.name, at, "start-in"], id=f"{j.name}-start-in",
                                   misfire_grace_time=int(max(j.grace_s, 60)), coalesce=True, max_instances=1)
                 sched.add_job(self.run_job, trig, args=[j.name], id=j.name, misfire_grace_time=int(max(j.grace_s, 1)),

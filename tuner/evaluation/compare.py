@@ -1,31 +1,67 @@
-"""Compare two evaluation runs of the same gold set: deltas, a paired test, wins/ties/losses, flips."""
+"""Compare two evaluation runs: the one paired comparison behind `compare`, the holdout check and the A/B.
+
+Per metric, over the answerable questions both runs answered: each run's mean, the difference, the paired
+randomization p-value and a bootstrap 95% interval; then the questions that moved.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from tuner.evaluation.metrics import metric_names
 from tuner.evaluation.stats import bootstrap_ci, paired_randomization
 
 ALPHA = 0.05
-METRICS = ("hit@5", "mrr", "ndcg@10", "p@5", "recall@5")
+METRICS = metric_names("hit@5", "mrr", "ndcg@10", "p@5", "recall@5")     # `compare` and the holdout check
+
+
+@dataclass(frozen=True)
+class PairedMetric:
+    """B against A on one metric over n paired questions; positive deltas mean B is better."""
+    a: float | None
+    b: float | None
+    delta: float
+    delta_questions: float       # in questions (for a 0/1 metric, questions gained)
+    p_value: float
+    ci95: tuple[float, float]
+    within_noise: bool           # p >= ALPHA, decided on the unrounded p-value
+
+    @property
+    def verdict(self) -> str:
+        return "within noise" if self.within_noise else ("B better" if self.delta > 0 else "A better")
+
+
+def answerable(per_query) -> dict:
+    """id -> per-question row, probes left out (they have no ranking metrics)."""
+    return {q["id"]: q for q in per_query if q["level"] != "probe"}
+
+
+def paired_metrics(qa: dict, qb: dict, ids: list, metrics, *, seed: int = 0) -> dict[str, PairedMetric]:
+    """Per metric, B against A on the questions `ids` (in that order: the resampling follows it)."""
+    n = len(ids)
+    out = {}
+    for m in metrics:
+        xa, xb = [qa[i][m] for i in ids], [qb[i][m] for i in ids]
+        p = paired_randomization(xa, xb, seed=seed)
+        lo, hi = bootstrap_ci(xa, xb, seed=seed)
+        out[m] = PairedMetric(round(sum(xa) / n, 4) if n else None, round(sum(xb) / n, 4) if n else None,
+                              round((sum(xb) - sum(xa)) / n, 4) if n else 0.0, round(sum(xb) - sum(xa), 2),
+                              round(p, 4), (round(lo, 4), round(hi, 4)), p >= ALPHA)
+    return out
 
 
 def compare(a: dict, b: dict, *, seed: int = 0) -> dict:
-    """a, b: EvalResult.as_json() of the same gold set. Positive deltas mean B is better."""
+    """a, b: two evaluation results (their JSON) of the same gold set. Positive deltas mean B is better."""
     if a.get("gold") != b.get("gold"):
         raise ValueError(f"runs are on different gold sets ({a.get('gold')} vs {b.get('gold')}); compare like with like")
-    qa = {q["id"]: q for q in a["per_query"] if q["level"] != "probe"}
-    qb = {q["id"]: q for q in b["per_query"] if q["level"] != "probe"}
+    qa, qb = answerable(a["per_query"]), answerable(b["per_query"])
     ids = sorted(set(qa) & set(qb))
     if not ids:
         raise ValueError("the two runs share no answerable question")
     out = {"gold": a["gold"], "n": len(ids), "a": a.get("config_hash"), "b": b.get("config_hash"), "metrics": {}}
-    for m in METRICS:
-        xa, xb = [qa[i][m] for i in ids], [qb[i][m] for i in ids]
-        p = paired_randomization(xa, xb, seed=seed)
-        lo, hi = bootstrap_ci(xa, xb, seed=seed)
-        delta = sum(xb) / len(ids) - sum(xa) / len(ids)
-        out["metrics"][m] = {"a": round(sum(xa) / len(ids), 4), "b": round(sum(xb) / len(ids), 4),
-                             "delta": round(delta, 4), "p_value": round(p, 4), "ci95": [round(lo, 4), round(hi, 4)],
-                             "verdict": "within noise" if p >= ALPHA else ("B better" if delta > 0 else "A better")}
+    for m, t in paired_metrics(qa, qb, ids, METRICS, seed=seed).items():
+        out["metrics"][m] = {"a": t.a, "b": t.b, "delta": t.delta, "p_value": t.p_value, "ci95": list(t.ci95),
+                             "verdict": t.verdict}
     rr = [(qb[i]["mrr"] - qa[i]["mrr"]) for i in ids]
     out["wins"] = sum(d > 0 for d in rr)
     out["ties"] = sum(d == 0 for d in rr)

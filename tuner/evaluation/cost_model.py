@@ -63,7 +63,7 @@ UNITS = {
     "search_ms": "per search, beyond its parts: thread hand-offs, the index freshness check, Python between stages "
                  "(the median gap between whole searches timed in the calibration and the sum of their parts)",
 }
-# a calibration is short (the issue of a sweep's start): at most this many questions, 3 passes each
+# a calibration is short (it runs before a sweep's first round): at most this many questions, 3 passes each
 CALIBRATION_QUESTIONS = 60
 CALIBRATION_PASSES = 3
 

@@ -16,7 +16,7 @@ from search_core.search.ranking import K_LIST  # the ranked list kept per questi
 from search_core.search.work import SearchWork, search_work
 
 from tuner.data.gold import LEVELS, GoldSet
-from tuner.evaluation.metrics import first_rank, hit_at_k, mean, ndcg_at_k, precision_at_k, reciprocal_rank, recall_at_k
+from tuner.evaluation.metrics import METRICS, first_rank, mean, question_metrics
 from tuner.evaluation.score import ScoreConfig, score100
 from search_core.percentiles import percentile
 
@@ -39,10 +39,7 @@ class QueryRow:
     gate: GateDecision | None = None                    # which gate decided (kind, file, threshold) and how
 
     def metrics(self) -> dict:
-        r, g = list(self.ranked), self.gold
-        return {"hit@1": hit_at_k(r, g, 1), "hit@3": hit_at_k(r, g, 3), "hit@5": hit_at_k(r, g, 5),
-                "hit@10": hit_at_k(r, g, 10), "mrr": reciprocal_rank(r, g, 10), "p@5": precision_at_k(r, g, 5),
-                "recall@5": recall_at_k(r, g, 5), "ndcg@10": ndcg_at_k(r, g, 10), "coverage": float(bool(r))}
+        return question_metrics(self.ranked, self.gold)
 
 
 class RetrievalCache:
@@ -152,6 +149,52 @@ def latency(rows: list[QueryRow], extra: list[dict] = ()) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class QuestionResult:
+    """One question's row of an evaluation, as `per_query` carries it: what was asked, where the gold
+    landed, the gate's features and verdict, the counted work, and every metric (none for a probe)."""
+    id: str
+    level: str
+    query: str
+    gold: tuple
+    first_rank: int | None
+    top5: tuple
+    inject: bool
+    top_score: float
+    latency_ms: float
+    gate_features: dict
+    gate_probability: float | None
+    gate: dict | None = None            # GateDecision.to_json(): which gate decided (kind, file, threshold)
+    work: dict | None = None            # SearchWork.to_json(): what the cost model charges
+    predicted_ms: float | None = None   # the cost model's total for this question
+    metrics: dict = field(default_factory=dict)     # METRICS name -> value; empty for a probe
+
+    @classmethod
+    def from_row(cls, r: QueryRow, predicted_ms: float | None = None) -> "QuestionResult":
+        return cls(r.id, r.level, r.query, tuple(r.gold), r.first_rank, tuple(r.ranked[:5]), r.inject,
+                   round(r.top_score, 4), round(r.timings_ms.get("total", 0.0), 2), r.gate_features,
+                   r.gate_probability, r.gate.to_json() if r.gate is not None else None,
+                   r.work.to_json() if r.work is not None else None,
+                   round(predicted_ms, 3) if predicted_ms is not None else None,
+                   r.metrics() if r.level != "probe" else {})
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "level": self.level, "query": self.query, "gold": list(self.gold),
+                "first_rank": self.first_rank, "top5": list(self.top5), "inject": self.inject,
+                "top_score": self.top_score, "latency_ms": self.latency_ms, "gate_features": self.gate_features,
+                "gate_probability": self.gate_probability,
+                **({"gate": self.gate} if self.gate is not None else {}),
+                **({"work": self.work} if self.work is not None else {}),
+                **({"predicted_ms": self.predicted_ms} if self.predicted_ms is not None else {}),
+                **self.metrics}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "QuestionResult":
+        return cls(d["id"], d["level"], d["query"], tuple(d["gold"]), d["first_rank"], tuple(d["top5"]), d["inject"],
+                   d["top_score"], d["latency_ms"], d["gate_features"], d["gate_probability"], d.get("gate"),
+                   d.get("work"), d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d})
+
+
 @dataclass
 class EvalResult:
     gold: str
@@ -163,7 +206,7 @@ class EvalResult:
     gate: dict
     latency_ms: dict
     score100: dict
-    per_query: list
+    per_query: list[QuestionResult]
     possible_gold_gaps: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     seconds: float = 0.0
@@ -171,7 +214,17 @@ class EvalResult:
     measured_latency_ms: dict | None = None
     cost_calibration: str | None = None
 
-    def as_json(self) -> dict:
+    @classmethod
+    def from_json(cls, d: dict) -> "EvalResult":
+        """What to_json wrote (an `eval --out` file, an A/B candidate's result), read back."""
+        total = d["latency_ms"]
+        cost = total.get("source") == "cost model"
+        return cls(d["gold"], d["config"], d["config_hash"], d["index"], d["overall"], d["by_level"], d["gate"],
+                   d["latency_by_stage_ms"], d["score100"], [QuestionResult.from_json(q) for q in d["per_query"]],
+                   d.get("possible_gold_gaps", []), d.get("warnings", []), d.get("seconds", 0.0),
+                   d.get("measured_latency_by_stage_ms") if cost else None, total.get("calibration") if cost else None)
+
+    def to_json(self) -> dict:
         o = self.overall
         extra = {}
         if self.measured_latency_ms is not None:
@@ -186,7 +239,7 @@ class EvalResult:
             "n": o.get("n", 0), "hit@5": o.get("hit@5"), "mrr": o.get("mrr"), "p@5": o.get("p@5"),
             "recall@5": o.get("recall@5"), "ndcg@10": o.get("ndcg@10"), "coverage": o.get("coverage"),
             "overall": o, "latency_ms": total, "latency_by_stage_ms": self.latency_ms, **extra,
-            "score100": self.score100, "by_level": self.by_level, "per_query": self.per_query,
+            "score100": self.score100, "by_level": self.by_level, "per_query": [q.to_json() for q in self.per_query],
             "gate": self.gate, "possible_gold_gaps": self.possible_gold_gaps, "warnings": self.warnings,
             "seconds": self.seconds,
         }
@@ -226,15 +279,8 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Query
                 for lvl in LEVELS if lvl != "probe" and any(r.level == lvl for r in rows)}
     p95 = lat.get("total", {}).get("p95", 0.0)
     s100 = score100(overall, p95, score_cfg) if overall.get("n") else {}
-    per_query = [{"id": r.id, "level": r.level, "query": r.query, "gold": list(r.gold),
-                  "first_rank": r.first_rank, "top5": list(r.ranked[:5]), "inject": r.inject,
-                  "top_score": round(r.top_score, 4), "latency_ms": round(r.timings_ms.get("total", 0.0), 2),
-                  "gate_features": r.gate_features, "gate_probability": r.gate_probability,
-                  **({"gate": r.gate.to_json()} if r.gate is not None else {}),
-                  **({"work": r.work.to_json()} if r.work is not None else {}),
-                  **({"predicted_ms": round(predicted_rows[i]["total"], 3)} if predicted_rows else {}),
-                  **({k: v for k, v in r.metrics().items()}
-                                                         if r.level != "probe" else {})} for i, r in enumerate(rows)]
+    per_query = [QuestionResult.from_row(r, predicted_rows[i]["total"] if predicted_rows else None)
+                 for i, r in enumerate(rows)]
     return EvalResult(gold.name, cfg.as_dict(), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
                       lat, s100, per_query, gaps or [], warnings or [], round(seconds, 3),
                       measured if cost is not None else None, cost.key if cost is not None else None)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.evaluation.metrics import METRICS
+
 
 @dataclass(frozen=True)
 class ScoreConfig:
@@ -57,7 +59,7 @@ def load_score_config(path) -> ScoreConfig:
         raise SearchCoreError(f"{path} [score]: unknown keys {sorted(unknown)}; valid: {sorted(fields)}")
     if "quality_weights" in data:
         qw = data["quality_weights"]
-        allowed = {"hit@1", "hit@3", "hit@5", "hit@10", "mrr", "p@5", "recall@5", "ndcg@10", "coverage"}
+        allowed = set(METRICS)
         if not isinstance(qw, dict) or not qw or set(qw) - allowed:
             raise SearchCoreError(f"{path} [score]: quality_weights maps metrics ({', '.join(sorted(allowed))}) to weights")
         data["quality_weights"] = tuple((k, float(v)) for k, v in qw.items())

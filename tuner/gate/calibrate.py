@@ -189,7 +189,7 @@ def fitted_sources(model: GateModel | None) -> set[str]:
 
 
 def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) -> dict | None:
-    """The gate in force scored on the labelled rows (issue 10's QPP report): AUROC, balanced accuracy at its
+    """The gate in force scored on the labelled rows (a query-performance-prediction report): AUROC, balanced accuracy at its
     threshold, what it injects, risk-coverage, and the cosine gate at its threshold on the same rows. Rows
     from a set the gate was fitted on are in-sample: said, never hidden."""
     n_ans = sum(ans)

@@ -16,7 +16,7 @@ from search_core.index.store import atomic, connect
 
 from tuner.ledger.chain import (LedgerError, LedgerVerdict, check_ledger_file, head, holdout_values, link, normalise_round,
                                 sweep_genesis, upgrade, verify_ledger)
-from tuner.ledger.schema import DECISIONS, ROUND_TRIGGERS, SCHEMA
+from tuner.ledger.schema import DECISIONS, ROUND_TRIGGERS, SCHEMA, RoundDecision
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -65,14 +65,14 @@ class Ledger:
     # -- rounds ---------------------------------------------------------------------------------------
     def append_round(self, sweep_id: str, row: dict) -> None:
         if row["decision"] not in DECISIONS:
-            raise ValueError(f"decision {row['decision']!r} is not one of {DECISIONS}")
+            raise ValueError(f"decision {row['decision']!r} is not one of {', '.join(DECISIONS)}")
         values = normalise_round({
             "sweep": sweep_id, "round": row["round"], "variable": row["variable"],
             "old": json.dumps(row.get("old"), ensure_ascii=False), "new": json.dumps(row.get("new"), ensure_ascii=False),
             "config": json.dumps(row["config"], ensure_ascii=False), "config_hash": row["config_hash"],
             "baseline_hash": row["baseline_hash"], "index_fingerprint": row.get("index_fingerprint"),
             "metrics": json.dumps(row.get("metrics", {}), ensure_ascii=False), "objective": row.get("objective"),
-            "decision": row["decision"], "reason": row["reason"], "eval_s": row.get("eval_s"),
+            "decision": RoundDecision(row["decision"]).value, "reason": row["reason"], "eval_s": row.get("eval_s"),
             "reindex_s": row.get("reindex_s"), "created": _now()})
         with atomic(self.conn):
             chain = link(head(self.conn, sweep_id), list(values.values()))
@@ -88,6 +88,7 @@ class Ledger:
             d = dict(zip(cols, r))
             for k in ("old", "new", "config", "metrics"):
                 d[k] = json.loads(d[k]) if d[k] is not None else None
+            d["decision"] = RoundDecision(d["decision"])
             d["sweep"] = sweep_id
             out.append(d)
         return out

@@ -3,6 +3,8 @@ columns a round's hash covers, and the file's kind and version."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 LEDGER_KIND = "autoresearch-ledger"
 LEDGER_SCHEMA = 2          # 1: rounds without chain; 2: chain columns, ledger_meta, sweeps triggers
 ROUND_CONTENT = ("sweep", "round", "variable", "old", "new", "config", "config_hash", "baseline_hash",
@@ -11,8 +13,29 @@ REAL_COLUMNS = {"objective", "eval_s", "reindex_s"}
 INT_COLUMNS = {"round"}
 TRIGGERS = ("rounds_append_only_update", "rounds_append_only_delete", "sweeps_identity_fixed", "sweeps_never_deleted")
 
-DECISIONS = ("kept", "rejected:hit5_regressed", "rejected:no_gain", "rejected:level_guard",
-             "rejected:latency_budget", "unavailable", "crashed")
+
+
+class RoundDecision(StrEnum):
+    """What became of a round; each value is the string the ledger stores (and its CHECK allows)."""
+    KEPT = "kept"
+    HIT5_REGRESSED = "rejected:hit5_regressed"
+    NO_GAIN = "rejected:no_gain"
+    LEVEL_GUARD = "rejected:level_guard"
+    LATENCY_BUDGET = "rejected:latency_budget"
+    UNAVAILABLE = "unavailable"          # the round's model cannot load here
+    CRASHED = "crashed"                  # the round raised; the reason names the error
+
+    @property
+    def rejected(self) -> bool:
+        return self.value.startswith("rejected:")
+
+    @property
+    def evaluated(self) -> bool:
+        """Did an evaluation stand behind it (not a model that could not load, not a crash)?"""
+        return self not in (RoundDecision.UNAVAILABLE, RoundDecision.CRASHED)
+
+
+DECISIONS = tuple(d.value for d in RoundDecision)
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS sweeps (

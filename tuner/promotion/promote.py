@@ -238,7 +238,7 @@ def holdout_verdict(start: dict, final: dict, holdout: dict | None) -> Verdict:
     hm = c["metrics"]["hit@5"]
     reason = (f"held on the holdout: hit@5 {holdout['start']['hit@5']:.4f} -> {holdout['final']['hit@5']:.4f} "
               f"({b_q - a_q:+d} of {n} questions, p={hm['p_value']:.4f}); no metric significantly worse")
-    # The rule is the (hit@5 in questions, paired tests); a fall of the objective that no paired test
+    # The rule is hit@5 in questions and paired tests; a fall of the objective that no paired test
     # calls significant does not decline, but the reader must see it, not only a green "promoted".
     obj = next((k for k in holdout["start"] if k not in ("hit@5", "mrr")), None)
     if obj and holdout["final"].get(obj) is not None and holdout["final"][obj] < holdout["start"][obj]:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OBJECTIVES = ("score100", "mrr", "hit@5", "ndcg@10", "gate_accuracy")
+from tuner.ledger.schema import RoundDecision
+
+SWEEP_OBJECTIVES = ("score100", "mrr", "hit@5", "ndcg@10")      # what a sweep may maximise
+OBJECTIVES = SWEEP_OBJECTIVES + ("gate_accuracy",)              # and what a threshold round is judged on
 
 @dataclass(frozen=True)
 class Rule:
@@ -25,7 +28,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Decision:
-    decision: str
+    decision: RoundDecision
     reason: str
 
 
@@ -64,21 +67,21 @@ def decide(base: dict, cand: dict, rule: Rule, *, objective: str | None = None) 
     if c_count < b_count:
         lost = b_count - c_count
         rose = f"; {obj} rose {b_obj:.4f} -> {c_obj:.4f}, but hit@5 is guarded" if c_obj > b_obj else ""
-        return Decision("rejected:hit5_regressed",
+        return Decision(RoundDecision.HIT5_REGRESSED,
                         f"hit@5 {b_hit:.4f} -> {c_hit:.4f} ({lost} question(s) lost){rose}"), b_obj, c_obj
     if rule.level_guard:
         bl, cl = level_hits(base), level_hits(cand)
         worst = [(lv, bl[lv] - cl.get(lv, 0)) for lv in bl if bl[lv] - cl.get(lv, 0) > 1]
         if worst:
             lv, lost = max(worst, key=lambda t: t[1])
-            return Decision("rejected:level_guard", f"level {lv} lost {lost} questions (guard allows 1)"), b_obj, c_obj
+            return Decision(RoundDecision.LEVEL_GUARD, f"level {lv} lost {lost} questions (guard allows 1)"), b_obj, c_obj
     if rule.latency_budget_ms is not None:
         p95 = cand["latency_ms"].get("p95", 0.0)
         if p95 > rule.latency_budget_ms:
-            return Decision("rejected:latency_budget",
+            return Decision(RoundDecision.LATENCY_BUDGET,
                             f"p95 {p95:.1f} ms over the budget {rule.latency_budget_ms:.0f} ms"), b_obj, c_obj
     eps = rule.gate_epsilon if obj == "gate_accuracy" else rule.epsilon
     if c_obj - b_obj <= eps:
-        return Decision("rejected:no_gain", f"{obj} {b_obj:.4f} -> {c_obj:.4f} "
+        return Decision(RoundDecision.NO_GAIN, f"{obj} {b_obj:.4f} -> {c_obj:.4f} "
                                             f"(needs > +{eps:g}); hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj
-    return Decision("kept", f"{obj} {b_obj:.4f} -> {c_obj:.4f}; hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj
+    return Decision(RoundDecision.KEPT, f"{obj} {b_obj:.4f} -> {c_obj:.4f}; hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj

@@ -19,6 +19,7 @@ from tuner.data.gold import GoldSet, load_gold, split_gold
 from tuner.evaluation.compare import compare
 from tuner.evaluation.score import load_score_config
 from tuner.ledger.ledger import Ledger
+from tuner.ledger.schema import RoundDecision
 from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
@@ -134,7 +135,7 @@ class Sweep:
 
     # -- state derived from the ledger ---------------------------------------------------------------------
     def _baseline(self) -> tuple[SearchConfig, dict | None]:
-        kept = [r for r in self.rows if r["decision"] == "kept"]
+        kept = [r for r in self.rows if r["decision"] == RoundDecision.KEPT]
         if not kept:
             return self.start, None
         return SearchConfig().replace(**kept[-1]["config"]), kept[-1]["metrics"]
@@ -143,7 +144,7 @@ class Sweep:
         return [r for r in self.rows if r["baseline_hash"] == baseline_hash and r["variable"] == variable]
 
     def _unavailable(self) -> set:
-        return {r["new"] for r in self.rows if r["decision"] == "unavailable"}
+        return {r["new"] for r in self.rows if r["decision"] == RoundDecision.UNAVAILABLE}
 
     # -- one round -----------------------------------------------------------------------------------------
     def _probes(self) -> int:
@@ -183,7 +184,7 @@ class Sweep:
     def _crash_loop(self, n: int = 3) -> str | None:
         """The reason shared by the last n rounds, when all n crashed with it."""
         last = self.rows[-n:]
-        if len(last) == n and all(r["decision"] == "crashed" for r in last) and len({r["reason"] for r in last}) == 1:
+        if len(last) == n and all(r["decision"] == RoundDecision.CRASHED for r in last) and len({r["reason"] for r in last}) == 1:
             return last[0]["reason"]
         return None
 
@@ -197,7 +198,7 @@ class Sweep:
                 t0 = time.perf_counter()
                 res = self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples)
                 res["latency_charge"] = latency_charge(self.bench, baseline, res, "start")
-                self._append(0, "(start)", None, None, baseline, baseline, res, "kept",
+                self._append(0, "(start)", None, None, baseline, baseline, res, RoundDecision.KEPT,
                              "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
                 base_metrics = self.rows[-1]["metrics"]
             next_round = max(r["round"] for r in self.rows) + 1
@@ -238,7 +239,7 @@ class Sweep:
             kind = kind_of(v.name)
             why = self._why_unavailable(v.name, baseline)
             if why is not None:
-                if not any(r["variable"] == v.name and r["decision"] == "unavailable" for r in self.rows):
+                if not any(r["variable"] == v.name and r["decision"] == RoundDecision.UNAVAILABLE for r in self.rows):
                     return v, None        # logged once as unavailable, with the reason, then skipped
                 continue
             hist = self._tried(bhash, v.name)
@@ -269,7 +270,7 @@ class Sweep:
         old = getattr(baseline, v.name)
         why_unavailable = self._why_unavailable(v.name, baseline)
         if why_unavailable is not None:
-            self._append(round_no, v.name, old, None, baseline, baseline, None, "unavailable", why_unavailable, 0.0, 0.0, None)
+            self._append(round_no, v.name, old, None, baseline, baseline, None, RoundDecision.UNAVAILABLE, why_unavailable, 0.0, 0.0, None)
             self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why_unavailable}")
             return True
         t0 = time.perf_counter()
@@ -309,7 +310,7 @@ class Sweep:
                 "final": {"hit@5": metrics["overall"]["hit@5"] if metrics else None,
                           self.p.objective: objective_value(metrics, self.p.objective) if metrics else None},
                 "path": [{"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"],
-                          "reason": r["reason"]} for r in self.rows[1:] if r["decision"] == "kept"]}
+                          "reason": r["reason"]} for r in self.rows[1:] if r["decision"] == RoundDecision.KEPT]}
 
     def run_holdout(self) -> dict:
         """Starting and final config on the holdout set, with the paired test: does the gain carry over?"""

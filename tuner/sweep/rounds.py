@@ -18,6 +18,7 @@ from search_core.models import ModelUnavailable
 from search_core.percentiles import percentile
 from search_core.search.work import SearchWork
 from tuner.evaluation.cost_model import Calibration, predict
+from tuner.ledger.schema import RoundDecision
 from tuner.sweep.keep_rule import Rule, decide
 from tuner.sweep.space import Space
 from tuner.sweep.variables import MODEL_GATE_FIELD, gate_field, kind_of, unchanged_reason
@@ -27,7 +28,7 @@ from tuner.sweep.variables import MODEL_GATE_FIELD, gate_field, kind_of, unchang
 class RoundOutcome:
     candidate: SearchConfig      # as evaluated: with the gate re-fitted when its kind asks for it
     result: dict | None          # the evaluation (None: not evaluated)
-    decision: str
+    decision: RoundDecision
     reason: str
     objective: float | None
     reindex_s: float = 0.0
@@ -70,10 +71,10 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: dict, variable:
     kind = kind_of(variable)
     cand = baseline.replace(**{variable: value})
     if cand.config_hash() == baseline.config_hash():
-        return RoundOutcome(cand, None, "rejected:no_gain", "the baseline already has this value", None)
+        return RoundOutcome(cand, None, RoundDecision.NO_GAIN, "the baseline already has this value", None)
     same = unchanged_reason(variable, baseline, cand)
     if same is not None:
-        return RoundOutcome(cand, None, "rejected:no_gain",
+        return RoundOutcome(cand, None, RoundDecision.NO_GAIN,
                             f"{same}: the ranked lists are provably unchanged, so no timing contest", None)
     reindex_s = 0.0
     try:
@@ -100,12 +101,12 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: dict, variable:
             reason += f"; broke {', '.join(broken[:8])}" + (" ..." if len(broken) > 8 else "")
         return RoundOutcome(cand, res, d.decision, reason, c_obj, reindex_s)
     except ModelUnavailable as e:
-        return RoundOutcome(cand, None, "unavailable", str(e), None, reindex_s)
+        return RoundOutcome(cand, None, RoundDecision.UNAVAILABLE, str(e), None, reindex_s)
     except SearchCoreError as e:
-        return RoundOutcome(cand, None, "crashed", f"{type(e).__name__}: {e}", None, reindex_s)
+        return RoundOutcome(cand, None, RoundDecision.CRASHED, f"{type(e).__name__}: {e}", None, reindex_s)
     except Exception as e:  # a bug or a broken model must not end an overnight sweep
         tb = traceback.format_exception_only(type(e), e)[-1].strip()
-        return RoundOutcome(cand, None, "crashed", tb, None, reindex_s)
+        return RoundOutcome(cand, None, RoundDecision.CRASHED, tb, None, reindex_s)
 
 
 # -- recomputing decisions from the ledger ------------------------------------------------------------------
@@ -134,7 +135,7 @@ def replay_decisions(rows: list[dict], rule: Rule, score_cfg) -> list[dict]:
         if r["variable"] == "(start)":
             baseline = rescore(m, score_cfg) if m.get("latency_charge") else m
             continue
-        if r["decision"] in ("unavailable", "crashed") or not m.get("per_query") or baseline is None:
+        if not RoundDecision(r["decision"]).evaluated or not m.get("per_query") or baseline is None:
             continue
         if not m.get("latency_charge"):
             continue                      # not evaluated (provably unchanged): no latency stood behind it
@@ -144,6 +145,6 @@ def replay_decisions(rows: list[dict], rule: Rule, score_cfg) -> list[dict]:
         out.append({"round": r["round"], "variable": r["variable"], "recorded": r["decision"],
                     "recomputed": d.decision, "agrees": d.decision == r["decision"],
                     "objective": c_obj, "recorded_objective": r.get("objective")})
-        if r["decision"] == "kept":
+        if r["decision"] == RoundDecision.KEPT:
             baseline = cand
     return out

@@ -64,7 +64,7 @@ def kind_of(name: str) -> Kind:
     try:
         return VARIABLE_KINDS[name]
     except KeyError:
-        raise KeyError(f"variable {name!r} has no kind; kinds are set in tuner/variables.py for: "
+        raise KeyError(f"variable {name!r} has no kind; kinds are set in tuner/sweep/variables.py for: "
                        f"{', '.join(sorted(VARIABLE_KINDS))}") from None
 
 

@@ -232,4 +232,4 @@ class Workbench:
         s.use_gate(reranker=cfg.reranker, fitted=self.gate_models.get(pair) if pair in self.gate_fitted else None,
                    fitted_source="fitted by the sweep on the tuning set")
         return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
-                        min_timing_samples=timing_samples, cost=cost).as_json()
+                        min_timing_samples=timing_samples, cost=cost).to_json()

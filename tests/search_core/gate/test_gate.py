@@ -182,7 +182,7 @@ def test_eval_rows_carry_features_and_refit_the_gate(small_index):
     s = Searcher(small_index)
     qs = tuple(Question(f"a{i}", "L1", q, ("life/kimchi",)) for i, q in enumerate(QUERIES_IN)) + \
         tuple(Question(f"p{i}", "probe", q, ()) for i, q in enumerate(QUERIES_OUT))
-    res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False).as_json()
+    res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False).to_json()
     assert all(set(q["gate_features"]) == set(FEATURE_NAMES) for q in res["per_query"])
     m = fit_gate_model(res["per_query"], s.fingerprint, gold_name="g")
     assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None

@@ -1,4 +1,4 @@
-"""Damage is detected, not read (issue 8, item 3): `autoresearch check`, the quick check before an
+"""Damage is detected, not read: `autoresearch check`, the quick check before an
 incremental write, readable errors from search, and a damaged embedding cache set aside and rebuilt.
 
 Every damaged file is a copy the test makes itself, with seeded random bytes written into it."""

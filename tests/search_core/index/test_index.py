@@ -20,8 +20,8 @@ def q(db, sql):
         c.close()
 
 
-def test_index_fills_every_table(small_index):
-    db = small_index
+def test_index_fills_every_table(small_index_e5):
+    db = small_index_e5
     assert q(db, "PRAGMA user_version")[0][0] == 1
     assert q(db, "PRAGMA journal_mode")[0][0] == "wal"
     assert sorted(r[0] for r in q(db, "SELECT id FROM notes")) == ["ai/graphrag", "ai/rrf", "index", "life/kimchi"]
@@ -67,13 +67,13 @@ def test_incremental_reindex_by_content_hash(small_vault, small_index, shared_ca
     assert (r.changed, r.embedded) == (0, 0)
 
 
-def test_full_rebuild_swaps_a_new_file_and_reuses_the_cache(small_vault, small_index, shared_cache):
-    reader = Searcher(small_index)
-    before = os.stat(small_index).st_ino
-    r = index_vault(small_vault, small_index, full=True, cache=shared_cache)
+def test_full_rebuild_swaps_a_new_file_and_reuses_the_cache(small_vault, small_index_e5, shared_cache):
+    reader = Searcher(small_index_e5)
+    before = os.stat(small_index_e5).st_ino
+    r = index_vault(small_vault, small_index_e5, full=True, cache=shared_cache)
     assert r.mode == "full" and r.embedded == 0          # every vector came from the cache
-    assert os.stat(small_index).st_ino != before
-    assert not list(small_index.parent.glob("*.building-*"))
+    assert os.stat(small_index_e5).st_ino != before
+    assert not list(small_index_e5.parent.glob("*.building-*"))
     assert reader.search("김치찌개").hits[0].note_id == "life/kimchi"   # an open reader follows the swap
 
 

@@ -34,8 +34,8 @@ def test_open_refuses_another_embedder_by_name(small_index):
         IndexHandle(small_index, embedder="minilm-l6")
 
 
-def test_a_swap_to_another_embedder_is_refused_at_reload(small_vault, small_index, shared_cache):
-    h = IndexHandle(small_index)
-    index_vault(small_vault, small_index, embedder="minilm-l6", full=True, cache=shared_cache)
+def test_a_swap_to_another_embedder_is_refused_at_reload(small_vault, small_index_e5, shared_cache):
+    h = IndexHandle(small_index_e5)
+    index_vault(small_vault, small_index_e5, embedder="minilm-l6", full=True, cache=shared_cache)
     with pytest.raises(IndexChangedError, match="was e5-small, now minilm-l6"):
         h.refresh()

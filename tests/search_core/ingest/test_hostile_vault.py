@@ -1,4 +1,4 @@
-"""Hostile vaults and queries (issue 8, items 1 and 2): nothing hangs, one bad file never ends the run.
+"""Hostile vaults and queries: nothing hangs, one bad file never ends the run.
 
 The hang cases run in a subprocess with a timeout, so a regression fails the test instead of hanging the suite.
 """

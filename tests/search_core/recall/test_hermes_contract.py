@@ -54,14 +54,14 @@ def hermes_py():
 
 
 @pytest.fixture(scope="module")
-def server(hermes_py, demo_index, tmp_path_factory):
+def server(hermes_py, demo_index_e5, tmp_path_factory):
     """Our real `autoresearch serve` on the demo index (threshold 0: every searched message injects)."""
     root = tmp_path_factory.mktemp("hermes-serve")
     (root / "cfg.toml").write_text("threshold = 0.0\n")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-c", "from tuner.cli import main; main()", "serve", "--db",
-                             str(demo_index), "--port", str(port), "--config", str(root / "cfg.toml"),
+                             str(demo_index_e5), "--port", str(port), "--config", str(root / "cfg.toml"),
                              "--log", str(root / "recall.sqlite"), "--timeout", "60"],
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,5 +1,5 @@
 """The Hermes memory provider, our side: the standard-library provider against a real `serve` on the demo index,
-its installer and status (the contract with the real Hermes is tests/test_hermes_contract.py)."""
+its installer and status (the contract with the real Hermes is tests/search_core/recall/test_hermes_contract.py)."""
 
 import json
 import os

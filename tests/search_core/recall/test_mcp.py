@@ -12,7 +12,7 @@ from tests.helpers import ROOT
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
 
 
-def test_mcp_client_lists_and_calls_the_tools(small_index, tmp_path):
+def test_mcp_client_lists_and_calls_the_tools(small_index_e5, tmp_path):
     from mcp import Client, StdioServerParameters
 
     cfg = tmp_path / "cfg.toml"
@@ -20,7 +20,7 @@ def test_mcp_client_lists_and_calls_the_tools(small_index, tmp_path):
     log = tmp_path / "log.sqlite"
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-c", "from tuner.cli import main; main()", "mcp", "--db", str(small_index), "--config", str(cfg),
+        args=["-c", "from tuner.cli import main; main()", "mcp", "--db", str(small_index_e5), "--config", str(cfg),
               "--log", str(log), "--timeout", "60"],        # the machine is shared: a generous bound
         env={"PYTHONPATH": str(ROOT)}, cwd=str(tmp_path))
 

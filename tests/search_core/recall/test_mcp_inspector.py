@@ -36,10 +36,10 @@ def inspector():
     return _inspector()     # session-scoped and first: a skip comes before the demo index is built
 
 
-def test_the_official_inspector_lists_and_calls_our_tools(inspector, demo_index, tmp_path):
+def test_the_official_inspector_lists_and_calls_our_tools(inspector, demo_index_e5, tmp_path):
     (tmp_path / "cfg.toml").write_text("threshold = 0.0\n")
     log = tmp_path / "log.sqlite"
-    server = [sys.executable, "-c", "from tuner.cli import main; main()", "mcp", "--db", str(demo_index),
+    server = [sys.executable, "-c", "from tuner.cli import main; main()", "mcp", "--db", str(demo_index_e5),
               "--config", str(tmp_path / "cfg.toml"), "--log", str(log), "--timeout", "60"]
 
     def inspect(*method):

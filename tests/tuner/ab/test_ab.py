@@ -101,10 +101,10 @@ def test_a_new_threshold_redecides_the_gate_without_searching():
 
 # -- the real A/B --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def mini(tmp_path_factory, demo_index, shared_cache):
+def mini(tmp_path_factory, demo_index_e5, shared_cache):
     """The demo tuning questions and only the 35 notes they point at (a fifth of the demo vault, so two
     real models embed it in seconds), split 50/50 into tuning and evaluation questions. The A/B's embedding
-    cache starts as a copy of the session's, which holds e5-small's vectors of these notes (demo_index
+    cache starts as a copy of the session's, which holds e5-small's vectors of these notes (demo_index_e5
     embedded them): e5-small's build reads them, minilm-l6 embeds for real."""
     import sqlean
     root = tmp_path_factory.mktemp("mini")

@@ -1,4 +1,4 @@
-"""Advice that is right (issue 8, items 4 and 6): text that is not UTF-8, gold typos, what differs between
+"""Advice that is right: text that is not UTF-8, gold typos, what differs between
 an index and a request and a command that works, and lock / build files left by failed or killed runs."""
 
 import os

@@ -80,6 +80,10 @@ def test_bad_config_files_are_refused(tmp_path, demo_db):
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
     with pytest.raises(DaemonConfigError, match="job 'retest' is not enabled.*enabled jobs: index, sweep, report"):
         cfg.job("retest")
+    with pytest.raises(DaemonConfigError, match=r"\[sweep\] objective 'hit5' is not one of score100, mrr, hit@5, ndcg@10"):
+        load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='objective = "hit5"'))
+    r = CliRunner().invoke(main, ["daemon", "--config", str(p), "--once", "nightly"])
+    assert r.exit_code == 2 and "'nightly' is not one of 'index', 'sweep', 'report', 'retest', 'calibrate'" in r.output
 
 
 def test_default_sweep_window_is_its_grace(tmp_path, demo_db):
@@ -171,7 +175,7 @@ def test_last_fire_of_a_cron_trigger(tmp_path, demo_db):
 
 
 def test_the_weekly_calibrate_job_writes_a_report_and_a_proposal_from_the_log_and_the_gold_sets(tmp_path, db_copy):
-    """The gate issue's calibrate, run as the daemon's job: a real recall log of real searches plus the
+    """`calibrate`, run as the daemon's job: a real recall log of real searches plus the
     sweep's gold sets as labels; the proposal is written, never applied by the daemon."""
     from search_core.recall.log import log_search
     jobs = '[jobs.calibrate]\ncron = "0 3 * * 0"\n'

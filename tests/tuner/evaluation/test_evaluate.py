@@ -96,6 +96,26 @@ def test_a_small_set_is_timed_over_repeated_passes_until_the_p95_stands_on_100_t
     passes = timing_passes(n, 100)
     assert passes >= 2 and many.latency_ms["total"]["n"] == passes * n
     assert many.latency_ms["embed"]["n"] == passes * n           # every stage stands on every pass
-    assert many.as_json()["latency_ms"]["n"] == passes * n       # what the ledger and the reports read
+    assert many.to_json()["latency_ms"]["n"] == passes * n       # what the ledger and the reports read
     assert many.overall == one.overall                           # quality comes from one pass
     assert cache.hits == n                                       # the repeats searched for real, uncached
+
+
+def test_an_evaluation_reads_back_from_its_json_as_the_same_typed_result(demo_index, tmp_path):
+    """EvalResult.to_json is what `eval --out`, the sweep and the A/B keep; from_json gives back the same
+    result, per-question rows typed (QuestionResult), with or without the cost model's latency."""
+    from tuner.evaluation.cost_model import calibrate
+    from tuner.evaluation.evaluate import EvalResult, QuestionResult
+    s = Searcher(demo_index)
+    gold = load_gold(ROOT / "experiments/gold/demo-tune.yaml")
+    timed = evaluate(s, gold, SearchConfig(), audit=False)
+    cost = calibrate(s, [q.query for q in gold.questions[:8]], passes=1)
+    charged = evaluate(s, gold, SearchConfig(), cache=RetrievalCache(), audit=False, cost=cost)
+    for res in (timed, charged):
+        text = json.dumps(res.to_json(), ensure_ascii=False)
+        back = EvalResult.from_json(json.loads(text))
+        assert all(isinstance(q, QuestionResult) for q in back.per_query)
+        assert back == res and json.dumps(back.to_json(), ensure_ascii=False) == text
+    assert charged.to_json()["latency_ms"]["source"] == "cost model"
+    probe = next(q for q in timed.per_query if q.level == "probe")
+    assert probe.metrics == {} and set(timed.per_query[0].metrics) >= {"hit@5", "mrr", "ndcg@10"}

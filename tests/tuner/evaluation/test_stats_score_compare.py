@@ -42,7 +42,8 @@ def test_bootstrap_ci_contains_the_mean_difference():
 
 def _run(hits, rr):
     return {"gold": "g", "config_hash": "x", "per_query": [
-        {"id": f"q{i}", "level": "L1", "query": f"q{i}", "first_rank": None if not h else 1, "hit@5": h, "mrr": r,
+        {"id": f"q{i}", "level": "L1", "query": f"q{i}", "gold": [f"n{i}"], "first_rank": None if not h else 1,
+         "hit@1": h, "hit@5": h, "mrr": r,
          "ndcg@10": r, "p@5": h / 5, "recall@5": h} for i, (h, r) in enumerate(zip(hits, rr))]}
 
 
@@ -72,3 +73,24 @@ def test_score_rubric_from_the_config_file(tmp_path):
     p.write_text('[score]\nbogus = 1\n')
     with pytest.raises(SearchCoreError, match="unknown keys"):
         load_score_config(p)
+
+
+def test_compare_and_the_ab_share_one_paired_comparison():
+    """`compare` (and so the holdout check) and the A/B report the same numbers for the same two runs."""
+    from tuner.ab.compare import compare_pair
+    from tuner.ab.records import Candidate, CandidateResult
+    a = _run([1, 1, 0, 1, 0, 1], [1, 0.5, 0, 1, 0.2, 1])
+    b = _run([1, 1, 1, 0, 1, 1], [1, 1.0, 0.2, 0, 1, 0.5])
+    c = compare(a, b, seed=3)
+    pr = compare_pair(*(CandidateResult(Candidate(x), x, "ok", result=r) for x, r in (("A", a), ("B", b))), seed=3)
+    for m in ("hit@5", "mrr"):
+        shared = ("a", "b", "delta", "p_value", "ci95")
+        assert {k: c["metrics"][m][k] for k in shared} == {k: pr["metrics"][m][k] for k in shared}
+        assert pr["metrics"][m]["within_noise"] == (c["metrics"][m]["verdict"] == "within noise")
+
+
+def test_every_metric_list_comes_from_the_one_table():
+    from tuner.evaluation.metrics import METRICS, metric_names, question_metrics
+    assert set(question_metrics(["a", "b"], {"b"})) == set(METRICS)
+    with pytest.raises(ValueError, match=r"unknown metric\(s\) \['hit@7'\]; metrics: hit@1, hit@3"):
+        metric_names("hit@5", "hit@7")

@@ -1,4 +1,4 @@
-"""The ledger shows tampering (issue 8, item 5): hash chain, --verify, reports verify first, foreign files refused."""
+"""The ledger shows tampering: hash chain, --verify, reports verify first, foreign files refused."""
 
 import hashlib
 import json

@@ -105,8 +105,10 @@ def test_a_probability_threshold_is_promoted_only_with_the_gate_model_it_was_tun
     d = decide_promotion("s1", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "a")
     assert d["promoted"] and "gate_threshold was not promoted" in d["reason"]
     assert read_active(tmp_path / "a").config.gate_threshold is None
-    # with the sweep's model: installed beside the promoted index, where search finds it
-    model = load_gate(DEFAULT_GATE_FILE)
+    # with the sweep's model: installed beside the promoted index, where search finds it (the shipped model's
+    # coefficients, fitted for this index's embedder: which file search picks is what is tested here)
+    import dataclasses
+    model = dataclasses.replace(load_gate(DEFAULT_GATE_FILE), fingerprint=Searcher(demo_db).fingerprint["embedder"])
     d = decide_promotion("s2", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "b", gate_model=model)
     active = read_active(tmp_path / "b")
     assert active.config.gate_threshold == 0.7 and "not promoted" not in d["reason"]

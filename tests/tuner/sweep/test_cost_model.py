@@ -80,7 +80,7 @@ def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
     assert r.subqueries == ("GraphRAG", "RRF 점수")
     assert not w.solo and len(w.embed_lengths) == 3             # the query and both parts have own vectors
     assert w.embed_lengths[0] == s.embedder.text_length(q, is_query=True) > len(q.split())
-    assert w.dense_rows == s.view.matrix.shape[0] and w.dim == 384
+    assert w.dense_rows == s.view.matrix.shape[0] and w.dim == s.embedder.dim == s.view.matrix.shape[1]
     assert w.rerank_pairs == 12 and len(w.fts_postings) == 3
     # the postings FTS5 reads for the query, counted from FTS5's own vocabulary (not the stored df table)
     conn = sqlean.connect(str(demo_index))
@@ -162,11 +162,12 @@ def test_every_decision_is_recomputed_from_the_ledger_alone(demo_index, tmp_path
     assert replay and all(x["agrees"] for x in replay), replay
     assert [x["objective"] for x in replay] == [r["objective"] for r in rows if r["round"] in
                                                 {x["round"] for x in replay}]
-    # the replay reads the recorded work: charge one round's questions with 1,000 more tokens each
+    # the replay reads the recorded work: charge one round's questions with ten million more vector rows each
+    # to scan (the dense search's cost per row is the median of measured searches: above 0 for any embedder)
     first = replay[0]
     row = next(r for r in rows if r["round"] == first["round"])
     for q in row["metrics"]["per_query"]:
-        q["work"]["embed_lengths"][0] += 1000
+        q["work"]["dense_rows"] += 10_000_000
     again = next(x for x in replay_decisions(rows, sw.p.rule(), ScoreConfig()) if x["round"] == first["round"])
     assert again["objective"] < first["objective"] - 10          # seconds more per search: the speed points go
     assert again["recomputed"] != "kept"

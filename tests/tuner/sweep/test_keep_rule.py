@@ -1,4 +1,4 @@
-"""The keep rule counts questions and judges the gate in its own unit (issue 7, items 5 and 7)."""
+"""The keep rule counts questions and judges the gate in its own unit."""
 
 from tuner.sweep.keep_rule import Rule, decide, questions_hit
 

@@ -125,18 +125,18 @@ def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twi
     assert again < max(minilm["reindex_s"], 1.0)
 
 
-def test_verify_index_catches_a_mixed_index(small_index):
-    c = connect(small_index)
+def test_verify_index_catches_a_mixed_index(small_index_e5):
+    c = connect(small_index_e5)
     c.execute("INSERT INTO chunk_vec(rowid, embedding) VALUES (99999, ?)", (bytes(384 * 4),))
     c.close()
     with pytest.raises(IndexVerificationError, match="orphaned"):
-        verify_index(small_index, "e5-small")
+        verify_index(small_index_e5, "e5-small")
     with pytest.raises(IndexVerificationError, match="built by e5-small, not minilm-l6"):
-        verify_index(small_index, "minilm-l6")
+        verify_index(small_index_e5, "minilm-l6")
 
 
 @pytest.mark.slow
-def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_sweep):
+def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index_e5, tmp_path, timed_sweep):
     """Variables with a latency cost included: depth (new channel lists), rerank_depth and the reranker with
     a real HTTP reranker on (charged per pair). Killed after the first of two cycles over the demo space's
     variables (round 10), so such rounds run before the kill and after the resume; the resumed sweep must
@@ -145,7 +145,7 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_
     p = timed_sweep.params
     ledger = tmp_path / "kill.sqlite"
     shutil.copytree(Path(p.index_dir).parent / "cost-model", tmp_path / "cost-model")
-    args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index), "--gold", p.gold, "--space", p.space,
+    args = [sys.executable, "-m", "tuner.cli", "sweep", "--db", str(demo_index_e5), "--gold", p.gold, "--space", p.space,
             "--rounds", str(p.rounds), "--seed", str(p.seed), "--ledger", str(ledger), "--vault", str(DEMO_VAULT),
             "--config", str(timed_sweep.start)]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -167,7 +167,7 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index, tmp_path, timed_
     sid = lg.sweep()["id"]
     before = lg.rounds(sid)
     assert [r["round"] for r in before] == list(range(len(before)))        # no gap, no half row
-    r = subprocess.run(args[:4] + ["--db", str(demo_index), "--gold", p.gold, "--ledger", str(ledger), "--resume", sid],
+    r = subprocess.run(args[:4] + ["--db", str(demo_index_e5), "--gold", p.gold, "--ledger", str(ledger), "--resume", sid],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     after = Ledger(ledger).rounds(sid)

@@ -1,4 +1,4 @@
-"""Rounds decided by quality only: not by a cache, jitter, a missing probe set or a crash loop (issue 7)."""
+"""Rounds decided by quality only: not by a cache, jitter, a missing probe set or a crash loop."""
 
 import shutil
 

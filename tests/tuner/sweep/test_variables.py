@@ -1,4 +1,4 @@
-"""The table of variable kinds (issue 7, items 2 and 5)."""
+"""The table of variable kinds."""
 
 import dataclasses
 
