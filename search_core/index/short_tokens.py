@@ -115,19 +115,26 @@ def update(conn, removed: list[tuple[int, str, str]], added: list[tuple[int, str
     for cid, ctx, text in added:
         for c in codes_of(chunk_text(ctx, text)).tolist():
             new.setdefault(c, []).append(cid)
-    for c in set(gone) | set(new):
+    # every added chunk id is above every id still in a list (next_chunk_id numbers from the max after
+    # the deletes), so a list is its kept part followed by the new ids: no union, no re-sort
+    for c in sorted(set(gone) | set(new)):
         row = conn.execute("SELECT chunks FROM short_postings WHERE code = ?", (c,)).fetchone()
-        have = np.frombuffer(row[0], dtype=DTYPE).astype(np.int64) if row else np.zeros(0, np.int64)
+        have = np.frombuffer(row[0], dtype=DTYPE) if row else np.zeros(0, DTYPE)
         if c in gone:
-            have = have[~np.isin(have, list(gone[c]))]
+            out = np.sort(np.fromiter(gone[c], DTYPE))
+            at = np.searchsorted(have, out)
+            hit = at[(at < len(have)) & (have[np.minimum(at, len(have) - 1)] == out)] if len(have) else at[:0]
+            have = np.delete(have, hit)
         if c in new:
-            have = np.union1d(have, np.array(new[c], np.int64))
+            add = np.array(sorted(new[c]), DTYPE)
+            if len(have) and len(add) and add[0] <= have[-1]:
+                have = np.union1d(have, add).astype(DTYPE)     # ids not above the list: keep it exact anyway
+            else:
+                have = np.concatenate([have, add])
         if len(have):
-            conn.execute("INSERT OR REPLACE INTO short_postings(code, chunks) VALUES (?, ?)",
-                         (c, have.astype(DTYPE).tobytes()))
+            conn.execute("INSERT OR REPLACE INTO short_postings(code, chunks) VALUES (?, ?)", (c, have.tobytes()))
         else:
             conn.execute("DELETE FROM short_postings WHERE code = ?", (c,))
-
 
 class StoredShortTokens:
     """The reader: same answer as view.ShortTokenIndex.chunks_containing, one indexed read per token."""
