@@ -22,6 +22,7 @@ from search_core.index import term_df
 from search_core.index import word_df
 from search_core.index.check import CHECKED_AT
 from search_core.index.term_df import DB_ERRORS
+from search_core.hashing import known_file_hashes, remember_file_hashes
 from search_core.config import ChunkConfig
 from search_core.files import LockBusy, PidLock
 from search_core.index.embed_cache import EmbeddingCache
@@ -54,6 +55,9 @@ class IndexReport:
         d = dict(self.__dict__)
         d["skipped"] = [{"path": s.path, "reason": s.reason} for s in self.skipped]
         return d
+
+
+FILE_HASHES = "file_hashes"   # meta: hashing.known_file_hashes() of the writer (the model weights' hash)
 
 
 def index_fingerprint(embedder, chunk_cfg: ChunkConfig) -> dict:
@@ -140,6 +144,7 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
             try:
                 conn = connect(db)
                 existing_fp = get_meta(conn, "fingerprint") if conn.execute("PRAGMA user_version").fetchone()[0] else None
+                remember_file_hashes(get_meta(conn, FILE_HASHES) if existing_fp else None)
             except Exception as e:
                 existing_fp, error = None, f" (it could not be read: {e}; it may be damaged)"
             finally:
@@ -218,6 +223,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             set_meta(conn, "fingerprint", fp)
             set_meta(conn, "vault", str(Path(vault).resolve()))
             set_meta(conn, CHECKED_AT, time.time())      # a new file: the whole-file check is due a day from now
+            set_meta(conn, FILE_HASHES, known_file_hashes())
             report.embedded = write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
             rebuild_graph(conn, emb, cache, progress)
             short_tokens.build(conn)
@@ -296,6 +302,7 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
     state = update_graph(conn, emb, cache, progress, before, [n.id for n in to_write])
     update_short_tokens(conn, removed, first_new)
     set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    set_meta(conn, FILE_HASHES, known_file_hashes())
     bump_generation(conn)
     for mod, current in dfs_current.items():   # after the generation they record
         if current:
