@@ -26,7 +26,8 @@ from search_core.hashing import known_file_hashes, remember_file_hashes
 from search_core.config import ChunkConfig
 from search_core.files import LockBusy, PidLock
 from search_core.index.embed_cache import EmbeddingCache
-from search_core.index.write import (chunk_rows, communities_state, delete_notes, graph_before, insert_prepared,
+from search_core.index.write import (chunk_rows, communities_state, delete_chunks, delete_notes, graph_before,
+                                    insert_prepared, kept_chunks,
                                     next_chunk_id, prepare, rebuild_graph, refresh_communities, update_graph,
                                     update_short_tokens, write_notes)
 from search_core.models import get_embedder
@@ -285,18 +286,21 @@ def _keep_current(conn) -> None:
             set_meta(conn, mod.META_KEY, {**meta, "generation": get_meta(conn, "generation", 0)})
 
 
-def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, prepared) -> dict:
-    """Remove the deleted and rewritten notes, insert the new versions, and move every derived table
-    by what left and what arrived (counts subtracted and added), never recounting the whole vault.
-    Runs inside the caller's transaction."""
+def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, prepared, kept) -> dict:
+    """Remove the deleted notes and the changed chunks of rewritten ones, insert the new versions, and
+    move every derived table by what left and what arrived (counts subtracted and added), never
+    recounting the whole vault. Runs inside the caller's transaction."""
     dfs_current = {mod: mod.is_current(conn) for mod in (term_df, word_df)}   # before the generation moves
-    gone_ids = deleted + [n.id for n in to_write if n.id in known]
-    removed = chunk_rows(conn, gone_ids)
+    rewritten = [n.id for n in to_write if n.id in known]
+    gone_ids = deleted + rewritten
+    keep_ids = {cid for ids in kept.values() for cid in ids}
+    removed = [r for r in chunk_rows(conn, gone_ids) if r[0] not in keep_ids]
     removed_fts = _fts_rows(conn, [r[0] for r in removed])
     before = graph_before(conn, gone_ids)
-    delete_notes(conn, gone_ids)
+    delete_notes(conn, deleted)
+    delete_chunks(conn, [r[0] for r in removed if r[0] not in keep_ids])
     first_new = next_chunk_id(conn)      # what insert_prepared numbers from (ids may be reused)
-    insert_prepared(conn, prepared, stats)
+    insert_prepared(conn, prepared, stats, existing=frozenset(rewritten))
     added_ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE id >= ?", (first_new,))]
     added_fts = _fts_rows(conn, added_ids)
     state = update_graph(conn, emb, cache, progress, before, [n.id for n in to_write])
@@ -348,11 +352,15 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     report.warnings = [f"{n.id}: {w}" for n in to_write for w in n.warnings]
     if to_write or deleted or touch:
         # embed before the write transaction, so readers are never blocked by model time
-        prepared = prepare(to_write, emb, chunk_cfg, cache, progress)
+        kept = kept_chunks(conn, [n for n in to_write if n.id in known], chunk_cfg)
+        prepared = prepare(to_write, emb, chunk_cfg, cache, progress,
+                           keep=frozenset((nid, o) for nid, o in conn.execute(
+                               "SELECT note_id, ord FROM chunks WHERE id IN (%s)" % ",".join(
+                                   str(i) for ids in kept.values() for i in ids))) if kept else frozenset())
         with atomic(conn):
             if deleted or to_write:
                 report.communities = _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats,
-                                                  prepared)
+                                                  prepared, kept)
             conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
             if not (deleted or to_write):
                 set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
