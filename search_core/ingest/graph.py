@@ -7,8 +7,6 @@ import re
 from collections import Counter, defaultdict
 from itertools import combinations
 
-import networkx as nx
-
 TAG_EDGE_MAX_NOTES = 50   # a tag on more notes than this is a category, not a relation; it would add a clique
 
 
@@ -92,6 +90,7 @@ def communities(note_ids, edges, tags_by_note: dict[str, list[str]], seed: int =
     """Louvain communities over links plus small shared tags. Deterministic under a seed, and a function
     of the graph alone: edges are added in sorted order, so an index updated note by note and one built
     from scratch (whose link rows come in another order) get the same communities."""
+    import networkx as nx     # here, not at the top: importing it is 0.3-1.7 s of every `index` process start
     g = nx.Graph()
     g.add_nodes_from(sorted(note_ids))
     for a, b in sorted(edges):
