@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -121,7 +122,7 @@ def reindex_compare(codes: list[Path], vault: Path, work: Path, source: Path, ro
     return {label: {k: summary(v) for k, v in d.items()} for label, d in out.items()}
 
 
-def watch_latency(vault: Path, db: Path, saves: int, clients: int) -> dict:
+def watch_latency(vault: Path, db: Path, saves: int, clients: int, timeout: float) -> dict:
     """serve --watch on the work copy; `clients` threads search all the time; each save appends a new word
     to a note and the clock runs until /search returns that note for the word."""
     from tests.helpers import free_port
@@ -130,7 +131,8 @@ def watch_latency(vault: Path, db: Path, saves: int, clients: int) -> dict:
     cfg = db.parent / "bench-cfg.toml"
     cfg.write_text("threshold = 0.0\n")
     proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "serve", "--db", str(db), "--port", str(port),
-                             "--config", str(cfg), "--log", str(db.parent / "bench-log.sqlite"), "--watch", str(vault)],
+                             "--config", str(cfg), "--log", str(db.parent / "bench-log.sqlite"), "--watch", str(vault),
+                             "--timeout", str(timeout)],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -151,6 +153,7 @@ def watch_latency(vault: Path, db: Path, saves: int, clients: int) -> dict:
             time.sleep(0.2)
         stop = threading.Event()
         counts = {"ok": 0, "errors": 0}
+        kinds: dict[str, int] = {}
         lock = threading.Lock()
         notes = sorted(vault.rglob("*.md"))
         queries = [p.stem.replace("-", " ") for p in notes[:200]]
@@ -158,13 +161,18 @@ def watch_latency(vault: Path, db: Path, saves: int, clients: int) -> dict:
         def client(i):
             rng = random.Random(i)
             while not stop.is_set():
+                kind = None
                 try:
                     call("/search", {"query": rng.choice(queries), "k": 5})
                     key = "ok"
-                except Exception:          # noqa: BLE001 - counted: the figure is "0 errors"
-                    key = "errors"
+                except urllib.error.HTTPError as e:        # counted by kind: the figure is "0 errors"
+                    key, kind = "errors", f"HTTP {e.code} {json.loads(e.read() or b'{}').get('error', {}).get('code')}"
+                except Exception as e:     # noqa: BLE001
+                    key, kind = "errors", type(e).__name__
                 with lock:
                     counts[key] += 1
+                    if kind:
+                        kinds[kind] = kinds.get(kind, 0) + 1
 
         threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
         for t in threads:
@@ -197,7 +205,8 @@ def watch_latency(vault: Path, db: Path, saves: int, clients: int) -> dict:
         proc.terminate()
         proc.wait(30)
     return {"save_to_searchable_s": summary(lat), "clients": clients, "client_searches": counts["ok"],
-            "client_errors": counts["errors"], "watch": health.get("watch")}
+            "client_errors": counts["errors"], "client_error_kinds": kinds, "server_timeout_s": timeout,
+            "watch": health.get("watch")}
 
 
 def main():
@@ -218,6 +227,8 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--saves", type=int, default=20)
     ap.add_argument("--clients", type=int, default=10)
+    ap.add_argument("--serve-timeout", type=float, default=2.0,
+                    help="The server's --timeout (its default is 2 s); searches slower than this are errors (504).")
     args = ap.parse_args()
     stages = set(args.stages.split(","))
     vault, db = args.work / "vault", args.work / "index.sqlite"
@@ -268,7 +279,7 @@ def main():
         result["reindex_noop_s"] = summary(noop)
         print("one change:", result["reindex_one_change_s"], "\nno-op:", result["reindex_noop_s"], flush=True)
     if "watch" in stages:
-        result["watch"] = watch_latency(vault, db, args.saves, args.clients)
+        result["watch"] = watch_latency(vault, db, args.saves, args.clients, args.serve_timeout)
         result["watch"]["load_average_after"] = os.getloadavg()
         print("watch:", json.dumps(result["watch"], ensure_ascii=False), flush=True)
     if "search" not in stages:
