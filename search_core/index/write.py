@@ -234,7 +234,7 @@ def update_graph(conn, emb, cache, progress, before: GraphBefore, written: list[
                      [(resolver.resolve(src, target), rid) for rid, src, target in new_links])
     arrived_or_left = now ^ before.ids
     moved: set[str] = set()              # notes (other than the written ones) whose resolved links changed
-    if arrived_or_left or _names(conn, written) != {n: before.names[n] for n in written if n in before.names}:
+    if arrived_or_left:
         stems = {i.rsplit("/", 1)[-1].lower() for i in arrived_or_left}
         redo = []
         for rid, src, target, dst in conn.execute("SELECT rowid, src, target, dst FROM links"):
