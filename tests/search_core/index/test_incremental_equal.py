@@ -3,7 +3,7 @@ table (link resolution, entities and their vectors, tag co-occurrence, trigram a
 frequencies, short-token postings) and, once recomputed, the communities. Chunk and link row ids differ
 between the two by design (an update appends), so rows are compared by what they are (note id, ord).
 
-The vault is the demo vault's ai/rag folder (24 notes, with links among them and to notes outside it);
+The vault is the demo vault's ai/rag folder (22 notes, with links among them and to notes outside it);
 the steps add, change, rename and delete notes and links, one update each."""
 
 import shutil
@@ -55,15 +55,18 @@ def edit(vault, rel, fn):
 
 
 STEPS = [
-    # a new note that also resolves a link the vault had left dangling ([[ai/rag/index]] has no note here)
-    ("add a note", lambda v: (v / "index.md").write_text(
-        "---\ntitle: RAG 목차\naliases: [RAG index]\ntags: [rag, moc]\n---\n# 목차\n\n"
+    # a new note that links to others, and that three links of the vault wanted ([[bge-m3]] is dangling)
+    ("add a note", lambda v: (v / "bge-m3.md").write_text(
+        "---\ntitle: BGE-M3\naliases: [bge m3]\ntags: [embedding, rag]\n---\n# BGE-M3\n\n"
         "[[bm25]], [[hybrid-search]], [[rrf|RRF]] 과 Zyxquartz 검색을 묶는다.\n", encoding="utf-8")),
     ("change a note's text", lambda v: edit(v, "bm25.md", lambda t: t + "\n\nOkapi Quuxbert 변형도 있다. 검색 팀.\n")),
     ("add and remove links", lambda v: edit(v, "hnsw.md", lambda t: t.replace("[[vector-db]]", "[[reranker]]")
                                             + "\n\n[[chunking]] 과 [[not-a-note-yet]] 참고.\n")),
     ("change tags and title", lambda v: edit(v, "rrf.md", lambda t: t.replace("---\n", "---\ntags: [fusion, rank, rag]\n", 1)
                                              .replace("title:", "title: RRF 융합 -", 1))),
+    ("rewrite a note's title, aliases, tags and links", lambda v: (v / "index.md").write_text(
+        "---\ntitle: RAG 목차\naliases: [RAG index]\ntags: [rag, moc]\n---\n# 목차\n\n"
+        "[[bm25]], [[hybrid-search]], [[rrf|RRF]] 과 Zyxquartz 검색을 묶는다.\n", encoding="utf-8")),
     ("add the note a dangling link wanted", lambda v: (v / "sub").mkdir() or (v / "sub" / "not-a-note-yet.md").write_text(
         "# 새 노트\n\n[[hnsw]] 로 돌아간다.\n", encoding="utf-8")),
     ("rename a note", lambda v: (v / "fts5.md").rename(v / "sqlite-fts5.md")),
