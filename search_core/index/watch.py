@@ -44,8 +44,12 @@ def status_path(db: str | Path) -> Path:
 
 
 def _is_note(change, path: str) -> bool:
+    """A note, or what may be a folder of notes (a folder moved in or renamed raises one event for the
+    folder, none for the notes in it); attachments and editor swap files are ignored."""
     name = os.path.basename(path)
-    return name.lower().endswith(".md") and not name.startswith(".")
+    if name.startswith("."):
+        return False
+    return name.lower().endswith(".md") or not os.path.splitext(name)[1]
 
 
 @dataclass

@@ -58,6 +58,12 @@ def test_the_watcher_indexes_saves_and_skips_a_note_it_cannot_parse(tmp_path, sh
         with (vault / "bm25.md").open("a", encoding="utf-8") as f:
             f.write("\n\nQuarzelbrot 색인은 저장 직후에 갱신된다.\n")
         poll(lambda: found(db, "Quarzelbrot", "bm25"), "the saved text found by search")
+        # a folder moved in raises one event, for the folder: its notes are indexed all the same
+        shutil.copytree(DEMO_VAULT / "ai" / "agents", tmp_path / "outside")
+        n_moved = len(list((tmp_path / "outside").rglob("*.md")))
+        before = index_stats(db)["notes"]
+        os.rename(tmp_path / "outside", vault / "agents")
+        poll(lambda: index_stats(db)["notes"] == before + n_moved, "the notes of a folder moved into the vault")
         state = index_stats(db)["watch"]
         assert state["running"] and state["pending"] == 0 and state["caught_up_at"]
     finally:
