@@ -50,6 +50,24 @@ def hash_file(path: str | Path, n: int = 16) -> str:
     return _FILE_CACHE[key][:n]
 
 
+def known_file_hashes() -> list[list]:
+    """The memo as [path, size, mtime_ns, sha256] rows, for a caller that keeps it across processes (an
+    index records the hash of the weights it was built with: a new process then skips the 0.2-0.4 s read
+    of a 30 MB weights file while the file's size and mtime are unchanged)."""
+    return [[p, size, mtime, h] for (p, size, mtime), h in _FILE_CACHE.items()]
+
+
+def remember_file_hashes(rows) -> None:
+    """Seed the memo with rows known_file_hashes() gave; a row whose file has since changed (size or
+    mtime) is never looked up, because the key holds them."""
+    for row in rows or []:
+        try:
+            p, size, mtime, h = row
+            _FILE_CACHE.setdefault((str(p), int(size), int(mtime)), str(h))
+        except (TypeError, ValueError):
+            continue
+
+
 def _files(p: Path) -> list[Path]:
     return sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
 

@@ -20,11 +20,16 @@ from search_core import SearchCoreError
 from search_core.index import short_tokens
 from search_core.index import term_df
 from search_core.index import word_df
+from search_core.index.check import CHECKED_AT
+from search_core.index.term_df import DB_ERRORS
+from search_core.hashing import known_file_hashes, remember_file_hashes
 from search_core.config import ChunkConfig
 from search_core.files import LockBusy, PidLock
 from search_core.index.embed_cache import EmbeddingCache
-from search_core.index.write import (chunk_rows, delete_notes, insert_prepared, next_chunk_id, prepare, rebuild_graph,
-                          update_short_tokens, write_notes)
+from search_core.index.write import (chunk_rows, communities_state, delete_chunks, delete_notes, graph_before,
+                                    insert_prepared, kept_chunks,
+                                    next_chunk_id, prepare, rebuild_graph, refresh_communities, update_graph,
+                                    update_short_tokens, write_notes)
 from search_core.models import get_embedder
 from search_core.ingest.note import Note
 from search_core.index.store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
@@ -45,11 +50,15 @@ class IndexReport:
     skipped: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     seconds: float = 0.0
+    communities: dict | None = None   # current, or stale since N notes' graph changed (write.py)
 
     def as_dict(self):
         d = dict(self.__dict__)
         d["skipped"] = [{"path": s.path, "reason": s.reason} for s in self.skipped]
         return d
+
+
+FILE_HASHES = "file_hashes"   # meta: hashing.known_file_hashes() of the writer (the model weights' hash)
 
 
 def index_fingerprint(embedder, chunk_cfg: ChunkConfig) -> dict:
@@ -123,8 +132,9 @@ def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] |
 
 def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = None, full: bool = False,
                 chunk_cfg: ChunkConfig | None = None, cache: str | Path | None = None,
-                progress=None) -> IndexReport:
-    """Index `vault` into `db`. progress(stage, done, total) is called as work advances."""
+                progress=None, communities: bool = False) -> IndexReport:
+    """Index `vault` into `db`. progress(stage, done, total) is called as work advances. `communities`:
+    recompute the communities now, even if the update left fewer stale notes than the budget (write.py)."""
     t0 = time.perf_counter()
     db = Path(db)
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +145,7 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
             try:
                 conn = connect(db)
                 existing_fp = get_meta(conn, "fingerprint") if conn.execute("PRAGMA user_version").fetchone()[0] else None
+                remember_file_hashes(get_meta(conn, FILE_HASHES) if existing_fp else None)
             except Exception as e:
                 existing_fp, error = None, f" (it could not be read: {e}; it may be damaged)"
             finally:
@@ -151,8 +162,8 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
         if existing_fp is not None and existing_fp != want_fp:
             raise SearchCoreError(fingerprint_mismatch_message(db, existing_fp, want_fp))
         if existing_fp is not None:
-            from search_core.index.check import check_index
-            health = check_index(db, quick=True)      # never write into a damaged file, never report it "unchanged"
+            from search_core.index.check import check_before_update
+            health = check_before_update(db)          # never write into a damaged file, never report it "unchanged"
             if not health.ok:
                 raise SearchCoreError(health.message())
 
@@ -167,7 +178,16 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
             if existing_fp is None:
                 report = _build_full(vault, db, files, beir_notes, skipped, emb, want_fp, chunk_cfg, cache_db, progress)
             else:
-                report = _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache_db, progress)
+                try:
+                    report = _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache_db, progress,
+                                     refresh_communities_now=communities)
+                except DB_ERRORS as e:
+                    if "malformed" not in str(e) and "corrupt" not in str(e):
+                        raise
+                    # a damaged page among those the update read: the transaction rolled back
+                    raise SearchCoreError(f"index {db} is damaged: {e}. Rebuild it: `autoresearch index VAULT "
+                                          f"--db {db} --full` (the vault is the source; nothing in the index "
+                                          "is lost)") from None
         finally:
             cache_db.close()
         if cache_db.warning():
@@ -203,6 +223,8 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
         with atomic(conn):
             set_meta(conn, "fingerprint", fp)
             set_meta(conn, "vault", str(Path(vault).resolve()))
+            set_meta(conn, CHECKED_AT, time.time())      # a new file: the whole-file check is due a day from now
+            set_meta(conn, FILE_HASHES, known_file_hashes())
             report.embedded = write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
             rebuild_graph(conn, emb, cache, progress)
             short_tokens.build(conn)
@@ -247,7 +269,55 @@ def _count(db, table) -> int:
         conn.close()
 
 
-def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progress) -> IndexReport:
+def _fts_rows(conn, chunk_ids: list[int]) -> list[tuple]:
+    rows = []
+    for i in range(0, len(chunk_ids), 500):
+        part = chunk_ids[i:i + 500]
+        rows += conn.execute(f"SELECT title, aliases, tags, summary, body FROM chunks_fts WHERE rowid IN "
+                             f"({','.join('?' * len(part))})", part).fetchall()
+    return rows
+
+
+def _keep_current(conn) -> None:
+    """After bump_generation in a write that moved no text: the count tables still hold, say so."""
+    for mod in (term_df, word_df):
+        meta = get_meta(conn, mod.META_KEY)
+        if isinstance(meta, dict) and meta.get("version") == mod.VERSION:
+            set_meta(conn, mod.META_KEY, {**meta, "generation": get_meta(conn, "generation", 0)})
+
+
+def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, prepared, kept) -> dict:
+    """Remove the deleted notes and the changed chunks of rewritten ones, insert the new versions, and
+    move every derived table by what left and what arrived (counts subtracted and added), never
+    recounting the whole vault. Runs inside the caller's transaction."""
+    dfs_current = {mod: mod.is_current(conn) for mod in (term_df, word_df)}   # before the generation moves
+    rewritten = [n.id for n in to_write if n.id in known]
+    gone_ids = deleted + rewritten
+    keep_ids = {cid for ids in kept.values() for cid in ids}
+    removed = [r for r in chunk_rows(conn, gone_ids) if r[0] not in keep_ids]
+    removed_fts = _fts_rows(conn, [r[0] for r in removed])
+    before = graph_before(conn, gone_ids)
+    delete_notes(conn, deleted)
+    delete_chunks(conn, [r[0] for r in removed if r[0] not in keep_ids])
+    first_new = next_chunk_id(conn)      # what insert_prepared numbers from (ids may be reused)
+    insert_prepared(conn, prepared, stats, existing=frozenset(rewritten))
+    added_ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE id >= ?", (first_new,))]
+    added_fts = _fts_rows(conn, added_ids)
+    state = update_graph(conn, emb, cache, progress, before, [n.id for n in to_write])
+    update_short_tokens(conn, removed, first_new)
+    set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    set_meta(conn, FILE_HASHES, known_file_hashes())
+    bump_generation(conn)
+    for mod, current in dfs_current.items():   # after the generation they record
+        if current:
+            mod.apply_delta(conn, removed_fts, added_fts)
+        else:
+            mod.build(conn)
+    return state
+
+
+def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progress,
+            refresh_communities_now: bool = False) -> IndexReport:
     conn = connect(db)
     migrate(conn)
     report = IndexReport(db=str(db), mode="incremental", skipped=skipped)
@@ -282,21 +352,20 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     report.warnings = [f"{n.id}: {w}" for n in to_write for w in n.warnings]
     if to_write or deleted or touch:
         # embed before the write transaction, so readers are never blocked by model time
-        prepared = prepare(to_write, emb, chunk_cfg, cache, progress)
+        kept = kept_chunks(conn, [n for n in to_write if n.id in known], chunk_cfg)
+        prepared = prepare(to_write, emb, chunk_cfg, cache, progress,
+                           keep=frozenset((nid, o) for nid, o in conn.execute(
+                               "SELECT note_id, ord FROM chunks WHERE id IN (%s)" % ",".join(
+                                   str(i) for ids in kept.values() for i in ids))) if kept else frozenset())
         with atomic(conn):
             if deleted or to_write:
-                gone_ids = deleted + [n.id for n in to_write if n.id in known]
-                removed = chunk_rows(conn, gone_ids)
-                delete_notes(conn, gone_ids)
-                first_new = next_chunk_id(conn)      # what insert_prepared numbers from (ids may be reused)
-                insert_prepared(conn, prepared, stats)
-                rebuild_graph(conn, emb, cache, progress)
-                update_short_tokens(conn, removed, first_new)
+                report.communities = _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats,
+                                                  prepared, kept)
             conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
-            set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-            bump_generation(conn)
-            term_df.build(conn)                        # 0.4 s on johngrib: exact, simpler than a delta
-            word_df.build(conn)                        # the same for whole Latin-script words (BENCHMARKS, gate)
+            if not (deleted or to_write):
+                set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                bump_generation(conn)                  # nothing derived moved: only the stat columns
+                _keep_current(conn)
         report.embedded = prepared["embedded"]
     if not short_tokens.is_built(conn):      # an index written before the table existed: add it now
         with atomic(conn):
@@ -307,6 +376,11 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     if not word_df.is_current(conn):         # the same for the word table (fourth round of the gate)
         with atomic(conn):
             word_df.build(conn)
+    if refresh_communities_now:
+        with atomic(conn):
+            report.communities = refresh_communities(conn)
+    elif report.communities is None:
+        report.communities = communities_state(conn)
     report.notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
     report.chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     conn.close()

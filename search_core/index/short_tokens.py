@@ -42,10 +42,19 @@ def chunk_text(context: str, text: str) -> str:
     return f"{context}\n{text}".lower()
 
 
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique by sorting. numpy 2.4's np.unique hashes integer arrays first: building johngrib's
+    postings (13 M keys) took 12.6 s of CPU with it and 3.8 s with this, the same lists."""
+    if not len(a):
+        return a
+    s = np.sort(a)
+    return s[np.r_[True, s[1:] != s[:-1]]]
+
+
 def codes_of(text: str) -> np.ndarray:
     """Distinct unigram and bigram codes of one (already lower-cased) chunk text."""
     cp = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
-    return np.unique(np.concatenate([cp, (cp[:-1] << 21) | cp[1:]]))
+    return _sorted_unique(np.concatenate([cp, (cp[:-1] << 21) | cp[1:]]))
 
 
 def _postings(rows) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -61,7 +70,7 @@ def _postings(rows) -> tuple[np.ndarray, list[np.ndarray]]:
     same = owner[:-1] == owner[1:]
     codes = np.concatenate([cp, ((cp[:-1] << 21) | cp[1:])[same]])
     owners = np.concatenate([owner, owner[:-1][same]])
-    keys = np.unique((codes << OWNER_BITS) | owners)      # sorted by code, then by owner (= by chunk id)
+    keys = _sorted_unique((codes << OWNER_BITS) | owners)  # sorted by code, then by owner (= by chunk id)
     code = keys >> OWNER_BITS
     chunk = ids[keys & ((1 << OWNER_BITS) - 1)]
     starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
@@ -115,19 +124,26 @@ def update(conn, removed: list[tuple[int, str, str]], added: list[tuple[int, str
     for cid, ctx, text in added:
         for c in codes_of(chunk_text(ctx, text)).tolist():
             new.setdefault(c, []).append(cid)
-    for c in set(gone) | set(new):
+    # every added chunk id is above every id still in a list (next_chunk_id numbers from the max after
+    # the deletes), so a list is its kept part followed by the new ids: no union, no re-sort
+    for c in sorted(set(gone) | set(new)):
         row = conn.execute("SELECT chunks FROM short_postings WHERE code = ?", (c,)).fetchone()
-        have = np.frombuffer(row[0], dtype=DTYPE).astype(np.int64) if row else np.zeros(0, np.int64)
+        have = np.frombuffer(row[0], dtype=DTYPE) if row else np.zeros(0, DTYPE)
         if c in gone:
-            have = have[~np.isin(have, list(gone[c]))]
+            out = np.sort(np.fromiter(gone[c], DTYPE))
+            at = np.searchsorted(have, out)
+            hit = at[(at < len(have)) & (have[np.minimum(at, len(have) - 1)] == out)] if len(have) else at[:0]
+            have = np.delete(have, hit)
         if c in new:
-            have = np.union1d(have, np.array(new[c], np.int64))
+            add = np.array(sorted(new[c]), DTYPE)
+            if len(have) and len(add) and add[0] <= have[-1]:
+                have = np.union1d(have, add).astype(DTYPE)     # ids not above the list: keep it exact anyway
+            else:
+                have = np.concatenate([have, add])
         if len(have):
-            conn.execute("INSERT OR REPLACE INTO short_postings(code, chunks) VALUES (?, ?)",
-                         (c, have.astype(DTYPE).tobytes()))
+            conn.execute("INSERT OR REPLACE INTO short_postings(code, chunks) VALUES (?, ?)", (c, have.tobytes()))
         else:
             conn.execute("DELETE FROM short_postings WHERE code = ?", (c,))
-
 
 class StoredShortTokens:
     """The reader: same answer as view.ShortTokenIndex.chunks_containing, one indexed read per token."""

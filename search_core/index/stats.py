@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 from search_core.index.store import get_meta, open_index
+from search_core.index.watch import read_status
+from search_core.index.write import communities_state
 
 
 def index_stats(db: str | Path) -> dict:
@@ -28,6 +30,8 @@ def index_stats(db: str | Path) -> dict:
             "communities": one("SELECT count(DISTINCT community) FROM communities"),
             "notes_with_warnings": one("SELECT count(*) FROM notes WHERE warnings != '[]'"),
             "size_bytes": os.path.getsize(db),
+            "communities_state": communities_state(conn),
+            "watch": read_status(db),
             "fingerprint": get_meta(conn, "fingerprint"),
         }
     finally:

@@ -9,9 +9,11 @@ table (term -> df): on johngrib 290,174 terms, 0.38 s; a lookup is then one prim
 (~2 us).
 
 It is derived data, not part of the fingerprint, like short_postings: an index without the table
-(or with a stale one) still searches; the gate then reads fts5vocab as before. The writer rebuilds
-the table after every write, full or incremental: one scan of the vocabulary is exact, needs no
-copy of FTS5's tokenizer, and costs less than re-embedding one changed note.
+(or with a stale one) still searches; the gate then reads fts5vocab as before. A full build copies
+the vocabulary; an incremental write moves the counts by the rows it removed and added, tokenized by
+FTS5 itself: the rows go into two small temporary FTS5 tables with the same tokenizer, whose own
+vocabularies give each term's change (no copy of the tokenizer in Python, so the counts stay what a
+rebuild would copy; a one-note change costs ms instead of the rebuild's 0.25-1.4 s on johngrib).
 """
 
 from __future__ import annotations
@@ -46,6 +48,43 @@ def build(conn) -> int:
     n = conn.execute("SELECT count(*) FROM trigram_df").fetchone()[0]
     set_meta(conn, META_KEY, {"version": VERSION, "terms": int(n), "generation": get_meta(conn, "generation", 0)})
     return int(n)
+
+
+# the tokenizer of chunks_fts (store.py): the delta tables must split text exactly as it does
+FTS_TOKENIZE = "trigram"
+
+
+def apply_delta(conn, removed_rows, added_rows) -> None:
+    """Move each term's count by the FTS rows (title, aliases, tags, summary, body) that left and joined
+    the index. Only for a table that was current before this write; call after bump_generation."""
+    delta: dict[str, int] = {}
+    for sign, rows in ((-1, removed_rows), (1, added_rows)):
+        if not rows:
+            continue
+        conn.execute("DROP TABLE IF EXISTS temp.term_df_delta")
+        conn.execute("CREATE VIRTUAL TABLE temp.term_df_delta USING fts5(title, aliases, tags, summary, body, "
+                     f"tokenize = '{FTS_TOKENIZE}')")
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.term_df_delta_vocab USING fts5vocab(temp, term_df_delta, row)")
+        conn.executemany("INSERT INTO temp.term_df_delta(title, aliases, tags, summary, body) VALUES (?,?,?,?,?)",
+                         [tuple(r) for r in rows])
+        for term, doc in conn.execute("SELECT term, doc FROM temp.term_df_delta_vocab"):
+            delta[term] = delta.get(term, 0) + sign * doc
+        conn.execute("DROP TABLE temp.term_df_delta_vocab")
+        conn.execute("DROP TABLE temp.term_df_delta")
+    n = (get_meta(conn, META_KEY) or {}).get("terms", 0) + apply_counts(conn, "trigram_df", "term", delta)
+    set_meta(conn, META_KEY, {"version": VERSION, "terms": int(n), "generation": get_meta(conn, "generation", 0)})
+
+
+def apply_counts(conn, table: str, column: str, delta: dict[str, int]) -> int:
+    """Add each key's change to a stored (key, df) table; a key whose count falls to 0 leaves it.
+    Returns how many keys the table gained (negative: lost)."""
+    up = [(k, d) for k, d in delta.items() if d]
+    had = read_df(conn, table, column, [k for k, _ in up])
+    conn.executemany(f"INSERT INTO {table}({column}, df) VALUES (?, ?) "
+                     f"ON CONFLICT({column}) DO UPDATE SET df = df + excluded.df", up)
+    gone = [(k,) for k, d in up if d < 0 and had[k] + d <= 0]
+    conn.executemany(f"DELETE FROM {table} WHERE {column} = ?", gone)
+    return sum(1 for k, _ in up if had[k] == 0) - len(gone)
 
 
 def table_is_current(conn, meta_key: str, version: int) -> bool:

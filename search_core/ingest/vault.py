@@ -70,21 +70,27 @@ def list_vault(root: str | Path, skipped: list | None = None) -> list[VaultFile]
                 continue
             keep.append(d)
         dirnames[:] = keep
+        # note ids from strings, one relpath per folder: pathlib per file was a third of a no-op update's
+        # 0.35 s vault listing on johngrib's 974 notes
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         for name in sorted(filenames):
             if name.lower().endswith(".md") and not name.startswith("."):
-                p = Path(dirpath) / name
+                full = os.path.join(dirpath, name)
                 try:
-                    st = p.stat()
+                    st = os.stat(full)
                 except OSError as e:
+                    p = Path(full)
                     skipped.append(Skipped(str(p), _stat_problem(e)))
                     continue
+                p = Path(full)
                 if not stat.S_ISREG(st.st_mode):
                     kind = ("named pipe" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode)
                             else "device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "folder"
                             if stat.S_ISDIR(st.st_mode) else "special file")
                     skipped.append(Skipped(str(p), f"a {kind}, not a regular file; not indexed"))
                     continue
-                files.append(VaultFile(note_id_for(root, p), p, st.st_size, st.st_mtime_ns))
+                rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                files.append(VaultFile(rel[:-3], p, st.st_size, st.st_mtime_ns))
     return files
 
 

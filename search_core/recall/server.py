@@ -147,7 +147,8 @@ def _field(data: dict, name: str, *, required=True, max_chars=None) -> str | Non
 
 
 def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int = MAX_BODY_BYTES,
-               max_query_chars: int = MAX_QUERY_CHARS, max_pending: int = MAX_PENDING_SEARCHES, warm: bool = True):
+               max_query_chars: int = MAX_QUERY_CHARS, max_pending: int = MAX_PENDING_SEARCHES, warm: bool = True,
+               watcher=None):
     from contextlib import asynccontextmanager
 
     from starlette.applications import Starlette
@@ -251,7 +252,8 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         return JSONResponse({"status": "ok" if ok else "degraded", "db": str(b.db), "db_exists": b.db.exists(),
                              "index_fingerprint": b.fingerprint_key, "in_flight": engine.in_flight(),
                              "warm_error": state["warm_error"], "log": log,
-                             "uptime_s": round(time.time() - metrics.started, 1)})
+                             "uptime_s": round(time.time() - metrics.started, 1),
+                             **({"watch": watcher.status()} if watcher is not None else {})})
 
     async def metrics_ep(request):
         return PlainTextResponse(metrics.render(engine), media_type="text/plain; version=0.0.4")
@@ -300,10 +302,10 @@ def make_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None
     return uvicorn.Server(guarded_config(create_app(engine, token=token, **kw), host=host, port=port))
 
 
-def run_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None) -> None:
+def run_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, watcher=None) -> None:
     """Serve until SIGTERM/SIGINT; then every call already accepted is searched or logged as
     `stopped_by: shutdown` before the process ends (RecallEngine.shutdown)."""
     try:
-        make_server(engine, host=host, port=port, token=token).run()
+        make_server(engine, host=host, port=port, token=token, watcher=watcher).run()
     finally:
         engine.shutdown()

@@ -22,7 +22,11 @@ from tuner.cli.options import Progress, fail, json_option, sigterm_as_interrupt
 @click.option("--cache", type=click.Path(path_type=Path), default=None, help="Embedding cache file.")
 @json_option("Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
-def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json, progress):
+@click.option("--communities", is_flag=True, help="Recompute the note communities now (an update recomputes "
+                                                  "them only once enough notes' links or tags changed).")
+@click.option("--watch", is_flag=True, help="After indexing, keep watching VAULT and re-index notes shortly "
+                                            "after they are saved (Ctrl-C stops).")
+def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json, progress, communities, watch):
     """Index VAULT (a folder of .md notes, or a BEIR corpus folder) into --db."""
     from search_core.config import ChunkConfig
     from search_core.index.indexer import index_vault
@@ -32,7 +36,7 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
     sigterm_as_interrupt()
     try:
         report = index_vault(vault, db, embedder=embedder, full=full, chunk_cfg=chunk_cfg, cache=cache,
-                             progress=bars)
+                             progress=bars, communities=communities)
     except SearchCoreError as e:
         bars.close()
         fail(e)
@@ -42,6 +46,17 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
                    "are kept in the cache, so running the same command again resumes quickly", err=True)
         sys.exit(130)
     bars.close()
+    _print(report, vault, db, as_json)
+    if watch:
+        from search_core.index.watch import VaultWatcher
+        click.echo(f"watching {vault} (Ctrl-C stops)", err=True)
+        try:
+            VaultWatcher(vault, db, cache=cache, on_update=lambda r: _print(r, vault, db, as_json)).run()
+        except KeyboardInterrupt:
+            pass
+
+
+def _print(report, vault, db, as_json) -> None:
     if as_json:
         click.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
         return

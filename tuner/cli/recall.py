@@ -182,7 +182,9 @@ _SERVE_OPTS = [
 @click.option("--allow-remote", is_flag=True, help="Required to listen on anything but loopback.")
 @click.option("--token", envvar="AUTORESEARCH_TOKEN", default=None, callback=nonempty_token,
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
-def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token):
+@click.option("--watch", "watch_vault", type=click.Path(path_type=Path), default=None, metavar="VAULT",
+              help="Keep --db current with VAULT: notes are re-indexed shortly after they are saved.")
+def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token, watch_vault):
     """HTTP server: /search, /queue, /prefetch, /healthz, /metrics, /label (Starlette on uvicorn)."""
     require_extra("serve")
     from search_core.recall.server import check_host, run_server
@@ -198,7 +200,16 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
         click.echo("WARNING: no --token: anyone who can reach this address can read your notes", err=True)
     click.echo(f"serving {db} on http://{host}:{port} (config {cfg_path or 'defaults'}, log {log_path})", err=True)
     click.echo(f"label calls at http://{host}:{port}/label" + ("#token=TOKEN" if token else ""), err=True)
-    run_server(engine, host=host, port=port, token=token)
+    watcher = None
+    if watch_vault is not None:
+        from search_core.index.watch import VaultWatcher
+        watcher = VaultWatcher(watch_vault, db).start()
+        click.echo(f"watching {watch_vault}: saved notes are re-indexed into {db}", err=True)
+    try:
+        run_server(engine, host=host, port=port, token=token, watcher=watcher)
+    finally:
+        if watcher is not None:
+            watcher.stop()
 
 
 @click.command()

@@ -153,3 +153,16 @@ def test_a_damaged_embedding_cache_is_set_aside_and_rebuilt(tmp_path, where):
     assert len(aside) == 1 and aside[0].read_bytes() == before   # renamed, not deleted, not changed
     r = index_vault(v2, tmp_path / "three.sqlite", cache=cache)   # the new cache serves the next run
     assert r.embedded == 0 and not any("embedding cache" in w for w in r.warnings)
+
+
+def test_the_check_before_an_update_reads_what_it_must_and_the_whole_file_once_a_day(small_index, tmp_path):
+    import time
+
+    from search_core.index.check import WHOLE_FILE_CHECK_EVERY_S, check_before_update
+    db = copy_of(small_index, tmp_path)
+    off, size = page_of(db, "links")
+    damage(db, off, 8, seed=4)                       # the links table's root page header: no update reads it
+    assert not check_index(db, quick=True).ok
+    assert check_before_update(db).ok                # a day has not passed since the build checked the file
+    later = check_before_update(db, now=time.time() + 2 * WHOLE_FILE_CHECK_EVERY_S)
+    assert not later.ok and "quick_check" in later.message() and "--full" in later.message()
