@@ -119,7 +119,8 @@ def test_cli_json_shape_and_text(tmp_path):
     assert r.exit_code != 0 and "no recall log" in r.output
 
 
-def test_with_an_index_the_calls_are_scored_by_its_gate(tmp_path, small_index):
+def test_with_an_index_the_calls_are_scored_by_its_gate(tmp_path, small_index_e5):
+    small_index = small_index_e5            # the shipped default gate is fitted for e5-small
     from search_core.search.pipeline import Searcher
     s = Searcher(small_index)
     choice = s.use_gate()
