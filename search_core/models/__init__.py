@@ -87,7 +87,10 @@ def _factory(kind: str, name: str, known: dict, http_prefixes: tuple[str, ...], 
         return local(name, name[len(local_prefix):])
     if "/" in name:
         return local(name, name)
-    raise SearchCoreError(f"unknown {kind} {name!r}; known: {', '.join(known)}; "
+    # names are exact (a config and a fingerprint record them as written), but say which one was meant
+    near = [k for k in known if k.lower() == name.strip().lower()]
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    raise SearchCoreError(f"unknown {kind} {name!r}; {hint}known: {', '.join(known)}; "
                           f"or one of the forms: {'; '.join(forms)}")
 
 

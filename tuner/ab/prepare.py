@@ -43,5 +43,9 @@ def prepare(embedders: str, rerankers: str | None, gold_path: Path, holdout: Pat
     if not vault or not Path(vault).exists():
         raise ABError(f"no vault to index: {vault!r} is not here; pass --vault DIR (the notes folder, a BEIR "
                       "corpus folder or a KorQuAD JSON file)")
+    folder = Path(vault)
+    if folder.is_dir() and not (folder / "corpus.jsonl").exists() and next(folder.rglob("*.md"), None) is None:
+        raise ABError(f"the vault {vault} has no notes (no .md file below it, no corpus.jsonl); an A/B of an empty "
+                      "vault compares nothing. Pass --vault with your notes folder")
     return ABParams(embs, rers, tune, ev, str(vault), str(work), str(db) if db else None, load_config(config_path),
                     note)

@@ -319,6 +319,18 @@ def same_model(a: Searcher, b: Searcher) -> bool:
     return fa == fb
 
 
+def nothing_compared(data: dict) -> str | None:
+    """Why an A/B compared nothing (fewer than two candidates measured), or None when it compared a pair:
+    the CLI exits 1 then, so a script does not take an empty report for a result."""
+    if data["pairs"]:
+        return None
+    cands = data["candidates"]
+    ok = [c["label"] for c in cands if c["status"] == "ok"]
+    others = "; ".join(f"{c['label']}: {c['status']}" for c in cands if c["status"] != "ok")
+    return (f"nothing was compared: {len(ok)} of {len(cands)} candidates measured"
+            + (f" ({others})" if others else "") + "; an A/B needs two that run")
+
+
 def run_ab(p: ABParams, progress=None) -> dict:
     """All candidates, then the pairwise comparisons. Returns plain data for report_ab."""
     t0 = time.perf_counter()

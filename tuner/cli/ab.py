@@ -45,7 +45,7 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
     require_extra("tune")
     from tuner.ab.prepare import prepare
     from tuner.ab.progress import ABProgress
-    from tuner.ab.run import run_ab
+    from tuner.ab.run import nothing_compared, run_ab
     from tuner.reports import emit
     from tuner.reports.ab import ab_report, render_saved
 
@@ -84,6 +84,10 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
     if data["interrupted"]:
         click.echo(f"interrupted: cut {', '.join(data['cut'])}; the report keeps the finished candidates", err=True)
         sys.exit(130)
+    why = nothing_compared(data)
+    if why:
+        click.echo(f"Error: {why}", err=True)
+        sys.exit(1)
 
 
 COMMANDS = (ab,)

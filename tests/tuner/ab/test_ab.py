@@ -40,6 +40,29 @@ def test_unknown_name_lists_the_known_ones():
         parse_candidates("e5-smal,minilm-l6", None)
 
 
+def test_a_name_in_the_wrong_case_is_refused_with_the_name_meant():
+    # the duplicate check folds case; the name itself is exact (configs and fingerprints record it)
+    with pytest.raises(SearchCoreError, match=r"unknown embedder 'E5-SMALL'; did you mean 'e5-small'\?"):
+        parse_candidates("E5-SMALL,minilm-l6", None)
+
+
+def test_an_empty_vault_is_refused_before_any_model_loads(tmp_path):
+    from tuner.ab.prepare import prepare
+    (tmp_path / "vault" / "sub").mkdir(parents=True)
+    (tmp_path / "vault" / "sub" / "image.png").write_bytes(b"not a note")
+    with pytest.raises(ABError, match="has no notes"):
+        prepare("e5-small,minilm-l6", None, TUNE, None, 0.5, str(tmp_path / "vault"), None, None, tmp_path / "work")
+
+
+def test_an_ab_that_compared_nothing_says_so_and_fails():
+    from tuner.ab.run import nothing_compared
+    ok = {"label": "e5-small", "status": "ok"}
+    gone = {"label": "BAAI/bge-m3", "status": "unavailable"}
+    assert nothing_compared({"pairs": [{"a": "e5-small", "b": "minilm-l6"}], "candidates": [ok, ok]}) is None
+    why = nothing_compared({"pairs": [], "candidates": [ok, gone]})
+    assert why.startswith("nothing was compared: 1 of 2 candidates measured (BAAI/bge-m3: unavailable)")
+
+
 def test_two_spellings_of_one_model_are_refused():
     with pytest.raises(ABError, match=r"'BAAI/bge-m3' and 'st:baai/bge-m3' are two spellings of the same embedder"):
         parse_candidates("BAAI/bge-m3,st:baai/bge-m3", None)
