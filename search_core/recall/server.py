@@ -27,7 +27,7 @@ from search_core import SearchCoreError
 from search_core.models.base import ModelUnavailable
 from search_core.recall.engine import RecallEngine, current_profile
 from search_core.recall.http_guard import BODY_TIMEOUT_S
-from search_core.validate import clean_text
+from search_core.validate import clean_text, did_you_mean
 
 MAX_BODY_BYTES = 64 * 1024        # a turn's message is a few KB; 64 KB is ~20 pages of text
 MAX_QUERY_CHARS = 4000            # e5 reads 512 tokens (~1,500 Korean chars); past 4,000 a query is a paste
@@ -111,7 +111,21 @@ async def _read_body(request, max_body: int) -> bytes:
     return b"".join(chunks)
 
 
-async def _read_json(request, max_body: int) -> dict:
+# The fields each endpoint reads; anything else is refused by name (a misspelt "session_id" would have
+# searched under an empty session and delivered the block to nobody).
+FIELDS = {"/search": ("query", "k"), "/queue": ("query", "session_id", "profile"),
+          "/prefetch": ("session_id", "held", "exclude_notes", "char_budget", "profile")}
+
+
+def _known_fields(data: dict, fields: tuple[str, ...], path: str) -> dict:
+    for key in data:
+        if key not in fields:
+            raise ApiError(400, "unknown_field", f'{path}: unknown field "{key}"{did_you_mean(key, fields)}; '
+                                                 f'fields: {", ".join(fields)}')
+    return data
+
+
+async def _read_json(request, max_body: int, fields: tuple[str, ...] | None = None) -> dict:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_body:
         raise ApiError(413, "body_too_large", f"the body is {int(declared):,} bytes; the limit is {max_body:,}")
@@ -128,7 +142,7 @@ async def _read_json(request, max_body: int) -> dict:
                                             '{"query": "...", "session_id": "..."}') from None
     if not isinstance(data, dict):
         raise ApiError(400, "not_an_object", f"the body must be a JSON object, not {type(data).__name__}")
-    return data
+    return data if fields is None else _known_fields(data, fields, request.url.path)
 
 
 def _field(data: dict, name: str, *, required=True, max_chars=None) -> str | None:
@@ -180,7 +194,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         return handler
 
     async def search(request):
-        data = await _read_json(request, max_body)
+        data = await _read_json(request, max_body, FIELDS["/search"])
         query = _field(data, "query", max_chars=max_query_chars)
         if not query.strip():
             raise ApiError(400, "empty_query", 'the "query" is empty; send what you are looking for')
@@ -221,7 +235,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         return v
 
     async def queue(request):
-        data = await _read_json(request, max_body)
+        data = await _read_json(request, max_body, FIELDS["/queue"])
         query = _field(data, "query", max_chars=max_query_chars)
         sid = _field(data, "session_id", max_chars=MAX_SESSION_CHARS)
         token = as_profile(data)
@@ -232,7 +246,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         return JSONResponse({"queued": stopped is None, "stopped_by": stopped, "session_id": sid})
 
     async def prefetch(request):
-        data = await _read_json(request, max_body)
+        data = await _read_json(request, max_body, FIELDS["/prefetch"])
         sid = _field(data, "session_id", max_chars=MAX_SESSION_CHARS)
         held = string_list(data, "held", "lines the agent already holds")
         exclude = string_list(data, "exclude_notes", "note ids the agent was already given")

@@ -122,11 +122,14 @@ def test_bad_inputs_get_clear_json_errors(index_db, tmp_path):
             ("/queue", json.dumps({"query": "가" * 20_000, "session_id": "s"}, ensure_ascii=False).encode(), 413, "query_too_long"),
             ("/search", b'{"query": "RRF", "k": 0}', 400, "bad_k"), ("/prefetch", b'{"session_id": "s", "held": 3}',
                                                                      400, "wrong_type"),
+            ("/queue", b'{"query": "RRF score", "sesion_id": "s"}', 400, "unknown_field"),
         ]
         for path, raw, status, code in cases:
             got_status, body = post(url + path, None, raw=raw)
             assert (got_status, body["error"]["code"]) == (status, code), (path, raw[:40])
             assert body["error"]["message"]
+        _, body = post(url + "/queue", None, raw=b'{"query": "RRF score", "sesion_id": "s"}')
+        assert "unknown field \"sesion_id\" (did you mean 'session_id'?)" in body["error"]["message"]
         status, text = get(url + "/nope")
         assert status == 404 and json.loads(text)["error"]["code"] == "not_found"
         status, text = get(url + "/search")
