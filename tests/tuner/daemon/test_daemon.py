@@ -50,6 +50,14 @@ def db_copy(demo_db, tmp_path):
     return dst
 
 
+@pytest.fixture
+def db_copy_e5(demo_index_e5, tmp_path):
+    """For a daemon in a process of its own: the test embedder is registered only in this one."""
+    dst = tmp_path / "index.sqlite"
+    shutil.copy(demo_index_e5, dst)
+    return dst
+
+
 # -- config ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("jobs, message", [
     ('[jobs.sweep]\ncron = "61 1 * * *"\n', r"cron '61 1 \* \* \*' is not a cron expression .*five fields"),
@@ -263,7 +271,8 @@ def _wait(pred, timeout):
 
 
 @pytest.mark.slow
-def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refused(tmp_path, db_copy):
+def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refused(tmp_path, db_copy_e5):
+    db_copy = db_copy_e5
     cfg = write_config(tmp_path, db_copy, rounds=400,
                        jobs='[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n')
     runs, ledger = tmp_path / "runs", tmp_path / "runs" / "ledger.sqlite"
@@ -292,7 +301,8 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
 
 
 @pytest.mark.slow
-def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_declines(tmp_path, db_copy):
+def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_declines(tmp_path, db_copy_e5):
+    db_copy = db_copy_e5
     cfg = write_config(tmp_path, db_copy, rounds=40)
     runs, ledger = tmp_path / "runs", tmp_path / "runs" / "ledger.sqlite"
     proc = _spawn(cfg, "--start-in", "0.5")
