@@ -188,6 +188,17 @@ def _vector_blobs(conn) -> Check:
     return Check("vector pages", True, f"{out[0]} chunk and {out[1]} entity vectors")
 
 
+def _open_for_check(p: Path):
+    """(connection, None), or (None, the report that says why the file cannot be checked)."""
+    if not is_sqlite_file(p):
+        return None, CheckReport(str(p), (Check("sqlite header", False, "not a SQLite file (the header is "
+                                                                     "damaged or this is another kind of file)"),))
+    try:
+        return connect(p), None
+    except _db_error() as e:
+        return None, CheckReport(str(p), (Check("open", False, str(e)),))
+
+
 def check_before_update(db: str | Path, *, now: float | None = None) -> CheckReport:
     """What an incremental update checks before it writes: the header, the schema and every vector page,
     plus the whole-file check (check_index quick) when the last one passed more than a day ago. The pages
@@ -196,13 +207,9 @@ def check_before_update(db: str | Path, *, now: float | None = None) -> CheckRep
     import time
     from search_core.index.store import get_meta, set_meta
     p = Path(db)
-    if not is_sqlite_file(p):
-        return CheckReport(str(p), (Check("sqlite header", False, "not a SQLite file (the header is damaged "
-                                                               "or this is another kind of file)"),))
-    try:
-        conn = connect(p)
-    except _db_error() as e:
-        return CheckReport(str(p), (Check("open", False, str(e)),))
+    conn, failed = _open_for_check(p)
+    if failed is not None:
+        return failed
     now = time.time() if now is None else now
     try:
         checks = [_schema(conn)]
@@ -225,17 +232,13 @@ def check_before_update(db: str | Path, *, now: float | None = None) -> CheckRep
 
 def check_index(db: str | Path, *, quick: bool = False, sample: int = DEFAULT_SAMPLE) -> CheckReport:
     """The full check (integrity_check, FTS5, every vector read, `sample` vectors re-embedded), or the quick
-    one run before every incremental write (quick_check and every vector read; no model)."""
+    one (quick_check and every vector read; no model). An incremental write runs check_before_update."""
     p = Path(db)
     if not p.exists():
         raise SearchCoreError(f"no index at {p}; build one with `autoresearch index VAULT --db {p}`")
-    if not is_sqlite_file(p):
-        return CheckReport(str(p), (Check("sqlite header", False, "not a SQLite file (the header is damaged "
-                                                               "or this is another kind of file)"),))
-    try:
-        conn = connect(p)
-    except _db_error() as e:
-        return CheckReport(str(p), (Check("open", False, str(e)),))
+    conn, failed = _open_for_check(p)
+    if failed is not None:
+        return failed
     try:
         checks = [_pragma(conn, "quick_check" if quick else "integrity_check")]
         if not quick:

@@ -7,9 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from contextlib import contextmanager
 
 import pytest
 from click.testing import CliRunner
@@ -18,8 +15,8 @@ from search_core.recall.client import RecallClient, RecallError
 from search_core.config import SearchConfig
 from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
 from search_core.recall.log import RecallLog, read_calls
-from search_core.recall.server import make_server
 from tests.helpers import ROOT, SMALL_VAULT, free_port, write_vault
+from tests.helpers.http import get, post, running
 from tuner.cli import main
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
@@ -34,49 +31,10 @@ def index_db(tmp_path_factory, shared_cache):
     return db
 
 
-@contextmanager
-def running(engine, **kw):
-    port = free_port()
-    srv = make_server(engine, port=port, **kw)
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    for _ in range(600):
-        if srv.started:
-            break
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        t.join(15)
-        engine.close()
-
-
 def _engine(db, tmp_path, threshold=0.0, **cfg):
     cfg.setdefault("timeout_s", 60.0)   # the shared machine: the timeout tests set their own
     return RecallEngine(SearchBackend(db, SearchConfig(threshold=threshold)), RecallLog(tmp_path / "log.sqlite"),
                         RecallConfig(**cfg))
-
-
-def post(url, body, *, raw=None, headers=None):
-    data = raw if raw is not None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method="POST", headers={"Content-Type": "application/json",
-                                                                          **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
-def get(url, headers=None):
-    req = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def test_endpoints_and_shapes(index_db, tmp_path):
