@@ -27,7 +27,7 @@ from search_core import SearchCoreError
 from search_core.models.base import ModelUnavailable
 from search_core.recall.engine import RecallEngine, current_profile
 from search_core.recall.http_guard import BODY_TIMEOUT_S
-from search_core.validate import clean_text, did_you_mean
+from search_core.validate import clean_text, unknown_field
 
 MAX_BODY_BYTES = 64 * 1024        # a turn's message is a few KB; 64 KB is ~20 pages of text
 MAX_QUERY_CHARS = 4000            # e5 reads 512 tokens (~1,500 Korean chars); past 4,000 a query is a paste
@@ -118,10 +118,9 @@ FIELDS = {"/search": ("query", "k"), "/queue": ("query", "session_id", "profile"
 
 
 def _known_fields(data: dict, fields: tuple[str, ...], path: str) -> dict:
-    for key in data:
-        if key not in fields:
-            raise ApiError(400, "unknown_field", f'{path}: unknown field "{key}"{did_you_mean(key, fields)}; '
-                                                 f'fields: {", ".join(fields)}')
+    refusal = unknown_field(data, fields, path)
+    if refusal:
+        raise ApiError(400, "unknown_field", refusal)
     return data
 
 
@@ -137,7 +136,7 @@ async def _read_json(request, max_body: int, fields: tuple[str, ...] | None = No
         raise ApiError(400, "empty_body", 'the body is empty; send JSON, e.g. {"query": "...", "session_id": "..."}')
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:    # 64 KB of "[" nests too deep
         raise ApiError(400, "invalid_json", f"the body is not valid JSON ({e}); send an object like "
                                             '{"query": "...", "session_id": "..."}') from None
     if not isinstance(data, dict):

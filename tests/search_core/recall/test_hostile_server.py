@@ -68,6 +68,20 @@ def test_lone_surrogates_are_searched_and_logged_not_500(index_db, tmp_path):
     assert rows[0]["query"] == "GraphRAG 커뮤니티 요약 \ufffd" and rows[0]["stopped_by"] != "error"
 
 
+def test_bodies_nested_too_deep_or_naming_no_call_are_refused_not_500(index_db, tmp_path):
+    engine = _engine(index_db, tmp_path / "log.sqlite")
+    with running(engine) as url:
+        st, body = raw_post(url + "/search", "[" * 60_000)            # json.loads: RecursionError, a 500
+        assert st == 400 and body["error"]["code"] == "invalid_json", body
+        st, body = raw_post(url + "/queue", '{"query": ' + "[" * 30_000 + "]" * 30_000 + ', "session_id": "s"}')
+        assert st == 400 and body["error"]["code"] == "invalid_json", body
+        st, body = post(url + "/label/calls", {"id": 10 ** 20, "label": "relevant"})    # SQLite OverflowError
+        assert st == 400 and body["error"]["code"] == "bad_id", body
+        st, body = post(url + "/label/calls", {"id": 1, "label": "relevant", "lable": "irrelevant"})
+        assert st == 400 and "did you mean 'label'" in body["error"]["message"], body
+        assert get(url + "/healthz")[0] == 200
+
+
 def test_a_deleted_recall_log_is_reopened_and_counted(index_db, tmp_path):
     log = tmp_path / "log.sqlite"
     engine = _engine(index_db, log)
@@ -266,6 +280,14 @@ def test_mcp_answers_a_call_with_a_lone_surrogate_and_logs_it(index_db, tmp_path
              '{"query": "GraphRAG 커뮤니티 요약 \\ud83d", "session_id": "s\\ud83d"}}}')
         got = reply()
         assert got is not None and got["id"] == 2 and "result" in got, got
+        # a line nested past Python's stack, with a lone surrogate: its cleaning raised RecursionError, which
+        # ended the stdin reader, and no later call was answered
+        send('{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "recall", "arguments": '
+             '{"query": "x \\ud83d", "held": ' + "[" * 50_000 + "]" * 50_000 + "}}}")
+        send('{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "search_notes", "arguments": '
+             '{"query": "GraphRAG", "k": 1}}}')
+        got = reply()
+        assert got is not None and got["id"] == 4 and "result" in got, got
     finally:
         proc.stdin.close()
         proc.wait(120)
