@@ -161,7 +161,7 @@ def _field(data: dict, name: str, *, required=True, max_chars=None) -> str | Non
 
 def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int = MAX_BODY_BYTES,
                max_query_chars: int = MAX_QUERY_CHARS, max_pending: int = MAX_PENDING_SEARCHES, warm: bool = True,
-               watcher=None):
+               watcher=None, guard=None):
     from contextlib import asynccontextmanager
 
     from starlette.applications import Starlette
@@ -169,8 +169,9 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
     from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
-    from search_core.recall.http_guard import install_quiet_errors
+    from search_core.recall.http_guard import ConnectionGuard, install_quiet_errors
 
+    guard = guard or ConnectionGuard()      # its connection counters and held-back errors go into /metrics
     metrics = _Metrics()
     pending = {"n": 0}
     state = {"warm_error": None}
@@ -269,7 +270,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
                              **({"watch": watcher.status()} if watcher is not None else {})})
 
     async def metrics_ep(request):
-        return PlainTextResponse(metrics.render(engine), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(metrics.render(engine) + guard.metrics_text(), media_type="text/plain; version=0.0.4")
 
     async def http_error(request, exc):
         codes = {404: "not_found", 405: "method_not_allowed"}
@@ -280,7 +281,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
 
     @asynccontextmanager
     async def lifespan(app):
-        install_quiet_errors(asyncio.get_running_loop())
+        install_quiet_errors(asyncio.get_running_loop(), guard.limiter)
         if warm:   # the first search loads the model (seconds): do it now, not inside a client's timeout
             state["warm_error"] = await asyncio.get_running_loop().run_in_executor(None, engine.warm)
         yield
@@ -311,8 +312,10 @@ def make_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None
     Timeouts, the connection cap and quiet errors: search_core.recall.http_guard."""
     import uvicorn
 
-    from search_core.recall.http_guard import guarded_config
-    return uvicorn.Server(guarded_config(create_app(engine, token=token, **kw), host=host, port=port))
+    from search_core.recall.http_guard import ConnectionGuard, guarded_config
+    guard = ConnectionGuard()
+    return uvicorn.Server(guarded_config(create_app(engine, token=token, guard=guard, **kw), host=host, port=port,
+                                         guard=guard))
 
 
 def run_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, watcher=None) -> None:

@@ -134,6 +134,84 @@ def test_a_short_query_does_not_wait_behind_a_long_one(index_db, tmp_path):
         engine.close()
 
 
+def _until(pred, timeout=300):
+    """Poll `pred` until it holds (a condition, not a duration: the test waits for a state, never for time)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+def _hold(backend):
+    """Make `backend`'s searches wait on an Event: returns (entered, release)."""
+    entered, release, real = threading.Event(), threading.Event(), backend.search
+
+    def held(query, top_k=None):
+        entered.set()
+        release.wait(300)
+        return real(query, top_k)
+    backend.search = held
+    return entered, release
+
+
+def test_the_connection_guard_counts_into_metrics(index_db, tmp_path, monkeypatch):
+    # Raw sockets, each read until the server closes it: the server has dropped a connection before the
+    # client sees its end, so every count below is exact.
+    import search_core.recall.http_guard as guard
+    monkeypatch.setattr(guard, "HEADER_TIMEOUT_S", 600.0)       # only the keep-alive and the cap close here
+    monkeypatch.setattr(guard, "KEEP_ALIVE_S", 1)
+    monkeypatch.setattr(guard, "connection_limits", lambda nofile=None: (4, 8))
+    engine = _engine(index_db, tmp_path / "log.sqlite")
+
+    def connect():
+        return socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=300)
+
+    def until_closed(s):
+        while s.recv(65536):
+            pass
+        s.close()
+
+    def search_and_close(i):
+        body = json.dumps({"query": f"RRF 점수는 어떻게 계산하나요 {i}"}).encode()
+        s = connect()
+        s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        until_closed(s)
+    with running(engine) as url:
+        for _ in range(3):                  # the same protocol error three times: printed once, two held back
+            s = connect()
+            s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+            until_closed(s)
+        s = connect()                       # a response, then nothing: closed by the keep-alive timeout
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        until_closed(s)
+        entered, release = _hold(engine.backend)     # four connections busy with a search: a fifth is refused
+        busy = [threading.Thread(target=search_and_close, args=(i,)) for i in range(4)]
+        try:
+            for t in busy:
+                t.start()
+            assert _until(lambda: entered.is_set() and engine._search_pool._work_queue.qsize() == 3)
+            until_closed(connect())
+        finally:
+            release.set()
+            for t in busy:
+                t.join(300)
+        idle = [connect() for _ in range(5)]        # five that send nothing: the oldest is closed for room
+        until_closed(idle[0])
+        st, text = get(url + "/metrics")            # one more over the cap: the next oldest idle one goes
+        for c in idle[1:]:
+            c.close()
+    assert st == 200
+    for line in ('autoresearch_connections_closed_total{reason="header_timeout"} 0',
+                 'autoresearch_connections_closed_total{reason="keep_alive_idle"} 1',
+                 'autoresearch_connections_closed_total{reason="evicted_for_room"} 2',
+                 'autoresearch_connections_closed_total{reason="refused_busy"} 1',
+                 "autoresearch_connections_limit 4", "autoresearch_error_lines_suppressed_total 2"):
+        assert line in text.splitlines(), (line, text)
+
+
 # -- a real `serve` process ---------------------------------------------------------------------------------
 def _wait_healthy(url, proc, timeout=300):
     end = time.monotonic() + timeout
@@ -250,6 +328,8 @@ def test_a_silent_or_trickling_connection_is_closed(index_db, tmp_path):
             except socket.timeout:
                 pass
         assert closed, "a request head sent a byte at a time kept its connection"
+        metrics = get(url + "/metrics")[1].splitlines()
+        assert 'autoresearch_connections_closed_total{reason="header_timeout"} 2' in metrics, metrics
     finally:
         proc.terminate()
         proc.wait(60)
