@@ -173,7 +173,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
 
     guard = guard or ConnectionGuard()      # its connection counters and held-back errors go into /metrics
     metrics = _Metrics()
-    pending = {"n": 0}
+    pending = {"short": 0, "long": 0}       # per lane: long queries waiting never make a short one "busy"
     state = {"warm_error": None}
 
     def endpoint(fn, *, auth=True):
@@ -201,9 +201,10 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         k = data.get("k", None)
         if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K):
             raise ApiError(400, "bad_k", f'"k" must be an integer from 1 to {MAX_K}')
-        if pending["n"] >= max_pending:
-            raise ApiError(503, "busy", f"{pending['n']} searches are already waiting; retry in a moment")
-        pending["n"] += 1
+        lane = engine.lane_of(query)
+        if pending[lane] >= max_pending:
+            raise ApiError(503, "busy", f"{pending[lane]} searches are already waiting; retry in a moment")
+        pending[lane] += 1
         try:
             fut = engine.submit_search(query, k)
             try:
@@ -219,7 +220,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
             raise ApiError(503, "index_unavailable", f"the index could not be read ({e}); retry, or rebuild it "
                                                      "with `autoresearch index VAULT --db FILE`") from None
         finally:
-            pending["n"] -= 1
+            pending[lane] -= 1
         return JSONResponse(res.as_dict())
 
     def as_profile(data: dict):

@@ -23,6 +23,7 @@ from tests.helpers import ROOT, SMALL_VAULT, free_port, write_vault
 from tests.helpers.http import get, post, running
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
+LONG_QUERY = ("GraphRAG 커뮤니티 요약과 RRF 융합을 비교한다. hybrid retrieval. " * 100)[:3996]   # + 4 digits: 4,000
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +120,19 @@ def test_session_state_is_bounded_lru(index_db, tmp_path, monkeypatch):
         engine.close()
 
 
+def test_sessions_idle_past_their_age_are_dropped(index_db, tmp_path, monkeypatch):
+    import search_core.recall.engine as eng
+    monkeypatch.setattr(eng, "SESSION_IDLE_S", -1.0)        # every session older than now counts as idle
+    engine = _engine(index_db, tmp_path / "log.sqlite")
+    try:
+        for i in range(5):
+            assert engine.queue_prefetch("ok", f"session-{i}") == "too_short"
+        assert list(engine._sessions) == [("default", "session-4")]      # under MAX_SESSIONS, gone by age
+        assert engine.counters["sessions_dropped"] == 4
+    finally:
+        engine.close()
+
+
 def test_a_short_query_does_not_wait_behind_a_long_one(index_db, tmp_path):
     engine = _engine(index_db, tmp_path / "log.sqlite")
     try:
@@ -154,6 +168,78 @@ def _hold(backend):
         return real(query, top_k)
     backend.search = held
     return entered, release
+
+
+def test_five_long_queries_in_flight_do_not_make_a_short_query_time_out(index_db, tmp_path):
+    # Five 4,000-character queries used to make every search answer 504: one lane, 1.9 s each. They are
+    # held here, all five in flight on their lane, while a short query is sent: it is answered.
+    engine = _engine(index_db, tmp_path / "log.sqlite", timeout_s=30.0)
+    answers = []
+    with running(engine) as url:
+        entered, release = _hold(engine._long())
+        threads = [threading.Thread(target=lambda i=i: answers.append(
+            post(url + "/search", {"query": f"{LONG_QUERY}{i:04d}"})[0])) for i in range(5)]
+        try:
+            for t in threads:
+                t.start()
+            assert _until(lambda: entered.is_set() and engine._long_pool._work_queue.qsize() == 4)
+            st, body = post(url + "/search", {"query": "RRF 점수는 어떻게 계산하나요"})
+            assert st == 200 and body["results"], body
+            assert answers == []                       # all five were still in flight
+        finally:
+            release.set()
+            for t in threads:
+                t.join(300)
+    assert len(answers) == 5 and set(answers) <= {200, 504}, answers   # answered or timed out, never lost
+
+
+def test_long_searches_waiting_never_make_a_short_one_busy(index_db, tmp_path):
+    # The waiting-search cap was one count for both lanes: long queries waiting made /search answer 503
+    # "busy" to a short query the idle short lane would have answered at once.
+    engine = _engine(index_db, tmp_path / "log.sqlite", timeout_s=60.0)
+    answers = []
+    with running(engine, max_pending=2) as url:
+        entered, release = _hold(engine._long())
+        threads = [threading.Thread(target=lambda i=i: answers.append(
+            post(url + "/search", {"query": f"{LONG_QUERY}{i:04d}"})[0])) for i in range(2)]
+        try:
+            for t in threads:
+                t.start()
+            assert _until(lambda: entered.is_set() and engine._long_pool._work_queue.qsize() == 1)
+            st, body = post(url + "/search", {"query": f"{LONG_QUERY}more"})
+            assert st == 503 and body["error"]["code"] == "busy"          # the long lane is full
+            st, body = post(url + "/search", {"query": "RRF 점수는 어떻게 계산하나요"})
+            assert st == 200 and body["results"], body                      # the short one is not
+        finally:
+            release.set()
+            for t in threads:
+                t.join(300)
+    assert sorted(answers) == [200, 200]
+
+
+def test_long_queue_calls_holding_every_runner_do_not_starve_a_short_one(index_db, tmp_path):
+    # Each session's search waits on a runner thread (8); eight long /queue calls in a row held all eight
+    # while the short lane stood idle, and the short call behind them timed out in the runners' queue.
+    log = tmp_path / "log.sqlite"
+    engine = _engine(index_db, log, timeout_s=60.0)
+    try:
+        engine.warm()
+        entered, release = _hold(engine._long())
+        try:
+            for i in range(engine.runners):
+                assert engine.queue_prefetch(f"{LONG_QUERY}{i:04d}", f"long-{i}") is None
+            assert _until(lambda: entered.is_set() and engine._long_pool._work_queue.qsize() == engine.runners - 1)
+            assert engine.queue_prefetch("RRF 점수는 어떻게 계산하나요", "short") is None
+            assert _until(lambda: any(r["session"] == "short" for r in read_calls(log)), timeout=120)
+            row = next(r for r in read_calls(log) if r["session"] == "short")
+            assert row["stopped_by"] != "error", row                     # searched while every long one waits
+            assert not any(r["session"].startswith("long-") for r in read_calls(log))
+        finally:
+            release.set()
+        assert engine.wait_idle(300)
+    finally:
+        engine.close()
+    assert len(read_calls(log)) == engine.runners + 1
 
 
 def test_the_connection_guard_counts_into_metrics(index_db, tmp_path, monkeypatch):
