@@ -90,8 +90,9 @@ class Where:
                            f"{', '.join(valid)}")
 
     def table_of(self, given, key: str) -> dict:
+        """`given` when it is a table; `key` names the table itself (so the message has no table prefix)."""
         if not isinstance(given, dict):
-            raise self.fail(key, given, "a table ([name] in TOML, an object in JSON)")
+            raise Where(self.source).fail(key, given, "a table ([name] in TOML, an object in JSON)")
         return given
 
     def integer(self, key: str, v, *, lo: int | None = None, hi: int | None = None) -> int:
