@@ -6,7 +6,11 @@ verifier), and with --attacks the server under hostile clients, each against a r
 - SIGTERM right after 150 accepted /queue calls (real questions): how many rows the recall log has;
 - 1,000 /queue calls with distinct 60 KB session ids: refused or kept, and the server's RSS growth;
 - a short query sent right behind a 4,000-character one: its wait, with one search lane (before) and with
-  the long-query lane (after), p50/p95 over --runs pairs.
+  the long-query lane (after), p50/p95 over --runs pairs;
+- five 4,000-character /search calls in flight, then a short /search, over a real server (the default 2 s
+  timeout): the short one's status and wait, one lane (before) and two (after), --runs rounds;
+- eight 4,000-character /queue calls (distinct sessions), then a short one: the short call's outcome and
+  latency in the recall log, with one pool of session runners (before) and one per lane (after).
 
     python benchmarks/bench_hostile.py [--db PATH] [--runs 3] [--uncapped] [--attacks]
 
@@ -194,6 +198,86 @@ def attack_long_then_short(db: Path, runs: int) -> dict:
     return {"short_query_wait_s": out, "long_query_chars": len(long_q)}
 
 
+LONG_Q = ("GraphRAG 커뮤니티 요약과 RRF 융합을 비교한다. hybrid retrieval with dense and sparse channels. " * 60)[:3994]
+
+
+def _thread_server(engine):
+    """A real `serve` app on uvicorn in a thread of this process (so the lanes can be switched for 'before')."""
+    import threading
+    from search_core.recall.server import make_server
+    port = _free_port()
+    srv = make_server(engine, port=port)
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    end = time.monotonic() + 600
+    while not srv.started and time.monotonic() < end:
+        time.sleep(0.05)
+    return srv, t, f"http://127.0.0.1:{port}"
+
+
+def attack_five_long_then_short(db: Path, runs: int) -> dict:
+    import threading
+    import search_core.recall.engine as eng
+    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    out, saved = {}, eng.LONG_QUERY_CHARS
+    for name, limit in (("one_lane_before", 10 ** 9), ("long_lane_after", saved)):
+        eng.LONG_QUERY_CHARS = limit
+        engine = RecallEngine(SearchBackend(db), None, RecallConfig())      # the served default: 2 s timeout
+        srv, thread, url = _thread_server(engine)
+        waits, short_codes, long_codes = [], {}, {}
+        try:
+            for r in range(runs):
+                def one_long(i, r=r):
+                    st = _http(url + "/search", {"query": f"{LONG_Q} {r:02d}{i:02d}"}, timeout=120)[0]
+                    long_codes[st] = long_codes.get(st, 0) + 1
+                longs = [threading.Thread(target=one_long, args=(i,)) for i in range(5)]
+                for t in longs:
+                    t.start()
+                time.sleep(0.3)                          # all five sent and waiting before the short one
+                t0 = time.perf_counter()
+                st = _http(url + "/search", {"query": f"RRF 점수는 어떻게 계산하나요 {r}"}, timeout=120)[0]
+                waits.append(time.perf_counter() - t0)
+                short_codes[st] = short_codes.get(st, 0) + 1
+                for t in longs:
+                    t.join(300)
+        finally:
+            srv.should_exit = True
+            thread.join(60)
+            engine.close()
+        out[name] = {"short_status": short_codes, "short_wait_s": summary(waits), "long_status": long_codes}
+    eng.LONG_QUERY_CHARS = saved
+    return out
+
+
+def attack_long_queue_then_short(db: Path, runs: int) -> dict:
+    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    from search_core.recall.log import RecallLog, read_calls
+    out = {}
+    for name in ("one_runner_pool_before", "runners_per_lane_after"):
+        outcomes, latencies = {}, []
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "log.sqlite"
+            engine = RecallEngine(SearchBackend(db), RecallLog(log), RecallConfig())
+            if name.endswith("before"):
+                engine._long_runner_pool = engine._runner_pool
+            engine.warm()
+            try:
+                for r in range(runs):
+                    for i in range(engine.runners):
+                        engine.queue_prefetch(f"{LONG_Q} {r:02d}{i:02d}", f"long-{r}-{i}")
+                    engine.queue_prefetch(f"RRF 점수는 어떻게 계산하나요 {r}", f"short-{r}")
+                    engine.wait_idle(600)
+            finally:
+                engine.close()
+            for row in read_calls(log):
+                if row["session"].startswith("short-"):
+                    outcome = row["stopped_by"] or "injected"
+                    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                    latencies.append(row["latency_ms"] / 1000 if row["latency_ms"] is not None else 0.0)
+        out[name] = {"short_outcome": outcomes, "short_latency_s": summary(latencies)}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", type=Path, default=None)
@@ -250,12 +334,14 @@ def run_attacks(a):
         from search_core.index.indexer import index_vault
         db = ROOT / "runs" / "bench" / "hostile-demo.sqlite"
         index_vault(ROOT / "experiments" / "demo-vault", db)
-    res = {"db": str(db), "load_average_at_start": os.getloadavg()[0]}
+    res = {"db": str(db), "load_average_at_start": [round(x, 1) for x in os.getloadavg()]}
     res["idle_connections"] = attack_idle(db)
     res["sigterm_after_queue"] = attack_sigterm(db)
     res["session_ids_60kb"] = attack_session_ids(db)
     res["long_then_short"] = attack_long_then_short(db, a.runs)
-    res["load_average_at_end"] = os.getloadavg()[0]
+    res["five_long_then_short_http"] = attack_five_long_then_short(db, a.runs)
+    res["eight_long_queue_then_short"] = attack_long_queue_then_short(db, a.runs)
+    res["load_average_at_end"] = [round(x, 1) for x in os.getloadavg()]
     res["note"] = "2-core machine shared with other jobs; latency figures need a quieter rerun"
     print(write_result("hostile-attacks", res))
     for k, v in res.items():

@@ -40,6 +40,17 @@ def did_you_mean(name: str, valid) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def unknown_field(given: dict, fields, where: str) -> str | None:
+    """The refusal for the first key of a request (an HTTP body, an MCP tool's arguments) that is not one of
+    `fields`, or None when every key is known. A misspelt field is otherwise dropped without a word: a
+    "sesion_id" searched under an empty session and delivered the block to nobody."""
+    fields = list(fields)
+    for key in given:
+        if key not in fields:
+            return f'{where}: unknown field "{key}"{did_you_mean(key, fields)}; fields: {", ".join(fields)}'
+    return None
+
+
 def _kind(v) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
             dict: "a table", type(None): "nothing"}.get(type(v), type(v).__name__)
@@ -79,8 +90,9 @@ class Where:
                            f"{', '.join(valid)}")
 
     def table_of(self, given, key: str) -> dict:
+        """`given` when it is a table; `key` names the table itself (so the message has no table prefix)."""
         if not isinstance(given, dict):
-            raise self.fail(key, given, "a table ([name] in TOML, an object in JSON)")
+            raise Where(self.source).fail(key, given, "a table ([name] in TOML, an object in JSON)")
         return given
 
     def integer(self, key: str, v, *, lo: int | None = None, hi: int | None = None) -> int:

@@ -70,7 +70,7 @@ class GateModel:
 
     def band(self, p: float, threshold: float | None = None) -> str:
         t = self.threshold if threshold is None else threshold
-        if p < t:
+        if not p >= t:           # a NaN probability compares false both ways: it skips, it never injects
             return "skip"
         return "caveat" if p < t + self.caveat_width else "inject"
 
@@ -105,6 +105,10 @@ def _fp_text(fp: dict) -> str:
     return f"{e.get('name', '?')}/{e.get('dim', '?')}d" if isinstance(e, dict) else str(e)
 
 
+MAX_GATE_WEIGHT = 1e6        # |every number| in a gate file; with MIN_GATE_SCALE no sum can overflow
+MIN_GATE_SCALE = 1e-9
+
+
 def load_gate(path: str | Path) -> GateModel:
     """Read and check a gate file; anything wrong is a GateFileError that names the file and the fix."""
     p = Path(path)
@@ -133,6 +137,12 @@ def load_gate(path: str | Path) -> GateModel:
     bad = [k for k, vals in numbers.items() if not all(math.isfinite(v) for v in vals)]
     if bad:   # a NaN weight made every P(answerable) NaN: every search injected, and JSON output broke
         raise GateFileError(f"gate file {p}: {', '.join(bad)} must be finite numbers (found NaN or infinity); {fix}")
+    # Finite but huge weights overflow to inf - inf = NaN inside the sum just the same; a fitted logistic
+    # model on standardised features has weights of a few units (the shipped default: at most 1.8).
+    huge = [k for k, vals in numbers.items() if any(abs(v) > MAX_GATE_WEIGHT for v in vals)]
+    if huge or any(s < MIN_GATE_SCALE for s in m.scale):
+        raise GateFileError(f"gate file {p}: {', '.join(huge) or 'scale'} out of range (every number at most "
+                            f"{MAX_GATE_WEIGHT:g} in size, every scale at least {MIN_GATE_SCALE:g}); {fix}")
     n = len(m.features)
     unknown = [f for f in m.features if f not in FEATURE_NAMES]
     if unknown:
@@ -207,6 +217,9 @@ class GateChoice:
         p = self.model.probability(feats)
         band = self.model.band(p, p_threshold)
         t = self.model.threshold if p_threshold is None else p_threshold
+        if not math.isfinite(p):
+            return GateDecision(False, None, "skip", "model", self.source, float(t), f"model {self.source}: its "
+                                "probability is not a number here (the gate file's weights overflow); skipped")
         return GateDecision(band != "skip", p, band, "model", self.source, float(t), f"model {self.source}")
 
 

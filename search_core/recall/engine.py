@@ -266,6 +266,9 @@ class RecallEngine:
         self._closing = False
         self._pending_writes = 0
         self._runner_pool = ThreadPoolExecutor(self.runners, thread_name_prefix="recall-session")
+        # A runner waits on its search; long queries' sessions wait on runners of their own, or eight of
+        # them in a row held every runner while the short lane stood idle (and short calls timed out).
+        self._long_runner_pool = ThreadPoolExecutor(self.runners, thread_name_prefix="recall-session-long")
         # One search at a time per lane: the Searcher holds one connection, and e5 already spreads one
         # query over both cores. Queries over LONG_QUERY_CHARS take a lane of their own (a second Searcher
         # on the same index and the same loaded model): a 4,000-character query embeds four 512-token
@@ -305,7 +308,8 @@ class RecallEngine:
                 self._bg(contextvars.copy_context(), self._write, self._record_gate(query, key, ts, stopped))
                 return stopped
             if begin:
-                (start or _now)(self._runner_pool.submit, self._drain, key)
+                runners = self._long_runner_pool if self.lane_of(query) == "long" else self._runner_pool
+                (start or _now)(runners.submit, self._drain, key)
             return None
         except Exception:        # the agent's turn goes on whatever happens here
             return ERROR
@@ -358,9 +362,13 @@ class RecallEngine:
         """A plain search on the same serialized worker; returns a concurrent Future (the server awaits it)."""
         return self._submit(clean_text(query), top_k)
 
+    def lane_of(self, query: str) -> str:
+        """"long" for a query over LONG_QUERY_CHARS, searched on a lane of its own; else "short"."""
+        return "long" if len(query) > LONG_QUERY_CHARS and isinstance(self.backend, SearchBackend) else "short"
+
     def _submit(self, query: str, top_k: int | None = None):
         """The search on its lane's worker (short and long queries never wait for each other)."""
-        if len(query) <= LONG_QUERY_CHARS or not isinstance(self.backend, SearchBackend):
+        if self.lane_of(query) == "short":
             return self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
         return self._long_pool.submit(contextvars.copy_context().run, self._long().search, query, top_k)
 
@@ -393,6 +401,7 @@ class RecallEngine:
 
     def close(self, wait: bool = True):
         self._runner_pool.shutdown(wait=wait)
+        self._long_runner_pool.shutdown(wait=wait)
         self._search_pool.shutdown(wait=wait, cancel_futures=not wait)
         self._long_pool.shutdown(wait=wait, cancel_futures=not wait)
 
@@ -403,6 +412,7 @@ class RecallEngine:
         with self._lock:
             self._closing = True
         self._runner_pool.shutdown(wait=True)     # the queued _drain tasks run, and log instead of search
+        self._long_runner_pool.shutdown(wait=True)
         self._search_pool.shutdown(wait=True)
         self._long_pool.shutdown(wait=True)
         self.wait_idle(self.cfg.timeout_s + 5)

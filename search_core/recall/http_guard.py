@@ -10,6 +10,8 @@ of a server nobody can hold.
   nothing under `ulimit -n 1024` made accept() fail with EMFILE and the server answered nobody.
 - The same error is printed at most once a minute, as one line: a refused accept() or a protocol error
   repeated per connection used to print a traceback each time (about 125 MB of stderr in 30 s).
+- What the guard did is counted (ConnectionGuard) and shown in /metrics beside the request counters: an
+  attack that is held off is otherwise invisible, since its connections never become requests.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class RepeatLimiter:
         self.every_s, self.clock = every_s, clock
         self.last: dict[str, float] = {}
         self.held: dict[str, int] = {}
+        self.suppressed = 0                     # every line held back, all kinds together (for /metrics)
         self.lock = threading.Lock()
 
     def admit(self, key: str) -> int | None:
@@ -56,11 +59,36 @@ class RepeatLimiter:
         with self.lock:
             if key in self.last and now - self.last[key] < self.every_s:
                 self.held[key] = self.held.get(key, 0) + 1
+                self.suppressed += 1
                 return None
             if len(self.last) > 1000:          # distinct keys are few; never let this grow either
                 self.last.clear()
             self.last[key] = now
             return self.held.pop(key, 0)
+
+
+CLOSE_REASONS = ("header_timeout", "keep_alive_idle", "evicted_for_room", "refused_busy")
+
+
+class ConnectionGuard:
+    """One server's guard counters: connections open, and closed by the guard for each reason (no request
+    head within HEADER_TIMEOUT_S; idle KEEP_ALIVE_S after a response; the oldest idle one closed to make room
+    at the cap; a new one refused when every connection was busy), and the error lines held back."""
+
+    def __init__(self):
+        self.closed = dict.fromkeys(CLOSE_REASONS, 0)
+        self.open = 0
+        self.limit = 0
+        self.limiter = RepeatLimiter()
+
+    def metrics_text(self) -> str:
+        """Prometheus text, in the same style as the server's other counters."""
+        out = ["# TYPE autoresearch_connections_closed_total counter"]
+        out += [f'autoresearch_connections_closed_total{{reason="{r}"}} {self.closed[r]}' for r in CLOSE_REASONS]
+        out += [f"autoresearch_connections_open {self.open}", f"autoresearch_connections_limit {self.limit}",
+                "# TYPE autoresearch_error_lines_suppressed_total counter",
+                f"autoresearch_error_lines_suppressed_total {self.limiter.suppressed}"]
+        return "\n".join(out) + "\n"
 
 
 def _one_line(message: str, exc: BaseException | None, held: int) -> str:
@@ -109,23 +137,31 @@ def install_quiet_errors(loop, limiter: RepeatLimiter | None = None, stream=None
     filt = OneLinePerMinute(limiter)
     for name in ("uvicorn", "uvicorn.error", "asyncio"):
         lg = logging.getLogger(name)
-        if not any(isinstance(f, OneLinePerMinute) for f in lg.filters):
+        ours = [f for f in lg.filters if isinstance(f, OneLinePerMinute)]
+        if ours:              # the loggers are the process's: a later server counts into its own limiter
+            ours[0].limiter = limiter
+        else:
             lg.addFilter(filt)
     return limiter
 
 
-def guarded_protocol(max_connections: int, header_timeout_s: float | None = None):
-    """uvicorn's h11 protocol with a request-head deadline and a connection cap (see the module doc)."""
+def guarded_protocol(max_connections: int, header_timeout_s: float | None = None,
+                     guard: ConnectionGuard | None = None):
+    """uvicorn's h11 protocol with a request-head deadline and a connection cap (see the module doc),
+    counting into `guard`."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
     if header_timeout_s is None:
         header_timeout_s = HEADER_TIMEOUT_S
+    guard = guard or ConnectionGuard()
+    guard.limit = max_connections
+    closed = guard.closed
 
     class GuardedH11Protocol(H11Protocol):
-        counters = {"closed_idle": 0, "evicted": 0, "refused_busy": 0}
 
         def connection_made(self, transport):
             self._head_timer = None
             self._opened = time.monotonic()
+            guard.open += 1
             super().connection_made(transport)
             self._arm()
             if len(self.connections) > max_connections:
@@ -143,7 +179,7 @@ def guarded_protocol(max_connections: int, header_timeout_s: float | None = None
         def _head_deadline(self):
             self._head_timer = None
             if self.cycle is self._head_cycle and self._waiting_for_head() and not self.transport.is_closing():
-                GuardedH11Protocol.counters["closed_idle"] += 1
+                closed["header_timeout"] += 1
                 self.transport.close()
 
         def _make_room(self):
@@ -151,10 +187,10 @@ def guarded_protocol(max_connections: int, header_timeout_s: float | None = None
                     and c._waiting_for_head() and not c.transport.is_closing()]
             if idle:
                 victim = min(idle, key=lambda c: c._opened)
-                GuardedH11Protocol.counters["evicted"] += 1
+                closed["evicted_for_room"] += 1
                 victim.transport.close()
             else:
-                GuardedH11Protocol.counters["refused_busy"] += 1
+                closed["refused_busy"] += 1
                 self.transport.close()
 
         def on_response_complete(self):
@@ -162,7 +198,13 @@ def guarded_protocol(max_connections: int, header_timeout_s: float | None = None
             if self.cycle is not None and self.cycle.response_complete and not self.transport.is_closing():
                 self._arm()      # the next request's head has the same deadline as the first's
 
+        def timeout_keep_alive_handler(self):
+            if not self.transport.is_closing():
+                closed["keep_alive_idle"] += 1
+            super().timeout_keep_alive_handler()
+
         def connection_lost(self, exc):
+            guard.open -= 1
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
@@ -171,11 +213,12 @@ def guarded_protocol(max_connections: int, header_timeout_s: float | None = None
     return GuardedH11Protocol
 
 
-def guarded_config(app, *, host: str, port: int, log_level: str = "warning", **kw):
-    """A uvicorn.Config with the limits above (the caller's keywords win)."""
+def guarded_config(app, *, host: str, port: int, log_level: str = "warning", guard: ConnectionGuard | None = None,
+                   **kw):
+    """A uvicorn.Config with the limits above (the caller's keywords win), counting into `guard`."""
     import uvicorn
     max_conn, backlog = connection_limits()
     opts = dict(host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5,
-                backlog=backlog, timeout_keep_alive=KEEP_ALIVE_S, http=guarded_protocol(max_conn))
+                backlog=backlog, timeout_keep_alive=KEEP_ALIVE_S, http=guarded_protocol(max_conn, guard=guard))
     opts.update(kw)
     return uvicorn.Config(app, **opts)

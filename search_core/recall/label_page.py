@@ -116,10 +116,11 @@ def label_routes(engine, endpoint, read_json, api_error, max_body: int) -> list:
                                        for h in shown]})
 
     async def label(request):
-        data = await read_json(request, max_body)
+        data = await read_json(request, max_body, ("id", "label"))
         call_id, lab = data.get("id"), data.get("label")
-        if not isinstance(call_id, int) or isinstance(call_id, bool):
-            raise api_error(400, "bad_id", '"id" must be a call id (an integer)')
+        if not isinstance(call_id, int) or isinstance(call_id, bool) or not 1 <= call_id < 2 ** 63:
+            # past SQLite's 64-bit integers the lookup itself failed (OverflowError: a 500)
+            raise api_error(400, "bad_id", '"id" must be a call id (an integer from 1)')
         if lab not in LABELS:
             raise api_error(400, "bad_label", f'"label" must be one of {", ".join(LABELS)}')
         try:

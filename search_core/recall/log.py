@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,13 +264,10 @@ def read_logged_calls(path: str | Path, since_s: float | None = None, now: float
 
 def read_calls(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[dict]:
     """Every row of the window (oldest first) as a dict with JSON columns decoded: the one reader of the log."""
-    conn = _open_existing(path)
-    try:
+    with _reading(path) as conn:
         conn.row_factory = sqlite3.Row
         cutoff = (now or time.time()) - since_s if since_s else 0.0
         rows = [dict(r) for r in conn.execute("SELECT * FROM recall_calls WHERE ts >= ? ORDER BY id", (cutoff,))]
-    finally:
-        conn.close()
     for r in rows:
         for c in JSON_COLUMNS:
             r[c] = json.loads(r[c]) if r[c] else None
@@ -281,25 +279,41 @@ def _open_existing(path: str | Path) -> sqlite3.Connection:
     if not p.exists():
         raise SearchCoreError(f"no recall log at {p}; it is written by `autoresearch serve` / `mcp` "
                               "(or pass --log PATH)")
-    conn = _connect(p)
-    try:
+    conn = None
+    try:      # a text file, a folder or a damaged file fails in connect or its first pragma, not here only
+        conn = _connect(p)
         conn.execute("SELECT 1 FROM recall_calls LIMIT 1")
     except sqlite3.DatabaseError as e:
-        conn.close()
-        raise SearchCoreError(f"{p} is not a recall log ({e})") from None
+        if conn is not None:
+            conn.close()
+        raise _not_a_log(p, e) from None
     return conn
+
+
+def _not_a_log(p, e) -> SearchCoreError:
+    return SearchCoreError(f"{p} is not a readable recall log ({e}); pass the --log that `serve` writes, or move "
+                           "the damaged file away (a new log starts empty)")
+
+
+@contextmanager
+def _reading(path: str | Path):
+    """The log opened for reading; a page found damaged mid-read is the same clear error as a bad header."""
+    conn = _open_existing(path)
+    try:
+        yield conn
+    except sqlite3.DatabaseError as e:
+        raise _not_a_log(path, e) from None
+    finally:
+        conn.close()
 
 
 def recall_stats(path: str | Path, since_s: float | None = None, now: float | None = None) -> dict:
     """Calls, injection rate, p50/p95 of calls that searched, calls stopped per gate, mean characters
     injected, and the retirement rule's verdict."""
-    conn = _open_existing(path)
     cutoff = (now or time.time()) - since_s if since_s else 0.0
-    try:
+    with _reading(path) as conn:
         rows = conn.execute("SELECT injected, stopped_by, chars_injected, latency_ms FROM recall_calls "
                             "WHERE ts >= ?", (cutoff,)).fetchall()
-    finally:
-        conn.close()
     calls = len(rows)
     injected = sum(r[0] for r in rows)
     latencies = sorted(r[3] for r in rows if r[3] is not None)
@@ -396,8 +410,7 @@ def label_calls(path: str | Path, pairs: list[tuple[int, str]], now: float | Non
     wrong = [f"{i}: {lab!r}" for i, lab in pairs if lab not in LABELS]
     if wrong:
         raise SearchCoreError(f"unknown label(s) {', '.join(wrong[:10])}; valid labels: {', '.join(LABELS)}")
-    conn = _open_existing(path)
-    try:
+    with _reading(path) as conn:
         ids = [i for i, _ in pairs]
         known = set()
         for start in range(0, len(ids), 500):
@@ -414,6 +427,4 @@ def label_calls(path: str | Path, pairs: list[tuple[int, str]], now: float | Non
         conn.execute("COMMIT")
         counts = dict(conn.execute("SELECT label, COUNT(*) FROM recall_calls WHERE label IS NOT NULL "
                                    "GROUP BY label").fetchall())
-    finally:
-        conn.close()
     return {"labelled": len({i for i, _ in pairs}), "totals": {lab: counts.get(lab, 0) for lab in LABELS}}

@@ -1,6 +1,6 @@
 """`autoresearch mcp`: the vault over the Model Context Protocol (stdio), for any MCP host.
 
-Two tools with typed inputs:
+Two tools with typed inputs (an argument name a tool does not take is refused, as an HTTP body's field is):
 - search_notes(query, k)            -> what `search --json` prints (errors come back as tool errors)
 - recall(query, session_id, held)   -> the gated recall block, through the same gates and the same log
                                        as the HTTP /prefetch path; it never fails, an empty block at worst
@@ -8,6 +8,7 @@ Two tools with typed inputs:
 
 from __future__ import annotations
 
+import inspect
 import sqlite3
 from typing import Annotated, Any
 
@@ -16,6 +17,7 @@ from pydantic import Field
 from search_core import SearchCoreError
 from search_core.recall.engine import RecallEngine
 from search_core.recall.server import MAX_K, MAX_QUERY_CHARS
+from search_core.validate import unknown_field
 
 INSTRUCTIONS = ("Search the user's personal markdown notes (Korean and English). Use search_notes to look "
                 "something up; use recall with the user's latest message to get a short block of relevant notes "
@@ -26,7 +28,20 @@ def build_server(engine: RecallEngine):
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    server = MCPServer("autoresearch", instructions=INSTRUCTIONS)
+    tool_args: dict[str, tuple[str, ...]] = {}     # tool -> its parameters, read from the functions below
+
+    class KnownArgumentsServer(MCPServer):
+        """Refuses a tool call whose arguments include a name the tool does not take, with the name meant (the
+        SDK drops it without a word: a misspelt "sesion_id" recalled under the default session)."""
+
+        async def call_tool(self, name, arguments, context=None):
+            if name in tool_args:
+                refusal = unknown_field(arguments or {}, tool_args[name], name)
+                if refusal:
+                    raise ToolError(refusal)
+            return await super().call_tool(name, arguments, context)
+
+    server = KnownArgumentsServer("autoresearch", instructions=INSTRUCTIONS)
 
     @server.tool(name="search_notes", description="Hybrid search (dense + BM25 + entities) over the user's notes: "
                                                   "the top results with title, note id, snippet and scores.")
@@ -48,6 +63,8 @@ def build_server(engine: RecallEngine):
     ) -> dict[str, Any]:
         return engine.recall_now(query, session_id, held).as_dict()
 
+    for name, fn in (("search_notes", search_notes), ("recall", recall)):
+        tool_args[name] = tuple(inspect.signature(fn).parameters)
     return server
 
 
@@ -71,8 +88,8 @@ def clean_json_line(line: str) -> str:
         return v
     try:
         return json.dumps(clean(json.loads(line))) + "\n"
-    except ValueError:
-        return line                      # not JSON: the SDK answers it with its own parse error
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's stack: the SDK answers it with its
+        return line                      # own parse error (a RecursionError here ended the stdin reader)
 
 
 class _CleanLines:

@@ -27,7 +27,7 @@ from search_core import SearchCoreError
 from search_core.models.base import ModelUnavailable
 from search_core.recall.engine import RecallEngine, current_profile
 from search_core.recall.http_guard import BODY_TIMEOUT_S
-from search_core.validate import clean_text, did_you_mean
+from search_core.validate import clean_text, unknown_field
 
 MAX_BODY_BYTES = 64 * 1024        # a turn's message is a few KB; 64 KB is ~20 pages of text
 MAX_QUERY_CHARS = 4000            # e5 reads 512 tokens (~1,500 Korean chars); past 4,000 a query is a paste
@@ -118,10 +118,9 @@ FIELDS = {"/search": ("query", "k"), "/queue": ("query", "session_id", "profile"
 
 
 def _known_fields(data: dict, fields: tuple[str, ...], path: str) -> dict:
-    for key in data:
-        if key not in fields:
-            raise ApiError(400, "unknown_field", f'{path}: unknown field "{key}"{did_you_mean(key, fields)}; '
-                                                 f'fields: {", ".join(fields)}')
+    refusal = unknown_field(data, fields, path)
+    if refusal:
+        raise ApiError(400, "unknown_field", refusal)
     return data
 
 
@@ -137,7 +136,7 @@ async def _read_json(request, max_body: int, fields: tuple[str, ...] | None = No
         raise ApiError(400, "empty_body", 'the body is empty; send JSON, e.g. {"query": "...", "session_id": "..."}')
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:    # 64 KB of "[" nests too deep
         raise ApiError(400, "invalid_json", f"the body is not valid JSON ({e}); send an object like "
                                             '{"query": "...", "session_id": "..."}') from None
     if not isinstance(data, dict):
@@ -162,7 +161,7 @@ def _field(data: dict, name: str, *, required=True, max_chars=None) -> str | Non
 
 def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int = MAX_BODY_BYTES,
                max_query_chars: int = MAX_QUERY_CHARS, max_pending: int = MAX_PENDING_SEARCHES, warm: bool = True,
-               watcher=None):
+               watcher=None, guard=None):
     from contextlib import asynccontextmanager
 
     from starlette.applications import Starlette
@@ -170,10 +169,11 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
     from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
-    from search_core.recall.http_guard import install_quiet_errors
+    from search_core.recall.http_guard import ConnectionGuard, install_quiet_errors
 
+    guard = guard or ConnectionGuard()      # its connection counters and held-back errors go into /metrics
     metrics = _Metrics()
-    pending = {"n": 0}
+    pending = {"short": 0, "long": 0}       # per lane: long queries waiting never make a short one "busy"
     state = {"warm_error": None}
 
     def endpoint(fn, *, auth=True):
@@ -201,9 +201,10 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         k = data.get("k", None)
         if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K):
             raise ApiError(400, "bad_k", f'"k" must be an integer from 1 to {MAX_K}')
-        if pending["n"] >= max_pending:
-            raise ApiError(503, "busy", f"{pending['n']} searches are already waiting; retry in a moment")
-        pending["n"] += 1
+        lane = engine.lane_of(query)
+        if pending[lane] >= max_pending:
+            raise ApiError(503, "busy", f"{pending[lane]} searches are already waiting; retry in a moment")
+        pending[lane] += 1
         try:
             fut = engine.submit_search(query, k)
             try:
@@ -219,7 +220,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
             raise ApiError(503, "index_unavailable", f"the index could not be read ({e}); retry, or rebuild it "
                                                      "with `autoresearch index VAULT --db FILE`") from None
         finally:
-            pending["n"] -= 1
+            pending[lane] -= 1
         return JSONResponse(res.as_dict())
 
     def as_profile(data: dict):
@@ -270,7 +271,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
                              **({"watch": watcher.status()} if watcher is not None else {})})
 
     async def metrics_ep(request):
-        return PlainTextResponse(metrics.render(engine), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(metrics.render(engine) + guard.metrics_text(), media_type="text/plain; version=0.0.4")
 
     async def http_error(request, exc):
         codes = {404: "not_found", 405: "method_not_allowed"}
@@ -281,7 +282,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
 
     @asynccontextmanager
     async def lifespan(app):
-        install_quiet_errors(asyncio.get_running_loop())
+        install_quiet_errors(asyncio.get_running_loop(), guard.limiter)
         if warm:   # the first search loads the model (seconds): do it now, not inside a client's timeout
             state["warm_error"] = await asyncio.get_running_loop().run_in_executor(None, engine.warm)
         yield
@@ -312,8 +313,10 @@ def make_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None
     Timeouts, the connection cap and quiet errors: search_core.recall.http_guard."""
     import uvicorn
 
-    from search_core.recall.http_guard import guarded_config
-    return uvicorn.Server(guarded_config(create_app(engine, token=token, **kw), host=host, port=port))
+    from search_core.recall.http_guard import ConnectionGuard, guarded_config
+    guard = ConnectionGuard()
+    return uvicorn.Server(guarded_config(create_app(engine, token=token, guard=guard, **kw), host=host, port=port,
+                                         guard=guard))
 
 
 def run_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, watcher=None) -> None:

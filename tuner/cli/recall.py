@@ -143,8 +143,12 @@ def recall_log_prune(log_path, older_than):
 
     if not log_path.exists():
         fail(SearchCoreError(f"no recall log at {log_path}"))
-    log = RecallLog(log_path, retention_days=None)
-    log.retention_days = duration(older_than, param_hint="--older-than") / 86400
+    days = duration(older_than, param_hint="--older-than") / 86400
+    try:
+        log = RecallLog(log_path, retention_days=None)
+    except SearchCoreError as e:
+        fail(e)
+    log.retention_days = days
     n = log.prune()
     log.close()
     click.echo(f"pruned {n} call(s) older than {older_than} from {log_path}")

@@ -72,11 +72,21 @@ def check_sweep_values(sweep: dict, v: Where) -> None:
         v.string("objective", sweep["objective"], min_chars=1, max_chars=100)
 
 
-def parse_duration(text) -> float:
+MAX_DURATION_S = 4 * 366 * 86400     # the horizon past which a cron counts as never firing, for every duration:
+#                                      `every = "99999999999d"` loaded, then the scheduler's timedelta overflowed
+
+
+def parse_duration(text, where: str = "", key: str = "") -> float:
+    """Seconds for a job's duration; a bad one names the file, the table and the key."""
+    at = f"{where} {key}: " if where else ""
     try:
-        return durations.parse_duration(text)
+        value = durations.parse_duration(text)
     except durations.DurationError as e:
-        raise DaemonConfigError(str(e)) from None
+        raise DaemonConfigError(f"{at}{e}") from None
+    if value > MAX_DURATION_S:
+        raise DaemonConfigError(f"{at}{text!r} is longer than {MAX_DURATION_S // 86400} days, the longest a job "
+                                "duration may be")
+    return value
 
 
 @dataclass(frozen=True)
@@ -157,7 +167,8 @@ def _job(name: str, raw: dict, where: str) -> JobSpec:
         except ValueError as e:
             raise DaemonConfigError(f"{where}: [jobs.{name}] cron {cron!r} is not a cron expression ({e}); "
                                     "five fields: minute hour day month weekday, e.g. \"5 1 * * *\"") from None
-    every = parse_duration(raw["every"]) if "every" in raw else None
+    at = f"{where}: [jobs.{name}]"
+    every = parse_duration(raw["every"], at, "every") if "every" in raw else None
     if every is not None and every < MIN_EVERY_S:
         raise DaemonConfigError(f"{where}: [jobs.{name}] every = {raw['every']!r} is shorter than {MIN_EVERY_S:g} s; "
                                 "a job cannot start more often than that")
@@ -179,8 +190,8 @@ def _job(name: str, raw: dict, where: str) -> JobSpec:
                                     "(hours and minutes)") from None
         if name != "sweep":
             raise DaemonConfigError(f"{where}: until is the sweep window's end; only [jobs.sweep] takes it")
-    budget = parse_duration(raw["budget"]) if "budget" in raw else None
-    grace = parse_duration(raw["grace"]) if "grace" in raw else None
+    budget = parse_duration(raw["budget"], at, "budget") if "budget" in raw else None
+    grace = parse_duration(raw["grace"], at, "grace") if "grace" in raw else None
     if grace is None:
         grace = DEFAULT_GRACE_S
         if name == "sweep" and budget:
@@ -233,10 +244,13 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     if "space" not in sweep:
         from tuner.data.bundled import default_space
         sweep["space"] = str(default_space())
-    jobs_raw = raw.get("jobs", DEFAULT_JOBS)
+    jobs_raw = Where(where).table_of(raw.get("jobs", DEFAULT_JOBS), "[jobs]")
     unknown_jobs = set(jobs_raw) - set(JOB_NAMES)
     if unknown_jobs:
         raise DaemonConfigError(f"{where}: unknown job(s) {sorted(unknown_jobs)}; jobs: {', '.join(JOB_NAMES)}")
+    if not jobs_raw:      # a daemon that schedules nothing would sit there looking healthy
+        raise DaemonConfigError(f"{where}: [jobs] enables no job; add one, e.g. [jobs.sweep] cron = \"5 1 * * *\" "
+                                f"(jobs: {', '.join(JOB_NAMES)}), or leave [jobs] out for the default night")
     jobs = tuple(_job(n, jobs_raw[n], where) for n in JOB_NAMES if n in jobs_raw)
     if any(j.name == "calibrate" for j in jobs) and not _calibrate_available():
         raise DaemonConfigError(f"{where}: [jobs.calibrate] needs the gate calibration (tuner.gate.calibrate), which "

@@ -35,6 +35,11 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
         raise SearchCoreError(f"no proposal at {proposal_path}; run `autoresearch calibrate` first") from None
     except json.JSONDecodeError as e:
         raise SearchCoreError(f"proposal {proposal_path} is not JSON ({e}); run `autoresearch calibrate` again") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SearchCoreError(f"proposal {proposal_path} cannot be read ({e}); run `autoresearch calibrate` again") from None
+    if not isinstance(prop, dict):
+        raise SearchCoreError(f"proposal {proposal_path} is not a calibration proposal (a JSON object with a "
+                              "\"model\"); run `autoresearch calibrate` again")
     if not prop.get("model"):
         t = prop.get("cosine_threshold")
         raise SearchCoreError("this proposal holds no gate model (too few labels)" +
@@ -42,7 +47,15 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
     side = sidecar_path(db)
     tmp = side.with_name(side.name + ".new")
     tmp.write_text(json.dumps(prop["model"], ensure_ascii=False, indent=1), encoding="utf-8")
-    load_gate(tmp)                                   # a proposal that would not load is never installed
+    try:
+        model = load_gate(tmp)                       # a proposal that would not load is never installed
+        why = model.mismatch(index_fingerprint(db), model.reranker)
+        if why:     # installed, it would be passed over at every search: "installed" would be a lie
+            raise SearchCoreError(f"proposal {proposal_path} cannot gate the index {db}: {why}; run "
+                                  f"`autoresearch calibrate --db {db}` for a proposal made on it")
+    except SearchCoreError:
+        tmp.unlink(missing_ok=True)                  # nor left beside the index
+        raise
     previous = side.read_text(encoding="utf-8") if side.exists() else None
     entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "action": "apply",
              "proposal": str(proposal_path), "basis": prop.get("basis"), "previous": previous}
@@ -52,12 +65,54 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
     return {"installed": str(side), "replaced": previous is not None, "history": str(history_path(db))}
 
 
+def index_fingerprint(db: str | Path) -> dict:
+    """The fingerprint an index records (its embedder and chunking), or a SearchCoreError naming the file."""
+    from search_core.index.store import connect, get_meta, is_sqlite_file
+    p = Path(db)
+    if not p.is_file() or not is_sqlite_file(p):
+        raise SearchCoreError(f"no index at {db}; give --db the index the proposal was made for")
+    try:
+        conn = connect(p, readonly=True)
+        try:
+            fp = get_meta(conn, "fingerprint")
+        finally:
+            conn.close()
+    except Exception as e:          # sqlean's DatabaseError, or a meta value that is not JSON
+        raise SearchCoreError(f"{db} is not a readable autoresearch index ({type(e).__name__}: {e})") from None
+    if not isinstance(fp, dict):
+        raise SearchCoreError(f"{db} records no fingerprint; is it an autoresearch index?")
+    return fp
+
+
+def _history_entries(h: Path) -> list[dict]:
+    """The gate history's entries, oldest first. A damaged line (cut short by a kill mid-write, or edited by
+    hand) is refused by its number: undoing past it could put back the wrong gate."""
+    try:
+        lines = h.read_text(encoding="utf-8").splitlines() if h.exists() else []
+    except (OSError, UnicodeDecodeError) as e:
+        raise SearchCoreError(f"the gate history {h} cannot be read ({e})") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:
+            e = None
+        ok = isinstance(e, dict) and (e.get("action") == "undo" or (
+            e.get("action") == "apply" and "at" in e and (e.get("previous") is None or isinstance(e["previous"], str))))
+        if not ok:
+            raise SearchCoreError(f"the gate history {h} line {n} is damaged ({line[:60]!r}); nothing was undone. "
+                                  "Fix or remove that line, or put the gate file back by hand")
+        out.append(e)
+    return out
+
+
 def undo_apply(db: str | Path) -> dict:
     """Put back the gate file that the last apply replaced (or remove it if there was none)."""
     h = history_path(db)
-    lines = h.read_text(encoding="utf-8").splitlines() if h.exists() else []
     applies: list = []                  # applies not yet undone, oldest first
-    for e in (json.loads(x) for x in lines if x.strip()):
+    for e in _history_entries(h):
         if e["action"] == "apply":
             applies.append(e)
         elif e["action"] == "undo" and applies:

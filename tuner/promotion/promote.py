@@ -24,6 +24,7 @@ from search_core.files import LockBusy, PidLock, atomic_write_text
 from search_core.index.store import atomic, connect
 from search_core.paths import ACTIVE_CONFIG as ACTIVE
 from search_core.paths import RUNS_ENV, runs_dir
+from search_core.validate import Where
 
 from tuner.promotion.config_toml import config_toml, toml_table
 
@@ -57,10 +58,12 @@ def read_active(runs: str | Path | None = None) -> Active | None:
     if not path.exists():
         return None
     data = read_toml(path, "active config")
-    meta = data.get("active", {})
+    where = Where(str(path), "[active]")            # hand-edited: `active = 5`, `index = 5` were tracebacks
+    meta = where.table_of(data.get("active", {}), "[active]")
+    where.known_keys(meta, ("source", "index"))
     cfg = load_config(path)
-    index = Path(meta["index"]) if meta.get("index") else None
-    return Active(cfg, index, meta.get("source", ""))
+    index = where.string("index", meta["index"], min_chars=1, max_chars=4096) if meta.get("index") is not None else None
+    return Active(cfg, Path(index) if index else None, where.string("source", meta.get("source", ""), max_chars=4096))
 
 
 def _write_active(runs: Path, cfg: SearchConfig, index: Path | None, source: str) -> None:
@@ -131,7 +134,8 @@ class History:
             raise SearchCoreError(f"cannot write to the runs folder {self.runs}: {e.strerror}; "
                                   f"make it writable or point {RUNS_ENV} elsewhere") from None
         except Exception as e:   # sqlean's OperationalError on a read-only folder
-            raise SearchCoreError(f"cannot open {self.runs / HISTORY}: {e}; make the runs folder writable") from None
+            raise SearchCoreError(f"cannot open {self.runs / HISTORY}: {e}; make the runs folder writable, or, if "
+                                  "the file is damaged, move it away (the active config stays as it is)") from None
 
         try:
             with promotion_lock(self.runs):

@@ -54,3 +54,40 @@ def test_mcp_client_lists_and_calls_the_tools(small_index_e5, tmp_path):
     rows = read_calls(log)
     assert [r["session"] for r in rows] == ["host-1"] * 3
     assert [r["stopped_by"] for r in rows] == [None, None, "small_talk"]
+
+
+def test_an_argument_name_a_tool_does_not_take_is_refused_with_the_name_meant(small_index, tmp_path):
+    # The SDK dropped unknown arguments without a word: "sesion_id" recalled under the default session.
+    from mcp import Client
+
+    from search_core.config import SearchConfig
+    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    from search_core.recall.log import RecallLog
+    from search_core.recall.mcp import build_server
+
+    log = tmp_path / "log.sqlite"
+    engine = RecallEngine(SearchBackend(small_index, SearchConfig(threshold=0.0)), RecallLog(log),
+                          RecallConfig(timeout_s=60))
+
+    async def session():
+        async with Client(build_server(engine), read_timeout_seconds=180) as c:
+            return (await c.call_tool("recall", {"query": QUESTION, "sesion_id": "host-1"}),
+                    await c.call_tool("search_notes", {"query": QUESTION, "top_k": 2}),
+                    await c.call_tool("recall", {"query": QUESTION, "session_id": "host-1"}))
+    try:
+        misspelt, top_k, good = asyncio.run(session())
+    finally:
+        engine.close()
+    assert misspelt.is_error and "unknown field \"sesion_id\" (did you mean 'session_id'?)" in misspelt.content[0].text
+    assert top_k.is_error and 'unknown field "top_k"' in top_k.content[0].text and "fields: query, k" in \
+        top_k.content[0].text
+    assert not good.is_error
+    assert [r["session"] for r in read_calls(log)] == ["host-1"]      # the refused call was never searched
+
+
+def test_a_line_nested_past_the_stack_is_handed_on_not_raised():
+    # json.loads raised RecursionError on it, which ended the stdin reader: the host got no reply again
+    from search_core.recall.mcp import clean_json_line
+    deep = '{"jsonrpc": "2.0", "id": 1, "method": "x", "params": ' + "[" * 100_000 + '"\\ud83d"' + "]" * 100_000 + "}"
+    assert clean_json_line(deep) == deep
+    assert clean_json_line('{"q": "cut \\ud83d"}') == '{"q": "cut \\ufffd"}\n'

@@ -65,6 +65,11 @@ elif where == "index_copy":
     import types
     pr.os = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})
     pr.os.replace = lambda *a: os._exit(9)
+elif where == "atomic_write":
+    import types
+    import search_core.files as files
+    files.os = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})
+    files.os.replace = lambda *a: os._exit(9)
 start = SearchConfig(threshold=0.8).as_dict()
 win = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
 m = {k: {"a": .5, "b": .5, "delta": 0.0, "p_value": .9, "ci95": [0, 0], "verdict": "within noise"} for k in ("hit@5", "mrr")}
@@ -89,17 +94,36 @@ def test_killed_after_writing_active_toml_the_promotion_is_recorded_and_can_be_r
     assert read_active(runs) is None
 
 
-def test_killed_inside_the_index_copy_leaves_no_temporary_file_and_no_promotion(tmp_path, index):
+@pytest.mark.parametrize("where, folder", [("index_copy", "active-indexes"), ("atomic_write", ".")])
+def test_killed_inside_a_copy_or_a_write_leaves_no_temporary_file_and_no_promotion(tmp_path, index, where, folder):
     runs = tmp_path / "runs"
-    _promote_and_die(index, runs, "index_copy")
-    leftovers = [p.name for p in (runs / "active-indexes").glob(".*")]
-    assert leftovers, "the kill did not happen inside the copy"
+    _promote_and_die(index, runs, where)
+    leftovers = [p.name for p in (runs / folder).glob(".*")]
+    assert leftovers, f"the kill did not happen inside the {where}"
     h = History(runs)                                         # any next open recovers
     events = h.events()
     h.close()
-    assert not list((runs / "active-indexes").glob(".*"))
+    assert not list((runs / folder).glob(".*"))
     assert read_active(runs) is None
     assert [e["kind"] for e in events] in ([], ["declined"])
     assert all("interrupted" in e["reason"] for e in events)
     with pytest.raises(SearchCoreError, match="nothing to roll back"):
         rollback(None, runs)
+
+
+@pytest.mark.parametrize("active, message", [
+    ("active = 5\n", "active.toml: [active] = 5"),
+    ('[active]\nindex = 5\nsource = "x"\n', "[active] index = 5"),
+    ('[active]\nindx = "runs/x.sqlite"\n', "did you mean 'index'"),
+])
+def test_a_hand_edited_active_section_is_refused_by_name(tmp_path, active, message):
+    from click.testing import CliRunner
+
+    from tuner.cli import main
+    (tmp_path / "active.toml").write_text(active + "[search]\ntop_k = 5\n" if active.startswith("active")
+                                          else "[search]\ntop_k = 5\n" + active)
+    with pytest.raises(SearchCoreError) as e:
+        read_active(tmp_path)
+    assert message in str(e.value) and "active.toml" in str(e.value)
+    r = CliRunner().invoke(main, ["config", "history", "--runs", str(tmp_path)])
+    assert r.exit_code == 1 and message in r.output, r.output
