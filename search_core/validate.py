@@ -134,6 +134,17 @@ class Where:
                            f"{_range(min_chars, max_chars)}")
         return clean_text(v)
 
+    def model_name(self, key: str, v) -> str:
+        """An embedder or reranker name the model table knows (or one of its forms: a URL, st:/ce:, a hub
+        id); resolved without loading the model, so a misspelt name fails here, not at the first search."""
+        from search_core.models import _embedder_factory, _reranker_factory
+        name = self.string(key, v, min_chars=1, max_chars=200)
+        try:
+            (_embedder_factory if key == "embedder" else _reranker_factory)(name)
+        except SearchCoreError as e:
+            raise BadValue(f"{self._name(key)}: {e}") from None
+        return name
+
     def string_list(self, key: str, v) -> tuple[str, ...]:
         """A list of strings; a bare string is refused (it would become a list of its characters)."""
         if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
@@ -190,7 +201,7 @@ def check_search_values(data: dict, where: Where) -> dict:
         out["gate_threshold"] = where.number("gate_threshold", data["gate_threshold"], lo=0.0, hi=1.0)
     for k in ("embedder", "reranker"):
         if k in data:
-            out[k] = where.string(k, data[k], min_chars=1, max_chars=200)
+            out[k] = where.model_name(k, data[k])
     if "exclude_nav" in data:
         out["exclude_nav"] = where.boolean("exclude_nav", data["exclude_nav"])
     if "nav_globs" in data:

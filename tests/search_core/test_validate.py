@@ -19,6 +19,9 @@ from search_core.validate import BadValue, Where, clean_text
     ('nav_globs = "index"', "nav_globs", "list of strings"),
     ('exclude_nav = "no"', "exclude_nav", "true or false"),
     ("gate_threshold = 1.5", "gate_threshold", "from 0.0 to 1.0"),
+    # a misspelt model name was kept and ignored: search used the index's embedder without a word
+    ('embedder = "nope"', "embedder", "known: e5-small"),
+    ('reranker = "bge"', "reranker", "known: none"),
     ("w_dense = 0\nw_sparse = 0\nw_decomposed = 0\nw_entity = 0", "every channel weight", "over 0"),
 ])
 def test_a_bad_search_value_is_refused_naming_file_key_and_range(tmp_path, body, key, allowed):
