@@ -39,6 +39,7 @@ GATES = ("kill_switch", "too_short", "small_talk", "in_flight", "threshold")
 # Not gates, but reasons a block is empty: the search failed or timed out / nothing was queued / every
 # line was one the caller already holds (its `held` lines or `exclude_notes`).
 ERROR, NOTHING_QUEUED, ALREADY_HELD = "error", "nothing_queued", "already_held"
+NO_ROOM = "no_room"     # the caller's char_budget leaves no room for the header and one line
 SHUTDOWN = "shutdown"     # accepted, then the server stopped before its search ran: logged, not searched
 
 # The profile the caller works for. Background work runs in a copy of the caller's context: a thread
@@ -202,12 +203,22 @@ def compose_notes(lines, budget: int, held=(), note_ids=None, exclude=()) -> tup
     return "\n".join([_HEADER, *out]), tuple(n for n in kept if n is not None)
 
 
+def empty_block_reason(lines, held=(), note_ids=None, exclude=()) -> str:
+    """Why compose_notes gave nothing for lines that passed the gate: every line was already held or
+    excluded (ALREADY_HELD), or the budget had no room for one (NO_ROOM)."""
+    held = {h.strip() for h in held}
+    ids = tuple(note_ids) if note_ids is not None else (None,) * len(lines)
+    if all(line.strip() in held or (nid is not None and nid in exclude) for line, nid in zip(lines, ids)):
+        return ALREADY_HELD
+    return NO_ROOM
+
+
 @dataclass(frozen=True)
 class RecallBlock:
     block: str
     injected: bool
     gate: dict                  # the gate's features in force: top_score, threshold, ...
-    stopped_by: str | None      # a name from GATES, "error", "nothing_queued", or None when injected
+    stopped_by: str | None      # a name from GATES, "error", "nothing_queued", "already_held", "no_room", or None
     call_id: int | None = None  # the recall-log row (for `recall-log label`)
     error: str | None = None
     notes: tuple[str, ...] = ()  # the note ids whose lines are in the block
@@ -333,8 +344,8 @@ class RecallEngine:
             text, notes = compose_notes(lines, budget, held, ids, exclude_notes)
             if meta.call_id is not None and self.log is not None:
                 self._bg(contextvars.copy_context(), self.log.mark_delivered, meta.call_id, len(text))
-            return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes,
-                                       stopped_by=None if text else ALREADY_HELD)
+            return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes, stopped_by=None if text
+                                       else empty_block_reason(lines, held, ids, exclude_notes))
         except Exception as e:
             return RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
 
@@ -354,7 +365,7 @@ class RecallEngine:
                 return meta
             text, notes = compose_notes(lines, self.cfg.char_budget, held, ids)
             return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes,
-                                       stopped_by=None if text else ALREADY_HELD)
+                                       stopped_by=None if text else empty_block_reason(lines, held, ids))
         except Exception as e:
             return RecallBlock("", False, {}, ERROR, error=f"{type(e).__name__}: {e}")
 

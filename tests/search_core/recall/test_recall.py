@@ -7,7 +7,7 @@ import pytest
 
 from search_core.config import SearchConfig
 from search_core.recall.engine import (GATES, RecallConfig, RecallEngine, SearchBackend, compose_block, current_profile,
-                                first_closed_gate, is_small_talk, strip_frontmatter)
+                                empty_block_reason, first_closed_gate, is_small_talk, strip_frontmatter)
 from search_core.recall.log import RecallLog, read_calls
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
@@ -81,6 +81,16 @@ def test_block_budget_held_lines_and_no_frontmatter():
     assert compose_block(lines, 1200, held=lines) == ""
     assert strip_frontmatter("--- title: X tags: [a, b] --- GraphRAG 본문 ---") == "GraphRAG 본문"
     assert strip_frontmatter("a --- b - c") == "a b - c"
+
+
+def test_an_empty_block_says_whether_the_notes_were_held_or_the_budget_too_small():
+    lines = [f"- Note {i} (n{i}): " + "가" * 300 for i in range(3)]
+    ids = ["n0", "n1", "n2"]
+    # a budget smaller than the header was reported as already_held, sending the agent the wrong fix
+    assert compose_block(lines, 10) == "" and empty_block_reason(lines, (), ids) == "no_room"
+    assert empty_block_reason(lines, lines, ids) == "already_held"
+    assert empty_block_reason(lines, lines[:1], ids, exclude={"n1", "n2"}) == "already_held"
+    assert empty_block_reason(lines, lines[:1], ids, exclude={"n1"}) == "no_room"
 
 
 def _wait(engine):

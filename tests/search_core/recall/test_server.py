@@ -273,6 +273,9 @@ def test_prefetch_leaves_out_given_notes_lowers_the_budget_and_keys_by_profile(i
         queued("p2")
         small = post(url + "/prefetch", {"session_id": "p2", "char_budget": 80})[1]
         assert 0 < len(small["block"]) <= 80 and small["notes"] == ["ai/graphrag"]
+        queued("p3")
+        tiny = post(url + "/prefetch", {"session_id": "p3", "char_budget": 10})[1]   # shorter than the header
+        assert tiny["block"] == "" and tiny["stopped_by"] == "no_room"
         for body, code in (({"session_id": "s", "char_budget": 0}, "bad_char_budget"),
                            ({"session_id": "s", "char_budget": "9"}, "bad_char_budget"),
                            ({"session_id": "s", "exclude_notes": "ai/rrf"}, "wrong_type"),
@@ -281,4 +284,4 @@ def test_prefetch_leaves_out_given_notes_lowers_the_budget_and_keys_by_profile(i
             status, res = post(url + "/prefetch", body)
             assert (status, res["error"]["code"]) == (400, code), body
     rows = read_calls(tmp_path / "log.sqlite")
-    assert [r["profile"] for r in rows] == ["coder"] * 3 + ["default"]
+    assert [r["profile"] for r in rows] == ["coder"] * 3 + ["default"] * 2
