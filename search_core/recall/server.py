@@ -18,6 +18,7 @@ import asyncio
 import hmac
 import ipaddress
 import json
+import sys
 import sqlite3
 import threading
 import time
@@ -285,6 +286,9 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         install_quiet_errors(asyncio.get_running_loop(), guard.limiter)
         if warm:   # the first search loads the model (seconds): do it now, not inside a client's timeout
             state["warm_error"] = await asyncio.get_running_loop().run_in_executor(None, engine.warm)
+            if state["warm_error"]:   # serving on (the index may appear), but say so where the user looks
+                print(f"autoresearch serve: the index is not usable yet ({state['warm_error']}); searches "
+                      "will answer with that error and /healthz says degraded", file=sys.stderr, flush=True)
         yield
         # Here, not after run(): uvicorn re-raises the SIGTERM it caught once serve() returns, which ends
         # the process before any code after run() (150 accepted /queue calls left 8 rows that way).

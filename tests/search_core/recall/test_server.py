@@ -154,9 +154,11 @@ def test_burst_of_500_loses_nothing_and_the_server_stays_up(index_db, tmp_path):
         assert post(url + "/search", {"query": QUESTION})[0] == 200 and get(url + "/healthz")[0] == 200
 
 
-def test_missing_and_locked_index(index_db, tmp_path):
+def test_missing_and_locked_index(index_db, tmp_path, capfd):
     engine = _engine(tmp_path / "gone.sqlite", tmp_path)
     with running(engine) as url:
+        # said once at start, where the person who started the server looks (it only said so in /healthz)
+        assert "the index is not usable yet" in capfd.readouterr().err
         status, body = post(url + "/search", {"query": QUESTION})
         assert status == 503 and body["error"]["code"] == "index_unavailable" and "no index at" in body["error"]["message"]
         assert post(url + "/queue", {"query": QUESTION, "session_id": "s"})[1]["queued"]
