@@ -22,7 +22,7 @@ channel lists. Nothing here searches.
   504 while a vault was being edited). The follower notices a change when a search asks (`refresh()`
   wakes it) or by itself every FOLLOW_POLL_S (a watched vault saved while nobody searches); `refresh()`
   swaps the new view in between two searches on the searching thread, so a search in flight finishes
-  on the view it started with, and closes the old view's connection then, when nothing reads it.
+  on the view it started with; the old view's connection closes when nothing holds the view any more.
   Until the swap, searches are answered from the old view (the state before the update).
 - follow=False (a CLI run, a sweep, a test): `refresh()` builds the new view itself, as the caller
   expects the commit it just made to be searched next.
@@ -146,14 +146,15 @@ class IndexHandle:
         return view
 
     def _install(self, view: IndexView) -> None:
-        old, self.view = self.view, view
+        # The old view is dropped, not closed: a caller may still hold it with its connection (a cost
+        # calibration takes `searcher.view, searcher.conn` once for its whole run), and its snapshot and
+        # connection go when the last reference does (no cycle holds a view: CPython frees it at once).
+        self.view = view
         self.reloads += 1
-        if old is not None:
-            old.close()
 
     def refresh(self) -> IndexView:
         """The current view: the same object until the file changes, then a new one (fingerprint re-verified).
-        Call it from the thread that searches, between two searches (it closes the view it replaces)."""
+        Call it from the thread that searches, between two searches (it lets go of the view it replaces)."""
         with self._lock:
             ready, self._ready = self._ready, None
             error, self._error = self._error, None
