@@ -33,7 +33,7 @@ used by two at once. The probe is used under the handle's lock only; a view's co
 follower while it builds, then, after the swap, by the searching thread alone. The index is in WAL
 mode: the writer (an `index` run, the vault watcher) never waits for these readers, and they read
 their snapshot while it writes. A held snapshot keeps SQLite from checkpointing the commits after it
-until the view is closed, i.e. until the next search of an idle server.
+until the view is let go: on an idle server, until its next search swaps the view out.
 """
 
 from __future__ import annotations
