@@ -8,8 +8,8 @@ The vault is copied to --work (a note must be edited for the one-change run); no
 but runs/bench/wiki.json. `--index-from` starts from an existing index of the same vault (copied) instead
 of a full build. `--code DIR` (repeatable) times the reindex stage with the code of each source tree
 against its own copy of the index, edit by edit on the same vault: a before/after from one run, under the
-same load. `--profile` writes the cProfile top costs of one changed note (library call and CLI) to
-runs/bench/wiki-profile-LABEL.txt.
+same load. `--profile` writes the cProfile top costs of one changed note (library call and CLI) and of
+the view a searcher then builds to runs/bench/wiki-profile-LABEL.txt.
 """
 
 from __future__ import annotations
@@ -60,6 +60,13 @@ with open(note, "a", encoding="utf-8") as f:
     f.write("\n\n프로파일: 한 노트만 바뀌었다.\n")
 pr = cProfile.Profile(); pr.enable(); index_vault(vault, db); pr.disable()
 out = io.StringIO(); pstats.Stats(pr, stream=out).sort_stats("cumulative").print_stats(25); print(out.getvalue())
+# what a warm searcher then pays to reload: the view and its short-token lookups
+from search_core.index.store import connect
+from search_core.search.view import IndexView
+conn = connect(db)
+pr = cProfile.Profile(); pr.enable(); IndexView(conn).short_index(); pr.disable()
+out = io.StringIO(); pstats.Stats(pr, stream=out).sort_stats("cumulative").print_stats(15)
+print("# view build after the change (a searcher's reload)\n" + out.getvalue())
 """
 
 

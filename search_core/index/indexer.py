@@ -250,6 +250,9 @@ def _swap_in(tmp: Path, db: Path) -> None:
     if db.exists():
         try:
             old = connect(db)
+            # a server's views each hold a read snapshot (handle.py) for as long as they are current: the
+            # checkpoint would wait out the busy timeout (5 s) for readers that stay; the file goes anyway
+            old.execute("PRAGMA busy_timeout = 0")
             old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             old.close()
         except Exception as e:

@@ -11,7 +11,8 @@ change: nothing stops the watch but stop().
 
 Readers see either the state before an update or after it: the update is one SQLite transaction in WAL
 mode, and a searcher rebuilds its view (and its query caches, keyed by the index generation) when the
-generation moves (handle.py).
+file moves; the server's is built off its search thread, which answers from the old view until the new
+one is swapped in (handle.py).
 
 The state (last caught up, changes pending, last error) is kept in memory for `/healthz` and written to
 `<db>.watch.json` (replaced atomically) for `autoresearch stats`, which runs in another process.

@@ -33,22 +33,28 @@ class FrontmatterRefused(Exception):
     """The frontmatter was not loaded; the message says why (aliases, depth)."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases (*name) and nesting deeper than MAX_FRONTMATTER_DEPTH while composing,
-    before anything is built: an alias bomb expands exponentially in whoever walks the result."""
+# libyaml's parser when PyYAML was built with it: the pure-Python loader took 2.4 s over johngrib's 1,112
+# frontmatters, libyaml 0.5 s with its events checked first (the same data for every one of them)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            ev = self.peek_event()
-            raise FrontmatterRefused(f"frontmatter uses a YAML alias (*{ev.anchor}, line {ev.start_mark.line + 2}); "
-                                     "aliases are refused (they can expand exponentially): write the values out")
-        self._depth = getattr(self, "_depth", 0) + 1
-        try:
-            if self._depth > MAX_FRONTMATTER_DEPTH:
+
+def _check_events(text: str) -> None:
+    """Refuse aliases (*name) and nodes nested deeper than MAX_FRONTMATTER_DEPTH on the parser's events,
+    before anything is composed or built: an alias bomb expands exponentially in whoever walks the result,
+    and the walk stops where the alias or the 21st level appears."""
+    open_collections = 0
+    for ev in yaml.parse(text, Loader=_LOADER):
+        if isinstance(ev, _NODE_EVENTS):
+            if isinstance(ev, yaml.AliasEvent):
+                raise FrontmatterRefused(f"frontmatter uses a YAML alias (*{ev.anchor}, line {ev.start_mark.line + 2}); "
+                                         "aliases are refused (they can expand exponentially): write the values out")
+            if open_collections + 1 > MAX_FRONTMATTER_DEPTH:
                 raise FrontmatterRefused(f"frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+            if not isinstance(ev, yaml.ScalarEvent):
+                open_collections += 1
+        elif isinstance(ev, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            open_collections -= 1
 
 
 def load_frontmatter_yaml(text: str):
@@ -56,11 +62,8 @@ def load_frontmatter_yaml(text: str):
     if len(text) > MAX_FRONTMATTER_CHARS:
         raise FrontmatterRefused(f"frontmatter is {len(text):,} characters, over the "
                                  f"{MAX_FRONTMATTER_CHARS // 1024} KB limit")
-    loader = _BoundedLoader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
+    _check_events(text)
+    return yaml.load(text, Loader=_LOADER)
 
 
 def content_hash(raw: bytes) -> str:

@@ -16,8 +16,12 @@ class SearchBackend:
     process) and reopened after a failure. Not thread-safe by itself: RecallEngine serializes calls."""
 
     def __init__(self, db: str | Path, cfg: SearchConfig | None = None, *, config_path: str | Path | None = None,
-                 query_cache: QueryEmbeddingCache | None = None, gate: str | Path | None = None):
+                 query_cache: QueryEmbeddingCache | None = None, gate: str | Path | None = None,
+                 follow: bool = True):
         self.db = Path(db)
+        # True: a changed index gets its new view built off the search thread, which answers from the old
+        # one meanwhile (search_core/index/handle.py); False: the next search builds it
+        self.follow = follow
         self._cfg = cfg
         self._config_path = config_path
         self.query_cache = query_cache if query_cache is not None else QUERY_CACHE
@@ -30,7 +34,7 @@ class SearchBackend:
     def _open(self):
         if self.searcher is None:
             from search_core.search.pipeline import Searcher
-            s = Searcher(self.db)
+            s = Searcher(self.db, follow=self.follow)
             base = self._cfg or load_config(self._config_path)
             self.cfg = base.replace(embedder=s.embedder_name)
             s.query_cache = self.query_cache

@@ -386,8 +386,10 @@ class RecallEngine:
     def _long(self) -> SearchBackend:
         if self._long_backend is None:
             b = self.backend
+            # follow=False: this lane builds a changed index's view when a long query comes (a long query
+            # is seconds anyway), not a second build per update next to the short lane's
             self._long_backend = SearchBackend(b.db, b._cfg, config_path=b._config_path, query_cache=b.query_cache,
-                                               gate=b.gate)
+                                               gate=b.gate, follow=False)
         return self._long_backend
 
     def search(self, query: str, top_k: int | None = None, timeout_s: float | None = None):

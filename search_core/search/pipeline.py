@@ -118,8 +118,9 @@ class Searcher:
     """A warm searcher over one index file: retrieval (the channels) and ranking (search_core.search.ranking)
     over the view its IndexHandle keeps current. Reloads when the file is replaced or updated."""
 
-    def __init__(self, db: str | Path, *, embedder: str | None = None):
-        self.index = IndexHandle(db, embedder=embedder)   # open, verify the fingerprint, build the view
+    def __init__(self, db: str | Path, *, embedder: str | None = None, follow: bool = False):
+        # open, verify the fingerprint, build the view; follow: later views are built off this thread
+        self.index = IndexHandle(db, embedder=embedder, follow=follow)
         self.embedder = self.index.embedder
         self.rerank_cache: dict | None = None     # (reranker, query, note, chunk) -> score, set by the tuner
         # reranker -> ms per pair, set by the tuner with rerank_cache: every pair is charged this (measured
@@ -133,7 +134,7 @@ class Searcher:
 
     # the index handle's parts, under the names every caller (servers, tuner, tests) reads
     db = property(lambda self: self.index.db)
-    conn = property(lambda self: self.index.conn)
+    conn = property(lambda self: self.index.view.conn)      # the view's snapshot (handle.py)
     view = property(lambda self: self.index.view)
     fingerprint = property(lambda self: self.index.fingerprint)
 

@@ -246,6 +246,9 @@ class SharedEmbedding:
                 self._pending -= len(self._queue)
                 self._queue.clear()           # the search failed: start no more sub-questions
         self._wait()
+        # every embedding has run: drop the callback, whose closure holds the search's index view (this
+        # object lives on in a cycle with its worker task until the garbage collector runs)
+        self._then = None
 
 
 # one per process: every Searcher over any index shares it (the key carries the embedder)

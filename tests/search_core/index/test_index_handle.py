@@ -1,4 +1,9 @@
-"""The index handle (search_core/index/handle.py): open and verify, reload only when the file changed."""
+"""The index handle (search_core/index/handle.py): open and verify, reload only when the file changed;
+a following handle builds the new view off the thread that searches, which answers from the old view
+until the swap. Every wait is on an event the code under test sets, against a generous deadline."""
+
+import threading
+import weakref
 
 import pytest
 
@@ -19,12 +24,16 @@ def test_the_view_is_rebuilt_on_a_commit_and_only_then(small_index):
     w.close()
     second = h.refresh()
     assert second is not first and h.reloads == 2 and second.notes["ai/rrf"]["summary"] == "changed"
+    assert second.conn is not first.conn
+    first_ref = weakref.ref(first)
+    del first
+    assert first_ref() is None             # the handle kept nothing of it: its snapshot and connection are gone
     h.close()
 
 
 def test_the_searcher_reads_its_index_through_the_handle(small_index):
     s = Searcher(small_index)
-    assert s.view is s.index.view and s.conn is s.index.conn and s.fingerprint_key == s.index.fingerprint_key
+    assert s.view is s.index.view and s.conn is s.view.conn and s.fingerprint_key == s.index.fingerprint_key
     s.search("RRF")
     assert s.index.reloads == 1                                    # a query on an unchanged file reloads nothing
 
@@ -39,3 +48,68 @@ def test_a_swap_to_another_embedder_is_refused_at_reload(small_vault, small_inde
     index_vault(small_vault, small_index_e5, embedder="minilm-l6", full=True, cache=shared_cache)
     with pytest.raises(IndexChangedError, match="was e5-small, now minilm-l6"):
         h.refresh()
+
+
+DEADLINE_S = 120
+NEW_WORD = "Quarzelbrot"
+
+
+def found(searcher, note_id="ai/rrf") -> bool:
+    """The note is among the keyword matches of the new word (dense ranks every note of a 4-note vault)."""
+    return note_id in [h.note_id for h in searcher.search(NEW_WORD).retrieval.lists["sparse"]]
+
+
+def chunks_with_new_word(conn) -> int:
+    return conn.execute("SELECT count(*) FROM chunks WHERE text LIKE ?", (f"%{NEW_WORD}%",)).fetchone()[0]
+
+
+def test_a_following_searcher_answers_from_the_old_view_while_the_new_one_is_built_elsewhere(
+        small_vault, small_index, shared_cache):
+    s = Searcher(small_index, follow=True)
+    h, old = s.index, s.view
+    assert not found(s)
+    searching = threading.get_ident()
+    started, release = threading.Event(), threading.Event()
+    real_build = h.build_view
+
+    def held_build(db):
+        if threading.get_ident() == searching:
+            raise AssertionError("the new view was built on the thread that searches")
+        started.set()
+        assert release.wait(DEADLINE_S), "the test never released the build"
+        return real_build(db)
+
+    h.build_view = held_build
+    try:
+        with (small_vault / "ai" / "rrf.md").open("a", encoding="utf-8") as f:
+            f.write(f"\n{NEW_WORD} 저장 직후의 새 문장.\n")
+        # the writer commits while the old view holds its snapshot (WAL: it does not wait for the reader)
+        assert index_vault(small_vault, small_index, cache=shared_cache).changed == 1
+        assert not found(s)                        # noticed here, built elsewhere: answered from the old view
+        assert started.wait(DEADLINE_S), "no build started after the commit"
+        assert not found(s) and s.view is old      # the build is held: still the old view, still answering
+        assert chunks_with_new_word(old.conn) == 0       # its reads see the commit it was built from
+        fresh = connect(small_index)
+        assert chunks_with_new_word(fresh) == 1
+        fresh.close()
+        release.set()
+        assert h.wait_ready(DEADLINE_S), "the released build never became ready"
+        assert found(s)                            # swapped in at this search: the saved text is found
+        assert s.view is not old and h.reloads == 2
+        assert chunks_with_new_word(old.conn) == 0       # a reader still holding the old view reads on
+        old_ref = weakref.ref(old)
+        del old
+        assert old_ref() is None                   # and once nothing holds it, it is gone with its connection
+    finally:
+        release.set()
+        s.close()
+
+
+def test_a_following_handle_refuses_another_embedder_at_the_next_search(small_vault, small_index_e5, shared_cache):
+    h = IndexHandle(small_index_e5, follow=True)
+    try:
+        index_vault(small_vault, small_index_e5, embedder="minilm-l6", full=True, cache=shared_cache)
+        with pytest.raises(IndexChangedError, match="was e5-small, now minilm-l6"):
+            h.refresh()
+    finally:
+        h.close()
