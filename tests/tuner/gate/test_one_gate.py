@@ -5,9 +5,6 @@ engine, `serve` /search over HTTP and `mcp` search_notes give the same decision,
 import asyncio
 import json
 import sys
-import threading
-import time
-import urllib.request
 
 import pytest
 import yaml
@@ -16,7 +13,8 @@ from click.testing import CliRunner
 from search_core.config import SearchConfig
 from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
 from search_core.search.pipeline import Searcher
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT
+from tests.helpers.http import post, running
 from tests.helpers.sweeps import DEMO_TUNE
 from tuner.cli import main
 from tuner.data.gold import load_gold
@@ -123,30 +121,13 @@ def _recall(db, gold, tmp_path):
 
 
 def _serve(db, gold, tmp_path):
-    from search_core.recall.server import make_server
-    eng = _engine(db, tmp_path, "serve-log")
-    port = free_port()
-    srv = make_server(eng, port=port)
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    for _ in range(600):
-        if srv.started:
-            break
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    try:
-        out = {}
+    out = {}
+    with running(_engine(db, tmp_path, "serve-log")) as url:
         for q in gold.questions:
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/search", method="POST",
-                                         data=json.dumps({"query": q.query}).encode(),
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=120) as r:
-                out[q.id] = _decision(json.loads(r.read())["gate"])
-        return out
-    finally:
-        srv.should_exit = True
-        t.join(15)
-        eng.close()
+            status, body = post(url + "/search", {"query": q.query})
+            assert status == 200, body
+            out[q.id] = _decision(body["gate"])
+    return out
 
 
 def _mcp(db, gold, tmp_path):
