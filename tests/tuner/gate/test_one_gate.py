@@ -78,7 +78,7 @@ def _sweep_eval(db, gold, tmp_path):
     cfg = SearchConfig(embedder=bench.base_embedder)
     _, model = bench.fit_gate_for(cfg, gold)          # what the sweep does before its first round
     assert model is not None and not bench.gate_fitted     # the shipped default fits: nothing fitted here
-    return {q["id"]: _decision(q["gate"]) for q in bench.evaluate(cfg, gold)["per_query"]}
+    return {q.id: _decision(q.gate) for q in bench.evaluate(cfg, gold).per_query}
 
 
 def _ab_eval(db, gold):

@@ -16,6 +16,7 @@ from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
 from tests.helpers.sweeps import DEMO_TUNE as TUNE
 from tests.helpers.sweeps import run_sweep as sweep
 from tuner.sweep.variables import GATE_SCORE, RERANK, kind_of
+from tuner.evaluation.evaluate import QuestionResult
 from tuner.sweep.workbench import fit_threshold
 
 GATE_SPACE = ('[gate_threshold]\nkind = "float"\nlow = 0.05\nhigh = 0.95\nstep = 0.01\n'
@@ -49,9 +50,9 @@ def test_the_config_threshold_decides_for_the_model(small_index):
 
 
 def test_fit_threshold_reads_the_probability_when_asked():
-    rows = [{"level": "L1", "top_score": 0.80, "gate_probability": 0.9},
-            {"level": "probe", "top_score": 0.85, "gate_probability": 0.2},
-            {"level": "L1", "top_score": 0.90, "gate_probability": None}]
+    rows = [QuestionResult.from_ledger(q) for q in ({"id": "a", "level": "L1", "top_score": 0.80, "gate_probability": 0.9},
+                                                     {"id": "p", "level": "probe", "top_score": 0.85, "gate_probability": 0.2},
+                                                     {"id": "b", "level": "L1", "top_score": 0.90, "gate_probability": None})]
     assert fit_threshold(rows, "gate_probability") == pytest.approx(0.55)
     assert fit_threshold(rows) != pytest.approx(0.55)
 
