@@ -202,7 +202,7 @@ def ledger(sweep_id, ledger_path, as_json, verify, replay):
         try:
             out = replay_sweep(info, rounds)
         except SearchCoreError as e:
-            _fail(e)
+            fail(e)
         if as_json:
             click.echo(json.dumps(out, ensure_ascii=False))
         else:
