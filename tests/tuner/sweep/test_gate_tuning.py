@@ -73,8 +73,8 @@ def test_gate_rounds_tune_the_models_probability_threshold(demo_index, tmp_path)
         assert r["metrics"]["gate"]["probes_injected"] == sum(q["inject"] for q in per if q["level"] == "probe")
 
 
-def test_gate_threshold_rounds_without_probes_are_unavailable(demo_index_e5, tmp_path):
-    demo_index = demo_index_e5              # the round starts from the shipped default, fitted for e5-small
+def test_gate_threshold_rounds_without_probes_are_unavailable(demo_mini_index, tmp_path):
+    demo_index = demo_mini_index            # the round starts from the shipped default, fitted for e5-small
     data = yaml.safe_load(TUNE.read_text(encoding="utf-8"))
     data["questions"] = [q for q in data["questions"] if q["level"] != "probe"]
     gold = tmp_path / "no-probes.yaml"
