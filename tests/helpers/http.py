@@ -1,5 +1,5 @@
 """A real uvicorn `serve` app in a thread, and JSON over urllib, for the tests of the HTTP surfaces: every test
-that runs `serve` in its own process starts it with `running`."""
+that runs `serve` in a thread of the test process starts it with `running`."""
 
 from __future__ import annotations
 
