@@ -96,17 +96,17 @@ def run_set(s: dict, rounds: int, seed: int) -> dict:
             "grid": grid}
 
 
-def hits(res: dict) -> int:
-    return sum(1 for q in res["per_query"] if q["level"] != "probe" and q["hit@5"] >= 1)
+def hits(res) -> int:
+    return sum(1 for q in res.per_query if q.level != "probe" and q.metrics["hit@5"] >= 1)
 
 
-def line(res: dict) -> dict:
-    o = res["overall"]
+def line(res) -> dict:
+    o = res.overall
     return {"hit5_questions": hits(res), "hit@5": round(o["hit@5"], 4), "mrr": round(o["mrr"], 4),
             "ndcg@10": round(o["ndcg@10"], 4), "score100": round(score(res), 2)}
 
 
-def score(res: dict) -> float:
+def score(res) -> float:
     from tuner.sweep.keep_rule import objective_value
     return objective_value(res, "score100")
 

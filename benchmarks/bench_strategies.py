@@ -212,12 +212,12 @@ class Evaluator:
         return res
 
 
-def brief(res: dict) -> dict:
-    """What a run keeps of an evaluation: aggregates only."""
+def brief(res) -> dict:
+    """What a run keeps of an evaluation (an EvalResult): aggregates only."""
     from tuner.sweep.keep_rule import objective_value, questions_hit
     hit, n = questions_hit(res)
-    return {"score100": objective_value(res, "score100"), "hit@5": res["overall"]["hit@5"],
-            "mrr": res["overall"]["mrr"], "hits": hit, "n": n, "gate_accuracy": res["gate"].get("gate_accuracy")}
+    return {"score100": objective_value(res, "score100"), "hit@5": res.overall["hit@5"],
+            "mrr": res.overall["mrr"], "hits": hit, "n": n, "gate_accuracy": res.gate.get("gate_accuracy")}
 
 
 # -- the strategies ---------------------------------------------------------------------------------------------

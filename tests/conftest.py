@@ -75,10 +75,11 @@ def demo_index_e5(tmp_path_factory, shared_cache):
 
 
 @pytest.fixture(scope="session")
-def demo_mini_index(tmp_path_factory, shared_cache, demo_index_e5):
-    """The demo tuning set's gold notes only (35 of the demo vault's 138), indexed by e5-small: model rounds
-    build a second model's index of it in a quarter of the time the whole vault takes. Its texts are the
-    demo vault's, so after demo_index_e5 every e5 vector comes from the shared embedding cache."""
+def demo_mini_index(tmp_path_factory, shared_cache):
+    """The demo tuning set's gold notes only (35 of the demo vault's 138), indexed by e5-small, for what real
+    vectors decide on the tuning questions (the shipped gate, model rounds) in a quarter of the embedding
+    the whole vault takes. Its texts are the demo vault's: whichever of it and demo_index_e5 is built second
+    takes these vectors from the shared embedding cache."""
     import shutil
     from search_core.index.indexer import index_vault
     from tuner.data.gold import load_gold

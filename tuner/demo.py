@@ -41,7 +41,7 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     res = evaluate(searcher, load_gold(demo_gold("demo-tune.yaml")), start)
     (out / "eval-start.json").write_text(json.dumps(res.to_json(), ensure_ascii=False, indent=1))
     echo(f"2. the starting config ({demo_start().name}: vector search alone, RRF k = 60) on the tuning set:")
-    echo("   " + format_eval(res.to_json()).replace("\n", "\n   "))
+    echo("   " + format_eval(res).replace("\n", "\n   "))
     ledger = Ledger(out / "ledger.sqlite")
     try:
         params = SweepParams(db=str(db), gold=str(demo_gold("demo-tune.yaml")),

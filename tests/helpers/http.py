@@ -1,4 +1,5 @@
-"""A real uvicorn `serve` app in a thread, and JSON over urllib, for the tests of the HTTP surfaces."""
+"""A real uvicorn `serve` app in a thread, and JSON over urllib, for the tests of the HTTP surfaces: every test
+that runs `serve` in a thread of the test process starts it with `running`."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from tests.helpers import free_port
 
 
 @contextmanager
-def running(engine, **kw):
+def running(engine, *, port: int | None = None, **kw):
+    """`serve` on 127.0.0.1 (port: a free one unless given, e.g. a restart on the same port) until the block
+    ends; then the engine is closed. kw: make_server's (token, warm, ...). Yields the base URL."""
     from search_core.recall.server import make_server
-    port = free_port()
+    port = port or free_port()
     srv = make_server(engine, port=port, **kw)
     t = threading.Thread(target=srv.run, daemon=True)
     t.start()

@@ -127,13 +127,12 @@ def candidate_gate(searcher, cfg: SearchConfig, tune_rows, tune_name: str):
     from tuner.sweep.workbench import fit_gate_model
     choice = searcher.use_gate(reranker=cfg.reranker)
     if choice.model is None:
-        model = fit_gate_model([{"gate_features": r.gate_features, "level": r.level} for r in tune_rows],
-                               searcher.fingerprint, cfg.reranker, tune_name)
+        model = fit_gate_model(tune_rows, searcher.fingerprint, cfg.reranker, tune_name)
         if model is not None:
             choice = searcher.use_gate(reranker=cfg.reranker, fitted=model,
                                        fitted_source="fitted by the A/B on the tuning questions")
             return choice, None, True
-        fitted = fit_threshold([{"top_score": r.top_score, "level": r.level} for r in tune_rows])
+        fitted = fit_threshold(tune_rows)
         return choice, fitted if fitted is not None else searcher.embedder.default_threshold, fitted is not None
     return choice, None, False
 

@@ -49,20 +49,21 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
         searcher.use_gate(gate_path, reranker=cfg.reranker)     # the gate `search` decides with
-        result = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
-                          score_cfg=load_score_config(config_path), min_timing_samples=timing_samples).to_json()
+        res = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
+                       score_cfg=load_score_config(config_path), min_timing_samples=timing_samples)
     except SearchCoreError as e:
         fail(e)
     except db_error() as e:
         from tuner.cli.check import damaged_index_message
         fail(damaged_index_message(db, e))
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{result['config_hash']}.json"
+    result = res.to_json()
+    path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{res.config_hash}.json"
     path.write_text(json.dumps(result, ensure_ascii=False, indent=1))
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))
         return
-    click.echo(format_eval(result))
+    click.echo(format_eval(res))
     click.echo(f"full result: {path}")
 
 
@@ -74,9 +75,10 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
 def compare(a, b, as_json, seed):
     """Compare two `eval` results (JSON files) of the same gold set: deltas, paired test, flipped questions."""
     from tuner.evaluation.compare import compare as do_compare, format_compare
+    from tuner.evaluation.evaluate import EvalResult
 
     try:
-        c = do_compare(json.loads(a.read_text()), json.loads(b.read_text()), seed=seed)
+        c = do_compare(EvalResult.read(a), EvalResult.read(b), seed=seed)
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         fail(f"cannot compare {a} and {b}: {e}")
     click.echo(json.dumps(c, ensure_ascii=False, indent=2) if as_json else format_compare(c))
@@ -200,7 +202,7 @@ def ledger(sweep_id, ledger_path, as_json, verify, replay):
         try:
             out = replay_sweep(info, rounds)
         except SearchCoreError as e:
-            _fail(e)
+            fail(e)
         if as_json:
             click.echo(json.dumps(out, ensure_ascii=False))
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.metrics import metric_names
 from tuner.evaluation.stats import bootstrap_ci, paired_randomization
 
@@ -50,25 +51,28 @@ def paired_metrics(qa: dict, qb: dict, ids: list, metrics, *, seed: int = 0) -> 
     return out
 
 
-def compare(a: dict, b: dict, *, seed: int = 0) -> dict:
-    """a, b: two evaluation results (their JSON) of the same gold set. Positive deltas mean B is better."""
-    if a.get("gold") != b.get("gold"):
-        raise ValueError(f"runs are on different gold sets ({a.get('gold')} vs {b.get('gold')}); compare like with like")
-    qa, qb = answerable(a["per_query"]), answerable(b["per_query"])
+def compare(a: EvalResult, b: EvalResult, *, seed: int = 0) -> dict:
+    """a, b: two evaluations of the same gold set (an `eval` file: EvalResult.from_json). Positive deltas
+    mean B is better."""
+    if a.gold != b.gold:
+        raise ValueError(f"runs are on different gold sets ({a.gold} vs {b.gold}); compare like with like")
+    qa = {q.id: q for q in a.per_query if q.level != "probe"}
+    qb = {q.id: q for q in b.per_query if q.level != "probe"}
     ids = sorted(set(qa) & set(qb))
     if not ids:
         raise ValueError("the two runs share no answerable question")
-    out = {"gold": a["gold"], "n": len(ids), "a": a.get("config_hash"), "b": b.get("config_hash"), "metrics": {}}
-    for m, t in paired_metrics(qa, qb, ids, METRICS, seed=seed).items():
+    out = {"gold": a.gold, "n": len(ids), "a": a.config_hash, "b": b.config_hash, "metrics": {}}
+    ma, mb = {i: q.metrics for i, q in qa.items()}, {i: q.metrics for i, q in qb.items()}
+    for m, t in paired_metrics(ma, mb, ids, METRICS, seed=seed).items():
         out["metrics"][m] = {"a": t.a, "b": t.b, "delta": t.delta, "p_value": t.p_value, "ci95": list(t.ci95),
                              "verdict": t.verdict}
-    rr = [(qb[i]["mrr"] - qa[i]["mrr"]) for i in ids]
+    rr = [(mb[i]["mrr"] - ma[i]["mrr"]) for i in ids]
     out["wins"] = sum(d > 0 for d in rr)
     out["ties"] = sum(d == 0 for d in rr)
     out["losses"] = sum(d < 0 for d in rr)
-    out["flipped"] = [{"id": i, "query": qa[i]["query"], "a_rank": qa[i]["first_rank"], "b_rank": qb[i]["first_rank"],
-                       "now": "hit" if qb[i]["hit@5"] else "miss"}
-                      for i in ids if qa[i]["hit@5"] != qb[i]["hit@5"]]
+    out["flipped"] = [{"id": i, "query": qa[i].query, "a_rank": qa[i].first_rank, "b_rank": qb[i].first_rank,
+                       "now": "hit" if mb[i]["hit@5"] else "miss"}
+                      for i in ids if ma[i]["hit@5"] != mb[i]["hit@5"]]
     one_q = 1 / len(ids)
     out["one_question_moves_hit5_by"] = round(one_q, 4)
     return out

@@ -6,11 +6,13 @@ Channel lists come through a RetrievalCache, so a weight, k or threshold change 
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from search_core.config import SearchConfig
-from search_core.gate.model import GateDecision
+from search_core.gate.model import WHICH_GATE, GateDecision
 from search_core.search.query_cache import uncached_queries
 from search_core.search.ranking import K_LIST  # the ranked list kept per question (10)
 from search_core.search.work import SearchWork, search_work
@@ -194,6 +196,26 @@ class QuestionResult:
                    d["top_score"], d["latency_ms"], d["gate_features"], d["gate_probability"], d.get("gate"),
                    d.get("work"), d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d})
 
+    def to_ledger(self) -> dict:
+        """What a sweep's ledger keeps of the question: enough to say which questions a candidate broke,
+        to fit a threshold again and to predict its latency again from the counted work."""
+        return {"id": self.id, "level": self.level, "first_rank": self.first_rank,
+                "hit@5": self.metrics.get("hit@5", 0.0), "inject": self.inject, "top_score": self.top_score,
+                **({"gate_probability": self.gate_probability} if self.gate_probability is not None else {}),
+                **({"gate": {k: self.gate[k] for k in WHICH_GATE}} if self.gate is not None else {}),
+                **({"work": self.work} if self.work is not None else {}),
+                **({"predicted_ms": self.predicted_ms} if self.predicted_ms is not None else {}),
+                "latency_ms": self.latency_ms}
+
+    @classmethod
+    def from_ledger(cls, d: dict) -> "QuestionResult":
+        """A ledger row's question read back (to_ledger; rows of older ledgers lack some fields): what the
+        ledger does not keep (the query, the gold, the top 5, the gate features) is empty."""
+        return cls(d["id"], d["level"], d.get("query", ""), tuple(d.get("gold", ())), d.get("first_rank"),
+                   tuple(d.get("top5", ())), d.get("inject", False), d.get("top_score", 0.0), d.get("latency_ms", 0.0),
+                   d.get("gate_features", {}), d.get("gate_probability"), d.get("gate"), d.get("work"),
+                   d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d} if d["level"] != "probe" else {})
+
 
 @dataclass
 class EvalResult:
@@ -213,6 +235,13 @@ class EvalResult:
     # with a cost model, latency_ms is predicted and the stopwatch's figures are kept here (never decide)
     measured_latency_ms: dict | None = None
     cost_calibration: str | None = None
+    # a sweep round's: how its latency was charged (tuner.sweep.rounds.latency_charge), kept in its ledger row
+    latency_charge: dict | None = None
+
+    @property
+    def p95_ms(self) -> float:
+        """The total p95 that scores and budgets (the cost model's prediction when there is one)."""
+        return self.latency_ms.get("total", {}).get("p95", 0.0)
 
     @classmethod
     def from_json(cls, d: dict) -> "EvalResult":
@@ -224,16 +253,28 @@ class EvalResult:
                    d.get("possible_gold_gaps", []), d.get("warnings", []), d.get("seconds", 0.0),
                    d.get("measured_latency_by_stage_ms") if cost else None, total.get("calibration") if cost else None)
 
+    def total_latency(self) -> dict:
+        """The total's p50/p95/n; with a cost model, marked so and with the stopwatch's figures beside."""
+        if self.measured_latency_ms is None:
+            return self.latency_ms.get("total", {})
+        m = self.measured_latency_ms.get("total", {})
+        return {**self.latency_ms.get("total", {}), "source": "cost model", "calibration": self.cost_calibration,
+                "measured_p50": m.get("p50"), "measured_p95": m.get("p95"), "measured_n": m.get("n")}
+
+    @classmethod
+    def read(cls, path) -> "EvalResult":
+        """An `eval --out` file; ValueError (saying what is missing) for any other JSON."""
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            return cls.from_json(d)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{path} is not an evaluation result (`eval --out` writes one): "
+                             f"{'no field ' + repr(e.args[0]) if isinstance(e, KeyError) else e}") from None
+
     def to_json(self) -> dict:
         o = self.overall
-        extra = {}
-        if self.measured_latency_ms is not None:
-            m = self.measured_latency_ms.get("total", {})
-            extra = {"measured_latency_by_stage_ms": self.measured_latency_ms}
-            total = {**self.latency_ms.get("total", {}), "source": "cost model", "calibration": self.cost_calibration,
-                     "measured_p50": m.get("p50"), "measured_p95": m.get("p95"), "measured_n": m.get("n")}
-        else:
-            total = self.latency_ms.get("total", {})
+        total = self.total_latency()
+        extra = {} if self.measured_latency_ms is None else {"measured_latency_by_stage_ms": self.measured_latency_ms}
         return {
             "gold": self.gold, "config": self.config, "config_hash": self.config_hash, "index": self.index,
             "n": o.get("n", 0), "hit@5": o.get("hit@5"), "mrr": o.get("mrr"), "p@5": o.get("p@5"),
@@ -243,6 +284,28 @@ class EvalResult:
             "gate": self.gate, "possible_gold_gaps": self.possible_gold_gaps, "warnings": self.warnings,
             "seconds": self.seconds,
         }
+
+    def to_ledger(self) -> dict:
+        """What a sweep's ledger row keeps: overall, per level, the gate (without the probes' rows), the total
+        latency, the score, the questions (QuestionResult.to_ledger) and how latency was charged."""
+        return {"overall": self.overall, "by_level": self.by_level,
+                "gate": {k: v for k, v in self.gate.items() if k != "probe_results"},
+                "latency_ms": self.total_latency(), "score100": self.score100,
+                "per_query": [q.to_ledger() for q in self.per_query],
+                **({"latency_charge": self.latency_charge} if self.latency_charge is not None else {})}
+
+    @classmethod
+    def from_ledger(cls, d: dict) -> "EvalResult":
+        """A ledger row's metrics (to_ledger) read back, for the keep rule, the replay, the audit and the
+        reports: the latency it keeps is the total's alone, and the row's config is the row's, not here."""
+        total = dict(d.get("latency_ms") or {})
+        cost = total.get("source") == "cost model"
+        measured = {"total": {k: total[f"measured_{k}"] for k in ("p50", "p95", "n") if f"measured_{k}" in total}}
+        lat = {k: v for k, v in total.items() if k not in ("source", "calibration") and not k.startswith("measured_")}
+        return cls("", {}, "", {}, d["overall"], d.get("by_level", {}), d.get("gate", {}), {"total": lat} if lat else {},
+                   d.get("score100", {}), [QuestionResult.from_ledger(q) for q in d.get("per_query", [])],
+                   measured_latency_ms=measured if cost else None,
+                   cost_calibration=total.get("calibration") if cost else None, latency_charge=d.get("latency_charge"))
 
 
 def predicted_latency(rows: list[QueryRow], cost, reranker: str) -> tuple[dict, list[dict]]:

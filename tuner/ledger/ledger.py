@@ -16,7 +16,15 @@ from search_core.index.store import atomic, connect
 
 from tuner.ledger.chain import (LedgerError, LedgerVerdict, check_ledger_file, head, holdout_values, link, normalise_round,
                                 sweep_genesis, upgrade, verify_ledger)
+from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.schema import DECISIONS, ROUND_TRIGGERS, SCHEMA, RoundDecision
+
+
+def round_result(row: dict) -> EvalResult | None:
+    """A round's evaluation as its ledger row keeps it (EvalResult.to_ledger), read back; None: the round
+    was not evaluated (unavailable, crashed, provably unchanged)."""
+    return EvalResult.from_ledger(row["metrics"]) if row.get("metrics") else None
+
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -11,7 +11,7 @@ from search_core import SearchCoreError
 from search_core.index.store import connect
 
 from tuner.sweep.keep_rule import objective_value
-from tuner.ledger.ledger import Ledger
+from tuner.ledger.ledger import Ledger, round_result
 from tuner.promotion.promote import History, holdout_verdict, runs_dir
 from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.plots import progress_plot
@@ -118,15 +118,15 @@ def build_sweep_report(d: dict) -> Report:
     sid, obj = info["id"], info["params"].get("objective", "score100")
     evaluated = [r for r in rounds if r["metrics"]]
     kept = [r for r in rounds if r["decision"] == "kept"]
-    start_m = rounds[0]["metrics"] if rounds else None
-    final_m = kept[-1]["metrics"] if kept else None
+    start_m = round_result(rounds[0]) if rounds else None
+    final_m = round_result(kept[-1]) if kept else None
 
     # -- the verdict line --------------------------------------------------------------------------------
     def pair(m0, m1, key):
         if not m0 or not m1:
             return "–"
-        return f"{_fmt(objective_value(m0, key) if key != 'hit@5' else m0['overall']['hit@5'], 3)} -> " \
-               f"{_fmt(objective_value(m1, key) if key != 'hit@5' else m1['overall']['hit@5'], 3)}"
+        return f"{_fmt(objective_value(m0, key) if key != 'hit@5' else m0.overall['hit@5'], 3)} -> " \
+               f"{_fmt(objective_value(m1, key) if key != 'hit@5' else m1.overall['hit@5'], 3)}"
     tuning = f"tuning hit@5 {pair(start_m, final_m, 'hit@5')}, {obj} {pair(start_m, final_m, obj)}"
     if hold:
         hm = hold["compare"]["metrics"]["hit@5"]
@@ -158,7 +158,7 @@ def build_sweep_report(d: dict) -> Report:
     running = None
     for r in rounds:
         if r["metrics"]:
-            y = objective_value(r["metrics"], obj)
+            y = objective_value(round_result(r), obj)
             if r["decision"] == "kept":
                 running = y
                 if r["round"] > 0:
@@ -180,10 +180,11 @@ def build_sweep_report(d: dict) -> Report:
     kept_rows = []
     prev = start_m
     for r in kept[1:]:
+        m = round_result(r)
         kept_rows.append((r["round"], r["variable"], str(r["old"]), str(r["new"]),
-                          objective_value(prev, obj), objective_value(r["metrics"], obj),
-                          prev["overall"]["hit@5"], r["metrics"]["overall"]["hit@5"]))
-        prev = r["metrics"]
+                          objective_value(prev, obj), objective_value(m, obj),
+                          prev.overall["hit@5"], m.overall["hit@5"]))
+        prev = m
     reasons: dict[str, list] = {}
     for r in rounds[1:]:
         if r["decision"] != "kept":
@@ -192,8 +193,8 @@ def build_sweep_report(d: dict) -> Report:
                         for dec, rs in sorted(reasons.items(), key=lambda t: -len(t[1])))
     level_rows = []
     if start_m and final_m:
-        for lv in sorted(set(start_m["by_level"]) | set(final_m["by_level"])):
-            a, b = start_m["by_level"].get(lv, {}), final_m["by_level"].get(lv, {})
+        for lv in sorted(set(start_m.by_level) | set(final_m.by_level)):
+            a, b = start_m.by_level.get(lv, {}), final_m.by_level.get(lv, {})
             level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
     flips = hold["compare"]["flipped"] if hold else []
     fail_rows = tuple((r["round"], r["variable"], str(r["new"]), r["decision"], r["reason"],
@@ -230,9 +231,9 @@ def build_sweep_report(d: dict) -> Report:
                  "bad" if drift["drifted"] else ""))),
     )
     data = {"sweep": sid, "status": info["status"], "objective": obj, "rounds": len(rounds) - 1,
-            "start": {"hit@5": start_m["overall"]["hit@5"] if start_m else None,
+            "start": {"hit@5": start_m.overall["hit@5"] if start_m else None,
                       obj: objective_value(start_m, obj) if start_m else None},
-            "final": {"hit@5": final_m["overall"]["hit@5"] if final_m else None,
+            "final": {"hit@5": final_m.overall["hit@5"] if final_m else None,
                       obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1]["config"] if kept else None},
             "holdout": {k: hold[k] for k in ("gold", "start", "final")} | {"hit@5_test": hold["compare"]["metrics"]["hit@5"]}
             if hold else None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.schema import RoundDecision
 
 SWEEP_OBJECTIVES = ("score100", "mrr", "hit@5", "ndcg@10")      # what a sweep may maximise
@@ -32,36 +33,37 @@ class Decision:
     reason: str
 
 
-def objective_value(summary: dict, objective: str) -> float:
+def objective_value(res: EvalResult, objective: str) -> float:
     if objective == "score100":
-        return summary["score100"]["total"]
+        return res.score100["total"]
     if objective == "gate_accuracy":
-        return summary["gate"]["gate_accuracy"] or 0.0
-    return summary["overall"][objective]
+        return res.gate["gate_accuracy"] or 0.0
+    return res.overall[objective]
 
 
-def questions_hit(summary: dict) -> tuple[int, int]:
+def questions_hit(res: EvalResult) -> tuple[int, int]:
     """(questions hit@5, answerable questions), counted from the per-question rows: at 25,000 questions
     one lost question moves the rate by 0.00004, which a rate rounded to 4 decimals does not show."""
-    rows = [q for q in summary["per_query"] if q["level"] != "probe"]
-    return sum(int(bool(q.get("hit@5", 0))) for q in rows), len(rows)
+    rows = [q for q in res.per_query if q.level != "probe"]
+    return sum(int(bool(q.metrics.get("hit@5", 0))) for q in rows), len(rows)
 
 
-def level_hits(summary: dict) -> dict[str, int]:
+def level_hits(res: EvalResult) -> dict[str, int]:
     """Questions hit@5 per level (counts, not rates: the guard speaks in questions)."""
     out: dict[str, int] = {}
-    for q in summary["per_query"]:
-        if q["level"] != "probe":
-            out[q["level"]] = out.get(q["level"], 0) + int(q.get("hit@5", 0))
+    for q in res.per_query:
+        if q.level != "probe":
+            out[q.level] = out.get(q.level, 0) + int(q.metrics.get("hit@5", 0))
     return out
 
 
-def decide(base: dict, cand: dict, rule: Rule, *, objective: str | None = None) -> tuple[Decision, float, float]:
+def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
+           objective: str | None = None) -> tuple[Decision, float, float]:
     """Returns (decision, base objective, candidate objective). `objective` overrides the rule's
     (threshold rounds are judged on gate accuracy)."""
     obj = objective or rule.objective
     b_obj, c_obj = objective_value(base, obj), objective_value(cand, obj)
-    b_hit, c_hit = base["overall"]["hit@5"], cand["overall"]["hit@5"]
+    b_hit, c_hit = base.overall["hit@5"], cand.overall["hit@5"]
     b_count, _ = questions_hit(base)
     c_count, _ = questions_hit(cand)
     if c_count < b_count:
@@ -76,7 +78,7 @@ def decide(base: dict, cand: dict, rule: Rule, *, objective: str | None = None) 
             lv, lost = max(worst, key=lambda t: t[1])
             return Decision(RoundDecision.LEVEL_GUARD, f"level {lv} lost {lost} questions (guard allows 1)"), b_obj, c_obj
     if rule.latency_budget_ms is not None:
-        p95 = cand["latency_ms"].get("p95", 0.0)
+        p95 = cand.p95_ms
         if p95 > rule.latency_budget_ms:
             return Decision(RoundDecision.LATENCY_BUDGET,
                             f"p95 {p95:.1f} ms over the budget {rule.latency_budget_ms:.0f} ms"), b_obj, c_obj

@@ -17,17 +17,17 @@ from search_core.config import SearchConfig
 
 from tuner.data.gold import GoldSet, load_gold, split_gold
 from tuner.evaluation.compare import compare
+from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import load_score_config
-from tuner.ledger.ledger import Ledger
+from tuner.ledger.ledger import Ledger, round_result
 from tuner.ledger.schema import RoundDecision
 from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose
-from tuner.sweep.rounds import latency_charge, replay_decisions, run_round, snap
+from tuner.sweep.rounds import charged, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.variables import GATE_SCORE, MODEL_GATE_FIELD, gate_pair, kind_of, unavailable_reason
-from search_core.gate.model import WHICH_GATE
 from tuner.sweep.workbench import Workbench, fit_threshold
 
 
@@ -67,20 +67,6 @@ class SweepParams:
         older version with other keys), as SweepParams, with `changes` applied: what a resume starts from."""
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{**{k: v for k, v in params.items() if k in known}, **changes})
-
-
-def compact_metrics(res: dict) -> dict:
-    """What the ledger keeps per round: overall, per level, gate, latency, score, and per question
-    the rank of the first gold note (enough to say which questions a candidate broke)."""
-    return {"overall": res["overall"], "by_level": res["by_level"], "gate": {k: v for k, v in res["gate"].items()
-                                                                               if k != "probe_results"},
-            "latency_ms": res["latency_ms"], "score100": res["score100"],
-            "per_query": [{"id": q["id"], "level": q["level"], "first_rank": q["first_rank"],
-                           "hit@5": q.get("hit@5", 0.0), "inject": q["inject"], "top_score": q["top_score"],
-                           **({"gate_probability": q["gate_probability"]} if q.get("gate_probability") is not None else {}),
-                           **({"gate": {k: q["gate"][k] for k in WHICH_GATE}} if "gate" in q else {}),
-                           **({k: q[k] for k in ("work", "predicted_ms", "latency_ms") if k in q})}
-                          for q in res["per_query"]]}
 
 
 class Sweep:
@@ -134,11 +120,11 @@ class Sweep:
             self.bench.use_recorded_costs(self.rows)   # the calibrations the run charged its rounds with
 
     # -- state derived from the ledger ---------------------------------------------------------------------
-    def _baseline(self) -> tuple[SearchConfig, dict | None]:
+    def _baseline(self) -> tuple[SearchConfig, EvalResult | None]:
         kept = [r for r in self.rows if r["decision"] == RoundDecision.KEPT]
         if not kept:
             return self.start, None
-        return SearchConfig().replace(**kept[-1]["config"]), kept[-1]["metrics"]
+        return SearchConfig().replace(**kept[-1]["config"]), round_result(kept[-1])
 
     def _tried(self, baseline_hash: str, variable: str) -> list[dict]:
         return [r for r in self.rows if r["baseline_hash"] == baseline_hash and r["variable"] == variable]
@@ -196,11 +182,10 @@ class Sweep:
             self._ensure_gate(baseline)                     # a resumed sweep: the model the run had
             if base_metrics is None:                        # round 0: measure the starting point
                 t0 = time.perf_counter()
-                res = self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples)
-                res["latency_charge"] = latency_charge(self.bench, baseline, res, "start")
+                res = charged(self.bench, baseline,
+                              self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples), "start")
                 self._append(0, "(start)", None, None, baseline, baseline, res, RoundDecision.KEPT,
                              "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
-                base_metrics = self.rows[-1]["metrics"]
             next_round = max(r["round"] for r in self.rows) + 1
             while next_round <= self.p.rounds:
                 if self.stop_flag():
@@ -250,7 +235,7 @@ class Sweep:
             if kind.closed_form:
                 # the gate does not move the ranking, so its best value on the tuning set has a closed
                 # form: try that first, then let optuna explore around it
-                fitted = fit_threshold(base_metrics["per_query"], GATE_SCORE.get(v.name, "top_score"))
+                fitted = fit_threshold(base_metrics.per_query, GATE_SCORE.get(v.name, "top_score"))
                 if fitted is not None:
                     fitted = snap(self.space, v.name, fitted)
                     if fitted not in tried and fitted != base_value:
@@ -262,7 +247,7 @@ class Sweep:
                 return v, value
         return None, None
 
-    def _round(self, round_no: int, baseline: SearchConfig, base_metrics: dict) -> bool:
+    def _round(self, round_no: int, baseline: SearchConfig, base_metrics: EvalResult) -> bool:
         bhash = baseline.config_hash()
         v, value = self._pick(round_no, baseline, bhash)
         if v is None:
@@ -289,8 +274,7 @@ class Sweep:
         row = {"round": round_no, "variable": variable, "old": old, "new": new, "config": cand.as_dict(),
                "config_hash": cand.config_hash(), "baseline_hash": baseline.config_hash(),
                "index_fingerprint": s.fingerprint_key if s else None,
-               "metrics": {**compact_metrics(res), **({"latency_charge": res["latency_charge"]}
-                                                       if "latency_charge" in res else {})} if res else {},
+               "metrics": res.to_ledger() if res else {},
                "objective": obj, "decision": decision,
                "reason": reason, "eval_s": round(eval_s, 4), "reindex_s": round(reindex_s, 3)}
         self.ledger.append_round(self.id, row)
@@ -302,12 +286,12 @@ class Sweep:
         counts: dict[str, int] = {}
         for r in self.rows[1:]:
             counts[r["decision"]] = counts.get(r["decision"], 0) + 1
-        start_m = self.rows[0]["metrics"] if self.rows else {}
+        start_m = round_result(self.rows[0]) if self.rows else None
         return {"sweep": self.id, "rounds": len(self.rows) - 1, "decisions": counts,
                 "start_config": self.start.as_dict(), "final_config": final.as_dict(),
-                "start": {"hit@5": start_m.get("overall", {}).get("hit@5"),
+                "start": {"hit@5": start_m.overall.get("hit@5") if start_m else None,
                           self.p.objective: objective_value(start_m, self.p.objective) if start_m else None},
-                "final": {"hit@5": metrics["overall"]["hit@5"] if metrics else None,
+                "final": {"hit@5": metrics.overall["hit@5"] if metrics else None,
                           self.p.objective: objective_value(metrics, self.p.objective) if metrics else None},
                 "path": [{"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"],
                           "reason": r["reason"]} for r in self.rows[1:] if r["decision"] == RoundDecision.KEPT]}
@@ -321,13 +305,13 @@ class Sweep:
         c = compare(a, b, seed=self.p.seed)
         tune_gain = (self.summary()["final"][self.p.objective] or 0) - (self.summary()["start"][self.p.objective] or 0)
         hold_gain = objective_value(b, self.p.objective) - objective_value(a, self.p.objective)
-        result = {"gold": hold.name, "start": {"hit@5": a["overall"]["hit@5"], "mrr": a["overall"]["mrr"],
+        result = {"gold": hold.name, "start": {"hit@5": a.overall["hit@5"], "mrr": a.overall["mrr"],
                                               self.p.objective: objective_value(a, self.p.objective)},
-                  "final": {"hit@5": b["overall"]["hit@5"], "mrr": b["overall"]["mrr"],
+                  "final": {"hit@5": b.overall["hit@5"], "mrr": b.overall["mrr"],
                             self.p.objective: objective_value(b, self.p.objective)},
                   "tuning_gain": round(tune_gain, 4), "holdout_gain": round(hold_gain, 4),
                   "holdout_regressed": bool(tune_gain > 0 and (hold_gain < 0 or
-                                                               b["overall"]["hit@5"] < a["overall"]["hit@5"])),
+                                                               b.overall["hit@5"] < a.overall["hit@5"])),
                   "within_noise": all(m["verdict"] == "within noise" for m in c["metrics"].values()),
                   "compare": c}
         self.ledger.record_holdout(self.id, result)

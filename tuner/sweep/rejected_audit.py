@@ -16,7 +16,7 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
 
-from tuner.ledger.ledger import Ledger
+from tuner.ledger.ledger import Ledger, round_result
 from tuner.promotion.promote import read_active
 from tuner.reports import Para, Report, Section, Table
 from tuner.reports.sweep import open_ledger, pick_sweep
@@ -40,8 +40,8 @@ def interaction_rules(a: str, b: str) -> list[str]:
     return [name for name, vs in INTERACTIONS.items() if a in vs and b in vs]
 
 
-def _hits(m: dict) -> dict:
-    return {q["id"]: bool(q.get("hit@5")) for q in m.get("per_query", []) if q["level"] != "probe"}
+def _hits(m) -> dict:
+    return {q.id: bool(q.metrics.get("hit@5")) for q in m.per_query if q.level != "probe"} if m else {}
 
 
 def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> dict:
@@ -68,11 +68,11 @@ def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> dict:
         if not r["decision"].startswith("rejected"):
             continue
         base = by_hash.get(r["baseline_hash"])
-        bm, cm = (base or {}).get("metrics") or {}, r["metrics"] or {}
+        bm, cm = round_result(base) if base else None, round_result(r)
         deltas = {}
         if bm and cm:
-            deltas = {"hit@5": cm["overall"]["hit@5"] - bm["overall"]["hit@5"],
-                      "mrr": cm["overall"]["mrr"] - bm["overall"]["mrr"],
+            deltas = {"hit@5": cm.overall["hit@5"] - bm.overall["hit@5"],
+                      "mrr": cm.overall["mrr"] - bm.overall["mrr"],
                       obj: objective_value(cm, obj) - objective_value(bm, obj)}
         bh, ch = _hits(bm), _hits(cm)
         since = [k for k in rounds if k["decision"] == "kept" and k["round"] > r["round"]] + later_kept
@@ -138,8 +138,8 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
     from tuner.data.gold import load_gold, split_gold
     from tuner.evaluation.score import load_score_config
     from tuner.evaluation.cost_model import CostStore
-    from tuner.sweep.loop import SweepParams, compact_metrics
-    from tuner.sweep.rounds import latency_charge, run_round
+    from tuner.sweep.loop import SweepParams
+    from tuner.sweep.rounds import charged, run_round
     from tuner.sweep.space import load_space
     from tuner.sweep.variables import gate_pair
     from tuner.sweep.workbench import Workbench
@@ -172,22 +172,20 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
             return bench.gate_models[gate_pair(cfg)]
 
         gate_model(baseline)
-        base_res = bench.evaluate(baseline, gold)
-        base_res["latency_charge"] = latency_charge(bench, baseline, base_res, "start")
+        base_res = charged(bench, baseline, bench.evaluate(baseline, gold), "start")
         lg.new_sweep(new_id, dataclasses.asdict(p), baseline.as_dict())
         s = bench.searchers.get(baseline.embedder)
         lg.append_round(new_id, {"round": 0, "variable": "(start)", "old": None, "new": None,
                                  "config": baseline.as_dict(), "config_hash": baseline.config_hash(),
                                  "baseline_hash": baseline.config_hash(), "index_fingerprint": s.fingerprint_key if s else None,
-                                 "metrics": {**compact_metrics(base_res), "latency_charge": base_res["latency_charge"]},
+                                 "metrics": base_res.to_ledger(),
                                  "objective": objective_value(base_res, p.objective),
                                  "decision": "kept", "reason": f"today's baseline for re-testing sweep {info['id']}"})
-        base_m = compact_metrics(base_res)
         out_rounds = []
         for i, x in enumerate(marked, 1):
             of = f"{info['id']}#{x['round']}"
             t0 = time.perf_counter()
-            out = run_round(bench, gold, baseline, base_m, x["variable"], x["new"], p.rule(), space=space,
+            out = run_round(bench, gold, baseline, base_res, x["variable"], x["new"], p.rule(), space=space,
                             ensure_gate=gate_model, timing_samples=p.timing_samples)
             cand, res = out.candidate, out.result
             s = bench.searchers.get(cand.embedder)
@@ -195,8 +193,7 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                                      "new": x["new"], "config": cand.as_dict(), "config_hash": cand.config_hash(),
                                      "baseline_hash": baseline.config_hash(),
                                      "index_fingerprint": s.fingerprint_key if s else None,
-                                     "metrics": {**compact_metrics(res), "latency_charge": res["latency_charge"]}
-                                     if res else {},
+                                     "metrics": res.to_ledger() if res else {},
                                      "objective": out.objective,
                                      "decision": out.decision, "reason": f"{RETEST_MARK}{of}: {out.reason}",
                                      "eval_s": round(time.perf_counter() - t0 - out.reindex_s, 4),

@@ -9,6 +9,7 @@ so `replay_decisions` recomputes every decision from the ledger without a clock.
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from search_core.models import ModelUnavailable
 from search_core.percentiles import percentile
 from search_core.search.work import SearchWork
 from tuner.evaluation.cost_model import Calibration, predict
+from tuner.evaluation.evaluate import EvalResult
+from tuner.ledger.ledger import round_result
 from tuner.ledger.schema import RoundDecision
 from tuner.sweep.keep_rule import Rule, decide
 from tuner.sweep.space import Space
@@ -27,7 +30,7 @@ from tuner.sweep.variables import MODEL_GATE_FIELD, gate_field, kind_of, unchang
 @dataclass(frozen=True)
 class RoundOutcome:
     candidate: SearchConfig      # as evaluated: with the gate re-fitted when its kind asks for it
-    result: dict | None          # the evaluation (None: not evaluated)
+    result: EvalResult | None    # the evaluation, with its latency charge (None: not evaluated)
     decision: RoundDecision
     reason: str
     objective: float | None
@@ -46,25 +49,26 @@ def snap(space: Space, name: str, value: float) -> float:
     return round(value, 6)
 
 
-def broken_questions(base: dict, cand: dict) -> list[str]:
+def broken_questions(base: EvalResult, cand: EvalResult) -> list[str]:
     """Answerable questions the baseline hit@5 and the candidate does not."""
-    b = {q["id"]: q for q in base["per_query"]}
-    return [q["id"] for q in cand["per_query"] if q["level"] != "probe" and b.get(q["id"], {}).get("hit@5")
-            and not q.get("hit@5")]
+    b = {q.id: q for q in base.per_query}
+    return [q.id for q in cand.per_query if q.level != "probe" and q.id in b and b[q.id].metrics.get("hit@5")
+            and not q.metrics.get("hit@5")]
 
 
-def latency_charge(bench, cfg: SearchConfig, res: dict, kind: str) -> dict:
-    """How the round's latency was charged, for the ledger: the calibration itself (so the row can be
-    re-scored without a clock) and the measured p95 beside the predicted one."""
+def charged(bench, cfg: SearchConfig, res: EvalResult, kind: str) -> EvalResult:
+    """res with how the round's latency was charged, for the ledger: the calibration itself (so the row can
+    be re-scored without a clock) and the measured p95 beside the predicted one."""
     cal = bench.cost_for(cfg)
-    lat = res["latency_ms"]
+    lat = res.total_latency()
     measured, predicted = lat.get("measured_p95"), lat.get("p95")
-    return {"by": "cost model", "kind": kind, "rerank_model": cfg.reranker, "calibration": cal.to_json(),
-            "p95_predicted": predicted, "p95_measured": measured,
-            "measured_over_predicted": round(measured / predicted, 3) if measured and predicted else None}
+    return dataclasses.replace(res, latency_charge={
+        "by": "cost model", "kind": kind, "rerank_model": cfg.reranker, "calibration": cal.to_json(),
+        "p95_predicted": predicted, "p95_measured": measured,
+        "measured_over_predicted": round(measured / predicted, 3) if measured and predicted else None})
 
 
-def run_round(bench, gold, baseline: SearchConfig, base_metrics: dict, variable: str, value, rule: Rule, *,
+def run_round(bench, gold, baseline: SearchConfig, base_metrics: EvalResult, variable: str, value, rule: Rule, *,
               space: Space, ensure_gate, timing_samples: int = 0) -> RoundOutcome:
     """Evaluate `baseline` with `variable` set to `value` on `gold` and decide it against `base_metrics`.
     ensure_gate(cfg): the gate model for cfg's (embedder, reranker) pair, fitted on the tuning set."""
@@ -87,13 +91,12 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: dict, variable:
             # and the confidence label reads it; where a model decides it moves no decision
             from tuner.sweep.workbench import fit_threshold
             model = ensure_gate(cand)
-            fitted = fit_threshold(bench.evaluate(cand, gold)["per_query"])
+            fitted = fit_threshold(bench.evaluate(cand, gold).per_query)
             changes = {gate_field(): snap(space, gate_field(), fitted)} if fitted is not None else {}
             if model is not None:
                 changes[MODEL_GATE_FIELD] = snap(space, MODEL_GATE_FIELD, model.threshold)
             cand = cand.replace(**changes)
-        res = bench.evaluate(cand, gold, timing_samples=timing_samples)
-        res["latency_charge"] = latency_charge(bench, cand, res, kind.name)
+        res = charged(bench, cand, bench.evaluate(cand, gold, timing_samples=timing_samples), kind.name)
         d, _, c_obj = decide(base_metrics, res, rule, objective=kind.objective)
         reason = d.reason
         broken = broken_questions(base_metrics, res)
@@ -111,17 +114,17 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: dict, variable:
 
 # -- recomputing decisions from the ledger ------------------------------------------------------------------
 
-def rescore(metrics: dict, score_cfg) -> dict:
-    """A ledger row's metrics with latency and the score re-derived from its questions' counted work
+def rescore(res: EvalResult, score_cfg) -> EvalResult:
+    """A ledger row's evaluation with latency and the score re-derived from its questions' counted work
     and the calibration the row records: what the decision stood on, recomputed without a clock."""
     from tuner.evaluation.score import score100
-    charge = metrics.get("latency_charge") or {}
+    charge = res.latency_charge or {}
     cal = Calibration.from_json(charge["calibration"])
     reranker = charge.get("rerank_model", "none")
-    totals = [predict(SearchWork.from_json(q["work"]), cal, reranker)["total"] for q in metrics["per_query"]]
+    totals = [predict(SearchWork.from_json(q.work), cal, reranker)["total"] for q in res.per_query]
     p95 = round(percentile(totals, 95), 2)
-    return {**metrics, "latency_ms": {**metrics["latency_ms"], "p95": p95},
-            "score100": score100(metrics["overall"], p95, score_cfg) if metrics["overall"].get("n") else {}}
+    return dataclasses.replace(res, latency_ms={**res.latency_ms, "total": {**res.latency_ms.get("total", {}), "p95": p95}},
+                               score100=score100(res.overall, p95, score_cfg) if res.overall.get("n") else {})
 
 
 def replay_decisions(rows: list[dict], rule: Rule, score_cfg) -> list[dict]:
@@ -131,13 +134,13 @@ def replay_decisions(rows: list[dict], rule: Rule, score_cfg) -> list[dict]:
     round, recorded and recomputed decision, and whether the two agree."""
     out, baseline = [], None
     for r in rows:
-        m = r.get("metrics") or {}
+        m = round_result(r)
         if r["variable"] == "(start)":
-            baseline = rescore(m, score_cfg) if m.get("latency_charge") else m
+            baseline = rescore(m, score_cfg) if m is not None and m.latency_charge else m
             continue
-        if not RoundDecision(r["decision"]).evaluated or not m.get("per_query") or baseline is None:
+        if not RoundDecision(r["decision"]).evaluated or m is None or not m.per_query or baseline is None:
             continue
-        if not m.get("latency_charge"):
+        if not m.latency_charge:
             continue                      # not evaluated (provably unchanged): no latency stood behind it
         cand = rescore(m, score_cfg)
         kind = kind_of(r["variable"])

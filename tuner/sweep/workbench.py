@@ -16,7 +16,7 @@ from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
 from tuner.data.gold import GoldSet
-from tuner.evaluation.evaluate import RetrievalCache, evaluate
+from tuner.evaluation.evaluate import EvalResult, QuestionResult, RetrievalCache, evaluate
 from tuner.evaluation.score import ScoreConfig
 from tuner.evaluation.cost_model import Calibration, CostStore, calibrate, calibrate_reranker, calibration_key, machine
 
@@ -50,11 +50,12 @@ def verify_index(db: Path, embedder: str) -> dict:
         conn.close()
 
 
-def fit_threshold(per_query: list[dict], key: str = "top_score") -> float | None:
+def fit_threshold(per_query: list[QuestionResult], key: str = "top_score") -> float | None:
     """The gate threshold that best separates answerable questions (inject) from probes (hold back),
     on the tuning set: the midpoint of the best gap between sorted scores. `key`: the cosine gate's
-    `top_score`, or the gate model's `gate_probability` (rows without it are left out)."""
-    pts = sorted((q[key], q["level"] == "probe") for q in per_query if q.get(key) is not None)
+    `top_score`, or the gate model's `gate_probability` (rows without it are left out). Rows: an
+    evaluation's questions (or anything with `level` and the key, as the A/B's QueryRow)."""
+    pts = sorted((getattr(q, key), q.level == "probe") for q in per_query if getattr(q, key) is not None)
     if not pts or all(p for _, p in pts) or not any(p for _, p in pts):
         return None
     scores = [s for s, _ in pts]
@@ -67,15 +68,15 @@ def fit_threshold(per_query: list[dict], key: str = "top_score") -> float | None
     return round(best, 4)
 
 
-def fit_gate_model(per_query: list[dict], fingerprint: dict, reranker: str = "none", gold_name: str | None = None):
+def fit_gate_model(per_query: list[QuestionResult], fingerprint: dict, reranker: str = "none", gold_name: str | None = None):
     """The gate model re-fitted on the tuning set's gate features (a model swap changes every score),
     or None when the set cannot support one (too few probes, constant features). `gold_name` is recorded
     as the set it was fitted on, so `calibrate --labels` on that set says its scores are in-sample."""
     from search_core.gate.model import GateFitError, fit_gate
     from tuner.gate.calibrate import CALIBRATION_C, CALIBRATION_FEATURES
-    rows = [q for q in per_query if q.get("gate_features")]
+    rows = [q for q in per_query if q.gate_features]
     try:
-        return fit_gate([q["gate_features"] for q in rows], [int(q["level"] != "probe") for q in rows],
+        return fit_gate([q.gate_features for q in rows], [int(q.level != "probe") for q in rows],
                         fingerprint=fingerprint, features=list(CALIBRATION_FEATURES), scope="index",
                         reranker=reranker, C=CALIBRATION_C,
                         fitted_on={"by": "sweep, on the tuning set", "gold_sets": [gold_name] if gold_name else []})
@@ -208,7 +209,7 @@ class Workbench:
         pair = (cfg.embedder, cfg.reranker)
         self.gate_models.pop(pair, None)
         self.gate_fitted.discard(pair)
-        per_query = self.evaluate(cfg, gold)["per_query"]
+        per_query = self.evaluate(cfg, gold).per_query
         chosen = s.use_gate(reranker=cfg.reranker)
         model = chosen.model
         if model is None:        # no gate file fits this index: fit one on the tuning set's gate features
@@ -218,7 +219,7 @@ class Workbench:
         self.gate_models[pair] = model
         return fit_threshold(per_query), model
 
-    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0) -> dict:
+    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0) -> EvalResult:
         """Latency (and the speed points) predicted by the cost model from each question's counted work
         (cost_for); the stopwatch's figures ride along as measured_*. timing_samples: repeat timed
         passes until the measured p95 stands on at least this many timings (it never decides)."""
@@ -232,4 +233,4 @@ class Workbench:
         s.use_gate(reranker=cfg.reranker, fitted=self.gate_models.get(pair) if pair in self.gate_fitted else None,
                    fitted_source="fitted by the sweep on the tuning set")
         return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
-                        min_timing_samples=timing_samples, cost=cost).to_json()
+                        min_timing_samples=timing_samples, cost=cost)

@@ -182,13 +182,13 @@ def test_eval_rows_carry_features_and_refit_the_gate(small_index):
     s = Searcher(small_index)
     qs = tuple(Question(f"a{i}", "L1", q, ("life/kimchi",)) for i, q in enumerate(QUERIES_IN)) + \
         tuple(Question(f"p{i}", "probe", q, ()) for i, q in enumerate(QUERIES_OUT))
-    res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False).to_json()
-    assert all(set(q["gate_features"]) == set(FEATURE_NAMES) for q in res["per_query"])
-    m = fit_gate_model(res["per_query"], s.fingerprint, gold_name="g")
+    res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False)
+    assert all(set(q.gate_features) == set(FEATURE_NAMES) for q in res.per_query)
+    m = fit_gate_model(res.per_query, s.fingerprint, gold_name="g")
     assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None
     from tuner.gate.calibrate import fitted_sources
     assert fitted_sources(m) == {"g"}          # calibrate --labels on the tuning set flags it in-sample
-    assert fit_gate_model([q for q in res["per_query"] if q["level"] != "probe"], s.fingerprint) is None
+    assert fit_gate_model([q for q in res.per_query if q.level != "probe"], s.fingerprint) is None
 
 
 def test_a_broken_index_table_never_fails_the_features():

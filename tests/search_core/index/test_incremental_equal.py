@@ -4,7 +4,8 @@ frequencies, short-token postings) and, once recomputed, the communities. Chunk 
 between the two by design (an update appends), so rows are compared by what they are (note id, ord).
 
 The vault is the demo vault's ai/rag folder (22 notes, with links among them and to notes outside it);
-the steps add, change, rename and delete notes and links, one update each."""
+the steps add, change, rename and delete notes and links, one update each. Vectors are compared as bytes,
+not by what they mean, so the test embedder makes them."""
 
 import shutil
 
@@ -14,6 +15,7 @@ from search_core.index.indexer import index_vault
 from search_core.index.store import connect, get_meta
 from search_core.index.write import communities_state
 from tests.helpers import DEMO_VAULT
+from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
 
 
 def derived_state(db) -> dict:
@@ -85,13 +87,13 @@ def rag_vault(tmp_path):
 
 def test_every_derived_table_after_each_update_equals_a_fresh_build(rag_vault, tmp_path, shared_cache):
     db = tmp_path / "updated" / "index.sqlite"
-    index_vault(rag_vault, db, cache=shared_cache)
+    index_vault(rag_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
     for i, (step, change) in enumerate(STEPS):
         change(rag_vault)
-        report = index_vault(rag_vault, db, cache=shared_cache)
+        report = index_vault(rag_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
         assert report.mode == "incremental" and (report.added or report.changed or report.deleted), step
         fresh = tmp_path / f"fresh-{i}" / "index.sqlite"
-        index_vault(rag_vault, fresh, cache=shared_cache)
+        index_vault(rag_vault, fresh, embedder=FAKE_EMBEDDER, cache=shared_cache)
         got, want = derived_state(db), derived_state(fresh)
         assert got["current"] == (True, True, True), step
         # communities may be stale after an update (recomputed on a budget): they cover exactly the notes,
@@ -102,18 +104,18 @@ def test_every_derived_table_after_each_update_equals_a_fresh_build(rag_vault, t
         for name in want:
             if name != "communities":
                 assert got[name] == want[name], f"{step}: {name} differs from a fresh build"
-        index_vault(rag_vault, db, cache=shared_cache, communities=True)
+        index_vault(rag_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache, communities=True)
         assert communities_state(connect(db))["current"], step
         assert derived_state(db)["communities"] == want["communities"], f"{step}: communities"
 
 
 def test_a_no_op_update_writes_nothing(rag_vault, tmp_path, shared_cache):
     db = tmp_path / "idx" / "index.sqlite"
-    index_vault(rag_vault, db, cache=shared_cache)
+    index_vault(rag_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
     c = connect(db)
     gen = get_meta(c, "generation")
     c.close()
-    report = index_vault(rag_vault, db, cache=shared_cache)
+    report = index_vault(rag_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
     assert (report.added, report.changed, report.deleted) == (0, 0, 0)
     c = connect(db)
     assert get_meta(c, "generation") == gen

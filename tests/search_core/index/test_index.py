@@ -10,6 +10,7 @@ from search_core.index.indexer import index_vault
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 from tests.helpers import write_vault
+from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
 
 
 def q(db, sql):
@@ -91,8 +92,8 @@ def test_model_swap_rebuilds_from_scratch_never_mixed(small_vault, small_index, 
     assert q(small_index, "SELECT count(*) FROM chunk_vec")[0][0] == q(small_index, "SELECT count(*) FROM chunks")[0][0]
     s = Searcher(small_index)
     assert s.embedder_name == "minilm-l6" and s.view.matrix.shape[1] == 384
-    # swapping back costs nothing: the e5 vectors are still in the cache
-    r = index_vault(small_vault, small_index, embedder="e5-small", full=True, cache=shared_cache)
+    # swapping back costs nothing: the first model's vectors are still in the cache
+    r = index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, full=True, cache=shared_cache)
     assert r.embedded == 0
 
 

@@ -16,6 +16,7 @@ from search_core.index.stats import index_stats
 from search_core.index.watch import VaultWatcher
 from search_core.search.pipeline import Searcher
 from tests.helpers import DEMO_VAULT, ROOT, free_port
+from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
 
 DEADLINE_S = 120
 
@@ -47,7 +48,7 @@ def found(db, query: str, note_id: str) -> bool:
 def test_the_watcher_indexes_saves_and_skips_a_note_it_cannot_parse(tmp_path, shared_cache):
     vault = make_vault(tmp_path)
     db = tmp_path / "idx" / "index.sqlite"
-    index_vault(vault, db, cache=shared_cache)
+    index_vault(vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)   # the watcher runs in this process
     w = VaultWatcher(vault, db, cache=shared_cache).start()
     try:
         poll(lambda: w.status()["caught_up_at"], "the first catch-up")

@@ -6,8 +6,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
-import time
 from contextlib import contextmanager
 
 import pytest
@@ -21,8 +19,8 @@ from search_core.recall.engine import RECALL_ENV, RecallConfig, RecallEngine
 from search_core.recall.hermes import AutoresearchMemoryProvider, defuse, profile_of
 from search_core.recall.hermes_install import PROVIDER_DIR, SELECT_LINE, install, provider_version, selected_provider, status
 from search_core.recall.log import RecallLog, read_calls
-from search_core.recall.server import make_server
 from tests.helpers import free_port
+from tests.helpers.http import running
 from tuner.cli import main
 
 GRAPH_Q = "GraphRAG에서 커뮤니티 요약은 어떻게 만들어?"
@@ -34,21 +32,8 @@ def serving(db, tmp_path, port=None, **cfg):
     cfg.setdefault("timeout_s", 60.0)          # the shared machine: a generous bound for the searches
     engine = RecallEngine(SearchBackend(db, SearchConfig(threshold=0.0)), RecallLog(tmp_path / "recall.sqlite"),
                           RecallConfig(**cfg))
-    port = port or free_port()
-    srv = make_server(engine, port=port)
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    for _ in range(1200):
-        if srv.started:
-            break
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{port}", engine
-    finally:
-        srv.should_exit = True
-        t.join(15)
-        engine.close()
+    with running(engine, port=port) as url:
+        yield url, engine
 
 
 def _provider(url, home, **cfg):

@@ -2,8 +2,6 @@
 its block, a click and a key press write labels into the recall log, and a reload shows them labelled."""
 
 import json
-import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -12,8 +10,7 @@ import pytest
 from search_core.config import SearchConfig
 from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
 from search_core.recall.log import RecallLog, read_calls
-from search_core.recall.server import make_server
-from tests.helpers import free_port
+from tests.helpers.http import running
 from tests.helpers.chromium import Chromium
 
 TOKEN = "label-page-token"
@@ -36,26 +33,12 @@ def _request(url, body=None, token=TOKEN):
 def served(small_index, tmp_path):
     log = RecallLog(tmp_path / "recall-log.sqlite")
     engine = RecallEngine(SearchBackend(small_index, SearchConfig()), log, RecallConfig(timeout_s=60.0))
-    port = free_port()
-    srv = make_server(engine, port=port, token=TOKEN)
-    t = threading.Thread(target=srv.run, daemon=True)
-    t.start()
-    for _ in range(600):
-        if srv.started:
-            break
-        time.sleep(0.05)
-    assert srv.started, "uvicorn did not start"
-    url = f"http://127.0.0.1:{port}"
-    for i, q in enumerate(QUERIES):                       # a little traffic: queue, then prefetch, per turn
-        assert _request(url + "/queue", {"query": q, "session_id": f"s{i}"})[0] == 200
-        assert engine.wait_idle(60)
-        assert _request(url + "/prefetch", {"session_id": f"s{i}"})[0] == 200
-    try:
+    with running(engine, token=TOKEN) as url:
+        for i, q in enumerate(QUERIES):                       # a little traffic: queue, then prefetch, per turn
+            assert _request(url + "/queue", {"query": q, "session_id": f"s{i}"})[0] == 200
+            assert engine.wait_idle(60)
+            assert _request(url + "/prefetch", {"session_id": f"s{i}"})[0] == 200
         yield url, log.path
-    finally:
-        srv.should_exit = True
-        t.join(15)
-        engine.close()
 
 
 def _labels(log_path):

@@ -117,5 +117,12 @@ def test_an_evaluation_reads_back_from_its_json_as_the_same_typed_result(demo_in
         assert all(isinstance(q, QuestionResult) for q in back.per_query)
         assert back == res and json.dumps(back.to_json(), ensure_ascii=False) == text
     assert charged.to_json()["latency_ms"]["source"] == "cost model"
+    for res in (timed, charged):      # the ledger's form: what a sweep row keeps, read back for the keep rule
+        row = json.dumps(res.to_ledger(), ensure_ascii=False)
+        back = EvalResult.from_ledger(json.loads(row))
+        assert json.dumps(back.to_ledger(), ensure_ascii=False) == row
+        assert (back.overall, back.score100, back.p95_ms) == (res.overall, res.score100, res.p95_ms)
+        assert [(q.id, q.metrics.get("hit@5"), q.gate_probability, q.work) for q in back.per_query] == \
+            [(q.id, q.metrics.get("hit@5"), q.gate_probability, q.work) for q in res.per_query]
     probe = next(q for q in timed.per_query if q.level == "probe")
     assert probe.metrics == {} and set(timed.per_query[0].metrics) >= {"hit@5", "mrr", "ndcg@10"}

@@ -2,6 +2,7 @@ import pytest
 from scipy import stats
 
 from tuner.evaluation.compare import compare
+from tuner.evaluation.evaluate import EvalResult, QuestionResult
 from tuner.evaluation.score import ScoreConfig, score100
 from search_core.percentiles import percentile
 from tuner.evaluation.stats import bootstrap_ci, paired_randomization
@@ -40,11 +41,11 @@ def test_bootstrap_ci_contains_the_mean_difference():
     assert lo <= 0.4 <= hi
 
 
-def _run(hits, rr):
-    return {"gold": "g", "config_hash": "x", "per_query": [
-        {"id": f"q{i}", "level": "L1", "query": f"q{i}", "gold": [f"n{i}"], "first_rank": None if not h else 1,
-         "hit@1": h, "hit@5": h, "mrr": r,
-         "ndcg@10": r, "p@5": h / 5, "recall@5": h} for i, (h, r) in enumerate(zip(hits, rr))]}
+def _run(hits, rr, gold="g"):
+    return EvalResult(gold, {}, "x", {}, {}, {}, {}, {}, {}, [
+        QuestionResult(f"q{i}", "L1", f"q{i}", (f"n{i}",), None if not h else 1, (), bool(h), 0.9, 1.0, {}, None,
+                       metrics={"hit@1": h, "hit@5": h, "mrr": r, "ndcg@10": r, "p@5": h / 5, "recall@5": h})
+        for i, (h, r) in enumerate(zip(hits, rr))])
 
 
 def test_compare_flips_and_noise():
@@ -57,7 +58,7 @@ def test_compare_flips_and_noise():
     assert [f["id"] for f in c["flipped"]] == ["q2", "q3"]
     assert c["one_question_moves_hit5_by"] == 0.25
     with pytest.raises(ValueError, match="different gold sets"):
-        compare(a, {**b, "gold": "other"})
+        compare(a, _run([1, 1, 1, 0], [1, 1.0, 0.2, 0], gold="other"))
 
 
 def test_score_rubric_from_the_config_file(tmp_path):
@@ -82,7 +83,8 @@ def test_compare_and_the_ab_share_one_paired_comparison():
     a = _run([1, 1, 0, 1, 0, 1], [1, 0.5, 0, 1, 0.2, 1])
     b = _run([1, 1, 1, 0, 1, 1], [1, 1.0, 0.2, 0, 1, 0.5])
     c = compare(a, b, seed=3)
-    pr = compare_pair(*(CandidateResult(Candidate(x), x, "ok", result=r) for x, r in (("A", a), ("B", b))), seed=3)
+    pr = compare_pair(*(CandidateResult(Candidate(x), x, "ok", result=r.to_json()) for x, r in (("A", a), ("B", b))),
+                      seed=3)
     for m in ("hit@5", "mrr"):
         shared = ("a", "b", "delta", "p_value", "ci95")
         assert {k: c["metrics"][m][k] for k in shared} == {k: pr["metrics"][m][k] for k in shared}

@@ -4,6 +4,7 @@ data/schema2-demo-sweep.sqlite was written by the code of the commit before Roun
 sweep on the demo vault (every third tuning question) with the test embedder. Its stored JSON is what that
 code wrote; nothing here rewrites it."""
 
+import json
 import shutil
 import sqlite3
 
@@ -46,6 +47,16 @@ def test_a_ledger_written_before_typed_decisions_reads_verifies_and_replays(tmp_
     r = CliRunner().invoke(main, ["ledger", "--ledger", str(path), "--replay"])
     assert r.exit_code == 0 and "every decision recomputed alike" in r.output, r.output
     assert _stored(path) == before              # reading, verifying and replaying changed no stored row
+
+
+def test_every_stored_round_reads_back_as_an_evaluation_that_writes_the_same_text():
+    """A ledger row's metrics are EvalResult.to_ledger(); from_ledger reads them back without losing a byte."""
+    from tuner.evaluation.evaluate import EvalResult
+    with sqlite3.connect(OLD) as c:
+        stored = [m for (m,) in c.execute("SELECT metrics FROM rounds ORDER BY round") if m != "{}"]
+    assert len(stored) == 6
+    for text in stored:
+        assert json.dumps(EvalResult.from_ledger(json.loads(text)).to_ledger(), ensure_ascii=False) == text
 
 
 def _stored(path):

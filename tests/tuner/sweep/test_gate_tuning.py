@@ -16,6 +16,7 @@ from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
 from tests.helpers.sweeps import DEMO_TUNE as TUNE
 from tests.helpers.sweeps import run_sweep as sweep
 from tuner.sweep.variables import GATE_SCORE, RERANK, kind_of
+from tuner.evaluation.evaluate import QuestionResult
 from tuner.sweep.workbench import fit_threshold
 
 GATE_SPACE = ('[gate_threshold]\nkind = "float"\nlow = 0.05\nhigh = 0.95\nstep = 0.01\n'
@@ -49,9 +50,9 @@ def test_the_config_threshold_decides_for_the_model(small_index):
 
 
 def test_fit_threshold_reads_the_probability_when_asked():
-    rows = [{"level": "L1", "top_score": 0.80, "gate_probability": 0.9},
-            {"level": "probe", "top_score": 0.85, "gate_probability": 0.2},
-            {"level": "L1", "top_score": 0.90, "gate_probability": None}]
+    rows = [QuestionResult.from_ledger(q) for q in ({"id": "a", "level": "L1", "top_score": 0.80, "gate_probability": 0.9},
+                                                     {"id": "p", "level": "probe", "top_score": 0.85, "gate_probability": 0.2},
+                                                     {"id": "b", "level": "L1", "top_score": 0.90, "gate_probability": None})]
     assert fit_threshold(rows, "gate_probability") == pytest.approx(0.55)
     assert fit_threshold(rows) != pytest.approx(0.55)
 
@@ -72,8 +73,8 @@ def test_gate_rounds_tune_the_models_probability_threshold(demo_index, tmp_path)
         assert r["metrics"]["gate"]["probes_injected"] == sum(q["inject"] for q in per if q["level"] == "probe")
 
 
-def test_gate_threshold_rounds_without_probes_are_unavailable(demo_index_e5, tmp_path):
-    demo_index = demo_index_e5              # the round starts from the shipped default, fitted for e5-small
+def test_gate_threshold_rounds_without_probes_are_unavailable(demo_mini_index, tmp_path):
+    demo_index = demo_mini_index            # the round starts from the shipped default, fitted for e5-small
     data = yaml.safe_load(TUNE.read_text(encoding="utf-8"))
     data["questions"] = [q for q in data["questions"] if q["level"] != "probe"]
     gold = tmp_path / "no-probes.yaml"

@@ -1,5 +1,6 @@
 """The keep rule counts questions and judges the gate in its own unit."""
 
+from tuner.evaluation.evaluate import EvalResult
 from tuner.sweep.keep_rule import Rule, decide, questions_hit
 
 
@@ -9,14 +10,14 @@ def rows(n_hit, n, level="L1"):
 
 def result(n_hit, n, *, score=70.0, gate=0.8):
     # the overall rate is rounded to 4 decimals, as evaluate() stores it
-    return {"overall": {"n": n, "hit@5": round(n_hit / n, 4), "mrr": 0.5, "ndcg@10": 0.5},
-            "score100": {"total": score}, "gate": {"gate_accuracy": gate}, "latency_ms": {"p95": 30.0},
-            "per_query": rows(n_hit, n)}
+    return EvalResult.from_ledger({"overall": {"n": n, "hit@5": round(n_hit / n, 4), "mrr": 0.5, "ndcg@10": 0.5},
+                                   "score100": {"total": score}, "gate": {"gate_accuracy": gate},
+                                   "latency_ms": {"p95": 30.0}, "per_query": rows(n_hit, n)})
 
 
 def test_one_lost_question_in_25000_is_a_regression():
     base, cand = result(20_000, 25_000), result(19_999, 25_000, score=71.0)
-    assert base["overall"]["hit@5"] == cand["overall"]["hit@5"] == 0.8      # the rounded rates agree
+    assert base.overall["hit@5"] == cand.overall["hit@5"] == 0.8      # the rounded rates agree
     assert questions_hit(base) == (20_000, 25_000) and questions_hit(cand) == (19_999, 25_000)
     d = decide(base, cand, Rule())[0]
     assert d.decision == "rejected:hit5_regressed" and "(1 question(s) lost)" in d.reason

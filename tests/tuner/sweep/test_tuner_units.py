@@ -8,15 +8,17 @@ from tuner.ledger.ledger import DECISIONS, Ledger
 from tuner.sweep.propose import propose
 from tuner.sweep.space import Variable, load_space
 from tuner.promotion.config_toml import config_toml
+from tuner.evaluation.evaluate import EvalResult, QuestionResult
 from tuner.sweep.workbench import fit_threshold
 
 
 def summary(hits, mrr_values, score, levels=None, p95=30.0, gate=0.8):
     levels = levels or ["L1"] * len(hits)
     n = len(hits)
-    return {"overall": {"n": n, "hit@5": sum(hits) / n, "mrr": sum(mrr_values) / n, "ndcg@10": 0.5},
-            "score100": {"total": score}, "gate": {"gate_accuracy": gate}, "latency_ms": {"p95": p95},
-            "per_query": [{"id": f"q{i}", "level": lv, "hit@5": h} for i, (h, lv) in enumerate(zip(hits, levels))]}
+    return EvalResult.from_ledger({     # as a ledger row keeps an evaluation
+        "overall": {"n": n, "hit@5": sum(hits) / n, "mrr": sum(mrr_values) / n, "ndcg@10": 0.5},
+        "score100": {"total": score}, "gate": {"gate_accuracy": gate}, "latency_ms": {"p95": p95},
+        "per_query": [{"id": f"q{i}", "level": lv, "hit@5": h} for i, (h, lv) in enumerate(zip(hits, levels))]})
 
 
 def test_composite_up_hit5_down_is_rejected():
@@ -140,11 +142,11 @@ def test_categorical_values_each_once_skipping_unavailable():
 
 
 def test_fit_threshold_separates_probes():
-    rows = [{"top_score": s, "level": lv} for s, lv in
-            [(0.91, "L0"), (0.88, "L1"), (0.86, "L1"), (0.83, "probe"), (0.80, "probe"), (0.87, "probe")]]
+    rows = [QuestionResult.from_ledger({"id": f"q{i}", "top_score": s, "level": lv}) for i, (s, lv) in
+            enumerate([(0.91, "L0"), (0.88, "L1"), (0.86, "L1"), (0.83, "probe"), (0.80, "probe"), (0.87, "probe")])]
     t = fit_threshold(rows)
     assert 0.83 < t <= 0.86        # 5 of 6 right: the 0.87 probe cannot be separated
-    assert fit_threshold([{"top_score": 0.9, "level": "L0"}]) is None
+    assert fit_threshold([QuestionResult.from_ledger({"id": "q", "top_score": 0.9, "level": "L0"})]) is None
 
 
 def test_best_config_toml_round_trips(tmp_path):
