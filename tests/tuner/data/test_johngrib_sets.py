@@ -2,6 +2,7 @@
 gold id is a note of the wiki. The wiki itself is not in the repository: it sits in ../shared/data beside
 a checkout (AUTORESEARCH_DATA points elsewhere, e.g. from a git worktree); without it the id check skips."""
 
+import itertools
 import os
 from pathlib import Path
 
@@ -14,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[3]
 SETS = ROOT / "benchmarks" / "sets"
 DATA = Path(os.environ.get("AUTORESEARCH_DATA", ROOT.parent / "shared" / "data"))
 VAULT = DATA / "johngrib-wiki" / "_wiki"
-NAMES = ("johngrib-tune", "johngrib-holdout")
+# answerable and probe counts of each set
+SHAPES = {"johngrib-tune": (40, 20), "johngrib-holdout": (40, 20), "johngrib-blind": (48, 24)}
+NAMES = tuple(SHAPES)
 no_wiki = pytest.mark.skipif(
     not VAULT.is_dir(), reason=f"the johngrib wiki is not at {VAULT}: it is measuring data kept beside the "
     "repository, not in it (set AUTORESEARCH_DATA to the folder that holds johngrib-wiki/ to run this)")
@@ -24,16 +27,16 @@ no_wiki = pytest.mark.skipif(
 def test_set_loads_with_its_shape(name):
     g = load_gold(SETS / f"{name}.yaml")
     assert g.name == name and g.vault == "../shared/data/johngrib-wiki/_wiki"
-    assert len(g.answerable()) == 40 and len(g.probes()) == 20
+    assert (len(g.answerable()), len(g.probes())) == SHAPES[name]
     assert {q.level for q in g.answerable()} == {"L0", "L1", "L2", "XL"}
     assert all(len(q.gold) >= 2 for q in g.questions if q.level == "L2"), "an L2 question needs two notes"
     assert all(q.why.startswith("grep ") for q in g.probes()), "a probe's why says what the grep found"
     assert all(q.why for q in g.questions)
 
 
-def test_the_blind_set_shares_no_gold_note_with_the_tuning_set():
-    tune, holdout = (load_gold(SETS / f"{n}.yaml") for n in NAMES)
-    assert not tune.gold_ids() & holdout.gold_ids()
+@pytest.mark.parametrize("a, b", list(itertools.combinations(NAMES, 2)))
+def test_no_two_sets_share_a_gold_note(a, b):
+    assert not load_gold(SETS / f"{a}.yaml").gold_ids() & load_gold(SETS / f"{b}.yaml").gold_ids()
 
 
 @no_wiki
