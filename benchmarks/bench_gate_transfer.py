@@ -27,11 +27,16 @@ Threshold rules (the model, its features and weights stay the shipped default's;
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 5 python benchmarks/bench_gate_transfer.py \
         --demo-db runs/bench-demo.sqlite --autorag-db runs/autorag.sqlite --johngrib-db runs/johngrib.sqlite [--final]
 Raw results (per question: keep them out of the repository): runs/bench/gate-transfer.json.
+
+The final measurement of a new default on a blind set (searched once; each gate scored from the same searches):
+    PYTHONPATH=$PWD python benchmarks/bench_gate_transfer.py --johngrib-db runs/johngrib.sqlite \
+        --blind benchmarks/sets/johngrib-blind.yaml --gate old=OLD.json --gate new=NEW.json --out gate-blind
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -184,9 +189,44 @@ def score(rows: list[dict], rules: dict[str, float]) -> dict:
     return out
 
 
+def blind(a) -> None:
+    """The final measurement on one blind set: each question searched once (the shipped default's search;
+    the gates read only its features), every --gate scored at its own threshold, and the cosine gate."""
+    gates = {}
+    for spec in a.gate:
+        name, _, path = spec.partition("=")
+        gates[name] = load_gate(path)
+    s = Searcher(a.johngrib_db)
+    s.warm_up()
+    cfg = SearchConfig(embedder=s.embedder_name)
+    gold = load_gold(Path(a.blind))
+    rows = []
+    for q in gold.questions:
+        res = s.rank(s.retrieve(q.query, cfg.depth), cfg, snippets=False)
+        rows.append({"id": q.id, "level": q.level, "y": int(not q.is_probe), "cos": res.gate.top_score,
+                     **{n: g.probability(res.gate.features) for n, g in gates.items()}})
+    s.close()
+    y = np.array([r["y"] for r in rows])
+    cos = np.array([r["cos"] for r in rows])
+    out = {"set": gold.name, "answerable": int(y.sum()), "probes": int((1 - y).sum()),
+           "cosine 0.82": {"bacc": round(balanced_accuracy(cos >= COS, y), 4), "auroc": round(auroc(cos, y), 4)}}
+    for n, g in gates.items():
+        p = np.array([r[n] for r in rows])
+        inj = p >= g.threshold
+        out[n] = {"threshold": round(g.threshold, 4), "bacc": round(balanced_accuracy(inj, y), 4),
+                  "auroc": round(auroc(p, y), 4), "answerable_injected": round(float(inj[y == 1].mean()), 4),
+                  "probes_injected": round(float(inj[y == 0].mean()), 4),
+                  "by_level": {lv: round(float(inj[[r["level"] == lv for r in rows]].mean()), 4)
+                               for lv in sorted({r["level"] for r in rows})}}
+    write_result(a.out, {**out, "rows": rows})
+    print(json.dumps(out, ensure_ascii=False, indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--demo-db", required=True)
+    ap.add_argument("--blind", help="a blind johngrib set: search it once and score every --gate on it (nothing else runs)")
+    ap.add_argument("--gate", action="append", default=[], help="NAME=FILE: a gate scored on --blind (repeatable)")
+    ap.add_argument("--demo-db")
     ap.add_argument("--autorag-db")
     ap.add_argument("--johngrib-db")
     ap.add_argument("--final", action="store_true", help="also the blind sets (search each once, at the end)")
@@ -194,6 +234,10 @@ def main():
                     help="where autorag-ko/ is (default ../shared/data, or $AUTORESEARCH_DATA)")
     ap.add_argument("--out", default="gate-transfer", help="runs/bench/OUT.json")
     a = ap.parse_args()
+    if a.blind:
+        return blind(a)
+    if not a.demo_db:
+        ap.error("--demo-db is required (unless --blind)")
     default = load_gate(DEFAULT_GATE_FILE)
     results = {"default_fitted_on": default.fitted_on.get("gold_sets"), "sets": {}, "self": {}}
     t0 = time.perf_counter()

@@ -10,8 +10,8 @@ Per labelled set and per split (--splits, stratified halves of the set's answera
      (when calibrate proposes one: labels whose interval holds the threshold in force leave it be);
   3. the other half is scored: balanced accuracy of the installed gate, beside the shipped default's;
   4. 10 more picks (30 labels in all), labelled, calibrated, applied, scored again.
-The server keeps its gate while it runs, so the second round's picks are scored by the default's P with the
-centre the first 20 labels put (same scale: a moved threshold keeps the weights).
+The running server picks up the gate file `calibrate apply` installs at its next search, so the second round's
+picks are made with the gate the first 20 labels installed (same scale: a moved threshold keeps the weights).
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 5 python benchmarks/bench_gate_week.py \
         --set demo=tuner/experiments/gold/demo-gate-tune.yaml,runs/bench-demo.sqlite \

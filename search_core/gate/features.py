@@ -26,6 +26,7 @@ from search_core.ingest.graph import normalize_name
 TOP_K = 10                   # the top-k the WIG/NQC-like statistics read: 10 cosines
 MAX_WORDS = 32               # unknown_words reads at most this many words: 32 x ~5 primary-key reads
 AGREE_K = 5                  # dense-vs-sparse agreement is measured on the top 5 notes
+RANK_DEPTH = 50              # the first result's rank is looked for in each channel's top 50
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
 LATIN_RE = re.compile(r"[A-Za-z]")
 LATIN_WORD_RE = re.compile(r"[a-z][a-z0-9]*")      # over the lowercased query: "LightRAG를" -> "lightrag"
@@ -54,6 +55,16 @@ FEATURES = {
     "top1_agree": "1 if the dense and sparse channels put the same note first",
     "title_match": "1 if the first result's title or an alias (2+ characters) appears in the query",
     "entity_found": "1 if the entity channel returned any note",
+    # within-query forms with no scale of their own (a rank, a ratio of two scores of the same search): the
+    # cosines and BM25 scores above move with the vault (its size, vocabulary, how alike its notes are), these
+    # do not, and they carried better to a vault no fit had seen (BENCHMARKS.md, the gate, scale-free features)
+    "dense_rank_inv": "1 / the rank of the first result in the dense channel's list (0 if not in its top 50)",
+    "sparse_rank_inv": "1 / the rank of the first result in the sparse channel's list (0 if not in its top 50)",
+    "cos_margin_ratio": "top-1 minus top-2 dense cosine, over top-1 minus top-10 (the margin as a share of the spread)",
+    "cos_z10": "the top dense cosine's z-score within the query's own top 10",
+    "bm25_ratio2": "the second BM25 score over the first",
+    "bm25_wig_ratio": "top BM25 minus the mean of the top 10 (0 for a missing one), over the top",
+    "bm25_margin_ratio": "top-1 minus top-2 BM25, over top-1 (1 with one sparse hit)",
     "rerank_top": "the reranker's top score (0 with no reranker)",
     "reranked": "1 if a reranker ordered the results",
     "query_chars": "log(1 + characters in the query)",
@@ -178,6 +189,25 @@ def _chunk_doc(view, conn, hit) -> tuple[str, str | None]:
     return f"{note.get('title', '')}\n{text}", heading
 
 
+def _scale_free(f: dict, lists: dict, hits, d: list, sp: list) -> None:
+    """The within-query ranks and ratios (FEATURES: dense_rank_inv ... bm25_margin_ratio), into `f`."""
+    top = hits[0].note_id if hits else None
+    for ch in ("dense", "sparse"):
+        f[f"{ch}_rank_inv"] = next((1.0 / (i + 1) for i, h in enumerate(lists.get(ch, [])[:RANK_DEPTH])
+                                    if h.note_id == top), 0.0)
+    if len(d) >= 3 and d[0] > d[-1]:
+        f["cos_margin_ratio"] = (d[0] - d[1]) / (d[0] - d[-1])
+    sd = float(np.std(d)) if len(d) >= 3 else 0.0
+    if sd > 0:
+        f["cos_z10"] = (d[0] - float(np.mean(d))) / sd
+    if sp and sp[0] > 0:
+        f["bm25_ratio2"] = sp[1] / sp[0] if len(sp) >= 2 else 0.0
+        f["bm25_wig_ratio"] = (sp[0] - sum(sp) / TOP_K) / sp[0]
+        f["bm25_margin_ratio"] = (sp[0] - sp[1]) / sp[0] if len(sp) >= 2 else 1.0
+    elif sp:
+        f["bm25_margin_ratio"] = 1.0
+
+
 def script_mix(query: str) -> tuple[float, float]:
     letters = [c for c in query if c.isalpha()]
     if not letters:
@@ -209,6 +239,7 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
         # shorter than TOP_K is padded with zeros, not averaged over what it has
         s10 = [h.score for h in sparse[:TOP_K]]
         f["bm25_wig"] = (s10[0] - sum(s10) / TOP_K) / idf if idf > 0 else 0.0
+    _scale_free(f, lists, hits, dense[:TOP_K], [h.score for h in sparse[:TOP_K]])
     d5 = [h.note_id for h in lists.get("dense", [])[:AGREE_K]]
     s5 = {h.note_id for h in sparse[:AGREE_K]}
     f["dense_sparse_agree"] = sum(n in s5 for n in d5) / AGREE_K if d5 else 0.0

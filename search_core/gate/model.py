@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -267,6 +268,20 @@ def choose_gate(fingerprint: dict, reranker: str = "none", *, path: str | Path |
 def sidecar_path(db: str | Path) -> Path:
     p = Path(db)
     return p.with_name(p.name + ".gate.json")
+
+
+def gate_file_stamp(path: str | Path | None, db: str | Path | None) -> tuple | None:
+    """(inode, mtime, size) of the file choose_gate reads first (`path`, else `<db>.gate.json`), None when
+    there is none. `calibrate apply` and `undo` replace that file by a rename, so a new inode (or mtime)
+    tells a running searcher to choose again; one stat, a few microseconds per search."""
+    p = Path(path) if path is not None else (sidecar_path(db) if db is not None else None)
+    if p is None:
+        return None
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 # ---- fitting --------------------------------------------------------------------------------------------

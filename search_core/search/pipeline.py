@@ -20,7 +20,7 @@ from search_core.search import ranking
 from search_core.config import CHANNELS, SearchConfig
 from search_core.search.fusion import weighted_rrf
 from search_core.gate.features import gate_features
-from search_core.gate.model import GateChoice, GateDecision, choose_gate
+from search_core.gate.model import GateChoice, GateDecision, choose_gate, gate_file_stamp
 from search_core.index.handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
 from search_core.search.limits import cap_query
 from search_core.models import get_reranker
@@ -130,6 +130,7 @@ class Searcher:
         # the gate every path decides with (choose_gate: <db>.gate.json, else the shipped default, else
         # cosine); chosen again, from the same request, when a search asks for another reranker
         self._gate_request: dict = {"path": None, "default": True}
+        self._gate_stamp = gate_file_stamp(None, self.db)
         self.gate_choice: GateChoice = choose_gate(self.fingerprint, "none", db=self.db)
 
     # the index handle's parts, under the names every caller (servers, tuner, tests) reads
@@ -143,6 +144,7 @@ class Searcher:
         """Choose the gate again (choose_gate): `path`, else `<db>.gate.json`, else the shipped default,
         else `fitted`; the cosine gate (with the reason) when none fits this index."""
         self._gate_request = {"path": path, "default": default, "fitted": fitted, "fitted_source": fitted_source}
+        self._gate_stamp = gate_file_stamp(path, self.db)
         self.gate_choice = choose_gate(self.fingerprint, reranker, db=self.db, **self._gate_request)
         return self.gate_choice
 
@@ -154,10 +156,16 @@ class Searcher:
 
     def gate_for(self, reranker: str) -> GateChoice:
         """The gate for a search with `reranker`: the attached choice, or the same request chosen again
-        when it was chosen for another reranker (a model fitted without a reranker never reads one's score)."""
+        when it was chosen for another reranker (a model fitted without a reranker never reads one's score)
+        or when its gate file was installed, replaced or removed since (`calibrate apply` beside a running
+        `serve`: the next search decides with the new file, no restart)."""
         c = self.gate_choice
-        if c.reranker == reranker or "cosine" in self._gate_request:
+        if "cosine" in self._gate_request:
             return c
+        stamp = gate_file_stamp(self._gate_request.get("path"), self.db)
+        if c.reranker == reranker and stamp == self._gate_stamp:
+            return c
+        self._gate_stamp = stamp
         self.gate_choice = choose_gate(self.fingerprint, reranker, db=self.db, **self._gate_request)
         return self.gate_choice
 

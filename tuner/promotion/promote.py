@@ -19,7 +19,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
-from search_core.gate.model import sidecar_path
+from search_core.gate.model import DEFAULT_GATE_FILE, load_gate, sidecar_path
 from search_core.files import LockBusy, PidLock, atomic_write_text
 from search_core.index.store import atomic, connect
 from search_core.paths import ACTIVE_CONFIG as ACTIVE
@@ -254,10 +254,11 @@ def holdout_verdict(start: dict, final: dict, holdout: dict | None) -> Verdict:
 def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | None, index: str | Path | None,
                      runs: str | Path | None = None, *, gate_model=None) -> dict:
     """Apply the rule and record the outcome; on success the winner (with its index) becomes active.
-    `gate_model`: the gate model the sweep fitted for the winner's embedder and reranker. A probability
-    threshold (`gate_threshold`) means something only with the model it was tuned on, so the model is
-    installed beside the promoted index (its `.gate.json`, which `search` and recall read); without one,
-    the threshold is not promoted and the reason says so."""
+    `gate_model`: the gate model the sweep decided with for the winner's embedder and reranker (the index's
+    gate file, the shipped default, or one the sweep fitted). It is installed beside the promoted index (its
+    `.gate.json`, which `search` and recall read) unless it is the shipped default with no gate_threshold
+    (_gate_to_install). A probability threshold (`gate_threshold`) means something only with the model it
+    was tuned on: without a model, the threshold is not promoted and the reason says so."""
     v = holdout_verdict(start, final, holdout)
     hist = History(runs)
     try:
@@ -266,6 +267,24 @@ def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | No
             return _decide_locked(hist, sweep_id, v, final, index, gate_model)
     finally:
         hist.close()
+
+
+def _gate_to_install(cfg: SearchConfig, gate_model) -> bool:
+    """Whether the promoted index gets the sweep's gate model as its `.gate.json`: whenever the sweep decided
+    with a model that `search` would not find beside the installed copy by itself (one it fitted for an
+    index no gate file fits, or the source index's own calibrated file: the copy in active-indexes/ has no
+    sidecar, so without it the promoted config would be gated by the shipped default or the cosine gate,
+    not by the gate it was measured with), and whenever a gate_threshold is promoted (the number means
+    something only on that model). The shipped default with no threshold is not copied: the index then
+    follows the default a later release ships, as every index without a file does."""
+    if gate_model is None:
+        return False
+    if cfg.gate_threshold is not None:
+        return True
+    try:
+        return gate_model != load_gate(DEFAULT_GATE_FILE)
+    except SearchCoreError:
+        return True
 
 
 def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate_model) -> dict:
@@ -288,7 +307,7 @@ def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate
                     sidecar_before=before, pending=True)
     try:
         installed = _install_index(hist.runs, Path(index))
-        if cfg.gate_threshold is not None:
+        if _gate_to_install(cfg, gate_model):
             gate_model.save(sidecar_path(installed))
         _write_active(hist.runs, cfg, installed, f"sweep {sweep_id}")
     except BaseException:

@@ -27,7 +27,9 @@ def _setup(d: dict) -> Section:
     p = d["params"]
     lines = [
         Para(f"Vault: {p['vault']}. Candidates: {', '.join(c['label'] for c in d['candidates'])}."),
-        Para(f"Gate fitted on {p['tune']} ({p['tune_n']} questions, {p['tune_probes']} probes); metrics on "
+        Para(f"Tuning questions {p['tune']} ({p['tune_n']} questions, {p['tune_probes']} probes: a candidate "
+             "whose index no gate file fits gets a gate fitted on them; the Quality table says which gate decided); "
+             f"metrics on "
              f"{p['eval']} ({p['eval_n']} questions, {p['eval_probes']} probes)"
              + (" — the SAME questions: no holdout was given, so gate accuracy is optimistic." if p["same_questions"]
                 else f". {p['split']}" if p["split"] else ".")),
@@ -73,13 +75,34 @@ def _gate_accuracy(gate: dict):
     return gate.get("gate_accuracy")
 
 
+def _which_gate(c: dict) -> tuple[str, str, str]:
+    """(which gate decided, its cut, where the cut came from) for one candidate, from its rows' own gate
+    decision: a model's cut is a probability, the cosine gate's a cosine, and the two are not comparable."""
+    rows = c["result"].get("per_query") or []
+    g = next((q["gate"] for q in rows if q.get("gate")), None)
+    t = c["threshold"]
+    if g is None:                       # a report saved before the rows said which gate decided
+        return "not recorded", f"{t}", "fitted" if c["threshold_fitted"] else "the gate's own"
+    source = str(g["source"])
+    if g["kind"] == "cosine":
+        return ("cosine (no gate model fits this index)", f"cosine ≥ {round(g['threshold'], 4)}",
+                "fitted on the tuning questions" if c["threshold_fitted"] else "the embedder's default")
+    if source.endswith("gate_default.json"):
+        name = "model: the shipped default"
+    elif source.endswith(".gate.json"):
+        name = f"model: the index's gate file ({Path(source).name})"
+    else:
+        name = f"model {source}"
+    cut = f"P ≥ {round(g['threshold'], 4)}"
+    return name, cut, "fitted with the model" if c["threshold_fitted"] else "the model's own"
+
+
 def _quality(ok: list) -> Section:
     rows = tuple((c["label"], c["result"]["n"], *(c["result"]["overall"].get(m) for m in AB_METRICS),
-                  c["threshold"], "fitted" if c["threshold_fitted"] else "model default",
-                  _gate_accuracy(c["result"]["gate"]), c["result"]["gate"].get("probes"),
+                  *_which_gate(c), _gate_accuracy(c["result"]["gate"]), c["result"]["gate"].get("probes"),
                   c["result"]["gate"].get("probes_injected")) for c in ok)
-    cols = ("candidate", "questions", *(METRIC_NAMES[m] for m in AB_METRICS), "gate threshold", "threshold from",
-            "gate accuracy", "probes", "probes injected")
+    cols = ("candidate", "questions", *(METRIC_NAMES[m] for m in AB_METRICS), "gate that decided", "gate threshold",
+            "threshold from", "gate accuracy", "probes", "probes injected")
     level_rows = []
     for lvl in [x for x in LEVELS if x != "probe"]:
         for c in ok:
@@ -138,8 +161,8 @@ def _plots(ok: list) -> Section:
                        f"answerable question ({min(ans):.3f})")
         blocks.append(Plot(f"top scores, {c['label']}", svg,
                            f"answerable {len(ans)}: {min(ans, default=0):.3f}–{max(ans, default=0):.3f}; probes "
-                           f"{len(probes)}: {min(probes, default=0):.3f}–{max(probes, default=0):.3f}; gate threshold "
-                           f"{c['threshold']}{overlap}"))
+                           f"{len(probes)}: {min(probes, default=0):.3f}–{max(probes, default=0):.3f}; gate: "
+                           f"{_which_gate(c)[0]}, {_which_gate(c)[1]}{overlap}"))
     pts = [(_lat(c, "total", "p95") or 0.0, c["result"]["overall"].get("hit@5") or 0.0,
             c["build"].get("size_mb") or 0.0, c["label"]) for c in ok]
     if pts:

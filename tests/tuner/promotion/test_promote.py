@@ -156,3 +156,25 @@ def test_a_history_written_before_the_sidecar_column_still_rolls_back(demo_db, t
     out = rollback(runs=runs)
     assert out["undid"] == 1 and read_active(runs) is None
     assert [e["kind"] for e in History(runs).events()] == ["promoted", "rollback"]
+
+
+def test_the_gate_the_sweep_decided_with_is_installed_with_the_promoted_index(demo_db, tmp_path):
+    """A winner measured with a gate the sweep fitted (no gate file fits its index) is gated by that model after
+    promotion, gate_threshold or not: the copy in active-indexes/ has no sidecar of its own, and without the file
+    `search` would gate it with the cosine gate. The shipped default is not pinned: the index follows it."""
+    import dataclasses
+    from search_core.gate.model import DEFAULT_GATE_FILE, choose_gate, load_gate, sidecar_path
+    from search_core.search.pipeline import Searcher
+    win = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()            # no gate_threshold
+    s = Searcher(demo_db)
+    fp = s.fingerprint
+    s.close()
+    fitted = dataclasses.replace(load_gate(DEFAULT_GATE_FILE), fingerprint=fp["embedder"], threshold=0.3,
+                                 fitted_on={"gold": "demo-tune", "note": "fitted by the sweep"})
+    d = decide_promotion("s1", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "a", gate_model=fitted)
+    side = sidecar_path(d["index"])
+    assert d["promoted"] and load_gate(side).as_json() == fitted.as_json()
+    assert choose_gate(fp, db=d["index"]).source == str(side)
+    d = decide_promotion("s2", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "b",
+                         gate_model=load_gate(DEFAULT_GATE_FILE))
+    assert d["promoted"] and not sidecar_path(d["index"]).exists()

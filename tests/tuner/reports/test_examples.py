@@ -31,3 +31,14 @@ def test_the_saved_report_renders_to_the_checked_in_text(path):
         rebuilt = ab_report(doc["data"], generated=doc.get("generated", ""))
         assert to_markdown(rebuilt) == md
         assert _without_svg(to_html(rebuilt)) == _without_svg(path.with_suffix(".html").read_text(encoding="utf-8"))
+
+
+def test_the_ab_quality_table_says_which_gate_decided_each_candidate():
+    """minilm-l6 on AutoRAG-ko was decided by the cosine gate at its embedder's default, e5-small by the shipped
+    model: the table once called both cut points "model default"."""
+    doc = json.loads((EXAMPLES_DIR / "ab-autorag.json").read_text(encoding="utf-8"))
+    md = to_markdown(ab_report(doc["data"], generated=doc.get("generated", "")))
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in md.splitlines() if line.startswith("| e5-small | 56")
+            or line.startswith("| minilm-l6 | 56")}
+    assert "| model: the shipped default | P ≥ 0.6415 | the model's own |" in rows["e5-small"]
+    assert "| cosine (no gate model fits this index) | cosine ≥ 0.45 | the embedder's default |" in rows["minilm-l6"]
