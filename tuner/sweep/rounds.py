@@ -19,6 +19,7 @@ from search_core.percentiles import percentile
 from search_core.search.work import SearchWork
 from tuner.evaluation.cost_model import Calibration, predict
 from tuner.ledger.schema import RoundDecision
+from tuner.sweep.evidence import left_top5
 from tuner.sweep.keep_rule import Rule, decide
 from tuner.sweep.space import Space
 from tuner.sweep.variables import MODEL_GATE_FIELD, gate_field, kind_of, unchanged_reason
@@ -44,13 +45,6 @@ def snap(space: Space, name: str, value: float) -> float:
     if v.step:
         value = v.low + round((value - v.low) / v.step) * v.step
     return round(value, 6)
-
-
-def broken_questions(base: dict, cand: dict) -> list[str]:
-    """Answerable questions the baseline hit@5 and the candidate does not."""
-    b = {q["id"]: q for q in base["per_query"]}
-    return [q["id"] for q in cand["per_query"] if q["level"] != "probe" and b.get(q["id"], {}).get("hit@5")
-            and not q.get("hit@5")]
 
 
 def latency_charge(bench, cfg: SearchConfig, res: dict, kind: str) -> dict:
@@ -96,7 +90,7 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: dict, variable:
         res["latency_charge"] = latency_charge(bench, cand, res, kind.name)
         d, _, c_obj = decide(base_metrics, res, rule, objective=kind.objective)
         reason = d.reason
-        broken = broken_questions(base_metrics, res)
+        broken = left_top5(base_metrics, res)
         if broken:
             reason += f"; broke {', '.join(broken[:8])}" + (" ..." if len(broken) > 8 else "")
         return RoundOutcome(cand, res, d.decision, reason, c_obj, reindex_s)
