@@ -524,13 +524,14 @@ def _set_rank(name: str) -> tuple:
 
 
 def complete_seeds(runs: list[dict], set_name: str) -> list[int]:
-    """The seeds of a set on which every strategy ran: the comparison stays paired (same split, same
-    gate fit) when a run was stopped part-way through a seed."""
+    """The seeds of a set on which every strategy run on that set ran: the comparison stays paired (same
+    split, same gate fit) when a run was stopped part-way through a seed."""
     have: dict = {}
     for r in runs:
         if r["set"] == set_name:
             have.setdefault(r["seed"], set()).add(r["strategy"])
-    return sorted(seed for seed, strats in have.items() if set(STRATEGY_ORDER) <= strats)
+    ran = set().union(*have.values()) if have else set()
+    return sorted(seed for seed, strats in have.items() if ran <= strats)
 
 
 def aggregate(runs: list[dict]) -> dict:
@@ -584,6 +585,8 @@ def paired(runs: list[dict]) -> dict:
             continue
         out[set_name] = {}
         for peer in STRATEGY_ORDER[1:]:
+            if (seeds[0], peer) not in by or (seeds[0], "ovat") not in by:
+                continue
             d = [by[(s, "ovat")]["final"]["hold"]["score100"] - by[(s, peer)]["final"]["hold"]["score100"] for s in seeds]
             q = [by[(s, "ovat")]["final"]["hold"]["hits"] - by[(s, peer)]["final"]["hold"]["hits"] for s in seeds]
             out[set_name][peer] = {"score100_diff": _ms(d), "ovat_at_or_above": sum(x >= -1e-9 for x in d),
