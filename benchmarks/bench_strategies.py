@@ -2,7 +2,11 @@
 on the same budget, the same splits, the same evaluation, with the holdout as judge.
 
 Strategies (each gets the start evaluation plus BUDGET = 119 evaluations, from the shipped config):
-  ovat            the real Sweep: one variable per round, optuna per variable, the hit@5 guard
+  ovat            the real Sweep as the daemon runs it: one variable per round, optuna per variable, the
+                  keep rule's defaults (no tuning question leaves the top 5; a gain that moves the ranking
+                  must pass the paired test, p < 0.05)
+  ovat-count      the same Sweep with the keep rule before those two checks: the hit@5 guard counts
+                  questions, any gain in score100 is kept
   tpe             optuna's TPE sampler over the whole space at once; final = the best tuning score100
   random          uniform draws on the space's grid; final = the best tuning score100
   autorag-greedy  AutoRAG's node-by-node greedy grid: every combination inside a node (embedder, then
@@ -48,7 +52,8 @@ SPACES = ROOT / "benchmarks" / "spaces"
 RESULTS = ROOT / "benchmarks" / "results"
 BUDGET = 119
 CHECKPOINTS = (10, 30, 60, BUDGET)
-RUN_STRATEGIES = ("ovat", "tpe", "random", "autorag-greedy")
+RUN_STRATEGIES = ("ovat", "ovat-count", "tpe", "random", "autorag-greedy")
+OVAT_RULES = {"ovat": {}, "ovat-count": {"question_guard": False, "noise_alpha": None}}   # SweepParams changes
 GUARDED = {"tpe+guard": "tpe", "random+guard": "random"}    # selections over another strategy's trials
 OBJECTIVE = "score100"
 KORQUAD_ARTICLES = 40      # of 140: ~275 paragraphs, indexed in minutes instead of the full dev set's hour
@@ -131,7 +136,7 @@ def _shared_workbench(base_db, **kw):
     return wb
 
 
-def make_sweep(spec: dict, seed: int, ledger, *, stop_flag=None):
+def make_sweep(spec: dict, seed: int, ledger, *, stop_flag=None, rule: dict | None = None):
     import tuner.sweep.loop as loop
     from tuner.sweep.loop import Sweep, SweepParams
     loop.Workbench = _shared_workbench
@@ -139,7 +144,7 @@ def make_sweep(spec: dict, seed: int, ledger, *, stop_flag=None):
                     holdout=str(spec["holdout"]) if spec["holdout"] else None, split=spec["split"],
                     rounds=BUDGET * 10, seed=seed, objective=OBJECTIVE,
                     vault=str(spec["vault"]) if spec["vault"] else None,
-                    index_dir=str(spec["index_dir"]), cost_store=str(OUT / "cost-model"))
+                    index_dir=str(spec["index_dir"]), cost_store=str(OUT / "cost-model"), **(rule or {}))
     return Sweep(p, ledger, stop_flag=stop_flag)
 
 
@@ -224,7 +229,7 @@ def brief(res) -> dict:
 # Each returns trials: [(config, brief)] in evaluation order, and incumbents: the config it would return
 # after each evaluation (index-aligned with trials).
 
-def run_ovat(spec: dict, seed: int, ledger) -> dict:
+def run_ovat(spec: dict, seed: int, ledger, rule: dict | None = None) -> dict:
     """The real Sweep, stopped once it has evaluated BUDGET configs (rounds that evaluate nothing -- a
     variable logged unavailable, a provably unchanged candidate -- do not count)."""
     from search_core.config import SearchConfig
@@ -233,7 +238,7 @@ def run_ovat(spec: dict, seed: int, ledger) -> dict:
     def evaluated(rows):
         return sum(1 for r in rows[1:] if (r.get("metrics") or {}).get("latency_charge"))
 
-    sw = make_sweep(spec, seed, ledger, stop_flag=lambda: evaluated(holder["sw"].rows) >= BUDGET)
+    sw = make_sweep(spec, seed, ledger, stop_flag=lambda: evaluated(holder["sw"].rows) >= BUDGET, rule=rule)
     holder["sw"] = sw
     t0 = time.perf_counter()
     sw.run()
@@ -452,14 +457,14 @@ def run_set(name: str, spec: dict, seeds: list[int], strategies: list[str], done
             continue
         hold_cache: dict = {}
         for strategy in todo:
-            if strategy == "ovat":
+            if strategy in OVAT_RULES:
                 if not warmed:
                     warm = prewarm(make_sweep(spec, seed, ledger))
                     warmed = True
                     print(f"   {name}: channel lists prefetched in {warm['seconds']} s {warm}", flush=True)
-                out = run_ovat(spec, seed, ledger)
+                out = run_ovat(spec, seed, ledger, OVAT_RULES[strategy])
                 sw = out["sw"]
-                rec = record(name, seed, "ovat", sw, out, out["incumbents"], hold_cache,
+                rec = record(name, seed, strategy, sw, out, out["incumbents"], hold_cache,
                              {"decisions": out["decisions"]})
                 recs = [rec]
             else:
@@ -511,7 +516,7 @@ def _ms(values) -> dict:
 
 
 SET_ORDER = ("demo", "autorag-ko", "korquad-sample", "johngrib")
-STRATEGY_ORDER = ("ovat", "tpe", "tpe+guard", "random", "random+guard", "autorag-greedy")
+STRATEGY_ORDER = ("ovat", "ovat-count", "tpe", "tpe+guard", "random", "random+guard", "autorag-greedy")
 
 
 def _set_rank(name: str) -> tuple:
@@ -519,13 +524,14 @@ def _set_rank(name: str) -> tuple:
 
 
 def complete_seeds(runs: list[dict], set_name: str) -> list[int]:
-    """The seeds of a set on which every strategy ran: the comparison stays paired (same split, same
-    gate fit) when a run was stopped part-way through a seed."""
+    """The seeds of a set on which every strategy run on that set ran: the comparison stays paired (same
+    split, same gate fit) when a run was stopped part-way through a seed."""
     have: dict = {}
     for r in runs:
         if r["set"] == set_name:
             have.setdefault(r["seed"], set()).add(r["strategy"])
-    return sorted(seed for seed, strats in have.items() if set(STRATEGY_ORDER) <= strats)
+    ran = set().union(*have.values()) if have else set()
+    return sorted(seed for seed, strats in have.items() if ran <= strats)
 
 
 def aggregate(runs: list[dict]) -> dict:
@@ -579,6 +585,8 @@ def paired(runs: list[dict]) -> dict:
             continue
         out[set_name] = {}
         for peer in STRATEGY_ORDER[1:]:
+            if (seeds[0], peer) not in by or (seeds[0], "ovat") not in by:
+                continue
             d = [by[(s, "ovat")]["final"]["hold"]["score100"] - by[(s, peer)]["final"]["hold"]["score100"] for s in seeds]
             q = [by[(s, "ovat")]["final"]["hold"]["hits"] - by[(s, peer)]["final"]["hold"]["hits"] for s in seeds]
             out[set_name][peer] = {"score100_diff": _ms(d), "ovat_at_or_above": sum(x >= -1e-9 for x in d),
@@ -592,7 +600,7 @@ def plot(table: dict, path: Path) -> None:
     from matplotlib.figure import Figure
     sets = list(table)
     fig = Figure(figsize=(11, 3.1 * len(sets)))
-    styles = {"ovat": ("C0", "-"), "tpe": ("C1", "-"), "tpe+guard": ("C1", "--"), "random": ("C2", "-"),
+    styles = {"ovat": ("C0", "-"), "ovat-count": ("C0", ":"), "tpe": ("C1", "-"), "tpe+guard": ("C1", "--"), "random": ("C2", "-"),
               "random+guard": ("C2", "--"), "autorag-greedy": ("C3", "-")}
     for i, s in enumerate(sets):
         ax_t = fig.add_subplot(len(sets), 2, 2 * i + 1)
@@ -641,17 +649,17 @@ def markdown(table: dict) -> str:
     return "\n".join(lines)
 
 
-def report() -> None:
-    runs = load_runs()
+def report(seeds: list[int] | None = None, name: str = "strategies") -> None:
+    runs = [r for r in load_runs() if seeds is None or r["seed"] in seeds]
     if not runs:
-        raise SystemExit(f"no runs under {OUT}; run the benchmark first")
+        raise SystemExit(f"no runs under {OUT}" + (f" for seeds {seeds}" if seeds else "") + "; run the benchmark first")
     table = aggregate(runs)
     pairs = paired(runs)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "strategies.json").write_text(json.dumps(
+    (RESULTS / f"{name}.json").write_text(json.dumps(
         {"budget": BUDGET, "checkpoints": CHECKPOINTS, "objective": OBJECTIVE, "table": table,
          "ovat_minus_peer": pairs}, ensure_ascii=False, indent=1), encoding="utf-8")
-    plot(table, RESULTS / "strategies.png")
+    plot(table, RESULTS / f"{name}.png")
     print(markdown(table))
     print("\n| set | peer | holdout score100, ovat - peer (mean ± sd) | seeds ovat >= peer | holdout hit@5 questions, ovat - peer |")
     print("|---|---|---|---|---|")
@@ -659,13 +667,13 @@ def report() -> None:
         for peer, p in peers.items():
             print(f"| {s} | {peer} | {p['score100_diff']['mean']:+.2f} ± {p['score100_diff']['sd']:.2f} "
                   f"| {p['ovat_at_or_above']}/{p['seeds']} | {p['hit5_questions_diff']['mean']:+.1f} |")
-    print(f"\nwritten {RESULTS / 'strategies.json'} and {RESULTS / 'strategies.png'}")
+    print(f"\nwritten {RESULTS / (name + '.json')} and {RESULTS / (name + '.png')}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default="demo,autorag-ko,korquad-sample,johngrib")
-    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--seeds", default=None, help="runs: default 0,1,2,3,4; --report: only these seeds (default all)")
     ap.add_argument("--strategies", default=",".join(RUN_STRATEGIES))
     ap.add_argument("--embedder-sets", default="demo,autorag-ko",
                     help="sets whose space includes the embedder (a second full index of the set)")
@@ -673,13 +681,14 @@ def main() -> None:
     ap.add_argument("--autorag-db", type=Path, default=OUT / "autorag.sqlite")
     ap.add_argument("--johngrib-db", type=Path, default=OUT / "johngrib.sqlite")
     ap.add_argument("--report", action="store_true", help="aggregate the runs so far: table, plot, JSON")
+    ap.add_argument("--report-name", default="strategies", help="--report writes benchmarks/results/NAME.{json,png}")
     args = ap.parse_args()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if args.report:
-        report()
+        report([int(s) for s in args.seeds.split(",")] if args.seeds else None, args.report_name)
         return
     args.embedder_sets = set(filter(None, args.embedder_sets.split(",")))
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = [int(s) for s in (args.seeds or "0,1,2,3,4").split(",")]
     strategies = [s for s in args.strategies.split(",") if s]
     unknown = set(strategies) - set(RUN_STRATEGIES)
     if unknown:

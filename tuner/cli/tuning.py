@@ -100,6 +100,12 @@ def compare(a, b, as_json, seed):
 @click.option("--gate-epsilon", type=float, default=0.0,
               help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")
 @click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
+@click.option("--question-guard/--count-guard", default=None,
+              help="The hit@5 guard per question (the default): no tuning question in the baseline's top 5 may leave "
+                   "it. --count-guard: only the number of questions hit must hold, so a swap passes.")
+@click.option("--noise-alpha", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+              help="A gain that moves the ranking is kept only when the paired randomization test over the tuning "
+                   "questions gives p below this (default 0.05; 1: keep any gain).")
 @click.option("--latency-budget", type=float, default=None, help="Reject a candidate whose p95 (ms) is over this.")
 @click.option("--timing-samples", type=click.IntRange(min=0), default=None,
               help="Repeat timed passes until the MEASURED p95 stands on this many timings (default 0: one pass). "
@@ -112,7 +118,7 @@ def compare(a, b, as_json, seed):
 @click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
 @json_option()
 def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
-          level_guard, latency_budget, timing_samples, recalibrate, vault, ledger_path, resume, as_json):
+          level_guard, question_guard, noise_alpha, latency_budget, timing_samples, recalibrate, vault, ledger_path, resume, as_json):
     """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger.
 
     Latency is predicted by a cost model calibrated once per machine and model (stored in the ledger and
@@ -144,6 +150,8 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
                                  holdout=str(holdout) if holdout else None, rounds=rounds or 119,
                                  time_budget_s=duration(time_budget, param_hint="--time-budget"), seed=seed, objective=objective,
                                  epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
+                                 **({} if question_guard is None else {"question_guard": question_guard}),
+                                 **({} if noise_alpha is None else {"noise_alpha": noise_alpha}),
                                  vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split,
                                  score_config=str(config_path) if config_path else None, recalibrate=recalibrate,
                                  **({} if timing_samples is None else {"timing_samples": timing_samples}))

@@ -37,7 +37,8 @@ DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "
                 "report": {"cron": "5 7 * * *"}}
 DEFAULT_GRACE_S = 6 * 3600
 SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "seed", "objective", "epsilon",
-              "level_guard", "latency_budget_ms", "score_config", "start_config", "timing_samples"}
+              "level_guard", "question_guard", "noise_alpha", "latency_budget_ms", "score_config", "start_config",
+              "timing_samples"}
 
 
 class DaemonConfigError(SearchCoreError):
@@ -68,6 +69,10 @@ def check_sweep_values(sweep: dict, v: Where) -> None:
         v.number("latency_budget_ms", sweep["latency_budget_ms"], lo=0.0, lo_open=True)
     if "level_guard" in sweep:
         v.boolean("level_guard", sweep["level_guard"])
+    if "question_guard" in sweep:
+        v.boolean("question_guard", sweep["question_guard"])
+    if "noise_alpha" in sweep:
+        v.number("noise_alpha", sweep["noise_alpha"], lo=0.0, hi=1.0, lo_open=True)
     if "objective" in sweep:
         v.string("objective", sweep["objective"], min_chars=1, max_chars=100)
 

@@ -92,6 +92,8 @@ def job_sweep(d, spec, scheduled, rid):
                                  rounds=int(s.get("rounds", 119)), time_budget_s=budget, seed=int(s.get("seed", 0)),
                                  objective=s.get("objective", "score100"), epsilon=float(s.get("epsilon", 0.0)),
                                  level_guard=bool(s.get("level_guard", False)),
+                                 **({"question_guard": bool(s["question_guard"])} if "question_guard" in s else {}),
+                                 **({"noise_alpha": float(s["noise_alpha"])} if "noise_alpha" in s else {}),
                                  latency_budget_ms=s.get("latency_budget_ms"), vault=s.get("vault"),
                                  index_dir=str(Path(d.cfg.runs) / "indexes"), split=s.get("split"),
                                  score_config=s.get("score_config"),

@@ -198,9 +198,13 @@ class QuestionResult:
 
     def to_ledger(self) -> dict:
         """What a sweep's ledger keeps of the question: enough to say which questions a candidate broke,
-        to fit a threshold again and to predict its latency again from the counted work."""
+        to recompute the keep rule's paired test, to fit a threshold again and to predict its latency
+        again from the counted work."""
         return {"id": self.id, "level": self.level, "first_rank": self.first_rank,
-                "hit@5": self.metrics.get("hit@5", 0.0), "inject": self.inject, "top_score": self.top_score,
+                "hit@5": self.metrics.get("hit@5", 0.0),
+                # the keep rule's paired test reads each question's MRR and nDCG@10 back from the ledger
+                **{m: self.metrics[m] for m in ("mrr", "ndcg@10") if m in self.metrics},
+                "inject": self.inject, "top_score": self.top_score,
                 **({"gate_probability": self.gate_probability} if self.gate_probability is not None else {}),
                 **({"gate": {k: self.gate[k] for k in WHICH_GATE}} if self.gate is not None else {}),
                 **({"work": self.work} if self.work is not None else {}),

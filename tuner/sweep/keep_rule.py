@@ -1,7 +1,9 @@
 """The keep rule, as a pure function of two evaluations.
 
 A candidate is kept only if hit@5 on the tuning set does not regress AND the objective improves by
-more than epsilon. Optional guards: no level loses more than one question; p95 latency within a budget.
+more than epsilon. Optional guards: no level loses more than one question; p95 latency within a budget;
+no question the baseline had in the top 5 leaves it (question_guard: a held count can hide a swap);
+a gain that moves the ranking must be beyond noise (noise_alpha: tuner/sweep/evidence.py).
 A candidate whose objective rises while hit@5 falls is rejected, and the reason says so.
 
 The p95 both evaluations carry is the cost model's prediction (tuner/evaluation/cost_model.py), not a stopwatch's,
@@ -13,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.evaluation.evaluate import EvalResult
+from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.schema import RoundDecision
+from tuner.sweep.evidence import came_into_top5, left_top5, ranking_evidence
 
 SWEEP_OBJECTIVES = ("score100", "mrr", "hit@5", "ndcg@10")      # what a sweep may maximise
 OBJECTIVES = SWEEP_OBJECTIVES + ("gate_accuracy",)              # and what a threshold round is judged on
@@ -25,6 +29,9 @@ class Rule:
     level_guard: bool = False       # no level may lose more than one question
     latency_budget_ms: float | None = None
     gate_epsilon: float = 0.0       # in gate accuracy (0..1), for rounds judged on the gate, not in score points
+    question_guard: bool = False    # no tuning question in the baseline's top 5 may leave it, even if another comes in
+    noise_alpha: float | None = None   # a gain that moves the ranking is kept only if the paired test's p < this
+    quality_weights: tuple = ScoreConfig().quality_weights    # score100's per-question share (the rubric's)
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,12 @@ def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
         rose = f"; {obj} rose {b_obj:.4f} -> {c_obj:.4f}, but hit@5 is guarded" if c_obj > b_obj else ""
         return Decision(RoundDecision.HIT5_REGRESSED,
                         f"hit@5 {b_hit:.4f} -> {c_hit:.4f} ({lost} question(s) lost){rose}"), b_obj, c_obj
+    if rule.question_guard and obj != "gate_accuracy":
+        out, came = left_top5(base, cand), came_into_top5(base, cand)
+        if out:
+            return Decision(RoundDecision.HIT5_REGRESSED,
+                            f"hit@5 {b_hit:.4f} -> {c_hit:.4f}, but {len(out)} question(s) left the top 5 "
+                            f"as {len(came)} came in (the guard is per question)"), b_obj, c_obj
     if rule.level_guard:
         bl, cl = level_hits(base), level_hits(cand)
         worst = [(lv, bl[lv] - cl.get(lv, 0)) for lv in bl if bl[lv] - cl.get(lv, 0) > 1]
@@ -86,4 +99,14 @@ def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
     if c_obj - b_obj <= eps:
         return Decision(RoundDecision.NO_GAIN, f"{obj} {b_obj:.4f} -> {c_obj:.4f} "
                                             f"(needs > +{eps:g}); hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj
+    if rule.noise_alpha is not None and obj != "gate_accuracy":
+        ev = ranking_evidence(base, cand, obj, rule.quality_weights)
+        if ev.moved and not ev.beyond_noise(rule.noise_alpha):
+            return Decision(RoundDecision.NO_GAIN,
+                            f"{obj} {b_obj:.4f} -> {c_obj:.4f}, within noise: {ev.moved} question(s) moved "
+                            f"({ev.better} up, {ev.worse} down), paired p = {ev.p_value:.4f} "
+                            f"(needs < {rule.noise_alpha:g}); hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj
+        if ev.moved:
+            return Decision(RoundDecision.KEPT, f"{obj} {b_obj:.4f} -> {c_obj:.4f}; hit@5 {b_hit:.4f} -> {c_hit:.4f}; "
+                            f"{ev.better} question(s) up, {ev.worse} down, paired p = {ev.p_value:.4f}"), b_obj, c_obj
     return Decision(RoundDecision.KEPT, f"{obj} {b_obj:.4f} -> {c_obj:.4f}; hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj

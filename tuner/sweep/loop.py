@@ -45,6 +45,9 @@ class SweepParams:
     level_guard: bool = False
     latency_budget_ms: float | None = None
     gate_epsilon: float = 0.0       # gate rounds: the gate accuracy must rise by more than this
+    question_guard: bool = True     # no tuning question in the baseline's top 5 may leave it (keep_rule.Rule)
+    noise_alpha: float | None = 0.05   # a gain that moves the ranking must be beyond noise (keep_rule.Rule);
+    # None or 1: any gain is kept
     vault: str | None = None
     index_dir: str = "runs/indexes"
     split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
@@ -59,14 +62,21 @@ class SweepParams:
         return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
 
     def rule(self) -> Rule:
-        return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms, self.gate_epsilon)
+        return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms, self.gate_epsilon,
+                    self.question_guard, None if self.noise_alpha is None or self.noise_alpha >= 1 else self.noise_alpha,
+                    load_score_config(self.score_config).quality_weights)
 
     @classmethod
     def from_record(cls, params: dict, **changes) -> "SweepParams":
         """The params a ledger recorded for a sweep (which also hold its `pins` and may come from an
-        older version with other keys), as SweepParams, with `changes` applied: what a resume starts from."""
+        older version with other keys), as SweepParams, with `changes` applied: what a resume starts from.
+        A record from before a keep-rule key existed was decided without that check (RULE_BEFORE_RECORDED)."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{**{k: v for k, v in params.items() if k in known}, **changes})
+        return cls(**{**RULE_BEFORE_RECORDED, **{k: v for k, v in params.items() if k in known}, **changes})
+
+
+# keep-rule keys a ledger's params may lack, with the value its decisions were made under
+RULE_BEFORE_RECORDED = {"question_guard": False, "noise_alpha": None}
 
 
 class Sweep:

@@ -22,6 +22,7 @@ from tuner.evaluation.cost_model import Calibration, predict
 from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.ledger import round_result
 from tuner.ledger.schema import RoundDecision
+from tuner.sweep.evidence import left_top5
 from tuner.sweep.keep_rule import Rule, decide
 from tuner.sweep.space import Space
 from tuner.sweep.variables import MODEL_GATE_FIELD, gate_field, kind_of, unchanged_reason
@@ -47,13 +48,6 @@ def snap(space: Space, name: str, value: float) -> float:
     if v.step:
         value = v.low + round((value - v.low) / v.step) * v.step
     return round(value, 6)
-
-
-def broken_questions(base: EvalResult, cand: EvalResult) -> list[str]:
-    """Answerable questions the baseline hit@5 and the candidate does not."""
-    b = {q.id: q for q in base.per_query}
-    return [q.id for q in cand.per_query if q.level != "probe" and q.id in b and b[q.id].metrics.get("hit@5")
-            and not q.metrics.get("hit@5")]
 
 
 def charged(bench, cfg: SearchConfig, res: EvalResult, kind: str) -> EvalResult:
@@ -99,7 +93,7 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: EvalResult, var
         res = charged(bench, cand, bench.evaluate(cand, gold, timing_samples=timing_samples), kind.name)
         d, _, c_obj = decide(base_metrics, res, rule, objective=kind.objective)
         reason = d.reason
-        broken = broken_questions(base_metrics, res)
+        broken = left_top5(base_metrics, res)
         if broken:
             reason += f"; broke {', '.join(broken[:8])}" + (" ..." if len(broken) > 8 else "")
         return RoundOutcome(cand, res, d.decision, reason, c_obj, reindex_s)

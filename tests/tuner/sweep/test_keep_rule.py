@@ -1,4 +1,8 @@
-"""The keep rule counts questions and judges the gate in its own unit."""
+"""The keep rule counts questions, judges the gate in its own unit, guards each question in the top 5,
+and keeps a ranking gain only when it is beyond noise."""
+
+import dataclasses
+import math
 
 from tuner.evaluation.evaluate import EvalResult
 from tuner.sweep.keep_rule import Rule, decide, questions_hit
@@ -30,3 +34,54 @@ def test_a_gate_round_uses_the_gate_epsilon_not_the_score_epsilon():
     assert d.decision == "kept", d.reason
     d = decide(base, cand, Rule(epsilon=0.5, gate_epsilon=0.05), objective="gate_accuracy")[0]
     assert d.decision == "rejected:no_gain" and "needs > +0.05" in d.reason
+
+
+def ranked(ranks, *, score=70.0):
+    """An evaluation whose question i has its first gold note at ranks[i] (None: not in the top 10)."""
+    rows = [{"id": f"q{i:02d}", "level": "L1", "first_rank": r, "hit@5": float(bool(r and r <= 5)),
+             "mrr": 1.0 / r if r else 0.0, "ndcg@10": 1.0 / math.log2(r + 1) if r else 0.0}
+            for i, r in enumerate(ranks)]
+    n = len(rows)
+    return EvalResult.from_ledger(
+        {"overall": {"n": n, "hit@5": round(sum(q["hit@5"] for q in rows) / n, 4),
+                     "mrr": sum(q["mrr"] for q in rows) / n, "ndcg@10": sum(q["ndcg@10"] for q in rows) / n},
+         "score100": {"total": score}, "gate": {"gate_accuracy": 0.8}, "latency_ms": {"p95": 30.0},
+         "per_query": rows})
+
+
+def test_a_swap_in_the_top_5_is_a_lost_question_under_the_question_guard():
+    base = ranked([1, 5, None, 2])
+    swap = ranked([1, None, 4, 1], score=71.0)          # q01 leaves the top 5, q02 comes in: the count holds
+    assert questions_hit(base) == questions_hit(swap) == (3, 4)
+    assert decide(base, swap, Rule())[0].decision == "kept"           # counting alone lets it through
+    d = decide(base, swap, Rule(question_guard=True))[0]
+    assert d.decision == "rejected:hit5_regressed"
+    assert "1 question(s) left the top 5 as 1 came in" in d.reason, d.reason
+    gained = ranked([1, 5, 4, 1], score=71.0)            # nobody leaves: kept
+    assert decide(base, gained, Rule(question_guard=True))[0].decision == "kept"
+
+
+def test_a_gain_from_one_question_is_within_noise():
+    base = ranked([2] * 24)
+    one = ranked([1] + [2] * 23, score=70.4)             # one question from rank 2 to rank 1
+    assert decide(base, one, Rule())[0].decision == "kept"
+    d = decide(base, one, Rule(noise_alpha=0.05))[0]
+    assert d.decision == "rejected:no_gain" and "within noise: 1 question(s) moved (1 up, 0 down)" in d.reason, d.reason
+    many = ranked([1] * 10 + [2] * 14, score=73.0)      # ten up, none down: beyond noise
+    d = decide(base, many, Rule(noise_alpha=0.05))[0]
+    assert d.decision == "kept" and "10 question(s) up, 0 down" in d.reason, d.reason
+    mixed = ranked([1] * 6 + [4] * 6 + [2] * 12, score=71.0)     # the mean rose, as many went down
+    d = decide(base, mixed, Rule(noise_alpha=0.05))[0]
+    assert d.decision == "rejected:no_gain" and "(6 up, 6 down)" in d.reason, d.reason
+    faster = ranked([2] * 24, score=72.0)                 # the same ranking, a faster config
+    assert decide(base, faster, Rule(noise_alpha=0.05))[0].decision == "kept"
+
+
+def test_a_sweep_recorded_before_the_two_checks_replays_without_them():
+    from tuner.sweep.loop import SweepParams
+    now = SweepParams(db="x", gold="g", space="s")
+    assert (now.rule().question_guard, now.rule().noise_alpha) == (True, 0.05)
+    old = SweepParams.from_record({"db": "x", "gold": "g", "space": "s", "epsilon": 0.0})
+    assert (old.rule().question_guard, old.rule().noise_alpha) == (False, None)
+    again = SweepParams.from_record(dataclasses.asdict(now))
+    assert again.rule() == now.rule()

@@ -12,8 +12,10 @@ from click.testing import CliRunner
 
 from search_core.index.store import connect, get_meta
 from tuner.cli import main
+from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.ledger import Ledger
 from tuner.sweep.loop import Sweep, SweepParams
+from tuner.sweep.evidence import left_top5
 from tuner.sweep.workbench import IndexVerificationError, Workbench, verify_index
 from tests.helpers import DEMO_VAULT, ROOT, decisions
 from tests.helpers.sweeps import FUSION_SPACE
@@ -66,13 +68,14 @@ def test_sweep_keeps_and_rejects_with_reasons_and_reports_holdout(demo_index, tm
     # no candidate evaluated twice against the same baseline
     seen = [(r["baseline_hash"], r["variable"], json.dumps(r["new"])) for r in rounds[1:]]
     assert len(seen) == len(set(seen))
-    # kept rounds never lowered hit@5 against their baseline
-    kept = {r["config_hash"]: r["metrics"]["overall"]["hit@5"] for r in rounds if r["decision"] == "kept"}
+    # kept rounds never lost a question from the top 5 against their baseline; hit@5 rejections did
+    kept = {r["config_hash"]: EvalResult.from_ledger(r["metrics"]) for r in rounds if r["decision"] == "kept"}
     for r in rounds[1:]:
         if r["decision"] == "kept":
-            assert r["metrics"]["overall"]["hit@5"] >= kept[r["baseline_hash"]]
+            assert not left_top5(kept[r["baseline_hash"]], EvalResult.from_ledger(r["metrics"])), r["reason"]
+            assert r["metrics"]["overall"]["hit@5"] >= kept[r["baseline_hash"]].overall["hit@5"]
         if r["decision"] == "rejected:hit5_regressed":
-            assert r["metrics"]["overall"]["hit@5"] < kept[r["baseline_hash"]]
+            assert left_top5(kept[r["baseline_hash"]], EvalResult.from_ledger(r["metrics"])), r["reason"]
     h = summary["holdout"]
     assert h["gold"] == "demo-holdout" and "p_value" in h["compare"]["metrics"]["hit@5"]
     assert isinstance(h["holdout_regressed"], bool)
