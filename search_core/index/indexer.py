@@ -157,6 +157,10 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
         name = embedder or (existing_fp or {}).get("embedder", {}).get("name") or "e5-small"
         if chunk_cfg is None:
             chunk_cfg = ChunkConfig(**existing_fp["chunking"]) if existing_fp else ChunkConfig()
+        if existing_fp is not None and name != existing_fp.get("embedder", {}).get("name"):
+            # refused on the name, before the model loads (minilm-l6 pulls in torch: ~25 s to say no)
+            raise SearchCoreError(fingerprint_mismatch_message(
+                db, existing_fp, {"embedder": {"name": name}, "chunking": chunk_cfg.as_dict()}))
         emb = get_embedder(name)
         want_fp = index_fingerprint(emb, chunk_cfg)
         if existing_fp is not None and existing_fp != want_fp:

@@ -79,8 +79,12 @@ def test_full_rebuild_swaps_a_new_file_and_reuses_the_cache(small_vault, small_i
 
 
 def test_another_embedder_is_refused_with_the_fix(small_vault, small_index, shared_cache):
+    import sys
+    torch_before = "torch" in sys.modules
     with pytest.raises(SearchCoreError, match=r"--full --embedder minilm-l6"):
         index_vault(small_vault, small_index, embedder="minilm-l6", cache=shared_cache)
+    # said on the name alone: the model it would refuse is never loaded (torch for minilm-l6)
+    assert torch_before or "torch" not in sys.modules
     with pytest.raises(SearchCoreError, match=r"autoresearch index VAULT --db .* --full"):
         Searcher(small_index, embedder="minilm-l6")
 
