@@ -33,7 +33,8 @@ used by two at once. The probe is used under the handle's lock only; a view's co
 follower while it builds, then, after the swap, by the searching thread alone. The index is in WAL
 mode: the writer (an `index` run, the vault watcher) never waits for these readers, and they read
 their snapshot while it writes. A held snapshot keeps SQLite from checkpointing the commits after it
-until the view is let go: on an idle server, until its next search swaps the view out.
+until the view is let go, so the owner of the searching thread sets `on_ready` to run refresh() there
+when a view is ready (the recall engine queues it on its search thread): an idle server swaps too.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class IndexHandle:
                 self.db, self.fingerprint, {"embedder": live, "chunking": self.fingerprint["chunking"]}))
         self.follow = follow
         self.build_view = IndexView.open     # db -> IndexView; a test may wrap it (to hold a build back)
+        # called by the follower (on its thread) when a new view is ready: the owner of the searching thread
+        # schedules refresh() there, so an idle server lets go of the old view's snapshot too
+        self.on_ready = None
         self._lock = threading.Condition()   # guards the probe and every field below
         self.stamp: tuple | None = None      # the file state the newest view (built or being built) is of
         self.view: IndexView | None = None
@@ -212,6 +216,11 @@ class IndexHandle:
             self._lock.notify_all()
         if superseded is not None:
             superseded.close()                  # built but never searched: a newer view replaces it
+        if self.on_ready is not None:
+            try:
+                self.on_ready()
+            except Exception:                   # noqa: BLE001 - the next search swaps it in instead
+                pass
         return True
 
     def close(self) -> None:

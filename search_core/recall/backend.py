@@ -30,11 +30,14 @@ class SearchBackend:
         self.gate = gate
         self.searcher = None
         self.cfg: SearchConfig | None = None
+        # set by the engine: called from the index follower when a new view is ready (IndexHandle.on_ready)
+        self.on_view_ready = None
 
     def _open(self):
         if self.searcher is None:
             from search_core.search.pipeline import Searcher
             s = Searcher(self.db, follow=self.follow)
+            s.index.on_ready = self.on_view_ready
             base = self._cfg or load_config(self._config_path)
             self.cfg = base.replace(embedder=s.embedder_name)
             s.query_cache = self.query_cache
@@ -67,6 +70,15 @@ class SearchBackend:
         """The recall log's key for this index (search_core.recall.log.index_id): same build, same key."""
         from search_core.recall.log import index_id
         return index_id(self.searcher.fingerprint) if self.searcher is not None else None
+
+    def swap_view(self) -> None:
+        """On the searching thread, between two searches: take a view the follower has ready (the old one's
+        snapshot is let go); a failure is left for the next search to hear."""
+        if self.searcher is not None:
+            try:
+                self.searcher.index.refresh()
+            except Exception:      # noqa: BLE001
+                pass
 
     def reset(self):
         s, self.searcher = self.searcher, None

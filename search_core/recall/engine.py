@@ -289,6 +289,8 @@ class RecallEngine:
         self._long_backend: SearchBackend | None = None
         self.counters = {"queued": 0, "searched": 0, "errors": 0, "timeouts": 0, "sessions_dropped": 0,
                          "shutdown": 0, "log_errors": 0}
+        if isinstance(self.backend, SearchBackend):
+            self.backend.on_view_ready = self._view_ready
 
     # -- public, never raising -----------------------------------------------------------------------
     def queue_prefetch(self, query: str, session_id: str, *, start=None) -> str | None:
@@ -382,6 +384,18 @@ class RecallEngine:
         if self.lane_of(query) == "short":
             return self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
         return self._long_pool.submit(contextvars.copy_context().run, self._long().search, query, top_k)
+
+    def _view_ready(self) -> None:
+        """The index follower has a new view: swap it in on the search thread between two searches, so an
+        idle server lets go of the old view's snapshot (SQLite cannot checkpoint past it: the WAL would
+        grow with every save until the next search); the long lane drops its searcher, and its next long
+        query opens the index as it is then."""
+        try:
+            self._search_pool.submit(self.backend.swap_view)
+            if self._long_backend is not None:
+                self._long_pool.submit(self._long_backend.reset)
+        except RuntimeError:      # shutting down: the pools take no more work
+            pass
 
     def _long(self) -> SearchBackend:
         if self._long_backend is None:

@@ -113,3 +113,35 @@ def test_a_following_handle_refuses_another_embedder_at_the_next_search(small_va
             h.refresh()
     finally:
         h.close()
+
+
+def test_an_idle_server_swaps_a_new_view_in_and_lets_sqlite_checkpoint(small_vault, small_index, shared_cache):
+    """A view holds its read snapshot, and SQLite cannot checkpoint the WAL past it: a server that swapped
+    only at its next search let the WAL grow with every save while nobody searched."""
+    from search_core.recall.engine import RecallEngine, SearchBackend
+    engine = RecallEngine(SearchBackend(small_index))
+    assert engine.warm() is None                       # both lanes open: each holds a view
+    try:
+        h, old = engine.backend.searcher.index, engine.backend.searcher.view
+        swapped, real_swap = threading.Event(), engine.backend.swap_view
+
+        def swap_and_tell():
+            real_swap()
+            swapped.set()
+
+        engine.backend.swap_view = swap_and_tell
+        with (small_vault / "ai" / "rrf.md").open("a", encoding="utf-8") as f:
+            f.write(f"\n{NEW_WORD} 아무도 검색하지 않는 동안 저장.\n")
+        assert index_vault(small_vault, small_index, cache=shared_cache).changed == 1
+        assert swapped.wait(DEADLINE_S), "the ready view was never swapped in without a search"
+        engine._long_pool.submit(lambda: None).result(DEADLINE_S)    # the long lane's reset ran before this
+        assert h.view is not old and h.reloads == 2 and chunks_with_new_word(h.view.conn) == 1
+        old_ref = weakref.ref(old)
+        del old
+        assert old_ref() is None
+        conn = connect(small_index)
+        busy, wal_frames, checkpointed = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        conn.close()
+        assert busy == 0 and checkpointed == wal_frames, (wal_frames, checkpointed)   # no reader holds it back
+    finally:
+        engine.shutdown()
