@@ -15,20 +15,11 @@ from search_core.recall.client import RecallClient, RecallError
 from search_core.config import SearchConfig
 from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
 from search_core.recall.log import RecallLog, read_calls
-from tests.helpers import ROOT, SMALL_VAULT, free_port, write_vault
+from tests.helpers import ROOT, free_port
 from tests.helpers.http import get, post, running
 from tuner.cli import main
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
-
-
-@pytest.fixture(scope="module")
-def index_db(tmp_path_factory, shared_cache):
-    from search_core.index.indexer import index_vault
-    root = tmp_path_factory.mktemp("srv")
-    db = root / "index.sqlite"
-    index_vault(write_vault(root / "vault", SMALL_VAULT), db, cache=shared_cache)
-    return db
 
 
 def _engine(db, tmp_path, threshold=0.0, **cfg):
