@@ -1,7 +1,7 @@
 """Index the johngrib wiki from scratch, reindex after one change and with none, follow saves under
 `serve --watch`, then search latency.
 
-    python benchmarks/bench_wiki.py [--vault PATH] [--work DIR] [--stages full,reindex,watch,search]
+    python benchmarks/bench_wiki.py [--vault PATH] [--work DIR] [--stages full,embed,reindex,watch,search]
         [--index-from runs/johngrib.sqlite] [--code ../main --code .] [--profile]
 
 The vault is copied to --work (a note must be edited for the one-change run); nothing lands in the repo
@@ -10,6 +10,12 @@ of a full build. `--code DIR` (repeatable) times the reindex stage with the code
 against its own copy of the index, edit by edit on the same vault: a before/after from one run, under the
 same load. `--profile` writes the cProfile top costs of one changed note (library call and CLI) and of
 the view a searcher then builds to runs/bench/wiki-profile-LABEL.txt.
+
+Where a full build's time goes over time: the full stage samples how many vectors its embedding cache holds
+every 15 s while the build runs (`embedding_timeline`, and the rate per fifth of the vectors). The embed stage
+embeds the same texts, in the same order and batches of 32 as the build, with nothing else in the process:
+per batch its wall and CPU time and tokens, summed per fifth. The two side by side say whether the build
+embeds slower than the model does alone, and in which part of the vault.
 """
 
 from __future__ import annotations
@@ -127,6 +133,82 @@ def reindex_compare(codes: list[Path], vault: Path, work: Path, source: Path, ro
             prof.write_text("# library call, one changed note\n" + p.stdout + "\n# CLI, one changed note\n" +
                             "\n".join(q.stdout.splitlines()[:45]))
     return {label: {k: summary(v) for k, v in d.items()} for label, d in out.items()}
+
+
+def _cached_vectors(cache: Path) -> int:
+    import sqlite3
+    try:
+        conn = sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=1)
+        try:
+            return conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:          # not created yet, or busy at the moment it commits a batch
+        return -1
+
+
+def cache_timeline(cache: Path, stop: threading.Event, every: float = 15.0) -> list:
+    """(seconds since start, vectors in the cache) every `every` s until `stop`: the build's progress as it
+    goes, read from outside the process (the build commits each batch of 32 to the cache)."""
+    out, t0 = [], time.perf_counter()
+    while not stop.wait(every):
+        n = _cached_vectors(cache)
+        if n >= 0:
+            out.append((round(time.perf_counter() - t0, 1), n))
+    return out
+
+
+def per_fifth(timeline: list) -> list[dict]:
+    """Vectors per second over each fifth of the vectors the build embedded, from the cache timeline."""
+    if len(timeline) < 2 or timeline[-1][1] <= timeline[0][1]:
+        return []
+    total, first = timeline[-1][1], timeline[0][1]
+    out, prev = [], timeline[0]
+    for k in range(1, 6):
+        goal = first + (total - first) * k / 5
+        cur = next(p for p in timeline if p[1] >= goal)
+        if cur[0] > prev[0]:
+            out.append({"vectors": cur[1], "vectors_per_s": round((cur[1] - prev[1]) / (cur[0] - prev[0]), 2)})
+        prev = cur
+    return out
+
+
+class _CollectTexts:
+    """Stands in for the embedding cache in `prepare`, keeping the texts the build would embed, in order."""
+
+    def embed(self, embedder, texts, **_):
+        import numpy as np
+        self.texts = list(dict.fromkeys(texts))      # the cache embeds each distinct text once, in first-seen order
+        return np.zeros((len(texts), embedder.dim), np.float32)
+
+
+def embed_alone(vault: Path, batch: int = 32) -> dict:
+    """Embed what a full build of `vault` embeds for its chunks, alone in this process, batch by batch."""
+    from search_core.config import ChunkConfig
+    from search_core.index.write import prepare
+    from search_core.ingest.vault import Skipped, list_vault, read_note
+    from search_core.models import get_embedder
+    emb = get_embedder("e5-small")
+    collect = _CollectTexts()
+    notes = [n for n in map(read_note, list_vault(vault, [])) if not isinstance(n, Skipped)]
+    prepare(notes, emb, ChunkConfig(), collect, None)
+    texts, rows = collect.texts, []
+    emb.embed(texts[:2])                                  # the weights paged in before the clock runs
+    t_all = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        part = texts[i:i + batch]
+        tokens = sum(emb.text_length(t) for t in part)
+        c0, t0 = time.process_time(), time.perf_counter()
+        emb.embed(part)
+        rows.append((len(part), tokens, time.perf_counter() - t0, time.process_time() - c0))
+    fifths = []
+    for k in range(5):
+        sl = rows[k * len(rows) // 5:(k + 1) * len(rows) // 5]
+        n, tok, wall, cpu = (sum(r[j] for r in sl) for j in range(4))
+        fifths.append({"vectors": n, "vectors_per_s": round(n / wall, 2), "tokens_per_s": round(tok / wall),
+                       "tokens_per_vector": round(tok / n), "cpu_per_wall": round(cpu / wall, 2)})
+    return {"vectors": len(texts), "seconds": round(time.perf_counter() - t_all, 1),
+            "tokens": sum(r[1] for r in rows), "per_fifth": fifths}
 
 
 def watch_latency(vault: Path, db: Path, saves: int, clients: int, timeout: float) -> dict:
@@ -262,13 +344,23 @@ def main():
             shutil.copyfile(args.cache_from, args.work / "embed-cache.sqlite")
         import resource
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        stop, timeline = threading.Event(), []
+        sampler = threading.Thread(target=lambda: timeline.extend(cache_timeline(args.work / "embed-cache.sqlite", stop)),
+                                   daemon=True)
+        sampler.start()
         secs, peak, out = run_cli("index", str(vault), "--db", str(db), "--no-progress")
+        stop.set()
+        sampler.join()
         cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         key = "full_index_cached_vectors" if args.cache_from is not None else "full_index"
         result[key] = {"seconds": round(secs, 1), "cpu_s": round(cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime
                                                                    - cpu0.ru_stime, 1),
-                       "peak_rss_mib": peak, "report": out.strip(), "load_average_after": os.getloadavg()}
-        print("full index:", result[key], flush=True)
+                       "peak_rss_mib": peak, "report": out.strip(), "load_average_after": os.getloadavg(),
+                       "embedding_timeline": timeline, "embedding_per_fifth": per_fifth(timeline)}
+        print("full index:", {k: v for k, v in result[key].items() if k != "embedding_timeline"}, flush=True)
+    if "embed" in stages:
+        result["embed_alone"] = {**embed_alone(args.vault), "load_average_after": os.getloadavg()}
+        print("embedding alone:", result["embed_alone"], flush=True)
 
     notes = sorted(vault.rglob("*.md"))
     rng = random.Random(0)
