@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from search_core.percentiles import percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 
@@ -27,11 +29,9 @@ def run_cli(*args: str) -> tuple[float, int, str]:
 
 
 def pct(values, q: float) -> float:
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    i = min(len(v) - 1, max(0, round(q / 100 * (len(v) - 1))))
-    return v[i]
+    """The project's one percentile (search_core.percentiles: linear between closest ranks), so a benchmark's
+    p95 and the p95 the product reports of the same timings agree."""
+    return percentile(values, q)
 
 
 def summary(values) -> dict:
