@@ -39,7 +39,10 @@ import search_core.gate.features as gf  # noqa: E402
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import fit_gate  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
-from tuner.gate.calibrate import CALIBRATION_FEATURES, probabilities  # noqa: E402
+from search_core.gate.features import feature_set  # noqa: E402
+from tuner.gate.calibrate import probabilities  # noqa: E402
+
+CALIBRATION_FEATURES = feature_set("transferable-16")     # the gate's features when these lines were measured
 from tuner.gate.metrics import auroc, balanced_accuracy  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
 

@@ -45,7 +45,8 @@ from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import GateFitError, best_balanced_threshold, fit_gate  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
-from tuner.gate.calibrate import CALIBRATION_FEATURES, probabilities  # noqa: E402
+from search_core.gate.features import GATE_FEATURE_SET, GATE_FEATURES, feature_set  # noqa: E402
+from tuner.gate.calibrate import probabilities  # noqa: E402
 from tuner.gate.metrics import auroc, balanced_accuracy  # noqa: E402
 
 GOLD = ROOT / "experiments" / "gold"
@@ -153,7 +154,7 @@ def view_pct(f, st):
                     for k in SCALE}}
 
 
-BASE = list(CALIBRATION_FEATURES)
+BASE = list(feature_set("transferable-16"))
 SCALE_IN_BASE = [f for f in BASE if f in SCALE]
 NO_SCALE = [f for f in BASE if f not in SCALE]
 WITHIN = ["dense_rank_inv", "sparse_rank_inv", "cos_margin_ratio", "cos_z10", "bm25_ratio2", "bm25_wig_ratio",
@@ -231,6 +232,8 @@ def write_default(a, data):
     from search_core.gate.model import DEFAULT_GATE_FILE
     name, C, balanced = CHOSEN
     view, feats = CANDIDATES[name]
+    if tuple(feats) != GATE_FEATURES:       # the default reads the one table (search_core.gate.features)
+        sys.exit(f"CHOSEN's features are not GATE_FEATURES ({GATE_FEATURE_SET}): change the table, not this script")
     fit_rows = [r for r in data["rows"] if r["vault"] == "demo" or r["set"] == "autorag-s0"]
     if balanced:
         fit_rows = balance_vaults(fit_rows)

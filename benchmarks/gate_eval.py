@@ -16,7 +16,10 @@ import numpy as np
 
 from search_core.gate.model import GateFitError, best_balanced_threshold, fit_gate
 from search_core.search.pipeline import Retrieval
-from tuner.gate.calibrate import CALIBRATION_C, CALIBRATION_C_GRID, CALIBRATION_FEATURES, probabilities
+from search_core.gate.features import feature_set
+from tuner.gate.calibrate import CALIBRATION_C, CALIBRATION_C_GRID, probabilities
+
+CALIBRATION_FEATURES = feature_set("transferable-16")     # the gate's features in the rounds measured here
 from tuner.gate.metrics import auroc, risk_coverage
 from tuner.gate.metrics import balanced_accuracy as bacc
 

@@ -73,6 +73,44 @@ FEATURES = {
 }
 FEATURE_NAMES = tuple(FEATURES)
 
+# The feature sets a gate is fitted on, by name: one table that the shipped default (benchmarks/
+# bench_gate_scalefree.py --write-default), `calibrate`'s refit, the sweep's gate rounds and the A/B's fitted
+# gate all read through GATE_FEATURES. None reads the query's length or script mix (on the demo sets query
+# length alone has AUROC 0.83 because its probes are short: a property of the set, not of answerability).
+# "transferable-16": the default until 2026-12-02, chosen over six rounds by the default's transfer between
+# the demo sets, KorQuAD and AutoRAG-ko (docs/gate.md). "scale-free-23": those 16 and the seven within-query
+# ranks and ratios; with them a refit carried better to the johngrib wiki, a vault no fit had seen (0.838 vs
+# 0.819 mean balanced accuracy on its two spent sets; BENCHMARKS.md, the gate, scale-free features).
+FEATURE_SETS = {
+    "transferable-16": ("top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found",
+                        "term_overlap", "idf_overlap", "sparse_idf_overlap", "meta_overlap", "unknown_words",
+                        "unknown_latin", "unknown_names", "dense_sparse_agree", "top1_agree", "title_match"),
+}
+FEATURE_SETS["scale-free-23"] = FEATURE_SETS["transferable-16"] + (
+    "dense_rank_inv", "sparse_rank_inv", "cos_margin_ratio", "cos_z10", "bm25_ratio2", "bm25_wig_ratio",
+    "bm25_margin_ratio")
+GATE_FEATURE_SET = "scale-free-23"
+
+
+def feature_set(name: str) -> tuple[str, ...]:
+    """The features of the set `name` in FEATURE_SETS; an unknown name is a ValueError naming the valid ones."""
+    try:
+        return FEATURE_SETS[name]
+    except KeyError:
+        raise ValueError(f"unknown gate feature set {name!r}; valid: {', '.join(FEATURE_SETS)}") from None
+
+
+def unknown_features(names) -> list[str]:
+    """The names in `names` that are not gate features (FEATURES)."""
+    return [n for n in names if n not in FEATURES]
+
+
+_bad = {k: unknown_features(v) for k, v in FEATURE_SETS.items() if unknown_features(v)}
+if _bad:        # a misspelt name would be read as 0.0 on every row, fitted as a constant and dropped in silence
+    raise ValueError(f"FEATURE_SETS name features that gate_features does not compute: {_bad}; valid: "
+                     f"{', '.join(FEATURE_NAMES)}")
+GATE_FEATURES = feature_set(GATE_FEATURE_SET)
+
 
 _term_df = term_df.counts      # the one reader and per-view cache, shared with the sparse channel
 

@@ -332,6 +332,9 @@ def fit_gate(rows: list[dict], labels, *, fingerprint: dict, features=None, scop
                            f"answerable and {nneg} probes. Label more calls (`recall-log label`) or add probes "
                            "(`autoresearch probes make`); until then the cosine gate is used")
     names = list(features or FEATURE_NAMES)
+    unknown = [n for n in names if n not in FEATURE_NAMES]
+    if unknown:     # read as 0.0 on every row, each would be dropped as a constant without a word
+        raise GateFitError(f"unknown gate features {unknown}; valid: {', '.join(FEATURE_NAMES)}")
     X = np.array([[r.get(n, 0.0) for n in names] for r in rows], dtype=np.float64)
     sd = X.std(axis=0)
     keep = [i for i in range(len(names)) if sd[i] > 1e-12]

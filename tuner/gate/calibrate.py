@@ -20,31 +20,25 @@ import numpy as np
 
 from search_core import SearchCoreError
 from search_core.percentiles import percentile
+from search_core.gate.features import GATE_FEATURES
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
-from search_core.gate.threshold import threshold_from_labels
+from search_core.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, threshold_from_labels  # noqa: F401
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
 from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, read_logged_calls
+
+from search_core.recall.suggest import normalise_query
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
 from tuner.gate.proposal import write_proposal
 
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
-# the features a recalibrated gate uses: every one that transfers between vaults (no query length or script
-# mix), fixed before measuring, not chosen on a test set. Third round (BENCHMARKS.md, gate): unknown_latin
-# added, chosen among 12 / 13 / 13 + unknown_latin / 16 by the mean balanced accuracy of the default gate's
-# transfer to KorQuAD, AutoRAG-ko and demo-gate-tune (fitted without each; the demo measurement sets were not
-# read): 0.779 / 0.792 / 0.804 / 0.798. meta_overlap stays (the 12 lost on all three). Fourth round:
-# unknown_names (the word-level test, search_core.index.word_df) added by the same rule: 14 / 14' (unknown_names in
-# place of unknown_latin) / 15 (both) = 0.804 / 0.814 / 0.816; 14' and 15 differ within noise. Sixth round:
-# sparse_idf_overlap (the BM25 channel's own top chunk, independent of the fusion's rrf_k) added by a rule
-# declared before measuring: on 20 fresh KorQuAD splits balanced accuracy 0.9444 vs the 15's 0.9415 (better on
-# 15 of 20), transfer mean 0.811 vs 0.808, and the re-fitted default passes the five-note vault's tests.
-CALIBRATION_FEATURES = ("top_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "sparse_found",
-                        "term_overlap", "idf_overlap", "sparse_idf_overlap", "meta_overlap", "unknown_words",
-                        "unknown_latin", "unknown_names", "dense_sparse_agree", "top1_agree", "title_match")
-CALIBRATION_C = 1.0       # the regression's L2 strength (sklearn's C) for every gate the tuner fits
+# the regression's L2 strength (sklearn's C) for every gate the tuner fits: the shipped default's. Fitted on a
+# small tuning set (demo-tune, demo-gate-tune, johngrib-tune, half of AutoRAG-ko: 36-60 rows) and scored on the
+# spent holdouts, the table's 23 features at C = 0.1 gave 0.801 mean balanced accuracy, the older 16 at C = 1
+# 0.778 and at C = 0.1 0.792 (benchmarks/bench_gate_labels.py features; BENCHMARKS.md, the gate)
+CALIBRATION_C = 0.1
 # Fifth round (BENCHMARKS.md, gate): a grid for fit_gate to choose C from by its own grouped out-of-fold
 # balanced accuracy, on the fitting rows only. Measured (bench_gate.py `--also NAME|cv`), NOT used by any gate
 # the product fits: on the shipped default's pool it picks C = 10, whose gate skips an obvious answer in a
@@ -121,8 +115,9 @@ def _auroc(scores, labels) -> float | None:
 
 
 def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateModel | None, cos_threshold: float,
-              fingerprint: dict, target_probe_rate: float = 0.10, features=CALIBRATION_FEATURES,
-              log_read: bool = True, fingerprint_key: str | None = None, p_threshold: float | None = None) -> dict:
+              fingerprint: dict, target_probe_rate: float = 0.10, features=GATE_FEATURES,
+              log_read: bool = True, fingerprint_key: str | None = None, p_threshold: float | None = None,
+              threshold_rule: str = THRESHOLD_RULE) -> dict:
     """Everything the report and the proposal need, as plain data. Log rows written against another index
     than `fingerprint_key` (their features came from another vault or model) are kept apart, with a warning;
     `p_threshold` is the model's threshold in force when a config overrides the model's own."""
@@ -163,7 +158,7 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
     out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
     out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
     out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out,
-                                       model=model, p_lab=p_lab, calls=calls)
+                                       model=model, p_lab=p_lab, calls=calls, rule=threshold_rule)
     out["retirement"] = _retirement(out["window"], out["traffic"])
     if not calls and log_read:
         out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
@@ -260,7 +255,7 @@ def _traffic(calls, p_log, model, cos_threshold) -> dict:
 
 
 def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out, *, model=None, p_lab=None,
-               calls=()) -> dict:
+               calls=(), rule=None) -> dict:
     n_ans, n_probe = sum(ans), len(ans) - sum(ans)
     rec: dict = {"basis": None}
     if n_ans and n_probe:
@@ -272,7 +267,7 @@ def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features,
             out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
                                    "recommended, no model is fitted")
         elif model is not None and p_lab is not None:
-            _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls)
+            _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule or THRESHOLD_RULE)
         else:
             try:
                 m = _refit(labelled, ans, fingerprint, features)
@@ -335,15 +330,26 @@ def _flips(p_calls: np.ndarray, t_from: float, t_to: float) -> dict:
             "decisions": int(len(p_calls))}
 
 
-def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls) -> None:
+def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule) -> None:
     """With a gate model in force: move its threshold to where the labels put it (the feature weights stay),
     unless there are enough labels and a refit of the weights measures better on held-out folds."""
     y = [int(a) for a in ans]
-    t_new, (lo, hi) = threshold_from_labels(p_lab, y, level=INTERVAL_LEVEL)
-    t_new = min(max(t_new, 0.01), 0.99)
     searched = [c for c in calls if c.searched]
     p_calls = probabilities(model, [c.features for c in searched])
     p_calls = np.zeros(0) if p_calls is None else p_calls
+    # an unlabelled call that asks a labelled question again (the same words) is that question: it counts with
+    # its label among the decisions a move flips, and as nobody's evidence only when no label covers it
+    label_of = {normalise_query(r.query): a for r, a in zip(labelled, ans) if r.query}
+    unl = [c for c in searched if c.label not in (LABEL_ANSWERABLE, LABEL_PROBE)]
+    rep = [c for c in unl if c.query and normalise_query(c.query) in label_of]
+    rest = [c for c in unl if not (c.query and normalise_query(c.query) in label_of)]
+    p_rep = probabilities(model, [c.features for c in rep])
+    p_rest = probabilities(model, [c.features for c in rest])
+    dec = decide_threshold(p_lab, y, model.threshold, rule=rule, level=INTERVAL_LEVEL,
+                           traffic=p_calls if len(p_calls) else None,
+                           unlabelled=p_rest if p_rest is not None else (),
+                           repeats=(p_rep, [int(label_of[normalise_query(c.query)]) for c in rep]) if rep else None)
+    t_new, (lo, hi) = dec.proposed, dec.interval
     move = {"from": round(model.threshold, 4), "to": round(t_new, 4),
             "interval": [round(lo, 4), round(hi, 4)], "level": INTERVAL_LEVEL,
             "labels": {"answerable": sum(y), "probes": len(y) - sum(y)},
@@ -351,7 +357,9 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                                             "to": round(_balanced_accuracy(p_lab, y, t_new), 4)},
             "flips": _flips(p_calls, model.threshold, t_new),
             "flips_at_interval": [_flips(p_calls, model.threshold, lo), _flips(p_calls, model.threshold, hi)],
-            "method": "the bagged best balanced-accuracy cut on the labels; feature weights kept"}
+            "method": "the bagged best balanced-accuracy cut on the labels; feature weights kept",
+            "rule": rule, "sign_test": {"wins": dec.wins, "losses": dec.losses, "null_share": round(dec.null_share, 4),
+                                        "p_value": round(dec.p_value, 4), "why": dec.why}}
     enough = len(y) >= REFIT_MIN_LABELS and min(sum(y), len(y) - sum(y)) >= REFIT_MIN_PER_CLASS
     if enough:
         move["cross_validation"] = _cross_validate(labelled, ans, p_lab, fingerprint, features)
@@ -361,16 +369,18 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
     rec["threshold_move"] = move
     cv = move.get("cross_validation")
     refit_better = cv and cv["refit"] > cv["threshold_only"] + REFIT_MARGIN
-    if lo <= model.threshold <= hi and not refit_better:
-        # the labels do not show the threshold is wrong: a move inside the noise of a few dozen labels is as
-        # likely to make the gate worse as better (on the johngrib simulated week, 1 split in 3 got worse)
+    if not dec.move and not refit_better:
+        # the labels do not show the move decides better: a move on the noise of a few dozen labels is as likely
+        # to make the gate worse as better (simulated weeks from the shipped default: the interval rule made
+        # 5-14 of 40 test halves worse per set, the sign test 2 of 200; search_core.gate.threshold)
         move.update(kept=True, flips=_flips(p_calls, model.threshold, model.threshold))
         rec["model_summary"] = {"method": "keep", "p_threshold": round(model.threshold, 4),
                                 "cv_balanced_accuracy": None, "features": list(model.features)}
         rec["basis"] = None
-        out["warnings"].append(f"the labels put the threshold at {t_new:.3f} ({INTERVAL_LEVEL:.0%} interval "
-                               f"{lo:.3f}-{hi:.3f}), which holds the current {model.threshold:.3f}: it stays, "
-                               "no proposal is written; label more calls (`recall-log suggest`) to narrow it")
+        out["warnings"].append(f"the labels point to a threshold of {t_new:.3f} ({INTERVAL_LEVEL:.0%} interval "
+                               f"{lo:.3f}-{hi:.3f}) but do not show that moving there decides better: {dec.why}. "
+                               f"The current {model.threshold:.3f} stays, no proposal is written; label more calls "
+                               "(`recall-log suggest`)")
         return
     if refit_better:
         try:
@@ -392,7 +402,7 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                             "cv_balanced_accuracy": cv["threshold_only"] if cv else None,
                             "features": list(model.features)}
     rec["basis"] = (f"the gate's threshold moved to fit {len(y)} labels "
-                    f"({INTERVAL_LEVEL:.0%} interval {lo:.3f}-{hi:.3f}); feature weights kept")
+                    f"({INTERVAL_LEVEL:.0%} interval {lo:.3f}-{hi:.3f}; {dec.why}); feature weights kept")
 
 
 def _retirement(window: dict, traffic: dict) -> dict:
@@ -407,7 +417,7 @@ def _retirement(window: dict, traffic: dict) -> dict:
 
 def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: float | None,
                     gold_paths=(), call_labels=(), gate_path: str | Path | None = None,
-                    target_probe_rate: float = 0.10):
+                    target_probe_rate: float = 0.10, threshold_rule: str = THRESHOLD_RULE):
     """The whole calibration of one index: read the log window (`log_path` None: labels alone), label
     calls, search the labelled gold sets, calibrate against the gate in force. Returns
     (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
@@ -432,7 +442,8 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
         active = load_config(active_config_path(None))
         cal = calibrate(calls, labelled, model=choice.model, cos_threshold=searcher.embedder.default_threshold,
                         fingerprint=searcher.fingerprint, target_probe_rate=target_probe_rate,
-                        log_read=log_path is not None, fingerprint_key=index_id(searcher.fingerprint))
+                        log_read=log_path is not None, fingerprint_key=index_id(searcher.fingerprint),
+                        threshold_rule=threshold_rule)
         if active.gate_threshold is not None and choice.model is not None:
             cal["warnings"].append(f"the active config sets gate_threshold = {active.gate_threshold}, which "
                                    "overrides the threshold of any gate file `calibrate apply` installs; remove it "

@@ -16,16 +16,19 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
                 else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
     mv = rec.get("threshold_move")
     if rec.get("model_summary", {}).get("method") == "keep":
+        st = mv.get("sign_test") or {}
         verdict = (f"keep the gate's threshold {mv['from']:.3f}: the {mv['labels']['answerable']} relevant + "
-                   f"{mv['labels']['probes']} irrelevant labels put it at {mv['to']:.3f}, {mv['level']:.0%} "
-                   f"interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}, which holds the current one")
+                   f"{mv['labels']['probes']} irrelevant labels point to {mv['to']:.3f} ({mv['level']:.0%} "
+                   f"interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}) but do not show the move decides "
+                   f"better: {st.get('why', 'no sign test')}")
     elif rec.get("model_summary", {}).get("method") == "threshold":
         f = mv["flips"]
         verdict = (f"recommend moving the gate's threshold from {mv['from']:.3f} to {mv['to']:.3f} "
                    f"({mv['level']:.0%} interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}, from "
                    f"{mv['labels']['answerable']} relevant + {mv['labels']['probes']} irrelevant labels; weights "
                    f"kept): {f['let_through'] + f['stopped']} of {f['decisions']} past decisions flip "
-                   f"({f['let_through']} let through, {f['stopped']} stopped)")
+                   f"({f['let_through']} let through, {f['stopped']} stopped); "
+                   f"{(mv.get('sign_test') or {}).get('why', '')}")
     elif rec.get("model_summary"):
         ms = rec["model_summary"]
         verdict = (f"recommend a gate model fitted on {cal['labelled']['answerable']} answerable + "

@@ -73,11 +73,12 @@ def fit_gate_model(per_query: list[QuestionResult], fingerprint: dict, reranker:
     or None when the set cannot support one (too few probes, constant features). `gold_name` is recorded
     as the set it was fitted on, so `calibrate --labels` on that set says its scores are in-sample."""
     from search_core.gate.model import GateFitError, fit_gate
-    from tuner.gate.calibrate import CALIBRATION_C, CALIBRATION_FEATURES
+    from search_core.gate.features import GATE_FEATURES
+    from tuner.gate.calibrate import CALIBRATION_C
     rows = [q for q in per_query if q.gate_features]
     try:
         return fit_gate([q.gate_features for q in rows], [int(q.level != "probe") for q in rows],
-                        fingerprint=fingerprint, features=list(CALIBRATION_FEATURES), scope="index",
+                        fingerprint=fingerprint, features=list(GATE_FEATURES), scope="index",
                         reranker=reranker, C=CALIBRATION_C,
                         fitted_on={"by": "sweep, on the tuning set", "gold_sets": [gold_name] if gold_name else []})
     except GateFitError:

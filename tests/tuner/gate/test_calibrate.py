@@ -1,5 +1,6 @@
 import json
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -61,10 +62,13 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     data = json.loads((tmp_path / "cal.json").read_text())["data"]
     assert data["window"]["calls"] == 36 and data["window"]["sessions"] == 4
     assert data["labelled"] == {"answerable": 6, "probes": 6, "sources": ["log"]}
-    # 12 labels with the shipped gate in force: its threshold moves, its weights stay
-    assert data["recommendation"]["basis"].startswith("the gate's threshold moved to fit 12 labels")
-    assert data["recommendation"]["model_summary"]["method"] == "threshold"
-    assert data["recommendation"]["model_summary"]["features"]
+    # 12 labels with the shipped gate in force: too few to show that a move of its threshold decides better
+    # (the sign test over the calls it would flip), so it stays and no proposal is written
+    rec = data["recommendation"]
+    assert rec["basis"] is None and rec["model_summary"]["method"] == "keep"
+    assert rec["model_summary"]["features"] and rec["threshold_move"]["sign_test"]["p_value"] > 0.05
+    assert any("do not show that moving there decides better" in w for w in data["warnings"])
+    assert not sidecar_path(db).with_name(db.name + ".gate-proposal.json").exists()
     assert set(data["distributions"]["cosine"]) == {"answerable", "probes", "unlabelled log"}
     assert data["retirement"]["rule"] == "p95 > 400 ms or injection < 20%"
     assert set(data["traffic"]["flips"]) >= {"-0.02", "+0.02", "scale", "threshold"}
@@ -72,8 +76,21 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     assert "Retirement rule" in md and "Recommendation" in md
     html = (tmp_path / "cal.html").read_text()
     assert "<svg" in html and "risk-coverage on the labelled rows" in html
-    # apply installs the proposal next to the index; undo takes it away again
-    prop = json.loads(sidecar_path(db).with_name(db.name + ".gate-proposal.json").read_text())
+    assert "no proposal written" in md and "do not show the move decides better" in md
+    # a proposal that moves the threshold (the rule that always moves): apply installs it next to the index,
+    # undo takes it away again
+    from tuner.gate.calibrate import calibrate_index
+    from tuner.gate.proposal import write_proposal
+    data, _, _, _ = calibrate_index(db, log_path=log, since_s=7 * 86400, threshold_rule="always")
+    assert data["recommendation"]["basis"].startswith("the gate's threshold moved to fit 12 labels")
+    assert data["recommendation"]["model_summary"]["method"] == "threshold"
+    proposal_path = sidecar_path(db).with_name(db.name + ".gate-proposal.json")
+    write_proposal(data, db, proposal_path)
+    md = (tmp_path / "cal-moved.md")
+    from tuner.reports import emit
+    from tuner.reports.calibration import calibration_report
+    md = Path(emit(calibration_report(data, str(db), str(proposal_path)), "md", md)).read_text()
+    prop = json.loads(proposal_path.read_text())
     assert prop["model"]["scope"] == "index"
     r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db)])
     assert r.exit_code == 0, r.output

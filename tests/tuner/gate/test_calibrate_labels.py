@@ -1,13 +1,14 @@
 """`calibrate` from a few labels: the threshold moves, the weights stay, with an interval and the decisions
 it flips; a refit only when enough labels measure it better; rows of another index kept apart."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
 from search_core.gate.model import GateModel
-from search_core.gate.threshold import threshold_from_labels
+from search_core.gate.threshold import binomial_tail, decide_threshold, flipped_labels, threshold_from_labels
 from search_core.recall.log import LoggedCall
 from tuner.gate.calibrate import calibrate
 
@@ -41,8 +42,19 @@ def _vault_with_boundary_at(boundary, n_labels, n_unlabelled=200, seed=0):
     return calls
 
 
-def test_a_few_dozen_labels_move_the_threshold_and_keep_the_weights():
-    calls = _vault_with_boundary_at(0.3, n_labels=24)
+def _vault_labelled_near(boundary, lo=0.2, hi=0.75, n=120, seed=0):
+    """Calls whose P is uniform on (0.02, 0.98); those with P in [lo, hi] are labelled, as `suggest` labels the
+    calls nearest the cut first; the vault answers those above `boundary`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        p = float(rng.uniform(0.02, 0.98))
+        out.append(_call(i + 1, p, ("relevant" if p >= boundary else "irrelevant") if lo <= p <= hi else None))
+    return out
+
+
+def test_labels_that_cover_the_move_move_the_threshold_and_keep_the_weights():
+    calls = _vault_labelled_near(0.3)
     model = _model()
     cal = calibrate(calls, [], model=model, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     rec = cal["recommendation"]
@@ -51,7 +63,9 @@ def test_a_few_dozen_labels_move_the_threshold_and_keep_the_weights():
     assert mv["from"] == 0.64 and 0.15 < mv["to"] < 0.45
     lo, hi = mv["interval"]
     assert lo < mv["to"] < hi and hi - lo < 0.4
-    assert "cross_validation" not in mv and "80 labels" in mv["refit_needs"]
+    st = mv["sign_test"]      # every call the move flips is labelled, and answerable: a win each
+    assert st["losses"] == 0 and st["wins"] == mv["flips"]["let_through"] >= 10 and st["p_value"] <= 0.05
+    assert "cross_validation" not in mv and "labels with 20 of each kind" in mv["refit_needs"]
     new = rec["model"]
     assert new["coef"] == list(model.coef) and new["intercept"] == model.intercept      # the weights stay
     assert new["calib_a"] == model.calib_a and new["calib_b"] == model.calib_b
@@ -63,6 +77,59 @@ def test_a_few_dozen_labels_move_the_threshold_and_keep_the_weights():
     assert mv["balanced_accuracy_on_labels"]["to"] > mv["balanced_accuracy_on_labels"]["from"]
 
 
+def test_a_move_over_calls_nobody_labelled_is_not_made():
+    # 24 labels spread over 224 calls point to 0.3, but the move would flip some 75 calls, most never labelled:
+    # they count against it, and the threshold stays
+    calls = _vault_with_boundary_at(0.3, n_labels=24)
+    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    rec = cal["recommendation"]
+    mv = rec["threshold_move"]
+    assert 0.15 < mv["to"] < 0.45 and mv["kept"] and rec["model_summary"]["method"] == "keep"
+    assert mv["sign_test"]["p_value"] > 0.05 and "not labelled" in mv["sign_test"]["why"]
+    # the same labels with the rule that ignores the unlabelled calls would move it
+    moved = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
+                      threshold_rule="always")["recommendation"]
+    assert moved["model_summary"]["method"] == "threshold"
+
+
+def test_a_call_asked_again_carries_its_label():
+    # the labelled calls near the cut, each asked once more unlabelled: the repeats are not evidence against
+    calls = _vault_labelled_near(0.3, n=100, seed=4)
+    again = [dataclasses.replace(c, id=1000 + c.id, ts=c.ts + 5000, label=None) for c in calls if c.label]
+    with_again = calibrate(calls + again, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    assert with_again["model_summary"]["method"] == "threshold"
+    st = with_again["threshold_move"]["sign_test"]
+    assert st["losses"] == 0 and st["wins"] > calibrate(calls, [], model=_model(), cos_threshold=0.82,
+                                                        fingerprint=FP)["recommendation"]["threshold_move"][
+                                                            "sign_test"]["wins"]
+
+
+def test_the_sign_test_by_hand():
+    # P(X >= 5), X ~ Binomial(5, 2/3) = (2/3)^5
+    assert binomial_tail(5, 5, 2 / 3) == pytest.approx((2 / 3) ** 5)
+    assert binomial_tail(0, 4, 0.5) == 1.0
+    assert binomial_tail(3, 4, 0.5) == pytest.approx(5 / 16)
+    # lowering the cut from 0.6 to 0.3: the labelled calls in [0.3, 0.6) flip; answerable ones are wins
+    w, l, share = flipped_labels([0.35, 0.4, 0.5, 0.55, 0.7, 0.1], [1, 1, 0, 1, 1, 0], 0.6, 0.3)
+    assert (w, l) == (3, 1) and share == pytest.approx(4 / 6)
+    # raising it: the probes stopped are wins, and break-even is the probes' share
+    w, l, share = flipped_labels([0.35, 0.4, 0.5, 0.55, 0.7, 0.1], [1, 1, 0, 1, 1, 0], 0.3, 0.6)
+    assert (w, l) == (1, 3) and share == pytest.approx(2 / 6)
+    # an unlabelled call in the flipped range is a loss; the cut is pulled back to the labelled calls
+    p = [0.01 * i for i in range(1, 11)] + [0.5 + 0.01 * i for i in range(9)] + [0.7, 0.8]
+    y = [0] * 10 + [1] * 11
+    d = decide_threshold(p, y, 0.6, unlabelled=[0.3])
+    share = 11 / 21
+    assert d.move and d.proposed == pytest.approx(0.3) and (d.wins, d.losses) == (9, 1)
+    assert d.p_value == pytest.approx(binomial_tail(9, 10, share)) and d.p_value <= 0.025    # alpha halved: 2 tries
+    # three unlabelled among them: the labels' cut fails, and so does the cut pulled back to the labelled calls
+    # next to the current one (0.56-0.58, above the first unlabelled call at 0.55)
+    d = decide_threshold(p, y, 0.6, unlabelled=[0.3, 0.52, 0.55])
+    assert not d.move and (d.wins, d.losses) == (9, 3)
+    with pytest.raises(ValueError, match="unknown threshold rule 'median'; valid: covered-sign-test"):
+        decide_threshold([0.1, 0.9], [0, 1], 0.5, rule="median")
+
+
 def test_labels_that_hold_the_current_threshold_keep_it():
     calls = _vault_with_boundary_at(0.62, n_labels=24, seed=2)
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
@@ -71,7 +138,7 @@ def test_labels_that_hold_the_current_threshold_keep_it():
     assert mv["interval"][0] <= 0.64 <= mv["interval"][1] and mv["kept"]
     assert rec["model_summary"]["method"] == "keep" and rec["basis"] is None and "model" not in rec
     assert mv["flips"]["let_through"] == mv["flips"]["stopped"] == 0
-    assert any("which holds the current 0.640: it stays" in w for w in cal["warnings"])
+    assert any("The current 0.640 stays" in w for w in cal["warnings"])
 
 
 def test_more_labels_narrow_the_interval():

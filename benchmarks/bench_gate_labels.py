@@ -1,0 +1,264 @@
+"""Label-driven gate rules and fitted-gate feature sets, measured offline on spent labelled sets.
+
+bench_gate_week.py runs a simulated week through a real `serve` (3 splits, minutes each); this script replays
+the same week in memory, from each question's gate features searched once, so a rule can be judged on many
+splits: per split the set is halved (stratified), the traffic half is the week's log (LoggedCall rows),
+`suggest` (the product's picker) picks 20 calls, then 10 more under the gate the first round installed,
+`calibrate` (the product's function) decides from their true labels, and the installed gate is scored on
+the other half beside the shipped default. A rule is `calibrate`'s `threshold_rule` argument
+(tuner.gate.calibrate.THRESHOLD_RULES).
+
+    OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 5 python benchmarks/bench_gate_labels.py rules \
+        --demo-db runs/bench-demo.sqlite --autorag-db runs/autorag.sqlite --johngrib-db runs/johngrib.sqlite
+    ... bench_gate_labels.py features ...     # 16 vs 23 features, C 0.1 / 1, fitted on a small tuning set
+
+Only spent sets (tuning data): johngrib-tune, johngrib-holdout, johngrib-blind; the demo sets; AutoRAG-ko with
+held-out PDFs as probes. Rows (per question: keep them out of the repository) are cached in
+runs/bench/gate-labels-rows.pkl; results in runs/bench/gate-labels-{rules,features}.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pickle
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA, ROOT, write_result  # noqa: E402
+from bench_gate_transfer import _rank  # noqa: E402
+
+from search_core.config import SearchConfig  # noqa: E402
+from search_core.gate.model import DEFAULT_GATE_FILE, load_gate  # noqa: E402
+from search_core.recall.log import LoggedCall  # noqa: E402
+from search_core.recall.suggest import suggest  # noqa: E402
+from search_core.search.pipeline import Searcher  # noqa: E402
+from tuner.data.gold import load_gold  # noqa: E402
+from tuner.gate.metrics import auroc, balanced_accuracy  # noqa: E402
+
+GOLD = ROOT / "experiments" / "gold"
+SETS = ROOT / "benchmarks" / "sets"
+DEMO_SETS = ("demo-tune", "demo-holdout", "demo-probes", "demo-gate-tune", "demo-gate-holdout", "demo-gate-holdout2")
+JOHNGRIB_SETS = ("johngrib-tune", "johngrib-holdout", "johngrib-blind")
+AUTORAG_SEEDS = (1, 2, 3)          # held-out PDFs; split 0 is in the shipped default's fit
+ROUNDS = (20, 30)
+REPEAT_SHARE = 0.25        # traffic questions asked a second time in the week (bench_gate_week.py's share)
+# the pools a week is drawn from: every spent set of one vault (AutoRAG-ko: one held-out split each)
+POOLS = {"johngrib-all": JOHNGRIB_SETS,
+         "demo-gate-all": ("demo-gate-tune", "demo-gate-holdout", "demo-gate-holdout2"),
+         **{f"autorag-s{s}": (f"autorag-s{s}",) for s in AUTORAG_SEEDS}}
+
+
+def collect(a) -> list[dict]:
+    cache = ROOT / "runs" / "bench" / "gate-labels-rows.pkl"
+    if cache.exists() and not a.recollect:
+        return pickle.loads(cache.read_bytes())
+    rows = []
+    for vault, db in (("demo", a.demo_db), ("johngrib", a.johngrib_db), ("autorag", a.autorag_db)):
+        t0 = time.perf_counter()
+        s = Searcher(db)
+        s.use_gate(DEFAULT_GATE_FILE)
+        cfg = SearchConfig(embedder=s.embedder_name)
+        if vault == "autorag":
+            gold = load_gold(a.data / "autorag-ko" / "beir")
+            doc_of = {nid: (n["title"] or nid) for nid, n in s.view.notes.items()}
+            docs = sorted(set(doc_of.values()))
+            rets = [s.retrieve(q.query, cfg.depth) for q in gold.questions]
+            for seed in AUTORAG_SEEDS:
+                held = set(random.Random(seed).sample(docs, round(0.2 * len(docs))))
+                for q, r in zip(gold.questions, rets):
+                    gdocs = {doc_of.get(g, g) for g in q.gold}
+                    res = _rank(s, cfg, r, held, doc_of)
+                    rows.append({"vault": vault, "set": f"autorag-s{seed}", "id": q.id, "query": q.query,
+                                 "y": int(not gdocs <= held), "f": res.gate.features})
+        else:
+            for name in (DEMO_SETS if vault == "demo" else JOHNGRIB_SETS):
+                gold = load_gold((GOLD if vault == "demo" else SETS) / f"{name}.yaml")
+                for q in gold.questions:
+                    res = s.rank(s.retrieve(q.query, cfg.depth), cfg, snippets=False)
+                    rows.append({"vault": vault, "set": name, "id": q.id, "query": q.query, "level": q.level,
+                                 "y": int(not q.is_probe), "f": res.gate.features})
+        s.close()
+        print(f"{vault}: rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(pickle.dumps(rows))
+    return rows
+
+
+# ---- the simulated week ---------------------------------------------------------------------------------
+
+def _calls(rows) -> list[LoggedCall]:
+    return [LoggedCall(i + 1, 1000.0 + i, f"s{i}", "default", r["query"], "", (), dict(r["f"]), {}, None, None,
+                       False, None, 10.0, None, None, None) for i, r in enumerate(rows)]
+
+
+def _bacc(p, y, t) -> float:
+    return float(balanced_accuracy(np.asarray(p) >= t, np.asarray(y)))
+
+
+def one_week(rows, seed, rule, default, truth_of, start: float | None = None) -> dict:
+    from tuner.gate.calibrate import calibrate
+    rng = random.Random(seed)
+    ans = [r for r in rows if r["y"]]
+    prb = [r for r in rows if not r["y"]]
+    rng.shuffle(ans)
+    rng.shuffle(prb)
+    traffic = ans[: len(ans) // 2] + prb[: len(prb) // 2]
+    test = ans[len(ans) // 2:] + prb[len(prb) // 2:]
+    traffic = traffic + rng.sample(traffic, round(REPEAT_SHARE * len(traffic)))   # asked again, as in the week
+    rng.shuffle(traffic)
+    calls = _calls(traffic)
+    truth = {c.id: truth_of[id(r)] for c, r in zip(calls, traffic)}
+    y_test = [r["y"] for r in test]
+    f_test = [r["f"] for r in test]
+    p_test = np.array([default.probability(f) for f in f_test])
+    gate, labelled = default, 0
+    if start is not None:         # a gate in force whose cut is off (as the old default's was on johngrib)
+        gate = dataclasses.replace(default, threshold=float(start))
+    out = {"default": _bacc(p_test, y_test, gate.threshold), "rounds": []}
+    for total in ROUNDS:
+        picks = suggest(calls, threshold=gate.threshold, model=gate, n=total - labelled).picks
+        lab = {p.id: ("relevant" if truth[p.id] else "irrelevant") for p in picks}
+        calls = [dataclasses.replace(c, label=lab[c.id]) if c.id in lab else c for c in calls]
+        labelled += len(picks)
+        cal = calibrate(calls, [], model=gate, cos_threshold=0.82, fingerprint=dict(default.fingerprint),
+                        threshold_rule=rule)
+        rec = cal["recommendation"]
+        if rec.get("basis") and rec.get("model"):
+            from search_core.gate.model import GateModel
+            m = rec["model"]
+            gate = GateModel(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in m.items() if k != "format"})
+        p_new = np.array([gate.probability(f) for f in f_test])
+        out["rounds"].append({"labels": labelled, "threshold": round(gate.threshold, 4),
+                              "method": (rec.get("model_summary") or {}).get("method"),
+                              "bacc": _bacc(p_new, y_test, gate.threshold)})
+    out["ceiling"] = float(max(_bacc(p_test, y_test, t) for t in np.unique(p_test)))
+    return out
+
+
+def rules(a, rows) -> None:
+    from tuner.gate.calibrate import THRESHOLD_RULES
+    default = load_gate(DEFAULT_GATE_FILE)
+    truth_of = {id(r): bool(r["y"]) for r in rows}
+    names = a.rule or list(THRESHOLD_RULES)
+    results = {"splits": a.splits, "load_average": os.getloadavg(), "pools": {}}
+    for pool, sets in POOLS.items():
+        prow = [r for r in rows if r["set"] in sets]
+        if not prow:
+            continue
+        res = {}
+        for name, start in [(n, st) for st in a.start for n in names]:
+            st = None if start == "default" else float(start)
+            weeks = [one_week(prow, a.seed + k, name, default, truth_of, st) for k in range(a.splits)]
+            d = np.array([w["default"] for w in weeks])
+            summ = {"default": round(float(d.mean()), 4), "ceiling": round(float(np.mean([w["ceiling"] for w in weeks])), 4)}
+            for i, n in enumerate(ROUNDS):
+                b = np.array([w["rounds"][i]["bacc"] for w in weeks])
+                summ[f"labels_{n}"] = {"mean": round(float(b.mean()), 4), "delta": round(float((b - d).mean()), 4),
+                                       "worse": int((b < d - 1e-9).sum()), "better": int((b > d + 1e-9).sum()),
+                                       "worst_delta": round(float((b - d).min()), 4),
+                                       "moved": sum(w["rounds"][i]["method"] not in (None, "keep") for w in weeks)}
+            res[f"{name} | start {start}"] = summ
+            r20, r30 = summ["labels_20"], summ["labels_30"]
+            print(f"{pool:<14} {name:<24} {start:<8} start {summ['default']:.3f} ceiling {summ['ceiling']:.3f} | "
+                  f"20: {r20['mean']:.3f} ({r20['delta']:+.4f}, worse {r20['worse']}, better {r20['better']}, worst "
+                  f"{r20['worst_delta']:+.3f}, moved {r20['moved']}) | 30: {r30['mean']:.3f} ({r30['delta']:+.4f}, "
+                  f"worse {r30['worse']}, better {r30['better']}, worst {r30['worst_delta']:+.3f}, moved {r30['moved']})",
+                  flush=True)
+        results["pools"][pool] = {"rows": len(prow), "answerable": sum(r["y"] for r in prow), "rules": res}
+    results["load_average_end"] = os.getloadavg()
+    print(write_result(a.out or "gate-labels-rules", results))
+
+
+# ---- fitted gates: which features and C on a small tuning set -------------------------------------------
+
+# (fit on, scored on): the sweep's and the A/B's fitted gate sees only the tuning set (demo-tune: 24 + 12)
+FIT_PLANS = {
+    "demo-tune": ("demo-tune", ("demo-holdout+demo-probes", "demo-gate-tune", "demo-gate-holdout", "demo-gate-holdout2")),
+    "demo-gate-tune": ("demo-gate-tune", ("demo-holdout+demo-probes", "demo-gate-holdout", "demo-gate-holdout2")),
+    "johngrib-tune": ("johngrib-tune", ("johngrib-holdout", "johngrib-blind")),
+    "autorag-s1 (half)": ("autorag-s1:0", ("autorag-s2:1", "autorag-s3:1")),
+}
+
+
+def _select(rows, spec):
+    out = []
+    for part in spec.split("+"):
+        name, _, half = part.partition(":")
+        rs = [r for r in rows if r["set"] == name]
+        if half:                  # AutoRAG-ko: half of the questions by id, so fit and score share none
+            rs = [r for r in rs if int(re.match(r"\d+", r["id"]).group(0)) % 2 == int(half)]
+        out += rs
+    return out
+
+
+def features(a, rows) -> None:
+    from search_core.gate.features import FEATURE_SETS
+    from search_core.gate.model import GateFitError, fit_gate
+    from tuner.gate.calibrate import probabilities
+    results = {"load_average": os.getloadavg(), "plans": {}}
+    for plan, (fit_spec, targets) in FIT_PLANS.items():
+        fit_rows = _select(rows, fit_spec)
+        per = {}
+        for fs in FEATURE_SETS:
+            for C in (0.03, 0.1, 0.3, 1.0):
+                key = f"{fs} | C={C:g}"
+                try:
+                    m = fit_gate([r["f"] for r in fit_rows], [r["y"] for r in fit_rows], fingerprint={},
+                                 features=list(FEATURE_SETS[fs]), C=C)
+                except GateFitError as e:
+                    per[key] = {"error": str(e)}
+                    continue
+                cells = {}
+                for t in targets:
+                    tr = _select(rows, t)
+                    p = probabilities(m, [r["f"] for r in tr])
+                    y = [r["y"] for r in tr]
+                    cells[t] = {"bacc": round(_bacc(p, y, m.threshold), 4), "auroc": round(float(auroc(p, y)), 4)}
+                cells["mean_bacc"] = round(float(np.mean([c["bacc"] for c in cells.values()])), 4)
+                cells["mean_auroc"] = round(float(np.mean([c["auroc"] for k, c in cells.items() if k != "mean_bacc"])), 4)
+                per[key] = cells
+                print(f"{plan:<18} ({len(fit_rows):>3} rows) {key:<28} " +
+                      " ".join(f"{t}: {cells[t]['bacc']:.3f}/{cells[t]['auroc']:.3f}" for t in targets) +
+                      f" | mean {cells['mean_bacc']:.3f} / {cells['mean_auroc']:.3f}", flush=True)
+        results["plans"][plan] = {"fit": fit_spec, "rows": len(fit_rows), "candidates": per}
+    keys = [k for k in next(iter(results["plans"].values()))["candidates"]]
+    results["mean_over_plans"] = {k: round(float(np.mean([p["candidates"][k]["mean_bacc"] for p in results["plans"].values()
+                                                          if "mean_bacc" in p["candidates"].get(k, {})])), 4) for k in keys}
+    for k, v in results["mean_over_plans"].items():
+        print(f"mean over plans {k:<28} {v:.3f}")
+    print(write_result(a.out or "gate-labels-features", results))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("rules", "features", "collect"))
+    ap.add_argument("--demo-db", default="runs/bench-demo.sqlite")
+    ap.add_argument("--autorag-db", default="runs/autorag.sqlite")
+    ap.add_argument("--johngrib-db", default="runs/johngrib.sqlite")
+    ap.add_argument("--data", type=Path, default=Path(os.environ.get("AUTORESEARCH_DATA", DATA)))
+    ap.add_argument("--recollect", action="store_true")
+    ap.add_argument("--splits", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rule", action="append", help="a THRESHOLD_RULES name (repeatable; default: all)")
+    ap.add_argument("--start", action="append", help="the gate in force's threshold at the start of the week: "
+                    "`default` (the shipped one), or a P to start from a cut that is off (repeatable)")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    a.start = a.start or ["default"]
+    rows = collect(a)
+    if a.what == "rules":
+        rules(a, rows)
+    elif a.what == "features":
+        features(a, rows)
+
+
+if __name__ == "__main__":
+    main()
