@@ -182,17 +182,39 @@ class _CollectTexts:
         return np.zeros((len(texts), embedder.dim), np.float32)
 
 
-def embed_alone(vault: Path, batch: int = 32) -> dict:
-    """Embed what a full build of `vault` embeds for its chunks, alone in this process, batch by batch."""
+def _build_texts(vault: Path) -> list[str]:
     from search_core.config import ChunkConfig
     from search_core.index.write import prepare
     from search_core.ingest.vault import Skipped, list_vault, read_note
     from search_core.models import get_embedder
-    emb = get_embedder("e5-small")
     collect = _CollectTexts()
     notes = [n for n in map(read_note, list_vault(vault, [])) if not isinstance(n, Skipped)]
-    prepare(notes, emb, ChunkConfig(), collect, None)
-    texts, rows = collect.texts, []
+    prepare(notes, get_embedder("e5-small"), ChunkConfig(), collect, None)
+    return collect.texts
+
+
+def machine_speed(vault: Path, every: int = 37) -> dict:
+    """The same small embedding job before and after a timed stage: every 37th text the build embeds (~160),
+    batches of 32. This host's speed per core moves with its neighbours, not with the load average: the same
+    job ran 7.9 chunks/s (114 s of CPU) and, two hours later at the same load, 6.2 (141 s). A build time means
+    little without this figure beside it."""
+    from search_core.models import get_embedder
+    emb = get_embedder("e5-small")
+    texts = _build_texts(vault)[::every]
+    emb.embed(texts[:2])
+    c0, t0 = time.process_time(), time.perf_counter()
+    for i in range(0, len(texts), 32):
+        emb.embed(texts[i:i + 32])
+    wall = time.perf_counter() - t0
+    return {"texts": len(texts), "vectors_per_s": round(len(texts) / wall, 2),
+            "cpu_s_per_vector": round((time.process_time() - c0) / len(texts), 3), "load_average": os.getloadavg()}
+
+
+def embed_alone(vault: Path, batch: int = 32) -> dict:
+    """Embed what a full build of `vault` embeds for its chunks, alone in this process, batch by batch."""
+    from search_core.models import get_embedder
+    emb = get_embedder("e5-small")
+    texts, rows = _build_texts(vault), []
     emb.embed(texts[:2])                                  # the weights paged in before the clock runs
     t_all = time.perf_counter()
     for i in range(0, len(texts), batch):
@@ -343,6 +365,7 @@ def main():
         if args.cache_from is not None:
             shutil.copyfile(args.cache_from, args.work / "embed-cache.sqlite")
         import resource
+        speed_before = machine_speed(args.vault)
         cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         stop, timeline = threading.Event(), []
         sampler = threading.Thread(target=lambda: timeline.extend(cache_timeline(args.work / "embed-cache.sqlite", stop)),
@@ -356,10 +379,12 @@ def main():
         result[key] = {"seconds": round(secs, 1), "cpu_s": round(cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime
                                                                    - cpu0.ru_stime, 1),
                        "peak_rss_mib": peak, "report": out.strip(), "load_average_after": os.getloadavg(),
-                       "embedding_timeline": timeline, "embedding_per_fifth": per_fifth(timeline)}
+                       "embedding_timeline": timeline, "embedding_per_fifth": per_fifth(timeline),
+                       "machine_speed_before": speed_before, "machine_speed_after": machine_speed(args.vault)}
         print("full index:", {k: v for k, v in result[key].items() if k != "embedding_timeline"}, flush=True)
     if "embed" in stages:
-        result["embed_alone"] = {**embed_alone(args.vault), "load_average_after": os.getloadavg()}
+        result["embed_alone"] = {**embed_alone(args.vault), "load_average_after": os.getloadavg(),
+                                 "machine_speed_after": machine_speed(args.vault)}
         print("embedding alone:", result["embed_alone"], flush=True)
 
     notes = sorted(vault.rglob("*.md"))
