@@ -32,6 +32,9 @@ GATE_FORMAT = "autoresearch-gate/1"
 BANDS = ("inject", "caveat", "skip")
 DEFAULT_CAVEAT_WIDTH = 0.15
 DEFAULT_GATE_FILE = Path(__file__).with_name("gate_default.json")
+# How a row names the shipped default as the gate that decided: the file inside the package, not where this
+# machine installed it, so two reports of the same gate agree and a saved report carries no machine path.
+DEFAULT_GATE_SOURCE = "search_core/gate/gate_default.json"
 
 
 class GateFileError(SearchCoreError):
@@ -254,7 +257,7 @@ def choose_gate(fingerprint: dict, reranker: str = "none", *, path: str | Path |
             continue
         why = m.mismatch(fingerprint, reranker)
         if why is None:
-            return GateChoice(m, str(c), "", reranker)
+            return GateChoice(m, DEFAULT_GATE_SOURCE if c == DEFAULT_GATE_FILE else str(c), "", reranker)
         reasons.append(f"{c}: {why}")
     if fitted is not None and path is None:
         why = fitted.mismatch(fingerprint, reranker)

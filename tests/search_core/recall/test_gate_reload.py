@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core.config import SearchConfig
-from search_core.gate.model import DEFAULT_GATE_FILE, load_gate, sidecar_path
+from search_core.gate.model import DEFAULT_GATE_FILE, DEFAULT_GATE_SOURCE, load_gate, sidecar_path
 from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
 from search_core.search.pipeline import Searcher
 from tests.helpers import SMALL_VAULT, write_vault
@@ -37,7 +37,7 @@ def test_a_gate_applied_while_serve_runs_decides_the_next_search(index_db, tmp_p
     engine = RecallEngine(SearchBackend(index_db, SearchConfig(threshold=0.0)), None, RecallConfig(timeout_s=60.0))
     with running(engine) as url:
         status, before = post(url + "/search", {"query": QUESTION, "k": 3})
-        assert status == 200 and before["gate"]["decided_by"]["source"] == str(DEFAULT_GATE_FILE)   # no file yet
+        assert status == 200 and before["gate"]["decided_by"]["source"] == DEFAULT_GATE_SOURCE   # no file yet
         r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(index_db), "--proposal", str(proposal)])
         assert r.exit_code == 0, r.output
         status, after = post(url + "/search", {"query": QUESTION, "k": 3})

@@ -180,10 +180,10 @@ def test_ab_compares_available_models_and_reports_the_missing_one(demo_ab, mini)
         assert c["result"]["gate"]["probes"] == 6
     # each candidate gated as `search` would: e5-small by the shipped default, minilm-l6 (no gate file fits
     # it) by a model fitted on the tuning questions, never by another candidate's cut
-    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
+    from search_core.gate.model import DEFAULT_GATE_FILE, DEFAULT_GATE_SOURCE, load_gate
     gates = {k: {(q["gate"]["kind"], q["gate"]["source"]) for q in by[k]["result"]["per_query"]}
              for k in ("e5-small", "minilm-l6")}
-    assert gates["e5-small"] == {("model", str(DEFAULT_GATE_FILE))} and not by["e5-small"]["threshold_fitted"]
+    assert gates["e5-small"] == {("model", DEFAULT_GATE_SOURCE)} and not by["e5-small"]["threshold_fitted"]
     assert by["e5-small"]["threshold"] == pytest.approx(load_gate(DEFAULT_GATE_FILE).threshold)
     assert gates["minilm-l6"] == {("model", "fitted by the A/B on the tuning questions")}
     assert by["minilm-l6"]["threshold_fitted"]

@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from search_core.config import SearchConfig
-from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
+from search_core.gate.model import DEFAULT_GATE_FILE, DEFAULT_GATE_SOURCE, load_gate
 from search_core.search.pipeline import Searcher
 from tests.helpers import ROOT
 from tests.helpers.http import post, running
@@ -158,7 +158,7 @@ def test_every_path_decides_with_the_same_gate(demo_mini_index, questions, tmp_p
              "recall engine": _recall(demo_index, gold, tmp_path), "serve /search": _serve(demo_index, gold, tmp_path),
              "mcp search_notes": _mcp(demo_index, gold, tmp_path)}
     want = paths["library"]
-    default = str(DEFAULT_GATE_FILE)
+    default = DEFAULT_GATE_SOURCE
     assert {v[2:] for v in want.values()} == {("model", default, round(load_gate(DEFAULT_GATE_FILE).threshold, 4))}
     assert len({v[0] for v in want.values()}) == 2          # the set has both decisions, so agreement means something
     for name, got in paths.items():

@@ -81,9 +81,9 @@ def test_gate_threshold_rounds_without_probes_are_unavailable(demo_mini_index, t
     gold.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
     summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 4, gold=gold)
     # no probes, so nothing to fit on: the shipped default decides, at its own threshold, as in `search`
-    from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
+    from search_core.gate.model import DEFAULT_GATE_FILE, DEFAULT_GATE_SOURCE, load_gate
     assert rounds[0]["config"]["gate_threshold"] == round(load_gate(DEFAULT_GATE_FILE).threshold, 2)
-    assert {q["gate"]["source"] for q in rounds[0]["metrics"]["per_query"]} == {str(DEFAULT_GATE_FILE)}
+    assert {q["gate"]["source"] for q in rounds[0]["metrics"]["per_query"]} == {DEFAULT_GATE_SOURCE}
     by_var = {r["variable"]: r for r in rounds[1:]}
     assert by_var["gate_threshold"]["decision"] == "unavailable" and "no probes" in by_var["gate_threshold"]["reason"]
     assert len(rounds) == 3                                               # each logged once, then the space is spent
