@@ -256,9 +256,10 @@ def choose_gate(fingerprint: dict, reranker: str = "none", *, path: str | Path |
             reasons.append(str(e))
             continue
         why = m.mismatch(fingerprint, reranker)
+        name = DEFAULT_GATE_SOURCE if c == DEFAULT_GATE_FILE else str(c)
         if why is None:
-            return GateChoice(m, DEFAULT_GATE_SOURCE if c == DEFAULT_GATE_FILE else str(c), "", reranker)
-        reasons.append(f"{c}: {why}")
+            return GateChoice(m, name, "", reranker)
+        reasons.append(f"{name}: {why}")
     if fitted is not None and path is None:
         why = fitted.mismatch(fingerprint, reranker)
         if why is None:
