@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, ROOT, write_result  # noqa: E402
-from bench_gate_transfer import _rank  # noqa: E402
+from bench_gate_transfer import autorag_heldout  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import DEFAULT_GATE_FILE, load_gate  # noqa: E402
@@ -69,15 +69,9 @@ def collect(a) -> list[dict]:
         if vault == "autorag":
             gold = load_gold(a.data / "autorag-ko" / "beir")
             doc_of = {nid: (n["title"] or nid) for nid, n in s.view.notes.items()}
-            docs = sorted(set(doc_of.values()))
-            rets = [s.retrieve(q.query, cfg.depth) for q in gold.questions]
-            for seed in AUTORAG_SEEDS:
-                held = set(random.Random(seed).sample(docs, round(0.2 * len(docs))))
-                for q, r in zip(gold.questions, rets):
-                    gdocs = {doc_of.get(g, g) for g in q.gold}
-                    res = _rank(s, cfg, r, held, doc_of)
-                    rows.append({"vault": vault, "set": f"autorag-s{seed}", "id": q.id, "query": q.query,
-                                 "y": int(not gdocs <= held), "f": res.gate.features})
+            for seed, q, res, _, answerable in autorag_heldout(s, cfg, gold, doc_of, AUTORAG_SEEDS):
+                rows.append({"vault": vault, "set": f"autorag-s{seed}", "id": q.id, "query": q.query,
+                             "y": int(answerable), "f": res.gate.features})
         else:
             for name in (DEMO_SETS if vault == "demo" else JOHNGRIB_SETS):
                 gold = load_gold((GOLD if vault == "demo" else SETS) / f"{name}.yaml")

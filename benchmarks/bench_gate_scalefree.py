@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, ROOT, write_result  # noqa: E402
-from bench_gate_transfer import SELF_HELD, _rank, self_queries  # noqa: E402
+from bench_gate_transfer import SELF_HELD, _rank, autorag_heldout, self_queries  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import GateFitError, best_balanced_threshold, fit_gate  # noqa: E402
@@ -118,14 +118,9 @@ def collect(args) -> dict:
                     out["rows"].append(row(res, not q.is_probe, vault=vault, set=name, id=q.id, level=q.level))
         else:
             gold = load_gold(args.data / "autorag-ko" / "beir")
-            adocs = sorted(set(doc_of.values()))
-            rets = [s.retrieve(q.query, cfg.depth) for q in gold.questions]
-            for seed in AUTORAG_SEEDS:
-                held = set(random.Random(seed).sample(adocs, round(0.2 * len(adocs))))
-                for q, r in zip(gold.questions, rets):
-                    gdocs = {doc_of.get(g, g) for g in q.gold}
-                    out["rows"].append(row(_rank(s, cfg, r, held, doc_of), not gdocs <= held, vault=vault,
-                                           set=f"autorag-s{seed}", id=q.id, level=q.level, doc=sorted(gdocs)[0]))
+            for seed, q, res, gdocs, answerable in autorag_heldout(s, cfg, gold, doc_of, AUTORAG_SEEDS):
+                out["rows"].append(row(res, answerable, vault=vault, set=f"autorag-s{seed}", id=q.id,
+                                       level=q.level, doc=sorted(gdocs)[0]))
         print(f"{vault}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         s.close()
     cache.parent.mkdir(parents=True, exist_ok=True)

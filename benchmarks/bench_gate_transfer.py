@@ -72,6 +72,19 @@ def _rank(s, cfg, r: Retrieval, drop: set | None = None, doc_of=None):
     return res
 
 
+def autorag_heldout(s, cfg, gold, doc_of: dict, seeds):
+    """AutoRAG-ko with a fifth of its documents (PDFs) held out of every channel list, per seed: yields
+    (seed, question, the ranked result, the question's gold documents, answerable). A question whose gold
+    documents are all held out is a probe. Each question is retrieved once and ranked per seed."""
+    docs = sorted(set(doc_of.values()))
+    rets = [s.retrieve(q.query, cfg.depth) for q in gold.questions]
+    for seed in seeds:
+        held = set(random.Random(seed).sample(docs, round(0.2 * len(docs))))
+        for q, r in zip(gold.questions, rets):
+            gdocs = {doc_of.get(g, g) for g in q.gold}
+            yield seed, q, _rank(s, cfg, r, held, doc_of), gdocs, not gdocs <= held
+
+
 def _row(res, y, **extra):
     g = res.gate
     return {"y": int(y), "p": g.probability if g.probability is not None else 0.0, "cos": g.top_score,
