@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 
 from search_core.hashing import hash_json
 from search_core.index.store import connect, is_sqlite_file
+from search_core.models.threads import embed_batches
 
 
 class _CacheDamaged(Exception):
@@ -114,14 +116,15 @@ class EmbeddingCache:
         by_hash = dict(zip(hashes, texts))
         if progress is not None:
             progress(0, len(missing))
-        for i in range(0, len(missing), batch):
-            part = missing[i:i + batch]
-            vecs = embedder.embed([by_hash[h] for h in part])
-            new = dict(zip(part, vecs))
-            self.put_many(key, new)
-            have.update(new)
-            if progress is not None:
-                progress(len(part), len(missing))
+        # closing(): a failed write below stops the workers now, not when the generator is collected
+        with closing(embed_batches(embedder, [by_hash[h] for h in missing], batch=batch)) as done:
+            for a, b, vecs in done:
+                part = missing[a:b]
+                new = dict(zip(part, vecs))
+                self.put_many(key, new)
+                have.update(new)
+                if progress is not None:
+                    progress(len(part), len(missing))
         if not texts:
             return np.zeros((0, embedder.dim), np.float32)
         return np.stack([have[h] for h in hashes]).astype(np.float32)

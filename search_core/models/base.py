@@ -24,6 +24,9 @@ class Embedder(ABC):
     # What one text's embedding cost grows with, for the tuner's cost model: "tokens" where the model can
     # count them, else "chars" (an HTTP server's tokenizer is not ours to run).
     length_unit: str = "chars"
+    # May two threads call embed() at once, each limited to its share of the cores (threads.embed_batches)?
+    # Only where measured: the call must release the GIL, keep its buffers per call, and obey the OpenMP limit.
+    concurrent_calls: bool = False
 
     def text_length(self, text: str, *, is_query: bool = False) -> int:
         """The length of `text` in `length_unit`s (what embedding it costs grows with)."""

