@@ -1,22 +1,24 @@
 """Scale-free gate features, a refit of the weights and other threshold rules, chosen across vaults.
 
 The shipped default ranks well on a vault it was never fitted on and cuts badly there: its probability scale
-moves with the vault. What this script tries, all on sets that are tuning data now (never the blind set):
+moves with the vault. What this script tries, all on sets that are tuning data now (spent sets only; never
+an unread one):
 
   features   the shipped 16; the 16 with each scale-bearing feature (top_cos, cos_margin, cos_wig,
              cos_spread, bm25_top_norm, bm25_wig) as a z-score against the vault's own distribution of it
              (the vault's self-queries: titles + headings, summaries, sentences, as bench_gate_transfer.py
              makes them; what an index could store at build time); the same as percentiles; the 16 with
              within-query scale-free forms in place of the scale-bearing ones (ranks of the first result in
-             each channel, margins as ratios, the top cosine's z-score within its own top 10); and only the
-             features that have no scale at all
+             each channel, margins as ratios, the top cosine's z-score within its own top 10); only the
+             features that have no scale at all; and the 16 + ratios with the query's script against its
+             nearest chunk's (script_gap, cross_script and its products with the dense evidence)
   weights    refit on demo + AutoRAG-ko (no KorQuAD: nothing derived from it is committed), C in a small grid,
              the fit vaults weighted equally
   thresholds the fit's own out-of-fold cut; a target injection rate of the vault's own probes (held-out
              notes' self-queries); 0.5
 
-Selection: fit on demo + AutoRAG-ko (held-out PDFs, seed 0), score on johngrib-tune + johngrib-holdout
-(natural questions on a vault the fit never saw; both spent, tuning data now). Leave-one-vault-out beside it:
+Selection: fit on demo + AutoRAG-ko (held-out PDFs, seed 0), score on johngrib-tune, -holdout, -blind and
+-week (natural questions on a vault the fit never saw; all spent, tuning data now). Leave-one-vault-out beside it:
 fit on AutoRAG-ko + johngrib, score on the demo sets; fit on demo + johngrib, score on AutoRAG-ko seeds 1-2.
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 5 python benchmarks/bench_gate_scalefree.py \
@@ -42,7 +44,7 @@ from common import DATA, ROOT, write_result  # noqa: E402
 from bench_gate_transfer import SELF_HELD, _rank, autorag_heldout, self_queries  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
-from search_core.gate.model import GateFitError, best_balanced_threshold, fit_gate  # noqa: E402
+from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, fit_gate, load_gate  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
 from search_core.gate.features import GATE_FEATURE_SET, GATE_FEATURES, feature_set  # noqa: E402
@@ -52,7 +54,7 @@ from tuner.gate.metrics import auroc, balanced_accuracy  # noqa: E402
 GOLD = ROOT / "experiments" / "gold"
 SETS = ROOT / "benchmarks" / "sets"
 DEMO_SETS = ("demo-tune", "demo-holdout", "demo-probes", "demo-gate-tune", "demo-gate-holdout", "demo-gate-holdout2")
-JOHNGRIB_SETS = ("johngrib-tune", "johngrib-holdout")
+JOHNGRIB_SETS = ("johngrib-tune", "johngrib-holdout", "johngrib-blind", "johngrib-week")
 AUTORAG_SEEDS = (0, 1, 2)
 SCALE = ("top_cos", "hit_cos", "cos_margin", "cos_wig", "cos_spread", "bm25_top_norm", "bm25_wig")
 
@@ -152,6 +154,7 @@ def view_pct(f, st):
 BASE = list(feature_set("transferable-16"))
 SCALE_IN_BASE = [f for f in BASE if f in SCALE]
 NO_SCALE = [f for f in BASE if f not in SCALE]
+CROSS = ["cross_script", "cross_script_cos_z10", "cross_script_dense_rank_inv", "cross_script_cos_margin_ratio"]
 WITHIN = ["dense_rank_inv", "sparse_rank_inv", "cos_margin_ratio", "cos_z10", "bm25_ratio2", "bm25_wig_ratio",
           "bm25_margin_ratio"]
 # candidates declared before any number: (feature view, feature list)
@@ -164,13 +167,22 @@ CANDIDATES = {
     "no scale (overlaps, unknowns, agreement)": ("raw", NO_SCALE),
     "16 vault z + within-query ratios": ("z", BASE + WITHIN),
     "no scale + ratios + vault z top_cos, bm25": ("z", NO_SCALE + WITHIN + ["top_cos", "bm25_top_norm"]),
+    # declared after the four johngrib sets above were spent, on the questions the default skipped there
+    # (cross-lingual and code notes): the lexical features are blind across scripts
+    "16 + ratios + script gap": ("raw", BASE + WITHIN + ["script_gap"]),
+    "16 + ratios + cross-script products": ("raw", BASE + WITHIN + CROSS),
+    "16 + ratios + script gap + cross-script products": ("raw", BASE + WITHIN + ["script_gap"] + CROSS),
 }
 C_GRID = (0.1, 0.3, 1.0, 3.0)
 # The choice, by the rule declared with the grid: the best mean balanced accuracy over johngrib-tune +
 # johngrib-holdout at the fit's own cut (fitted on demo + AutoRAG-ko); candidates within 0.01 of it are
 # decided by their AUROC there. 16 + within-query ratios at C = 1, vaults equal, had 0.844 and AUROC 0.917;
 # at C = 0.1, 0.838 and 0.918 (and on the demo sets, fitted without them, 0.69 against 0.65).
-CHOSEN = ("16 + within-query ratios", 0.1, False)
+# Re-run with the four johngrib sets (all spent) and three cross-script candidates declared beside the old
+# ones, the same rule chose 16 + ratios + cross-script products at C = 0.3: 0.855 and AUROC 0.935 (the best,
+# 16 + ratios + script gap + cross-script products at C = 0.3, had 0.862 and 0.934; within 0.01 the AUROC
+# decides), against 0.847 and 0.937 for the previous choice.
+CHOSEN = ("16 + ratios + cross-script products", 0.3, False)
 PROBE_RATES = (0.1, 0.2, 0.3)
 
 
@@ -224,7 +236,6 @@ def evaluate(data, fit_vaults, targets, view, feats, C, balanced, stats):
 def write_default(a, data):
     """Fit the chosen candidate on every demo set and AutoRAG-ko's held-out-PDF rows (seed 0), and check that
     the features a search computes now are the ones the rows were fitted with (one johngrib-tune search each)."""
-    from search_core.gate.model import DEFAULT_GATE_FILE
     name, C, balanced = CHOSEN
     view, feats = CANDIDATES[name]
     if tuple(feats) != GATE_FEATURES:       # the default reads the one table (search_core.gate.features)
@@ -278,9 +289,10 @@ def main():
                                                                          "demo-holdout+demo-probes")),
              "autorag (fit demo + johngrib)": (("demo", "johngrib"), ("autorag-s1", "autorag-s2"))}
     results = {"shipped default": {}}
+    shipped = load_gate(DEFAULT_GATE_FILE)      # the rows' p_default is its probability, at its own cut
     for t in sorted({r["set"] for r in data["rows"]}):
         rows = [r for r in data["rows"] if r["set"] == t]
-        results["shipped default"][t] = score([r["p_default"] for r in rows], [r["y"] for r in rows], 0.6414680761773291)
+        results["shipped default"][t] = score([r["p_default"] for r in rows], [r["y"] for r in rows], shipped.threshold)
     for name, (view, feats) in CANDIDATES.items():
         for C in C_GRID:
             for balanced in (False, True):
@@ -293,7 +305,7 @@ def main():
                         res = {"error": str(e)}
                     results[key][plan] = res
     write_result(a.out, results)
-    # the selection table: mean balanced accuracy over johngrib-tune + johngrib-holdout per threshold rule
+    # the selection table: mean balanced accuracy over the johngrib sets per threshold rule
     rules = ["fit cut", "0.5", *(f"self-probe rate {r:.1f}" for r in PROBE_RATES), "self cut", "ceiling (own best cut)"]
     print("default:", {t: (v["bacc"], v["auroc"]) for t, v in results["shipped default"].items()})
     print(f"{'candidate':<70} " + " ".join(f"{r[:12]:>12}" for r in rules) + "  jg-auroc  demo(fit cut) ar(fit cut)")

@@ -345,3 +345,19 @@ def test_channel_top_idf_overlap_by_hand(monkeypatch):
     f = gf.gate_features("abc xyz", lists, [SimpleNamespace(note_id="na", chunk_id=1, score=1.0, cosine=0.9)],
                          view, conn=conn)
     assert f["idf_overlap"] == pytest.approx(f["dense_idf_overlap"])
+
+
+def test_cross_script_compares_the_query_with_the_dense_top_chunk(small_index):
+    from search_core.gate.features import _chunk_doc, script_mix
+    s = Searcher(small_index)
+    r = s.retrieve("김치찌개 끓이는 법")                  # the dense top: a Korean chunk of life/kimchi
+    doc_hangul = script_mix(_chunk_doc(s.view, s.conn, r.lists["dense"][0])[0])[0]
+    assert doc_hangul > 0.5
+    for query, cross in (("김치찌개 끓이는 법", 0.0), ("how to cook kimchi stew", 1.0)):
+        f = gate_features(query, r.lists, [], s.view, conn=s.conn)   # the same lists, so the same top chunk
+        assert f["script_gap"] == pytest.approx(abs(script_mix(query)[0] - doc_hangul))
+        assert f["cross_script"] == cross
+        assert f["cross_script_cos_z10"] == pytest.approx(cross * f["cos_z10"])
+        assert f["cross_script_dense_rank_inv"] == cross * f["dense_rank_inv"]
+        assert f["cross_script_cos_margin_ratio"] == pytest.approx(cross * f["cos_margin_ratio"])
+    s.close()
