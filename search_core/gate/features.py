@@ -312,12 +312,13 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
             docs[key] = _chunk_doc(view, conn, hit)
         return docs[key]
 
+    query_script = script_mix(query)            # (Hangul share, Latin share) of the query's letters
     for ch in ("dense", "sparse"):
         top_hit = (lists.get(ch) or [None])[0]
         if top_hit is not None:
             f[f"{ch}_idf_overlap"] = idf_overlap(view, conn, query, doc(top_hit)[0])
             if ch == "dense":
-                f["script_gap"] = abs(script_mix(query)[0] - script_mix(doc(top_hit)[0])[0])
+                f["script_gap"] = abs(query_script[0] - script_mix(doc(top_hit)[0])[0])
     cross = float(f["script_gap"] > CROSS_SCRIPT_GAP)
     f["cross_script"] = cross
     for name in ("cos_z10", "dense_rank_inv", "cos_margin_ratio"):
@@ -344,5 +345,5 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
             f["rerank_top"] = float(h0.score)
     f["reranked"] = float(reranked)
     f["query_chars"] = math.log1p(len(query))
-    f["hangul_share"], f["latin_share"] = script_mix(query)
+    f["hangul_share"], f["latin_share"] = query_script
     return {k: float(v) for k, v in f.items()}

@@ -38,16 +38,16 @@ SOLO_QUERY_THREADS = 2
 # no gain): the default pays when a core is free and costs little when none is.
 BATCH_THREADS = None
 # Indexing many batches: BATCH_WORKERS calls at once, each on its share of the cores, for an embedder whose
-# calls may overlap (Embedder.concurrent_calls). One call on both cores of this 2-core host kept 1.85 of
-# them busy (its tokenizer and pooling run on one thread between the parallel regions); two one-thread calls
-# kept 1.98 busy: 163 johngrib chunks, three alternating rounds, 6.2-6.4 against 6.9-8.0 chunks/s
-# (benchmarks/bench_batch_threads.py --modes). Two, not one per core: each call holds its activations
-# (~95 MB for 32 chunks of ~150 tokens), and two already keep every core busy between regions.
+# calls may overlap (Embedder.concurrent_calls). One call on both cores of this 2-core host keeps ~1.85 of
+# them busy (its tokenizer and pooling run on one thread between the parallel regions); the johngrib full
+# build (benchmarks/bench_wiki.py --stages full) kept 1.72 busy before and 1.97 with two one-thread calls,
+# 1,054 s -> 769 s on a host whose own speed moved during the runs (BENCHMARKS.md, indexing). Two, not one
+# per core: each call holds its activations, and two already keep every core busy between regions.
 BATCH_WORKERS = 2
-# Texts per call on a worker, at most: with 32 a one-thread call kept its core busy 0.92-0.94 of the time,
-# with 16 0.98-0.99 (301 johngrib build texts, three alternating rounds: 7.2-7.5 chunks/s against 7.6-8.1;
-# one call of 32 on both cores 6.3-7.6). A call's activations are allocated and faulted in per call (~95 MB
-# for 32 texts of ~150 tokens) while nothing else runs on that core.
+# Texts per call on a worker, at most: in paired rounds over 301 johngrib build texts, batches of 32 kept
+# the two workers 1.83-1.87 cores busy, batches of 16 1.96-1.98 (7.2-7.5 against 7.6-8.1 chunks/s); a call
+# allocates and faults in its activations (~95 MB for 32 texts of ~150 tokens) while nothing else runs on
+# its core. To remeasure: benchmarks/bench_batch_threads.py --modes 2,workers --every 20 --chunks 300.
 WORKER_BATCH = 16
 # Batches handed to the pool at once, per worker: one running and one waiting, so a worker that finishes a
 # short batch starts the next at once instead of waiting for the caller to hand it one.
