@@ -12,7 +12,7 @@ the other half beside the shipped default. A rule is `calibrate`'s `threshold_ru
         --demo-db runs/bench-demo.sqlite --autorag-db runs/autorag.sqlite --johngrib-db runs/johngrib.sqlite
     ... bench_gate_labels.py features ...     # 16 vs 23 features, C 0.1 / 1, fitted on a small tuning set
 
-Only spent sets (tuning data): johngrib-tune, johngrib-holdout, johngrib-blind; the demo sets; AutoRAG-ko with
+Only spent sets (tuning data): johngrib-tune, -holdout, -blind, -week, -final; the demo sets; AutoRAG-ko with
 held-out PDFs as probes. Rows (per question: keep them out of the repository) are cached in
 runs/bench/gate-labels-rows.pkl; results in runs/bench/gate-labels-{rules,features}.json.
 """
@@ -38,6 +38,7 @@ from bench_gate_transfer import autorag_heldout  # noqa: E402
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import DEFAULT_GATE_FILE, load_gate  # noqa: E402
 from search_core.recall.log import LoggedCall  # noqa: E402
+import search_core.recall.suggest as picker_module  # noqa: E402
 from search_core.recall.suggest import suggest  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
@@ -46,7 +47,7 @@ from tuner.gate.metrics import auroc, balanced_accuracy  # noqa: E402
 GOLD = ROOT / "experiments" / "gold"
 SETS = ROOT / "benchmarks" / "sets"
 DEMO_SETS = ("demo-tune", "demo-holdout", "demo-probes", "demo-gate-tune", "demo-gate-holdout", "demo-gate-holdout2")
-JOHNGRIB_SETS = ("johngrib-tune", "johngrib-holdout", "johngrib-blind")
+JOHNGRIB_SETS = ("johngrib-tune", "johngrib-holdout", "johngrib-blind", "johngrib-week", "johngrib-final")
 AUTORAG_SEEDS = (1, 2, 3)          # held-out PDFs; split 0 is in the shipped default's fit
 ROUNDS = (20, 30)
 REPEAT_SHARE = 0.25        # traffic questions asked a second time in the week (bench_gate_week.py's share)
@@ -97,7 +98,7 @@ def _bacc(p, y, t) -> float:
     return float(balanced_accuracy(np.asarray(p) >= t, np.asarray(y)))
 
 
-def one_week(rows, seed, rule, default, truth_of, start: float | None = None) -> dict:
+def one_week(rows, seed, rule, default, truth_of, start: float | None = None, cover_flips: bool = True) -> dict:
     from tuner.gate.calibrate import calibrate
     rng = random.Random(seed)
     ans = [r for r in rows if r["y"]]
@@ -118,7 +119,7 @@ def one_week(rows, seed, rule, default, truth_of, start: float | None = None) ->
         gate = dataclasses.replace(default, threshold=float(start))
     out = {"default": _bacc(p_test, y_test, gate.threshold), "rounds": []}
     for total in ROUNDS:
-        picks = suggest(calls, threshold=gate.threshold, model=gate, n=total - labelled).picks
+        picks = suggest(calls, threshold=gate.threshold, model=gate, n=total - labelled, cover_flips=cover_flips).picks
         lab = {p.id: ("relevant" if truth[p.id] else "irrelevant") for p in picks}
         calls = [dataclasses.replace(c, label=lab[c.id]) if c.id in lab else c for c in calls]
         labelled += len(picks)
@@ -148,9 +149,16 @@ def rules(a, rows) -> None:
         if not prow:
             continue
         res = {}
-        for name, start in [(n, st) for st in a.start for n in names]:
+        for name, start, picker in [(n, st, pk) for st in a.start for n in names for pk in a.picker]:
             st = None if start == "default" else float(start)
-            weeks = [one_week(prow, a.seed + k, name, default, truth_of, st) for k in range(a.splits)]
+            shipped_share = picker_module.FLIP_SHARE
+            if picker.startswith("flips@"):       # another share of the picks on the calls a move would flip
+                picker_module.FLIP_SHARE = float(picker.partition("@")[2])
+            try:
+                weeks = [one_week(prow, a.seed + k, name, default, truth_of, st, picker != "centre")
+                         for k in range(a.splits)]
+            finally:
+                picker_module.FLIP_SHARE = shipped_share
             d = np.array([w["default"] for w in weeks])
             summ = {"default": round(float(d.mean()), 4), "ceiling": round(float(np.mean([w["ceiling"] for w in weeks])), 4)}
             for i, n in enumerate(ROUNDS):
@@ -159,9 +167,9 @@ def rules(a, rows) -> None:
                                        "worse": int((b < d - 1e-9).sum()), "better": int((b > d + 1e-9).sum()),
                                        "worst_delta": round(float((b - d).min()), 4),
                                        "moved": sum(w["rounds"][i]["method"] not in (None, "keep") for w in weeks)}
-            res[f"{name} | start {start}"] = summ
+            res[f"{name} | start {start} | {picker}"] = summ
             r20, r30 = summ["labels_20"], summ["labels_30"]
-            print(f"{pool:<14} {name:<24} {start:<8} start {summ['default']:.3f} ceiling {summ['ceiling']:.3f} | "
+            print(f"{pool:<14} {name:<24} {picker:<12} {start:<8} start {summ['default']:.3f} ceiling {summ['ceiling']:.3f} | "
                   f"20: {r20['mean']:.3f} ({r20['delta']:+.4f}, worse {r20['worse']}, better {r20['better']}, worst "
                   f"{r20['worst_delta']:+.3f}, moved {r20['moved']}) | 30: {r30['mean']:.3f} ({r30['delta']:+.4f}, "
                   f"worse {r30['worse']}, better {r30['better']}, worst {r30['worst_delta']:+.3f}, moved {r30['moved']})",
@@ -244,9 +252,17 @@ def main():
     ap.add_argument("--rule", action="append", help="a THRESHOLD_RULES name (repeatable; default: all)")
     ap.add_argument("--start", action="append", help="the gate in force's threshold at the start of the week: "
                     "`default` (the shipped one), or a P to start from a cut that is off (repeatable)")
+    ap.add_argument("--picker", action="append",
+                    help="how `suggest` places its near picks once labels point away from the threshold: `centre` "
+                         "(the product's: centred where the labels point), `flips` (cover_flips: on the calls a move "
+                         "would flip, FLIP_SHARE of them), `flips@0.8` (another share); repeatable")
     ap.add_argument("--out")
     a = ap.parse_args()
     a.start = a.start or ["default"]
+    a.picker = a.picker or ["centre"]
+    for pk in a.picker:
+        if not (pk in ("flips", "centre") or re.fullmatch(r"flips@(0(\.\d+)?|1(\.0*)?)", pk)):
+            ap.error(f"--picker {pk}: valid are flips, flips@SHARE (0-1), centre")
     rows = collect(a)
     if a.what == "rules":
         rules(a, rows)

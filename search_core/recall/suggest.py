@@ -8,6 +8,12 @@ today's threshold could miss where it ought to be: the other half spread over th
 call per stratum. Near-duplicate queries (the same question asked again, or with a word more) are one
 pick: a second label on the same question says nothing new.
 
+`cover_flips=True` sends the near picks, once the labels point away from today's threshold, first to the calls
+a move there would flip, nearest today's threshold first (`calibrate` moves only over flipped calls that are
+labelled). Measured on simulated weeks (benchmarks/bench_gate_labels.py rules --picker), it recovered more from
+a threshold that was off but made more test halves worse from the shipped default (10 of 200 against 8 at 30
+labels), so it is not the default.
+
     picks = suggest(read_logged_calls(log), model=gate_model, threshold=0.64, n=20)
 """
 
@@ -27,6 +33,8 @@ DUPLICATE_JACCARD = 0.6    # character-trigram Jaccard at or above which two que
                            # topic, "GraphRAG 커뮤니티 요약" / "GraphRAG 엔티티 추출": 0.35). A paraphrase
                            # ("떡볶이 양념 비율" / "떡볶이 양념은 어떤 비율로?": 0.27) stays two picks.
 INTERVAL_MIN_LABELS = 6    # below this many labels the labels do not move the centre of the picks
+FLIP_SHARE = 0.5           # with cover_flips, once labels point away from the threshold: the share of picks that
+                           # go to the calls a move there would flip (the rest as above)
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,22 @@ class _DuplicateFinder:
             self.postings[g].append(key)
 
 
+def twin_labels(labelled: list[tuple[str, bool]], queries: list[str]) -> list[bool | None]:
+    """For each query, the label of the first labelled query it near-duplicates (as `suggest` folds them:
+    DUPLICATE_JACCARD), else None: the same question asked again carries its label."""
+    finder = _DuplicateFinder()
+    label_of = {}
+    for i, (q, label) in enumerate(labelled):
+        if q:
+            finder.add(i, _grams(q))
+            label_of[i] = label
+    out = []
+    for q in queries:
+        k = finder.match(_grams(q)) if q else None
+        out.append(None if k is None else label_of[k])
+    return out
+
+
 def call_scores(calls: list[LoggedCall], model=None) -> tuple[str, dict[int, float]]:
     """The gate's score of each call that reached the gate: P(answerable) under `model` (recomputed from the
     logged features, so a label-driven threshold and these scores are on one scale), else the logged
@@ -111,10 +135,11 @@ def labels_threshold(scores: list[float], labels: list[int], scale: str):
 
 
 def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 20,
-            fingerprint_key: str | None = None) -> Suggestions:
+            fingerprint_key: str | None = None, cover_flips: bool = False) -> Suggestions:
     """Pick up to `n` unlabelled calls to label, each with the reason it was picked. `model` is the gate
     in force (None: the logged probabilities, else cosines); `threshold` its threshold on that scale;
-    calls logged against another index than `fingerprint_key` are left out."""
+    calls logged against another index than `fingerprint_key` are left out. `cover_flips=True` sends the near
+    picks to the calls a move to where the labels point would flip (measured, not the default: see above)."""
     if n < 1:
         raise ValueError("n must be at least 1")
     scale, scores = call_scores(calls, model)
@@ -156,9 +181,15 @@ def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 2
     cands = sorted(kept.values(), key=lambda c: scores[c.id])
     n = min(n, len(cands))
     n_near = math.ceil(n * NEAR_SHARE) if n else 0
-    below = sorted((c for c in cands if scores[c.id] < centre), key=lambda c: centre - scores[c.id])
-    above = sorted((c for c in cands if scores[c.id] >= centre), key=lambda c: scores[c.id] - centre)
-    near: list[LoggedCall] = []
+    # the calls a move from `threshold` to `centre` would flip, nearest `threshold` first: labelled in that order,
+    # they let `calibrate` move as far as the labels reach (its covered sign test stops at the first unlabelled one)
+    lo_f, hi_f = min(threshold, centre), max(threshold, centre)
+    flips = sorted((c for c in cands if cover_flips and fit is not None and lo_f <= scores[c.id] < hi_f),
+                   key=lambda c: abs(scores[c.id] - threshold))[:math.ceil(n * FLIP_SHARE)]
+    flip_ids = {c.id for c in flips}
+    below = sorted((c for c in cands if scores[c.id] < centre and c.id not in flip_ids), key=lambda c: centre - scores[c.id])
+    above = sorted((c for c in cands if scores[c.id] >= centre and c.id not in flip_ids), key=lambda c: scores[c.id] - centre)
+    near: list[LoggedCall] = list(flips)
     while len(near) < n_near and (below or above):          # alternate sides: both kinds of mistake
         for side in (above, below):
             if side and len(near) < n_near:
@@ -170,7 +201,11 @@ def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 2
     picks = []
     for c in near:
         s = scores[c.id]
-        if s >= centre:
+        if c.id in flip_ids:
+            why = (f"{unit} {s:.3f}, between the threshold in force {threshold:.3f} and {where}: moving there "
+                   f"flips this call, and the threshold moves only over flipped calls that are labelled "
+                   f"({flips.index(c) + 1} of {len(flips)} picked, nearest the threshold in force first)")
+        elif s >= centre:
             why = (f"{unit} {s:.3f}, {s - centre:.3f} above {where}: an irrelevant label says the threshold "
                    f"belongs above {s:.3f}")
         else:

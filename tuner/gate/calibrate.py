@@ -27,7 +27,7 @@ from search_core.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_t
 # shared with `recall-log stats`
 from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, read_logged_calls
 
-from search_core.recall.suggest import normalise_query
+from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
 from tuner.gate.proposal import write_proposal
@@ -337,18 +337,19 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
     searched = [c for c in calls if c.searched]
     p_calls = probabilities(model, [c.features for c in searched])
     p_calls = np.zeros(0) if p_calls is None else p_calls
-    # an unlabelled call that asks a labelled question again (the same words) is that question: it counts with
-    # its label among the decisions a move flips, and as nobody's evidence only when no label covers it
-    label_of = {normalise_query(r.query): a for r, a in zip(labelled, ans) if r.query}
+    # an unlabelled call that asks a labelled question again (a near-duplicate query, which `suggest` never
+    # offers) is that question: it counts with its label among the decisions a move flips, and as nobody's
+    # evidence only when no label covers it
     unl = [c for c in searched if c.label not in (LABEL_ANSWERABLE, LABEL_PROBE)]
-    rep = [c for c in unl if c.query and normalise_query(c.query) in label_of]
-    rest = [c for c in unl if not (c.query and normalise_query(c.query) in label_of)]
-    p_rep = probabilities(model, [c.features for c in rep])
+    twin = twin_labels([(r.query, a) for r, a in zip(labelled, ans)], [c.query for c in unl])
+    rep = [(c, t) for c, t in zip(unl, twin) if t is not None]
+    rest = [c for c, t in zip(unl, twin) if t is None]
+    p_rep = probabilities(model, [c.features for c, _ in rep])
     p_rest = probabilities(model, [c.features for c in rest])
     dec = decide_threshold(p_lab, y, model.threshold, rule=rule, level=INTERVAL_LEVEL,
                            traffic=p_calls if len(p_calls) else None,
                            unlabelled=p_rest if p_rest is not None else (),
-                           repeats=(p_rep, [int(label_of[normalise_query(c.query)]) for c in rep]) if rep else None)
+                           repeats=(p_rep, [int(t) for _, t in rep]) if rep else None)
     t_new, (lo, hi) = dec.proposed, dec.interval
     move = {"from": round(model.threshold, 4), "to": round(t_new, 4),
             "interval": [round(lo, 4), round(hi, 4)], "level": INTERVAL_LEVEL,

@@ -89,6 +89,33 @@ def test_labels_move_the_centre_of_the_picks_to_where_they_point(tmp_path):
     assert not {s.id for s in out.picks} & {i for i, _ in lab}          # a labelled call is never picked again
 
 
+def test_covering_the_flips_sends_the_near_picks_to_the_calls_a_move_would_flip(tmp_path):
+    ps = [round(0.0125 + 0.025 * i, 4) for i in range(40)]
+    log, ids = _log(tmp_path, ps)
+    lab = [(ids[i], "relevant" if ps[i] >= 0.3 else "irrelevant") for i in range(0, 40, 3)]
+    label_calls(log, lab)
+    out = suggest(read_logged_calls(log), threshold=0.64, n=6, cover_flips=True)
+    # the three near picks: the unlabelled calls just under 0.64, nearest it first (0.6125 is labelled)
+    flips = [s for s in out.picks if "flips this call" in s.reason]
+    assert sorted(s.probability for s in flips) == [0.5625, 0.5875, 0.6375]
+    assert "1 of 3 picked" in next(s.reason for s in flips if s.probability == 0.6375)
+    assert f"the {len(lab)} labels so far point to" in flips[0].reason
+    assert sum("stratum" in s.reason for s in out.picks) == 3
+    assert not {s.id for s in out.picks} & {i for i, _ in lab}
+
+
+def test_labels_that_agree_with_the_threshold_centre_the_near_picks_on_it(tmp_path):
+    ps = [round(0.0125 + 0.025 * i, 4) for i in range(40)]
+    log, ids = _log(tmp_path, ps)
+    lab = [(ids[i], "relevant" if ps[i] >= 0.64 else "irrelevant") for i in range(0, 40, 3)]
+    label_calls(log, lab)
+    out = suggest(read_logged_calls(log), threshold=0.64, n=6, cover_flips=True)
+    assert abs(out.centre - 0.64) < 0.05
+    near = sorted(out.picks, key=lambda s: abs(s.probability - out.centre))[:3]
+    assert all(abs(s.probability - out.centre) < 0.1 for s in near)
+    assert not [s for s in out.picks if "flips this call" in s.reason and abs(s.probability - 0.64) > 0.05]
+
+
 def test_calls_it_cannot_use_are_left_out_and_counted(tmp_path):
     log, _ = _log(tmp_path, [0.5, 0.6, 0.7])
     other, _ = _log(tmp_path / "b", [0.55], fingerprint="fp-B")

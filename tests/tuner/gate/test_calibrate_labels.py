@@ -104,6 +104,20 @@ def test_a_call_asked_again_carries_its_label():
                                                             "sign_test"]["wins"]
 
 
+def test_a_call_asked_again_with_a_word_more_carries_its_label():
+    # "질문 12" then "질문 12 요": the near-duplicate `suggest` folds into the labelled call and never offers, so
+    # it must not count against a move as a call nobody labelled
+    calls = _vault_labelled_near(0.3, n=100, seed=4)
+    again = [dataclasses.replace(c, id=1000 + c.id, ts=c.ts + 5000, label=None, query=f"{c.query} 요")
+             for c in calls if c.label and c.id >= 10]
+    alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    with_again = calibrate(calls + again, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    st = with_again["threshold_move"]["sign_test"]
+    assert with_again["model_summary"]["method"] == "threshold"
+    assert st["losses"] == alone["threshold_move"]["sign_test"]["losses"]
+    assert st["wins"] > alone["threshold_move"]["sign_test"]["wins"]
+
+
 def test_the_sign_test_by_hand():
     # P(X >= 5), X ~ Binomial(5, 2/3) = (2/3)^5
     assert binomial_tail(5, 5, 2 / 3) == pytest.approx((2 / 3) ** 5)
@@ -192,3 +206,4 @@ def test_rows_of_another_index_are_kept_apart():
     assert any("another index" in w and "left out" in w for w in cal["warnings"])
     assert cal["labelled"] == alone["labelled"] and cal["window"]["calls"] == len(calls)
     assert cal["recommendation"]["threshold_move"]["to"] == alone["recommendation"]["threshold_move"]["to"]
+
