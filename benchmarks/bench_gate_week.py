@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, write_result  # noqa: E402
+from common import ROOT, free_port, write_result  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import DEFAULT_GATE_FILE, best_balanced_threshold, load_gate, sidecar_path  # noqa: E402
@@ -62,18 +62,12 @@ def _http(url, body=None, timeout=120):
         return json.loads(r.read())
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class Serve:
     """`autoresearch serve` as a user runs it, in its own runs folder (no active config leaks in)."""
 
     def __init__(self, db: Path, log: Path, runs: Path):
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "AUTORESEARCH_RUNS": str(runs), "PYTHONPATH": str(ROOT), "OMP_WAIT_POLICY": "PASSIVE"}
         self.proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "serve", "--db", str(db), "--log", str(log),

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import ROOT, pct, write_result  # noqa: E402
+from benchmarks.common import ROOT, free_port, pct, write_result  # noqa: E402
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 CLI = [sys.executable, "-c", "from tuner.cli import main; main()"]
@@ -37,11 +37,6 @@ NOTE_RE = re.compile(r"^- .* \(([^()]+)\)(?::|$)", re.M)
 SMALL_TALK = ["안녕하세요!", "감사합니다 수고하셨습니다!", "ok thanks!", "좋아요 알겠어요", "hello there!",
               "네 좋아요", "thank you so much!", "그래요 고마워요", "good morning, thanks", "ㅋㅋㅋㅋ 좋네요"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def questions(levels=None) -> list[str]:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import ROOT, summary, write_result  # noqa: E402
+from benchmarks.common import ROOT, free_port, summary, write_result  # noqa: E402
 
 
 def timed(fn, runs: int) -> list[float]:
@@ -61,12 +61,6 @@ def _http(url, body=None, timeout=30.0):
         return e.code, json.loads(e.read())
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _up(url, proc, timeout=600):
     end = time.monotonic() + timeout
@@ -85,7 +79,7 @@ def attack_idle(db: Path, n: int = 1100) -> dict:
     import subprocess
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, n + 200)), hard))
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         err_path = Path(tmp) / "stderr"
         with open(err_path, "w") as err:
@@ -127,7 +121,7 @@ def attack_sigterm(db: Path, n: int = 150) -> dict:
     questions = ["GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?", "RRF 점수는 어떻게 계산하나요?",
                  "hybrid retrieval with dense and sparse channels", "BM25와 dense 검색을 섞는 방법은?"]
     with tempfile.TemporaryDirectory() as tmp:
-        log, port = Path(tmp) / "log.sqlite", _free_port()
+        log, port = Path(tmp) / "log.sqlite", free_port()
         proc = _serve(db, log, port)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -155,7 +149,7 @@ def _rss_kib(pid: int) -> int:
 
 def attack_session_ids(db: Path, n: int = 1000) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        log, port = Path(tmp) / "log.sqlite", _free_port()
+        log, port = Path(tmp) / "log.sqlite", free_port()
         proc = _serve(db, log, port)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -205,7 +199,7 @@ def _thread_server(engine):
     """A real `serve` app on uvicorn in a thread of this process (so the lanes can be switched for 'before')."""
     import threading
     from search_core.recall.server import make_server
-    port = _free_port()
+    port = free_port()
     srv = make_server(engine, port=port)
     t = threading.Thread(target=srv.run, daemon=True)
     t.start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -45,3 +46,10 @@ def write_result(name: str, data: dict) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, ensure_ascii=False, indent=2))
     return out
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nobody listens on now (the servers a benchmark starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
