@@ -37,3 +37,9 @@ def active_config_file(runs: str | Path | None = None) -> Path:
 def recall_log_file(runs: str | Path | None = None) -> Path:
     """The recall log's default path."""
     return runs_path(RECALL_LOG, runs)
+
+
+def shown_path(p: str | Path) -> str:
+    """A path as a message shows it: under the home folder as ~/..., so a saved report names no one's home."""
+    s, home = str(p), str(Path.home())
+    return "~" + s[len(home):] if home not in ("", "/") and (s == home or s.startswith(home + os.sep)) else s

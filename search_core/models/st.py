@@ -36,13 +36,15 @@ def resolve_weights(model_ref: str) -> tuple[Path, str]:
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.constants import HF_HUB_CACHE
+
+        from search_core.paths import shown_path
     except ImportError:
         raise ModelUnavailable(f"cannot look up hub model {model_ref!r}: huggingface_hub is missing; {INSTALL_HINT}") from None
     try:
         folder = Path(snapshot_download(model_ref, local_files_only=True))
     except Exception as e:  # LocalEntryNotFoundError, or a malformed id
         raise ModelUnavailable(
-            f"weights for {model_ref!r} are not on this machine: looked in the Hugging Face cache {HF_HUB_CACHE} "
+            f"weights for {model_ref!r} are not on this machine: looked in the Hugging Face cache {shown_path(HF_HUB_CACHE)} "
             f"(set HF_HOME or HF_HUB_CACHE to move it) and found no snapshot ({type(e).__name__}). "
             f"Get them on a machine with network: `huggingface-cli download {model_ref}`, then copy the cache "
             f"folder here, or pass a local folder instead of the hub id.") from None
