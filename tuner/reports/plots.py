@@ -4,8 +4,11 @@ render with the reader's CJK font instead of being turned into DejaVu paths with
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 import re
+import warnings
 from typing import Sequence
 
 RC = {"svg.fonttype": "none", "svg.hashsalt": "autoresearch",   # fixed ids: the same data, the same SVG
@@ -15,11 +18,28 @@ RC = {"svg.fonttype": "none", "svg.hashsalt": "autoresearch",   # fixed ids: the
 GREY, GREEN, RED, BLUE, AMBER = "#9aa3ad", "#1f8a3b", "#c0392b", "#2f5d9e", "#c98a00"
 
 
-def new_figure(width: float = 7.5, height: float = 3.2):
+@contextlib.contextmanager
+def _drawing():
+    """matplotlib with RC, quiet about fonts: without a CJK font it measures Hangul with DejaVu Sans and says so
+    once per glyph and per missing family (thousands of log lines for one report), though the SVG keeps its
+    text as text and the reader's CJK font draws it (_font_family_text names it)."""
     import matplotlib
+
+    fonts = logging.getLogger("matplotlib.font_manager")
+    level = fonts.level
+    fonts.setLevel(logging.ERROR)
+    try:
+        with matplotlib.rc_context(RC), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+            yield
+    finally:
+        fonts.setLevel(level)
+
+
+def new_figure(width: float = 7.5, height: float = 3.2):
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context(RC):
+    with _drawing():
         fig = Figure(figsize=(width, height), layout="constrained")
         fig.add_subplot()
     return fig
@@ -27,10 +47,8 @@ def new_figure(width: float = 7.5, height: float = 3.2):
 
 def figure_svg(fig) -> str:
     """The figure as an <svg> element (no XML prolog, no DOCTYPE), ready to inline in HTML."""
-    import matplotlib
-
     buf = io.StringIO()
-    with matplotlib.rc_context(RC):
+    with _drawing():
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
@@ -47,11 +65,9 @@ def progress_plot(points: Sequence[tuple[int, float, str]], best: Sequence[tuple
                   labels: Sequence[tuple[int, float, str]] = (), *, ylabel: str = "score", title: str = "") -> str:
     """Every round a dot (kept green, rejected grey, crashed/unavailable red), the running best as a
     step line, each kept change labelled. points: (round, value, "kept"|"rejected"|"failed")."""
-    import matplotlib
-
     fig = new_figure()
     ax = fig.axes[0]
-    with matplotlib.rc_context(RC):
+    with _drawing():
         colour = {"kept": GREEN, "rejected": GREY, "failed": RED}
         for kind in ("rejected", "failed", "kept"):
             xs = [p[0] for p in points if p[2] == kind]
@@ -73,13 +89,11 @@ def progress_plot(points: Sequence[tuple[int, float, str]], best: Sequence[tuple
 def histograms(series: dict[str, Sequence[float]], *, xlabel: str, title: str = "", bins: int = 20,
                colours: dict[str, str] | None = None) -> str:
     """Overlaid histograms, e.g. top scores of answerable questions vs probes."""
-    import matplotlib
-
     fig = new_figure(6.0, 2.8)
     ax = fig.axes[0]
     palette = colours or {}
     defaults = [BLUE, RED, AMBER, GREEN, GREY]
-    with matplotlib.rc_context(RC):
+    with _drawing():
         allv = [v for vs in series.values() for v in vs]
         if allv:
             lo, hi = min(allv), max(allv)
@@ -99,11 +113,9 @@ def histograms(series: dict[str, Sequence[float]], *, xlabel: str, title: str = 
 def labelled_scatter(points: Sequence[tuple[float, float, float, str]], *, xlabel: str, ylabel: str,
                      title: str = "", size_label: str = "") -> str:
     """One marker per item: (x, y, size, label); marker area scales with size (e.g. index MB)."""
-    import matplotlib
-
     fig = new_figure(6.0, 3.2)
     ax = fig.axes[0]
-    with matplotlib.rc_context(RC):
+    with _drawing():
         top = max((p[2] for p in points), default=1.0) or 1.0
         for i, (x, y, size, label) in enumerate(points):
             ax.scatter([x], [y], s=40 + 400 * (size / top), alpha=0.6, color=[BLUE, AMBER, GREEN, RED, GREY][i % 5])
@@ -118,11 +130,9 @@ def labelled_scatter(points: Sequence[tuple[float, float, float, str]], *, xlabe
 
 def line_plot(series: dict[str, Sequence[tuple[float, float]]], *, xlabel: str, ylabel: str, title: str = "") -> str:
     """Lines through (x, y) points, one per series (e.g. risk-coverage curves)."""
-    import matplotlib
-
     fig = new_figure(6.0, 3.0)
     ax = fig.axes[0]
-    with matplotlib.rc_context(RC):
+    with _drawing():
         for i, (name, pts) in enumerate(series.items()):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=name, color=[BLUE, RED, AMBER, GREEN][i % 4])
         ax.set_xlabel(xlabel)

@@ -71,3 +71,18 @@ def test_html_report_renders_every_plot_in_chromium_and_fetches_nothing(tmp_path
     bad.write_text(page.read_text(encoding="utf-8").replace(
         "</body>", '<link rel="stylesheet" href="http://cdn.invalid/x.css"></body>'), encoding="utf-8")
     assert any("cdn.invalid" in r for r in check_page(bad, tmp_path / "bad.png", height=600).requests)
+
+
+def test_a_machine_without_the_cjk_font_draws_hangul_quietly(monkeypatch, caplog, recwarn):
+    # the fonts the plots ask for are missing: matplotlib falls back to DejaVu Sans and would log and warn once
+    # per glyph and family; the SVG keeps the text as text, so the reader's font draws it
+    import logging
+
+    import tuner.reports.plots as plots
+    monkeypatch.setitem(plots.RC, "font.family", ["No Such CJK Font", "DejaVu Sans"])
+    caplog.set_level(logging.INFO, logger="matplotlib.font_manager")
+    svg = progress_plot([(1, 0.5, "kept"), (2, 0.4, "rejected")], [(1, 0.5)], [(1, 0.5, "검색 가중치")],
+                        ylabel="점수", title="밤새 실험")
+    assert "점수" in svg and "밤새 실험" in svg
+    assert not [r for r in caplog.records if r.name.startswith("matplotlib")]
+    assert not [w for w in recwarn if "missing from font" in str(w.message)]
