@@ -47,7 +47,8 @@ BATCH_WORKERS = 2
 # Texts per call on a worker, at most: in paired rounds over 301 johngrib build texts, batches of 32 kept
 # the two workers 1.83-1.87 cores busy, batches of 16 1.96-1.98 (7.2-7.5 against 7.6-8.1 chunks/s); a call
 # allocates and faults in its activations (~95 MB for 32 texts of ~150 tokens) while nothing else runs on
-# its core. To remeasure: benchmarks/bench_batch_threads.py --modes 2,workers --every 20 --chunks 300.
+# its core. Rerun as shipped (--modes 2,workers --every 20 --chunks 300, 3 paired rounds): 1.90-1.95 cores busy
+# against 1.84-1.85 for one call on both, chunks/s +7 %, -3 %, +17 % on a host whose speed moved by a third.
 WORKER_BATCH = 16
 # Batches handed to the pool at once, per worker: one running and one waiting, so a worker that finishes a
 # short batch starts the next at once instead of waiting for the caller to hand it one.
