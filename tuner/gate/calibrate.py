@@ -376,7 +376,7 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
     if not dec.move and not refit_better:
         # the labels do not show the move decides better: a move on the noise of a few dozen labels is as likely
         # to make the gate worse as better (simulated weeks from the shipped default: the interval rule made
-        # 5-14 of 40 test halves worse per set, the sign test 2 of 200; search_core.gate.threshold)
+        # 5-14 of 40 test halves worse per set, the sign test 2-8 of 200; search_core.gate.threshold)
         move.update(kept=True, flips=_flips(p_calls, model.threshold, model.threshold))
         rec["model_summary"] = {"method": "keep", "p_threshold": round(model.threshold, 4),
                                 "cv_balanced_accuracy": None, "features": list(model.features)}
