@@ -18,7 +18,7 @@ the gate) chose it among the rules in THRESHOLD_RULES: from the default of its d
 worse at 30 labels (by 0.023 and 0.015), the interval rule (move when the bagged interval leaves the current cut
 out) 5 to 14 of 40 per pool; from a cut that was off it still recovered part of the gap. Rerun from the
 cross-script default, with all five spent johngrib sets in the johngrib pool: 8 of 200 worse (at most by 0.058,
-on the demo gate sets, whose best cut is only 0.04 above the default's).
+on the demo gate sets, where even the best cut scores only 0.04 above the default's).
 """
 
 from __future__ import annotations
