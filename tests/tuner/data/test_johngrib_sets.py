@@ -17,7 +17,8 @@ DATA = Path(os.environ.get("AUTORESEARCH_DATA", ROOT.parent / "shared" / "data")
 VAULT = DATA / "johngrib-wiki" / "_wiki"
 # answerable and probe counts of each set
 SHAPES = {"johngrib-tune": (40, 20), "johngrib-holdout": (40, 20), "johngrib-blind": (48, 24),
-          "johngrib-week": (80, 40), "johngrib-final": (80, 40), "johngrib-last": (80, 40)}
+          "johngrib-week": (80, 40), "johngrib-final": (80, 40), "johngrib-last": (80, 40),
+          "johngrib-next": (80, 40)}
 NAMES = tuple(SHAPES)
 no_wiki = pytest.mark.skipif(
     not VAULT.is_dir(), reason=f"the johngrib wiki is not at {VAULT}: it is measuring data kept beside the "
