@@ -74,12 +74,18 @@ def test_near_duplicates_are_one_pick_and_a_labelled_twin_drops_it(tmp_path):
     assert len(out.picks) == 12
 
 
-def test_labels_move_the_centre_of_the_picks_to_where_they_point(tmp_path):
+def _labelled_from(tmp_path, boundary):
+    """40 calls at P 0.0125 .. 0.9875; every third labelled, relevant from `boundary` up."""
     ps = [round(0.0125 + 0.025 * i, 4) for i in range(40)]
     log, ids = _log(tmp_path, ps)
-    # this vault answers everything from P 0.3 up: the labels say the threshold 0.64 is too high
-    lab = [(ids[i], "relevant" if ps[i] >= 0.3 else "irrelevant") for i in range(0, 40, 3)]
+    lab = [(ids[i], "relevant" if ps[i] >= boundary else "irrelevant") for i in range(0, 40, 3)]
     label_calls(log, lab)
+    return log, lab
+
+
+def test_labels_move_the_centre_of_the_picks_to_where_they_point(tmp_path):
+    # this vault answers everything from P 0.3 up: the labels say the threshold 0.64 is too high
+    log, lab = _labelled_from(tmp_path, 0.3)
     out = suggest(read_logged_calls(log), threshold=0.64, n=6)
     assert out.labelled == len(lab) and out.interval is not None
     assert 0.15 < out.centre < 0.45 and out.interval[0] < out.centre < out.interval[1]
@@ -90,10 +96,7 @@ def test_labels_move_the_centre_of_the_picks_to_where_they_point(tmp_path):
 
 
 def test_covering_the_flips_sends_the_near_picks_to_the_calls_a_move_would_flip(tmp_path):
-    ps = [round(0.0125 + 0.025 * i, 4) for i in range(40)]
-    log, ids = _log(tmp_path, ps)
-    lab = [(ids[i], "relevant" if ps[i] >= 0.3 else "irrelevant") for i in range(0, 40, 3)]
-    label_calls(log, lab)
+    log, lab = _labelled_from(tmp_path, 0.3)
     out = suggest(read_logged_calls(log), threshold=0.64, n=6, cover_flips=True)
     # the three near picks: the unlabelled calls just under 0.64, nearest it first (0.6125 is labelled)
     flips = [s for s in out.picks if "flips this call" in s.reason]
@@ -105,10 +108,7 @@ def test_covering_the_flips_sends_the_near_picks_to_the_calls_a_move_would_flip(
 
 
 def test_labels_that_agree_with_the_threshold_centre_the_near_picks_on_it(tmp_path):
-    ps = [round(0.0125 + 0.025 * i, 4) for i in range(40)]
-    log, ids = _log(tmp_path, ps)
-    lab = [(ids[i], "relevant" if ps[i] >= 0.64 else "irrelevant") for i in range(0, 40, 3)]
-    label_calls(log, lab)
+    log, lab = _labelled_from(tmp_path, 0.64)
     out = suggest(read_logged_calls(log), threshold=0.64, n=6, cover_flips=True)
     assert abs(out.centre - 0.64) < 0.05
     near = sorted(out.picks, key=lambda s: abs(s.probability - out.centre))[:3]
