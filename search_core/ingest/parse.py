@@ -43,6 +43,17 @@ def _check_events(text: str) -> None:
     """Refuse aliases (*name) and nodes nested deeper than MAX_FRONTMATTER_DEPTH on the parser's events,
     before anything is composed or built: an alias bomb expands exponentially in whoever walks the result,
     and the walk stops where the alias or the 21st level appears."""
+    try:
+        _walk_events(text)
+    except yaml.MarkedYAMLError as e:
+        # PyYAML >= 6.0.4 has a nesting limit of its own, and its scanner (which reads ahead of the events)
+        # can reach it before the 21st level is seen here; either way the refusal is ours and says the same
+        if "nesting depth" in str(getattr(e, "problem", "")):
+            raise FrontmatterRefused(f"frontmatter nests deeper than {MAX_FRONTMATTER_DEPTH} levels") from None
+        raise
+
+
+def _walk_events(text: str) -> None:
     open_collections = 0
     for ev in yaml.parse(text, Loader=_LOADER):
         if isinstance(ev, _NODE_EVENTS):

@@ -103,7 +103,7 @@ def test_yaml_alias_bomb_is_refused_fast_and_names_the_note(tmp_path):
 
 
 def test_deep_and_huge_frontmatter_are_refused_with_a_warning(tmp_path, shared_cache):
-    from search_core.ingest.parse import MAX_FRONTMATTER_DEPTH
+    from search_core.ingest.parse import MAX_FRONTMATTER_DEPTH, FrontmatterRefused, load_frontmatter_yaml
     deep = "---\nx: " + "[" * 5000 + "]" * 5000 + "\n---\n깊은 노트 본문\n"
     huge = "---\ntitle: 큰 노트\nsummary: " + "가" * 70_000 + "\n---\n큰 노트 본문\n"
     vault = write_vault(tmp_path / "v", {"deep.md": deep, "huge.md": huge, "ok.md": "# 정상\n정상"})
@@ -111,6 +111,10 @@ def test_deep_and_huge_frontmatter_are_refused_with_a_warning(tmp_path, shared_c
     assert any(w.startswith("deep: ") and f"deeper than {MAX_FRONTMATTER_DEPTH} levels" in w for w in r.warnings)
     assert any(w.startswith("huge: ") and "over the 64 KB limit" in w for w in r.warnings)
     assert _ids(tmp_path / "i.sqlite") == ["deep", "huge", "ok"]
+    # our own limit, below any YAML library's (PyYAML 6.0.4's scanner stops the 5,000-deep case first)
+    with pytest.raises(FrontmatterRefused, match=f"deeper than {MAX_FRONTMATTER_DEPTH} levels"):
+        load_frontmatter_yaml("x: " + "[" * (MAX_FRONTMATTER_DEPTH + 1) + "]" * (MAX_FRONTMATTER_DEPTH + 1))
+    load_frontmatter_yaml("x: " + "[" * (MAX_FRONTMATTER_DEPTH - 1) + "]" * (MAX_FRONTMATTER_DEPTH - 1))
     # honest nesting below the limit still loads
     n = parse_note("n", "---\na: {b: {c: [1, [2, [3]]]}}\ntags: [x]\n---\nbody")
     assert n.tags == ("x",) and not n.warnings
