@@ -12,15 +12,30 @@ of a server nobody can hold.
   repeated per connection used to print a traceback each time (about 125 MB of stderr in 30 s).
 - What the guard did is counted (ConnectionGuard) and shown in /metrics beside the request counters: an
   attack that is held off is otherwise invisible, since its connections never become requests.
+
+Who may send a request (RequestGuard, around the whole app): a web page the user happens to open is a
+client too. Without a token, a page on any origin could write labels (which steer `calibrate`) with a
+`text/plain` form post or a "no-cors" fetch, and a page whose DNS name was pointed at 127.0.0.1 (DNS
+rebinding) could read the recall log's raw queries. So:
+- the Host header must name this server: a loopback name (127.0.0.1, localhost, [::1], any port), the
+  address it was asked to bind, any IP literal on a wildcard bind (rebinding needs a DNS name), or a name
+  given with --allow-host; anything else is 421 `host_not_allowed`, naming --allow-host;
+- a POST/PUT/PATCH/DELETE must say `Content-Type: application/json` (415 `unsupported_media_type`): a
+  browser sends that cross-origin only after a CORS preflight, which this server never grants;
+- and one that carries an Origin header must come from the server's own origin (403 `cross_origin`).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 import resource
+import socket
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 HEADER_TIMEOUT_S = 10.0      # a request head is a few hundred bytes: 10 s is generous for any real client
 BODY_TIMEOUT_S = 10.0        # the body (at most 64 KB) must arrive within this once the head has
@@ -68,6 +83,7 @@ class RepeatLimiter:
 
 
 CLOSE_REASONS = ("header_timeout", "keep_alive_idle", "evicted_for_room", "refused_busy")
+REFUSE_REASONS = ("host_not_allowed", "cross_origin", "unsupported_media_type")
 
 
 class ConnectionGuard:
@@ -77,6 +93,7 @@ class ConnectionGuard:
 
     def __init__(self):
         self.closed = dict.fromkeys(CLOSE_REASONS, 0)
+        self.refused = dict.fromkeys(REFUSE_REASONS, 0)      # requests RequestGuard answered itself
         self.open = 0
         self.limit = 0
         self.limiter = RepeatLimiter()
@@ -87,7 +104,9 @@ class ConnectionGuard:
         out += [f'autoresearch_connections_closed_total{{reason="{r}"}} {self.closed[r]}' for r in CLOSE_REASONS]
         out += [f"autoresearch_connections_open {self.open}", f"autoresearch_connections_limit {self.limit}",
                 "# TYPE autoresearch_error_lines_suppressed_total counter",
-                f"autoresearch_error_lines_suppressed_total {self.limiter.suppressed}"]
+                f"autoresearch_error_lines_suppressed_total {self.limiter.suppressed}",
+                "# TYPE autoresearch_requests_refused_total counter"]
+        out += [f'autoresearch_requests_refused_total{{reason="{r}"}} {self.refused[r]}' for r in REFUSE_REASONS]
         return "\n".join(out) + "\n"
 
 
@@ -222,3 +241,121 @@ def guarded_config(app, *, host: str, port: int, log_level: str = "warning", gua
                 backlog=backlog, timeout_keep_alive=KEEP_ALIVE_S, http=guarded_protocol(max_conn, guard=guard))
     opts.update(kw)
     return uvicorn.Config(app, **opts)
+
+
+# -- who may send a request ------------------------------------------------------------------------------
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+WILDCARD_BINDS = ("0.0.0.0", "::", "")
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """The Host names a server answers to: `names` (lower case, no port, IPv6 without brackets), and with
+    `any_ip` every IP literal (a wildcard bind is reached by whatever address the machine has)."""
+    names: frozenset[str]
+    any_ip: bool = False
+
+    def allows(self, name: str) -> bool:
+        if name in self.names:
+            return True
+        if not self.any_ip:
+            return False
+        try:
+            ipaddress.ip_address(name)
+            return True
+        except ValueError:
+            return False
+
+    def shown(self) -> str:
+        names = sorted(f"[{n}]" if ":" in n else n for n in self.names)
+        return ", ".join(names) + (", any IP address" if self.any_ip else "")
+
+
+def host_policy(bind_host: str = "127.0.0.1", allow_hosts=()) -> HostPolicy:
+    """Loopback names always; the bind address itself (a remote bind the user allowed with --allow-remote);
+    on a wildcard bind the machine's own names and any IP literal; plus each --allow-host name."""
+    names = set(LOOPBACK_NAMES)
+    bind = (bind_host or "").strip().lower().strip("[]")
+    any_ip = bind in WILDCARD_BINDS
+    if any_ip:
+        names.update(n.lower() for n in (socket.gethostname(), socket.getfqdn()) if n)
+    else:
+        names.add(bind.rstrip("."))
+    for h in allow_hosts:
+        name = host_name(h)
+        if name is None:
+            raise ValueError(f"--allow-host {h!r} is not a host name (give e.g. notes.example.com)")
+        names.add(name)
+    return HostPolicy(frozenset(names), any_ip)
+
+
+def host_name(value: str) -> str | None:
+    """The name part of a Host header value ("localhost:8765" -> "localhost", "[::1]:80" -> "::1"), lower
+    case and without a trailing dot; None when it is not a host[:port] at all."""
+    v = value.strip().lower()
+    if v.startswith("["):
+        end = v.find("]")
+        name, rest = v[1:end], v[end + 1:]
+        if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+    else:
+        name, sep, port = v.rpartition(":") if ":" in v else (v, "", "")
+        if (sep and not port.isdigit()) or ":" in name:
+            return None
+    name = name[:-1] if name.endswith(".") else name
+    return name or None
+
+
+def _header(scope, key: bytes) -> str | None:
+    for k, v in scope.get("headers", ()):
+        if k == key:
+            return v.decode("latin-1")
+    return None
+
+
+class RequestGuard:
+    """ASGI middleware around the app: the Host, Origin and Content-Type rules of the module doc."""
+
+    def __init__(self, app, policy: HostPolicy, guard: ConnectionGuard | None = None):
+        self.app, self.policy = app, policy
+        self.refused = (guard or ConnectionGuard()).refused
+
+    def refusal(self, scope) -> tuple[int, str, str] | None:
+        host = _header(scope, b"host")
+        # no Host at all is an HTTP/1.0 client by hand, never a browser (the only client that rebinds)
+        if host is not None:
+            name = host_name(host)
+            if name is None or not self.policy.allows(name):
+                return (421, "host_not_allowed",
+                        f"Host {host!r} is not a name this server answers to ({self.policy.shown()}): a web page "
+                        "can reach a server on this machine through a DNS name that points here. To serve "
+                        f"under that name, start it with --allow-host {name or 'NAME'}")
+        if scope.get("method", "GET").upper() not in WRITE_METHODS:
+            return None
+        origin = _header(scope, b"origin")
+        if origin is not None and (host is None or origin.strip().lower() not in
+                                   (f"http://{host.strip().lower()}", f"https://{host.strip().lower()}")):
+            return (403, "cross_origin", f"a {scope['method']} from the web page at {origin!r} is refused: only "
+                    "this server's own pages may change anything here (send no Origin header from a program)")
+        ctype = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            return (415, "unsupported_media_type",
+                    f"a {scope['method']} body must be sent with `Content-Type: application/json`, not "
+                    f"{ctype or 'no Content-Type'} (a form or a no-cors fetch from another site cannot, which "
+                    "is why it is required)")
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refused = self.refusal(scope)
+        if refused is None:
+            return await self.app(scope, receive, send)
+        status, code, message = refused
+        self.refused[code] += 1
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})

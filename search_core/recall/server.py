@@ -10,6 +10,9 @@ key and the recall log's profile column. "exclude_notes" leaves out notes the ag
     GET  /metrics                               -> Prometheus text
     GET  /label                                 -> the labelling page (search_core.recall.label_page)
 Errors are {"error": {"code", "message"}} with a 4xx/5xx status; nothing a client sends takes the server down.
+Every request must name this server in its Host header, and a POST must be `application/json` from no other
+origin (http_guard.RequestGuard: a web page must not read the log or write labels); a body that repeats a key
+is refused.
 """
 
 from __future__ import annotations
@@ -57,6 +60,15 @@ def check_host(host: str, allow_remote: bool) -> str | None:
         raise SearchCoreError(f"refusing to listen on {host}: the server exposes your notes. Use the default "
                               "--host 127.0.0.1, or pass --allow-remote (and --token) to listen on another address")
     return f"listening on {host}, not loopback: other machines can query your notes"
+
+
+def check_allowed_hosts(host: str, allow_hosts=()) -> None:
+    """Raises SearchCoreError when an --allow-host value is not a host name."""
+    from search_core.recall.http_guard import host_policy
+    try:
+        host_policy(host, allow_hosts)
+    except ValueError as e:
+        raise SearchCoreError(str(e)) from None
 
 
 class _Metrics:
@@ -125,6 +137,21 @@ def _known_fields(data: dict, fields: tuple[str, ...], path: str) -> dict:
     return data
 
 
+class DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list) -> dict:
+    """json.loads keeps the last of two equal keys: a body can then pass a check on one value and act on
+    another, and a text/plain form post can only be shaped into JSON by repeating a key."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKey(k)
+        out[k] = v
+    return out
+
+
 async def _read_json(request, max_body: int, fields: tuple[str, ...] | None = None) -> dict:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_body:
@@ -136,7 +163,9 @@ async def _read_json(request, max_body: int, fields: tuple[str, ...] | None = No
     if not raw.strip():
         raise ApiError(400, "empty_body", 'the body is empty; send JSON, e.g. {"query": "...", "session_id": "..."}')
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except DuplicateKey as e:
+        raise ApiError(400, "duplicate_key", f'the body names "{e.args[0]}" twice; send each field once') from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:    # 64 KB of "[" nests too deep
         raise ApiError(400, "invalid_json", f"the body is not valid JSON ({e}); send an object like "
                                             '{"query": "...", "session_id": "..."}') from None
@@ -162,7 +191,8 @@ def _field(data: dict, name: str, *, required=True, max_chars=None) -> str | Non
 
 def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int = MAX_BODY_BYTES,
                max_query_chars: int = MAX_QUERY_CHARS, max_pending: int = MAX_PENDING_SEARCHES, warm: bool = True,
-               watcher=None, guard=None):
+               watcher=None, guard=None, hosts=None):
+    """The app, behind RequestGuard (http_guard): `hosts` is its HostPolicy (default: loopback names only)."""
     from contextlib import asynccontextmanager
 
     from starlette.applications import Starlette
@@ -170,7 +200,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
     from starlette.responses import JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
-    from search_core.recall.http_guard import ConnectionGuard, install_quiet_errors
+    from search_core.recall.http_guard import ConnectionGuard, RequestGuard, host_policy, install_quiet_errors
 
     guard = guard or ConnectionGuard()      # its connection counters and held-back errors go into /metrics
     metrics = _Metrics()
@@ -301,7 +331,8 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
               Route("/metrics", endpoint(metrics_ep), methods=["GET"])]
     from search_core.recall.label_page import label_routes     # GET /label: the labelling page and its data
     routes += label_routes(engine, endpoint, _read_json, ApiError, max_body)
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+    return RequestGuard(app, hosts or host_policy(), guard)
 
 
 def recall_log_health(engine: RecallEngine) -> dict:
@@ -312,21 +343,25 @@ def recall_log_health(engine: RecallEngine) -> dict:
             "write_errors": engine.counters.get("log_errors", 0)}
 
 
-def make_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, **kw):
+def make_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, allow_hosts=(), **kw):
     """A uvicorn.Server (not started): run() blocks; tests run it in a thread and set should_exit.
-    Timeouts, the connection cap and quiet errors: search_core.recall.http_guard."""
+    Timeouts, the connection cap, quiet errors and the Host names it answers to (loopback, `host` itself,
+    `allow_hosts`): search_core.recall.http_guard."""
     import uvicorn
 
-    from search_core.recall.http_guard import ConnectionGuard, guarded_config
+    from search_core.recall.http_guard import ConnectionGuard, guarded_config, host_policy
+    check_allowed_hosts(host, allow_hosts)
+    hosts = host_policy(host, allow_hosts)
     guard = ConnectionGuard()
-    return uvicorn.Server(guarded_config(create_app(engine, token=token, guard=guard, **kw), host=host, port=port,
-                                         guard=guard))
+    return uvicorn.Server(guarded_config(create_app(engine, token=token, guard=guard, hosts=hosts, **kw), host=host,
+                                         port=port, guard=guard))
 
 
-def run_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, watcher=None) -> None:
+def run_server(engine: RecallEngine, *, host="127.0.0.1", port=8765, token=None, watcher=None,
+               allow_hosts=()) -> None:
     """Serve until SIGTERM/SIGINT; then every call already accepted is searched or logged as
     `stopped_by: shutdown` before the process ends (RecallEngine.shutdown)."""
     try:
-        make_server(engine, host=host, port=port, token=token, watcher=watcher).run()
+        make_server(engine, host=host, port=port, token=token, watcher=watcher, allow_hosts=allow_hosts).run()
     finally:
         engine.shutdown()

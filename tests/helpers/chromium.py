@@ -16,14 +16,15 @@ from tuner.reports.browser import CHROMIUM_FLAGS, find_chromium
 
 
 class Chromium:
-    def __init__(self, *, width: int = 1200, height: int = 900, timeout: float = 60.0):
+    def __init__(self, *, width: int = 1200, height: int = 900, timeout: float = 60.0, flags: tuple[str, ...] = ()):
+        """`flags`: more Chromium flags, e.g. --host-resolver-rules to point a DNS name at 127.0.0.1."""
         self.timeout = timeout
         self.profile = tempfile.mkdtemp(prefix="ar-cdp-")
         cmd_r, self._cmd_w = os.pipe()        # we write commands; Chromium reads fd 3
         self._out_r, out_w = os.pipe()        # Chromium writes fd 4; we read
         chromium = find_chromium()
         args = [chromium, *CHROMIUM_FLAGS, "--remote-debugging-pipe", f"--user-data-dir={self.profile}",
-                f"--window-size={width},{height}", "about:blank"]
+                f"--window-size={width},{height}", *flags, "about:blank"]
         # bash puts the pipes on 3 and 4 for the browser it execs
         self.proc = subprocess.Popen(["bash", "-c", f'exec "$@" 3<&{cmd_r} 4>&{out_w} {cmd_r}<&- {out_w}>&-',
                                       "chromium", *args], pass_fds=(cmd_r, out_w), stdout=subprocess.DEVNULL,

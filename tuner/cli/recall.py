@@ -184,17 +184,22 @@ _SERVE_OPTS = [
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True)
 @click.option("--allow-remote", is_flag=True, help="Required to listen on anything but loopback.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests whose Host header is NAME (a reverse proxy's name; repeatable). "
+                   "Other names are refused (a web page could reach the server through DNS rebinding).")
 @click.option("--token", envvar="AUTORESEARCH_TOKEN", default=None, callback=nonempty_token,
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
 @click.option("--watch", "watch_vault", type=click.Path(path_type=Path), default=None, metavar="VAULT",
               help="Keep --db current with VAULT: notes are re-indexed shortly after they are saved.")
-def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, token, watch_vault):
+def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, allow_hosts, token,
+          watch_vault):
     """HTTP server: /search, /queue, /prefetch, /healthz, /metrics, /label (Starlette on uvicorn)."""
     require_extra("serve")
-    from search_core.recall.server import check_host, run_server
+    from search_core.recall.server import check_allowed_hosts, check_host, run_server
 
     try:
         warning = check_host(host, allow_remote)
+        check_allowed_hosts(host, allow_hosts)
         engine, cfg_path = _engine(db, config_path, log_path, retention, privacy, timeout)
     except SearchCoreError as e:
         fail(e)
@@ -210,7 +215,7 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
         watcher = VaultWatcher(watch_vault, db).start()
         click.echo(f"watching {watch_vault}: saved notes are re-indexed into {db}", err=True)
     try:
-        run_server(engine, host=host, port=port, token=token, watcher=watcher)
+        run_server(engine, host=host, port=port, token=token, watcher=watcher, allow_hosts=allow_hosts)
     finally:
         if watcher is not None:
             watcher.stop()

@@ -253,7 +253,7 @@ def test_the_connection_guard_counts_into_metrics(index_db, tmp_path, monkeypatc
     def search_and_close(i):
         body = json.dumps({"query": f"RRF 점수는 어떻게 계산하나요 {i}"}).encode()
         s = connect()
-        s.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        s.sendall(b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n"
                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         until_closed(s)
     with running(engine) as url:
@@ -262,7 +262,7 @@ def test_the_connection_guard_counts_into_metrics(index_db, tmp_path, monkeypatc
             s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
             until_closed(s)
         s = connect()                       # a response, then nothing: closed by the keep-alive timeout
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         until_closed(s)
         entered, release = _hold(engine.backend)     # four connections busy with a search: a fifth is refused
         busy = [threading.Thread(target=search_and_close, args=(i,)) for i in range(4)]
@@ -389,7 +389,7 @@ def test_a_silent_or_trickling_connection_is_closed(index_db, tmp_path):
         silent = socket.create_connection(("127.0.0.1", port), timeout=120)
         assert silent.recv(100) == b"", "a connection that sends nothing was kept"
         trickle = socket.create_connection(("127.0.0.1", port), timeout=120)
-        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * 600
+        head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Pad: " + b"a" * 600
         closed = False
         for i in range(len(head)):        # one byte every 0.2 s: the head would take 2 minutes
             try:

@@ -85,9 +85,9 @@ def test_bad_inputs_get_clear_json_errors(index_db, tmp_path):
         assert status == 405 and "endpoints" in json.loads(text)["error"]["message"]
         # clients that go away: mid-body, and after a full request before reading the answer
         host, port = url.removeprefix("http://").split(":")
-        for payload in (b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        for payload in (b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                         b"Content-Length: 5000\r\n\r\n{\"query\": \"Gra",
-                        b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Length: 22\r\n\r\n{\"query\": \"RRF score\"}"):
+                        b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 22\r\n\r\n{\"query\": \"RRF score\"}"):
             with socket.create_connection((host, int(port))) as s:
                 s.sendall(payload)
         assert post(url + "/search", {"query": "RRF 점수"})[0] == 200          # still serving
