@@ -92,6 +92,39 @@ def clean_json_line(line: str) -> str:
         return line                      # own parse error (a RecursionError here ended the stdin reader)
 
 
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600     # JSON-RPC 2.0's codes
+
+
+def unreadable_line_reply(exc: Exception):
+    """The JSON-RPC error reply for a line the SDK's stdio reader could not read as a message (it hands the
+    exception on, and the SDK's server only logs it at debug level: the host waited for a reply forever).
+    Parse error (-32700) when the line is not JSON; invalid request (-32600) when it is JSON but not a
+    JSON-RPC message, with its id when one can be read (the host is waiting on that id), else id null.
+    None for a blank line, which is no message at all."""
+    from mcp_types import ErrorData, JSONRPCError
+    from pydantic import ValidationError
+
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    bad_json = not errors or any(e["type"] == "json_invalid" for e in errors)
+    if bad_json and any(e["type"] == "json_invalid" and isinstance(e.get("input"), str) and not e["input"].strip()
+                        for e in errors):
+        return None
+    msg_id = None
+    for e in errors:        # a field's error shows the field; a missing field's, the whole message
+        v = e.get("input")
+        if isinstance(v, dict) and isinstance(v.get("id"), (int, str)) and not isinstance(v.get("id"), bool):
+            msg_id = v["id"]
+            break
+    if bad_json:
+        error = ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON; send one JSON-RPC 2.0 "
+                                                    "message per line")
+    else:
+        first = errors[0]
+        error = ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: not a JSON-RPC 2.0 message "
+                          f"({'.'.join(map(str, first['loc'])) or 'message'}: {first['msg']})")
+    return JSONRPCError(jsonrpc="2.0", id=msg_id, error=error)
+
+
 class _CleanLines:
     """stdin for the SDK's stdio transport, each line through clean_json_line."""
 
@@ -110,6 +143,7 @@ def run_stdio(engine: RecallEngine) -> None:
 
     import anyio
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
     err = engine.warm()
     if err:
@@ -117,10 +151,24 @@ def run_stdio(engine: RecallEngine) -> None:
     server = build_server(engine)
     stdin = anyio.wrap_file(_CleanLines(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
 
+    async def answer_unreadable(read_stream, write_stream, messages):
+        """Hand the SDK's server every message; answer each line it could not read (unreadable_line_reply)."""
+        async with messages:
+            async for item in read_stream:
+                if isinstance(item, Exception):
+                    reply = unreadable_line_reply(item)
+                    if reply is not None:
+                        await write_stream.send(SessionMessage(reply))
+                else:
+                    await messages.send(item)
+
     async def serve():   # MCPServer.run("stdio") with our stdin; the low-level run is the SDK's documented loop
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
             low = server._lowlevel_server
-            await low.run(read_stream, write_stream, low.create_initialization_options())
+            messages, received = anyio.create_memory_object_stream(0)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer_unreadable, read_stream, write_stream, messages)
+                await low.run(received, write_stream, low.create_initialization_options())
     try:
         anyio.run(serve)
     finally:

@@ -443,6 +443,8 @@ def test_mcp_answers_a_call_with_a_lone_surrogate_and_logs_it(index_db, tmp_path
              '{"query": "x \\ud83d", "held": ' + "[" * 50_000 + "]" * 50_000 + "}}}")
         send('{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "search_notes", "arguments": '
              '{"query": "GraphRAG", "k": 1}}}')
+        got = reply()              # the SDK cannot read it either: it is answered with a JSON-RPC error
+        assert got is not None and "error" in got and got["id"] in (3, None), got
         got = reply()
         assert got is not None and got["id"] == 4 and "result" in got, got
     finally:

@@ -8,6 +8,7 @@ import pytest
 
 from search_core.recall.log import read_calls
 from tests.helpers import ROOT
+from tests.helpers.mcp_stdio import McpProcess
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
 
@@ -91,3 +92,29 @@ def test_a_line_nested_past_the_stack_is_handed_on_not_raised():
     deep = '{"jsonrpc": "2.0", "id": 1, "method": "x", "params": ' + "[" * 100_000 + '"\\ud83d"' + "]" * 100_000 + "}"
     assert clean_json_line(deep) == deep
     assert clean_json_line('{"q": "cut \\ud83d"}') == '{"q": "cut \\ufffd"}\n'
+
+
+@pytest.mark.slow
+def test_every_line_that_is_not_json_rpc_gets_an_error_reply_and_serving_goes_on(index_db, tmp_path):
+    # The SDK handed such a line on as an exception and its server only logged it: the host waited forever.
+    mcp = McpProcess(index_db, tmp_path / "log.sqlite", tmp_path)
+    try:
+        mcp.initialize()
+        mcp.send("{not json")
+        got = mcp.reply()
+        assert got["jsonrpc"] == "2.0" and got["id"] is None and got["error"]["code"] == -32700, got
+        mcp.send(b"\xff\xfe\x00 binary")
+        assert mcp.reply()["error"]["code"] == -32700
+        mcp.send("")                                                  # a blank line is no message: no reply
+        mcp.send("[1, 2]")                                            # JSON, but not a message
+        got = mcp.reply()
+        assert got["id"] is None and got["error"]["code"] == -32600 and "JSON-RPC" in got["error"]["message"]
+        mcp.send('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": 5}')
+        got = mcp.reply()                                             # its id is readable: the host waits on it
+        assert got["id"] == 7 and got["error"]["code"] == -32600 and "params" in got["error"]["message"]
+        call = mcp.call("search_notes", {"query": "GraphRAG", "k": 1})
+        got = mcp.reply()
+        assert got["id"] == call and got["result"]["structuredContent"]["results"], got
+    finally:
+        assert mcp.close() == 0
+
