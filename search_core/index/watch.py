@@ -65,6 +65,7 @@ class WatchState:
     last_update: dict | None = None      # counts, seconds and skipped notes of the last update
     last_error: str | None = None
     errors: int = 0
+    errors_since_ok: int = 0             # updates failed since the last one that succeeded (/healthz)
     running: bool = True
 
     def as_dict(self) -> dict:
@@ -107,12 +108,14 @@ class VaultWatcher:
             report = index_vault(self.vault, self.db, cache=self.cache, communities=communities)
         except Exception as e:                 # noqa: BLE001 - the watch outlives any one update
             with self._lock:
-                errors = self.state.errors + 1
-            self._set(last_error=f"{time.strftime('%H:%M:%S')} {type(e).__name__}: {e}", errors=errors)
+                errors, since_ok = self.state.errors + 1, self.state.errors_since_ok + 1
+            self._set(last_error=f"{time.strftime('%H:%M:%S')} {type(e).__name__}: {e}", errors=errors,
+                      errors_since_ok=since_ok)
             return None
         with self._lock:
             updates = self.state.updates + 1
         self._set(updates=updates, pending=0, caught_up_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), last_error=None,
+                  errors_since_ok=0,
                   last_update={"added": report.added, "changed": report.changed, "deleted": report.deleted,
                                "embedded": report.embedded, "seconds": report.seconds,
                                "skipped": [{"path": s.path, "reason": s.reason} for s in report.skipped],

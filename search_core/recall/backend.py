@@ -11,6 +11,12 @@ from search_core.config import SearchConfig, load_config
 from search_core.search.query_cache import QUERY_CACHE, QueryEmbeddingCache
 
 
+def is_query_error(e: BaseException) -> bool:
+    """The query's own fault (it is empty), not the index's or the model's: the searcher stays open, and
+    /healthz does not count it as a failing search."""
+    return isinstance(e, SearchCoreError) and "query is empty" in str(e)
+
+
 class SearchBackend:
     """One warm Searcher over `db`, opened lazily (a missing or locked index fails this call, not the
     process) and reopened after a failure. Not thread-safe by itself: RecallEngine serializes calls."""
@@ -54,7 +60,7 @@ class SearchBackend:
             cfg = self.cfg if top_k is None else self.cfg.replace(top_k=top_k)
             return s.search(query, cfg)
         except SearchCoreError as e:
-            if "query is empty" not in str(e):
+            if not is_query_error(e):
                 self.reset()
             raise
         except Exception:

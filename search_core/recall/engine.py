@@ -27,7 +27,7 @@ from search_core import SearchCoreError
 from search_core.config import read_toml
 from search_core.gate.model import WHICH_GATE
 from search_core.paths import active_config_file
-from search_core.recall.backend import SearchBackend  # noqa: F401  (re-exported)
+from search_core.recall.backend import SearchBackend, is_query_error  # noqa: F401  (SearchBackend re-exported)
 from search_core.validate import Where, clean_text
 
 RECALL_ENV = "AUTORESEARCH_RECALL"
@@ -245,6 +245,23 @@ def _now(fn, *args):
     fn(*args)
 
 
+@dataclass(frozen=True)
+class SearchOutcomes:
+    """How the searches behind this engine have gone (for /healthz): every search, warm-up included, that
+    finished; a query's own fault (an empty query) is not counted."""
+    succeeded: int = 0
+    failed: int = 0
+    failed_in_a_row: int = 0       # since the last search that succeeded
+    last_error: str | None = None  # of the last failed search
+    last_ok_at: float | None = None  # wall clock of the last search that succeeded
+
+    def after(self, error: BaseException | None) -> "SearchOutcomes":
+        if error is None:
+            return dataclasses.replace(self, succeeded=self.succeeded + 1, failed_in_a_row=0, last_ok_at=time.time())
+        return dataclasses.replace(self, failed=self.failed + 1, failed_in_a_row=self.failed_in_a_row + 1,
+                                   last_error=f"{type(error).__name__}: {error}")
+
+
 @dataclass
 class _Job:
     query: str
@@ -287,6 +304,8 @@ class RecallEngine:
         self._search_pool = ThreadPoolExecutor(1, thread_name_prefix="recall-search")
         self._long_pool = ThreadPoolExecutor(1, thread_name_prefix="recall-search-long")
         self._long_backend: SearchBackend | None = None
+        self.outcomes = SearchOutcomes()
+        self._outcomes_lock = threading.Lock()
         self.counters = {"queued": 0, "searched": 0, "errors": 0, "timeouts": 0, "sessions_dropped": 0,
                          "shutdown": 0, "log_errors": 0}
         if isinstance(self.backend, SearchBackend):
@@ -382,8 +401,22 @@ class RecallEngine:
     def _submit(self, query: str, top_k: int | None = None):
         """The search on its lane's worker (short and long queries never wait for each other)."""
         if self.lane_of(query) == "short":
-            return self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
-        return self._long_pool.submit(contextvars.copy_context().run, self._long().search, query, top_k)
+            fut = self._search_pool.submit(contextvars.copy_context().run, self.backend.search, query, top_k)
+        else:
+            fut = self._long_pool.submit(contextvars.copy_context().run, self._long().search, query, top_k)
+        fut.add_done_callback(self._count_outcome)
+        return fut
+
+    def _count_outcome(self, fut) -> None:
+        """Counted when the search ends, not when its caller stops waiting: a slow search that succeeds
+        after the caller's timeout is a working index."""
+        if fut.cancelled():
+            return
+        error = fut.exception()
+        if error is not None and is_query_error(error):
+            return
+        with self._outcomes_lock:
+            self.outcomes = self.outcomes.after(error)
 
     def _view_ready(self) -> None:
         """The index follower has a new view: swap it in on the search thread between two searches, so an
@@ -419,7 +452,9 @@ class RecallEngine:
         """Open the index and load the model now (a cold first search takes seconds, longer than the
         timeout). Returns the error text when the index or model cannot load, else None."""
         try:
-            self._search_pool.submit(self.backend.search, "warm-up query: 검색 준비").result()
+            fut = self._search_pool.submit(self.backend.search, "warm-up query: 검색 준비")
+            fut.add_done_callback(self._count_outcome)
+            fut.result()
             if isinstance(self.backend, SearchBackend):   # open the long lane's Searcher too (the model is shared)
                 self._long_pool.submit(self._long().search, "warm-up query: 검색 준비").result()
             return None

@@ -6,7 +6,8 @@
                    -> {"block", "injected", "gate", "stopped_by", "call_id", "error", "notes"}
 "profile" names whose session this is (an agent serving several profiles; default "default"): the session
 key and the recall log's profile column. "exclude_notes" leaves out notes the agent was already given.
-    GET  /healthz                               -> {"status", ...} (no token needed)
+    GET  /healthz                               -> {"status": "ok"|"degraded", "reasons", ...} (no token needed;
+                                                   what degrades it: search_core.recall.health)
     GET  /metrics                               -> Prometheus text
     GET  /label                                 -> the labelling page (search_core.recall.label_page)
 Errors are {"error": {"code", "message"}} with a 4xx/5xx status; nothing a client sends takes the server down.
@@ -292,14 +293,21 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
             current_profile.reset(token)
 
     async def healthz(request):
+        from dataclasses import asdict
+
+        from search_core.recall.health import check
         b = engine.backend
         log = recall_log_health(engine)
-        ok = b.db.exists() and state["warm_error"] is None and not log.get("write_errors")
-        return JSONResponse({"status": "ok" if ok else "degraded", "db": str(b.db), "db_exists": b.db.exists(),
-                             "index_fingerprint": b.fingerprint_key, "in_flight": engine.in_flight(),
-                             "warm_error": state["warm_error"], "log": log,
+        watch = watcher.status() if watcher is not None else None
+        outcomes = engine.outcomes
+        health = await asyncio.get_running_loop().run_in_executor(None, check, b.db, outcomes, watch,
+                                                                  log.get("write_errors"))
+        return JSONResponse({"status": health.status, "reasons": list(health.reasons), "db": str(b.db),
+                             "db_exists": b.db.exists(), "index_fingerprint": b.fingerprint_key,
+                             "in_flight": engine.in_flight(), "warm_error": state["warm_error"],
+                             "searches": asdict(outcomes), "log": log,
                              "uptime_s": round(time.time() - metrics.started, 1),
-                             **({"watch": watcher.status()} if watcher is not None else {})})
+                             **({"watch": watch} if watch is not None else {})})
 
     async def metrics_ep(request):
         return PlainTextResponse(metrics.render(engine) + guard.metrics_text(), media_type="text/plain; version=0.0.4")
