@@ -3,14 +3,20 @@
 The provider folder is copied as it is, with the stdlib client beside it, to $HERMES_HOME/plugins/autoresearch/
 (where Hermes 0.19.0 discovers memory providers); config.json there says which server to call. Standard
 library only, like the provider.
+
+A reinstall loses nothing the user made: a config.json it cannot parse is kept beside the new one and
+what is legible in it read back (a token dropped without a word made every call a 401); a provider file
+edited since the last install (.installed.json records each file's sha256) is kept as NAME.bak-STAMP.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,26 +95,34 @@ def install(home: str | Path | None = None, *, server: str | None = None, token:
                               "(or \"\" for none)")
     dest = plugin_dir(home)
     previous = provider_version(dest) if dest.exists() else None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    kept: dict[str, bytes] = {}    # file name in the new folder -> its bytes: backups of what would be lost
     cfg = dict(_provider.DEFAULTS)
     cfg_file = dest / _provider.CONFIG_FILE
     if cfg_file.exists():          # a reinstall keeps what the user set, unless an option replaces it
-        try:
-            stored = json.loads(cfg_file.read_text(encoding="utf-8"))
-            cfg.update({k: v for k, v in (stored if isinstance(stored, dict) else {}).items() if k in cfg})
-        except (OSError, ValueError) as e:
-            warnings.append(f"{cfg_file} was unreadable ({e}); it is replaced by the defaults")
+        cfg.update(_stored_config(cfg_file, stamp, kept, warnings, token_given=token is not None))
     for key, value in (("server", server), ("token", token), ("timeout_ms", timeout_ms), ("wrap", wrap)):
         if value is not None:
             cfg[key] = value or (None if key == "token" else value)
+    new_files = {**{name: (PROVIDER_DIR / name).read_bytes() for name in PROVIDER_FILES},
+                 "client.py": CLIENT_FILE.read_bytes()}
+    if dest.exists():
+        _keep_edited_files(dest, new_files, stamp, kept, warnings)
 
     # Build the new folder beside the old one and swap it in: Hermes never sees half a provider.
     staging = dest.parent / f".{NAME}.installing-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        for name in PROVIDER_FILES:
-            shutil.copyfile(PROVIDER_DIR / name, staging / name)
-        shutil.copyfile(CLIENT_FILE, staging / "client.py")
+        for name, data in new_files.items():
+            (staging / name).write_bytes(data)
+        (staging / MANIFEST).write_text(json.dumps({"files": {n: _sha256(d) for n, d in new_files.items()}},
+                                                   indent=1) + "\n", encoding="utf-8")
+        for old_backup in (dest.glob("*.bak-*") if dest.exists() else ()):   # earlier installs' backups stay
+            shutil.copy2(old_backup, staging / old_backup.name)
+        for name, data in kept.items():
+            (staging / name).write_bytes(data)
+            (staging / name).chmod(0o600)       # a damaged config.json may hold the token
         cfg_path = staging / _provider.CONFIG_FILE
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
         if cfg.get("token"):
@@ -123,6 +137,94 @@ def install(home: str | Path | None = None, *, server: str | None = None, token:
     shown = {**cfg, "token": "set" if cfg.get("token") else None}
     return InstallResult(dest, provider_version(dest) or "?", previous, shown, selected_provider(home) == NAME,
                          tuple(warnings))
+
+
+MANIFEST = ".installed.json"     # the sha256 of each file as installed: an edit made since shows as a mismatch
+_SALVAGE = re.compile(r'"(\w+)"\s*:\s*("(?:[^"\\\n]|\\.)*"|-?\d+|true|false|null)')
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _salvage(text: str) -> dict:
+    """The settings still legible in a damaged config.json (a "key": value pair each), of the types the
+    defaults have; the first of a key wins, as nothing says which is meant."""
+    out = {}
+    for key, raw in _SALVAGE.findall(text):
+        if key not in _provider.DEFAULTS or key in out:
+            continue
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            continue
+        default = _provider.DEFAULTS[key]
+        if key == "token":
+            ok = isinstance(value, str) and value.strip() != ""
+        elif isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, str)
+        if ok:
+            out[key] = value
+    return out
+
+
+def _stored_config(path: Path, stamp: str, kept: dict, warnings: list, *, token_given: bool) -> dict:
+    """The settings of the installed config.json. One that cannot be parsed is kept beside the new one
+    (config.json.bak-STAMP), what is legible in it is read back, and the warning says which settings were
+    kept and, when no token could be read, how to set it (the provider then got 401 from a server with one)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        warnings.append(f"{path} could not be read ({e}): nothing in it was kept, the defaults are used; if the "
+                        "server has a --token, set it with `autoresearch hermes install --token TOKEN`")
+        return {}
+    try:
+        stored = json.loads(data.decode("utf-8"))
+        if not isinstance(stored, dict):
+            raise ValueError(f"it holds a JSON {type(stored).__name__}, not an object")
+        return {k: v for k, v in stored.items() if k in _provider.DEFAULTS}
+    except ValueError as e:
+        problem = str(e)
+    backup = f"{path.name}.bak-{stamp}"
+    kept[backup] = data
+    salvaged = _salvage(data.decode("utf-8", errors="replace"))
+    said = (f"{path} could not be parsed ({problem}); it is kept as {backup} beside the new one. "
+            + (f"Read back from it: {', '.join(sorted(salvaged))}; " if salvaged else "Nothing in it was legible; ")
+            + "every other setting is the default.")
+    if "token" not in salvaged and not token_given:
+        said += (" No token could be read from it: if the server has a --token, set it with "
+                 "`autoresearch hermes install --token TOKEN` (or AUTORESEARCH_TOKEN in Hermes's environment), "
+                 "or the provider's calls are refused (401)")
+    warnings.append(said)
+    return salvaged
+
+
+def _keep_edited_files(dest: Path, new_files: dict, stamp: str, kept: dict, warnings: list) -> None:
+    """A provider file changed on disk since it was installed (its sha256 is not the manifest's) is kept as
+    NAME.bak-STAMP beside the new copy, and said; with no manifest (an install older than it), any file that
+    differs from the new copy is kept, since an edit cannot be told from an older version."""
+    try:
+        recorded = json.loads((dest / MANIFEST).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        recorded = None
+    for name, new in new_files.items():
+        try:
+            on_disk = (dest / name).read_bytes()
+        except OSError:
+            continue
+        if on_disk == new:
+            continue
+        if recorded is not None and recorded.get(name) == _sha256(on_disk):
+            continue                      # the copy an earlier install wrote, unchanged: an upgrade
+        backup = f"{name}.bak-{stamp}"
+        kept[backup] = on_disk
+        why = "was edited since it was installed" if recorded is not None else \
+            "differs from this version's copy, and no record says what was installed"
+        warnings.append(f"replaced {dest / name}, which {why}: the edited copy is kept as {dest / backup}")
 
 
 def selected_provider(home: Path) -> str | None:

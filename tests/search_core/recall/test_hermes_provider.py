@@ -146,7 +146,8 @@ def test_install_status_and_reinstall(tmp_path):
     home.mkdir()
     (home / "config.yaml").write_text("model:\n  default: x\nmemory:\n  memory_enabled: true\n  provider: holographic\n")
     r = install(home, server="http://127.0.0.1:9999", token="s3cret")
-    assert sorted(p.name for p in r.plugin_dir.iterdir()) == ["__init__.py", "client.py", "config.json", "plugin.yaml"]
+    assert sorted(p.name for p in r.plugin_dir.iterdir()) == [".installed.json", "__init__.py", "client.py",
+                                                              "config.json", "plugin.yaml"]
     assert r.previous_version is None and not r.selected and r.config["token"] == "set"
     cfg = json.loads((r.plugin_dir / "config.json").read_text())
     assert cfg["server"] == "http://127.0.0.1:9999" and cfg["token"] == "s3cret"
@@ -168,6 +169,59 @@ def test_install_status_and_reinstall(tmp_path):
     assert any(SELECT_LINE in p for p in s.problems()) and any("does not answer" in p for p in s.problems())
     (home / "config.yaml").write_text("memory:\n  provider: autoresearch   # vault notes\n")
     assert status(home).selected == "autoresearch"
+
+
+def _hermes_home(tmp_path):
+    home = tmp_path / "hermes"
+    home.mkdir()
+    return home
+
+
+def test_a_damaged_config_is_kept_beside_and_its_token_is_not_dropped(tmp_path):
+    # It was replaced by the defaults with one warning: the token went, and the provider then got 401.
+    home = _hermes_home(tmp_path)
+    plugin = install(home, server="http://127.0.0.1:9999", token="s3cret", timeout_ms=400).plugin_dir
+    damaged = (plugin / "config.json").read_text().replace('"timeout_ms": 400', '"timeout_ms": 400,,')
+    (plugin / "config.json").write_text(damaged)
+    r = install(home)
+    cfg = json.loads((plugin / "config.json").read_text())
+    assert cfg["token"] == "s3cret" and cfg["server"] == "http://127.0.0.1:9999" and cfg["timeout_ms"] == 400
+    (warning,) = r.warnings
+    assert "could not be parsed" in warning and "token" in warning and "No token" not in warning
+    (backup,) = plugin.glob("config.json.bak-*")
+    assert backup.read_text() == damaged and backup.name in warning
+    assert backup.stat().st_mode & 0o077 == 0                   # it holds the token too
+
+    (plugin / "config.json").write_bytes(b"\x00\x9f garbage \xff")   # nothing legible: said, with the fix
+    r = install(home)
+    assert json.loads((plugin / "config.json").read_text())["token"] is None
+    (warning,) = r.warnings
+    assert "No token could be read" in warning and "autoresearch hermes install --token TOKEN" in warning
+    assert len(list(plugin.glob("config.json.bak-*"))) >= 1     # the earlier backup is still there
+    (plugin / "config.json").write_text("[]")
+    (warning,) = install(home, token="n3w").warnings            # a token given now: nothing to say about it
+    assert "not an object" in warning and "No token" not in warning
+    assert json.loads((plugin / "config.json").read_text())["token"] == "n3w"
+
+
+def test_an_edited_provider_file_is_kept_and_said(tmp_path):
+    home = _hermes_home(tmp_path)
+    plugin = install(home).plugin_dir
+    assert install(home).warnings == ()                         # an unchanged reinstall has nothing to say
+    edited = (plugin / "__init__.py").read_text() + "\n# my own tweak\n"
+    (plugin / "__init__.py").write_text(edited)
+    r = install(home)
+    (warning,) = r.warnings
+    assert "replaced" in warning and "was edited" in warning and "__init__.py" in warning
+    (backup,) = plugin.glob("__init__.py.bak-*")
+    assert backup.read_text() == edited and str(backup) in warning
+    assert (plugin / "__init__.py").read_bytes() == (PROVIDER_DIR / "__init__.py").read_bytes()
+    assert install(home).warnings == () and list(plugin.glob("__init__.py.bak-*")) == [backup]   # kept on
+    # installed before the record existed: a copy that differs is kept (an edit cannot be told from age)
+    (plugin / ".installed.json").unlink()
+    (plugin / "plugin.yaml").write_text((plugin / "plugin.yaml").read_text() + "# old or edited\n")
+    (warning,) = install(home).warnings
+    assert "plugin.yaml" in warning and "no record" in warning and list(plugin.glob("plugin.yaml.bak-*"))
 
 
 def test_cli_install_and_status(demo_index, tmp_path):
