@@ -2,12 +2,15 @@
 
 import asyncio
 import json
+import shutil
+import subprocess
 import sys
+import time
 
 import pytest
 
 from search_core.recall.log import read_calls
-from tests.helpers import ROOT
+from tests.helpers import DEMO_VAULT, ROOT, SMALL_VAULT, write_vault
 from tests.helpers.mcp_stdio import McpProcess
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"
@@ -118,3 +121,48 @@ def test_every_line_that_is_not_json_rpc_gets_an_error_reply_and_serving_goes_on
     finally:
         assert mcp.close() == 0
 
+
+
+@pytest.mark.slow
+def test_calls_during_a_full_rebuild_of_the_index_are_answered(tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    db = tmp_path / "idx" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "vault", SMALL_VAULT), db, cache=shared_cache)   # e5-small, by name
+    other = tmp_path / "other-vault"
+    shutil.copytree(DEMO_VAULT / "ai", other)             # 54 notes: the rebuild takes seconds, not minutes
+    other_notes = {str(p.relative_to(other).with_suffix("")) for p in other.rglob("*.md")}
+    mcp = McpProcess(db, tmp_path / "log.sqlite", tmp_path)
+    rebuild = None
+    try:
+        mcp.initialize()
+        # another vault into the same --db with an empty embedding cache: seconds of building a new file
+        rebuild = subprocess.Popen([sys.executable, "-m", "tuner.cli", "index", str(other), "--db", str(db),
+                                    "--full", "--cache", str(tmp_path / "fresh-cache.sqlite")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+        end = time.monotonic() + 300
+        while not list(db.parent.glob(f"{db.name}.building-*")) and rebuild.poll() is None:
+            assert time.monotonic() < end, "the rebuild never started its new file"
+            time.sleep(0.05)
+        during = 0
+        while rebuild.poll() is None:           # every call while the new file is written gets its answer
+            call = mcp.call("search_notes", {"query": f"검색 품질 {during}", "k": 3})
+            got = mcp.reply()
+            assert got is not None and got["id"] == call and "result" in got, got
+            during += rebuild.poll() is None
+        assert rebuild.wait() == 0, rebuild.stderr.read()[-2000:]
+        assert during >= 1
+        end = time.monotonic() + 300            # then the rebuilt index is searched (the view follows the swap)
+        while True:
+            call = mcp.call("search_notes", {"query": "retrieval augmented generation", "k": 3})
+            got = mcp.reply()
+            assert got is not None and got["id"] == call and not got["result"].get("isError"), got
+            ids = [r["note_id"] for r in got["result"]["structuredContent"]["results"]]
+            if ids and set(ids) <= other_notes:
+                break
+            assert time.monotonic() < end, f"still the old index after the rebuild: {ids}"
+            time.sleep(0.2)
+    finally:
+        if rebuild is not None and rebuild.poll() is None:
+            rebuild.kill()
+            rebuild.wait(30)
+        assert mcp.close() == 0
