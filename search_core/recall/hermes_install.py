@@ -253,6 +253,7 @@ class Status:
     server_ok: bool
     server_detail: str
     last_calls: tuple = field(default_factory=tuple)
+    server_answered: bool = False      # it answered /healthz (server_ok: and said ok)
 
     def problems(self) -> list[str]:
         out = []
@@ -266,8 +267,11 @@ class Status:
         if self.config_error:
             out.append(self.config_error)
         if not self.server_ok:
-            out.append(f"the server does not answer at {self.server} ({self.server_detail}): start "
-                       "`autoresearch serve --db INDEX`")
+            if self.server_answered:
+                out.append(f"the server at {self.server} answers but is not healthy ({self.server_detail})")
+            else:
+                out.append(f"the server does not answer at {self.server} ({self.server_detail}): start "
+                           "`autoresearch serve --db INDEX`")
         return out
 
     def as_dict(self) -> dict:
@@ -302,9 +306,12 @@ def status(home: str | Path | None = None, *, server: str | None = None, calls: 
     rc = _client.RecallClient(url, cfg["token"], timeout=2.0)
     try:
         health = rc.health()
+        answered = True
         ok, detail = health.get("status") == "ok", f"status {health.get('status')}, db {health.get('db')}"
+        if health.get("reasons"):
+            detail += ": " + "; ".join(health["reasons"])
     except _client.RecallError as e:
-        ok, detail = False, e.message
+        answered, ok, detail = False, False, e.message
     return Status(home, installed, provider_version(dest) if installed else None, provider_version() or "?",
                   selected_provider(home), {**cfg, "token": "set" if cfg.get("token") else None}, cfg_error, url,
-                  ok, detail, tuple(last_calls(home, calls)))
+                  ok, detail, tuple(last_calls(home, calls)), answered)

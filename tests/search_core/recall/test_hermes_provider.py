@@ -224,6 +224,18 @@ def test_an_edited_provider_file_is_kept_and_said(tmp_path):
     assert "plugin.yaml" in warning and "no record" in warning and list(plugin.glob("plugin.yaml.bak-*"))
 
 
+def test_status_says_why_a_server_that_answers_is_not_healthy(tmp_path):
+    home = _hermes_home(tmp_path)
+    missing = tmp_path / "no-index.sqlite"
+    engine = RecallEngine(SearchBackend(missing, SearchConfig()), None, RecallConfig(timeout_s=60.0))
+    with running(engine) as url:
+        install(home, server=url)
+        s = status(home)
+    assert not s.server_ok
+    (problem,) = [p for p in s.problems() if url in p]
+    assert "answers but is not healthy" in problem and f"no index at {missing}" in problem
+
+
 def test_cli_install_and_status(demo_index, tmp_path):
     home = tmp_path / "hermes"
     home.mkdir()

@@ -189,6 +189,8 @@ def test_missing_and_locked_index(index_db, tmp_path, capfd):
 def test_remote_host_needs_a_flag(index_db):
     r = CliRunner().invoke(main, ["serve", "--db", str(index_db), "--host", "0.0.0.0"])
     assert r.exit_code != 0 and "--allow-remote" in r.output
+    r = CliRunner().invoke(main, ["serve", "--db", str(index_db), "--allow-host", "notes.lan:http"])
+    assert r.exit_code != 0 and "--allow-host 'notes.lan:http' is not a host name" in r.output
 
 
 AGENT = r'''
