@@ -280,7 +280,7 @@ def _headline(n, saturated, probes, level_rows, gains, detect, per_share, obj) -
     best = next((g for g in gains if g.moved), None)
     if detect is not None and detect.min_rising is not None and detect.headroom < detect.min_rising:
         # the strongest reason: too few questions can move for the test to ever say "beyond noise"
-        parts.append(f"only {detect.headroom} can rise, and the paired test needs {detect.min_rising} to rise "
+        parts.append(f"only {detect.headroom} have room to rise in {obj}, and the paired test needs {detect.min_rising} to rise "
                      f"(none falling) for p < {detect.alpha:g}")
     elif best is None:
         parts.append("no config tried moved any question's rank")
@@ -305,9 +305,9 @@ def _advice(n, saturated, level_rows, probes, spreads, detect, gains, per_share,
                f"{row.questions} in the set, {row.saturated} of them saturated")
         out.append(f"Add {lv} questions ({name}: {what}): {now}.")
     if probes == 0:
-        out.append("Add probes, questions whose answer is not in the vault (`autoresearch probes make VAULT --gold "
-                   "TUNE.yaml` holds out whole documents to make them): without them the gate's thresholds are "
-                   "never tuned.")
+        out.append("Add probes, questions whose answer is not in the vault: write a few, or let `autoresearch probes "
+                   "make VAULT --gold TUNE.yaml --out FOLDER` hold out whole notes so the questions about them "
+                   "become probes. Without probes the gate's thresholds are never tuned.")
     if spreads:
         notes = list(dict.fromkeys(g for s in spreads for g in s.gold))
         out.append("Write questions about where the configs disagreed: " +
