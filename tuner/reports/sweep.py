@@ -142,18 +142,18 @@ def evidence_section(gap: EvidenceGap) -> Section:
                     f"{gap.configs} configs evaluated")]
     d = gap.detectable
     if gap.gains:
-        blocks.append(Table(("round", "variable", "value", "decision", f"{obj} delta", "questions moved (up/down)",
-                             "paired p"),
-                            tuple((g.round, g.variable, g.value, g.decision, g.delta, f"{g.moved} ({g.better}/{g.worse})",
-                                   g.p_value) for g in gap.gains),
+        blocks.append(Table(("round", "variable", "value", "decision", f"{obj} delta",
+                             f"questions whose {obj} moved (up/down)", "paired p"),
+                            tuple((g.round, g.variable, g.value, g.decision, g.delta,
+                                   f"{g.moved} ({g.better}/{g.worse})", g.p_value) for g in gap.gains),
                             "the largest gains seen, each against the baseline it was judged on"))
     if d is not None:
-        smallest = ("none: " + (f"only {d.headroom} questions are below rank 1" if d.headroom < (d.min_rising or 0)
-                                else "no config moved a rank, so there is no noise to measure a gain against")
+        smallest = ("none: " + (f"only {d.headroom} questions have room to rise" if d.headroom < (d.min_rising or 0)
+                                else "no config moved any question, so there is no noise to measure a gain against")
                     if d.smallest_gain is None else f"{d.smallest_gain * k:+.2f} {obj}")
         needed = ("–" if d.questions_needed is None else
                   f"more than {d.questions_needed - 1}" if d.questions_needed > 5000 else str(d.questions_needed))
-        blocks.append(Table(("questions", "must rise (none falling) for p < alpha", "below rank 1",
+        blocks.append(Table(("questions", "must rise (none falling) for p < alpha", f"with room to rise in {obj}",
                              "smallest gain detectable", "questions to detect the best gain seen"),
                             ((d.n, d.min_rising, d.headroom, smallest, needed),),
                             f"what the paired test can detect at this size (alpha {d.alpha:g})"))
@@ -261,7 +261,8 @@ def build_sweep_report(d: dict) -> Report:
             level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
     flips = hold["compare"]["flipped"] if hold else []
     fail_rows = tuple((r["round"], r["variable"], str(r["new"]), r["decision"], r["reason"],
-                       unavailable_fix(r["variable"], probes=probes) if r["decision"] == "unavailable" else FIXES[r["decision"]])
+                       unavailable_fix(r["variable"], probes=probes) if r["decision"] == "unavailable"
+                       else FIXES[r["decision"]])
                       for r in rounds if r["decision"] in FIXES)
 
     sections = ((evidence_section(gap),) if gap else ()) + (
