@@ -172,12 +172,12 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
         return
-    _print_summary(summary)
+    _print_summary(summary, ledger_path)
 
 
-def _print_summary(s: dict):
+def _print_summary(s: dict, ledger_path=None):
     from tuner.demo import format_summary
-    click.echo(format_summary(s))
+    click.echo(format_summary(s, ledger_path))
 
 
 @click.command()

@@ -76,6 +76,13 @@ def test_an_empty_night_says_how_many_questions_are_saturated_and_where_configs_
     assert gap["detectable"]["n"] == n and gap["detectable"]["min_rising"] == 6
 
 
+def test_the_sweep_itself_points_an_empty_night_at_the_report(saturated_night):
+    from tuner.demo import format_summary
+    s = saturated_night["summary"]
+    assert ("nothing kept; why, and which questions would decide: autoresearch report sweep "
+            f"--sweep {s['sweep']} --ledger {saturated_night['ledger']}") in format_summary(s, saturated_night["ledger"])
+
+
 def test_the_no_probes_fix_stands_in_a_set_without_probes(saturated_night):
     d = sweep_report(saturated_night["ledger"]).data
     [threshold] = [f for f in d["failed"] if f["variable"] == "threshold"]
