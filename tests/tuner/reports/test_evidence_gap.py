@@ -26,8 +26,10 @@ def saturated_night(demo_db, tmp_path_factory):
     doc["name"] = "demo-tune-at-rank-1"
     gold = root / "at-rank-1.yaml"
     gold.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
-    summary, rows = run_sweep(root, demo_db, FUSION_SPACE, 8, gold=gold, ledger="night.sqlite")
-    return {"ledger": root / "night.sqlite", "rows": rows, "summary": summary,
+    progress = []
+    summary, rows = run_sweep(root, demo_db, FUSION_SPACE, 8, gold=gold, ledger="night.sqlite",
+                              progress=progress.append)
+    return {"ledger": root / "night.sqlite", "rows": rows, "summary": summary, "progress": progress,
             "gold": {q["id"]: q for q in doc["questions"]}}
 
 
@@ -76,9 +78,11 @@ def test_an_empty_night_says_how_many_questions_are_saturated_and_where_configs_
     assert gap["detectable"]["n"] == n and gap["detectable"]["min_rising"] == 6
 
 
-def test_the_sweep_itself_points_an_empty_night_at_the_report(saturated_night):
+def test_the_sweep_itself_warns_at_round_0_and_points_an_empty_night_at_the_report(saturated_night):
     from tuner.demo import format_summary
+    from tuner.evaluation.discrimination import CANNOT_DISCRIMINATE
     s = saturated_night["summary"]
+    assert [p for p in saturated_night["progress"] if p.startswith(f"warning: {CANNOT_DISCRIMINATE}: all ")]
     assert ("nothing kept; why, and which questions would decide: autoresearch report sweep "
             f"--sweep {s['sweep']} --ledger {saturated_night['ledger']}") in format_summary(s, saturated_night["ledger"])
 
