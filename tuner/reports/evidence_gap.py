@@ -33,7 +33,7 @@ from tuner.sweep.evidence import answerable_rows, question_value, ranking_eviden
 from tuner.sweep.variables import kind_of
 
 NOT_FOUND_RANK = 11          # a question whose gold is not in the ranked top 10 (K_LIST) counts as rank 11
-MAX_QUESTIONS = 5000         # questions_needed says "more than this" rather than search on
+MAX_QUESTIONS = 2000         # questions_needed says "more than this" rather than search on
 DRAWS = 31                   # simulated sets per size: questions_needed is where their median p crosses alpha
 DISAGREEMENTS_SHOWN = 10
 GAINS_SHOWN = 5
@@ -53,8 +53,8 @@ class DetectableGain:
       amount on top of the candidate's own ups and downs (None: no shift can, e.g. too little headroom,
       or the candidate moved nothing, so there is no noise to measure it against);
     questions_needed: how many questions with the candidate's pattern of changes half of the sets drawn
-      like it would need for p < alpha (None: the candidate gained nothing; MAX_QUESTIONS + 1: more than
-      MAX_QUESTIONS)."""
+      like it would need for p < alpha (None: the candidate gained nothing; above searched_up_to: more
+      than that many)."""
     n: int
     alpha: float
     min_rising: int | None
@@ -62,6 +62,11 @@ class DetectableGain:
     observed_gain: float
     smallest_gain: float | None
     questions_needed: int | None
+    searched_up_to: int = MAX_QUESTIONS
+
+    @property
+    def out_of_reach(self) -> bool:
+        return self.questions_needed is not None and self.questions_needed > self.searched_up_to
 
 
 def _p(a, b, resamples: int = 10_000, seed: int = 0) -> float:
@@ -88,7 +93,7 @@ def detectable_gain(baseline: Sequence[float], candidate: Sequence[float], alpha
 
         def detected(c: float) -> bool:
             s = shifted(c)
-            return float((s - base).mean()) > 0 and _p(base, s, 2000, seed) < alpha
+            return float((s - base).mean()) > 0 and _p(base, s, seed=seed) < alpha   # as the keep rule tests
 
         if detected(0.0):
             smallest = observed
@@ -101,31 +106,34 @@ def detectable_gain(baseline: Sequence[float], candidate: Sequence[float], alpha
 
     needed = None
     if n and observed > 0:
-        # DRAWS sets of MAX_QUESTIONS differences drawn from the observed ones; a set of m questions is the
+        # DRAWS sets of `cap` differences drawn from the observed ones; a set of m questions is the
         # first m of each, so a larger m extends the same sets and the answer does not jump with the draw
-        picks = np.random.default_rng(seed).integers(0, n, size=(DRAWS, MAX_QUESTIONS))
+        cap = max(MAX_QUESTIONS, n)
+        picks = np.random.default_rng(seed).integers(0, n, size=(DRAWS, cap))
 
         def half_detect(m: int) -> bool:
-            ps = sorted(_p(np.zeros(m), d[picks[j, :m]], 1000, seed) for j in range(DRAWS))
-            return ps[DRAWS // 2] < alpha
-
-        if half_detect(n):
-            needed = n
-        else:
-            lo, hi = n, min(2 * n, MAX_QUESTIONS)
-            while not half_detect(hi):
-                if hi == MAX_QUESTIONS:
+            """Is the median p of the DRAWS sets of m below alpha? (stops once either side holds the median)"""
+            below = 0
+            for j in range(DRAWS):
+                below += _p(np.zeros(m), d[picks[j, :m]], 1000, seed) < alpha
+                if below > DRAWS // 2 or (j + 1 - below) > DRAWS // 2:
                     break
-                lo, hi = hi, min(hi * 2, MAX_QUESTIONS)
-            if not half_detect(hi):
-                needed = MAX_QUESTIONS + 1
-            else:
-                while hi - lo > max(1, lo // 20):     # to within 5%: the estimate is no finer than that
-                    mid = (lo + hi) // 2
-                    lo, hi = (lo, mid) if half_detect(mid) else (mid, hi)
-                needed = hi
+            return below > DRAWS // 2
+
+        lo, hi = n, n
+        found = half_detect(n)
+        while not found and hi < cap:
+            lo, hi = hi, min(hi * 2, cap)
+            found = half_detect(hi)
+        if not found:
+            needed = cap + 1
+        else:
+            while hi - lo > max(1, lo // 20):     # to within 5%: the estimate is no finer than that
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if half_detect(mid) else (mid, hi)
+            needed = hi
     return DetectableGain(n, alpha, min_rising, headroom, round(observed, 6),
-                          None if smallest is None else round(smallest, 6), needed)
+                          None if smallest is None else round(smallest, 6), needed, max(MAX_QUESTIONS, n))
 
 
 # -- the evidence a night had, and what it lacked ---------------------------------------------------------------
@@ -318,7 +326,7 @@ def _advice(n, saturated, level_rows, probes, spreads, detect, gains, per_share,
                    "make VAULT --gold TUNE.yaml --out FOLDER` hold out whole notes so the questions about them "
                    "become probes. Without probes the gate's thresholds are never tuned.")
     if spreads:
-        notes = list(dict.fromkeys(g for s in spreads for g in s.gold))
+        notes = list(dict.fromkeys(g for s in spreads[:5] for g in s.gold))
         out.append("Write questions about where the configs disagreed: " +
                    ", ".join(s.id for s in spreads[:5]) +
                    (f" (notes {', '.join(notes[:8])})" if notes else "") + ".")
@@ -327,9 +335,10 @@ def _advice(n, saturated, level_rows, probes, spreads, detect, gains, per_share,
                    f"falling, for p < {detect.alpha:g}; {detect.headroom} have room to rise in {obj} and could.")
     if detect is not None and detect.questions_needed is not None:
         best = next((g for g in gains if g.moved), None)
-        if detect.questions_needed > MAX_QUESTIONS:
-            out.append(f"The best gain seen ({best.delta:+.2f} {obj}) would need more than {MAX_QUESTIONS} questions "
-                       "like these to be told from noise: it is too small to chase with more of the same questions.")
+        if detect.out_of_reach:
+            out.append(f"The best gain seen ({best.delta:+.2f} {obj}) would need more than {detect.searched_up_to} "
+                       "questions like these to be told from noise: it is too small to chase with more of the same "
+                       "questions.")
         elif best is not None and detect.questions_needed > n:
             out.append(f"The best gain seen ({best.delta:+.2f} {obj}) would be told from noise at about "
                        f"{detect.questions_needed} questions like these (now {n}).")

@@ -152,7 +152,7 @@ def evidence_section(gap: EvidenceGap) -> Section:
                                 else "no config moved any question, so there is no noise to measure a gain against")
                     if d.smallest_gain is None else f"{d.smallest_gain * k:+.2f} {obj}")
         needed = ("–" if d.questions_needed is None else
-                  f"more than {d.questions_needed - 1}" if d.questions_needed > 5000 else str(d.questions_needed))
+                  f"more than {d.searched_up_to}" if d.out_of_reach else str(d.questions_needed))
         blocks.append(Table(("questions", "must rise (none falling) for p < alpha", f"with room to rise in {obj}",
                              "smallest gain detectable", "questions to detect the best gain seen"),
                             ((d.n, d.min_rising, d.headroom, smallest, needed),),

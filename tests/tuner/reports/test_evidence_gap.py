@@ -106,7 +106,9 @@ def test_detectable_gain_is_what_the_paired_test_says():
     d = detectable_gain(base, cand)
     assert paired_randomization(base, cand) >= 0.05
     assert d.smallest_gain > d.observed_gain > 0
-    assert 24 < d.questions_needed <= 5000
+    shift = d.smallest_gain - d.observed_gain        # no question reaches the ceiling here, so gain = observed + shift
+    assert paired_randomization(base, cand + 1.05 * shift) < 0.05 <= paired_randomization(base, cand + 0.9 * shift)
+    assert 24 < d.questions_needed <= d.searched_up_to and not d.out_of_reach
     # the size it names is right to within a simulation's spread: the same pattern drawn at twice that size
     # is beyond noise in most draws, at a third of it in few
     rng = np.random.default_rng(1)
@@ -115,3 +117,8 @@ def test_detectable_gain_is_what_the_paired_test_says():
         return sorted(paired_randomization(np.zeros(m), rng.choice(cand - base, m), n_resamples=2000)
                       for _ in range(31))[15]
     assert median_p(2 * d.questions_needed) < 0.05 < median_p(d.questions_needed // 3)
+    # a gain of 0.000004 per question on 24: more questions of the same kind will not find it
+    tiny = base.copy()
+    tiny[0] += 0.001
+    tiny[1] -= 0.0009
+    assert detectable_gain(base, tiny).out_of_reach
