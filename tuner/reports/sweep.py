@@ -114,7 +114,8 @@ def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) 
     finally:
         lg.close()
     return {"sweep": info, "rounds": rounds, "holdout": holdout, "promotion": _promotion(info["id"], runs),
-            "gold": tuning_gold(info), "score_config": _score_config(info)}
+            # the tuning questions' text, for the empty night's list of where configs disagreed
+            "gold": tuning_gold(info) if is_empty_night(rounds) else None, "score_config": _score_config(info)}
 
 
 def _score_config(info: dict):
