@@ -152,19 +152,16 @@ def _fts_best(conn, match: str, limit: int) -> list[tuple[int, float]]:
     """(rowid, bm25) of the `limit` best FTS5 rows, and every row tied with the last of them: which of
     equal scores LIMIT keeps is FTS5's row order (row ids), so the cut takes them all and the caller
     orders them by the vault. One row more than `limit` says whether the cut splits a tie; only then is
-    the query run again, deeper."""
-    sql = (f"SELECT rowid, bm25(chunks_fts, {', '.join(map(str, FIELD_WEIGHTS))}) AS s FROM chunks_fts "
-           "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?")
+    a second query run, for every row scoring at least the tie."""
+    score = f"bm25(chunks_fts, {', '.join(map(str, FIELD_WEIGHTS))})"
     if limit <= 0:
         return []
-    want = limit + 1
-    while True:
-        rows = conn.execute(sql, (match, want)).fetchall()
-        if len(rows) <= limit or rows[limit][1] != rows[limit - 1][1]:
-            return rows[:limit]
-        if len(rows) < want or rows[-1][1] != rows[limit - 1][1]:
-            return [r for r in rows if r[1] <= rows[limit - 1][1]]
-        want *= 4
+    rows = conn.execute(f"SELECT rowid, {score} AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?",
+                        (match, limit + 1)).fetchall()
+    if len(rows) <= limit or rows[limit][1] != rows[limit - 1][1]:
+        return rows[:limit]
+    return conn.execute(f"SELECT rowid, {score} AS s FROM chunks_fts WHERE chunks_fts MATCH ? AND {score} <= ? "
+                        "ORDER BY s", (match, rows[limit - 1][1])).fetchall()
 
 
 def _best_first(ids: list[np.ndarray], weights: list[np.ndarray], head: int):
