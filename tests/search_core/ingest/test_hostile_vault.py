@@ -125,6 +125,11 @@ def test_a_link_to_a_file_outside_the_vault_is_skipped_with_a_warning(tmp_path, 
     assert [vf.note_id for vf in list_vault(vault, skipped)] == ["inside-link", "ok", "sub/real"]
     assert sorted(os.path.relpath(s.path, vault) for s in skipped) == ["passwd-link.md", "sub/chain.md",
                                                                         "sub/relative.md"]
+    # a vault opened through a link to it: inside is judged by real paths, so its own links stay inside
+    os.symlink(vault, tmp_path / "vault-link", target_is_directory=True)
+    skipped = []
+    assert [vf.note_id for vf in list_vault(tmp_path / "vault-link", skipped)] == ["inside-link", "ok", "sub/real"]
+    assert len(skipped) == 3
     # a note that was indexed and is then replaced by a link out of the vault leaves the index
     (vault / "ok.md").unlink()
     os.symlink(outside / "passwd", vault / "ok.md")
