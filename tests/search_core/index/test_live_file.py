@@ -73,54 +73,87 @@ def append(path, text):
         f.write(text)
 
 
-def test_another_process_searching_and_indexing_loses_no_update_of_a_serving_watcher(tmp_path):
-    vault = write_vault(tmp_path / "vault", SMALL_VAULT)
-    db = tmp_path / "idx" / "w.sqlite"
-    index_vault(vault, db)                            # e5-small, the default cache beside the index (the watcher's)
-    cfg = tmp_path / "cfg.toml"
-    cfg.write_text("threshold = 0.0\n")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "serve", "--db", str(db), "--port", str(port),
-                             "--config", str(cfg), "--log", str(tmp_path / "log.sqlite"), "--timeout", "30",
-                             "--watch", str(vault)],
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
+class ServingWatcher:
+    """`autoresearch serve --db DB --watch VAULT` on 127.0.0.1 over the small vault indexed by e5-small (the
+    default cache beside the index, as the watcher uses it), and what the other processes of a test run."""
 
-    def updates_done(n):
-        w = (get(url + "/healthz") or {}).get("watch") or {}
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.vault = write_vault(tmp_path / "vault", SMALL_VAULT)
+        self.db = tmp_path / "idx" / "w.sqlite"
+        index_vault(self.vault, self.db)
+        self.cfg = tmp_path / "cfg.toml"
+        self.cfg.write_text("threshold = 0.0\n")
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "serve", "--db", str(self.db), "--port",
+                                      str(port), "--config", str(self.cfg), "--log", str(tmp_path / "log.sqlite"),
+                                      "--timeout", "30", "--watch", str(self.vault)],
+                                     env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
+        self.updates = poll(lambda: self._updated(1), "the server up and its watcher caught up")["updates"]
+
+    def _updated(self, n):
+        w = (get(self.url + "/healthz") or {}).get("watch") or {}
         return w.get("updates", 0) >= n and w.get("pending") == 0 and w
 
-    try:
-        first = poll(lambda: updates_done(1), "the server up and its watcher caught up")["updates"]
-        append(vault / "ai" / "rrf.md", "\n\nFlibbertaxel 재색인 확인용 문장.\n")
-        poll(lambda: updates_done(first + 1), "the save applied by the server's watcher")
-        status, hits = serve_search(url, "Flibbertaxel 재색인")
-        assert status == 200 and "ai/rrf" in hits, (status, hits)
+    def save(self, rel, text):
+        """Append to a note and wait until the server's watcher has applied it."""
+        append(self.vault / rel, text)
+        self.updates += 1
+        poll(lambda: self._updated(self.updates), f"the save of {rel} applied by the server's watcher")
 
-        # an ordinary search and the daemon's nightly index run, from other processes
-        assert "ai/rrf" in cli_search(db, cfg, "Flibbertaxel 재색인", tmp_path)
-        wal_after_search = wal_of(db).exists()
-        r = cli("index", vault, "--db", db, "--json", cwd=tmp_path)
+    def search(self, query):
+        return serve_search(self.url, query)
+
+    def cli_search(self, query):
+        return cli_search(self.db, self.cfg, query, self.tmp)
+
+    def cli(self, *args):
+        r = cli(*args, cwd=self.tmp)
         assert r.returncode == 0, r.stdout + r.stderr
-        wal_after_index = wal_of(db).exists()
 
-        # the server's next update must land in the file every process reads
-        append(vault / "life" / "kimchi.md", "\n\nZorblequint 두번째 저장 문장.\n")
-        poll(lambda: updates_done(first + 2), "the second save applied by the server's watcher")
-        status, hits = serve_search(url, "Zorblequint 두번째")
-        assert status == 200, f"the server cannot search after another process used its index: {hits}"
-        assert "life/kimchi" in hits, hits
-        assert "life/kimchi" in cli_search(db, cfg, "Zorblequint 두번째", tmp_path), \
-            "the server's update is not in the index a fresh process reads: it went to an unlinked WAL"
-        assert "ai/rrf" in cli_search(db, cfg, "Flibbertaxel 재색인", tmp_path)
-        assert wal_after_search and wal_after_index, \
-            "another process's close unlinked the -wal under the server's live connections"
-        health = get(url + "/healthz")
+    def stop(self):
+        health = get(self.url + "/healthz")
+        self.proc.terminate()
+        out = self.proc.communicate(timeout=30)[0].decode(errors="replace")
+        assert "Traceback" not in out, out
         assert health["status"] == "ok" and health["watch"]["last_error"] is None, health
+
+
+@pytest.fixture
+def serving(tmp_path):
+    s = ServingWatcher(tmp_path)
+    try:
+        yield s
     finally:
-        proc.terminate()
-        out = proc.communicate(timeout=30)[0].decode(errors="replace")
-    assert "Traceback" not in out, out
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.communicate(timeout=30)
+
+
+def test_another_process_searching_and_indexing_loses_no_update_of_a_serving_watcher(serving):
+    s = serving
+    s.save("ai/rrf.md", "\n\nFlibbertaxel 재색인 확인용 문장.\n")
+    status, hits = s.search("Flibbertaxel 재색인")
+    assert status == 200 and "ai/rrf" in hits, (status, hits)
+
+    # an ordinary search and the daemon's nightly index run, from other processes
+    assert "ai/rrf" in s.cli_search("Flibbertaxel 재색인")
+    wal_after_search = wal_of(s.db).exists()
+    s.cli("index", s.vault, "--db", s.db, "--json")
+    wal_after_index = wal_of(s.db).exists()
+
+    # the server's next update must land in the file every process reads
+    s.save("life/kimchi.md", "\n\nZorblequint 두번째 저장 문장.\n")
+    status, hits = s.search("Zorblequint 두번째")
+    assert status == 200, f"the server cannot search after another process used its index: {hits}"
+    assert "life/kimchi" in hits, hits
+    assert "life/kimchi" in s.cli_search("Zorblequint 두번째"), \
+        "the server's update is not in the index a fresh process reads: it went to an unlinked WAL"
+    assert "ai/rrf" in s.cli_search("Flibbertaxel 재색인")
+    assert wal_after_search and wal_after_index, \
+        "another process's close unlinked the -wal under the server's live connections"
+    s.stop()
 
 
 # Every look at a file that may be live, in the process that may hold it: none may drop the locks.
