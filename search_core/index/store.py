@@ -1,4 +1,5 @@
-"""One SQLite file per index: connection with extensions, schema, migrations, meta, atomic writes."""
+"""One SQLite file per index: connection with extensions, schema, migrations, meta, atomic writes, and the
+one way to look at a SQLite file that may be live (peek, sqlite_file_problem; docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ def sqlite_uri(path: str | Path, **params) -> str:
 
 
 def peek(path: str | Path):
-    """A read-only connection for a look at a file that may be live in this process or another. It is
-    SQLite's own, so its close keeps this process's locks (store's rule for live files, see
-    docs/architecture.md); and it leaves no trace: without a -wal beside the file (no connection has it open
-    in WAL mode) it is opened immutable, so no -wal, -shm or journal is created."""
+    """A read-only connection for a look at a file that may be live in this process or another. It comes
+    from the same SQLite library as connect(), so its close keeps this process's locks on the file (the
+    rule for live files in docs/architecture.md); and it leaves no trace: without a -wal beside the file (no
+    connection has it open in WAL mode) it is opened immutable, so no -wal, -shm or journal is created."""
     import sqlean
     wal = Path(str(path) + "-wal").exists()
     return sqlean.connect(sqlite_uri(path, mode="ro", **({} if wal else {"immutable": 1})), uri=True,

@@ -194,3 +194,22 @@ def test_a_database_has_no_problem_and_a_folder_or_missing_file_has_one(tmp_path
     assert sqlite_file_problem(small_index) is None
     assert "folder" in sqlite_file_problem(tmp_path)
     assert "no such file" in sqlite_file_problem(tmp_path / "missing.sqlite")
+
+
+def test_a_path_with_uri_characters_is_read_as_a_path(tmp_path, small_index):
+    """The read-only and no-trace connections use `file:` URIs: "#", "?" and "%" in a folder name are part of
+    the path, not a fragment or a query string."""
+    from search_core.index.store import connect, get_meta
+    folder = tmp_path / "노트 #2 ?100%"
+    folder.mkdir()
+    db = folder / "index.sqlite"
+    src, dst = connect(small_index), connect(db)
+    src.backup(dst)
+    src.close()
+    dst.close()
+    assert sqlite_file_problem(db) is None
+    c = connect(db, readonly=True)
+    try:
+        assert get_meta(c, "fingerprint")["embedder"]["name"] == FAKE_EMBEDDER
+    finally:
+        c.close()
