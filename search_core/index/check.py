@@ -192,8 +192,8 @@ def _open_for_check(p: Path):
     """(connection, None), or (None, the report that says why the file cannot be checked)."""
     problem = sqlite_file_problem(p)
     if problem is not None:
-        return None, CheckReport(str(p), (Check("sqlite header", False, f"not a SQLite file ({problem}: the header is "
-                                                                     "damaged or this is another kind of file)"),))
+        why = f"not a SQLite file ({problem}: the header is damaged or this is another kind of file)"
+        return None, CheckReport(str(p), (Check("sqlite header", False, why),))
     try:
         return connect(p), None
     except _db_error() as e:

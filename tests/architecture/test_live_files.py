@@ -24,9 +24,9 @@ def _stdlib_sqlite_connects(tree: ast.AST) -> list[int]:
         if not isinstance(n, ast.Call):
             continue
         f = n.func
-        if isinstance(f, ast.Attribute) and f.attr == "connect" and isinstance(f.value, ast.Name) and f.value.id in names:
-            lines.append(n.lineno)
-        elif isinstance(f, ast.Name) and f.id in direct:
+        on_module = isinstance(f, ast.Attribute) and f.attr == "connect" and isinstance(f.value, ast.Name) \
+            and f.value.id in names
+        if on_module or (isinstance(f, ast.Name) and f.id in direct):
             lines.append(n.lineno)
     return lines
 
