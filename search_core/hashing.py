@@ -72,6 +72,26 @@ def _files(p: Path) -> list[Path]:
     return sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
 
 
+# the files SQLite keeps beside a database, named after it: a live one's WAL and shared memory, a rollback's journal
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+def _content_files(p: Path) -> list[Path]:
+    """The files hash_tree reads: a file itself, or every file under a folder except SQLite databases and
+    their companions. A database beside a gold set (an index built into a BEIR folder, its embedding cache)
+    is state that moves with every write, not the set's content; and reading its bytes would drop every
+    SQLite lock this process holds on it (docs/architecture.md, "Live files"), so whether a file is a
+    database is asked of SQLite."""
+    if not p.is_dir():
+        return [p]
+    from search_core.index.store import sqlite_file_problem
+    files = _files(p)
+    names = {str(f) for f in files}
+    return [f for f in files
+            if not any(str(f).endswith(c) and str(f)[:-len(c)] in names for c in SQLITE_COMPANIONS)
+            and sqlite_file_problem(f) is not None]
+
+
 def _rel(f: Path, p: Path) -> str:
     return str(f.relative_to(p)) if p.is_dir() else f.name
 
@@ -83,7 +103,7 @@ def hash_tree(path: str | Path | None, n: int = 16) -> str | None:
         return None
     p = Path(path)
     h = hashlib.sha256()
-    for f in _files(p):
+    for f in _content_files(p):
         h.update(_rel(f, p).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:n]

@@ -59,8 +59,8 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     return DemoRun(db, report, res.to_json(), summary, reports)
 
 
-def format_summary(s: dict) -> str:
-    """A sweep summary (Sweep.run's return) as terminal lines."""
+def format_summary(s: dict, ledger=None) -> str:
+    """A sweep summary (Sweep.run's return) as terminal lines; `ledger`: the file it was written to."""
     lines = [f"sweep {s['sweep']}: {s['rounds']} rounds, {s.get('status', '')}; decisions {s['decisions']}"]
     obj = next(k for k in s["start"] if k != "hit@5")
     lines.append(f"tuning  {obj}: {s['start'][obj]:.4f} -> {s['final'][obj]:.4f}; hit@5 {s['start']['hit@5']:.4f} -> "
@@ -68,6 +68,9 @@ def format_summary(s: dict) -> str:
     for step in s["path"]:
         lines.append(f"  kept round {step['round']}: {step['variable']} {step['old']!r} -> {step['new']!r} "
                      f"({step['reason']})")
+    if not s["path"] and s["rounds"]:
+        lines.append("nothing kept; why, and which questions would decide: autoresearch report sweep "
+                     f"--sweep {s['sweep']}" + (f" --ledger {ledger}" if ledger else ""))
     h = s.get("holdout")
     if h:
         flag = "HOLDOUT REGRESSED: the tuning gain did not carry over" if h["holdout_regressed"] else "holdout ok"

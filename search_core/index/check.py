@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from search_core import SearchCoreError
-from search_core.index.store import connect, is_sqlite_file
+from search_core.index.store import connect, sqlite_file_problem
 
 # a stored vector and a fresh embedding of the same text agree to >= 0.9999 cosine on this machine
 # (the same model, the same bytes); 0.99 leaves room for a different CPU's float order, and a damaged
@@ -190,9 +190,10 @@ def _vector_blobs(conn) -> Check:
 
 def _open_for_check(p: Path):
     """(connection, None), or (None, the report that says why the file cannot be checked)."""
-    if not is_sqlite_file(p):
-        return None, CheckReport(str(p), (Check("sqlite header", False, "not a SQLite file (the header is "
-                                                                     "damaged or this is another kind of file)"),))
+    problem = sqlite_file_problem(p)
+    if problem is not None:
+        why = f"not a SQLite file ({problem}: the header is damaged or this is another kind of file)"
+        return None, CheckReport(str(p), (Check("sqlite header", False, why),))
     try:
         return connect(p), None
     except _db_error() as e:

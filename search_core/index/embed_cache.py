@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from search_core.hashing import hash_json
-from search_core.index.store import connect, is_sqlite_file
+from search_core.index.store import connect, sqlite_file_problem
 from search_core.models.threads import embed_batches
 
 
@@ -57,8 +57,9 @@ class EmbeddingCache:
         conn = None
         try:
             if self.path.exists() and self.path.stat().st_size:
-                if not is_sqlite_file(self.path):
-                    raise _CacheDamaged("not a SQLite file (its header is damaged)")
+                problem = sqlite_file_problem(self.path)
+                if problem is not None:
+                    raise _CacheDamaged(f"not a SQLite file ({problem}: its header is damaged)")
             conn = connect(self.path)
             conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash TEXT NOT NULL, "
                          "vec BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID")

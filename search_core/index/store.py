@@ -1,23 +1,63 @@
-"""One SQLite file per index: connection with extensions, schema, migrations, meta, atomic writes."""
+"""One SQLite file per index: connection with extensions, schema, migrations, meta, atomic writes, and the
+one way to look at a SQLite file that may be live (peek, sqlite_file_problem; docs/architecture.md)."""
 
 from __future__ import annotations
 
 import json
+import stat
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from search_core import SearchCoreError
 
 SCHEMA_VERSION = 1
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"   # the first 16 bytes of every SQLite database file
+def sqlite_uri(path: str | Path, **params) -> str:
+    """A `file:` URI for SQLite: the path percent-quoted (a folder named "notes #2?" is a path, not a query
+    string), then the parameters."""
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"file:{quote(str(Path(path).resolve()))}" + (f"?{query}" if query else "")
 
 
-def is_sqlite_file(path: str | Path) -> bool:
-    """Whether the file at `path` starts with SQLite's header (an empty or missing file does not)."""
-    with open(path, "rb") as f:
-        return f.read(16) == SQLITE_HEADER
+def peek(path: str | Path):
+    """A read-only connection for a look at a file that may be live in this process or another. It comes
+    from the same SQLite library as connect(), so its close keeps this process's locks on the file (the
+    rule for live files in docs/architecture.md); and it leaves no trace: without a -wal beside the file (no
+    connection has it open in WAL mode) it is opened immutable, so no -wal, -shm or journal is created."""
+    import sqlean
+    wal = Path(str(path) + "-wal").exists()
+    return sqlean.connect(sqlite_uri(path, mode="ro", **({} if wal else {"immutable": 1})), uri=True,
+                          check_same_thread=False)
+
+
+def sqlite_file_problem(path: str | Path) -> str | None:
+    """Why the file at `path` is not a SQLite database (missing, a folder, empty, or SQLite cannot read its
+    first page), or None when it is one. Asked of SQLite through peek(), never by reading the file's bytes:
+    the close of any other descriptor of a live database drops every POSIX lock this process holds on it,
+    and another process then checkpoints and unlinks the WAL under our connections."""
+    import sqlean
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as e:
+        return f"it cannot be read ({e.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        return "it is a folder"
+    if st.st_size == 0:
+        return "it is empty"
+    try:
+        conn = peek(p)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()     # reads the header and the first page
+        finally:
+            conn.close()
+    except sqlean.Error as e:
+        return str(e)                                          # "file is not a database", ...
+    return None
 
 
 def connect(path: str | Path, *, readonly: bool = False):
@@ -29,8 +69,7 @@ def connect(path: str | Path, *, readonly: bool = False):
     import sqlite_vec
 
     if readonly:
-        uri = f"file:{Path(path).resolve()}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn = sqlite3.connect(sqlite_uri(path, mode="ro"), uri=True, check_same_thread=False)
     else:
         conn = sqlite3.connect(str(path), check_same_thread=False)
     conn.isolation_level = None   # autocommit; transactions are explicit, via atomic()

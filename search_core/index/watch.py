@@ -77,10 +77,14 @@ class VaultWatcher:
 
     def __init__(self, vault: str | Path, db: str | Path, *, cache: str | Path | None = None,
                  debounce_ms: int = DEBOUNCE_MS, step_ms: int = STEP_MS,
-                 communities_idle_s: float = COMMUNITIES_IDLE_S, on_update=None):
+                 communities_idle_s: float = COMMUNITIES_IDLE_S, on_update=None, on_skip=None):
         self.vault, self.db, self.cache = Path(vault), Path(db), cache
         self.debounce_ms, self.step_ms, self.communities_idle_s = debounce_ms, step_ms, communities_idle_s
         self.on_update = on_update            # called with each IndexReport (the CLI prints it)
+        # called with each file an update skipped that the update before did not (or for another reason):
+        # a server says once that a note (a link out of the vault, a binary file) is left out, not per save
+        self.on_skip = on_skip
+        self._skipped: set[tuple[str, str]] = set()
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -120,6 +124,12 @@ class VaultWatcher:
                                "embedded": report.embedded, "seconds": report.seconds,
                                "skipped": [{"path": s.path, "reason": s.reason} for s in report.skipped],
                                "communities": report.communities})
+        skipped = {(s.path, s.reason) for s in report.skipped}
+        if self.on_skip is not None:
+            for s in report.skipped:
+                if (s.path, s.reason) not in self._skipped:
+                    self.on_skip(s)
+        self._skipped = skipped
         if self.on_update is not None:
             self.on_update(report)
         return report

@@ -23,6 +23,24 @@ class VaultFile:
     path: Path
     size: int
     mtime_ns: int
+    vault: str | None = None      # the vault's real path: read_note checks the file it opened is inside it
+
+
+OUTSIDE_LINK = ("symbolic link to a file outside the vault ({target}); not indexed: a link could put any "
+                "file on this machine (a key, a password file) into search results and an agent's context. "
+                "Copy or move the note into the vault to index it")
+
+
+def _inside(real_root: str, real: str) -> bool:
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _opened_path(fd: int) -> str | None:
+    """The real path of the file an open descriptor reads (Linux /proc), or None where it cannot be told."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -49,14 +67,17 @@ def _stat_problem(e: OSError) -> str:
 
 def list_vault(root: str | Path, skipped: list | None = None) -> list[VaultFile]:
     """Every regular .md file under root. Anything else named .md (a pipe, a socket, a device, a symlink
-    loop, a dangling link) and every symlinked folder is reported in `skipped`, never opened: a read from
-    a named pipe blocks forever, and following folder links can loop."""
+    loop, a dangling link, a link to a file outside the vault) and every symlinked folder is reported in
+    `skipped`, never opened: a read from a named pipe blocks forever, following folder links can loop, and a
+    synced vault's `notes.md -> ~/.ssh/id_ed25519` would serve the key to whoever searches. A link to a
+    file inside the vault is indexed."""
     root = Path(root)
     if not root.exists():
         raise SearchCoreError(f"vault {root} does not exist; pass the folder that holds your .md notes")
     if not root.is_dir():
         raise SearchCoreError(f"vault {root} is a file, not a folder; pass the folder that holds your .md notes")
     skipped = skipped if skipped is not None else []
+    real_root = os.path.realpath(root)
     files = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: skipped.append(
             Skipped(str(e.filename), f"folder {_stat_problem(e)}"))):
@@ -89,19 +110,32 @@ def list_vault(root: str | Path, skipped: list | None = None) -> list[VaultFile]
                             if stat.S_ISDIR(st.st_mode) else "special file")
                     skipped.append(Skipped(str(p), f"a {kind}, not a regular file; not indexed"))
                     continue
+                if os.path.islink(full):
+                    target = os.path.realpath(full)
+                    if not _inside(real_root, target):
+                        skipped.append(Skipped(str(p), OUTSIDE_LINK.format(target=target)))
+                        continue
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                files.append(VaultFile(rel[:-3], p, st.st_size, st.st_mtime_ns))
+                files.append(VaultFile(rel[:-3], p, st.st_size, st.st_mtime_ns, real_root))
     return files
 
 
-def _read_capped(path: Path) -> bytes:
+class OutsideVault(Exception):
+    """The file opened is not inside the vault (a link was swapped in after the vault was listed)."""
+
+
+def _read_capped(path: Path, vault: str | None = None) -> bytes:
     """Read a file that was regular when listed. O_NONBLOCK so a file swapped for a pipe since then cannot
-    block; fstat re-checks type and size on the open descriptor; never reads past the cap."""
+    block; fstat re-checks type and size on the open descriptor; the file the descriptor reads is checked to
+    be inside `vault` (a note swapped for a link to outside since the listing); never reads past the cap."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
+        opened = _opened_path(fd) if vault is not None else None
+        if opened is not None and not _inside(vault, opened):
+            raise OutsideVault(opened)
         with os.fdopen(fd, "rb", closefd=False) as f:
             return f.read(MAX_NOTE_BYTES + 1)
     finally:
@@ -114,9 +148,11 @@ def read_note(vf: VaultFile) -> Note | Skipped:
         return Skipped(str(vf.path), f"{vf.size / 1e6:.1f} MB is over the {MAX_NOTE_BYTES // 2**20} MB note limit; "
                                      "split the note or move it out of the vault")
     try:
-        raw = _read_capped(vf.path)
+        raw = _read_capped(vf.path, vf.vault)
     except OSError as e:
         return Skipped(str(vf.path), _stat_problem(e))
+    except OutsideVault as e:
+        return Skipped(str(vf.path), OUTSIDE_LINK.format(target=e.args[0]))
     if len(raw) > MAX_NOTE_BYTES:
         return Skipped(str(vf.path), f"grew past the {MAX_NOTE_BYTES // 2**20} MB note limit while being read; "
                                      "split the note or move it out of the vault")

@@ -51,11 +51,17 @@ def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[Channe
 
 
 def dense(view, qvec: np.ndarray, depth: int) -> list[ChannelHit]:
+    """The closest chunks, one per note. The view's matrix rows are in vault order (note id, ord), and every
+    row tied with the last one kept comes along, so equal cosines are ordered by the vault, never by row id."""
     if view.matrix.shape[0] == 0:
         return []
     scores = matvec(view.matrix, qvec)
     n = min(len(scores), depth * 4)           # 4 chunks a note on average before dedup leaves `depth` notes
-    top = np.argpartition(-scores, n - 1)[:n] if n < len(scores) else np.arange(len(scores))
+    if n < len(scores):
+        cut = np.partition(scores, len(scores) - n)[len(scores) - n]     # the n-th largest
+        top = np.flatnonzero(scores >= cut)   # ascending row: vault order
+    else:
+        top = np.arange(len(scores))
     top = top[np.argsort(-scores[top], kind="stable")]
     return _dedup_notes(((int(view.vec_ids[i]), scores[i]) for i in top), depth, view)
 
@@ -105,15 +111,14 @@ def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     trigrams, short = query_terms(query)
     if len(trigrams) > MAX_PHRASES:       # a query within the cap runs as written: no lookups, same result
         trigrams = select_trigrams(trigrams, term_df(view, conn, trigrams), MAX_PHRASES)
-    ids: list[np.ndarray] = []
+    places: list[np.ndarray] = []          # vault places (view.place_of) of the chunks each source matched
     weights: list[np.ndarray] = []
     if trigrams:
-        sql = (f"SELECT rowid, bm25(chunks_fts, {', '.join(map(str, FIELD_WEIGHTS))}) AS s FROM chunks_fts "
-               "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?")
-        rows = conn.execute(sql, (fts_match_expr(trigrams), depth * 4)).fetchall()
+        rows = _fts_best(conn, fts_match_expr(trigrams), depth * 4)
         if rows:
-            ids.append(np.array([r[0] for r in rows], np.int64))
-            weights.append(-np.array([r[1] for r in rows], np.float64))
+            p, keep = _placed(view, [r[0] for r in rows])
+            places.append(p)
+            weights.append(-np.array([r[1] for r in rows], np.float64)[keep])
     if short:
         n = max(len(view.chunk_note), 1)
         index = view.short_index()
@@ -128,28 +133,55 @@ def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
             if not len(got):
                 continue
             idf = math.log(1 + (n - len(got) + 0.5) / (len(got) + 0.5))
-            ids.append(np.asarray(got, np.int64))
-            weights.append(np.full(len(got), idf))
-    return _dedup_notes(_best_first(ids, weights, depth * 8), depth, view)
+            p, _ = _placed(view, got)
+            places.append(p)
+            weights.append(np.full(len(p), idf))
+    at = view.chunk_at
+    return _dedup_notes(((int(at[p]), s) for p, s in _best_first(places, weights, depth * 8)), depth, view)
+
+
+def _placed(view, chunk_ids) -> tuple[np.ndarray, np.ndarray]:
+    """(vault places of the chunk ids this view holds, mask of those ids among `chunk_ids`)."""
+    ids = np.asarray(chunk_ids, np.int64)
+    keep = (ids >= 0) & (ids < len(view.place_of))
+    keep[keep] = view.place_of[ids[keep]] >= 0
+    return view.place_of[ids[keep]], keep
+
+
+def _fts_best(conn, match: str, limit: int) -> list[tuple[int, float]]:
+    """(rowid, bm25) of the `limit` best FTS5 rows, and every row tied with the last of them: which of
+    equal scores LIMIT keeps is FTS5's row order (row ids), so the cut takes them all and the caller
+    orders them by the vault. One row more than `limit` says whether the cut splits a tie; only then is
+    a second query run, for every row scoring at least the tie."""
+    score = f"bm25(chunks_fts, {', '.join(map(str, FIELD_WEIGHTS))})"
+    if limit <= 0:
+        return []
+    rows = conn.execute(f"SELECT rowid, {score} AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?",
+                        (match, limit + 1)).fetchall()
+    if len(rows) <= limit or rows[limit][1] != rows[limit - 1][1]:
+        return rows[:limit]
+    return conn.execute(f"SELECT rowid, {score} AS s FROM chunks_fts WHERE chunks_fts MATCH ? AND {score} <= ? "
+                        "ORDER BY s", (match, rows[limit - 1][1])).fetchall()
 
 
 def _best_first(ids: list[np.ndarray], weights: list[np.ndarray], head: int):
-    """(chunk_id, summed score) best-first, ties by chunk id: the sums of a dict loop, as arrays.
+    """(key, summed score) best-first, ties by key: the sums of a dict loop, as arrays. The keys are vault
+    places (view.place_of), so equal scores come in vault order.
 
     An English question's short tokens ("i", "a", "is", "on") sit in most chunks of a large wiki: one
     johngrib question summed 58,000 postings, 30-50 ms in a Python loop. Scores are added per source
     in the same order as before (FTS score, then each short token's idf), so every sum is the same
     float. Only the best `head` chunks are sorted first (dedup to notes rarely needs more); the rest
     follow, sorted, if it does."""
-    if not ids:
+    if not ids or not any(len(a) for a in ids):
         return
-    size = int(max(int(a.max()) for a in ids)) + 1
+    size = int(max(int(a.max()) for a in ids if len(a))) + 1
     score = np.zeros(size, np.float64)
     seen = np.zeros(size, bool)
     for a, w in zip(ids, weights):
         np.add.at(score, a, w)
         seen[a] = True
-    cand = np.flatnonzero(seen)                  # ascending chunk id: a stable sort breaks ties by id
+    cand = np.flatnonzero(seen)                  # ascending key: a stable sort breaks ties by key
     sc = score[cand]
     if len(cand) > head:
         cut = -np.partition(-sc, head - 1)[head - 1]
@@ -218,7 +250,7 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
     if view.entity_matrix.shape[0]:
         sims = matvec(view.entity_matrix, qvec)
         floor = max(min_cosine, dense_top if dense_top is not None else -1.0)
-        for i in np.argsort(-sims)[:5]:
+        for i in np.argsort(-sims, kind="stable")[:5]:     # entity rows are in note order: ties too
             if sims[i] >= floor:
                 norm = view.entity_names[int(i)]
                 strength[norm] = max(strength.get(norm, 0.0), float(sims[i]))

@@ -36,15 +36,26 @@ def matvec(matrix: np.ndarray, v: np.ndarray) -> np.ndarray:
         return matrix @ v
 
 
-def _load_matrix(conn, table: str) -> tuple[np.ndarray, np.ndarray]:
+def _load_matrix(conn, table: str, place_of: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, vectors): rows in vault order when `place_of` (chunk id -> place, -1 for none) is given,
+    rows of no place after them by id; in row id order otherwise."""
     ids, blobs = [], []
     for rowid, blob in conn.execute(f"SELECT rowid, embedding FROM {table}"):
         ids.append(rowid)
         blobs.append(blob)
     if not ids:
         return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+    ids = np.asarray(ids, np.int64)
+    if place_of is not None:
+        known = (ids >= 0) & (ids < len(place_of))
+        key = np.full(len(ids), -1, np.int64)
+        key[known] = place_of[ids[known]]
+        key = np.where(key >= 0, key, len(place_of) + ids)
+        perm = np.argsort(key, kind="stable")
+        ids = ids[perm]
+        blobs = [blobs[i] for i in perm.tolist()]      # references: the bytes are joined once below
     mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
-    return np.asarray(ids, np.int64), mat
+    return ids, mat
 
 
 class IndexView:
@@ -89,7 +100,16 @@ class IndexView:
         for cid, nid in conn.execute("SELECT id, note_id FROM chunks ORDER BY note_id, ord"):
             self.chunk_note[cid] = nid
             self.note_chunks[nid].append(cid)
-        self.vec_ids, self.matrix = _load_matrix(conn, "chunk_vec")
+        # Vault order: a chunk's place in (note id, ord) order. Row ids follow the edit history (an update
+        # appends), so every tie in the read path is broken by this place instead: an updated index and a
+        # fresh build of the same vault then answer alike. chunk_at[place] -> chunk id; place_of[chunk id]
+        # -> place (-1: no such chunk).
+        self.chunk_at = np.fromiter(self.chunk_note, np.int64, len(self.chunk_note))
+        self.place_of = np.full(int(self.chunk_at.max()) + 1 if len(self.chunk_at) else 0, -1, np.int64)
+        self.place_of[self.chunk_at] = np.arange(len(self.chunk_at))
+        # matrix rows in vault order too: a stable sort over them breaks ties in vault order, and a row's
+        # product with the query is computed at the same position in both indexes
+        self.vec_ids, self.matrix = _load_matrix(conn, "chunk_vec", self.place_of)
         self.row_of = {int(c): i for i, c in enumerate(self.vec_ids)}
         self.vec_note = np.array([self.chunk_note.get(int(c), "") for c in self.vec_ids], dtype=object)
         # entities grouped by normalised name: one row per name, with the notes it names (title/alias)

@@ -70,3 +70,21 @@ def test_pins_recorded_before_the_helper_still_verify_and_a_moved_file_is_named(
     (tree / "sub" / "b.txt").write_bytes(b"xyZ")
     with pytest.raises(SearchCoreError, match="the gold \\(tuning\\) set"):
         check_pins("s1", old, harness_pins(params, ScoreConfig(), "idx"))
+
+
+def test_a_gold_folder_holding_a_live_index_hashes_as_without_it_and_keeps_its_locks(tree):
+    """An index built into a BEIR folder (and its WAL, shared memory, embedding cache) is not the gold set's
+    content: the pin does not move when it is written. And a sweep that hashes the folder while it searches
+    that index must not read the file's bytes: that close would drop the sweep's SQLite locks."""
+    from search_core.index.store import connect
+    from tests.helpers.live_file import assert_look_keeps_the_locks
+    db = tree / "index.sqlite"
+    c = connect(db)
+    try:
+        c.execute("CREATE TABLE t (x)")
+        c.execute("INSERT INTO t VALUES (1)")
+        assert (tree / "index.sqlite-wal").exists()
+        assert_look_keeps_the_locks(db, lambda _: hash_tree(tree))
+        assert hash_tree(tree) == "1269433af57ab2a0"
+    finally:
+        c.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -160,7 +159,7 @@ def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, pr
         if progress:
             progress.close()
     verify_index(db, embedder)
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = connect(db, readonly=True)    # SQLite's own library: a second one's close would drop our locks
     try:
         n_vec = conn.execute("SELECT count(*) FROM chunks WHERE has_vector").fetchone()[0]
         n_chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]

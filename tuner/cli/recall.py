@@ -212,7 +212,8 @@ def serve(db, config_path, log_path, retention, privacy, timeout, host, port, al
     watcher = None
     if watch_vault is not None:
         from search_core.index.watch import VaultWatcher
-        watcher = VaultWatcher(watch_vault, db).start()
+        watcher = VaultWatcher(watch_vault, db, on_skip=lambda s: click.echo(f"skipped {s.path}: {s.reason}",
+                                                                              err=True)).start()
         click.echo(f"watching {watch_vault}: saved notes are re-indexed into {db}", err=True)
     try:
         run_server(engine, host=host, port=port, token=token, watcher=watcher, allow_hosts=allow_hosts)

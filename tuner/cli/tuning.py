@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -60,10 +61,12 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
     result = res.to_json()
     path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{res.config_hash}.json"
     path.write_text(json.dumps(result, ensure_ascii=False, indent=1))
+    for w in res.warnings:              # on stderr, so --json's stdout stays one document (it lists them too)
+        click.echo(f"warning: {w}", err=True)
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False))
         return
-    click.echo(format_eval(res))
+    click.echo(format_eval(dataclasses.replace(res, warnings=[])))
     click.echo(f"full result: {path}")
 
 
@@ -169,12 +172,12 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
     if as_json:
         click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
         return
-    _print_summary(summary)
+    _print_summary(summary, ledger_path)
 
 
-def _print_summary(s: dict):
+def _print_summary(s: dict, ledger_path=None):
     from tuner.demo import format_summary
-    click.echo(format_summary(s))
+    click.echo(format_summary(s, ledger_path))
 
 
 @click.command()

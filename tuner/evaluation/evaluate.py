@@ -18,6 +18,7 @@ from search_core.search.ranking import K_LIST  # the ranked list kept per questi
 from search_core.search.work import SearchWork, search_work
 
 from tuner.data.gold import LEVELS, GoldSet
+from tuner.evaluation.discrimination import saturation
 from tuner.evaluation.metrics import METRICS, first_rank, mean, question_metrics
 from tuner.evaluation.score import ScoreConfig, score100
 from search_core.percentiles import percentile
@@ -348,6 +349,9 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Query
     s100 = score100(overall, p95, score_cfg) if overall.get("n") else {}
     per_query = [QuestionResult.from_row(r, predicted_rows[i]["total"] if predicted_rows else None)
                  for i, r in enumerate(rows)]
+    sat = saturation(rows)
+    if sat.saturated:
+        warnings = [*(warnings or []), sat.warning()]
     return EvalResult(gold.name, cfg.as_dict(), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
                       lat, s100, per_query, gaps or [], warnings or [], round(seconds, 3),
                       measured if cost is not None else None, cost.key if cost is not None else None)

@@ -67,9 +67,9 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
 
 def index_fingerprint(db: str | Path) -> dict:
     """The fingerprint an index records (its embedder and chunking), or a SearchCoreError naming the file."""
-    from search_core.index.store import connect, get_meta, is_sqlite_file
+    from search_core.index.store import connect, get_meta, sqlite_file_problem
     p = Path(db)
-    if not p.is_file() or not is_sqlite_file(p):
+    if not p.is_file() or sqlite_file_problem(p) is not None:
         raise SearchCoreError(f"no index at {db}; give --db the index the proposal was made for")
     try:
         conn = connect(p, readonly=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.index.store import connect, is_sqlite_file
+from search_core.index.store import connect, peek, sqlite_file_problem
 
 from tuner.ledger.schema import (INT_COLUMNS, LEDGER_KIND, LEDGER_SCHEMA, REAL_COLUMNS, ROUND_CONTENT, SWEEP_TRIGGERS,
                                  TRIGGERS)
@@ -66,10 +66,11 @@ def check_ledger_file(path: Path, *, create: bool) -> None:
         raise LedgerError(f"--ledger {path} is a folder; pass a file such as {path / 'ledger.sqlite'}")
     if path.stat().st_size == 0:
         return
-    if not is_sqlite_file(path):
-        raise LedgerError(f"{path} is not a SQLite file, so not an autoresearch ledger; nothing was written to it. "
-                          "Pass a ledger path, e.g. --ledger runs/ledger.sqlite")
-    conn = _peek(path)
+    problem = sqlite_file_problem(path)
+    if problem is not None:
+        raise LedgerError(f"{path} is not a SQLite file ({problem}), so not an autoresearch ledger; nothing was "
+                          "written to it. Pass a ledger path, e.g. --ledger runs/ledger.sqlite")
+    conn = peek(path)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         kind = None
@@ -83,14 +84,6 @@ def check_ledger_file(path: Path, *, create: bool) -> None:
     looks = "; it looks like a search index" if {"chunks", "notes"} <= tables else ""
     raise LedgerError(f"{path} is not an autoresearch ledger (its tables: {', '.join(sorted(tables)[:8])}){looks}; "
                       "nothing was written to it. Pass a ledger path, e.g. --ledger runs/ledger.sqlite")
-
-
-def _peek(path: Path):
-    """A look at a file that leaves no trace: a read-only open of a WAL database would create its -wal and
-    -shm files, so without a -wal present it is opened immutable (nothing is locked, created or replayed)."""
-    import sqlean
-    wal = Path(str(path) + "-wal").exists()
-    return sqlean.connect(f"file:{path.resolve()}?mode=ro{'' if wal else '&immutable=1'}", uri=True)
 
 
 # -- schema upgrade -------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
 from search_core.gate.model import DEFAULT_GATE_FILE, load_gate, sidecar_path
 from search_core.files import LockBusy, PidLock, atomic_write_text
-from search_core.index.store import atomic, connect
+from search_core.index.store import atomic, connect, sqlite_file_problem
 from search_core.paths import ACTIVE_CONFIG as ACTIVE
 from search_core.paths import RUNS_ENV, runs_dir
 from search_core.validate import Where
@@ -85,6 +85,19 @@ def _install_index(runs: Path, index: Path) -> Path:
     dest_dir = dest.parent
     dest_dir.mkdir(parents=True, exist_ok=True)
     if dest.resolve() == index.resolve():
+        return dest
+    if dest.exists() and sqlite_file_problem(dest) is None:
+        # a server may be searching the installed copy: a file renamed over it would find the old file's
+        # -wal and -shm still beside it, and the next process to open it would read the old index's pages
+        # through them (seen: a fresh reader saw only the old file's tables). Copied into it through SQLite
+        # instead (docs/architecture.md, "Live files"): one write transaction, seen by every reader as a
+        # commit, and left as it was if the copy fails.
+        src, dst = connect(index), connect(dest)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
         return dest
     fd, tmp = tempfile.mkstemp(prefix=f".{index.name}.", dir=dest_dir)
     os.close(fd)

@@ -1,9 +1,11 @@
 """The morning report of one sweep, read from the ledger (never searching): verdict first, then the
 progress plot, kept changes, rejections by reason, per-level start vs final, holdout flips, and the
-rounds that need a fix."""
+rounds that need a fix. A night that kept nothing says why, with numbers, and what evidence would
+decide (tuner/reports/evidence_gap.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from tuner.sweep.keep_rule import objective_value
 from tuner.ledger.ledger import Ledger, round_result
 from tuner.promotion.promote import History, holdout_verdict, runs_dir
 from tuner.reports import Para, Plot, Report, Section, Table
+from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
 from tuner.reports.plots import progress_plot
 from tuner.sweep.variables import unavailable_fix
 
@@ -110,7 +113,61 @@ def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) 
         holdout = lg.holdout(info["id"])
     finally:
         lg.close()
-    return {"sweep": info, "rounds": rounds, "holdout": holdout, "promotion": _promotion(info["id"], runs)}
+    return {"sweep": info, "rounds": rounds, "holdout": holdout, "promotion": _promotion(info["id"], runs),
+            # the tuning questions' text, for the empty night's list of where configs disagreed
+            "gold": tuning_gold(info) if is_empty_night(rounds) else None, "score_config": _score_config(info)}
+
+
+def _score_config(info: dict):
+    """The rubric the sweep scored with (its [score] file), else the default one."""
+    from tuner.evaluation.score import ScoreConfig, load_score_config
+    try:
+        return load_score_config(info["params"].get("score_config"))
+    except (SearchCoreError, OSError):
+        return ScoreConfig()
+
+
+def tuning_probes(rounds: list[dict]) -> int:
+    """How many probes the tuning set has, from the evaluated rows' questions."""
+    return max((sum(q.get("level") == "probe" for q in r["metrics"].get("per_query", []))
+                for r in rounds if r.get("metrics")), default=0)
+
+
+def evidence_section(gap: EvidenceGap) -> Section:
+    """Why nothing was kept, in numbers, and what to add."""
+    obj, k = gap.objective, gap.points_per_share
+    blocks = [Table(("level", "questions", "at rank 1 under every config", "in the top 10 under none"),
+                    tuple((lv.level, lv.questions, lv.saturated, lv.never_found) for lv in gap.levels)
+                    + (("all", gap.answerable, len(gap.saturated), len(gap.never_found)),),
+                    f"{gap.answerable} answerable tuning questions and {gap.probes} probes, over the "
+                    f"{gap.configs} configs evaluated")]
+    d = gap.detectable
+    if gap.gains:
+        blocks.append(Table(("round", "variable", "value", "decision", f"{obj} delta",
+                             f"questions whose {obj} moved (up/down)", "paired p"),
+                            tuple((g.round, g.variable, g.value, g.decision, g.delta,
+                                   f"{g.moved} ({g.better}/{g.worse})", g.p_value) for g in gap.gains),
+                            "the largest gains seen, each against the baseline it was judged on"))
+    if d is not None:
+        smallest = ("none: " + (f"only {d.headroom} questions have room to rise" if d.headroom < (d.min_rising or 0)
+                                else "no config moved any question, so there is no noise to measure a gain against")
+                    if d.smallest_gain is None else f"{d.smallest_gain * k:+.2f} {obj}")
+        needed = ("–" if d.questions_needed is None else
+                  f"more than {d.searched_up_to}" if d.out_of_reach else str(d.questions_needed))
+        blocks.append(Table(("questions", "must rise (none falling) for p < alpha", f"with room to rise in {obj}",
+                             "smallest gain detectable", "questions to detect the best gain seen"),
+                            ((d.n, d.min_rising, d.headroom, smallest, needed),),
+                            f"what the paired test can detect at this size (alpha {d.alpha:g})"))
+    if gap.disagreements:
+        blocks.append(Table(("question", "level", "best rank", "worst rank", "spread", "query", "gold notes"),
+                            tuple((s.id, s.level, spread_label(s.best_rank), spread_label(s.worst_rank), s.spread,
+                                   s.query or "–", ", ".join(s.gold) or "–") for s in gap.disagreements),
+                            "where the configs tried disagreed most: the questions, and notes, worth another "
+                            "hand-written question"))
+    else:
+        blocks.append(Para(f"No question's rank differed across the {gap.configs} configs tried."))
+    blocks += [Para(a) for a in gap.advice]
+    return Section("Why nothing was kept, and what evidence would decide", tuple(blocks))
 
 
 def build_sweep_report(d: dict) -> Report:
@@ -120,6 +177,9 @@ def build_sweep_report(d: dict) -> Report:
     kept = [r for r in rounds if r["decision"] == "kept"]
     start_m = round_result(rounds[0]) if rounds else None
     final_m = round_result(kept[-1]) if kept else None
+    empty = bool(evaluated) and is_empty_night(rounds) and info["status"] != "running"
+    gap = evidence_gap(info, rounds, d.get("gold"), d.get("score_config") or _score_config(info)) if empty else None
+    probes = tuning_probes(rounds)
 
     # -- the verdict line --------------------------------------------------------------------------------
     def pair(m0, m1, key):
@@ -144,11 +204,15 @@ def build_sweep_report(d: dict) -> Report:
         outcome = f"not promoted: {promo['reason']}"
     elif info["status"] == "running":
         outcome = "still running (or stopped without a status: it resumes at the next window)"
+    elif empty:
+        outcome = ""            # the headline says why and what to add
     else:
         v = holdout_verdict(info["start_config"], (final_m and kept[-1]["config"]) or info["start_config"], hold)
         outcome = f"a proposal, not decided yet ({'would be promoted' if v.promote else v.reason})"
     drift = latency_drift(rounds)
-    verdict = f"{tuning}; {holdout}; {outcome}"
+    # an empty night leads with why nothing was kept and what to add, not with the unchanged numbers
+    verdict = (f"{gap.headline}. {tuning}; {holdout}" + (f"; {outcome}" if outcome else "")) if gap else \
+        f"{tuning}; {holdout}; {outcome}"
     if drift["drifted"]:
         verdict += (f"; LATENCY DRIFT: measured p95 ran {drift['median_ratio']:.2f}x the cost model's prediction "
                     "(the machine was much busier or quieter than at calibration; decisions used the prediction)")
@@ -198,10 +262,11 @@ def build_sweep_report(d: dict) -> Report:
             level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
     flips = hold["compare"]["flipped"] if hold else []
     fail_rows = tuple((r["round"], r["variable"], str(r["new"]), r["decision"], r["reason"],
-                       unavailable_fix(r["variable"]) if r["decision"] == "unavailable" else FIXES[r["decision"]])
+                       unavailable_fix(r["variable"], probes=probes) if r["decision"] == "unavailable"
+                       else FIXES[r["decision"]])
                       for r in rounds if r["decision"] in FIXES)
 
-    sections = (
+    sections = ((evidence_section(gap),) if gap else ()) + (
         Section("Progress", (plot,)),
         Section("Kept changes, in order", (Table(("round", "variable", "old", "new", f"{obj} before", f"{obj} after",
                                                   "hit@5 before", "hit@5 after"), tuple(kept_rows)),)
@@ -242,7 +307,8 @@ def build_sweep_report(d: dict) -> Report:
             "decisions": {k: len(v) for k, v in reasons.items()},
             "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}
                        for r in fail_rows],
-            "holdout_flips": flips, "evaluated_rounds": len(evaluated), "latency": drift}
+            "holdout_flips": flips, "evaluated_rounds": len(evaluated), "latency": drift,
+            "evidence_gap": dataclasses.asdict(gap) if gap else None}
     return Report("sweep", f"Sweep {sid}", verdict, sections, data,
                   generated=time.strftime("%Y-%m-%d %H:%M %Z"))
 

@@ -194,6 +194,8 @@ class Sweep:
                 t0 = time.perf_counter()
                 res = charged(self.bench, baseline,
                               self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples), "start")
+                for w in res.warnings:                      # e.g. a set that cannot discriminate: say so now,
+                    self.progress(f"warning: {w}")          # not after 119 rounds that could keep nothing
                 self._append(0, "(start)", None, None, baseline, baseline, res, RoundDecision.KEPT,
                              "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
             next_round = max(r["round"] for r in self.rows) + 1

@@ -91,16 +91,27 @@ def unavailable_reason(name: str, *, probes: int) -> str | None:
     return None
 
 
-def unavailable_fix(name: str) -> str:
-    """What a person does about an `unavailable` round over `name`: the fix depends on why such a round
-    can be unavailable, which is the variable's kind (no probes for a gate, no weights for a model)."""
+def unavailable_fix(name: str, *, probes: int) -> str:
+    """What a person does about an `unavailable` round over `name`, given the evidence the sweep had: why
+    such a round can be unavailable depends on the variable's kind (probes for a gate, weights for a model)
+    and, for a gate, on whether the tuning set has probes (`probes`: how many)."""
     try:
         kind = kind_of(name)
     except KeyError:
         kind = None
     if kind is not None and kind.needs_probes:
-        return ("add probes to the tuning set (`level: probe`, no gold; `autoresearch probes make` holds out "
-                "whole documents to make them), or remove the variable from the space")
+        if probes == 0:
+            return ("add probes to the tuning set (`level: probe`, no gold; `autoresearch probes make` holds out "
+                    "whole documents to make them), or remove the variable from the space")
+        if name == MODEL_GATE_FIELD:
+            # probes are there, yet no gate model could be fitted (unavailable_reason's other case)
+            return (f"the tuning set has {probes} probes, but no gate model could be fitted on it (it needs at "
+                    "least 2 answerable questions, 2 probes and gate features that vary between them): add "
+                    "probes that look like real questions (`autoresearch probes make`), or give the index a "
+                    "gate file (`autoresearch calibrate` from labelled recall calls)")
+        return (f"nothing to add: the tuning set has {probes} probes and a gate model decides, so the cosine "
+                f"`{name}` moves no decision; `{MODEL_GATE_FIELD}` rounds tune the model's threshold. Remove "
+                f"`{name}` from the space to skip these rounds")
     return ("make the model loadable offline (a pip package with its weights, a local folder, or a local "
             "server), or remove the value from the space")
 

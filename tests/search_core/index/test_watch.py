@@ -74,6 +74,57 @@ def test_the_watcher_indexes_saves_and_skips_a_note_it_cannot_parse(tmp_path, sh
     assert not w.status()["running"]
 
 
+SECRET = "root:x:0:0:Vorpalquin:/root:/bin/bash"
+
+
+def holding(db, text: str) -> list:
+    """The notes a search for `text` returns whose chunk holds it."""
+    s = Searcher(db)
+    try:
+        return [h.note_id for h in s.search(text).hits if text in s.chunk_text(h.chunk_id)[1]]
+    finally:
+        s.close()
+
+
+def indexed(db, note_id: str) -> bool:
+    from search_core.index.store import connect
+    c = connect(db)
+    try:
+        return c.execute("SELECT 1 FROM notes WHERE id = ?", (note_id,)).fetchone() is not None
+    finally:
+        c.close()
+
+
+def test_the_watcher_skips_a_link_out_of_the_vault_and_says_so_once(tmp_path, shared_cache):
+    """`ln -s /etc/passwd vault/passwd-link.md` while the watch runs: the file is never indexed, the update
+    reports the link with the reason (once to on_skip, however many saves follow), and a link to a note
+    inside the vault is indexed."""
+    vault = make_vault(tmp_path)
+    secret = tmp_path / "elsewhere" / "passwd"
+    secret.parent.mkdir()
+    secret.write_text(SECRET + "\n", encoding="utf-8")
+    db = tmp_path / "idx" / "index.sqlite"
+    index_vault(vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    told = []
+    w = VaultWatcher(vault, db, cache=shared_cache, on_skip=told.append).start()
+    try:
+        poll(lambda: w.status()["caught_up_at"], "the first catch-up")
+        os.symlink(secret, vault / "passwd-link.md")
+        os.symlink("bm25.md", vault / "bm25-link.md")
+        poll(lambda: indexed(db, "bm25-link"), "the link inside the vault indexed")
+        skipped = poll(lambda: [s for s in (w.status()["last_update"] or {}).get("skipped", [])
+                                if s["path"].endswith("passwd-link.md")], "the link out of the vault reported")
+        assert f"symbolic link to a file outside the vault ({secret})" in skipped[0]["reason"]
+        assert holding(db, SECRET) == []
+        with (vault / "bm25.md").open("a", encoding="utf-8") as f:     # another save: reported, not told again
+            f.write("\n\nGlimmerwhisk 저장.\n")
+        poll(lambda: found(db, "Glimmerwhisk", "bm25"), "the next save indexed")
+        assert [os.path.basename(s.path) for s in told] == ["passwd-link.md"]
+        assert holding(db, SECRET) == [] and w.status()["last_error"] is None
+    finally:
+        w.stop()
+
+
 def _get(url):
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
@@ -113,7 +164,17 @@ def test_serve_watch_finds_the_new_text_of_a_saved_note(tmp_path, shared_cache):
         poll(lambda: "bm25" in _search(url, "Flibbertaxel 재색인"), "the saved note's new text found by /search")
         health = _get(url + "/healthz")
         assert health["status"] == "ok" and health["watch"]["updates"] >= 2 and health["watch"]["last_error"] is None
+        # a link to a file outside the vault, dropped in while the server watches: reported, never searchable
+        secret = tmp_path / "elsewhere" / "passwd"
+        secret.parent.mkdir()
+        secret.write_text(SECRET + "\n", encoding="utf-8")
+        os.symlink(secret, vault / "passwd-link.md")
+        poll(lambda: any(s["path"].endswith("passwd-link.md") for s in
+                         ((_get(url + "/healthz") or {}).get("watch", {}).get("last_update") or {}).get("skipped", [])),
+             "the link out of the vault reported in /healthz")
+        assert "passwd-link" not in _search(url, SECRET)
     finally:
         proc.terminate()
         out = proc.communicate(timeout=30)[0].decode(errors="replace")
     assert "watching" in out, out
+    assert f"skipped {vault / 'passwd-link.md'}: symbolic link to a file outside the vault ({secret})" in out, out

@@ -5,6 +5,7 @@ The hang cases run in a subprocess with a timeout, so a regression fails the tes
 
 import os
 import subprocess
+from pathlib import Path
 import sys
 import textwrap
 
@@ -62,7 +63,7 @@ def test_symlink_loop_dangling_link_unreadable_file_and_linked_folder_are_skippe
     os.symlink("self.md", vault / "self.md")                  # a loop: ELOOP on stat
     os.symlink("gone.md", vault / "dangling.md")              # ENOENT on stat
     os.symlink("real.md", vault / "alias.md")                 # a link to a regular note is indexed
-    os.symlink("/proc/self/mem", vault / "eio.md")            # a regular file whose read fails (EIO)
+    os.symlink("/proc/self/mem", vault / "eio.md")            # outside the vault (and a read would fail: EIO)
     os.symlink(vault / "sub", vault / "linked", target_is_directory=True)
     db = tmp_path / "i.sqlite"
     r = index_vault(vault, db, cache=shared_cache)
@@ -70,12 +71,84 @@ def test_symlink_loop_dangling_link_unreadable_file_and_linked_folder_are_skippe
     why = {os.path.basename(s.path): s.reason for s in r.skipped}
     assert "symbolic link loop" in why["self.md"]
     assert "dangling symbolic link" in why["dangling.md"]
-    assert "cannot be read" in why["eio.md"]
+    assert "outside the vault (/proc/" in why["eio.md"]
     assert "symlinked folder" in why["linked"]
     assert len(r.skipped) == 4
     # the incremental run reports them again and keeps the rest
     r2 = index_vault(vault, db, cache=shared_cache)
     assert r2.mode == "incremental" and len(r2.skipped) == 4 and r2.unchanged == 4
+
+
+def test_a_regular_file_whose_read_fails_is_skipped(tmp_path):
+    """/proc/self/mem is regular, and its first page cannot be read (EIO): read_note says why."""
+    from search_core.ingest.vault import VaultFile, read_note
+    r = read_note(VaultFile("eio", Path("/proc/self/mem"), 0, 0))
+    assert "cannot be read" in r.reason
+
+
+SECRET = "root:x:0:0:Qwuzzlethorp:/root:/bin/bash"
+
+
+def _searchable(db, text):
+    """The notes a search for `text` returns that hold it."""
+    s = Searcher(db)
+    try:
+        return [h.note_id for h in s.search(text).hits if text in s.chunk_text(h.chunk_id)[1]]
+    finally:
+        s.close()
+
+
+def test_a_link_to_a_file_outside_the_vault_is_skipped_with_a_warning(tmp_path, shared_cache):
+    """`ln -s /etc/passwd vault/passwd-link.md`: the file it points at is never read into the index, and the
+    run names the link and the reason; a link to a note inside the vault is indexed as before."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "passwd").write_text(SECRET + "\n", encoding="utf-8")
+    vault = write_vault(tmp_path / "v", {"ok.md": "# 정상\n정상 노트",
+                                         "sub/real.md": "# 진짜\nQwuzzlethorp 안쪽 노트"})
+    os.symlink(outside / "passwd", vault / "passwd-link.md")
+    os.symlink("sub/real.md", vault / "inside-link.md")
+    os.symlink(os.path.relpath(outside / "passwd", vault / "sub"), vault / "sub" / "relative.md")
+    os.symlink("../passwd-link.md", vault / "sub" / "chain.md")       # a link to the link: outside all the same
+    db = tmp_path / "i.sqlite"
+    r = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--cache", str(shared_cache)])
+    assert r.exit_code == 0, r.output
+    for name in ("passwd-link.md", "sub/relative.md", "sub/chain.md"):
+        assert f"skipped {vault / name}: symbolic link to a file outside the vault ({outside / 'passwd'})" \
+            in r.stderr, r.stderr
+    assert "3 skipped" in r.stdout
+    assert _ids(db) == ["inside-link", "ok", "sub/real"]
+    assert _searchable(db, SECRET) == []
+    # the listing leaves them out before anything opens them (read_note checks again, where /proc tells it)
+    from search_core.ingest.vault import list_vault
+    skipped = []
+    assert [vf.note_id for vf in list_vault(vault, skipped)] == ["inside-link", "ok", "sub/real"]
+    assert sorted(os.path.relpath(s.path, vault) for s in skipped) == ["passwd-link.md", "sub/chain.md",
+                                                                        "sub/relative.md"]
+    # a vault opened through a link to it: inside is judged by real paths, so its own links stay inside
+    os.symlink(vault, tmp_path / "vault-link", target_is_directory=True)
+    skipped = []
+    assert [vf.note_id for vf in list_vault(tmp_path / "vault-link", skipped)] == ["inside-link", "ok", "sub/real"]
+    assert len(skipped) == 3
+    # a note that was indexed and is then replaced by a link out of the vault leaves the index
+    (vault / "ok.md").unlink()
+    os.symlink(outside / "passwd", vault / "ok.md")
+    r2 = index_vault(vault, db, cache=shared_cache)
+    assert r2.mode == "incremental" and r2.deleted == 1 and len(r2.skipped) == 4
+    assert _ids(db) == ["inside-link", "sub/real"] and _searchable(db, SECRET) == []
+
+
+def test_a_note_swapped_for_a_link_out_after_the_listing_is_not_read(tmp_path):
+    """The file read_note opened is checked, not only the path the listing saw."""
+    from search_core.ingest.vault import list_vault, read_note
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET, encoding="utf-8")
+    vault = write_vault(tmp_path / "v", {"note.md": "# 노트\n평범한 노트"})
+    [vf] = list_vault(vault)
+    (vault / "note.md").unlink()
+    os.symlink(secret, vault / "note.md")
+    r = read_note(vf)
+    assert "outside the vault" in r.reason and str(secret) in r.reason
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file; the EIO case above covers the read-error path")

@@ -61,7 +61,7 @@ def test_a_long_query_sends_only_its_rarest_trigrams_to_fts5(cap_index, monkeypa
     assert full[0] == "rare" and sorted(full[1:]) == ["c1", "c2", "c3"]
 
 
-def test_best_first_sums_per_chunk_and_breaks_ties_by_chunk_id():
+def test_best_first_sums_per_key_and_breaks_ties_by_key():
     got = list(ch._best_first([np.array([3, 1]), np.array([1, 2])],
                               [np.array([2.0, 1.0]), np.array([0.5, 0.5])], head=10))
     assert got == [(3, 2.0), (1, 1.5), (2, 0.5)]
@@ -72,16 +72,19 @@ def test_best_first_sums_per_chunk_and_breaks_ties_by_chunk_id():
 
 
 def _sparse_as_a_dict_loop(conn, view, query, depth):
-    """The channel as it was written before the arrays: the reference the arrays must match exactly."""
+    """The channel as it was written before the arrays: the reference the arrays must match exactly. Ties
+    go to the chunk first in vault order (note id, ord), and FTS5's cut keeps every row tied with its last."""
     trigrams, short = ch.query_terms(query)
     if len(trigrams) > ch.MAX_PHRASES:
         trigrams = ch.select_trigrams(trigrams, ch.term_df(view, conn, trigrams), ch.MAX_PHRASES)
     scores = {}
     if trigrams:
         sql = (f"SELECT rowid, bm25(chunks_fts, {', '.join(map(str, ch.FIELD_WEIGHTS))}) AS s FROM chunks_fts "
-               "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?")
-        for cid, sc in conn.execute(sql, (ch.fts_match_expr(trigrams), depth * 4)):
-            scores[cid] = -sc
+               "WHERE chunks_fts MATCH ? ORDER BY s")
+        rows = conn.execute(sql, (ch.fts_match_expr(trigrams),)).fetchall()
+        for cid, sc in rows:
+            if sc <= rows[min(depth * 4, len(rows)) - 1][1]:
+                scores[cid] = -sc
     n = max(len(view.chunk_note), 1)
     for tok in short:
         ids = view.short_index().chunks_containing(tok).tolist()
@@ -89,7 +92,8 @@ def _sparse_as_a_dict_loop(conn, view, query, depth):
             idf = math.log(1 + (n - len(ids) + 0.5) / (len(ids) + 0.5))
             for cid in ids:
                 scores[cid] = scores.get(cid, 0.0) + idf
-    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    place = {cid: i for i, cid in enumerate(view.chunk_at.tolist())}
+    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], place[kv[0]]))
     return ch._dedup_notes(ranked, depth, view)
 
 

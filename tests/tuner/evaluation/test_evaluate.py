@@ -126,3 +126,31 @@ def test_an_evaluation_reads_back_from_its_json_as_the_same_typed_result(demo_in
             [(q.id, q.metrics.get("hit@5"), q.gate_probability, q.work) for q in res.per_query]
     probe = next(q for q in timed.per_query if q.level == "probe")
     assert probe.metrics == {} and set(timed.per_query[0].metrics) >= {"hit@5", "mrr", "ndcg@10"}
+
+
+def test_eval_warns_when_every_answerable_question_is_already_at_rank_1(demo_index, tmp_path):
+    """A set whose questions all sit at rank 1 scores every config alike: a sweep over it keeps nothing, so
+    eval says so (stderr, and --json's warnings) and what to add."""
+    import yaml
+    from tuner.evaluation.discrimination import CANNOT_DISCRIMINATE
+    s = Searcher(demo_index)
+    full = evaluate(s, load_gold(TUNE), SearchConfig(), audit=False)
+    assert not any(CANNOT_DISCRIMINATE in w for w in full.warnings)     # 24 questions, not all at rank 1
+    first = {q.id for q in full.per_query if q.first_rank == 1}
+    doc = yaml.safe_load(TUNE.read_text(encoding="utf-8"))
+    doc["questions"] = [q for q in doc["questions"] if q["id"] in first]          # no probes either
+    easy = tmp_path / "easy.yaml"
+    easy.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    res = evaluate(s, load_gold(easy), SearchConfig(), audit=False)
+    [w] = [w for w in res.warnings if CANNOT_DISCRIMINATE in w]
+    assert f"all {len(first)} answerable questions are at rank 1" in w
+    assert "L1 paraphrase" in w and "XL cross-lingual" in w and "L2 multi-hop" in w and "probes make" in w
+
+    r = CliRunner().invoke(main, ["eval", "--db", str(demo_index), "--gold", str(easy), "--json", "--out",
+                                  str(tmp_path), "--timing-samples", "0", "--no-audit"])
+    assert r.exit_code == 0, r.output
+    assert [w for w in json.loads(r.stdout)["warnings"] if CANNOT_DISCRIMINATE in w] == [w]
+    assert f"warning: {w}" in r.stderr
+    r = CliRunner().invoke(main, ["eval", "--db", str(demo_index), "--gold", str(easy), "--out", str(tmp_path),
+                                  "--timing-samples", "0", "--no-audit"])
+    assert f"warning: {w}" in r.stderr and CANNOT_DISCRIMINATE not in r.stdout and "overall" in r.stdout

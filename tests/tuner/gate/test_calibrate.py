@@ -328,3 +328,10 @@ def test_each_labelled_set_is_scored_on_its_own(logged):
     n_tune = len(rows) - len(hold)
     assert f"gate model on tune, {n_tune} rows (in-sample)" in names and f"cosine gate on tune, {n_tune} rows" in names
     assert f"gate model on holdout, {len(hold)} rows" in names     # a set the gate never saw: no flag
+
+
+def test_reading_the_fingerprint_of_an_index_this_process_holds_keeps_its_locks(small_index):
+    """`calibrate --apply` in a process that serves the index reads its fingerprint through SQLite only."""
+    from tests.helpers.live_file import assert_look_keeps_the_locks
+    from tuner.gate.proposal import index_fingerprint
+    assert_look_keeps_the_locks(small_index, index_fingerprint)

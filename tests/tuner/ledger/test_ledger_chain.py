@@ -219,3 +219,16 @@ def test_a_real_sweep_and_its_resume_keep_the_chain_intact(small_index, tmp_path
     assert v.ok and v.rounds == 6, v.message()              # the baseline round 0, then rounds 1-5
     r = CliRunner().invoke(main, ["best", "--ledger", str(led)])
     assert r.exit_code == 0 and "[" in r.output
+
+
+def test_a_second_look_at_a_ledger_this_process_holds_keeps_its_locks(tmp_path):
+    """A daemon holds the ledger (a sweep) while a report in the same process opens and verifies it: the
+    check that it is a ledger goes through SQLite, so its close drops none of the sweep's locks."""
+    from tests.helpers.live_file import assert_look_keeps_the_locks
+    path = tmp_path / "ledger.sqlite"
+    make_ledger(path, n=2)
+
+    def look(p):
+        Ledger(p, create=False).close()
+        verify_ledger(p)
+    assert_look_keeps_the_locks(path, look)

@@ -178,3 +178,45 @@ def test_the_gate_the_sweep_decided_with_is_installed_with_the_promoted_index(de
     d = decide_promotion("s2", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "b",
                          gate_model=load_gate(DEFAULT_GATE_FILE))
     assert d["promoted"] and not sidecar_path(d["index"]).exists()
+
+
+def test_a_promotion_over_an_installed_index_that_a_server_writes_is_what_a_fresh_process_reads(tmp_path):
+    """A server (here: a connection that holds the installed copy and has written to it, as a watcher does)
+    keeps its -wal and -shm beside the file. The next promotion of the same embedder's index lands in that
+    same file: a fresh process must then read the new index, not the old one through the old -wal."""
+    import os
+    import subprocess
+    import sys
+
+    from search_core.index.store import connect
+    from tests.helpers import ROOT
+
+    def scratch(folder, rows, extra_table):
+        p = tmp_path / folder / "e5-small-abc.sqlite"
+        p.parent.mkdir()
+        c = connect(p)
+        c.execute("CREATE TABLE t (x)")
+        c.executemany("INSERT INTO t VALUES (?)", [(f"{folder}{i}",) for i in range(rows)])
+        if extra_table:
+            c.execute("CREATE TABLE u (y)")
+        c.close()
+        return p
+
+    runs = tmp_path / "runs"
+    first, second = scratch("sweep1", 50, False), scratch("sweep2", 200, True)
+    installed = decide_promotion("s1", START, WIN, _holdout(0.8, 0.85), first, runs)["index"]
+    server = connect(installed)
+    try:
+        server.execute("PRAGMA wal_autocheckpoint = 0")       # the watcher's last update still in the -wal
+        server.execute("INSERT INTO t VALUES ('saved while serving')")
+        assert decide_promotion("s2", START, WIN, _holdout(0.8, 0.85), second, runs)["index"] == installed
+        read = ("import sys; from search_core.index.store import connect; c = connect(sys.argv[1]); "
+                "print(c.execute('SELECT count(*) FROM t').fetchone()[0], "
+                "','.join(sorted(r[0] for r in c.execute('SELECT name FROM sqlite_master'))))")
+        fresh = subprocess.run([sys.executable, "-c", read, installed], cwd=ROOT, capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert (fresh.returncode, fresh.stdout) == (0, "200 t,u\n"), \
+            f"a fresh process does not read the promoted index: {fresh.stdout}{fresh.stderr[-300:]}"
+        assert server.execute("SELECT count(*) FROM t").fetchone()[0] == 200   # the server sees it as a commit
+    finally:
+        server.close()

@@ -66,6 +66,16 @@ def test_morning_report_says_what_happened(swept):
     assert d["holdout_flips"] == s["holdout"]["compare"]["flipped"]
 
 
+def test_a_threshold_round_in_a_set_with_probes_is_not_told_to_add_probes(swept):
+    """The tuning set has probes and a gate model decides, so the cosine threshold is unavailable for that
+    reason: its fix says so instead of asking for the probes the set already has."""
+    d = sweep_report(swept["ledger"], None, swept["runs"]).data
+    [threshold] = [f for f in d["failed"] if f["variable"] == "threshold"]
+    assert "a gate model decides" in threshold["reason"]
+    assert "add probes" not in threshold["fix"] and threshold["fix"].startswith("nothing to add: the tuning set has")
+    assert d["evidence_gap"] is None          # changes were kept: the night needs no explaining
+
+
 def test_morning_report_html_draws_its_plot_in_chromium_and_fetches_nothing(swept, tmp_path):
     page = tmp_path / "sweep.html"
     emit(sweep_report(swept["ledger"], swept["sweep"], swept["runs"]), "html", page)

@@ -38,6 +38,18 @@ def test_the_sweep_names_no_variable():
 def test_the_fix_for_an_unavailable_round_follows_the_kind():
     # a threshold round is unavailable for want of probes, not of model weights (the autorag morning
     # report told the reader to make the threshold "loadable offline")
-    assert unavailable_fix("threshold").startswith("add probes to the tuning set")
+    assert unavailable_fix("threshold", probes=0).startswith("add probes to the tuning set")
     for name in ("embedder", "reranker"):
-        assert unavailable_fix(name).startswith("make the model loadable offline")
+        assert unavailable_fix(name, probes=0).startswith("make the model loadable offline")
+
+
+def test_the_fix_for_an_unavailable_gate_round_follows_the_evidence():
+    # a set with probes: the cosine threshold is unavailable because a gate model decides, and telling the
+    # reader to "add probes" sends them to write what they already have
+    fix = unavailable_fix("threshold", probes=12)
+    assert "add probes" not in fix and fix.startswith("nothing to add: the tuning set has 12 probes")
+    assert "gate_threshold" in fix and "Remove `threshold` from the space" in fix
+    # gate_threshold with probes is unavailable when no gate model could be fitted on them
+    fix = unavailable_fix("gate_threshold", probes=3)
+    assert fix.startswith("the tuning set has 3 probes, but no gate model could be fitted")
+    assert unavailable_fix("gate_threshold", probes=0).startswith("add probes")

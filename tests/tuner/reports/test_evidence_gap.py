@@ -1,0 +1,124 @@
+"""A night that keeps nothing says why, with numbers from the ledger, and what evidence to add: from a real
+sweep on the demo vault over a gold set whose every question sits at rank 1 under the starting config."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from tuner.evaluation.stats import paired_randomization
+from tuner.reports import render
+from tuner.reports.evidence_gap import NOT_FOUND_RANK, detectable_gain
+from tuner.reports.sweep import sweep_report
+from tests.helpers.sweeps import DEMO_TUNE, FUSION_SPACE, run_sweep
+
+
+@pytest.fixture(scope="module")
+def saturated_night(demo_db, tmp_path_factory):
+    """Round 0 on the demo tuning set picks the questions at rank 1 under the start config (probes dropped);
+    then a real 8-round fusion sweep over those alone."""
+    root = tmp_path_factory.mktemp("saturated")
+    _, start = run_sweep(root, demo_db, FUSION_SPACE, 0, ledger="start.sqlite")
+    first = {q["id"] for q in start[0]["metrics"]["per_query"] if q["level"] != "probe" and q["first_rank"] == 1}
+    doc = yaml.safe_load(DEMO_TUNE.read_text(encoding="utf-8"))
+    doc["questions"] = [q for q in doc["questions"] if q["id"] in first]
+    doc["name"] = "demo-tune-at-rank-1"
+    gold = root / "at-rank-1.yaml"
+    gold.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    progress = []
+    summary, rows = run_sweep(root, demo_db, FUSION_SPACE, 8, gold=gold, ledger="night.sqlite",
+                              progress=progress.append)
+    return {"ledger": root / "night.sqlite", "rows": rows, "summary": summary, "progress": progress,
+            "gold": {q["id"]: q for q in doc["questions"]}}
+
+
+def _ranks(rows) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        for q in (r["metrics"] or {}).get("per_query", []):
+            if q["level"] != "probe":
+                rank = q["first_rank"] if q["first_rank"] is not None else NOT_FOUND_RANK
+                out.setdefault(q["id"], []).append(min(rank, NOT_FOUND_RANK))
+    return out
+
+
+def test_an_empty_night_says_how_many_questions_are_saturated_and_where_configs_disagreed(saturated_night):
+    rows, gold = saturated_night["rows"], saturated_night["gold"]
+    assert not saturated_night["summary"]["path"], "the fixture night must keep nothing, or this checks nothing"
+    ranks = _ranks(rows)
+    n = len(ranks)
+    saturated = sorted(i for i, rs in ranks.items() if max(rs) == 1)
+    spread = sorted(((max(rs) - min(rs), i) for i, rs in ranks.items() if max(rs) > min(rs)),
+                    key=lambda t: (-t[0], t[1]))
+    assert spread, "some config must move a question off rank 1, or the disagreement list checks nothing"
+
+    rep = sweep_report(saturated_night["ledger"])
+    assert rep.verdict.startswith(f"Nothing kept: {len(saturated)} of {n} tuning questions are at rank 1 "
+                                  "under every config tried")
+    assert "add harder questions (" in rep.verdict and "probes)" in rep.verdict     # the set has no probes
+    assert "a proposal, not decided yet" not in rep.verdict
+
+    md = render(rep, "md")
+    assert md.splitlines()[2].startswith("**Nothing kept:")
+    assert "## Why nothing was kept, and what evidence would decide" in md
+    assert f"| all | {n} | {len(saturated)} |" in md
+    for _, qid in spread[:10]:       # each disagreement with the note it points at, read from the pinned gold file
+        line = next(x for x in md.splitlines() if x.startswith(f"| {qid} |"))
+        assert all(g in line for g in gold[qid]["gold"]) and gold[qid]["query"] in line
+    assert "docs/first-gold-set.md" in md
+
+    gap = json.loads(render(rep, "json"))["data"]["evidence_gap"]
+    assert sorted(gap["saturated"]) == saturated and gap["answerable"] == n and gap["probes"] == 0
+    assert [(d["spread"], d["id"]) for d in gap["disagreements"]] == spread[:10]
+    assert gap["configs"] == len({r["config_hash"] for r in rows if r["metrics"]})
+    # the best gains seen carry the keep rule's paired p-value, and what the set could have detected
+    assert gap["gains"] and all(0 < g["p_value"] <= 1 for g in gap["gains"])
+    assert [g["delta"] for g in gap["gains"]] == sorted((g["delta"] for g in gap["gains"]), reverse=True)
+    assert gap["detectable"]["n"] == n and gap["detectable"]["min_rising"] == 6
+
+
+def test_the_sweep_itself_warns_at_round_0_and_points_an_empty_night_at_the_report(saturated_night):
+    from tuner.demo import format_summary
+    from tuner.evaluation.discrimination import CANNOT_DISCRIMINATE
+    s = saturated_night["summary"]
+    assert [p for p in saturated_night["progress"] if p.startswith(f"warning: {CANNOT_DISCRIMINATE}: all ")]
+    assert ("nothing kept; why, and which questions would decide: autoresearch report sweep "
+            f"--sweep {s['sweep']} --ledger {saturated_night['ledger']}") in format_summary(s, saturated_night["ledger"])
+
+
+def test_the_no_probes_fix_stands_in_a_set_without_probes(saturated_night):
+    d = sweep_report(saturated_night["ledger"]).data
+    [threshold] = [f for f in d["failed"] if f["variable"] == "threshold"]
+    assert threshold["fix"].startswith("add probes")
+
+
+def test_detectable_gain_is_what_the_paired_test_says():
+    # 18 of 20 at the ceiling and nothing moved: only 2 can rise, the test needs 6 (2 x 0.5^6 < 0.05)
+    d = detectable_gain([1.0] * 18 + [0.5, 0.3], [1.0] * 18 + [0.5, 0.3])
+    assert (d.n, d.headroom, d.min_rising, d.smallest_gain, d.questions_needed) == (20, 2, 6, None, None)
+    assert paired_randomization(np.zeros(6), np.ones(6)) < 0.05 <= paired_randomization(np.zeros(5), np.ones(5))
+    # 3 questions up, 1 down on 24: within noise here; the smallest detectable shift is one the test passes
+    base = np.full(24, 0.5)
+    cand = base.copy()
+    cand[:3] += 0.2
+    cand[3] -= 0.1
+    d = detectable_gain(base, cand)
+    assert paired_randomization(base, cand) >= 0.05
+    assert d.smallest_gain > d.observed_gain > 0
+    shift = d.smallest_gain - d.observed_gain        # no question reaches the ceiling here, so gain = observed + shift
+    assert paired_randomization(base, cand + 1.05 * shift) < 0.05 <= paired_randomization(base, cand + 0.9 * shift)
+    assert 24 < d.questions_needed <= d.searched_up_to and not d.out_of_reach
+    # the size it names is right to within a simulation's spread: the same pattern drawn at twice that size
+    # is beyond noise in most draws, at a third of it in few
+    rng = np.random.default_rng(1)
+
+    def median_p(m):
+        return sorted(paired_randomization(np.zeros(m), rng.choice(cand - base, m), n_resamples=2000)
+                      for _ in range(31))[15]
+    assert median_p(2 * d.questions_needed) < 0.05 < median_p(d.questions_needed // 3)
+    # a gain of 0.000004 per question on 24: more questions of the same kind will not find it
+    tiny = base.copy()
+    tiny[0] += 0.001
+    tiny[1] -= 0.0009
+    assert detectable_gain(base, tiny).out_of_reach
