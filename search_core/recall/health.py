@@ -1,7 +1,7 @@
 """What `serve`'s /healthz says: `ok`, or `degraded` with every reason found, each saying what to do.
 
 Degraded when
-- the index file is missing or cannot be read (opened read-only and its fingerprint read, now: a file
+- the index file is missing or cannot be read (store.peek and its fingerprint read, now: a file
   replaced by garbage or by another database is caught here even while the server searches an older view);
 - searches are failing: SEARCHES_FAILING in a row since the last one that succeeded, or every search so
   far (the warm-up at start included) when none has succeeded yet;
@@ -29,11 +29,11 @@ class Health:
 
 def index_problem(db: Path) -> str | None:
     """Why the index at `db` cannot be read now, or None."""
-    from search_core.index.store import connect, get_meta
+    from search_core.index.store import get_meta, peek
     if not db.exists():
         return f"no index at {db}: build it with `autoresearch index VAULT --db {db}`"
     try:
-        conn = connect(db, readonly=True)
+        conn = peek(db)           # the look at a live file that keeps this process's locks and leaves no trace
         try:
             conn.execute(f"PRAGMA busy_timeout = {INDEX_PROBE_BUSY_MS}")
             fingerprint = get_meta(conn, "fingerprint")
