@@ -4,6 +4,7 @@ atomic_write_text: a temp file beside the target, flushed to disk, then os.repla
 a crash leaves the old file or the new one, never a mix, and the temp file is removed on failure.
 PidLock: an exclusive flock on a small file holding the owner's pid; the kernel drops the lock when the
 process dies, so a lock file left by `kill -9` holds nothing and the next run takes it over.
+peek_sqlite / sqlite_tables: a look inside a SQLite file that leaves no trace on it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,24 @@ import fcntl
 import os
 import tempfile
 from pathlib import Path
+
+
+def peek_sqlite(path: str | Path):
+    """A look at a file that leaves no trace: a read-only open of a WAL database would create its -wal and
+    -shm files, so without a -wal present it is opened immutable (nothing is locked, created or replayed)."""
+    import sqlean
+    path = Path(path)
+    wal = Path(str(path) + "-wal").exists()
+    return sqlean.connect(f"file:{path.resolve()}?mode=ro{'' if wal else '&immutable=1'}", uri=True)
+
+
+def sqlite_tables(path: str | Path) -> set[str]:
+    """The table names of a SQLite file (raises sqlean.DatabaseError on a file that is not one)."""
+    conn = peek_sqlite(path)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        conn.close()
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

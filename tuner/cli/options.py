@@ -102,15 +102,25 @@ class PathValue(click.Path):
         return rv
 
 
-class SqlitePath(PathValue):
-    """A SQLite file option (an index, a ledger, a recall log, an embedding cache). A folder, or a file that
-    is not SQLite (a text file given as --ledger), is refused here with what it holds instead of failing
-    deep inside (a traceback on a folder) or being opened as an empty database; a `reading` option also
-    refuses a 0-byte file, which SQLite would read as an empty database."""
+# The tables that make a SQLite file one of ours (each kind's own; no kind has another's set).
+SQLITE_KINDS = {"an index": {"notes", "chunks", "meta"}, "a ledger": {"sweeps", "rounds"},
+                "a recall log": {"recall_calls"}, "an embedding cache": {"vectors"}}
 
-    def __init__(self, holds: str, *, reading: bool, fix: str = "", **kw):
+
+def sqlite_kind(tables: set[str]) -> str | None:
+    return next((kind for kind, need in SQLITE_KINDS.items() if need <= tables), None)
+
+
+class SqlitePath(PathValue):
+    """A SQLite file option (an index, a ledger, a recall log, an embedding cache). A folder, a file that is
+    not SQLite (a text file given as --ledger), or one of our SQLite files of another kind (an index given
+    as --log: read as an empty log, "0 calls") is refused here with what it holds, instead of failing deep
+    inside (a traceback on a folder) or being opened as an empty database; a `reading` option also refuses
+    a 0-byte file, which SQLite would read as an empty database. `holds` is a key of SQLITE_KINDS."""
+
+    def __init__(self, holds: str, *, reading: bool, fix: str = "", check_kind: bool = True, **kw):
         super().__init__(output=not reading, **kw)
-        self.holds, self.reading, self.fix = holds, reading, fix
+        self.holds, self.reading, self.fix, self.check_kind = holds, reading, fix, check_kind
 
     def convert(self, value, param, ctx):
         from search_core.index.store import SQLITE_HEADER
@@ -129,7 +139,20 @@ class SqlitePath(PathValue):
                 self.refuse(param, f"{p} is empty (0 bytes), not {self.holds}{fix}")
             if head and head != SQLITE_HEADER:
                 self.refuse(param, f"{p} is not {self.holds} (not a SQLite file){fix}")
+            if head and self.check_kind:
+                self._check_kind(p, param, fix)
         return rv
+
+    def _check_kind(self, p: Path, param, fix: str) -> None:
+        from search_core.files import sqlite_tables
+        try:
+            tables = sqlite_tables(p)
+        except db_error() as e:
+            self.refuse(param, f"{p} cannot be read as SQLite ({e}){fix}")
+        kind = sqlite_kind(tables)
+        if tables and kind != self.holds:
+            what = kind or f"a SQLite file with the tables {', '.join(sorted(tables)[:6])}"
+            self.refuse(param, f"{p} is {what}, not {self.holds}{fix}")
 
 
 class VaultPath(PathValue):
@@ -150,7 +173,8 @@ class VaultPath(PathValue):
 
 
 def index_path(*, reading: bool = True, **kw) -> SqlitePath:
-    return SqlitePath("an index", reading=reading, fix="build one with `autoresearch index VAULT --db FILE --full`", **kw)
+    return SqlitePath("an index", reading=reading, fix="build one with `autoresearch index VAULT --db FILE --full`",
+                      **kw)
 
 
 def input_file(**kw) -> PathValue:
@@ -238,7 +262,8 @@ def nonempty_token(ctx, param, value):
 
 
 def ledger_option(help: str | None = None, *, reading: bool = True):
-    ledger = SqlitePath("a ledger", reading=reading, fix="give the ledger `autoresearch sweep` wrote")
+    # the ledger's own check (tuner.ledger.chain) says which kind of file it was given, and seals old ledgers
+    ledger = SqlitePath("a ledger", reading=reading, fix="give the ledger `autoresearch sweep` wrote", check_kind=False)
     return click.option("--ledger", "ledger_path", **in_runs(LEDGER, ledger), help=help or "The ledger file (SQLite).")
 
 

@@ -86,11 +86,8 @@ def check_ledger_file(path: Path, *, create: bool) -> None:
 
 
 def _peek(path: Path):
-    """A look at a file that leaves no trace: a read-only open of a WAL database would create its -wal and
-    -shm files, so without a -wal present it is opened immutable (nothing is locked, created or replayed)."""
-    import sqlean
-    wal = Path(str(path) + "-wal").exists()
-    return sqlean.connect(f"file:{path.resolve()}?mode=ro{'' if wal else '&immutable=1'}", uri=True)
+    from search_core.files import peek_sqlite
+    return peek_sqlite(path)
 
 
 # -- schema upgrade -------------------------------------------------------------------------------------

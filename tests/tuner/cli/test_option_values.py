@@ -101,8 +101,11 @@ def wrong_values(v: str, param: click.Parameter, bad: dict) -> list[tuple[str, s
                 ("empty-file", bad["empty"])]
         if role == "json":
             out.append(("json-list", bad["json_list"]))
+        if role in ("index", "sqlite"):         # SQLite, but another kind: a ledger for an index, an index for the rest
+            out.append(("other-sqlite", bad["a_ledger"] if role == "index" else bad["an_index"]))
     elif role in ("index_out", "sqlite_out"):
-        out += [("directory", bad["dir"]), ("text-file", bad["text"]), ("under-a-file", bad["under_file"])]
+        out += [("directory", bad["dir"]), ("text-file", bad["text"]), ("under-a-file", bad["under_file"]),
+                ("other-sqlite", bad["a_ledger"] if role == "index_out" else bad["an_index"])]
     elif role == "toml":
         out += [("missing", bad["missing"]), ("directory", bad["dir"]), ("not-toml", bad["not_toml"]),
                 ("wrong-type", bad["toml_wrong_type"] if v != "daemon" else bad["daemon_wrong_type"])]
@@ -145,7 +148,8 @@ BASE = {
     "eval": ([], {"--db": "{db}", "--gold": "{gold}", "--timing-samples": "0", "--no-audit": None,
                   "--out": "{fresh}/evals"}),
     "compare": (["{eval_a}", "{eval_b}"], {}),
-    "sweep": ([], {"--db": "{db}", "--gold": "{gold}", "--space": "{fusion_space}", "--rounds": "1", "--ledger": "{sweep_runs}/ledger.sqlite"}),
+    "sweep": ([], {"--db": "{db}", "--gold": "{gold}", "--space": "{fusion_space}", "--rounds": "1",
+                   "--ledger": "{sweep_runs}/ledger.sqlite"}),
     "ledger": ([], {"--ledger": "{ledger}"}),
     "best": ([], {"--ledger": "{ledger}"}),
     "demo": ([], {"--out": "{fresh}/demo", "--rounds": "1"}),
@@ -213,12 +217,14 @@ def cases(bad: dict | None = None) -> list[Case]:
 
 
 BAD_NAMES = ("missing", "dir", "text", "empty", "json_list", "under_file", "not_toml", "toml_wrong_type",
-             "daemon_wrong_type", "yaml_list", "not_yaml")
+             "daemon_wrong_type", "yaml_list", "not_yaml", "a_ledger", "an_index")
 CASES = cases()
 
 
-def _write_bad(root: Path) -> dict:
+def _write_bad(root: Path, index: Path, ledger: Path) -> dict:
     root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(index, root / "an-index.sqlite")          # copies: a case that wrote to them would change nothing
+    shutil.copy(ledger, root / "a-ledger.sqlite")
     (root / "empty-dir").mkdir(exist_ok=True)
     files = {"text": ("notes.txt", "this is a note, not a database\n"), "empty": ("empty.sqlite", ""),
              "json_list": ("list.json", "[1, 2, 3]\n"), "not_toml": ("broken.toml", "top_k = = [\n"),
@@ -226,7 +232,8 @@ def _write_bad(root: Path) -> dict:
              "daemon_wrong_type": ("daemon-wrong-type.toml", '[daemon]\ntimezone = 9\n'),
              "yaml_list": ("list.yaml", "- a question\n- another\n"), "not_yaml": ("broken.yaml", "a: [b\n  c: {\n")}
     bad = {"missing": str(root / "no-such-file.sqlite"), "dir": str(root / "empty-dir"),
-           "under_file": str(root / "notes.txt" / "inside")}
+           "under_file": str(root / "notes.txt" / "inside"), "an_index": str(root / "an-index.sqlite"),
+           "a_ledger": str(root / "a-ledger.sqlite")}
     for key, (name, text) in files.items():
         (root / name).write_text(text, encoding="utf-8")
         bad[key] = str(root / name)
@@ -272,7 +279,8 @@ def files(tmp_path_factory, demo_index) -> Files:
     good["fusion_space"] = root / "fusion-space.toml"
     good["fusion_space"].write_text(FUSION_SPACE, encoding="utf-8")
     # a sweep that got this far would time the test embedder first: its unit costs are set by hand instead
-    hand_set_calibrations(good["sweep_runs"] / "cost-model", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
+    hand_set_calibrations(good["sweep_runs"] / "cost-model",
+                          units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
     evals = root / "evals"
     r = CliRunner().invoke(main, ["eval", "--db", str(db), "--gold", str(good["gold"]), "--no-audit",
                                   "--timing-samples", "0", "--out", str(evals)])
@@ -280,7 +288,7 @@ def files(tmp_path_factory, demo_index) -> Files:
     good["eval_a"] = next(evals.glob("*.json"))
     good["eval_b"] = root / "eval-b.json"
     shutil.copy(good["eval_a"], good["eval_b"])
-    return Files(root, {k: str(v) for k, v in good.items()}, _write_bad(root / "bad"))
+    return Files(root, {k: str(v) for k, v in good.items()}, _write_bad(root / "bad", db, ledger))
 
 
 class LongRunStarted(AssertionError):
