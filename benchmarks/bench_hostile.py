@@ -280,7 +280,9 @@ def attack_long_queue_then_short(db: Path, runs: int) -> dict:
 
 def wrong_input(code: Path = ROOT) -> dict:
     """The wrong-input pass, run by pytest (its fixtures build the index, ledger and log the cases need) and
-    counted from its JUnit XML: cases by outcome, and per verb the cases that were not refused cleanly."""
+    counted from its JUnit XML: cases by outcome, the ones not refused cleanly by how (a traceback, a server,
+    sweep or daemon that started, exit 0, another exit code, a message that names neither the option nor the
+    value), and those per verb."""
     import os
     import re
     import shutil
@@ -298,7 +300,7 @@ def wrong_input(code: Path = ROOT) -> dict:
                        env={**os.environ, "PYTHONPATH": str(code)})
         seconds = time.perf_counter() - t0
         cases = ET.parse(report).getroot().iter("testcase")
-        outcome, bad = {"refused": 0, "not_refused": 0, "skipped": 0}, {}
+        outcome, bad, how = {"refused": 0, "not_refused": 0, "skipped": 0}, {}, {}
         verbs, options = set(), set()
         for c in cases:
             m = re.search(r"\[(.*?):(.*?):(.*)\]$", c.get("name", ""))
@@ -311,10 +313,16 @@ def wrong_input(code: Path = ROOT) -> dict:
             elif c.find("failure") is not None or c.find("error") is not None:
                 outcome["not_refused"] += 1
                 bad.setdefault(m[1], []).append(f"{m[2]}:{m[3]}")
+                f = c.find("failure") if c.find("failure") is not None else c.find("error")
+                text = f.get("message") or ""           # not f.text: it quotes the test's own source
+                kind = ("started" if "LongRunStarted" in text else "traceback" if "uncaught" in text else
+                        "exit_0" if "-> exit 0" in text else "unclear_message" if "names neither" in text else
+                        "other_exit_code")
+                how[kind] = how.get(kind, 0) + 1
             else:
                 outcome["refused"] += 1
     return {"code": str(code), "cases": sum(outcome.values()), "verbs": len(verbs), "options": len(options),
-            **outcome, "not_refused_by_verb": bad, "seconds": round(seconds, 1)}
+            **outcome, "not_refused_how": how, "not_refused_by_verb": bad, "seconds": round(seconds, 1)}
 
 
 def main():
