@@ -100,7 +100,7 @@ def wrong_values(v: str, param: click.Parameter, bad: dict) -> list[tuple[str, s
         out += [("missing", bad["missing"]), ("directory", bad["dir"]), ("text-file", bad["text"]),
                 ("empty-file", bad["empty"])]
         if role == "json":
-            out.append(("json-list", bad["json_list"]))
+            out += [("json-list", bad["json_list"]), ("binary-file", bad["an_index"])]
         if role in ("index", "sqlite"):         # SQLite, but another kind: a ledger for an index, an index for the rest
             out.append(("other-sqlite", bad["a_ledger"] if role == "index" else bad["an_index"]))
     elif role in ("index_out", "sqlite_out"):
@@ -180,7 +180,7 @@ SKIP = {
     ("config rollback", "event_id", "no-value"): "ID is optional: without it the latest promotion is undone",
     **{(v, "gate_path", label): "a gate file that does not load is passed over to the cosine gate, the reason in "
                                 "the result (search_core.gate.model.choose_gate); a search never fails over its gate"
-       for v in ("search", "eval") for label in ("text-file", "empty-file", "json-list")},
+       for v in ("search", "eval") for label in ("text-file", "empty-file", "json-list", "binary-file")},
 }
 
 
