@@ -166,7 +166,7 @@ class VaultPath(PathValue):
         from search_core.ingest.vault import is_beir, is_korquad
         rv = super().convert(value, param, ctx)
         if not Path(rv).exists():
-            self.refuse(param, f"vault {rv} does not exist; {self.WHAT}")
+            self.refuse(param, f"{rv} does not exist; {self.WHAT}")
         if Path(rv).is_file() and not (is_beir(rv) or is_korquad(rv)):
             self.refuse(param, f"{rv} is a file, not a vault; {self.WHAT}")
         return rv
