@@ -406,8 +406,9 @@ BASE_ENDS_IN_ERROR = {
 
 
 @pytest.mark.parametrize("v", sorted(BASE), ids=sorted(BASE))
-def test_the_working_values_get_past_every_check(v, files, tmp_path):
+def test_the_working_values_get_past_every_check(v, files, tmp_path, monkeypatch):
     """Without this, a case could pass because the working values themselves were refused."""
+    monkeypatch.chdir(tmp_path)
     positionals, opts = BASE[v]
     fill = {**files.good, "fresh": str(tmp_path / "fresh"), "port": str(free_port())}
     args = [*v.split(), *(a.format(**fill) for a in positionals), *_flat(opts, lambda s: s.format(**fill))]
