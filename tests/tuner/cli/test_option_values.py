@@ -132,7 +132,7 @@ def wrong_values(v: str, param: click.Parameter, bad: dict) -> list[tuple[str, s
         out.append(("not-a-host", "no such host!"))
     elif role == "label":
         out.append(("unknown", "maybe"))
-    if isinstance(t, click.Path) or role in ("duration", "model", "models", "url", "host", "query", "label"):
+    if isinstance(t, click.Path) or role in ("vault", "duration", "model", "models", "url", "host", "query", "label"):
         out.append(("empty", ""))
     return out
 
