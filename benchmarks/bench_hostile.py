@@ -12,7 +12,13 @@ verifier), and with --attacks the server under hostile clients, each against a r
 - eight 4,000-character /queue calls (distinct sessions), then a short one: the short call's outcome and
   latency in the recall log, with one pool of session runners (before) and one per lane (after).
 
-    python benchmarks/bench_hostile.py [--db PATH] [--runs 3] [--uncapped] [--attacks]
+The wrong-input pass (also part of the default run; alone with --wrong-input): one wrong value, and no
+value, for every option and argument of every verb (tests/tuner/cli/test_option_values.py, which reads the
+verbs from the `main` group): how many cases, how many ended in exit 1 or 2 with a message that names the
+option or the value and no traceback, and the ones that did not. --code DIR runs the cases against another
+checkout's code (its tests/ are replaced by this one's for the run), to count the same cases before a fix.
+
+    python benchmarks/bench_hostile.py [--db PATH] [--runs 3] [--uncapped] [--attacks] [--wrong-input [--code DIR]]
 
 --db defaults to an index of the demo vault built under runs/bench/; --uncapped also times one embedding
 of the whole 100 KB query (what every such search cost before the cap; minutes on a busy machine).
@@ -272,15 +278,70 @@ def attack_long_queue_then_short(db: Path, runs: int) -> dict:
     return out
 
 
+def wrong_input(code: Path = ROOT) -> dict:
+    """The wrong-input pass, run by pytest (its fixtures build the index, ledger and log the cases need) and
+    counted from its JUnit XML: cases by outcome, the ones not refused cleanly by how (a traceback, a server,
+    sweep or daemon that started, exit 0, another exit code, a message that names neither the option nor the
+    value), and those per verb."""
+    import os
+    import re
+    import shutil
+    import subprocess
+    import xml.etree.ElementTree as ET
+    module = "tests/tuner/cli/test_option_values.py"
+    if code != ROOT:
+        for rel in (module, "tests/helpers/sweeps.py"):
+            shutil.copy(ROOT / rel, code / rel)
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "junit.xml"
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module, "-k",
+                        "wrong_value", f"--junitxml={report}"], cwd=code, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(code)})
+        seconds = time.perf_counter() - t0
+        cases = ET.parse(report).getroot().iter("testcase")
+        outcome, bad, how = {"refused": 0, "not_refused": 0, "skipped": 0}, {}, {}
+        verbs, options = set(), set()
+        for c in cases:
+            m = re.search(r"\[(.*?):(.*?):(.*)\]$", c.get("name", ""))
+            if not m:
+                continue
+            verbs.add(m[1])
+            options.add((m[1], m[2]))
+            if c.find("skipped") is not None:
+                outcome["skipped"] += 1
+            elif c.find("failure") is not None or c.find("error") is not None:
+                outcome["not_refused"] += 1
+                bad.setdefault(m[1], []).append(f"{m[2]}:{m[3]}")
+                f = c.find("failure") if c.find("failure") is not None else c.find("error")
+                text = f.get("message") or ""           # not f.text: it quotes the test's own source
+                kind = ("started" if "LongRunStarted" in text else "traceback" if "uncaught" in text else
+                        "exit_0" if "-> exit 0" in text else "unclear_message" if "names neither" in text else
+                        "other_exit_code")
+                how[kind] = how.get(kind, 0) + 1
+            else:
+                outcome["refused"] += 1
+    return {"code": str(code), "cases": sum(outcome.values()), "verbs": len(verbs), "options": len(options),
+            **outcome, "not_refused_how": how, "not_refused_by_verb": bad, "seconds": round(seconds, 1)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", type=Path, default=None)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--uncapped", action="store_true")
     ap.add_argument("--attacks", action="store_true", help="Only the attacks on `serve` (see the module doc).")
+    ap.add_argument("--wrong-input", action="store_true", help="Only the wrong-input pass (see the module doc).")
+    ap.add_argument("--code", type=Path, default=ROOT, help="With --wrong-input: the checkout whose code is tried.")
     a = ap.parse_args()
     if a.attacks:
         return run_attacks(a)
+    if a.wrong_input:
+        res = wrong_input(a.code.resolve())
+        print(write_result("hostile-wrong-input", res))
+        for k, v in res.items():
+            print(f"{k:<20} {v}")
+        return
     from search_core.index.check import check_index
     from search_core.index.indexer import index_vault
     from search_core.search.limits import QUERY_EMBED_MAX_CHARS
@@ -315,6 +376,7 @@ def main():
         res["append_1000_rounds_s"] = round(time.perf_counter() - t0, 3)
         lg.close()
         res["verify_1000_rounds_s"] = summary(timed(lambda: verify_ledger(led), a.runs))
+    res["wrong_input"] = wrong_input()
     res["note"] = "measured on a 2-core machine shared with other jobs; see BENCHMARKS.md"
     print(write_result("hostile", res))
     for k, v in res.items():

@@ -60,6 +60,16 @@ def sqlite_file_problem(path: str | Path) -> str | None:
     return None
 
 
+def sqlite_tables(path: str | Path) -> set[str]:
+    """The table names of a SQLite file, looked at through peek() (raises sqlean.DatabaseError on a file that
+    is not one)."""
+    conn = peek(path)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        conn.close()
+
+
 def connect(path: str | Path, *, readonly: bool = False):
     """A connection that can load sqlite-vec on every Python build (this machine's sqlite3 cannot)."""
     try:

@@ -57,14 +57,14 @@ HAND_SET_UNITS = {
 RERANK_MS_PER_PAIR = 0.5
 
 
-def hand_set_calibrations(folder, rerankers=()) -> list[str]:
-    """Store a calibration for every embedder above under the key a sweep looks up, so the sweep
-    reuses it instead of timing this machine. Returns the keys."""
+def hand_set_calibrations(folder, rerankers=(), units_by_embedder=None) -> list[str]:
+    """Store a calibration for every embedder above (or of `units_by_embedder`) under the key a sweep looks
+    up, so the sweep reuses it instead of timing this machine. Returns the keys."""
     from search_core.models import get_embedder
     from tuner.evaluation.cost_model import Calibration, CostStore, calibration_key, machine
     store, keys = CostStore(Path(folder)), []
     m = machine()
-    for name, units in HAND_SET_UNITS.items():
+    for name, units in (units_by_embedder or HAND_SET_UNITS).items():
         efp = get_embedder(name).fingerprint()
         key = calibration_key(m, efp)
         store.put(Calibration(key, m, name, efp, "tokens", dict(units), {r: RERANK_MS_PER_PAIR for r in rerankers},

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import click
 
@@ -12,32 +11,33 @@ from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
 from search_core.paths import AB_WORK
-from tuner.cli.options import fail, format_option, in_runs, sigterm_as_interrupt
+from tuner.cli.options import (FiniteFloat, PathValue, VaultPath, fail, format_option, in_runs, index_path, input_file,
+                               nonempty_value, output_file, output_folder, search_config_value, sigterm_as_interrupt)
 
 
 @click.command()
-@click.option("--embedders", default=None, help="Comma-separated, e.g. e5-small,minilm-l6 (two or more, or one "
+@click.option("--embedders", default=None, callback=nonempty_value, help="Comma-separated, e.g. e5-small,minilm-l6 (two or more, or one "
               "with several --rerankers).")
-@click.option("--rerankers", default=None, help="Comma-separated, e.g. none,BAAI/bge-reranker-base: compared on the "
+@click.option("--rerankers", default=None, callback=nonempty_value, help="Comma-separated, e.g. none,BAAI/bge-reranker-base: compared on the "
               "one embedder's index.")
-@click.option("--gold", "gold_path", default=None, type=click.Path(path_type=Path),
+@click.option("--gold", "gold_path", default=None, type=PathValue(),
               help="Tuning questions (the gate is fitted here); also the evaluation set without --holdout/--split.")
-@click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Evaluation questions, never fitted on.")
-@click.option("--split", type=float, default=None, help="No holdout file: fit on this fraction of --gold, "
+@click.option("--holdout", type=PathValue(), default=None, help="Evaluation questions, never fitted on.")
+@click.option("--split", type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True), default=None, help="No holdout file: fit on this fraction of --gold, "
               "evaluate on the rest.")
-@click.option("--vault", default=None, help="The notes to index (default: --db's vault, or the gold set's corpus).")
-@click.option("--db", type=click.Path(path_type=Path, exists=True), default=None,
+@click.option("--vault", type=VaultPath(), default=None, help="The notes to index (default: --db's vault, or the gold set's corpus).")
+@click.option("--db", type=index_path(exists=True), default=None,
               help="An existing index: its vault, chunking and embedding cache are reused.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+@click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
               help="Starting config (TOML) for every candidate (default: the built-in defaults).")
-@click.option("--work", **in_runs(AB_WORK),
+@click.option("--work", **in_runs(AB_WORK, output_folder()),
               help="Where each candidate's index and the embedding cache live.")
 @format_option()
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the report here (default: stdout).")
+@click.option("--out", type=output_file(), default=None, help="Write the report here (default: stdout).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars on stderr (default: when a terminal).")
 @click.option("--fresh", is_flag=True, help="Re-measure every candidate, even one an earlier A/B measured on the "
               "same index, config and questions.")
-@click.option("--from-json", "from_json", type=click.Path(path_type=Path, exists=True), default=None,
+@click.option("--from-json", "from_json", type=input_file(), default=None,
               help="Render a report saved with --format json in another --format; runs nothing.")
 def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, work, fmt, out, progress, fresh,
        from_json):

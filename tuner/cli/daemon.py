@@ -13,12 +13,13 @@ from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 from tuner.daemon.config import JOB_NAMES
 
-from tuner.cli.options import emit_report, fail, format_option, json_option, ledger_option, runs_option
+from tuner.cli.options import (FiniteFloat, PathValue, emit_report, fail, format_option, json_option, ledger_option,
+                               output_file, runs_option)
 
 @click.command()
-@click.option("--config", "config_path", required=True, type=click.Path(path_type=Path), help="The daemon's TOML config.")
+@click.option("--config", "config_path", required=True, type=PathValue(), help="The daemon's TOML config.")
 @click.option("--once", "once", type=click.Choice(JOB_NAMES), default=None, help="Run this one job now and exit.")
-@click.option("--start-in", type=float, default=None,
+@click.option("--start-in", type=FiniteFloat(min=0.0), default=None,
               help="Also run index, sweep and report once, this many seconds from now (cron has minute resolution).")
 def daemon(config_path, once, start_in):
     """Run the tuning jobs of --config on their schedule (APScheduler); one daemon per runs folder."""
@@ -91,7 +92,7 @@ def config_history(runs, as_json):
 
 
 @config_group.command("rollback")
-@click.argument("event_id", type=int, required=False)
+@click.argument("event_id", type=click.IntRange(min=1), required=False)
 @runs_option()
 def config_rollback(event_id, runs):
     """Undo promotion ID (default: the latest not yet undone): its previous config and index become active."""
@@ -114,7 +115,7 @@ def report():
 @ledger_option()
 @runs_option("Where the promotion history is (default: $AUTORESEARCH_RUNS, else ./runs).")
 @format_option()
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write here and print the path.")
+@click.option("--out", type=output_file(), default=None, help="Write here and print the path.")
 def report_sweep(sweep_id, ledger_path, runs, fmt, out):
     """The morning report of a sweep: verdict, progress plot, kept changes, rejections, levels, flips."""
     require_extra("tune")
@@ -132,7 +133,7 @@ def report_sweep(sweep_id, ledger_path, runs, fmt, out):
 @runs_option("Where the active config is (default: $AUTORESEARCH_RUNS, else ./runs).")
 @click.option("--retest", is_flag=True, help="Re-run the candidates marked worth re-testing against today's baseline.")
 @format_option()
-@click.option("--out", type=click.Path(path_type=Path), default=None)
+@click.option("--out", type=output_file(), default=None)
 def audit(sweep_id, ledger_path, runs, retest, fmt, out):
     """Every rejected candidate: baseline, index, deltas, broken/fixed questions, and whether to re-test it."""
     require_extra("tune")

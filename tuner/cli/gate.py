@@ -11,7 +11,8 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import duration, fail, format_option, json_option, recall_log_option
+from tuner.cli.options import (FiniteFloat, PathValue, VaultPath, duration, fail, format_option, gate_file_value,
+                               index_path, json_option, output_file, output_folder, recall_log_option, window_value)
 from tuner.cli.extras import require_extra
 from tuner.reports import emit
 
@@ -25,18 +26,19 @@ def _labels_arg(path: Path):
 
 
 @click.group(invoke_without_command=True)
-@click.option("--db", type=click.Path(path_type=Path), help="The index the gate serves.")
+@click.option("--db", type=index_path(), help="The index the gate serves.")
 @recall_log_option()
-@click.option("--since", default="7d", show_default=True, help="Log window: 7d, 24h, 90m, or `all`.")
-@click.option("--labels", "labels", multiple=True, type=click.Path(path_type=Path),
+@click.option("--since", default="7d", show_default=True, callback=window_value, help="Log window: 7d, 24h, 90m, or `all`.")
+@click.option("--labels", "labels", multiple=True, type=PathValue(),
               help="A gold set with probes (YAML/KorQuAD/BEIR), or a file of `CALL_ID relevant|irrelevant` lines.")
 @click.option("--no-log", is_flag=True, help="Calibrate from --labels alone.")
-@click.option("--gate", "gate_path", type=click.Path(path_type=Path), default=None, help="The gate in force.")
-@click.option("--target-probe-rate", type=float, default=0.10, show_default=True,
+@click.option("--gate", "gate_path", type=PathValue(dir_okay=False), default=None, callback=gate_file_value,
+              help="The gate in force.")
+@click.option("--target-probe-rate", type=FiniteFloat(0.0, 1.0), default=0.10, show_default=True,
               help="With probes but no answerable labels: the share of probes the threshold may inject.")
 @format_option(show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the report here.")
-@click.option("--proposal", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=output_file(), default=None, help="Write the report here.")
+@click.option("--proposal", type=output_file(), default=None,
               help="Where the proposal goes (default <db>.gate-proposal.json).")
 @click.pass_context
 def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_rate, fmt, out, proposal):
@@ -56,7 +58,14 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
         window = duration(since, allow_all=True, param_hint="--since")
         parsed = [_labels_arg(p) for p in labels]
         gold_paths = [p for kind, p in parsed if kind == "gold"]
-        call_labels = [pair for kind, p in parsed if kind == "calls" for pair in parse_label_file(p)]
+        call_labels = []
+        for kind, p in parsed:
+            if kind == "calls":
+                pairs = parse_label_file(p)
+                if not pairs:
+                    raise SearchCoreError(f"--labels {p} holds no labels; give lines `CALL_ID relevant|irrelevant` "
+                                          "(`autoresearch recall-log list` shows the ids), or a gold set")
+                call_labels += pairs
         cal, calls, labelled, choice = calibrate_index(
             db, log_path=None if no_log else log_path, since_s=window, gold_paths=gold_paths,
             call_labels=call_labels, gate_path=gate_path, target_probe_rate=target_probe_rate)
@@ -74,8 +83,8 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
 
 
 @calibrate.command("apply")
-@click.option("--db", required=True, type=click.Path(path_type=Path))
-@click.option("--proposal", type=click.Path(path_type=Path), default=None)
+@click.option("--db", required=True, type=index_path())
+@click.option("--proposal", type=PathValue(dir_okay=False), default=None)
 def calibrate_apply(db, proposal):
     """Install the proposal's gate as <db>.gate.json (recorded in <db>.gate-history.jsonl)."""
     from tuner.gate.proposal import apply_proposal
@@ -88,7 +97,7 @@ def calibrate_apply(db, proposal):
 
 
 @calibrate.command("undo")
-@click.option("--db", required=True, type=click.Path(path_type=Path))
+@click.option("--db", required=True, type=index_path())
 def calibrate_undo(db):
     """Put back the gate file the last `calibrate apply` replaced."""
     from tuner.gate.proposal import undo_apply
@@ -106,12 +115,13 @@ def probes():
 
 
 @probes.command("make")
-@click.argument("vault", type=click.Path(path_type=Path))
-@click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path),
+@click.argument("vault", type=VaultPath())
+@click.option("--gold", "gold_path", required=True, type=PathValue(),
               help="The gold set whose questions become probes when their gold documents are held out.")
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="A new folder for the index and sets.")
-@click.option("--fraction", type=float, default=0.2, show_default=True, help="Share of documents held out.")
-@click.option("--seed", type=int, default=0)
+@click.option("--out", required=True, type=output_folder(), help="A new folder for the index and sets.")
+@click.option("--fraction", type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True), default=0.2, show_default=True,
+              help="Share of documents held out.")
+@click.option("--seed", type=click.IntRange(min=0), default=0)
 @json_option()
 def probes_make(vault, gold_path, out, fraction, seed, as_json):
     """Hold out a share of VAULT's documents; questions answered only there become probes."""

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import fail as _fail
+from tuner.cli.options import fail as _fail, http_url_value, output_folder
 
-_HOME_OPT = click.option("--hermes-home", type=click.Path(path_type=Path), default=None,
+_HOME_OPT = click.option("--hermes-home", type=output_folder(), default=None,
                          help="The Hermes home (default: $HERMES_HOME, else ~/.hermes).")
 
 
@@ -23,9 +22,9 @@ def hermes():
 
 @hermes.command("install")
 @_HOME_OPT
-@click.option("--server", default=None, help="The `autoresearch serve` URL (default http://127.0.0.1:8765).")
+@click.option("--server", default=None, callback=http_url_value, help="The `autoresearch serve` URL (default http://127.0.0.1:8765).")
 @click.option("--token", default=None, help="The server's --token (stored in config.json, mode 600).")
-@click.option("--timeout-ms", type=int, default=None, help="How long a turn may wait for the block (default 150).")
+@click.option("--timeout-ms", type=click.IntRange(min=1), default=None, help="How long a turn may wait for the block (default 150).")
 @click.option("--wrap", default=None, help='Hold Hermes\'s bundled "holographic" provider too ("" for none).')
 @click.option("--json", "as_json", is_flag=True)
 def hermes_install(hermes_home, server, token, timeout_ms, wrap, as_json):
@@ -57,8 +56,8 @@ def hermes_install(hermes_home, server, token, timeout_ms, wrap, as_json):
 
 @hermes.command("status")
 @_HOME_OPT
-@click.option("--server", default=None, help="Ask this URL instead of the one in the provider's config.")
-@click.option("--calls", type=int, default=10, show_default=True, help="How many of the last calls to show.")
+@click.option("--server", default=None, callback=http_url_value, help="Ask this URL instead of the one in the provider's config.")
+@click.option("--calls", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the last calls to show.")
 @click.option("--json", "as_json", is_flag=True)
 def hermes_status(hermes_home, server, calls, as_json):
     """Installed? Which version? Does the server answer? The last calls the provider logged."""

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
 from search_core import SearchCoreError
-from tuner.cli.options import Progress, fail, json_option, sigterm_as_interrupt
+from tuner.cli.options import (Progress, SqlitePath, VaultPath, fail, index_path, json_option, nonempty_value,
+                               sigterm_as_interrupt)
 
 
 @click.command()
-@click.argument("vault", type=click.Path(path_type=Path))
-@click.option("--db", required=True, type=click.Path(path_type=Path), help="The index file (SQLite).")
-@click.option("--embedder", default=None, help="Embedder name (default: the index's, or e5-small for a new index).")
+@click.argument("vault", type=VaultPath())
+@click.option("--db", required=True, type=index_path(reading=False), help="The index file (SQLite).")
+@click.option("--embedder", default=None, callback=nonempty_value, help="Embedder name (default: the index's, or e5-small for a new index).")
 @click.option("--full", is_flag=True, help="Rebuild from scratch into a new file, swapped in when complete.")
-@click.option("--chunk-chars", type=int, default=None, help="Target chunk size in characters (needs --full to change).")
-@click.option("--dense-per-note", type=int, default=None, help="Vectors per note, 0 = every chunk (needs --full).")
-@click.option("--cache", type=click.Path(path_type=Path), default=None, help="Embedding cache file.")
+@click.option("--chunk-chars", type=click.IntRange(min=1), default=None, help="Target chunk size in characters (needs --full to change).")
+@click.option("--dense-per-note", type=click.IntRange(min=0), default=None, help="Vectors per note, 0 = every chunk (needs --full).")
+@click.option("--cache", type=SqlitePath("an embedding cache", reading=False), default=None, help="Embedding cache file.")
 @json_option("Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @click.option("--communities", is_flag=True, help="Recompute the note communities now (an update recomputes "

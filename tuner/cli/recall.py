@@ -12,8 +12,8 @@ import click
 from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
-from tuner.cli.options import (FiniteFloat, duration, duration_value, fail, json_option, nonempty_token, options,
-                               recall_log_option)
+from tuner.cli.options import (FiniteFloat, PathValue, duration, duration_value, fail, index_path, json_option,
+                               nonempty_token, options, recall_log_option, search_config_value, window_value)
 from search_core.recall.engine import MAX_TIMEOUT_S
 
 _LOG_OPT = recall_log_option()
@@ -26,7 +26,7 @@ def recall_log():
 
 @recall_log.command("stats")
 @_LOG_OPT
-@click.option("--since", default=None, help="Only calls this recent, e.g. 7d, 12h (default: all).")
+@click.option("--since", default=None, callback=duration_value, help="Only calls this recent, e.g. 7d, 12h (default: all).")
 @json_option()
 def recall_log_stats(log_path, since, as_json):
     """Calls, injection rate, p50/p95, calls stopped per gate, mean characters injected, retire verdict."""
@@ -55,7 +55,7 @@ def recall_log_stats(log_path, since, as_json):
 @_LOG_OPT
 @click.argument("call_id", required=False, type=click.IntRange(1, 2 ** 63 - 1))
 @click.argument("label", required=False)
-@click.option("--file", "label_file", type=click.Path(path_type=Path), default=None,
+@click.option("--file", "label_file", type=PathValue(), default=None,
               help="Bulk: lines `ID relevant|irrelevant` (or JSON lines {\"id\", \"label\"}).")
 @json_option()
 def recall_log_label(log_path, call_id, label, label_file, as_json):
@@ -80,7 +80,7 @@ def recall_log_label(log_path, call_id, label, label_file, as_json):
 
 @recall_log.command("list")
 @_LOG_OPT
-@click.option("--since", default=None, help="e.g. 1d")
+@click.option("--since", default=None, callback=duration_value, help="e.g. 1d")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @json_option()
 def recall_log_list(log_path, since, limit, as_json):
@@ -103,11 +103,11 @@ def recall_log_list(log_path, since, limit, as_json):
 
 @recall_log.command("suggest")
 @_LOG_OPT
-@click.option("--since", default="7d", show_default=True, help="Log window: 7d, 24h, or `all`.")
+@click.option("--since", default="7d", show_default=True, callback=window_value, help="Log window: 7d, 24h, or `all`.")
 @click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True, help="How many calls to pick.")
-@click.option("--db", type=click.Path(path_type=Path), default=None,
+@click.option("--db", type=index_path(), default=None,
               help="Score the calls with the gate in force on this index (default: the logged probabilities).")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+@click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
               help="A TOML config (its gate_threshold); default: the active config when it exists.")
 @json_option()
 def recall_log_suggest(log_path, since, n, db, config_path, as_json):
@@ -136,7 +136,7 @@ def recall_log_suggest(log_path, since, n, db, config_path, as_json):
 
 @recall_log.command("prune")
 @_LOG_OPT
-@click.option("--older-than", default="30d", show_default=True, help="Delete calls older than this.")
+@click.option("--older-than", default="30d", show_default=True, callback=duration_value, help="Delete calls older than this.")
 def recall_log_prune(log_path, older_than):
     """Retention by age (the server also prunes by its --retention as it writes)."""
     from search_core.recall.log import RecallLog
@@ -160,16 +160,18 @@ def _engine(db, config_path, log_path, retention, privacy, timeout):
     # query embedding took 3,500-5,600 ms with the default policy and 43-78 ms with PASSIVE.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from search_core.recall.engine import open_engine
+    if not Path(db).exists():      # the engine opens the index on its first call: a server would start on nothing
+        raise SearchCoreError(f"no index at {db}; build one with `autoresearch index VAULT --db {db}`")
     return open_engine(db, config_path=config_path, log_path=log_path,
                        retention_days=duration(retention, param_hint="--retention") / 86400, privacy=privacy,
                        timeout_s=timeout)
 
 
 _SERVE_OPTS = [
-    click.option("--db", required=True, type=click.Path(path_type=Path), help="The index file."),
-    click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+    click.option("--db", required=True, type=index_path(), help="The index file."),
+    click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
                  help="A TOML config ([search] and [recall]); default: the active config ($AUTORESEARCH_RUNS/active.toml, else runs/active.toml) when it exists."),
-    _LOG_OPT,
+    recall_log_option(reading=False),
     click.option("--retention", default="30d", show_default=True, callback=duration_value,
                  help="Recall-log rows older than this are pruned."),
     click.option("--privacy", type=click.Choice(["text", "hash"]), default=None,
@@ -189,7 +191,7 @@ _SERVE_OPTS = [
                    "Other names are refused (a web page could reach the server through DNS rebinding).")
 @click.option("--token", envvar="AUTORESEARCH_TOKEN", default=None, callback=nonempty_token,
               help="Require `Authorization: Bearer TOKEN` (or set AUTORESEARCH_TOKEN).")
-@click.option("--watch", "watch_vault", type=click.Path(path_type=Path), default=None, metavar="VAULT",
+@click.option("--watch", "watch_vault", type=PathValue(exists=True, file_okay=False), default=None, metavar="VAULT",
               help="Keep --db current with VAULT: notes are re-indexed shortly after they are saved.")
 def serve(db, config_path, log_path, retention, privacy, timeout, host, port, allow_remote, allow_hosts, token,
           watch_vault):

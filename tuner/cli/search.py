@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import db_error, fail, json_option
+from tuner.cli.options import (PathValue, db_error, fail, index_path, input_file, json_option, search_config_value)
 
 
 def _print_explain(res, searcher):
@@ -42,14 +41,15 @@ def _print_explain(res, searcher):
 
 @click.command()
 @click.argument("query")
-@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
+@click.option("--db", default=None, type=index_path(), help="Default: the active config's index.")
 @click.option("-k", "top_k", type=click.IntRange(min=1), default=None, help="How many results (default 5).")
 @click.option("--embedder", default=None, help="Must match the index's embedder.")
 @click.option("--reranker", default=None, help="Reranker name, or none.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="A TOML config.")
+@click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
+              help="A TOML config.")
 @json_option()
 @click.option("--explain", is_flag=True, help="Show each channel's list and the fused arithmetic.")
-@click.option("--gate", "gate_path", type=click.Path(path_type=Path), default=None,
+@click.option("--gate", "gate_path", type=input_file(), default=None,
               help="A gate model file (default: <db>.gate.json, else the shipped default model).")
 def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, gate_path):
     """Search the index in --db for QUERY."""
@@ -96,7 +96,7 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
 
 
 @click.command()
-@click.option("--db", required=True, type=click.Path(path_type=Path))
+@click.option("--db", required=True, type=index_path())
 @json_option()
 def stats(db, as_json):
     """What is in an index: counts, fingerprint, vault, schema."""

@@ -6,30 +6,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from pathlib import Path
 
 import click
 
 from search_core import SearchCoreError
 from search_core.paths import DEMO, EVALS
 from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
-from tuner.cli.options import Progress, db_error, duration, fail, in_runs, json_option, ledger_option
+from tuner.cli.options import (FiniteFloat, PathValue, Progress, VaultPath, db_error, duration, duration_value, fail,
+                               in_runs, index_path, input_file, json_option, ledger_option, output_file, output_folder,
+                               search_config_value)
 from tuner.cli.extras import require_extra
 
 
 @click.command("eval")
-@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
-@click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path),
+@click.option("--db", default=None, type=index_path(), help="Default: the active config's index.")
+@click.option("--gold", "gold_path", required=True, type=PathValue(),
               help="A gold YAML file, a BEIR folder (queries.jsonl + qrels .tsv), or a KorQuAD JSON file.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
+@click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value)
 @click.option("--reranker", default=None)
 @click.option("--allow-missing", is_flag=True, help="Warn (instead of failing) on gold ids not in the index.")
 @click.option("--no-audit", is_flag=True, help="Skip the fake-miss audit.")
 @click.option("--timing-samples", type=click.IntRange(min=0), default=100, show_default=True,
               help="Repeat timed passes over a small set until each latency percentile stands on this many "
                    "timings (0: one pass).")
-@click.option("--out", **in_runs(EVALS), help="Where the full result goes.")
-@click.option("--gate", "gate_path", type=click.Path(path_type=Path), default=None,
+@click.option("--out", **in_runs(EVALS, output_folder()), help="Where the full result goes.")
+@click.option("--gate", "gate_path", type=input_file(), default=None,
               help="A gate model file (default, as `search`: <db>.gate.json, else the shipped default model).")
 @json_option()
 def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, gate_path, as_json):
@@ -71,10 +72,10 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
 
 
 @click.command()
-@click.argument("a", type=click.Path(exists=True, path_type=Path))
-@click.argument("b", type=click.Path(exists=True, path_type=Path))
+@click.argument("a", type=input_file())
+@click.argument("b", type=input_file())
 @json_option()
-@click.option("--seed", type=int, default=0)
+@click.option("--seed", type=click.IntRange(min=0), default=0)
 def compare(a, b, as_json, seed):
     """Compare two `eval` results (JSON files) of the same gold set: deltas, paired test, flipped questions."""
     from tuner.evaluation.compare import compare as do_compare, format_compare
@@ -88,36 +89,38 @@ def compare(a, b, as_json, seed):
 
 
 @click.command()
-@click.option("--db", required=True, type=click.Path(path_type=Path), help="The index of the starting embedder.")
-@click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path), help="The tuning set.")
-@click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Reported at the end, never tuned on.")
-@click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
-@click.option("--space", type=click.Path(path_type=Path), default=None,
+@click.option("--db", required=True, type=index_path(), help="The index of the starting embedder.")
+@click.option("--gold", "gold_path", required=True, type=PathValue(), help="The tuning set.")
+@click.option("--holdout", type=PathValue(), default=None, help="Reported at the end, never tuned on.")
+@click.option("--split", type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True), default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
+@click.option("--space", type=PathValue(), default=None,
               help="The search space (TOML); default: the packaged spaces/default.toml.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Starting config (TOML).")
+@click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
+              help="Starting config (TOML).")
 @click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
-@click.option("--time-budget", default=None, help="Stop after this long, e.g. 8h, 30m.")
-@click.option("--seed", type=int, default=0)
+@click.option("--time-budget", default=None, callback=duration_value, help="Stop after this long, e.g. 8h, 30m.")
+@click.option("--seed", type=click.IntRange(min=0), default=0)
 @click.option("--objective", type=click.Choice(SWEEP_OBJECTIVES), default="score100")
-@click.option("--epsilon", type=float, default=0.0, help="The objective must rise by more than this.")
-@click.option("--gate-epsilon", type=float, default=0.0,
+@click.option("--epsilon", type=FiniteFloat(min=0.0), default=0.0, help="The objective must rise by more than this.")
+@click.option("--gate-epsilon", type=FiniteFloat(0.0, 1.0), default=0.0,
               help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")
 @click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
 @click.option("--question-guard/--count-guard", default=None,
               help="The hit@5 guard per question (the default): no tuning question in the baseline's top 5 may leave "
                    "it. --count-guard: only the number of questions hit must hold, so a swap passes.")
-@click.option("--noise-alpha", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+@click.option("--noise-alpha", type=FiniteFloat(0.0, 1.0, min_open=True), default=None,
               help="A gain that moves the ranking is kept only when the paired randomization test over the tuning "
                    "questions gives p below this (default 0.05; 1: keep any gain).")
-@click.option("--latency-budget", type=float, default=None, help="Reject a candidate whose p95 (ms) is over this.")
+@click.option("--latency-budget", type=FiniteFloat(min=0.0, min_open=True), default=None, help="Reject a candidate whose p95 (ms) is over this.")
 @click.option("--timing-samples", type=click.IntRange(min=0), default=None,
               help="Repeat timed passes until the MEASURED p95 stands on this many timings (default 0: one pass). "
                    "It is recorded beside the cost model's prediction, which alone decides.")
 @click.option("--recalibrate", is_flag=True,
               help="Take a new cost calibration (unit costs of each kind of search work on this machine) instead "
                    "of the one stored under the runs folder's cost-model/.")
-@click.option("--vault", default=None, help="The vault model rounds index (default: the one --db was built from).")
-@ledger_option()
+@click.option("--vault", type=VaultPath(), default=None,
+              help="The vault model rounds index (default: the one --db was built from).")
+@ledger_option(reading=False)
 @click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
 @json_option()
 def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
@@ -155,7 +158,7 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
                                  epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
                                  **({} if question_guard is None else {"question_guard": question_guard}),
                                  **({} if noise_alpha is None else {"noise_alpha": noise_alpha}),
-                                 vault=vault, index_dir=str(ledger_path.parent / "indexes"), split=split,
+                                 vault=str(vault) if vault else None, index_dir=str(ledger_path.parent / "indexes"), split=split,
                                  score_config=str(config_path) if config_path else None, recalibrate=recalibrate,
                                  **({} if timing_samples is None else {"timing_samples": timing_samples}))
             sw = Sweep(params, ledger, start=load_config(config_path), progress=lambda l: click.echo(l, err=True))
@@ -239,7 +242,7 @@ def ledger(sweep_id, ledger_path, as_json, verify, replay):
 @click.command()
 @click.option("--sweep", "sweep_id", default=None, help="Default: the latest sweep.")
 @ledger_option()
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the TOML here (default: stdout).")
+@click.option("--out", type=output_file(), default=None, help="Write the TOML here (default: stdout).")
 def best(sweep_id, ledger_path, out):
     """The winning config of a sweep as TOML, for `search --config` and `eval --config`."""
     from tuner.ledger.winner import sweep_winner
@@ -260,9 +263,9 @@ def best(sweep_id, ledger_path, out):
 
 
 @click.command()
-@click.option("--out", **in_runs(DEMO), help="Where results go.")
+@click.option("--out", **in_runs(DEMO, output_folder()), help="Where results go.")
 @click.option("--rounds", type=click.IntRange(min=1), default=119)
-@click.option("--seed", type=int, default=0)
+@click.option("--seed", type=click.IntRange(min=0), default=0)
 def demo(out, rounds, seed):
     """The main job on the demo vault: index it, sweep 119 rounds from a hand-set start, check the holdout, report."""
     require_extra("tune")

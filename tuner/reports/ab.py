@@ -200,8 +200,9 @@ def render_saved(path: Path, fmt: str, out: Path | None):
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise SearchCoreError(f"cannot read the saved A/B report {path}: {e}") from None
-    if doc.get("kind") != "ab":
-        raise SearchCoreError(f"{path} is not an A/B report saved with --format json (kind {doc.get('kind')!r})")
+    if not isinstance(doc, dict) or doc.get("kind") != "ab":
+        kind = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
+        raise SearchCoreError(f"{path} is not an A/B report saved with --format json (kind {kind!r})")
     return emit(ab_report(doc["data"], generated=doc.get("generated", "")), fmt, out)

@@ -205,6 +205,13 @@ def _fmt_p(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 else "< 0.001"
 
 
+def _scorable(res: EvalResult, weights) -> bool:
+    """Do its per-question rows carry every metric the objective's share reads? Ledgers written before the
+    rows kept nDCG@10 (schema 2) do not: their gains are listed nowhere rather than tested on a guess."""
+    need = {m for m, _ in weights if m != "mrr"}
+    return all(need <= set(q.metrics) for q in answerable_rows(res).values())
+
+
 def evidence_gap(info: dict, rounds: list[dict], gold=None, score_cfg: ScoreConfig = ScoreConfig()) -> EvidenceGap:
     """What the ledger rows of one sweep say about its evidence. gold: the sweep's tuning GoldSet when it is
     the file the sweep pinned (queries and gold notes for the questions it lists), else None."""
@@ -253,11 +260,14 @@ def evidence_gap(info: dict, rounds: list[dict], gold=None, score_cfg: ScoreConf
     candidates.sort(key=lambda t: (-t[0], t[1]))
     # the paired test for the largest gains, until GAINS_SHOWN are listed and one of them moved any question (at
     # most GAINS_TESTED tests: on 1,000 questions one test resamples 10 million signs)
-    gains, pairs = [], {}
+    gains, pairs, untested = [], {}, 0
     for delta, _, r, base_row in candidates[:GAINS_TESTED]:
         if len(gains) >= GAINS_SHOWN and any(g.moved for g in gains):
             break
         b, c = round_result(base_row), round_result(r)
+        if not (_scorable(b, weights) and _scorable(c, weights)):
+            untested += 1
+            continue
         ev = ranking_evidence(b, c, obj, weights)
         gains.append(GainSeen(r["round"], r["variable"], str(r["new"]), str(r["decision"]), delta,
                               ev.moved, ev.better, ev.worse, ev.p_value))
@@ -265,6 +275,8 @@ def evidence_gap(info: dict, rounds: list[dict], gold=None, score_cfg: ScoreConf
     moving = [g for g in gains if g.moved]
     detect = None
     start = results.get(rounds[0]["config_hash"]) if rounds and rounds[0].get("metrics") else None
+    if start is not None and not _scorable(start, weights):
+        start = None
     if moving or start is not None:
         b, c = pairs[moving[0].round] if moving else (start, start)    # the best gain that moved any question
         common = sorted(set(answerable_rows(b)) & set(answerable_rows(c)))
@@ -273,7 +285,7 @@ def evidence_gap(info: dict, rounds: list[dict], gold=None, score_cfg: ScoreConf
                                      alpha if alpha is not None and alpha < 1 else 0.05)
 
     advice = _advice(len(ids), saturated, level_rows, probes, spreads, detect, gains, per_share, obj)
-    headline = _headline(len(ids), saturated, probes, level_rows, gains, detect, per_share, obj)
+    headline = _headline(len(ids), saturated, probes, level_rows, gains, detect, per_share, obj, untested)
     return EvidenceGap(obj, alpha, len(results), len(ids), probes, saturated, never, level_rows, tuple(gains),
                        detect, per_share, tuple(spreads[:DISAGREEMENTS_SHOWN]), advice, headline)
 
@@ -290,13 +302,16 @@ def _levels_to_add(level_rows: tuple[LevelCount, ...], probes: int) -> list[str]
     return out
 
 
-def _headline(n, saturated, probes, level_rows, gains, detect, per_share, obj) -> str:
+def _headline(n, saturated, probes, level_rows, gains, detect, per_share, obj, untested: int = 0) -> str:
     parts = [f"Nothing kept: {len(saturated)} of {n} tuning questions are at rank 1 under every config tried"]
     best = next((g for g in gains if g.moved), None)
     if detect is not None and detect.min_rising is not None and detect.headroom < detect.min_rising:
         # the strongest reason: too few questions can move for the test to ever say "beyond noise"
         parts.append(f"only {detect.headroom} have room to rise in {obj}, and the paired test needs "
                      f"{detect.min_rising} to rise (none falling) for p < {detect.alpha:g}")
+    elif best is None and untested and not gains:
+        parts.append(f"{untested} gain(s) could not be tested: the ledger's rows predate the per-question metrics "
+                     f"the paired test reads")
     elif best is None:
         parts.append("no config tried moved any question")
     elif detect is not None and detect.smallest_gain is not None:

@@ -122,3 +122,15 @@ def test_detectable_gain_is_what_the_paired_test_says():
     tiny[0] += 0.001
     tiny[1] -= 0.0009
     assert detectable_gain(base, tiny).out_of_reach
+
+
+def test_a_ledger_whose_rows_predate_ndcg_is_reported_without_testing_its_gains():
+    """schema 2 rows keep no per-question nDCG@10, which score100's share reads: the report says the gains
+    were not tested instead of failing on the missing metric (KeyError 'ndcg@10' before)."""
+    from pathlib import Path
+    from click.testing import CliRunner
+    from tuner.cli import main
+    old = Path(__file__).parents[1] / "ledger" / "data" / "schema2-demo-sweep.sqlite"
+    r = CliRunner().invoke(main, ["report", "sweep", "--ledger", str(old)])
+    assert r.exit_code == 0, r.output
+    assert "gain(s) could not be tested: the ledger's rows predate" in r.output
