@@ -82,14 +82,20 @@ def level_hits(res: EvalResult) -> dict[str, int]:
     return out
 
 
+TRUSTED_SOURCES = ("hand", "log")      # questions that stand for real use (tuner.data.gold.SOURCES)
+
+
 @dataclass(frozen=True)
 class Hit5Evidence:
     """What the noninferior guard reads: answerable questions both evaluations scored, those that left the
-    baseline's top 5 and those that came in, and the one-sided upper bound of the true drop (points)."""
+    baseline's top 5 and those that came in, and the one-sided upper bound of the true drop (points).
+    set_aside: questions made from the vault's text, left out of the guard because the set has
+    hand-written or labelled ones (they count for the gain test)."""
     n: int
     lost: int
     gained: int
     drop_bound: float
+    set_aside: int = 0
 
     @property
     def drop(self) -> float:
@@ -101,15 +107,24 @@ class Hit5Evidence:
 
 
 def hit5_evidence(base: EvalResult, cand: EvalResult, alpha: float = 0.05) -> Hit5Evidence:
+    """The guard reads the hand-written and labelled questions alone when the set has any: questions made
+    from the vault's text sit mostly at the top (on the demo vault, 0 of 191 heading and alias questions
+    left the top 5 under 15 changes that moved 14 hand-written ones), so pooled with them a drop on the
+    questions of real use would be diluted by their share, and the margin would no longer speak of it."""
     b, c = answerable_rows(base), answerable_rows(cand)
-    n = len(set(b) & set(c))
-    lost, gained = len(left_top5(base, cand)), len(came_into_top5(base, cand))
+    ids = set(b) & set(c)
+    trusted = {i for i in ids if b[i].source in TRUSTED_SOURCES}
+    read = trusted or ids
+    lost = sum(1 for i in read if b[i].metrics.get("hit@5") and not c[i].metrics.get("hit@5"))
+    gained = sum(1 for i in read if c[i].metrics.get("hit@5") and not b[i].metrics.get("hit@5"))
+    n = len(read)
     bound = 100.0 * paired_drop_upper_bound(lost, gained, n, alpha=alpha) if n else 0.0
-    return Hit5Evidence(n, lost, gained, bound)
+    return Hit5Evidence(n, lost, gained, bound, len(ids) - n)
 
 
 def _noninferior_reason(ev: Hit5Evidence, rule: Rule) -> str:
-    counts = (f"{ev.lost} question(s) out of the top 5, {ev.gained} in, of {ev.n}; upper bound of the drop "
+    of = f"{ev.n} hand-written or labelled ({ev.set_aside} from the vault's text set aside)" if ev.set_aside else ev.n
+    counts = (f"{ev.lost} question(s) out of the top 5, {ev.gained} in, of {of}; upper bound of the drop "
               f"{ev.drop_bound:.1f} points >= margin {rule.hit5_margin:g} points "
               f"(one-sided {100 * (1 - rule.guard_alpha):g} % score bound)")
     if ev.lost > ev.gained:

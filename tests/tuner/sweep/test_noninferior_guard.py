@@ -129,3 +129,37 @@ def test_power_figures_by_hand():
     assert guard_questions_needed(0.05, 0.02, 2.0) is None            # a 3-point drop: never passes
     with pytest.raises(ValueError):
         detectable_gain(0, 0.1)
+
+
+# -- evidence by kind ---------------------------------------------------------------------------------------
+
+def with_sources(res: EvalResult, sources) -> EvalResult:
+    import dataclasses
+    return dataclasses.replace(res, per_query=[dataclasses.replace(q, source=s) for q, s in zip(res.per_query, sources)])
+
+
+def test_the_guard_reads_hand_written_questions_and_the_vaults_count_for_the_gain():
+    # 200 hand-written questions of which 3 leave the top 5; 1,000 vault questions that stay at rank 1
+    hand_b, hand_c = [3] * 200, [None] * 3 + [3] * 197
+    vault = [1] * 1000
+    sources = ["hand"] * 200 + ["vault"] * 1000
+    base = with_sources(ranked(hand_b + vault), sources)
+    cand = with_sources(ranked(hand_c + vault, score=75.0), sources)
+    ev = hit5_evidence(base, cand)
+    assert (ev.n, ev.lost, ev.gained, ev.set_aside) == (200, 3, 0, 1000)
+    assert ev.drop_bound == pytest.approx(100 * paired_drop_upper_bound(3, 0, 200), abs=1e-9)    # 3.7 points
+    d = decide(base, cand, Rule())[0]
+    assert d.decision == "rejected:hit5_regressed"
+    assert "3 question(s) out of the top 5, 0 in, of 200 hand-written or labelled (1000 from the vault's text set aside)" \
+        in d.reason, d.reason
+    # pooled, the 1,000 unmoved questions would dilute the drop below the margin (0.6 points)
+    assert 100 * paired_drop_upper_bound(3, 0, 1200) < 2.0
+    # a set made only from the vault's text: the guard reads it all
+    only_vault = ["vault"] * 1200
+    ev = hit5_evidence(with_sources(ranked(hand_b + vault), only_vault), with_sources(ranked(hand_c + vault), only_vault))
+    assert (ev.n, ev.set_aside) == (1200, 0)
+    # the gain test reads every kind: 60 vault questions up from rank 2 to 1, hand-written ones unchanged
+    base = with_sources(ranked([3] * 40 + [2] * 60), ["hand"] * 40 + ["vault"] * 60)
+    cand = with_sources(ranked([3] * 40 + [1] * 60, score=75.0), ["hand"] * 40 + ["vault"] * 60)
+    d = decide(base, cand, Rule(noise_alpha=0.05))[0]
+    assert d.decision == "kept" and "60 question(s) up, 0 down" in d.reason, d.reason
