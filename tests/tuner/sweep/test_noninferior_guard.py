@@ -163,3 +163,18 @@ def test_the_guard_reads_hand_written_questions_and_the_vaults_count_for_the_gai
     cand = with_sources(ranked([3] * 40 + [1] * 60, score=75.0), ["hand"] * 40 + ["vault"] * 60)
     d = decide(base, cand, Rule(noise_alpha=0.05))[0]
     assert d.decision == "kept" and "60 question(s) up, 0 down" in d.reason, d.reason
+
+
+def test_a_rounds_power_reads_its_own_per_question_changes():
+    import statistics
+    from tuner.evaluation.score import ScoreConfig
+    from tuner.sweep.evidence import question_value
+    from tuner.sweep.power import gain_power
+    base = ranked([2] * 30 + [3] * 10)
+    cand = ranked([1] * 6 + [2] * 24 + [4] * 2 + [3] * 8, score=71.0)
+    w = ScoreConfig().quality_weights
+    d = [question_value(c, "score100", w) - question_value(b, "score100", w) for b, c in zip(base.per_query, cand.per_query)]
+    gp = gain_power(base, cand, "score100", w)
+    assert gp.n == 40 and gp.gain == pytest.approx(sum(d) / 40) and gp.spread == pytest.approx(statistics.stdev(d))
+    assert gp.detectable == pytest.approx(detectable_gain(40, statistics.stdev(d)))
+    assert gp.needed == questions_needed(sum(d) / 40, statistics.stdev(d)) and gp.needed > 40
