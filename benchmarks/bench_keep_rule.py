@@ -34,7 +34,7 @@ itself, which must agree (the count of disagreements is printed and written).
 
     python benchmarks/bench_keep_rule.py                        # AutoRAG-ko and the demo sets
     python benchmarks/bench_keep_rule.py --sets autorag-ko,demo,johngrib --reps 400
-Indexes go under runs/keep-rule/ (built on first use); results to runs/bench/keep-rule.json.
+Indexes go under runs/keep-rule/ (built on first use); results to runs/bench/keep-rule-margin<M>.json.
 """
 
 from __future__ import annotations
@@ -366,15 +366,19 @@ def power_check(pops: dict, sizes, reps: int, seed: int) -> list[dict]:
 
 
 def main(argv=None):
+    global MARGIN
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sets", default="autorag-ko,demo")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     ap.add_argument("--reps", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--margin", type=float, default=MARGIN, help="The noninferior guard's margin, in points.")
     ap.add_argument("--index-dir", type=Path, default=OUT, help="Where each set's index is (built if absent).")
     ap.add_argument("--min-border", type=float, default=MIN_BORDER,
                     help="Leave out a change that moves fewer than this share of questions across the top-5 border.")
     a = ap.parse_args(argv)
+    MARGIN = a.margin
+    TARGET_DROP.update({"hit-gain": -MARGIN, "regress-1x": MARGIN, "regress-2x": 2 * MARGIN})
     sizes = [int(x) for x in a.sizes.split(",")]
     progress = lambda line: print(line, file=sys.stderr, flush=True)   # noqa: E731
     avail = sets_available()
@@ -408,7 +412,7 @@ def main(argv=None):
           "questions needed vs share passed)")
     for row in power:
         print("  ", row)
-    write_result("keep-rule", {
+    write_result(f"keep-rule-margin{MARGIN:g}", {
         "pairs": {f"{s} {ch}": {"questions": len(p.rows), "border_share": round(p.border_share, 4),
                                 "inner_gain": round(p.inner_gain(), 5)} for (s, ch), p in pops.items()},
         "left_out": left_out,
