@@ -9,6 +9,11 @@
   leaving and entering the top 5 are (l, g) with the given power once
   n >= ((z[1 - alpha] + z[power]) * sqrt(l + g - (l - g)^2) / (margin - (l - g)))^2.
 
+Checked by simulation on real changes (benchmarks/bench_keep_rule.py): at the gain detectable_gain states
+for 200 and 1,000 questions the test detected it in 74-92 % of draws (mean 81 %); at the size
+guard_questions_needed states the guard passed 73-81 % (mean 77 %: with few crossings the normal
+approximation is a little optimistic).
+
 A report calls detectable_gain / questions_needed for "the smallest gain this set could have detected"
 and "how many questions would detect the gains seen", and gain_power for one round's pair of evaluations.
 benchmarks/bench_keep_rule.py checks these figures against simulated decisions.
