@@ -27,10 +27,10 @@ Rates: false-reject = rejected `hit5_regressed` although the true drop is <= 0 (
 keep = kept; false-keep = kept although the true drop is >= the margin (regress-1x, -2x).
 
 The decisions are the keep rule's own pieces (tuner.sweep.keep_rule.hit5_evidence's bound, the paired
-randomization test of tuner.sweep.evidence); for n > 50 the randomization p-value is replaced by its normal
-approximation (sum of changes over the root of their sum of squares: 10,000 sign flips of 1,000 questions
-per draw would take hours here), and a sample of draws at every size is decided again by keep_rule.decide
-itself, which must agree (the count of disagreements is printed and written).
+randomization test of tuner.sweep.evidence, with its seed-0 sign flips, so its p-values are the rule's);
+for n > 50 the p-value is its normal approximation (sum of changes over the root of their sum of squares:
+10,000 sign flips of 1,000 questions per draw would take hours here). Three draws per cell up to 50
+questions are decided again by keep_rule.decide itself, which must agree (the count is printed and written).
 
     python benchmarks/bench_keep_rule.py                        # AutoRAG-ko and the demo sets
     python benchmarks/bench_keep_rule.py --sets autorag-ko,demo,johngrib --reps 400
