@@ -175,7 +175,7 @@ def load_yaml_gold(p: Path) -> GoldSet:
             raise GoldError(f"{where}: question {qid} has unknown source {source!r}; sources: {', '.join(SOURCES)} "
                             "(hand-written, a labelled recall-log call, made from the vault's text)")
         questions.append(Question(qid, level, query.strip(), tuple(str(g) for g in gold),
-                                  str(raw.get("why", "")).strip(), line, source))
+                                  str(raw.get("why", "")).strip(), line, source=source))
     return GoldSet(str(data.get("name") or p.stem), str(p), tuple(questions), data.get("vault"))
 
 
