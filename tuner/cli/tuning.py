@@ -105,9 +105,19 @@ def compare(a, b, as_json, seed):
 @click.option("--gate-epsilon", type=FiniteFloat(0.0, 1.0), default=0.0,
               help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")
 @click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
-@click.option("--question-guard/--count-guard", default=None,
-              help="The hit@5 guard per question (the default): no tuning question in the baseline's top 5 may leave "
-                   "it. --count-guard: only the number of questions hit must hold, so a swap passes.")
+@click.option("--noninferior-guard", "hit5_guard", flag_value="noninferior", default=None,
+              help="The hit@5 guard (the default): a test, kept only when the one-sided 95% upper bound of the true "
+                   "hit@5 drop, from the questions that left the top 5 and those that came in, is below --hit5-margin.")
+@click.option("--count-guard", "hit5_guard", flag_value="count",
+              help="The older hit@5 guard: only the number of tuning questions hit must hold, so a swap passes.")
+@click.option("--question-guard", "hit5_guard", flag_value="question",
+              help="The older per-question veto: no tuning question in the baseline's top 5 may leave it (on a large "
+                   "set it rejects nearly every ranking change).")
+@click.option("--hit5-margin", type=FiniteFloat(0.0, 100.0, min_open=True), default=None,
+              help="The noninferior guard's margin, in points of hit@5 (default 2).")
+@click.option("--guard-alpha", type=FiniteFloat(0.0, 0.5, min_open=True), default=None,
+              help="The noninferior guard's one-sided level: its false-keep rate for a true drop of the margin "
+                   "(default 0.05).")
 @click.option("--noise-alpha", type=FiniteFloat(0.0, 1.0, min_open=True), default=None,
               help="A gain that moves the ranking is kept only when the paired randomization test over the tuning "
                    "questions gives p below this (default 0.05; 1: keep any gain).")
@@ -124,7 +134,7 @@ def compare(a, b, as_json, seed):
 @click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
 @json_option()
 def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
-          level_guard, question_guard, noise_alpha, latency_budget, timing_samples, recalibrate, vault, ledger_path, resume, as_json):
+          level_guard, hit5_guard, hit5_margin, guard_alpha, noise_alpha, latency_budget, timing_samples, recalibrate, vault, ledger_path, resume, as_json):
     """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger.
 
     Latency is predicted by a cost model calibrated once per machine and model (stored in the ledger and
@@ -156,7 +166,9 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
                                  holdout=str(holdout) if holdout else None, rounds=rounds or 119,
                                  time_budget_s=duration(time_budget, param_hint="--time-budget"), seed=seed, objective=objective,
                                  epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
-                                 **({} if question_guard is None else {"question_guard": question_guard}),
+                                 **({} if hit5_guard is None else {"hit5_guard": hit5_guard}),
+                                 **({} if hit5_margin is None else {"hit5_margin": hit5_margin}),
+                                 **({} if guard_alpha is None else {"guard_alpha": guard_alpha}),
                                  **({} if noise_alpha is None else {"noise_alpha": noise_alpha}),
                                  vault=str(vault) if vault else None, index_dir=str(ledger_path.parent / "indexes"), split=split,
                                  score_config=str(config_path) if config_path else None, recalibrate=recalibrate,

@@ -30,14 +30,14 @@ from search_core.validate import Where
 from tuner import durations
 from tuner.data.bundled import DEFAULT_SPACE
 from tuner.daemon.jobs import JOBS
-from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
+from tuner.sweep.keep_rule import HIT5_GUARDS, SWEEP_OBJECTIVES
 
 JOB_NAMES = tuple(JOBS)
 DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
                 "report": {"cron": "5 7 * * *"}}
 DEFAULT_GRACE_S = 6 * 3600
 SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "seed", "objective", "epsilon",
-              "level_guard", "question_guard", "noise_alpha", "latency_budget_ms", "score_config", "start_config",
+              "level_guard", "hit5_guard", "hit5_margin", "guard_alpha", "noise_alpha", "latency_budget_ms", "score_config", "start_config",
               "timing_samples"}
 
 
@@ -69,8 +69,12 @@ def check_sweep_values(sweep: dict, v: Where) -> None:
         v.number("latency_budget_ms", sweep["latency_budget_ms"], lo=0.0, lo_open=True)
     if "level_guard" in sweep:
         v.boolean("level_guard", sweep["level_guard"])
-    if "question_guard" in sweep:
-        v.boolean("question_guard", sweep["question_guard"])
+    if "hit5_guard" in sweep:
+        v.string("hit5_guard", sweep["hit5_guard"], min_chars=1, max_chars=100)
+    if "hit5_margin" in sweep:
+        v.number("hit5_margin", sweep["hit5_margin"], lo=0.0, hi=100.0, lo_open=True)
+    if "guard_alpha" in sweep:
+        v.number("guard_alpha", sweep["guard_alpha"], lo=0.0, hi=0.5, lo_open=True)
     if "noise_alpha" in sweep:
         v.number("noise_alpha", sweep["noise_alpha"], lo=0.0, hi=1.0, lo_open=True)
     if "objective" in sweep:
@@ -235,10 +239,17 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     ledger = ledger if ledger.is_absolute() else base / ledger
 
     sweep = dict(Where(where, "[sweep]").table_of(raw.get("sweep", {}), "[sweep]"))
+    if "question_guard" in sweep:
+        was = "question" if sweep["question_guard"] is True else "count"
+        raise DaemonConfigError(f"{where}: [sweep] question_guard is now hit5_guard: write hit5_guard = \"{was}\" "
+                                f"for the same rule, or drop it for the default, {HIT5_GUARDS[0]!r} (a test with a margin)")
     bad = set(sweep) - SWEEP_KEYS
     if bad:
         raise DaemonConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; valid: {sorted(SWEEP_KEYS)}")
     check_sweep_values(sweep, Where(where, "[sweep]"))
+    if "hit5_guard" in sweep and sweep["hit5_guard"] not in HIT5_GUARDS:
+        raise DaemonConfigError(f"{where}: [sweep] hit5_guard {sweep['hit5_guard']!r} is not one of "
+                                f"{', '.join(HIT5_GUARDS)}")
     if "objective" in sweep and sweep["objective"] not in SWEEP_OBJECTIVES:
         raise DaemonConfigError(f"{where}: [sweep] objective {sweep['objective']!r} is not one of "
                                 f"{', '.join(SWEEP_OBJECTIVES)}")

@@ -35,6 +35,21 @@ def write_reports(d, sweep_id: str) -> dict:
     return paths
 
 
+def sweep_params(s: dict, db: str, runs: Path, budget: float | None):
+    """The night's SweepParams from the config's [sweep] table (validated by load_daemon_config): a key it
+    leaves out takes the `sweep` verb's default, the keep rule's among them."""
+    from tuner.sweep.loop import SweepParams
+    optional = {"hit5_guard": str, "hit5_margin": float, "guard_alpha": float, "noise_alpha": float,
+                "timing_samples": int}
+    return SweepParams(db=db, gold=s["gold"], space=s["space"], holdout=s.get("holdout"),
+                       rounds=int(s.get("rounds", 119)), time_budget_s=budget, seed=int(s.get("seed", 0)),
+                       objective=s.get("objective", "score100"), epsilon=float(s.get("epsilon", 0.0)),
+                       level_guard=bool(s.get("level_guard", False)),
+                       latency_budget_ms=s.get("latency_budget_ms"), vault=s.get("vault"),
+                       index_dir=str(runs / "indexes"), split=s.get("split"), score_config=s.get("score_config"),
+                       **{k: cast(s[k]) for k, cast in optional.items() if k in s})
+
+
 def job_index(d, spec, scheduled, rid):
     from tuner.promotion.promote import read_active
     from search_core.index.indexer import index_vault
@@ -88,16 +103,7 @@ def job_sweep(d, spec, scheduled, rid):
             active = read_active(d.cfg.runs)
             start = active.config if active else load_config(s.get("start_config"))
             db = str(active.index) if active and active.index else s["db"]
-            params = SweepParams(db=db, gold=s["gold"], space=s["space"], holdout=s.get("holdout"),
-                                 rounds=int(s.get("rounds", 119)), time_budget_s=budget, seed=int(s.get("seed", 0)),
-                                 objective=s.get("objective", "score100"), epsilon=float(s.get("epsilon", 0.0)),
-                                 level_guard=bool(s.get("level_guard", False)),
-                                 **({"question_guard": bool(s["question_guard"])} if "question_guard" in s else {}),
-                                 **({"noise_alpha": float(s["noise_alpha"])} if "noise_alpha" in s else {}),
-                                 latency_budget_ms=s.get("latency_budget_ms"), vault=s.get("vault"),
-                                 index_dir=str(Path(d.cfg.runs) / "indexes"), split=s.get("split"),
-                                 score_config=s.get("score_config"),
-                                 **({"timing_samples": int(s["timing_samples"])} if "timing_samples" in s else {}))
+            params = sweep_params(s, db, Path(d.cfg.runs), budget)
             sw = Sweep(params, lg, start=start, progress=progress, stop_flag=d.stop.is_set)
             how = "started"
         d.table.note(rid, {"sweep": sw.id, "how": how})

@@ -28,7 +28,10 @@ class GoldError(SearchCoreError):
     pass
 
 
-QUESTION_KEYS = ("id", "level", "query", "gold", "why")
+QUESTION_KEYS = ("id", "level", "query", "gold", "why", "source")
+# where a question came from, in order of trust: written by hand, a recall-log call a person labelled,
+# made from the vault's own text (tuner/sweep/keep_rule.py reads them apart: docs/tuner.md)
+SOURCES = ("hand", "log", "vault")
 # what a gold file that is not UTF-8 most likely is, tried in this order: Korean Windows first (the
 # case that was reported: a file saved as CP949), then Japanese and Chinese, then Western European
 ENCODING_GUESSES = ("cp949", "euc-kr", "shift_jis", "gb18030", "cp1252")
@@ -63,6 +66,7 @@ class Question:
     gold: tuple[str, ...]
     why: str = ""
     line: int | None = None
+    source: str = "hand"      # SOURCES
 
     @property
     def is_probe(self) -> bool:
@@ -166,8 +170,12 @@ def load_yaml_gold(p: Path) -> GoldSet:
             raise GoldError(f"{where}: question {qid} is a probe (no answer exists) but lists gold {gold}")
         if level != "probe" and not gold:
             raise GoldError(f"{where}: question {qid} has no gold ids; make it level `probe` if no note answers it")
+        source = raw.get("source", "hand")
+        if source not in SOURCES:
+            raise GoldError(f"{where}: question {qid} has unknown source {source!r}; sources: {', '.join(SOURCES)} "
+                            "(hand-written, a labelled recall-log call, made from the vault's text)")
         questions.append(Question(qid, level, query.strip(), tuple(str(g) for g in gold),
-                                  str(raw.get("why", "")).strip(), line))
+                                  str(raw.get("why", "")).strip(), line, source=source))
     return GoldSet(str(data.get("name") or p.stem), str(p), tuple(questions), data.get("vault"))
 
 

@@ -40,6 +40,7 @@ class QueryRow:
     gate_probability: float | None = None               # the gate model's P(answerable); None: cosine gate
     work: SearchWork | None = None                      # what the search did, for the cost model
     gate: GateDecision | None = None                    # which gate decided (kind, file, threshold) and how
+    source: str = "hand"                                # the gold question's (tuner.data.gold.SOURCES)
 
     def metrics(self) -> dict:
         return question_metrics(self.ranked, self.gold)
@@ -78,7 +79,7 @@ def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCach
             rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked,
                                  first_rank(ranked, q.gold) if q.gold else None,
                                  res.gate.inject, res.gate.top_score, timings, res.gate.features,
-                                 res.gate.probability, work, res.gate.decision))
+                                 res.gate.probability, work, res.gate.decision, q.source))
     return rows
 
 
@@ -171,6 +172,7 @@ class QuestionResult:
     work: dict | None = None            # SearchWork.to_json(): what the cost model charges
     predicted_ms: float | None = None   # the cost model's total for this question
     metrics: dict = field(default_factory=dict)     # METRICS name -> value; empty for a probe
+    source: str = "hand"                # the gold question's (tuner.data.gold.SOURCES); written only when not "hand"
 
     @classmethod
     def from_row(cls, r: QueryRow, predicted_ms: float | None = None) -> "QuestionResult":
@@ -179,7 +181,7 @@ class QuestionResult:
                    r.gate_probability, r.gate.to_json() if r.gate is not None else None,
                    r.work.to_json() if r.work is not None else None,
                    round(predicted_ms, 3) if predicted_ms is not None else None,
-                   r.metrics() if r.level != "probe" else {})
+                   r.metrics() if r.level != "probe" else {}, r.source)
 
     def to_json(self) -> dict:
         return {"id": self.id, "level": self.level, "query": self.query, "gold": list(self.gold),
@@ -189,13 +191,14 @@ class QuestionResult:
                 **({"gate": self.gate} if self.gate is not None else {}),
                 **({"work": self.work} if self.work is not None else {}),
                 **({"predicted_ms": self.predicted_ms} if self.predicted_ms is not None else {}),
+                **({"source": self.source} if self.source != "hand" else {}),
                 **self.metrics}
 
     @classmethod
     def from_json(cls, d: dict) -> "QuestionResult":
         return cls(d["id"], d["level"], d["query"], tuple(d["gold"]), d["first_rank"], tuple(d["top5"]), d["inject"],
                    d["top_score"], d["latency_ms"], d["gate_features"], d["gate_probability"], d.get("gate"),
-                   d.get("work"), d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d})
+                   d.get("work"), d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d}, d.get("source", "hand"))
 
     def to_ledger(self) -> dict:
         """What a sweep's ledger keeps of the question: enough to say which questions a candidate broke,
@@ -210,6 +213,7 @@ class QuestionResult:
                 **({"gate": {k: self.gate[k] for k in WHICH_GATE}} if self.gate is not None else {}),
                 **({"work": self.work} if self.work is not None else {}),
                 **({"predicted_ms": self.predicted_ms} if self.predicted_ms is not None else {}),
+                **({"source": self.source} if self.source != "hand" else {}),   # older rows: all hand-written
                 "latency_ms": self.latency_ms}
 
     @classmethod
@@ -219,7 +223,8 @@ class QuestionResult:
         return cls(d["id"], d["level"], d.get("query", ""), tuple(d.get("gold", ())), d.get("first_rank"),
                    tuple(d.get("top5", ())), d.get("inject", False), d.get("top_score", 0.0), d.get("latency_ms", 0.0),
                    d.get("gate_features", {}), d.get("gate_probability"), d.get("gate"), d.get("work"),
-                   d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d} if d["level"] != "probe" else {})
+                   d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d} if d["level"] != "probe" else {},
+                   d.get("source", "hand"))
 
 
 @dataclass

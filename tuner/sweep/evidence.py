@@ -14,6 +14,7 @@ nDCG@10, the first gold rank), so a decision that stands on it is recomputed fro
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from tuner.evaluation.evaluate import EvalResult, QuestionResult
@@ -68,6 +69,8 @@ class RankingEvidence:
     worse: int
     delta: float        # mean per-question change (candidate - baseline)
     p_value: float      # paired randomization, two-sided (1.0 when nothing moved)
+    spread: float = 0.0  # standard deviation of the per-question changes (what the test's power turns on)
+    n: int = 0          # answerable questions both evaluated
 
     def beyond_noise(self, alpha: float) -> bool:
         return self.delta > 0 and self.p_value < alpha
@@ -83,4 +86,5 @@ def ranking_evidence(base: EvalResult, cand: EvalResult, objective: str, quality
     d = [y - x for x, y in zip(xb, xc)]
     eps = 1e-12
     return RankingEvidence(sum(abs(v) > eps for v in d), sum(v > eps for v in d), sum(v < -eps for v in d),
-                           sum(d) / len(d) if d else 0.0, paired_randomization(xb, xc, seed=0))
+                           sum(d) / len(d) if d else 0.0, paired_randomization(xb, xc, seed=0),
+                           statistics.stdev(d) if len(d) > 1 else 0.0, len(d))

@@ -45,9 +45,11 @@ class SweepParams:
     level_guard: bool = False
     latency_budget_ms: float | None = None
     gate_epsilon: float = 0.0       # gate rounds: the gate accuracy must rise by more than this
-    question_guard: bool = True     # no tuning question in the baseline's top 5 may leave it (keep_rule.Rule)
+    hit5_guard: str = "noninferior"  # keep_rule.HIT5_GUARDS: a test with a margin, the count, or each question
     noise_alpha: float | None = 0.05   # a gain that moves the ranking must be beyond noise (keep_rule.Rule);
     # None or 1: any gain is kept
+    hit5_margin: float = 2.0        # noninferior: the true hit@5 drop (points) the guard rules out
+    guard_alpha: float = 0.05       # noninferior: its one-sided level
     vault: str | None = None
     index_dir: str = "runs/indexes"
     split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
@@ -62,21 +64,25 @@ class SweepParams:
         return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
 
     def rule(self) -> Rule:
-        return Rule(self.objective, self.epsilon, self.level_guard, self.latency_budget_ms, self.gate_epsilon,
-                    self.question_guard, None if self.noise_alpha is None or self.noise_alpha >= 1 else self.noise_alpha,
-                    load_score_config(self.score_config).quality_weights)
+        return Rule(objective=self.objective, epsilon=self.epsilon, level_guard=self.level_guard,
+                    latency_budget_ms=self.latency_budget_ms, gate_epsilon=self.gate_epsilon, hit5_guard=self.hit5_guard,
+                    noise_alpha=None if self.noise_alpha is None or self.noise_alpha >= 1 else self.noise_alpha,
+                    quality_weights=load_score_config(self.score_config).quality_weights,
+                    hit5_margin=self.hit5_margin, guard_alpha=self.guard_alpha)
 
     @classmethod
     def from_record(cls, params: dict, **changes) -> "SweepParams":
         """The params a ledger recorded for a sweep (which also hold its `pins` and may come from an
         older version with other keys), as SweepParams, with `changes` applied: what a resume starts from.
-        A record from before a keep-rule key existed was decided without that check (RULE_BEFORE_RECORDED)."""
+        A record from before a keep-rule key existed was decided without that check (RULE_BEFORE_RECORDED);
+        one from before `hit5_guard` recorded its guard as `question_guard` (true: per question, else the count)."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{**RULE_BEFORE_RECORDED, **{k: v for k, v in params.items() if k in known}, **changes})
+        legacy = {} if "hit5_guard" in params else {"hit5_guard": "question" if params.get("question_guard") else "count"}
+        return cls(**{**RULE_BEFORE_RECORDED, **legacy, **{k: v for k, v in params.items() if k in known}, **changes})
 
 
 # keep-rule keys a ledger's params may lack, with the value its decisions were made under
-RULE_BEFORE_RECORDED = {"question_guard": False, "noise_alpha": None}
+RULE_BEFORE_RECORDED = {"noise_alpha": None}
 
 
 class Sweep:

@@ -94,6 +94,22 @@ def test_bad_config_files_are_refused(tmp_path, demo_db):
     assert r.exit_code == 2 and "'nightly' is not one of 'index', 'sweep', 'report', 'retest', 'calibrate'" in r.output
 
 
+def test_the_nights_keep_rule_is_the_noninferior_test_unless_the_config_names_another(tmp_path, demo_db):
+    from tuner.daemon.jobs import sweep_params
+    cfg = load_daemon_config(write_config(tmp_path, demo_db))
+    rule = sweep_params(cfg.sweep, cfg.sweep["db"], Path(cfg.runs), None).rule()
+    assert (rule.hit5_guard, rule.hit5_margin, rule.guard_alpha, rule.noise_alpha) == ("noninferior", 2.0, 0.05, 0.05)
+    cfg = load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='hit5_guard = "count"\nhit5_margin = 3'))
+    rule = sweep_params(cfg.sweep, cfg.sweep["db"], Path(cfg.runs), None).rule()
+    assert (rule.hit5_guard, rule.hit5_margin) == ("count", 3.0)
+    with pytest.raises(DaemonConfigError, match=r"hit5_guard 'veto' is not one of noninferior, count, question"):
+        load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='hit5_guard = "veto"'))
+    with pytest.raises(DaemonConfigError, match=r'question_guard is now hit5_guard: write hit5_guard = "question"'):
+        load_daemon_config(write_config(tmp_path, demo_db, extra_sweep="question_guard = true"))
+    with pytest.raises(SearchCoreError, match="guard_alpha = 0.9 .* at most 0.5"):
+        load_daemon_config(write_config(tmp_path, demo_db, extra_sweep="guard_alpha = 0.9"))
+
+
 def test_default_sweep_window_is_its_grace(tmp_path, demo_db):
     cfg = load_daemon_config(write_config(tmp_path, demo_db, jobs='[jobs.sweep]\ncron = "0 1 * * *"\nuntil = "07:00"\n'))
     j = cfg.job("sweep")

@@ -33,7 +33,7 @@ def swept(demo_db, tmp_path_factory):
                     vault=str(DEMO_VAULT), index_dir=str(demo_db.parent / "indexes"),
                     # the looser keep rule: on a tuning set this small no ranking gain passes the noise test,
                     # and the audit and the retest need rounds kept after rejected ones
-                    question_guard=False, noise_alpha=None)
+                    hit5_guard="count", noise_alpha=None)
     # from the pre-2 default k = 60, where this space keeps changes after rejecting others: the audit and the
     # retest need rejected rounds whose interacting variables moved later (from k = 2 nothing was marked)
     hand_set_calibrations(p.cost_folder())

@@ -24,10 +24,14 @@ def summary(hits, mrr_values, score, levels=None, p95=30.0, gate=0.8):
 def test_composite_up_hit5_down_is_rejected():
     base = summary([1, 1, 1, 0], [1, 1, 1, 0], 70.0)
     cand = summary([1, 1, 0, 0], [1, 1, 0, 0], 75.0)    # the score rose, one question was lost
-    d, b, c = decide(base, cand, Rule("score100"))
+    d, b, c = decide(base, cand, Rule("score100", hit5_guard="count"))
     assert d.decision == "rejected:hit5_regressed"
     assert "hit@5 0.7500 -> 0.5000 (1 question(s) lost)" in d.reason and "score100 rose 70.0000 -> 75.0000" in d.reason
     assert (b, c) == (70.0, 75.0)
+    d = decide(base, cand, Rule("score100"))[0]
+    assert d.decision == "rejected:hit5_regressed"
+    assert d.reason.startswith("hit@5 may have regressed: 1 question(s) out of the top 5, 0 in, of 4") and \
+        "score100 rose 70.0000 -> 75.0000" in d.reason, d.reason
 
 
 def test_keep_needs_a_gain_above_epsilon():
@@ -42,11 +46,12 @@ def test_level_guard_and_latency_budget():
     lv = ["L0", "L0", "L0", "L2", "L2"]
     base = summary([1, 0, 0, 1, 1], [1, 0, 0, 1, 1], 70.0, lv)          # L0 1 hit, L2 2 hits
     one_lost = summary([1, 1, 0, 1, 0], [1, 1, 0, 1, 0], 72.0, lv)      # L2 loses 1: allowed
-    assert decide(base, one_lost, Rule(level_guard=True))[0].decision == "kept"
+    count = "count"       # five questions: the count guard, so that only the level guard speaks
+    assert decide(base, one_lost, Rule(level_guard=True, hit5_guard=count))[0].decision == "kept"
     two_lost = summary([1, 1, 1, 0, 0], [1, 1, 1, 0, 0], 72.0, lv)      # same hit@5, L2 loses 2
-    d = decide(base, two_lost, Rule(level_guard=True))[0]
+    d = decide(base, two_lost, Rule(level_guard=True, hit5_guard=count))[0]
     assert d.decision == "rejected:level_guard" and "L2 lost 2" in d.reason
-    assert decide(base, two_lost, Rule())[0].decision == "kept"          # the guard is optional
+    assert decide(base, two_lost, Rule(hit5_guard=count))[0].decision == "kept"          # the guard is optional
     slow = summary([1, 0, 0, 1, 1], [1, 0, 0, 1, 1], 75.0, lv, p95=300)
     d = decide(base, slow, Rule(latency_budget_ms=100))[0]
     assert d.decision == "rejected:latency_budget" and "300.0 ms" in d.reason
