@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -227,7 +228,9 @@ class LoggedCall:
     @classmethod
     def from_row(cls, row: dict) -> "LoggedCall":
         raw = row.get("features") or {}
-        numeric = {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        # NaN or inf (json writes them) is no evidence: left out like a missing feature
+        numeric = {k: float(v) for k, v in raw.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
         tops = tuple(t for t in (row.get("top_scores") or ()) if isinstance(t, dict))
         return cls(int(row["id"]), float(row["ts"]), row.get("session") or "", row.get("profile") or "default",
                    row.get("query"), row.get("query_hash") or "", tops, numeric,
@@ -253,7 +256,7 @@ class LoggedCall:
 
     @property
     def searched(self) -> bool:
-        """The call reached the gate: a search ran and its features were logged."""
+        """The call reached the gate: a search ran and its features were logged (has_search)."""
         return bool(self.features) and self.error is None
 
 
@@ -405,6 +408,32 @@ def parse_label_file(path: str | Path) -> list[tuple[int, str]]:
     return pairs
 
 
+def has_search(features, error) -> bool:
+    """A call reached the gate: a search ran and its numeric gate features were logged (a call that timed out,
+    failed or was stopped before the search has none). `features` is the decoded JSON column."""
+    return error is None and isinstance(features, dict) and any(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in features.values())
+
+
+def _unsearched(conn, ids: list[int]) -> list[str]:
+    """Why each of `ids` that has no search cannot be labelled ("call 7: timed out (timeout: ...)")."""
+    out = []
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        for call_id, feats, error, stopped in conn.execute(
+                f"SELECT id, features, error, stopped_by FROM recall_calls WHERE id IN ({', '.join('?' * len(part))})",
+                part):
+            try:
+                decoded = json.loads(feats) if feats else None
+            except ValueError:
+                decoded = None
+            if not has_search(decoded, error):
+                why = (f"it failed ({error[:80]})" if error else
+                       f"it was stopped by {stopped} before any search" if stopped else "it logged no gate features")
+                out.append(f"call {call_id}: {why}")
+    return out
+
+
 def label_calls(path: str | Path, pairs: list[tuple[int, str]], now: float | None = None) -> dict:
     """Label calls relevant/irrelevant, all or nothing: one bad label or unknown id changes no row."""
     wrong = [f"{i}: {lab!r}" for i, lab in pairs if lab not in LABELS]
@@ -421,6 +450,13 @@ def label_calls(path: str | Path, pairs: list[tuple[int, str]], now: float | Non
         if missing:
             raise SearchCoreError(f"no recall call with id {', '.join(map(str, missing[:10]))} in {path}; "
                                   "`autoresearch recall-log list` shows the ids")
+        unsearched = _unsearched(conn, ids)
+        if unsearched:
+            raise SearchCoreError(
+                f"{len(unsearched)} call(s) have no search to label: " + "; ".join(unsearched[:10]) +
+                ". A label is evidence about what a search found (calibrate reads the call's gate features), "
+                "so only calls that searched can be labelled; nothing was labelled. "
+                "`autoresearch recall-log suggest` lists calls that can be")
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany("UPDATE recall_calls SET label = ?, labelled_at = ? WHERE id = ?",
                          [(lab, now or time.time(), i) for i, lab in pairs])
