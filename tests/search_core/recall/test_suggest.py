@@ -1,5 +1,6 @@
 """`recall-log suggest`: which calls to label, on hand-built logs whose probabilities are known."""
 
+import dataclasses
 import json
 import time
 
@@ -126,7 +127,7 @@ def test_calls_it_cannot_use_are_left_out_and_counted(tmp_path):
     hashed.write({"ts": NOW, "session": "s", "query": "비밀 질문입니다", "injected": False, "stopped_by": "threshold",
                   "features": {"probability": 0.6}, "index_fingerprint": "fp-A"})
     hashed.close()
-    calls = read_logged_calls(log) + [c.__class__(**{**c.__dict__, "id": 99}) for c in read_logged_calls(other)]
+    calls = read_logged_calls(log) + [dataclasses.replace(c, id=99) for c in read_logged_calls(other)]
     out = suggest(calls, threshold=0.64, n=20, fingerprint_key="fp-A")
     assert sorted(s.probability for s in out.picks) == [0.5, 0.6, 0.7]
     assert out.left_out == {"logged against another index": 1, "stopped before the gate (no search)": 1,
