@@ -206,6 +206,9 @@ def log_search(path: str | Path, rows: list[dict]) -> None:
         conn.close()
 
 
+FEATURE_CACHE_ROWS = 200_000     # distinct JSON texts remembered while reading a window (a bound on its memory)
+
+
 class Features(Mapping):
     """A logged call's numeric gate features, read-only. The names are shared by every row logged with the same
     ones and the values sit in one array: a dict per row held 2-3 KB, 100,000 rows 300 MB."""
@@ -236,53 +239,99 @@ class Features(Mapping):
     __hash__ = None
 
 
+def feature_matrix(feature_rows, names) -> "np.ndarray":
+    """The rows' values of `names` as a float64 matrix (a missing feature 0.0): what a gate model reads. Rows read
+    from the log (Features) are gathered a block at a time, one block per set of logged names."""
+    import numpy as np
+    rows = list(feature_rows)
+    X = np.zeros((len(rows), len(names)), dtype=np.float64)
+    groups: dict[int, tuple[dict, list[int]]] = {}
+    for i, f in enumerate(rows):
+        if type(f) is Features:
+            groups.setdefault(id(f._index), (f._index, []))[1].append(i)
+        else:
+            X[i] = [f.get(n, 0.0) for n in names]
+    for index, members in groups.values():
+        have = [(j, index[n]) for j, n in enumerate(names) if n in index]
+        if not have:
+            continue
+        block = np.array([rows[i]._values for i in members], dtype=np.float64).reshape(len(members), len(index))
+        cols, pos = zip(*have)
+        X[np.ix_(members, list(cols))] = block[:, list(pos)]
+    return X
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 class _RowReader:
-    """Decodes the recall log's JSON columns into LoggedCall parts, sharing what repeats between rows: the
-    feature names (one index per set of names), the non-numeric gate fields, note ids and strings."""
+    """Decodes the recall log's JSON columns into LoggedCall parts, sharing what repeats between rows: the same
+    text decoded once (a question asked again logs the same features and hits), one name index per set of
+    feature names, one dict per set of non-numeric gate fields."""
 
     def __init__(self):
-        self.indexes: dict[tuple, dict] = {}
+        self.layouts: dict[tuple, tuple] = {}
         self.gates: dict[tuple, dict] = {}
-        self.shared: dict = {}
+        self.feature_cache: dict[str, tuple] = {}
+        self.tops_cache: dict[str, tuple] = {}
+        self.strings: dict[str, str] = {}
 
     def share(self, v):
-        return self.shared.setdefault(v, v)
+        return v if v is None else self.strings.setdefault(v, v)
 
     def features(self, text) -> tuple[Features, dict]:
+        digest = _digest(text) if text else None       # the text itself would hold 1.4 KB a row in memory
+        hit = self.feature_cache.get(digest) if text else None
+        if hit is not None:
+            return hit
         raw = json.loads(text) if text else None
         if not isinstance(raw, dict):
-            return Features(self.indexes.setdefault((), {}), array("d")), {}
-        names, values, other = [], array("d"), {}
-        for k, v in raw.items():
-            t = type(v)
-            if t is float:
-                if v - v == 0.0:               # finite: NaN or inf (json writes them) is no evidence
-                    names.append(k)
-                    values.append(v)
-            elif t is int:
-                names.append(k)
-                values.append(float(v))
-            else:
-                other[k] = v
-        key = tuple(names)
-        index = self.indexes.get(key)
-        if index is None:
-            index = self.indexes[key] = {sys.intern(n): i for i, n in enumerate(names)}
-        if other:
-            try:
-                key = tuple((k, tuple(v.items()) if isinstance(v, dict) else v) for k, v in other.items())
-                other = self.gates.setdefault(key, other)     # one dict for every row that logged the same
-            except TypeError:                  # an unhashable value: kept as it is, unshared
-                pass
-        return Features(index, values), other
+            out = (Features({}, array("d")), {})
+        else:
+            values = list(raw.values())
+            key = (tuple(raw), tuple(map(type, values)))
+            layout = self.layouts.get(key)
+            if layout is None:
+                layout = self.layouts[key] = self._layout(*key)
+            index, numeric, other_keys = layout
+            nums = array("d", [values[i] for i in numeric])
+            total = sum(nums)
+            if total - total != 0.0:           # a NaN or inf (json writes them) is no evidence: left out
+                finite = [(n, v) for n, v in zip(index, nums) if v - v == 0.0]
+                index = {sys.intern(n): i for i, (n, _) in enumerate(finite)}
+                nums = array("d", [v for _, v in finite])
+            other = {k: raw[k] for k in other_keys if type(raw[k]) is not float}
+            if other:
+                try:
+                    gkey = tuple((k, tuple(v.items()) if isinstance(v, dict) else v) for k, v in other.items())
+                    other = self.gates.setdefault(gkey, other)
+                except TypeError:              # an unhashable value: kept as it is, unshared
+                    pass
+            out = (Features(index, nums), other)
+        if text and len(self.feature_cache) < FEATURE_CACHE_ROWS:
+            self.feature_cache[digest] = out
+        return out
+
+    @staticmethod
+    def _layout(names: tuple, types: tuple) -> tuple:
+        numeric = [i for i, t in enumerate(types) if t is float or t is int]
+        index = {sys.intern(names[i]): j for j, i in enumerate(numeric)}
+        return index, numeric, [names[i] for i, t in enumerate(types) if not (t is float or t is int)]
 
     def top_scores(self, text) -> tuple:
+        digest = _digest(text) if text else None
+        hit = self.tops_cache.get(digest) if text else None
+        if hit is not None:
+            return hit
         raw = json.loads(text) if text else None
-        out = []
-        for t in raw if isinstance(raw, list) else ():
-            if isinstance(t, dict):
-                out.append({self.share(k): self.share(v) if isinstance(v, str) else v for k, v in t.items()})
-        return tuple(out)
+        out = tuple(t for t in raw if isinstance(t, dict)) if isinstance(raw, list) else ()
+        for t in out:
+            if isinstance(t.get("note_id"), str):
+                t["note_id"] = self.share(t["note_id"])
+        if text and len(self.tops_cache) < FEATURE_CACHE_ROWS:
+            self.tops_cache[digest] = out
+        return out
 
 
 @dataclass(frozen=True, slots=True)

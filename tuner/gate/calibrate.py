@@ -26,7 +26,7 @@ from search_core.gate.model import GateFitError, GateModel, best_balanced_thresh
 from search_core.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, threshold_from_labels  # noqa: F401
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
-from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, read_logged_calls
+from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, feature_matrix, read_logged_calls
 
 from search_core.recall.suggest import twin_labels
 
@@ -109,7 +109,7 @@ def probabilities(model: GateModel | None, feature_dicts: list[dict]) -> np.ndar
     """P(answerable) for many rows at once (the same arithmetic as GateModel.probability)."""
     if model is None or not feature_dicts:
         return None
-    X = np.array([[f.get(n, 0.0) for n in model.features] for f in feature_dicts], dtype=np.float64)
+    X = feature_matrix(feature_dicts, model.features)
     z = ((X - np.asarray(model.mean)) / np.asarray(model.scale)) @ np.asarray(model.coef) + model.intercept
     return 1.0 / (1.0 + np.exp(-(model.calib_a * z + model.calib_b)))
 
