@@ -395,19 +395,64 @@ LOGGED_CALL_COLUMNS = ("id", "ts", "session", "profile", "query", "query_hash", 
                        "index_fingerprint", "injected", "stopped_by", "latency_ms", "error", "label", "labelled_at")
 
 
-def read_logged_calls(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[LoggedCall]:
-    """The window's rows (oldest first) as LoggedCall: what calibrate and suggest read. One row at a time,
-    only the columns a LoggedCall holds, what repeats between rows shared (_RowReader): a week of 100,000
-    calls is read in proportion to its rows, without a second copy of the window as dicts."""
+@dataclass(frozen=True, slots=True)
+class CallHead:
+    """What a recall-log row says without its JSON columns decoded: enough to fold near-duplicates and count
+    what cannot be labelled (read_call_heads)."""
+    id: int
+    ts: float
+    query: str | None
+    label: str | None
+    index_fingerprint: str | None
+    searched: bool
+
+
+# a numeric JSON value as json.dumps writes one (`"name": 0.8`, `"name": -3`); NaN and Infinity do not match
+_NUMBER_GLOB = "(features GLOB '*\": [0-9]*' OR features GLOB '*\": -[0-9]*')"
+
+
+def read_call_heads(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[CallHead]:
+    """The window's rows (oldest first) as CallHead, without decoding features or hits: whether a call searched
+    (has_search) is read off the features text in SQLite; a text written otherwise than json.dumps writes it
+    is decoded here to decide."""
+    out = []
+    with _reading(path) as conn:
+        cutoff = (now or time.time()) - since_s if since_s else 0.0
+        cur = conn.execute(
+            f"SELECT id, ts, query, label, index_fingerprint, error IS NULL, {_NUMBER_GLOB}, "
+            f"CASE WHEN error IS NULL AND NOT {_NUMBER_GLOB} AND features NOT IN ('', '{{}}') THEN features END "
+            "FROM recall_calls WHERE ts >= ? ORDER BY id", (cutoff,))
+        for call_id, ts, query, label, fingerprint, ok, numeric, other in cur:
+            if other is not None:
+                try:
+                    numeric = has_search(json.loads(other), None)
+                except ValueError:
+                    numeric = False
+            out.append(CallHead(int(call_id), float(ts), query, label, fingerprint, bool(ok and numeric)))
+    return out
+
+
+def read_logged_calls(path: str | Path, since_s: float | None = None, now: float | None = None, *,
+                      ids=None) -> list[LoggedCall]:
+    """The window's rows (oldest first) as LoggedCall: what calibrate and suggest read; with `ids`, those rows
+    only (whatever their age). One row at a time, only the columns a LoggedCall holds, what repeats between
+    rows shared (_RowReader): a week of 100,000 calls is read in proportion to its rows, without a second copy
+    of the window as dicts."""
     reader = _RowReader()
     share = reader.share
     out = []
     with _reading(path) as conn:
         cutoff = (now or time.time()) - since_s if since_s else 0.0
-        cur = conn.execute(f"SELECT {', '.join(LOGGED_CALL_COLUMNS)} FROM recall_calls WHERE ts >= ? ORDER BY id",
-                           (cutoff,))
+        sql = f"SELECT {', '.join(LOGGED_CALL_COLUMNS)} FROM recall_calls "
+        if ids is None:
+            rows = conn.execute(sql + "WHERE ts >= ? ORDER BY id", (cutoff,))
+        else:
+            ids = sorted(set(ids))
+            rows = (r for start in range(0, len(ids), 500) for r in conn.execute(
+                sql + f"WHERE id IN ({', '.join('?' * len(ids[start:start + 500]))}) ORDER BY id",
+                ids[start:start + 500]))
         for (call_id, ts, session, profile, query, qhash, tops, feats, threshold, fingerprint, injected, stopped,
-             latency, error, label, labelled_at) in cur:
+             latency, error, label, labelled_at) in rows:
             numeric, gate = reader.features(feats)
             out.append(LoggedCall(int(call_id), float(ts), share(session or ""), share(profile or "default"), query,
                                   qhash or "", reader.top_scores(tops), numeric, gate, threshold, share(fingerprint),
@@ -563,7 +608,7 @@ def has_search(features, error) -> bool:
     """A call reached the gate: a search ran and its numeric gate features were logged (a call that timed out,
     failed or was stopped before the search has none). `features` is the decoded JSON column."""
     return error is None and isinstance(features, dict) and any(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in features.values())
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in features.values())
 
 
 def _unsearched(conn, ids: list[int]) -> list[str]:

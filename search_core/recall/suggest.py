@@ -91,6 +91,7 @@ class _DuplicateFinder:
         self.postings: dict[str, list[int]] = defaultdict(list)
         self.sets: dict[int, frozenset] = {}
         self.order: dict[int, int] = {}
+        self.whole: dict[frozenset, int] = {}
 
     def _prefix(self, grams: frozenset) -> list[str]:
         try:
@@ -105,6 +106,11 @@ class _DuplicateFinder:
         return (0, r, "") if r is not None else (1, 0, g)     # a gram outside the universe: after all others
 
     def match(self, grams: frozenset) -> int | None:
+        # the same question asked again (the same trigrams): a match that shares every trigram stays the answer,
+        # since a query added later can only tie it and ties go to the first added
+        known = self.whole.get(grams)
+        if known is not None:
+            return known
         seen: set[int] = set()
         best, best_key = None, None
         n = len(grams)
@@ -119,6 +125,8 @@ class _DuplicateFinder:
                     rank = (-shared, self.order[k])
                     if best is None or rank < best:
                         best, best_key = rank, k
+        if best is not None and best[0] == -n:
+            self.whole[grams] = best_key
         return best_key
 
     def add(self, key: int, grams: frozenset):
@@ -195,12 +203,20 @@ def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 2
     if n < 1:
         raise ValueError("n must be at least 1")
     scale, scores = call_scores(calls, model)
+    folded = _fold(calls, lambda c: c.id in scores, fingerprint_key)
+    return _pick(*folded, scale, scores, threshold, n, cover_flips)
+
+
+def _fold(calls, usable, fingerprint_key):
+    """(labelled, pool, kept, stands_for, left_out): the calls that can be labelled, less the near-duplicates of
+    a labelled call (dropped) or of a newer call in the pool (which stands for them). `calls` need only id, ts,
+    query, label and index_fingerprint (LoggedCall or CallHead); `usable(c)`: the call reached the gate."""
     left_out: Counter = Counter()
     labelled, pool = [], []
     for c in calls:
         if fingerprint_key and c.index_fingerprint and c.index_fingerprint != fingerprint_key:
             left_out["logged against another index"] += 1
-        elif c.id not in scores:
+        elif not usable(c):
             left_out["stopped before the gate (no search)"] += 1
         elif c.label in LABELS:
             labelled.append(c)
@@ -208,7 +224,6 @@ def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 2
             left_out["no query text (privacy = hash)"] += 1
         else:
             pool.append(c)
-    # near-duplicates: of a call already labelled (dropped), or of a newer call in the pool (it stands for them)
     # the trigrams of each distinct query text, counted once for the finder's order and made again when matched:
     # kept for 100,000 calls they were 240 MB
     texts = {c.query for c in labelled if c.query} | {c.query for c in pool}
@@ -216,7 +231,7 @@ def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 2
     for c in labelled:
         if c.query:
             finder.add(-c.id - 1, _grams(c.query))
-    kept: dict[int, LoggedCall] = {}
+    kept: dict = {}
     stands_for: dict[int, list[int]] = defaultdict(list)
     for c in sorted(pool, key=lambda c: -c.ts):
         g = _grams(c.query)
@@ -231,6 +246,12 @@ def suggest(calls: list[LoggedCall], *, threshold: float, model=None, n: int = 2
     dup_count = sum(len(v) for v in stands_for.values())
     if dup_count:
         left_out["near-duplicate of a picked or poolable call"] = dup_count
+    return labelled, pool, kept, stands_for, left_out
+
+
+def _pick(labelled, pool, kept, stands_for, left_out, scale, scores, threshold, n, cover_flips) -> Suggestions:
+    """The picks among the kept calls, scored on `scale` (`scores`: call id -> score of every labelled and kept
+    call)."""
     fit = labels_threshold([scores[c.id] for c in labelled], [int(c.label == "relevant") for c in labelled], scale)
     centre, interval = (fit if fit is not None else (threshold, None))
     cands = sorted(kept.values(), key=lambda c: scores[c.id])
@@ -328,9 +349,8 @@ def suggest_from_log(log_path, *, since_s: float | None = None, n: int = 20, db=
                      gate_path=None) -> tuple[Suggestions, GateInForce]:
     """suggest() over a log window, scored by the gate in force on `db` (its gate file, else the shipped
     default; the config's thresholds) or, without `db`, by the logged probabilities."""
-    from search_core.recall.log import read_logged_calls
+    from search_core.recall.log import read_call_heads, read_logged_calls
 
-    calls = read_logged_calls(log_path, since_s)
     if db is None:
         gate = logged_gate()
     else:
@@ -345,5 +365,18 @@ def suggest_from_log(log_path, *, since_s: float | None = None, n: int = 20, db=
             gate = gate_in_force(searcher, cfg)
         finally:
             searcher.close()
-    return suggest(calls, threshold=gate.threshold, model=gate.model, n=n,
-                   fingerprint_key=gate.fingerprint_key), gate
+    if gate.model is None:          # the scale depends on every call's logged probability: all are read
+        return suggest(read_logged_calls(log_path, since_s), threshold=gate.threshold, model=None, n=n,
+                       fingerprint_key=gate.fingerprint_key), gate
+    # with a gate model, only the calls that are labelled or could be picked need their features and hits:
+    # the near-duplicates (most of a busy week) are folded from what the row says without its JSON decoded
+    labelled, pool, kept, stands_for, left_out = _fold(read_call_heads(log_path, since_s), lambda c: c.searched,
+                                                       gate.fingerprint_key)
+    full = {c.id: c for c in read_logged_calls(log_path, ids=[c.id for c in labelled] + list(kept))
+            if c.searched}
+    labelled = [full[c.id] for c in labelled if c.id in full]
+    kept = {i: full[i] for i in kept if i in full}
+    rows = labelled + list(kept.values())
+    scores = dict(zip((c.id for c in rows), probabilities(gate.model, [c.features for c in rows])))
+    return _pick(labelled, pool, kept, stands_for, left_out, "probability", scores, float(gate.threshold), n,
+                 False), gate
