@@ -71,13 +71,18 @@ def normalise_query(q: str) -> str:
 
 
 def _grams(q: str) -> frozenset:
-    s = normalise_query(q)
+    return _grams_of(normalise_query(q))
+
+
+def _grams_of(s: str) -> frozenset:
+    """The character trigrams of a normalised query."""
     return frozenset(s[i:i + 3] for i in range(len(s) - 2)) if len(s) >= 3 else frozenset({s})
 
 
 class _DuplicateFinder:
     """Near-duplicate lookup among the queries added so far: `match` names the one a query shares the most
-    trigrams with among those at or above DUPLICATE_JACCARD (the first added on a tie), else None.
+    trigrams with among those at or above DUPLICATE_JACCARD (the first added on a tie), else None; the same
+    trigrams asked again get the answer they got the first time.
 
     Prefix filtering keeps it in proportion to the window (a week of 100,000 calls compared each query with
     every earlier one sharing a trigram: 96 s): grams are ranked rarest first over every query the finder
@@ -106,26 +111,30 @@ class _DuplicateFinder:
         return (0, r, "") if r is not None else (1, 0, g)     # a gram outside the universe: after all others
 
     def match(self, grams: frozenset) -> int | None:
-        # the same question asked again (the same trigrams): a match that shares every trigram stays the answer,
-        # since a query added later can only tie it and ties go to the first added
+        # the same question asked again (the same trigrams) folds where it folded the first time: a busy week
+        # asks most of its questions more than once
         known = self.whole.get(grams)
         if known is not None:
             return known
         seen: set[int] = set()
         best, best_key = None, None
         n = len(grams)
+        lo, hi = DUPLICATE_JACCARD * n - 1e-9, n / DUPLICATE_JACCARD + 1e-9   # sizes that can reach the Jaccard
+        sets = self.sets
         for g in self._prefix(grams):
             for k in self.postings.get(g, ()):
                 if k in seen:
                     continue
                 seen.add(k)
-                other = self.sets[k]
+                other = sets[k]
+                if not lo <= len(other) <= hi:
+                    continue
                 shared = len(grams & other)
                 if shared / (n + len(other) - shared) >= DUPLICATE_JACCARD:
                     rank = (-shared, self.order[k])
                     if best is None or rank < best:
                         best, best_key = rank, k
-        if best is not None and best[0] == -n:
+        if best is not None:
             self.whole[grams] = best_key
         return best_key
 
@@ -224,22 +233,32 @@ def _fold(calls, usable, fingerprint_key):
             left_out["no query text (privacy = hash)"] += 1
         else:
             pool.append(c)
-    # the trigrams of each distinct query text, counted once for the finder's order and made again when matched:
-    # kept for 100,000 calls they were 240 MB
-    texts = {c.query for c in labelled if c.query} | {c.query for c in pool}
-    finder = _DuplicateFinder(_grams(q) for q in texts)
+    # the trigrams of each distinct query, counted once for the finder's order and made again when matched (kept
+    # for 100,000 calls they were 240 MB); a query asked again in the same words is answered as the first time
+    norm: dict[str, str] = {}
+    for c in labelled + pool:
+        if c.query and c.query not in norm:
+            norm[c.query] = normalise_query(c.query)
+    finder = _DuplicateFinder(_grams_of(q) for q in set(norm.values()))
     for c in labelled:
         if c.query:
-            finder.add(-c.id - 1, _grams(c.query))
+            finder.add(-c.id - 1, _grams_of(norm[c.query]))
     kept: dict = {}
     stands_for: dict[int, list[int]] = defaultdict(list)
+    folded_to: dict[str, int] = {}
     for c in sorted(pool, key=lambda c: -c.ts):
-        g = _grams(c.query)
-        k = finder.match(g)
+        q = norm[c.query]
+        k = folded_to.get(q)
         if k is None:
-            kept[c.id] = c
-            finder.add(c.id, g)
-        elif k < 0:
+            g = _grams_of(q)
+            k = finder.match(g)
+            if k is None:
+                kept[c.id] = c
+                finder.add(c.id, g)
+                folded_to[q] = c.id
+                continue
+            folded_to[q] = k
+        if k < 0:
             left_out["near-duplicate of a labelled call"] += 1
         else:
             stands_for[k].append(c.id)
