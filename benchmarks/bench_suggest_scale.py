@@ -8,8 +8,8 @@ hard case; a reworded question logs features a little apart from its original's,
 1 % timed out, 2 % stopped before any search (too short, small talk), 40 calls labelled as a
 person labels them (answerable questions relevant, probes irrelevant).
 
-Each verb runs as a subprocess (`python -m tuner.cli ...`), --runs times: wall seconds (median and spread) and
-the child's peak RSS (os.wait4, per run).
+Each verb runs as a subprocess (`python -m tuner.cli ...`), --runs times: wall seconds and CPU seconds (median and
+spread; on a shared machine the CPU time is the honest cost) and the child's peak RSS (os.wait4, per run).
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD python benchmarks/bench_suggest_scale.py [--rows 100000] [--runs 3]
 
@@ -133,16 +133,19 @@ def build_log(db: Path, log_path: Path, rows: int, seed: int = 0) -> dict:
 class _Popen(subprocess.Popen):
     """Popen that keeps the child's rusage (os.wait4): its own peak RSS, not the max over all children."""
     peak_mib = 0.0
+    cpu_s = 0.0
 
     def _try_wait(self, wait_flags):
         pid, sts, ru = os.wait4(self.pid, wait_flags)
         if pid:
             self.peak_mib = ru.ru_maxrss / 1024
+            self.cpu_s = ru.ru_utime + ru.ru_stime
         return pid, sts
 
 
-def timed_cli(args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one `autoresearch ARGS` run in a child process."""
+def timed_cli(args: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system: on a shared machine the honest cost) and peak RSS (MiB) of one
+    `autoresearch ARGS` run in a child process."""
     t0 = time.perf_counter()
     p = _Popen([sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
                stderr=subprocess.PIPE, text=True)
@@ -150,7 +153,7 @@ def timed_cli(args: list[str]) -> tuple[float, float]:
     dt = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"autoresearch {' '.join(args)} failed ({p.returncode}):\n{err[-2000:]}")
-    return dt, p.peak_mib
+    return dt, p.cpu_s, p.peak_mib
 
 
 def stats(values) -> dict:
@@ -175,14 +178,15 @@ def main() -> None:
                              "-n", "20", "--json"],
                  "calibrate": ["calibrate", "--db", str(db), "--log", str(log), "--since", "7d", "--format", "json",
                                "--out", str(Path(tmp) / "cal.json"), "--proposal", str(Path(tmp) / "prop.json")]}
-        result = {"rows": a.rows, "log": built, "cpu": os.cpu_count()}
+        result = {"rows": a.rows, "log": built, "cpu": os.cpu_count(), "load_before": os.getloadavg()}
         for name, args in verbs.items():
-            secs, mib = [], []
+            secs, cpu, mib = [], [], []
             for _ in range(a.runs):
-                dt, peak = timed_cli(args)
+                dt, cpu_s, peak = timed_cli(args)
                 secs.append(dt)
+                cpu.append(cpu_s)
                 mib.append(peak)
-            result[name] = {"seconds": stats(secs), "peak_rss_mib": stats(mib)}
+            result[name] = {"seconds": stats(secs), "cpu_seconds": stats(cpu), "peak_rss_mib": stats(mib)}
             print(f"{name}: {result[name]}", flush=True)
     print(f"written {write_result(a.out, result)}")
 

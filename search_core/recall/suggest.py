@@ -85,30 +85,25 @@ class _DuplicateFinder:
     trigrams asked again get the answer they got the first time.
 
     Prefix filtering keeps it in proportion to the window (a week of 100,000 calls compared each query with
-    every earlier one sharing a trigram: 96 s): grams are ranked rarest first over every query the finder
-    will see (`universe`), and two sets whose Jaccard reaches t share a gram among the first
-    |s| - ceil(t |s|) + 1 of each. Only those prefix grams are indexed and looked up; each candidate is then
-    checked exactly, so the answer is the one a comparison with every query would give."""
+    every earlier one sharing a trigram: 96 s): grams are ranked rarest first over `universe` (every query that
+    will be added; a gram outside it ranks after all of them), and two sets whose Jaccard reaches t share a gram
+    among the first |s| - ceil(t |s|) + 1 of each. Only those prefix grams are indexed and looked up; each
+    candidate is then checked exactly, so the answer is the one a comparison with every query would give."""
 
     def __init__(self, universe):
         freq = Counter(g for grams in universe for g in grams)
         self.rank = {g: i for i, g in enumerate(sorted(freq, key=lambda g: (freq[g], g)))}
-        self.postings: dict[str, list[int]] = defaultdict(list)
+        self.postings: dict[int, list[int]] = defaultdict(list)
         self.sets: dict[int, frozenset] = {}
         self.order: dict[int, int] = {}
         self.whole: dict[frozenset, int] = {}
 
-    def _prefix(self, grams: frozenset) -> list[str]:
-        try:
-            ordered = sorted(grams, key=self.rank.__getitem__)
-        except KeyError:
-            ordered = sorted(grams, key=self._rank_of)
+    def _prefix(self, grams: frozenset) -> list[int]:
+        """The ranks of the prefix grams that are in the universe (the others are in no added set)."""
+        rank = self.rank
+        known = sorted([rank[g] for g in grams if g in rank])
         # a hair under the threshold: a prefix one gram longer than needed is harmless, one too short is not
-        return ordered[:len(ordered) - math.ceil((DUPLICATE_JACCARD - 1e-9) * len(ordered)) + 1]
-
-    def _rank_of(self, g: str):
-        r = self.rank.get(g)
-        return (0, r, "") if r is not None else (1, 0, g)     # a gram outside the universe: after all others
+        return known[:len(grams) - math.ceil((DUPLICATE_JACCARD - 1e-9) * len(grams)) + 1]
 
     def match(self, grams: frozenset) -> int | None:
         # the same question asked again (the same trigrams) folds where it folded the first time: a busy week
@@ -120,9 +115,9 @@ class _DuplicateFinder:
         best, best_key = None, None
         n = len(grams)
         lo, hi = DUPLICATE_JACCARD * n - 1e-9, n / DUPLICATE_JACCARD + 1e-9   # sizes that can reach the Jaccard
-        sets = self.sets
-        for g in self._prefix(grams):
-            for k in self.postings.get(g, ()):
+        sets, postings = self.sets, self.postings
+        for r in self._prefix(grams):
+            for k in postings.get(r, ()):
                 if k in seen:
                     continue
                 seen.add(k)
@@ -139,27 +134,35 @@ class _DuplicateFinder:
         return best_key
 
     def add(self, key: int, grams: frozenset):
+        missing = [g for g in grams if g not in self.rank]
+        for g in missing:                    # outside the universe given: ranked after it, still indexed
+            self.rank[g] = len(self.rank)
         self.sets[key] = grams
         self.order[key] = len(self.order)
-        for g in self._prefix(grams):
-            self.postings[g].append(key)
+        for r in self._prefix(grams):
+            self.postings[r].append(key)
 
 
 def twin_labels(labelled: list[tuple[str, bool]], queries: list[str]) -> list[bool | None]:
     """For each query, the label of the first labelled query it near-duplicates (as `suggest` folds them:
     DUPLICATE_JACCARD), else None: the same question asked again carries its label."""
     lab_grams = [(_grams(q), label) if q else (None, label) for q, label in labelled]
-    q_grams = [_grams(q) if q else None for q in queries]
-    finder = _DuplicateFinder([g for g, _ in lab_grams if g is not None] + [g for g in q_grams if g is not None])
+    finder = _DuplicateFinder([g for g, _ in lab_grams if g is not None])   # only the labelled are ever added
     label_of = {}
     for i, (g, label) in enumerate(lab_grams):
         if g is not None:
             finder.add(i, g)
             label_of[i] = label
-    out = []
-    for g in q_grams:
-        k = finder.match(g) if g is not None else None
-        out.append(None if k is None else label_of[k])
+    out, answer = [], {}
+    for q in queries:
+        if not q:
+            out.append(None)
+            continue
+        s = normalise_query(q)
+        if s not in answer:                    # a question asked again: answered once
+            k = finder.match(_grams_of(s))
+            answer[s] = None if k is None else label_of[k]
+        out.append(answer[s])
     return out
 
 
