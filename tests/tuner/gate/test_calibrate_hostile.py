@@ -156,3 +156,17 @@ def test_recall_log_label_refuses_a_call_that_never_searched(tmp_path):
     r = CliRunner().invoke(main, ["recall-log", "label", str(timed_out), "relevant", "--log", str(log.path)])
     assert r.exit_code == 1 and "no search to label" in r.output and "Traceback" not in r.output, r.output
     assert label_calls(log.path, [(searched, "relevant")])["totals"] == {"relevant": 1, "irrelevant": 0}
+
+
+def test_the_sign_test_holds_over_a_week_of_100000_calls():
+    # calibrate over a 100,000-call week died in the sign test: math.comb(n, i) * p ** i overflowed a float
+    from fractions import Fraction
+
+    from search_core.gate.threshold import binomial_tail
+    n = 2000
+    for k in (1000, 1050, 1200):                     # p = 1/2: the exact tail is a ratio of integers
+        exact = float(Fraction(sum(math.comb(n, i) for i in range(k, n + 1)), 2 ** n))
+        assert binomial_tail(k, n, 0.5) == pytest.approx(exact, rel=1e-9)
+    assert binomial_tail(3, 4, 0.5) == 5 / 16                               # a few labels: summed as before
+    p = binomial_tail(30_500, 100_000, 0.3)
+    assert 0.0 < p < 0.001 and binomial_tail(29_000, 100_000, 0.3) > 0.99
