@@ -81,11 +81,49 @@ class ThresholdDecision:
         return self.proposed if self.move else self.current
 
 
+EXACT_TAIL_MAX_N = 1000     # up to here the tail is summed term by term; past it math.comb(n, i) overflows a float
+                            # (a week of 100,000 calls puts tens of thousands of flipped calls into one test)
+
+
 def binomial_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p): the exact sign test's one-sided p-value."""
+    """P(X >= k) for X ~ Binomial(n, p): the exact sign test's one-sided p-value. Past EXACT_TAIL_MAX_N trials,
+    the same quantity as the regularised incomplete beta function I_p(k, n - k + 1)."""
     if k <= 0:
         return 1.0
-    return float(min(1.0, sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))))
+    if k > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    if n <= EXACT_TAIL_MAX_N:
+        return float(min(1.0, sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))))
+    return min(1.0, max(0.0, _incomplete_beta(k, n - k + 1, p)))
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b) by its continued fraction (modified Lentz), on the side where it converges fast."""
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def _beta_fraction(a: float, b: float, x: float, eps: float = 1e-15, tiny: float = 1e-300) -> float:
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 100_000):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            step = d * c
+            h *= step
+        if abs(step - 1.0) < eps:
+            break
+    return h
 
 
 def flipped_labels(probabilities, labels, current: float, proposed: float) -> tuple[int, int, float]:

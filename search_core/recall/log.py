@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
+import sys
 import threading
+from array import array
+from collections.abc import Mapping
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -202,7 +206,138 @@ def log_search(path: str | Path, rows: list[dict]) -> None:
         conn.close()
 
 
-@dataclass(frozen=True)
+FEATURE_CACHE_ROWS = 200_000     # distinct JSON texts remembered while reading a window (a bound on its memory)
+
+
+class Features(Mapping):
+    """A logged call's numeric gate features, read-only. The names are shared by every row logged with the same
+    ones and the values sit in one array: a dict per row held 2-3 KB, 100,000 rows 300 MB."""
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, index: dict, values: array):
+        self._index, self._values = index, values
+
+    def __getitem__(self, name):
+        return self._values[self._index[name]]
+
+    def get(self, name, default=None):
+        i = self._index.get(name)
+        return default if i is None else self._values[i]
+
+    def __contains__(self, name) -> bool:
+        return name in self._index
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+    __hash__ = None
+
+
+def feature_matrix(feature_rows, names) -> "np.ndarray":
+    """The rows' values of `names` as a float64 matrix (a missing feature 0.0): what a gate model reads. Rows read
+    from the log (Features) are gathered a block at a time, one block per set of logged names."""
+    import numpy as np
+    rows = list(feature_rows)
+    X = np.zeros((len(rows), len(names)), dtype=np.float64)
+    groups: dict[int, tuple[dict, list[int]]] = {}
+    for i, f in enumerate(rows):
+        if type(f) is Features:
+            groups.setdefault(id(f._index), (f._index, []))[1].append(i)
+        else:
+            X[i] = [f.get(n, 0.0) for n in names]
+    for index, members in groups.values():
+        have = [(j, index[n]) for j, n in enumerate(names) if n in index]
+        if not have:
+            continue
+        flat = array("d")
+        for i in members:                      # one C-level copy a row (np.array over array objects: 9 s a week)
+            flat.extend(rows[i]._values)
+        block = np.frombuffer(flat, dtype=np.float64).reshape(len(members), len(index))
+        cols, pos = zip(*have)
+        X[np.ix_(members, list(cols))] = block[:, list(pos)]
+    return X
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class _RowReader:
+    """Decodes the recall log's JSON columns into LoggedCall parts, sharing what repeats between rows: the same
+    text decoded once (a question asked again logs the same features and hits), one name index per set of
+    feature names, one dict per set of non-numeric gate fields."""
+
+    def __init__(self):
+        self.layouts: dict[tuple, tuple] = {}
+        self.gates: dict[tuple, dict] = {}
+        self.feature_cache: dict[str, tuple] = {}
+        self.tops_cache: dict[str, tuple] = {}
+        self.strings: dict[str, str] = {}
+
+    def share(self, v):
+        return v if v is None else self.strings.setdefault(v, v)
+
+    def features(self, text) -> tuple[Features, dict]:
+        digest = _digest(text) if text else None       # the text itself would hold 1.4 KB a row in memory
+        hit = self.feature_cache.get(digest) if text else None
+        if hit is not None:
+            return hit
+        raw = json.loads(text) if text else None
+        if not isinstance(raw, dict):
+            out = (Features({}, array("d")), {})
+        else:
+            values = list(raw.values())
+            key = (tuple(raw), tuple(map(type, values)))
+            layout = self.layouts.get(key)
+            if layout is None:
+                layout = self.layouts[key] = self._layout(*key)
+            index, numeric, other_keys = layout
+            nums = array("d", [values[i] for i in numeric])
+            total = sum(nums)
+            if total - total != 0.0:           # a NaN or inf (json writes them) is no evidence: left out
+                finite = [(n, v) for n, v in zip(index, nums) if v - v == 0.0]
+                index = {sys.intern(n): i for i, (n, _) in enumerate(finite)}
+                nums = array("d", [v for _, v in finite])
+            other = {k: raw[k] for k in other_keys if type(raw[k]) is not float}
+            if other:
+                try:
+                    gkey = tuple((k, tuple(v.items()) if isinstance(v, dict) else v) for k, v in other.items())
+                    other = self.gates.setdefault(gkey, other)
+                except TypeError:              # an unhashable value: kept as it is, unshared
+                    pass
+            out = (Features(index, nums), other)
+        if text and len(self.feature_cache) < FEATURE_CACHE_ROWS:
+            self.feature_cache[digest] = out
+        return out
+
+    @staticmethod
+    def _layout(names: tuple, types: tuple) -> tuple:
+        numeric = [i for i, t in enumerate(types) if t is float or t is int]
+        index = {sys.intern(names[i]): j for j, i in enumerate(numeric)}
+        return index, numeric, [names[i] for i, t in enumerate(types) if not (t is float or t is int)]
+
+    def top_scores(self, text) -> tuple:
+        digest = _digest(text) if text else None
+        hit = self.tops_cache.get(digest) if text else None
+        if hit is not None:
+            return hit
+        raw = json.loads(text) if text else None
+        out = tuple(t for t in raw if isinstance(t, dict)) if isinstance(raw, list) else ()
+        for t in out:
+            if isinstance(t.get("note_id"), str):
+                t["note_id"] = self.share(t["note_id"])
+        if text and len(self.tops_cache) < FEATURE_CACHE_ROWS:
+            self.tops_cache[digest] = out
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class LoggedCall:
     """One recall-log row as the gate's tools read it: `features` holds the numeric gate features (what a
     gate model reads), `gate` the rest of what the gate said (kind, band, reason)."""
@@ -227,7 +362,9 @@ class LoggedCall:
     @classmethod
     def from_row(cls, row: dict) -> "LoggedCall":
         raw = row.get("features") or {}
-        numeric = {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        # NaN or inf (json writes them) is no evidence: left out like a missing feature
+        numeric = {k: float(v) for k, v in raw.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
         tops = tuple(t for t in (row.get("top_scores") or ()) if isinstance(t, dict))
         return cls(int(row["id"]), float(row["ts"]), row.get("session") or "", row.get("profile") or "default",
                    row.get("query"), row.get("query_hash") or "", tops, numeric,
@@ -253,13 +390,78 @@ class LoggedCall:
 
     @property
     def searched(self) -> bool:
-        """The call reached the gate: a search ran and its features were logged."""
+        """The call reached the gate: a search ran and its features were logged (has_search)."""
         return bool(self.features) and self.error is None
 
 
-def read_logged_calls(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[LoggedCall]:
-    """read_calls' rows as LoggedCall (what calibrate and suggest read)."""
-    return [LoggedCall.from_row(r) for r in read_calls(path, since_s, now)]
+LOGGED_CALL_COLUMNS = ("id", "ts", "session", "profile", "query", "query_hash", "top_scores", "features", "threshold",
+                       "index_fingerprint", "injected", "stopped_by", "latency_ms", "error", "label", "labelled_at")
+
+
+@dataclass(frozen=True, slots=True)
+class CallHead:
+    """What a recall-log row says without its JSON columns decoded: enough to fold near-duplicates and count
+    what cannot be labelled (read_call_heads)."""
+    id: int
+    ts: float
+    query: str | None
+    label: str | None
+    index_fingerprint: str | None
+    searched: bool
+
+
+# a numeric JSON value as json.dumps writes one (`"name": 0.8`, `"name": -3`); NaN and Infinity do not match
+_NUMBER_GLOB = "(features GLOB '*\": [0-9]*' OR features GLOB '*\": -[0-9]*')"
+
+
+def read_call_heads(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[CallHead]:
+    """The window's rows (oldest first) as CallHead, without decoding features or hits: whether a call searched
+    (has_search) is read off the features text in SQLite; a text written otherwise than json.dumps writes it
+    is decoded here to decide."""
+    out = []
+    with _reading(path) as conn:
+        cutoff = (now or time.time()) - since_s if since_s else 0.0
+        cur = conn.execute(
+            f"SELECT id, ts, query, label, index_fingerprint, error IS NULL, {_NUMBER_GLOB}, "
+            f"CASE WHEN error IS NULL AND NOT {_NUMBER_GLOB} AND features NOT IN ('', '{{}}') THEN features END "
+            "FROM recall_calls WHERE ts >= ? ORDER BY id", (cutoff,))
+        for call_id, ts, query, label, fingerprint, ok, numeric, other in cur:
+            if other is not None:
+                try:
+                    numeric = has_search(json.loads(other), None)
+                except ValueError:
+                    numeric = False
+            out.append(CallHead(int(call_id), float(ts), query, label, fingerprint, bool(ok and numeric)))
+    return out
+
+
+def read_logged_calls(path: str | Path, since_s: float | None = None, now: float | None = None, *,
+                      ids=None) -> list[LoggedCall]:
+    """The window's rows (oldest first) as LoggedCall: what calibrate and suggest read; with `ids`, those rows
+    only (whatever their age). One row at a time, only the columns a LoggedCall holds, what repeats between
+    rows shared (_RowReader): a week of 100,000 calls is read in proportion to its rows, without a second copy
+    of the window as dicts."""
+    reader = _RowReader()
+    share = reader.share
+    out = []
+    with _reading(path) as conn:
+        cutoff = (now or time.time()) - since_s if since_s else 0.0
+        sql = f"SELECT {', '.join(LOGGED_CALL_COLUMNS)} FROM recall_calls "
+        if ids is None:
+            rows = conn.execute(sql + "WHERE ts >= ? ORDER BY id", (cutoff,))
+        else:
+            ids = sorted(set(ids))
+            rows = (r for start in range(0, len(ids), 500) for r in conn.execute(
+                sql + f"WHERE id IN ({', '.join('?' * len(ids[start:start + 500]))}) ORDER BY id",
+                ids[start:start + 500]))
+        for (call_id, ts, session, profile, query, qhash, tops, feats, threshold, fingerprint, injected, stopped,
+             latency, error, label, labelled_at) in rows:
+            numeric, gate = reader.features(feats)
+            out.append(LoggedCall(int(call_id), float(ts), share(session or ""), share(profile or "default"), query,
+                                  qhash or "", reader.top_scores(tops), numeric, gate, threshold, share(fingerprint),
+                                  bool(injected), share(stopped), None if latency is None else float(latency),
+                                  error, share(label), labelled_at))
+    return out
 
 
 def read_calls(path: str | Path, since_s: float | None = None, now: float | None = None) -> list[dict]:
@@ -405,6 +607,32 @@ def parse_label_file(path: str | Path) -> list[tuple[int, str]]:
     return pairs
 
 
+def has_search(features, error) -> bool:
+    """A call reached the gate: a search ran and its numeric gate features were logged (a call that timed out,
+    failed or was stopped before the search has none). `features` is the decoded JSON column."""
+    return error is None and isinstance(features, dict) and any(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in features.values())
+
+
+def _unsearched(conn, ids: list[int]) -> list[str]:
+    """Why each of `ids` that has no search cannot be labelled ("call 7: timed out (timeout: ...)")."""
+    out = []
+    for start in range(0, len(ids), 500):
+        part = ids[start:start + 500]
+        for call_id, feats, error, stopped in conn.execute(
+                f"SELECT id, features, error, stopped_by FROM recall_calls WHERE id IN ({', '.join('?' * len(part))})",
+                part):
+            try:
+                decoded = json.loads(feats) if feats else None
+            except ValueError:
+                decoded = None
+            if not has_search(decoded, error):
+                why = (f"it failed ({error[:80]})" if error else
+                       f"it was stopped by {stopped} before any search" if stopped else "it logged no gate features")
+                out.append(f"call {call_id}: {why}")
+    return out
+
+
 def label_calls(path: str | Path, pairs: list[tuple[int, str]], now: float | None = None) -> dict:
     """Label calls relevant/irrelevant, all or nothing: one bad label or unknown id changes no row."""
     wrong = [f"{i}: {lab!r}" for i, lab in pairs if lab not in LABELS]
@@ -421,6 +649,13 @@ def label_calls(path: str | Path, pairs: list[tuple[int, str]], now: float | Non
         if missing:
             raise SearchCoreError(f"no recall call with id {', '.join(map(str, missing[:10]))} in {path}; "
                                   "`autoresearch recall-log list` shows the ids")
+        unsearched = _unsearched(conn, ids)
+        if unsearched:
+            raise SearchCoreError(
+                f"{len(unsearched)} call(s) have no search to label: " + "; ".join(unsearched[:10]) +
+                ". A label is evidence about what a search found (calibrate reads the call's gate features), "
+                "so only calls that searched can be labelled; nothing was labelled. "
+                "`autoresearch recall-log suggest` lists calls that can be")
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany("UPDATE recall_calls SET label = ?, labelled_at = ? WHERE id = ?",
                          [(lab, now or time.time(), i) for i, lab in pairs])

@@ -34,14 +34,12 @@ def _labels_arg(path: Path):
 @click.option("--no-log", is_flag=True, help="Calibrate from --labels alone.")
 @click.option("--gate", "gate_path", type=PathValue(dir_okay=False), default=None, callback=gate_file_value,
               help="The gate in force.")
-@click.option("--target-probe-rate", type=FiniteFloat(0.0, 1.0), default=0.10, show_default=True,
-              help="With probes but no answerable labels: the share of probes the threshold may inject.")
 @format_option(show_default=True)
 @click.option("--out", type=output_file(), default=None, help="Write the report here.")
 @click.option("--proposal", type=output_file(), default=None,
               help="Where the proposal goes (default <db>.gate-proposal.json).")
 @click.pass_context
-def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_rate, fmt, out, proposal):
+def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, fmt, out, proposal):
     """Recalibrate the gate from the recall log window and labelled sets; writes a report and a proposal."""
     if ctx.invoked_subcommand is not None:
         return
@@ -68,18 +66,18 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
                 call_labels += pairs
         cal, calls, labelled, choice = calibrate_index(
             db, log_path=None if no_log else log_path, since_s=window, gold_paths=gold_paths,
-            call_labels=call_labels, gate_path=gate_path, target_probe_rate=target_probe_rate)
+            call_labels=call_labels, gate_path=gate_path)
         proposal = proposal or Path(str(db) + ".gate-proposal.json")
-        wrote = None
-        if cal["recommendation"].get("basis"):
-            write_proposal(cal, db, proposal)
-            wrote = str(proposal)
+        written = write_proposal(cal, db, proposal)      # a declined run replaces an older proposal with its reason
+        wrote = None if written.get("declined") else str(proposal)
         series = score_series(calls, labelled, choice) if fmt == "html" else None
         path = emit(calibration_report(cal, str(db), wrote, fmt == "html", series), fmt, out)
     except SearchCoreError as e:
         fail(e)
-    if path:
-        click.echo(f"report written to {path}" + (f"; proposal {wrote}" if wrote else ""), err=True)
+    if path:          # (a report on stdout carries the same in its warnings)
+        click.echo(f"report written to {path}" + (f"; proposal {wrote}" if wrote else
+                                                  f"; no proposal: {written['declined']} ({proposal} records "
+                                                  "this, so `calibrate apply` says so)"), err=True)
 
 
 @calibrate.command("apply")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import random
@@ -106,14 +107,56 @@ class Calibration:
 
     @classmethod
     def from_json(cls, d: dict) -> "Calibration":
+        """A calibration read back (the store's file, a ledger row), checked: a NaN or negative unit cost would
+        charge every search with it and no decision could stand on it."""
+        if not isinstance(d, dict):
+            raise SearchCoreError(f"a cost calibration is a JSON object, not {type(d).__name__}; take a new one "
+                                  "(`autoresearch sweep --recalibrate`)")
         if d.get("version") != VERSION:
             raise SearchCoreError(f"cost calibration {d.get('key')!r} has version {d.get('version')!r}, this code "
                                   f"reads {VERSION}; take a new one (`autoresearch sweep --recalibrate`)")
-        missing = [u for u in UNITS if u not in d.get("units", {})]
+        units = d.get("units")
+        missing = [u for u in UNITS if u not in (units if isinstance(units, dict) else {})]
         if missing:
             raise SearchCoreError(f"cost calibration {d.get('key')!r} lacks the units {', '.join(missing)}; "
                                   "take a new one (`autoresearch sweep --recalibrate`)")
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        cal = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        bad = cal.problems()
+        if bad:
+            raise SearchCoreError(f"cost calibration {d.get('key')!r} is damaged ({'; '.join(bad[:5])}); take a new "
+                                  "one (`autoresearch sweep --recalibrate`)")
+        return cal
+
+    def problems(self) -> list[str]:
+        """What makes this calibration unusable: a unit cost that is not a finite number >= 0, a field of the
+        wrong type. Empty when it may charge searches."""
+        out = []
+
+        def cost(name, v):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                out.append(f"{name} is {v!r}, not a number")
+            elif not math.isfinite(v) or v < 0:
+                out.append(f"{name} is {v!r}, not a finite cost >= 0")
+
+        for name in UNITS:
+            cost(f"units.{name}", self.units.get(name))
+        extra = sorted(set(self.units) - set(UNITS))
+        if extra:
+            out.append(f"unknown units {', '.join(map(str, extra[:5]))}")
+        if not isinstance(self.rerank_per_pair, dict):
+            out.append("rerank_per_pair is not an object")
+        else:
+            for name, v in self.rerank_per_pair.items():
+                cost(f"rerank_per_pair[{name!r}]", v)
+        for name, want in (("key", str), ("embedder", str), ("length_unit", str), ("taken_at", str),
+                           ("machine", dict), ("embedder_fingerprint", dict), ("threads", dict)):
+            if not isinstance(getattr(self, name), want):
+                out.append(f"{name} is {type(getattr(self, name)).__name__}, not {want.__name__}")
+        for name in ("questions", "passes"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                out.append(f"{name} is {v!r}, not a count")
+        return out
 
     def with_reranker(self, name: str, ms_per_pair: float) -> "Calibration":
         return Calibration(**{**asdict(self), "rerank_per_pair": {**self.rerank_per_pair, name: ms_per_pair}})
@@ -287,10 +330,15 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
     units["search_ms"] = max(float(np.median(gaps)), 0.0)
     fp = searcher.fingerprint["embedder"]
     m = machine()
-    return Calibration(calibration_key(m, fp), m, searcher.embedder_name, fp, getattr(emb, "length_unit", "chars"),
-                       {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
-                       passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       round(time.perf_counter() - t_start, 2))
+    cal = Calibration(calibration_key(m, fp), m, searcher.embedder_name, fp, getattr(emb, "length_unit", "chars"),
+                      {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
+                      passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      round(time.perf_counter() - t_start, 2))
+    bad = cal.problems()
+    if bad:                 # e.g. a median over no timings: never charged, never stored
+        raise SearchCoreError(f"the cost calibration of {searcher.embedder_name} measured unusable costs "
+                              f"({'; '.join(bad[:5])}); take it again")
+    return cal
 
 
 def calibrate_reranker(searcher, queries: list[str], name: str, *, window: int = 20, passes: int = CALIBRATION_PASSES,
@@ -320,6 +368,18 @@ def calibrate_reranker(searcher, queries: list[str], name: str, *, window: int =
 
 # -- the store under runs/ --------------------------------------------------------------------------------
 
+class DamagedCalibration(SearchCoreError):
+    """A stored calibration file that cannot be used, with its path and why."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(f"the stored cost calibration {path} cannot be used ({why})")
+        self.path, self.why = path, why
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a cost")
+
+
 class CostStore:
     """One calibration per machine and embedder (with its rerankers' per-pair costs), as JSON files in
     `folder`, reused sweep after sweep so nights compare; a new machine or model gets a new key."""
@@ -331,17 +391,28 @@ class CostStore:
         return self.folder / f"{key}.json"
 
     def get(self, key: str) -> Calibration | None:
+        """The stored calibration, or None when there is none. A file that is there but cannot be used (not
+        JSON, another version, a NaN or negative unit cost, a missing unit) raises DamagedCalibration: the
+        caller retakes the calibration, which replaces the file, and says so."""
         p = self.path(key)
         if not p.exists():
             return None
         try:
-            return Calibration.from_json(json.loads(p.read_text(encoding="utf-8")))
-        except (ValueError, TypeError, KeyError, SearchCoreError):
-            return None                      # unreadable or older: a new calibration replaces it
+            cal = Calibration.from_json(json.loads(p.read_text(encoding="utf-8"), parse_constant=_no_constant))
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, SearchCoreError) as e:
+            raise DamagedCalibration(p, str(e)) from None
+        if cal.key != key:
+            raise DamagedCalibration(p, f"it holds the calibration {cal.key!r}, not {key!r}")
+        return cal
 
     def put(self, cal: Calibration) -> Path:
+        bad = cal.problems()
+        if bad:                               # never stored, so never read back by the next sweep
+            raise SearchCoreError(f"the cost calibration {cal.key} measured unusable costs ({'; '.join(bad[:5])}); "
+                                  "nothing was stored: take it again (`autoresearch sweep --recalibrate`)")
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path(cal.key), json.dumps(cal.to_json(), ensure_ascii=False, indent=1, sort_keys=True))
+        atomic_write_text(self.path(cal.key), json.dumps(cal.to_json(), ensure_ascii=False, indent=1, sort_keys=True,
+                                                         allow_nan=False))
         return self.path(cal.key)
 
 

@@ -12,6 +12,7 @@ json) and as a proposal file (tuner.gate.proposal: write, apply, undo).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from search_core.gate.model import GateFitError, GateModel, best_balanced_thresh
 from search_core.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, threshold_from_labels  # noqa: F401
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
-from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, read_logged_calls
+from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, feature_matrix, read_logged_calls
 
 from search_core.recall.suggest import twin_labels
 
@@ -48,6 +49,7 @@ CALIBRATION_C = 0.1
 # five-note vault (P 0.10; C = 1: 0.99).
 CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
+MIN_PER_CLASS = MIN_LABELLED // 2   # with one kind of label missing: how many of it to ask for at least
 # With a gate model in force, labels move only its threshold (search_core.gate.threshold) until
 # there are enough of them for a refit of the weights to be measured: at least this many rows, this many of
 # each kind, and then only if the refit's cross-validated balanced accuracy beats the moved threshold's by
@@ -107,7 +109,7 @@ def probabilities(model: GateModel | None, feature_dicts: list[dict]) -> np.ndar
     """P(answerable) for many rows at once (the same arithmetic as GateModel.probability)."""
     if model is None or not feature_dicts:
         return None
-    X = np.array([[f.get(n, 0.0) for n in model.features] for f in feature_dicts], dtype=np.float64)
+    X = feature_matrix(feature_dicts, model.features)
     z = ((X - np.asarray(model.mean)) / np.asarray(model.scale)) @ np.asarray(model.coef) + model.intercept
     return 1.0 / (1.0 + np.exp(-(model.calib_a * z + model.calib_b)))
 
@@ -118,13 +120,18 @@ def _auroc(scores, labels) -> float | None:
 
 
 def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateModel | None, cos_threshold: float,
-              fingerprint: dict, target_probe_rate: float = 0.10, features=GATE_FEATURES,
+              fingerprint: dict, features=GATE_FEATURES,
               log_read: bool = True, fingerprint_key: str | None = None, p_threshold: float | None = None,
               threshold_rule: str = THRESHOLD_RULE) -> dict:
     """Everything the report and the proposal need, as plain data. Log rows written against another index
     than `fingerprint_key` (their features came from another vault or model) are kept apart, with a warning;
     `p_threshold` is the model's threshold in force when a config overrides the model's own."""
     calls, apart = _same_index(calls, fingerprint_key)
+    # a label on a call that never searched (timed out, failed, stopped before the search) has no gate features
+    # to be evidence about: the call stays in the traffic, its label is left out
+    unsearched = [c for c in calls if c.label in (LABEL_ANSWERABLE, LABEL_PROBE) and not c.searched]
+    if unsearched:
+        calls = [dataclasses.replace(c, label=None) if c.label and not c.searched else c for c in calls]
     if p_threshold is not None and model is not None:
         model = dataclasses.replace(model, threshold=float(p_threshold))
     labelled = list(labelled) + [LabelledRow("log", str(c.id), c.query or "", c.features, c.label == LABEL_ANSWERABLE)
@@ -139,6 +146,11 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
                  "current": {"kind": "model" if model else "cosine", "cos_threshold": cos_threshold,
                              "p_threshold": model.threshold if model else None},
                  "warnings": []}
+    if unsearched:
+        out["skipped_labels"] = {"no_search": len(unsearched), "ids": [c.id for c in unsearched[:20]]}
+        out["warnings"].append(f"{len(unsearched)} labelled call(s) have no search (timed out, failed or stopped "
+                               f"before it: {', '.join(str(c.id) for c in unsearched[:10])}): their labels were "
+                               "skipped, a label needs the call's gate features")
     if apart:
         keys = sorted({c.index_fingerprint for c in apart})
         out["kept_apart"] = {"calls": len(apart), "labelled": sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE)
@@ -160,7 +172,7 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
             "unlabelled log": _quantiles(p_log[ul] if p_log is not None else [])}
     out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
     out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
-    out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out,
+    out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, features, out,
                                        model=model, p_lab=p_lab, calls=calls, rule=threshold_rule)
     out["retirement"] = _retirement(out["window"], out["traffic"])
     if not calls and log_read:
@@ -257,15 +269,19 @@ def _traffic(calls, p_log, model, cos_threshold) -> dict:
             "stopped_examples": examples, "flips": flips}
 
 
-def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features, out, *, model=None, p_lab=None,
+def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None, p_lab=None,
                calls=(), rule=None) -> dict:
     n_ans, n_probe = sum(ans), len(ans) - sum(ans)
     rec: dict = {"basis": None}
     if n_ans and n_probe:
-        t, bacc = best_balanced_threshold(lab_cos, [int(a) for a in ans])
-        rec["cosine"] = {"threshold": round(t, 4), "balanced_accuracy": round(bacc, 4),
-                         "auroc": _auroc(lab_cos, ans), "note": "in-sample on the labelled rows"}
-        rec["basis"] = "best balanced accuracy on labelled data"
+        cos_rows = [(x, a) for x, a in zip(lab_cos, ans) if x is not None and math.isfinite(x)]
+        cos_ans = sum(a for _, a in cos_rows)
+        if 0 < cos_ans < len(cos_rows):
+            t, bacc = best_balanced_threshold([x for x, _ in cos_rows], [int(a) for _, a in cos_rows])
+            rec["cosine"] = {"threshold": round(t, 4), "balanced_accuracy": round(bacc, 4),
+                             "auroc": _auroc([x for x, _ in cos_rows], [a for _, a in cos_rows]),
+                             "note": "in-sample on the labelled rows"}
+            rec["basis"] = "best balanced accuracy on labelled data"
         if len(ans) < MIN_LABELLED:
             out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
                                    "recommended, no model is fitted")
@@ -280,16 +296,27 @@ def _recommend(labelled, lab_cos, ans, fingerprint, target_probe_rate, features,
                                         "features": list(m.features)}
             except GateFitError as e:
                 out["warnings"].append(f"no gate model: {e}")
-    elif n_probe:
-        s = np.sort(np.asarray([x for x, a in zip(lab_cos, ans) if not a], dtype=np.float64))
-        t = float(np.quantile(s, 1 - target_probe_rate)) if len(s) else None
-        rec = {"basis": f"probes only: the cosine that injects {target_probe_rate:.0%} of the probes",
-               "cosine": {"threshold": round(t, 4) if t is not None else None}}
-        out["warnings"].append("the labels hold no answerable questions: only a target probe rate can be used")
+    elif not n_ans and not n_probe:
+        rec["missing"] = {"label": "both", "have": 0, "need": MIN_PER_CLASS, "labelled": {"relevant": 0, "irrelevant": 0}}
+        rec["declined"] = "no labels"
+        out["warnings"].append(f"no labels: the gate cannot be calibrated, no proposal is written and the current gate "
+                               f"stays. Label at least {MIN_PER_CLASS} calls of each kind, relevant and irrelevant "
+                               "(`autoresearch recall-log suggest` picks them), or pass a labelled set with probes "
+                               "via --labels")
     else:
-        out["warnings"].append("no labelled probes: the gate cannot be calibrated (label calls as irrelevant with "
-                               "`recall-log label`, or pass a gold set with probes via --labels); the current "
-                               "gate stays")
+        missing, have = ("relevant", n_probe) if n_probe else ("irrelevant", n_ans)
+        need = max(MIN_PER_CLASS, MIN_LABELLED - have)
+        rec["missing"] = {"label": missing, "have": 0, "need": need,
+                          "labelled": {"relevant": n_ans, "irrelevant": n_probe}}
+        rec["declined"] = (f"no {missing!r} labels ({n_ans} relevant, {n_probe} irrelevant): label at least {need} "
+                           f"calls as {missing}")
+        what = ("answerable calls (the vault had the answer)" if missing == "relevant"
+                else "probes (calls the vault could not answer)")
+        out["warnings"].append(
+            f"the labels hold no {missing!r} rows ({n_ans} relevant, {n_probe} irrelevant): a threshold needs both "
+            f"kinds, so no proposal is written and the current gate stays. Label at least {need} {what} as "
+            f"{missing} (`autoresearch recall-log suggest` picks calls to label; `recall-log label ID {missing}`), "
+            "or pass a labelled set with them via --labels")
     return rec
 
 
@@ -381,6 +408,8 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
         rec["model_summary"] = {"method": "keep", "p_threshold": round(model.threshold, 4),
                                 "cv_balanced_accuracy": None, "features": list(model.features)}
         rec["basis"] = None
+        rec["declined"] = (f"the labels point to a threshold of {t_new:.3f} but do not show that moving there "
+                           f"decides better ({dec.why}); label more calls")
         out["warnings"].append(f"the labels point to a threshold of {t_new:.3f} ({INTERVAL_LEVEL:.0%} interval "
                                f"{lo:.3f}-{hi:.3f}) but do not show that moving there decides better: {dec.why}. "
                                f"The current {model.threshold:.3f} stays, no proposal is written; label more calls "
@@ -421,7 +450,7 @@ def _retirement(window: dict, traffic: dict) -> dict:
 
 def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: float | None,
                     gold_paths=(), call_labels=(), gate_path: str | Path | None = None,
-                    target_probe_rate: float = 0.10, threshold_rule: str = THRESHOLD_RULE):
+                    threshold_rule: str = THRESHOLD_RULE):
     """The whole calibration of one index: read the log window (`log_path` None: labels alone), label
     calls, search the labelled gold sets, calibrate against the gate in force. Returns
     (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
@@ -445,7 +474,7 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
             labelled += gold_rows(searcher, load_gold(p), cfg)
         active = load_config(active_config_path(None))
         cal = calibrate(calls, labelled, model=choice.model, cos_threshold=searcher.embedder.default_threshold,
-                        fingerprint=searcher.fingerprint, target_probe_rate=target_probe_rate,
+                        fingerprint=searcher.fingerprint,
                         log_read=log_path is not None, fingerprint_key=index_id(searcher.fingerprint),
                         threshold_rule=threshold_rule)
         if active.gate_threshold is not None and choice.model is not None:

@@ -13,13 +13,32 @@ from search_core.gate.model import load_gate, sidecar_path
 
 
 def write_proposal(cal: dict, db: str | Path, path: str | Path) -> dict:
+    """Write the calibration's proposal to `path`, replacing what was there in one step. A calibration that
+    proposes nothing writes a declined record instead, with its reason: an older proposal left in place would
+    be what `calibrate apply` installs next, though this run's labels did not support it."""
     rec = cal["recommendation"]
-    prop = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "db": str(db),
-            "model": rec.get("model"), "cosine_threshold": (rec.get("cosine") or {}).get("threshold"),
-            "basis": rec.get("basis"), "evidence": {k: cal[k] for k in ("window", "labelled", "retirement")}}
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    evidence = {k: cal[k] for k in ("window", "labelled", "retirement")}
+    if rec.get("basis"):
+        prop = {"created": created, "db": str(db), "model": rec.get("model"),
+                "cosine_threshold": (rec.get("cosine") or {}).get("threshold"), "basis": rec.get("basis"),
+                "evidence": evidence}
+    else:
+        prop = {"created": created, "db": str(db), "model": None, "cosine_threshold": None, "basis": None,
+                "declined": rec.get("declined") or "the calibration made no recommendation (its report's warnings "
+                                                   "say why)", "evidence": evidence}
+    try:
+        text = json.dumps(prop, ensure_ascii=False, indent=1, allow_nan=False)
+    except ValueError:
+        raise SearchCoreError(f"the calibration produced a value that is not a number (NaN or inf); no proposal was "
+                              f"written to {path} (the previous one is gone only if it was replaced)") from None
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(prop, ensure_ascii=False, indent=1), encoding="utf-8")
+    atomic_write_text(path, text)
     return prop
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def history_path(db: str | Path) -> Path:
@@ -30,23 +49,36 @@ def history_path(db: str | Path) -> Path:
 def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
     """Install the proposal's model as <db>.gate.json; the previous file goes into the history."""
     try:
-        prop = json.loads(Path(proposal_path).read_text(encoding="utf-8"))
+        prop = json.loads(Path(proposal_path).read_text(encoding="utf-8"), parse_constant=_no_constants)
     except FileNotFoundError:
         raise SearchCoreError(f"no proposal at {proposal_path}; run `autoresearch calibrate` first") from None
-    except json.JSONDecodeError as e:
-        raise SearchCoreError(f"proposal {proposal_path} is not JSON ({e}); run `autoresearch calibrate` again") from None
+    except ValueError as e:            # JSONDecodeError, or NaN / Infinity, which JSON does not allow
+        raise SearchCoreError(f"proposal {proposal_path} is not valid JSON ({e}); run `autoresearch calibrate` "
+                              "again") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SearchCoreError(f"proposal {proposal_path} cannot be read ({e}); run `autoresearch calibrate` again") from None
     if not isinstance(prop, dict):
         raise SearchCoreError(f"proposal {proposal_path} is not a calibration proposal (a JSON object with a "
                               "\"model\"); run `autoresearch calibrate` again")
+    if prop.get("declined"):
+        raise SearchCoreError(f"nothing to apply: the calibration of {prop.get('created', '?')} proposed no change "
+                              f"({prop['declined']}); the gate in force stays. Run `autoresearch calibrate` again "
+                              "once there are more labels")
     if not prop.get("model"):
         t = prop.get("cosine_threshold")
+        usable = isinstance(t, (int, float)) and not isinstance(t, bool) and -1.0 <= t <= 1.0
         raise SearchCoreError("this proposal holds no gate model (too few labels)" +
-                              (f"; to use its cosine threshold put `threshold = {t}` in your config" if t else ""))
+                              (f"; to use its cosine threshold put `threshold = {t}` in your config" if usable else
+                               f"; its cosine threshold {t!r} is not a cosine, run `autoresearch calibrate` again"
+                               if t is not None else ""))
     side = sidecar_path(db)
     tmp = side.with_name(side.name + ".new")
-    tmp.write_text(json.dumps(prop["model"], ensure_ascii=False, indent=1), encoding="utf-8")
+    try:
+        text = json.dumps(prop["model"], ensure_ascii=False, indent=1, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise SearchCoreError(f"proposal {proposal_path} holds a gate that cannot be written as JSON ({e}); run "
+                              "`autoresearch calibrate` again") from None
+    atomic_write_text(tmp, text)                     # whole on disk before it can replace the gate in force
     try:
         model = load_gate(tmp)                       # a proposal that would not load is never installed
         why = model.mismatch(index_fingerprint(db), model.reranker)

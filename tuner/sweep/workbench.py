@@ -18,7 +18,8 @@ from search_core.index.store import connect, get_meta
 from tuner.data.gold import GoldSet
 from tuner.evaluation.evaluate import EvalResult, QuestionResult, RetrievalCache, evaluate
 from tuner.evaluation.score import ScoreConfig
-from tuner.evaluation.cost_model import Calibration, CostStore, calibrate, calibrate_reranker, calibration_key, machine
+from tuner.evaluation.cost_model import (Calibration, CostStore, DamagedCalibration, calibrate, calibrate_reranker,
+                                        calibration_key, machine)
 
 
 class IndexVerificationError(SearchCoreError):
@@ -164,7 +165,12 @@ class Workbench:
         for r in rows:
             recorded = ((r.get("metrics") or {}).get("latency_charge") or {}).get("calibration")
             if recorded is not None:
-                cal = Calibration.from_json(recorded)
+                try:
+                    cal = Calibration.from_json(recorded)
+                except SearchCoreError as e:
+                    raise SearchCoreError(f"round {r.get('round')} of this sweep records a cost calibration that "
+                                          f"cannot be used ({e}); its decisions cannot be charged alike. Check the "
+                                          "ledger (`autoresearch ledger --verify`), or start a new sweep") from None
                 self.costs[cal.embedder] = cal
 
     def _event(self, line: str) -> None:
@@ -178,7 +184,11 @@ class Workbench:
         cal = self.costs.get(cfg.embedder)
         if cal is None:
             key = calibration_key(machine(), s.fingerprint["embedder"])
-            stored = None if self.recalibrate or self.cost_store is None else self.cost_store.get(key)
+            try:
+                stored = None if self.recalibrate or self.cost_store is None else self.cost_store.get(key)
+            except DamagedCalibration as e:   # retaken below; the new one replaces the file
+                stored = None
+                self._event(f"cost model: warning: {e}; taking a new calibration of {cfg.embedder} to replace it")
             if stored is not None:
                 cal = stored
                 self._event(f"cost model: {cfg.embedder} charged with the stored calibration {key} "

@@ -47,7 +47,7 @@ def test_contradicting_duplicates_are_refused_and_repeats_count_once(tmp_path):
     log = tmp_path / "log.sqlite"
     lg = RecallLog(log)
     for i in range(2):
-        lg.write({"session": "s", "query": f"q{i}", "injected": False})
+        lg.write({"session": "s", "query": f"q{i}", "injected": False, "features": {"top_cos": 0.8}})
     lg.close()
     f = tmp_path / "labels.txt"
     f.write_text("1 relevant\n2 irrelevant\n1 irrelevant\n")
@@ -82,7 +82,7 @@ def test_calibrate_apply_refuses_a_proposal_with_nan_coefficients_and_leaves_not
     proposal = tmp_path / "proposal.json"
     proposal.write_text(json.dumps({"model": model, "basis": "labels"}))    # NaN, as json writes it
     r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db), "--proposal", str(proposal)])
-    assert r.exit_code == 1 and "coef must be finite" in r.output and "Traceback" not in r.output, r.output
+    assert r.exit_code == 1 and "NaN is not a number JSON allows" in r.output and "Traceback" not in r.output, r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["proposal.json"]     # no gate, no history, no .new
     proposal.write_text("[1, 2]")
     r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db), "--proposal", str(proposal)])

@@ -101,3 +101,27 @@ def test_cli_stats_label_list(tmp_path):
     assert r.exit_code == 0 and "pruned 1 call(s)" in r.output and len(read_calls(path)) == 3
     r = CliRunner().invoke(main, ["recall-log", "stats", "--log", str(path), "--since", "soon"])
     assert r.exit_code != 0 and "not a duration like" in r.output
+
+
+def test_features_read_back_and_gathered_as_a_matrix(tmp_path):
+    # read_logged_calls shares feature names between rows (Features); feature_matrix gathers a model's inputs
+    # a block per layout: the same numbers as reading each row's dict
+    import numpy as np
+
+    from search_core.recall.log import feature_matrix, read_logged_calls
+    log = RecallLog(tmp_path / "log.sqlite")
+    log.write({"session": "s", "query": "a", "injected": True,
+               "features": {"top_cos": 0.9, "hit_cos": 0.8, "kind": "model", "probability": None}})
+    log.write({"session": "s", "query": "b", "injected": False, "features": {"hit_cos": 0.5, "n": 3, "flag": True}})
+    log.write({"session": "s", "query": "c", "injected": False, "features": {"top_cos": 0.7, "hit_cos": 0.6,
+                                                                             "kind": "model", "probability": None}})
+    log.write({"session": "s", "query": "d", "injected": False, "features": {"top_cos": float("nan"), "hit_cos": 0.4}})
+    log.close()
+    calls = read_logged_calls(log.path)
+    assert dict(calls[0].features) == {"top_cos": 0.9, "hit_cos": 0.8} and calls[0].gate["kind"] == "model"
+    assert dict(calls[1].features) == {"hit_cos": 0.5, "n": 3.0} and calls[1].gate == {"flag": True}
+    assert dict(calls[3].features) == {"hit_cos": 0.4}                      # NaN is no evidence
+    names = ["top_cos", "n", "missing", "hit_cos"]
+    rows = [c.features for c in calls] + [{"top_cos": 0.1, "hit_cos": 0.2}]
+    want = np.array([[r.get(n, 0.0) for n in names] for r in rows])
+    assert np.array_equal(feature_matrix(rows, names), want)

@@ -1,5 +1,6 @@
 """`recall-log suggest`: which calls to label, on hand-built logs whose probabilities are known."""
 
+import dataclasses
 import json
 import time
 
@@ -126,7 +127,7 @@ def test_calls_it_cannot_use_are_left_out_and_counted(tmp_path):
     hashed.write({"ts": NOW, "session": "s", "query": "비밀 질문입니다", "injected": False, "stopped_by": "threshold",
                   "features": {"probability": 0.6}, "index_fingerprint": "fp-A"})
     hashed.close()
-    calls = read_logged_calls(log) + [c.__class__(**{**c.__dict__, "id": 99}) for c in read_logged_calls(other)]
+    calls = read_logged_calls(log) + [dataclasses.replace(c, id=99) for c in read_logged_calls(other)]
     out = suggest(calls, threshold=0.64, n=20, fingerprint_key="fp-A")
     assert sorted(s.probability for s in out.picks) == [0.5, 0.6, 0.7]
     assert out.left_out == {"logged against another index": 1, "stopped before the gate (no search)": 1,
@@ -164,4 +165,36 @@ def test_with_an_index_the_calls_are_scored_by_its_gate(tmp_path, small_index_e5
     want = {r["query"]: r["res"].gate.probability for r in rows[:4]}
     assert {p.query: round(p.probability, 6) for p in out.picks} == {q: round(p, 6) for q, p in want.items()}
     assert out.left_out == {"logged against another index": 1}
+    s.close()
+
+
+def test_read_from_the_log_with_a_gate_model_it_picks_what_suggest_picks_over_every_decoded_call(tmp_path,
+                                                                                             small_index_e5):
+    # suggest_from_log folds the near-duplicates before decoding any features (read_call_heads): the picks, the
+    # folds and the counts must be those of suggest() over every call read in full
+    from search_core.search.pipeline import Searcher
+    s = Searcher(small_index_e5)
+    key = index_id(s.fingerprint)
+    base = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "양자 컴퓨터 큐비트 오류 정정", "RRF 점수 k 값", "파리 에펠탑 높이",
+            "Leiden 알고리즘 커뮤니티", "비트코인 반감기", "돼지 앞다리살 두부"]
+    res = {q: s.search(q) for q in base}
+    rows = []
+    for i in range(60):
+        q = base[i % len(base)]
+        rows.append({"ts": NOW - 3600 + i, "session": "s", "query": q + ["", " 알려줘", "?", " 다시"][i % 4],
+                     "res": res[q], "index_fingerprint": key if i % 13 else "another-index",
+                     "label": ("relevant" if i % 2 else "irrelevant") if i in (3, 10, 17, 24) else None})
+    log = tmp_path / "log.sqlite"
+    log_search(log, rows)
+    rl = RecallLog(log)
+    rl.write({"ts": NOW, "session": "s", "query": "느린 질문", "injected": False, "stopped_by": "error",
+              "error": "timeout: 2 s", "index_fingerprint": key})
+    rl.write({"ts": NOW, "session": "s", "query": "compact json", "injected": False, "index_fingerprint": key,
+              "features": '{"top_cos":0.8,"hit_cos":0.8}'})           # written otherwise than json.dumps does
+    rl.close()
+    out, gate = suggest_from_log(log, db=small_index_e5, n=6)
+    want = suggest(read_logged_calls(log), threshold=gate.threshold, model=gate.model, n=6, fingerprint_key=key)
+    assert gate.model is not None and out.picks and out == want
+    # the timed-out call only: the compact one searched
+    assert out.left_out["stopped before the gate (no search)"] == 1 and out.left_out["logged against another index"]
     s.close()

@@ -68,7 +68,10 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     assert rec["basis"] is None and rec["model_summary"]["method"] == "keep"
     assert rec["model_summary"]["features"] and rec["threshold_move"]["sign_test"]["p_value"] > 0.05
     assert any("do not show that moving there decides better" in w for w in data["warnings"])
-    assert not sidecar_path(db).with_name(db.name + ".gate-proposal.json").exists()
+    declined = json.loads(sidecar_path(db).with_name(db.name + ".gate-proposal.json").read_text())
+    assert declined["model"] is None and "do not show that moving there decides better" in declined["declined"]
+    r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db)])
+    assert r.exit_code == 1 and "nothing to apply" in r.output and not sidecar_path(db).exists(), r.output
     assert set(data["distributions"]["cosine"]) == {"answerable", "probes", "unlabelled log"}
     assert data["retirement"]["rule"] == "p95 > 400 ms or injection < 20%"
     assert set(data["traffic"]["flips"]) >= {"-0.02", "+0.02", "scale", "threshold"}
@@ -137,11 +140,10 @@ def test_labels_without_probes_or_answerable(logged):
     only_ans = [c for c in calls if c.label != "irrelevant"]
     fp = Searcher(db).fingerprint
     cal = calibrate(only_ans, [], model=None, cos_threshold=0.82, fingerprint=fp)
-    assert cal["recommendation"]["basis"] is None and any("no labelled probes" in w for w in cal["warnings"])
+    assert cal["recommendation"]["basis"] is None and any("hold no 'irrelevant' rows" in w for w in cal["warnings"])
     only_probes = [c for c in calls if c.label != "relevant"]
-    cal = calibrate(only_probes, [], model=None, cos_threshold=0.82, fingerprint=fp, target_probe_rate=0.5)
-    assert cal["recommendation"]["basis"].startswith("probes only")
-    assert cal["recommendation"]["cosine"]["threshold"] is not None
+    cal = calibrate(only_probes, [], model=None, cos_threshold=0.82, fingerprint=fp)
+    assert cal["recommendation"]["basis"] is None and "cosine" not in cal["recommendation"]
     relabelled = apply_label_file(calls, [(calls[-1].id, "irrelevant")])
     assert relabelled[-1].label == "irrelevant" and calls[-1].label is None
 

@@ -62,7 +62,9 @@ def test_a_calibration_round_trips_and_an_older_one_is_refused(tmp_path):
     with pytest.raises(SearchCoreError, match="--recalibrate"):
         Calibration.from_json(old)
     (tmp_path / "cost-model" / "k.json").write_text("{not json", encoding="utf-8")
-    assert store.get("k") is None                 # unreadable: a new calibration replaces it
+    with pytest.raises(SearchCoreError, match="k.json cannot be used"):
+        store.get("k")                            # unreadable: named, and the sweep retakes it (below)
+    assert store.get("absent") is None
 
 
 def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
@@ -214,3 +216,68 @@ def test_the_retest_runs_a_round_as_the_sweep_did(demo_index, tmp_path, monkeypa
     row = Ledger(tmp_path / "t.sqlite", create=False).rounds(out["sweep"])[1]
     assert (row["decision"], row["objective"], row["config"]) == (target["decision"], target["objective"],
                                                                   target["config"])
+
+
+@pytest.mark.parametrize("damage", [
+    {"units": {"dense_per_mrowdim": float("nan")}},      # json writes NaN, and reads it back
+    {"units": {"embed_ms": -3.0}},
+    {"units": {"rank_ms": "fast"}},
+    {"rerank_per_pair": {"x": float("inf")}},
+    {"drop": "search_ms"},
+    {"questions": "many"},
+])
+def test_a_damaged_calibration_file_is_refused_by_name(tmp_path, damage):
+    from tuner.evaluation.cost_model import DamagedCalibration
+    store = CostStore(tmp_path / "cost-model")
+    store.put(calibration(x=0.5))
+    d = json.loads(store.path("k").read_text())
+    for field, change in damage.items():
+        if field == "drop":
+            del d["units"][change]
+        elif isinstance(change, dict):
+            d[field].update(change)
+        else:
+            d[field] = change
+    store.path("k").write_text(json.dumps(d))
+    with pytest.raises(DamagedCalibration) as e:
+        store.get("k")
+    assert str(store.path("k")) in str(e.value) and "Traceback" not in str(e.value)
+    with pytest.raises(SearchCoreError, match="--recalibrate"):          # a ledger row holding the same
+        Calibration.from_json(json.loads(store.path("k").read_text()))
+    bad = Calibration(**{**calibration().to_json(), "units": {**UNIT_COSTS, "embed_ms": float("nan")}})
+    with pytest.raises(SearchCoreError, match="nothing was stored"):
+        store.put(bad)                                                   # never written, never read back
+
+
+def test_a_sweep_over_a_damaged_stored_calibration_retakes_it_with_a_warning(demo_index, tmp_path):
+    # A stored file with NaN unit costs was charged from: every round's p95 NaN, and optuna died with
+    # "values should not contain NaN".
+    from tuner.ledger.ledger import Ledger
+    from tuner.sweep.loop import Sweep, SweepParams
+    space = tmp_path / "space.toml"
+    space.write_text(CLOCK_SPACE, encoding="utf-8")
+    params = SweepParams(db=str(demo_index), gold=str(ROOT / "experiments/gold/demo-tune.yaml"), space=str(space),
+                         rounds=2, seed=3, vault=str(DEMO_VAULT), index_dir=str(tmp_path / "indexes"))
+    from search_core.search.pipeline import Searcher
+    from tuner.evaluation.cost_model import calibration_key, machine
+    s = Searcher(demo_index)
+    efp, name = s.fingerprint["embedder"], s.embedder_name
+    s.close()
+    store = CostStore(params.cost_folder())
+    key = calibration_key(machine(), efp)
+    damaged = {**Calibration(key, machine(), name, efp, "chars", dict(UNIT_COSTS), {}, {"solo": 1, "one": 1}, 0, 0,
+                             "hand-set (tests)").to_json()}
+    damaged["units"] = {**UNIT_COSTS, "dense_per_mrowdim": float("nan"), "rank_ms": -1.0}
+    store.folder.mkdir(parents=True)
+    store.path(key).write_text(json.dumps(damaged))
+    lg = Ledger(tmp_path / "l.sqlite")
+    sw = Sweep(params, lg)
+    sw.run()
+    assert any("warning" in e and "cannot be used" in e and "taking a new calibration" in e
+               for e in sw.bench.cost_events), sw.bench.cost_events
+    rows = [r for r in lg.rounds(sw.id) if r["metrics"]]
+    assert rows and all(r["objective"] is not None and r["objective"] == r["objective"] for r in rows)
+    used = rows[0]["metrics"]["latency_charge"]["calibration"]
+    assert used["key"] == key and used["taken_at"] != "hand-set (tests)"
+    assert all(0 <= v < float("inf") for v in used["units"].values())
+    assert store.get(used["key"]) == Calibration.from_json(used)          # the file was replaced by the new one
