@@ -28,7 +28,7 @@ class GoldError(SearchCoreError):
     pass
 
 
-QUESTION_KEYS = ("id", "level", "query", "gold", "why")
+QUESTION_KEYS = ("id", "level", "query", "gold", "why", "exclude")
 # what a gold file that is not UTF-8 most likely is, tried in this order: Korean Windows first (the
 # case that was reported: a file saved as CP949), then Japanese and Chinese, then Western European
 ENCODING_GUESSES = ("cp949", "euc-kr", "shift_jis", "gb18030", "cp1252")
@@ -63,6 +63,9 @@ class Question:
     gold: tuple[str, ...]
     why: str = ""
     line: int | None = None
+    # note ids held out of this question's search (Searcher.rank's exclude): a question cut from a note's
+    # own text (the words around a link in it) is asked without that note, so it cannot be matched to itself
+    exclude: tuple[str, ...] = ()
 
     @property
     def is_probe(self) -> bool:
@@ -88,12 +91,13 @@ class GoldSet:
     def check_against(self, known_ids, *, allow_missing: bool = False) -> list[str]:
         """Every gold id must be a note in the index. Returns warnings when allow_missing, else raises."""
         known = set(known_ids)
-        missing = [(q.id, g) for q in self.questions for g in q.gold if g not in known]
+        missing = [(q.id, g, "") for q in self.questions for g in q.gold if g not in known] + \
+            [(q.id, x, " in `exclude`") for q in self.questions for x in q.exclude if x not in known]
         if not missing:
             return []
         lines = {q.id: q.line for q in self.questions}
-        listing = ", ".join(f"{qid}{f' (line {lines[qid]})' if lines.get(qid) else ''}: {g!r}"
-                            for qid, g in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        listing = ", ".join(f"{qid}{f' (line {lines[qid]})' if lines.get(qid) else ''}: {g!r}{where}"
+                            for qid, g, where in missing[:20]) + (" ..." if len(missing) > 20 else "")
         msg = (f"{self.source}: {len(missing)} gold id(s) are not notes in the index: {listing}. "
                "Fix the ids (a note id is the vault path without .md), or index the right vault")
         if allow_missing:
@@ -166,8 +170,18 @@ def load_yaml_gold(p: Path) -> GoldSet:
             raise GoldError(f"{where}: question {qid} is a probe (no answer exists) but lists gold {gold}")
         if level != "probe" and not gold:
             raise GoldError(f"{where}: question {qid} has no gold ids; make it level `probe` if no note answers it")
+        exclude = raw.get("exclude") or []
+        if isinstance(exclude, str):
+            exclude = [exclude]
+        if not isinstance(exclude, list) or not all(isinstance(x, str) and x.strip() for x in exclude):
+            raise GoldError(f"{where}: question {qid}: `exclude` is a list of note ids (the notes held out of "
+                            f"this question's search), got {raw.get('exclude')!r}")
+        both = sorted(set(map(str.strip, exclude)) & {str(g) for g in gold})
+        if both:
+            raise GoldError(f"{where}: question {qid} excludes its own gold {both}: a held-out note can never be "
+                            "found; drop it from `exclude` or from `gold`")
         questions.append(Question(qid, level, query.strip(), tuple(str(g) for g in gold),
-                                  str(raw.get("why", "")).strip(), line))
+                                  str(raw.get("why", "")).strip(), line, tuple(x.strip() for x in exclude)))
     return GoldSet(str(data.get("name") or p.stem), str(p), tuple(questions), data.get("vault"))
 
 

@@ -126,3 +126,18 @@ def test_an_evaluation_reads_back_from_its_json_as_the_same_typed_result(demo_in
             [(q.id, q.metrics.get("hit@5"), q.gate_probability, q.work) for q in res.per_query]
     probe = next(q for q in timed.per_query if q.level == "probe")
     assert probe.metrics == {} and set(timed.per_query[0].metrics) >= {"hit@5", "mrr", "ndcg@10"}
+
+
+def test_a_question_is_scored_with_its_exclusions_held_out(demo_index):
+    """The note a question was cut from, held out of its search (`exclude:`), is not in the scored list, and
+    the notes below move up into its place: the question scores as a search without that note."""
+    s = Searcher(demo_index)
+    query = "김치찌개 레시피"
+    ranked = run_queries(s, GoldSet("g", "mem", (Question("a", "L1", query, ("x",)),)), SearchConfig())[0].ranked
+    third = ranked[2]
+    plain = run_queries(s, GoldSet("g", "mem", (Question("a", "L1", query, (third,)),)), SearchConfig())[0]
+    asked = GoldSet("g", "mem", (Question("a", "L1", query, (third,), exclude=(ranked[0],)),))
+    row = run_queries(s, asked, SearchConfig())[0]
+    assert plain.first_rank == 3 and row.first_rank == 2
+    assert ranked[0] not in row.ranked and len(row.ranked) == len(ranked)
+    assert row.ranked[:2] == ranked[1:3]
