@@ -58,4 +58,47 @@ def gold_make(vault_or_db, out, n, seed, kinds, n_probes, as_json):
         click.echo(f"probes: autoresearch probes make {vq.vault} --gold {out} --out DIR")
 
 
+@gold.command("from-log")
+@recall_log_option()
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The gold YAML file to write.")
+@click.option("--since", default="all", show_default=True, help="Log window: 7d, 24h, 90m, or `all`.")
+@click.option("--existing", "existing", multiple=True, type=click.Path(path_type=Path),
+              help="A gold set whose questions a call must not repeat (near-duplicates are left out); repeatable.")
+@json_option()
+def gold_from_log(log_path, out, since, existing, as_json):
+    """Labelled recall calls as gold: a call labelled relevant becomes a question whose gold is the note the
+    block led with, one labelled irrelevant a probe (label with `recall-log label` or the /label page)."""
+    from tuner.data.log_gold import write_gold_from_log
+    try:
+        lg = write_gold_from_log(log_path, out, since_s=duration(since, allow_all=True, param_hint="--since"),
+                                 existing=existing)
+    except SearchCoreError as e:
+        fail(e)
+    n_probes = sum(q.level == "probe" for q in lg.questions)
+    if as_json:
+        click.echo(json.dumps({"out": str(out), "questions": len(lg.questions) - n_probes, "probes": n_probes,
+                               "labelled": lg.labelled, "left_out": lg.left_out}, ensure_ascii=False, indent=1))
+        return
+    left = "; ".join(f"{k}: {v}" for k, v in lg.left_out.items())
+    click.echo(f"wrote {len(lg.questions) - n_probes} questions and {n_probes} probes from {lg.labelled} labelled "
+               f"calls to {out}" + (f" (left out: {left})" if left else ""))
+
+
+@gold.command("init")
+@click.argument("vault_or_db", type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The new gold YAML file.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=6, show_default=True, help="Notes to write questions about.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def gold_init(vault_or_db, out, n, seed):
+    """A gold set to fill in: notes picked across VAULT_OR_DB's folders, each with a commented-out question
+    slot per level (L0, L1, XL, L2, probe); remove a slot's `# ` and write its query."""
+    from tuner.data.gold_template import write_gold_template
+    try:
+        picked = write_gold_template(vault_or_db, out, n=n, seed=seed)
+    except SearchCoreError as e:
+        fail(e)
+    click.echo(f"wrote a template for {len(picked)} notes ({', '.join(picked)}) to {out}; fill the slots, then "
+               f"`autoresearch eval --gold {out}`")
+
+
 COMMANDS = (gold,)

@@ -129,6 +129,9 @@ def load_yaml_gold(p: Path) -> GoldSet:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise GoldError(f"{p}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    if isinstance(data, dict) and data.get("questions") is None and "\n  # - id:" in text:
+        raise GoldError(f"{p}: no question is filled in yet: remove the leading `# ` of a slot's lines and write "
+                        "its query (`gold init` wrote the slots as comments)")
     if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
         raise GoldError(f"{p}: a gold set is a mapping with `name` and a `questions:` list")
     q_nodes = next(v for k, v in root.value if k.value == "questions").value
