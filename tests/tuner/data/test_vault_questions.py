@@ -115,3 +115,13 @@ def test_probes_come_through_probes_make(qvault, tmp_path, shared_cache):
     for q in g.questions:
         assert (q.level == "probe") == (gold_of[q.id] in held)
         assert not set(q.exclude) & held          # a held-out note is not in the index to hold out
+
+
+def test_an_index_file_stands_for_the_vault_it_was_built_from(qvault, tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    from tests.helpers.fake_embedder import NAME
+    index_vault(qvault, tmp_path / "index.sqlite", embedder=NAME, cache=shared_cache)
+    assert _rows(make_vault_questions(tmp_path / "index.sqlite", n=None)) == BY_HAND
+    (tmp_path / "notes.txt").write_text("not an index", encoding="utf-8")
+    with pytest.raises(SearchCoreError, match="neither a vault folder nor a readable index"):
+        make_vault_questions(tmp_path / "notes.txt")
