@@ -272,19 +272,24 @@ class Searcher:
 
     # -- the cheap half: fusion, rerank, gate ----------------------------------------------------------
     def rank(self, r: Retrieval, cfg: SearchConfig, *, snippets: bool = True,
-             limit_fused: int | None = None) -> SearchResult:
+             limit_fused: int | None = None, exclude=frozenset()) -> SearchResult:
         """The final order comes from search_core.search.ranking (the same function evaluation scores);
-        limit_fused: how deep the caller reads the final order (evaluation: K_LIST)."""
+        limit_fused: how deep the caller reads the final order (evaluation: K_LIST). exclude: note ids held
+        out of this one search: dropped from every channel list before fusion (as nav notes are), so the
+        notes below move up and the result is the search the index would give without them, gate included
+        (a question the vault made from a note's own text is asked with that note held out)."""
         t = dict(r.timings_ms)
         t0 = time.perf_counter()
         view = self.view
-        lists = {c: [h.note_id for h in hits] for c, hits in r.lists.items()}
+        held = frozenset(exclude)
+        r_lists = r.lists if not held else {c: [h for h in hits if h.note_id not in held] for c, hits in r.lists.items()}
+        lists = {c: [h.note_id for h in hits] for c, hits in r_lists.items()}
         nav = self.nav_notes(cfg.nav_globs) if cfg.exclude_nav else frozenset()
-        fused = ranking.fuse(lists, cfg, exclude=nav, community=view.community, depth=limit_fused)
+        fused = ranking.fuse(lists, cfg, exclude=nav | held, community=view.community, depth=limit_fused)
         t["fusion"] = (time.perf_counter() - t0) * 1000
         chunk_of = {}
         for c in ("dense", "sparse", "decomposed", "entity"):   # semantic match first for the snippet chunk
-            for h in r.lists.get(c, []):
+            for h in r_lists.get(c, []):
                 chunk_of.setdefault(h.note_id, h.chunk_id)
         cands = ranking.window(fused, cfg)
         t0 = time.perf_counter()
@@ -302,7 +307,7 @@ class Searcher:
         threshold = cfg.threshold if cfg.threshold is not None else self.embedder.default_threshold
         top = hits[0].cosine if hits else 0.0
         t0 = time.perf_counter()
-        feats = gate_features(r.query, r.lists, hits, view, conn=self.conn, reranked=cfg.reranker != "none")
+        feats = gate_features(r.query, r_lists, hits, view, conn=self.conn, reranked=cfg.reranker != "none")
         d = self.gate_for(cfg.reranker).decide(feats, top, threshold, bool(hits), cfg.reranker,
                                                p_threshold=cfg.gate_threshold)
         gate = Gate(d, top, threshold, feats)
@@ -330,9 +335,9 @@ class Searcher:
                 cache[keys[i]] = float(sc)
         return [cache[k] for k in keys]
 
-    def search(self, query: str, cfg: SearchConfig | None = None) -> SearchResult:
+    def search(self, query: str, cfg: SearchConfig | None = None, *, exclude=frozenset()) -> SearchResult:
         cfg = cfg or SearchConfig(embedder=self.embedder_name)
-        return self.rank(self.retrieve(query, cfg.depth), cfg)
+        return self.rank(self.retrieve(query, cfg.depth), cfg, exclude=exclude)
 
     # -- helpers -------------------------------------------------------------------------------------
     def nav_notes(self, globs=SearchConfig().nav_globs) -> frozenset:

@@ -28,7 +28,7 @@ class GoldError(SearchCoreError):
     pass
 
 
-QUESTION_KEYS = ("id", "level", "query", "gold", "why", "source")
+QUESTION_KEYS = ("id", "level", "query", "gold", "why", "source", "exclude")
 # where a question came from, in order of trust: written by hand, a recall-log call a person labelled,
 # made from the vault's own text (tuner/sweep/keep_rule.py reads them apart: docs/tuner.md)
 SOURCES = ("hand", "log", "vault")
@@ -67,6 +67,9 @@ class Question:
     why: str = ""
     line: int | None = None
     source: str = "hand"      # SOURCES
+    # note ids held out of this question's search (Searcher.rank's exclude): a question cut from a note's
+    # own text (the words around a link in it) is asked without that note, so it cannot be matched to itself
+    exclude: tuple[str, ...] = ()
 
     @property
     def is_probe(self) -> bool:
@@ -92,12 +95,13 @@ class GoldSet:
     def check_against(self, known_ids, *, allow_missing: bool = False) -> list[str]:
         """Every gold id must be a note in the index. Returns warnings when allow_missing, else raises."""
         known = set(known_ids)
-        missing = [(q.id, g) for q in self.questions for g in q.gold if g not in known]
+        missing = [(q.id, g, "") for q in self.questions for g in q.gold if g not in known] + \
+            [(q.id, x, " in `exclude`") for q in self.questions for x in q.exclude if x not in known]
         if not missing:
             return []
         lines = {q.id: q.line for q in self.questions}
-        listing = ", ".join(f"{qid}{f' (line {lines[qid]})' if lines.get(qid) else ''}: {g!r}"
-                            for qid, g in missing[:20]) + (" ..." if len(missing) > 20 else "")
+        listing = ", ".join(f"{qid}{f' (line {lines[qid]})' if lines.get(qid) else ''}: {g!r}{where}"
+                            for qid, g, where in missing[:20]) + (" ..." if len(missing) > 20 else "")
         msg = (f"{self.source}: {len(missing)} gold id(s) are not notes in the index: {listing}. "
                "Fix the ids (a note id is the vault path without .md), or index the right vault")
         if allow_missing:
@@ -129,6 +133,9 @@ def load_yaml_gold(p: Path) -> GoldSet:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise GoldError(f"{p}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
+    if isinstance(data, dict) and data.get("questions") is None and "\n  # - id:" in text:
+        raise GoldError(f"{p}: no question is filled in yet: remove the leading `# ` of a slot's lines and write "
+                        "its query (`gold init` wrote the slots as comments)")
     if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
         raise GoldError(f"{p}: a gold set is a mapping with `name` and a `questions:` list")
     q_nodes = next(v for k, v in root.value if k.value == "questions").value
@@ -174,8 +181,19 @@ def load_yaml_gold(p: Path) -> GoldSet:
         if source not in SOURCES:
             raise GoldError(f"{where}: question {qid} has unknown source {source!r}; sources: {', '.join(SOURCES)} "
                             "(hand-written, a labelled recall-log call, made from the vault's text)")
+        exclude = raw.get("exclude") or []
+        if isinstance(exclude, str):
+            exclude = [exclude]
+        if not isinstance(exclude, list) or not all(isinstance(x, str) and x.strip() for x in exclude):
+            raise GoldError(f"{where}: question {qid}: `exclude` is a list of note ids (the notes held out of "
+                            f"this question's search), got {raw.get('exclude')!r}")
+        both = sorted(set(map(str.strip, exclude)) & {str(g) for g in gold})
+        if both:
+            raise GoldError(f"{where}: question {qid} excludes its own gold {both}: a held-out note can never be "
+                            "found; drop it from `exclude` or from `gold`")
         questions.append(Question(qid, level, query.strip(), tuple(str(g) for g in gold),
-                                  str(raw.get("why", "")).strip(), line, source=source))
+                                  str(raw.get("why", "")).strip(), line, source=source,
+                                  exclude=tuple(x.strip() for x in exclude)))
     return GoldSet(str(data.get("name") or p.stem), str(p), tuple(questions), data.get("vault"))
 
 

@@ -70,7 +70,7 @@ def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCach
         for q in gold.questions:
             t0 = time.perf_counter()
             r = cache.get(searcher, q.query, cfg.depth) if cache else searcher.retrieve(q.query, cfg.depth)
-            res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)
+            res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude)
             timings = dict(res.timings_ms)
             if cache is None:
                 timings["wall"] = (time.perf_counter() - t0) * 1000
@@ -106,7 +106,7 @@ def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, w
             for q in gold.questions:
                 t0 = time.perf_counter()
                 r = searcher.retrieve(q.query, cfg.depth)
-                t = dict(searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST).timings_ms)
+                t = dict(searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude).timings_ms)
                 if wall:                  # as run_queries does: only when the first pass timed it too
                     t["wall"] = (time.perf_counter() - t0) * 1000
                 out.append(t)

@@ -92,3 +92,22 @@ def test_demo_gold_sets_have_the_promised_spread():
     assert all(q.why for g in (tune, hold, probes) for q in g.questions)
     vault = ROOT / "experiments/demo-vault"
     assert all((vault / f"{gid}.md").exists() for g in (tune, hold) for gid in g.gold_ids())
+
+
+def test_exclude_is_read_and_checked(tmp_path):
+    ok = GOOD.replace('    why: "title"\n', '    why: "title"\n    exclude: ["ai/rrf"]\n', 1)
+    g = load_gold(write(tmp_path, ok))
+    assert g.questions[0].exclude == ("ai/rrf",) and g.questions[1].exclude == ()
+    with pytest.raises(GoldError, match=r"Q1 \(line 4\): 'ai/rrf' in `exclude`"):
+        g.check_against({"ai/graphrag"})
+    assert g.check_against({"ai/graphrag", "ai/rrf"}) == []
+
+
+@pytest.mark.parametrize("value, match", [
+    ('["ai/graphrag"]', r"question Q1 excludes its own gold \['ai/graphrag'\]"),
+    ("{a: 1}", r"question Q1: `exclude` is a list of note ids"),
+    ("[1]", r"question Q1: `exclude` is a list of note ids"),
+])
+def test_bad_exclude_is_refused(tmp_path, value, match):
+    with pytest.raises(GoldError, match=match):
+        load_gold(write(tmp_path, GOOD.replace('    why: "title"\n', f'    why: "title"\n    exclude: {value}\n', 1)))

@@ -154,3 +154,18 @@ def test_eval_warns_when_every_answerable_question_is_already_at_rank_1(demo_ind
     r = CliRunner().invoke(main, ["eval", "--db", str(demo_index), "--gold", str(easy), "--out", str(tmp_path),
                                   "--timing-samples", "0", "--no-audit"])
     assert f"warning: {w}" in r.stderr and CANNOT_DISCRIMINATE not in r.stdout and "overall" in r.stdout
+
+
+def test_a_question_is_scored_with_its_exclusions_held_out(demo_index):
+    """The note a question was cut from, held out of its search (`exclude:`), is not in the scored list, and
+    the notes below move up into its place: the question scores as a search without that note."""
+    s = Searcher(demo_index)
+    query = "김치찌개 레시피"
+    ranked = run_queries(s, GoldSet("g", "mem", (Question("a", "L1", query, ("x",)),)), SearchConfig())[0].ranked
+    third = ranked[2]
+    plain = run_queries(s, GoldSet("g", "mem", (Question("a", "L1", query, (third,)),)), SearchConfig())[0]
+    asked = GoldSet("g", "mem", (Question("a", "L1", query, (third,), exclude=(ranked[0],)),))
+    row = run_queries(s, asked, SearchConfig())[0]
+    assert plain.first_rank == 3 and row.first_rank == 2
+    assert ranked[0] not in row.ranked and len(row.ranked) == len(ranked)
+    assert row.ranked[:2] == ranked[1:3]

@@ -1,0 +1,128 @@
+"""`gold make`: questions cut from what a vault's author wrote about each note, checked against the set computed
+by hand for a small vault (tests/helpers/vault_questions.py)."""
+
+import pytest
+from click.testing import CliRunner
+
+from search_core import SearchCoreError
+from tests.helpers import write_vault
+from tests.helpers.vault_questions import QUESTION_VAULT
+from tuner.data import vault_questions as vqm
+from tuner.data.gold import load_gold
+from tuner.data.vault_questions import KINDS, make_vault_questions, write_vault_questions
+
+# (kind, level, query, gold, exclude), computed by reading QUESTION_VAULT
+BY_HAND = {
+    # [[graphrag|그래프 RAG]] in ai/rrf; ai/rrf-draft holds the same sentence word for word: held out too
+    ("anchor", "L1", "그래프 RAG 파이프라인에서도 마지막 단계로 쓴다.", ("ai/graphrag",), ("ai/rrf", "ai/rrf-draft")),
+    # [[/ai/rrf]]{역순위 융합} in ai/graphrag
+    ("anchor", "L1", "순위를 합칠 때는 역순위 융합 방식을 쓴다.", ("ai/rrf",), ("ai/graphrag",)),
+    # [[life/kimchi]] in an English sentence of ai/rrf, about a Korean note: cross-lingual
+    ("anchor", "XL", "Fusion tricks also apply when you cook kimchi for a team dinner.", ("life/kimchi",), ("ai/rrf",)),
+    # [점수 합치는 공식](../ai/rrf.md) in life/kimchi: a markdown link, under a heading three notes share
+    ("anchor", "L1", "점수 합치는 공식을 찌개 간 맞추기에 비유한 적이 있다.", ("ai/rrf",), ("life/kimchi",)),
+    # [[kimchi]] (a bare file name) in the daily note, read as its name
+    ("anchor", "L1", "오늘 kimchi 끓이는 법을 다시 정리했다, 묵은지가 핵심이다.", ("life/kimchi",), ("daily/2026-03-01",)),
+    ("heading", "L0", "GraphRAG 커뮤니티 탐지", ("ai/graphrag",), ()),
+    ("heading", "L0", "김치찌개 레시피 재료", ("life/kimchi",), ()),
+    ("alias", "L0", "그래프 RAG", ("ai/graphrag",), ()),
+    ("alias", "XL", "graph retrieval", ("ai/graphrag",), ()),
+}
+# left out, each for its reason: "## 참고" (three notes have it), the daily note's list of links and its
+# "다음 문서: [[ai/rrf]]", the link inside a code block, the index note's sentence (an index note), and the
+# daily note's "[[ai/graphrag]]는 엔티티와 관계를 추출해 커뮤니티 요약을 만든다." (ai/graphrag says it itself)
+ECHO = "graphrag는 엔티티와 관계를 추출해 커뮤니티 요약을 만든다."
+
+
+@pytest.fixture
+def qvault(tmp_path):
+    return write_vault(tmp_path / "vault", QUESTION_VAULT)
+
+
+def _rows(vq):
+    return {(q.kind, q.level, q.query, q.gold, q.exclude) for q in vq.questions}
+
+
+def test_the_questions_are_the_ones_computed_by_hand(qvault):
+    vq = make_vault_questions(qvault, n=None)
+    assert _rows(vq) == BY_HAND
+    assert vq.dropped["a line of links only"] == 3
+    assert vq.dropped["a heading many notes share (it only echoes the title)"] == 3
+    whys = {q.query: q.why for q in vq.questions}
+    assert whys["순위를 합칠 때는 역순위 융합 방식을 쓴다."] == "anchor text in note ai/graphrag, line 12"
+    assert whys["그래프 RAG"] == "alias '그래프 RAG' of note ai/graphrag"
+
+
+def test_the_echo_filter_drops_a_sentence_the_gold_note_holds(qvault, monkeypatch):
+    vq = make_vault_questions(qvault, n=None)
+    assert vq.dropped["an anchor sentence its own note holds (an echo)"] == 1
+    assert not any("엔티티와 관계를" in q.query for q in vq.questions)
+    monkeypatch.setattr(vqm, "ECHO_SHARE", 1.01)          # the filter off: the echo comes back
+    back = [q for q in make_vault_questions(qvault, n=None).questions if "엔티티와 관계를" in q.query]
+    assert [(q.query, q.gold, q.exclude) for q in back] == [(ECHO, ("ai/graphrag",), ("daily/2026-03-01",))]
+
+
+def test_nav_notes_and_link_lines_give_no_question(qvault):
+    qs = make_vault_questions(qvault, n=None, kinds=KINDS).questions
+    assert not any("index" in q.why or "여기서 시작한다" in q.query for q in qs)
+    assert not any("다음 문서" in q.query or "코드 안의" in q.query for q in qs)
+    assert all("index" not in q.gold for q in qs)
+
+
+def test_other_kinds_on_request(qvault):
+    rows = _rows(make_vault_questions(qvault, n=None, kinds=("summary", "title")))
+    assert ("summary", "L1", "지식 그래프로 커뮤니티 요약을 만드는 검색 증강 생성", ("ai/graphrag",), ()) in rows
+    assert ("title", "L0", "GraphRAG", ("ai/graphrag",), ()) in rows      # a title names its note: never XL
+    with pytest.raises(SearchCoreError, match="unknown question kind"):
+        make_vault_questions(qvault, kinds=("anchors",))
+
+
+def test_n_spreads_over_notes_and_a_seed_repeats(qvault):
+    a = make_vault_questions(qvault, n=3, seed=1)
+    assert len(a.questions) == 3 and len({q.gold for q in a.questions}) == 3
+    assert a.questions == make_vault_questions(qvault, n=3, seed=1).questions
+    assert {q.query for q in a.questions} <= {row[2] for row in BY_HAND}
+
+
+def test_the_written_file_loads_as_gold_with_its_exclusions(qvault, tmp_path):
+    out = tmp_path / "made.yaml"
+    vq = write_vault_questions(qvault, out, n=None)
+    g = load_gold(out)
+    assert len(g.questions) == len(vq.questions) == len(BY_HAND)
+    assert {q.source for q in g.questions} == {"vault"}      # the keep rule's guard reads hand-written ones apart
+    by_query = {q.query: q for q in g.questions}
+    assert by_query["그래프 RAG 파이프라인에서도 마지막 단계로 쓴다."].exclude == ("ai/rrf", "ai/rrf-draft")
+    assert by_query["그래프 RAG"].exclude == ()
+    assert "probes make" in out.read_text(encoding="utf-8")
+
+
+def test_cli_writes_the_set_and_says_how_to_make_probes(qvault, tmp_path):
+    from tuner.cli import main
+    out = tmp_path / "made.yaml"
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(out), "-n", "4", "--seed", "2"])
+    assert r.exit_code == 0, r.output
+    assert "wrote 4 questions" in r.output and "autoresearch probes make" in r.output
+    assert len(load_gold(out).questions) == 4
+    bad = CliRunner().invoke(main, ["gold", "make", str(tmp_path / "nowhere"), "--out", str(out)])
+    assert bad.exit_code == 1 and "does not exist" in bad.output
+
+
+def test_probes_come_through_probes_make(qvault, tmp_path, shared_cache):
+    vq = write_vault_questions(qvault, tmp_path / "made.yaml", n=None)
+    m = vqm.make_probes_for(vq, tmp_path / "made.yaml", 5, seed=0, cache=shared_cache)   # half the notes
+    g = load_gold(m["gold"])
+    held, gold_of = set(m["held_out"]), {q.id: q.gold[0] for q in vq.questions}
+    assert m["made_probes"] >= 1
+    for q in g.questions:
+        assert (q.level == "probe") == (gold_of[q.id] in held)
+        assert not set(q.exclude) & held          # a held-out note is not in the index to hold out
+
+
+def test_an_index_file_stands_for_the_vault_it_was_built_from(qvault, tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    from tests.helpers.fake_embedder import NAME
+    index_vault(qvault, tmp_path / "index.sqlite", embedder=NAME, cache=shared_cache)
+    assert _rows(make_vault_questions(tmp_path / "index.sqlite", n=None)) == BY_HAND
+    (tmp_path / "notes.txt").write_text("not an index", encoding="utf-8")
+    with pytest.raises(SearchCoreError, match="neither a vault folder nor a readable index"):
+        make_vault_questions(tmp_path / "notes.txt")

@@ -1,0 +1,104 @@
+"""The `gold` verbs: questions the vault supplies (`gold make`), labelled recall calls as gold (`gold from-log`),
+and a template to write questions into (`gold init`). Thin: each calls one function of tuner.data."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from search_core import SearchCoreError
+
+from tuner.cli.options import duration, fail, json_option, recall_log_option
+
+
+@click.group()
+def gold():
+    """Gold sets without writing them all by hand: from the vault's own text, from labelled recall calls, or a template."""
+
+
+@gold.command("make")
+@click.argument("vault_or_db", type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The gold YAML file to write.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=200, show_default=True,
+              help="At most this many questions, taken in turn across notes (no note fills the set).")
+@click.option("--seed", type=int, default=0, show_default=True, help="The same seed makes the same set.")
+@click.option("--kinds", default=None,
+              help="Comma-separated: anchor, heading, alias, summary, title (default: anchor,heading,alias; "
+                   "summary and title questions are matched by the very field they come from).")
+@click.option("--probes", "n_probes", type=click.IntRange(min=1), default=None,
+              help="Also make about this many probes with `probes make` (holds notes out of a new index, "
+                   "written to OUT's folder as OUT-probes/; indexes the vault).")
+@json_option()
+def gold_make(vault_or_db, out, n, seed, kinds, n_probes, as_json):
+    """Questions VAULT_OR_DB answers, cut from what its author wrote about each note (no model): the words
+    around links to a note in other notes (the linking note is held out of that question's search), headings,
+    aliases. Read the `why` of each and prune."""
+    from tuner.data.vault_questions import DEFAULT_KINDS, make_probes_for, write_vault_questions
+    try:
+        chosen = tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else DEFAULT_KINDS
+        command = "autoresearch " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+        vq = write_vault_questions(vault_or_db, out, n=n, seed=seed, kinds=chosen, command=command)
+        probes = make_probes_for(vq, out, n_probes, seed=seed) if n_probes else None
+    except SearchCoreError as e:
+        fail(e)
+    if as_json:
+        click.echo(json.dumps({"out": str(out), "questions": len(vq.questions), "by_kind": vq.by_kind(),
+                               "candidates": vq.candidates, "left_out": vq.dropped, "probes": probes},
+                              ensure_ascii=False, indent=1))
+        return
+    kinds_text = ", ".join(f"{k} {v}" for k, v in vq.by_kind().items())
+    click.echo(f"wrote {len(vq.questions)} questions ({kinds_text}) to {out}; read their `why` and prune")
+    if probes:
+        click.echo(f"probes: {probes['probes']} in {probes['gold']} (index {probes['db']})")
+    else:
+        click.echo(f"probes: autoresearch probes make {vq.vault} --gold {out} --out DIR")
+
+
+@gold.command("from-log")
+@recall_log_option()
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The gold YAML file to write.")
+@click.option("--since", default="all", show_default=True, help="Log window: 7d, 24h, 90m, or `all`.")
+@click.option("--existing", "existing", multiple=True, type=click.Path(path_type=Path),
+              help="A gold set whose questions a call must not repeat (near-duplicates are left out); repeatable.")
+@json_option()
+def gold_from_log(log_path, out, since, existing, as_json):
+    """Labelled recall calls as gold: a call labelled relevant becomes a question whose gold is the note the
+    block led with, one labelled irrelevant a probe (label with `recall-log label` or the /label page)."""
+    from tuner.data.log_gold import write_gold_from_log
+    try:
+        lg = write_gold_from_log(log_path, out, since_s=duration(since, allow_all=True, param_hint="--since"),
+                                 existing=existing)
+    except SearchCoreError as e:
+        fail(e)
+    n_probes = sum(q.level == "probe" for q in lg.questions)
+    if as_json:
+        click.echo(json.dumps({"out": str(out), "questions": len(lg.questions) - n_probes, "probes": n_probes,
+                               "labelled": lg.labelled, "left_out": lg.left_out}, ensure_ascii=False, indent=1))
+        return
+    left = "; ".join(f"{k}: {v}" for k, v in lg.left_out.items())
+    click.echo(f"wrote {len(lg.questions) - n_probes} questions and {n_probes} probes from {lg.labelled} labelled "
+               f"calls to {out}" + (f" (left out: {left})" if left else ""))
+
+
+@gold.command("init")
+@click.argument("vault_or_db", type=click.Path(path_type=Path))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="The new gold YAML file.")
+@click.option("-n", "n", type=click.IntRange(min=1), default=6, show_default=True, help="Notes to write questions about.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def gold_init(vault_or_db, out, n, seed):
+    """A gold set to fill in: notes picked across VAULT_OR_DB's folders, each with a commented-out question
+    slot per level (L0, L1, XL, L2, probe); remove a slot's `# ` and write its query."""
+    from tuner.data.gold_template import write_gold_template
+    try:
+        picked = write_gold_template(vault_or_db, out, n=n, seed=seed)
+    except SearchCoreError as e:
+        fail(e)
+    click.echo(f"wrote a template for {len(picked)} notes ({', '.join(picked)}) to {out}; fill the slots, then "
+               f"`autoresearch eval --gold {out}`")
+
+
+COMMANDS = (gold,)

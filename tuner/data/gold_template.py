@@ -1,0 +1,98 @@
+"""`gold init`: a gold set to fill in, drawn from the vault: a handful of notes picked across its folders,
+each with its title, aliases and headings and one commented-out question slot per level (L0 lookup,
+L1 paraphrase, XL cross-lingual, L2 multi-hop, probe). A slot is filled by removing its leading `# ` and
+writing the query; unfilled slots stay comments, so the file loads as a gold set once any is filled."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from pathlib import Path
+
+from search_core import SearchCoreError
+from search_core.files import atomic_write_text
+from search_core.ingest.graph import LinkResolver
+
+from tuner.data.vault_questions import is_nav_note, read_vault, vault_of
+
+SLOTS = (
+    ("L0", "a direct lookup: what you would type to find this note by its name"),
+    ("L1", "a paraphrase: ask for something in it without its words"),
+    ("XL", "cross-lingual: ask in the other language (English for a Korean note)"),
+    ("L2", "multi-hop: a question that needs this note and the other gold note"),
+    ("probe", "near this note's topic, but nothing in the vault answers it (gold stays empty)"),
+)
+
+
+def _q(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def pick_notes(notes: dict, nav: set[str], n: int, seed: int) -> list[str]:
+    """Up to n notes, one folder at a time (folders in a seeded order), so the template covers the vault."""
+    by_folder: dict[str, list[str]] = defaultdict(list)
+    for nid in sorted(notes):
+        if nid not in nav:
+            by_folder[nid.split("/", 1)[0] if "/" in nid else "."].append(nid)
+    rng = random.Random(seed)
+    folders = sorted(by_folder)
+    rng.shuffle(folders)
+    for f in folders:
+        rng.shuffle(by_folder[f])
+    out, r = [], 0
+    while len(out) < n and any(r < len(by_folder[f]) for f in folders):
+        for f in folders:
+            if r < len(by_folder[f]) and len(out) < n:
+                out.append(by_folder[f][r])
+        r += 1
+    return out
+
+
+def gold_template(vault_or_db: str | Path, name: str, *, n: int = 6, seed: int = 0) -> tuple[str, list[str]]:
+    """(the template's text, the note ids it picked)."""
+    vault = vault_of(vault_or_db)
+    notes, raw = read_vault(vault)
+    nav = {nid for nid, note in notes.items() if is_nav_note(note, raw[nid])}
+    picked = pick_notes(notes, nav, n, seed)
+    if not picked:
+        raise SearchCoreError(f"{vault} has no note to write questions about (only index notes, or none)")
+    resolver = LinkResolver(notes)
+    lines = [f"# A gold set to fill in: {len(picked)} notes of {vault}, picked across its folders (seed {seed}).",
+             "# Fill a slot: remove the leading `# ` of its lines and write the query (and the other note of an",
+             "# L2, and why). Unfilled slots stay comments. Delete what you do not want; add questions of your own.",
+             "# `autoresearch eval --gold THIS_FILE` once some are filled; `autoresearch gold make` drafts more",
+             "# from the vault's own text.",
+             f"name: {_q(name)}", f"vault: {_q(str(vault))}", "questions:"]
+    for nid in picked:
+        note = notes[nid]
+        heads = list(dict.fromkeys(s.heading_path[-1] for s in note.sections if s.heading_path))[:6]
+        linked = next((t for l in note.links if l.kind == "link"
+                       for t in [resolver.resolve(nid, l.target)] if t and t != nid and t not in nav), None)
+        lines.append(f"  # ---- {nid}: {note.title}")
+        if note.aliases:
+            lines.append(f"  #      aliases: {', '.join(note.aliases)}")
+        if note.summary:
+            lines.append(f"  #      summary: {note.summary[:160]}")
+        if heads:
+            lines.append(f"  #      headings: {' / '.join(heads)}")
+        slug = nid.rsplit("/", 1)[-1]
+        for level, hint in SLOTS:
+            gold = "[]" if level == "probe" else (
+                f"[{_q(nid)}, {_q(linked or 'ANOTHER/NOTE')}]" if level == "L2" else f"[{_q(nid)}]")
+            lines += [f"  # - id: {_q(f'{slug}-{level}')}",
+                      f"  #   level: {level}    # {hint}",
+                      '  #   query: ""',
+                      f"  #   gold: {gold}",
+                      '  #   why: ""']
+    return "\n".join(lines) + "\n", picked
+
+
+def write_gold_template(vault_or_db: str | Path, out: str | Path, *, n: int = 6, seed: int = 0) -> list[str]:
+    """The template written to `out` (never over an existing file: it may hold questions already written).
+    Returns the note ids it picked."""
+    out = Path(out)
+    if out.exists():
+        raise SearchCoreError(f"{out} exists; `gold init` writes a new file (pick another --out, or move it away)")
+    text, picked = gold_template(vault_or_db, out.stem, n=n, seed=seed)
+    atomic_write_text(out, text)
+    return picked
