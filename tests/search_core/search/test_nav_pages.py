@@ -153,3 +153,9 @@ def test_an_index_of_an_older_rule_has_its_flags_computed_by_the_next_update(nav
     c = connect(nav_index)
     assert get_meta(c, NAV_RULE_KEY) is not None
     c.close()
+
+
+def test_the_closest_name_wins_among_pages_that_share_a_file_name(demo_index):
+    s = Searcher(demo_index)
+    assert s.search("ai index").named == ("ai/index",)            # not every */index page of the vault
+    assert set(s.search("index").named) >= {"ai/index", "ai/rag/index", "life/index", "obsidian/index"}
