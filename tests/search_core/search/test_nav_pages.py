@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from search_core.config import SearchConfig
 from search_core.index.indexer import NAV_RULE_KEY, index_vault
 from search_core.index.stats import index_stats
-from search_core.index.store import connect, get_meta, set_meta
+from search_core.index.store import connect, get_meta
 from search_core.ingest.parse import LINK_PAGE_SHARE, link_page_measure, parse_note
 from search_core.search.pipeline import Searcher
 from tests.helpers import write_vault
@@ -140,16 +140,21 @@ def test_explain_and_stats_say_which_pages_were_held_out_and_why(nav_index):
     assert "nav_notes          3" in out.output and "wiki-index" in out.output
 
 
-def test_an_index_of_an_older_rule_has_its_flags_computed_by_the_next_update(nav_index):
-    c = connect(nav_index)
-    c.execute("UPDATE notes SET is_nav = 0, nav_reason = ''")      # what a v1 index migrated to v2 holds
-    set_meta(c, NAV_RULE_KEY, None)
+def test_a_v1_index_is_migrated_and_its_next_update_flags_its_index_pages(nav_index):
+    c = connect(nav_index)                 # the file as the schema before nav_reason left it
+    c.execute("ALTER TABLE notes DROP COLUMN nav_reason")
+    c.execute("UPDATE notes SET is_nav = 0")                     # v1 knew neither layouts nor link pages
+    c.execute("DELETE FROM meta WHERE key = ?", (NAV_RULE_KEY,))
+    c.execute("PRAGMA user_version = 1")
     c.close()
-    assert not Searcher(nav_index).nav_notes()
-    vault = connect(nav_index).execute("SELECT value FROM meta WHERE key = 'vault'").fetchone()[0].strip('"')
+    assert not Searcher(nav_index).nav_notes()                   # opened: migrated to v2, nothing flagged yet
+    c = connect(nav_index)
+    assert c.execute("PRAGMA user_version").fetchone()[0] == 2
+    vault = get_meta(c, "vault")
+    c.close()
     report = index_vault(vault, nav_index, embedder=FAKE_EMBEDDER)
     assert (report.added, report.changed, report.deleted) == (0, 0, 0)
-    assert Searcher(nav_index).nav_notes() == INDEX_PAGES
+    assert Searcher(nav_index).nav_notes() == INDEX_PAGES        # every note read once under the rule
     c = connect(nav_index)
     assert get_meta(c, NAV_RULE_KEY) is not None
     c.close()
