@@ -74,14 +74,17 @@ def named_in(query: str, names_of: dict[str, tuple[str, ...]]) -> tuple[str, ...
 
 
 def lead_with(fused: list[Fused], ids: tuple[str, ...]) -> list[Fused]:
-    """`ids` first (a note no channel returned gets a record of its own, scored as the head), then the
-    rest in fused order: an index page asked for by name is the answer."""
+    """`ids` first, scored as the head (the difference is their "named" term; a note no channel returned
+    gets a record of its own), then the rest in fused order: an index page asked for by name is the answer."""
     if not ids:
         return fused
     have = {f.id: f for f in fused}
     top = fused[0].score if fused else 0.0
-    head = [have.get(i) or Fused(i, top, {c: None for c in (fused[0].ranks if fused else {})}, {"named": top})
-            for i in ids]
+    channels = fused[0].ranks if fused else {}
+    head = []
+    for i in ids:
+        f = have.get(i) or Fused(i, 0.0, {c: None for c in channels}, {})
+        head.append(Fused(i, max(top, f.score), f.ranks, {**f.terms, "named": max(top - f.score, 0.0)}))
     return head + [f for f in fused if f.id not in set(ids)]
 
 

@@ -124,6 +124,8 @@ def test_index_pages_stay_out_of_the_top_5_for_a_question_their_link_text_matche
 def test_an_index_page_asked_for_by_name_is_found(nav_index, query, page):
     res = Searcher(nav_index).search(query)
     assert res.hits[0].note_id == page and res.named == (page,)
+    scores = [h.score for h in res.hits]
+    assert scores == sorted(scores, reverse=True)       # put first, and scored as the head it took
 
 
 def test_a_question_that_only_mentions_a_name_is_not_asking_for_the_page(nav_index):
