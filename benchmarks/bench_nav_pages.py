@@ -152,6 +152,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vaults", default="demo,johngrib,autorag,extra")
     ap.add_argument("--sample", type=int, default=60, help="johngrib notes beyond the gold notes and root-index")
+    ap.add_argument("--sets-dir", type=Path, default=ROOT / "benchmarks" / "sets",
+                    help="where <vault>-tune.yaml of a /work/vaults vault is looked for")
     args = ap.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     result = {}
@@ -178,7 +180,11 @@ def main():
     if "extra" in args.vaults and VAULTS_DIR.is_dir():
         for v in sorted(VAULTS_DIR.iterdir()):
             root = v / "_wiki" if (v / "_wiki").is_dir() else v
-            result[v.name] = print_flagged(f"{v.name} (no question set)", parse_vault(root))
+            # only a vault's tune set: its holdout and final sets stay unsearched (benchmarks/sets/README.md)
+            tune = args.sets_dir / f"{v.name.removesuffix('-wiki')}-tune.yaml"
+            result[v.name] = print_flagged(f"{v.name}" + ("" if tune.exists() else " (no tune set)"), parse_vault(root))
+            if tune.exists():
+                result[v.name]["questions"] = before_after(v.name, index_of(v.name, root), [tune])
     previous = ROOT / "runs" / "bench" / "nav_pages.json"      # the vaults not run now keep their last figures
     if previous.exists():
         import json

@@ -142,23 +142,29 @@ def test_explain_and_stats_say_which_pages_were_held_out_and_why(nav_index):
     assert "nav_notes          3" in out.output and "wiki-index" in out.output
 
 
-def test_a_v1_index_is_migrated_and_its_next_update_flags_its_index_pages(nav_index):
-    c = connect(nav_index)                 # the file as the schema before nav_reason left it
+def _as_v1(db) -> None:
+    """The file as the schema before nav_reason left it: v1 knew neither layouts nor link pages."""
+    c = connect(db)
     c.execute("ALTER TABLE notes DROP COLUMN nav_reason")
-    c.execute("UPDATE notes SET is_nav = 0")                     # v1 knew neither layouts nor link pages
+    c.execute("UPDATE notes SET is_nav = 0")
     c.execute("DELETE FROM meta WHERE key = ?", (NAV_RULE_KEY,))
     c.execute("PRAGMA user_version = 1")
     c.close()
-    assert not Searcher(nav_index).nav_notes()                   # opened: migrated to v2, nothing flagged yet
+
+
+@pytest.mark.parametrize("searched_first", [True, False])
+def test_a_v1_index_is_migrated_and_its_next_update_flags_its_index_pages(nav_index, searched_first):
+    _as_v1(nav_index)
     c = connect(nav_index)
-    assert c.execute("PRAGMA user_version").fetchone()[0] == 2
     vault = get_meta(c, "vault")
     c.close()
-    report = index_vault(vault, nav_index, embedder=FAKE_EMBEDDER)
+    if searched_first:
+        assert not Searcher(nav_index).nav_notes()               # opened: migrated to v2, nothing flagged yet
+    report = index_vault(vault, nav_index, embedder=FAKE_EMBEDDER)     # an older schema is not damage
     assert (report.added, report.changed, report.deleted) == (0, 0, 0)
     assert Searcher(nav_index).nav_notes() == INDEX_PAGES        # every note read once under the rule
     c = connect(nav_index)
-    assert get_meta(c, NAV_RULE_KEY) is not None
+    assert get_meta(c, NAV_RULE_KEY) is not None and c.execute("PRAGMA user_version").fetchone()[0] == 2
     c.close()
 
 
