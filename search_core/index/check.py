@@ -156,6 +156,9 @@ def _schema(conn) -> Check:
     except (_db_error(), ValueError) as e:
         return Check("schema", False, f"cannot read the schema: {e}")
     missing = [t for t in EXPECTED_TABLES if t not in names]
+    if 1 <= version < SCHEMA_VERSION and not missing and fp:
+        # an older schema is not damage: the next open for writing migrates it (store.migrate)
+        return Check("schema", True, f"v{version} (migrated to v{SCHEMA_VERSION} when next opened for writing)")
     if version != SCHEMA_VERSION or missing or not fp:
         return Check("schema", False, f"schema v{version} (want v{SCHEMA_VERSION})" +
                      (f", missing tables {', '.join(missing)}" if missing else "") + ("" if fp else ", no fingerprint"))

@@ -28,10 +28,12 @@ from search_core.files import LockBusy, PidLock
 from search_core.index.embed_cache import EmbeddingCache
 from search_core.index.write import (chunk_rows, communities_state, delete_chunks, delete_notes, graph_before,
                                     insert_prepared, kept_chunks,
-                                    next_chunk_id, prepare, rebuild_graph, refresh_communities, update_graph,
+                                    next_chunk_id, prepare, rebuild_graph, refresh_communities, refresh_nav,
+                                    update_graph,
                                     update_short_tokens, write_notes)
 from search_core.models import get_embedder
 from search_core.ingest.note import Note
+from search_core.ingest.parse import NAV_RULE
 from search_core.index.store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
 from search_core.ingest.vault import Skipped, VaultFile, is_beir, is_korquad, list_vault, read_beir, read_korquad, read_note
 
@@ -59,6 +61,7 @@ class IndexReport:
 
 
 FILE_HASHES = "file_hashes"   # meta: hashing.known_file_hashes() of the writer (the model weights' hash)
+NAV_RULE_KEY = "nav_rule"     # meta: the parse.NAV_RULE the notes' index-page flags were computed under
 
 
 def index_fingerprint(embedder, chunk_cfg: ChunkConfig) -> dict:
@@ -229,6 +232,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             set_meta(conn, "vault", str(Path(vault).resolve()))
             set_meta(conn, CHECKED_AT, time.time())      # a new file: the whole-file check is due a day from now
             set_meta(conn, FILE_HASHES, known_file_hashes())
+            set_meta(conn, NAV_RULE_KEY, NAV_RULE)
             report.embedded = write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
             rebuild_graph(conn, emb, cache, progress)
             short_tokens.build(conn)
@@ -323,6 +327,20 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
     return state
 
 
+def _refresh_nav_flags(conn, files, beir_notes, written: list[Note]) -> None:
+    """Every note's index-page flag under this NAV_RULE (the notes just written have it already)."""
+    done = {n.id for n in written}
+    if beir_notes is not None:
+        notes = [n for n in beir_notes if n.id not in done]
+    else:
+        notes = [r for vf in files if vf.note_id not in done for r in [read_note(vf)] if isinstance(r, Note)]
+    with atomic(conn):
+        if refresh_nav(conn, notes):
+            bump_generation(conn)                      # the searchers' views reload with the new flags
+            _keep_current(conn)
+        set_meta(conn, NAV_RULE_KEY, NAV_RULE)
+
+
 def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progress,
             refresh_communities_now: bool = False) -> IndexReport:
     conn = connect(db)
@@ -383,6 +401,9 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     if not word_df.is_current(conn):         # the same for the word table (fourth round of the gate)
         with atomic(conn):
             word_df.build(conn)
+    if get_meta(conn, NAV_RULE_KEY) != NAV_RULE:    # flags from an older rule (or none): every note read once
+        # (after the count tables are current: the generation this bumps is recorded on them)
+        _refresh_nav_flags(conn, files, beir_notes, to_write)
     if refresh_communities_now:
         with atomic(conn):
             report.communities = refresh_communities(conn)

@@ -21,6 +21,9 @@ def index_stats(db: str | Path) -> dict:
             "indexed_at": get_meta(conn, "indexed_at"),
             "notes": one("SELECT count(*) FROM notes"),
             "nav_notes": one("SELECT count(*) FROM notes WHERE is_nav"),
+            # which notes are kept out of the answer lists as index pages, and why (parse.nav_reason); the
+            # config's nav_globs add theirs at search time (`search --explain` names both)
+            "nav_reasons": dict(conn.execute("SELECT id, nav_reason FROM notes WHERE is_nav ORDER BY id")),
             "chunks": one("SELECT count(*) FROM chunks"),
             "vectors": one("SELECT count(*) FROM chunk_vec"),
             "links": one("SELECT count(*) FROM links"),

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from search_core import SearchCoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def sqlite_uri(path: str | Path, **params) -> str:
@@ -146,7 +146,15 @@ def _v1(conn) -> None:
     """)
 
 
-MIGRATIONS = [_v1]   # MIGRATIONS[i] takes the schema from version i to i + 1
+def _v2(conn) -> None:
+    # why a note is an index page (search_core.ingest.parse.nav_reason); is_nav stays its yes/no. A v1
+    # index knew only the frontmatter flag: its link pages are found by the next `index` run, which
+    # reads every note once for them (NAV_RULE in search_core.index.indexer)
+    conn.execute("ALTER TABLE notes ADD COLUMN nav_reason TEXT NOT NULL DEFAULT ''")
+    conn.execute("UPDATE notes SET nav_reason = 'frontmatter' WHERE is_nav")
+
+
+MIGRATIONS = [_v1, _v2]   # MIGRATIONS[i] takes the schema from version i to i + 1
 
 
 def migrate(conn) -> None:

@@ -134,16 +134,17 @@ def insert_prepared(conn, prepared, stats, existing=frozenset()) -> None:
     for n in prepared["notes"]:
         vf = stats.get(n.id)
         values = (n.id, str(vf.path) if vf else None, n.title, json.dumps(n.aliases, ensure_ascii=False),
-                  json.dumps(n.tags, ensure_ascii=False), n.summary, int(n.is_nav), n.content_hash,
-                  vf.size if vf else None, vf.mtime_ns if vf else None, json.dumps(n.warnings, ensure_ascii=False))
+                  json.dumps(n.tags, ensure_ascii=False), n.summary, int(n.is_nav), n.nav_reason,
+                  n.content_hash, vf.size if vf else None, vf.mtime_ns if vf else None,
+                  json.dumps(n.warnings, ensure_ascii=False))
         if n.id in existing:
             conn.execute("UPDATE notes SET path = ?, title = ?, aliases = ?, tags = ?, summary = ?, is_nav = ?, "
-                         "content_hash = ?, size = ?, mtime_ns = ?, warnings = ? WHERE id = ?", (*values[1:], n.id))
+                         "nav_reason = ?, content_hash = ?, size = ?, mtime_ns = ?, warnings = ? WHERE id = ?", (*values[1:], n.id))
             conn.execute("DELETE FROM links WHERE src = ?", (n.id,))
             conn.execute("DELETE FROM belongs_to WHERE note_id = ?", (n.id,))
         else:
-            conn.execute("INSERT INTO notes(id, path, title, aliases, tags, summary, is_nav, content_hash, size, "
-                         "mtime_ns, warnings) VALUES (?,?,?,?,?,?,?,?,?,?,?)", values)
+            conn.execute("INSERT INTO notes(id, path, title, aliases, tags, summary, is_nav, nav_reason, content_hash, "
+                         "size, mtime_ns, warnings) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", values)
         conn.executemany("INSERT INTO links(src, target, anchor, kind) VALUES (?,?,?,?)",
                          [(n.id, l.target, l.anchor, l.kind) for l in n.links])
         conn.executemany("INSERT OR IGNORE INTO belongs_to(note_id, tag) VALUES (?, ?)", [(n.id, t) for t in n.tags])
@@ -163,6 +164,14 @@ def insert_prepared(conn, prepared, stats, existing=frozenset()) -> None:
                      "VALUES (?,?,?,?,?,?,?,?)", chunk_rows)
     conn.executemany("INSERT INTO chunks_fts(rowid, title, aliases, tags, summary, body) VALUES (?,?,?,?,?,?)", fts_rows)
     conn.executemany("INSERT INTO chunk_vec(rowid, embedding) VALUES (?, ?)", vec_rows)
+
+
+def refresh_nav(conn, notes) -> int:
+    """Store each note's index-page flag and reason as `notes` (parsed now) say; how many rows changed."""
+    have = dict(conn.execute("SELECT id, nav_reason FROM notes"))
+    rows = [(int(n.is_nav), n.nav_reason, n.id) for n in notes if n.id in have and have[n.id] != n.nav_reason]
+    conn.executemany("UPDATE notes SET is_nav = ?, nav_reason = ? WHERE id = ?", rows)
+    return len(rows)
 
 
 @dataclass(frozen=True)

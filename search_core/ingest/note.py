@@ -27,11 +27,15 @@ class Note:
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     summary: str = ""
-    is_nav: bool = False           # frontmatter type: moc / nav: true
+    nav_reason: str = ""           # why it is an index page kept out of answers (parse.nav_reason); "" if not
     sections: tuple[Section, ...] = ()
     links: tuple[Link, ...] = ()
     content_hash: str = ""
     warnings: tuple[str, ...] = ()
+
+    @property
+    def is_nav(self) -> bool:
+        return bool(self.nav_reason)
 
     @property
     def body(self) -> str:

@@ -23,6 +23,25 @@ KRAMDOWN_ATTR_LINE_RE = re.compile(r"^\s*\{:[^}]*\}\s*$")
 KRAMDOWN_HEADING_ID_RE = re.compile(r"\s*\{#[^}]*\}\s*$")
 TOC_MARKER_RE = re.compile(r"^\s*[*-]\s+TOC\s*$")
 NAV_TYPES = {"moc", "index", "nav", "hub"}
+# A link page: a note that is mostly links to many other notes (a vault's README or root index, a
+# docsify `_sidebar`), kept out of the answer lists like a MOC. Measured with link_page_measure over every
+# vault we have (benchmarks/bench_nav_pages.py): the index pages have 67-98 % of their words in link text
+# and link 10-966 notes (demo's five index/home pages 0.67-0.97 over 10-42 notes; johngrib's root-index
+# 0.98 over 966; baekjungho's index 0.93 over 660; hoonti06's index 0.98 over 127). The real note with
+# the largest share among those linking 10+ notes is hoonti06's do-algorithm at 0.47 (a study log with
+# 77 problem links and its own notes), then johngrib's cmd/gnu-coreutils at 0.27 (30 commands, each
+# described); long "see also" lists under real content stay below 0.25. 0.6 sits in that gap.
+LINK_PAGE_SHARE = 0.6
+LINK_PAGE_MIN_NOTES = 10
+# the version of nav_reason's rule: an index written under another one has every note read again for it
+# by the next `index` run (search_core.index.indexer), so a changed rule never waits for notes to change
+NAV_RULE = 1
+# [text](target) to a file of the vault (README and docsify sidebars link so); a URL with a scheme or
+# a bare #anchor is not a note, and these links are counted for the measure only, never stored as links.
+# Bounded parts: unbounded ones made a line of 20,000 "[" take 3.1 s (each "[" scanned the rest of the line)
+MD_LINK_RE = re.compile(r"!?\[([^\]\n]{0,300})\]\(<?([^)\s>]{1,300})>?(?:\s+\"[^\"\n]{0,300}\")?\)")
+URL_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+WORD_CHAR_RE = re.compile(r"\w", re.UNICODE)
 # Frontmatter is a few hundred bytes in every real note; 64 KB and 20 levels leave room for any honest
 # use and stop the 302-byte alias bomb (63 s, 741 MB before) and 10,000-deep `[[[[...` at once.
 MAX_FRONTMATTER_CHARS = 64 * 1024
@@ -232,6 +251,60 @@ def split_sections(body: str) -> list[Section]:
     return [s for s in sections if s.text]
 
 
+def link_page_measure(body: str) -> tuple[float, int]:
+    """(share of the body's word characters that are link text, distinct notes it links to). Code is
+    left out; a [[link]] counts its shown text (or its target), a local [text](file) link its text, and
+    a bare URL counts as neither link text nor prose."""
+    link_chars = other_chars = 0
+    targets: set[str] = set()
+
+    def wiki(m):
+        nonlocal link_chars
+        _, target, anchor, shown, kram = m.groups()
+        target = target.strip()
+        if target:
+            targets.add(target.lower().strip("/").removesuffix(".md"))
+        link_chars += len(WORD_CHAR_RE.findall(kram or shown or target or anchor or ""))
+        return " "
+
+    def markdown(m):
+        nonlocal link_chars
+        text, target = m.groups()
+        if URL_SCHEME_RE.match(target) or target.startswith("#"):
+            return m.group(0)
+        target = target.split("#", 1)[0]
+        if target:
+            targets.add(target.lower().lstrip("./").strip("/").removesuffix(".md"))
+        link_chars += len(WORD_CHAR_RE.findall(text or target))
+        return " "
+
+    for line in strip_code(body).split("\n"):
+        if KRAMDOWN_ATTR_LINE_RE.match(line) or TOC_MARKER_RE.match(line):
+            continue
+        rest = MD_LINK_RE.sub(markdown, LINK_RE.sub(wiki, line))
+        rest = re.sub(r"[A-Za-z][A-Za-z0-9+.\-]*://\S+", " ", rest)
+        rest = KRAMDOWN_HEADING_ID_RE.sub(" ", rest)
+        other_chars += len(WORD_CHAR_RE.findall(rest))
+    total = link_chars + other_chars
+    return (link_chars / total if total else 0.0), len(targets)
+
+
+def nav_reason(meta: dict, body: str) -> str:
+    """Why a note is an index page kept out of the answer lists, or "" when it is not: the user's mark
+    in the frontmatter (nav: true; type or layout moc/index/nav/hub, or a layout ending in "index" such
+    as jekyll wikis' `wikiindex`), else the link-page measure."""
+    if meta.get("nav") is True:
+        return "frontmatter nav: true"
+    for key in ("type", "layout"):
+        value = str(meta.get(key, "")).strip().lower()
+        if value in NAV_TYPES or (key == "layout" and value.endswith("index")):
+            return f"frontmatter {key}: {value}"
+    share, notes = link_page_measure(body)
+    if share >= LINK_PAGE_SHARE and notes >= LINK_PAGE_MIN_NOTES:
+        return f"link page: {share:.0%} of its words are links, to {notes} notes"
+    return ""
+
+
 def parse_note(note_id: str, text: str, raw_hash: str = "", warnings: tuple[str, ...] = ()) -> Note:
     meta, body, fm_warnings = split_frontmatter(text)
     meta = {str(k).lower(): v for k, v in meta.items()}
@@ -243,10 +316,9 @@ def parse_note(note_id: str, text: str, raw_hash: str = "", warnings: tuple[str,
     tags = list(_split_list(meta.get("tags", meta.get("tag"))))
     tags += [t for t in extract_inline_tags(body) if t not in tags]
     summary = " ".join(_flatten(meta.get("summary", meta.get("description")))).strip()
-    nav_flag = str(meta.get("type", "")).lower() in NAV_TYPES or meta.get("nav") is True
     links = _parent_links(meta.get("parent")) + extract_links(body)
     return Note(
         id=note_id, title=title, aliases=_aliases(meta.get("aliases", meta.get("alias"))),
-        tags=tuple(tags), summary=summary, is_nav=nav_flag, sections=tuple(sections),
+        tags=tuple(tags), summary=summary, nav_reason=nav_reason(meta, body), sections=tuple(sections),
         links=tuple(links), content_hash=raw_hash or content_hash(text.encode("utf-8")),
         warnings=tuple(warnings) + tuple(fm_warnings))

@@ -78,6 +78,8 @@ class SearchResult:
     fused: tuple = ()         # the full fused list (for --explain)
     retrieval: Retrieval | None = None
     ranked: tuple = ()        # the final ordered note ids (search_core.search.ranking), as deep as was asked
+    held_out: tuple = ()      # (note id, why) of index pages the channels returned and the ranking left out
+    named: tuple = ()         # index pages the query asks for by name: kept, and first
 
     def as_dict(self) -> dict:
         return {
@@ -281,16 +283,24 @@ class Searcher:
         t = dict(r.timings_ms)
         t0 = time.perf_counter()
         view = self.view
-        held = frozenset(exclude)
+        held = frozenset(exclude)            # notes this one search holds out (a question's own source)
         r_lists = r.lists if not held else {c: [h for h in hits if h.note_id not in held] for c, hits in r.lists.items()}
         lists = {c: [h.note_id for h in hits] for c, hits in r_lists.items()}
-        nav = self.nav_notes(cfg.nav_globs) if cfg.exclude_nav else frozenset()
-        fused = ranking.fuse(lists, cfg, exclude=nav | held, community=view.community, depth=limit_fused)
+        nav = self.nav_reasons(cfg.nav_globs) if cfg.exclude_nav else {}
+        named = tuple(n for n in ranking.named_in(r.query, self._nav_names(cfg.nav_globs)) if n not in held) if nav else ()
+        nav_out = frozenset(nav).difference(named)
+        fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=nav_out | held, community=view.community,
+                                               depth=limit_fused), named)
+        held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
+                         if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000
         chunk_of = {}
         for c in ("dense", "sparse", "decomposed", "entity"):   # semantic match first for the snippet chunk
             for h in r_lists.get(c, []):
                 chunk_of.setdefault(h.note_id, h.chunk_id)
+        for nid in named:                                       # asked for by name, found by no channel
+            if nid not in chunk_of:
+                chunk_of[nid] = view.best_chunk(r.qvec, nid)
         cands = ranking.window(fused, cfg)
         t0 = time.perf_counter()
         rs = self._rerank_scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in cands]) if cands else None
@@ -315,7 +325,7 @@ class Searcher:
         # retrieve() ran its stages on two threads: its wall time, not their sum, is what a user waited
         t["total"] = sum(v for k, v in t.items() if k not in _RETRIEVE_STAGES or "retrieve" not in t)
         return SearchResult(r.query, tuple(hits), gate, confidence_label(top, threshold), t, tuple(fused), r,
-                            final.ids)
+                            final.ids, held_out, named)
 
     def _rerank_scores(self, name: str, query: str, items: list) -> list[float]:
         cache = self.rerank_cache if self.rerank_cache is not None else {}
@@ -340,13 +350,35 @@ class Searcher:
         return self.rank(self.retrieve(query, cfg.depth), cfg, exclude=exclude)
 
     # -- helpers -------------------------------------------------------------------------------------
-    def nav_notes(self, globs=SearchConfig().nav_globs) -> frozenset:
-        """Index/MOC notes: the frontmatter flag, or an id matching a glob. Computed once per view."""
+    def nav_reasons(self, globs=SearchConfig().nav_globs) -> dict[str, str]:
+        """Index pages kept out of the answer lists, and why: the flag the index stored (the user's mark in
+        the frontmatter, or a link page: search_core.ingest.parse.nav_reason), or an id matching one of the
+        config's globs. Computed once per view."""
         cache = self.view.__dict__.setdefault("_nav", {})
         if globs not in cache:
-            cache[globs] = frozenset(nid for nid, n in self.view.notes.items()
-                                     if n["is_nav"] or any(fnmatch.fnmatchcase(nid, g) for g in globs))
+            out = {}
+            for nid, n in self.view.notes.items():
+                if n["nav_reason"]:
+                    out[nid] = n["nav_reason"]
+                else:
+                    glob = next((g for g in globs if fnmatch.fnmatchcase(nid, g)), None)
+                    if glob is not None:
+                        out[nid] = f"id matches nav_globs {glob!r}"
+            cache[globs] = out
         return cache[globs]
+
+    def _nav_names(self, globs) -> dict[str, tuple[str, ...]]:
+        """Each index page's names a query may ask for it by: title, aliases, file name, id."""
+        cache = self.view.__dict__.setdefault("_nav_names", {})
+        if globs not in cache:
+            notes = self.view.notes
+            cache[globs] = {nid: (notes[nid]["title"], *notes[nid]["aliases"], nid.rsplit("/", 1)[-1], nid)
+                            for nid in self.nav_reasons(globs)}
+        return cache[globs]
+
+    def nav_notes(self, globs=SearchConfig().nav_globs) -> frozenset:
+        """The ids of nav_reasons: index pages kept out of the answer lists."""
+        return frozenset(self.nav_reasons(globs))
 
     def is_nav(self, note_id: str, globs=SearchConfig().nav_globs) -> bool:
         return note_id in self.nav_notes(globs)

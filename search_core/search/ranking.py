@@ -12,6 +12,7 @@ is scored is the list that is returned:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from search_core.config import SearchConfig
@@ -46,6 +47,45 @@ def fuse(lists: dict[str, list[str]], cfg: SearchConfig, *, exclude=frozenset(),
     limit = None if cfg.community_boost or not depth else max(rerank_window(cfg), depth)
     fused = weighted_rrf(lists, cfg.weights(), cfg.rrf_k, limit=limit, exclude=exclude)
     return community_boost(fused, community or {}, cfg.community_boost)
+
+
+# A query names an index page when one of its names (title, alias, file name, id), letters and digits
+# only, is inside the query and is at least half of it: "root index" and "root-index page" name johngrib's
+# root-index, "sidebar" names `_sidebar`; "RAG 파이프라인 설계" does not name a page titled "RAG" (3 of 11).
+NAMED_SHARE = 0.5
+_NOT_NAME_RE = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def _letters(text: str) -> str:
+    return _NOT_NAME_RE.sub("", text.lower())
+
+
+def named_in(query: str, names_of: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The ids whose names the query asks for (NAMED_SHARE): those with the longest name inside the query,
+    by id ("ai index" asks for ai/index, not for every page whose file is called index)."""
+    q = _letters(query)
+    found = {}
+    for nid, names in names_of.items():
+        best = max((len(n) for n in map(_letters, names) if len(n) >= 2 and n in q), default=0)
+        if best and best >= NAMED_SHARE * len(q):
+            found[nid] = best
+    longest = max(found.values(), default=0)
+    return tuple(sorted(nid for nid, n in found.items() if n == longest))
+
+
+def lead_with(fused: list[Fused], ids: tuple[str, ...]) -> list[Fused]:
+    """`ids` first, scored as the head (the difference is their "named" term; a note no channel returned
+    gets a record of its own), then the rest in fused order: an index page asked for by name is the answer."""
+    if not ids:
+        return fused
+    have = {f.id: f for f in fused}
+    top = fused[0].score if fused else 0.0
+    channels = fused[0].ranks if fused else {}
+    head = []
+    for i in ids:
+        f = have.get(i) or Fused(i, 0.0, {c: None for c in channels}, {})
+        head.append(Fused(i, max(top, f.score), f.ranks, {**f.terms, "named": max(top - f.score, 0.0)}))
+    return head + [f for f in fused if f.id not in set(ids)]
 
 
 def rerank_window(cfg: SearchConfig) -> int:

@@ -91,10 +91,10 @@ class IndexView:
         self.generation = get_meta(conn, "generation", 0)
         self.indexed_at = get_meta(conn, "indexed_at")
         self.notes: dict[str, dict] = {}
-        for nid, title, aliases, tags, summary, is_nav in conn.execute(
-                "SELECT id, title, aliases, tags, summary, is_nav FROM notes"):
+        for nid, title, aliases, tags, summary, nav_reason in conn.execute(
+                "SELECT id, title, aliases, tags, summary, nav_reason FROM notes"):
             self.notes[nid] = {"title": title, "aliases": json.loads(aliases), "tags": json.loads(tags),
-                               "summary": summary, "is_nav": bool(is_nav)}
+                               "summary": summary, "is_nav": bool(nav_reason), "nav_reason": nav_reason}
         self.chunk_note: dict[int, str] = {}
         self.note_chunks: dict[str, list[int]] = defaultdict(list)
         for cid, nid in conn.execute("SELECT id, note_id FROM chunks ORDER BY note_id, ord"):

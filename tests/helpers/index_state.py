@@ -10,8 +10,8 @@ def derived_state(db) -> dict:
     try:
         key = {cid: (nid, o) for cid, nid, o in c.execute("SELECT id, note_id, ord FROM chunks")}
         state = {
-            "notes": sorted(c.execute("SELECT id, path, title, aliases, tags, summary, is_nav, content_hash, size, "
-                                      "mtime_ns, warnings FROM notes")),
+            "notes": sorted(c.execute("SELECT id, path, title, aliases, tags, summary, is_nav, nav_reason, "
+                                      "content_hash, size, mtime_ns, warnings FROM notes")),
             "chunks": sorted(c.execute("SELECT note_id, ord, heading, context, text, text_hash, has_vector FROM chunks")),
             "fts": sorted((key[r[0]], *r[1:]) for r in
                           c.execute("SELECT rowid, title, aliases, tags, summary, body FROM chunks_fts")),

@@ -25,6 +25,12 @@ def _print_explain(res, searcher):
         click.echo(f"\n[{c}] {len(hits)} notes" + ("" if hits else "  (nothing)"))
         for i, h in enumerate(hits[:10], 1):
             click.echo(f"  {i:>2}. {h.note_id}  ({h.score:.4f})")
+    if res.held_out:
+        click.echo(f"\nheld out as index pages ({len(res.held_out)}; `exclude_nav = false` lets them in):")
+        for nid, why in res.held_out[:10]:
+            click.echo(f"  {nid}  ({why})")
+    if res.named:
+        click.echo(f"\nindex pages the query names, kept and put first: {', '.join(res.named)}")
     click.echo("\nfused (weighted RRF: w_c / (k + rank_c)):")
     for f in res.fused[:10]:
         terms = " + ".join(f"{c} {v:.5f}" for c, v in f.terms.items())

@@ -41,6 +41,13 @@ STEPS = [
         "# 새 노트\n\n[[hnsw]] 로 돌아간다.\n", encoding="utf-8")),
     ("rename a note", lambda v: (v / "fts5.md").rename(v / "sqlite-fts5.md")),
     ("delete a note", lambda v: (v / "reranker.md").unlink()),
+    # the index-page flag follows a note's text: hyde.md becomes a page of links only, then a note again
+    ("a note becomes a link page", lambda v: (v / "hyde.md").write_text(
+        "# 검색 목록\n\n" + "".join(f"- [[{n}]]\n" for n in (
+            "bm25", "chunking", "citation-grounding", "contextual-retrieval", "graphrag", "hnsw", "hybrid-search",
+            "korean-search", "metadata-filtering", "query-rewriting", "rrf", "sqlite-vec")), encoding="utf-8")),
+    ("a link page becomes a note again", lambda v: edit(v, "hyde.md", lambda t: t + "\nHyDE는 가상의 답변 문서를 "
+                                                        "먼저 생성하고 그 문서의 임베딩으로 검색하는 기법이다. " * 6)),
     ("delete a linked-to note and change another", lambda v: ((v / "sub" / "not-a-note-yet.md").unlink(),
                                                               edit(v, "chunking.md", lambda t: t + "\n[[index]]\n"))),
 ]

@@ -8,7 +8,7 @@ import pytest
 from search_core import SearchCoreError
 from search_core.index.indexer import index_vault
 from search_core.search.pipeline import Searcher
-from search_core.index.store import connect, get_meta
+from search_core.index.store import SCHEMA_VERSION, connect, get_meta
 from tests.helpers import write_vault
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
 
@@ -23,7 +23,7 @@ def q(db, sql):
 
 def test_index_fills_every_table(small_index_e5):
     db = small_index_e5
-    assert q(db, "PRAGMA user_version")[0][0] == 1
+    assert q(db, "PRAGMA user_version")[0][0] == SCHEMA_VERSION == 2
     assert q(db, "PRAGMA journal_mode")[0][0] == "wal"
     assert sorted(r[0] for r in q(db, "SELECT id FROM notes")) == ["ai/graphrag", "ai/rrf", "index", "life/kimchi"]
     n_chunks = q(db, "SELECT count(*) FROM chunks")[0][0]
