@@ -24,6 +24,7 @@ VAULT_DIRS = ([Path(os.environ["AUTORESEARCH_VAULTS"])] if os.environ.get("AUTOR
 SHAPES = {
     "baekjungho-tune": ("baekjungho-wiki/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "baekjungho-holdout": ("baekjungho-wiki/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
+    "hoonti06-final": ("hoonti06-wiki/_wiki", {"L0": 12, "L1": 12, "L2": 8, "XL": 8}, 20),
 }
 NAMES = tuple(SHAPES)
 HOW_TO_GET = {
