@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
@@ -36,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import DATA, ROOT, summary, write_result  # noqa: E402
 
+DATA = Path(os.environ.get("AUTORESEARCH_DATA", DATA))     # a worktree's ROOT.parent is not the data's
 JOHNGRIB_SETS = ("tune", "holdout", "blind", "week", "final", "last")   # spent sets only
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 WORD = re.compile(r"\w+", re.UNICODE)

@@ -1,0 +1,130 @@
+"""Posting lists of character n-grams with their counts, stored in the index file at index time: the
+keyword channel's BM25 (search_core.search.channels.ngram_sparse) reads them.
+
+A Korean word carries its particles ("127끼리", "임베딩을"), so whole words rarely match; FTS5's trigrams
+miss the two-syllable stems most Korean words are ("검색", "요약"). Terms here: a word is cut where the script
+changes (Hangul syllables against letters and digits), then a Hangul run gives its character 2- and
+3-grams (a run of one or two syllables: itself) and any other run is one term, lower-cased (an English or code word matches as itself,
+"rerere", "undodir"). A BM25 over these alone, one document per note, tied or beat the four-channel
+search on two of three Korean sets (BENCHMARKS.md, peers).
+
+One row per term: the sorted chunk ids holding it and how many times each holds it (int32 each); one row
+per chunk: its number of terms (BM25's document length). A full build writes every row; an incremental
+write moves only the terms of the chunks it removed and added, like short_tokens.update, so the lists
+equal a fresh build's (chunk ids aside; tests/search_core/index/test_incremental_equal.py). Derived data,
+not part of the fingerprint: an index without the table still searches (the sparse channel then runs on
+FTS5 and says so), and any `autoresearch index` run on the vault adds it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+
+from search_core.index.store import get_meta, set_meta
+
+META_KEY = "ngram_postings"
+VERSION = 1
+DTYPE = np.int32
+# a run of Hangul syllables, or a run of other word characters: "GraphRAG의" -> graphrag, 의; "127끼리" -> 127, 끼리
+_RUN_RE = re.compile(r"[\uac00-\ud7a3]+|[^\W\uac00-\ud7a3]+")
+_HANGUL_RE = re.compile(r"[\uac00-\ud7a3]")
+
+
+def terms_of(text: str) -> list[str]:
+    """The terms of `text` in order, with repeats (the rule in the module docstring)."""
+    out: list[str] = []
+    for w in _RUN_RE.findall(text.lower()):
+        if len(w) > 2 and _HANGUL_RE.match(w):
+            out += [w[i:i + 2] for i in range(len(w) - 1)]
+            out += [w[i:i + 3] for i in range(len(w) - 2)]
+        else:
+            out.append(w)
+    return out
+
+
+def chunk_terms(context: str, text: str) -> Counter:
+    """A chunk's terms: its context (title and headings) and its text, as the short tokens read them."""
+    return Counter(terms_of(f"{context}\n{text}"))
+
+
+def _ddl(conn) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS ngram_postings (term TEXT PRIMARY KEY, chunks BLOB NOT NULL, "
+                 "tfs BLOB NOT NULL) WITHOUT ROWID")
+    conn.execute("CREATE TABLE IF NOT EXISTS ngram_lengths (chunk_id INTEGER PRIMARY KEY, terms INTEGER NOT NULL)")
+
+
+def build(conn) -> int:
+    """(Re)write every list from the chunks table. Call inside the writer's transaction."""
+    _ddl(conn)
+    conn.execute("DELETE FROM ngram_postings")
+    conn.execute("DELETE FROM ngram_lengths")
+    lists: dict[str, tuple[list[int], list[int]]] = {}
+    lengths = []
+    for cid, ctx, text in conn.execute("SELECT id, context, text FROM chunks ORDER BY id"):
+        tf = chunk_terms(ctx, text)
+        lengths.append((cid, sum(tf.values())))
+        for term, n in tf.items():
+            ids, tfs = lists.setdefault(term, ([], []))
+            ids.append(cid)
+            tfs.append(n)
+    conn.executemany("INSERT INTO ngram_lengths(chunk_id, terms) VALUES (?, ?)", lengths)
+    conn.executemany("INSERT INTO ngram_postings(term, chunks, tfs) VALUES (?, ?, ?)",
+                     ((t, np.array(ids, DTYPE).tobytes(), np.array(tfs, DTYPE).tobytes())
+                      for t, (ids, tfs) in lists.items()))
+    set_meta(conn, META_KEY, {"version": VERSION})
+    return len(lists)
+
+
+def is_built(conn) -> bool:
+    meta = get_meta(conn, META_KEY)
+    return isinstance(meta, dict) and meta.get("version") == VERSION
+
+
+def update(conn, removed: list[tuple[int, str, str]], added: list[tuple[int, str, str]]) -> None:
+    """After an incremental write: removed chunks leave the lists of their terms, added chunks join
+    theirs (every added id is above every kept one: next_chunk_id numbers from the max after the deletes)."""
+    gone: dict[str, set[int]] = {}
+    for cid, ctx, text in removed:
+        for term in chunk_terms(ctx, text):
+            gone.setdefault(term, set()).add(cid)
+    new: dict[str, list[tuple[int, int]]] = {}
+    lengths = []
+    for cid, ctx, text in sorted(added):
+        tf = chunk_terms(ctx, text)
+        lengths.append((cid, sum(tf.values())))
+        for term, n in tf.items():
+            new.setdefault(term, []).append((cid, n))
+    conn.executemany("DELETE FROM ngram_lengths WHERE chunk_id = ?", [(cid,) for cid, _, _ in removed])
+    conn.executemany("INSERT OR REPLACE INTO ngram_lengths(chunk_id, terms) VALUES (?, ?)", lengths)
+    for term in sorted(set(gone) | set(new)):
+        row = conn.execute("SELECT chunks, tfs FROM ngram_postings WHERE term = ?", (term,)).fetchone()
+        ids = np.frombuffer(row[0], DTYPE) if row else np.zeros(0, DTYPE)
+        tfs = np.frombuffer(row[1], DTYPE) if row else np.zeros(0, DTYPE)
+        if term in gone:
+            keep = ~np.isin(ids, np.fromiter(gone[term], DTYPE))
+            ids, tfs = ids[keep], tfs[keep]
+        if term in new:
+            ids = np.concatenate([ids, np.array([c for c, _ in new[term]], DTYPE)])
+            tfs = np.concatenate([tfs, np.array([n for _, n in new[term]], DTYPE)])
+            order = np.argsort(ids, kind="stable")          # sorted already unless an id was reused below
+            ids, tfs = ids[order], tfs[order]
+        if len(ids):
+            conn.execute("INSERT OR REPLACE INTO ngram_postings(term, chunks, tfs) VALUES (?, ?, ?)",
+                         (term, ids.tobytes(), tfs.tobytes()))
+        else:
+            conn.execute("DELETE FROM ngram_postings WHERE term = ?", (term,))
+
+
+def postings(conn, term: str) -> tuple[np.ndarray, np.ndarray]:
+    """(chunk ids, counts) of one term; empty arrays for a term no chunk holds."""
+    row = conn.execute("SELECT chunks, tfs FROM ngram_postings WHERE term = ?", (term,)).fetchone()
+    if row is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.frombuffer(row[0], DTYPE).astype(np.int64), np.frombuffer(row[1], DTYPE).astype(np.int64)
+
+
+def lengths(conn) -> dict[int, int]:
+    return dict(conn.execute("SELECT chunk_id, terms FROM ngram_lengths"))
