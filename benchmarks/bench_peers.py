@@ -8,6 +8,7 @@ Systems, each scored on note-level hit@5 and MRR@10 (tuner.evaluation.metrics) w
 - ours: the shipped default SearchConfig through Searcher.search, the final order exactly as `search` returns;
   `--configs` adds variants by name (CONFIGS below), e.g. the keyword index that is not the default;
 - dense: our dense channel alone (the query embedded, then search_core.search.channels.dense);
+- ngram-alone, fts5-alone: our sparse channel alone over each keyword index (SearchConfig.keyword_index);
 - bm25s-char: BM25 (bm25s, Lucene idf, k1 1.5, b 0.75) over one document per note (title + every chunk),
   tokens = character 2- and 3-grams inside each word with Hangul, other words whole and lower-cased.
   Needs `pip install bm25s` (skipped with a message without it).
@@ -152,6 +153,18 @@ def run_dense(s, qs) -> dict:
     return {**_score(ranked, qs), "ms": summary(ms)}
 
 
+def run_keyword_alone(s, qs, index: str) -> dict:
+    """Our sparse channel alone over one keyword index (no embedding): the n-gram BM25 or FTS5 trigrams."""
+    from search_core.search import channels as ch
+    ranked, ms = [], []
+    for q in qs:
+        t0 = time.perf_counter()
+        hits = ch.keyword(s.conn, s.view, q.query, 50, index)
+        ms.append((time.perf_counter() - t0) * 1000)
+        ranked.append([h.note_id for h in hits])
+    return {**_score(ranked, qs), "ms": summary(ms)}
+
+
 def note_documents(conn) -> tuple[list[str], list[str]]:
     """(note ids, one text per note: title, aliases, tags, summary, then its chunks in order)."""
     ids, docs = [], []
@@ -253,6 +266,8 @@ def main() -> None:
             cfg = SearchConfig(embedder=s.embedder_name).replace(**changes)
             systems["ours" if cname == "default" else f"ours-{cname}"] = run_ours(s, bs.questions, cfg)
         systems["dense"] = run_dense(s, bs.questions)
+        for index in ("ngram", "fts5"):
+            systems[f"{index}-alone"] = run_keyword_alone(s, bs.questions, index)
         systems["bm25s-char"] = run_bm25s(s, bs.questions)
         for peer in ("llamaindex", "txtai"):
             systems[peer] = {"skipped": f"{peer} is not installed in this venv (see the module docstring)"}

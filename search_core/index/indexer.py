@@ -305,6 +305,7 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
     keep_ids = {cid for ids in kept.values() for cid in ids}
     removed = [r for r in chunk_rows(conn, gone_ids) if r[0] not in keep_ids]
     removed_fts = _fts_rows(conn, [r[0] for r in removed])
+    removed_docs = ngram_postings.chunk_docs(conn, [r[0] for r in removed])   # with the notes' old fields
     before = graph_before(conn, gone_ids)
     delete_notes(conn, deleted)
     delete_chunks(conn, [r[0] for r in removed if r[0] not in keep_ids])
@@ -315,8 +316,7 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
     state = update_graph(conn, emb, cache, progress, before, [n.id for n in to_write])
     update_short_tokens(conn, removed, first_new)
     if ngram_postings.is_built(conn):
-        ngram_postings.update(conn, removed, conn.execute(
-            "SELECT id, context, text FROM chunks WHERE id >= ?", (first_new,)).fetchall())
+        ngram_postings.update(conn, removed_docs, ngram_postings.chunk_docs(conn, added_ids))
     else:
         ngram_postings.build(conn)
     set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
