@@ -1,7 +1,7 @@
 """Our search side by side with peer retrievers on the same questions and the same e5-small vectors.
 
     python benchmarks/bench_peers.py [--sets demo,autorag,korquad,johngrib] [--cache /work/cache/keyword]
-        [--korquad-questions 300] [--johngrib-notes 400] [--configs default,ngram]
+        [--korquad-questions 300] [--johngrib-sample 100] [--configs default,ngram]
 
 Systems, each scored on note-level hit@5 and MRR@10 (tuner.evaluation.metrics) with warm per-query latency
 (p50/p95, ms; every query's vector embedded anew, the query cache emptied before each search):
@@ -17,7 +17,7 @@ LlamaIndex and txtai are not run here: this venv does not carry them (skipped wi
 Sets: the demo (demo-tune + demo-holdout on experiments/demo-vault), AutoRAG-ko (BEIR, 114 questions),
 a seeded KorQuAD dev sample (its first articles, questions sampled; KorQuAD is CC BY-ND, so only aggregates
 are written), and the johngrib wiki's spent sets (tune, holdout, blind, week, final, last) over a subset
-vault: every gold note of those sets plus a seeded sample of the rest, up to --johngrib-notes notes
+vault: every gold note of those sets (436) plus a seeded sample of --johngrib-sample others
 (a full index takes ~13 minutes of both cores). Indexes, the subset vault and the KorQuAD sample live under
 --cache, outside the repository, and are reused. Results: runs/bench/peers.json, and a Markdown table.
 """
@@ -52,6 +52,15 @@ class BenchSet:
     vault: Path
     questions: tuple        # tuner.data.gold.Question, answerable only
     note: str = ""
+    parts: tuple = ()       # per question, the part it belongs to: "tune" or "holdout" (or a johngrib set name)
+
+
+def halves(n: int, seed: int = 0) -> tuple:
+    """A seeded tune/holdout split of n questions, for sets that ship none."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    tune = set(order[:n // 2])
+    return tuple("tune" if i in tune else "holdout" for i in range(n))
 
 
 def char_tokens(text: str) -> list[str]:
@@ -69,16 +78,19 @@ def char_tokens(text: str) -> list[str]:
 
 def demo_set() -> BenchSet:
     from tuner.data.gold import load_gold
-    qs = []
-    for name in ("demo-tune", "demo-holdout"):
-        qs += load_gold(ROOT / "experiments" / "gold" / f"{name}.yaml").answerable()
-    return BenchSet("demo", ROOT / "experiments" / "demo-vault", tuple(qs))
+    qs, parts = [], []
+    for name in ("tune", "holdout"):
+        got = load_gold(ROOT / "experiments" / "gold" / f"demo-{name}.yaml").answerable()
+        qs += got
+        parts += [name] * len(got)
+    return BenchSet("demo", ROOT / "experiments" / "demo-vault", tuple(qs), parts=tuple(parts))
 
 
 def autorag_set() -> BenchSet:
     from tuner.data.gold import load_gold
     beir = DATA / "autorag-ko" / "beir"
-    return BenchSet("autorag-ko", beir, tuple(load_gold(beir).answerable()))
+    qs = tuple(load_gold(beir).answerable())
+    return BenchSet("autorag-ko", beir, qs, parts=halves(len(qs)))
 
 
 def korquad_set(cache: Path, n_questions: int, n_articles: int = 40, seed: int = 7) -> BenchSet:
@@ -92,22 +104,25 @@ def korquad_set(cache: Path, n_questions: int, n_articles: int = 40, seed: int =
         sample.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
     qs = list(load_gold(sample).answerable())
     random.Random(seed).shuffle(qs)
-    return BenchSet("korquad-dev", sample, tuple(qs[:n_questions]),
-                    f"{n_articles} articles, {min(n_questions, len(qs))} of their {len(qs)} questions (seed {seed})")
+    qs, total = qs[:n_questions], len(qs)
+    return BenchSet("korquad-dev", sample, tuple(qs), parts=halves(len(qs)),
+                    note=f"{n_articles} articles, {len(qs)} of their {total} questions (seed {seed})")
 
 
-def johngrib_set(cache: Path, n_notes: int, seed: int = 7) -> BenchSet:
+def johngrib_set(cache: Path, n_sample: int, seed: int = 7) -> BenchSet:
     from tuner.data.gold import load_gold
     wiki = DATA / "johngrib-wiki" / "_wiki"
-    qs = []
+    qs, parts = [], []
     for name in JOHNGRIB_SETS:
-        qs += load_gold(ROOT / "benchmarks" / "sets" / f"johngrib-{name}.yaml").answerable()
+        got = load_gold(ROOT / "benchmarks" / "sets" / f"johngrib-{name}.yaml").answerable()
+        qs += got
+        parts += [name] * len(got)
     gold = sorted({g for q in qs for g in q.gold})
     every = sorted(str(p.relative_to(wiki))[:-3] for p in wiki.rglob("*.md"))
     rest = [n for n in every if n not in set(gold)]
     random.Random(seed).shuffle(rest)
-    chosen = sorted(set(gold) | set(rest[:max(0, n_notes - len(gold))]))
-    vault = cache / f"johngrib-subset-{n_notes}" / "_wiki"
+    chosen = sorted(set(gold) | set(rest[:n_sample]))
+    vault = cache / f"johngrib-subset-{n_sample}" / "_wiki"
     if not vault.exists():
         tmp = vault.parent / "_wiki.partial"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -116,9 +131,9 @@ def johngrib_set(cache: Path, n_notes: int, seed: int = 7) -> BenchSet:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(wiki / f"{nid}.md", dst)
         tmp.rename(vault)
-    return BenchSet("johngrib", vault, tuple(qs),
-                    f"subset vault: {len(chosen)} of {len(every)} notes ({len(gold)} gold + seeded sample, "
-                    f"seed {seed}), questions of the spent sets {', '.join(JOHNGRIB_SETS)}")
+    return BenchSet("johngrib", vault, tuple(qs), parts=tuple(parts),
+                    note=f"subset vault: {len(chosen)} of {len(every)} notes ({len(gold)} gold + a seeded sample of {n_sample}, "
+                         f"seed {seed}), questions of the spent sets {', '.join(JOHNGRIB_SETS)}")
 
 
 # -- systems ---------------------------------------------------------------------------------------------
@@ -138,7 +153,7 @@ def run_ours(s, qs, cfg) -> dict:
         res = s.search(q.query, cfg)
         ms.append((time.perf_counter() - t0) * 1000)
         ranked.append(list(res.ranked))
-    return {**_score(ranked, qs), "ms": summary(ms)}
+    return {**_score(ranked, qs), "ms": summary(ms), "_ranked": ranked}
 
 
 def run_dense(s, qs) -> dict:
@@ -150,7 +165,7 @@ def run_dense(s, qs) -> dict:
         hits = ch.dense(s.view, vec, 50)
         ms.append((time.perf_counter() - t0) * 1000)
         ranked.append([h.note_id for h in hits])
-    return {**_score(ranked, qs), "ms": summary(ms)}
+    return {**_score(ranked, qs), "ms": summary(ms), "_ranked": ranked}
 
 
 def run_keyword_alone(s, qs, index: str) -> dict:
@@ -162,7 +177,7 @@ def run_keyword_alone(s, qs, index: str) -> dict:
         hits = ch.keyword(s.conn, s.view, q.query, 50, index)
         ms.append((time.perf_counter() - t0) * 1000)
         ranked.append([h.note_id for h in hits])
-    return {**_score(ranked, qs), "ms": summary(ms)}
+    return {**_score(ranked, qs), "ms": summary(ms), "_ranked": ranked}
 
 
 def note_documents(conn) -> tuple[list[str], list[str]]:
@@ -201,7 +216,7 @@ def run_bm25s(s, qs) -> dict:
             order = []
         ms.append((time.perf_counter() - t0) * 1000)
         ranked.append(order)
-    return {**_score(ranked, qs), "ms": summary(ms), "build_s": round(build, 2)}
+    return {**_score(ranked, qs), "ms": summary(ms), "_ranked": ranked, "build_s": round(build, 2)}
 
 
 # -- main ------------------------------------------------------------------------------------------------
@@ -239,7 +254,7 @@ def main() -> None:
     ap.add_argument("--sets", default="demo,autorag,korquad,johngrib")
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/keyword"))
     ap.add_argument("--korquad-questions", type=int, default=300)
-    ap.add_argument("--johngrib-notes", type=int, default=400)
+    ap.add_argument("--johngrib-sample", type=int, default=100, help="notes beside the gold ones")
     ap.add_argument("--configs", default="default", help=f"ours under these configs: {', '.join(CONFIGS)}")
     ap.add_argument("--out", default="peers")
     args = ap.parse_args()
@@ -248,7 +263,7 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     makers = {"demo": demo_set, "autorag": autorag_set,
               "korquad": lambda: korquad_set(args.cache, args.korquad_questions),
-              "johngrib": lambda: johngrib_set(args.cache, args.johngrib_notes)}
+              "johngrib": lambda: johngrib_set(args.cache, args.johngrib_sample)}
     results = {}
     for key in args.sets.split(","):
         bs = makers[key]()
@@ -272,6 +287,12 @@ def main() -> None:
         for peer in ("llamaindex", "txtai"):
             systems[peer] = {"skipped": f"{peer} is not installed in this venv (see the module docstring)"}
         s.close()
+        for m in systems.values():       # per part, then the rankings go (KorQuAD: aggregates only)
+            ranked = m.pop("_ranked", None)
+            if ranked is not None and bs.parts:
+                m["parts"] = {p: {**_score([r for r, x in zip(ranked, bs.parts) if x == p],
+                                           [q for q, x in zip(bs.questions, bs.parts) if x == p]),
+                                  "n": bs.parts.count(p)} for p in dict.fromkeys(bs.parts)}
         results[bs.name] = {"questions": len(bs.questions), "index": info, "note": bs.note, "systems": systems}
         for name, m in systems.items():
             print(f"  {name:<14} " + (m["skipped"] if "skipped" in m else
