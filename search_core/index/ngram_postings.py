@@ -83,25 +83,36 @@ def _ddl(conn) -> None:
 
 
 def build(conn) -> int:
-    """(Re)write every list from the chunks table. Call inside the writer's transaction."""
+    """(Re)write every list from the chunks table. Call inside the writer's transaction. The postings are
+    gathered as flat (term number, chunk, count) arrays and split per term with one sort, and rows go in in
+    term order (the primary key's): johngrib's 18,315 chunks, 1.7 M postings, 133,642 terms."""
     _ddl(conn)
     conn.execute("DELETE FROM ngram_postings")
     conn.execute("DELETE FROM ngram_lengths")
-    lists: dict[str, tuple[list[int], list[int]]] = {}
-    lengths = []
+    vocab: dict[str, int] = {}
+    term_no, chunk, count, lengths = [], [], [], []
     for cid, doc in chunk_docs(conn):
         tf = chunk_terms(doc)
         lengths.append((cid, sum(tf.values())))
         for term, n in tf.items():
-            ids, tfs = lists.setdefault(term, ([], []))
-            ids.append(cid)
-            tfs.append(n)
+            term_no.append(vocab.setdefault(term, len(vocab)))
+            chunk.append(cid)
+            count.append(n)
     conn.executemany("INSERT INTO ngram_lengths(chunk_id, terms) VALUES (?, ?)", lengths)
+    terms = list(vocab)
+    rank = np.empty(len(terms), np.int64)                  # term number -> its place in sorted term order
+    rank[np.array(sorted(range(len(terms)), key=terms.__getitem__), np.int64)] = np.arange(len(terms))
+    key = rank[np.array(term_no, np.int64)] if term_no else np.zeros(0, np.int64)
+    order = np.argsort(key, kind="stable")                 # chunk ids ascend within a term (read in id order)
+    key, ids, tfs = key[order], np.array(chunk, DTYPE)[order], np.array(count, DTYPE)[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, np.int64)
+    ends = np.r_[starts[1:], len(key)]
+    by_rank = sorted(terms)
     conn.executemany("INSERT INTO ngram_postings(term, chunks, tfs) VALUES (?, ?, ?)",
-                     ((t, np.array(ids, DTYPE).tobytes(), np.array(tfs, DTYPE).tobytes())
-                      for t, (ids, tfs) in lists.items()))
+                     ((by_rank[int(key[a])], ids[a:b].tobytes(), tfs[a:b].tobytes())
+                      for a, b in zip(starts.tolist(), ends.tolist())))
     set_meta(conn, META_KEY, {"version": VERSION})
-    return len(lists)
+    return len(terms)
 
 
 def is_built(conn) -> bool:
