@@ -43,7 +43,8 @@ JOHNGRIB_SETS = ("tune", "holdout", "blind", "week", "final", "last")   # spent 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 WORD = re.compile(r"\w+", re.UNICODE)
 # config variants by name: SearchConfig changes on top of the shipped default
-CONFIGS = {"default": {}, "ngram": {"keyword_index": "ngram"}, "fts5": {"keyword_index": "fts5"}}
+CONFIGS = {"default": {}, "ngram": {"keyword_index": "ngram"}, "fts5": {"keyword_index": "fts5"},
+           "both": {"keyword_index": "both"}}
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ class SearchConfig:
     embedder: str = "e5-small"
     # the sparse channel's index: "ngram" = BM25 over character 2-3-grams of Hangul words and whole other
     # words, one document per note (search_core/index/ngram_postings.py); "fts5" = FTS5 trigrams plus the
-    # short-token scan for 1-2 character words. BENCHMARKS.md, peers, has the two side by side.
+    # short-token scan for 1-2 character words; "both" = the two lists fused by RRF. BENCHMARKS.md, peers, has the two side by side.
     keyword_index: str = "fts5"
     reranker: str = "none"
     exclude_nav: bool = True       # index/MOC notes never appear in results

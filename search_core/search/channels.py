@@ -145,7 +145,9 @@ def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
 # measured with (BENCHMARKS.md, peers)
 BM25_K1 = 1.5
 BM25_B = 0.75
-KEYWORD_INDEXES = ("ngram", "fts5")
+KEYWORD_INDEXES = ("ngram", "fts5", "both")
+# "both": the two keyword lists fused by plain RRF with the usual k (Cormack et al.), as sub-question lists are
+BOTH_RRF_K = 60
 
 
 def keyword(conn, view, query: str, depth: int, index: str = "ngram") -> list[ChannelHit]:
@@ -154,6 +156,16 @@ def keyword(conn, view, query: str, depth: int, index: str = "ngram") -> list[Ch
         return ngram_sparse(conn, view, query, depth)
     if index == "fts5":
         return sparse(conn, view, query, depth)
+    if index == "both":
+        from search_core.search.fusion import weighted_rrf
+        lists = {"ngram": ngram_sparse(conn, view, query, depth), "fts5": sparse(conn, view, query, depth)}
+        fused = weighted_rrf({k: [h.note_id for h in v] for k, v in lists.items()}, {"ngram": 1.0, "fts5": 1.0},
+                             BOTH_RRF_K, limit=depth)
+        chunk = {}
+        for hits in lists.values():                       # the n-gram list's chunk first
+            for h in hits:
+                chunk.setdefault(h.note_id, h.chunk_id)
+        return [ChannelHit(f.id, chunk[f.id], f.score) for f in fused]
     raise ValueError(f"unknown keyword index {index!r}; one of {', '.join(KEYWORD_INDEXES)}")
 
 

@@ -119,7 +119,7 @@ def tie_vault(tmp_path):
     return vault
 
 
-@pytest.mark.parametrize("keyword_index", ["fts5", "ngram"])
+@pytest.mark.parametrize("keyword_index", ["fts5", "ngram", "both"])
 def test_an_updated_index_answers_as_a_fresh_build_of_the_same_vault(tie_vault, tmp_path, shared_cache,
                                                                      keyword_index):
     db = tmp_path / "updated" / "index.sqlite"
