@@ -4,9 +4,10 @@ keyword channel's BM25 (search_core.search.channels.ngram_sparse) reads them.
 A Korean word carries its particles ("127끼리", "임베딩을"), so whole words rarely match; FTS5's trigrams
 miss the two-syllable stems most Korean words are ("검색", "요약"). Terms here: a word is cut where the script
 changes (Hangul syllables against letters and digits), then a Hangul run gives its character 2- and
-3-grams (a run of one or two syllables: itself) and any other run is one term, lower-cased (an English or code word matches as itself,
-"rerere", "undodir"). A BM25 over these alone, one document per note, tied or beat the four-channel
-search on two of three Korean sets (BENCHMARKS.md, peers).
+3-grams (a run of one or two syllables: itself) and any other run is one term, lower-cased (an English or
+code word matches as itself, "rerere", "undodir"). A BM25 over such terms, one document per note (bm25s),
+tied or beat the four-channel search on two of three Korean sets; fused with FTS5 (keyword_index = "both")
+it is at or above FTS5 alone on the demo and johngrib (BENCHMARKS.md, peers).
 
 One row per term: the sorted chunk ids holding it and how many times each holds it (int32 each); one row
 per chunk: its number of terms (BM25's document length). A full build writes every row; an incremental
