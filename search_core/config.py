@@ -75,6 +75,10 @@ class SearchConfig:
     # fitted with it. The cosine `threshold` above only decides when no gate model fits the index.
     gate_threshold: float | None = None
     embedder: str = "e5-small"
+    # the sparse channel's index: "ngram" = BM25 over character 2-3-grams of Hangul words and whole other
+    # words, one document per note (search_core/index/ngram_postings.py); "fts5" = FTS5 trigrams plus the
+    # short-token scan for 1-2 character words; "both" = the two lists fused by RRF. BENCHMARKS.md, peers, has the two side by side.
+    keyword_index: str = "fts5"
     reranker: str = "none"
     exclude_nav: bool = True       # index/MOC notes never appear in results
     nav_globs: tuple[str, ...] = ("index", "*/index", "home", "*MOC*", "*moc*")
@@ -91,6 +95,8 @@ class SearchConfig:
         d = self.as_dict()
         if d["gate_threshold"] is None:     # added later: a config that leaves it unset keeps its old hash
             del d["gate_threshold"]
+        if d["keyword_index"] == "fts5":    # added later: configs from before it ran FTS5 and keep their hash
+            del d["keyword_index"]
         return hash_json(d, 12)
 
     def replace(self, **changes) -> "SearchConfig":

@@ -202,6 +202,11 @@ def check_search_values(data: dict, where: Where) -> dict:
     for k in ("embedder", "reranker"):
         if k in data:
             out[k] = where.model_name(k, data[k])
+    if "keyword_index" in data:
+        from search_core.search.channels import KEYWORD_INDEXES
+        if data["keyword_index"] not in KEYWORD_INDEXES:
+            raise BadValue(f"{where.source}: keyword_index = {data['keyword_index']!r} is not one of "
+                           f"{', '.join(map(repr, KEYWORD_INDEXES))}")
     if "exclude_nav" in data:
         out["exclude_nav"] = where.boolean("exclude_nav", data["exclude_nav"])
     if "nav_globs" in data:

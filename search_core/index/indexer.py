@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from search_core import SearchCoreError
+from search_core.index import ngram_postings
 from search_core.index import short_tokens
 from search_core.index import term_df
 from search_core.index import word_df
@@ -236,6 +237,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             report.embedded = write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
             rebuild_graph(conn, emb, cache, progress)
             short_tokens.build(conn)
+            ngram_postings.build(conn)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             bump_generation(conn)
             term_df.build(conn)                        # after the generation it records
@@ -307,6 +309,7 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
     keep_ids = {cid for ids in kept.values() for cid in ids}
     removed = [r for r in chunk_rows(conn, gone_ids) if r[0] not in keep_ids]
     removed_fts = _fts_rows(conn, [r[0] for r in removed])
+    removed_docs = ngram_postings.chunk_docs(conn, [r[0] for r in removed])   # with the notes' old fields
     before = graph_before(conn, gone_ids)
     delete_notes(conn, deleted)
     delete_chunks(conn, [r[0] for r in removed if r[0] not in keep_ids])
@@ -316,6 +319,10 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
     added_fts = _fts_rows(conn, added_ids)
     state = update_graph(conn, emb, cache, progress, before, [n.id for n in to_write])
     update_short_tokens(conn, removed, first_new)
+    if ngram_postings.is_built(conn):
+        ngram_postings.update(conn, removed_docs, ngram_postings.chunk_docs(conn, added_ids))
+    else:
+        ngram_postings.build(conn)
     set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     set_meta(conn, FILE_HASHES, known_file_hashes())
     bump_generation(conn)
@@ -395,6 +402,9 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     if not short_tokens.is_built(conn):      # an index written before the table existed: add it now
         with atomic(conn):
             short_tokens.build(conn)
+    if not ngram_postings.is_built(conn):    # an index written before the n-gram lists existed
+        with atomic(conn):
+            ngram_postings.build(conn)
     if not term_df.is_current(conn):         # written before the table existed, or by a writer without it
         with atomic(conn):
             term_df.build(conn)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from search_core.index import ngram_postings
 from search_core.index import term_df as term_df_store
 from search_core.ingest.graph import normalize_name
 from search_core.search.view import matvec
@@ -138,6 +139,71 @@ def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
             weights.append(np.full(len(p), idf))
     at = view.chunk_at
     return _dedup_notes(((int(at[p]), s) for p, s in _best_first(places, weights, depth * 8)), depth, view)
+
+
+# BM25's saturation and length normalisation: Lucene's and bm25s' defaults, the values the n-gram peer
+# measured with (BENCHMARKS.md, peers)
+BM25_K1 = 1.5
+BM25_B = 0.75
+KEYWORD_INDEXES = ("ngram", "fts5", "both")
+# "both": the two keyword lists fused by plain RRF with the usual k (Cormack et al.), as sub-question lists are
+BOTH_RRF_K = 60
+
+
+def keyword(conn, view, query: str, depth: int, index: str = "ngram") -> list[ChannelHit]:
+    """The sparse channel over the keyword index a config names (SearchConfig.keyword_index)."""
+    if index == "ngram":
+        return ngram_sparse(conn, view, query, depth)
+    if index == "fts5":
+        return sparse(conn, view, query, depth)
+    if index == "both":
+        from search_core.search.fusion import weighted_rrf
+        lists = {"ngram": ngram_sparse(conn, view, query, depth), "fts5": sparse(conn, view, query, depth)}
+        fused = weighted_rrf({k: [h.note_id for h in v] for k, v in lists.items()}, {"ngram": 1.0, "fts5": 1.0},
+                             BOTH_RRF_K, limit=depth)
+        chunk = {}
+        for hits in lists.values():                       # the n-gram list's chunk first
+            for h in hits:
+                chunk.setdefault(h.note_id, h.chunk_id)
+        return [ChannelHit(f.id, chunk[f.id], f.score) for f in fused]
+    raise ValueError(f"unknown keyword index {index!r}; one of {', '.join(KEYWORD_INDEXES)}")
+
+
+def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
+    """BM25 over character n-grams (search_core.index.ngram_postings), one document per note: a note's
+    term counts and length are its chunks' summed, so a question whose words sit in different chunks of
+    one note still finds it whole. idf = ln(1 + (N - df + .5) / (df + .5)) over notes. The note's chunk
+    is the one whose own terms score best (saturated counts times idf). Equal scores come in vault order
+    (note id), the best chunk's tie goes to the earlier chunk. An index written before the lists existed
+    runs the FTS5 channel instead."""
+    index = view.ngram_index()
+    if index is None:
+        return sparse(conn, view, query, depth)
+    n = len(index.note_ids)
+    if n == 0:
+        return []
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len / max(index.avg_note_len, 1e-9))
+    score = np.zeros(n, np.float64)
+    chunk_score = np.zeros(len(index.chunk_len), np.float64)
+    for term in dict.fromkeys(ngram_postings.terms_of(query)):
+        ids, tfs = ngram_postings.postings(conn, term)
+        if not len(ids):
+            continue
+        places, keep = _placed(view, ids)
+        tfs = tfs[keep].astype(np.float64)
+        notes, inv = np.unique(index.note_of_place[places], return_inverse=True)
+        note_tf = np.bincount(inv, weights=tfs)
+        idf = math.log(1 + (n - len(notes) + 0.5) / (len(notes) + 0.5))
+        score[notes] += idf * note_tf * (BM25_K1 + 1) / (note_tf + norm[notes])
+        chunk_score[places] += idf * tfs / (tfs + BM25_K1)
+    cand = np.flatnonzero(score > 0)                       # ascending: vault order, kept by the stable sort
+    order = cand[np.argsort(-score[cand], kind="stable")][:depth]
+    hits = []
+    for i in order.tolist():
+        lo, hi = int(index.start[i]), int(index.start[i + 1])
+        place = lo + int(np.argmax(chunk_score[lo:hi]))    # argmax: the first of equal chunks
+        hits.append(ChannelHit(index.note_ids[i], int(view.chunk_at[place]), float(score[i])))
+    return hits
 
 
 def _placed(view, chunk_ids) -> tuple[np.ndarray, np.ndarray]:

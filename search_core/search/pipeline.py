@@ -194,8 +194,13 @@ class Searcher:
             self._warm = True
 
     # -- the expensive half: channels ----------------------------------------------------------------
-    def retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS) -> Retrieval:
+    def retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS,
+                 keyword_index: str = SearchConfig().keyword_index) -> Retrieval:
+        """The channel lists of `query`, `depth` notes each; the sparse and decomposed channels read the
+        keyword index `keyword_index` (SearchConfig.keyword_index)."""
         query = check_query(query)
+        if keyword_index not in ch.KEYWORD_INDEXES:
+            raise SearchCoreError(f"unknown keyword index {keyword_index!r}; one of {', '.join(ch.KEYWORD_INDEXES)}")
         for name in channels:
             if name not in CHANNELS:
                 raise SearchCoreError(f"unknown channel {name!r}; channels: {', '.join(CHANNELS)}")
@@ -231,12 +236,12 @@ class Searcher:
         with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector, then=vector_searches) as shared:
             if "sparse" in channels:
                 t0 = time.perf_counter()
-                lists["sparse"] = ch.sparse(self.conn, view, query, depth)
+                lists["sparse"] = ch.keyword(self.conn, view, query, depth, keyword_index)
                 t["sparse"] = (time.perf_counter() - t0) * 1000
             part_sparse = []
             if "decomposed" in channels:       # the parts' keyword work, then their embeddings with the other thread
                 t0 = time.perf_counter()
-                part_sparse = [ch.sparse(self.conn, view, part, depth) for part in subqueries]
+                part_sparse = [ch.keyword(self.conn, view, part, depth, keyword_index) for part in subqueries]
                 shared.help()
                 t["decomposed"] = (time.perf_counter() - t0) * 1000
             vecs = shared.result()
@@ -347,7 +352,7 @@ class Searcher:
 
     def search(self, query: str, cfg: SearchConfig | None = None, *, exclude=frozenset()) -> SearchResult:
         cfg = cfg or SearchConfig(embedder=self.embedder_name)
-        return self.rank(self.retrieve(query, cfg.depth), cfg, exclude=exclude)
+        return self.rank(self.retrieve(query, cfg.depth, keyword_index=cfg.keyword_index), cfg, exclude=exclude)
 
     # -- helpers -------------------------------------------------------------------------------------
     def nav_reasons(self, globs=SearchConfig().nav_globs) -> dict[str, str]:

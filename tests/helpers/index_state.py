@@ -25,13 +25,18 @@ def derived_state(db) -> dict:
             "latin_word_df": dict(c.execute("SELECT word, df FROM latin_word_df")),
             "short_postings": {code: sorted(key[int(i)] for i in memoryview(blob).cast("i"))
                                for code, blob in c.execute("SELECT code, chunks FROM short_postings")},
+            "ngram_postings": {term: sorted(zip((key[int(i)] for i in memoryview(ids).cast("i")),
+                                                memoryview(tfs).cast("i")))
+                               for term, ids, tfs in c.execute("SELECT term, chunks, tfs FROM ngram_postings")},
+            "ngram_lengths": sorted((key[cid], n) for cid, n in c.execute("SELECT chunk_id, terms FROM ngram_lengths")),
             "fts_vocab_size": c.execute("SELECT count(*) FROM trigram_df").fetchone()[0],
             "meta_counts": ((get_meta(c, "trigram_df") or {}).get("terms"),
                             (get_meta(c, "latin_word_df") or {}).get("words")),
             "communities": dict(c.execute("SELECT note_id, community FROM communities")),
         }
-        from search_core.index import short_tokens, term_df, word_df
-        state["current"] = (term_df.is_current(c), word_df.is_current(c), short_tokens.is_built(c))
+        from search_core.index import ngram_postings, short_tokens, term_df, word_df
+        state["current"] = (term_df.is_current(c), word_df.is_current(c), short_tokens.is_built(c),
+                            ngram_postings.is_built(c))
         return state
     finally:
         c.close()

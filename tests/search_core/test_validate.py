@@ -22,6 +22,7 @@ from search_core.validate import BadValue, Where, clean_text
     # a misspelt model name was kept and ignored: search used the index's embedder without a word
     ('embedder = "nope"', "embedder", "known: e5-small"),
     ('reranker = "bge"', "reranker", "known: none"),
+    ('keyword_index = "bm25"', "keyword_index", "'ngram', 'fts5'"),
     ("w_dense = 0\nw_sparse = 0\nw_decomposed = 0\nw_entity = 0", "every channel weight", "over 0"),
 ])
 def test_a_bad_search_value_is_refused_naming_file_key_and_range(tmp_path, body, key, allowed):
@@ -41,9 +42,10 @@ def test_unknown_search_key_gets_a_did_you_mean(tmp_path):
 
 def test_good_values_still_load(tmp_path):
     f = tmp_path / "c.toml"
-    f.write_text('[search]\ntop_k = 7\nw_dense = 1\nnav_globs = ["index"]\nthreshold = 0.8\n', encoding="utf-8")
+    f.write_text('[search]\ntop_k = 7\nw_dense = 1\nnav_globs = ["index"]\nthreshold = 0.8\nkeyword_index = "ngram"\n',
+                 encoding="utf-8")
     cfg = load_config(f)
-    assert cfg.top_k == 7 and cfg.w_dense == 1.0 and cfg.nav_globs == ("index",)
+    assert cfg.top_k == 7 and cfg.w_dense == 1.0 and cfg.nav_globs == ("index",) and cfg.keyword_index == "ngram"
 
 
 @pytest.mark.parametrize("raw", [b"[search]\ntop_k = 5 # \xe9t\xe9\n", "\ufeff[search]\n".encode("utf-16")])

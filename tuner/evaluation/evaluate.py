@@ -47,18 +47,19 @@ class QueryRow:
 
 
 class RetrievalCache:
-    """Channel lists per (index fingerprint, query, depth). Memory only; the tuner adds a disk layer."""
+    """Channel lists per (index fingerprint, query, depth, keyword index). Memory only; the tuner adds a
+    disk layer."""
 
     def __init__(self):
         self.store: dict = {}
         self.hits = self.misses = 0
 
-    def get(self, searcher, query: str, depth: int):
-        key = (searcher.fingerprint_key, query, depth)
+    def get(self, searcher, query: str, depth: int, keyword_index: str = SearchConfig().keyword_index):
+        key = (searcher.fingerprint_key, query, depth) + ((keyword_index,) if keyword_index != "fts5" else ())
         r = self.store.get(key)
         if r is None:
             self.misses += 1
-            r = self.store[key] = searcher.retrieve(query, depth)
+            r = self.store[key] = searcher.retrieve(query, depth, keyword_index=keyword_index)
         else:
             self.hits += 1
         return r
@@ -69,7 +70,8 @@ def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCach
     with uncached_queries(searcher):
         for q in gold.questions:
             t0 = time.perf_counter()
-            r = cache.get(searcher, q.query, cfg.depth) if cache else searcher.retrieve(q.query, cfg.depth)
+            r = (cache.get(searcher, q.query, cfg.depth, cfg.keyword_index) if cache
+                 else searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index))
             res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude)
             timings = dict(res.timings_ms)
             if cache is None:
@@ -105,7 +107,7 @@ def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, w
         for _ in range(passes):
             for q in gold.questions:
                 t0 = time.perf_counter()
-                r = searcher.retrieve(q.query, cfg.depth)
+                r = searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index)
                 t = dict(searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude).timings_ms)
                 if wall:                  # as run_queries does: only when the first pass timed it too
                     t["wall"] = (time.perf_counter() - t0) * 1000

@@ -70,7 +70,7 @@ def test_every_derived_table_after_each_update_equals_a_fresh_build(rag_vault, t
         fresh = tmp_path / f"fresh-{i}" / "index.sqlite"
         index_vault(rag_vault, fresh, embedder=FAKE_EMBEDDER, cache=shared_cache)
         got, want = derived_state(db), derived_state(fresh)
-        assert got["current"] == (True, True, True), step
+        assert got["current"] == (True, True, True, True), step
         # communities may be stale after an update (recomputed on a budget): they cover exactly the notes,
         # the state says whether they are current, and once recomputed they equal the fresh build's
         assert set(got["communities"]) == set(want["communities"]), step

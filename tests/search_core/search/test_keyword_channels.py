@@ -119,3 +119,60 @@ def test_a_query_without_parts_runs_sparse_once(small_index, monkeypatch):
     s.close()
     assert sorted(calls) == sorted(["GraphRAG와 RRF 점수", "GraphRAG", "RRF 점수"])
     assert r.subqueries == ("GraphRAG", "RRF 점수") and r.lists["decomposed"]
+
+
+# -- the n-gram BM25 (keyword_index = "ngram") --------------------------------------------------------------
+
+# Three notes whose counts can be done by hand: "검색" is a stem "검색을" and "검색은" carry with their particles.
+NGRAM_VAULT = {
+    "a.md": "---\ntitle: Alpha\n---\n검색을 한다\n",
+    "b.md": "---\ntitle: Beta\n---\n검색은 빠르다 검색은\n",
+    "c.md": "---\ntitle: Gamma\n---\nzyx 색인\n",
+}
+
+
+@pytest.fixture
+def ngram_index(tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    db = tmp_path / "ngram" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "ngramvault", NGRAM_VAULT), db, cache=shared_cache)
+    return db
+
+
+def test_ngram_terms_cut_where_the_script_changes_and_keep_latin_words_whole():
+    from search_core.index.ngram_postings import terms_of
+    assert terms_of("GraphRAG의 검색을 e5-small 팀") == [
+        "graphrag", "의", "검색", "색을", "검색을", "e5", "small", "팀"]
+
+
+def test_ngram_bm25_scores_notes_by_hand_and_finds_a_stem_under_its_particles(ngram_index):
+    s = Searcher(ngram_index)
+    try:
+        hits = ch.ngram_sparse(s.conn, s.view, "검색", 10)
+        # "검색" is in a (once) and b (twice); every note's length in terms: a = alpha + 검색, 색을, 검색을,
+        # 한다 = 5; b = beta + 검색 색은 검색은 빠르 르다 빠르다 검색 색은 검색은 = 10; c = gamma + zyx + 색인 = 3
+        n, df, k1, b = 3, 2, ch.BM25_K1, ch.BM25_B
+        avg = (5 + 10 + 3) / 3
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+        def bm25(tf, length):
+            return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg))
+        assert [(h.note_id, h.score) for h in hits] == [("b", pytest.approx(bm25(2, 10), abs=1e-12)),
+                                                        ("a", pytest.approx(bm25(1, 5), abs=1e-12))]
+        assert [h.note_id for h in ch.ngram_sparse(s.conn, s.view, "ZYX", 10)] == ["c"]   # a Latin word, any case
+        assert ch.ngram_sparse(s.conn, s.view, "없는말", 10) == []
+    finally:
+        s.close()
+
+
+def test_an_index_without_ngram_lists_runs_the_fts5_channel(ngram_index):
+    from search_core.index.store import connect
+    conn = connect(ngram_index)
+    conn.execute("DELETE FROM meta WHERE key = 'ngram_postings'")
+    conn.commit()
+    conn.close()
+    s = Searcher(ngram_index)
+    try:
+        assert ch.ngram_sparse(s.conn, s.view, "검색을", 10) == ch.sparse(s.conn, s.view, "검색을", 10)
+    finally:
+        s.close()

@@ -24,6 +24,9 @@ QUESTIONS += ["how do I get out of vim, emacs, nano or less when I'm stuck in th
               "RAG와 GraphRAG의 차이, 그리고 커뮤니티 요약"]
 
 
+KEYWORD = SearchConfig().keyword_index     # the sparse channel's index a default search reads
+
+
 def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, dict]:
     """What retrieve() computed on one thread before: query and parts embedded in one batch, then the
     four channels in order."""
@@ -31,12 +34,12 @@ def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, di
     parts = ch.split_query(capped)
     vecs = embed_queries(s.embedder, [capped, *parts])
     qvec, part_vecs = vecs[0], vecs[1:]
-    lists = {"dense": ch.dense(s.view, qvec, depth), "sparse": ch.sparse(s.conn, s.view, query, depth)}
+    lists = {"dense": ch.dense(s.view, qvec, depth), "sparse": ch.keyword(s.conn, s.view, query, depth, KEYWORD)}
     per_part = []
     for part, v in zip(parts, part_vecs):
         if ch.shares_query_vector(part, capped):          # most of the query: the query's vector
             v = qvec
-        d, sp = ch.dense(s.view, v, depth), ch.sparse(s.conn, s.view, part, depth)
+        d, sp = ch.dense(s.view, v, depth), ch.keyword(s.conn, s.view, part, depth, KEYWORD)
         best = {h.note_id: h for h in sp + d}
         fused = weighted_rrf({"dense": [h.note_id for h in d], "sparse": [h.note_id for h in sp]},
                              {"dense": 1.0, "sparse": 1.0})
