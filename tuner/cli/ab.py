@@ -12,7 +12,7 @@ from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
 from search_core.paths import AB_WORK
-from tuner.cli.options import fail, format_option, in_runs, sigterm_as_interrupt
+from tuner.cli.options import db_option, fail, format_option, in_runs, sigterm_as_interrupt
 
 
 @click.command()
@@ -26,8 +26,7 @@ from tuner.cli.options import fail, format_option, in_runs, sigterm_as_interrupt
 @click.option("--split", type=float, default=None, help="No holdout file: fit on this fraction of --gold, "
               "evaluate on the rest.")
 @click.option("--vault", default=None, help="The notes to index (default: --db's vault, or the gold set's corpus).")
-@click.option("--db", type=click.Path(path_type=Path, exists=True), default=None,
-              help="An existing index: its vault, chunking and embedding cache are reused.")
+@db_option("An existing index: its vault, chunking and embedding cache are reused.", required=False, exists=True)
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="Starting config (TOML) for every candidate (default: the built-in defaults).")
 @click.option("--work", **in_runs(AB_WORK),

@@ -9,12 +9,12 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
-from tuner.cli.options import Progress, fail, json_option, sigterm_as_interrupt
+from tuner.cli.options import Progress, db_option, fail, json_option, sigterm_as_interrupt
 
 
 @click.command()
 @click.argument("vault", type=click.Path(path_type=Path))
-@click.option("--db", required=True, type=click.Path(path_type=Path), help="The index file (SQLite).")
+@db_option("The index file (SQLite); the index built last becomes the default index of every verb.")
 @click.option("--embedder", default=None, help="Embedder name (default: the index's, or e5-small for a new index).")
 @click.option("--full", is_flag=True, help="Rebuild from scratch into a new file, swapped in when complete.")
 @click.option("--chunk-chars", type=int, default=None, help="Target chunk size in characters (needs --full to change).")
@@ -46,6 +46,8 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
                    "are kept in the cache, so running the same command again resumes quickly", err=True)
         sys.exit(130)
     bars.close()
+    from search_core.paths import record_default_index
+    record_default_index(db)
     _print(report, vault, db, as_json)
     if watch:
         from search_core.index.watch import VaultWatcher

@@ -12,8 +12,8 @@ import click
 from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
-from tuner.cli.options import (FiniteFloat, duration, duration_value, fail, json_option, nonempty_token, options,
-                               recall_log_option)
+from tuner.cli.options import (FiniteFloat, db_option, duration, duration_value, fail, json_option, nonempty_token,
+                               options, recall_log_option)
 from search_core.recall.engine import MAX_TIMEOUT_S
 
 _LOG_OPT = recall_log_option()
@@ -105,8 +105,8 @@ def recall_log_list(log_path, since, limit, as_json):
 @_LOG_OPT
 @click.option("--since", default="7d", show_default=True, help="Log window: 7d, 24h, or `all`.")
 @click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True, help="How many calls to pick.")
-@click.option("--db", type=click.Path(path_type=Path), default=None,
-              help="Score the calls with the gate in force on this index (default: the logged probabilities).")
+@db_option("Score the calls with the gate in force on this index (default: the logged probabilities).",
+           required=False)
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
               help="A TOML config (its gate_threshold); default: the active config when it exists.")
 @json_option()
@@ -166,7 +166,7 @@ def _engine(db, config_path, log_path, retention, privacy, timeout):
 
 
 _SERVE_OPTS = [
-    click.option("--db", required=True, type=click.Path(path_type=Path), help="The index file."),
+    db_option(),
     click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
                  help="A TOML config ([search] and [recall]); default: the active config ($AUTORESEARCH_RUNS/active.toml, else runs/active.toml) when it exists."),
     _LOG_OPT,

@@ -9,7 +9,7 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import db_error, fail, json_option
+from tuner.cli.options import db_error, db_option, fail, json_option
 
 
 def _print_explain(res, searcher):
@@ -42,7 +42,7 @@ def _print_explain(res, searcher):
 
 @click.command()
 @click.argument("query")
-@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
+@db_option("The index file. Default: the active config's index, else the index `index` built last.", required=False)
 @click.option("-k", "top_k", type=click.IntRange(min=1), default=None, help="How many results (default 5).")
 @click.option("--embedder", default=None, help="Must match the index's embedder.")
 @click.option("--reranker", default=None, help="Reranker name, or none.")
@@ -96,7 +96,7 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
 
 
 @click.command()
-@click.option("--db", required=True, type=click.Path(path_type=Path))
+@db_option()
 @json_option()
 def stats(db, as_json):
     """What is in an index: counts, fingerprint, vault, schema."""

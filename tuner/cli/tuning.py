@@ -13,12 +13,12 @@ import click
 from search_core import SearchCoreError
 from search_core.paths import DEMO, EVALS
 from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
-from tuner.cli.options import Progress, db_error, duration, fail, in_runs, json_option, ledger_option
+from tuner.cli.options import Progress, db_error, db_option, duration, fail, in_runs, json_option, ledger_option
 from tuner.cli.extras import require_extra
 
 
 @click.command("eval")
-@click.option("--db", default=None, type=click.Path(path_type=Path), help="Default: the active config's index.")
+@db_option("The index file. Default: the active config's index, else the index `index` built last.", required=False)
 @click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path),
               help="A gold YAML file, a BEIR folder (queries.jsonl + qrels .tsv), or a KorQuAD JSON file.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None)
@@ -88,7 +88,7 @@ def compare(a, b, as_json, seed):
 
 
 @click.command()
-@click.option("--db", required=True, type=click.Path(path_type=Path), help="The index of the starting embedder.")
+@db_option("The index of the starting embedder.")
 @click.option("--gold", "gold_path", required=True, type=click.Path(path_type=Path), help="The tuning set.")
 @click.option("--holdout", type=click.Path(path_type=Path), default=None, help="Reported at the end, never tuned on.")
 @click.option("--split", type=float, default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
