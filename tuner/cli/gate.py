@@ -49,7 +49,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
 
     from tuner.gate.calibrate import calibrate_index, score_series
     from tuner.reports.calibration import calibration_report
-    from tuner.gate.proposal import write_proposal
+    from tuner.gate.proposal import record_verdict, write_proposal
 
     db = db or default_index()
     if db is None:
@@ -67,6 +67,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, target_probe_
         if cal["recommendation"].get("basis"):
             write_proposal(cal, db, proposal)
             wrote = str(proposal)
+        record_verdict(cal, db, wrote)
         series = score_series(calls, labelled, choice) if fmt == "html" else None
         path = emit(calibration_report(cal, str(db), wrote, fmt == "html", series), fmt, out)
     except SearchCoreError as e:

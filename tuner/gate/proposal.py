@@ -22,6 +22,40 @@ def write_proposal(cal: dict, db: str | Path, path: str | Path) -> dict:
     return prop
 
 
+def verdict_path(db: str | Path) -> Path:
+    """Where `calibrate` records a calibration that proposed nothing (the gate in force stays)."""
+    p = Path(db)
+    return p.with_name(p.name + ".gate-verdict.json")
+
+
+def record_verdict(cal: dict, db: str | Path, wrote: str | None) -> None:
+    """After a calibration: when it kept the gate (no proposal), say so beside the index, so `calibrate apply`
+    can answer "nothing to apply" instead of "run calibrate first"; a calibration that proposed, clears it."""
+    path = verdict_path(db)
+    if wrote:
+        path.unlink(missing_ok=True)
+        return
+    rec = cal.get("recommendation") or {}
+    kept = (rec.get("model_summary") or {}).get("p_threshold")
+    atomic_write_text(path, json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "verdict": "keep",
+                                        "threshold": kept, "why": (cal.get("warnings") or [None])[-1]},
+                                       ensure_ascii=False, indent=1))
+
+
+def missing_proposal_message(proposal_path: str | Path, db: str | Path) -> str:
+    """Why there is nothing to apply: the last calibration kept the gate, or none has run."""
+    try:
+        v = json.loads(verdict_path(db).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        v = None
+    if isinstance(v, dict) and v.get("verdict") == "keep":
+        t = v.get("threshold")
+        return (f"nothing to apply: the last calibration ({v.get('at')}) kept the gate in force"
+                + (f" (threshold {t})" if t is not None else "") + " and wrote no proposal. Label more calls "
+                "(`autoresearch recall-log suggest`), then run `autoresearch calibrate` again")
+    return f"no proposal at {proposal_path}; run `autoresearch calibrate --db {db}` first"
+
+
 def history_path(db: str | Path) -> Path:
     p = Path(db)
     return p.with_name(p.name + ".gate-history.jsonl")
@@ -32,7 +66,7 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
     try:
         prop = json.loads(Path(proposal_path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise SearchCoreError(f"no proposal at {proposal_path}; run `autoresearch calibrate` first") from None
+        raise SearchCoreError(missing_proposal_message(proposal_path, db)) from None
     except json.JSONDecodeError as e:
         raise SearchCoreError(f"proposal {proposal_path} is not JSON ({e}); run `autoresearch calibrate` again") from None
     except (OSError, UnicodeDecodeError) as e:
