@@ -12,6 +12,14 @@ from search_core import SearchCoreError
 from tuner.cli.options import db_error, db_option, fail, json_option
 
 
+def gate_reads(searcher) -> tuple[frozenset, str]:
+    """The features the gate in force reads (its model's; the cosine gate reads only top_cos), and what it is."""
+    model = getattr(searcher.gate_choice, "model", None)
+    if model is not None:
+        return frozenset(model.features), "gate model"
+    return frozenset({"top_cos"}), "cosine gate"
+
+
 def _print_explain(res, searcher):
     from search_core.search.limits import QUERY_EMBED_MAX_CHARS
 
@@ -33,8 +41,11 @@ def _print_explain(res, searcher):
     g = res.gate
     p = "-" if g.probability is None else f"{g.probability:.3f}"
     click.echo(f"\ngate ({g.kind}; {g.reason}): P(answerable) {p}, band {g.band}")
+    read, whose = gate_reads(searcher)
+    click.echo(f"  {len(g.features)} features computed; * marks the {sum(n in read for n in g.features)} "
+               f"the {whose} reads")
     for name, value in g.features.items():
-        click.echo(f"  {name:<20} {value:.4f}")
+        click.echo(f"  {'*' if name in read else ' '} {name:<20} {value:.4f}")
     from search_core.index import word_df
     if not word_df.is_current(searcher.conn):      # an older index: unknown_names used the trigram test
         click.echo(f"  ({word_df.STALE})")
