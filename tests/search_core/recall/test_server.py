@@ -275,7 +275,7 @@ def test_prefetch_leaves_out_given_notes_lowers_the_budget_and_keys_by_profile(i
         assert full["injected"] and full["notes"][0] == "ai/graphrag" and len(full["notes"]) >= 2
         queued("p1", profile="coder")
         rest = post(url + "/prefetch", {"session_id": "p1", "profile": "coder", "exclude_notes": ["ai/graphrag"]})[1]
-        assert "ai/graphrag" not in rest["notes"] and "(ai/graphrag)" not in rest["block"] and rest["injected"]
+        assert "ai/graphrag" not in rest["notes"] and "(ai/graphrag.md)" not in rest["block"] and rest["injected"]
         queued("p1", profile="coder")
         none = post(url + "/prefetch", {"session_id": "p1", "profile": "coder", "exclude_notes": full["notes"]})[1]
         assert none["block"] == "" and none["stopped_by"] == "already_held" and none["notes"] == []
