@@ -17,6 +17,8 @@ LEDGER = "ledger.sqlite"               # every sweep and round (tuner.ledger)
 EVALS = "evals"                        # `eval` results
 AB_WORK = "ab"                         # the A/B's candidate indexes and embedding cache
 DEMO = "demo"                          # the `demo` run's index, ledger and reports
+DEFAULT_INDEX = "default-index"        # the path of the index `index` built last: used when no --db is given
+DB_ENV = "AUTORESEARCH_DB"             # the index every verb uses when --db is not given
 
 
 def runs_dir(runs: str | Path | None = None) -> Path:
@@ -37,6 +39,36 @@ def active_config_file(runs: str | Path | None = None) -> Path:
 def recall_log_file(runs: str | Path | None = None) -> Path:
     """The recall log's default path."""
     return runs_path(RECALL_LOG, runs)
+
+
+def default_index_file(runs: str | Path | None = None) -> Path:
+    """Where `index` records the default index (one absolute path, one line)."""
+    return runs_path(DEFAULT_INDEX, runs)
+
+
+def default_index(runs: str | Path | None = None) -> Path | None:
+    """The index `index` recorded as the default, or None when none is recorded."""
+    f = default_index_file(runs)
+    try:
+        text = f.read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    return Path(text) if text else None
+
+
+def record_default_index(db: str | Path, runs: str | Path | None = None) -> Path:
+    """Make `db` the default index (written atomically); returns the file that records it."""
+    from search_core.files import atomic_write_text
+    f = default_index_file(runs)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(f, f"{Path(db).resolve()}\n")
+
+
+def no_index_message(runs: str | Path | None = None) -> str:
+    """What to do when no index is named: the three ways, in the order they are read."""
+    return (f"no index given: pass --db FILE, or set {DB_ENV}=FILE, or build one with "
+            f"`autoresearch index VAULT --db FILE` (the index built last is the default, recorded in "
+            f"{shown_path(default_index_file(runs))})")
 
 
 def shown_path(p: str | Path) -> str:

@@ -124,6 +124,7 @@ def _no_active_config_from_the_checkout(tmp_path, monkeypatch):
     """`search` and `eval` read runs/active.toml when no --config is given: a developer's own active config
     must not change what the tests see."""
     monkeypatch.setenv("AUTORESEARCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.delenv("AUTORESEARCH_DB", raising=False)     # nor a developer's default index
 
 
 @pytest.fixture(scope="session")

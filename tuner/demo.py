@@ -59,9 +59,15 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     return DemoRun(db, report, res.to_json(), summary, reports)
 
 
+def decision_counts(counts: dict) -> str:
+    """{decision: n} as words, most first: "111 rejected:no_gain, 1 kept" (a decision may be a RoundDecision)."""
+    return ", ".join(f"{n} {str(d)}" for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0]))))
+
+
 def format_summary(s: dict, ledger=None) -> str:
     """A sweep summary (Sweep.run's return) as terminal lines; `ledger`: the file it was written to."""
-    lines = [f"sweep {s['sweep']}: {s['rounds']} rounds, {s.get('status', '')}; decisions {s['decisions']}"]
+    lines = [f"sweep {s['sweep']}: {s['rounds']} rounds, {s.get('status', '')}; "
+             f"decisions: {decision_counts(s['decisions']) or 'none'}"]
     obj = next(k for k in s["start"] if k != "hit@5")
     lines.append(f"tuning  {obj}: {s['start'][obj]:.4f} -> {s['final'][obj]:.4f}; hit@5 {s['start']['hit@5']:.4f} -> "
                  f"{s['final']['hit@5']:.4f}")

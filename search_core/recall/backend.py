@@ -67,6 +67,11 @@ class SearchBackend:
             self.reset()          # a locked/replaced file or a dead model server: start clean next call
             raise
 
+    def read_notes(self, refs: list[str], cap: int | None = None):
+        """Whole notes by id or path (search_core.recall.notes), from the view searches use."""
+        from search_core.recall.notes import MAX_NOTE_CHARS, read_notes
+        return read_notes(self._open().view, refs, MAX_NOTE_CHARS if cap is None else cap)
+
     @property
     def fingerprint_key(self) -> str | None:
         return self.searcher.fingerprint_key if self.searcher is not None else None

@@ -157,6 +157,34 @@ class RecallClient:
         """The block to inject at this turn, or "" (never raises)."""
         return self.prefetch_result(session_id, held).get("block", "") or ""
 
+    def recall_calls(self) -> dict:
+        """How many /queue and /prefetch calls the server answered since it started (its /metrics);
+        raises RecallError."""
+        counts = {"/queue": 0, "/prefetch": 0}
+        for line in self._text("/metrics").splitlines():
+            for path in counts:
+                if line.startswith(f'autoresearch_requests_total{{path="{path}",status="200"}} '):
+                    counts[path] += int(float(line.rsplit(" ", 1)[1]))
+        return counts
+
+    def _text(self, path: str) -> str:
+        """A GET whose answer is text (not JSON)."""
+        try:
+            if self._loopback:
+                status, raw = self._kept_alive("GET", path, None)
+            else:
+                req = urllib.request.Request(self.url + path, method="GET", headers=self._headers())
+                try:
+                    with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                        status, raw = r.status, r.read()
+                except urllib.error.HTTPError as e:
+                    status, raw = e.code, e.read()
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            raise RecallError(0, "unreachable", f"{self.url}: {getattr(e, 'reason', e) or type(e).__name__}") from None
+        if status >= 400:
+            raise RecallError(status, "http_error", f"{self.url}{path} answered HTTP {status}")
+        return raw.decode("utf-8", errors="replace")
+
     def health(self) -> dict:
         """GET /healthz ({"status", "db", ...}); raises RecallError."""
         return self._call("/healthz")

@@ -27,6 +27,7 @@ from search_core import SearchCoreError
 from search_core.config import read_toml
 from search_core.gate.model import WHICH_GATE
 from search_core.paths import active_config_file
+from search_core.search.markup import clean_markup
 from search_core.recall.backend import SearchBackend, is_query_error  # noqa: F401  (SearchBackend re-exported)
 from search_core.validate import Where, clean_text
 
@@ -169,22 +170,37 @@ def strip_frontmatter(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+# The gate passed, but inside its caveat band (a probability just over the threshold): the agent is told.
+_CAVEAT_HEADER = ("Possibly related notes from your vault (low confidence: the gate passed near its threshold; "
+                  "check before relying on them):")
+CAVEAT_BAND = "caveat"
+
+
+def header_for(gate: dict | None) -> str:
+    """The block's first line: the caveat header when the gate's band says the pass was a narrow one."""
+    return _CAVEAT_HEADER if (gate or {}).get("band") == CAVEAT_BAND else _HEADER
+
+
 def hit_lines(hits) -> tuple[str, ...]:
-    return tuple(f"- {h.title} ({h.note_id}): {strip_frontmatter(h.snippet)}".rstrip(": ") for h in hits)
+    """One line per hit: title, where it lives (its vault-relative path, else its note id) and its
+    snippet as plain text (search_core.search.markup: no link lines, footnotes or markup)."""
+    return tuple(f"- {h.title} ({getattr(h, 'path', None) or h.note_id}): "
+                 f"{clean_markup(strip_frontmatter(h.snippet))}".rstrip(": ") for h in hits)
 
 
-def compose_block(lines, budget: int, held=()) -> str:
+def compose_block(lines, budget: int, held=(), header: str = _HEADER) -> str:
     """Header + the lines the caller does not hold yet, cut to `budget` characters (never over it)."""
-    return compose_notes(lines, budget, held)[0]
+    return compose_notes(lines, budget, held, header=header)[0]
 
 
-def compose_notes(lines, budget: int, held=(), note_ids=None, exclude=()) -> tuple[str, tuple[str, ...]]:
+def compose_notes(lines, budget: int, held=(), note_ids=None, exclude=(),
+                  header: str = _HEADER) -> tuple[str, tuple[str, ...]]:
     """compose_block, and the note ids of the lines that made it in. `exclude` leaves out whole notes
     (an agent that keeps earlier blocks in its transcript sends the notes it was already given)."""
     held = {h.strip() for h in held}
     exclude = set(exclude)
     ids = tuple(note_ids) if note_ids is not None else (None,) * len(lines)
-    out, kept, used = [], [], len(_HEADER)
+    out, kept, used = [], [], len(header)
     for line, nid in zip(lines, ids):
         if line.strip() in held or (nid is not None and nid in exclude):
             continue
@@ -200,7 +216,7 @@ def compose_notes(lines, budget: int, held=(), note_ids=None, exclude=()) -> tup
         used += len(line) + 1
     if not out:
         return "", ()
-    return "\n".join([_HEADER, *out]), tuple(n for n in kept if n is not None)
+    return "\n".join([header, *out]), tuple(n for n in kept if n is not None)
 
 
 def empty_block_reason(lines, held=(), note_ids=None, exclude=()) -> str:
@@ -223,9 +239,21 @@ class RecallBlock:
     error: str | None = None
     notes: tuple[str, ...] = ()  # the note ids whose lines are in the block
 
-    def as_dict(self) -> dict:
-        return {"block": self.block, "injected": self.injected, "gate": self.gate, "stopped_by": self.stopped_by,
-                "call_id": self.call_id, "error": self.error, "notes": list(self.notes)}
+    @property
+    def caveat(self) -> bool:
+        """The block went in on a narrow pass (its header says so)."""
+        return self.injected and self.gate.get("band") == CAVEAT_BAND
+
+    def as_dict(self, explain: bool = False) -> dict:
+        """The answer of /prefetch and MCP recall: the decision and its reason (`gate`: inject, band,
+        kind, probability, threshold, top_score, reason); the features the gate read only with `explain`."""
+        gate = self.gate if explain else {k: self.gate[k] for k in LEAN_GATE_KEYS if k in self.gate}
+        return {"block": self.block, "injected": self.injected, "caveat": self.caveat, "gate": gate,
+                "stopped_by": self.stopped_by, "call_id": self.call_id, "error": self.error, "notes": list(self.notes)}
+
+
+# What a recall answer says about its gate by default: the decision and why, not the ~38 features behind it.
+LEAN_GATE_KEYS = ("top_score", "threshold", "probability", "band", "kind", "reason")
 
 
 def gate_features(result) -> dict:
@@ -362,7 +390,7 @@ class RecallEngine:
             if not meta.injected:
                 return meta
             budget = self.cfg.char_budget if char_budget is None else min(char_budget, self.cfg.char_budget)
-            text, notes = compose_notes(lines, budget, held, ids, exclude_notes)
+            text, notes = compose_notes(lines, budget, held, ids, exclude_notes, header_for(meta.gate))
             if meta.call_id is not None and self.log is not None:
                 self._bg(contextvars.copy_context(), self.log.mark_delivered, meta.call_id, len(text))
             return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes, stopped_by=None if text
@@ -384,7 +412,7 @@ class RecallEngine:
                                                   current=True)
             if not meta.injected:
                 return meta
-            text, notes = compose_notes(lines, self.cfg.char_budget, held, ids)
+            text, notes = compose_notes(lines, self.cfg.char_budget, held, ids, header=header_for(meta.gate))
             return dataclasses.replace(meta, block=text, injected=bool(text), notes=notes,
                                        stopped_by=None if text else empty_block_reason(lines, held, ids))
         except Exception as e:
@@ -393,6 +421,16 @@ class RecallEngine:
     def submit_search(self, query: str, top_k: int | None = None):
         """A plain search on the same serialized worker; returns a concurrent Future (the server awaits it)."""
         return self._submit(clean_text(query), top_k)
+
+    def read_notes(self, refs: list[str], cap: int | None = None, timeout_s: float | None = None):
+        """Whole notes by id or path (NoteText), read on the search thread (it owns the index connection);
+        raises UnknownNote with close matches, or TimeoutError."""
+        fut = self._search_pool.submit(contextvars.copy_context().run, self.backend.read_notes, refs, cap)
+        try:
+            return fut.result(timeout=timeout_s or self.cfg.timeout_s)
+        except FutureTimeout:
+            fut.cancel()
+            raise TimeoutError(f"reading the notes took longer than {timeout_s or self.cfg.timeout_s:.1f} s") from None
 
     def lane_of(self, query: str) -> str:
         """"long" for a query over LONG_QUERY_CHARS, searched on a lane of its own; else "short"."""
@@ -592,7 +630,8 @@ class RecallEngine:
                         for h in res.hits[:3]],
             features=feats, threshold=float(res.gate.threshold), index_fingerprint=self.backend.index_id,
             config_hash=self.backend.cfg.config_hash() if self.backend.cfg else None, injected=injected,
-            stopped_by=stopped, chars_injected=len(compose_block(lines, self.cfg.char_budget)) if injected else 0)
+            stopped_by=stopped, chars_injected=len(compose_block(lines, self.cfg.char_budget, header=header_for(feats)))
+            if injected else 0)
         rec["stages_ms"].update({k: round(v, 3) for k, v in res.timings_ms.items() if k != "total"})
         return lines, ids, RecallBlock("", injected, feats, stopped, self._write(rec))
 

@@ -254,6 +254,7 @@ class Status:
     server_detail: str
     last_calls: tuple = field(default_factory=tuple)
     server_answered: bool = False      # it answered /healthz (server_ok: and said ok)
+    server_calls: dict | None = None   # /queue and /prefetch calls the server answered since it started
 
     def problems(self) -> list[str]:
         out = []
@@ -266,6 +267,10 @@ class Status:
             out.append(f"Hermes uses memory.provider {self.selected or '(none)'}: run `{SELECT_LINE}`")
         if self.config_error:
             out.append(self.config_error)
+        if not self.last_calls and self.server_calls and sum(self.server_calls.values()):
+            out.append(f"the server at {self.server} answered {self.server_calls_text()}, but this provider "
+                       f"logged none in {self.hermes_home / 'logs' / _provider.LOG_FILE}: those calls came from "
+                       "another client or another Hermes home (is HERMES_HOME or `hermes -p` set differently?)")
         if not self.server_ok:
             if self.server_answered:
                 out.append(f"the server at {self.server} answers but is not healthy ({self.server_detail})")
@@ -274,11 +279,17 @@ class Status:
                            "`autoresearch serve --db INDEX`")
         return out
 
+    def server_calls_text(self) -> str:
+        c = self.server_calls or {}
+        return (f"{sum(c.values())} recall call(s) since it started ({c.get('/queue', 0)} /queue, "
+                f"{c.get('/prefetch', 0)} /prefetch)")
+
     def as_dict(self) -> dict:
         return {"hermes_home": str(self.hermes_home), "installed": self.installed, "version": self.version,
                 "bundled_version": self.bundled_version, "selected": self.selected, "config": self.config,
                 "config_error": self.config_error, "server": self.server, "server_ok": self.server_ok,
                 "server_detail": self.server_detail, "last_calls": list(self.last_calls),
+                "server_calls": self.server_calls,
                 "problems": self.problems()}
 
 
@@ -312,6 +323,12 @@ def status(home: str | Path | None = None, *, server: str | None = None, calls: 
             detail += ": " + "; ".join(health["reasons"])
     except _client.RecallError as e:
         answered, ok, detail = False, False, e.message
+    server_calls = None
+    if answered:
+        try:
+            server_calls = rc.recall_calls()
+        except _client.RecallError:
+            server_calls = None
     return Status(home, installed, provider_version(dest) if installed else None, provider_version() or "?",
                   selected_provider(home), {**cfg, "token": "set" if cfg.get("token") else None}, cfg_error, url,
-                  ok, detail, tuple(last_calls(home, calls)), answered)
+                  ok, detail, tuple(last_calls(home, calls)), answered, server_calls)

@@ -1,9 +1,12 @@
 """`autoresearch mcp`: the vault over the Model Context Protocol (stdio), for any MCP host.
 
-Two tools with typed inputs (an argument name a tool does not take is refused, as an HTTP body's field is):
+Three tools with typed inputs (an argument name a tool does not take is refused, as an HTTP body's field is):
 - search_notes(query, k)            -> what `search --json` prints (errors come back as tool errors)
 - recall(query, session_id, held)   -> the gated recall block, through the same gates and the same log
                                        as the HTTP /prefetch path; it never fails, an empty block at worst
+- get_note(id | ids)                -> whole notes by id or path (search_core.recall.notes), capped in size;
+                                       an unknown one is a tool error naming close matches
+search_notes and recall answer with the gate's decision and reason; `explain: true` adds its features.
 """
 
 from __future__ import annotations
@@ -16,12 +19,23 @@ from pydantic import Field
 
 from search_core import SearchCoreError
 from search_core.recall.engine import RecallEngine
+from search_core.recall.notes import MAX_NOTE_CHARS, MAX_NOTES
 from search_core.recall.server import MAX_K, MAX_QUERY_CHARS
 from search_core.validate import unknown_field
 
 INSTRUCTIONS = ("Search the user's personal markdown notes (Korean and English). Use search_notes to look "
                 "something up; use recall with the user's latest message to get a short block of relevant notes "
                 "to keep in mind (empty when nothing is relevant enough).")
+
+
+def package_version() -> str:
+    """The installed package's version (what an MCP host shows as serverInfo.version), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("autoresearch")
+    except PackageNotFoundError:
+        from search_core import __version__
+        return __version__
 
 
 def build_server(engine: RecallEngine):
@@ -41,16 +55,17 @@ def build_server(engine: RecallEngine):
                     raise ToolError(refusal)
             return await super().call_tool(name, arguments, context)
 
-    server = KnownArgumentsServer("autoresearch", instructions=INSTRUCTIONS)
+    server = KnownArgumentsServer("autoresearch", instructions=INSTRUCTIONS, version=package_version())
 
     @server.tool(name="search_notes", description="Hybrid search (dense + BM25 + entities) over the user's notes: "
                                                   "the top results with title, note id, snippet and scores.")
     def search_notes(
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for")],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many results")] = 5,
+        explain: Annotated[bool, Field(description="Add the gate's features and the timings")] = False,
     ) -> dict[str, Any]:
         try:
-            return engine.search(query, k).as_dict()
+            return engine.search(query, k).as_dict(explain=explain)
         except (SearchCoreError, sqlite3.Error, TimeoutError) as e:
             raise ToolError(f"search failed: {e}") from None
 
@@ -60,10 +75,24 @@ def build_server(engine: RecallEngine):
         query: Annotated[str, Field(max_length=MAX_QUERY_CHARS, description="The user's latest message")],
         session_id: Annotated[str, Field(max_length=200, description="A stable id for the conversation")] = "mcp",
         held: Annotated[list[str], Field(description="Lines already in the context; they are left out")] = [],  # noqa: B006
+        explain: Annotated[bool, Field(description="Add the features the gate read")] = False,
     ) -> dict[str, Any]:
-        return engine.recall_now(query, session_id, held).as_dict()
+        return engine.recall_now(query, session_id, held).as_dict(explain=explain)
 
-    for name, fn in (("search_notes", search_notes), ("recall", recall)):
+    @server.tool(name="get_note", description="Read whole notes by note id or vault path (from search_notes' "
+                                              "results): `id` for one, `ids` for several at once. Long notes are "
+                                              f"cut at {MAX_NOTE_CHARS:,} characters in all, and say so.")
+    def get_note(
+        id: Annotated[str | None, Field(max_length=1000, description="A note id or path")] = None,  # noqa: A002
+        ids: Annotated[list[str] | None, Field(max_length=MAX_NOTES, description="Several note ids or paths")] = None,
+    ) -> dict[str, Any]:
+        refs = ([id] if id else []) + list(ids or [])
+        try:
+            return {"notes": [n.as_dict() for n in engine.read_notes(refs)]}
+        except (SearchCoreError, sqlite3.Error, TimeoutError) as e:
+            raise ToolError(str(e)) from None
+
+    for name, fn in (("search_notes", search_notes), ("recall", recall), ("get_note", get_note)):
         tool_args[name] = tuple(inspect.signature(fn).parameters)
     return server
 

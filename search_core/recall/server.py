@@ -1,9 +1,11 @@
 """`autoresearch serve`: the recall path and search over HTTP (Starlette on uvicorn), loopback by default.
 
-    POST /search   {"query", "k"}               -> what `search --json` prints
+    POST /search   {"query", "k", "explain"?}   -> what `search --json` prints, less the gate's features and
+                                                   the timings unless "explain" is true
     POST /queue    {"query", "session_id", "profile"?}   -> at once: {"queued", "stopped_by", "session_id"}
-    POST /prefetch {"session_id", "held"?, "exclude_notes"?, "char_budget"?, "profile"?}
-                   -> {"block", "injected", "gate", "stopped_by", "call_id", "error", "notes"}
+    POST /prefetch {"session_id", "held"?, "exclude_notes"?, "char_budget"?, "profile"?, "explain"?}
+                   -> {"block", "injected", "caveat", "gate", "stopped_by", "call_id", "error", "notes"}
+                      ("gate": the decision and its reason; its features too with "explain": true)
 "profile" names whose session this is (an agent serving several profiles; default "default"): the session
 key and the recall log's profile column. "exclude_notes" leaves out notes the agent was already given.
     GET  /healthz                               -> {"status": "ok"|"degraded", "reasons", ...} (no token needed;
@@ -127,8 +129,16 @@ async def _read_body(request, max_body: int) -> bytes:
 
 # The fields each endpoint reads; anything else is refused by name (a misspelt "session_id" would have
 # searched under an empty session and delivered the block to nobody).
-FIELDS = {"/search": ("query", "k"), "/queue": ("query", "session_id", "profile"),
-          "/prefetch": ("session_id", "held", "exclude_notes", "char_budget", "profile")}
+FIELDS = {"/search": ("query", "k", "explain"), "/queue": ("query", "session_id", "profile"),
+          "/prefetch": ("session_id", "held", "exclude_notes", "char_budget", "profile", "explain")}
+
+
+def _explain(data: dict) -> bool:
+    """The "explain" field: true adds the gate's features (and a search's timings) to the answer."""
+    v = data.get("explain", False)
+    if not isinstance(v, bool):
+        raise ApiError(400, "wrong_type", f'"explain" must be true or false, not {type(v).__name__}')
+    return v
 
 
 def _known_fields(data: dict, fields: tuple[str, ...], path: str) -> dict:
@@ -230,6 +240,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         query = _field(data, "query", max_chars=max_query_chars)
         if not query.strip():
             raise ApiError(400, "empty_query", 'the "query" is empty; send what you are looking for')
+        explain = _explain(data)
         k = data.get("k", None)
         if k is not None and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K):
             raise ApiError(400, "bad_k", f'"k" must be an integer from 1 to {MAX_K}')
@@ -253,7 +264,7 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
                                                      "with `autoresearch index VAULT --db FILE`") from None
         finally:
             pending[lane] -= 1
-        return JSONResponse(res.as_dict())
+        return JSONResponse(res.as_dict(explain=explain))
 
     def as_profile(data: dict):
         profile = _field(data, "profile", required=False)
@@ -283,12 +294,13 @@ def create_app(engine: RecallEngine, *, token: str | None = None, max_body: int 
         sid = _field(data, "session_id", max_chars=MAX_SESSION_CHARS)
         held = string_list(data, "held", "lines the agent already holds")
         exclude = string_list(data, "exclude_notes", "note ids the agent was already given")
+        explain = _explain(data)
         budget = data.get("char_budget")
         if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
             raise ApiError(400, "bad_char_budget", '"char_budget" must be a positive integer (characters)')
         token = as_profile(data)
         try:
-            return JSONResponse(engine.prefetch(sid, held, exclude, budget).as_dict())
+            return JSONResponse(engine.prefetch(sid, held, exclude, budget).as_dict(explain=explain))
         finally:
             current_profile.reset(token)
 

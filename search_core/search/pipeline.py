@@ -23,6 +23,7 @@ from search_core.gate.features import gate_features
 from search_core.gate.model import GateChoice, GateDecision, choose_gate, gate_file_stamp
 from search_core.index.handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
 from search_core.search.limits import cap_query
+from search_core.search.markup import clean_markup
 from search_core.models import get_reranker
 from search_core.search.query_cache import QUERY_CACHE, SharedEmbedding
 
@@ -40,6 +41,8 @@ class Hit:
     chunk_id: int | None
     cosine: float             # query vs the hit's best chunk: what the gate reads
     fused: float
+    path: str | None = None   # inside the vault (`ai/rag.md`); None for a note read from no file
+    abs_path: str | None = None   # on this machine, when the index knows its vault folder
 
 
 @dataclass(frozen=True)
@@ -81,19 +84,25 @@ class SearchResult:
     held_out: tuple = ()      # (note id, why) of index pages the channels returned and the ranking left out
     named: tuple = ()         # index pages the query asks for by name: kept, and first
 
-    def as_dict(self) -> dict:
-        return {
+    def as_dict(self, explain: bool = True) -> dict:
+        """What `search --json` prints. explain=False (the servers' default) leaves out the gate's features
+        (38 numbers, ~1.5 KB per answer) and the timings: an agent reads the decision and its reason."""
+        gate = {"inject": self.gate.inject, "top_score": round(self.gate.top_score, 4),
+                "threshold": self.gate.threshold, "band": self.gate.band, "kind": self.gate.kind,
+                "probability": None if self.gate.probability is None else round(self.gate.probability, 4),
+                "reason": self.gate.reason, "decided_by": self.gate.decision.to_json()}
+        out = {
             "query": self.query,
-            "results": [{"note_id": h.note_id, "title": h.title, "score": round(h.score, 6), "snippet": h.snippet,
-                         "channels": h.channels, "cosine": round(h.cosine, 4)} for h in self.hits],
-            "gate": {"inject": self.gate.inject, "top_score": round(self.gate.top_score, 4),
-                     "threshold": self.gate.threshold, "band": self.gate.band, "kind": self.gate.kind,
-                     "probability": None if self.gate.probability is None else round(self.gate.probability, 4),
-                     "reason": self.gate.reason, "decided_by": self.gate.decision.to_json(),
-                     "features": {k: round(v, 4) for k, v in self.gate.features.items()}},
+            "results": [{"note_id": h.note_id, "title": h.title, "path": h.path, "abs_path": h.abs_path,
+                         "score": round(h.score, 6), "snippet": h.snippet, "channels": h.channels,
+                         "cosine": round(h.cosine, 4)} for h in self.hits],
+            "gate": gate,
             "confidence": self.confidence,
-            "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
         }
+        if explain:
+            gate["features"] = {k: round(v, 4) for k, v in self.gate.features.items()}
+            out["timings_ms"] = {k: round(v, 2) for k, v in self.timings_ms.items()}
+        return out
 
 
 def confidence_label(top: float, threshold: float) -> str:
@@ -317,8 +326,10 @@ class Searcher:
         for f, s in list(zip(final.order, final.scores))[: cfg.top_k]:
             cid = chunk_of.get(f.id)
             snippet = self.snippet(cid, r.query, f.id) if snippets else ""
+            rel = view.notes[f.id].get("path")
             hits.append(Hit(f.id, view.notes[f.id]["title"], s, snippet, f.ranks, cid,
-                            view.cosine(r.qvec, f.id, cid), f.score))
+                            view.cosine(r.qvec, f.id, cid), f.score, rel,
+                            str(Path(view.vault) / rel) if rel and view.vault else None))
         threshold = cfg.threshold if cfg.threshold is not None else self.embedder.default_threshold
         top = hits[0].cosine if hits else 0.0
         t0 = time.perf_counter()
@@ -400,7 +411,7 @@ class Searcher:
 
     def snippet(self, chunk_id, query: str, note_id: str) -> str:
         _, text = self.chunk_text(chunk_id)
-        text = re.sub(r"\s+", " ", text).strip()
+        text = re.sub(r"\s+", " ", clean_markup(text)).strip()   # the words: link lines and markup spend the room
         if not text:
             return self.view.notes.get(note_id, {}).get("summary", "")[:SNIPPET_CHARS]
         low = text.lower()

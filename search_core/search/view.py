@@ -58,6 +58,16 @@ def _load_matrix(conn, table: str, place_of: np.ndarray | None = None) -> tuple[
     return ids, mat
 
 
+def vault_relative(note_id: str, path: str | None) -> str | None:
+    """A note's path inside its vault (`ai/rag.md`), from its id and the path the indexer stored (relative
+    to wherever `index` ran, so only its suffix is trusted); None for a note read from no file (BEIR)."""
+    if not path:
+        return None
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    suffix = "." + name.rsplit(".", 1)[1] if "." in name else ""
+    return f"{note_id}{suffix}" if path.endswith(f"{note_id}{suffix}") else path
+
+
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
@@ -90,11 +100,13 @@ class IndexView:
         self.fingerprint = get_meta(conn, "fingerprint")
         self.generation = get_meta(conn, "generation", 0)
         self.indexed_at = get_meta(conn, "indexed_at")
+        self.vault = get_meta(conn, "vault")       # the vault's absolute path when built from a folder
         self.notes: dict[str, dict] = {}
-        for nid, title, aliases, tags, summary, nav_reason in conn.execute(
-                "SELECT id, title, aliases, tags, summary, nav_reason FROM notes"):
+        for nid, path, title, aliases, tags, summary, nav_reason in conn.execute(
+                "SELECT id, path, title, aliases, tags, summary, nav_reason FROM notes"):
             self.notes[nid] = {"title": title, "aliases": json.loads(aliases), "tags": json.loads(tags),
-                               "summary": summary, "is_nav": bool(nav_reason), "nav_reason": nav_reason}
+                               "summary": summary, "is_nav": bool(nav_reason), "nav_reason": nav_reason,
+                               "path": vault_relative(nid, path)}
         self.chunk_note: dict[int, str] = {}
         self.note_chunks: dict[str, list[int]] = defaultdict(list)
         for cid, nid in conn.execute("SELECT id, note_id FROM chunks ORDER BY note_id, ord"):

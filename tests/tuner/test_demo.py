@@ -19,3 +19,15 @@ def test_run_demo_indexes_evaluates_and_sweeps(tmp_path, shared_cache):
     assert run.reports == {"md": tmp_path / "morning-report.md", "html": tmp_path / "morning-report.html"}
     assert run.summary["sweep"] in run.reports["md"].read_text(encoding="utf-8")
     assert "<svg" in run.reports["html"].read_text(encoding="utf-8")
+
+
+def test_decisions_are_printed_as_words_not_enum_reprs():
+    from tuner.demo import decision_counts
+    from tuner.ledger.schema import RoundDecision
+    s = {"sweep": "s1", "rounds": 112, "status": "done", "path": [],
+         "decisions": {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 111},
+         "start": {"hit@5": 0.9, "score": 80.0}, "final": {"hit@5": 0.9, "score": 80.5}}
+    assert decision_counts(s["decisions"]) == "111 rejected:no_gain, 1 kept"
+    first = format_summary(s).splitlines()[0]
+    assert first == "sweep s1: 112 rounds, done; decisions: 111 rejected:no_gain, 1 kept"
+    assert "RoundDecision" not in format_summary(s)

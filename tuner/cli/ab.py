@@ -11,8 +11,9 @@ from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
 from search_core.paths import AB_WORK
-from tuner.cli.options import (FiniteFloat, PathValue, VaultPath, fail, format_option, in_runs, index_path, input_file,
-                               nonempty_value, output_file, output_folder, search_config_value, sigterm_as_interrupt)
+from tuner.cli.options import (db_option, fail, FiniteFloat, format_option, in_runs, index_path, input_file,
+                               nonempty_value, output_file, output_folder, PathValue, search_config_value,
+                               sigterm_as_interrupt, VaultPath)
 
 
 @click.command()
@@ -26,8 +27,7 @@ from tuner.cli.options import (FiniteFloat, PathValue, VaultPath, fail, format_o
 @click.option("--split", type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True), default=None, help="No holdout file: fit on this fraction of --gold, "
               "evaluate on the rest.")
 @click.option("--vault", type=VaultPath(), default=None, help="The notes to index (default: --db's vault, or the gold set's corpus).")
-@click.option("--db", type=index_path(exists=True), default=None,
-              help="An existing index: its vault, chunking and embedding cache are reused.")
+@db_option("An existing index: its vault, chunking and embedding cache are reused.", required=False, exists=True)
 @click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
               help="Starting config (TOML) for every candidate (default: the built-in defaults).")
 @click.option("--work", **in_runs(AB_WORK, output_folder()),

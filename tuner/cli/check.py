@@ -9,7 +9,7 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import fail, index_path, json_option
+from tuner.cli.options import (db_option, fail, index_path, json_option)
 
 
 def damaged_index_message(db, e: Exception) -> str:
@@ -19,7 +19,7 @@ def damaged_index_message(db, e: Exception) -> str:
 
 
 @click.command()
-@click.option("--db", required=True, type=index_path(), help="The index file to check.")
+@db_option("The index file to check.")
 @click.option("--quick", is_flag=True, help="Only quick_check and reading every vector (what `index` runs first).")
 @click.option("--sample", type=click.IntRange(min=0), default=16, help="Vectors re-embedded and compared (0 = none).")
 @json_option()

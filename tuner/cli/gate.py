@@ -10,9 +10,11 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
+from search_core.paths import default_index, no_index_message
 
-from tuner.cli.options import (FiniteFloat, PathValue, VaultPath, duration, fail, format_option, gate_file_value,
-                               index_path, json_option, output_file, output_folder, recall_log_option, window_value)
+from tuner.cli.options import (db_option, duration, fail, FiniteFloat, format_option, gate_file_value, index_path,
+                               json_option, output_file, output_folder, PathValue, recall_log_option, VaultPath,
+                               window_value)
 from tuner.cli.extras import require_extra
 from tuner.reports import emit
 
@@ -26,7 +28,7 @@ def _labels_arg(path: Path):
 
 
 @click.group(invoke_without_command=True)
-@click.option("--db", type=index_path(), help="The index the gate serves.")
+@db_option("The index the gate serves (else the index `index` built last).", required=False)
 @recall_log_option()
 @click.option("--since", default="7d", show_default=True, callback=window_value, help="Log window: 7d, 24h, 90m, or `all`.")
 @click.option("--labels", "labels", multiple=True, type=PathValue(),
@@ -50,8 +52,9 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, fmt, out, pro
     from tuner.reports.calibration import calibration_report
     from tuner.gate.proposal import write_proposal
 
+    db = db or default_index()
     if db is None:
-        fail(SearchCoreError("calibrate needs --db (the index the gate serves)"))
+        fail(SearchCoreError(f"calibrate needs the index the gate serves: {no_index_message()}"))
     try:
         window = duration(since, allow_all=True, param_hint="--since")
         parsed = [_labels_arg(p) for p in labels]
@@ -81,7 +84,7 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, fmt, out, pro
 
 
 @calibrate.command("apply")
-@click.option("--db", required=True, type=index_path())
+@db_option()
 @click.option("--proposal", type=PathValue(dir_okay=False), default=None)
 def calibrate_apply(db, proposal):
     """Install the proposal's gate as <db>.gate.json (recorded in <db>.gate-history.jsonl)."""
@@ -95,7 +98,7 @@ def calibrate_apply(db, proposal):
 
 
 @calibrate.command("undo")
-@click.option("--db", required=True, type=index_path())
+@db_option()
 def calibrate_undo(db):
     """Put back the gate file the last `calibrate apply` replaced."""
     from tuner.gate.proposal import undo_apply

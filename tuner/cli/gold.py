@@ -12,7 +12,8 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import duration, fail, json_option, recall_log_option
+from tuner.cli.options import (PathValue, duration, fail, input_file, json_option, output_file, recall_log_option,
+                               window_value)
 
 
 @click.group()
@@ -21,11 +22,11 @@ def gold():
 
 
 @gold.command("make")
-@click.argument("vault_or_db", type=click.Path(path_type=Path))
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="The gold YAML file to write.")
+@click.argument("vault_or_db", type=PathValue(exists=True))
+@click.option("--out", required=True, type=output_file(), help="The gold YAML file to write.")
 @click.option("-n", "n", type=click.IntRange(min=1), default=200, show_default=True,
               help="At most this many questions, taken in turn across notes (no note fills the set).")
-@click.option("--seed", type=int, default=0, show_default=True, help="The same seed makes the same set.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The same seed makes the same set.")
 @click.option("--kinds", default=None,
               help="Comma-separated: anchor, heading, alias, summary, title (default: anchor,heading,alias; "
                    "summary and title questions are matched by the very field they come from).")
@@ -60,9 +61,9 @@ def gold_make(vault_or_db, out, n, seed, kinds, n_probes, as_json):
 
 @gold.command("from-log")
 @recall_log_option()
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="The gold YAML file to write.")
-@click.option("--since", default="all", show_default=True, help="Log window: 7d, 24h, 90m, or `all`.")
-@click.option("--existing", "existing", multiple=True, type=click.Path(path_type=Path),
+@click.option("--out", required=True, type=output_file(), help="The gold YAML file to write.")
+@click.option("--since", default="all", show_default=True, callback=window_value, help="Log window: 7d, 24h, 90m, or `all`.")
+@click.option("--existing", "existing", multiple=True, type=input_file(),
               help="A gold set whose questions a call must not repeat (near-duplicates are left out); repeatable.")
 @json_option()
 def gold_from_log(log_path, out, since, existing, as_json):
@@ -85,10 +86,10 @@ def gold_from_log(log_path, out, since, existing, as_json):
 
 
 @gold.command("init")
-@click.argument("vault_or_db", type=click.Path(path_type=Path))
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="The new gold YAML file.")
+@click.argument("vault_or_db", type=PathValue(exists=True))
+@click.option("--out", required=True, type=output_file(), help="The new gold YAML file.")
 @click.option("-n", "n", type=click.IntRange(min=1), default=6, show_default=True, help="Notes to write questions about.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 def gold_init(vault_or_db, out, n, seed):
     """A gold set to fill in: notes picked across VAULT_OR_DB's folders, each with a commented-out question
     slot per level (L0, L1, XL, L2, probe); remove a slot's `# ` and write its query."""

@@ -82,7 +82,9 @@ def hermes_status(hermes_home, server, calls, as_json):
             click.echo(f"  {when}  {c.get('call', '?'):<10} {str(c.get('session', ''))[:20]:<20} {what}{extra}"
                        f"  {c.get('ms', '-')} ms{err}")
     else:
-        click.echo("no calls logged yet")
+        click.echo("the provider logged no calls yet")
+    if s.server_calls is not None:
+        click.echo(f"server calls  {s.server_calls_text()}")
     for p in s.problems():
         click.echo(f"TODO: {p}")
 

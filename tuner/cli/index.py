@@ -8,13 +8,13 @@ import sys
 import click
 
 from search_core import SearchCoreError
-from tuner.cli.options import (Progress, SqlitePath, VaultPath, fail, index_path, json_option, nonempty_value,
-                               sigterm_as_interrupt)
+from tuner.cli.options import (db_option, fail, index_path, json_option, nonempty_value, Progress,
+                               sigterm_as_interrupt, SqlitePath, VaultPath)
 
 
 @click.command()
 @click.argument("vault", type=VaultPath())
-@click.option("--db", required=True, type=index_path(reading=False), help="The index file (SQLite).")
+@db_option("The index file (SQLite); the index built last becomes the default index of every verb.", reading=False)
 @click.option("--embedder", default=None, callback=nonempty_value, help="Embedder name (default: the index's, or e5-small for a new index).")
 @click.option("--full", is_flag=True, help="Rebuild from scratch into a new file, swapped in when complete.")
 @click.option("--chunk-chars", type=click.IntRange(min=1), default=None, help="Target chunk size in characters (needs --full to change).")
@@ -46,6 +46,8 @@ def index(vault, db, embedder, full, chunk_chars, dense_per_note, cache, as_json
                    "are kept in the cache, so running the same command again resumes quickly", err=True)
         sys.exit(130)
     bars.close()
+    from search_core.paths import record_default_index
+    record_default_index(db)
     _print(report, vault, db, as_json)
     if watch:
         from search_core.index.watch import VaultWatcher

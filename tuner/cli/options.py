@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from search_core import SearchCoreError
-from search_core.paths import LEDGER, RECALL_LOG, runs_path
+from search_core.paths import DB_ENV, LEDGER, RECALL_LOG, default_index, no_index_message, runs_path
 from tuner.durations import EXAMPLES, DurationError, parse_duration
 from tuner.reports.render import FORMATS
 
@@ -260,6 +260,30 @@ def nonempty_token(ctx, param, value):
         raise click.BadParameter("the token is empty; give a secret (e.g. `openssl rand -hex 16`) or leave "
                                  "the option (and AUTORESEARCH_TOKEN) out", param=param)
     return value
+
+
+def _db_or_default(ctx, param, value):
+    """--db, else $AUTORESEARCH_DB (click reads it), else the default index `index` recorded; else a usage
+    error naming all three."""
+    if value is not None:
+        return value
+    recorded = default_index()
+    if recorded is None:
+        raise click.UsageError(no_index_message(), ctx=ctx)
+    return recorded
+
+
+def db_option(help: str = "The index file (SQLite).", *, required: bool = True, exists: bool = False,
+              reading: bool = True):
+    """The one --db option. Every verb reads $AUTORESEARCH_DB when --db is not given; a verb that needs an
+    index (`required`) then takes the default index the last `index` recorded, and says what to do when
+    there is none. Not required: the verb has its own default (the active config's index, or none)."""
+    if required:
+        help = f"{help} Default: ${DB_ENV}, else the index `index` built last."
+    else:
+        help = f"{help} ${DB_ENV} when set."
+    return click.option("--db", type=index_path(reading=reading, exists=exists), default=None, envvar=DB_ENV,
+                        callback=_db_or_default if required else None, help=help)
 
 
 def ledger_option(help: str | None = None, *, reading: bool = True):

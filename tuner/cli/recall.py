@@ -12,8 +12,9 @@ import click
 from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
-from tuner.cli.options import (FiniteFloat, PathValue, duration, duration_value, fail, index_path, json_option,
-                               nonempty_token, options, recall_log_option, search_config_value, window_value)
+from tuner.cli.options import (db_option, duration, duration_value, fail, FiniteFloat, index_path, json_option,
+                               nonempty_token, options, PathValue, recall_log_option, search_config_value,
+                               window_value)
 from search_core.recall.engine import MAX_TIMEOUT_S
 
 _LOG_OPT = recall_log_option()
@@ -105,8 +106,8 @@ def recall_log_list(log_path, since, limit, as_json):
 @_LOG_OPT
 @click.option("--since", default="7d", show_default=True, callback=window_value, help="Log window: 7d, 24h, or `all`.")
 @click.option("-n", "n", type=click.IntRange(min=1), default=20, show_default=True, help="How many calls to pick.")
-@click.option("--db", type=index_path(), default=None,
-              help="Score the calls with the gate in force on this index (default: the logged probabilities).")
+@db_option("Score the calls with the gate in force on this index (default: the logged probabilities).",
+           required=False)
 @click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
               help="A TOML config (its gate_threshold); default: the active config when it exists.")
 @json_option()
@@ -168,7 +169,7 @@ def _engine(db, config_path, log_path, retention, privacy, timeout):
 
 
 _SERVE_OPTS = [
-    click.option("--db", required=True, type=index_path(), help="The index file."),
+    db_option(),
     click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
                  help="A TOML config ([search] and [recall]); default: the active config ($AUTORESEARCH_RUNS/active.toml, else runs/active.toml) when it exists."),
     recall_log_option(reading=False),

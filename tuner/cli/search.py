@@ -8,7 +8,16 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import (PathValue, db_error, fail, index_path, input_file, json_option, search_config_value)
+from tuner.cli.options import (db_error, db_option, fail, index_path, input_file, json_option, PathValue,
+                               search_config_value)
+
+
+def gate_reads(searcher) -> tuple[frozenset, str]:
+    """The features the gate in force reads (its model's; the cosine gate reads only top_cos), and what it is."""
+    model = getattr(searcher.gate_choice, "model", None)
+    if model is not None:
+        return frozenset(model.features), "gate model"
+    return frozenset({"top_cos"}), "cosine gate"
 
 
 def _print_explain(res, searcher):
@@ -38,8 +47,11 @@ def _print_explain(res, searcher):
     g = res.gate
     p = "-" if g.probability is None else f"{g.probability:.3f}"
     click.echo(f"\ngate ({g.kind}; {g.reason}): P(answerable) {p}, band {g.band}")
+    read, whose = gate_reads(searcher)
+    click.echo(f"  {len(g.features)} features computed; * marks the {sum(n in read for n in g.features)} "
+               f"the {whose} reads")
     for name, value in g.features.items():
-        click.echo(f"  {name:<20} {value:.4f}")
+        click.echo(f"  {'*' if name in read else ' '} {name:<20} {value:.4f}")
     from search_core.index import word_df
     if not word_df.is_current(searcher.conn):      # an older index: unknown_names used the trigram test
         click.echo(f"  ({word_df.STALE})")
@@ -47,7 +59,7 @@ def _print_explain(res, searcher):
 
 @click.command()
 @click.argument("query")
-@click.option("--db", default=None, type=index_path(), help="Default: the active config's index.")
+@db_option("The index file. Default: the active config's index, else the index `index` built last.", required=False)
 @click.option("-k", "top_k", type=click.IntRange(min=1), default=None, help="How many results (default 5).")
 @click.option("--embedder", default=None, help="Must match the index's embedder.")
 @click.option("--reranker", default=None, help="Reranker name, or none.")
@@ -102,7 +114,7 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
 
 
 @click.command()
-@click.option("--db", required=True, type=index_path())
+@db_option()
 @json_option()
 def stats(db, as_json):
     """What is in an index: counts, fingerprint, vault, schema."""

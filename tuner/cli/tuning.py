@@ -12,14 +12,14 @@ import click
 from search_core import SearchCoreError
 from search_core.paths import DEMO, EVALS
 from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
-from tuner.cli.options import (FiniteFloat, PathValue, Progress, VaultPath, db_error, duration, duration_value, fail,
-                               in_runs, index_path, input_file, json_option, ledger_option, output_file, output_folder,
-                               search_config_value)
+from tuner.cli.options import (db_error, db_option, duration, duration_value, fail, FiniteFloat, in_runs, index_path,
+                               input_file, json_option, ledger_option, output_file, output_folder, PathValue,
+                               Progress, search_config_value, VaultPath)
 from tuner.cli.extras import require_extra
 
 
 @click.command("eval")
-@click.option("--db", default=None, type=index_path(), help="Default: the active config's index.")
+@db_option("The index file. Default: the active config's index, else the index `index` built last.", required=False)
 @click.option("--gold", "gold_path", required=True, type=PathValue(),
               help="A gold YAML file, a BEIR folder (queries.jsonl + qrels .tsv), or a KorQuAD JSON file.")
 @click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value)
@@ -89,7 +89,7 @@ def compare(a, b, as_json, seed):
 
 
 @click.command()
-@click.option("--db", required=True, type=index_path(), help="The index of the starting embedder.")
+@db_option("The index of the starting embedder.")
 @click.option("--gold", "gold_path", required=True, type=PathValue(), help="The tuning set.")
 @click.option("--holdout", type=PathValue(), default=None, help="Reported at the end, never tuned on.")
 @click.option("--split", type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True), default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")

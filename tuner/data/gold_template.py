@@ -94,5 +94,6 @@ def write_gold_template(vault_or_db: str | Path, out: str | Path, *, n: int = 6,
     if out.exists():
         raise SearchCoreError(f"{out} exists; `gold init` writes a new file (pick another --out, or move it away)")
     text, picked = gold_template(vault_or_db, out.stem, n=n, seed=seed)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, text)
     return picked

@@ -103,5 +103,6 @@ def write_gold_from_log(log_path: str | Path, out: str | Path, *, since_s: float
         header.append("# Left out: " + "; ".join(f"{k}: {v}" for k, v in sorted(lg.left_out.items())))
     body = yaml.safe_dump({"name": Path(out).stem, "questions": [q.to_yaml() for q in lg.questions]},
                           allow_unicode=True, sort_keys=False, width=1000)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(header) + "\n" + body)
     return lg

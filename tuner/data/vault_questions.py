@@ -463,6 +463,7 @@ def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | 
                           kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "") -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
     vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq
 

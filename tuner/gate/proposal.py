@@ -62,8 +62,8 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
                               "\"model\"); run `autoresearch calibrate` again")
     if prop.get("declined"):
         raise SearchCoreError(f"nothing to apply: the calibration of {prop.get('created', '?')} proposed no change "
-                              f"({prop['declined']}); the gate in force stays. Run `autoresearch calibrate` again "
-                              "once there are more labels")
+                              f"({prop['declined']}); the gate in force stays. Label more calls (`autoresearch recall-log "
+                              "suggest` picks them), then run `autoresearch calibrate` again")
     if not prop.get("model"):
         t = prop.get("cosine_threshold")
         usable = isinstance(t, (int, float)) and not isinstance(t, bool) and -1.0 <= t <= 1.0

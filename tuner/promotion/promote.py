@@ -23,7 +23,7 @@ from search_core.gate.model import DEFAULT_GATE_FILE, load_gate, sidecar_path
 from search_core.files import LockBusy, PidLock, atomic_write_text
 from search_core.index.store import atomic, connect, sqlite_file_problem
 from search_core.paths import ACTIVE_CONFIG as ACTIVE
-from search_core.paths import RUNS_ENV, runs_dir
+from search_core.paths import RUNS_ENV, default_index, no_index_message, runs_dir
 from search_core.validate import Where
 
 from tuner.promotion.config_toml import config_toml, toml_table
@@ -402,19 +402,24 @@ def resolve_search_config(db: Path | None, config_path: Path | None,
     """--config wins; else runs/active.toml (its index when --db is not given); else the defaults.
     A --db built by another embedder than the active config's is refused rather than silently mixed."""
     if config_path is not None:
+        db = db if db is not None else default_index(runs)
         if db is None:
-            raise SearchCoreError("--db is required with --config")
+            raise SearchCoreError(f"--config names no index: {no_index_message(runs)}")
         return db, load_config(config_path)
     active = read_active(runs)
     if active is None:
         if db is None:
-            raise SearchCoreError(f"--db is required: there is no active config ({runs_dir(runs) / ACTIVE}) "
+            db = default_index(runs)
+        if db is None:
+            raise SearchCoreError(f"{no_index_message(runs)}; there is no active config ({runs_dir(runs) / ACTIVE}) "
                                   "naming an index")
         return db, SearchConfig()
     if db is None:
-        if active.index is None:
-            raise SearchCoreError(f"{runs_dir(runs) / ACTIVE} names no index; pass --db")
-        return active.index, active.config
+        if active.index is not None:
+            return active.index, active.config
+        db = default_index(runs)         # checked against the active config's embedder below
+        if db is None:
+            raise SearchCoreError(f"{runs_dir(runs) / ACTIVE} names no index: {no_index_message(runs)}")
     from search_core.index.store import get_meta
     conn = connect(db, readonly=True)
     try:

@@ -303,7 +303,8 @@ class Sweep:
         final, metrics = self._baseline()
         counts: dict[str, int] = {}
         for r in self.rows[1:]:
-            counts[r["decision"]] = counts.get(r["decision"], 0) + 1
+            d = str(r["decision"])      # the word the ledger stores, not the enum (its repr leaked into messages)
+            counts[d] = counts.get(d, 0) + 1
         start_m = round_result(self.rows[0]) if self.rows else None
         return {"sweep": self.id, "rounds": len(self.rows) - 1, "decisions": counts,
                 "start_config": self.start.as_dict(), "final_config": final.as_dict(),

@@ -117,7 +117,7 @@ def test_a_memory_manager_loads_it_from_config_and_injects_one_turn_late(hermes_
     assert res["is_memory_provider"] and res["module"] == "_hermes_user_memory.autoresearch"
     first, second = res["turns"]
     assert first["context"] == ""                                     # nothing was queued before turn 1
-    assert second["context"].startswith("Related notes from your vault:") and "(ai/rag/graphrag)" in second["context"]
+    assert second["context"].startswith("Related notes from your vault:") and "(ai/rag/graphrag.md)" in second["context"]
     assert second["sanitized_equal"]                                  # we emit no fence or system note ourselves
     assert second["fenced"].count("<memory-context>") == 1 and second["context"] in second["fenced"]
     assert [r["stopped_by"] for r in _rows(log, "contract-a")] == [None, None]
@@ -132,7 +132,7 @@ def test_b_the_agent_loop_carries_our_block_in_the_second_request_only(hermes_py
     first, second = res["requests"]
     assert "<memory-context>" not in _last_user(first) and "Related notes" not in _last_user(first)
     assert _last_user(second).startswith(KIMCHI_Q) and "<memory-context>" in _last_user(second)
-    assert "(ai/rag/graphrag)" in _last_user(second).split("<memory-context>")[1]
+    assert "(ai/rag/graphrag.md)" in _last_user(second).split("<memory-context>")[1]
     assert [c["call"] for c in res["provider_log"]][:3] == ["initialize", "prefetch", "queue"]
 
 
@@ -168,7 +168,7 @@ def test_e_a_profile_set_through_hermes_contextvar_reaches_our_background_work(h
     res = drive(hermes_py, "agent", tmp_path, home=str(home), profile_home=str(profile), server=url,
                 session="contract-e", messages=[GRAPH_Q, KIMCHI_Q])
     assert res["providers"] == ["autoresearch"]                     # the profile's config chose the provider
-    assert "(ai/rag/graphrag)" in _last_user(res["requests"][1])    # queue and prefetch agreed on the profile
+    assert "(ai/rag/graphrag.md)" in _last_user(res["requests"][1])    # queue and prefetch agreed on the profile
     rows = _rows(log, "contract-e")
     assert len(rows) == 2 and {r["profile"] for r in rows} == {"coder"}
     assert {c["profile"] for c in res["provider_log"] if c["call"] == "queue"} == {"coder"}
@@ -182,7 +182,7 @@ def test_f_g_no_note_twice_in_a_session_and_the_log_has_hermes_session_id(hermes
     last = res["requests"][-1]                                # the whole transcript, earlier blocks replayed
     given = [n for m in last for block in (m["content"] or "").split("<memory-context>")[1:]
              for n in NOTE_RE.findall(block.split("</memory-context>")[0])]
-    assert "ai/rag/graphrag" in given and len(given) == len(set(given)), given      # (f)
+    assert "ai/rag/graphrag.md" in given and len(given) == len(set(given)), given      # (f)
     sid = res["session_id"]
     assert sid and len(_rows(log, sid)) == 4                                        # (g)
     assert {c["session"] for c in res["provider_log"] if c["call"] in ("queue", "prefetch")} == {sid}

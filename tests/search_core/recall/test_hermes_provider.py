@@ -292,3 +292,22 @@ def test_the_installed_copy_runs_on_the_standard_library_alone(demo_index, tmp_p
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
     assert res["name"] == "autoresearch" and "ai/rag/graphrag" in res["block"] and res["third_party"] == []
+
+
+def test_status_counts_the_calls_the_server_answered_when_the_provider_logged_none(index_db, tmp_path):
+    from search_core.recall.client import RecallClient
+    home = tmp_path / "hermes"
+    home.mkdir()
+    with serving(index_db, tmp_path) as (url, engine):
+        install(home, server=url)
+        rc = RecallClient(url, timeout=60)           # another client: nothing in this home's provider log
+        for i in range(3):
+            rc.queue(GRAPH_Q, f"other-{i}")
+        assert engine.wait_idle(60)
+        for i in range(3):
+            rc.prefetch(f"other-{i}")
+        s = status(home)
+        text = CliRunner().invoke(main, ["hermes", "status", "--hermes-home", str(home)]).output
+    assert s.last_calls == () and s.server_calls == {"/queue": 3, "/prefetch": 3}
+    assert any("answered 6 recall call(s)" in p and "logged none" in p for p in s.problems())
+    assert "no calls logged yet" not in text and "server calls  6 recall call(s)" in text, text

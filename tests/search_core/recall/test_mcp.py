@@ -41,7 +41,7 @@ def test_mcp_client_lists_and_calls_the_tools(small_index_e5, tmp_path):
             return tools, search, recall, held, chat, empty, bad_k
 
     tools, search, recall, held, chat, empty, bad_k = asyncio.run(session())
-    assert set(tools) == {"search_notes", "recall"}
+    assert set(tools) == {"search_notes", "recall", "get_note"}
     props = tools["search_notes"].input_schema["properties"]
     assert props["query"]["type"] == "string" and props["k"]["type"] == "integer" and props["k"]["minimum"] == 1
     assert tools["recall"].input_schema["properties"]["held"]["type"] == "array"
@@ -166,3 +166,53 @@ def test_calls_during_a_full_rebuild_of_the_index_are_answered(tmp_path, shared_
             rebuild.kill()
             rebuild.wait(30)
         assert mcp.close() == 0
+
+
+def _tool(mcp: McpProcess, name: str, arguments: dict) -> dict:
+    call = mcp.call(name, arguments)
+    got = mcp.reply()
+    assert got["id"] == call, got
+    return got["result"]
+
+
+def test_get_note_reads_notes_by_id_or_path_and_the_server_names_its_version(index_db, tmp_path):
+    from search_core.recall.mcp import package_version
+    mcp = McpProcess(index_db, tmp_path / "log.sqlite", tmp_path)
+    try:
+        mcp.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        info = mcp.reply()["result"]["serverInfo"]
+        assert info["name"] == "autoresearch" and info["version"] == package_version() and info["version"]
+        mcp.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        hit = _tool(mcp, "search_notes", {"query": "GraphRAG 커뮤니티 요약", "k": 2})["structuredContent"]
+        top = hit["results"][0]
+        assert "features" not in hit["gate"] and hit["gate"]["reason"] and top["path"].endswith(".md")
+        assert "features" in _tool(mcp, "search_notes", {"query": "GraphRAG", "explain": True})[
+            "structuredContent"]["gate"]
+        by_id = _tool(mcp, "get_note", {"id": top["note_id"]})["structuredContent"]["notes"]
+        by_path = _tool(mcp, "get_note", {"id": top["path"]})["structuredContent"]["notes"]
+        assert by_id == by_path and by_id[0]["note_id"] == top["note_id"] and by_id[0]["source"] == "file"
+        assert by_id[0]["text"] == open(top["abs_path"], encoding="utf-8").read() and not by_id[0]["truncated"]
+        ids = [r["note_id"] for r in hit["results"]]
+        several = _tool(mcp, "get_note", {"ids": ids})["structuredContent"]["notes"]
+        assert [n["note_id"] for n in several] == ids
+        wrong = _tool(mcp, "get_note", {"id": top["note_id"] + "x"})
+        assert wrong["isError"] and "close matches" in wrong["content"][0]["text"]
+        assert top["note_id"] in wrong["content"][0]["text"]
+        assert _tool(mcp, "get_note", {})["isError"]
+    finally:
+        assert mcp.close() == 0
+
+
+def test_read_notes_shares_one_size_cap(index_db):
+    from search_core.recall.notes import read_notes
+    from search_core.search.pipeline import Searcher
+    s = Searcher(index_db)
+    try:
+        ids = sorted(s.view.notes)[:3]
+        full = read_notes(s.view, ids, cap=10**9)
+        cut = read_notes(s.view, ids, cap=full[0].chars + 10)
+        assert not cut[0].truncated and cut[1].truncated and len(cut[1].text) == 10 and cut[2].text == ""
+        assert sum(len(n.text) for n in cut) == full[0].chars + 10
+    finally:
+        s.close()

@@ -52,7 +52,7 @@ def test_the_official_inspector_lists_and_calls_our_tools(inspector, demo_index_
 
     listed = inspect("--method", "tools/list")
     tools = {t["name"]: t for t in listed["tools"]}
-    assert set(tools) == {"search_notes", "recall"}
+    assert set(tools) == {"search_notes", "recall", "get_note"}
     assert tools["search_notes"]["inputSchema"]["required"] == ["query"]
     assert tools["search_notes"]["inputSchema"]["properties"]["k"]["minimum"] == 1
 
@@ -65,5 +65,5 @@ def test_the_official_inspector_lists_and_calls_our_tools(inspector, demo_index_
     recalled = inspect("--method", "tools/call", "--tool-name", "recall", "--tool-arg", f"query={QUESTION}",
                        "session_id=inspector-1")
     blk = recalled["structuredContent"]
-    assert blk["injected"] and "(ai/rag/graphrag)" in blk["block"] and blk["notes"][0] == "ai/rag/graphrag"
+    assert blk["injected"] and "(ai/rag/graphrag.md)" in blk["block"] and blk["notes"][0] == "ai/rag/graphrag"
     assert [(r["session"], r["query"]) for r in read_calls(log)] == [("inspector-1", QUESTION)]

@@ -7,13 +7,14 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from search_core.recall.client import RecallClient, RecallError
 from search_core.config import SearchConfig
-from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.engine import LEAN_GATE_KEYS, RecallConfig, RecallEngine, SearchBackend
 from search_core.recall.log import RecallLog, read_calls
 from tests.helpers import ROOT, free_port
 from tests.helpers.http import get, post, running
@@ -31,11 +32,21 @@ def _engine(db, tmp_path, threshold=0.0, **cfg):
 def test_endpoints_and_shapes(index_db, tmp_path):
     engine = _engine(index_db, tmp_path)
     with running(engine) as url:
-        status, res = post(url + "/search", {"query": QUESTION, "k": 3})
+        status, res = post(url + "/search", {"query": QUESTION, "k": 3, "explain": True})
         cli = json.loads(CliRunner().invoke(main, ["search", QUESTION, "--db", str(index_db), "--json", "-k", "3",
                                                    "--config", str(_toml(tmp_path, threshold=0.0))]).output)
         assert status == 200 and set(res) == set(cli)
         assert res["results"] == cli["results"] and res["gate"] == cli["gate"]
+        # by default the answer carries the decision and its reason, not the gate's features or the timings
+        status, lean = post(url + "/search", {"query": QUESTION, "k": 3})
+        assert status == 200 and "features" not in lean["gate"] and "timings_ms" not in lean
+        assert lean["gate"]["reason"] == res["gate"]["reason"] and lean["results"] == res["results"]
+        assert len(json.dumps(lean)) < len(json.dumps(res)) - 1000
+        # every hit says where its file is: inside the vault, and on this machine
+        top = lean["results"][0]
+        assert top["path"].endswith(".md") and top["path"].startswith(top["note_id"])
+        assert Path(top["abs_path"]).is_file() and Path(top["abs_path"]).as_posix().endswith(top["path"])
+        assert post(url + "/search", {"query": QUESTION, "explain": "yes"})[0] == 400
         assert post(url + "/queue", {"query": QUESTION, "session_id": "s1"}) == (
             200, {"queued": True, "stopped_by": None, "session_id": "s1"})
         assert post(url + "/queue", {"query": "thanks!", "session_id": "s2"})[1]["stopped_by"] in ("too_short",
@@ -44,12 +55,14 @@ def test_endpoints_and_shapes(index_db, tmp_path):
         status, blk = post(url + "/prefetch", {"session_id": "s1"})
         assert status == 200 and set(blk) >= {"block", "injected", "gate", "stopped_by"}
         assert blk["injected"] and "GraphRAG" in blk["block"] and blk["gate"]["threshold"] == 0.0
+        assert set(blk["gate"]) <= set(LEAN_GATE_KEYS) and blk["gate"]["reason"] and blk["caveat"] is False
+        assert ".md)" in blk["block"]      # each line names its note's file
         assert post(url + "/prefetch", {"session_id": "never-seen"})[1]["stopped_by"] == "nothing_queued"
         status, health = get(url + "/healthz")
         assert status == 200 and json.loads(health)["status"] == "ok"
         post(url + "/search", {"query": QUESTION})        # the same query again: served from the vector cache
         status, text = get(url + "/metrics")
-        assert status == 200 and 'autoresearch_requests_total{path="/search",status="200"} 2' in text
+        assert status == 200 and 'autoresearch_requests_total{path="/search",status="200"} 3' in text
         hits = int(text.split("autoresearch_query_cache_hits_total ")[1].split()[0])
         assert hits >= 2        # the CLI-free repeats of QUESTION: /search twice + the queued recall
 
@@ -205,6 +218,7 @@ def fetch():                                          # the user takes a while t
             return r
         time.sleep(0.05)
 import time
+from pathlib import Path
 turns = []
 for msg in ["GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?", "감사합니다 수고하셨습니다!", "RRF 점수 계산에서 k는 보통 얼마?"]:
     r = fetch()                                      # turn start: last turn's recall
@@ -261,7 +275,7 @@ def test_prefetch_leaves_out_given_notes_lowers_the_budget_and_keys_by_profile(i
         assert full["injected"] and full["notes"][0] == "ai/graphrag" and len(full["notes"]) >= 2
         queued("p1", profile="coder")
         rest = post(url + "/prefetch", {"session_id": "p1", "profile": "coder", "exclude_notes": ["ai/graphrag"]})[1]
-        assert "ai/graphrag" not in rest["notes"] and "(ai/graphrag)" not in rest["block"] and rest["injected"]
+        assert "ai/graphrag" not in rest["notes"] and "(ai/graphrag.md)" not in rest["block"] and rest["injected"]
         queued("p1", profile="coder")
         none = post(url + "/prefetch", {"session_id": "p1", "profile": "coder", "exclude_notes": full["notes"]})[1]
         assert none["block"] == "" and none["stopped_by"] == "already_held" and none["notes"] == []

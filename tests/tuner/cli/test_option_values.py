@@ -44,7 +44,7 @@ ROLE_BY_NAME = {
     "space": "toml", "gate_path": "json", "proposal": "json", "from_json": "json", "a": "json", "b": "json",
     "label_file": "labels", "ledger_path": "sqlite", "log_path": "sqlite", "cache": "sqlite_out",
     "out": "out_file", "work": "out_dir", "runs": "out_dir", "hermes_home": "out_dir",
-    "vault": "vault", "watch_vault": "vault",
+    "vault": "vault", "watch_vault": "vault", "existing": "gold", "vault_or_db": "vault",
     "since": "duration", "time_budget": "duration", "older_than": "duration", "retention": "duration",
     "embedder": "model", "reranker": "model", "embedders": "models", "rerankers": "models",
     "sweep_id": "sweep_id", "resume": "sweep_id", "server": "url", "host": "host", "label": "label",
@@ -159,6 +159,9 @@ BASE = {
     "calibrate apply": ([], {"--db": "{db}"}),
     "calibrate undo": ([], {"--db": "{db}"}),
     "probes make": (["{small_vault}"], {"--gold": "{small_gold}", "--out": "{fresh}/probes"}),
+    "gold make": (["{small_vault}"], {"--out": "{fresh}/made.yaml"}),
+    "gold from-log": ([], {"--log": "{log}", "--out": "{fresh}/from-log.yaml"}),
+    "gold init": (["{small_vault}"], {"--out": "{fresh}/init.yaml"}),
     "recall-log stats": ([], {"--log": "{log}"}),
     "recall-log list": ([], {"--log": "{log}"}),
     "recall-log suggest": ([], {"--log": "{log}"}),
@@ -267,6 +270,8 @@ def files(tmp_path_factory, demo_index) -> Files:
                    "top_scores": [{"note_id": "ai/rag/graphrag", "score": 0.03, "cosine": 0.8}],
                    "features": {"probability": 0.3 * i, "top_cos": 0.8, "band": "skip", "kind": "model"}})
     log.close()
+    from search_core.recall.log import label_calls
+    label_calls(root / "recall-log.sqlite", [(1, "relevant")])      # `gold from-log` needs a labelled call
     daemon_toml = root / "daemon.toml"
     daemon_toml.write_text(f'[daemon]\ntimezone = "UTC"\nruns = "{root / "daemon-runs"}"\n[sweep]\n'
                            f'vault = "{ROOT / "experiments/demo-vault"}"\ndb = "{db}"\n'

@@ -104,7 +104,7 @@ def test_cli_writes_the_set_and_says_how_to_make_probes(qvault, tmp_path):
     assert "wrote 4 questions" in r.output and "autoresearch probes make" in r.output
     assert len(load_gold(out).questions) == 4
     bad = CliRunner().invoke(main, ["gold", "make", str(tmp_path / "nowhere"), "--out", str(out)])
-    assert bad.exit_code == 1 and "does not exist" in bad.output
+    assert bad.exit_code == 2 and "does not exist" in bad.output
 
 
 def test_probes_come_through_probes_make(qvault, tmp_path, shared_cache):

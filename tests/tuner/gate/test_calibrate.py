@@ -337,3 +337,18 @@ def test_reading_the_fingerprint_of_an_index_this_process_holds_keeps_its_locks(
     from tests.helpers.live_file import assert_look_keeps_the_locks
     from tuner.gate.proposal import index_fingerprint
     assert_look_keeps_the_locks(small_index, index_fingerprint)
+
+
+def test_apply_after_a_calibration_that_kept_the_gate_says_there_is_nothing_to_apply(logged, tmp_path):
+    db, log = logged
+    # the module's index is shared: a proposal another test wrote by hand is not this calibration's
+    sidecar_path(db).with_name(db.name + ".gate-proposal.json").unlink(missing_ok=True)
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--since", "7d",
+                                  "--format", "md", "--out", str(tmp_path / "cal.md")])
+    assert r.exit_code == 0, r.output            # 12 labels: the gate in force is kept, no proposal written
+    r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db)])
+    assert r.exit_code != 0 and "nothing to apply" in r.output and "the gate in force stays" in r.output, r.output
+    assert "calibrate` first" not in r.output and "recall-log suggest" in r.output
+    fresh = tmp_path / "never-calibrated.sqlite"
+    r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(fresh)])
+    assert r.exit_code != 0 and "first" in r.output       # no calibration has run on this one

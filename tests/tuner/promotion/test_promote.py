@@ -73,7 +73,7 @@ def test_search_and_eval_read_the_active_config(demo_db, tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     monkeypatch.setenv("AUTORESEARCH_RUNS", str(runs))
     cli = CliRunner()
-    with pytest.raises(SearchCoreError, match="--db is required"):
+    with pytest.raises(SearchCoreError, match="pass --db FILE, or set AUTORESEARCH_DB"):
         resolve_search_config(None, None)
     decide_promotion("s2", START, SearchConfig(threshold=0.99, top_k=3).as_dict(), _holdout(0.8, 0.85), demo_db)
     # no --db, no --config: the active index and config (top_k 3, threshold 0.99)

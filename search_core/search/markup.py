@@ -1,0 +1,62 @@
+"""Markdown as an agent should read it in a snippet: the words, not the markup.
+
+A snippet goes into an agent's context every turn, and the raw chunk text spends that room on syntax:
+link-reference lines (`[repo]: https://github.com/...`), footnotes, HTML comments, `[[link|text]]`,
+`[text](url)`, kramdown attributes (`{:toc}`, `{#id}`), heading hashes and emphasis marks.
+clean_markup keeps the text each of them shows and drops the rest; it is idempotent, so a snippet
+cleaned once and again at block composition reads the same.
+"""
+
+from __future__ import annotations
+
+import re
+
+_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
+_LINK_DEF_LINE = re.compile(r"^[ \t]{0,3}\[(?!\^)[^\]\n]+\]:[ \t]*<?\S+>?(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?[ \t]*$",
+                            re.MULTILINE)
+_FOOTNOTE_DEF_LINE = re.compile(r"^[ \t]{0,3}\[\^[^\]\n]+\]:.*$", re.MULTILINE)
+# the same two once whitespace is collapsed (a snippet is one line): a definition up to the next one or the end
+_LINK_DEF_INLINE = re.compile(r"\[(?!\^)[^\]]+\]:\s*<?(?:https?://|/|\./|#|mailto:)\S*>?(?:\s+\"[^\"]*\")?")
+_FOOTNOTE_REF = re.compile(r"\[\^[^\]\s]+\]:?")
+_WIKI_DISPLAY = re.compile(r"\[\[([^\]\n]+?)\]\]\{([^}\n]*)\}")           # johngrib: [[/path]]{display text}
+_WIKI = re.compile(r"!?\[\[([^\]\n]+?)\]\]")
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
+_LINK = re.compile(r"\[([^\]\n]+)\]\((?:[^()\n]|\([^)\n]*\))*\)")
+_REF_LINK = re.compile(r"\[([^\]\n]+)\]\[[^\]\n]*\]")
+_KRAMDOWN_ATTR = re.compile(r"\{:[^}\n]*\}|\{#[\w-]+\}")
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.MULTILINE)
+_HEADING_INLINE = re.compile(r"(?:(?<=\s)|^)#{1,6}\s+(?=\S)")
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+-]*[ \t]*$", re.MULTILINE)
+_EMPHASIS = re.compile(r"(\*\*|__|~~)(?=\S)(.+?)(?<=\S)\1")
+_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+
+
+def _wiki_text(m: re.Match) -> str:
+    inner = m.group(1)
+    if "|" in inner:
+        return inner.split("|", 1)[1].strip()
+    return inner.split("#", 1)[0].strip().lstrip("/") or inner.strip()
+
+
+def clean_markup(text: str) -> str:
+    """`text` (markdown, one line or many) with its markup reduced to the words it shows; line breaks kept."""
+    if not text:
+        return text
+    text = _COMMENT.sub(" ", text)
+    text = _LINK_DEF_LINE.sub("", text)
+    text = _FOOTNOTE_DEF_LINE.sub("", text)
+    text = _LINK_DEF_INLINE.sub(" ", text)
+    text = _FOOTNOTE_REF.sub("", text)
+    text = _WIKI_DISPLAY.sub(lambda m: m.group(2).strip() or _wiki_text(m), text)
+    text = _WIKI.sub(_wiki_text, text)
+    text = _IMAGE.sub(lambda m: m.group(1), text)
+    text = _LINK.sub(lambda m: m.group(1), text)
+    text = _REF_LINK.sub(lambda m: m.group(1), text)
+    text = _KRAMDOWN_ATTR.sub("", text)
+    text = _FENCE.sub("", text)
+    text = _HEADING.sub("", text)
+    text = _HEADING_INLINE.sub("", text)
+    text = _EMPHASIS.sub(lambda m: m.group(2), text)
+    text = _TAG.sub(" ", text)
+    text = re.sub(r"[ \t]+", " ", text)
+    return re.sub(r"\n\s*\n+", "\n", text).strip()

@@ -1,0 +1,42 @@
+"""Snippets as text: what clean_markup keeps and drops, on the markup johngrib's wiki and Obsidian vaults use."""
+
+from search_core.recall.engine import RecallBlock, compose_notes, header_for, hit_lines
+from search_core.search.markup import clean_markup
+from search_core.search.pipeline import Hit
+
+NOTE = """# GraphRAG {#graphrag}
+* TOC
+{:toc}
+커뮤니티 요약은 [[ai/rag|RAG 노트]]와 [[/java/thread]]{자바 스레드}, [논문](https://arxiv.org/abs/2404.16130)에서 **온다**[^1].
+<!-- 나중에 고칠 것 -->
+
+[repo]: https://github.com/microsoft/graphrag
+[^1]: Edge et al. 2024
+"""
+
+
+def test_markup_is_reduced_to_the_words_it_shows():
+    text = clean_markup(NOTE)
+    assert "GraphRAG" in text and "RAG 노트" in text and "자바 스레드" in text and "논문" in text and "온다" in text
+    for noise in ("#", "[[", "]]", "](", "https://", "{:toc}", "{#", "**", "[^1]", "Edge et al", "<!--",
+                  "나중에", "[repo]"):
+        assert noise not in text, noise
+    assert clean_markup(text) == text          # idempotent: the block cleans a cleaned snippet again
+
+
+def test_a_collapsed_snippet_loses_its_link_definitions_too():
+    one_line = " ".join(NOTE.split())
+    text = clean_markup(one_line)
+    assert "https://" not in text and "[repo]" not in text and "[^1]" not in text and "온다" in text
+
+
+def test_block_lines_name_the_file_and_a_narrow_pass_is_marked():
+    hit = Hit("ai/graphrag", "GraphRAG", 1.0, "[[ai/rag|RAG]] 요약 [x]: https://x.org", {}, 1, 0.9, 0.1,
+              "ai/graphrag.md", "/vault/ai/graphrag.md")
+    (line,) = hit_lines([hit])
+    assert line == "- GraphRAG (ai/graphrag.md): RAG 요약"
+    plain, _ = compose_notes([line], 1200, header=header_for({"band": "inject"}))
+    narrow, _ = compose_notes([line], 1200, header=header_for({"band": "caveat"}))
+    assert "low confidence" not in plain and narrow.startswith("Possibly related") and "low confidence" in narrow
+    assert RecallBlock(narrow, True, {"band": "caveat"}, None).as_dict()["caveat"] is True
+    assert RecallBlock(plain, True, {"band": "inject"}, None).as_dict()["caveat"] is False
