@@ -101,7 +101,10 @@ def atomic(conn):
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        # after SQLITE_FULL or an I/O error SQLite may have rolled the transaction back itself: a second
+        # ROLLBACK would raise "no transaction is active" and hide why the write failed
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
     else:
         conn.execute("COMMIT")
