@@ -94,18 +94,7 @@ class RecallClient:
     def _call(self, path: str, body: dict | None = None) -> dict:
         data = None if body is None else json.dumps(body).encode("utf-8")
         method = "GET" if body is None else "POST"
-        try:
-            if self._loopback:
-                status, raw = self._kept_alive(method, path, data)
-            else:
-                req = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers())
-                try:
-                    with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                        status, raw = r.status, r.read()
-                except urllib.error.HTTPError as e:
-                    status, raw = e.code, e.read()
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-            raise RecallError(0, "unreachable", f"{self.url}: {getattr(e, 'reason', e) or type(e).__name__}") from None
+        status, raw = self._request(method, path, data)
         if status >= 400:
             try:
                 err = json.loads(raw)["error"]
@@ -167,20 +156,23 @@ class RecallClient:
                     counts[path] += int(float(line.rsplit(" ", 1)[1]))
         return counts
 
-    def _text(self, path: str) -> str:
-        """A GET whose answer is text (not JSON)."""
+    def _request(self, method: str, path: str, data: bytes | None) -> tuple[int, bytes]:
+        """(status, body) of one request, kept alive on loopback; RecallError "unreachable" when none came."""
         try:
             if self._loopback:
-                status, raw = self._kept_alive("GET", path, None)
-            else:
-                req = urllib.request.Request(self.url + path, method="GET", headers=self._headers())
-                try:
-                    with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                        status, raw = r.status, r.read()
-                except urllib.error.HTTPError as e:
-                    status, raw = e.code, e.read()
+                return self._kept_alive(method, path, data)
+            req = urllib.request.Request(self.url + path, data=data, method=method, headers=self._headers())
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                    return r.status, r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read()
         except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
             raise RecallError(0, "unreachable", f"{self.url}: {getattr(e, 'reason', e) or type(e).__name__}") from None
+
+    def _text(self, path: str) -> str:
+        """A GET whose answer is text (not JSON)."""
+        status, raw = self._request("GET", path, None)
         if status >= 400:
             raise RecallError(status, "http_error", f"{self.url}{path} answered HTTP {status}")
         return raw.decode("utf-8", errors="replace")
