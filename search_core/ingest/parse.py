@@ -12,10 +12,13 @@ from search_core.ingest.note import Link, Note, Section
 
 FRONTMATTER_RE = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 FENCE_RE = re.compile(r"^\s*(```+|~~~+)")
-HEADING_RE = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
-# ![[target#anchor|display]]{kramdown display}
+# The closing "#"s are stripped by heading_title, not here: "(.*?)[ \t]*#*[ \t]*$" backtracked over every
+# "#" of "# ####…# x" (7.6 s on a line of 20,000).
+HEADING_RE = re.compile(r"^(#{1,6})[ \t]+(.*)$")
+# ![[target#anchor|display]]{kramdown display}. Bounded parts, as in MD_LINK_RE: unbounded ones made a
+# line of 20,000 "[" take 10 s (each "[[" scanned the rest of the line); no real link part is 300 chars.
 LINK_RE = re.compile(
-    r"(!?)\[\[([^\]\|#\n]*)(?:#([^\]\|\n]*))?(?:\|([^\]\n]*))?\]\](?:\{([^}\n]*)\})?")
+    r"(!?)\[\[([^\]\|#\n]{0,300})(?:#([^\]\|\n]{0,300}))?(?:\|([^\]\n]{0,300}))?\]\](?:\{([^}\n]{0,300})\})?")
 # a tag starts after whitespace/start/punctuation, never inside a word, URL or anchor
 INLINE_TAG_RE = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[(,]))#([0-9A-Za-z_가-힣\-/]*[A-Za-z_가-힣][0-9A-Za-z_가-힣\-/]*)")
 INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
@@ -39,7 +42,7 @@ NAV_RULE = 1
 # [text](target) to a file of the vault (README and docsify sidebars link so); a URL with a scheme or
 # a bare #anchor is not a note, and these links are counted for the measure only, never stored as links.
 # Bounded parts: unbounded ones made a line of 20,000 "[" take 3.1 s (each "[" scanned the rest of the line)
-MD_LINK_RE = re.compile(r"!?\[([^\]\n]{0,300})\]\(<?([^)\s>]{1,300})>?(?:\s+\"[^\"\n]{0,300}\")?\)")
+MD_LINK_RE = re.compile(r"!?\[([^\]\n]{0,300})\]\(<?([^)\s>]{1,300})>?(?:\s{1,300}\"[^\"\n]{0,300}\")?\)")
 URL_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 WORD_CHAR_RE = re.compile(r"\w", re.UNICODE)
 # Frontmatter is a few hundred bytes in every real note; 64 KB and 20 levels leave room for any honest
@@ -215,6 +218,16 @@ def render_links(text: str) -> str:
     return LINK_RE.sub(repl, text)
 
 
+def heading_title(text: str) -> str:
+    """A heading's text without its closing "#"s, which CommonMark counts only after a space or tab
+    ("## C#" is about C#; "## Notes ##" is "Notes")."""
+    text = text.rstrip(" \t")
+    bare = text.rstrip("#")
+    if not bare or bare[-1] in " \t":
+        return bare.rstrip(" \t")
+    return text
+
+
 def split_sections(body: str) -> list[Section]:
     """Sections by markdown heading, ignoring '#' lines inside fenced code; kramdown attributes stripped."""
     sections: list[Section] = []
@@ -240,7 +253,7 @@ def split_sections(body: str) -> list[Section]:
         if h:
             flush()
             level = len(h.group(1))
-            title = KRAMDOWN_HEADING_ID_RE.sub("", h.group(2)).strip()
+            title = KRAMDOWN_HEADING_ID_RE.sub("", heading_title(h.group(2))).strip()
             title = render_links(title)
             while path and path[-1][0] >= level:
                 path.pop()

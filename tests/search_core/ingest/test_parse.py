@@ -67,3 +67,44 @@ def test_title_falls_back_to_file_name():
 def test_navigation_flag():
     assert parse_note("m", "---\ntype: moc\n---\n- [[a]]").is_nav
     assert not parse_note("m", "---\ntype: note\n---\nx").is_nav
+
+
+def _unbounded_repeats(pattern: str) -> list:
+    """Repeats with no upper bound in a regex's parse tree (each can scan the rest of the line)."""
+    import re._parser as sre_parse
+    from re._constants import MAX_REPEAT, MIN_REPEAT, MAXREPEAT, SUBPATTERN, BRANCH
+
+    found = []
+
+    def walk(items):
+        for op, av in items:
+            if op in (MAX_REPEAT, MIN_REPEAT):
+                lo, hi, sub = av
+                if hi == MAXREPEAT:
+                    found.append(str(sub))
+                walk(sub)
+            elif op == SUBPATTERN:
+                walk(av[-1])
+            elif op == BRANCH:
+                for alt in av[1]:
+                    walk(alt)
+
+    walk(sre_parse.parse(pattern))
+    return found
+
+
+def test_link_patterns_have_bounded_parts_so_a_line_of_brackets_stays_linear():
+    # an unbounded part let each "[[" scan the rest of the line: 20,000 "[" took 10 s in LINK_RE alone
+    from search_core.ingest.parse import LINK_RE, MD_LINK_RE
+    assert _unbounded_repeats(LINK_RE.pattern) == []
+    assert _unbounded_repeats(MD_LINK_RE.pattern) == []
+
+
+def test_heading_pattern_has_no_backtracking_tail_and_titles_drop_only_a_closing_sequence():
+    from search_core.ingest.parse import HEADING_RE, heading_title, split_sections
+    # one unbounded part, then the end of the line: nothing after it to backtrack over ("# ####…# x" took 7.6 s)
+    assert HEADING_RE.pattern.endswith("(.*)$")
+    assert [heading_title(t) for t in ("C#", "Notes ##", "##", "a  #  ", "F# and C#")] == [
+        "C#", "Notes", "", "a", "F# and C#"]
+    sections = split_sections("## C#\n본문 하나\n## Notes ##\n본문 둘\n")
+    assert [s.heading_path for s in sections] == [("C#",), ("Notes",)]
