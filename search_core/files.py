@@ -15,6 +15,14 @@ import tempfile
 from pathlib import Path
 
 
+def is_disk_full(e: BaseException) -> bool:
+    """A full disk, a file-size or quota limit, or SQLite's word for them ("database or disk is full",
+    "disk I/O error" when its journal cannot grow): the machine's fault, not the input's."""
+    text = str(e).lower()
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) \
+        or "disk is full" in text or "disk i/o error" in text or "file too large" in text or "no space" in text
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Replace `path` with `text` (UTF-8) in one step. The folder must exist."""
     path = Path(path)

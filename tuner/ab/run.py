@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from search_core import SearchCoreError
-from search_core.files import atomic_write_text
+from search_core.files import atomic_write_text, is_disk_full
 from search_core.config import ChunkConfig, SearchConfig
 from search_core.hashing import hash_json, hash_text, stat_stamp
 from search_core.index.indexer import default_cache_path, index_vault
@@ -92,12 +92,6 @@ def _rss_mb() -> dict:
     except OSError:
         pass
     return {"rss": out.get("VmRSS"), "peak": out.get("VmHWM")}
-
-
-def _disk_full(e: BaseException) -> bool:
-    text = str(e).lower()
-    return isinstance(e, OSError) and e.errno in (28, 27) or "disk is full" in text or "disk i/o error" in text \
-        or "file too large" in text or "no space" in text
 
 
 def _timed_rows(searcher, gold: GoldSet, cfg: SearchConfig, progress, desc: str) -> list:
@@ -190,7 +184,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
             try:
                 db, res.build = build_candidate_index(p, cand.embedder, chunk_cfg, progress)
             except Exception as e:      # OSError, or sqlean's own OperationalError ("disk I/O error")
-                if not _disk_full(e):
+                if not is_disk_full(e):
                     raise
                 db = index_path(p.work, p.vault, cand.embedder, chunk_cfg)
                 left = sorted(x.name for x in db.parent.glob(db.name + ".building-*"))

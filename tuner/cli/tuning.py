@@ -10,6 +10,7 @@ import sys
 import click
 
 from search_core import SearchCoreError
+from search_core.files import atomic_write_text
 from search_core.paths import DEMO, EVALS
 from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
 from tuner.cli.options import (db_error, db_option, duration, duration_value, fail, FiniteFloat, in_runs, index_path,
@@ -61,7 +62,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
     out.mkdir(parents=True, exist_ok=True)
     result = res.to_json()
     path = out / f"{_time.strftime('%Y%m%d-%H%M%S')}-{gold.name}-{res.config_hash}.json"
-    path.write_text(json.dumps(result, ensure_ascii=False, indent=1))
+    atomic_write_text(path, json.dumps(result, ensure_ascii=False, indent=1))
     for w in res.warnings:              # on stderr, so --json's stdout stays one document (it lists them too)
         click.echo(f"warning: {w}", err=True)
     if as_json:
@@ -266,7 +267,7 @@ def best(sweep_id, ledger_path, out):
         fail(e)
     text = config_toml(cfg, f"winner of sweep {info['id']} (round {round_no})")
     if out:
-        out.write_text(text, encoding="utf-8")
+        atomic_write_text(out, text)
         click.echo(f"wrote {out}")
     else:
         click.echo(text, nl=False)

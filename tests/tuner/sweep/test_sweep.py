@@ -210,3 +210,24 @@ def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):
     lg = Ledger(led)
     last_kept = [x for x in lg.rounds(lg.sweep()["id"]) if x["decision"] == "kept"][-1]
     assert json.loads(r.output)["config_hash"] == last_kept["config_hash"]
+
+
+def test_a_verb_on_a_full_disk_says_so_and_keeps_the_file_it_would_replace(demo_index, tmp_path):
+    """The kernel's file-size limit answers EFBIG as a full disk answers ENOSPC; SQLite then cannot grow the
+    ledger's shared-memory file and says "disk I/O error". The user gets the fix, not a traceback, and the
+    file `best --out` would have replaced is whole."""
+    import resource
+    run_sweep(tmp_path, demo_index, FUSION_SPACE, 2)
+    best = tmp_path / "best.toml"
+    best.write_text("# the config I use\n", encoding="utf-8")
+    (tmp_path / "ledger.sqlite-shm").unlink(missing_ok=True)
+
+    def cap():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    proc = subprocess.run([sys.executable, "-m", "tuner.cli", "best", "--ledger", str(tmp_path / "ledger.sqlite"),
+                           "--out", str(best)], cwd=ROOT, preexec_fn=cap, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "Error: the disk refused a read or write" in proc.stderr and "free space" in proc.stderr
+    assert best.read_text(encoding="utf-8") == "# the config I use\n"
