@@ -320,7 +320,11 @@ class AutoresearchMemoryProvider(_Base):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
                     kept = path.read_text(encoding="utf-8", errors="replace").splitlines()[-500:]
-                    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+                    # the kept lines go to a new file renamed into place: a full disk mid-write must not
+                    # leave the log cut (this file runs inside Hermes and imports nothing of ours)
+                    tmp = path.with_name(path.name + ".trim")
+                    tmp.write_text("\n".join(kept) + "\n", encoding="utf-8")
+                    os.replace(tmp, path)
                 with path.open("a", encoding="utf-8") as f:
                     f.write(line + "\n")
         except Exception:           # a full disk must not break the agent's turn
