@@ -69,13 +69,15 @@ def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     parts = list(retrieval.subqueries) if "decomposed" in channels else []
     own = sorted((p for p in parts if not ch.shares_query_vector(p, capped)), key=len, reverse=True)
     emb = searcher.embedder
-    lengths = tuple(int(emb.text_length(t, is_query=True)) for t in [capped, *own])
+    # a fast-path answer embedded nothing and searched no vector (Retrieval.fast)
+    lengths = () if retrieval.fast else tuple(int(emb.text_length(t, is_query=True)) for t in [capped, *own])
     fts = []
     if "sparse" in channels:
         fts.append(_fts_work(conn, view, retrieval.query))
     fts += [_fts_work(conn, view, p) for p in parts]
     return SearchWork(
-        embed_lengths=lengths, solo=not own, dense_rows=int(view.matrix.shape[0]), dim=int(view.matrix.shape[1])
+        embed_lengths=lengths, solo=not own, dense_rows=0 if retrieval.fast else int(view.matrix.shape[0]),
+        dim=int(view.matrix.shape[1])
         if view.matrix.ndim == 2 else 0,
         entity_rows=int(view.entity_matrix.shape[0]) if "entity" in channels else 0,
         entity_notes=len(retrieval.lists.get("entity", ())),
