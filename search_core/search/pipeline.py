@@ -217,6 +217,7 @@ class Searcher:
         path's check leaves out the notes rank() will (index pages not asked for by name, `exclude`)."""
         skip = frozenset()
         if cfg.fast_path_margin is not None:
+            self._refresh()                  # the index pages to leave out are the view's retrieve() will read
             skip = self._held_out(check_query(query), cfg, frozenset(exclude))[0]
         return self.retrieve(query, cfg.depth, keyword_index=cfg.keyword_index, fast_margin=cfg.fast_path_margin,
                              skip=skip)
@@ -394,6 +395,7 @@ class Searcher:
         t["gate"] = (time.perf_counter() - t0) * 1000
         # retrieve() ran its stages on two threads: its wall time, not their sum, is what a user waited
         t["total"] = sum(v for k, v in t.items() if k not in _RETRIEVE_STAGES or "retrieve" not in t)
+        # the label reads the top cosine, which a fast-path answer has none of: it says what the decision says
         confidence = confidence_label(top, threshold) if not r.fast else ("high" if d.inject else "very_low")
         return SearchResult(r.query, tuple(hits), gate, confidence, t, tuple(fused), r, final.ids, held_out, named)
 
