@@ -348,3 +348,37 @@ def test_a_sweep_over_a_damaged_stored_calibration_retakes_it_with_a_warning(dem
     assert used["key"] == key and used["taken_at"] != "hand-set (tests)"
     assert all(0 <= v < float("inf") for v in used["units"].values())
     assert store.get(used["key"]) == Calibration.from_json(used)          # the file was replaced by the new one
+
+
+KEYWORD_SPACE = """
+[keyword_index]
+kind = "categorical"
+choices = ["fts5", "ngram", "both"]
+"""
+
+
+def test_a_keyword_index_round_is_charged_the_ngram_work_it_ran(demo_index, tmp_path):
+    """keyword_index rounds (the shipped space has them): the n-gram queries a candidate runs are in its
+    questions' counted work and in their predicted latency, and the replay decides them alike."""
+    from tests.helpers.sweeps import run_sweep
+    from tuner.evaluation.cost_model import Calibration
+    from tuner.evaluation.score import ScoreConfig
+    from tuner.sweep.rounds import replay_decisions
+    summary, rows = run_sweep(tmp_path, demo_index, KEYWORD_SPACE, 2)
+    tried = [r for r in rows if r["variable"] == "keyword_index" and r["metrics"]]
+    assert {r["new"] for r in tried} == {"ngram", "both"}
+    for r in tried:
+        cal = Calibration.from_json(r["metrics"]["latency_charge"]["calibration"])
+        works = [SearchWork.from_json(q["work"]) for q in r["metrics"]["per_query"]]
+        assert all(w.ngram_postings and w.ngram_terms for w in works)              # every question ran one
+        assert all(bool(w.fts_postings) == (r["new"] == "both") for w in works)
+        sparse = sorted(predict(w, cal)["sparse"] for w in works)
+        assert sparse[len(sparse) // 2] > cal.units["ngram_ms"]                     # charged beyond a constant
+    replay = replay_decisions(rows, _default_rule(), ScoreConfig())
+    assert replay and all(x["agrees"] for x in replay), replay
+
+
+def _default_rule():
+    """The keep rule run_sweep's sweeps decide by (SweepParams' defaults)."""
+    from tuner.sweep.loop import SweepParams
+    return SweepParams(db="x", gold="x", space="x", rounds=1).rule()
