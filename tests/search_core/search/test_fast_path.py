@@ -113,3 +113,11 @@ def test_evaluation_runs_the_fast_path_as_search_does(searcher):
         assert rows[1].work.embed_lengths != ()
         for r, q in zip(rows, gold.questions):
             assert list(r.ranked[:5]) == list(searcher.search(q.query, c).ranked[:5])
+
+
+def test_the_fast_path_is_off_by_default_and_its_margin_is_part_of_a_configs_hash():
+    """(A config without it keeps the hash it had before the field: tests/tuner/sweep/test_gate_tuning.py.)"""
+    cfg = SearchConfig()
+    assert cfg.fast_path_margin is None
+    assert len({cfg.config_hash(), cfg.replace(fast_path_margin=0.2).config_hash(),
+                cfg.replace(fast_path_margin=0.3).config_hash()}) == 3
