@@ -44,7 +44,7 @@ HANGUL = re.compile(r"[\uac00-\ud7a3]")
 WORD = re.compile(r"\w+", re.UNICODE)
 # config variants by name: SearchConfig changes on top of the shipped default
 CONFIGS = {"default": {}, "ngram": {"keyword_index": "ngram"}, "fts5": {"keyword_index": "fts5"},
-           "both": {"keyword_index": "both"}}
+           "both": {"keyword_index": "both"}, "fast": {"fast_path_margin": 0.2}}
 
 
 @dataclass(frozen=True)

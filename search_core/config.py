@@ -79,6 +79,12 @@ class SearchConfig:
     # words, one document per note (search_core/index/ngram_postings.py); "fts5" = FTS5 trigrams plus the
     # short-token scan for 1-2 character words; "both" = the two lists fused by RRF. BENCHMARKS.md, peers, has the two side by side.
     keyword_index: str = "fts5"
+    # The fast path: a query the keyword lists decide is answered from them without embedding it. The n-gram
+    # and FTS5 lists must put the same note first and the n-gram BM25 top score must lead the second by at
+    # least this share of itself (search_core.search.channels.KeywordEvidence); None: every query runs every
+    # channel. Off until a vault's own probes say it does not answer questions the vault cannot (BENCHMARKS.md,
+    # the fast path: 0.2 was chosen on the tuning sets).
+    fast_path_margin: float | None = None
     reranker: str = "none"
     exclude_nav: bool = True       # index/MOC notes never appear in results
     nav_globs: tuple[str, ...] = ("index", "*/index", "home", "*MOC*", "*moc*")
@@ -95,6 +101,8 @@ class SearchConfig:
         d = self.as_dict()
         if d["gate_threshold"] is None:     # added later: a config that leaves it unset keeps its old hash
             del d["gate_threshold"]
+        if d["fast_path_margin"] is None:   # added later: a config without the fast path keeps its old hash
+            del d["fast_path_margin"]
         if d["keyword_index"] == "fts5":    # added later: configs from before it ran FTS5 and keep their hash
             del d["keyword_index"]
         return hash_json(d, 12)

@@ -199,6 +199,8 @@ def check_search_values(data: dict, where: Where) -> dict:
         out["threshold"] = where.number("threshold", data["threshold"], lo=-1.0, hi=1.0)
     if "gate_threshold" in data:
         out["gate_threshold"] = where.number("gate_threshold", data["gate_threshold"], lo=0.0, hi=1.0)
+    if "fast_path_margin" in data:
+        out["fast_path_margin"] = where.number("fast_path_margin", data["fast_path_margin"], lo=0.0, hi=1.0)
     for k in ("embedder", "reranker"):
         if k in data:
             out[k] = where.model_name(k, data[k])

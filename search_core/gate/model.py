@@ -174,7 +174,7 @@ class GateDecision:
     inject: bool
     probability: float | None    # the model's calibrated P(answerable); None when the cosine gate decided
     band: str                    # inject / caveat / skip
-    kind: str                    # model or cosine
+    kind: str                    # model or cosine; keyword on a fast-path answer (search_core/search/pipeline.py)
     source: str                  # the gate file, or "cosine"
     threshold: float
     reason: str = ""

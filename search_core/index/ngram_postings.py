@@ -165,5 +165,11 @@ def postings(conn, term: str) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(row[0], DTYPE).astype(np.int64), np.frombuffer(row[1], DTYPE).astype(np.int64)
 
 
+def posting_count(conn, term: str) -> int:
+    """How many chunks hold `term` (the length of its list), without reading the list."""
+    row = conn.execute("SELECT length(chunks) FROM ngram_postings WHERE term = ?", (term,)).fetchone()
+    return int(row[0]) // np.dtype(DTYPE).itemsize if row else 0
+
+
 def lengths(conn) -> dict[int, int]:
     return dict(conn.execute("SELECT chunk_id, terms FROM ngram_lengths"))

@@ -157,16 +157,61 @@ def keyword(conn, view, query: str, depth: int, index: str = "ngram") -> list[Ch
     if index == "fts5":
         return sparse(conn, view, query, depth)
     if index == "both":
-        from search_core.search.fusion import weighted_rrf
-        lists = {"ngram": ngram_sparse(conn, view, query, depth), "fts5": sparse(conn, view, query, depth)}
-        fused = weighted_rrf({k: [h.note_id for h in v] for k, v in lists.items()}, {"ngram": 1.0, "fts5": 1.0},
-                             BOTH_RRF_K, limit=depth)
-        chunk = {}
-        for hits in lists.values():                       # the n-gram list's chunk first
-            for h in hits:
-                chunk.setdefault(h.note_id, h.chunk_id)
-        return [ChannelHit(f.id, chunk[f.id], f.score) for f in fused]
+        return both_keyword(ngram_sparse(conn, view, query, depth), sparse(conn, view, query, depth), depth)
     raise ValueError(f"unknown keyword index {index!r}; one of {', '.join(KEYWORD_INDEXES)}")
+
+
+def both_keyword(ngram: list[ChannelHit], fts5: list[ChannelHit], depth: int) -> list[ChannelHit]:
+    """The "both" keyword list: the n-gram and FTS5 lists fused by plain RRF (BOTH_RRF_K)."""
+    from search_core.search.fusion import weighted_rrf
+    lists = {"ngram": ngram, "fts5": fts5}
+    fused = weighted_rrf({k: [h.note_id for h in v] for k, v in lists.items()}, {"ngram": 1.0, "fts5": 1.0},
+                         BOTH_RRF_K, limit=depth)
+    chunk = {}
+    for hits in lists.values():                       # the n-gram list's chunk first
+        for h in hits:
+            chunk.setdefault(h.note_id, h.chunk_id)
+    return [ChannelHit(f.id, chunk[f.id], f.score) for f in fused]
+
+
+@dataclass(frozen=True)
+class KeywordEvidence:
+    """Whether the keyword lists alone decide a query (the fast path, SearchConfig.fast_path_margin): the
+    n-gram BM25 top score leads the second by at least `cut` of itself, and the FTS5 list puts the same note
+    first. Notes a search holds out (index pages, a question's own source) are left out first. The FTS5 list
+    is asked only when the margin holds (fts5_ran): it costs several times the n-gram list."""
+    first: str | None          # the n-gram list's first note
+    margin: float              # (top - second) / top of the n-gram scores; 1.0 with one note, 0.0 with none
+    cut: float
+    fts5_ran: bool = False
+    agree: bool = False        # the FTS5 list's first note is the n-gram list's
+
+    @property
+    def decided(self) -> bool:
+        return self.first is not None and self.margin >= self.cut and self.agree
+
+    def reason(self) -> str:
+        if self.first is None:
+            return "the n-gram keyword list found nothing"
+        if self.margin < self.cut:
+            return f"n-gram BM25 margin {self.margin:.2f} < {self.cut:g}"
+        if not self.agree:
+            return f"n-gram BM25 margin {self.margin:.2f} >= {self.cut:g}, but FTS5 puts another note first"
+        return f"n-gram BM25 margin {self.margin:.2f} >= {self.cut:g} and FTS5 agrees on {self.first}"
+
+
+def keyword_evidence(ngram: list[ChannelHit], fts5: list[ChannelHit] | None, cut: float,
+                     skip=frozenset()) -> KeywordEvidence:
+    """KeywordEvidence of the two lists; fts5=None: the n-gram margin alone (agree stays False)."""
+    ng = [h for h in ngram if h.note_id not in skip]
+    if not ng:
+        return KeywordEvidence(None, 0.0, cut)
+    top = ng[0].score
+    margin = float(1.0 if len(ng) == 1 else ((top - ng[1].score) / top if top > 0 else 0.0))
+    if fts5 is None:
+        return KeywordEvidence(ng[0].note_id, margin, cut)
+    fs = next((h.note_id for h in fts5 if h.note_id not in skip), None)
+    return KeywordEvidence(ng[0].note_id, margin, cut, True, fs == ng[0].note_id)
 
 
 def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:

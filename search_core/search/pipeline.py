@@ -28,7 +28,10 @@ from search_core.models import get_reranker
 from search_core.search.query_cache import QUERY_CACHE, SharedEmbedding
 
 SNIPPET_CHARS = 220
-_RETRIEVE_STAGES = ("embed", *CHANNELS)     # inside retrieve()'s own wall time ("retrieve")
+_RETRIEVE_STAGES = ("embed", "fast_check", *CHANNELS)     # inside retrieve()'s own wall time ("retrieve")
+# The fast path's gate decision: the keyword evidence decided, so the gate model did not (its features read
+# the query's vector, which the fast path never computes); `search --json` names it by this kind.
+FAST_PATH_GATE = "keyword"
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,16 @@ class Gate:
 @dataclass(frozen=True)
 class Retrieval:
     query: str
-    qvec: np.ndarray
+    qvec: np.ndarray | None   # None: the fast path answered without embedding the query
     lists: dict               # channel -> list[ChannelHit]
     timings_ms: dict
     subqueries: tuple = ()
+    evidence: ch.KeywordEvidence | None = None   # the fast path's check, when the config asks for it
+
+    @property
+    def fast(self) -> bool:
+        """Answered by the fast path: the keyword lists decided, nothing was embedded."""
+        return self.qvec is None
 
 
 @dataclass(frozen=True)
@@ -203,10 +212,24 @@ class Searcher:
             self._warm = True
 
     # -- the expensive half: channels ----------------------------------------------------------------
+    def retrieve_for(self, query: str, cfg: SearchConfig, *, exclude=frozenset()) -> Retrieval:
+        """retrieve() as `cfg` asks for it, the fast path included: what search() and evaluation run. The fast
+        path's check leaves out the notes rank() will (index pages not asked for by name, `exclude`)."""
+        skip = frozenset()
+        if cfg.fast_path_margin is not None:
+            self._refresh()                  # the index pages to leave out are the view's retrieve() will read
+            skip = self._held_out(check_query(query), cfg, frozenset(exclude))[0]
+        return self.retrieve(query, cfg.depth, keyword_index=cfg.keyword_index, fast_margin=cfg.fast_path_margin,
+                             skip=skip)
+
     def retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS,
-                 keyword_index: str = SearchConfig().keyword_index) -> Retrieval:
+                 keyword_index: str = SearchConfig().keyword_index, fast_margin: float | None = None,
+                 skip=frozenset()) -> Retrieval:
         """The channel lists of `query`, `depth` notes each; the sparse and decomposed channels read the
-        keyword index `keyword_index` (SearchConfig.keyword_index)."""
+        keyword index `keyword_index` (SearchConfig.keyword_index). fast_margin (SearchConfig.fast_path_margin):
+        first run both keyword indexes; when they decide (channels.KeywordEvidence, with the notes in `skip`
+        left out) return their "both" list as the sparse channel and embed nothing; otherwise run every
+        channel, the keyword lists reused."""
         query = check_query(query)
         if keyword_index not in ch.KEYWORD_INDEXES:
             raise SearchCoreError(f"unknown keyword index {keyword_index!r}; one of {', '.join(ch.KEYWORD_INDEXES)}")
@@ -216,6 +239,22 @@ class Searcher:
         self._refresh()
         t: dict[str, float] = {}
         start = time.perf_counter()
+        evidence, ngram, fts5 = None, None, None
+        if fast_margin is not None and "sparse" in channels:
+            # checked before the embedding starts, so a decided query embeds nothing. The n-gram list first
+            # (~3 ms); the FTS5 list (~15-20 ms on the 8,417-chunk baekjungho wiki) only when the n-gram margin
+            # holds: a query the margin turns away waits for the n-gram list alone before its embedding starts,
+            # and its FTS5 query still runs beside the embedding
+            ngram = ch.ngram_sparse(self.conn, self.view, query, depth)
+            evidence = ch.keyword_evidence(ngram, None, fast_margin, skip)
+            if evidence.first is not None and evidence.margin >= fast_margin:
+                fts5 = ch.sparse(self.conn, self.view, query, depth)
+                evidence = ch.keyword_evidence(ngram, fts5, fast_margin, skip)
+            t["fast_check"] = (time.perf_counter() - start) * 1000
+            if evidence.decided:
+                t["retrieve"] = t["fast_check"]
+                return Retrieval(query, None, {"sparse": ch.both_keyword(ngram, fts5, depth)}, t, (), evidence)
+
         # the embedder reads at most 512 tokens: it sees the capped text (limits.cap_query); sub-questions
         # come from the capped query too: most are embedded (not one that is most of the query), so 100 KB would
         # be 100 KB again
@@ -243,9 +282,17 @@ class Searcher:
         # a long question's one-thread embedding (~50 ms) and its FTS5 work overlap instead of adding up
         # (BENCHMARKS.md, latency). Same vectors and lists as one thread (tests/search_core/search/test_search_overlap.py).
         with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector, then=vector_searches) as shared:
-            if "sparse" in channels:
+            if "sparse" in channels:          # the lists the fast path's check ran are not run again
                 t0 = time.perf_counter()
-                lists["sparse"] = ch.keyword(self.conn, view, query, depth, keyword_index)
+                if keyword_index == "ngram" and ngram is not None:
+                    lists["sparse"] = ngram
+                elif keyword_index == "fts5" and fts5 is not None:
+                    lists["sparse"] = fts5
+                elif keyword_index == "both" and ngram is not None:
+                    lists["sparse"] = ch.both_keyword(ngram, fts5 if fts5 is not None else
+                                                      ch.sparse(self.conn, view, query, depth), depth)
+                else:
+                    lists["sparse"] = ch.keyword(self.conn, view, query, depth, keyword_index)
                 t["sparse"] = (time.perf_counter() - t0) * 1000
             part_sparse = []
             if "decomposed" in channels:       # the parts' keyword work, then their embeddings with the other thread
@@ -270,7 +317,7 @@ class Searcher:
             lists["entity"] = found[0]["entity"]
             t["entity"] = found[0]["ms_entity"]
         t["retrieve"] = (time.perf_counter() - start) * 1000     # what was waited: the stages overlap
-        return Retrieval(query, qvec, {name: lists[name] for name in channels}, t, subqueries)
+        return Retrieval(query, qvec, {name: lists[name] for name in channels}, t, subqueries, evidence)
 
     def _decomposed(self, part_sparse, part_dense, depth) -> list:
         """Each part's own sparse and dense lists, fused; none when the query has no parts (split_query
@@ -300,10 +347,9 @@ class Searcher:
         held = frozenset(exclude)            # notes this one search holds out (a question's own source)
         r_lists = r.lists if not held else {c: [h for h in hits if h.note_id not in held] for c, hits in r.lists.items()}
         lists = {c: [h.note_id for h in hits] for c, hits in r_lists.items()}
-        nav = self.nav_reasons(cfg.nav_globs) if cfg.exclude_nav else {}
-        named = tuple(n for n in ranking.named_in(r.query, self._nav_names(cfg.nav_globs)) if n not in held) if nav else ()
-        nav_out = frozenset(nav).difference(named)
-        fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=nav_out | held, community=view.community,
+        left_out, nav, named = self._held_out(r.query, cfg, held)
+        nav_out = left_out - held
+        fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
                                                depth=limit_fused), named)
         held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
                          if nid in nav_out)
@@ -313,8 +359,8 @@ class Searcher:
             for h in r_lists.get(c, []):
                 chunk_of.setdefault(h.note_id, h.chunk_id)
         for nid in named:                                       # asked for by name, found by no channel
-            if nid not in chunk_of:
-                chunk_of[nid] = view.best_chunk(r.qvec, nid)
+            if nid not in chunk_of:        # the fast path has no query vector: the note's first chunk
+                chunk_of[nid] = view.best_chunk(r.qvec, nid) if not r.fast else (view.note_chunks.get(nid) or [None])[0]
         cands = ranking.window(fused, cfg)
         rs, t["rerank"] = None, 0.0          # no window, no rerank work: a stopwatch around nothing read 0.01 ms on a busy machine
         if cands:
@@ -329,21 +375,49 @@ class Searcher:
             cid = chunk_of.get(f.id)
             snippet = self.snippet(cid, r.query, f.id) if snippets else ""
             rel = view.notes[f.id].get("path")
+            # the fast path embedded nothing: no cosine to report (0.0), its gate reads none
             hits.append(Hit(f.id, view.notes[f.id]["title"], s, snippet, f.ranks, cid,
-                            view.cosine(r.qvec, f.id, cid), f.score, rel,
+                            view.cosine(r.qvec, f.id, cid) if not r.fast else 0.0, f.score, rel,
                             str(Path(view.vault) / rel) if rel and view.vault else None))
         threshold = cfg.threshold if cfg.threshold is not None else self.embedder.default_threshold
         top = hits[0].cosine if hits else 0.0
         t0 = time.perf_counter()
-        feats = gate_features(r.query, r_lists, hits, view, conn=self.conn, reranked=cfg.reranker != "none")
-        d = self.gate_for(cfg.reranker).decide(feats, top, threshold, bool(hits), cfg.reranker,
-                                               p_threshold=cfg.gate_threshold)
+        # the fast path's decision reads none of the features, and they cost up to ~20 ms (unknown-word
+        # lookups) of an answer that otherwise takes a few: a fast-path answer carries none
+        feats = {} if r.fast else gate_features(r.query, r_lists, hits, view, conn=self.conn,
+                                                reranked=cfg.reranker != "none")
+        if r.fast:
+            d = self._fast_path_decision(r.evidence, bool(hits))
+        else:
+            d = self.gate_for(cfg.reranker).decide(feats, top, threshold, bool(hits), cfg.reranker,
+                                                   p_threshold=cfg.gate_threshold)
         gate = Gate(d, top, threshold, feats)
         t["gate"] = (time.perf_counter() - t0) * 1000
         # retrieve() ran its stages on two threads: its wall time, not their sum, is what a user waited
         t["total"] = sum(v for k, v in t.items() if k not in _RETRIEVE_STAGES or "retrieve" not in t)
-        return SearchResult(r.query, tuple(hits), gate, confidence_label(top, threshold), t, tuple(fused), r,
-                            final.ids, held_out, named)
+        # the label reads the top cosine, which a fast-path answer has none of: it says what the decision says
+        confidence = confidence_label(top, threshold) if not r.fast else ("high" if d.inject else "very_low")
+        return SearchResult(r.query, tuple(hits), gate, confidence, t, tuple(fused), r, final.ids, held_out, named)
+
+    def _held_out(self, query: str, cfg: SearchConfig, held: frozenset) -> tuple[frozenset, dict, tuple]:
+        """(every note this search leaves out of fusion, the index pages and why, the index pages the query
+        asks for by name: kept, and first). `held`: the notes the caller holds out."""
+        nav = self.nav_reasons(cfg.nav_globs) if cfg.exclude_nav else {}
+        named = tuple(n for n in ranking.named_in(query, self._nav_names(cfg.nav_globs)) if n not in held) if nav else ()
+        return frozenset(nav).difference(named) | held, nav, named
+
+    @staticmethod
+    def _fast_path_decision(evidence: ch.KeywordEvidence, has_hits: bool) -> GateDecision:
+        """The gate's decision on a fast-path answer. The gate model reads the query's vector (its cosine
+        features), which the fast path never computes; feeding it zeros for them would be a decision on a
+        query nobody asked. So the keyword evidence that chose the path decides, and says so: it injects.
+        What that costs is measured, not assumed: the probes (questions the vault cannot answer) that take
+        the fast path are injected where the gate model might have skipped them (BENCHMARKS.md, the fast
+        path), which is why the path is off by default."""
+        why = f"fast path: {evidence.reason()}; the query was not embedded and the gate model not asked"
+        if not has_hits:
+            return GateDecision(False, None, "skip", FAST_PATH_GATE, "fast path", evidence.cut, "no results")
+        return GateDecision(True, None, "inject", FAST_PATH_GATE, "fast path", evidence.cut, why)
 
     def _rerank_scores(self, name: str, query: str, items: list) -> list[float]:
         cache = self.rerank_cache if self.rerank_cache is not None else {}
@@ -365,7 +439,7 @@ class Searcher:
 
     def search(self, query: str, cfg: SearchConfig | None = None, *, exclude=frozenset()) -> SearchResult:
         cfg = cfg or SearchConfig(embedder=self.embedder_name)
-        return self.rank(self.retrieve(query, cfg.depth, keyword_index=cfg.keyword_index), cfg, exclude=exclude)
+        return self.rank(self.retrieve_for(query, cfg, exclude=exclude), cfg, exclude=exclude)
 
     # -- helpers -------------------------------------------------------------------------------------
     def nav_reasons(self, globs=SearchConfig().nav_globs) -> dict[str, str]:

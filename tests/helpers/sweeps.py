@@ -48,11 +48,11 @@ HAND_SET_UNITS = {
     "e5-small": {"embed_solo_ms": 16.5, "embed_solo_per_unit": 1.09, "embed_ms": 2.2, "embed_per_unit": 1.22,
                  "dense_per_mrowdim": 1.8, "entity_ms": 0.0, "entity_per_note": 0.033, "sparse_ms": 0.57,
                  "sparse_per_kposting": 2.1, "short_per_kposting": 0.76, "rank_ms": 0.54, "rank_per_item": 0.0013,
-                 "search_ms": 0.0},
+                 "search_ms": 0.0, "ngram_ms": 0.1, "ngram_per_term": 0.05, "ngram_per_kposting": 0.4},
     "minilm-l6": {"embed_solo_ms": 13.2, "embed_solo_per_unit": 0.34, "embed_ms": 13.1, "embed_per_unit": 0.34,
                   "dense_per_mrowdim": 1.9, "entity_ms": 0.0, "entity_per_note": 0.033, "sparse_ms": 0.55,
                   "sparse_per_kposting": 2.4, "short_per_kposting": 0.76, "rank_ms": 0.56, "rank_per_item": 0.0015,
-                  "search_ms": 1.7},
+                  "search_ms": 1.7, "ngram_ms": 0.1, "ngram_per_term": 0.05, "ngram_per_kposting": 0.4},
 }
 RERANK_MS_PER_PAIR = 0.5
 

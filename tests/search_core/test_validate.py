@@ -19,6 +19,7 @@ from search_core.validate import BadValue, Where, clean_text
     ('nav_globs = "index"', "nav_globs", "list of strings"),
     ('exclude_nav = "no"', "exclude_nav", "true or false"),
     ("gate_threshold = 1.5", "gate_threshold", "from 0.0 to 1.0"),
+    ("fast_path_margin = -0.1", "fast_path_margin", "from 0.0 to 1.0"),
     # a misspelt model name was kept and ignored: search used the index's embedder without a word
     ('embedder = "nope"', "embedder", "known: e5-small"),
     ('reranker = "bge"', "reranker", "known: none"),

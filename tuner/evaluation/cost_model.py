@@ -42,10 +42,14 @@ from search_core.models.threads import QUERY_THREADS, SOLO_QUERY_THREADS, embed_
 from search_core.files import atomic_write_text
 from search_core.percentiles import percentile
 from search_core.search.ranking import K_LIST
-from search_core.search.work import SearchWork, search_work
+from search_core.search.work import SearchWork, ngram_work, search_work
 from search_core.search.query_cache import uncached_queries
 
-VERSION = 1          # bump when the schedule in predict() or the units change: old calibrations are refused
+VERSION = 2          # bump when the schedule in predict() or the units change: old calibrations are refused
+# 2 added the n-gram BM25 query's units (NGRAM_UNITS). A version-1 calibration is still read, to re-charge the
+# rounds a ledger recorded with it (none of them ran an n-gram query); charging an n-gram query with it is
+# refused, and every new calibration is version 2.
+READABLE_VERSIONS = (1, 2)
 
 # name -> what one unit is. Every figure is in milliseconds.
 UNITS = {
@@ -59,11 +63,22 @@ UNITS = {
     "sparse_ms": "per FTS5 query (the query, each sub-question)",
     "sparse_per_kposting": "per 1,000 trigram postings an FTS5 query reads",
     "short_per_kposting": "per 1,000 short-token postings (1-2 character tokens)",
+    "ngram_ms": "per n-gram BM25 query (keyword_index ngram or both, the fast path's check)",
+    "ngram_per_term": "per distinct term an n-gram BM25 query looks up (one primary-key read of its list)",
+    "ngram_per_kposting": "per 1,000 chunk postings an n-gram BM25 query reads",
     "rank_ms": "per search: fusion, the final ranking and the gate's features",
     "rank_per_item": "per channel-list entry weighted RRF reads",
     "search_ms": "per search, beyond its parts: thread hand-offs, the index freshness check, Python between stages "
                  "(the median gap between whole searches timed in the calibration and the sum of their parts)",
 }
+NGRAM_UNITS = ("ngram_ms", "ngram_per_term", "ngram_per_kposting")
+
+
+def units_of(version) -> tuple[str, ...]:
+    """The units a calibration of `version` holds."""
+    return tuple(u for u in UNITS if version != 1 or u not in NGRAM_UNITS)
+
+
 # a calibration is short (it runs before a sweep's first round): at most this many questions, 3 passes each
 CALIBRATION_QUESTIONS = 60
 CALIBRATION_PASSES = 3
@@ -112,11 +127,12 @@ class Calibration:
         if not isinstance(d, dict):
             raise SearchCoreError(f"a cost calibration is a JSON object, not {type(d).__name__}; take a new one "
                                   "(`autoresearch sweep --recalibrate`)")
-        if d.get("version") != VERSION:
+        if d.get("version") not in READABLE_VERSIONS:
             raise SearchCoreError(f"cost calibration {d.get('key')!r} has version {d.get('version')!r}, this code "
-                                  f"reads {VERSION}; take a new one (`autoresearch sweep --recalibrate`)")
+                                  f"reads {' and '.join(map(str, READABLE_VERSIONS))}; take a new one "
+                                  "(`autoresearch sweep --recalibrate`)")
         units = d.get("units")
-        missing = [u for u in UNITS if u not in (units if isinstance(units, dict) else {})]
+        missing = [u for u in units_of(d.get("version")) if u not in (units if isinstance(units, dict) else {})]
         if missing:
             raise SearchCoreError(f"cost calibration {d.get('key')!r} lacks the units {', '.join(missing)}; "
                                   "take a new one (`autoresearch sweep --recalibrate`)")
@@ -138,9 +154,9 @@ class Calibration:
             elif not math.isfinite(v) or v < 0:
                 out.append(f"{name} is {v!r}, not a finite cost >= 0")
 
-        for name in UNITS:
+        for name in units_of(self.version):
             cost(f"units.{name}", self.units.get(name))
-        extra = sorted(set(self.units) - set(UNITS))
+        extra = sorted(set(self.units) - set(units_of(self.version)))
         if extra:
             out.append(f"unknown units {', '.join(map(str, extra[:5]))}")
         if not isinstance(self.rerank_per_pair, dict):
@@ -179,9 +195,16 @@ def predict(work: SearchWork, cal: Calibration, reranker: str = "none") -> dict:
               + u["dense_per_mrowdim"] * work.entity_rows * work.dim / 1e6) if work.entity_rows else 0.0
     fts = [u["sparse_ms"] + u["sparse_per_kposting"] * p / 1000 + u["short_per_kposting"] * s / 1000
            for p, s in zip(work.fts_postings, work.short_postings)]
+    if work.ngram_postings and "ngram_ms" not in u:
+        raise SearchCoreError(f"the cost calibration {cal.key} (version {cal.version}) has no n-gram BM25 units; "
+                              "take a new one (`autoresearch sweep --recalibrate`)")
+    ngram = [u["ngram_ms"] + u["ngram_per_term"] * n + u["ngram_per_kposting"] * p / 1000
+             for p, n in zip(work.ngram_postings, work.ngram_terms)]
+    # the fast path's check: the query's keyword queries it ran before the embedding started
+    ahead = (ngram[0] if work.ahead_ngram and ngram else 0.0) + (fts[0] if work.ahead_fts and fts else 0.0)
     q_embed = embed(lengths[0], work.solo) if lengths else 0.0
     worker = q_embed + dense + entity          # the query's vector, then its dense and entity searches
-    caller = sum(fts)                          # the FTS5 queries
+    caller = sum(fts) + sum(ngram) - ahead     # the keyword queries run beside the embedding
     parts = 0.0
     for length in lengths[1:]:                 # sub-questions, longest first, to whichever thread is free
         cost = embed(length, False) + dense
@@ -190,7 +213,7 @@ def predict(work: SearchWork, cal: Calibration, reranker: str = "none") -> dict:
             caller += cost
         else:
             worker += cost
-    retrieve = max(worker, caller)
+    retrieve = ahead + max(worker, caller)
     rank = u["rank_ms"] + u["rank_per_item"] * work.fused_items
     rerank = 0.0
     if reranker != "none" and work.rerank_pairs:
@@ -198,7 +221,8 @@ def predict(work: SearchWork, cal: Calibration, reranker: str = "none") -> dict:
             raise SearchCoreError(f"the cost calibration {cal.key} has no per-pair cost for reranker {reranker!r} "
                                   f"(it has: {', '.join(sorted(cal.rerank_per_pair)) or 'none'})")
         rerank = cal.rerank_per_pair[reranker] * work.rerank_pairs
-    return {"embed": q_embed, "dense": dense, "entity": entity, "sparse": sum(fts), "parts": parts,
+    return {"embed": q_embed, "dense": dense, "entity": entity, "sparse": sum(fts) + sum(ngram), "ahead": ahead,
+            "parts": parts,
             "retrieve": retrieve, "rank": rank, "rerank": rerank, "overhead": u["search_ms"],
             "total": retrieve + rank + rerank + u["search_ms"]}
 
@@ -262,6 +286,7 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
         qs = [qs[int(i * len(qs) / max_questions)] for i in range(max_questions)]
     emb, view, conn = searcher.embedder, searcher.view, searcher.conn
     searcher.warm_up()
+    has_ngram = view.ngram_index() is not None      # an index without the n-gram lists: its queries run FTS5
     solo_n = solo_threads(emb)
     cfg = SearchConfig(embedder=searcher.embedder_name, depth=depth)
     prepared = []
@@ -292,6 +317,8 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
             add(("entity", i), _ms(lambda: ch.entity(view, r.query, vec, depth, emb.default_threshold, top)))
             for j, text in enumerate([r.query, *r.subqueries]):
                 add(("sparse", i, j), _ms(lambda: ch.sparse(conn, view, text, depth)))
+                if has_ngram:
+                    add(("ngram", i, j), _ms(lambda: ch.ngram_sparse(conn, view, text, depth)))
             add(("rank", i), _ms(lambda: searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)))
             with uncached_queries(searcher):
                 add(("search", i), _ms(lambda: searcher.rank(searcher.retrieve(q, depth), cfg, snippets=False,
@@ -322,6 +349,17 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
             sp_s.append(w.short_postings[j] / 1000)
             sp_y.append(med[("sparse", i, j)])
     units["sparse_ms"], units["sparse_per_kposting"], units["short_per_kposting"] = _plane([sp_p, sp_s], sp_y)
+    ng_t, ng_p, ng_y = [], [], []
+    if has_ngram:
+        for i, (_, r, _, _, _) in enumerate(prepared):
+            for j, text in enumerate([r.query, *r.subqueries]):
+                postings, terms = ngram_work(conn, view, text)
+                ng_t.append(terms)
+                ng_p.append(postings / 1000)
+                ng_y.append(med[("ngram", i, j)])
+    # no lists to time: never charged, since search_work then counts those queries as FTS5's
+    units["ngram_ms"], units["ngram_per_term"], units["ngram_per_kposting"] = (
+        _plane([ng_t, ng_p], ng_y) if ng_y else [0.0, 0.0, 0.0])
     units["rank_ms"], units["rank_per_item"] = _line([w.fused_items for _, _, w, _, _ in prepared],
                                                      [med[("rank", i)] for i in range(len(prepared))])
     units["search_ms"] = 0.0

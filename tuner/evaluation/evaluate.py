@@ -54,12 +54,19 @@ class RetrievalCache:
         self.store: dict = {}
         self.hits = self.misses = 0
 
-    def get(self, searcher, query: str, depth: int, keyword_index: str = SearchConfig().keyword_index):
+    def get(self, searcher, query: str, depth: int, keyword_index: str = SearchConfig().keyword_index,
+            cfg: SearchConfig | None = None, exclude=frozenset()):
+        """cfg: retrieve as it asks (Searcher.retrieve_for, the fast path included); the fast path's lists
+        depend on its margin and on the notes the search holds out, so those join the key."""
         key = (searcher.fingerprint_key, query, depth) + ((keyword_index,) if keyword_index != "fts5" else ())
+        fast = cfg is not None and cfg.fast_path_margin is not None
+        if fast:
+            key += ("fast", cfg.fast_path_margin, cfg.exclude_nav, cfg.nav_globs, frozenset(exclude))
         r = self.store.get(key)
         if r is None:
             self.misses += 1
-            r = self.store[key] = searcher.retrieve(query, depth, keyword_index=keyword_index)
+            r = self.store[key] = (searcher.retrieve_for(query, cfg, exclude=exclude) if fast
+                                   else searcher.retrieve(query, depth, keyword_index=keyword_index))
         else:
             self.hits += 1
         return r
@@ -70,8 +77,8 @@ def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCach
     with uncached_queries(searcher):
         for q in gold.questions:
             t0 = time.perf_counter()
-            r = (cache.get(searcher, q.query, cfg.depth, cfg.keyword_index) if cache
-                 else searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index))
+            r = (cache.get(searcher, q.query, cfg.depth, cfg.keyword_index, cfg, q.exclude) if cache
+                 else searcher.retrieve_for(q.query, cfg, exclude=q.exclude))
             res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude)
             timings = dict(res.timings_ms)
             if cache is None:
@@ -107,7 +114,7 @@ def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, w
         for _ in range(passes):
             for q in gold.questions:
                 t0 = time.perf_counter()
-                r = searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index)
+                r = searcher.retrieve_for(q.query, cfg, exclude=q.exclude)
                 t = dict(searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude).timings_ms)
                 if wall:                  # as run_queries does: only when the first pass timed it too
                     t["wall"] = (time.perf_counter() - t0) * 1000

@@ -16,7 +16,7 @@ from tests.helpers.sweeps import hand_set_calibrations
 UNIT_COSTS = {"embed_solo_ms": 10.0, "embed_solo_per_unit": 1.0, "embed_ms": 2.0, "embed_per_unit": 1.5,
               "dense_per_mrowdim": 2.0, "entity_ms": 1.0, "entity_per_note": 0.1, "sparse_ms": 0.5,
               "sparse_per_kposting": 2.0, "short_per_kposting": 1.0, "rank_ms": 0.3, "rank_per_item": 0.01,
-              "search_ms": 4.0}
+              "search_ms": 4.0, "ngram_ms": 0.2, "ngram_per_term": 0.1, "ngram_per_kposting": 1.0}
 
 
 def calibration(**rerank) -> Calibration:
@@ -50,6 +50,44 @@ def test_sub_questions_go_to_whichever_thread_is_free_and_pairs_are_charged():
     assert p["total"] == pytest.approx(50.1 + 2.3 + 10.0 + 4.0)
     with pytest.raises(SearchCoreError, match="no per-pair cost for reranker 'y'"):
         predict(w, calibration(x=0.5), "y")
+
+
+def test_an_ngram_query_is_charged_its_own_terms_and_postings():
+    w = SearchWork(embed_lengths=(20,), solo=True, dense_rows=1000, dim=500, fts_postings=(), short_postings=(),
+                   ngram_postings=(4000,), ngram_terms=(30,), fused_items=200)
+    p = predict(w, calibration())
+    # n-gram: 0.2 + 30 x 0.1 + 4 x 1.0 = 7.2, beside the embedding (30 + dense 1 = 31)
+    assert p["sparse"] == pytest.approx(7.2) and p["ahead"] == 0.0 and p["retrieve"] == pytest.approx(31.0)
+    both = predict(SearchWork(**{**w.to_json(), "fts_postings": (3000,), "short_postings": (2000,)}), calibration())
+    assert both["sparse"] == pytest.approx(7.2 + 8.5)          # keyword_index both: the FTS5 query as well
+
+
+def test_the_fast_paths_check_runs_before_the_embedding_and_a_decided_query_embeds_nothing():
+    undecided = SearchWork(embed_lengths=(20,), solo=True, dense_rows=1000, dim=500, fts_postings=(3000,),
+                           short_postings=(2000,), ngram_postings=(4000,), ngram_terms=(30,), ahead_ngram=True,
+                           fused_items=200)
+    p = predict(undecided, calibration())
+    # ahead: the n-gram query 7.2; then max(embedding 31, FTS5 8.5 beside it)
+    assert p["ahead"] == pytest.approx(7.2) and p["retrieve"] == pytest.approx(7.2 + 31.0)
+    both_ahead = predict(SearchWork(**{**undecided.to_json(), "ahead_fts": True}), calibration())
+    assert both_ahead["retrieve"] == pytest.approx(7.2 + 8.5 + 31.0)
+    decided = SearchWork(fts_postings=(3000,), short_postings=(2000,), ngram_postings=(4000,), ngram_terms=(30,),
+                         ahead_ngram=True, ahead_fts=True, fused_items=20)
+    d = predict(decided, calibration())
+    assert d["embed"] == 0.0 and d["dense"] == 0.0 and d["retrieve"] == pytest.approx(15.7)
+
+
+def test_a_version_1_calibration_charges_its_own_rounds_and_refuses_an_ngram_query():
+    v1 = {**calibration().to_json(), "version": 1}
+    v1["units"] = {k: v for k, v in v1["units"].items() if not k.startswith("ngram")}
+    cal = Calibration.from_json(v1)
+    w = SearchWork(embed_lengths=(20,), solo=True, dense_rows=1000, dim=500, entity_rows=100, entity_notes=10,
+                   fts_postings=(3000,), short_postings=(2000,), fused_items=200)
+    assert predict(w, cal)["total"] == pytest.approx(39.4)
+    with pytest.raises(SearchCoreError, match="no n-gram BM25 units"):
+        predict(SearchWork(**{**w.to_json(), "ngram_postings": (10,), "ngram_terms": (2,)}), cal)
+    with pytest.raises(SearchCoreError, match="lacks the units ngram_ms"):
+        Calibration.from_json({**v1, "version": 2})
 
 
 def test_a_calibration_round_trips_and_an_older_one_is_refused(tmp_path):
@@ -96,6 +134,35 @@ def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
     assert search_work(s, s.retrieve(q, cfg.depth), cfg, res.fused) == w      # the same work every time
     lone = search_work(s, s.retrieve("커뮤니티 요약", cfg.depth), cfg, res.fused)
     assert lone.solo and len(lone.embed_lengths) == 1
+    assert w.ngram_postings == () and not (w.ahead_ngram or w.ahead_fts)     # fts5: no n-gram query
+
+
+def test_the_ngram_work_counted_is_the_lists_the_channel_reads(demo_index):
+    from search_core.config import SearchConfig
+    from search_core.index import ngram_postings
+    from search_core.search.pipeline import Searcher
+    from search_core.search.work import search_work
+    s = Searcher(demo_index)
+    q = "GraphRAG와 RRF 점수"
+    terms = list(dict.fromkeys(ngram_postings.terms_of(q)))
+    postings = [len(ngram_postings.postings(s.conn, t)[0]) for t in terms]
+    per_text = lambda text: sum(len(ngram_postings.postings(s.conn, t)[0])
+                                for t in dict.fromkeys(ngram_postings.terms_of(text)))
+    for index, fts, ngram in (("ngram", 0, 3), ("both", 3, 3), ("fts5", 3, 0)):
+        cfg = SearchConfig(embedder=s.embedder_name, keyword_index=index)
+        r = s.retrieve(q, cfg.depth, keyword_index=index)
+        w = search_work(s, r, cfg, s.rank(r, cfg, snippets=False).fused)
+        assert (len(w.fts_postings), len(w.ngram_postings)) == (fts, ngram), index
+        if ngram:
+            assert w.ngram_postings[0] == sum(postings) > 0 and w.ngram_terms[0] == len(terms)
+            assert list(w.ngram_postings[1:]) == [per_text(p) for p in r.subqueries]
+    # the fast path: a decided query ran both of its keyword queries ahead and embedded nothing
+    cfg = SearchConfig(embedder=s.embedder_name, fast_path_margin=0.2)
+    r = s.retrieve_for("김치찌개 레시피", cfg)
+    w = search_work(s, r, cfg, s.rank(r, cfg, snippets=False).fused)
+    assert r.fast and w.ahead_ngram and w.ahead_fts and w.embed_lengths == () and w.dense_rows == 0
+    assert len(w.fts_postings) == len(w.ngram_postings) == 1
+    s.close()
 
 
 CLOCK_SPACE = """
@@ -281,3 +348,37 @@ def test_a_sweep_over_a_damaged_stored_calibration_retakes_it_with_a_warning(dem
     assert used["key"] == key and used["taken_at"] != "hand-set (tests)"
     assert all(0 <= v < float("inf") for v in used["units"].values())
     assert store.get(used["key"]) == Calibration.from_json(used)          # the file was replaced by the new one
+
+
+KEYWORD_SPACE = """
+[keyword_index]
+kind = "categorical"
+choices = ["fts5", "ngram", "both"]
+"""
+
+
+def test_a_keyword_index_round_is_charged_the_ngram_work_it_ran(demo_index, tmp_path):
+    """keyword_index rounds (the shipped space has them): the n-gram queries a candidate runs are in its
+    questions' counted work and in their predicted latency, and the replay decides them alike."""
+    from tests.helpers.sweeps import run_sweep
+    from tuner.evaluation.cost_model import Calibration
+    from tuner.evaluation.score import ScoreConfig
+    from tuner.sweep.rounds import replay_decisions
+    summary, rows = run_sweep(tmp_path, demo_index, KEYWORD_SPACE, 2)
+    tried = [r for r in rows if r["variable"] == "keyword_index" and r["metrics"]]
+    assert {r["new"] for r in tried} == {"ngram", "both"}
+    for r in tried:
+        cal = Calibration.from_json(r["metrics"]["latency_charge"]["calibration"])
+        works = [SearchWork.from_json(q["work"]) for q in r["metrics"]["per_query"]]
+        assert all(w.ngram_postings and w.ngram_terms for w in works)              # every question ran one
+        assert all(bool(w.fts_postings) == (r["new"] == "both") for w in works)
+        sparse = sorted(predict(w, cal)["sparse"] for w in works)
+        assert sparse[len(sparse) // 2] > cal.units["ngram_ms"]                     # charged beyond a constant
+    replay = replay_decisions(rows, _default_rule(), ScoreConfig())
+    assert replay and all(x["agrees"] for x in replay), replay
+
+
+def _default_rule():
+    """The keep rule run_sweep's sweeps decide by (SweepParams' defaults)."""
+    from tuner.sweep.loop import SweepParams
+    return SweepParams(db="x", gold="x", space="x", rounds=1).rule()

@@ -28,7 +28,7 @@ def test_gate_threshold_is_a_gate_variable_and_leaves_old_hashes_alone():
     assert GATE_SCORE == {"threshold": "top_score", "gate_threshold": "gate_probability"}
     assert RERANK.refit_gate and kind_of("embedder").refit_gate
     cfg = SearchConfig()
-    old = {k: v for k, v in cfg.as_dict().items() if k not in ("gate_threshold", "keyword_index")}
+    old = {k: v for k, v in cfg.as_dict().items() if k not in ("gate_threshold", "keyword_index", "fast_path_margin")}
     assert cfg.config_hash() == hashlib.sha256(json.dumps(old, sort_keys=True, ensure_ascii=False)
                                                .encode()).hexdigest()[:12]
     assert cfg.replace(gate_threshold=0.5).config_hash() != cfg.config_hash()

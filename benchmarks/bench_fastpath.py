@@ -1,0 +1,200 @@
+"""The fast path (SearchConfig.fast_path_margin) against every channel, and against bm25s-char, in one run.
+
+    python benchmarks/bench_fastpath.py [--sets demo,autorag,johngrib,baekjungho] [--margin 0.2]
+        [--cache /work/cache/fastpath]
+
+Every question is searched twice through Searcher.search, interleaved (fast path off, then on), warm, the
+query cache emptied before each search; bm25s-char (benchmarks/bench_peers.py) answers the same questions
+in the same run. Reported per set and part (tune: what the margin was chosen on; holdout: not looked at
+when choosing): the share of answerable questions the fast path answers, hit@5 / MRR@10 of the fast-path
+answers beside the full path's on the same questions, the whole set with the fast path on and off, the
+probes (questions the vault cannot answer) the fast path takes and so injects, against the probes the gate
+model injects with the fast path off; warm p50 of the fast-path questions beside bm25s-char's p50 on the same
+questions, and the p95 of every question with the fast path on and off.
+
+Sets: the demo (tune: demo-tune, demo-gate-tune, demo-probes; holdout: demo-holdout, demo-gate-holdout,
+demo-gate-holdout2), AutoRAG-ko (seeded halves), the johngrib subset vault of bench_peers (tune:
+johngrib-tune; holdout: johngrib-holdout, -blind, -week, -final, -last; johngrib-next stays unread) and
+BAEKJungHo's wiki (its tune set only; its holdout stays unsearched). Indexes are read from --cache (built
+there by bench_peers.py's layout when missing). Results: runs/bench/fastpath.json and a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.bench_peers import JOHNGRIB_SETS, BenchSet, build_index, halves, johngrib_set  # noqa: E402
+from benchmarks.common import DATA, ROOT, summary, write_result  # noqa: E402
+
+DATA = Path(os.environ.get("AUTORESEARCH_DATA", DATA))
+VAULTS = Path(os.environ.get("AUTORESEARCH_VAULTS", "/work/vaults"))
+DEMO_PARTS = {"tune": ("demo-tune", "demo-gate-tune", "demo-probes"),
+              "holdout": ("demo-holdout", "demo-gate-holdout", "demo-gate-holdout2")}
+
+
+def _gold(path: Path):
+    from tuner.data.gold import load_gold
+    return load_gold(path).questions
+
+
+def demo_set() -> BenchSet:
+    qs, parts = [], []
+    for part, names in DEMO_PARTS.items():
+        for name in names:
+            got = _gold(ROOT / "experiments" / "gold" / f"{name}.yaml")
+            qs += got
+            parts += [part] * len(got)
+    return BenchSet("demo", ROOT / "experiments" / "demo-vault", tuple(qs), parts=tuple(parts))
+
+
+def autorag_set() -> BenchSet:
+    qs = tuple(_gold(DATA / "autorag-ko" / "beir"))
+    return BenchSet("autorag-ko", DATA / "autorag-ko" / "beir", qs, parts=halves(len(qs)))
+
+
+def johngrib_with_probes(cache: Path) -> BenchSet:
+    """bench_peers' subset vault, every question of the spent sets (probes too): tune, and the rest held out."""
+    bs = johngrib_set(cache, 100)
+    qs, parts = [], []
+    for name in JOHNGRIB_SETS:
+        got = _gold(ROOT / "benchmarks" / "sets" / f"johngrib-{name}.yaml")
+        qs += got
+        parts += ["tune" if name == "tune" else "holdout"] * len(got)
+    return BenchSet("johngrib", bs.vault, tuple(qs), bs.note, tuple(parts))
+
+
+def baekjungho_set() -> BenchSet:
+    qs = _gold(ROOT / "benchmarks" / "sets" / "baekjungho-tune.yaml")
+    return BenchSet("baekjungho-wiki", VAULTS / "baekjungho-wiki" / "_wiki", tuple(qs), parts=("tune",) * len(qs))
+
+
+def _rank_metrics(ranked, gold) -> tuple[float, float]:
+    from tuner.evaluation.metrics import hit_at_k, reciprocal_rank
+    return hit_at_k(ranked, gold, 5), reciprocal_rank(ranked, gold, 10)
+
+
+def _quality(rows, key) -> dict:
+    if not rows:
+        return {"n": 0}
+    m = [_rank_metrics(r[key], r["gold"]) for r in rows]
+    return {"n": len(rows), "hit@5": round(sum(h for h, _ in m) / len(m), 4),
+            "mrr@10": round(sum(x for _, x in m) / len(m), 4)}
+
+
+def run_set(s, bs: BenchSet, margin: float) -> list[dict]:
+    from search_core.config import SearchConfig
+    off = SearchConfig(embedder=s.embedder_name)
+    on = off.replace(fast_path_margin=margin)
+    s.warm_up()
+    rows = []
+    for q, part in zip(bs.questions, bs.parts):
+        row = {"part": part, "gold": tuple(q.gold), "level": q.level}
+        for name, cfg in (("off", off), ("on", on)):
+            s.query_cache.clear()
+            t0 = time.perf_counter()
+            res = s.search(q.query, cfg)
+            row[f"ms_{name}"] = (time.perf_counter() - t0) * 1000
+            row[name] = list(res.ranked)
+            row[f"inject_{name}"] = res.gate.inject
+            if name == "on":
+                row["fast"] = res.retrieval.fast
+        rows.append(row)
+    return rows
+
+
+def report(rows: list[dict], bm25: dict) -> dict:
+    out = {}
+    for part in dict.fromkeys(r["part"] for r in rows):
+        idx = [i for i, r in enumerate(rows) if r["part"] == part]
+        ans = [rows[i] for i in idx if rows[i]["gold"]]
+        probes = [rows[i] for i in idx if not rows[i]["gold"]]
+        fast = [r for r in ans if r["fast"]]
+        fast_i = [i for i in idx if rows[i]["fast"]]
+        bm = [bm25["_ms"][i] for i in fast_i]
+        out[part] = {
+            "answerable": len(ans), "fast": len(fast), "share": round(len(fast) / len(ans), 3) if ans else None,
+            "fast_path_answers": _quality(fast, "on"), "full_path_same_questions": _quality(fast, "off"),
+            "full_path_rest": _quality([r for r in ans if not r["fast"]], "off"),
+            "all_on": _quality(ans, "on"), "all_off": _quality(ans, "off"),
+            "probes": len(probes), "probes_fast": sum(r["fast"] for r in probes),
+            "probes_injected_off": sum(r["inject_off"] for r in probes),
+            "probes_injected_on": sum(r["inject_on"] for r in probes),
+            "ms_fast_on": summary([rows[i]["ms_on"] for i in fast_i]) if fast_i else None,
+            "ms_bm25s_same": summary(bm) if bm else None,
+            "ms_all_on": summary([rows[i]["ms_on"] for i in idx]),
+            "ms_all_off": summary([rows[i]["ms_off"] for i in idx]),
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sets", default="demo,autorag,johngrib,baekjungho")
+    ap.add_argument("--margin", type=float, default=0.2)
+    ap.add_argument("--cache", type=Path, default=Path("/work/cache/fastpath"))
+    ap.add_argument("--out", default="fastpath")
+    args = ap.parse_args()
+    from search_core.search.pipeline import Searcher
+    makers = {"demo": demo_set, "autorag": autorag_set, "johngrib": lambda: johngrib_with_probes(args.cache),
+              "baekjungho": baekjungho_set}
+    dbs = {"demo": "demo", "autorag": "autorag-ko", "johngrib": "johngrib", "baekjungho": "baekjungho-wiki"}
+    results = {}
+    for key in args.sets.split(","):
+        bs = makers[key]()
+        db = args.cache / f"{dbs[key]}.sqlite"
+        if not db.exists():
+            build_index(BenchSet(dbs[key], bs.vault, ()), args.cache)
+        s = Searcher(db)
+        rows = run_set(s, bs, args.margin)
+        bm = {"_ms": _bm25s_times(s, bs.questions)}
+        s.close()
+        results[bs.name] = {"questions": len(bs.questions), "margin": args.margin, "note": bs.note,
+                            "parts": report(rows, bm)}
+        for part, r in results[bs.name]["parts"].items():
+            print(f"{bs.name} {part}: {r}", flush=True)
+    out = write_result(args.out, results)
+    print("\n" + table(results) + "\nwritten", out)
+
+
+def _bm25s_times(s, qs) -> list[float]:
+    """Per-question warm latency of the bm25s-char peer: bench_peers.run_bm25s's documents, tokens and model,
+    timed per question (its summary keeps no per-question times)."""
+    import bm25s
+    from benchmarks.bench_peers import char_tokens, note_documents
+    ids, docs = note_documents(s.conn)
+    model = bm25s.BM25()
+    model.index([char_tokens(d) for d in docs], show_progress=False)
+    vocab = model.vocab_dict
+    ms = []
+    for q in qs:
+        t0 = time.perf_counter()
+        toks = [t for t in char_tokens(q.query) if t in vocab]
+        if toks:
+            model.retrieve([toks], k=min(10, len(ids)), show_progress=False, n_threads=1)
+        ms.append((time.perf_counter() - t0) * 1000)
+    return ms
+
+
+def table(results: dict) -> str:
+    lines = ["| set, part | fast / answerable | fast-path answers | full path, same q | whole set on / off | "
+             "probes fast (gate off-path injects) | p50 fast / bm25s same q (ms) | p95 on / off (ms) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        for part, p in r["parts"].items():
+            f, g = p["fast_path_answers"], p["full_path_same_questions"]
+            q = lambda d: f"{d['hit@5']:.3f} / {d['mrr@10']:.3f}" if d.get("n") else "-"   # noqa: E731
+            p50 = (f"{p['ms_fast_on']['p50']:.1f} / {p['ms_bm25s_same']['p50']:.1f}" if p["ms_fast_on"] else "-")
+            lines.append(f"| {name} {part} | {p['fast']}/{p['answerable']} | {q(f)} | {q(g)} | "
+                         f"{q(p['all_on'])} ; {q(p['all_off'])} | {p['probes_fast']}/{p['probes']} "
+                         f"({p['probes_injected_off']} -> {p['probes_injected_on']}) | {p50} | "
+                         f"{p['ms_all_on']['p95']:.0f} / {p['ms_all_off']['p95']:.0f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
