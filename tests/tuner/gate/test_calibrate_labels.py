@@ -207,3 +207,44 @@ def test_rows_of_another_index_are_kept_apart():
     assert cal["labelled"] == alone["labelled"] and cal["window"]["calls"] == len(calls)
     assert cal["recommendation"]["threshold_move"]["to"] == alone["recommendation"]["threshold_move"]["to"]
 
+
+
+def test_how_many_more_labels_would_decide_by_hand():
+    from search_core.gate.threshold import labels_to_decide
+    # 9 of 10 labelled flips right, 3 flipped calls unlabelled (counted against): not decided at alpha 0.025
+    share = 11 / 21
+    assert binomial_tail(9, 13, share) > 0.025
+    d = labels_to_decide(9, 1, 3, share)
+    assert d.more is not None and d.more >= 1 and d.win_share == pytest.approx(0.9)
+    # with that many more labels split 9:1 the covered test passes, with one fewer it does not
+    def passes(k):
+        return binomial_tail(math.floor(9 + 0.9 * k + 1e-9), 10 + max(3, k), share) <= 0.025
+    assert passes(d.more) and not passes(d.more - 1)
+    assert labels_to_decide(9, 1, 0, share).more == 0                    # the labels decide already
+    flat = labels_to_decide(5, 5, 2, 0.5)                                # a break-even split: no number would
+    assert flat.more is None and "no number of labels would" in flat.text
+    assert labels_to_decide(0, 0, 4, 0.5).more is None                   # nothing labelled between the cuts
+
+
+def test_a_declined_move_says_how_many_more_labels_would_decide_it():
+    calls = _vault_with_boundary_at(0.3, n_labels=24)
+    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    mv = cal["recommendation"]["threshold_move"]
+    more = mv["labels_to_decide"]["more"]
+    assert mv["kept"] and isinstance(more, int) and more > 0
+    assert f"about {more} more labels" in cal["recommendation"]["declined"]
+    assert any(f"about {more} more labels" in w for w in cal["warnings"])
+    from tuner.reports.render import to_markdown
+    from tuner.reports.calibration import calibration_report
+    verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
+               if "keep the gate's threshold" in line]
+    assert verdict and f"about {more} more labels" in verdict[0]         # the weekly report's verdict says it
+    # label that many of the unlabelled calls between the cuts (nearest the current cut first, as suggest picks)
+    # and the move is made
+    between = sorted((c for c in calls if c.label is None and mv["to"] <= 1 / (1 + math.exp(-c.features["top_cos"])) < 0.64),
+                     key=lambda c: -c.features["top_cos"])
+    truth = {c.id: 1 / (1 + math.exp(-c.features["top_cos"])) >= 0.3 for c in between[:more]}
+    relabelled = [dataclasses.replace(c, label=("relevant" if truth[c.id] else "irrelevant")) if c.id in truth else c
+                  for c in calls]
+    again = calibrate(relabelled, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    assert again["recommendation"]["model_summary"]["method"] == "threshold"
