@@ -212,7 +212,7 @@ def _covered_sign_test(rule, probabilities, labels, current, proposed, interval,
                              w, l, sh, pv, why)
 
 
-MAX_MORE_LABELS = 10_000      # past this many more labels the answer is "no practical number"
+MAX_MORE_LABELS = 1_000       # past this many more labels (weeks of traffic between two cuts) the answer is "more than"
 
 
 @dataclass(frozen=True)
