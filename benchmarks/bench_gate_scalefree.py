@@ -291,7 +291,8 @@ def main():
     ap.add_argument("--recollect", action="store_true")
     ap.add_argument("--out", default="gate-scalefree")
     ap.add_argument("--write-default", action="store_true", help="fit CHOSEN on the --fit-vaults and write it as "
-                    "search_core/gate/gate_default.json")
+                    "search_core/gate/gate_default.json (the default of 2026-12-02; the one shipped since is "
+                    "written by benchmarks/bench_gate_lovo.py --write-default)")
     ap.add_argument("--fit-vaults", default="demo,autorag", help="the vaults --write-default fits on (AutoRAG-ko: "
                     "held-out PDFs, seed 0; johngrib: every set in JOHNGRIB_SETS); default %(default)s")
     a = ap.parse_args()

@@ -135,7 +135,7 @@ def question_features(db: Path, questions) -> dict:
         s.close()
 
 
-def one_week(name: str, db: Path, questions, feats: dict, seed: int, work: Path) -> dict:
+def one_week(name: str, db: Path, questions, feats: dict, seed: int, work: Path, start_gate: Path | None = None) -> dict:
     rng = random.Random(seed)
     ans = [q for q in questions if not q.is_probe]
     probes = [q for q in questions if q.is_probe]
@@ -149,9 +149,11 @@ def one_week(name: str, db: Path, questions, feats: dict, seed: int, work: Path)
     runs.mkdir(parents=True)
     idx = runs / db.name
     shutil.copy(db, idx)
+    if start_gate is not None:      # the week starts from this gate (installed as the index's own gate file)
+        shutil.copy(start_gate, sidecar_path(idx))
     log = runs / "recall-log.sqlite"
     truth = {q.query: not q.is_probe for q in questions}
-    default = load_gate(DEFAULT_GATE_FILE)
+    default = load_gate(start_gate or DEFAULT_GATE_FILE)
     y_test = [not q.is_probe for q in test]
     p_default = [default.probability(feats[q.id]) for q in test]
     out = {"set": name, "seed": seed, "traffic": {"questions": len(traffic), "calls": len(week)},
@@ -189,6 +191,8 @@ def one_week(name: str, db: Path, questions, feats: dict, seed: int, work: Path)
                 "method": cal["recommendation"]["model_summary"]["method"],
                 "threshold": round(gate.threshold, 4), "interval": mv.get("interval"),
                 "flips": mv.get("flips"), "sign_test": {k: v for k, v in (mv.get("sign_test") or {}).items() if k != "why"},
+                "labels_to_decide": (mv.get("labels_to_decide") or {}).get("more"),
+                "labels_to_decide_text": (mv.get("labels_to_decide") or {}).get("text"),
                 "balanced_accuracy": round(_bacc(p_new, y_test, gate.threshold), 4)})
         rows = read_calls(log)
         out["log"] = {"calls": len(rows), "labelled": sum(r["label"] is not None for r in rows),
@@ -204,9 +208,13 @@ def main():
                     help="NAME=GOLD[+GOLD...],INDEX (paths relative to the repository root)")
     ap.add_argument("--splits", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start-gate", type=Path, help="start each week from this gate file instead of the shipped "
+                    "default (e.g. a gate fitted with the set's vault left out: benchmarks/bench_gate_lovo.py writes "
+                    "them), installed as the index copy's own gate file")
     ap.add_argument("--out", default="gate-week")
     args = ap.parse_args()
     results = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "start_gate": str(args.start_gate or DEFAULT_GATE_FILE),
                "load_average": os.getloadavg(), "sets": {}}
     with tempfile.TemporaryDirectory(prefix="gate-week-") as tmp:
         for spec in args.sets:
@@ -214,7 +222,7 @@ def main():
             gold, db = rest.rsplit(",", 1)
             questions = load_questions(gold)
             feats = question_features(ROOT / db, questions)
-            weeks = [one_week(name, ROOT / db, questions, feats, args.seed + k, Path(tmp)) for k in range(args.splits)]
+            weeks = [one_week(name, ROOT / db, questions, feats, args.seed + k, Path(tmp), args.start_gate) for k in range(args.splits)]
             summary = {"default": round(float(np.mean([w["default"]["balanced_accuracy"] for w in weeks])), 4),
                        "auroc": round(float(np.mean([w["default"]["auroc"] for w in weeks])), 4),
                        "best_threshold_on_test": round(float(np.mean([w["best_threshold_on_test"] for w in weeks])), 4)}

@@ -142,7 +142,7 @@ def load_gate(path: str | Path) -> GateModel:
     if bad:   # a NaN weight made every P(answerable) NaN: every search injected, and JSON output broke
         raise GateFileError(f"gate file {p}: {', '.join(bad)} must be finite numbers (found NaN or infinity); {fix}")
     # Finite but huge weights overflow to inf - inf = NaN inside the sum just the same; a fitted logistic
-    # model on standardised features has weights of a few units (the shipped default: at most 1.8).
+    # model on standardised features has weights of a few units (the shipped default: at most 1.3).
     huge = [k for k, vals in numbers.items() if any(abs(v) > MAX_GATE_WEIGHT for v in vals)]
     if huge or any(s < MIN_GATE_SCALE for s in m.scale):
         raise GateFileError(f"gate file {p}: {', '.join(huge) or 'scale'} out of range (every number at most "

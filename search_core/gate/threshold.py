@@ -212,6 +212,46 @@ def _covered_sign_test(rule, probabilities, labels, current, proposed, interval,
                              w, l, sh, pv, why)
 
 
+MAX_MORE_LABELS = 1_000       # past this many more labels (weeks of traffic between two cuts) the answer is "more than"
+
+
+@dataclass(frozen=True)
+class LabelsToDecide:
+    """How many more labels would let the sign test decide a move the labels point to but do not yet show:
+    `more` labels on calls between the two cuts, if they split as the labelled ones there did (`win_share`
+    of them decided right by the move); None when no number would (the labelled calls between the cuts split
+    no better than break-even), 0 when the labels already decide."""
+    more: int | None
+    win_share: float | None
+    text: str
+
+
+def labels_to_decide(wins: int, losses: int, unlabelled: int, null_share: float, *,
+                     alpha: float = SIGN_TEST_ALPHA / 2) -> LabelsToDecide:
+    """`wins` and `losses`: the labelled calls the move flips, decided right and wrong by it; `unlabelled`: the
+    flipped calls nobody labelled, which the covered sign test counts against the move. Labelling one of those
+    turns a counted loss into a win with chance `win_share` (the labelled calls' own split); once they are all
+    labelled, more traffic between the cuts has to be labelled. alpha: the covered test's per-try level."""
+    n_lab = wins + losses
+    if n_lab == 0:
+        return LabelsToDecide(None, None, "no labelled call lies between the two cuts: label the calls "
+                              "`recall-log suggest` picks near them")
+    share = wins / n_lab
+    if binomial_tail(wins, n_lab + unlabelled, null_share) <= alpha:
+        return LabelsToDecide(0, share, "the labels decide already")
+    if share <= null_share:
+        return LabelsToDecide(None, share, f"no number of labels would: of the {n_lab} labelled calls the move "
+                              f"flips, {wins} are decided right, no better than break-even ({null_share:.2f})")
+    for k in range(1, MAX_MORE_LABELS + 1):
+        w = wins + share * k
+        n = n_lab + max(unlabelled, k)          # unlabelled calls first, then new traffic between the cuts
+        if binomial_tail(math.floor(w + 1e-9), n, null_share) <= alpha:
+            return LabelsToDecide(k, share, f"about {k} more labels on calls between the two cuts would decide "
+                                  f"it, if they split as the {n_lab} labelled there did ({wins} decided right)")
+    return LabelsToDecide(None, share, f"more than {MAX_MORE_LABELS} labels: the labelled calls between the cuts "
+                          f"split too close to break-even ({wins} of {n_lab} decided right)")
+
+
 THRESHOLD_RULES = {
     "covered-sign-test": "the sign test with the unlabelled calls the move flips counted against it",
     "always": "move to the labels' cut whatever they say",

@@ -23,7 +23,8 @@ from search_core import SearchCoreError
 from search_core.percentiles import percentile
 from search_core.gate.features import GATE_FEATURES
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
-from search_core.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, threshold_from_labels  # noqa: F401
+from search_core.gate.threshold import (THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, flipped_labels,  # noqa: F401
+                                       labels_to_decide, threshold_from_labels)
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
 from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, feature_matrix, read_logged_calls
@@ -360,6 +361,20 @@ def _flips(p_calls: np.ndarray, t_from: float, t_to: float) -> dict:
             "decisions": int(len(p_calls))}
 
 
+def _labels_to_decide(p_lab, y, p_rep, rep, p_rest, current, proposed) -> dict:
+    """How many more labels would let the sign test decide the move the labels point to (the weekly report
+    says it beside a declined move): counted on the same calls the covered sign test counts."""
+    p_all = list(p_lab) + (list(p_rep) if p_rep is not None else [])
+    y_all = list(y) + [int(t) for _, t in rep]
+    wins, losses, share = flipped_labels(p_all, y_all, current, proposed)
+    lo, hi = min(current, proposed), max(current, proposed)
+    u = np.asarray(p_rest if p_rest is not None else [], dtype=np.float64)
+    n_u = int(((u >= lo) & (u < hi)).sum())
+    d = labels_to_decide(wins, losses, n_u, share)
+    return {"more": d.more, "win_share": None if d.win_share is None else round(d.win_share, 4),
+            "flipped": {"right": wins, "wrong": losses, "unlabelled": n_u}, "text": d.text}
+
+
 def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule) -> None:
     """With a gate model in force: move its threshold to where the labels put it (the feature weights stay),
     unless there are enough labels and a refit of the weights measures better on held-out folds."""
@@ -400,6 +415,8 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
     rec["threshold_move"] = move
     cv = move.get("cross_validation")
     refit_better = cv and cv["refit"] > cv["threshold_only"] + REFIT_MARGIN
+    if not dec.move:
+        move["labels_to_decide"] = _labels_to_decide(p_lab, y, p_rep, rep, p_rest, model.threshold, t_new)
     if not dec.move and not refit_better:
         # the labels do not show the move decides better: a move on the noise of a few dozen labels is as likely
         # to make the gate worse as better (simulated weeks from the shipped default: the interval rule made
@@ -409,11 +426,11 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                                 "cv_balanced_accuracy": None, "features": list(model.features)}
         rec["basis"] = None
         rec["declined"] = (f"the labels point to a threshold of {t_new:.3f} but do not show that moving there "
-                           f"decides better ({dec.why}); label more calls")
+                           f"decides better ({dec.why}); {move['labels_to_decide']['text']}")
         out["warnings"].append(f"the labels point to a threshold of {t_new:.3f} ({INTERVAL_LEVEL:.0%} interval "
                                f"{lo:.3f}-{hi:.3f}) but do not show that moving there decides better: {dec.why}. "
-                               f"The current {model.threshold:.3f} stays, no proposal is written; label more calls "
-                               "(`recall-log suggest`)")
+                               f"The current {model.threshold:.3f} stays, no proposal is written; "
+                               f"{move['labels_to_decide']['text']} (`recall-log suggest` picks them)")
         return
     if refit_better:
         try:

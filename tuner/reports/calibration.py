@@ -20,7 +20,8 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
         verdict = (f"keep the gate's threshold {mv['from']:.3f}: the {mv['labels']['answerable']} relevant + "
                    f"{mv['labels']['probes']} irrelevant labels point to {mv['to']:.3f} ({mv['level']:.0%} "
                    f"interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}) but do not show the move decides "
-                   f"better: {st.get('why', 'no sign test')}")
+                   f"better: {st.get('why', 'no sign test')}"
+                   + (f"; {mv['labels_to_decide']['text']}" if mv.get("labels_to_decide") else ""))
     elif rec.get("model_summary", {}).get("method") == "threshold":
         f = mv["flips"]
         verdict = (f"recommend moving the gate's threshold from {mv['from']:.3f} to {mv['to']:.3f} "

@@ -1,8 +1,8 @@
 """The natural question sets on the two further real vaults (benchmarks/sets/): BAEKJungHo's wiki (a tune and
-a holdout set) and hoonti06's wiki (one final set, kept unread). They load, keep their shape, no two sets of a
-vault share a gold note, and every gold id is a note of its vault. The vaults are not in the repository: they
-sit in vaults/ beside a checkout (AUTORESEARCH_VAULTS points elsewhere); without them the id check skips, and
-benchmarks/sets/README.md says how to lay them out."""
+a holdout set) and hoonti06's wiki (one final set, spent by the gate's final measurement). They load, keep their
+shape, no two sets of a vault share a gold note, and every gold id is a note of its vault. The vaults are not in
+the repository: they sit in vaults/ beside a checkout (AUTORESEARCH_VAULTS points elsewhere); without them the id
+check skips, and benchmarks/sets/README.md says how to lay them out."""
 
 import itertools
 import os

@@ -207,3 +207,56 @@ def test_rows_of_another_index_are_kept_apart():
     assert cal["labelled"] == alone["labelled"] and cal["window"]["calls"] == len(calls)
     assert cal["recommendation"]["threshold_move"]["to"] == alone["recommendation"]["threshold_move"]["to"]
 
+
+
+def test_how_many_more_labels_would_decide_by_hand():
+    from search_core.gate.threshold import labels_to_decide
+    # 9 of 10 labelled flips right, 3 flipped calls unlabelled (counted against): not decided at alpha 0.025
+    share = 11 / 21
+    assert binomial_tail(9, 13, share) > 0.025
+    d = labels_to_decide(9, 1, 3, share)
+    assert d.more is not None and d.more >= 1 and d.win_share == pytest.approx(0.9)
+    # with that many more labels split 9:1 the covered test passes, with one fewer it does not
+    def passes(k):
+        return binomial_tail(math.floor(9 + 0.9 * k + 1e-9), 10 + max(3, k), share) <= 0.025
+    assert passes(d.more) and not passes(d.more - 1)
+    assert labels_to_decide(9, 1, 0, share).more == 0                    # the labels decide already
+    flat = labels_to_decide(5, 5, 2, 0.5)                                # a break-even split: no number would
+    assert flat.more is None and "no number of labels would" in flat.text
+    assert labels_to_decide(0, 0, 4, 0.5).more is None                   # nothing labelled between the cuts
+
+
+def _vault_half_labelled(boundary=0.3, n=120, seed=0):
+    """Calls whose P is uniform on (0.02, 0.98); half of those with P in [0.15, 0.75] are labelled (the vault
+    answers those above `boundary`), so a move to the boundary flips as many unlabelled calls as labelled ones."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        p = float(rng.uniform(0.02, 0.98))
+        lab = ("relevant" if p >= boundary else "irrelevant") if 0.15 <= p <= 0.75 and rng.random() < 0.5 else None
+        out.append(_call(i + 1, p, lab))
+    return out
+
+
+def test_a_declined_move_says_how_many_more_labels_would_decide_it():
+    calls = _vault_half_labelled()
+    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    mv = cal["recommendation"]["threshold_move"]
+    more = mv["labels_to_decide"]["more"]
+    assert mv["kept"] and isinstance(more, int) and 0 < more <= mv["labels_to_decide"]["flipped"]["unlabelled"]
+    assert f"about {more} more labels" in cal["recommendation"]["declined"]
+    assert any(f"about {more} more labels" in w for w in cal["warnings"])
+    from tuner.reports.calibration import calibration_report
+    from tuner.reports.render import to_markdown
+    verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
+               if "keep the gate's threshold" in line]
+    assert verdict and f"about {more} more labels" in verdict[0]         # the weekly report's verdict says it
+    # label that many of the unlabelled calls between the cuts (nearest the current cut first) and the move is made
+    def p_of(c):
+        return 1 / (1 + math.exp(-c.features["top_cos"]))
+    between = sorted((c for c in calls if c.label is None and mv["to"] <= p_of(c) < 0.64), key=p_of, reverse=True)
+    picked = {c.id for c in between[:more]}
+    relabelled = [dataclasses.replace(c, label="relevant" if p_of(c) >= 0.3 else "irrelevant") if c.id in picked else c
+                  for c in calls]
+    again = calibrate(relabelled, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    assert again["recommendation"]["model_summary"]["method"] == "threshold"

@@ -1,0 +1,496 @@
+"""The gate on vaults it never saw: leave one vault out, over five real vaults, and each vault's own scale.
+
+Vaults (labelled sets; every question searched once through `Searcher.search`, the call `search --json` makes,
+and scored from its gate features; `--check` runs `search --json` itself on a sample and compares):
+  demo        the six demo sets (experiments/gold)
+  autorag     AutoRAG-ko's 114 questions, a fifth of its PDFs held out of every channel list (seeds 0-2) as probes
+  johngrib    the six spent johngrib sets, over the 536-note subset of the wiki that holds all their gold notes
+              (436 gold notes + 100 others, seed 7: the full wiki has no e5-small index on this machine)
+  baekjungho  baekjungho-tune + baekjungho-holdout
+  hoonti06    hoonti06-final: read only with --final, once, last; never in any fit or choice
+
+Per left-out vault, from the others only:
+  shipped     search_core/gate/gate_default.json at its own threshold (flagged in-sample where it was fitted)
+  lovo        a recipe (features, C, how vaults weigh) chosen by the mean balanced accuracy over the other
+              labelled vaults, each left out in turn (nested: the left-out vault takes no part in the choice),
+              then fitted on all the others, at its own out-of-fold cut
+  cosine      top cosine >= 0.82 (the cosine gate's default for e5-small); its AUROC is the top cosine's
+The shipped default's recipe is chosen by the mean over left-out vaults (RECIPES, declared before any number).
+
+Each vault's own scale, without labels (RULES, declared before any number): the vault's own evidence is
+questions `gold make` cuts from it (anchor sentences with the linking note held out, headings, aliases;
+AutoRAG-ko, which has no links or headings: its sentences and titles), a fifth of their gold notes held out
+of every channel list (their questions become probes, as `probes make` does on one index), and generic
+off-topic questions (OFF_TOPIC). A rule places the threshold of the LOVO-fitted gate from those rows:
+  self cut          the best balanced-accuracy cut on the vault's own rows
+  self cut shifted  that cut moved (logit scale) by how far the fit's cut sits from the fit vaults' self cuts
+  answerable shift  the fit's cut moved by how far the vault's own answerable rows' median logit sits from
+                    the fit vaults'
+  probe shift       the same with the vault's own probes (held-out notes' questions and OFF_TOPIC)
+Kept only if better on the mean over left-out vaults and worse on none by more than noise: a paired bootstrap
+(tuner.evaluation.stats.bootstrap_ci, 95 %) over questions of each question's share of balanced accuracy.
+
+    OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 5 python benchmarks/bench_gate_lovo.py [--check] [--final]
+        [--write-default]
+Indexes are read from --cache (default /work/cache/lovo: demo.sqlite, autorag.sqlite, johngrib-536.sqlite,
+baekjungho.sqlite, hoonti06.sqlite); per-question rows are cached there too (rows-VAULT.pkl), never in the
+repository. Results: runs/bench/gate-lovo.json (--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import pickle
+import random
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import DATA, ROOT, write_result  # noqa: E402
+from bench_gate_transfer import _rank, autorag_heldout, self_queries  # noqa: E402
+
+from search_core.config import SearchConfig  # noqa: E402
+from search_core.gate.features import GATE_FEATURES  # noqa: E402
+from search_core.gate.model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, fit_gate,  # noqa: E402
+                                    load_gate)
+from search_core.search.pipeline import Searcher  # noqa: E402
+from tuner.data.gold import load_gold  # noqa: E402
+from tuner.data.vault_questions import make_vault_questions, vault_of  # noqa: E402
+from tuner.evaluation.stats import bootstrap_ci, paired_randomization  # noqa: E402
+from tuner.gate.calibrate import probabilities  # noqa: E402
+from tuner.gate.metrics import auroc, balanced_accuracy  # noqa: E402
+
+GOLD = ROOT / "experiments" / "gold"
+SETS = ROOT / "benchmarks" / "sets"
+COS = 0.82
+DEMO_SETS = ("demo-tune", "demo-holdout", "demo-probes", "demo-gate-tune", "demo-gate-holdout", "demo-gate-holdout2")
+JOHNGRIB_SETS = ("johngrib-tune", "johngrib-holdout", "johngrib-blind", "johngrib-week", "johngrib-final",
+                 "johngrib-last")
+BAEKJUNGHO_SETS = ("baekjungho-tune", "baekjungho-holdout")
+FINAL_SETS = ("hoonti06-final",)
+LABELLED = ("demo", "autorag", "johngrib", "baekjungho")      # the vaults a fit or a choice may use
+FINAL = "hoonti06"                                           # read once, last
+AUTORAG_SEEDS = (0, 1, 2)
+AUTORAG_FIT_SEED = 0         # a fit reads AutoRAG-ko's seed-0 rows only (the other seeds repeat its questions)
+MADE_N = 120                 # questions `gold make` cuts per vault for its own rows
+MADE_HELD = 0.2              # share of their gold notes held out: their questions are the vault's own probes
+# Generic off-topic questions, fixed before any measurement: what an agent's user asks that no note of a
+# developer's wiki answers (everyday life, trivia, small talk with a question in it), Korean and English.
+OFF_TOPIC = (
+    "오늘 저녁 메뉴 뭐가 좋을까", "김치찌개 맛있게 끓이는 법", "내일 서울 날씨 어때", "주말에 가볼 만한 제주도 여행지",
+    "강아지 산책은 하루에 몇 번 해야 하나요", "아이폰 배터리 교체 비용", "올해 추석 연휴는 며칠인가요", "감기 빨리 낫는 방법",
+    "결혼식 축의금 얼마가 적당한가", "전세 계약할 때 확인할 것", "손흥민 이번 시즌 골 수", "고양이가 토하는 이유",
+    "다이어트 식단 추천해줘", "운전면허 갱신 방법", "비행기 수하물 무게 제한", "연말정산 환급 언제 들어와요",
+    "부모님 생신 선물 추천", "아침에 일찍 일어나는 법", "된장찌개에 들어가는 재료", "헬스장 처음 가면 뭐부터 해야 해",
+    "How do I cook a soft boiled egg", "What is the capital of Australia", "best hiking trails near Seoul",
+    "how many calories in a banana", "when is the next full moon", "how to remove a red wine stain",
+    "recommend a good mystery novel", "what time does the post office close on Saturday",
+    "how to train a puppy to sit", "who won the world cup in 2018",
+)
+# Recipes for the gate a vault nobody fitted gets, declared before any number: (features, C, vaults equal).
+# "27, C=0.3, pooled" is the recipe of the default shipped before this script.
+RECIPES = {
+    "27, C=0.3, pooled": (GATE_FEATURES, 0.3, False),
+    "27, C=0.3, vaults equal": (GATE_FEATURES, 0.3, True),
+    "27, C=0.1, pooled": (GATE_FEATURES, 0.1, False),
+    "27, C=0.1, vaults equal": (GATE_FEATURES, 0.1, True),
+    "27, C=1, pooled": (GATE_FEATURES, 1.0, False),
+}
+CURRENT_RECIPE = "27, C=0.3, pooled"
+RULES = ("fit cut", "self cut", "self cut shifted", "answerable shift", "probe shift")
+
+
+# ---- rows -----------------------------------------------------------------------------------------------
+
+def _row(res, y, **kw) -> dict:
+    g = res.gate
+    return {"f": dict(g.features), "y": int(y), "cos": float(g.top_score),
+            "p_default": g.probability if g.probability is not None else float("nan"),
+            "inject_default": bool(g.inject), "kind": g.kind, "source": g.source, **kw}
+
+
+def vault_paths(cache: Path, data: Path) -> dict:
+    return {"demo": (cache / "demo.sqlite", ROOT / "experiments" / "demo-vault"),
+            "autorag": (cache / "autorag.sqlite", data / "autorag-ko" / "beir"),
+            "johngrib": (cache / "johngrib-536.sqlite", None),      # the index's own vault (the subset)
+            "baekjungho": (cache / "baekjungho.sqlite", None),
+            "hoonti06": (cache / "hoonti06.sqlite", None)}
+
+
+def labelled_rows(vault: str, s: Searcher, cfg: SearchConfig, data: Path) -> list[dict]:
+    rows = []
+    if vault == "autorag":
+        gold = load_gold(data / "autorag-ko" / "beir")
+        doc_of = {nid: (n["title"] or nid) for nid, n in s.view.notes.items()}
+        for seed, q, res, gdocs, answerable in autorag_heldout(s, cfg, gold, doc_of, AUTORAG_SEEDS):
+            rows.append(_row(res, answerable, set=f"autorag-s{seed}", id=q.id, level=q.level))
+        return rows
+    names = {"demo": DEMO_SETS, "johngrib": JOHNGRIB_SETS, "baekjungho": BAEKJUNGHO_SETS, "hoonti06": FINAL_SETS}[vault]
+    for name in names:
+        gold = load_gold((GOLD if vault == "demo" else SETS) / f"{name}.yaml")
+        for q in gold.questions:
+            res = s.search(q.query, cfg, exclude=frozenset(q.exclude))
+            rows.append(_row(res, not q.is_probe, set=name, id=q.id, level=q.level, query=q.query))
+    return rows
+
+
+def own_rows(vault: str, s: Searcher, cfg: SearchConfig, folder: Path | None) -> list[dict]:
+    """The vault's own evidence, no label from anyone: made questions (answerable), the same with their gold
+    note held out of every channel list (probes), and OFF_TOPIC (probes)."""
+    rows = []
+    if vault == "autorag":      # a BEIR corpus: no links, headings or aliases; its sentences and titles
+        doc_of = {nid: (n["title"] or nid) for nid, n in s.view.notes.items()}
+        qs = self_queries(s, n_notes=MADE_N // 2)
+        docs = sorted({doc_of.get(n, n) for n, _ in qs})
+        held = set(random.Random(1).sample(docs, round(MADE_HELD * len(docs))))
+        for nid, q in qs:
+            r = s.retrieve(q, cfg.depth)
+            d = doc_of.get(nid, nid)
+            rows.append(_row(_rank(s, cfg, r, held, doc_of), d not in held, kind_of="sentence", query=q))
+    else:
+        vq = make_vault_questions(folder, n=MADE_N, seed=0)
+        golds = sorted({q.gold[0] for q in vq.questions})
+        held = set(random.Random(1).sample(golds, round(MADE_HELD * len(golds))))
+        for q in vq.questions:
+            res = s.search(q.query, cfg, exclude=frozenset(q.exclude) | held)
+            rows.append(_row(res, q.gold[0] not in held, kind_of=q.kind, query=q.query))
+    for q in OFF_TOPIC:
+        rows.append(_row(s.search(q, cfg), 0, kind_of="off-topic", query=q))
+    return rows
+
+
+def collect(vault: str, a, final: bool = False) -> dict:
+    cache = a.cache / f"rows-{vault}.pkl"
+    if cache.exists() and not a.recollect:
+        saved = pickle.loads(cache.read_bytes())
+        if vault != FINAL or saved.get("labelled") or not final:
+            return saved
+    db, folder = vault_paths(a.cache, a.data)[vault]
+    if folder is None:
+        folder = vault_of(db)            # the folder the index was built from
+    s = Searcher(db)
+    assert s.gate_choice.source.endswith("gate_default.json"), s.gate_choice.reason
+    s.warm_up()
+    cfg = SearchConfig(embedder=s.embedder_name)
+    t0 = time.perf_counter()
+    out = {"vault": vault, "notes": len(s.view.notes)}
+    out["own"] = own_rows(vault, s, cfg, folder)
+    out["own_seconds"] = round(time.perf_counter() - t0, 1)
+    print(f"{vault}: {len(out['own'])} own rows in {out['own_seconds']} s", file=sys.stderr, flush=True)
+    if vault != FINAL or final:
+        t1 = time.perf_counter()
+        out["labelled"] = labelled_rows(vault, s, cfg, a.data)
+        print(f"{vault}: {len(out['labelled'])} labelled rows in {time.perf_counter() - t1:.0f} s", file=sys.stderr,
+              flush=True)
+    s.close()
+    cache.write_bytes(pickle.dumps(out))
+    return out
+
+
+# ---- fitting and scoring ---------------------------------------------------------------------------------
+
+def fit_rows(data: dict, vaults) -> list[dict]:
+    return [r for v in vaults for r in data[v]["labelled"]
+            if v != "autorag" or r["set"] == f"autorag-s{AUTORAG_FIT_SEED}"]
+
+
+def balance(rows, seed=0):
+    by = {}
+    for r in rows:
+        by.setdefault(r["vault"], []).append(r)
+    n = min(len(v) for v in by.values())
+    rng = random.Random(seed)
+    return [r for v in by.values() for r in (rng.sample(v, n) if len(v) > n else v)]
+
+
+def fit_recipe(data, vaults, recipe, fp=None):
+    feats, C, equal = RECIPES[recipe]
+    rows = [{**r, "vault": v} for v in vaults for r in fit_rows(data, [v])]
+    if equal:
+        rows = balance(rows)
+    return fit_gate([r["f"] for r in rows], [r["y"] for r in rows], fingerprint=fp or {}, features=list(feats), C=C,
+                    fitted_on={"vaults": list(vaults), "recipe": recipe, "rows": len(rows)})
+
+
+def shares(inject, y) -> np.ndarray:
+    """Each question's share of balanced accuracy: correct / (2 * its class's size), times n, so the mean is
+    the balanced accuracy and two gates' shares pair up question by question."""
+    y = np.asarray(y, dtype=bool)
+    inj = np.asarray(inject, dtype=bool)
+    correct = (inj == y).astype(float)
+    w = np.where(y, 1.0 / (2 * y.sum()), 1.0 / (2 * (~y).sum()))
+    return correct * w * len(y)
+
+
+def score(p, y, t) -> dict:
+    y = np.asarray(y)
+    inj = np.asarray(p) >= t
+    return {"bacc": round(balanced_accuracy(inj, y), 4), "auroc": round(auroc(p, y), 4), "threshold": round(float(t), 4),
+            "answerable_injected": round(float(inj[y == 1].mean()), 3), "probes_injected": round(float(inj[y == 0].mean()), 3)}
+
+
+def _logit(p):
+    p = np.clip(np.asarray(p, dtype=np.float64), 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def _sig(z):
+    return float(1 / (1 + math.exp(-z)))
+
+
+def own_stats(m, rows) -> dict:
+    p = probabilities(m, [r["f"] for r in rows])
+    y = np.array([r["y"] for r in rows])
+    return {"cut": best_balanced_threshold(p, y)[0], "ans": float(np.median(_logit(p[y == 1]))),
+            "probe": float(np.median(_logit(p[y == 0])))}
+
+
+def thresholds(m, data, vault, fit_vaults) -> dict:
+    """RULES: where each puts the threshold of `m` on `vault`, from its own rows and the fit vaults' own rows."""
+    mine = own_stats(m, data[vault]["own"])
+    ref = [own_stats(m, data[v]["own"]) for v in fit_vaults]
+    base = float(_logit(m.threshold))
+    return {"fit cut": m.threshold, "self cut": mine["cut"],
+            "self cut shifted": _sig(float(_logit(mine["cut"])) + base - float(np.mean([float(_logit(r["cut"])) for r in ref]))),
+            "answerable shift": _sig(base + mine["ans"] - float(np.mean([r["ans"] for r in ref]))),
+            "probe shift": _sig(base + mine["probe"] - float(np.mean([r["probe"] for r in ref])))}
+
+
+def choose_recipe(data, others) -> tuple[str, dict]:
+    """The recipe with the best mean balanced accuracy over `others`, each left out of a fit on the rest."""
+    means = {}
+    for name in RECIPES:
+        b = []
+        for w in others:
+            rest = [v for v in others if v != w]
+            m = fit_recipe(data, rest, name)
+            rows = data[w]["labelled"]
+            b.append(score(probabilities(m, [r["f"] for r in rows]), [r["y"] for r in rows], m.threshold)["bacc"])
+        means[name] = round(float(np.mean(b)), 4)
+    return max(means, key=lambda k: (means[k], k == CURRENT_RECIPE)), means
+
+
+def paired(a_inj, b_inj, y) -> dict:
+    a, b = shares(a_inj, y), shares(b_inj, y)
+    lo, hi = bootstrap_ci(a, b)
+    return {"diff": round(float(b.mean() - a.mean()), 4), "ci95": [round(lo, 4), round(hi, 4)],
+            "p": round(paired_randomization(a, b), 4), "worse_beyond_noise": bool(hi < 0)}
+
+
+def left_out(data, vault, fit_pool, shipped, also: dict) -> dict:
+    rows = data[vault]["labelled"]
+    y = np.array([r["y"] for r in rows])
+    recipe, inner = choose_recipe(data, fit_pool) if len(fit_pool) >= 2 else (CURRENT_RECIPE, {})
+    m = fit_recipe(data, fit_pool, recipe)
+    feats = [r["f"] for r in rows]
+    p = probabilities(m, feats)
+    cos = np.array([r["cos"] for r in rows])
+    pd = probabilities(shipped, feats)          # the default shipped now (the rows may predate it)
+    in_fit = vault in shipped_fit_vaults(shipped)
+    out = {"rows": len(rows), "answerable": int(y.sum()), "probes": int((1 - y).sum()), "fit_vaults": list(fit_pool),
+           "recipe": recipe, "recipe_means": inner,
+           "shipped": {**score(pd, y, shipped.threshold), "in_sample": in_fit},
+           "cosine": score(cos, y, COS)}
+    for name, g in also.items():               # other gate files (the default before this one), at their own cut
+        out.setdefault("also", {})[name] = {**score(probabilities(g, feats), y, g.threshold),
+                                            "in_sample": vault in shipped_fit_vaults(g)}
+    ts = thresholds(m, data, vault, fit_pool)
+    out["lovo"] = {rule: score(p, y, t) for rule, t in ts.items()}
+    out["ceiling"] = score(p, y, best_balanced_threshold(p, y)[0])
+    out["paired_vs_fit_cut"] = {rule: paired(p >= m.threshold, p >= t, y) for rule, t in ts.items() if rule != "fit cut"}
+    out["lovo_vs_shipped"] = paired(pd >= shipped.threshold, p >= m.threshold, y)
+    # the shipped default with the same rules (its fit vaults' own rows as the reference)
+    ref = [v for v in shipped_fit_vaults(shipped) if v in data]
+    ts_s = thresholds(shipped, data, vault, ref)
+    out["shipped_rules"] = {rule: score(pd, y, t) for rule, t in ts_s.items()}
+    out["shipped_paired"] = {rule: paired(pd >= shipped.threshold, pd >= t, y) for rule, t in ts_s.items() if rule != "fit cut"}
+    # per set
+    out["by_set"] = {}
+    for name in sorted({r["set"] for r in rows}):
+        idx = np.array([r["set"] == name for r in rows])
+        out["by_set"][name] = {"shipped": score(pd[idx], y[idx], shipped.threshold)["bacc"],
+                               "lovo": score(p[idx], y[idx], m.threshold)["bacc"], "cosine": score(cos[idx], y[idx], COS)["bacc"]}
+    return out, m
+
+
+def shipped_fit_vaults(shipped) -> list[str]:
+    sets = shipped.fitted_on.get("gold_sets", []) or []
+    v = []
+    if any(s.startswith("demo") for s in sets):
+        v.append("demo")
+    if any("beir" in s or "autorag" in s for s in sets):
+        v.append("autorag")
+    if any(s.startswith("johngrib") for s in sets):
+        v.append("johngrib")
+    if any(s.startswith("baekjungho") for s in sets):
+        v.append("baekjungho")
+    return v
+
+
+def embedder_fingerprint(a) -> dict:
+    s = Searcher(vault_paths(a.cache, a.data)["demo"][0])
+    fp = s.fingerprint["embedder"]
+    s.close()
+    return fp
+
+
+# ---- `search --json` itself ------------------------------------------------------------------------------
+
+def check_cli(data, a, gates: dict, n=8) -> dict:
+    """Run `autoresearch search --json` (the CLI function, in this process) on the first `n` hand-written
+    questions of each vault's labelled rows (those without a held-out note), with the shipped default and with
+    each gate file in `gates` (vault -> file); compare the probability and decision with the rows'."""
+    from click.testing import CliRunner
+    from search_core.gate.model import load_gate as lg
+    from tuner.cli import main as cli
+    run = CliRunner()
+    shipped = load_gate(DEFAULT_GATE_FILE)
+    out = {}
+    for v, gate_file in gates.items():
+        db = vault_paths(a.cache, a.data)[v][0]
+        rows = [r for r in data[v]["labelled"] if "query" in r][:n]     # AutoRAG-ko's probes need dropped PDFs
+        if not rows:
+            continue
+        m = lg(gate_file)
+        worst, differ = 0.0, 0
+        for r in rows:
+            for gf, model in ((None, None), (gate_file, m)):
+                args = ["search", r["query"], "--db", str(db), "--json"] + (["--gate", str(gf)] if gf else [])
+                res = run.invoke(cli, args)
+                if res.exit_code != 0:
+                    raise SystemExit(f"search --json failed: {res.output[-1000:]}")
+                g = json.loads(res.stdout)["gate"]
+                d = g.get("decided_by", g)
+                g_used = shipped if model is None else model
+                mine, t = g_used.probability(r["f"]), g_used.threshold
+                worst = max(worst, abs(d["probability"] - mine))
+                differ += bool(d["inject"]) != bool(mine >= t)
+        out[v] = {"questions": len(rows), "largest_p_difference": round(worst, 5), "decisions_differ": differ}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cache", type=Path, default=Path("/work/cache/lovo"))
+    ap.add_argument("--data", type=Path, default=Path(os.environ.get("AUTORESEARCH_DATA", DATA)))
+    ap.add_argument("--recollect", action="store_true")
+    ap.add_argument("--final", action="store_true", help="also hoonti06-final: search it once and score it (last)")
+    ap.add_argument("--check", action="store_true", help="compare with `search --json` on a sample per vault")
+    ap.add_argument("--write-default", action="store_true",
+                    help="fit the chosen recipe on every labelled vault and write search_core/gate/gate_default.json")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=FILE",
+                    help="another gate file scored beside the shipped default (e.g. the default before it)")
+    ap.add_argument("--out", default="gate-lovo")
+    a = ap.parse_args()
+    also = {}
+    for spec in a.also:
+        name, _, path = spec.partition("=")
+        also[name] = load_gate(path)
+    t0 = time.perf_counter()
+    data = {v: collect(v, a) for v in LABELLED}
+    data[FINAL] = collect(FINAL, a, final=a.final)
+    shipped = load_gate(DEFAULT_GATE_FILE)
+    results = {"shipped": {"threshold": shipped.threshold, "fit_vaults": shipped_fit_vaults(shipped),
+                           "note": shipped.fitted_on.get("note", "")},
+               "own_rows": {v: {"rows": len(d["own"]), "probes": sum(1 - r["y"] for r in d["own"]),
+                                "seconds": d.get("own_seconds")} for v, d in data.items()},
+               "left_out": {}}
+    outer = {}
+    for name in RECIPES:                      # the shipped default's recipe: mean over left-out vaults
+        b = []
+        for v in LABELLED:
+            m = fit_recipe(data, [w for w in LABELLED if w != v], name)
+            rows = data[v]["labelled"]
+            b.append(score(probabilities(m, [r["f"] for r in rows]), [r["y"] for r in rows], m.threshold)["bacc"])
+        outer[name] = {"per_vault": dict(zip(LABELLED, b)), "mean": round(float(np.mean(b)), 4), "min": min(b)}
+    results["recipes"] = outer
+    chosen = max(outer, key=lambda k: (outer[k]["mean"], k == CURRENT_RECIPE))
+    results["chosen_recipe"] = chosen
+    # the chosen recipe against the one shipped before, per left-out vault, paired over its questions
+    results["chosen_vs_current"] = {}
+    for v in LABELLED:
+        rows = data[v]["labelled"]
+        pool = [w for w in LABELLED if w != v]
+        mc, mn = fit_recipe(data, pool, CURRENT_RECIPE), fit_recipe(data, pool, chosen)
+        feats, y = [r["f"] for r in rows], np.array([r["y"] for r in rows])
+        results["chosen_vs_current"][v] = paired(probabilities(mc, feats) >= mc.threshold,
+                                                 probabilities(mn, feats) >= mn.threshold, y)
+    gates = {}
+    gdir = a.cache / "gates"
+    gdir.mkdir(parents=True, exist_ok=True)
+    for v in LABELLED + ((FINAL,) if a.final else ()):
+        pool = [w for w in LABELLED if w != v]
+        res, m = left_out(data, v, pool, shipped, also)
+        results["left_out"][v] = res
+        gates[v] = fit_recipe(data, pool, res["recipe"], fp=embedder_fingerprint(a)).save(gdir / f"lovo-{v}.json")
+    # each rule of the vault's own scale over the labelled left-out vaults: kept only if better on the mean
+    # than the fit's cut and worse on none beyond noise (the paired bootstrap's 95 % interval below zero)
+    results["rules"] = {}
+    for rule in RULES:
+        per = {v: results["left_out"][v]["lovo"][rule]["bacc"] for v in LABELLED}
+        worse = [v for v in LABELLED if rule != "fit cut" and results["left_out"][v]["paired_vs_fit_cut"][rule]["worse_beyond_noise"]]
+        results["rules"][rule] = {"per_vault": per, "mean": round(float(np.mean(list(per.values()))), 4),
+                                  "worse_beyond_noise": worse}
+    base = results["rules"]["fit cut"]["mean"]
+    for rule, r in results["rules"].items():
+        r["kept"] = rule != "fit cut" and r["mean"] > base and not r["worse_beyond_noise"]
+    if a.check:
+        results["search_json_check"] = check_cli(data, a, {v: g for v, g in gates.items() if v in LABELLED or a.final})
+    if a.write_default:
+        cfg = SearchConfig(embedder="e5-small")
+        m = fit_recipe(data, LABELLED, chosen, fp=embedder_fingerprint(a))
+        sets = [*DEMO_SETS, "beir-qrels_test", *JOHNGRIB_SETS, *BAEKJUNGHO_SETS]
+        m = dataclasses.replace(m, **{"fitted_on": {**m.fitted_on, "gold_sets": sets, "config_hash": cfg.config_hash(),
+                                                     "note": f"shipped default: {chosen}; recipe chosen by the mean "
+                                                     "balanced accuracy over left-out vaults (demo, AutoRAG-ko, johngrib, "
+                                                     "baekjungho), fitted on all four; hoonti06 left out of everything. "
+                                                     "Re-fit: benchmarks/bench_gate_lovo.py --write-default"}})
+        m.save(DEFAULT_GATE_FILE)
+        print(f"wrote {DEFAULT_GATE_FILE}: {chosen}, threshold {m.threshold:.4f}")
+    results["seconds"] = round(time.perf_counter() - t0, 1)
+    write_result(a.out, results)
+    print_tables(results)
+
+
+def print_tables(results):
+    print("recipes, balanced accuracy per left-out vault (fitted on the others):")
+    for name, r in results["recipes"].items():
+        print(f"  {name:<28} " + " ".join(f"{v} {b:.3f}" for v, b in r["per_vault"].items()) + f"  mean {r['mean']:.3f}")
+    print(f"chosen: {results['chosen_recipe']}; against {CURRENT_RECIPE}, per left-out vault:")
+    for v, pr in results["chosen_vs_current"].items():
+        print(f"  {v:<11} {pr['diff']:+.3f} (95 % {pr['ci95'][0]:+.3f}..{pr['ci95'][1]:+.3f}, p {pr['p']:.3f})")
+    print("each vault's own scale (LOVO-fitted gate; balanced accuracy per left-out vault):")
+    for rule, r in results["rules"].items():
+        print(f"  {rule:<18} " + " ".join(f"{v} {b:.3f}" for v, b in r["per_vault"].items()) + f"  mean {r['mean']:.3f}"
+              + (f"  worse beyond noise on {', '.join(r['worse_beyond_noise'])}" if r["worse_beyond_noise"] else "")
+              + ("  KEPT" if r["kept"] else ""))
+    for v, r in results["left_out"].items():
+        print(f"\n{v} left out ({r['answerable']} answerable, {r['probes']} probes; fit on {', '.join(r['fit_vaults'])}; "
+              f"recipe {r['recipe']})")
+        print(f"  {'gate':<36} {'bacc':>6} {'AUROC':>6} {'thr':>6} {'ans inj':>8} {'probe inj':>9}")
+        def line(name, s):
+            print(f"  {name:<36} {s['bacc']:>6.3f} {s['auroc']:>6.3f} {s['threshold']:>6.3f} "
+                  f"{s['answerable_injected']:>8.3f} {s['probes_injected']:>9.3f}")
+        line("shipped default" + (" (in sample)" if r["shipped"]["in_sample"] else ""), r["shipped"])
+        for rule, s in r["lovo"].items():
+            line(f"lovo, {rule}", s)
+        for name, sc in r.get("also", {}).items():
+            line(name + (" (in sample)" if sc["in_sample"] else ""), sc)
+        line("cosine 0.82", r["cosine"])
+        line("lovo, best cut on these labels", r["ceiling"])
+        for rule, s in r["shipped_rules"].items():
+            if rule != "fit cut":
+                line(f"shipped, {rule}", s)
+        for rule, pr in r["paired_vs_fit_cut"].items():
+            print(f"    {rule} vs fit cut: {pr['diff']:+.3f} (95 % {pr['ci95'][0]:+.3f}..{pr['ci95'][1]:+.3f}, p {pr['p']:.3f})")
+
+
+if __name__ == "__main__":
+    main()
