@@ -331,6 +331,7 @@ def wrong_input(code: Path = ROOT) -> dict:
 # case: held or failed, and why.
 
 SMALL_PARTS = ("books", "daily", "projects", "home.md")      # 19 notes of the demo vault: an index in seconds
+TARGET, TARGET_FILE = "books/clean-architecture", "books/clean-architecture.md"   # a note searches answer with
 QUESTIONS = ("GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?", "RRF 점수는 어떻게 계산하나요?", "책 읽기 메모",
              "hybrid retrieval with dense and sparse channels", "프로젝트 회고", "오늘 한 일")
 
@@ -443,25 +444,25 @@ def case_watch_data_loss(t: Path):
     if r.returncode:
         return False, f"index failed: {r.stderr[-300:]}"
     with Serve(runs, db, log, "--watch", vault) as s:
-        _append(vault / "home.md", "\n\nZorblaxine 첫 번째 갱신.\n")
-        if not _poll(lambda: s.search("Zorblaxine")[0] == 200 and _finds(s.search("Zorblaxine")[1], "home")):
+        _append(vault / TARGET_FILE, "\n\nZorblaxine 첫 번째 갱신.\n")
+        if not _poll(lambda: s.search("Zorblaxine")[0] == 200 and _finds(s.search("Zorblaxine")[1], TARGET)):
             return False, "the watcher's first update never became searchable"
         other = [cli(runs, "search", "Zorblaxine", "--db", db, "--json"),
                  cli(runs, "index", vault, "--db", db, "--no-progress")]
         bad = [p.stderr[-200:] for p in other if p.returncode]
         if bad:
             return False, f"another process's search/index failed beside serve: {bad}"
-        _append(vault / "home.md", "\n\nQuaxmirelle 두 번째 갱신.\n")
-        if not _poll(lambda: _finds(s.search("Quaxmirelle")[1], "home")):
+        _append(vault / TARGET_FILE, "\n\nQuaxmirelle 두 번째 갱신.\n")
+        if not _poll(lambda: _finds(s.search("Quaxmirelle")[1], TARGET)):
             return False, "after another process's search and index the watcher's next update never showed"
         st, body = s.search("Zorblaxine")
         health = s.health()
-        if st != 200 or not _finds(body, "home"):
+        if st != 200 or not _finds(body, TARGET):
             return False, f"the first update was lost from serve's searches ({st})"
         if health["status"] != "ok":
             return False, f"/healthz {health['status']}: {health['reasons']}"
     fresh = cli(runs, "search", "Quaxmirelle Zorblaxine", "--db", db, "--json")
-    if fresh.returncode or "home" not in fresh.stdout:
+    if fresh.returncode or TARGET not in fresh.stdout:
         return False, "a new process does not find both updates in the file: the WAL was lost"
     return True, "both updates searchable in serve and in a new process after another process's search and index"
 
@@ -511,7 +512,15 @@ def case_edit_history_answers(t: Path):
                  "a delete and a save storm"
 
 
+def _outside(results) -> bool:
+    """The answer's hits (not its echo of the query) hold a linked file or its text."""
+    import json
+    text = json.dumps(results or [], ensure_ascii=False)
+    return any(n in text for n in ("notes-key", "passwd-link", "Snarfblatt0", "root:x:0:0"))
+
+
 def case_symlink_out_of_vault(t: Path):
+    import json
     runs = t
     vault, db, log = small_vault(t / "vault"), t / "w.sqlite", t / "log.sqlite"
     secret = t / "outside" / "id_ed25519"
@@ -522,14 +531,13 @@ def case_symlink_out_of_vault(t: Path):
     with Serve(runs, db, log, "--watch", vault) as s:
         (vault / "notes-key.md").symlink_to(secret)
         (vault / "passwd-link.md").symlink_to("/etc/passwd")
-        _append(vault / "home.md", "\n\nFlumoxify marker.\n")          # the same batch: when it shows, it ran
-        if not _poll(lambda: _finds(s.search("Flumoxify")[1], "home")):
+        _append(vault / TARGET_FILE, "\n\nFlumoxify marker.\n")          # the same batch: when it shows, it ran
+        if not _poll(lambda: _finds(s.search("Flumoxify")[1], TARGET)):
             return False, "the watcher's update never showed"
-        leaked = [q for q in ("Snarfblatt0 secret key", "root:x:0:0") if
-                  any(n in str(s.search(q)[1]) for n in ("notes-key", "passwd-link", "Snarfblatt0", "root:x:0:0"))]
+        leaked = [q for q in ("Snarfblatt0 secret key", "root:x:0:0") if _outside(s.search(q)[1].get("results"))]
     plain = cli(runs, "index", vault, "--db", db, "--no-progress")
     found = cli(runs, "search", "Snarfblatt0 secret key", "--db", db, "--json")
-    if leaked or "notes-key" in found.stdout or "Snarfblatt0" in found.stdout:
+    if leaked or found.returncode or _outside(json.loads(found.stdout)["results"]):
         return False, f"a file linked from outside the vault was indexed: {leaked or found.stdout[:200]}"
     said = "outside" in (plain.stdout + plain.stderr) or "leave" in (plain.stdout + plain.stderr)
     return True, "links to /etc/passwd and to a key outside the vault: skipped by the watcher and by `index`" + \
@@ -825,7 +833,7 @@ def case_kill_watcher_mid_update(t: Path):
     s = Serve(runs, db, log, "--watch", vault).__enter__()
     try:
         (vault / "big-note.md").write_text("# Big\n\nKillwatchium 표식.\n\n" + big, encoding="utf-8")
-        (vault / "home.md").unlink()
+        (vault / "books" / "sapiens.md").unlink()
         mid = _poll(lambda: (s.health().get("watch") or {}).get("pending", 0) > 0, 60, every=0.05)
         os.kill(s.proc.pid, signal.SIGKILL)
         s.proc.wait(60)
@@ -838,7 +846,8 @@ def case_kill_watcher_mid_update(t: Path):
     if indexed.returncode:
         return False, f"a plain `index` after kill -9: {indexed.stderr[-300:]}"
     found = cli(runs, "search", "Killwatchium", "--db", db, "--json")
-    if "big-note" not in found.stdout or '"home"' in cli(runs, "search", "오늘", "--db", db, "--json").stdout:
+    if "big-note" not in found.stdout or "books/sapiens" in cli(runs, "search", "사피엔스 유발 하라리", "--db", db,
+                                                                "--json").stdout:
         return False, "after `index` the index does not hold the vault"
     return True, f"killed {'while the update was pending' if mid else 'before the watcher saw the save'}; " \
                  "`check` ok, a plain `index` brought it up to date"
