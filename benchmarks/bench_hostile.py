@@ -682,7 +682,7 @@ def case_calibration(t: Path, db: Path):
 
 def _space(t: Path) -> Path:
     space = t / "space.toml"
-    space.write_text('[rrf_k]\nkind = "int"\nlow = 10\nhigh = 120\n\n[w_dense]\nkind = "float"\nlow = 0.0\n'
+    space.write_text('[rrf_k]\nkind = "int"\nlow = 1\nhigh = 120\n\n[w_dense]\nkind = "float"\nlow = 0.0\n'
                      'high = 1.0\nstep = 0.05\n', encoding="utf-8")
     return space
 
@@ -1027,7 +1027,9 @@ def run_cases(a) -> None:
     r = cli(small, "index", small_vault(small / "vault"), "--db", db, "--no-progress")
     if r.returncode:
         raise SystemExit(f"could not index the small vault: {r.stderr[-500:]}")
-    demo = a.demo_db
+    demo = a.demo_db.resolve() if a.demo_db else None          # the verbs run in the cases' folders
+    if a.scale_log:
+        a.scale_log = a.scale_log.resolve()
     if demo is None and any("demo" in CASES[n][2] for n in names):
         demo = ROOT / "runs" / "bench" / "suggest-scale-demo.sqlite"
         if not demo.exists():
