@@ -18,7 +18,15 @@ verbs from the `main` group): how many cases, how many ended in exit 1 or 2 with
 option or the value and no traceback, and the ones that did not. --code DIR runs the cases against another
 checkout's code (its tests/ are replaced by this one's for the run), to count the same cases before a fix.
 
+The hostile rerun (--cases, or --cases NAME,NAME): every case of the hostile pass on watch, the incremental
+index, /label, suggest, calibrate, the cost model, hermes install and MCP, and the ones it had not tried (kill -9
+of the watcher mid-update, apply while serving, kill -9 during apply, MCP during a rebuild, a label from another
+index, sweep --resume without its stored calibration, the wrong-input pass), each against the real verbs in child
+processes, a real `serve` or `mcp` and a real Chromium, on copies of the demo vault. One line per case (held or
+FAILED, and why) and a total; raw results in runs/bench/hostile-cases.json. See CASES for the list.
+
     python benchmarks/bench_hostile.py [--db PATH] [--runs 3] [--uncapped] [--attacks] [--wrong-input [--code DIR]]
+    python benchmarks/bench_hostile.py --cases [NAMES] [--demo-db DEMO.sqlite] [--scale-log LOG] [--work DIR]
 
 --db defaults to an index of the demo vault built under runs/bench/; --uncapped also times one embedding
 of the whole 100 KB query (what every such search cost before the cap; minutes on a busy machine).
@@ -503,13 +511,13 @@ def case_edit_history_answers(t: Path):
         got = [cli(runs, "search", q, "--db", db, "--json", "-k", "10") for db in (inc, full)]
         if any(g.returncode for g in got):
             return False, f"search {q!r} failed: {got[0].stderr[-200:]}{got[1].stderr[-200:]}"
-        hits = [[(h["note_id"], round(h["score"], 9)) for h in json.loads(g.stdout)["results"]] for g in got]
+        hits = [[(h["note_id"], h["score"]) for h in json.loads(g.stdout)["results"]] for g in got]
         if hits[0] != hits[1]:
             differ.append(q)
     if differ:
         return False, f"{len(differ)} of {len(qs)} queries answer differently after the edit history: {differ[:5]}"
-    return True, f"{len(qs)} queries (top 10, scores to 1e-9) equal to a --full build after edits, a rename, a move, " \
-                 "a delete and a save storm"
+    return True, f"{len(qs)} queries (top 10: notes, order and scores as `search --json` prints them) equal to " \
+                 "a --full build after edits, a rename, a move, a delete and a save storm"
 
 
 def _outside(results) -> bool:
@@ -760,18 +768,26 @@ def case_healthz_truth(t: Path):
     return True, f"degraded with the vault gone ({gone['reasons'][0][:60]}...) and with the index removed"
 
 
-def case_scale(t: Path, demo_db: Path, log: Path | None):
+def case_scale(t: Path, demo_db: Path, log: Path | None, runs: int = 3):
+    """Held when `suggest`'s median CPU seconds over `runs` are within 5 and its peak within 300 MB (on a shared
+    machine one run's CPU time moves by half with the load; the wall time follows the load, so it is reported)."""
+    import statistics
     from benchmarks.bench_suggest_scale import build_log, timed_cli
     if log is None or not log.exists():
         log = log or t / "log100k.sqlite"
         build_log(demo_db, log, 100_000)
-    s_wall, s_cpu, s_mib = timed_cli(["recall-log", "suggest", "--log", str(log), "--db", str(demo_db), "--since",
-                                      "all", "-n", "20", "--json"])
-    c_wall, c_cpu, c_mib = timed_cli(["calibrate", "--db", str(demo_db), "--log", str(log), "--since", "all",
-                                      "--format", "json", "--out", str(t / "cal.json"), "--proposal",
-                                      str(t / "prop.json")])
-    fig = (f"suggest {s_cpu:.1f} CPU s ({s_wall:.1f} s wall), {s_mib:.0f} MiB; calibrate {c_cpu:.1f} CPU s "
-           f"({c_wall:.1f} s wall), {c_mib:.0f} MiB")
+    verbs = {"suggest": ["recall-log", "suggest", "--log", str(log), "--db", str(demo_db), "--since", "all", "-n", "20",
+                         "--json"],
+             "calibrate": ["calibrate", "--db", str(demo_db), "--log", str(log), "--since", "all", "--format", "json",
+                           "--out", str(t / "cal.json"), "--proposal", str(t / "prop.json")]}
+    med = {}
+    for name, args in verbs.items():
+        got = [timed_cli(args) for _ in range(runs)]
+        med[name] = [statistics.median(x[i] for x in got) for i in range(3)] + [min(x[1] for x in got),
+                                                                               max(x[1] for x in got)]
+    (s_wall, s_cpu, s_mib, s_lo, s_hi), (c_wall, c_cpu, c_mib, c_lo, c_hi) = med["suggest"], med["calibrate"]
+    fig = (f"median of {runs}: suggest {s_cpu:.1f} CPU s ({s_lo:.1f}-{s_hi:.1f}; {s_wall:.1f} s wall), {s_mib:.0f} MiB; "
+           f"calibrate {c_cpu:.1f} CPU s ({c_lo:.1f}-{c_hi:.1f}; {c_wall:.1f} s wall), {c_mib:.0f} MiB")
     held = s_cpu <= 5.0 and s_mib <= 300
     return held, fig + ("" if held else ": over the 5 s / 300 MB target")
 
