@@ -24,6 +24,7 @@ import re
 import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import chain
 
 from search_core.recall.log import LABELS, LoggedCall
 
@@ -70,13 +71,20 @@ def normalise_query(q: str) -> str:
     return re.sub(r"[\W_]+", "", q)
 
 
-def _grams(q: str) -> frozenset:
+def _grams(q: str) -> set:
     return _grams_of(normalise_query(q))
 
 
-def _grams_of(s: str) -> frozenset:
+def _grams_of(s: str) -> set:
     """The character trigrams of a normalised query."""
-    return frozenset(s[i:i + 3] for i in range(len(s) - 2)) if len(s) >= 3 else frozenset({s})
+    return {s[i:i + 3] for i in range(len(s) - 2)} if len(s) >= 3 else {s}
+
+
+def _prefix_length(n: int) -> int:
+    """How many of a set's rarest grams must be indexed and looked up: two sets of sizes n and m whose Jaccard
+    reaches t share a gram among the first n - ceil(t n) + 1 of each (a hair under the threshold: a prefix one
+    gram longer than needed is harmless, one too short is not)."""
+    return n - math.ceil((DUPLICATE_JACCARD - 1e-9) * n) + 1
 
 
 class _DuplicateFinder:
@@ -85,38 +93,50 @@ class _DuplicateFinder:
     trigrams asked again get the answer they got the first time.
 
     Prefix filtering keeps it in proportion to the window (a week of 100,000 calls compared each query with
-    every earlier one sharing a trigram: 96 s): grams are ranked rarest first over `universe` (every query that
-    will be added; a gram outside it ranks after all of them), and two sets whose Jaccard reaches t share a gram
-    among the first |s| - ceil(t |s|) + 1 of each. Only those prefix grams are indexed and looked up; each
-    candidate is then checked exactly, so the answer is the one a comparison with every query would give."""
+    every earlier one sharing a trigram: 96 s): grams are ranked rarest first over `universe` (the trigram sets
+    of every query that will be added; a gram outside it ranks after all of them), and two sets whose Jaccard
+    reaches t share a gram among the first |s| - ceil(t |s|) + 1 of each. Only those prefix grams are indexed
+    and looked up; each candidate is then checked exactly, so the answer is the one a comparison with every
+    query would give. A query is handled as the sorted tuple of its grams' ranks (`ranks`), made once per
+    query: small ints, sorted once, so its prefix is a slice (ranking the grams at each look-up and each add
+    was a third of `suggest`'s time over 100,000 calls)."""
 
     def __init__(self, universe):
-        freq = Counter(g for grams in universe for g in grams)
-        self.rank = {g: i for i, g in enumerate(sorted(freq, key=lambda g: (freq[g], g)))}
+        freq = Counter(chain.from_iterable(universe))
+        # any one order of the grams finds every pair that reaches the Jaccard; rarest first finds the fewest others
+        self.rank = {g: i for i, g in enumerate(sorted(freq, key=freq.__getitem__))}
         self.postings: dict[int, list[int]] = defaultdict(list)
-        self.sets: dict[int, frozenset] = {}
+        self.sets: dict[int, tuple] = {}
         self.order: dict[int, int] = {}
-        self.whole: dict[frozenset, int] = {}
+        self.whole: dict[tuple, int] = {}
 
-    def _prefix(self, grams: frozenset) -> list[int]:
-        """The ranks of the prefix grams that are in the universe (the others are in no added set)."""
+    def ranks(self, grams, grow: bool = False) -> tuple[tuple, int]:
+        """(the sorted ranks of `grams` in the universe, how many grams): grams outside the universe are in no
+        added set and are left out of the ranks, unless `grow` ranks them after it (what `add` needs)."""
         rank = self.rank
-        known = sorted([rank[g] for g in grams if g in rank])
-        # a hair under the threshold: a prefix one gram longer than needed is harmless, one too short is not
-        return known[:len(grams) - math.ceil((DUPLICATE_JACCARD - 1e-9) * len(grams)) + 1]
+        try:
+            return tuple(sorted(map(rank.__getitem__, grams))), len(grams)
+        except KeyError:
+            if grow:
+                for g in grams:
+                    if g not in rank:
+                        rank[g] = len(rank)
+                return tuple(sorted(map(rank.__getitem__, grams))), len(grams)
+            return tuple(sorted([rank[g] for g in grams if g in rank])), len(grams)
 
-    def match(self, grams: frozenset) -> int | None:
+    def match(self, ranks: tuple, n: int) -> int | None:
+        """`ranks`, `n`: a query as `ranks` gives it."""
         # the same question asked again (the same trigrams) folds where it folded the first time: a busy week
         # asks most of its questions more than once
-        known = self.whole.get(grams)
+        known = self.whole.get((ranks, n))
         if known is not None:
             return known
         seen: set[int] = set()
         best, best_key = None, None
-        n = len(grams)
         lo, hi = DUPLICATE_JACCARD * n - 1e-9, n / DUPLICATE_JACCARD + 1e-9   # sizes that can reach the Jaccard
-        sets, postings = self.sets, self.postings
-        for r in self._prefix(grams):
+        sets, postings, order = self.sets, self.postings, self.order
+        mine = None
+        for r in ranks[:_prefix_length(n)]:
             for k in postings.get(r, ()):
                 if k in seen:
                     continue
@@ -124,23 +144,24 @@ class _DuplicateFinder:
                 other = sets[k]
                 if not lo <= len(other) <= hi:
                     continue
-                shared = len(grams & other)
+                if mine is None:
+                    mine = set(ranks)
+                shared = len(mine.intersection(other))
                 if shared / (n + len(other) - shared) >= DUPLICATE_JACCARD:
-                    rank = (-shared, self.order[k])
-                    if best is None or rank < best:
-                        best, best_key = rank, k
+                    key = (-shared, order[k])
+                    if best is None or key < best:
+                        best, best_key = key, k
         if best is not None:
-            self.whole[grams] = best_key
+            self.whole[(ranks, n)] = best_key
         return best_key
 
-    def add(self, key: int, grams: frozenset):
-        missing = [g for g in grams if g not in self.rank]
-        for g in missing:                    # outside the universe given: ranked after it, still indexed
-            self.rank[g] = len(self.rank)
-        self.sets[key] = grams
+    def add(self, key: int, ranks: tuple):
+        """`ranks`: every gram of the query ranked (`ranks(grams, grow=True)`)."""
+        self.sets[key] = ranks
         self.order[key] = len(self.order)
-        for r in self._prefix(grams):
-            self.postings[r].append(key)
+        postings = self.postings
+        for r in ranks[:_prefix_length(len(ranks))]:
+            postings[r].append(key)
 
 
 def twin_labels(labelled: list[tuple[str, bool]], queries: list[str]) -> list[bool | None]:
@@ -151,7 +172,7 @@ def twin_labels(labelled: list[tuple[str, bool]], queries: list[str]) -> list[bo
     label_of = {}
     for i, (g, label) in enumerate(lab_grams):
         if g is not None:
-            finder.add(i, g)
+            finder.add(i, finder.ranks(g, grow=True)[0])
             label_of[i] = label
     out, answer = [], {}
     for q in queries:
@@ -160,7 +181,7 @@ def twin_labels(labelled: list[tuple[str, bool]], queries: list[str]) -> list[bo
             continue
         s = normalise_query(q)
         if s not in answer:                    # a question asked again: answered once
-            k = finder.match(_grams_of(s))
+            k = finder.match(*finder.ranks(_grams_of(s)))
             answer[s] = None if k is None else label_of[k]
         out.append(answer[s])
     return out
@@ -169,12 +190,17 @@ def twin_labels(labelled: list[tuple[str, bool]], queries: list[str]) -> list[bo
 def probabilities(model, feature_dicts: list[dict]) -> list[float]:
     """model.probability of every row, in one matrix product (GateModel.probability's arithmetic; one row at a
     time cost 30 us a call, 3 s of a 100,000-call week)."""
-    import numpy as np
-
     from search_core.recall.log import feature_matrix
     if not feature_dicts:
         return []
-    X = feature_matrix(feature_dicts, model.features)
+    return matrix_probabilities(model, feature_matrix(feature_dicts, model.features))
+
+
+def matrix_probabilities(model, X) -> list[float]:
+    """model.probability of each row of X (the model's features, in its order)."""
+    import numpy as np
+    if not len(X):
+        return []
     z = ((X - np.asarray(model.mean)) / np.asarray(model.scale)) @ np.asarray(model.coef) + model.intercept
     x = model.calib_a * z + model.calib_b
     with np.errstate(over="ignore"):       # the stable form of both signs, as _sigmoid: no exp of a large x
@@ -242,10 +268,10 @@ def _fold(calls, usable, fingerprint_key):
     for c in labelled + pool:
         if c.query and c.query not in norm:
             norm[c.query] = normalise_query(c.query)
-    finder = _DuplicateFinder(_grams_of(q) for q in set(norm.values()))
+    finder = _DuplicateFinder(map(_grams_of, set(norm.values())))
     for c in labelled:
         if c.query:
-            finder.add(-c.id - 1, _grams_of(norm[c.query]))
+            finder.add(-c.id - 1, finder.ranks(_grams_of(norm[c.query]), grow=True)[0])
     kept: dict = {}
     stands_for: dict[int, list[int]] = defaultdict(list)
     folded_to: dict[str, int] = {}
@@ -253,11 +279,11 @@ def _fold(calls, usable, fingerprint_key):
         q = norm[c.query]
         k = folded_to.get(q)
         if k is None:
-            g = _grams_of(q)
-            k = finder.match(g)
+            ranks, n = finder.ranks(_grams_of(q), grow=True)
+            k = finder.match(ranks, n)
             if k is None:
                 kept[c.id] = c
-                finder.add(c.id, g)
+                finder.add(c.id, ranks)
                 folded_to[q] = c.id
                 continue
             folded_to[q] = k
@@ -271,9 +297,10 @@ def _fold(calls, usable, fingerprint_key):
     return labelled, pool, kept, stands_for, left_out
 
 
-def _pick(labelled, pool, kept, stands_for, left_out, scale, scores, threshold, n, cover_flips) -> Suggestions:
+def _pick(labelled, pool, kept, stands_for, left_out, scale, scores, threshold, n, cover_flips,
+          top_notes=None) -> Suggestions:
     """The picks among the kept calls, scored on `scale` (`scores`: call id -> score of every labelled and kept
-    call)."""
+    call). `top_notes(ids)`: id -> top note of the picked calls (default: each call's own top_note)."""
     fit = labels_threshold([scores[c.id] for c in labelled], [int(c.label == "relevant") for c in labelled], scale)
     centre, interval = (fit if fit is not None else (threshold, None))
     cands = sorted(kept.values(), key=lambda c: scores[c.id])
@@ -328,11 +355,12 @@ def _pick(labelled, pool, kept, stands_for, left_out, scale, scores, threshold, 
                    "answerable; a relevant label says the threshold is far too high")
         picks.append((c, why))
     out = []
+    notes = top_notes([c.id for c, _ in picks]) if top_notes else {c.id: c.top_note for c, _ in picks}
     for c, why in sorted(picks, key=lambda p: -scores[p[0].id]):
         dups = tuple(stands_for.get(c.id, ()))
         if dups:
             why += f" (stands for {len(dups)} near-duplicate call{'s' if len(dups) > 1 else ''})"
-        out.append(Suggestion(c.id, c.query, c.top_note, scores[c.id] if scale == "probability" else None,
+        out.append(Suggestion(c.id, c.query, notes.get(c.id), scores[c.id] if scale == "probability" else None,
                               scores[c.id], why, dups))
     return Suggestions(tuple(out), scale, float(threshold), float(centre), interval, len(pool), len(labelled),
                        dict(left_out))
@@ -371,7 +399,7 @@ def suggest_from_log(log_path, *, since_s: float | None = None, n: int = 20, db=
                      gate_path=None) -> tuple[Suggestions, GateInForce]:
     """suggest() over a log window, scored by the gate in force on `db` (its gate file, else the shipped
     default; the config's thresholds) or, without `db`, by the logged probabilities."""
-    from search_core.recall.log import read_call_heads, read_logged_calls
+    from search_core.recall.log import read_call_heads, read_gate_inputs, read_logged_calls
 
     if db is None:
         gate = logged_gate()
@@ -390,15 +418,18 @@ def suggest_from_log(log_path, *, since_s: float | None = None, n: int = 20, db=
     if gate.model is None:          # the scale depends on every call's logged probability: all are read
         return suggest(read_logged_calls(log_path, since_s), threshold=gate.threshold, model=None, n=n,
                        fingerprint_key=gate.fingerprint_key), gate
-    # with a gate model, only the calls that are labelled or could be picked need their features and hits:
-    # the near-duplicates (most of a busy week) are folded from what the row says without its JSON decoded
+    # with a gate model, only the calls that are labelled or could be picked need their features, and only the
+    # picks their hits: the near-duplicates (most of a busy week) are folded from what the row says without its
+    # JSON decoded
     labelled, pool, kept, stands_for, left_out = _fold(read_call_heads(log_path, since_s), lambda c: c.searched,
                                                        gate.fingerprint_key)
-    full = {c.id: c for c in read_logged_calls(log_path, ids=[c.id for c in labelled] + list(kept))
-            if c.searched}
-    labelled = [full[c.id] for c in labelled if c.id in full]
-    kept = {i: full[i] for i in kept if i in full}
-    rows = labelled + list(kept.values())
-    scores = dict(zip((c.id for c in rows), probabilities(gate.model, [c.features for c in rows])))
+    ids, X = read_gate_inputs(log_path, [c.id for c in labelled] + list(kept), gate.model.features)
+    scores = dict(zip(ids, matrix_probabilities(gate.model, X)))
+    labelled = [c for c in labelled if c.id in scores]
+    kept = {i: c for i, c in kept.items() if i in scores}
+
+    def top_notes(picked):
+        return {c.id: c.top_note for c in read_logged_calls(log_path, ids=picked)}
+
     return _pick(labelled, pool, kept, stands_for, left_out, "probability", scores, float(gate.threshold), n,
-                 False), gate
+                 False, top_notes), gate

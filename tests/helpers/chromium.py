@@ -15,6 +15,16 @@ import time
 from tuner.reports.browser import CHROMIUM_FLAGS, find_chromium
 
 
+def _above_4(fd: int) -> int:
+    """`fd` moved to a descriptor number above 4 (the old one closed)."""
+    import fcntl
+    if fd > 4:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 5)
+    os.close(fd)
+    return moved
+
+
 class Chromium:
     def __init__(self, *, width: int = 1200, height: int = 900, timeout: float = 60.0, flags: tuple[str, ...] = ()):
         """`flags`: more Chromium flags, e.g. --host-resolver-rules to point a DNS name at 127.0.0.1."""
@@ -22,6 +32,9 @@ class Chromium:
         self.profile = tempfile.mkdtemp(prefix="ar-cdp-")
         cmd_r, self._cmd_w = os.pipe()        # we write commands; Chromium reads fd 3
         self._out_r, out_w = os.pipe()        # Chromium writes fd 4; we read
+        # the two ends bash moves must not be 3 or 4 themselves: `3<&3 ... 3<&-` would close the pipe it just
+        # placed (a process with few files open gets 3 and 6: Chromium then found no pipe and exited)
+        cmd_r, out_w = (_above_4(fd) for fd in (cmd_r, out_w))
         chromium = find_chromium()
         args = [chromium, *CHROMIUM_FLAGS, "--remote-debugging-pipe", f"--user-data-dir={self.profile}",
                 f"--window-size={width},{height}", *flags, "about:blank"]

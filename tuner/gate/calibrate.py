@@ -174,7 +174,7 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
     out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
     out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
     out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, features, out,
-                                       model=model, p_lab=p_lab, calls=calls, rule=threshold_rule)
+                                       model=model, p_lab=p_lab, calls=calls, p_calls=p_log, rule=threshold_rule)
     out["retirement"] = _retirement(out["window"], out["traffic"])
     if not calls and log_read:
         out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
@@ -271,7 +271,7 @@ def _traffic(calls, p_log, model, cos_threshold) -> dict:
 
 
 def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None, p_lab=None,
-               calls=(), rule=None) -> dict:
+               calls=(), p_calls=None, rule=None) -> dict:
     n_ans, n_probe = sum(ans), len(ans) - sum(ans)
     rec: dict = {"basis": None}
     if n_ans and n_probe:
@@ -287,7 +287,8 @@ def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None
             out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
                                    "recommended, no model is fitted")
         elif model is not None and p_lab is not None:
-            _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule or THRESHOLD_RULE)
+            _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule or THRESHOLD_RULE,
+                            p_calls)
         else:
             try:
                 m = _refit(labelled, ans, fingerprint, features)
@@ -375,22 +376,26 @@ def _labels_to_decide(p_lab, y, p_rep, rep, p_rest, current, proposed) -> dict:
             "flipped": {"right": wins, "wrong": losses, "unlabelled": n_u}, "text": d.text}
 
 
-def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule) -> None:
+def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule, p_all=None) -> None:
     """With a gate model in force: move its threshold to where the labels put it (the feature weights stay),
-    unless there are enough labels and a refit of the weights measures better on held-out folds."""
+    unless there are enough labels and a refit of the weights measures better on held-out folds. `p_all`: the
+    model's P of every call in `calls`, when the caller has it (each subset below is a slice of it, not another
+    pass over a week of features)."""
     y = [int(a) for a in ans]
-    searched = [c for c in calls if c.searched]
-    p_calls = probabilities(model, [c.features for c in searched])
-    p_calls = np.zeros(0) if p_calls is None else p_calls
+    if p_all is None:
+        p_all = probabilities(model, [c.features for c in calls])
+    p_all = np.zeros(0) if p_all is None else np.asarray(p_all)
+    searched = [i for i, c in enumerate(calls) if c.searched]
+    p_calls = p_all[searched]
     # an unlabelled call that asks a labelled question again (a near-duplicate query, which `suggest` never
     # offers) is that question: it counts with its label among the decisions a move flips, and as nobody's
     # evidence only when no label covers it
-    unl = [c for c in searched if c.label not in (LABEL_ANSWERABLE, LABEL_PROBE)]
-    twin = twin_labels([(r.query, a) for r, a in zip(labelled, ans)], [c.query for c in unl])
-    rep = [(c, t) for c, t in zip(unl, twin) if t is not None]
-    rest = [c for c, t in zip(unl, twin) if t is None]
-    p_rep = probabilities(model, [c.features for c, _ in rep])
-    p_rest = probabilities(model, [c.features for c in rest])
+    unl = [i for i in searched if calls[i].label not in (LABEL_ANSWERABLE, LABEL_PROBE)]
+    twin = twin_labels([(r.query, a) for r, a in zip(labelled, ans)], [calls[i].query for i in unl])
+    rep = [(i, t) for i, t in zip(unl, twin) if t is not None]
+    rest = [i for i, t in zip(unl, twin) if t is None]
+    p_rep = p_all[[i for i, _ in rep]] if rep else None
+    p_rest = p_all[rest] if rest else None
     dec = decide_threshold(p_lab, y, model.threshold, rule=rule, level=INTERVAL_LEVEL,
                            traffic=p_calls if len(p_calls) else None,
                            unlabelled=p_rest if p_rest is not None else (),

@@ -15,10 +15,20 @@ CURVE_POINTS = tuple(round(0.05 * i, 2) for i in range(1, 21))     # the plotted
 
 
 def auroc(scores, labels) -> float:
-    """Area under the ROC curve (ties count half); NaN with one class only."""
-    from sklearn.metrics import roc_auc_score
+    """Area under the ROC curve (ties count half); NaN with one class only. The Mann-Whitney form (the positives'
+    mean rank, ties at their average rank), which is sklearn's roc_auc_score without its import: loading
+    scikit-learn for a few dozen labels was a second of `calibrate`'s CPU and 60 MB of its memory."""
     y = np.asarray(labels, dtype=int)
-    return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64))) if len(set(y.tolist())) == 2 else float("nan")
+    if len(set(y.tolist())) != 2:
+        return float("nan")
+    s = np.asarray(scores, dtype=np.float64)
+    if not np.isfinite(s).all():
+        raise ValueError("Input contains NaN or infinity: every labelled row needs a finite score")
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    rank = (np.cumsum(counts) - (counts - 1) / 2.0)[inverse]        # 1-based, ties at their average
+    pos = y == y.max()
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    return float((rank[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
 def balanced_accuracy(injected, labels) -> float:

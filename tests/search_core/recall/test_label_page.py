@@ -185,3 +185,17 @@ def test_a_dns_name_pointed_at_the_server_cannot_read_the_log(served_without_tok
         got = b.evaluate("fetch('/label/calls?since=all').then(async r => [r.status, await r.text()])")
     assert got[0] == 421 and "--allow-host rebind.example" in got[1], got
     assert not any(q in got[1] for q in QUERIES)
+
+
+def test_the_browser_driver_starts_in_a_process_with_no_other_file_open():
+    # a fresh process gets fds 3 and 4 for its first pipe: bash's `3<&3 ... 3<&-` closed the pipe it had just placed
+    # on 3, and Chromium exited ("Remote debugging pipe file descriptors are not open"); the hostile rerun hit this
+    import os
+    import subprocess
+    import sys
+    from tests.helpers import ROOT
+    code = ("from tests.helpers.chromium import Chromium\n"
+            "with Chromium() as b:\n    b.goto('about:blank')\n    print(b.evaluate('6 * 7'))\n")
+    got = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, close_fds=True)
+    assert got.returncode == 0 and got.stdout.strip() == "42", got.stderr[-500:]

@@ -198,3 +198,56 @@ def test_read_from_the_log_with_a_gate_model_it_picks_what_suggest_picks_over_ev
     # the timed-out call only: the compact one searched
     assert out.left_out["stopped before the gate (no search)"] == 1 and out.left_out["logged against another index"]
     s.close()
+
+
+def test_folding_near_duplicates_finds_what_comparing_every_pair_finds():
+    # the prefix-filtered folding must fold exactly as a comparison of each query with every earlier kept or
+    # labelled one: the most shared trigrams at or above DUPLICATE_JACCARD, the first added on a tie, and the same
+    # trigrams folded where they folded the first time. Queries made to sit on both sides of the Jaccard bar.
+    import random
+    from search_core.recall.log import CallHead
+    from search_core.recall.suggest import DUPLICATE_JACCARD, _fold, _grams, normalise_query
+    rng = random.Random(7)
+    words = [w for t in TOPICS for w in t.split()] + ["알려줘", "정리", "비교", "예시", "차이", "설정", "오류"]
+    bases = [" ".join(rng.sample(words, rng.randint(2, 4))) for _ in range(120)]
+    heads = []
+    for i in range(1500):
+        q = rng.choice(bases)
+        q = rng.choice(("", "", "혹시 ", "그럼 ")) + q + rng.choice(("", "?", " 알려줘", " 다시", " 좀 정리해줘"))
+        if rng.random() < 0.3:
+            q = " ".join(rng.sample(words, rng.randint(2, 4)))
+        label = rng.choice(LABELS_OR_NONE) if i < 200 else None
+        heads.append(CallHead(i + 1, NOW - 5000 + i * rng.random(), q, label, "fp", True))
+    labelled, pool, kept, stands_for, _ = _fold(heads, lambda c: c.searched, "fp")
+
+    added = [(-c.id - 1, _grams(c.query)) for c in labelled]
+    whole, folded_to, want_kept, want_stands = {}, {}, [], {}
+    for c in sorted(pool, key=lambda c: -c.ts):
+        q = normalise_query(c.query)
+        if q in folded_to:
+            k = folded_to[q]
+        else:
+            g = frozenset(_grams(c.query))
+            k = whole.get(g)
+            if k is None:
+                best = None
+                for order, (key, other) in enumerate(added):
+                    shared = len(g & other)
+                    if shared / (len(g) + len(other) - shared) >= DUPLICATE_JACCARD and (
+                            best is None or (-shared, order) < best[0]):
+                        best = ((-shared, order), key)
+                if best is not None:
+                    k = whole[g] = best[1]
+            folded_to[q] = k
+            if k is None:
+                want_kept.append(c.id)
+                added.append((c.id, g))
+                folded_to[q] = c.id
+                continue
+        if k >= 0:
+            want_stands.setdefault(k, []).append(c.id)
+    assert list(kept) == want_kept and dict(stands_for) == want_stands
+    assert 100 < len(want_kept) < len(pool) and want_stands     # both: folds and keeps
+
+
+LABELS_OR_NONE = ("relevant", "irrelevant", None, None, None)

@@ -352,3 +352,22 @@ def test_apply_after_a_calibration_that_kept_the_gate_says_there_is_nothing_to_a
     fresh = tmp_path / "never-calibrated.sqlite"
     r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(fresh)])
     assert r.exit_code != 0 and "first" in r.output       # no calibration has run on this one
+
+
+def test_auroc_is_sklearn_s_on_ties_and_two_label_codes():
+    # the rank form must give roc_auc_score's area, ties counted half, whatever the two label values are
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+    from tuner.gate.metrics import auroc
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        n = int(rng.integers(2, 60))
+        y = rng.integers(0, 2, n)
+        if len(set(y)) < 2:
+            continue
+        s = np.round(rng.random(n) + 0.3 * y, int(rng.integers(1, 3)))      # one or two decimals: many ties
+        assert auroc(s, y) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        assert auroc(s, y.astype(bool)) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    assert np.isnan(auroc([0.2, 0.3], [1, 1]))
+    with pytest.raises(ValueError, match="finite"):
+        auroc([0.2, float("nan")], [0, 1])
