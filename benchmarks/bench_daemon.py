@@ -145,7 +145,7 @@ def _rounds(ledger: Path) -> list[int]:
     lg = Ledger(ledger)
     try:
         s = lg.sweep()
-        return [r["round"] for r in lg.rounds(s["id"])] if s else []
+        return [r.round for r in lg.rounds(s["id"])] if s else []
     finally:
         lg.close()
 

@@ -155,7 +155,7 @@ def main() -> None:
     checks = {}
     for r in results:
         a, b = r["grid"][shipped]["hold"], r["grid"][candidate]["hold"]
-        c = compare(a, b, seed=args.seed)
+        c = compare(a, b, seed=args.seed).to_json()
         worse = [m for m, v in c["metrics"].items() if v.get("delta", 0) < 0 and v["p_value"] < 0.05]
         checks[r["set"]] = {"shipped": line(a), "candidate": line(b), "significantly_worse": worse,
                             "holds": hits(b) >= hits(a) and not worse,

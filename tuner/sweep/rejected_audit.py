@@ -14,9 +14,10 @@ import uuid
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.config import SearchConfig
 
-from tuner.ledger.ledger import Ledger, round_result
+from tuner.ledger.ledger import Ledger
+from tuner.ledger.round import START, Round
+from tuner.ledger.schema import RoundDecision
 from tuner.promotion.promote import read_active
 from tuner.reports import Para, Report, Section, Table
 from tuner.reports.sweep import open_ledger, pick_sweep
@@ -52,40 +53,39 @@ def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> dict:
         rounds = lg.rounds(sid)
         all_sweeps = lg.sweeps()
         later = [s for s in all_sweeps if s["created"] >= info["created"] and s["id"] != sid]
-        later_kept = [r for s in later for r in lg.rounds(s["id"]) if r["decision"] == "kept" and r["round"] > 0]
+        later_kept = [r for s in later for r in lg.rounds(s["id"]) if r.kept and r.round > 0]
         retested = {}
         for s in all_sweeps:
             for r in lg.rounds(s["id"]):
-                if r["reason"].startswith(RETEST_MARK):
-                    retested[r["reason"][len(RETEST_MARK):].split(":")[0]] = f"{s['id']}#{r['round']}"
+                if r.reason.startswith(RETEST_MARK):
+                    retested[r.reason[len(RETEST_MARK):].split(":")[0]] = f"{s['id']}#{r.round}"
     finally:
         lg.close()
     obj = info["params"].get("objective", "score100")
-    by_hash = {r["config_hash"]: r for r in rounds if r["decision"] == "kept"}
-    start = rounds[0]["config"] if rounds else info["start_config"]
+    by_hash = {r.config_hash: r for r in rounds if r.kept}
+    start = rounds[0].config if rounds else info["start_config"]
     out = []
     for r in rounds:
-        if not r["decision"].startswith("rejected"):
+        if not r.decision.rejected:
             continue
-        base = by_hash.get(r["baseline_hash"])
-        bm, cm = round_result(base) if base else None, round_result(r)
+        base = by_hash.get(r.baseline_hash)
+        bm, cm = base.result if base else None, r.result
         deltas = {}
         if bm and cm:
             deltas = {"hit@5": cm.overall["hit@5"] - bm.overall["hit@5"],
                       "mrr": cm.overall["mrr"] - bm.overall["mrr"],
                       obj: objective_value(cm, obj) - objective_value(bm, obj)}
         bh, ch = _hits(bm), _hits(cm)
-        since = [k for k in rounds if k["decision"] == "kept" and k["round"] > r["round"]] + later_kept
+        since = [k for k in rounds if k.kept and k.round > r.round] + later_kept
         why = []
         for k in since:
-            for rule in interaction_rules(r["variable"], k["variable"]):
-                why.append(f"{rule}: {k['variable']} {k['old']}→{k['new']} kept in "
-                           f"{k['sweep']}#{k['round']}")
-        key = f"{sid}#{r['round']}"
-        out.append({"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"],
-                    "decision": r["decision"], "reason": r["reason"], "baseline_hash": r["baseline_hash"],
-                    "baseline_config": {k: v for k, v in (base or {}).get("config", {}).items() if start.get(k) != v},
-                    "index_fingerprint": r["index_fingerprint"], "deltas": {k: round(v, 4) for k, v in deltas.items()},
+            for rule in interaction_rules(r.variable, k.variable):
+                why.append(f"{rule}: {k.variable} {k.old}→{k.new} kept in {k.sweep}#{k.round}")
+        key = f"{sid}#{r.round}"
+        out.append({"round": r.round, "variable": r.variable, "old": r.old, "new": r.new,
+                    "decision": r.decision, "reason": r.reason, "baseline_hash": r.baseline_hash,
+                    "baseline_config": {k: v for k, v in (base.config if base else {}).items() if start.get(k) != v},
+                    "index_fingerprint": r.index_fingerprint, "deltas": {k: round(v, 4) for k, v in deltas.items()},
                     "broke": sorted(q for q, hit in bh.items() if hit and ch.get(q) is False),
                     "fixed": sorted(q for q, hit in bh.items() if not hit and ch.get(q)),
                     "worth_retest": bool(why) and key not in retested, "retest_why": why[:3],
@@ -154,8 +154,8 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
         if active is not None:
             baseline, db = active.config, str(active.index or p.db)
         else:
-            kept = [r for r in lg.rounds(info["id"]) if r["decision"] == "kept"]
-            baseline, db = SearchConfig().replace(**kept[-1]["config"]), p.db
+            kept = [r for r in lg.rounds(info["id"]) if r.kept]
+            baseline, db = kept[-1].search_config, p.db
         gold = load_gold(p.gold)
         if p.split:
             gold, _ = split_gold(gold, p.split, p.seed)
@@ -175,12 +175,10 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
         base_res = charged(bench, baseline, bench.evaluate(baseline, gold), "start")
         lg.new_sweep(new_id, dataclasses.asdict(p), baseline.as_dict())
         s = bench.searchers.get(baseline.embedder)
-        lg.append_round(new_id, {"round": 0, "variable": "(start)", "old": None, "new": None,
-                                 "config": baseline.as_dict(), "config_hash": baseline.config_hash(),
-                                 "baseline_hash": baseline.config_hash(), "index_fingerprint": s.fingerprint_key if s else None,
-                                 "metrics": base_res.to_ledger(),
-                                 "objective": objective_value(base_res, p.objective),
-                                 "decision": "kept", "reason": f"today's baseline for re-testing sweep {info['id']}"})
+        lg.append_round(Round(new_id, 0, START, None, None, baseline.as_dict(), baseline.config_hash(),
+                              baseline.config_hash(), s.fingerprint_key if s else None, base_res,
+                              objective_value(base_res, p.objective), RoundDecision.KEPT,
+                              f"today's baseline for re-testing sweep {info['id']}"))
         out_rounds = []
         for i, x in enumerate(marked, 1):
             of = f"{info['id']}#{x['round']}"
@@ -189,15 +187,10 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                             ensure_gate=gate_model, timing_samples=p.timing_samples)
             cand, res = out.candidate, out.result
             s = bench.searchers.get(cand.embedder)
-            lg.append_round(new_id, {"round": i, "variable": x["variable"], "old": getattr(baseline, x["variable"]),
-                                     "new": x["new"], "config": cand.as_dict(), "config_hash": cand.config_hash(),
-                                     "baseline_hash": baseline.config_hash(),
-                                     "index_fingerprint": s.fingerprint_key if s else None,
-                                     "metrics": res.to_ledger() if res else {},
-                                     "objective": out.objective,
-                                     "decision": out.decision, "reason": f"{RETEST_MARK}{of}: {out.reason}",
-                                     "eval_s": round(time.perf_counter() - t0 - out.reindex_s, 4),
-                                     "reindex_s": round(out.reindex_s, 3)})
+            lg.append_round(Round(new_id, i, x["variable"], getattr(baseline, x["variable"]), x["new"], cand.as_dict(),
+                                  cand.config_hash(), baseline.config_hash(), s.fingerprint_key if s else None, res,
+                                  out.objective, out.decision, f"{RETEST_MARK}{of}: {out.reason}",
+                                  round(time.perf_counter() - t0 - out.reindex_s, 4), round(out.reindex_s, 3)))
             out_rounds.append({"of": of, "variable": x["variable"], "new": x["new"], "decision": out.decision,
                                "reason": out.reason})
             if progress:

@@ -307,7 +307,7 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
         if proc.poll() is None:
             proc.kill()
     rounds = _rounds(ledger)
-    assert [r["round"] for r in rounds] == list(range(len(rounds))) and len(rounds) < 401
+    assert [r.round for r in rounds] == list(range(len(rounds))) and len(rounds) < 401
     lg = Ledger(ledger)
     assert lg.sweep()["status"] == "stopped"
     lg.close()

@@ -37,12 +37,12 @@ def test_a_ledger_written_before_typed_decisions_reads_verifies_and_replays(tmp_
     lg = Ledger(path, create=False)
     info = lg.sweep()
     rounds = lg.rounds(info["id"])
-    assert [r["decision"] for r in rounds] == ["kept", "rejected:no_gain", "rejected:no_gain", "rejected:no_gain",
+    assert [r.decision for r in rounds] == ["kept", "rejected:no_gain", "rejected:no_gain", "rejected:no_gain",
                                                "rejected:no_gain", "unavailable", "rejected:hit5_regressed"]
-    assert all(type(r["decision"]) is RoundDecision for r in rounds)
+    assert all(type(r.decision) is RoundDecision for r in rounds)
     rule = SweepParams.from_record(info["params"]).rule()
     replayed = replay_decisions(rounds, rule, ScoreConfig())
-    assert len(replayed) == 5 and all(r["agrees"] for r in replayed)
+    assert len(replayed) == 5 and all(r.agrees for r in replayed)
     lg.close()
     r = CliRunner().invoke(main, ["ledger", "--ledger", str(path), "--replay"])
     assert r.exit_code == 0 and "every decision recomputed alike" in r.output, r.output
@@ -57,6 +57,15 @@ def test_every_stored_round_reads_back_as_an_evaluation_that_writes_the_same_tex
     assert len(stored) == 6
     for text in stored:
         assert json.dumps(EvalResult.from_ledger(json.loads(text)).to_ledger(), ensure_ascii=False) == text
+
+
+def test_a_stored_sweep_summary_reads_back_as_a_record_that_writes_the_same_text():
+    from tuner.sweep.summary import SweepSummary
+    with sqlite3.connect(OLD) as c:
+        (text,) = c.execute("SELECT summary FROM sweeps").fetchone()
+    s = SweepSummary.from_json(json.loads(text))
+    assert s.rounds == 6 and s.decisions["rejected:no_gain"] == 4 and s.holdout is None and s.status is None
+    assert json.dumps(s.to_json(), ensure_ascii=False) == text
 
 
 def _stored(path):
