@@ -111,6 +111,16 @@ def test_pairwise_counts_questions_and_ranks():
     assert json.dumps(PairComparison.from_json(json.loads(text)).to_json(), ensure_ascii=False) == text
 
 
+def test_the_example_reports_pairs_read_back_into_the_same_text():
+    """docs/examples' A/B JSON holds pairs the A/B wrote; read as PairComparison, they write the same bytes."""
+    from tuner.ab.compare import PairComparison
+    pairs = [p for name in ("ab-demo.json", "ab-autorag.json")
+             for p in json.loads((ROOT / "docs/examples" / name).read_text(encoding="utf-8"))["data"]["pairs"]]
+    assert pairs and any(p["b_wins"] for p in pairs)
+    for p in pairs:
+        assert json.dumps(PairComparison.from_json(p).to_json(), ensure_ascii=False) == json.dumps(p, ensure_ascii=False)
+
+
 def test_a_new_threshold_redecides_the_gate_without_searching():
     from search_core.config import SearchConfig
     from search_core.gate.model import COSINE

@@ -62,6 +62,10 @@ def test_compare_flips_and_noise():
     # its JSON form (`compare --json`, a holdout check in the ledger) reads back into the same text
     text = json.dumps(c.to_json(), ensure_ascii=False)
     assert json.dumps(Comparison.from_json(json.loads(text)).to_json(), ensure_ascii=False) == text
+    d = c.to_json()                     # each verdict reads back as itself
+    d["metrics"]["mrr"].update(delta=0.2, p_value=0.01, verdict="B better")
+    d["metrics"]["p@5"].update(delta=-0.05, p_value=0.01, verdict="A better")
+    assert Comparison.from_json(d).to_json() == d
     assert list(c.to_json()) == ["gold", "n", "a", "b", "metrics", "wins", "ties", "losses", "flipped",
                                  "one_question_moves_hit5_by"]
     with pytest.raises(ValueError, match="different gold sets"):
