@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from search_core import SearchCoreError
@@ -14,7 +15,10 @@ from search_core.index.store import connect
 
 from tuner.sweep.keep_rule import objective_value
 from tuner.ledger.ledger import Ledger
+from tuner.data.gold import GoldSet
+from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
+from tuner.sweep.summary import HoldoutCheck
 from tuner.promotion.promote import History, holdout_verdict, runs_dir
 from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
@@ -78,7 +82,31 @@ def _fmt(v, digits=4) -> str:
 DRIFT = 1.5
 
 
-def latency_drift(rounds: list[Round]) -> dict:
+@dataclass(frozen=True)
+class CalibrationUsed:
+    key: str
+    embedder: str
+    taken_at: str
+    rerankers: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"key": self.key, "embedder": self.embedder, "taken_at": self.taken_at, "rerankers": list(self.rerankers)}
+
+
+@dataclass(frozen=True)
+class LatencyDrift:
+    """How far the stopwatch ran from the cost model over a sweep's evaluated rounds."""
+    calibrations: tuple[CalibrationUsed, ...]
+    median_ratio: float | None         # measured p95 / predicted p95, the median over the rounds
+    rounds: int                        # rounds with both figures
+    drifted: bool
+
+    def to_json(self) -> dict:
+        return {"calibrations": [c.to_json() for c in self.calibrations], "median_ratio": self.median_ratio,
+                "rounds": self.rounds, "drifted": self.drifted}
+
+
+def latency_drift(rounds: list[Round]) -> LatencyDrift:
     """How far the stopwatch ran from the cost model over a sweep (it never decides; this says whether the
     night was like the calibration): the calibrations used, the median ratio, and whether it drifted."""
     charges = [r.result.latency_charge for r in rounds if r.result is not None and
@@ -87,11 +115,10 @@ def latency_drift(rounds: list[Round]) -> dict:
     cals = {}
     for c in charges:
         cal = c["calibration"]
-        cals.setdefault(cal["key"], {"key": cal["key"], "embedder": cal["embedder"], "taken_at": cal["taken_at"],
-                                     "rerankers": sorted(cal.get("rerank_per_pair", {}))})
+        cals.setdefault(cal["key"], CalibrationUsed(cal["key"], cal["embedder"], cal["taken_at"],
+                                                    tuple(sorted(cal.get("rerank_per_pair", {})))))
     med = ratios[len(ratios) // 2] if ratios else None
-    return {"calibrations": list(cals.values()), "median_ratio": med, "rounds": len(ratios),
-            "drifted": med is not None and not (1 / DRIFT <= med <= DRIFT)}
+    return LatencyDrift(tuple(cals.values()), med, len(ratios), med is not None and not (1 / DRIFT <= med <= DRIFT))
 
 
 def _promotion(sweep_id: str, runs) -> dict | None:
@@ -106,7 +133,18 @@ def _promotion(sweep_id: str, runs) -> dict | None:
     return evs[-1] if evs else None
 
 
-def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) -> dict:
+@dataclass(frozen=True)
+class SweepData:
+    """What the morning report reads of one sweep."""
+    sweep: dict                        # the ledger's record of the sweep (Ledger.sweep)
+    rounds: list[Round]
+    holdout: HoldoutCheck | None
+    promotion: dict | None             # the promotion history's last event naming the sweep
+    gold: GoldSet | None = None        # the tuning questions' text, for an empty night's disagreements
+    score_config: ScoreConfig | None = None
+
+
+def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) -> SweepData:
     lg = open_ledger(ledger_path)
     try:
         info = pick_sweep(lg, sweep_id)
@@ -114,9 +152,8 @@ def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) 
         holdout = lg.holdout(info["id"])
     finally:
         lg.close()
-    return {"sweep": info, "rounds": rounds, "holdout": holdout, "promotion": _promotion(info["id"], runs),
-            # the tuning questions' text, for the empty night's list of where configs disagreed
-            "gold": tuning_gold(info) if is_empty_night(rounds) else None, "score_config": _score_config(info)}
+    return SweepData(info, rounds, holdout, _promotion(info["id"], runs),
+                     tuning_gold(info) if is_empty_night(rounds) else None, _score_config(info))
 
 
 def _score_config(info: dict):
@@ -171,15 +208,15 @@ def evidence_section(gap: EvidenceGap) -> Section:
     return Section("Why nothing was kept, and what evidence would decide", tuple(blocks))
 
 
-def build_sweep_report(d: dict) -> Report:
-    info, rounds, hold = d["sweep"], d["rounds"], d["holdout"]
+def build_sweep_report(d: SweepData) -> Report:
+    info, rounds, hold = d.sweep, d.rounds, d.holdout
     sid, obj = info["id"], info["params"].get("objective", "score100")
     evaluated = [r for r in rounds if r.result is not None]
     kept = [r for r in rounds if r.kept]
     start_m = rounds[0].result if rounds else None
     final_m = kept[-1].result if kept else None
     empty = bool(evaluated) and is_empty_night(rounds) and info["status"] != "running"
-    gap = evidence_gap(info, rounds, d.get("gold"), d.get("score_config") or _score_config(info)) if empty else None
+    gap = evidence_gap(info, rounds, d.gold, d.score_config or _score_config(info)) if empty else None
     probes = tuning_probes(rounds)
 
     # -- the verdict line --------------------------------------------------------------------------------
@@ -198,7 +235,7 @@ def build_sweep_report(d: dict) -> Report:
         holdout = "holdout not measured yet (it is, when the sweep ends)"
     else:
         holdout = "no holdout"
-    promo = d.get("promotion")
+    promo = d.promotion
     if promo and promo["kind"] == "promoted":
         outcome = f"promoted (#{promo['id']})"
     elif promo:
@@ -214,8 +251,8 @@ def build_sweep_report(d: dict) -> Report:
     # an empty night leads with why nothing was kept and what to add, not with the unchanged numbers
     verdict = (f"{gap.headline}. {tuning}; {holdout}" + (f"; {outcome}" if outcome else "")) if gap else \
         f"{tuning}; {holdout}; {outcome}"
-    if drift["drifted"]:
-        verdict += (f"; LATENCY DRIFT: measured p95 ran {drift['median_ratio']:.2f}x the cost model's prediction "
+    if drift.drifted:
+        verdict += (f"; LATENCY DRIFT: measured p95 ran {drift.median_ratio:.2f}x the cost model's prediction "
                     "(the machine was much busier or quieter than at calibration; decisions used the prediction)")
 
     # -- progress plot -----------------------------------------------------------------------------------
@@ -289,12 +326,11 @@ def build_sweep_report(d: dict) -> Report:
                  "ledger row): `autoresearch ledger --replay` recomputes every decision from the ledger. "
                  "The measured p95 is recorded beside it and decides nothing."),
             Table(("calibration", "embedder", "taken at", "rerankers"),
-                  tuple((c["key"], c["embedder"], c["taken_at"], ", ".join(c["rerankers"]) or "–")
-                        for c in drift["calibrations"])),
-            Para(f"measured / predicted p95, median over {drift['rounds']} evaluated rounds: "
-                 f"{_fmt(drift['median_ratio'], 2)}" + (" — DRIFT: the machine was not as at calibration"
-                                                         if drift["drifted"] else ""),
-                 "bad" if drift["drifted"] else ""))),
+                  tuple((c.key, c.embedder, c.taken_at, ", ".join(c.rerankers) or "–") for c in drift.calibrations)),
+            Para(f"measured / predicted p95, median over {drift.rounds} evaluated rounds: "
+                 f"{_fmt(drift.median_ratio, 2)}" + (" — DRIFT: the machine was not as at calibration"
+                                                     if drift.drifted else ""),
+                 "bad" if drift.drifted else ""))),
     )
     data = {"sweep": sid, "status": info["status"], "objective": obj, "rounds": len(rounds) - 1,
             "start": {"hit@5": start_m.overall["hit@5"] if start_m else None,
@@ -308,7 +344,7 @@ def build_sweep_report(d: dict) -> Report:
             "decisions": {k: len(v) for k, v in reasons.items()},
             "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}
                        for r in fail_rows],
-            "holdout_flips": [f.to_json() for f in flips], "evaluated_rounds": len(evaluated), "latency": drift,
+            "holdout_flips": [f.to_json() for f in flips], "evaluated_rounds": len(evaluated), "latency": drift.to_json(),
             "evidence_gap": dataclasses.asdict(gap) if gap else None}
     return Report("sweep", f"Sweep {sid}", verdict, sections, data,
                   generated=time.strftime("%Y-%m-%d %H:%M %Z"))

@@ -188,8 +188,8 @@ def test_the_morning_report_flags_a_night_far_from_its_calibration():
     rows = [_charged_round(i, {"by": "cost model", "calibration": cal, "measured_over_predicted": r})
             for i, r in enumerate((2.4, 2.9, 3.1, 0.9))] + [_charged_round(4, None)]
     d = latency_drift(rows)
-    assert d["drifted"] and d["median_ratio"] == 2.9 and d["rounds"] == 4
-    assert [c["key"] for c in d["calibrations"]] == ["k1"]
+    assert d.drifted and d.median_ratio == 2.9 and d.rounds == 4
+    assert [c.key for c in d.calibrations] == ["k1"]
     calm = latency_drift([_charged_round(i, {"by": "cost model", "calibration": cal, "measured_over_predicted": r})
                           for i, r in enumerate((0.9, 1.1, 1.2))])
-    assert not calm["drifted"]
+    assert not calm.drifted
