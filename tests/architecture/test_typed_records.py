@@ -76,8 +76,6 @@ STILL_DICTS = frozenset({
     "tuner.sweep.rejected_audit:audit_data: reads ['id']",
     "tuner.sweep.rejected_audit:audit_data: reads ['params']",
     "tuner.sweep.rejected_audit:audit_data: reads ['start_config']",
-    "tuner.sweep.rejected_audit:audit_data: returns a dict",
-    "tuner.sweep.rejected_audit:retest: returns a dict",
     "tuner.sweep.rounds:rescore: reads ['total']",
     "tuner.sweep.workbench:verify_index: returns a dict",
 })

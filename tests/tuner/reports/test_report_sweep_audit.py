@@ -132,17 +132,17 @@ def test_audit_lists_every_rejected_round_and_marks_retests(swept):
     lg.close()
     rejected = [r for r in rounds if r.decision.startswith("rejected")]
     d = audit_data(swept["ledger"], swept["sweep"])
-    assert [x["round"] for x in d["rejected"]] == [r.round for r in rejected]
+    assert [x.round for x in d.rejected] == [r.round for r in rejected]
     kept = [r for r in rounds if r.decision == "kept" and r.round > 0]
-    for x in d["rejected"]:
-        later = [k for k in kept if k.round > x["round"] and interaction_rules(x["variable"], k.variable)]
-        assert x["worth_retest"] == bool(later)
+    for x in d.rejected:
+        later = [k for k in kept if k.round > x.round and interaction_rules(x.variable, k.variable)]
+        assert x.worth_retest == bool(later)
         # deltas and broken questions are against the baseline the round was judged on
-        base = next(r for r in rounds if r.config_hash == x["baseline_hash"] and r.decision == "kept")
-        cand = next(r for r in rounds if r.round == x["round"])
-        assert x["deltas"]["hit@5"] == round(cand.result.overall["hit@5"] - base.result.overall["hit@5"], 4)
-        if "broke" in x["reason"]:
-            assert x["broke"]
+        base = next(r for r in rounds if r.config_hash == x.baseline_hash and r.decision == "kept")
+        cand = next(r for r in rounds if r.round == x.round)
+        assert x.deltas["hit@5"] == round(cand.result.overall["hit@5"] - base.result.overall["hit@5"], 4)
+        if "broke" in x.reason:
+            assert x.broke
     rep = audit_report(swept["ledger"], swept["sweep"])
     assert rep.verdict.startswith(f"{len(rejected)} rejected rounds")
     assert {s.heading.split(" (")[0] for s in rep.sections[:-1]} == {r.variable for r in rejected}
@@ -152,7 +152,7 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
     import shutil
     ledger = tmp_path / "ledger.sqlite"
     shutil.copy(swept["ledger"], ledger)
-    marked = [x for x in audit_data(ledger, swept["sweep"])["rejected"] if x["worth_retest"]]
+    marked = [x for x in audit_data(ledger, swept["sweep"]).rejected if x.worth_retest]
     assert marked, "the fixture sweep must leave candidates worth re-testing, or this test checks nothing"
     rep = audit_report(ledger, swept["sweep"], do_retest=True, runs=tmp_path / "runs")
     res = rep.data["retest"]
@@ -163,17 +163,17 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
     assert new[0].variable == "(start)"
     # gated as the sweep gates: by a model fitted on the tuning set, not by the cosine alone
     assert all(q.gate_probability is not None for q in new[0].result.per_query)
-    assert [r.reason.split(":")[0] for r in new[1:]] == [f"retest of {swept['sweep']}#{x['round']}" for x in marked]
+    assert [r.reason.split(":")[0] for r in new[1:]] == [f"retest of {swept['sweep']}#{x.round}" for x in marked]
     # re-tested candidates are no longer marked, and the audit says where they were re-tested
-    again = audit_data(ledger, swept["sweep"])["rejected"]
-    retested = {x["round"] for x in marked}
-    assert not any(x["worth_retest"] for x in again if x["round"] in retested)
+    again = audit_data(ledger, swept["sweep"]).rejected
+    retested = {x.round for x in marked}
+    assert not any(x.worth_retest for x in again if x.round in retested)
     # a candidate marked now is marked because of a change the re-test itself kept
     kept_now = {r.variable for r in new[1:] if r.decision == "kept"}
     for x in again:
-        if x["worth_retest"]:
-            assert any(f"kept in {res['sweep']}#" in w for w in x["retest_why"]) and kept_now, x
-    assert {x["retested_in"].split("#")[0] for x in again if x["retested_in"]} == {res["sweep"]}
+        if x.worth_retest:
+            assert any(f"kept in {res['sweep']}#" in w for w in x.retest_why) and kept_now, x
+    assert {x.retested_in.split("#")[0] for x in again if x.retested_in} == {res["sweep"]}
 
 
 def _charged_round(i: int, charge: dict | None) -> Round:

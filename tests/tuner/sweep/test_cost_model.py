@@ -1,5 +1,6 @@
 """The cost model: counted work, predicted latency, decisions that never read the clock."""
 
+import dataclasses
 import json
 import random
 import time
@@ -203,16 +204,15 @@ def test_the_retest_runs_a_round_as_the_sweep_did(demo_index, tmp_path, monkeypa
 
     def marked(*a, **kw):
         d = real(*a, **kw)
-        for x in d["rejected"]:
-            x["worth_retest"] = x["round"] == target.round
-        return d
+        return dataclasses.replace(d, rejected=tuple(dataclasses.replace(x, worth_retest=x.round == target.round)
+                                                     for x in d.rejected))
 
     monkeypatch.setattr(audit_rejected, "audit_data", marked)
     monkeypatch.setenv("AUTORESEARCH_RUNS", str(tmp_path / "no-runs"))
     out = audit_rejected.retest(tmp_path / "t.sqlite", sw.id, runs=tmp_path / "no-runs")
-    assert out["tested"] == 1
+    assert out.tested == 1
     from tuner.ledger.ledger import Ledger
-    row = Ledger(tmp_path / "t.sqlite", create=False).rounds(out["sweep"])[1]
+    row = Ledger(tmp_path / "t.sqlite", create=False).rounds(out.sweep)[1]
     assert (row.decision, row.objective, row.config) == (target.decision, target.objective, target.config)
 
 
