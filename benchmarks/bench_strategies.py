@@ -233,7 +233,6 @@ def brief(res) -> dict:
 def run_ovat(spec: dict, seed: int, ledger, rule: dict | None = None) -> dict:
     """The real Sweep, stopped once it has evaluated BUDGET configs (rounds that evaluate nothing -- a
     variable logged unavailable, a provably unchanged candidate -- do not count)."""
-    from search_core.config import SearchConfig
     holder: dict = {}
 
     def evaluated(rows):

@@ -8,7 +8,7 @@ stores them (the hash chain covers those), `from_columns` reads them back.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from search_core.config import SearchConfig
@@ -74,10 +74,6 @@ class Round:
         metrics = v.pop("metrics")
         return cls(**{**v, "decision": RoundDecision(v["decision"]),
                       "result": EvalResult.from_ledger(metrics) if metrics else None})
-
-    def stored(self, created: str | None = None) -> "Round":
-        """This round exactly as the ledger gives it back once written (JSON values, the stored evaluation)."""
-        return Round.from_columns(replace(self, created=created or self.created).columns())
 
     def to_json(self) -> dict:
         """`ledger --json`'s form of a round."""
