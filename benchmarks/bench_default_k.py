@@ -76,8 +76,8 @@ def run_set(s: dict, rounds: int, seed: int) -> dict:
                     index_dir=str(OUT / "indexes"))
     t0 = time.perf_counter()
     sw = Sweep(p, lg)
-    summ = sw.run()
-    hold = sw.run_holdout()
+    summ = sw.run().to_json()
+    hold = sw.run_holdout().to_json()
     sweep_s = time.perf_counter() - t0
     # the grid on the tuning and the holdout questions, from the same cached channel lists
     base = sw.start
