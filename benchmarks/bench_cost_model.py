@@ -220,12 +220,12 @@ def determinism(rounds: int, seed: int) -> dict:
         rows = lg.rounds(sw.id)
         runs.append({"label": label, "seconds": round(time.perf_counter() - t0, 1), "load_start": load0,
                      "load_end": os.getloadavg()[0], "cost_events": sw.bench.cost_events,
-                     "rounds": [{"round": r["round"], "variable": r["variable"], "new": r["new"],
-                                 "decision": r["decision"], "objective": r["objective"],
-                                 "p95_predicted": (r["metrics"].get("latency_charge") or {}).get("p95_predicted")
-                                 if r["metrics"] else None,
-                                 "p95_measured": (r["metrics"].get("latency_charge") or {}).get("p95_measured")
-                                 if r["metrics"] else None} for r in rows]})
+                     "rounds": [{"round": r.round, "variable": r.variable, "new": r.new,
+                                 "decision": r.decision, "objective": r.objective,
+                                 "p95_predicted": (r.result.latency_charge or {}).get("p95_predicted")
+                                 if r.result else None,
+                                 "p95_measured": (r.result.latency_charge or {}).get("p95_measured")
+                                 if r.result else None} for r in rows]})
         print(f"{label}: {runs[-1]['seconds']} s, load {load0:.1f} -> {runs[-1]['load_end']:.1f}", flush=True)
     srv.shutdown()
     key = lambda r: (r["round"], r["variable"], r["new"], r["decision"], r["objective"], r["p95_predicted"])

@@ -63,7 +63,7 @@ def part_a(db: Path, rounds: int = 1000) -> dict:
                         rounds=rounds, index_dir=str(OUT / "indexes"))
         t0 = time.perf_counter()
         s = Sweep(p, lg).run()
-        print(f"A. {s['rounds']} rounds swept in {time.perf_counter() - t0:.0f}s ({s['status']})", file=sys.stderr)
+        print(f"A. {s.rounds} rounds swept in {time.perf_counter() - t0:.0f}s ({s.status})", file=sys.stderr)
         lg.close()
     out = {}
     for name, build in (("sweep", lambda: sweep_report(ledger, None, OUT / "runs")),
@@ -145,7 +145,7 @@ def _rounds(ledger: Path) -> list[int]:
     lg = Ledger(ledger)
     try:
         s = lg.sweep()
-        return [r["round"] for r in lg.rounds(s["id"])] if s else []
+        return [r.round for r in lg.rounds(s["id"])] if s else []
     finally:
         lg.close()
 

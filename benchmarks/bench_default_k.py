@@ -76,8 +76,8 @@ def run_set(s: dict, rounds: int, seed: int) -> dict:
                     index_dir=str(OUT / "indexes"))
     t0 = time.perf_counter()
     sw = Sweep(p, lg)
-    summ = sw.run()
-    hold = sw.run_holdout()
+    summ = sw.run().to_json()
+    hold = sw.run_holdout().to_json()
     sweep_s = time.perf_counter() - t0
     # the grid on the tuning and the holdout questions, from the same cached channel lists
     base = sw.start
@@ -155,7 +155,7 @@ def main() -> None:
     checks = {}
     for r in results:
         a, b = r["grid"][shipped]["hold"], r["grid"][candidate]["hold"]
-        c = compare(a, b, seed=args.seed)
+        c = compare(a, b, seed=args.seed).to_json()
         worse = [m for m, v in c["metrics"].items() if v.get("delta", 0) < 0 and v["p_value"] < 0.05]
         checks[r["set"]] = {"shipped": line(a), "candidate": line(b), "significantly_worse": worse,
                             "holds": hits(b) >= hits(a) and not worse,

@@ -1126,18 +1126,22 @@ def main():
            "check_quick_s": summary(timed(lambda: check_index(db, quick=True), a.runs))}
     if a.uncapped:
         res["embed_whole_100kb_query_once_s"] = round(timed(lambda: s.embedder.embed([query], is_query=True), 1)[0], 2)
+    import dataclasses
+    from tuner.evaluation.evaluate import EvalResult
     from tuner.ledger.ledger import Ledger
     from tuner.ledger.chain import verify_ledger
+    from tuner.ledger.round import Round
+    from tuner.ledger.schema import RoundDecision
     with tempfile.TemporaryDirectory() as tmp:
         led = Path(tmp) / "l.sqlite"
         lg = Ledger(led)
         lg.new_sweep("s", {"rounds": 1000}, {})
-        row = {"variable": "rrf_k", "old": 60, "new": 61, "config": {"rrf_k": 61}, "config_hash": "c",
-               "baseline_hash": "b", "metrics": {"hit@5": 0.5, "mrr": 0.4}, "objective": 70.0,
-               "decision": "rejected:no_gain", "reason": "no gain", "eval_s": 1.0}
+        row = Round("s", 0, "rrf_k", 60, 61, {"rrf_k": 61}, "c", "b", None,
+                    EvalResult.from_ledger({"overall": {"hit@5": 0.5, "mrr": 0.4}}), 70.0, RoundDecision.NO_GAIN,
+                    "no gain", 1.0)
         t0 = time.perf_counter()
         for i in range(1000):
-            lg.append_round("s", {**row, "round": i})
+            lg.append_round(dataclasses.replace(row, round=i))
         res["append_1000_rounds_s"] = round(time.perf_counter() - t0, 3)
         lg.close()
         res["verify_1000_rounds_s"] = summary(timed(lambda: verify_ledger(led), a.runs))

@@ -233,11 +233,10 @@ def brief(res) -> dict:
 def run_ovat(spec: dict, seed: int, ledger, rule: dict | None = None) -> dict:
     """The real Sweep, stopped once it has evaluated BUDGET configs (rounds that evaluate nothing -- a
     variable logged unavailable, a provably unchanged candidate -- do not count)."""
-    from search_core.config import SearchConfig
     holder: dict = {}
 
     def evaluated(rows):
-        return sum(1 for r in rows[1:] if (r.get("metrics") or {}).get("latency_charge"))
+        return sum(1 for r in rows[1:] if r.result is not None and r.result.latency_charge)
 
     sw = make_sweep(spec, seed, ledger, stop_flag=lambda: evaluated(holder["sw"].rows) >= BUDGET, rule=rule)
     holder["sw"] = sw
@@ -249,19 +248,19 @@ def run_ovat(spec: dict, seed: int, ledger, rule: dict | None = None) -> dict:
     other = switches = 0
     last_emb = sw.start.embedder
     for r in rows[1:]:
-        if not (r.get("metrics") or {}).get("latency_charge"):
+        if r.result is None or not r.result.latency_charge:
             continue
-        cfg = SearchConfig().replace(**r["config"])
+        cfg = r.search_config
         other += cfg.embedder != sw.start.embedder
         switches += cfg.embedder != last_emb
         last_emb = cfg.embedder
-        if r["decision"] == "kept":
+        if r.kept:
             kept = r
-        trials.append((cfg, {"score100": r["metrics"]["score100"]["total"]}))
-        incumbents.append((SearchConfig().replace(**kept["config"]), kept["metrics"]["score100"]["total"]))
+        trials.append((cfg, {"score100": r.result.score100["total"]}))
+        incumbents.append((kept.search_config, kept.result.score100["total"]))
     return {"sw": sw, "trials": trials, "incumbents": incumbents, "wall_s": wall, "other_embedder": other,
-            "switches": switches, "reindex_s": sum(r["reindex_s"] or 0 for r in rows),
-            "decisions": sw.summary()["decisions"]}
+            "switches": switches, "reindex_s": sum(r.reindex_s or 0 for r in rows),
+            "decisions": sw.summary().decisions}
 
 
 def _best_so_far(trials, start, start_brief, guard: bool):
@@ -415,7 +414,7 @@ def holdout_check(sw, cfg, cache: dict, seed: int) -> dict:
         return cache[h]
 
     a, b = hold(sw.start), hold(cfg)
-    c = compare(a, b, seed=seed)
+    c = compare(a, b, seed=seed).to_json()
     return {**brief(b), "tests": {m: {"delta": v["delta"], "p": v["p_value"], "verdict": v["verdict"]}
                                   for m, v in c["metrics"].items()}}
 

@@ -42,7 +42,7 @@ def sweep(db, gold, space, rounds=119, holdout=None, split=None, seed=0, vault=N
                     split=split, seed=seed, vault=str(vault) if vault else None, index_dir=str(OUT / "indexes"))
     t0 = time.perf_counter()
     sw = Sweep(p, lg)
-    s = sw.run()
+    s = sw.run().to_json()
     s["seconds"] = round(time.perf_counter() - t0, 2)
     lg.close()
     return s

@@ -16,6 +16,7 @@ from tuner.evaluation.evaluate import evaluate
 from tuner.ledger.ledger import Ledger
 from tuner.reports.text import format_eval
 from tuner.sweep.loop import Sweep, SweepParams
+from tuner.sweep.summary import SweepSummary
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class DemoRun:
     db: Path
     index_report: object
     eval_start: dict
-    summary: dict
+    summary: SweepSummary
     reports: dict          # format -> path of the morning report ("md", "html")
 
 
@@ -64,26 +65,25 @@ def decision_counts(counts: dict) -> str:
     return ", ".join(f"{n} {str(d)}" for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0]))))
 
 
-def format_summary(s: dict, ledger=None) -> str:
+def format_summary(s: SweepSummary, ledger=None) -> str:
     """A sweep summary (Sweep.run's return) as terminal lines; `ledger`: the file it was written to."""
-    lines = [f"sweep {s['sweep']}: {s['rounds']} rounds, {s.get('status', '')}; "
-             f"decisions: {decision_counts(s['decisions']) or 'none'}"]
-    obj = next(k for k in s["start"] if k != "hit@5")
-    lines.append(f"tuning  {obj}: {s['start'][obj]:.4f} -> {s['final'][obj]:.4f}; hit@5 {s['start']['hit@5']:.4f} -> "
-                 f"{s['final']['hit@5']:.4f}")
-    for step in s["path"]:
-        lines.append(f"  kept round {step['round']}: {step['variable']} {step['old']!r} -> {step['new']!r} "
-                     f"({step['reason']})")
-    if not s["path"] and s["rounds"]:
+    lines = [f"sweep {s.sweep}: {s.rounds} rounds, {s.status or ''}; "
+             f"decisions: {decision_counts(s.decisions) or 'none'}"]
+    obj = s.objective
+    lines.append(f"tuning  {obj}: {s.start.value:.4f} -> {s.final.value:.4f}; hit@5 {s.start.hit5:.4f} -> "
+                 f"{s.final.hit5:.4f}")
+    for step in s.path:
+        lines.append(f"  kept round {step.round}: {step.variable} {step.old!r} -> {step.new!r} ({step.reason})")
+    if not s.path and s.rounds:
         lines.append("nothing kept; why, and which questions would decide: autoresearch report sweep "
-                     f"--sweep {s['sweep']}" + (f" --ledger {ledger}" if ledger else ""))
-    h = s.get("holdout")
+                     f"--sweep {s.sweep}" + (f" --ledger {ledger}" if ledger else ""))
+    h = s.holdout
     if h:
-        flag = "HOLDOUT REGRESSED: the tuning gain did not carry over" if h["holdout_regressed"] else "holdout ok"
-        if h.get("within_noise"):
+        flag = "HOLDOUT REGRESSED: the tuning gain did not carry over" if h.holdout_regressed else "holdout ok"
+        if h.within_noise:
             flag += " (every holdout difference is within noise)"
-        p = h["compare"]["metrics"]["hit@5"]
-        lines.append(f"holdout {h['gold']}: hit@5 {h['start']['hit@5']:.4f} -> {h['final']['hit@5']:.4f} "
-                     f"(p={p['p_value']:.3f}, {p['verdict']}); {obj} {h['start'][obj]:.4f} -> {h['final'][obj]:.4f}; "
+        p = h.compare.metrics["hit@5"]
+        lines.append(f"holdout {h.gold}: hit@5 {h.start.hit5:.4f} -> {h.final.hit5:.4f} "
+                     f"(p={p.p_value:.3f}, {p.verdict}); {obj} {h.start.value:.4f} -> {h.final.value:.4f}; "
                      f"{flag}")
     return "\n".join(lines)

@@ -41,4 +41,4 @@ def free_port() -> int:
 
 
 def decisions(rows) -> list:
-    return [(r["variable"], r["new"], r["decision"]) for r in rows]
+    return [(r.variable, r.new, r.decision) for r in rows]

@@ -11,23 +11,23 @@ def test_run_demo_indexes_evaluates_and_sweeps(tmp_path, shared_cache):
     run = run_demo(tmp_path, rounds=3, echo=lines.append, cache=shared_cache)
     assert lines[0].startswith("1. indexed ") and lines[2].startswith("   demo-tune")
     assert run.eval_start["n"] == 24 and (tmp_path / "eval-start.json").exists()
-    assert run.summary["rounds"] == 3 and run.summary["holdout"]["gold"] == "demo-holdout"
-    assert len(Ledger(tmp_path / "ledger.sqlite").rounds(run.summary["sweep"])) == 4
+    assert run.summary.rounds == 3 and run.summary.holdout.gold == "demo-holdout"
+    assert len(Ledger(tmp_path / "ledger.sqlite").rounds(run.summary.sweep)) == 4
     text = format_summary(run.summary)
-    assert text.startswith(f"sweep {run.summary['sweep']}: 3 rounds") and "holdout demo-holdout" in text
+    assert text.startswith(f"sweep {run.summary.sweep}: 3 rounds") and "holdout demo-holdout" in text
     # the morning report the demo ends on, in the two formats it names
     assert run.reports == {"md": tmp_path / "morning-report.md", "html": tmp_path / "morning-report.html"}
-    assert run.summary["sweep"] in run.reports["md"].read_text(encoding="utf-8")
+    assert run.summary.sweep in run.reports["md"].read_text(encoding="utf-8")
     assert "<svg" in run.reports["html"].read_text(encoding="utf-8")
 
 
 def test_decisions_are_printed_as_words_not_enum_reprs():
     from tuner.demo import decision_counts
     from tuner.ledger.schema import RoundDecision
-    s = {"sweep": "s1", "rounds": 112, "status": "done", "path": [],
-         "decisions": {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 111},
-         "start": {"hit@5": 0.9, "score": 80.0}, "final": {"hit@5": 0.9, "score": 80.5}}
-    assert decision_counts(s["decisions"]) == "111 rejected:no_gain, 1 kept"
+    from tuner.sweep.summary import Figures, SweepSummary
+    s = SweepSummary("s1", 112, {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 111}, {}, {},
+                     Figures(0.9, "score", 80.0), Figures(0.9, "score", 80.5), (), status="done")
+    assert decision_counts(s.decisions) == "111 rejected:no_gain, 1 kept"
     first = format_summary(s).splitlines()[0]
     assert first == "sweep s1: 112 rounds, done; decisions: 111 rejected:no_gain, 1 kept"
     assert "RoundDecision" not in format_summary(s)

@@ -6,6 +6,6 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "run": ("run_ab", "parse_candidates"),
     "records": ("ABParams", "Candidate", "CandidateResult", "ABError"),
     "prepare": ("prepare",),
-    "compare": ("compare_pair", "verdict"),
+    "compare": ("compare_pair", "verdict", "PairComparison"),
     "progress": ("ABProgress",),
 })

@@ -3,33 +3,75 @@ and a bootstrap interval, the questions won and lost, and the one-line verdict."
 
 from __future__ import annotations
 
-from tuner.evaluation.compare import answerable, paired_metrics
+from dataclasses import dataclass
+
+from tuner.evaluation.compare import PairedMetric, answerable, paired_metrics
 from tuner.evaluation.metrics import metric_names
 from tuner.ab.records import CandidateResult
 
 AB_METRICS = metric_names("hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10")
 
 
-def compare_pair(a: CandidateResult, b: CandidateResult, *, seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class MovedQuestion:
+    """A question whose gold sits at another rank in B than in A (None: not in the top 10)."""
+    id: str
+    level: str
+    query: str
+    gold: tuple
+    rank_a: int | None
+    rank_b: int | None
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "level": self.level, "query": self.query, "gold": list(self.gold),
+                "rank_a": self.rank_a, "rank_b": self.rank_b}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "MovedQuestion":
+        return cls(d["id"], d["level"], d["query"], tuple(d["gold"]), d["rank_a"], d["rank_b"])
+
+
+@dataclass(frozen=True)
+class PairComparison:
+    """B against A over the answerable evaluation questions both answered, as the A/B's JSON keeps it."""
+    a: str                      # the candidates' labels
+    b: str
+    n: int
+    metrics: dict[str, PairedMetric]
+    b_wins: tuple[MovedQuestion, ...]     # B ranks the gold higher
+    b_loses: tuple[MovedQuestion, ...]
+    ties: int
+
+    def to_json(self) -> dict:
+        return {"a": self.a, "b": self.b, "n": self.n,
+                "metrics": {m: {"a": t.a, "b": t.b, "delta": t.delta, "delta_questions": t.delta_questions,
+                                "p_value": t.p_value, "ci95": list(t.ci95), "within_noise": t.within_noise}
+                            for m, t in self.metrics.items()},
+                "b_wins": [m.to_json() for m in self.b_wins], "b_loses": [m.to_json() for m in self.b_loses],
+                "ties": self.ties}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "PairComparison":
+        metrics = {m: PairedMetric(v["a"], v["b"], v["delta"], v["delta_questions"], v["p_value"], tuple(v["ci95"]),
+                                   v["within_noise"]) for m, v in d["metrics"].items()}
+        return cls(d["a"], d["b"], d["n"], metrics, tuple(map(MovedQuestion.from_json, d["b_wins"])),
+                   tuple(map(MovedQuestion.from_json, d["b_loses"])), d["ties"])
+
+
+def compare_pair(a: CandidateResult, b: CandidateResult, *, seed: int = 0) -> PairComparison:
     """B against A on the answerable evaluation questions: per metric the mean of each, the difference
     (and in questions, for the 0/1 metrics), the paired randomization p-value and a bootstrap 95% CI."""
     qa, qb = answerable(a.result["per_query"]), answerable(b.result["per_query"])
     ids = [i for i in qa if i in qb]
-    n = len(ids)
-    out = {"a": a.label, "b": b.label, "n": n, "metrics": {}}
-    for m, t in paired_metrics(qa, qb, ids, AB_METRICS, seed=seed).items():
-        out["metrics"][m] = {"a": t.a, "b": t.b, "delta": t.delta, "delta_questions": t.delta_questions,
-                             "p_value": t.p_value, "ci95": list(t.ci95), "within_noise": t.within_noise}
 
     def rank(q):
         return q["first_rank"] if q["first_rank"] is not None else 10 ** 6
-    moved = [{"id": i, "level": qa[i]["level"], "query": qa[i]["query"], "gold": qa[i]["gold"],
-              "rank_a": qa[i]["first_rank"], "rank_b": qb[i]["first_rank"]}
+    moved = [MovedQuestion(i, qa[i]["level"], qa[i]["query"], tuple(qa[i]["gold"]), qa[i]["first_rank"],
+                           qb[i]["first_rank"])
              for i in ids if rank(qa[i]) != rank(qb[i])]
-    out["b_wins"] = [m for m in moved if rank(qb[m["id"]]) < rank(qa[m["id"]])]
-    out["b_loses"] = [m for m in moved if rank(qb[m["id"]]) > rank(qa[m["id"]])]
-    out["ties"] = n - len(moved)
-    return out
+    return PairComparison(a.label, b.label, len(ids), paired_metrics(qa, qb, ids, AB_METRICS, seed=seed),
+                          tuple(m for m in moved if rank(qb[m.id]) < rank(qa[m.id])),
+                          tuple(m for m in moved if rank(qb[m.id]) > rank(qa[m.id])), len(ids) - len(moved))
 
 
 def verdict(data: dict) -> str:
@@ -39,11 +81,10 @@ def verdict(data: dict) -> str:
     if len(ok) < 2:
         return (f"no comparison: {len(ok)} candidate(s) finished" + tail)
     parts = []
-    for pr in data["pairs"]:
-        h = pr["metrics"]["hit@5"]
-        mrr = pr["metrics"]["mrr"]
-        dq = int(round(h["delta_questions"]))
-        word = "within noise" if h["within_noise"] and mrr["within_noise"] else "NOT within noise"
-        parts.append(f"{pr['b']} vs {pr['a']}: hit@5 {dq:+d} of {pr['n']} questions ({h['a']:.3f} -> {h['b']:.3f}, "
-                     f"p={h['p_value']:.3f}), MRR@10 {mrr['delta']:+.3f} (p={mrr['p_value']:.3f}): {word}")
+    for pr in map(PairComparison.from_json, data["pairs"]):
+        h, mrr = pr.metrics["hit@5"], pr.metrics["mrr"]
+        dq = int(round(h.delta_questions))
+        word = "within noise" if h.within_noise and mrr.within_noise else "NOT within noise"
+        parts.append(f"{pr.b} vs {pr.a}: hit@5 {dq:+d} of {pr.n} questions ({h.a:.3f} -> {h.b:.3f}, "
+                     f"p={h.p_value:.3f}), MRR@10 {mrr.delta:+.3f} (p={mrr.p_value:.3f}): {word}")
     return "; ".join(parts) + tail

@@ -362,5 +362,5 @@ def run_ab(p: ABParams, progress=None) -> dict:
                        "tune_probes": len(p.tune.probes()), "split": p.split_note,
                        "same_questions": p.eval is p.tune, "config": p.config.as_dict(),
                        "chunking": chunk_cfg.as_dict()},
-            "candidates": [r.to_json() for r in results], "pairs": pairs, "interrupted": interrupted,
+            "candidates": [r.to_json() for r in results], "pairs": [p.to_json() for p in pairs], "interrupted": interrupted,
             "cut": [r.label for r in results if r.status == "cut"], "seconds": round(time.perf_counter() - t0, 2)}

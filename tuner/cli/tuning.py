@@ -86,7 +86,7 @@ def compare(a, b, as_json, seed):
         c = do_compare(EvalResult.read(a), EvalResult.read(b), seed=seed)
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         fail(f"cannot compare {a} and {b}: {e}")
-    click.echo(json.dumps(c, ensure_ascii=False, indent=2) if as_json else format_compare(c))
+    click.echo(json.dumps(c.to_json(), ensure_ascii=False, indent=2) if as_json else format_compare(c))
 
 
 @click.command()
@@ -186,14 +186,18 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
     finally:
         ledger.close()
     if as_json:
-        click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
+        click.echo(json.dumps(summary.to_json(), ensure_ascii=False, indent=2))
         return
     _print_summary(summary, ledger_path)
 
 
-def _print_summary(s: dict, ledger_path=None):
+def _print_summary(s, ledger_path=None):
     from tuner.demo import format_summary
     click.echo(format_summary(s, ledger_path))
+
+
+def _json_or_none(record):
+    return record.to_json() if record is not None else None
 
 
 @click.command()
@@ -231,25 +235,23 @@ def ledger(sweep_id, ledger_path, as_json, verify, replay):
         except SearchCoreError as e:
             fail(e)
         if as_json:
-            click.echo(json.dumps(out, ensure_ascii=False))
+            click.echo(json.dumps([x.to_json() for x in out], ensure_ascii=False))
         else:
             for x in out:
-                click.echo(f"{x['round']:>4} {x['variable']:<13} recorded {x['recorded']:<24} recomputed "
-                           f"{x['recomputed']:<24} {'ok' if x['agrees'] else 'DIFFERS'}")
-            bad = sum(not x["agrees"] for x in out)
+                click.echo(f"{x.round:>4} {x.variable:<13} recorded {x.recorded:<24} recomputed "
+                           f"{x.recomputed:<24} {'ok' if x.agrees else 'DIFFERS'}")
+            bad = sum(not x.agrees for x in out)
             click.echo(f"{len(out)} evaluated rounds replayed from the ledger: " +
                        (f"{bad} decided otherwise" if bad else "every decision recomputed alike"))
-        sys.exit(1 if any(not x["agrees"] for x in out) else 0)
+        sys.exit(1 if any(not x.agrees for x in out) else 0)
     if as_json:
-        keep = ("sweep", "round", "variable", "old", "new", "decision", "reason", "metrics", "config_hash",
-                "baseline_hash", "index_fingerprint", "eval_s", "reindex_s")
-        click.echo(json.dumps({"sweep": info, "rounds": [{k: r[k] for k in keep} for r in rounds],
-                               "holdout": lg.holdout(info["id"])}, ensure_ascii=False))
+        click.echo(json.dumps({"sweep": info, "rounds": [r.to_json() for r in rounds],
+                               "holdout": _json_or_none(lg.holdout(info["id"]))}, ensure_ascii=False))
         return
     click.echo(f"sweep {info['id']} ({info['status']}), started {info['created']}")
     for r in rounds:
-        click.echo(f"{r['round']:>4} {r['variable']:<13} {json.dumps(r['old'], ensure_ascii=False):>10} -> "
-                   f"{json.dumps(r['new'], ensure_ascii=False):<10} {r['decision']:<24} {r['reason']}")
+        click.echo(f"{r.round:>4} {r.variable:<13} {json.dumps(r.old, ensure_ascii=False):>10} -> "
+                   f"{json.dumps(r.new, ensure_ascii=False):<10} {r.decision:<24} {r.reason}")
 
 
 @click.command()

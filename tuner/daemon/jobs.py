@@ -109,13 +109,13 @@ def job_sweep(d, spec, scheduled, rid):
         d.table.note(rid, {"sweep": sw.id, "how": how})
         log.info("sweep %s %s (budget %s s)", sw.id, how, None if budget is None else round(budget))
         summary = sw.run()
-        detail = {"sweep": sw.id, "how": how, "status": summary["status"], "rounds": summary["rounds"],
-                  "decisions": summary["decisions"]}
-        if summary["status"] == "stopped":
+        detail = {"sweep": sw.id, "how": how, "status": summary.status, "rounds": summary.rounds,
+                  "decisions": summary.decisions}
+        if summary.status == "stopped":
             return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
-        final = SearchConfig().replace(**summary["final_config"])
+        final = SearchConfig().replace(**summary.final_config)
         searcher = sw.bench.searchers.get(final.embedder)
-        promo = decide_promotion(sw.id, summary["start_config"], summary["final_config"], summary.get("holdout"),
+        promo = decide_promotion(sw.id, summary.start_config, summary.final_config, summary.holdout,
                                  searcher.db if searcher else None, d.cfg.runs,
                                  gate_model=sw.bench.gate_models.get((final.embedder, final.reranker)))
         detail["promotion"] = promo
@@ -131,6 +131,7 @@ def decide_undecided(d, lg) -> dict | None:
     new sweep over it. Its winner's gate model is not kept, so a gate_threshold is not promoted with it
     (decide_promotion says so); a winner of another embedder than the sweep's index is left undecided."""
     from tuner.promotion.promote import History, decide_promotion
+    from tuner.sweep.summary import SweepSummary
     ids = _daemon_sweeps(d)
     if not ids:
         return None
@@ -143,14 +144,14 @@ def decide_undecided(d, lg) -> dict | None:
             return None
     finally:
         hist.close()
-    summary = info["summary"]
-    start, final = summary["start_config"], summary["final_config"]
+    summary = SweepSummary.from_json(info["summary"])
+    start, final = summary.start_config, summary.final_config
     if final.get("embedder", "e5-small") != start.get("embedder", "e5-small"):
         log.warning("sweep %s ended undecided with a winner on another embedder; its index is not kept, so it "
                     "is not promoted", info["id"])
         return None
     try:
-        promo = decide_promotion(info["id"], start, final, summary.get("holdout"), info["params"]["db"], d.cfg.runs)
+        promo = decide_promotion(info["id"], start, final, summary.holdout, info["params"]["db"], d.cfg.runs)
     except SearchCoreError as e:     # e.g. its index is gone: a new sweep starts rather than failing every night
         log.warning("sweep %s ended undecided and cannot be decided now (%s); a new sweep starts", info["id"], e)
         return None

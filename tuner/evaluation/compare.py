@@ -22,7 +22,7 @@ class PairedMetric:
     a: float | None
     b: float | None
     delta: float
-    delta_questions: float       # in questions (for a 0/1 metric, questions gained)
+    delta_questions: float | None   # in questions (for a 0/1 metric, questions gained); None: read from JSON
     p_value: float
     ci95: tuple[float, float]
     within_noise: bool           # p >= ALPHA, decided on the unrounded p-value
@@ -51,7 +51,57 @@ def paired_metrics(qa: dict, qb: dict, ids: list, metrics, *, seed: int = 0) -> 
     return out
 
 
-def compare(a: EvalResult, b: EvalResult, *, seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class FlippedQuestion:
+    """A question whose hit@5 differs between A and B."""
+    id: str
+    query: str
+    a_rank: int | None
+    b_rank: int | None
+    now: str                     # "hit" or "miss": what B does with it
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "query": self.query, "a_rank": self.a_rank, "b_rank": self.b_rank, "now": self.now}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two evaluations of one gold set, B against A: per metric the paired test, the reciprocal-rank wins,
+    ties and losses, and the questions that flipped."""
+    gold: str
+    n: int                       # answerable questions both runs answered
+    a: str                       # each run's config hash
+    b: str
+    metrics: dict[str, PairedMetric]
+    wins: int
+    ties: int
+    losses: int
+    flipped: tuple[FlippedQuestion, ...]
+    one_question_moves_hit5_by: float
+
+    @property
+    def within_noise(self) -> bool:
+        return all(m.within_noise for m in self.metrics.values())
+
+    def to_json(self) -> dict:
+        """`compare --json`'s document, and the `compare` of a holdout check in the ledger."""
+        return {"gold": self.gold, "n": self.n, "a": self.a, "b": self.b,
+                "metrics": {m: {"a": t.a, "b": t.b, "delta": t.delta, "p_value": t.p_value, "ci95": list(t.ci95),
+                                "verdict": t.verdict} for m, t in self.metrics.items()},
+                "wins": self.wins, "ties": self.ties, "losses": self.losses,
+                "flipped": [f.to_json() for f in self.flipped],
+                "one_question_moves_hit5_by": self.one_question_moves_hit5_by}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Comparison":
+        """What to_json wrote; a metric's change in questions is not written, so it reads back as None."""
+        metrics = {m: PairedMetric(v["a"], v["b"], v["delta"], None, v["p_value"], tuple(v["ci95"]),
+                                   v["verdict"] == "within noise") for m, v in d["metrics"].items()}
+        return cls(d["gold"], d["n"], d["a"], d["b"], metrics, d["wins"], d["ties"], d["losses"],
+                   tuple(FlippedQuestion(**f) for f in d["flipped"]), d["one_question_moves_hit5_by"])
+
+
+def compare(a: EvalResult, b: EvalResult, *, seed: int = 0) -> Comparison:
     """a, b: two evaluations of the same gold set (an `eval` file: EvalResult.from_json). Positive deltas
     mean B is better."""
     if a.gold != b.gold:
@@ -61,31 +111,24 @@ def compare(a: EvalResult, b: EvalResult, *, seed: int = 0) -> dict:
     ids = sorted(set(qa) & set(qb))
     if not ids:
         raise ValueError("the two runs share no answerable question")
-    out = {"gold": a.gold, "n": len(ids), "a": a.config_hash, "b": b.config_hash, "metrics": {}}
     ma, mb = {i: q.metrics for i, q in qa.items()}, {i: q.metrics for i, q in qb.items()}
-    for m, t in paired_metrics(ma, mb, ids, METRICS, seed=seed).items():
-        out["metrics"][m] = {"a": t.a, "b": t.b, "delta": t.delta, "p_value": t.p_value, "ci95": list(t.ci95),
-                             "verdict": t.verdict}
     rr = [(mb[i]["mrr"] - ma[i]["mrr"]) for i in ids]
-    out["wins"] = sum(d > 0 for d in rr)
-    out["ties"] = sum(d == 0 for d in rr)
-    out["losses"] = sum(d < 0 for d in rr)
-    out["flipped"] = [{"id": i, "query": qa[i].query, "a_rank": qa[i].first_rank, "b_rank": qb[i].first_rank,
-                       "now": "hit" if mb[i]["hit@5"] else "miss"}
-                      for i in ids if ma[i]["hit@5"] != mb[i]["hit@5"]]
-    one_q = 1 / len(ids)
-    out["one_question_moves_hit5_by"] = round(one_q, 4)
-    return out
+    flipped = tuple(FlippedQuestion(i, qa[i].query, qa[i].first_rank, qb[i].first_rank,
+                                    "hit" if mb[i]["hit@5"] else "miss")
+                    for i in ids if ma[i]["hit@5"] != mb[i]["hit@5"])
+    return Comparison(a.gold, len(ids), a.config_hash, b.config_hash, paired_metrics(ma, mb, ids, METRICS, seed=seed),
+                      sum(d > 0 for d in rr), sum(d == 0 for d in rr), sum(d < 0 for d in rr), flipped,
+                      round(1 / len(ids), 4))
 
 
-def format_compare(c: dict) -> str:
-    lines = [f"{c['gold']}: {c['n']} questions, A={c['a']} B={c['b']} "
-             f"(one question moves hit@5 by {c['one_question_moves_hit5_by']:.3f})",
+def format_compare(c: Comparison) -> str:
+    lines = [f"{c.gold}: {c.n} questions, A={c.a} B={c.b} "
+             f"(one question moves hit@5 by {c.one_question_moves_hit5_by:.3f})",
              f"{'metric':<10} {'A':>7} {'B':>7} {'delta':>7} {'p':>7}  95% CI            verdict"]
-    for m, v in c["metrics"].items():
-        lines.append(f"{m:<10} {v['a']:>7.3f} {v['b']:>7.3f} {v['delta']:>+7.3f} {v['p_value']:>7.4f}  "
-                     f"[{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]  {v['verdict']}")
-    lines.append(f"per-question reciprocal rank: {c['wins']} wins, {c['ties']} ties, {c['losses']} losses (B vs A)")
-    for f in c["flipped"]:
-        lines.append(f"  flipped {f['id']}: rank {f['a_rank']} -> {f['b_rank']} ({f['now']} now)  {f['query']}")
+    for m, v in c.metrics.items():
+        lines.append(f"{m:<10} {v.a:>7.3f} {v.b:>7.3f} {v.delta:>+7.3f} {v.p_value:>7.4f}  "
+                     f"[{v.ci95[0]:+.3f}, {v.ci95[1]:+.3f}]  {v.verdict}")
+    lines.append(f"per-question reciprocal rank: {c.wins} wins, {c.ties} ties, {c.losses} losses (B vs A)")
+    for f in c.flipped:
+        lines.append(f"  flipped {f.id}: rank {f.a_rank} -> {f.b_rank} ({f.now} now)  {f.query}")
     return "\n".join(lines)

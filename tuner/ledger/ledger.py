@@ -8,22 +8,18 @@ triggers still shows in `autoresearch ledger --verify`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
 
 from search_core.index.store import atomic, connect
 
-from tuner.ledger.chain import (LedgerError, LedgerVerdict, check_ledger_file, head, holdout_values, link, normalise_round,
-                                sweep_genesis, upgrade, verify_ledger)
-from tuner.evaluation.evaluate import EvalResult
-from tuner.ledger.schema import DECISIONS, ROUND_TRIGGERS, SCHEMA, RoundDecision
-
-
-def round_result(row: dict) -> EvalResult | None:
-    """A round's evaluation as its ledger row keeps it (EvalResult.to_ledger), read back; None: the round
-    was not evaluated (unavailable, crashed, provably unchanged)."""
-    return EvalResult.from_ledger(row["metrics"]) if row.get("metrics") else None
+from tuner.ledger.chain import (LedgerError, LedgerVerdict, check_ledger_file, head, holdout_values, link, sweep_genesis,
+                                upgrade, verify_ledger)
+from tuner.ledger.round import Round
+from tuner.ledger.schema import ROUND_CONTENT, ROUND_TRIGGERS, SCHEMA
+from tuner.sweep.summary import HoldoutCheck
 
 
 def _now() -> str:
@@ -71,46 +67,31 @@ class Ledger:
         return [self.sweep(r[0]) for r in self.conn.execute("SELECT id FROM sweeps ORDER BY created, rowid")]
 
     # -- rounds ---------------------------------------------------------------------------------------
-    def append_round(self, sweep_id: str, row: dict) -> None:
-        if row["decision"] not in DECISIONS:
-            raise ValueError(f"decision {row['decision']!r} is not one of {', '.join(DECISIONS)}")
-        values = normalise_round({
-            "sweep": sweep_id, "round": row["round"], "variable": row["variable"],
-            "old": json.dumps(row.get("old"), ensure_ascii=False), "new": json.dumps(row.get("new"), ensure_ascii=False),
-            "config": json.dumps(row["config"], ensure_ascii=False), "config_hash": row["config_hash"],
-            "baseline_hash": row["baseline_hash"], "index_fingerprint": row.get("index_fingerprint"),
-            "metrics": json.dumps(row.get("metrics", {}), ensure_ascii=False), "objective": row.get("objective"),
-            "decision": RoundDecision(row["decision"]).value, "reason": row["reason"], "eval_s": row.get("eval_s"),
-            "reindex_s": row.get("reindex_s"), "created": _now()})
+    def append_round(self, rnd: Round) -> Round:
+        """Append one round (its `created` stamped now) in one transaction; returns it as it now reads back."""
+        values = dataclasses.replace(rnd, created=_now()).columns()
         with atomic(self.conn):
-            chain = link(head(self.conn, sweep_id), list(values.values()))
+            chain = link(head(self.conn, rnd.sweep), list(values.values()))
             self.conn.execute(
                 f"INSERT INTO rounds({', '.join(values)}, chain) VALUES ({', '.join('?' * (len(values) + 1))})",
                 (*values.values(), chain))
+        return Round.from_columns(values)
 
-    def rounds(self, sweep_id: str) -> list[dict]:
-        cols = ("round", "variable", "old", "new", "config", "config_hash", "baseline_hash", "index_fingerprint",
-                "metrics", "objective", "decision", "reason", "eval_s", "reindex_s", "created")
-        out = []
-        for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM rounds WHERE sweep = ? ORDER BY round", (sweep_id,)):
-            d = dict(zip(cols, r))
-            for k in ("old", "new", "config", "metrics"):
-                d[k] = json.loads(d[k]) if d[k] is not None else None
-            d["decision"] = RoundDecision(d["decision"])
-            d["sweep"] = sweep_id
-            out.append(d)
-        return out
+    def rounds(self, sweep_id: str) -> list[Round]:
+        cur = self.conn.execute(f"SELECT {', '.join(ROUND_CONTENT)} FROM rounds WHERE sweep = ? ORDER BY round",
+                                (sweep_id,))
+        return [Round.from_columns(dict(zip(ROUND_CONTENT, r))) for r in cur]
 
-    def record_holdout(self, sweep_id: str, result: dict) -> None:
-        text, created = json.dumps(result, ensure_ascii=False), _now()
+    def record_holdout(self, sweep_id: str, result: HoldoutCheck) -> None:
+        text, created = json.dumps(result.to_json(), ensure_ascii=False), _now()
         with atomic(self.conn):
             chain = link(sweep_genesis(self.conn, sweep_id), holdout_values(sweep_id, text, created))
             self.conn.execute("INSERT OR REPLACE INTO holdout(sweep, result, created, chain) VALUES (?,?,?,?)",
                               (sweep_id, text, created, chain))
 
-    def holdout(self, sweep_id: str) -> dict | None:
+    def holdout(self, sweep_id: str) -> HoldoutCheck | None:
         row = self.conn.execute("SELECT result FROM holdout WHERE sweep = ?", (sweep_id,)).fetchone()
-        return json.loads(row[0]) if row else None
+        return HoldoutCheck.from_json(json.loads(row[0])) if row else None
 
 
 def verify_or_seal(path: str | Path) -> LedgerVerdict:

@@ -27,9 +27,9 @@ def sweep_winner(ledger_path: str | Path, sweep_id: str | None = None) -> tuple[
         info = lg.sweep(sweep_id)
         if info is None:
             raise SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}")
-        kept = [r for r in lg.rounds(info["id"]) if r["decision"] == "kept"]
+        kept = [r for r in lg.rounds(info["id"]) if r.kept]
     finally:
         lg.close()
     if not kept:
         raise SearchCoreError(f"sweep {info['id']} has no evaluated rounds yet")
-    return SearchConfig().replace(**kept[-1]["config"]), info, kept[-1]["round"]
+    return kept[-1].search_config, info, kept[-1].round

@@ -27,6 +27,7 @@ from search_core.paths import RUNS_ENV, default_index, no_index_message, runs_di
 from search_core.validate import Where
 
 from tuner.promotion.config_toml import config_toml, toml_table
+from tuner.sweep.summary import HoldoutCheck
 
 HISTORY = "promotions.sqlite"
 LOCK = "promotion.lock"        # one promotion or rollback at a time per runs folder (and recovery under it)
@@ -234,7 +235,7 @@ class Verdict:
     reason: str
 
 
-def holdout_verdict(start: dict, final: dict, holdout: dict | None) -> Verdict:
+def holdout_verdict(start: dict, final: dict, holdout: HoldoutCheck | None) -> Verdict:
     """Promote only when the winner differs from the start and held on the holdout: hit@5 (in questions)
     not lower, and no paired test says the start was significantly better."""
     if SearchConfig().replace(**start).config_hash() == SearchConfig().replace(**final).config_hash():
@@ -242,29 +243,29 @@ def holdout_verdict(start: dict, final: dict, holdout: dict | None) -> Verdict:
     if not holdout:
         return Verdict(False, "the sweep had no holdout (--holdout or --split): a winner is promoted only "
                               "when it held on questions it never tuned on")
-    c = holdout["compare"]
-    n = c["n"]
-    a_q, b_q = round(holdout["start"]["hit@5"] * n), round(holdout["final"]["hit@5"] * n)
+    c = holdout.compare
+    n = c.n
+    start_h, final_h = holdout.start, holdout.final
+    a_q, b_q = round(start_h.hit5 * n), round(final_h.hit5 * n)
     if b_q < a_q:
-        return Verdict(False, f"holdout hit@5 fell {holdout['start']['hit@5']:.4f} -> {holdout['final']['hit@5']:.4f} "
+        return Verdict(False, f"holdout hit@5 fell {start_h.hit5:.4f} -> {final_h.hit5:.4f} "
                               f"({a_q - b_q} of {n} questions lost)")
-    worse = [f"{m} (delta {v['delta']:+.4f}, p={v['p_value']:.4f})" for m, v in c["metrics"].items()
-             if v["verdict"] == "A better"]
+    worse = [f"{m} (delta {v.delta:+.4f}, p={v.p_value:.4f})" for m, v in c.metrics.items() if v.verdict == "A better"]
     if worse:
         return Verdict(False, "the holdout is significantly worse on " + ", ".join(worse))
-    hm = c["metrics"]["hit@5"]
-    reason = (f"held on the holdout: hit@5 {holdout['start']['hit@5']:.4f} -> {holdout['final']['hit@5']:.4f} "
-              f"({b_q - a_q:+d} of {n} questions, p={hm['p_value']:.4f}); no metric significantly worse")
+    hm = c.metrics["hit@5"]
+    reason = (f"held on the holdout: hit@5 {start_h.hit5:.4f} -> {final_h.hit5:.4f} "
+              f"({b_q - a_q:+d} of {n} questions, p={hm.p_value:.4f}); no metric significantly worse")
     # The rule is hit@5 in questions and paired tests; a fall of the objective that no paired test
     # calls significant does not decline, but the reader must see it, not only a green "promoted".
-    obj = next((k for k in holdout["start"] if k not in ("hit@5", "mrr")), None)
-    if obj and holdout["final"].get(obj) is not None and holdout["final"][obj] < holdout["start"][obj]:
-        reason += (f"; the holdout {obj} fell {holdout['start'][obj]:.2f} -> {holdout['final'][obj]:.2f}, "
+    obj = start_h.objective if start_h.objective not in ("hit@5", "mrr") else None
+    if obj and final_h.value is not None and final_h.value < start_h.value:
+        reason += (f"; the holdout {obj} fell {start_h.value:.2f} -> {final_h.value:.2f}, "
                    "within noise: the tuning gain did not carry over")
     return Verdict(True, reason)
 
 
-def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: dict | None, index: str | Path | None,
+def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: HoldoutCheck | None, index: str | Path | None,
                      runs: str | Path | None = None, *, gate_model=None) -> dict:
     """Apply the rule and record the outcome; on success the winner (with its index) becomes active.
     `gate_model`: the gate model the sweep decided with for the winner's embedder and reranker (the index's

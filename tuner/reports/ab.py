@@ -9,7 +9,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 
-from tuner.ab.compare import AB_METRICS, verdict
+from tuner.ab.compare import AB_METRICS, PairComparison, verdict
 from tuner.data.gold import LEVELS
 from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.plots import histograms, labelled_scatter
@@ -121,29 +121,27 @@ def _quality(ok: list) -> Section:
 
 def _pairs(d: dict) -> list[Section]:
     out = []
-    for pr in d["pairs"]:
+    for pr in map(PairComparison.from_json, d["pairs"]):
         rows = []
         for m in AB_METRICS:
-            v = pr["metrics"][m]
-            dq = v["delta_questions"] if m in ("hit@1", "hit@5") else None
-            rows.append((METRIC_NAMES[m], v["a"], v["b"], v["delta"], dq, v["p_value"],
-                         f"[{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]",
-                         "within noise" if v["within_noise"] else ("B better" if v["delta"] > 0 else "A better")))
-        blocks = [Para(f"A = {pr['a']}, B = {pr['b']}, {pr['n']} answerable questions; one question moves hit@5 by "
-                       f"{1 / pr['n']:.3f}. Paired randomization test (10,000 sign flips) and bootstrap 95% "
+            v = pr.metrics[m]
+            dq = v.delta_questions if m in ("hit@1", "hit@5") else None
+            rows.append((METRIC_NAMES[m], v.a, v.b, v.delta, dq, v.p_value, f"[{v.ci95[0]:+.3f}, {v.ci95[1]:+.3f}]",
+                         v.verdict))
+        blocks = [Para(f"A = {pr.a}, B = {pr.b}, {pr.n} answerable questions; one question moves hit@5 by "
+                       f"{1 / pr.n:.3f}. Paired randomization test (10,000 sign flips) and bootstrap 95% "
                        "interval of the mean difference B − A."),
                   Table(("metric", "A", "B", "B − A", "in questions", "p", "95% CI", "verdict (α = 0.05)"),
                         tuple(rows))]
-        for key, word in (("b_wins", f"{pr['b']} ranks the gold higher"), ("b_loses", f"{pr['a']} ranks the gold higher")):
-            moved = pr[key]
-            rows = tuple((m["id"], m["level"], m["query"], m["rank_a"] or "> 10", m["rank_b"] or "> 10")
+        for moved, word in ((pr.b_wins, f"{pr.b} ranks the gold higher"), (pr.b_loses, f"{pr.a} ranks the gold higher")):
+            rows = tuple((m.id, m.level, m.query, m.rank_a or "> 10", m.rank_b or "> 10")
                          for m in moved[:MAX_MOVED_ROWS])
             more = f" (first {MAX_MOVED_ROWS} shown; all in the JSON)" if len(moved) > MAX_MOVED_ROWS else ""
-            blocks.append(Table(("question", "level", "query", f"gold rank, {pr['a']}", f"gold rank, {pr['b']}"),
+            blocks.append(Table(("question", "level", "query", f"gold rank, {pr.a}", f"gold rank, {pr.b}"),
                                 rows, f"{len(moved)} questions where {word}{more}") if moved
                           else Para(f"No question where {word}."))
-        blocks.append(Para(f"{pr['ties']} questions have the gold at the same rank in both."))
-        out.append(Section(f"{pr['b']} vs {pr['a']}", tuple(blocks)))
+        blocks.append(Para(f"{pr.ties} questions have the gold at the same rank in both."))
+        out.append(Section(f"{pr.b} vs {pr.a}", tuple(blocks)))
     return out
 
 

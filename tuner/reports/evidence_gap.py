@@ -28,7 +28,7 @@ from tuner.evaluation.discrimination import FIRST_GOLD_SET, HARDER_LEVELS
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
 from tuner.evaluation.stats import paired_randomization
-from tuner.ledger.ledger import round_result
+from tuner.ledger.round import Round
 from tuner.sweep.evidence import answerable_rows, question_value, ranking_evidence
 from tuner.sweep.variables import kind_of
 
@@ -212,7 +212,7 @@ def _scorable(res: EvalResult, weights) -> bool:
     return all(need <= set(q.metrics) for q in answerable_rows(res).values())
 
 
-def evidence_gap(info: dict, rounds: list[dict], gold=None, score_cfg: ScoreConfig = ScoreConfig()) -> EvidenceGap:
+def evidence_gap(info: dict, rounds: list[Round], gold=None, score_cfg: ScoreConfig = ScoreConfig()) -> EvidenceGap:
     """What the ledger rows of one sweep say about its evidence. gold: the sweep's tuning GoldSet when it is
     the file the sweep pinned (queries and gold notes for the questions it lists), else None."""
     params = info.get("params", {})
@@ -220,10 +220,10 @@ def evidence_gap(info: dict, rounds: list[dict], gold=None, score_cfg: ScoreConf
     alpha = params.get("noise_alpha")
     weights = score_cfg.quality_weights
     per_share = score_cfg.quality_points if obj == "score100" else 1.0
-    evaluated = [r for r in rounds if r.get("metrics") and r["metrics"].get("per_query")]
+    evaluated = [r for r in rounds if r.result is not None and r.result.per_query]
     results = {}                                   # config hash -> its evaluation (one per config visited)
     for r in evaluated:
-        results.setdefault(r["config_hash"], round_result(r))
+        results.setdefault(r.config_hash, r.result)
     ranks: dict[str, list[int]] = {}
     levels: dict[str, str] = {}
     probes = 0
@@ -249,14 +249,14 @@ def evidence_gap(info: dict, rounds: list[dict], gold=None, score_cfg: ScoreConf
                      key=lambda s: (-s.spread, s.best_rank or NOT_FOUND_RANK, s.id))
 
     # -- the gains seen, each against the baseline it was judged on ---------------------------------------
-    kept_by_hash = {r["config_hash"]: r for r in rounds if r["decision"] == "kept" and r.get("metrics")}
+    kept_by_hash = {r.config_hash: r for r in rounds if r.kept and r.result is not None}
     candidates = []
     for r in evaluated:
-        if r["round"] == 0 or r.get("objective") is None or kind_of(r["variable"]).objective is not None:
+        if r.round == 0 or r.objective is None or kind_of(r.variable).objective is not None:
             continue
-        base_row = kept_by_hash.get(r["baseline_hash"])
-        if base_row is not None and base_row.get("objective") is not None:
-            candidates.append((round(r["objective"] - base_row["objective"], 4), r["round"], r, base_row))
+        base_row = kept_by_hash.get(r.baseline_hash)
+        if base_row is not None and base_row.objective is not None:
+            candidates.append((round(r.objective - base_row.objective, 4), r.round, r, base_row))
     candidates.sort(key=lambda t: (-t[0], t[1]))
     # the paired test for the largest gains, until GAINS_SHOWN are listed and one of them moved any question (at
     # most GAINS_TESTED tests: on 1,000 questions one test resamples 10 million signs)
@@ -264,17 +264,17 @@ def evidence_gap(info: dict, rounds: list[dict], gold=None, score_cfg: ScoreConf
     for delta, _, r, base_row in candidates[:GAINS_TESTED]:
         if len(gains) >= GAINS_SHOWN and any(g.moved for g in gains):
             break
-        b, c = round_result(base_row), round_result(r)
+        b, c = base_row.result, r.result
         if not (_scorable(b, weights) and _scorable(c, weights)):
             untested += 1
             continue
         ev = ranking_evidence(b, c, obj, weights)
-        gains.append(GainSeen(r["round"], r["variable"], str(r["new"]), str(r["decision"]), delta,
+        gains.append(GainSeen(r.round, r.variable, str(r.new), str(r.decision), delta,
                               ev.moved, ev.better, ev.worse, ev.p_value))
-        pairs[r["round"]] = (b, c)
+        pairs[r.round] = (b, c)
     moving = [g for g in gains if g.moved]
     detect = None
-    start = results.get(rounds[0]["config_hash"]) if rounds and rounds[0].get("metrics") else None
+    start = results.get(rounds[0].config_hash) if rounds and rounds[0].result is not None else None
     if start is not None and not _scorable(start, weights):
         start = None
     if moving or start is not None:
@@ -385,9 +385,9 @@ def spread_label(rank: int | None) -> str:
     return "not in top 10" if rank is None else str(rank)
 
 
-def is_empty_night(rounds: list[dict]) -> bool:
+def is_empty_night(rounds: list[Round]) -> bool:
     """Nothing but the starting point was kept."""
-    return not any(r["decision"] == "kept" and r["round"] > 0 for r in rounds)
+    return not any(r.kept and r.round > 0 for r in rounds)
 
 
 __all__ = ["DetectableGain", "EvidenceGap", "GainSeen", "LevelCount", "QuestionSpread", "detectable_gain",

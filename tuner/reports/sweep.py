@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.index.store import connect
 
 from tuner.sweep.keep_rule import objective_value
-from tuner.ledger.ledger import Ledger, round_result
+from tuner.ledger.ledger import Ledger
+from tuner.data.gold import GoldSet
+from tuner.evaluation.score import ScoreConfig
+from tuner.ledger.round import Round
+from tuner.sweep.summary import HoldoutCheck
 from tuner.promotion.promote import History, holdout_verdict, runs_dir
 from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
@@ -77,20 +82,43 @@ def _fmt(v, digits=4) -> str:
 DRIFT = 1.5
 
 
-def latency_drift(rounds: list[dict]) -> dict:
+@dataclass(frozen=True)
+class CalibrationUsed:
+    key: str
+    embedder: str
+    taken_at: str
+    rerankers: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"key": self.key, "embedder": self.embedder, "taken_at": self.taken_at, "rerankers": list(self.rerankers)}
+
+
+@dataclass(frozen=True)
+class LatencyDrift:
+    """How far the stopwatch ran from the cost model over a sweep's evaluated rounds."""
+    calibrations: tuple[CalibrationUsed, ...]
+    median_ratio: float | None         # measured p95 / predicted p95, the median over the rounds
+    rounds: int                        # rounds with both figures
+    drifted: bool
+
+    def to_json(self) -> dict:
+        return {"calibrations": [c.to_json() for c in self.calibrations], "median_ratio": self.median_ratio,
+                "rounds": self.rounds, "drifted": self.drifted}
+
+
+def latency_drift(rounds: list[Round]) -> LatencyDrift:
     """How far the stopwatch ran from the cost model over a sweep (it never decides; this says whether the
     night was like the calibration): the calibrations used, the median ratio, and whether it drifted."""
-    charges = [r["metrics"]["latency_charge"] for r in rounds if r.get("metrics") and
-               (r["metrics"].get("latency_charge") or {}).get("by") == "cost model"]
+    charges = [r.result.latency_charge for r in rounds if r.result is not None and
+               (r.result.latency_charge or {}).get("by") == "cost model"]
     ratios = sorted(c["measured_over_predicted"] for c in charges if c.get("measured_over_predicted"))
     cals = {}
     for c in charges:
         cal = c["calibration"]
-        cals.setdefault(cal["key"], {"key": cal["key"], "embedder": cal["embedder"], "taken_at": cal["taken_at"],
-                                     "rerankers": sorted(cal.get("rerank_per_pair", {}))})
+        cals.setdefault(cal["key"], CalibrationUsed(cal["key"], cal["embedder"], cal["taken_at"],
+                                                    tuple(sorted(cal.get("rerank_per_pair", {})))))
     med = ratios[len(ratios) // 2] if ratios else None
-    return {"calibrations": list(cals.values()), "median_ratio": med, "rounds": len(ratios),
-            "drifted": med is not None and not (1 / DRIFT <= med <= DRIFT)}
+    return LatencyDrift(tuple(cals.values()), med, len(ratios), med is not None and not (1 / DRIFT <= med <= DRIFT))
 
 
 def _promotion(sweep_id: str, runs) -> dict | None:
@@ -105,7 +133,18 @@ def _promotion(sweep_id: str, runs) -> dict | None:
     return evs[-1] if evs else None
 
 
-def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) -> dict:
+@dataclass(frozen=True)
+class SweepData:
+    """What the morning report reads of one sweep."""
+    sweep: dict                        # the ledger's record of the sweep (Ledger.sweep)
+    rounds: list[Round]
+    holdout: HoldoutCheck | None
+    promotion: dict | None             # the promotion history's last event naming the sweep
+    gold: GoldSet | None = None        # the tuning questions' text, for an empty night's disagreements
+    score_config: ScoreConfig | None = None
+
+
+def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) -> SweepData:
     lg = open_ledger(ledger_path)
     try:
         info = pick_sweep(lg, sweep_id)
@@ -113,9 +152,8 @@ def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) 
         holdout = lg.holdout(info["id"])
     finally:
         lg.close()
-    return {"sweep": info, "rounds": rounds, "holdout": holdout, "promotion": _promotion(info["id"], runs),
-            # the tuning questions' text, for the empty night's list of where configs disagreed
-            "gold": tuning_gold(info) if is_empty_night(rounds) else None, "score_config": _score_config(info)}
+    return SweepData(info, rounds, holdout, _promotion(info["id"], runs),
+                     tuning_gold(info) if is_empty_night(rounds) else None, _score_config(info))
 
 
 def _score_config(info: dict):
@@ -127,10 +165,10 @@ def _score_config(info: dict):
         return ScoreConfig()
 
 
-def tuning_probes(rounds: list[dict]) -> int:
+def tuning_probes(rounds: list[Round]) -> int:
     """How many probes the tuning set has, from the evaluated rows' questions."""
-    return max((sum(q.get("level") == "probe" for q in r["metrics"].get("per_query", []))
-                for r in rounds if r.get("metrics")), default=0)
+    return max((sum(q.level == "probe" for q in r.result.per_query) for r in rounds if r.result is not None),
+               default=0)
 
 
 def evidence_section(gap: EvidenceGap) -> Section:
@@ -170,15 +208,15 @@ def evidence_section(gap: EvidenceGap) -> Section:
     return Section("Why nothing was kept, and what evidence would decide", tuple(blocks))
 
 
-def build_sweep_report(d: dict) -> Report:
-    info, rounds, hold = d["sweep"], d["rounds"], d["holdout"]
+def build_sweep_report(d: SweepData) -> Report:
+    info, rounds, hold = d.sweep, d.rounds, d.holdout
     sid, obj = info["id"], info["params"].get("objective", "score100")
-    evaluated = [r for r in rounds if r["metrics"]]
-    kept = [r for r in rounds if r["decision"] == "kept"]
-    start_m = round_result(rounds[0]) if rounds else None
-    final_m = round_result(kept[-1]) if kept else None
+    evaluated = [r for r in rounds if r.result is not None]
+    kept = [r for r in rounds if r.kept]
+    start_m = rounds[0].result if rounds else None
+    final_m = kept[-1].result if kept else None
     empty = bool(evaluated) and is_empty_night(rounds) and info["status"] != "running"
-    gap = evidence_gap(info, rounds, d.get("gold"), d.get("score_config") or _score_config(info)) if empty else None
+    gap = evidence_gap(info, rounds, d.gold, d.score_config or _score_config(info)) if empty else None
     probes = tuning_probes(rounds)
 
     # -- the verdict line --------------------------------------------------------------------------------
@@ -189,15 +227,15 @@ def build_sweep_report(d: dict) -> Report:
                f"{_fmt(objective_value(m1, key) if key != 'hit@5' else m1.overall['hit@5'], 3)}"
     tuning = f"tuning hit@5 {pair(start_m, final_m, 'hit@5')}, {obj} {pair(start_m, final_m, obj)}"
     if hold:
-        hm = hold["compare"]["metrics"]["hit@5"]
-        holdout = (f"holdout hit@5 {_fmt(hold['start']['hit@5'], 3)} -> {_fmt(hold['final']['hit@5'], 3)}, "
-                   f"{obj} {_fmt(hold['start'].get(obj), 3)} -> {_fmt(hold['final'].get(obj), 3)} "
-                   f"(p={hm['p_value']:.3f}, 95% CI [{hm['ci95'][0]:+.3f}, {hm['ci95'][1]:+.3f}])")
+        hm = hold.compare.metrics["hit@5"]
+        holdout = (f"holdout hit@5 {_fmt(hold.start.hit5, 3)} -> {_fmt(hold.final.hit5, 3)}, "
+                   f"{obj} {_fmt(hold.start.value, 3)} -> {_fmt(hold.final.value, 3)} "
+                   f"(p={hm.p_value:.3f}, 95% CI [{hm.ci95[0]:+.3f}, {hm.ci95[1]:+.3f}])")
     elif info["params"].get("holdout") or info["params"].get("split"):
         holdout = "holdout not measured yet (it is, when the sweep ends)"
     else:
         holdout = "no holdout"
-    promo = d.get("promotion")
+    promo = d.promotion
     if promo and promo["kind"] == "promoted":
         outcome = f"promoted (#{promo['id']})"
     elif promo:
@@ -207,33 +245,33 @@ def build_sweep_report(d: dict) -> Report:
     elif empty:
         outcome = ""            # the headline says why and what to add
     else:
-        v = holdout_verdict(info["start_config"], (final_m and kept[-1]["config"]) or info["start_config"], hold)
+        v = holdout_verdict(info["start_config"], (final_m and kept[-1].config) or info["start_config"], hold)
         outcome = f"a proposal, not decided yet ({'would be promoted' if v.promote else v.reason})"
     drift = latency_drift(rounds)
     # an empty night leads with why nothing was kept and what to add, not with the unchanged numbers
     verdict = (f"{gap.headline}. {tuning}; {holdout}" + (f"; {outcome}" if outcome else "")) if gap else \
         f"{tuning}; {holdout}; {outcome}"
-    if drift["drifted"]:
-        verdict += (f"; LATENCY DRIFT: measured p95 ran {drift['median_ratio']:.2f}x the cost model's prediction "
+    if drift.drifted:
+        verdict += (f"; LATENCY DRIFT: measured p95 ran {drift.median_ratio:.2f}x the cost model's prediction "
                     "(the machine was much busier or quieter than at calibration; decisions used the prediction)")
 
     # -- progress plot -----------------------------------------------------------------------------------
     points, best, labels = [], [], []
     running = None
     for r in rounds:
-        if r["metrics"]:
-            y = objective_value(round_result(r), obj)
-            if r["decision"] == "kept":
+        if r.result is not None:
+            y = objective_value(r.result, obj)
+            if r.kept:
                 running = y
-                if r["round"] > 0:
-                    labels.append((r["round"], y, f"{r['variable']} {r['old']}→{r['new']}"))
-            points.append((r["round"], y, "kept" if r["decision"] == "kept" else "rejected"))
+                if r.round > 0:
+                    labels.append((r.round, y, f"{r.variable} {r.old}→{r.new}"))
+            points.append((r.round, y, "kept" if r.kept else "rejected"))
         elif running is not None:
-            points.append((r["round"], running, "failed"))
+            points.append((r.round, running, "failed"))
         if running is not None:
-            best.append((r["round"], running))
-    n_rej = sum(1 for r in rounds if r["decision"].startswith("rejected"))
-    n_fail = sum(1 for r in rounds if r["decision"] in FIXES)
+            best.append((r.round, running))
+    n_rej = sum(1 for r in rounds if r.decision.rejected)
+    n_fail = sum(1 for r in rounds if r.decision in FIXES)
     alt = (f"{len(rounds) - 1} rounds: {len(kept) - 1 if kept else 0} kept, {n_rej} rejected, {n_fail} "
            f"unavailable or crashed; running best {obj} {_fmt(best[0][1] if best else None, 3)} -> "
            f"{_fmt(best[-1][1] if best else None, 3)}")
@@ -244,27 +282,27 @@ def build_sweep_report(d: dict) -> Report:
     kept_rows = []
     prev = start_m
     for r in kept[1:]:
-        m = round_result(r)
-        kept_rows.append((r["round"], r["variable"], str(r["old"]), str(r["new"]),
+        m = r.result
+        kept_rows.append((r.round, r.variable, str(r.old), str(r.new),
                           objective_value(prev, obj), objective_value(m, obj),
                           prev.overall["hit@5"], m.overall["hit@5"]))
         prev = m
     reasons: dict[str, list] = {}
     for r in rounds[1:]:
-        if r["decision"] != "kept":
-            reasons.setdefault(r["decision"], []).append(r)
-    reason_rows = tuple((dec, len(rs), ", ".join(sorted({x["variable"] for x in rs})))
+        if not r.kept:
+            reasons.setdefault(r.decision, []).append(r)
+    reason_rows = tuple((dec, len(rs), ", ".join(sorted({x.variable for x in rs})))
                         for dec, rs in sorted(reasons.items(), key=lambda t: -len(t[1])))
     level_rows = []
     if start_m and final_m:
         for lv in sorted(set(start_m.by_level) | set(final_m.by_level)):
             a, b = start_m.by_level.get(lv, {}), final_m.by_level.get(lv, {})
             level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
-    flips = hold["compare"]["flipped"] if hold else []
-    fail_rows = tuple((r["round"], r["variable"], str(r["new"]), r["decision"], r["reason"],
-                       unavailable_fix(r["variable"], probes=probes) if r["decision"] == "unavailable"
-                       else FIXES[r["decision"]])
-                      for r in rounds if r["decision"] in FIXES)
+    flips = hold.compare.flipped if hold else ()
+    fail_rows = tuple((r.round, r.variable, str(r.new), r.decision, r.reason,
+                       unavailable_fix(r.variable, probes=probes) if r.decision == "unavailable"
+                       else FIXES[r.decision])
+                      for r in rounds if r.decision in FIXES)
 
     sections = ((evidence_section(gap),) if gap else ()) + (
         Section("Progress", (plot,)),
@@ -277,7 +315,7 @@ def build_sweep_report(d: dict) -> Report:
                        tuple(level_rows)),)),
         Section("Questions that flipped on the holdout",
                 (Table(("question", "rank before", "rank after", "now", "query"),
-                       tuple((f["id"], f["a_rank"], f["b_rank"], f["now"], f["query"]) for f in flips)),)
+                       tuple((f.id, f.a_rank, f.b_rank, f.now, f.query) for f in flips)),)
                 if flips else (Para("none" if hold else holdout),)),
         Section("Rounds that were unavailable or crashed",
                 (Table(("round", "variable", "value", "decision", "reason", "fix"), fail_rows),)
@@ -288,26 +326,25 @@ def build_sweep_report(d: dict) -> Report:
                  "ledger row): `autoresearch ledger --replay` recomputes every decision from the ledger. "
                  "The measured p95 is recorded beside it and decides nothing."),
             Table(("calibration", "embedder", "taken at", "rerankers"),
-                  tuple((c["key"], c["embedder"], c["taken_at"], ", ".join(c["rerankers"]) or "–")
-                        for c in drift["calibrations"])),
-            Para(f"measured / predicted p95, median over {drift['rounds']} evaluated rounds: "
-                 f"{_fmt(drift['median_ratio'], 2)}" + (" — DRIFT: the machine was not as at calibration"
-                                                         if drift["drifted"] else ""),
-                 "bad" if drift["drifted"] else ""))),
+                  tuple((c.key, c.embedder, c.taken_at, ", ".join(c.rerankers) or "–") for c in drift.calibrations)),
+            Para(f"measured / predicted p95, median over {drift.rounds} evaluated rounds: "
+                 f"{_fmt(drift.median_ratio, 2)}" + (" — DRIFT: the machine was not as at calibration"
+                                                     if drift.drifted else ""),
+                 "bad" if drift.drifted else ""))),
     )
     data = {"sweep": sid, "status": info["status"], "objective": obj, "rounds": len(rounds) - 1,
             "start": {"hit@5": start_m.overall["hit@5"] if start_m else None,
                       obj: objective_value(start_m, obj) if start_m else None},
             "final": {"hit@5": final_m.overall["hit@5"] if final_m else None,
-                      obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1]["config"] if kept else None},
-            "holdout": {k: hold[k] for k in ("gold", "start", "final")} | {"hit@5_test": hold["compare"]["metrics"]["hit@5"]}
-            if hold else None,
+                      obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1].config if kept else None},
+            "holdout": {k: v for k, v in hold.to_json().items() if k in ("gold", "start", "final")}
+            | {"hit@5_test": hold.compare.to_json()["metrics"]["hit@5"]} if hold else None,
             "promotion": promo and {k: promo[k] for k in ("id", "kind", "reason")},
-            "kept": [{"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"]} for r in kept[1:]],
+            "kept": [{"round": r.round, "variable": r.variable, "old": r.old, "new": r.new} for r in kept[1:]],
             "decisions": {k: len(v) for k, v in reasons.items()},
             "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}
                        for r in fail_rows],
-            "holdout_flips": flips, "evaluated_rounds": len(evaluated), "latency": drift,
+            "holdout_flips": [f.to_json() for f in flips], "evaluated_rounds": len(evaluated), "latency": drift.to_json(),
             "evidence_gap": dataclasses.asdict(gap) if gap else None}
     return Report("sweep", f"Sweep {sid}", verdict, sections, data,
                   generated=time.strftime("%Y-%m-%d %H:%M %Z"))

@@ -10,5 +10,7 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "variables": ("Kind", "kind_of"),
     "workbench": ("Workbench", "verify_index", "fit_threshold", "IndexVerificationError"),
     "pins": ("harness_pins", "check_pins"),
-    "rejected_audit": ("audit_data", "audit_report", "retest"),
+    "rejected_audit": ("audit_data", "audit_report", "retest", "AuditData", "RejectedRound", "RetestResult"),
+    "summary": ("SweepSummary", "HoldoutCheck", "Figures"),
+    "rounds": ("run_round", "replay_decisions", "ReplayedRound"),
 })

@@ -19,14 +19,16 @@ from tuner.data.gold import GoldSet, load_gold, split_gold
 from tuner.evaluation.compare import compare
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import load_score_config
-from tuner.ledger.ledger import Ledger, round_result
+from tuner.ledger.ledger import Ledger
+from tuner.ledger.round import START, Round
 from tuner.ledger.schema import RoundDecision
 from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose
-from tuner.sweep.rounds import charged, replay_decisions, run_round, snap
+from tuner.sweep.rounds import ReplayedRound, charged, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
+from tuner.sweep.summary import Figures, HoldoutCheck, KeptStep, SweepSummary
 from tuner.sweep.variables import GATE_SCORE, MODEL_GATE_FIELD, gate_pair, kind_of, unavailable_reason
 from tuner.sweep.workbench import Workbench, fit_threshold
 
@@ -123,7 +125,7 @@ class Sweep:
             self.id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             self.start = start
             ledger.new_sweep(self.id, {**dataclasses.asdict(params), "pins": self.pins}, start.as_dict())
-            self.rows: list[dict] = []
+            self.rows: list[Round] = []
         else:
             info = ledger.sweep(sweep_id)
             if info is None:
@@ -132,21 +134,21 @@ class Sweep:
             self.id = sweep_id
             self.start = SearchConfig().replace(**info["start_config"])
             self.rows = ledger.rounds(sweep_id)
-            self.spent_before_s = sum((r["eval_s"] or 0) + (r["reindex_s"] or 0) for r in self.rows)
+            self.spent_before_s = sum((r.eval_s or 0) + (r.reindex_s or 0) for r in self.rows)
             self.bench.use_recorded_costs(self.rows)   # the calibrations the run charged its rounds with
 
     # -- state derived from the ledger ---------------------------------------------------------------------
     def _baseline(self) -> tuple[SearchConfig, EvalResult | None]:
-        kept = [r for r in self.rows if r["decision"] == RoundDecision.KEPT]
+        kept = [r for r in self.rows if r.kept]
         if not kept:
             return self.start, None
-        return SearchConfig().replace(**kept[-1]["config"]), round_result(kept[-1])
+        return kept[-1].search_config, kept[-1].result
 
-    def _tried(self, baseline_hash: str, variable: str) -> list[dict]:
-        return [r for r in self.rows if r["baseline_hash"] == baseline_hash and r["variable"] == variable]
+    def _tried(self, baseline_hash: str, variable: str) -> list[Round]:
+        return [r for r in self.rows if r.baseline_hash == baseline_hash and r.variable == variable]
 
     def _unavailable(self) -> set:
-        return {r["new"] for r in self.rows if r["decision"] == RoundDecision.UNAVAILABLE}
+        return {r.new for r in self.rows if r.decision == RoundDecision.UNAVAILABLE}
 
     # -- one round -----------------------------------------------------------------------------------------
     def _probes(self) -> int:
@@ -164,7 +166,7 @@ class Sweep:
         run it continues (thresholds do not change the features)."""
         pair = gate_pair(cfg)
         if pair not in self.bench.gate_models:
-            first = next((c for c in (SearchConfig().replace(**r["config"]) for r in getattr(self, "rows", []))
+            first = next((c for c in (r.search_config for r in getattr(self, "rows", []))
                           if gate_pair(c) == pair), cfg)
             self.bench.fit_gate_for(first, self.gold)
         return self.bench.gate_models[pair]
@@ -186,11 +188,11 @@ class Sweep:
     def _crash_loop(self, n: int = 3) -> str | None:
         """The reason shared by the last n rounds, when all n crashed with it."""
         last = self.rows[-n:]
-        if len(last) == n and all(r["decision"] == RoundDecision.CRASHED for r in last) and len({r["reason"] for r in last}) == 1:
-            return last[0]["reason"]
+        if len(last) == n and all(r.decision == RoundDecision.CRASHED for r in last) and len({r.reason for r in last}) == 1:
+            return last[0].reason
         return None
 
-    def run(self) -> dict:
+    def run(self) -> SweepSummary:
         t_start = time.perf_counter()
         status = "finished"
         try:
@@ -202,9 +204,9 @@ class Sweep:
                               self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples), "start")
                 for w in res.warnings:                      # e.g. a set that cannot discriminate: say so now,
                     self.progress(f"warning: {w}")          # not after 119 rounds that could keep nothing
-                self._append(0, "(start)", None, None, baseline, baseline, res, RoundDecision.KEPT,
+                self._append(0, START, None, None, baseline, baseline, res, RoundDecision.KEPT,
                              "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
-            next_round = max(r["round"] for r in self.rows) + 1
+            next_round = max(r.round for r in self.rows) + 1
             while next_round <= self.p.rounds:
                 if self.stop_flag():
                     status = "stopped"
@@ -228,10 +230,9 @@ class Sweep:
             raise
         summary = self.summary()
         if self.hold_gold is not None:
-            summary["holdout"] = self.run_holdout()
-        self.ledger.set_status(self.id, status, summary)
-        summary["status"] = status
-        return summary
+            summary = dataclasses.replace(summary, holdout=self.run_holdout())
+        self.ledger.set_status(self.id, status, summary.to_json())
+        return summary.ended(status)
 
     def _pick(self, round_no: int, baseline: SearchConfig, bhash: str):
         names = self.space.names()
@@ -242,13 +243,13 @@ class Sweep:
             kind = kind_of(v.name)
             why = self._why_unavailable(v.name, baseline)
             if why is not None:
-                if not any(r["variable"] == v.name and r["decision"] == RoundDecision.UNAVAILABLE for r in self.rows):
+                if not any(r.variable == v.name and r.decision == RoundDecision.UNAVAILABLE for r in self.rows):
                     return v, None        # logged once as unavailable, with the reason, then skipped
                 continue
             hist = self._tried(bhash, v.name)
-            tried = {r["new"] for r in hist}
+            tried = {r.new for r in hist}
             base_value = getattr(baseline, v.name)
-            history = [(r["new"], r["objective"]) for r in hist if r["objective"] is not None]
+            history = [(r.new, r.objective) for r in hist if r.objective is not None]
             base_metrics = self._baseline()[1]
             if kind.closed_form:
                 # the gate does not move the ranking, so its best value on the tuning set has a closed
@@ -289,55 +290,48 @@ class Sweep:
 
     def _append(self, round_no, variable, old, new, cand, baseline, res, decision, reason, eval_s, reindex_s, obj):
         s = self.bench.searchers.get(cand.embedder)
-        row = {"round": round_no, "variable": variable, "old": old, "new": new, "config": cand.as_dict(),
-               "config_hash": cand.config_hash(), "baseline_hash": baseline.config_hash(),
-               "index_fingerprint": s.fingerprint_key if s else None,
-               "metrics": res.to_ledger() if res else {},
-               "objective": obj, "decision": decision,
-               "reason": reason, "eval_s": round(eval_s, 4), "reindex_s": round(reindex_s, 3)}
-        self.ledger.append_round(self.id, row)
-        self.rows.append({**row, "sweep": self.id})
+        self.rows.append(self.ledger.append_round(Round(
+            self.id, round_no, variable, old, new, cand.as_dict(), cand.config_hash(), baseline.config_hash(),
+            s.fingerprint_key if s else None, res, obj, decision, reason, round(eval_s, 4), round(reindex_s, 3))))
 
     # -- the end of a sweep ----------------------------------------------------------------------------------
-    def summary(self) -> dict:
+    def summary(self) -> SweepSummary:
         final, metrics = self._baseline()
         counts: dict[str, int] = {}
         for r in self.rows[1:]:
-            d = str(r["decision"])      # the word the ledger stores, not the enum (its repr leaked into messages)
+            d = str(r.decision)      # the word the ledger stores, not the enum (its repr leaked into messages)
             counts[d] = counts.get(d, 0) + 1
-        start_m = round_result(self.rows[0]) if self.rows else None
-        return {"sweep": self.id, "rounds": len(self.rows) - 1, "decisions": counts,
-                "start_config": self.start.as_dict(), "final_config": final.as_dict(),
-                "start": {"hit@5": start_m.overall.get("hit@5") if start_m else None,
-                          self.p.objective: objective_value(start_m, self.p.objective) if start_m else None},
-                "final": {"hit@5": metrics.overall["hit@5"] if metrics else None,
-                          self.p.objective: objective_value(metrics, self.p.objective) if metrics else None},
-                "path": [{"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"],
-                          "reason": r["reason"]} for r in self.rows[1:] if r["decision"] == RoundDecision.KEPT]}
+        start_m = self.rows[0].result if self.rows else None
+        obj = self.p.objective
 
-    def run_holdout(self) -> dict:
+        def figures(m: EvalResult | None) -> Figures:
+            return Figures(m.overall.get("hit@5") if m else None, obj, objective_value(m, obj) if m else None)
+        return SweepSummary(self.id, len(self.rows) - 1, counts, self.start.as_dict(), final.as_dict(),
+                            figures(start_m), figures(metrics),
+                            tuple(KeptStep(r.round, r.variable, r.old, r.new, r.reason) for r in self.rows[1:] if r.kept))
+
+    def run_holdout(self) -> HoldoutCheck:
         """Starting and final config on the holdout set, with the paired test: does the gain carry over?"""
         hold = self.hold_gold
         final, _ = self._baseline()
         a = self.bench.evaluate(self.start, hold)
         b = self.bench.evaluate(final, hold)
         c = compare(a, b, seed=self.p.seed)
-        tune_gain = (self.summary()["final"][self.p.objective] or 0) - (self.summary()["start"][self.p.objective] or 0)
-        hold_gain = objective_value(b, self.p.objective) - objective_value(a, self.p.objective)
-        result = {"gold": hold.name, "start": {"hit@5": a.overall["hit@5"], "mrr": a.overall["mrr"],
-                                              self.p.objective: objective_value(a, self.p.objective)},
-                  "final": {"hit@5": b.overall["hit@5"], "mrr": b.overall["mrr"],
-                            self.p.objective: objective_value(b, self.p.objective)},
-                  "tuning_gain": round(tune_gain, 4), "holdout_gain": round(hold_gain, 4),
-                  "holdout_regressed": bool(tune_gain > 0 and (hold_gain < 0 or
-                                                               b.overall["hit@5"] < a.overall["hit@5"])),
-                  "within_noise": all(m["verdict"] == "within noise" for m in c["metrics"].values()),
-                  "compare": c}
+        obj = self.p.objective
+        tuning = self.summary()
+        tune_gain = (tuning.final.value or 0) - (tuning.start.value or 0)
+        hold_gain = objective_value(b, obj) - objective_value(a, obj)
+
+        def figures(m: EvalResult) -> Figures:
+            return Figures(m.overall["hit@5"], obj, objective_value(m, obj), m.overall["mrr"], with_mrr=True)
+        result = HoldoutCheck(hold.name, figures(a), figures(b), round(tune_gain, 4), round(hold_gain, 4),
+                              bool(tune_gain > 0 and (hold_gain < 0 or b.overall["hit@5"] < a.overall["hit@5"])),
+                              c.within_noise, c)
         self.ledger.record_holdout(self.id, result)
         return result
 
 
-def replay_sweep(info: dict, rows: list[dict]) -> list[dict]:
+def replay_sweep(info: dict, rows: list[Round]) -> list[ReplayedRound]:
     """replay_decisions for a sweep as the ledger records it (its params give the rule and the rubric)."""
     p = SweepParams.from_record(info["params"])
     return replay_decisions(rows, p.rule(), load_score_config(p.score_config))

@@ -11,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from search_core import SearchCoreError
-from search_core.config import SearchConfig
 
-from tuner.ledger.ledger import Ledger, round_result
+from tuner.ledger.ledger import Ledger
+from tuner.ledger.round import START, Round
+from tuner.ledger.schema import RoundDecision
 from tuner.promotion.promote import read_active
 from tuner.reports import Para, Report, Section, Table
 from tuner.reports.sweep import open_ledger, pick_sweep
@@ -40,11 +43,72 @@ def interaction_rules(a: str, b: str) -> list[str]:
     return [name for name, vs in INTERACTIONS.items() if a in vs and b in vs]
 
 
+@dataclass(frozen=True)
+class RejectedRound:
+    """A rejected round, against the baseline and index it was judged on, and whether to re-test it."""
+    round: int
+    variable: str
+    old: Any
+    new: Any
+    decision: RoundDecision
+    reason: str
+    baseline_hash: str
+    baseline_config: dict            # where the baseline differs from the sweep's start (field -> value)
+    index_fingerprint: str | None
+    deltas: dict[str, float]         # metric -> candidate minus baseline (hit@5, MRR, the objective)
+    broke: tuple[str, ...]           # question ids the candidate lost from the top 5
+    fixed: tuple[str, ...]
+    worth_retest: bool
+    retest_why: tuple[str, ...]
+    retested_in: str | None          # SWEEP#ROUND of its re-test, if any
+
+    def to_json(self) -> dict:
+        return {"round": self.round, "variable": self.variable, "old": self.old, "new": self.new,
+                "decision": self.decision, "reason": self.reason, "baseline_hash": self.baseline_hash,
+                "baseline_config": self.baseline_config, "index_fingerprint": self.index_fingerprint,
+                "deltas": self.deltas, "broke": list(self.broke), "fixed": list(self.fixed),
+                "worth_retest": self.worth_retest, "retest_why": list(self.retest_why), "retested_in": self.retested_in}
+
+
+@dataclass(frozen=True)
+class AuditData:
+    sweep: dict                      # the ledger's record of the sweep (Ledger.sweep)
+    objective: str
+    rejected: tuple[RejectedRound, ...]
+
+
+@dataclass(frozen=True)
+class RetestRound:
+    of: str                          # SWEEP#ROUND it re-tests
+    variable: str
+    new: Any
+    decision: RoundDecision
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"of": self.of, "variable": self.variable, "new": self.new, "decision": self.decision,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class RetestResult:
+    sweep: str                       # the new sweep the re-tests were appended as
+    retest_of: str
+    tested: int
+    kept: int
+    rounds: tuple[RetestRound, ...]
+
+    def to_json(self) -> dict:
+        """Also the re-test sweep's summary in the ledger."""
+        return {"sweep": self.sweep, "retest_of": self.retest_of, "tested": self.tested, "kept": self.kept,
+                "rounds": [r.to_json() for r in self.rounds]}
+
+
 def _hits(m) -> dict:
     return {q.id: bool(q.metrics.get("hit@5")) for q in m.per_query if q.level != "probe"} if m else {}
 
 
-def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> dict:
+def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> AuditData:
     lg = open_ledger(ledger_path)
     try:
         info = pick_sweep(lg, sweep_id)
@@ -52,72 +116,70 @@ def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> dict:
         rounds = lg.rounds(sid)
         all_sweeps = lg.sweeps()
         later = [s for s in all_sweeps if s["created"] >= info["created"] and s["id"] != sid]
-        later_kept = [r for s in later for r in lg.rounds(s["id"]) if r["decision"] == "kept" and r["round"] > 0]
+        later_kept = [r for s in later for r in lg.rounds(s["id"]) if r.kept and r.round > 0]
         retested = {}
         for s in all_sweeps:
             for r in lg.rounds(s["id"]):
-                if r["reason"].startswith(RETEST_MARK):
-                    retested[r["reason"][len(RETEST_MARK):].split(":")[0]] = f"{s['id']}#{r['round']}"
+                if r.reason.startswith(RETEST_MARK):
+                    retested[r.reason[len(RETEST_MARK):].split(":")[0]] = f"{s['id']}#{r.round}"
     finally:
         lg.close()
     obj = info["params"].get("objective", "score100")
-    by_hash = {r["config_hash"]: r for r in rounds if r["decision"] == "kept"}
-    start = rounds[0]["config"] if rounds else info["start_config"]
+    by_hash = {r.config_hash: r for r in rounds if r.kept}
+    start = rounds[0].config if rounds else info["start_config"]
     out = []
     for r in rounds:
-        if not r["decision"].startswith("rejected"):
+        if not r.decision.rejected:
             continue
-        base = by_hash.get(r["baseline_hash"])
-        bm, cm = round_result(base) if base else None, round_result(r)
+        base = by_hash.get(r.baseline_hash)
+        bm, cm = base.result if base else None, r.result
         deltas = {}
         if bm and cm:
             deltas = {"hit@5": cm.overall["hit@5"] - bm.overall["hit@5"],
                       "mrr": cm.overall["mrr"] - bm.overall["mrr"],
                       obj: objective_value(cm, obj) - objective_value(bm, obj)}
         bh, ch = _hits(bm), _hits(cm)
-        since = [k for k in rounds if k["decision"] == "kept" and k["round"] > r["round"]] + later_kept
+        since = [k for k in rounds if k.kept and k.round > r.round] + later_kept
         why = []
         for k in since:
-            for rule in interaction_rules(r["variable"], k["variable"]):
-                why.append(f"{rule}: {k['variable']} {k['old']}→{k['new']} kept in "
-                           f"{k['sweep']}#{k['round']}")
-        key = f"{sid}#{r['round']}"
-        out.append({"round": r["round"], "variable": r["variable"], "old": r["old"], "new": r["new"],
-                    "decision": r["decision"], "reason": r["reason"], "baseline_hash": r["baseline_hash"],
-                    "baseline_config": {k: v for k, v in (base or {}).get("config", {}).items() if start.get(k) != v},
-                    "index_fingerprint": r["index_fingerprint"], "deltas": {k: round(v, 4) for k, v in deltas.items()},
-                    "broke": sorted(q for q, hit in bh.items() if hit and ch.get(q) is False),
-                    "fixed": sorted(q for q, hit in bh.items() if not hit and ch.get(q)),
-                    "worth_retest": bool(why) and key not in retested, "retest_why": why[:3],
-                    "retested_in": retested.get(key)})
-    return {"sweep": info, "objective": obj, "rejected": out}
+            for rule in interaction_rules(r.variable, k.variable):
+                why.append(f"{rule}: {k.variable} {k.old}→{k.new} kept in {k.sweep}#{k.round}")
+        key = f"{sid}#{r.round}"
+        out.append(RejectedRound(
+            r.round, r.variable, r.old, r.new, r.decision, r.reason, r.baseline_hash,
+            {k: v for k, v in (base.config if base else {}).items() if start.get(k) != v}, r.index_fingerprint,
+            {k: round(v, 4) for k, v in deltas.items()},
+            tuple(sorted(q for q, hit in bh.items() if hit and ch.get(q) is False)),
+            tuple(sorted(q for q, hit in bh.items() if not hit and ch.get(q))),
+            bool(why) and key not in retested, tuple(why[:3]), retested.get(key)))
+    return AuditData(info, obj, tuple(out))
 
 
-def build_audit_report(d: dict, retest_result: dict | None = None) -> Report:
-    sid, obj, rej = d["sweep"]["id"], d["objective"], d["rejected"]
-    marked = [x for x in rej if x["worth_retest"]]
+def build_audit_report(d: AuditData, retest_result: RetestResult | None = None) -> Report:
+    sid, obj, rej = d.sweep["id"], d.objective, d.rejected
+    marked = [x for x in rej if x.worth_retest]
     verdict = (f"{len(rej)} rejected rounds in sweep {sid}; {len(marked)} worth re-testing "
                f"(a kept change since then touched an interacting variable)")
     if retest_result:
-        verdict += f"; re-tested {retest_result['tested']} as sweep {retest_result['sweep']}: {retest_result['kept']} would now be kept"
+        verdict += f"; re-tested {retest_result.tested} as sweep {retest_result.sweep}: {retest_result.kept} would now be kept"
     groups: dict[str, list] = {}
     for x in rej:
-        groups.setdefault(x["variable"], []).append(x)
+        groups.setdefault(x.variable, []).append(x)
     sections = []
     for var, xs in sorted(groups.items()):
-        rows = tuple((x["round"], f"{x['old']} → {x['new']}", x["baseline_hash"], (x["index_fingerprint"] or "–")[:12],
-                      x["deltas"].get("hit@5"), x["deltas"].get("mrr"), x["deltas"].get(obj),
-                      ", ".join(x["broke"][:6]) + (" …" if len(x["broke"]) > 6 else ""),
-                      ", ".join(x["fixed"][:6]) + (" …" if len(x["fixed"]) > 6 else ""), x["reason"],
-                      ("yes: " + "; ".join(x["retest_why"])) if x["worth_retest"]
-                      else (f"re-tested in {x['retested_in']}" if x["retested_in"] else "no"))
+        rows = tuple((x.round, f"{x.old} → {x.new}", x.baseline_hash, (x.index_fingerprint or "–")[:12],
+                      x.deltas.get("hit@5"), x.deltas.get("mrr"), x.deltas.get(obj),
+                      ", ".join(x.broke[:6]) + (" …" if len(x.broke) > 6 else ""),
+                      ", ".join(x.fixed[:6]) + (" …" if len(x.fixed) > 6 else ""), x.reason,
+                      ("yes: " + "; ".join(x.retest_why)) if x.worth_retest
+                      else (f"re-tested in {x.retested_in}" if x.retested_in else "no"))
                      for x in xs)
         sections.append(Section(f"{var} ({len(xs)} rejected)", (Table(
             ("round", "value", "baseline", "index", "Δ hit@5", "Δ MRR", f"Δ {obj}", "broke", "fixed", "reason",
              "worth re-testing"), rows),)))
     bases = {}
     for x in rej:
-        bases.setdefault(x["baseline_hash"], x["baseline_config"])
+        bases.setdefault(x.baseline_hash, x.baseline_config)
     sections.append(Section("Baselines the candidates were judged against", (Table(
         ("baseline", "differs from the sweep's start in"),
         tuple((h, ", ".join(f"{k}={v}" for k, v in c.items()) or "(the start)") for h, c in bases.items())),
@@ -125,14 +187,15 @@ def build_audit_report(d: dict, retest_result: dict | None = None) -> Report:
     if retest_result:
         sections.insert(0, Section("Re-test against today's baseline", (Table(
             ("re-tests", "variable", "value", "decision", "reason"),
-            tuple((t["of"], t["variable"], t["new"], t["decision"], t["reason"]) for t in retest_result["rounds"])),)))
-    data = {"sweep": sid, "objective": obj, "rejected": rej, "interaction_rules": {k: sorted(v) for k, v in INTERACTIONS.items()},
-            "retest": retest_result}
+            tuple((t.of, t.variable, t.new, t.decision, t.reason) for t in retest_result.rounds)),)))
+    data = {"sweep": sid, "objective": obj, "rejected": [x.to_json() for x in rej],
+            "interaction_rules": {k: sorted(v) for k, v in INTERACTIONS.items()},
+            "retest": retest_result.to_json() if retest_result else None}
     return Report("audit", f"Rejected-candidate audit of sweep {sid}", verdict, tuple(sections), data,
                   generated=time.strftime("%Y-%m-%d %H:%M %Z"))
 
 
-def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, progress=None) -> dict:
+def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, progress=None) -> RetestResult:
     """Re-run every candidate marked worth re-testing against today's baseline; each becomes a round of a
     new sweep in the same ledger, its reason starting with "retest of SWEEP#ROUND"."""
     from tuner.data.gold import load_gold, split_gold
@@ -145,8 +208,8 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
     from tuner.sweep.workbench import Workbench
 
     d = audit_data(ledger_path, sweep_id)
-    marked = [x for x in d["rejected"] if x["worth_retest"]]
-    info = d["sweep"]
+    marked = [x for x in d.rejected if x.worth_retest]
+    info = d.sweep
     p = SweepParams.from_record(info["params"])
     active = read_active(runs)
     lg = Ledger(ledger_path)
@@ -154,8 +217,8 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
         if active is not None:
             baseline, db = active.config, str(active.index or p.db)
         else:
-            kept = [r for r in lg.rounds(info["id"]) if r["decision"] == "kept"]
-            baseline, db = SearchConfig().replace(**kept[-1]["config"]), p.db
+            kept = [r for r in lg.rounds(info["id"]) if r.kept]
+            baseline, db = kept[-1].search_config, p.db
         gold = load_gold(p.gold)
         if p.split:
             gold, _ = split_gold(gold, p.split, p.seed)
@@ -175,36 +238,28 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
         base_res = charged(bench, baseline, bench.evaluate(baseline, gold), "start")
         lg.new_sweep(new_id, dataclasses.asdict(p), baseline.as_dict())
         s = bench.searchers.get(baseline.embedder)
-        lg.append_round(new_id, {"round": 0, "variable": "(start)", "old": None, "new": None,
-                                 "config": baseline.as_dict(), "config_hash": baseline.config_hash(),
-                                 "baseline_hash": baseline.config_hash(), "index_fingerprint": s.fingerprint_key if s else None,
-                                 "metrics": base_res.to_ledger(),
-                                 "objective": objective_value(base_res, p.objective),
-                                 "decision": "kept", "reason": f"today's baseline for re-testing sweep {info['id']}"})
+        lg.append_round(Round(new_id, 0, START, None, None, baseline.as_dict(), baseline.config_hash(),
+                              baseline.config_hash(), s.fingerprint_key if s else None, base_res,
+                              objective_value(base_res, p.objective), RoundDecision.KEPT,
+                              f"today's baseline for re-testing sweep {info['id']}"))
         out_rounds = []
         for i, x in enumerate(marked, 1):
-            of = f"{info['id']}#{x['round']}"
+            of = f"{info['id']}#{x.round}"
             t0 = time.perf_counter()
-            out = run_round(bench, gold, baseline, base_res, x["variable"], x["new"], p.rule(), space=space,
+            out = run_round(bench, gold, baseline, base_res, x.variable, x.new, p.rule(), space=space,
                             ensure_gate=gate_model, timing_samples=p.timing_samples)
             cand, res = out.candidate, out.result
             s = bench.searchers.get(cand.embedder)
-            lg.append_round(new_id, {"round": i, "variable": x["variable"], "old": getattr(baseline, x["variable"]),
-                                     "new": x["new"], "config": cand.as_dict(), "config_hash": cand.config_hash(),
-                                     "baseline_hash": baseline.config_hash(),
-                                     "index_fingerprint": s.fingerprint_key if s else None,
-                                     "metrics": res.to_ledger() if res else {},
-                                     "objective": out.objective,
-                                     "decision": out.decision, "reason": f"{RETEST_MARK}{of}: {out.reason}",
-                                     "eval_s": round(time.perf_counter() - t0 - out.reindex_s, 4),
-                                     "reindex_s": round(out.reindex_s, 3)})
-            out_rounds.append({"of": of, "variable": x["variable"], "new": x["new"], "decision": out.decision,
-                               "reason": out.reason})
+            lg.append_round(Round(new_id, i, x.variable, getattr(baseline, x.variable), x.new, cand.as_dict(),
+                                  cand.config_hash(), baseline.config_hash(), s.fingerprint_key if s else None, res,
+                                  out.objective, out.decision, f"{RETEST_MARK}{of}: {out.reason}",
+                                  round(time.perf_counter() - t0 - out.reindex_s, 4), round(out.reindex_s, 3)))
+            out_rounds.append(RetestRound(of, x.variable, x.new, out.decision, out.reason))
             if progress:
-                progress(f"retest {of}: {x['variable']} -> {x['new']!r}: {out.decision}")
-        result = {"sweep": new_id, "retest_of": info["id"], "tested": len(marked),
-                  "kept": sum(r["decision"] == "kept" for r in out_rounds), "rounds": out_rounds}
-        lg.set_status(new_id, "retest finished", result)
+                progress(f"retest {of}: {x.variable} -> {x.new!r}: {out.decision}")
+        result = RetestResult(new_id, info["id"], len(marked), sum(r.decision == "kept" for r in out_rounds),
+                              tuple(out_rounds))
+        lg.set_status(new_id, "retest finished", result.to_json())
         return result
     finally:
         lg.close()

@@ -20,7 +20,7 @@ from search_core.percentiles import percentile
 from search_core.search.work import SearchWork
 from tuner.evaluation.cost_model import Calibration, predict
 from tuner.evaluation.evaluate import EvalResult
-from tuner.ledger.ledger import round_result
+from tuner.ledger.round import Round
 from tuner.ledger.schema import RoundDecision
 from tuner.sweep.evidence import left_top5
 from tuner.sweep.keep_rule import Rule, decide
@@ -121,27 +121,46 @@ def rescore(res: EvalResult, score_cfg) -> EvalResult:
                                score100=score100(res.overall, p95, score_cfg) if res.overall.get("n") else {})
 
 
-def replay_decisions(rows: list[dict], rule: Rule, score_cfg) -> list[dict]:
+@dataclass(frozen=True)
+class ReplayedRound:
+    """An evaluated round decided again from the ledger, beside what the ledger recorded."""
+    round: int
+    variable: str
+    recorded: RoundDecision
+    recomputed: RoundDecision
+    objective: float | None              # recomputed
+    recorded_objective: float | None
+
+    @property
+    def agrees(self) -> bool:
+        return self.recomputed == self.recorded
+
+    def to_json(self) -> dict:
+        """`ledger --replay --json`'s form of a round."""
+        return {"round": self.round, "variable": self.variable, "recorded": self.recorded,
+                "recomputed": self.recomputed, "agrees": self.agrees, "objective": self.objective,
+                "recorded_objective": self.recorded_objective}
+
+
+def replay_decisions(rows: list[Round], rule: Rule, score_cfg) -> list[ReplayedRound]:
     """Each evaluated round of a sweep decided again from the ledger alone: latency re-predicted from
     the recorded work and calibration, the score re-computed, the keep rule applied against the baseline
     the round was run against (the last kept row before it). Returns one entry per evaluated round:
-    round, recorded and recomputed decision, and whether the two agree."""
+    round, recorded and recomputed decision and objective."""
     out, baseline = [], None
     for r in rows:
-        m = round_result(r)
-        if r["variable"] == "(start)":
+        m = r.result
+        if r.is_start:
             baseline = rescore(m, score_cfg) if m is not None and m.latency_charge else m
             continue
-        if not RoundDecision(r["decision"]).evaluated or m is None or not m.per_query or baseline is None:
+        if not r.decision.evaluated or m is None or not m.per_query or baseline is None:
             continue
         if not m.latency_charge:
             continue                      # not evaluated (provably unchanged): no latency stood behind it
         cand = rescore(m, score_cfg)
-        kind = kind_of(r["variable"])
+        kind = kind_of(r.variable)
         d, _, c_obj = decide(baseline, cand, rule, objective=kind.objective)
-        out.append({"round": r["round"], "variable": r["variable"], "recorded": r["decision"],
-                    "recomputed": d.decision, "agrees": d.decision == r["decision"],
-                    "objective": c_obj, "recorded_objective": r.get("objective")})
-        if r["decision"] == RoundDecision.KEPT:
+        out.append(ReplayedRound(r.round, r.variable, r.decision, d.decision, c_obj, r.objective))
+        if r.kept:
             baseline = cand
     return out

@@ -18,6 +18,7 @@ from search_core.index.store import connect, get_meta
 from tuner.data.gold import GoldSet
 from tuner.evaluation.evaluate import EvalResult, QuestionResult, RetrievalCache, evaluate
 from tuner.evaluation.score import ScoreConfig
+from tuner.ledger.round import Round
 from tuner.evaluation.cost_model import (Calibration, CostStore, DamagedCalibration, calibrate, calibrate_reranker,
                                         calibration_key, machine)
 
@@ -159,16 +160,16 @@ class Workbench:
         s.rerank_cost = self.rerank_cost
         s.warm_up()
 
-    def use_recorded_costs(self, rows: list[dict]) -> None:
+    def use_recorded_costs(self, rows: list[Round]) -> None:
         """Charge with the calibrations these ledger rows were charged with (a resumed sweep, a re-test),
         instead of the store's or a new one."""
         for r in rows:
-            recorded = ((r.get("metrics") or {}).get("latency_charge") or {}).get("calibration")
+            recorded = ((r.result.latency_charge if r.result is not None else None) or {}).get("calibration")
             if recorded is not None:
                 try:
                     cal = Calibration.from_json(recorded)
                 except SearchCoreError as e:
-                    raise SearchCoreError(f"round {r.get('round')} of this sweep records a cost calibration that "
+                    raise SearchCoreError(f"round {r.round} of this sweep records a cost calibration that "
                                           f"cannot be used ({e}); its decisions cannot be charged alike. Check the "
                                           "ledger (`autoresearch ledger --verify`), or start a new sweep") from None
                 self.costs[cal.embedder] = cal

@@ -97,15 +97,28 @@ def _cand(label, ranks):
 
 
 def test_pairwise_counts_questions_and_ranks():
-    from tuner.ab.compare import compare_pair
+    from tuner.ab.compare import PairComparison, compare_pair
     a = _cand("A", [1, 2, None, 7, 1, 1])
     b = _cand("B", [1, 1, 3, None, 1, 2])
     pr = compare_pair(a, b)
-    assert pr["metrics"]["hit@5"]["delta_questions"] == 1        # q2 gained; q3 was already out of the top 5
-    assert pr["metrics"]["hit@1"]["delta_questions"] == 0        # q1 gained, q5 lost
-    assert [(w["id"], w["rank_a"], w["rank_b"]) for w in pr["b_wins"]] == [("q1", 2, 1), ("q2", None, 3)]
-    assert [(w["id"], w["rank_a"], w["rank_b"]) for w in pr["b_loses"]] == [("q3", 7, None), ("q5", 1, 2)]
-    assert pr["ties"] == 2 and pr["metrics"]["hit@5"]["within_noise"]
+    assert pr.metrics["hit@5"].delta_questions == 1        # q2 gained; q3 was already out of the top 5
+    assert pr.metrics["hit@1"].delta_questions == 0        # q1 gained, q5 lost
+    assert [(w.id, w.rank_a, w.rank_b) for w in pr.b_wins] == [("q1", 2, 1), ("q2", None, 3)]
+    assert [(w.id, w.rank_a, w.rank_b) for w in pr.b_loses] == [("q3", 7, None), ("q5", 1, 2)]
+    assert pr.ties == 2 and pr.metrics["hit@5"].within_noise
+    # the A/B's JSON keeps it; read back, it writes the same text
+    text = json.dumps(pr.to_json(), ensure_ascii=False)
+    assert json.dumps(PairComparison.from_json(json.loads(text)).to_json(), ensure_ascii=False) == text
+
+
+def test_the_example_reports_pairs_read_back_into_the_same_text():
+    """docs/examples' A/B JSON holds pairs the A/B wrote; read as PairComparison, they write the same bytes."""
+    from tuner.ab.compare import PairComparison
+    pairs = [p for name in ("ab-demo.json", "ab-autorag.json")
+             for p in json.loads((ROOT / "docs/examples" / name).read_text(encoding="utf-8"))["data"]["pairs"]]
+    assert pairs and any(p["b_wins"] for p in pairs)
+    for p in pairs:
+        assert json.dumps(PairComparison.from_json(p).to_json(), ensure_ascii=False) == json.dumps(p, ensure_ascii=False)
 
 
 def test_a_new_threshold_redecides_the_gate_without_searching():

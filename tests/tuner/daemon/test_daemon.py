@@ -307,7 +307,7 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
         if proc.poll() is None:
             proc.kill()
     rounds = _rounds(ledger)
-    assert [r["round"] for r in rounds] == list(range(len(rounds))) and len(rounds) < 401
+    assert [r.round for r in rounds] == list(range(len(rounds))) and len(rounds) < 401
     lg = Ledger(ledger)
     assert lg.sweep()["status"] == "stopped"
     lg.close()
@@ -330,7 +330,7 @@ def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_de
         if proc.poll() is None:
             proc.kill()
     before = _rounds(ledger)
-    sweep_id = before[0]["sweep"]
+    sweep_id = before[0].sweep
     assert len(before) < 41
     proc = _spawn(cfg)          # no --start-in: the run table says the sweep was killed mid-window
     try:
@@ -342,7 +342,7 @@ def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_de
         if proc.poll() is None:
             proc.kill()
     after = _rounds(ledger, sweep_id)
-    assert [r["round"] for r in after] == list(range(41))             # one sweep, every round once
+    assert [r.round for r in after] == list(range(41))             # one sweep, every round once
     assert after[:len(before)] == before                               # nothing before the kill changed
     t = RunTable(runs)
     rows = t.rows("sweep")

@@ -1,7 +1,9 @@
+import json
+
 import pytest
 from scipy import stats
 
-from tuner.evaluation.compare import compare
+from tuner.evaluation.compare import Comparison, compare
 from tuner.evaluation.evaluate import EvalResult, QuestionResult
 from tuner.evaluation.score import ScoreConfig, score100
 from search_core.percentiles import percentile
@@ -52,11 +54,20 @@ def test_compare_flips_and_noise():
     a = _run([1, 1, 0, 1], [1, 0.5, 0, 1])
     b = _run([1, 1, 1, 0], [1, 1.0, 0.2, 0])
     c = compare(a, b)
-    assert c["metrics"]["hit@5"]["delta"] == 0.0
-    assert c["metrics"]["hit@5"]["verdict"] == "within noise"
-    assert (c["wins"], c["ties"], c["losses"]) == (2, 1, 1)
-    assert [f["id"] for f in c["flipped"]] == ["q2", "q3"]
-    assert c["one_question_moves_hit5_by"] == 0.25
+    assert c.metrics["hit@5"].delta == 0.0
+    assert c.metrics["hit@5"].verdict == "within noise"
+    assert (c.wins, c.ties, c.losses) == (2, 1, 1)
+    assert [f.id for f in c.flipped] == ["q2", "q3"]
+    assert c.one_question_moves_hit5_by == 0.25
+    # its JSON form (`compare --json`, a holdout check in the ledger) reads back into the same text
+    text = json.dumps(c.to_json(), ensure_ascii=False)
+    assert json.dumps(Comparison.from_json(json.loads(text)).to_json(), ensure_ascii=False) == text
+    d = c.to_json()                     # each verdict reads back as itself
+    d["metrics"]["mrr"].update(delta=0.2, p_value=0.01, verdict="B better")
+    d["metrics"]["p@5"].update(delta=-0.05, p_value=0.01, verdict="A better")
+    assert Comparison.from_json(d).to_json() == d
+    assert list(c.to_json()) == ["gold", "n", "a", "b", "metrics", "wins", "ties", "losses", "flipped",
+                                 "one_question_moves_hit5_by"]
     with pytest.raises(ValueError, match="different gold sets"):
         compare(a, _run([1, 1, 1, 0], [1, 1.0, 0.2, 0], gold="other"))
 
@@ -82,9 +93,9 @@ def test_compare_and_the_ab_share_one_paired_comparison():
     from tuner.ab.records import Candidate, CandidateResult
     a = _run([1, 1, 0, 1, 0, 1], [1, 0.5, 0, 1, 0.2, 1])
     b = _run([1, 1, 1, 0, 1, 1], [1, 1.0, 0.2, 0, 1, 0.5])
-    c = compare(a, b, seed=3)
+    c = compare(a, b, seed=3).to_json()
     pr = compare_pair(*(CandidateResult(Candidate(x), x, "ok", result=r.to_json()) for x, r in (("A", a), ("B", b))),
-                      seed=3)
+                      seed=3).to_json()
     for m in ("hit@5", "mrr"):
         shared = ("a", "b", "delta", "p_value", "ci95")
         assert {k: c["metrics"][m][k] for k in shared} == {k: pr["metrics"][m][k] for k in shared}

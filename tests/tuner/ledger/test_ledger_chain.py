@@ -10,26 +10,36 @@ from click.testing import CliRunner
 from search_core import SearchCoreError
 from search_core.index.store import connect
 from tuner.cli import main
+from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.ledger import Ledger
+from tuner.ledger.round import Round
+from tuner.ledger.schema import RoundDecision
+from tuner.sweep.summary import HoldoutCheck
 from tuner.ledger.chain import verify_ledger
 
 COLS = ("sweep, round, variable, old, new, config, config_hash, baseline_hash, index_fingerprint, metrics, "
         "objective, decision, reason, eval_s, reindex_s, created")
 
 
-def _row(i: int, decision: str = "rejected:no_gain") -> dict:
-    return {"round": i, "variable": "rrf_k", "old": 60, "new": 60 + i, "config": {"rrf_k": 60 + i},
-            "config_hash": f"c{i}", "baseline_hash": "b0", "index_fingerprint": "fp", "metrics": {"hit@5": 0.5},
-            "objective": 50 + i if i % 2 else 50.25, "decision": "kept" if i == 0 else decision,
-            "reason": f"round {i}", "eval_s": 1 if i % 2 else 0.5, "reindex_s": None}
+def _row(i: int, decision: str = "rejected:no_gain", sweep: str = "s1") -> Round:
+    return Round(sweep, i, "rrf_k", 60, 60 + i, {"rrf_k": 60 + i}, f"c{i}", "b0", "fp",
+                 EvalResult.from_ledger({"overall": {"hit@5": 0.5}}), 50 + i if i % 2 else 50.25,
+                 RoundDecision.KEPT if i == 0 else RoundDecision(decision), f"round {i}", 1 if i % 2 else 0.5, None)
+
+
+HOLDOUT = HoldoutCheck.from_json({
+    "gold": "hold", "start": {"hit@5": 0.4, "mrr": 0.3, "score100": 50.0}, "final": {"hit@5": 0.4, "mrr": 0.3, "score100": 50.0},
+    "tuning_gain": 0.0, "holdout_gain": 0.0, "holdout_regressed": False, "within_noise": True,
+    "compare": {"gold": "hold", "n": 10, "a": "c0", "b": "c0", "metrics": {}, "wins": 0, "ties": 10, "losses": 0,
+                "flipped": [], "one_question_moves_hit5_by": 0.1}})
 
 
 def make_ledger(path, n=8, sweep="s1") -> str:
     lg = Ledger(path)
     lg.new_sweep(sweep, {"rounds": n, "seed": 0}, {"rrf_k": 60})
     for i in range(n):
-        lg.append_round(sweep, _row(i))
-    lg.record_holdout(sweep, {"hit@5": 0.4})
+        lg.append_round(_row(i, sweep=sweep))
+    lg.record_holdout(sweep, HOLDOUT)
     lg.set_status(sweep, "finished", {"rounds": n})      # status and summary may change; that is no tampering
     lg.close()
     return sweep
@@ -57,7 +67,7 @@ def test_an_untouched_ledger_verifies(tmp_path):
     assert r.exit_code == 0 and "hash chain intact" in r.output
     # appending after a reopen (a resumed sweep) continues the same chain
     lg = Ledger(led)
-    lg.append_round("s1", _row(8))
+    lg.append_round(_row(8))
     lg.close()
     assert verify_ledger(led).ok and verify_ledger(led).rounds == 9
 
@@ -169,8 +179,8 @@ def test_a_v1_ledger_is_sealed_on_upgrade_and_then_verified(tmp_path):
     r = CliRunner().invoke(main, ["ledger", "--verify", "--ledger", str(led)])
     assert r.exit_code == 0 and "hash chain intact" in r.output and "4 round(s) were written before hash chaining" in r.output
     lg = Ledger(led)
-    assert [x["round"] for x in lg.rounds("old")] == [0, 1, 2, 3]
-    lg.append_round("old", _row(4))
+    assert [x.round for x in lg.rounds("old")] == [0, 1, 2, 3]
+    lg.append_round(_row(4, sweep="old"))
     lg.close()
     assert verify_ledger(led).ok
     sql(led, "DROP TRIGGER rounds_append_only_update", "UPDATE rounds SET decision = 'kept' WHERE round = 1")

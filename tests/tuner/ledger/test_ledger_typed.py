@@ -37,12 +37,12 @@ def test_a_ledger_written_before_typed_decisions_reads_verifies_and_replays(tmp_
     lg = Ledger(path, create=False)
     info = lg.sweep()
     rounds = lg.rounds(info["id"])
-    assert [r["decision"] for r in rounds] == ["kept", "rejected:no_gain", "rejected:no_gain", "rejected:no_gain",
+    assert [r.decision for r in rounds] == ["kept", "rejected:no_gain", "rejected:no_gain", "rejected:no_gain",
                                                "rejected:no_gain", "unavailable", "rejected:hit5_regressed"]
-    assert all(type(r["decision"]) is RoundDecision for r in rounds)
+    assert all(type(r.decision) is RoundDecision for r in rounds)
     rule = SweepParams.from_record(info["params"]).rule()
     replayed = replay_decisions(rounds, rule, ScoreConfig())
-    assert len(replayed) == 5 and all(r["agrees"] for r in replayed)
+    assert len(replayed) == 5 and all(r.agrees for r in replayed)
     lg.close()
     r = CliRunner().invoke(main, ["ledger", "--ledger", str(path), "--replay"])
     assert r.exit_code == 0 and "every decision recomputed alike" in r.output, r.output
@@ -57,6 +57,46 @@ def test_every_stored_round_reads_back_as_an_evaluation_that_writes_the_same_tex
     assert len(stored) == 6
     for text in stored:
         assert json.dumps(EvalResult.from_ledger(json.loads(text)).to_ledger(), ensure_ascii=False) == text
+
+
+def test_every_stored_round_reads_back_as_a_round_that_writes_the_same_columns(tmp_path):
+    """Round is the one reader and writer of a ledger row: what it reads, it would write back byte for byte
+    (so the hash chain of a row written today covers what the code before it wrote)."""
+    from tuner.ledger.round import Round
+    from tuner.ledger.schema import ROUND_CONTENT
+    path = tmp_path / "ledger.sqlite"
+    shutil.copy(OLD, path)
+    lg = Ledger(path, create=False)
+    rounds = lg.rounds(lg.sweep()["id"])
+    lg.close()
+    with sqlite3.connect(path) as c:
+        stored = [dict(zip(ROUND_CONTENT, row)) for row in
+                  c.execute(f"SELECT {', '.join(ROUND_CONTENT)} FROM rounds ORDER BY round")]
+    assert len(rounds) == len(stored) == 7
+    assert [r.columns() for r in rounds] == stored
+    assert [Round.from_columns(s) for s in stored] == rounds
+
+
+def test_a_stored_sweep_summary_reads_back_as_a_record_that_writes_the_same_text():
+    from tuner.sweep.summary import SweepSummary
+    with sqlite3.connect(OLD) as c:
+        (text,) = c.execute("SELECT summary FROM sweeps").fetchone()
+    s = SweepSummary.from_json(json.loads(text))
+    assert s.rounds == 6 and s.decisions["rejected:no_gain"] == 4 and s.holdout is None and s.status is None
+    assert json.dumps(s.to_json(), ensure_ascii=False) == text
+
+
+def test_a_holdout_check_and_summary_written_before_the_records_read_back_into_the_same_text():
+    """data/sweep-records-before-typed.json: the holdout row and the summary a 12-round sweep with a holdout
+    wrote (demo vault, e5-small) with the code of the commit before SweepSummary and HoldoutCheck."""
+    from tuner.sweep.summary import HoldoutCheck, SweepSummary
+    old = json.loads((OLD.parent / "sweep-records-before-typed.json").read_text(encoding="utf-8"))
+    h = HoldoutCheck.from_json(json.loads(old["holdout"]))
+    assert h.gold == "demo-holdout" and h.start.objective == "score100" and h.compare.n == 48
+    assert json.dumps(h.to_json(), ensure_ascii=False) == old["holdout"]
+    s = SweepSummary.from_json(json.loads(old["summary"]))
+    assert s.holdout == h and s.rounds == 12
+    assert json.dumps(s.to_json(), ensure_ascii=False) == old["summary"]
 
 
 def _stored(path):

@@ -11,6 +11,7 @@ import pytest
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
+from tuner.sweep.summary import HoldoutCheck
 from tuner.promotion.promote import History, decide_promotion, read_active, rollback
 from tests.helpers import ROOT
 
@@ -22,8 +23,14 @@ THIRD = SearchConfig(threshold=0.8, w_sparse=0.9, rrf_k=10).as_dict()
 def _holdout(a_hit=0.8, b_hit=0.85, n=20):
     metrics = {m: {"a": 0.5, "b": 0.5, "delta": 0.0, "p_value": 0.9, "ci95": [-0.1, 0.1], "verdict": "within noise"}
                for m in ("hit@5", "mrr")}
+    return HoldoutCheck.from_json(_holdout_json(a_hit, b_hit, n, metrics))
+
+
+def _holdout_json(a_hit, b_hit, n, metrics) -> dict:
     return {"gold": "hold", "start": {"hit@5": a_hit, "mrr": 0.5}, "final": {"hit@5": b_hit, "mrr": 0.5},
-            "compare": {"n": n, "metrics": metrics, "flipped": []}}
+            "tuning_gain": 0.0, "holdout_gain": 0.0, "holdout_regressed": False, "within_noise": True,
+            "compare": {"gold": "hold", "n": n, "a": "a", "b": "b", "metrics": metrics, "wins": 0, "ties": n,
+                        "losses": 0, "flipped": [], "one_question_moves_hit5_by": round(1 / n, 4)}}
 
 
 @pytest.fixture
@@ -73,7 +80,11 @@ elif where == "atomic_write":
 start = SearchConfig(threshold=0.8).as_dict()
 win = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
 m = {k: {"a": .5, "b": .5, "delta": 0.0, "p_value": .9, "ci95": [0, 0], "verdict": "within noise"} for k in ("hit@5", "mrr")}
-hold = {"gold": "h", "start": {"hit@5": .8, "mrr": .5}, "final": {"hit@5": .85, "mrr": .5}, "compare": {"n": 20, "metrics": m}}
+from tuner.sweep.summary import HoldoutCheck
+hold = HoldoutCheck.from_json({"gold": "h", "start": {"hit@5": .8, "mrr": .5}, "final": {"hit@5": .85, "mrr": .5},
+                               "tuning_gain": 0.0, "holdout_gain": 0.0, "holdout_regressed": False, "within_noise": True,
+                               "compare": {"gold": "h", "n": 20, "a": "a", "b": "b", "metrics": m, "wins": 0, "ties": 20,
+                                           "losses": 0, "flipped": [], "one_question_moves_hit5_by": 0.05}})
 pr.decide_promotion("killed", start, win, hold, sys.argv[1], sys.argv[2])
 """
 

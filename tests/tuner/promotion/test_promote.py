@@ -9,19 +9,23 @@ from click.testing import CliRunner
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
 from tuner.cli import main
+from tuner.evaluation.compare import Comparison, PairedMetric
+from tuner.sweep.summary import Figures, HoldoutCheck
 from tuner.promotion.promote import History, decide_promotion, holdout_verdict, read_active, resolve_search_config, rollback
 
 START = SearchConfig(threshold=0.8).as_dict()
 WIN = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
 
 
-def _holdout(a_hit, b_hit, n=20, verdicts=None):
+def _holdout(a_hit, b_hit, n=20, verdicts=None, score100=None):
+    """A holdout check with these hit@5 rates; verdicts: metric -> "A better" for the significant ones;
+    score100: (start, final) when the sweep's objective was the score (else MRR)."""
     verdicts = verdicts or {}
-    metrics = {m: {"a": 0.5, "b": 0.5, "delta": 0.0, "p_value": 0.9 if m not in verdicts else 0.01,
-                   "ci95": [-0.1, 0.1], "verdict": verdicts.get(m, "within noise")}
+    metrics = {m: PairedMetric(0.5, 0.5, 0.0, 0.0, 0.9 if m not in verdicts else 0.01, (-0.1, 0.1), m not in verdicts)
                for m in ("hit@5", "mrr", "ndcg@10", "p@5", "recall@5")}
-    return {"gold": "hold", "start": {"hit@5": a_hit, "mrr": 0.5}, "final": {"hit@5": b_hit, "mrr": 0.5},
-            "compare": {"n": n, "metrics": metrics, "flipped": []}}
+    obj, (a_obj, b_obj) = ("score100", score100) if score100 else ("mrr", (0.5, 0.5))
+    return HoldoutCheck("hold", Figures(a_hit, obj, a_obj, 0.5, True), Figures(b_hit, obj, b_obj, 0.5, True),
+                        0.0, 0.0, False, not verdicts, Comparison("hold", n, "a", "b", metrics, 0, n, 0, (), 1 / n))
 
 
 def test_rule_promotes_only_a_change_that_held():
@@ -36,12 +40,9 @@ def test_rule_promotes_only_a_change_that_held():
 
 
 def test_a_holdout_objective_that_fell_within_noise_still_promotes_but_says_so():
-    h = _holdout(0.80, 0.80)
-    h["start"]["score100"], h["final"]["score100"] = 57.90, 57.19
-    v = holdout_verdict(START, WIN, h)
+    v = holdout_verdict(START, WIN, _holdout(0.80, 0.80, score100=(57.90, 57.19)))
     assert v.promote and "holdout score100 fell 57.90 -> 57.19, within noise" in v.reason
-    h["final"]["score100"] = 58.40
-    assert "fell" not in holdout_verdict(START, WIN, h).reason
+    assert "fell" not in holdout_verdict(START, WIN, _holdout(0.80, 0.80, score100=(57.90, 58.40))).reason
 
 
 def test_promote_decline_history_and_rollback(demo_db, tmp_path):

@@ -20,7 +20,7 @@ def saturated_night(demo_db, tmp_path_factory):
     then a real 8-round fusion sweep over those alone."""
     root = tmp_path_factory.mktemp("saturated")
     _, start = run_sweep(root, demo_db, FUSION_SPACE, 0, ledger="start.sqlite")
-    first = {q["id"] for q in start[0]["metrics"]["per_query"] if q["level"] != "probe" and q["first_rank"] == 1}
+    first = {q.id for q in start[0].result.per_query if q.level != "probe" and q.first_rank == 1}
     doc = yaml.safe_load(DEMO_TUNE.read_text(encoding="utf-8"))
     doc["questions"] = [q for q in doc["questions"] if q["id"] in first]
     doc["name"] = "demo-tune-at-rank-1"
@@ -36,16 +36,16 @@ def saturated_night(demo_db, tmp_path_factory):
 def _ranks(rows) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for r in rows:
-        for q in (r["metrics"] or {}).get("per_query", []):
-            if q["level"] != "probe":
-                rank = q["first_rank"] if q["first_rank"] is not None else NOT_FOUND_RANK
-                out.setdefault(q["id"], []).append(min(rank, NOT_FOUND_RANK))
+        for q in (r.result.per_query if r.result is not None else ()):
+            if q.level != "probe":
+                rank = q.first_rank if q.first_rank is not None else NOT_FOUND_RANK
+                out.setdefault(q.id, []).append(min(rank, NOT_FOUND_RANK))
     return out
 
 
 def test_an_empty_night_says_how_many_questions_are_saturated_and_where_configs_disagreed(saturated_night):
     rows, gold = saturated_night["rows"], saturated_night["gold"]
-    assert not saturated_night["summary"]["path"], "the fixture night must keep nothing, or this checks nothing"
+    assert not saturated_night["summary"].path, "the fixture night must keep nothing, or this checks nothing"
     ranks = _ranks(rows)
     n = len(ranks)
     saturated = sorted(i for i, rs in ranks.items() if max(rs) == 1)
@@ -71,7 +71,7 @@ def test_an_empty_night_says_how_many_questions_are_saturated_and_where_configs_
     gap = json.loads(render(rep, "json"))["data"]["evidence_gap"]
     assert sorted(gap["saturated"]) == saturated and gap["answerable"] == n and gap["probes"] == 0
     assert [(d["spread"], d["id"]) for d in gap["disagreements"]] == spread[:10]
-    assert gap["configs"] == len({r["config_hash"] for r in rows if r["metrics"]})
+    assert gap["configs"] == len({r.config_hash for r in rows if r.result is not None})
     # the best gains seen carry the keep rule's paired p-value, and what the set could have detected
     assert gap["gains"] and all(0 < g["p_value"] <= 1 for g in gap["gains"])
     assert [g["delta"] for g in gap["gains"]] == sorted((g["delta"] for g in gap["gains"]), reverse=True)
@@ -84,7 +84,7 @@ def test_the_sweep_itself_warns_at_round_0_and_points_an_empty_night_at_the_repo
     s = saturated_night["summary"]
     assert [p for p in saturated_night["progress"] if p.startswith(f"warning: {CANNOT_DISCRIMINATE}: all ")]
     assert ("nothing kept; why, and which questions would decide: autoresearch report sweep "
-            f"--sweep {s['sweep']} --ledger {saturated_night['ledger']}") in format_summary(s, saturated_night["ledger"])
+            f"--sweep {s.sweep} --ledger {saturated_night['ledger']}") in format_summary(s, saturated_night["ledger"])
 
 
 def test_the_no_probes_fix_stands_in_a_set_without_probes(saturated_night):

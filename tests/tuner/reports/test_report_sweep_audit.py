@@ -11,6 +11,9 @@ from search_core.index.store import connect
 from tuner.sweep.rejected_audit import audit_data, audit_report, interaction_rules
 from tuner.cli import main
 from tuner.ledger.ledger import Ledger
+from tuner.evaluation.evaluate import EvalResult
+from tuner.ledger.round import Round
+from tuner.ledger.schema import RoundDecision
 from tuner.promotion.promote import decide_promotion
 from tuner.reports.sweep import sweep_report
 from tuner.reports import emit, render
@@ -39,7 +42,7 @@ def swept(demo_db, tmp_path_factory):
     hand_set_calibrations(p.cost_folder())
     sw = Sweep(p, lg, start=SearchConfig(rrf_k=60))
     s = sw.run()
-    promo = decide_promotion(sw.id, s["start_config"], s["final_config"], s["holdout"], demo_db, root / "runs")
+    promo = decide_promotion(sw.id, s.start_config, s.final_config, s.holdout, demo_db, root / "runs")
     lg.close()
     return {"root": root, "ledger": root / "ledger.sqlite", "runs": root / "runs", "sweep": sw.id, "summary": s,
             "promo": promo}
@@ -48,7 +51,7 @@ def swept(demo_db, tmp_path_factory):
 def test_morning_report_says_what_happened(swept):
     rep = sweep_report(swept["ledger"], None, swept["runs"])
     s = swept["summary"]
-    assert rep.verdict.startswith(f"tuning hit@5 {s['start']['hit@5']:.3f} -> {s['final']['hit@5']:.3f}")
+    assert rep.verdict.startswith(f"tuning hit@5 {s.start.hit5:.3f} -> {s.final.hit5:.3f}")
     assert "holdout hit@5" in rep.verdict and "p=" in rep.verdict and "95% CI" in rep.verdict
     assert ("promoted (#" in rep.verdict) == swept["promo"]["promoted"]
     if not swept["promo"]["promoted"]:
@@ -62,8 +65,8 @@ def test_morning_report_says_what_happened(swept):
     d = json.loads(render(rep, "json"))["data"]
     assert d["latency"]["calibrations"] and d["latency"]["median_ratio"] > 0
     assert d["rounds"] == 14 and sum(d["decisions"].values()) == 14 - len(d["kept"])
-    assert [k["round"] for k in d["kept"]] == [p["round"] for p in s["path"]]
-    assert d["holdout_flips"] == s["holdout"]["compare"]["flipped"]
+    assert [k["round"] for k in d["kept"]] == [p.round for p in s.path]
+    assert d["holdout_flips"] == [f.to_json() for f in s.holdout.compare.flipped]
 
 
 def test_a_threshold_round_in_a_set_with_probes_is_not_told_to_add_probes(swept):
@@ -127,29 +130,29 @@ def test_audit_lists_every_rejected_round_and_marks_retests(swept):
     lg = Ledger(swept["ledger"])
     rounds = lg.rounds(swept["sweep"])
     lg.close()
-    rejected = [r for r in rounds if r["decision"].startswith("rejected")]
+    rejected = [r for r in rounds if r.decision.startswith("rejected")]
     d = audit_data(swept["ledger"], swept["sweep"])
-    assert [x["round"] for x in d["rejected"]] == [r["round"] for r in rejected]
-    kept = [r for r in rounds if r["decision"] == "kept" and r["round"] > 0]
-    for x in d["rejected"]:
-        later = [k for k in kept if k["round"] > x["round"] and interaction_rules(x["variable"], k["variable"])]
-        assert x["worth_retest"] == bool(later)
+    assert [x.round for x in d.rejected] == [r.round for r in rejected]
+    kept = [r for r in rounds if r.decision == "kept" and r.round > 0]
+    for x in d.rejected:
+        later = [k for k in kept if k.round > x.round and interaction_rules(x.variable, k.variable)]
+        assert x.worth_retest == bool(later)
         # deltas and broken questions are against the baseline the round was judged on
-        base = next(r for r in rounds if r["config_hash"] == x["baseline_hash"] and r["decision"] == "kept")
-        cand = next(r for r in rounds if r["round"] == x["round"])
-        assert x["deltas"]["hit@5"] == round(cand["metrics"]["overall"]["hit@5"] - base["metrics"]["overall"]["hit@5"], 4)
-        if "broke" in x["reason"]:
-            assert x["broke"]
+        base = next(r for r in rounds if r.config_hash == x.baseline_hash and r.decision == "kept")
+        cand = next(r for r in rounds if r.round == x.round)
+        assert x.deltas["hit@5"] == round(cand.result.overall["hit@5"] - base.result.overall["hit@5"], 4)
+        if "broke" in x.reason:
+            assert x.broke
     rep = audit_report(swept["ledger"], swept["sweep"])
     assert rep.verdict.startswith(f"{len(rejected)} rejected rounds")
-    assert {s.heading.split(" (")[0] for s in rep.sections[:-1]} == {r["variable"] for r in rejected}
+    assert {s.heading.split(" (")[0] for s in rep.sections[:-1]} == {r.variable for r in rejected}
 
 
 def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
     import shutil
     ledger = tmp_path / "ledger.sqlite"
     shutil.copy(swept["ledger"], ledger)
-    marked = [x for x in audit_data(ledger, swept["sweep"])["rejected"] if x["worth_retest"]]
+    marked = [x for x in audit_data(ledger, swept["sweep"]).rejected if x.worth_retest]
     assert marked, "the fixture sweep must leave candidates worth re-testing, or this test checks nothing"
     rep = audit_report(ledger, swept["sweep"], do_retest=True, runs=tmp_path / "runs")
     res = rep.data["retest"]
@@ -157,30 +160,36 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
     lg = Ledger(ledger)
     new = lg.rounds(res["sweep"])
     lg.close()
-    assert new[0]["variable"] == "(start)"
+    assert new[0].variable == "(start)"
     # gated as the sweep gates: by a model fitted on the tuning set, not by the cosine alone
-    assert all("gate_probability" in q for q in new[0]["metrics"]["per_query"])
-    assert [r["reason"].split(":")[0] for r in new[1:]] == [f"retest of {swept['sweep']}#{x['round']}" for x in marked]
+    assert all(q.gate_probability is not None for q in new[0].result.per_query)
+    assert [r.reason.split(":")[0] for r in new[1:]] == [f"retest of {swept['sweep']}#{x.round}" for x in marked]
     # re-tested candidates are no longer marked, and the audit says where they were re-tested
-    again = audit_data(ledger, swept["sweep"])["rejected"]
-    retested = {x["round"] for x in marked}
-    assert not any(x["worth_retest"] for x in again if x["round"] in retested)
+    again = audit_data(ledger, swept["sweep"]).rejected
+    retested = {x.round for x in marked}
+    assert not any(x.worth_retest for x in again if x.round in retested)
     # a candidate marked now is marked because of a change the re-test itself kept
-    kept_now = {r["variable"] for r in new[1:] if r["decision"] == "kept"}
+    kept_now = {r.variable for r in new[1:] if r.decision == "kept"}
     for x in again:
-        if x["worth_retest"]:
-            assert any(f"kept in {res['sweep']}#" in w for w in x["retest_why"]) and kept_now, x
-    assert {x["retested_in"].split("#")[0] for x in again if x["retested_in"]} == {res["sweep"]}
+        if x.worth_retest:
+            assert any(f"kept in {res['sweep']}#" in w for w in x.retest_why) and kept_now, x
+    assert {x.retested_in.split("#")[0] for x in again if x.retested_in} == {res["sweep"]}
+
+
+def _charged_round(i: int, charge: dict | None) -> Round:
+    """A ledger round evaluated with this latency charge (None: a round that was not evaluated)."""
+    res = EvalResult.from_ledger({"overall": {"n": 1}, "latency_charge": charge}) if charge else None
+    return Round("s", i, "rrf_k", 60, 61, {}, "c", "b", None, res, None, RoundDecision.NO_GAIN, "r")
 
 
 def test_the_morning_report_flags_a_night_far_from_its_calibration():
     from tuner.reports.sweep import latency_drift
     cal = {"key": "k1", "embedder": "e5-small", "taken_at": "2026-12-01T00:00:00Z", "rerank_per_pair": {}}
-    rows = [{"metrics": {"latency_charge": {"by": "cost model", "calibration": cal, "measured_over_predicted": r}}}
-            for r in (2.4, 2.9, 3.1, 0.9)] + [{"metrics": {}}]
+    rows = [_charged_round(i, {"by": "cost model", "calibration": cal, "measured_over_predicted": r})
+            for i, r in enumerate((2.4, 2.9, 3.1, 0.9))] + [_charged_round(4, None)]
     d = latency_drift(rows)
-    assert d["drifted"] and d["median_ratio"] == 2.9 and d["rounds"] == 4
-    assert [c["key"] for c in d["calibrations"]] == ["k1"]
-    calm = latency_drift([{"metrics": {"latency_charge": {"by": "cost model", "calibration": cal,
-                                                          "measured_over_predicted": r}}} for r in (0.9, 1.1, 1.2)])
-    assert not calm["drifted"]
+    assert d.drifted and d.median_ratio == 2.9 and d.rounds == 4
+    assert [c.key for c in d.calibrations] == ["k1"]
+    calm = latency_drift([_charged_round(i, {"by": "cost model", "calibration": cal, "measured_over_predicted": r})
+                          for i, r in enumerate((0.9, 1.1, 1.2))])
+    assert not calm.drifted

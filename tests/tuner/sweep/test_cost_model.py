@@ -1,5 +1,6 @@
 """The cost model: counted work, predicted latency, decisions that never read the clock."""
 
+import dataclasses
 import json
 import random
 import time
@@ -215,10 +216,10 @@ def test_a_sweep_decides_alike_however_the_clock_runs(demo_index, tmp_path, monk
     monkeypatch.setattr(time, "perf_counter", jittery)
     second, b = _sweep(demo_index, tmp_path, "b.sqlite")
     monkeypatch.undo()
-    assert [(r["variable"], r["new"], r["decision"], r["objective"]) for r in b] == \
-           [(r["variable"], r["new"], r["decision"], r["objective"]) for r in a]
-    assert any(r["variable"] == "depth" and r["metrics"] for r in a)          # a round with new channel lists
-    measured = lambda rows: [r["metrics"]["latency_charge"]["p95_measured"] for r in rows if r["metrics"]]
+    assert [(r.variable, r.new, r.decision, r.objective) for r in b] == \
+           [(r.variable, r.new, r.decision, r.objective) for r in a]
+    assert any(r.variable == "depth" and r.result for r in a)          # a round with new channel lists
+    measured = lambda rows: [r.result.latency_charge["p95_measured"] for r in rows if r.result]
     assert measured(b) != measured(a)                                          # the stopwatch did differ
     assert any("stored calibration" in e for e in second.bench.cost_events)   # reused, not re-measured
 
@@ -228,18 +229,17 @@ def test_every_decision_is_recomputed_from_the_ledger_alone(demo_index, tmp_path
     from tuner.evaluation.score import ScoreConfig
     sw, rows = _sweep(demo_index, tmp_path, "l.sqlite")
     replay = replay_decisions(rows, sw.p.rule(), ScoreConfig())
-    assert replay and all(x["agrees"] for x in replay), replay
-    assert [x["objective"] for x in replay] == [r["objective"] for r in rows if r["round"] in
-                                                {x["round"] for x in replay}]
+    assert replay and all(x.agrees for x in replay), replay
+    assert [x.objective for x in replay] == [r.objective for r in rows if r.round in {x.round for x in replay}]
     # the replay reads the recorded work: charge one round's questions with ten million more vector rows each
     # to scan (the dense search's cost per row is the median of measured searches: above 0 for any embedder)
     first = replay[0]
-    row = next(r for r in rows if r["round"] == first["round"])
-    for q in row["metrics"]["per_query"]:
-        q["work"]["dense_rows"] += 10_000_000
-    again = next(x for x in replay_decisions(rows, sw.p.rule(), ScoreConfig()) if x["round"] == first["round"])
-    assert again["objective"] < first["objective"] - 10          # seconds more per search: the speed points go
-    assert again["recomputed"] != "kept"
+    row = next(r for r in rows if r.round == first.round)
+    for q in row.result.per_query:
+        q.work["dense_rows"] += 10_000_000
+    again = next(x for x in replay_decisions(rows, sw.p.rule(), ScoreConfig()) if x.round == first.round)
+    assert again.objective < first.objective - 10          # seconds more per search: the speed points go
+    assert again.recomputed != "kept"
 
 
 def test_a_resumed_sweep_keeps_its_calibration_and_refuses_a_new_one(demo_index, tmp_path):
@@ -247,13 +247,13 @@ def test_a_resumed_sweep_keeps_its_calibration_and_refuses_a_new_one(demo_index,
     from tuner.ledger.ledger import Ledger
     from tuner.sweep.loop import Sweep
     sw, rows = _sweep(demo_index, tmp_path, "r.sqlite")
-    key = rows[0]["metrics"]["latency_charge"]["calibration"]["key"]
+    key = rows[0].result.latency_charge["calibration"]["key"]
     (tmp_path / "cost-model" / f"{key}.json").unlink()          # the store is gone; the ledger has it
     lg = Ledger(tmp_path / "r.sqlite", create=False)
     again = Sweep(dataclasses.replace(sw.p, rounds=8), lg, sweep_id=sw.id)
     again.run()
     assert again.bench.cost_events == []                          # charged from the ledger: nothing calibrated
-    assert {r["metrics"]["latency_charge"]["calibration"]["key"] for r in lg.rounds(sw.id) if r["metrics"]} == {key}
+    assert {r.result.latency_charge["calibration"]["key"] for r in lg.rounds(sw.id) if r.result} == {key}
     with pytest.raises(SearchCoreError, match="keeps the cost calibration"):
         Sweep(dataclasses.replace(sw.p, recalibrate=True), lg, sweep_id=sw.id)
 
@@ -263,26 +263,24 @@ def test_the_retest_runs_a_round_as_the_sweep_did(demo_index, tmp_path, monkeypa
     it must come out exactly as the sweep decided it (one round runner, one rule, one grid)."""
     from tuner.sweep import rejected_audit as audit_rejected
     sw, rows = _sweep(demo_index, tmp_path, "t.sqlite", rounds=10)
-    last_kept = max(r["round"] for r in rows if r["decision"] == "kept")
-    target = next((r for r in rows if r["round"] > last_kept and r["metrics"]), None)
+    last_kept = max(r.round for r in rows if r.decision == "kept")
+    target = next((r for r in rows if r.round > last_kept and r.result), None)
     if target is None:
         pytest.skip("this seed kept its last round; no rejected round shares today's baseline")
     real = audit_rejected.audit_data
 
     def marked(*a, **kw):
         d = real(*a, **kw)
-        for x in d["rejected"]:
-            x["worth_retest"] = x["round"] == target["round"]
-        return d
+        return dataclasses.replace(d, rejected=tuple(dataclasses.replace(x, worth_retest=x.round == target.round)
+                                                     for x in d.rejected))
 
     monkeypatch.setattr(audit_rejected, "audit_data", marked)
     monkeypatch.setenv("AUTORESEARCH_RUNS", str(tmp_path / "no-runs"))
     out = audit_rejected.retest(tmp_path / "t.sqlite", sw.id, runs=tmp_path / "no-runs")
-    assert out["tested"] == 1
+    assert out.tested == 1
     from tuner.ledger.ledger import Ledger
-    row = Ledger(tmp_path / "t.sqlite", create=False).rounds(out["sweep"])[1]
-    assert (row["decision"], row["objective"], row["config"]) == (target["decision"], target["objective"],
-                                                                  target["config"])
+    row = Ledger(tmp_path / "t.sqlite", create=False).rounds(out.sweep)[1]
+    assert (row.decision, row.objective, row.config) == (target.decision, target.objective, target.config)
 
 
 @pytest.mark.parametrize("damage", [
@@ -342,9 +340,9 @@ def test_a_sweep_over_a_damaged_stored_calibration_retakes_it_with_a_warning(dem
     sw.run()
     assert any("warning" in e and "cannot be used" in e and "taking a new calibration" in e
                for e in sw.bench.cost_events), sw.bench.cost_events
-    rows = [r for r in lg.rounds(sw.id) if r["metrics"]]
-    assert rows and all(r["objective"] is not None and r["objective"] == r["objective"] for r in rows)
-    used = rows[0]["metrics"]["latency_charge"]["calibration"]
+    rows = [r for r in lg.rounds(sw.id) if r.result]
+    assert rows and all(r.objective is not None and r.objective == r.objective for r in rows)
+    used = rows[0].result.latency_charge["calibration"]
     assert used["key"] == key and used["taken_at"] != "hand-set (tests)"
     assert all(0 <= v < float("inf") for v in used["units"].values())
     assert store.get(used["key"]) == Calibration.from_json(used)          # the file was replaced by the new one

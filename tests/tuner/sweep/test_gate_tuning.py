@@ -60,17 +60,17 @@ def test_fit_threshold_reads_the_probability_when_asked():
 def test_gate_rounds_tune_the_models_probability_threshold(demo_index, tmp_path):
     summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 6)
     start = rounds[0]
-    assert start["config"]["gate_threshold"] is not None                 # the fitted model's own threshold
-    assert all("gate_probability" in q for q in start["metrics"]["per_query"])
-    cosine = [r for r in rounds[1:] if r["variable"] == "threshold"]
-    assert len(cosine) == 1 and cosine[0]["decision"] == "unavailable"    # the model decides, not the cosine
-    assert "gate model" in cosine[0]["reason"]
-    gate = [r for r in rounds[1:] if r["variable"] == "gate_threshold"]
-    assert len(gate) >= 3 and all(r["decision"] not in ("unavailable", "crashed") for r in gate)
+    assert start.config["gate_threshold"] is not None                 # the fitted model's own threshold
+    assert all(q.gate_probability is not None for q in start.result.per_query)
+    cosine = [r for r in rounds[1:] if r.variable == "threshold"]
+    assert len(cosine) == 1 and cosine[0].decision == "unavailable"    # the model decides, not the cosine
+    assert "gate model" in cosine[0].reason
+    gate = [r for r in rounds[1:] if r.variable == "gate_threshold"]
+    assert len(gate) >= 3 and all(r.decision not in ("unavailable", "crashed") for r in gate)
     for r in gate:      # the ledger's gate numbers are the model's decisions at the round's threshold
-        per = r["metrics"]["per_query"]
-        assert all(q["inject"] == (q["gate_probability"] >= r["new"]) for q in per), r["new"]
-        assert r["metrics"]["gate"]["probes_injected"] == sum(q["inject"] for q in per if q["level"] == "probe")
+        per = r.result.per_query
+        assert all(q.inject == (q.gate_probability >= r.new) for q in per), r.new
+        assert r.result.gate["probes_injected"] == sum(q.inject for q in per if q.level == "probe")
 
 
 def test_gate_threshold_rounds_without_probes_are_unavailable(demo_mini_index, tmp_path):
@@ -82,8 +82,8 @@ def test_gate_threshold_rounds_without_probes_are_unavailable(demo_mini_index, t
     summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 4, gold=gold)
     # no probes, so nothing to fit on: the shipped default decides, at its own threshold, as in `search`
     from search_core.gate.model import DEFAULT_GATE_FILE, DEFAULT_GATE_SOURCE, load_gate
-    assert rounds[0]["config"]["gate_threshold"] == round(load_gate(DEFAULT_GATE_FILE).threshold, 2)
-    assert {q["gate"]["source"] for q in rounds[0]["metrics"]["per_query"]} == {DEFAULT_GATE_SOURCE}
-    by_var = {r["variable"]: r for r in rounds[1:]}
-    assert by_var["gate_threshold"]["decision"] == "unavailable" and "no probes" in by_var["gate_threshold"]["reason"]
+    assert rounds[0].config["gate_threshold"] == round(load_gate(DEFAULT_GATE_FILE).threshold, 2)
+    assert {q.gate["source"] for q in rounds[0].result.per_query} == {DEFAULT_GATE_SOURCE}
+    by_var = {r.variable: r for r in rounds[1:]}
+    assert by_var["gate_threshold"].decision == "unavailable" and "no probes" in by_var["gate_threshold"].reason
     assert len(rounds) == 3                                               # each logged once, then the space is spent

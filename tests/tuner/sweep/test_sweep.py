@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import shutil
@@ -12,9 +13,9 @@ from click.testing import CliRunner
 
 from search_core.index.store import connect, get_meta
 from tuner.cli import main
-from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.ledger import Ledger
 from tuner.sweep.loop import Sweep, SweepParams
+from tuner.sweep.summary import HoldoutCheck, SweepSummary
 from tuner.sweep.evidence import left_top5
 from tuner.sweep.workbench import IndexVerificationError, Workbench, verify_index
 from tests.helpers import DEMO_VAULT, ROOT, decisions
@@ -52,33 +53,42 @@ def run_sweep(tmp_path, demo_index, space_text, rounds, seed=0, holdout=None, le
 
 def test_sweep_keeps_and_rejects_with_reasons_and_reports_holdout(demo_index, tmp_path):
     sw, summary, rounds = run_sweep(tmp_path, demo_index, FUSION_SPACE, 25, holdout=HOLD)
-    assert [r["round"] for r in rounds] == list(range(26))
-    assert rounds[0]["variable"] == "(start)" and rounds[0]["decision"] == "kept"
-    decisions = {r["decision"] for r in rounds[1:]}
+    assert [r.round for r in rounds] == list(range(26))
+    assert rounds[0].variable == "(start)" and rounds[0].decision == "kept"
+    decisions = {r.decision for r in rounds[1:]}
     assert decisions & {"rejected:no_gain", "rejected:hit5_regressed"}
-    assert all(r["reason"] for r in rounds)
+    assert all(r.reason for r in rounds)
     # one variable at a time: each candidate differs from its baseline in exactly the named variable
-    by_hash = {r["config_hash"]: r["config"] for r in rounds}
+    by_hash = {r.config_hash: r.config for r in rounds}
     for r in rounds[1:]:
-        if r["decision"] == "unavailable":      # the cosine threshold while a gate model decides: nothing moved
+        if r.decision == "unavailable":      # the cosine threshold while a gate model decides: nothing moved
             continue
-        base = by_hash[r["baseline_hash"]]
-        diff = {k for k in base if base[k] != r["config"][k]}
-        assert diff == {r["variable"]}, (r["variable"], diff)
+        base = by_hash[r.baseline_hash]
+        diff = {k for k in base if base[k] != r.config[k]}
+        assert diff == {r.variable}, (r.variable, diff)
     # no candidate evaluated twice against the same baseline
-    seen = [(r["baseline_hash"], r["variable"], json.dumps(r["new"])) for r in rounds[1:]]
+    seen = [(r.baseline_hash, r.variable, json.dumps(r.new)) for r in rounds[1:]]
     assert len(seen) == len(set(seen))
     # kept rounds never lost a question from the top 5 against their baseline; hit@5 rejections did
-    kept = {r["config_hash"]: EvalResult.from_ledger(r["metrics"]) for r in rounds if r["decision"] == "kept"}
+    kept = {r.config_hash: r.result for r in rounds if r.decision == "kept"}
     for r in rounds[1:]:
-        if r["decision"] == "kept":
-            assert not left_top5(kept[r["baseline_hash"]], EvalResult.from_ledger(r["metrics"])), r["reason"]
-            assert r["metrics"]["overall"]["hit@5"] >= kept[r["baseline_hash"]].overall["hit@5"]
-        if r["decision"] == "rejected:hit5_regressed":
-            assert left_top5(kept[r["baseline_hash"]], EvalResult.from_ledger(r["metrics"])), r["reason"]
-    h = summary["holdout"]
-    assert h["gold"] == "demo-holdout" and "p_value" in h["compare"]["metrics"]["hit@5"]
-    assert isinstance(h["holdout_regressed"], bool)
+        if r.decision == "kept":
+            assert not left_top5(kept[r.baseline_hash], r.result), r.reason
+            assert r.result.overall["hit@5"] >= kept[r.baseline_hash].overall["hit@5"]
+        if r.decision == "rejected:hit5_regressed":
+            assert left_top5(kept[r.baseline_hash], r.result), r.reason
+    h = summary.holdout
+    assert h.gold == "demo-holdout" and 0 <= h.compare.metrics["hit@5"].p_value <= 1
+    assert isinstance(h.holdout_regressed, bool)
+    # the ledger keeps both as JSON text (the holdout's under the hash chain): they read back into records that
+    # write the same text
+    conn = connect(tmp_path / "ledger.sqlite", readonly=True)
+    (held,) = conn.execute("SELECT result FROM holdout").fetchone()
+    (kept,) = conn.execute("SELECT summary FROM sweeps").fetchone()
+    conn.close()
+    assert json.dumps(HoldoutCheck.from_json(json.loads(held)).to_json(), ensure_ascii=False) == held
+    assert json.dumps(SweepSummary.from_json(json.loads(kept)).to_json(), ensure_ascii=False) == kept
+    assert kept == json.dumps(dataclasses.replace(summary, status=None).to_json(), ensure_ascii=False)
 
 
 @pytest.mark.slow
@@ -99,24 +109,24 @@ def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twi
         sw.run()
         runs.append(lg.rounds(sw.id))
     rounds = runs[0]
-    by_new = {r["new"]: r for r in rounds[1:]}
+    by_new = {r.new: r for r in rounds[1:]}
     minilm = by_new["minilm-l6"]
-    assert minilm["decision"] in {"kept", "rejected:hit5_regressed", "rejected:no_gain"}
-    assert minilm["config"]["threshold"] != rounds[0]["config"]["threshold"]    # the gate was re-fitted
+    assert minilm.decision in {"kept", "rejected:hit5_regressed", "rejected:no_gain"}
+    assert minilm.config["threshold"] != rounds[0].config["threshold"]    # the gate was re-fitted
     # charged with minilm's own unit costs (calibrated when its index was built), not e5's
-    charge, start_charge = minilm["metrics"]["latency_charge"], rounds[0]["metrics"]["latency_charge"]
+    charge, start_charge = minilm.result.latency_charge, rounds[0].result.latency_charge
     assert charge["by"] == "cost model" and charge["calibration"]["embedder"] == "minilm-l6"
     assert start_charge["calibration"]["embedder"] == "e5-small"
     assert charge["calibration"]["key"] != start_charge["calibration"]["key"]
     # ...and the gate model too, for minilm's own scores: the round is judged with it
     model = sw.bench.gate_models[("minilm-l6", "none")]
     assert model is not None and model.fingerprint["embedder"]["name"] == "minilm-l6"
-    assert minilm["config"]["gate_threshold"] is not None
-    assert all("gate_probability" in q for q in minilm["metrics"]["per_query"])
-    assert by_new["BAAI/bge-m3"]["decision"] == "unavailable"
-    assert "huggingface-cli download BAAI/bge-m3" in by_new["BAAI/bge-m3"]["reason"]
-    assert by_new["BAAI/bge-reranker-base"]["decision"] == "unavailable"
-    key = lambda rows: [(r["variable"], r["new"], r["decision"]) for r in rows]
+    assert minilm.config["gate_threshold"] is not None
+    assert all(q.gate_probability is not None for q in minilm.result.per_query)
+    assert by_new["BAAI/bge-m3"].decision == "unavailable"
+    assert "huggingface-cli download BAAI/bge-m3" in by_new["BAAI/bge-m3"].reason
+    assert by_new["BAAI/bge-reranker-base"].decision == "unavailable"
+    key = lambda rows: [(r.variable, r.new, r.decision) for r in rows]
     assert key(runs[0]) == key(runs[1])
     # the minilm index is its own file, built by minilm alone; the e5 index was never touched
     minilm_db = next(index_dir.glob("minilm-l6-*.sqlite"))
@@ -125,7 +135,7 @@ def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twi
     # swapping back to a model costs a fraction of the first time: cache + incremental index
     wb = Workbench(demo_mini_index, vault=str(vault), index_dir=str(index_dir))
     _, again = wb.searcher_for("minilm-l6")
-    assert again < max(minilm["reindex_s"], 1.0)
+    assert again < max(minilm.reindex_s, 1.0)
 
 
 def test_verify_index_catches_a_mixed_index(small_index_e5):
@@ -169,26 +179,30 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index_e5, tmp_path, tim
     lg = Ledger(ledger)
     sid = lg.sweep()["id"]
     before = lg.rounds(sid)
-    assert [r["round"] for r in before] == list(range(len(before)))        # no gap, no half row
+    assert [r.round for r in before] == list(range(len(before)))        # no gap, no half row
     r = subprocess.run(args[:4] + ["--db", str(demo_index_e5), "--gold", p.gold, "--ledger", str(ledger), "--resume", sid],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     after = Ledger(ledger).rounds(sid)
-    assert [x["round"] for x in after] == list(range(p.rounds + 1))
+    assert [x.round for x in after] == list(range(p.rounds + 1))
     assert decisions(after[:len(before)]) == decisions(before)
-    resumed_timed = {x["variable"] for x in after[len(before):]
-                     if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    resumed_timed = {x.variable for x in after[len(before):]
+                     if _charge(x).get("p95_measured") is not None}
     assert resumed_timed >= {"depth"}, decisions(after)          # the resumed process timed rounds itself
-    killed_timed = {x["variable"] for x in before
-                     if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    killed_timed = {x.variable for x in before
+                     if _charge(x).get("p95_measured") is not None}
     assert killed_timed >= {"depth"}, decisions(before)           # and so did the killed one
-    timed = {x["variable"] for x in after if x["metrics"].get("latency_charge", {}).get("p95_measured") is not None}
+    timed = {x.variable for x in after if _charge(x).get("p95_measured") is not None}
     assert timed >= {"depth", "rerank_depth"}, decisions(after)
     # charged with one calibration throughout, the one the uninterrupted sweep took
-    keys = {x["metrics"]["latency_charge"]["calibration"]["key"] for x in after if x["metrics"]}
-    assert keys == {x["metrics"]["latency_charge"]["calibration"]["key"] for x in timed_sweep.rounds if x["metrics"]}
+    keys = {x.result.latency_charge["calibration"]["key"] for x in after if x.result}
+    assert keys == {x.result.latency_charge["calibration"]["key"] for x in timed_sweep.rounds if x.result}
     # the resumed sweep made the same decisions an uninterrupted one makes
     assert decisions(after) == decisions(timed_sweep.rounds)
+
+
+def _charge(r) -> dict:
+    return (r.result.latency_charge or {}) if r.result is not None else {}
 
 
 def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):
@@ -208,8 +222,8 @@ def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):
                                   "--json", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     lg = Ledger(led)
-    last_kept = [x for x in lg.rounds(lg.sweep()["id"]) if x["decision"] == "kept"][-1]
-    assert json.loads(r.output)["config_hash"] == last_kept["config_hash"]
+    last_kept = [x for x in lg.rounds(lg.sweep()["id"]) if x.decision == "kept"][-1]
+    assert json.loads(r.output)["config_hash"] == last_kept.config_hash
 
 
 def test_a_verb_on_a_full_disk_says_so_and_keeps_the_file_it_would_replace(demo_index, tmp_path):

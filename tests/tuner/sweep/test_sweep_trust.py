@@ -21,9 +21,9 @@ def test_rerank_depth_without_a_reranker_is_no_gain_without_a_timing_contest(dem
     _, rounds = sweep(tmp_path, demo_index, '[rerank_depth]\nkind = "int"\nlow = 5\nhigh = 50\nstep = 5\n', 4)
     assert len(rounds) == 5
     for r in rounds[1:]:
-        assert r["decision"] == "rejected:no_gain", r
-        assert "with reranker none, rerank_depth changes no ranked list" in r["reason"]
-        assert r["metrics"] == {} and r["objective"] is None        # nothing was timed or scored
+        assert r.decision == "rejected:no_gain", r
+        assert "with reranker none, rerank_depth changes no ranked list" in r.reason
+        assert r.result is None and r.objective is None        # nothing was timed or scored
 
 
 def test_threshold_rounds_without_probes_are_unavailable_with_the_fix(demo_index, tmp_path):
@@ -35,11 +35,11 @@ def test_threshold_rounds_without_probes_are_unavailable_with_the_fix(demo_index
     space = ('[threshold]\nkind = "float"\nlow = 0.4\nhigh = 0.95\nstep = 0.005\n'
              '[w_sparse]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.05\n')
     summary, rounds = sweep(tmp_path, demo_index, space, 6, gold=gold)
-    thr = [r for r in rounds[1:] if r["variable"] == "threshold"]
-    assert len(thr) == 1 and thr[0]["decision"] == "unavailable"          # logged once, then skipped
-    assert "no probes" in thr[0]["reason"] and "level: probe" in thr[0]["reason"]
-    assert summary["final_config"]["threshold"] == summary["start_config"]["threshold"]
-    assert all(r["variable"] == "w_sparse" for r in rounds[2:])
+    thr = [r for r in rounds[1:] if r.variable == "threshold"]
+    assert len(thr) == 1 and thr[0].decision == "unavailable"          # logged once, then skipped
+    assert "no probes" in thr[0].reason and "level: probe" in thr[0].reason
+    assert summary.final_config["threshold"] == summary.start_config["threshold"]
+    assert all(r.variable == "w_sparse" for r in rounds[2:])
 
 
 def test_a_cached_reranker_is_charged_per_pair_like_a_cold_one(demo_index, rerank_server, tmp_path):
@@ -70,11 +70,11 @@ def test_three_identical_crashes_stop_the_sweep(demo_index, tmp_path):
 
     space = '[depth]\nkind = "int"\nlow = 10\nhigh = 100\nstep = 10\n'
     summary, rounds = sweep(tmp_path, db, space, 10, progress=progress)
-    crashed = [r for r in rounds if r["decision"] == "crashed"]
+    crashed = [r for r in rounds if r.decision == "crashed"]
     # rounds whose channel lists are cached (a depth tried before) still run; the first 3 that need the
     # index crash, and the sweep stops right there
-    assert len(crashed) == 3 and [r["decision"] for r in rounds[-3:]] == ["crashed"] * 3
-    assert summary["status"].startswith("stopped: crash loop") and "disappeared" in summary["status"]
+    assert len(crashed) == 3 and [r.decision for r in rounds[-3:]] == ["crashed"] * 3
+    assert summary.status.startswith("stopped: crash loop") and "disappeared" in summary.status
 
 
 @pytest.mark.slow
@@ -89,17 +89,17 @@ def test_the_demo_space_gives_the_same_decisions_twice_timed_rounds_included(tim
     sw = Sweep(timed_sweep.params, lg, start=load_config(timed_sweep.start))
     sw.run()
     b = lg.rounds(sw.id)
-    timed = [r for r in a[1:] if r["metrics"] and r["metrics"]["latency_charge"]["kind"] != "fusion"]
-    assert {r["variable"] for r in timed} >= {"rerank_depth", "reranker", "depth"}, decisions(a)
+    timed = [r for r in a[1:] if r.result and r.result.latency_charge["kind"] != "fusion"]
+    assert {r.variable for r in timed} >= {"rerank_depth", "reranker", "depth"}, decisions(a)
     # every evaluated round is charged by the cost model; the stopwatch rides along and decides nothing
     for r in a:
-        if r["metrics"]:
-            ch = r["metrics"]["latency_charge"]
-            assert ch["by"] == "cost model" and ch["p95_predicted"] == r["metrics"]["latency_ms"]["p95"], ch
+        if r.result:
+            ch = r.result.latency_charge
+            assert ch["by"] == "cost model" and ch["p95_predicted"] == r.result.p95_ms, ch
             assert ch["p95_measured"] is not None
     # the two runs were charged alike: the second found the first's calibration under the runs folder
-    assert [r["metrics"]["latency_ms"]["p95"] for r in a if r["metrics"]] == \
-           [r["metrics"]["latency_ms"]["p95"] for r in b if r["metrics"]]
+    assert [r.result.p95_ms for r in a if r.result] == \
+           [r.result.p95_ms for r in b if r.result]
     assert decisions(a) == decisions(b)
 
 
@@ -131,7 +131,7 @@ def test_resume_refuses_a_moved_harness_and_honours_rounds(demo_index, tmp_path)
     # --rounds 119 is honoured on resume (it was ignored as "the default"); 3 here keeps the test short
     r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "3", "--json"])
     assert r.exit_code == 0, r.output
-    assert [x["round"] for x in Ledger(led).rounds(sid)] == [0, 1, 2, 3]
+    assert [x.round for x in Ledger(led).rounds(sid)] == [0, 1, 2, 3]
     gold.write_text(TUNE.read_text(encoding="utf-8").replace("김치찌개 레시피", "김치찌개 만드는 법"), encoding="utf-8")
     r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "5"])
     assert r.exit_code != 0 and "the gold (tuning) set" in r.output and "changed" in r.output

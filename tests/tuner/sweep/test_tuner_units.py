@@ -1,10 +1,14 @@
+import dataclasses
+
 import pytest
 import sqlean
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config
 from tuner.sweep.keep_rule import Rule, decide
-from tuner.ledger.ledger import DECISIONS, Ledger
+from tuner.ledger.ledger import Ledger
+from tuner.ledger.round import Round
+from tuner.ledger.schema import DECISIONS, RoundDecision
 from tuner.sweep.propose import propose
 from tuner.sweep.space import Variable, load_space
 from tuner.promotion.config_toml import config_toml
@@ -66,18 +70,17 @@ def test_threshold_rounds_are_judged_on_the_gate():
 def test_ledger_is_append_only_with_a_closed_vocabulary(tmp_path):
     lg = Ledger(tmp_path / "l.sqlite")
     lg.new_sweep("s1", {"x": 1}, {"w_dense": 0.3})
-    row = {"round": 1, "variable": "rrf_k", "old": 60, "new": 20, "config": {}, "config_hash": "h",
-           "baseline_hash": "b", "metrics": {}, "decision": "kept", "reason": "r"}
-    lg.append_round("s1", row)
+    row = Round("s1", 1, "rrf_k", 60, 20, {}, "h", "b", None, None, None, RoundDecision.KEPT, "r")
+    lg.append_round(row)
     with pytest.raises(ValueError, match="not one of"):
-        lg.append_round("s1", {**row, "round": 2, "decision": "maybe"})
+        lg.append_round(dataclasses.replace(row, round=2, decision="maybe"))
     with pytest.raises(sqlean.IntegrityError, match="append-only"):
         lg.conn.execute("UPDATE rounds SET decision = 'crashed'")
     with pytest.raises(sqlean.IntegrityError, match="append-only"):
         lg.conn.execute("DELETE FROM rounds")
     with pytest.raises(sqlean.IntegrityError, match="UNIQUE constraint failed: rounds.sweep, rounds.round"):
-        lg.append_round("s1", row)
-    assert [r["new"] for r in lg.rounds("s1")] == [20]
+        lg.append_round(row)
+    assert [r.new for r in lg.rounds("s1")] == [20]
     assert set(DECISIONS) == {"kept", "rejected:hit5_regressed", "rejected:no_gain", "rejected:level_guard",
                               "rejected:latency_budget", "unavailable", "crashed"}
 

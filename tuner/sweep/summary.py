@@ -1,0 +1,108 @@
+"""What a sweep hands back when it ends: its summary and the holdout check, as records.
+
+Both become JSON only at the edges: the ledger stores the summary with the sweep and the holdout check in
+its own chained row (so `to_json` writes exactly the text the chain covers), `sweep --json` prints the
+summary, and `from_json` reads either back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tuner.evaluation.compare import Comparison
+
+HIT5 = "hit@5"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One config's figures on one question set: hit@5, the sweep's objective, and (on the holdout) MRR."""
+    hit5: float | None
+    objective: str
+    value: float | None               # the objective's value
+    mrr: float | None = None
+    with_mrr: bool = False            # the holdout's figures carry MRR; the tuning set's do not
+
+    def to_json(self) -> dict:
+        return {HIT5: self.hit5, **({"mrr": self.mrr} if self.with_mrr else {}), self.objective: self.value}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Figures":
+        # the objective is the key that is neither hit@5 nor MRR; a sweep that maximised one of those wrote
+        # it under that key, with the same value (promotion reads the objective the same way)
+        objective = next((k for k in d if k not in (HIT5, "mrr")), "mrr" if "mrr" in d else HIT5)
+        return cls(d.get(HIT5), objective, d.get(objective), d.get("mrr"), "mrr" in d)
+
+
+@dataclass(frozen=True)
+class HoldoutCheck:
+    """The starting and the final config on the holdout set, with the paired test: did the gain carry over?"""
+    gold: str
+    start: Figures
+    final: Figures
+    tuning_gain: float
+    holdout_gain: float
+    holdout_regressed: bool
+    within_noise: bool                # every metric's difference is within noise
+    compare: Comparison
+
+    def to_json(self) -> dict:
+        return {"gold": self.gold, "start": self.start.to_json(), "final": self.final.to_json(),
+                "tuning_gain": self.tuning_gain, "holdout_gain": self.holdout_gain,
+                "holdout_regressed": self.holdout_regressed, "within_noise": self.within_noise,
+                "compare": self.compare.to_json()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "HoldoutCheck":
+        return cls(d["gold"], Figures.from_json(d["start"]), Figures.from_json(d["final"]), d["tuning_gain"],
+                   d["holdout_gain"], d["holdout_regressed"], d["within_noise"], Comparison.from_json(d["compare"]))
+
+
+@dataclass(frozen=True)
+class KeptStep:
+    """One kept round on the way from the start to the final config."""
+    round: int
+    variable: str
+    old: Any
+    new: Any
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"round": self.round, "variable": self.variable, "old": self.old, "new": self.new,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    sweep: str
+    rounds: int                       # rounds after the starting point
+    decisions: dict[str, int]         # the ledger's decision word -> rounds so decided
+    start_config: dict
+    final_config: dict
+    start: Figures                    # on the tuning set
+    final: Figures
+    path: tuple[KeptStep, ...]
+    holdout: HoldoutCheck | None = None
+    status: str | None = None         # how the run ended; the ledger keeps it beside the summary, not in it
+
+    @property
+    def objective(self) -> str:
+        return self.start.objective
+
+    def to_json(self) -> dict:
+        return {"sweep": self.sweep, "rounds": self.rounds, "decisions": dict(self.decisions),
+                "start_config": self.start_config, "final_config": self.final_config,
+                "start": self.start.to_json(), "final": self.final.to_json(), "path": [s.to_json() for s in self.path],
+                **({"holdout": self.holdout.to_json()} if self.holdout is not None else {}),
+                **({"status": self.status} if self.status is not None else {})}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SweepSummary":
+        return cls(d["sweep"], d["rounds"], dict(d["decisions"]), d["start_config"], d["final_config"],
+                   Figures.from_json(d["start"]), Figures.from_json(d["final"]),
+                   tuple(KeptStep(**s) for s in d["path"]),
+                   HoldoutCheck.from_json(d["holdout"]) if d.get("holdout") else None, d.get("status"))
+
+    def ended(self, status: str) -> "SweepSummary":
+        return replace(self, status=status)
