@@ -458,6 +458,42 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
                               "questions": n_q}
         print(f"[{target}] gold make {out['gold_make']['wall_s']} s; sweep, 1 round: {m.wall_s} s", flush=True)
 
+    if "resume" in stages:
+        # a full build killed (SIGKILL: no clean-up runs) once ~half its vectors are in the cache, then run
+        # again: how much of the embedding it redoes, and whether the index it left is whole
+        cache = db.parent / "resume-cache.sqlite"
+        for p in db.parent.glob("resume-cache.sqlite*"):
+            p.unlink()
+        target_db = db.parent / "resume.sqlite"
+        cmd = cli("index", str(vault), "--db", str(target_db), "--full", "--embedder", emb, "--cache", str(cache), "--json")
+        want = out["vectors"] // 2
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        have = 0
+        while proc.poll() is None:
+            time.sleep(1.0)
+            if cache.exists():
+                try:
+                    c = connect(cache, readonly=True)
+                    have = c.execute("SELECT count(*) FROM vectors").fetchone()[0]
+                    c.close()
+                except Exception:
+                    continue
+            if have >= want:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                break
+        killed_at = time.perf_counter() - t0
+        left = sorted(p.name for p in db.parent.glob("resume.sqlite*"))
+        m = run(cmd, env)
+        r = json.loads(m.stdout)
+        out["resume"] = {"killed_after_s": round(killed_at, 1), "cached_when_killed": have, "files_left": left,
+                         "rerun_embedded": r["embedded"], "rerun_chunks": r["chunks"], "rerun_wall_s": m.wall_s,
+                         "rerun_cpu_s": m.cpu_s, "load": m.load}
+        print(f"[{target}] killed at {killed_at:.0f} s with {have} vectors cached; the rerun embedded "
+              f"{r['embedded']} of {out['vectors']} in {m.wall_s} s", flush=True)
+
     if "serve" in stages:
         rows = []
         for i in range(max(2, runs)):
@@ -556,6 +592,61 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=80)
 
 
+def _fmt(v, digits=3) -> str:
+    return "–" if v is None else f"{v:,.{digits}g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def table(results: dict) -> str:
+    """The Markdown table of BENCHMARKS.md (scale): one column per size, and the cost per added 100,000
+    chunks between the two largest sizes (the slope a reader can extrapolate their own vault with)."""
+    sizes = sorted(results["sizes"].values(), key=lambda r: r["chunks"])
+
+    def wc(r, base):      # "wall (CPU)"
+        w, c = _get(r, base + ("wall_s", "median")) or _get(r, base + ("wall_s",)), \
+            _get(r, base + ("cpu_s", "median")) or _get(r, base + ("cpu_s",))
+        return None if w is None else f"{_fmt(w)} ({_fmt(c)})"
+
+    def stage(name):
+        return lambda r: _get(r, ("build", "stages", name, "cpu_s", "median"))
+
+    rows = [
+        ("chunks / vectors / notes", lambda r: f"{r['chunks']:,} / {r['vectors']:,} / {r['notes']:,}", None),
+        ("full build, s wall (CPU)", lambda r: wc(r, ("build",)), lambda r: _get(r, ("build", "cpu_s", "median"))),
+        ("… the embedding server's CPU, s", lambda r: _fmt(_get(r, ("build", "server_cpu_s", "median"))),
+         lambda r: _get(r, ("build", "server_cpu_s", "median"))),
+        *[(f"… {n}, CPU s", (lambda f: lambda r: _fmt(f(r)))(stage(n)), stage(n)) for n in STAGES],
+        ("full build, peak RSS MiB", lambda r: _fmt(_get(r, ("build", "peak_rss_mib", "median"))),
+         lambda r: _get(r, ("build", "peak_rss_mib", "median"))),
+        ("index / embedding cache, MiB", lambda r: f"{_fmt(r.get('index_mib'))} / {_fmt(r.get('cache_mib'))}",
+         lambda r: r.get("index_mib")),
+        ("cold `search`, s wall (CPU)", lambda r: wc(r, ("cold_search",)), lambda r: _get(r, ("cold_search", "cpu_s", "median"))),
+        ("cold `search`, peak RSS MiB", lambda r: _fmt(_get(r, ("cold_search", "peak_rss_mib", "median"))),
+         lambda r: _get(r, ("cold_search", "peak_rss_mib", "median"))),
+        *[(f"warm {k}, p50 / p95 ms", (lambda k: lambda r: f"{_fmt(_get(r, ('warm', 'ms', k, 'p50')))} / "
+                                                         f"{_fmt(_get(r, ('warm', 'ms', k, 'p95')))}")(k),
+           (lambda k: lambda r: _get(r, ("warm", "ms", k, "p50")))(k))      # the slope of p50: p95 is the load's
+          for k in ("embed", "dense", "sparse", "entity", "wall")],
+        ("one changed note (`index`), s wall (CPU)", lambda r: wc(r, ("one_change",)),
+         lambda r: _get(r, ("one_change", "cpu_s", "median"))),
+        ("no-op `index`, s wall (CPU)", lambda r: wc(r, ("noop",)), lambda r: _get(r, ("noop", "cpu_s", "median"))),
+        ("`gold make -n 100`, s wall (CPU)", lambda r: wc(r, ("gold_make",)), lambda r: _get(r, ("gold_make", "cpu_s"))),
+        ("`sweep --rounds 1`, 100 questions, s wall (CPU)", lambda r: wc(r, ("sweep_round",)),
+         lambda r: _get(r, ("sweep_round", "cpu_s"))),
+        ("`serve` start to first answer, s", lambda r: _fmt(_get(r, ("serve", "first_answer_s", "median"))),
+         lambda r: _get(r, ("serve", "first_answer_s", "median"))),
+        ("`serve` RSS, MiB", lambda r: _fmt(_get(r, ("serve", "rss_mib", "median"))), lambda r: _get(r, ("serve", "rss_mib", "median"))),
+    ]
+    big = sizes[-2:] if len(sizes) >= 2 else []
+    head = "| | " + " | ".join(f"~{int(r['target_chunks']):,}" for r in sizes) + " | per +100,000 chunks |"
+    out = [head, "|---" * (len(sizes) + 2) + "|"]
+    for name, cell, value in rows:
+        slope = ""
+        if big and value is not None and value(big[0]) is not None and value(big[1]) is not None:
+            slope = _fmt((value(big[1]) - value(big[0])) / (big[1]["chunks"] - big[0]["chunks"]) * 100_000)
+        out.append(f"| {name} | " + " | ".join(cell(r) or "–" for r in sizes) + f" | {slope} |")
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -567,7 +658,7 @@ def main():
                     "name, so the same port reuses the indexes and caches of an earlier run.")
     ap.add_argument("--stages", default="build,cold,warm,update,sweep,serve")
     ap.add_argument("--out", type=Path, default=RESULTS / "scale.json")
-    ap.add_argument("--plot-only", action="store_true")
+    ap.add_argument("--plot-only", action="store_true", help="Draw the plot and print the table from --out.")
     ap.add_argument("--serve-embedder", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve_embedder:
@@ -600,6 +691,7 @@ def main():
             srv.terminate()
             srv.wait(timeout=30)
     plot(results, args.out.with_suffix(".png"))
+    print(table(results))
     print("written", args.out, args.out.with_suffix(".png"))
 
 
