@@ -572,7 +572,7 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
     sizes = sorted(results["sizes"].values(), key=lambda r: r["chunks"])
-    panels = FIGURES + [("build stages, CPU", "s", None, None), ("warm p95 per stage", "ms", None, None)]
+    panels = FIGURES + [("build stages, CPU", "s", None, None), ("warm p50 per stage", "ms", None, None)]
     fig = Figure(figsize=(13, 12))
 
     def line(ax, key, label=None, **style):
@@ -592,18 +592,18 @@ def plot(results: dict, path: Path) -> None:
         ax.tick_params(labelsize=7)
         if key is not None:
             for x, y in line(ax, key, "wall" if cpu else None, color="C0"):
-                ax.annotate(f"{y:.3g}", (x, y), fontsize=7, textcoords="offset points", xytext=(3, 3))
+                ax.annotate(_fmt(y), (x, y), fontsize=7, textcoords="offset points", xytext=(3, 3))
             if cpu:
                 line(ax, cpu, "CPU", color="C1", ls="--")
         else:
             names, path_of = ((STAGES, lambda n: ("build", "stages", n, "cpu_s", "median")) if title.startswith("build")
-                              else (CHANNELS, lambda n: ("warm", "ms", n, "p95")))
+                              else (CHANNELS, lambda n: ("warm", "ms", n, "p50")))
             for j, n in enumerate(names):
                 line(ax, path_of(n), n, color=f"C{j}", ms=3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6, ncol=2)
     fig.suptitle(f"autoresearch at scale ({results['date']}); vectors: the test embedder behind an "
-                 "OpenAI-compatible server, over HTTP; machine shared, load 15-20", fontsize=10)
+                 "OpenAI-compatible server, over HTTP; machine shared, load 14-24", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
 
@@ -652,14 +652,19 @@ def table(results: dict, compact: bool = False) -> str:
         ("`serve` start to first answer, s", lambda r: _fmt(_get(r, ("serve", "first_answer_s", "median"))),
          lambda r: _get(r, ("serve", "first_answer_s", "median"))),
         ("`serve` RSS, MiB", lambda r: _fmt(_get(r, ("serve", "rss_mib", "median"))), lambda r: _get(r, ("serve", "rss_mib", "median"))),
+        ("`serve`: first answer s / RSS MiB", lambda r: f"{_fmt(_get(r, ('serve', 'first_answer_s', 'median')))} / "
+                                                       f"{_fmt(_get(r, ('serve', 'rss_mib', 'median')))}",
+         lambda r: _get(r, ("serve", "rss_mib", "median"))),
     ]
     if compact:
-        keep = {"chunks / vectors / notes", "full build, s wall (CPU)", "… the embedding server's CPU, s",
-                "full build, peak RSS MiB", "index / embedding cache, MiB", "cold `search`, s wall (CPU)",
-                "cold `search`, peak RSS MiB", "warm wall, p50 / p95 ms", "warm dense, p50 / p95 ms",
+        keep = {"full build, s wall (CPU)", "full build, peak RSS MiB", "index / embedding cache, MiB",
+                "cold `search`, s wall (CPU)", "warm wall, p50 / p95 ms", "warm dense, p50 / p95 ms",
+                "`serve`: first answer s / RSS MiB",
                 "warm sparse, p50 / p95 ms", "one changed note (`index`), s wall (CPU)", "no-op `index`, s wall (CPU)",
-                "`sweep --rounds 1`, 100 questions, s wall (CPU)", "`serve` start to first answer, s", "`serve` RSS, MiB"}
+                "`sweep --rounds 1`, 100 questions, s wall (CPU)"}
         rows = [r for r in rows if r[0] in keep]
+    else:
+        rows = [r for r in rows if not r[0].startswith("`serve`: first answer s / RSS")]
     rows = [(name.replace("warm wall,", "warm search, whole,").replace("warm sparse,", "warm keyword channel,")
              .replace("warm dense,", "warm dense channel,"), cell, value) for name, cell, value in rows]
     big = sizes[-2:] if len(sizes) >= 2 else []
