@@ -7,9 +7,9 @@ How the vaults are built (`make_vault`; nothing of them lands in the repo). The 
 place from $AUTORESEARCH_DATA: the johngrib wiki's 974 notes (`_wiki/**/*.md`, frontmatter title, summary
 and tags kept), AutoRAG-ko's corpus (its rows grouped by source PDF) and KorQuAD v1 dev's contexts
 (grouped by article). Each source document is cut at paragraph breaks into pieces of about 2,400
-characters; a piece is one note of ~5 chunks at the default 500-character target, so every chunk of a
-note is under dense_per_note (8) and chunks and vectors are about equal, as in the 525,000-vector vault
-this sizes for. The 3,470 pieces give 20,924 chunks of distinct text; a larger vault repeats them in
+characters; a piece is one note of ~5 chunks at the default 500-character target, so most notes stay
+under dense_per_note (8; a long paragraph is never split) and 95 % of the chunks have a vector, as in the
+525,000-vector vault this sizes for. The 3,470 pieces give 20,924 chunks of distinct text; a larger vault repeats them in
 copies (`c001/`, `c002/`, ...), in a seeded order, each copy's notes titled with the copy number: a
 chunk's embedded text starts with its note's title, so no two chunks of the vault embed the same text
 (the embedding cache cannot shortcut a copy), while the keyword tables see each copy's words again, as a
@@ -143,8 +143,9 @@ def _frontmatter_value(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)     # a JSON string is a YAML string: quotes, colons, '#' stay text
 
 
-def make_vault(target_chunks: int, root: Path, data: Path) -> dict:
-    """Notes of real text until the vault holds about `target_chunks` chunks (docstring at the top)."""
+def make_vault(target_chunks: int, root: Path, data: Path, pool: list[Piece] | None = None) -> dict:
+    """Notes of real text until the vault holds about `target_chunks` chunks (docstring at the top);
+    `pool`: the pieces to use (default: every piece of the data)."""
     recipe = {"recipe": RECIPE, "target_chunks": target_chunks, "piece_chars": PIECE_CHARS}
     marker = root / ".scale-vault.json"
     if marker.exists():
@@ -154,7 +155,7 @@ def make_vault(target_chunks: int, root: Path, data: Path) -> dict:
     if root.exists():
         shutil.rmtree(root)
     t0 = time.perf_counter()
-    pool = pieces(data)
+    pool = pieces(data) if pool is None else pool
     rng = random.Random(0)
     order = list(range(len(pool)))
     rng.shuffle(order)
@@ -173,7 +174,7 @@ def make_vault(target_chunks: int, root: Path, data: Path) -> dict:
             links = []
             if i in nxt:
                 links.append(f"다음: [[{_note_id(copy, pool[nxt[i]]).rsplit('/', 1)[-1]}]]")
-            others = [s for s in by_source if s != p.source]
+            others = [s for s in by_source if s != p.source] or [p.source]
             other = by_source[others[i % len(others)]]
             links.append(f"함께 읽기: [[/{_note_id(copy, pool[other[i % len(other)]])}]]")
             fm = [f"title: {_frontmatter_value(title)}"]
