@@ -125,6 +125,8 @@ def _no_active_config_from_the_checkout(tmp_path, monkeypatch):
     must not change what the tests see."""
     monkeypatch.setenv("AUTORESEARCH_RUNS", str(tmp_path / "runs"))
     monkeypatch.delenv("AUTORESEARCH_DB", raising=False)     # nor a developer's default index
+    # nor a developer's embedding cache (~/.cache/autoresearch): each test starts with an empty one of its own
+    monkeypatch.setenv("AUTORESEARCH_CACHE_DIR", str(tmp_path / "user-cache"))
 
 
 @pytest.fixture(scope="session")

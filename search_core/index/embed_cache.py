@@ -51,7 +51,7 @@ class EmbeddingCache:
         return self._conn
 
     def _open(self):
-        """Open and check the cache. It is shared by every index in the folder, so one damaged file would
+        """Open and check the cache. It is shared by every index of the user, so one damaged file would
         fail them all; quick_check plus one read of every row's length finds that before it is used."""
         import sqlean
         conn = None
@@ -103,7 +103,9 @@ class EmbeddingCache:
         return out
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
-        self.conn.execute("BEGIN")
+        # IMMEDIATE: the write lock is taken (or waited for, busy_timeout) up front; another process
+        # indexing into the same user cache writes its own batches between ours
+        self.conn.execute("BEGIN IMMEDIATE")
         self.conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
                               [(model, h, np.asarray(v, np.float32).tobytes()) for h, v in items.items()])
         self.conn.execute("COMMIT")

@@ -19,7 +19,8 @@ from search_core import SearchCoreError
 from search_core.files import atomic_write_text
 from search_core.config import ChunkConfig, SearchConfig
 from search_core.hashing import hash_json, hash_text, stat_stamp
-from search_core.index.indexer import default_cache_path, index_vault
+from search_core.index.indexer import index_vault
+from search_core.paths import embed_cache_file
 from search_core.models import ModelUnavailable
 from search_core.models import _embedder_factory, _reranker_factory  # name check without loading
 from search_core.search.pipeline import Searcher
@@ -149,7 +150,7 @@ def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, pr
     """The embedder's own index, from scratch the first time (a full build into a temp file swapped in
     when complete), afterwards brought up to date in place. Returns (db, build facts)."""
     db = index_path(p.work, p.vault, embedder, chunk_cfg)
-    cache = default_cache_path(p.base_db) if p.base_db else Path(p.work) / "embed-cache.sqlite"
+    cache = embed_cache_file()         # the user's: a model's vectors any index computed are reused
     existed = db.exists()
     stamp = vault_stamp(p.vault)          # taken before the update: a note saved meanwhile forces the next one
     cb = progress.index_callback(f"build {embedder}") if progress else None

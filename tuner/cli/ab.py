@@ -27,11 +27,11 @@ from tuner.cli.options import (db_option, fail, FiniteFloat, format_option, in_r
 @click.option("--split", type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True), default=None, help="No holdout file: fit on this fraction of --gold, "
               "evaluate on the rest.")
 @click.option("--vault", type=VaultPath(), default=None, help="The notes to index (default: --db's vault, or the gold set's corpus).")
-@db_option("An existing index: its vault, chunking and embedding cache are reused.", required=False, exists=True)
+@db_option("An existing index: its vault and chunking are reused.", required=False, exists=True)
 @click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
               help="Starting config (TOML) for every candidate (default: the built-in defaults).")
 @click.option("--work", **in_runs(AB_WORK, output_folder()),
-              help="Where each candidate's index and the embedding cache live.")
+              help="Where each candidate's index lives (vectors come from the user's embedding cache).")
 @format_option()
 @click.option("--out", type=output_file(), default=None, help="Write the report here (default: stdout).")
 @click.option("--progress/--no-progress", default=None, help="Progress bars on stderr (default: when a terminal).")

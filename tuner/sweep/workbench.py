@@ -11,7 +11,8 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
 from search_core.hashing import hash_json
-from search_core.index.indexer import default_cache_path, index_vault
+from search_core.index.indexer import index_vault
+from search_core.paths import embed_cache_file
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
@@ -109,7 +110,7 @@ class Workbench:
         self.vault = vault or get_meta(base.conn, "vault")
         self.chunk_cfg = ChunkConfig(**base.fingerprint["chunking"])
         self.index_dir = Path(index_dir)
-        self.embed_cache = default_cache_path(self.base_db)
+        self.embed_cache = embed_cache_file()     # the user's: texts any index embedded are not embedded again
         self.retrievals = RetrievalCache()
         self.rerank_cache: dict = {}
         self.rerank_cost: dict = {}      # reranker -> ms per pair, measured once per model (cold)
