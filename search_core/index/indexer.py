@@ -144,9 +144,12 @@ def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] |
 
 def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = None, full: bool = False,
                 chunk_cfg: ChunkConfig | None = None, cache: str | Path | None = None,
-                progress=None, communities: bool = False) -> IndexReport:
+                progress=None, communities: bool = False, stop=None) -> IndexReport:
     """Index `vault` into `db`. progress(stage, done, total) is called as work advances. `communities`:
-    recompute the communities now, even if the update left fewer stale notes than the budget (write.py)."""
+    recompute the communities now, even if the update left fewer stale notes than the budget (write.py).
+    `stop()`, asked between embedding batches, ends the run with StopRequested: the index is left as it
+    was (a full build's temp file removed, an update's write never begun) and the vectors embedded so far
+    stay in the cache, so the next run resumes where this one stopped."""
     t0 = time.perf_counter()
     db = Path(db)
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -190,6 +193,7 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
                                   "Point at the folder that holds your notes" +
                                   ("; the existing index was left as it was" if db.exists() else ""))
         cache_db = EmbeddingCache(cache or embed_cache_file())
+        cache_db.stop = stop
         try:
             if existing_fp is None:
                 report = _build_full(vault, db, files, beir_notes, skipped, emb, want_fp, chunk_cfg, cache_db, progress)

@@ -105,6 +105,7 @@ class Sweep:
                                cost_store=CostStore(params.cost_folder()),
                                calibration_queries=[q.query for q in self.gold.questions],
                                recalibrate=params.recalibrate, progress=self.progress)
+        self.bench.stop = stop_flag            # a model round's index build stops between batches too
         base_emb = self.bench.base_embedder
         base_notes = self.bench.searchers[base_emb].view.notes.keys()
         self.gold.check_against(base_notes)
@@ -227,7 +228,7 @@ class Sweep:
             self.ledger.set_status(self.id, "interrupted")
             raise
         summary = self.summary()
-        if self.hold_gold is not None:
+        if self.hold_gold is not None and status != "stopped":    # a stopped sweep resumes; the holdout waits
             summary["holdout"] = self.run_holdout()
         self.ledger.set_status(self.id, status, summary)
         summary["status"] = status

@@ -126,6 +126,7 @@ class Workbench:
         self.recalibrate = recalibrate         # a new calibration for each model, replacing the stored one
         self.cost_events: list[str] = []       # what was calibrated or reused, for the morning report
         self.progress = progress or (lambda line: None)
+        self.stop = None                       # asked between a model round's embedding batches (the daemon's stop)
         self._arm(base)
         self.score_cfg = score_cfg
 
@@ -140,12 +141,14 @@ class Workbench:
         db = index_path(self.index_dir, embedder, self.chunk_cfg)
         t0 = time.perf_counter()
         try:
-            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache)
+            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache,
+                        stop=self.stop)
         except SearchCoreError as e:
             if "vectors from two models never share an index" not in str(e):
                 raise
             # same name, other weights (a model updated in place): rebuild from scratch, never mix
-            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache, full=True)
+            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache, full=True,
+                        stop=self.stop)
         seconds = time.perf_counter() - t0
         verify_index(db, embedder)
         s = Searcher(db)
