@@ -120,7 +120,8 @@ class EmbeddingCache:
         self.conn.execute("COMMIT")
 
     def embed(self, embedder, texts: list[str], *, batch: int = 32, progress=None) -> np.ndarray:
-        """Vectors for passages, from the cache where present; new ones are embedded and stored per batch."""
+        """Vectors for passages, from the cache where present; new ones are embedded and stored per batch.
+        progress(done, total): the texts embedded so far of those the cache lacked, after every batch."""
         key = model_key(embedder.fingerprint())
         hashes = [text_hash(t) for t in texts]
         have = self.get_many(key, list(dict.fromkeys(hashes)))
@@ -131,14 +132,16 @@ class EmbeddingCache:
         if self.stop is not None:
             batch = min(batch, STOPPABLE_BATCH)
         # closing(): a failed write (or a stop) below stops the workers now, not when the generator is collected
+        embedded = 0
         with closing(embed_batches(embedder, [by_hash[h] for h in missing], batch=batch)) as done:
             for a, b, vecs in done:
                 part = missing[a:b]
                 new = dict(zip(part, vecs))
                 self.put_many(key, new)          # kept: the next run embeds only what is still missing
                 have.update(new)
+                embedded += len(part)
                 if progress is not None:
-                    progress(len(part), len(missing))
+                    progress(embedded, len(missing))
                 if self.stop is not None and self.stop():
                     raise StopRequested(f"stopped after {len(have)} of {len(set(hashes))} vectors; the rest "
                                         "are embedded by the next run")

@@ -34,7 +34,8 @@ from tuner.cli.options import (db_option, fail, FiniteFloat, format_option, in_r
               help="Where each candidate's index lives (vectors come from the user's embedding cache).")
 @format_option()
 @click.option("--out", type=output_file(), default=None, help="Write the report here (default: stdout).")
-@click.option("--progress/--no-progress", default=None, help="Progress bars on stderr (default: when a terminal).")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr: bars on a terminal, plain lines "
+              "otherwise (default: on).")
 @click.option("--fresh", is_flag=True, help="Re-measure every candidate, even one an earlier A/B measured on the "
               "same index, config and questions.")
 @click.option("--from-json", "from_json", type=input_file(), default=None,
@@ -69,7 +70,7 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
         if fresh:
             import dataclasses
             params = dataclasses.replace(params, fresh=True)
-        data = run_ab(params, ABProgress(sys.stderr.isatty() if progress is None else progress))
+        data = run_ab(params, ABProgress(progress is not False))
         path = emit(ab_report(data), fmt, out)
     except SearchCoreError as e:
         fail(e)

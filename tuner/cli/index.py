@@ -23,7 +23,8 @@ from tuner.cli.options import (db_option, fail, index_path, json_option, nonempt
               help="Embedding cache file (default: embed-cache.sqlite in $AUTORESEARCH_CACHE_DIR, else "
                    "$XDG_CACHE_HOME/autoresearch, else ~/.cache/autoresearch; shared by every index).")
 @json_option("Print the report as JSON.")
-@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr: bars on a terminal, plain lines "
+              "otherwise (default: on).")
 @click.option("--communities", is_flag=True, help="Recompute the note communities now (an update recomputes "
                                                   "them only once enough notes' links or tags changed).")
 @click.option("--watch", is_flag=True, help="After indexing, keep watching VAULT and re-index notes shortly "
