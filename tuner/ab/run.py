@@ -330,6 +330,19 @@ def nothing_compared(data: dict) -> str | None:
             + (f" ({others})" if others else "") + "; an A/B needs two that run")
 
 
+def not_runnable_here(p) -> dict[str, str]:
+    """{embedder or reranker name: why it cannot run on this machine} among the A/B's candidates, found
+    before any model loads (a package not installed, hub weights not cached)."""
+    from search_core.models import unavailable_here
+    out = {}
+    for kind, names in (("embedder", p.embedders), ("reranker", p.rerankers)):
+        for n in names:
+            why = unavailable_here(kind, n)
+            if why is not None:
+                out[n] = why
+    return out
+
+
 def run_ab(p: ABParams, progress=None) -> dict:
     """All candidates, then the pairwise comparisons. Returns plain data for report_ab."""
     t0 = time.perf_counter()
@@ -344,7 +357,12 @@ def run_ab(p: ABParams, progress=None) -> dict:
     results: list[CandidateResult] = []
     searchers: dict = {}
     interrupted = False
+    gone = not_runnable_here(p)
     for i, c in enumerate(cands):
+        why = gone.get(c.embedder) or gone.get(c.reranker)
+        if why is not None:                  # said up front; nothing is built for it
+            results.append(CandidateResult(c, labels[c], "unavailable", why))
+            continue
         try:
             r = run_candidate(p, c, labels[c], chunk_cfg, searchers, progress)
         except _Cut as cut:

@@ -46,7 +46,7 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
     require_extra("tune")
     from tuner.ab.prepare import prepare
     from tuner.ab.progress import ABProgress
-    from tuner.ab.run import nothing_compared, run_ab
+    from tuner.ab.run import not_runnable_here, nothing_compared, run_ab
     from tuner.reports import emit
     from tuner.reports.ab import ab_report, render_saved
 
@@ -70,6 +70,8 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
         if fresh:
             import dataclasses
             params = dataclasses.replace(params, fresh=True)
+        for name, why in not_runnable_here(params).items():
+            click.echo(f"skipped, cannot run here: {name}: {why}", err=True)
         data = run_ab(params, ABProgress(progress is not False))
         path = emit(ab_report(data), fmt, out)
     except SearchCoreError as e:
@@ -77,18 +79,20 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
     except KeyboardInterrupt:      # before the first candidate started: nothing to report
         click.echo("interrupted before any candidate finished; nothing was changed", err=True)
         sys.exit(130)
-    if path:
-        click.echo(f"wrote {path}", err=True)
     for c in data["candidates"]:
         if c["status"] != "ok":
             click.echo(f"{c['label']}: {c['status']}: {c['message']}", err=True)
+    where = f" (the report of what ran: {path})" if path else ""
     if data["interrupted"]:
-        click.echo(f"interrupted: cut {', '.join(data['cut'])}; the report keeps the finished candidates", err=True)
+        click.echo(f"interrupted: cut {', '.join(data['cut'])}; the report keeps the finished candidates{where}",
+                   err=True)
         sys.exit(130)
     why = nothing_compared(data)
     if why:
-        click.echo(f"Error: {why}", err=True)
+        click.echo(f"Error: {why}{where}", err=True)
         sys.exit(1)
+    if path:
+        click.echo(f"wrote {path}", err=True)
 
 
 COMMANDS = (ab,)

@@ -93,6 +93,10 @@ class Sweep:
         self.progress = progress or (lambda line: None)
         self.stop_flag = stop_flag or (lambda: False)
         self.space: Space = load_space(params.space)
+        # said before round 1 and never proposed: a model whose package or weights are not here
+        self.not_here = self.space.not_runnable_here()
+        for choice, why in self.not_here.items():
+            self.progress(f"skipped, cannot run here: {choice}: {why}")
         self.gold: GoldSet = load_gold(params.gold)
         self.hold_gold: GoldSet | None = load_gold(params.holdout) if params.holdout else None
         if params.split:
@@ -147,7 +151,7 @@ class Sweep:
         return [r for r in self.rows if r["baseline_hash"] == baseline_hash and r["variable"] == variable]
 
     def _unavailable(self) -> set:
-        return {r["new"] for r in self.rows if r["decision"] == RoundDecision.UNAVAILABLE}
+        return {r["new"] for r in self.rows if r["decision"] == RoundDecision.UNAVAILABLE} | set(self.not_here)
 
     # -- one round -----------------------------------------------------------------------------------------
     def _probes(self) -> int:
@@ -307,7 +311,7 @@ class Sweep:
             d = str(r["decision"])      # the word the ledger stores, not the enum (its repr leaked into messages)
             counts[d] = counts.get(d, 0) + 1
         start_m = round_result(self.rows[0]) if self.rows else None
-        return {"sweep": self.id, "rounds": len(self.rows) - 1, "decisions": counts,
+        return {"sweep": self.id, "rounds": len(self.rows) - 1, "decisions": counts, "not_here": dict(self.not_here),
                 "start_config": self.start.as_dict(), "final_config": final.as_dict(),
                 "start": {"hit@5": start_m.overall.get("hit@5") if start_m else None,
                           self.p.objective: objective_value(start_m, self.p.objective) if start_m else None},
