@@ -143,13 +143,20 @@ def get_reranker(name: str) -> Reranker:
     return _get("reranker", name, _reranker_factory(name))
 
 
+def _installed(package: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):       # a finder that refuses it, or a half-removed package
+        return False
+
+
 def unavailable_here(kind: str, name: str) -> str | None:
     """Why the embedder or reranker `name` cannot run on this machine, found without loading it: a Python
     package that is not installed, or hub weights that are not in the local cache. None when it may run
     (a server is asked only when it is used). An unknown name raises SearchCoreError listing the known ones."""
-    import importlib.util
     factory = (_embedder_factory if kind == "embedder" else _reranker_factory)(name)
-    missing = [p for p in getattr(factory, "packages", ()) if importlib.util.find_spec(p) is None]
+    missing = [p for p in getattr(factory, "packages", ()) if not _installed(p)]
     if missing:
         return (f"{name} needs the Python package{'s' if len(missing) > 1 else ''} {', '.join(missing)}, "
                 f"not installed here: {factory.install}")
