@@ -23,6 +23,8 @@ from tuner.sweep.keep_rule import TRUSTED_SOURCES, hit5_evidence
 from tuner.sweep.variables import kind_of
 
 KIND_WORDS = {"hand": "hand-written", "log": "labelled recall calls", "vault": "from the vault's text"}
+QUESTIONS_OF = {"hand": "the hand-written questions", "log": "the labelled recall calls",
+                "vault": "the questions from the vault's text"}
 
 
 @dataclass(frozen=True)
@@ -85,29 +87,28 @@ def kept_evidence(row: dict, base: EvalResult, cand: EvalResult, objective: str,
     if judged_on != objective or not pooled.moved:
         what = "the gate's accuracy on the probes" if judged_on == "gate_accuracy" else f"{objective} alone"
         return KeptEvidence(row["round"], row["variable"], row["old"], row["new"], tuple(by_kind), None, guard,
-                            ("objective",), f"no question's rank moved: decided on {what}")
+                            ("objective",), f"{what}: no question's rank moved")
     trusted = [k for k in by_kind if k.source in TRUSTED_SOURCES]
     others = [k for k in by_kind if k.source not in TRUSTED_SOURCES and k.p_value is not None]
     t_ev = ranking_evidence(_only(base, TRUSTED_SOURCES), _only(cand, TRUSTED_SOURCES), objective, weights) \
         if trusted else None
-    pooled_p = f"all kinds together p = {pooled.p_value:.4f} ({pooled.better} up, {pooled.worse} down)"
+    pooled_p = f"all kinds together: p = {pooled.p_value:.4f}, {pooled.better} up, {pooled.worse} down"
     if not others:
-        names = " and ".join(KIND_WORDS[k.source] for k in by_kind if k.p_value is not None) or "the tuning"
+        names = " and ".join(QUESTIONS_OF[k.source] for k in by_kind if k.p_value is not None)
         return KeptEvidence(row["round"], row["variable"], row["old"], row["new"], tuple(by_kind), pooled.p_value,
                             guard, tuple(k.source for k in by_kind if k.p_value is not None),
-                            f"the {names} questions: {pooled_p}")
+                            f"{names} ({pooled_p})")
     if t_ev is not None and t_ev.moved and t_ev.beyond_noise(alpha):
         return KeptEvidence(row["round"], row["variable"], row["old"], row["new"], tuple(by_kind), pooled.p_value,
                             guard, tuple(k.source for k in trusted),
-                            f"the hand-written questions alone would have kept it (p = {t_ev.p_value:.4f}, "
-                            f"{t_ev.better} up, {t_ev.worse} down); {pooled_p}")
-    alone = (f"the hand-written questions alone: p = {t_ev.p_value:.4f} ({t_ev.better} up, {t_ev.worse} down), "
-             f"not enough" if t_ev is not None and t_ev.moved else
+                            f"the hand-written questions, which alone would have kept it (p = {t_ev.p_value:.4f}, "
+                            f"{t_ev.better} up, {t_ev.worse} down; {pooled_p})")
+    alone = (f"the hand-written alone: p = {t_ev.p_value:.4f}, {t_ev.better} up, {t_ev.worse} down, not enough"
+             if t_ev is not None and t_ev.moved else
              "no hand-written question's rank moved" if t_ev is not None else "the set has no hand-written questions")
     return KeptEvidence(row["round"], row["variable"], row["old"], row["new"], tuple(by_kind), pooled.p_value, guard,
                         tuple(k.source for k in others),
-                        f"the questions {' and '.join(KIND_WORDS[k.source] for k in others)} decided it: {alone}; "
-                        f"{pooled_p}")
+                        f"{' and '.join(QUESTIONS_OF[k.source] for k in others)} ({alone}; {pooled_p})")
 
 
 def night_evidence(info: dict, rounds: list[dict], score_cfg: ScoreConfig = ScoreConfig()) -> NightEvidence | None:
