@@ -54,10 +54,37 @@ class KeptEvidence:
 
 
 @dataclass(frozen=True)
+class NightTime:
+    """How a sweep spent its time, from its rounds' recorded seconds (evaluation and index builds)."""
+    rounds: int
+    eval_s: float
+    reindex_s: float
+    budget_s: float | None          # the time budget it was started with (the daemon's window), if any
+    status: str
+
+    @property
+    def unused_s(self) -> float | None:
+        """Budget left when the rounds ran out (None: no budget, or the budget ended the sweep)."""
+        if self.budget_s is None or "time budget" in self.status or self.status in ("running", "stopped"):
+            return None
+        return max(0.0, self.budget_s - self.eval_s - self.reindex_s)
+
+    def describe(self) -> str:
+        text = (f"{self.rounds} rounds: {self.eval_s:.0f} s evaluating, {self.reindex_s:.0f} s building indexes"
+                + (f", of a {self.budget_s:.0f} s budget" if self.budget_s is not None else ""))
+        left = self.unused_s
+        if left is not None and left > 0.5 * self.budget_s:
+            text += (f"; {left:.0f} s of it unused when the rounds ran out: more questions from the vault "
+                     "([evidence] vault_questions) give the gain test more power in that time")
+        return text
+
+
+@dataclass(frozen=True)
 class NightEvidence:
     kinds: tuple[KindCount, ...]   # the tuning set, per source
     kept: tuple[KeptEvidence, ...]
     alpha: float
+    time: NightTime | None = None
 
     def describe(self) -> str:
         return ", ".join(f"{k.answerable} {KIND_WORDS[k.source]}" + (f" (+{k.probes} probes)" if k.probes else "")
@@ -128,4 +155,7 @@ def night_evidence(info: dict, rounds: list[dict], score_cfg: ScoreConfig = Scor
         cand = round_result(r)
         kept.append(kept_evidence(r, base, cand, objective, score_cfg.quality_weights, alpha, guard_alpha))
         base = cand
-    return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha)
+    spent = NightTime(len(rounds) - 1, sum(r.get("eval_s") or 0.0 for r in rounds),
+                      sum(r.get("reindex_s") or 0.0 for r in rounds), params.get("time_budget_s"),
+                      info.get("status") or "")
+    return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent)

@@ -195,6 +195,8 @@ def test_a_night_tunes_on_every_kind_and_its_report_says_which_evidence(tmp_path
     assert "## The evidence the night stood on" in md
     assert f"| hand-written | {n_hand} |" in md and "| labelled recall calls | 1 | 1 |" in md
     assert "| from the vault's text | 60 | 0 |" in md
+    # ten fusion rounds use seconds of the 30-minute window: the report says so, and what would use it
+    assert "How the night was spent: 10 rounds: " in md and "s budget; " in md and "[evidence] vault_questions" in md
     data = json.loads((runs / "reports" / f"sweep-{res['sweep']}.json").read_text(encoding="utf-8"))["data"]
     kept = [r for r in data["kept"]]
     assert len(data["evidence"]["kept"]) == len(kept)
