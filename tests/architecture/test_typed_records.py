@@ -42,8 +42,6 @@ STILL_DICTS = frozenset({
     "tuner.daemon.scheduler:Daemon.run_job: returns a dict",
     "tuner.daemon.scheduler:run_once: returns a dict",
     "tuner.daemon.scheduler:status: returns a dict",
-    "tuner.data.log_gold:LogQuestion.to_yaml: returns a dict",
-    "tuner.data.vault_questions:MadeQuestion.to_yaml: returns a dict",
     "tuner.data.vault_questions:VaultQuestions.by_kind: returns a dict",
     "tuner.data.vault_questions:make_probes_for: returns a dict",
     "tuner.evaluation.compare:answerable: returns a dict",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.helpers.imports import _absolute, module_files
 
-JSON_EDGES = frozenset({"to_json", "to_ledger", "columns", "as_dict", "to_dict"})
+JSON_EDGES = frozenset({"to_json", "to_yaml", "to_ledger", "columns", "as_dict", "to_dict"})
 
 
 LOOSE_VALUES = frozenset({"Any", "object", "dict"})

@@ -1,17 +1,22 @@
 """`demo` is a library function the CLI prints."""
 
 import pytest
-from tuner.demo import format_summary, run_demo
+from tuner.demo import format_evidence, format_summary, run_demo
 from tuner.ledger.ledger import Ledger
 
 
 @pytest.mark.slow
 def test_run_demo_indexes_evaluates_and_sweeps(tmp_path, shared_cache):
     lines = []
-    run = run_demo(tmp_path, rounds=3, echo=lines.append, cache=shared_cache)
-    assert lines[0].startswith("1. indexed ") and lines[2].startswith("   demo-tune")
+    run = run_demo(tmp_path, rounds=3, echo=lines.append, cache=shared_cache, vault_questions=50)
+    assert lines[0].startswith("1. indexed ") and lines[3].startswith("   demo-tune")
+    # the sweep tunes on the hand-written set plus the vault's own questions; the holdout stays hand-written
+    assert lines[1].startswith("2. the tuning questions: 24 hand-written (+12 probes), 50 from the vault's text (")
+    assert {k.source: k.answerable for k in run.tuning.kinds} == {"hand": 24, "vault": 50}
     assert run.eval_start["n"] == 24 and (tmp_path / "eval-start.json").exists()
     assert run.summary.rounds == 3 and run.summary.holdout.gold == "demo-holdout"
+    assert format_evidence(run.evidence).startswith("evidence: 24 hand-written (+12 probes), 50 from the vault's text")
+    assert len(run.evidence.kept) == len(run.summary.path)
     assert len(Ledger(tmp_path / "ledger.sqlite").rounds(run.summary.sweep)) == 4
     text = format_summary(run.summary)
     assert text.startswith(f"sweep {run.summary.sweep}: 3 rounds") and "holdout demo-holdout" in text

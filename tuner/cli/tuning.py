@@ -281,18 +281,25 @@ def best(sweep_id, ledger_path, out):
 @click.option("--out", **in_runs(DEMO, output_folder()), help="Where results go.")
 @click.option("--rounds", type=click.IntRange(min=1), default=119)
 @click.option("--seed", type=click.IntRange(min=0), default=0)
-def demo(out, rounds, seed):
-    """The main job on the demo vault: index it, sweep 119 rounds from a hand-set start, check the holdout, report."""
+@click.option("--vault-questions", "vault_questions", type=click.IntRange(min=0), default=None,
+              help="Questions `gold make` cuts from the demo vault to tune on beside the hand-written ones "
+                   "(default 200; 0: the hand-written set alone).")
+def demo(out, rounds, seed, vault_questions):
+    """The main job on the demo vault: index it, make the questions its own text supplies, sweep 119 rounds from
+    a hand-set start, check the holdout, report."""
     require_extra("tune")
-    from tuner.demo import run_demo
+    from tuner.demo import DEMO_VAULT_QUESTIONS, format_evidence, run_demo
 
     try:
         run = run_demo(out, rounds=rounds, seed=seed, echo=click.echo,
                        progress=lambda l: click.echo("   " + l, err=True),
-                       index_progress=Progress())
+                       index_progress=Progress(),
+                       vault_questions=DEMO_VAULT_QUESTIONS if vault_questions is None else vault_questions)
     except SearchCoreError as e:
         fail(e)
     _print_summary(run.summary)
+    if run.evidence is not None:
+        click.echo(format_evidence(run.evidence))
     db = run.db
     click.echo(f"\nresults in {out}/: index.sqlite, eval-start.json, ledger.sqlite (rounds), indexes/ (one per embedder)")
     click.echo(f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "

@@ -11,6 +11,11 @@
     [jobs.sweep]   cron = "5 1 * * *"; until = "07:00" # the window's end is the sweep's time budget
     [jobs.report]  cron = "5 7 * * *"
     [jobs.retest]  cron = "0 3 * * 6"                  # weekly re-test of rejected candidates
+    [jobs.labels]  cron = "0 4 * * 0"                  # weekly: labelled recall calls become gold (gold from-log)
+    [evidence]                       # what the night tunes on beside the hand-written gold set (every key optional)
+    vault_questions = 200            # questions `gold make` cuts from the vault (0: the hand-written set alone)
+    kinds = ["anchor", "heading", "alias"]; seed = 0
+    from_log = "..."                 # where the labels job writes; default: <gold>.from-log.yaml beside gold
 
 A job's schedule is `cron` (five fields, in the daemon's time zone) or `every` (a duration such as
 "30s" or "6h"; for tests and short cycles). `grace` is how late a run may still start (after a restart
@@ -36,8 +41,13 @@ from tuner.sweep.keep_rule import HIT5_GUARDS, SWEEP_OBJECTIVES
 
 JOB_NAMES = tuple(JOBS)
 DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
-                "report": {"cron": "5 7 * * *"}}
+                "report": {"cron": "5 7 * * *"}, "labels": {"cron": "0 4 * * 0"}}
 DEFAULT_GRACE_S = 6 * 3600
+EVIDENCE_KEYS = ("vault_questions", "kinds", "seed", "from_log")
+# gold make's default: on the demo vault 200 of its ~1,000 questions give the gain test the power the 24
+# hand-written ones lack (docs/tuner.md) and add about a second per fusion round
+DEFAULT_VAULT_QUESTIONS = 200
+MAX_VAULT_QUESTIONS = 100_000
 SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "seed", "objective", "epsilon",
               "level_guard", "hit5_guard", "hit5_margin", "guard_alpha", "noise_alpha", "latency_budget_ms", "score_config", "start_config",
               "timing_samples"}
@@ -126,6 +136,22 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
+class EvidenceSpec:
+    """What the night tunes on beside the hand-written gold set ([evidence]): questions the vault supplies
+    (made again when the vault changed) and the labelled recall calls the weekly `labels` job turns into gold."""
+    vault_questions: int = DEFAULT_VAULT_QUESTIONS
+    kinds: tuple[str, ...] | None = None      # None: gold make's default kinds
+    seed: int = 0
+    from_log: str | None = None               # None: <gold>.from-log.yaml beside the gold set
+
+    def from_log_path(self, gold: str) -> Path:
+        if self.from_log:
+            return Path(self.from_log)
+        g = Path(gold)
+        return g.with_name(g.stem + ".from-log.yaml")
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     path: str
     timezone: str
@@ -133,6 +159,7 @@ class DaemonConfig:
     ledger: str
     sweep: dict
     jobs: tuple[JobSpec, ...]
+    evidence: EvidenceSpec = EvidenceSpec()
 
     @property
     def tz(self):
@@ -240,13 +267,42 @@ def _job(name: str, raw: dict, where: str) -> JobSpec:
     return JobSpec(name, cron, every, until, budget, grace)
 
 
+def _evidence(raw, where: str, base: Path, sweep: dict) -> EvidenceSpec:
+    from tuner.data.vault_questions import KINDS
+    v = Where(where, "[evidence]")
+    e = v.table_of(raw, "[evidence]")
+    v.known_keys(e, EVIDENCE_KEYS)
+    n = v.integer("vault_questions", e["vault_questions"], lo=0, hi=MAX_VAULT_QUESTIONS) \
+        if "vault_questions" in e else DEFAULT_VAULT_QUESTIONS
+    kinds = None
+    if "kinds" in e:
+        kinds = v.string_list("kinds", e["kinds"])
+        bad = [k for k in kinds if k not in KINDS]
+        if bad or not kinds:
+            raise DaemonConfigError(f"{where}: [evidence] kinds {list(kinds)} must be one or more of "
+                                    f"{', '.join(KINDS)}")
+    seed = v.integer("seed", e["seed"], lo=0, hi=2 ** 32 - 1) if "seed" in e else int(sweep.get("seed", 0))
+    from_log = None
+    if "from_log" in e:
+        p = Path(v.string("from_log", e["from_log"], min_chars=1, max_chars=4096)).expanduser()
+        from_log = str(p if p.is_absolute() else base / p)
+        hand = {sweep.get("gold"), sweep.get("holdout")} - {None}
+        if from_log in hand or (Path(from_log).exists() and any(Path(from_log).samefile(h) for h in hand
+                                                                  if Path(h).exists())):
+            raise DaemonConfigError(f"{where}: [evidence] from_log = {from_log} is the hand-written gold set; the "
+                                    "labels job would overwrite it: name another file, or leave the key out "
+                                    "(<gold>.from-log.yaml beside it)")
+    return EvidenceSpec(n, kinds, seed, from_log)
+
+
 def load_daemon_config(path: str | Path) -> DaemonConfig:
     path = Path(path)
     raw = read_toml(path, "daemon config")
     where = str(path)
-    unknown = set(raw) - {"daemon", "sweep", "jobs"}
+    unknown = set(raw) - {"daemon", "sweep", "jobs", "evidence"}
     if unknown:
-        raise DaemonConfigError(f"{where}: unknown table(s) {sorted(unknown)}; valid: [daemon], [sweep], [jobs.NAME]")
+        raise DaemonConfigError(f"{where}: unknown table(s) {sorted(unknown)}; valid: [daemon], [sweep], [evidence], "
+                                "[jobs.NAME]")
     d = raw.get("daemon", {})
     v = Where(where, "[daemon]")
     d = v.table_of(d, "[daemon]")
@@ -304,7 +360,7 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
         raise DaemonConfigError(f"{where}: [jobs.calibrate] needs the gate calibration (tuner.gate.calibrate), which "
                                 "this build does not have; remove the job or update autoresearch")
 
-    needs_sweep = any(j.name in ("sweep", "retest", "index") for j in jobs)
+    needs_sweep = any(j.name in ("sweep", "retest", "index", "labels") for j in jobs)
     missing = []
     if needs_sweep:
         for k in ("gold", "space") + (("vault",) if any(j.name == "index" for j in jobs) else ()):
@@ -322,7 +378,8 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     if missing:
         raise DaemonConfigError(f"{where}: " + "; ".join(missing) + "; fix the paths (relative ones are read from "
                                 f"{base})")
-    cfg = DaemonConfig(str(path), tzname, str(runs), str(ledger), sweep, jobs)
+    evidence = _evidence(raw.get("evidence", {}), where, base, sweep)
+    cfg = DaemonConfig(str(path), tzname, str(runs), str(ledger), sweep, jobs, evidence)
     # a cron sweep with `until` may start late until its window closes
     fixed = []
     for j in jobs:

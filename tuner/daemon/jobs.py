@@ -3,6 +3,7 @@ the table below is the only list of jobs (an unknown name lists these)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from pathlib import Path
@@ -100,18 +101,23 @@ def job_sweep(d, spec, scheduled, rid):
             params = SweepParams.from_record(resume["params"], time_budget_s=budget, recalibrate=False)
             sw = Sweep(params, lg, sweep_id=resume["id"], progress=progress, stop_flag=d.stop.is_set)
             how = "resumed"
+            evidence = None       # it stands on the gold file it was started with (pinned)
         else:
+            from tuner.daemon.evidence import prepare_night_gold
             active = read_active(d.cfg.runs)
             start = active.config if active else load_config(s.get("start_config"))
             db = str(active.index) if active and active.index else s["db"]
-            params = sweep_params(s, db, Path(d.cfg.runs), budget)
+            night = prepare_night_gold(d.cfg, db, progress=progress)
+            evidence = night.to_json()
+            params = dataclasses.replace(sweep_params(s, db, Path(d.cfg.runs), budget), gold=night.gold,
+                                         holdout=night.holdout, split=None)
             sw = Sweep(params, lg, start=start, progress=progress, stop_flag=d.stop.is_set)
             how = "started"
-        d.table.note(rid, {"sweep": sw.id, "how": how})
+        d.table.note(rid, {"sweep": sw.id, "how": how, **({"evidence": evidence} if evidence else {})})
         log.info("sweep %s %s (budget %s s)", sw.id, how, None if budget is None else round(budget))
         summary = sw.run()
         detail = {"sweep": sw.id, "how": how, "status": summary.status, "rounds": summary.rounds,
-                  "decisions": summary.decisions}
+                  "decisions": summary.decisions, **({"evidence": evidence} if evidence else {})}
         if summary.status == "stopped":
             return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
         final = SearchConfig().replace(**summary.final_config)
@@ -200,8 +206,16 @@ def job_calibrate(d, spec, scheduled, rid):
     return "ok", daemon_job(d.cfg)
 
 
+def job_labels(d, spec, scheduled, rid):
+    """Weekly: recall calls a person labelled become gold questions and probes beside the gold set."""
+    from tuner.daemon.evidence import labels_to_gold
+    out = labels_to_gold(d.cfg)
+    log.info("labels: %s new question(s) and probes in %s%s", out.added, out.file, f" ({out.why})" if out.why else "")
+    return "ok", out.to_json()
+
+
 # The night's chain, in order: `daemon --start-in` runs these once.
 NIGHT = ("index", "sweep", "report")
 JOBS = {"index": job_index, "sweep": job_sweep, "report": job_report, "retest": job_retest,
-        "calibrate": job_calibrate}
+        "calibrate": job_calibrate, "labels": job_labels}
 

@@ -75,6 +75,11 @@ class Question:
     def is_probe(self) -> bool:
         return self.level == "probe"
 
+    def to_yaml(self) -> dict:
+        """The question as a gold file holds it (load_gold reads it back)."""
+        return {"id": self.id, "level": self.level, "query": self.query, "gold": list(self.gold), "why": self.why,
+                "source": self.source, **({"exclude": list(self.exclude)} if self.exclude else {})}
+
 
 @dataclass(frozen=True)
 class GoldSet:

@@ -52,9 +52,10 @@ def _when(ts: float | None) -> str:
 
 
 def gold_from_log(log_path: str | Path, *, since_s: float | None = None, existing=(),
-                  now: float | None = None) -> LogGold:
+                  now: float | None = None, allow_empty: bool = False) -> LogGold:
     """The labelled calls of the window (in the log's order) as gold questions and probes; `existing`: gold set
-    paths whose questions a call must not repeat."""
+    paths whose questions a call must not repeat. allow_empty: no question left is an answer (the daemon's
+    weekly job, which adds to what it kept), not an error."""
     calls = read_logged_calls(log_path, since_s, now)
     asked = [q.query for p in existing for q in load_gold(p).questions]
     labelled = [c for c in calls if c.label in (LABEL_ANSWERABLE, LABEL_PROBE)]
@@ -82,7 +83,7 @@ def gold_from_log(log_path: str | Path, *, since_s: float | None = None, existin
             out.append(LogQuestion(f"log-{c.id}", "L1", c.query.strip(), (c.top_note,), f"{why} relevant ({led})"))
         else:
             out.append(LogQuestion(f"log-{c.id}", "probe", c.query.strip(), (), f"{why} irrelevant"))
-    if not out:
+    if not out and not allow_empty:
         window = "" if since_s is None else " in the --since window"
         raise SearchCoreError(
             f"{log_path}: no labelled call{window} to make a question of ({len(labelled)} labelled"

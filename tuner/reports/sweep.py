@@ -22,6 +22,7 @@ from tuner.sweep.summary import HoldoutCheck
 from tuner.promotion.promote import History, holdout_verdict, runs_dir
 from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
+from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
 from tuner.reports.plots import progress_plot
 from tuner.sweep.variables import unavailable_fix
 
@@ -208,6 +209,24 @@ def evidence_section(gap: EvidenceGap) -> Section:
     return Section("Why nothing was kept, and what evidence would decide", tuple(blocks))
 
 
+def night_evidence_section(ev: NightEvidence) -> Section:
+    """How many tuning questions of each kind the night stood on, and which of them decided each kept change."""
+    blocks = [Table(("kind", "answerable", "probes"),
+                    tuple((KIND_WORDS[k.source], k.answerable, k.probes) for k in ev.kinds),
+                    "the tuning questions, by where they came from: the hit@5 guard reads the hand-written and "
+                    "labelled ones alone when there are any; the gain test reads every kind")]
+    if ev.kept:
+        blocks.append(Table(("round", "variable", "old -> new", "decided by", "moved, by kind (up/down; out/in the top 5)",
+                             "hit@5 guard read"),
+                            tuple((k.round, k.variable, f"{k.old} -> {k.new}", k.why,
+                                   "; ".join(f"{KIND_WORDS[m.source]} {m.up}/{m.down}; {m.out_of_top5}/{m.into_top5}"
+                                             for m in k.by_kind if m.up or m.down) or "–", k.guard)
+                                  for k in ev.kept)))
+    if ev.time is not None:
+        blocks.append(Para(f"How the night was spent: {ev.time.describe()}."))
+    return Section("The evidence the night stood on", tuple(blocks))
+
+
 def build_sweep_report(d: SweepData) -> Report:
     info, rounds, hold = d.sweep, d.rounds, d.holdout
     sid, obj = info["id"], info["params"].get("objective", "score100")
@@ -217,6 +236,7 @@ def build_sweep_report(d: SweepData) -> Report:
     final_m = kept[-1].result if kept else None
     empty = bool(evaluated) and is_empty_night(rounds) and info["status"] != "running"
     gap = evidence_gap(info, rounds, d.gold, d.score_config or _score_config(info)) if empty else None
+    night = night_evidence(info, rounds, d.score_config or _score_config(info))
     probes = tuning_probes(rounds)
 
     # -- the verdict line --------------------------------------------------------------------------------
@@ -309,6 +329,7 @@ def build_sweep_report(d: SweepData) -> Report:
         Section("Kept changes, in order", (Table(("round", "variable", "old", "new", f"{obj} before", f"{obj} after",
                                                   "hit@5 before", "hit@5 after"), tuple(kept_rows)),)
                 if kept_rows else (Para("no change was kept: the starting config stands"),)),
+    ) + ((night_evidence_section(night),) if night else ()) + (
         Section("Rejected and failed rounds by reason", (Table(("decision", "rounds", "variables"), reason_rows),)),
         Section("Per level on the tuning set, start vs final",
                 (Table(("level", "questions", "hit@5 start", "hit@5 final", "MRR start", "MRR final"),
@@ -345,7 +366,8 @@ def build_sweep_report(d: SweepData) -> Report:
             "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}
                        for r in fail_rows],
             "holdout_flips": [f.to_json() for f in flips], "evaluated_rounds": len(evaluated), "latency": drift.to_json(),
-            "evidence_gap": dataclasses.asdict(gap) if gap else None}
+            "evidence_gap": dataclasses.asdict(gap) if gap else None,
+            "evidence": dataclasses.asdict(night) if night else None}
     return Report("sweep", f"Sweep {sid}", verdict, sections, data,
                   generated=time.strftime("%Y-%m-%d %H:%M %Z"))
 

@@ -138,7 +138,7 @@ def test_sigterm_during_a_sweep_stops_at_the_next_round_and_no_later_job_starts(
         if proc.poll() is None:
             proc.kill()
     got = rounds()
-    assert [r["round"] for r in got] == list(range(len(got))) and len(got) < 401   # whole rounds, none half
+    assert [r.round for r in got] == list(range(len(got))) and len(got) < 401   # whole rounds, none half
     lg = Ledger(ledger)
     assert lg.sweep()["status"] == "stopped"
     lg.close()

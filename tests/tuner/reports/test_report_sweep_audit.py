@@ -59,7 +59,8 @@ def test_morning_report_says_what_happened(swept):
     md = render(rep, "md")
     assert md.splitlines()[2].startswith("**tuning hit@5")           # the verdict is the first thing read
     heads = [s.heading for s in rep.sections]
-    assert heads == ["Progress", "Kept changes, in order", "Rejected and failed rounds by reason",
+    assert heads == ["Progress", "Kept changes, in order", "The evidence the night stood on",
+                     "Rejected and failed rounds by reason",
                      "Per level on the tuning set, start vs final", "Questions that flipped on the holdout",
                      "Rounds that were unavailable or crashed", "Latency: the cost model and the stopwatch"]
     d = json.loads(render(rep, "json"))["data"]

@@ -1,0 +1,204 @@
+"""The daemon uses the vault's evidence: the night tunes on the hand-written set plus the questions the vault
+supplies (made again only when the vault changed) and the labelled recall calls the weekly `labels` job keeps
+beside the gold set; the holdout stays hand-written; the morning report says which evidence the night used
+and which of it decided each kept change."""
+
+import json
+import shutil
+import time
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from search_core import SearchCoreError
+from search_core.recall.log import RecallLog, label_calls
+from tests.helpers import DEMO_VAULT
+from tests.helpers.sweeps import DEMO_HOLD as HOLD
+from tests.helpers.sweeps import DEMO_TUNE as TUNE
+from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+from tests.helpers.sweeps import FUSION_SPACE, HAND_SET_UNITS, hand_set_calibrations, small_gold
+from tuner.cli import main
+from tuner.daemon.config import DaemonConfigError, load_daemon_config
+from tuner.data.gold import load_gold
+
+
+def write_config(tmp_path, db, *, vault=DEMO_VAULT, rounds=12, evidence="", holdout=True, jobs=None):
+    (tmp_path / "space.toml").write_text(FUSION_SPACE)
+    tune = small_gold(TUNE, tmp_path / "tune.yaml", 2)
+    hold = small_gold(HOLD, tmp_path / "hold.yaml", 4)
+    jobs = jobs or '[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n[jobs.labels]\ncron = "0 4 * * 0"\n'
+    text = (f'[daemon]\ntimezone = "UTC"\nruns = "runs"\n'
+            f'[sweep]\nvault = "{vault}"\ndb = "{db}"\ngold = "{tune}"\n'
+            + (f'holdout = "{hold}"\n' if holdout else "split = 0.5\n")
+            + f'space = "space.toml"\nrounds = {rounds}\n' + (f"[evidence]\n{evidence}\n" if evidence else "") + jobs)
+    p = tmp_path / "daemon.toml"
+    p.write_text(text)
+    return p
+
+
+@pytest.fixture
+def db_copy(demo_db, tmp_path):
+    dst = tmp_path / "index.sqlite"
+    shutil.copy(demo_db, dst)
+    return dst
+
+
+# -- the config --------------------------------------------------------------------------------------------
+def test_evidence_keys_default_to_the_vaults_questions_and_are_checked(tmp_path, demo_db):
+    cfg = load_daemon_config(write_config(tmp_path, demo_db))
+    ev = cfg.evidence
+    assert (ev.vault_questions, ev.kinds, ev.seed) == (200, None, 0)
+    assert ev.from_log_path(cfg.sweep["gold"]) == tmp_path / "tune.from-log.yaml"      # beside the gold set
+    cfg = load_daemon_config(write_config(tmp_path, demo_db, evidence='vault_questions = 0\nkinds = ["anchor"]\n'
+                                                                      'seed = 3\nfrom_log = "labels.yaml"'))
+    assert (cfg.evidence.vault_questions, cfg.evidence.kinds, cfg.evidence.seed) == (0, ("anchor",), 3)
+    assert cfg.evidence.from_log_path(cfg.sweep["gold"]) == tmp_path / "labels.yaml"
+    for bad, message in [('kinds = ["anchors"]', r"kinds \['anchors'\] must be one or more of anchor, heading"),
+                         ("vault_questions = -1", "vault_questions = -1 .* an integer"),
+                         ('from_log = "tune.yaml"', "from_log = .*tune.yaml is the hand-written gold set; the labels "
+                                                    "job would overwrite it"),
+                         ("questions = 5", "unknown key.*'questions'")]:
+        with pytest.raises(SearchCoreError, match=message):
+            load_daemon_config(write_config(tmp_path, demo_db, evidence=bad))
+    with pytest.raises(DaemonConfigError, match=r"unknown table\(s\) \['evidense'\]; valid: .*\[evidence\]"):
+        p = write_config(tmp_path, demo_db)
+        p.write_text(p.read_text() + "[evidense]\nseed = 1\n")
+        load_daemon_config(p)
+
+
+# -- the night's tuning set ---------------------------------------------------------------------------------
+def test_the_nights_set_adds_the_vaults_questions_made_again_only_when_the_vault_changed(tmp_path, db_copy):
+    from tuner.daemon.evidence import prepare_night_gold
+    vault = tmp_path / "vault"
+    shutil.copytree(DEMO_VAULT, vault)
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
+    hand = (tmp_path / "tune.yaml").read_bytes()
+    first = prepare_night_gold(cfg, db_copy)
+    gs = load_gold(first.gold)
+    by_source = {s: sum(q.source == s for q in gs.questions) for s in ("hand", "log", "vault")}
+    assert by_source == {"hand": len(load_gold(tmp_path / "tune.yaml").questions), "log": 0, "vault": 40}
+    assert first.vault.made and first.holdout == str(tmp_path / "hold.yaml")
+    assert {k.source for k in first.tuning.kinds} == {"hand", "vault"}
+    assert any(q.exclude for q in gs.questions if q.source == "vault")       # anchors keep their held-out note
+    again = prepare_night_gold(cfg, db_copy)
+    assert not again.vault.made and again.gold == first.gold                  # nothing changed: the same file
+    note = next(vault.rglob("*.md"))
+    note.write_text(note.read_text(encoding="utf-8") + "\n\n## 새 절\n\n덧붙인 문단.\n", encoding="utf-8")
+    changed = prepare_night_gold(cfg, db_copy)
+    assert changed.vault.made
+    assert (tmp_path / "tune.yaml").read_bytes() == hand                      # the hand-written file is only read
+    assert load_gold(first.gold).questions == gs.questions                    # an earlier night's file stays as it was
+
+
+def test_with_a_split_the_holdout_is_the_hand_written_half_and_no_made_question(tmp_path, db_copy):
+    from tuner.daemon.evidence import prepare_night_gold
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, holdout=False, evidence="vault_questions = 30"))
+    night = prepare_night_gold(cfg, db_copy)
+    hold, tune = load_gold(night.holdout), load_gold(night.gold)
+    hand_ids = {q.id for q in load_gold(tmp_path / "tune.yaml").questions}
+    assert {q.source for q in hold.questions} == {"hand"} and {q.id for q in hold.questions} < hand_ids
+    tuned_hand = {q.id for q in tune.questions if q.source == "hand"}
+    assert tuned_hand | {q.id for q in hold.questions} == hand_ids and not tuned_hand & {q.id for q in hold.questions}
+    assert sum(q.source == "vault" for q in tune.questions) == 30
+
+
+def test_a_made_question_about_a_note_the_index_lacks_is_left_out(tmp_path, db_copy):
+    """The vault gained a note after the index was built (no index job): its questions wait for the index."""
+    from tuner.daemon.evidence import prepare_night_gold
+    vault = tmp_path / "vault"
+    shutil.copytree(DEMO_VAULT, vault)
+    (vault / "ai" / "new-note.md").write_text("---\ntitle: 새 노트\naliases: [brand new note]\n---\n# 새 노트\n\n"
+                                               "## 설정 방법\n\n본문.\n", encoding="utf-8")
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 2000"))
+    night = prepare_night_gold(cfg, db_copy)
+    assert night.tuning.dropped == {"names a note the index does not hold": 2}     # its alias and its heading
+    assert not any("ai/new-note" in q.gold for q in load_gold(night.gold).questions)
+
+
+# -- the weekly labels job ------------------------------------------------------------------------------------
+def _labelled_log(runs, calls):
+    """calls: (query, top note, label or None); returns the call ids."""
+    runs.mkdir(parents=True, exist_ok=True)
+    log = RecallLog(runs / "recall-log.sqlite", retention_days=None)
+    now = time.time()
+    ids = [log.write({"ts": now - 60, "session": "s", "query": q, "injected": True,
+                      "top_scores": [{"note_id": top, "score": 0.03, "cosine": 0.8}],
+                      "features": {"probability": 0.7, "top_cos": 0.8}}) for q, top, _ in calls]
+    log.close()
+    label_calls(runs / "recall-log.sqlite", [(i, lab) for i, (_, _, lab) in zip(ids, calls) if lab])
+    return ids
+
+
+def test_the_weekly_labels_job_adds_labelled_calls_beside_the_gold_set_once(tmp_path, db_copy):
+    cfg_path = write_config(tmp_path, db_copy, jobs='[jobs.labels]\ncron = "0 4 * * 0"\n')
+    runs, out = tmp_path / "runs", tmp_path / "tune.from-log.yaml"
+    hand = (tmp_path / "tune.yaml").read_bytes()
+    r = CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "labels"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["added"] == 0 and "no recall log" in json.loads(r.output)["why"]
+    asked = load_gold(tmp_path / "tune.yaml").answerable()[0]
+    ids = _labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
+                               ("부대찌개 끓이는 법 알려줘", "life/cooking/bulgogi", "irrelevant"),
+                               (asked.query, asked.gold[0], "relevant"),            # the hand-written set asks it
+                               ("GraphRAG 커뮤니티 요약", "ai/rag/graphrag", None)])  # not labelled
+    r = CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "labels"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert (res["added"], res["questions"], res["probes"]) == (2, 1, 1), res
+    assert res["left_out"] == {"asks what an existing gold set asks": 1}
+    kept = load_gold(out)
+    assert [(q.id, q.level, q.source) for q in kept.questions] == [(f"log-{ids[0]}", "L1", "log"),
+                                                                   (f"log-{ids[1]}", "probe", "log")]
+    assert (tmp_path / "tune.yaml").read_bytes() == hand
+    # next week: what was kept stays (a person may have edited it), a call already kept is not added again,
+    # a newly labelled one is
+    out.write_text(out.read_text(encoding="utf-8").replace("level: L1", "level: L0"), encoding="utf-8")
+    label_calls(runs / "recall-log.sqlite", [(ids[3], "relevant")])
+    res = json.loads(CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "labels"]).output)
+    assert res["added"] == 1 and res["total"] == 3, res
+    assert [(q.id, q.level) for q in load_gold(out).questions] == [(f"log-{ids[0]}", "L0"), (f"log-{ids[1]}", "probe"),
+                                                                   (f"log-{ids[3]}", "L1")]
+    res = json.loads(CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "labels"]).output)
+    assert res["added"] == 0 and "do not already ask" in res["why"]
+    assert len(load_gold(out).questions) == 3
+
+
+# -- a real night --------------------------------------------------------------------------------------------
+def test_a_night_tunes_on_every_kind_and_its_report_says_which_evidence(tmp_path, db_copy):
+    cfg_path = write_config(tmp_path, db_copy, evidence="vault_questions = 60", rounds=10)
+    runs = tmp_path / "runs"
+    hand_set_calibrations(runs / "cost-model", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
+    _labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
+                         ("부대찌개 끓이는 법 알려줘", "life/cooking/bulgogi", "irrelevant")])
+    assert json.loads(CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "labels"]).output)["added"] == 2
+    r = CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "sweep"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    n_hand = len(load_gold(tmp_path / "tune.yaml").answerable())
+    assert res["evidence"]["by_kind"] == {"hand": {"answerable": n_hand, "probes": len(load_gold(tmp_path / "tune.yaml").probes())},
+                                          "log": {"answerable": 1, "probes": 1},
+                                          "vault": {"answerable": 60, "probes": 0}}, res
+    assert res["evidence"]["vault_set"] == "made"
+    from tuner.ledger.ledger import Ledger
+    lg = Ledger(runs / "ledger.sqlite")
+    try:
+        info = lg.sweep(res["sweep"])
+        start = lg.rounds(res["sweep"])[0]
+    finally:
+        lg.close()
+    assert info["params"]["holdout"] == str(tmp_path / "hold.yaml")           # hand-written, untouched
+    sources = [q.source for q in start.result.per_query]
+    assert (sources.count("hand"), sources.count("log"), sources.count("vault")) == \
+        (len(load_gold(tmp_path / "tune.yaml").questions), 2, 60)
+    md = (runs / "reports" / f"sweep-{res['sweep']}.md").read_text(encoding="utf-8")
+    assert "## The evidence the night stood on" in md
+    assert f"| hand-written | {n_hand} |" in md and "| labelled recall calls | 1 | 1 |" in md
+    assert "| from the vault's text | 60 | 0 |" in md
+    # ten fusion rounds use seconds of the 30-minute window: the report says so, and what would use it
+    assert "How the night was spent: 10 rounds: " in md and "s budget; " in md and "[evidence] vault_questions" in md
+    data = json.loads((runs / "reports" / f"sweep-{res['sweep']}.json").read_text(encoding="utf-8"))["data"]
+    kept = [r for r in data["kept"]]
+    assert len(data["evidence"]["kept"]) == len(kept)
+    for k in data["evidence"]["kept"]:
+        assert k["decided_by"] and k["why"]

@@ -1,0 +1,57 @@
+"""Which evidence decided a kept change, from two real evaluations of the demo vault (e5-small): the hand-written
+tuning questions plus the questions `gold make` cuts from the vault, from the demo's hand-set start (vector
+search alone) to the keyword channel switched on."""
+
+import dataclasses
+
+import pytest
+
+from search_core.config import load_config
+from search_core.search.pipeline import Searcher
+from tests.helpers import DEMO_VAULT
+from tests.helpers.sweeps import DEMO_TUNE
+from tuner.data.bundled import demo_start
+from tuner.data.gold import load_gold
+from tuner.data.night_gold import refresh_vault_questions, write_night_gold
+from tuner.evaluation.evaluate import evaluate
+from tuner.evaluation.score import ScoreConfig
+from tuner.ledger.round import Round
+from tuner.ledger.schema import RoundDecision
+from tuner.reports.night_evidence import kept_evidence
+from tuner.sweep.evidence import ranking_evidence
+
+
+@pytest.mark.slow
+def test_the_keyword_channel_is_decided_by_the_vaults_questions_where_the_hand_written_alone_cannot(tmp_path,
+                                                                                                    demo_index_e5):
+    s = Searcher(demo_index_e5)
+    made = refresh_vault_questions(DEMO_VAULT, tmp_path, n=200, seed=0)
+    gold = load_gold(write_night_gold([DEMO_TUNE, made.path], tmp_path, known_ids=s.view.notes.keys()).path)
+    start = load_config(demo_start()).replace(embedder=s.embedder_name)
+    base = evaluate(s, gold, start, audit=False)
+    cand = evaluate(s, gold, start.replace(w_sparse=0.3), audit=False)
+    weights = ScoreConfig().quality_weights
+    cfg = start.replace(w_sparse=0.3)
+    row = Round("demo", 2, "w_sparse", 0.0, 0.3, cfg.as_dict(), cfg.config_hash(), start.config_hash(), None, cand,
+                None, RoundDecision.KEPT, "")
+    ev = kept_evidence(row, base, cand, "score100", weights, 0.05)
+    pooled = ranking_evidence(base, cand, "score100", weights)
+    assert [k.source for k in ev.by_kind] == ["hand", "vault"]
+    assert (sum(k.up for k in ev.by_kind), sum(k.down for k in ev.by_kind)) == (pooled.better, pooled.worse)
+    hand = next(k for k in ev.by_kind if k.source == "hand")
+    vault = next(k for k in ev.by_kind if k.source == "vault")
+    # the 24 hand-written questions alone cannot tell this gain from noise; the vault's 200 can
+    assert hand.n == 24 and hand.p_value >= 0.05 and vault.p_value < 0.05 and pooled.p_value < 0.05
+    assert ev.decided_by == ("vault",) and ev.p_value == pooled.p_value
+    assert ev.why.startswith("the questions from the vault's text (the hand-written alone: p = ")
+    assert ev.guard.startswith(f"24 hand-written or labelled questions ({vault.n} from the vault's text set aside)")
+    # a change that moved no rank is decided on its objective alone, whatever the kinds
+    same = kept_evidence(dataclasses.replace(row, variable="gate_threshold"), base, base, "score100", weights, 0.05)
+    assert same.decided_by == ("objective",) and same.p_value is None
+    assert same.why == "the gate's accuracy on the probes: no question's rank moved"
+    # with the hand-written questions alone, they decide
+    hand_only = [q for q in base.per_query if q.source == "hand"]
+    b1, c1 = (dataclasses.replace(r, per_query=[q for q in r.per_query if q.source == "hand"]) for r in (base, cand))
+    assert len(hand_only) == len(b1.per_query)
+    alone = kept_evidence(row, b1, c1, "score100", weights, 0.05)
+    assert alone.decided_by == ("hand",) and alone.why.startswith("the hand-written questions (all kinds together: ")

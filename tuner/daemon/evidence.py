@@ -1,0 +1,141 @@
+"""The evidence a night tunes on, beside the person's hand-written gold set.
+
+- Nightly (the sweep job, before a new sweep): the questions the vault supplies (`gold make`, made again only
+  when the vault changed) and the labelled recall calls (the file the `labels` job keeps) are combined with the
+  hand-written tuning set into one gold file under runs/evidence/ (tuner.data.night_gold). The holdout stays
+  hand-written: with `split` instead of a holdout file, the hand-written set is split first and only its
+  tuning part is combined, so no made question is ever a holdout question.
+- Weekly (the `labels` job): recall calls a person labelled become gold questions and probes (`gold from-log`),
+  deduplicated against the hand-written sets and the calls already kept, added to the from-log file beside the
+  gold set (written atomically; the hand-written file is only read).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from search_core import SearchCoreError
+from search_core.files import atomic_write_text
+
+from tuner.data.gold import load_gold, split_gold
+from tuner.data.night_gold import NightGold, VaultSet, refresh_vault_questions, write_night_gold
+
+
+@dataclass(frozen=True)
+class NightSet:
+    """What a new sweep of the night stands on."""
+    gold: str                       # the combined tuning set
+    holdout: str | None             # hand-written
+    tuning: NightGold
+    vault: VaultSet | None          # None: [evidence] vault_questions = 0
+    from_log: str | None            # the labelled calls' file, when it exists
+
+    def to_json(self) -> dict:
+        """For the run table and the daemon's log."""
+        return {"tuning": self.tuning.describe(), "gold": self.gold,
+                "by_kind": {k.source: {"answerable": k.answerable, "probes": k.probes} for k in self.tuning.kinds},
+                **({"vault_set": "made" if self.vault.made else "reused (the vault did not change)"}
+                   if self.vault else {}),
+                **({"left_out": self.tuning.dropped} if self.tuning.dropped else {})}
+
+
+def index_note_ids(db: str | Path) -> set[str]:
+    from search_core.index.store import connect
+    conn = connect(db, readonly=True)
+    try:
+        return {r[0] for r in conn.execute("SELECT id FROM notes")}
+    finally:
+        conn.close()
+
+
+def _split_hand_set(gold: str, fraction: float, seed: int, folder: Path) -> tuple[str, str]:
+    """The hand-written set split as `sweep --split` splits it, written as two files (tuning, holdout)."""
+    tune, hold = split_gold(load_gold(gold), fraction, seed)
+    paths = []
+    for part in (tune, hold):
+        body = {"name": part.name, "vault": part.vault, "questions": [q.to_yaml() for q in part.questions]}
+        p = folder / f"{part.name}.yaml"
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(p, f"# {gold} split {fraction:g} (seed {seed}), as `sweep --split` splits it\n"
+                          + yaml.safe_dump(body, allow_unicode=True, sort_keys=False, width=1000))
+        paths.append(str(p))
+    return paths[0], paths[1]
+
+
+def prepare_night_gold(cfg, db: str | Path, progress=None) -> NightSet:
+    """The night's tuning set: hand-written (+ labelled calls) (+ the vault's questions), in one file."""
+    progress = progress or (lambda line: None)
+    s, ev = cfg.sweep, cfg.evidence
+    folder = Path(cfg.runs) / "evidence"
+    hand, holdout = s["gold"], s.get("holdout")
+    if not holdout and s.get("split"):
+        hand, holdout = _split_hand_set(hand, float(s["split"]), int(s.get("seed", 0)), folder)
+    parts = [hand]
+    log_file = ev.from_log_path(s["gold"])
+    if log_file.exists():
+        parts.append(str(log_file))
+    vault = None
+    if ev.vault_questions and s.get("vault"):
+        vault = refresh_vault_questions(s["vault"], folder, n=ev.vault_questions, seed=ev.seed, kinds=ev.kinds)
+        progress(f"vault questions: {vault.questions} "
+                 f"({', '.join(f'{k} {v}' for k, v in vault.by_kind.items())}) "
+                 + ("made now" if vault.made else "reused: the vault did not change"))
+        parts.append(str(vault.path))
+    tuning = write_night_gold(parts, folder, name="night-gold", known_ids=index_note_ids(db))
+    progress(f"tuning set {tuning.path.name}: {tuning.describe()}")
+    return NightSet(str(tuning.path), holdout, tuning, vault, str(log_file) if log_file.exists() else None)
+
+
+@dataclass(frozen=True)
+class LabelsRun:
+    """What the weekly `labels` job did: `added` questions and probes written to `file` (none: `why`)."""
+    log: str
+    file: str
+    added: int
+    why: str | None = None
+    labelled: int | None = None
+    left_out: dict | None = None
+    questions: int | None = None
+    probes: int | None = None
+    total: int | None = None
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def labels_to_gold(cfg, *, now: float | None = None) -> LabelsRun:
+    """The weekly `labels` job: labelled recall calls not yet kept become questions and probes, added to the
+    from-log file. Nothing labelled, or nothing new: the file is left as it is."""
+    from search_core.paths import recall_log_file
+    from tuner.data.log_gold import gold_from_log
+    log_path = recall_log_file(cfg.runs)
+    out = cfg.evidence.from_log_path(cfg.sweep["gold"])
+    if not log_path.exists():
+        return LabelsRun(str(log_path), str(out), 0, f"no recall log at {log_path} yet (the recall path writes it)")
+    existing = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
+    kept = load_gold(out) if out.exists() else None
+    lg = gold_from_log(log_path, existing=existing + ([str(out)] if kept else []), now=now, allow_empty=True)
+    answerable = sum(q.level != "probe" for q in lg.questions)
+    if not lg.questions:
+        return LabelsRun(str(log_path), str(out), 0, "no labelled call that the gold sets do not already ask"
+                         if lg.labelled else "no call is labelled yet (`autoresearch recall-log label` or the /label page)",
+                         lg.labelled, lg.left_out)
+    rows = [q.to_yaml() for q in (kept.questions if kept else ())] + [q.to_yaml() for q in lg.questions]
+    seen: set[str] = set()
+    for r in rows:                    # a new log file numbers its calls from 1 again
+        base_id, n = r["id"], 2
+        while r["id"] in seen:
+            r["id"], n = f"{base_id}-{n}", n + 1
+        seen.add(r["id"])
+    header = (f"# Questions from use: recall calls a person labelled ({log_path}), kept by the daemon's weekly "
+              "labels job.\n# Edit or prune freely: the next run keeps what is here and only adds calls it does not "
+              "ask yet.\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, header + yaml.safe_dump({"name": out.stem, "questions": rows}, allow_unicode=True,
+                                                   sort_keys=False, width=1000))
+    return LabelsRun(str(log_path), str(out), len(lg.questions), None, lg.labelled, lg.left_out, answerable,
+                     len(lg.questions) - answerable, len(rows))
