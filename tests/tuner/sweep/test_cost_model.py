@@ -363,17 +363,17 @@ def test_a_keyword_index_round_is_charged_the_ngram_work_it_ran(demo_index, tmp_
     from tuner.evaluation.score import ScoreConfig
     from tuner.sweep.rounds import replay_decisions
     summary, rows = run_sweep(tmp_path, demo_index, KEYWORD_SPACE, 2)
-    tried = [r for r in rows if r["variable"] == "keyword_index" and r["metrics"]]
-    assert {r["new"] for r in tried} == {"ngram", "both"}
+    tried = [r for r in rows if r.variable == "keyword_index" and r.result is not None]
+    assert {r.new for r in tried} == {"ngram", "both"}
     for r in tried:
-        cal = Calibration.from_json(r["metrics"]["latency_charge"]["calibration"])
-        works = [SearchWork.from_json(q["work"]) for q in r["metrics"]["per_query"]]
+        cal = Calibration.from_json(r.result.latency_charge["calibration"])
+        works = [SearchWork.from_json(q.work) for q in r.result.per_query]
         assert all(w.ngram_postings and w.ngram_terms for w in works)              # every question ran one
-        assert all(bool(w.fts_postings) == (r["new"] == "both") for w in works)
+        assert all(bool(w.fts_postings) == (r.new == "both") for w in works)
         sparse = sorted(predict(w, cal)["sparse"] for w in works)
         assert sparse[len(sparse) // 2] > cal.units["ngram_ms"]                     # charged beyond a constant
     replay = replay_decisions(rows, _default_rule(), ScoreConfig())
-    assert replay and all(x["agrees"] for x in replay), replay
+    assert replay and all(x.agrees for x in replay), replay
 
 
 def _default_rule():
