@@ -382,13 +382,16 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 
 
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
-                         kinds: tuple[str, ...] = DEFAULT_KINDS) -> VaultQuestions:
-    """A gold set of questions the vault answers, made from what its author wrote about each note."""
+                         kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None) -> VaultQuestions:
+    """A gold set of questions the vault answers, made from what its author wrote about each note.
+    anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note)."""
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise SearchCoreError(f"unknown question kind(s) {bad}; kinds: {', '.join(KINDS)}")
     if n is not None and n < 1:
         raise SearchCoreError(f"-n {n}: ask for at least one question")
+    if anchor_share is not None and not 0.0 <= anchor_share <= 1.0:
+        raise SearchCoreError(f"anchor share {anchor_share}: give a share of the questions from 0 to 1")
     vault = vault_of(vault_or_db)
     notes, raw = read_vault(vault)
     if len(notes) < 2:
@@ -417,24 +420,37 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
     rng = random.Random(seed)
     shingle_cache: dict[str, set[str]] = {}
     flat = {nid: normalise(indexed_text(note)) for nid, note in notes.items()}
-    questions: list[MadeQuestion] = []
-    for c in _spread(kept, None, rng):
-        if n is not None and len(questions) >= n:
-            break
+
+    def question(c: _Candidate) -> MadeQuestion | None:
         exclude: tuple[str, ...] = ()
         if c.kind == "anchor":
             if c.gold not in shingle_cache:
                 shingle_cache[c.gold] = shingles(indexed_text(notes[c.gold]))
             if echo_share(c.query, shingle_cache[c.gold]) >= ECHO_SHARE:
                 dropped["an anchor sentence its own note holds (an echo)"] += 1
-                continue
+                return None
             # the linking note, and any other note that holds the sentence word for word, are held out
             key = normalise(c.query)
             copies = sorted(nid for nid, text in flat.items() if nid not in (c.gold, c.source) and key in text)
             exclude = (c.source, *copies)
         qid = f"{c.kind}-{hashlib.sha256(f'{c.gold}|{c.query}'.encode()).hexdigest()[:8]}"
-        questions.append(MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why,
-                                      c.kind, exclude))
+        return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, c.kind, exclude)
+
+    def take(cands: list[_Candidate], limit: int | None, into: list[MadeQuestion]) -> None:
+        for c in _spread(cands, None, rng):
+            if limit is not None and len(into) >= limit:
+                return
+            q = question(c)
+            if q is not None:
+                into.append(q)
+
+    questions: list[MadeQuestion] = []
+    if anchor_share is not None and n is not None:
+        # anchors first, up to their share of n; the other kinds fill what is left (and what anchors lack)
+        take([c for c in kept if c.kind == "anchor"], round(n * anchor_share), questions)
+        take([c for c in kept if c.kind != "anchor"], n, questions)
+    else:
+        take(kept, n, questions)
     if not questions:
         raise SearchCoreError(f"{vault}: no question could be made from {len(notes)} notes (kinds "
                               f"{', '.join(kinds)}): the notes have no links with words around them, no "
@@ -460,9 +476,10 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 
 
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
-                          kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "") -> VaultQuestions:
+                          kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
+                          anchor_share: float | None = None) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
-    vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds)
+    vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq

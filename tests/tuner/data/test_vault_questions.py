@@ -84,6 +84,16 @@ def test_n_spreads_over_notes_and_a_seed_repeats(qvault):
     assert {q.query for q in a.questions} <= {row[2] for row in BY_HAND}
 
 
+def test_an_anchor_share_takes_anchors_first_and_the_other_kinds_fill_the_rest(qvault):
+    kinds = lambda vq: sorted(q.kind for q in vq.questions)     # noqa: E731
+    assert kinds(make_vault_questions(qvault, n=4, seed=0, anchor_share=1.0)) == ["anchor"] * 4
+    assert kinds(make_vault_questions(qvault, n=4, seed=0, anchor_share=0.5)).count("anchor") == 2
+    # 5 anchors in the vault: asked for 9 at share 1.0, the 4 others fill what anchors lack
+    assert _rows(make_vault_questions(qvault, n=9, seed=0, anchor_share=1.0)) == BY_HAND
+    with pytest.raises(SearchCoreError, match="from 0 to 1"):
+        make_vault_questions(qvault, n=9, anchor_share=75)
+
+
 def test_the_written_file_loads_as_gold_with_its_exclusions(qvault, tmp_path):
     out = tmp_path / "made.yaml"
     vq = write_vault_questions(qvault, out, n=None)
