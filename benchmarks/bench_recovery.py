@@ -199,7 +199,7 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                                       "agreement": visited_agreement(sw, hand)}
             row["seconds"] = round(time.perf_counter() - t0, 1)
             out["runs"].append(row)
-            (cache / case.name / f"{variant}-partial.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
+            (cache / case.name / f"{variant}-{'+'.join(starts)}-partial.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
             j0 = judges[0]
             b = row["by_judge"][j0]
             progress(f"{case.name} seed {seed} from {start_name} [{j0}]: hit@5 {b['start']['hit@5']:.3f} -> "
@@ -225,6 +225,69 @@ def table(result: dict, judge: str) -> str:
     return "\n".join(lines)
 
 
+def summary_rows(results: list[dict], judge: str) -> list[dict]:
+    """One row per (vault, variant, start): the seeds' mean scores, the gap recovered, the seeds whose hit@5
+    fell below the start, and the agreement's median and range."""
+    import statistics
+    rows = []
+    for res in results:
+        by_start: dict = {}
+        for r in res["runs"]:
+            if judge in r["by_judge"]:
+                by_start.setdefault(r["start_from"], []).append(r)
+        for start, runs in by_start.items():
+            js = [r["by_judge"][judge] for r in runs]
+            mean = lambda key, m: round(statistics.mean(j[key][m] for j in js), 3)      # noqa: E731
+            rec = {m: [j["recovered"][m] for j in js if j["recovered"][m] is not None] for m in ("hit@5", "mrr")}
+            rho = sorted(j["agreement"]["mrr_spearman"] for j in js if j["agreement"]["mrr_spearman"] is not None)
+            rows.append({"vault": res["vault"], "variant": res["variant"], "n": res["n"], "start_from": start,
+                         "seeds": [r["seed"] for r in runs], "judged_on": res["judges"][judge],
+                         **{f"{k} {m}": mean(k, m) for k in ("start", "night", "default") for m in ("hit@5", "mrr")},
+                         "recovered hit@5": rec["hit@5"], "recovered mrr": rec["mrr"],
+                         "hit5 below start": sum(j["hit5_below_start"] for j in js),
+                         "agreement": {"median": statistics.median(rho) if rho else None,
+                                       "min": rho[0] if rho else None, "max": rho[-1] if rho else None},
+                         "kept": [r["kept"] for r in runs]})
+    return rows
+
+
+FUSION = ("w_dense", "w_sparse", "w_decomposed", "w_entity", "rrf_k", "embedder")
+
+
+def markdown(rows: list[dict]) -> str:
+    """The summary rows as the BENCHMARKS.md table."""
+    def share(xs):
+        return " / ".join("-" if x is None else f"{x:.2f}" for x in xs) if xs else "no gap"
+    out = ["| vault (judged on, answerable) | made set | from | seeds | hit@5 start / night / default | "
+           "MRR start / night / default | gap recovered, hit@5 (per seed) | MRR (per seed) | hit@5 below start | "
+           "agreement, MRR rho: median (min, max) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ag = r["agreement"]
+        out.append(f"| {r['vault']} ({', '.join(r['judged_on']['sets'])}, {r['judged_on']['n']}) | {r['variant']}, "
+                   f"n {r['n']} | {r['start_from']} | {len(r['seeds'])} | {r['start hit@5']:.3f} / "
+                   f"{r['night hit@5']:.3f} / {r['default hit@5']:.3f} | {r['start mrr']:.3f} / {r['night mrr']:.3f} / "
+                   f"{r['default mrr']:.3f} | {share(r['recovered hit@5'])} | {share(r['recovered mrr'])} | "
+                   f"{r['hit5 below start']}/{len(r['seeds'])} | {ag['median']} ({ag['min']}, {ag['max']}) |")
+    return "\n".join(out)
+
+
+def disagreements(results: list[dict], judge: str, top: int = 3) -> list[str]:
+    """Where the made questions and the hand-written ones part: per run, the configs the made set ranks
+    best by MRR, with their rank on the hand-written set (1 = best of the visited configs)."""
+    lines = []
+    for res in results:
+        for r in res["runs"]:
+            pairs = r["by_judge"].get(judge, {}).get("agreement", {}).get("pairs", [])
+            if len(pairs) < 3:
+                continue
+            hand_rank = {id(p): i + 1 for i, p in enumerate(sorted(pairs, key=lambda p: -p["hand_mrr"]))}
+            best = sorted(pairs, key=lambda p: -p["made_mrr"])[:top]
+            lines.append(f"{res['vault']} {res['variant']} seed {r['seed']} from {r['start_from']}: " + "; ".join(
+                f"{ {k: v for k, v in p['config'].items() if k in FUSION} } made {p['made_mrr']:.3f} hand {p['hand_mrr']:.3f} (hand rank {hand_rank[id(p)]}"
+                f"/{len(pairs)})" for p in best))
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/recovery"))
@@ -238,10 +301,24 @@ def main() -> None:
     ap.add_argument("--variant", default="base", help="a label for the made sets and ledgers under --cache")
     ap.add_argument("--anchor-share", type=float, default=None, help="gold make's anchor_share")
     ap.add_argument("--space", type=Path, default=None, help="the sweep space (default: the packaged one)")
+    ap.add_argument("--report", nargs="*", type=Path, default=None,
+                    help="summarise these result files (partial or whole) for --judge and stop")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
     names = a.vaults.split(",")
+    if a.report is not None:
+        results = []
+        for f in a.report:
+            d = json.loads(f.read_text())
+            results += d["results"] if "results" in d else [d]
+        judge = a.judge.split(",")[0]
+        rows = summary_rows(results, judge)
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False), file=sys.stderr)
+        print("\n".join(disagreements(results, judge)), file=sys.stderr)
+        print(markdown(rows))
+        return
     if a.prepare:
         from search_core.index.indexer import index_vault
         from search_core.search.pipeline import Searcher
@@ -267,7 +344,7 @@ def main() -> None:
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
                                 anchor_share=a.anchor_share))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
-    path = write_result(f"recovery-{a.variant}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
+    path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})
     print(f"written to {path}", file=sys.stderr)
 
