@@ -94,12 +94,13 @@ def hand_set(case: VaultCase, judge: str):
                    tuple(q for g in sets for q in g.questions if not q.is_probe))
 
 
-def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anchor_share: float | None = None) -> Path:
-    """`gold make` (seed, n, anchor_share) written under cache: the night's tuning set."""
+def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anchor_share: float | None = None,
+             mask_link: bool = False) -> Path:
+    """`gold make` (seed, n, anchor_share, mask_link) written under cache: the night's tuning set."""
     from tuner.data.vault_questions import write_vault_questions
     out = cache / case.name / "made" / f"{variant}-n{n}-seed{seed}.yaml"
     if not out.exists():
-        write_vault_questions(case.vault, out, n=n, seed=seed, anchor_share=anchor_share,
+        write_vault_questions(case.vault, out, n=n, seed=seed, anchor_share=anchor_share, mask_link=mask_link,
                               command=f"gold make {case.vault} -n {n} --seed {seed}")
     return out
 
@@ -163,7 +164,7 @@ def gap_share(start: float, final: float, default: float) -> float | None:
 
 def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, variant: str,
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
-             anchor_share: float | None = None) -> dict:
+             anchor_share: float | None = None, mask_link: bool = False) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout)."""
     from search_core.config import SearchConfig, load_config
@@ -173,9 +174,9 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                                           for j, h in hands.items()},
            "n": n, "rounds": rounds, "variant": variant,
            "space": str(space) if space else "default",
-           "anchor_share": anchor_share, "runs": []}
+           "anchor_share": anchor_share, "mask_link": mask_link, "runs": []}
     for seed in seeds:
-        gold = made_set(case, cache, seed, n, variant, anchor_share)
+        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link)
         for start_name in starts:
             start = load_config(START) if start_name == "hand-set" else SearchConfig()
             t0 = time.perf_counter()
@@ -300,6 +301,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=119)
     ap.add_argument("--variant", default="base", help="a label for the made sets and ledgers under --cache")
     ap.add_argument("--anchor-share", type=float, default=None, help="gold make's anchor_share")
+    ap.add_argument("--mask-link", action="store_true", help="gold make's mask_link")
     ap.add_argument("--space", type=Path, default=None, help="the sweep space (default: the packaged one)")
     ap.add_argument("--report", nargs="*", type=Path, default=None,
                     help="summarise these result files (partial or whole) for --judge and stop")
@@ -342,7 +344,7 @@ def main() -> None:
         results.append(run_case(VAULTS[name], a.cache, [int(s) for s in a.seeds.split(",")], a.judge.split(","), a.n,
                                 a.rounds, a.variant, tuple(a.starts.split(",")),
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
-                                anchor_share=a.anchor_share))
+                                anchor_share=a.anchor_share, mask_link=a.mask_link))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})

@@ -276,8 +276,11 @@ def is_nav_note(note: Note, raw: str, nav_globs=SearchConfig().nav_globs) -> boo
 
 # -- candidates -------------------------------------------------------------------------------------------
 
-def anchor_candidates(notes: dict[str, Note], raw: dict[str, str], nav: set[str], dropped: Counter) -> list[_Candidate]:
-    """One candidate per (linking note, line, target): the sentence around the link, the link read as its text."""
+def anchor_candidates(notes: dict[str, Note], raw: dict[str, str], nav: set[str], dropped: Counter,
+                      mask_link: bool = False) -> list[_Candidate]:
+    """One candidate per (linking note, line, target): the sentence around the link, the link read as its text,
+    or with mask_link the link left out (its text mostly names the note: a title lookup for the entity
+    and keyword channels, not a question about it)."""
     resolver = LinkResolver(notes)
     out = []
     for src in sorted(notes):
@@ -311,6 +314,11 @@ def anchor_candidates(notes: dict[str, Note], raw: dict[str, str], nav: set[str]
                 if not says_something(sentence):
                     dropped["a line of links only"] += 1
                     continue
+                if mask_link:
+                    sentence = re.sub(r"\(\s*\)", " ", sentence.replace(line[start:end], " ", 1))
+                    if not says_something(sentence):
+                        dropped["nothing said once the link is left out"] += 1
+                        continue
                 query = _render(sentence)
                 out.append(_Candidate("anchor", query, gold, src, f"anchor text in note {src}, line {first + i}"))
     return out
@@ -382,9 +390,11 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 
 
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
-                         kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None) -> VaultQuestions:
+                         kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None,
+                         mask_link: bool = False) -> VaultQuestions:
     """A gold set of questions the vault answers, made from what its author wrote about each note.
-    anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note)."""
+    anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note).
+    mask_link: an anchor question leaves out the link itself (anchor_candidates)."""
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise SearchCoreError(f"unknown question kind(s) {bad}; kinds: {', '.join(KINDS)}")
@@ -398,7 +408,7 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
         raise SearchCoreError(f"{vault} has {len(notes)} note(s); questions need a vault of at least 2")
     nav = {nid for nid, note in notes.items() if is_nav_note(note, raw[nid])}
     dropped: Counter = Counter()
-    cands = (anchor_candidates(notes, raw, nav, dropped) if "anchor" in kinds else []) + \
+    cands = (anchor_candidates(notes, raw, nav, dropped, mask_link) if "anchor" in kinds else []) + \
         [c for c in field_candidates(notes, nav, dropped) if c.kind in kinds]
     made = Counter(c.kind for c in cands)
     # the same words asked of two notes are no question about either; the same question twice is one
@@ -477,9 +487,10 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
                           kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
-                          anchor_share: float | None = None) -> VaultQuestions:
+                          anchor_share: float | None = None, mask_link: bool = False) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
-    vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share)
+    vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share,
+                              mask_link=mask_link)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq
