@@ -246,7 +246,7 @@ def summary_rows(results: list[dict], judge: str) -> list[dict]:
                          **{f"{k} {m}": mean(k, m) for k in ("start", "night", "default") for m in ("hit@5", "mrr")},
                          "recovered hit@5": rec["hit@5"], "recovered mrr": rec["mrr"],
                          "hit5 below start": sum(j["hit5_below_start"] for j in js),
-                         "agreement": {"median": statistics.median(rho) if rho else None,
+                         "agreement": {"median": round(statistics.median(rho), 3) if rho else None,
                                        "min": rho[0] if rho else None, "max": rho[-1] if rho else None},
                          "kept": [r["kept"] for r in runs]})
     return rows
@@ -310,10 +310,16 @@ def main() -> None:
     a.cache.mkdir(parents=True, exist_ok=True)
     names = a.vaults.split(",")
     if a.report is not None:
-        results = []
+        merged: dict = {}         # one result per (vault, variant, n): runs of several invocations together
         for f in a.report:
             d = json.loads(f.read_text())
-            results += d["results"] if "results" in d else [d]
+            for res in d["results"] if "results" in d else [d]:
+                key = (res["vault"], res["variant"], res["n"])
+                if key in merged:
+                    merged[key]["runs"] += res["runs"]
+                else:
+                    merged[key] = {**res, "runs": list(res["runs"])}
+        results = list(merged.values())
         judge = a.judge.split(",")[0]
         rows = summary_rows(results, judge)
         for row in rows:
