@@ -24,6 +24,13 @@ scores MRR 1.000 (demo) and 0.962 (johngrib) on them, its hand-written MRR is 0.
 agrees at Spearman 0.55 and 0.56; title questions agree at 0.31 and 0.70. Anchor sentences asked without
 their linking note agree at 0.93 (demo; hit@5 0.96) and -0.21 (johngrib; hit@5 0.86), asked with it at 0.43
 and -0.56; heading lookups at 0.51 and 0.95; aliases at 0.86 (demo; johngrib has none).
+
+Two options wait for evidence before they become defaults (benchmarks/bench_recovery.py, a night tuned on a
+made set and judged on hand-written holdouts): `mask_link` leaves the link out of its anchor question (the
+link's text names the gold note, which the entity channel matches: nights on unmasked sets kept w_entity
+0.45-0.6 and lost MRR; masked, johngrib's agreement across the configs a night visits rose from -0.61 to
+0.61), and `anchor_share` takes anchors first. Neither raised the share of the start -> default gap a night
+recovers at 200 questions (BENCHMARKS.md).
 """
 
 from __future__ import annotations
