@@ -20,8 +20,14 @@ Design choices are made with --judge tune on demo and johngrib only.
 Indexes, made sets and ledgers are cached under --cache (outside the repository); the e5-small base
 indexes are copied from the caches bench_gold_make.py and the vault-set checks built.
 
-    python benchmarks/bench_recovery.py --vaults demo,johngrib --judge tune --seeds 0,1,2,3,4
-    python benchmarks/bench_recovery.py --vaults baekjungho --judge holdout
+    python benchmarks/bench_recovery.py --prepare --vaults demo          # base index copies (+ minilm-l6)
+    python benchmarks/bench_recovery.py --vaults demo --judge tune,holdout --rounds 60 [--starts default] [--mask-link]
+    python benchmarks/bench_recovery.py --vaults johngrib --judge tune,holdout --rounds 60 --space NO_EMBEDDER.toml
+    python benchmarks/bench_recovery.py --vaults baekjungho --judge holdout --rounds 60 --space NO_EMBEDDER.toml
+    python benchmarks/bench_recovery.py --report runs/bench/recovery-*.json --judge holdout   # the BENCHMARKS table
+(NO_EMBEDDER.toml: the packaged default space less [embedder], whose one loadable alternative takes 30+ min
+to index a wiki on a loaded machine.) Results: runs/bench/recovery-<variant>-<starts>-<judges>-<vaults>.json,
+and <cache>/<vault>/<variant>-<starts>-partial.json after each night.
 """
 
 from __future__ import annotations
