@@ -24,6 +24,13 @@ scores MRR 1.000 (demo) and 0.962 (johngrib) on them, its hand-written MRR is 0.
 agrees at Spearman 0.55 and 0.56; title questions agree at 0.31 and 0.70. Anchor sentences asked without
 their linking note agree at 0.93 (demo; hit@5 0.96) and -0.21 (johngrib; hit@5 0.86), asked with it at 0.43
 and -0.56; heading lookups at 0.51 and 0.95; aliases at 0.86 (demo; johngrib has none).
+
+Two options wait for evidence before they become defaults (benchmarks/bench_recovery.py, a night tuned on a
+made set and judged on hand-written holdouts): `mask_link` leaves the link out of its anchor question (the
+link's text names the gold note, which the entity channel matches: nights on unmasked sets kept w_entity
+0.45-0.6 and lost MRR; masked, johngrib's agreement across the configs a night visits rose from -0.61 to
+0.61), and `anchor_share` takes anchors first. Neither raised the share of the start -> default gap a night
+recovers at 200 questions (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -276,8 +283,11 @@ def is_nav_note(note: Note, raw: str, nav_globs=SearchConfig().nav_globs) -> boo
 
 # -- candidates -------------------------------------------------------------------------------------------
 
-def anchor_candidates(notes: dict[str, Note], raw: dict[str, str], nav: set[str], dropped: Counter) -> list[_Candidate]:
-    """One candidate per (linking note, line, target): the sentence around the link, the link read as its text."""
+def anchor_candidates(notes: dict[str, Note], raw: dict[str, str], nav: set[str], dropped: Counter,
+                      mask_link: bool = False) -> list[_Candidate]:
+    """One candidate per (linking note, line, target): the sentence around the link, the link read as its text,
+    or with mask_link the link left out (its text mostly names the note: a title lookup for the entity
+    and keyword channels, not a question about it)."""
     resolver = LinkResolver(notes)
     out = []
     for src in sorted(notes):
@@ -311,6 +321,11 @@ def anchor_candidates(notes: dict[str, Note], raw: dict[str, str], nav: set[str]
                 if not says_something(sentence):
                     dropped["a line of links only"] += 1
                     continue
+                if mask_link:
+                    sentence = re.sub(r"\(\s*\)", " ", sentence.replace(line[start:end], " ", 1))
+                    if not says_something(sentence):
+                        dropped["nothing said once the link is left out"] += 1
+                        continue
                 query = _render(sentence)
                 out.append(_Candidate("anchor", query, gold, src, f"anchor text in note {src}, line {first + i}"))
     return out
@@ -382,20 +397,25 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 
 
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
-                         kinds: tuple[str, ...] = DEFAULT_KINDS) -> VaultQuestions:
-    """A gold set of questions the vault answers, made from what its author wrote about each note."""
+                         kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None,
+                         mask_link: bool = False) -> VaultQuestions:
+    """A gold set of questions the vault answers, made from what its author wrote about each note.
+    anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note).
+    mask_link: an anchor question leaves out the link itself (anchor_candidates)."""
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise SearchCoreError(f"unknown question kind(s) {bad}; kinds: {', '.join(KINDS)}")
     if n is not None and n < 1:
         raise SearchCoreError(f"-n {n}: ask for at least one question")
+    if anchor_share is not None and not 0.0 <= anchor_share <= 1.0:
+        raise SearchCoreError(f"anchor share {anchor_share}: give a share of the questions from 0 to 1")
     vault = vault_of(vault_or_db)
     notes, raw = read_vault(vault)
     if len(notes) < 2:
         raise SearchCoreError(f"{vault} has {len(notes)} note(s); questions need a vault of at least 2")
     nav = {nid for nid, note in notes.items() if is_nav_note(note, raw[nid])}
     dropped: Counter = Counter()
-    cands = (anchor_candidates(notes, raw, nav, dropped) if "anchor" in kinds else []) + \
+    cands = (anchor_candidates(notes, raw, nav, dropped, mask_link) if "anchor" in kinds else []) + \
         [c for c in field_candidates(notes, nav, dropped) if c.kind in kinds]
     made = Counter(c.kind for c in cands)
     # the same words asked of two notes are no question about either; the same question twice is one
@@ -417,24 +437,37 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
     rng = random.Random(seed)
     shingle_cache: dict[str, set[str]] = {}
     flat = {nid: normalise(indexed_text(note)) for nid, note in notes.items()}
-    questions: list[MadeQuestion] = []
-    for c in _spread(kept, None, rng):
-        if n is not None and len(questions) >= n:
-            break
+
+    def question(c: _Candidate) -> MadeQuestion | None:
         exclude: tuple[str, ...] = ()
         if c.kind == "anchor":
             if c.gold not in shingle_cache:
                 shingle_cache[c.gold] = shingles(indexed_text(notes[c.gold]))
             if echo_share(c.query, shingle_cache[c.gold]) >= ECHO_SHARE:
                 dropped["an anchor sentence its own note holds (an echo)"] += 1
-                continue
+                return None
             # the linking note, and any other note that holds the sentence word for word, are held out
             key = normalise(c.query)
             copies = sorted(nid for nid, text in flat.items() if nid not in (c.gold, c.source) and key in text)
             exclude = (c.source, *copies)
         qid = f"{c.kind}-{hashlib.sha256(f'{c.gold}|{c.query}'.encode()).hexdigest()[:8]}"
-        questions.append(MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why,
-                                      c.kind, exclude))
+        return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, c.kind, exclude)
+
+    def take(cands: list[_Candidate], limit: int | None, into: list[MadeQuestion]) -> None:
+        for c in _spread(cands, None, rng):
+            if limit is not None and len(into) >= limit:
+                return
+            q = question(c)
+            if q is not None:
+                into.append(q)
+
+    questions: list[MadeQuestion] = []
+    if anchor_share is not None and n is not None:
+        # anchors first, up to their share of n; the other kinds fill what is left (and what anchors lack)
+        take([c for c in kept if c.kind == "anchor"], round(n * anchor_share), questions)
+        take([c for c in kept if c.kind != "anchor"], n, questions)
+    else:
+        take(kept, n, questions)
     if not questions:
         raise SearchCoreError(f"{vault}: no question could be made from {len(notes)} notes (kinds "
                               f"{', '.join(kinds)}): the notes have no links with words around them, no "
@@ -460,9 +493,11 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 
 
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
-                          kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "") -> VaultQuestions:
+                          kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
+                          anchor_share: float | None = None, mask_link: bool = False) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
-    vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds)
+    vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share,
+                              mask_link=mask_link)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq

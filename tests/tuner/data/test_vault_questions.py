@@ -84,6 +84,28 @@ def test_n_spreads_over_notes_and_a_seed_repeats(qvault):
     assert {q.query for q in a.questions} <= {row[2] for row in BY_HAND}
 
 
+def test_an_anchor_share_takes_anchors_first_and_the_other_kinds_fill_the_rest(qvault):
+    kinds = lambda vq: sorted(q.kind for q in vq.questions)     # noqa: E731
+    assert kinds(make_vault_questions(qvault, n=4, seed=0, anchor_share=1.0)) == ["anchor"] * 4
+    assert kinds(make_vault_questions(qvault, n=4, seed=0, anchor_share=0.5)).count("anchor") == 2
+    # 5 anchors in the vault: asked for 9 at share 1.0, the 4 others fill what anchors lack
+    assert _rows(make_vault_questions(qvault, n=9, seed=0, anchor_share=1.0)) == BY_HAND
+    with pytest.raises(SearchCoreError, match="from 0 to 1"):
+        make_vault_questions(qvault, n=9, anchor_share=75)
+
+
+def test_mask_link_leaves_the_link_that_names_the_note_out_of_its_anchor_question(qvault):
+    anchors = {q.query: (q.gold, q.exclude) for q in make_vault_questions(qvault, n=None, mask_link=True).questions
+               if q.kind == "anchor"}
+    assert anchors == {
+        "Fusion tricks also apply when you cook for a team dinner.": (("life/kimchi",), ("ai/rrf",)),
+        "순위를 합칠 때는 방식을 쓴다.": (("ai/rrf",), ("ai/graphrag",)),
+        "을 찌개 간 맞추기에 비유한 적이 있다.": (("ai/rrf",), ("life/kimchi",)),
+        "오늘 끓이는 법을 다시 정리했다, 묵은지가 핵심이다.": (("life/kimchi",), ("daily/2026-03-01",)),
+        "파이프라인에서도 마지막 단계로 쓴다.": (("ai/graphrag",), ("ai/rrf", "ai/rrf-draft")),
+    }
+
+
 def test_the_written_file_loads_as_gold_with_its_exclusions(qvault, tmp_path):
     out = tmp_path / "made.yaml"
     vq = write_vault_questions(qvault, out, n=None)

@@ -1,0 +1,367 @@
+"""Does a night on questions the vault supplies recover the gap between the hand-set start and the shipped default?
+
+Per vault and seed: `gold make` (tuner.data.vault_questions, its defaults, --seed S) writes the tuning set;
+the real sweep (tuner.sweep.loop.Sweep: the packaged default space, the default keep rule, 119 rounds) runs
+on it from the demo's hand-set start (experiments/demo-start.toml) and, separately, from the shipped
+default; then the start, the night's final config and the shipped default are scored on hand-written
+questions the night never saw. Reported: held-out hit@5 and MRR of each, the share of the start -> default
+gap the night recovered, whether hit@5 ever fell below the start, and, across the configs the sweep
+evaluated, the rank correlation (Spearman) of their MRR on the made questions and on the hand-written ones.
+
+Vaults and hand-written questions:
+  demo        experiments/demo-vault (138 notes); --judge tune: demo-tune, holdout: demo-holdout
+  johngrib    the 604-note subset of bench_gold_make.py (gold notes of the six spent sets + 300 random,
+              seed 0); tune: johngrib-tune + johngrib-week + johngrib-last, holdout: johngrib-holdout +
+              johngrib-final + johngrib-blind (johngrib-next is never read)
+  baekjungho  /work/vaults/baekjungho-wiki/_wiki (753 notes); tune: baekjungho-tune, holdout:
+              baekjungho-holdout (searched once, as the final measurement)
+Design choices are made with --judge tune on demo and johngrib only.
+
+Indexes, made sets and ledgers are cached under --cache (outside the repository); the e5-small base
+indexes are copied from the caches bench_gold_make.py and the vault-set checks built.
+
+    python benchmarks/bench_recovery.py --prepare --vaults demo          # base index copies (+ minilm-l6)
+    python benchmarks/bench_recovery.py --vaults demo --judge tune,holdout --rounds 60 [--starts default] [--mask-link]
+    python benchmarks/bench_recovery.py --vaults johngrib --judge tune,holdout --rounds 60 --space NO_EMBEDDER.toml
+    python benchmarks/bench_recovery.py --vaults baekjungho --judge holdout --rounds 60 --space NO_EMBEDDER.toml
+    python benchmarks/bench_recovery.py --report runs/bench/recovery-*.json --judge holdout   # the BENCHMARKS table
+(NO_EMBEDDER.toml: the packaged default space less [embedder], whose one loadable alternative takes 30+ min
+to index a wiki on a loaded machine.) Results: runs/bench/recovery-<variant>-<starts>-<judges>-<vaults>.json,
+and <cache>/<vault>/<variant>-<starts>-partial.json after each night.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # spinning OpenMP threads on a loaded machine
+
+from benchmarks.common import write_result  # noqa: E402
+
+SETS = ROOT / "benchmarks" / "sets"
+GOLD = ROOT / "experiments" / "gold"
+START = ROOT / "experiments" / "demo-start.toml"
+
+
+@dataclass(frozen=True)
+class VaultCase:
+    name: str
+    vault: Path
+    base_db: Path                   # an e5-small index of the vault, copied under the cache
+    judge: dict                     # "tune" | "holdout" -> hand-written set files
+
+
+VAULTS = {
+    "demo": VaultCase("demo", ROOT / "experiments" / "demo-vault", Path("/work/cache/goldmake/demo/index.sqlite"),
+                      {"tune": (GOLD / "demo-tune.yaml",), "holdout": (GOLD / "demo-holdout.yaml",)}),
+    "johngrib": VaultCase("johngrib", Path("/work/cache/goldmake/johngrib-subset/vault"),
+                          Path("/work/cache/goldmake/johngrib-subset/index.sqlite"),
+                          {"tune": tuple(SETS / f"johngrib-{s}.yaml" for s in ("tune", "week", "last")),
+                           "holdout": tuple(SETS / f"johngrib-{s}.yaml" for s in ("holdout", "final", "blind"))}),
+    "baekjungho": VaultCase("baekjungho", Path("/work/vaults/baekjungho-wiki/_wiki"),
+                            Path("/work/cache/baekjungho-wiki.sqlite"),
+                            {"tune": (SETS / "baekjungho-tune.yaml",), "holdout": (SETS / "baekjungho-holdout.yaml",)}),
+}
+
+
+def base_index(case: VaultCase, cache: Path) -> Path:
+    """The vault's e5-small index, copied once under cache (a sweep writes beside its index)."""
+    db = cache / case.name / "index.sqlite"
+    if not db.exists():
+        db.parent.mkdir(parents=True, exist_ok=True)
+        tmp = db.with_suffix(".tmp")
+        from search_core.index.store import connect
+        src = connect(case.base_db)
+        try:           # a WAL index copied whole, in one consistent read
+            if tmp.exists():
+                tmp.unlink()
+            src.execute("VACUUM INTO ?", (str(tmp),))
+        finally:
+            src.close()
+        tmp.rename(db)
+    return db
+
+
+def hand_set(case: VaultCase, judge: str):
+    """The hand-written questions, answerable ones only (hit@5 and MRR are over those), as one GoldSet."""
+    from tuner.data.gold import GoldSet, load_gold
+    sets = [load_gold(p) for p in case.judge[judge]]
+    return GoldSet(f"{case.name}-{judge}", "+".join(g.name for g in sets),
+                   tuple(q for g in sets for q in g.questions if not q.is_probe))
+
+
+def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anchor_share: float | None = None,
+             mask_link: bool = False) -> Path:
+    """`gold make` (seed, n, anchor_share, mask_link) written under cache: the night's tuning set."""
+    from tuner.data.vault_questions import write_vault_questions
+    out = cache / case.name / "made" / f"{variant}-n{n}-seed{seed}.yaml"
+    if not out.exists():
+        write_vault_questions(case.vault, out, n=n, seed=seed, anchor_share=anchor_share, mask_link=mask_link,
+                              command=f"gold make {case.vault} -n {n} --seed {seed}")
+    return out
+
+
+def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, tag: str, rounds: int,
+          space: Path | None = None):
+    """The real sweep (default keep rule; the packaged default space unless `space`) on `gold` from `start`:
+    (Sweep, summary)."""
+    from tuner.data.bundled import default_space
+    from tuner.ledger.ledger import Ledger
+    from tuner.sweep.loop import Sweep, SweepParams
+    ledger_path = cache / case.name / "ledgers" / f"{tag}.sqlite"
+    ledger_path.parent.mkdir(parents=True, exist_ok=True)
+    if ledger_path.exists():
+        ledger_path.unlink()
+    params = SweepParams(db=str(db), gold=str(gold), space=str(space or default_space()), rounds=rounds, seed=seed,
+                         vault=str(case.vault), index_dir=str(cache / case.name / "indexes"),
+                         cost_store=str(cache / "cost-model"))
+    ledger = Ledger(ledger_path)
+    try:
+        sw = Sweep(params, ledger, start=start)
+        summary = sw.run()
+    finally:
+        ledger.close()
+    return sw, summary
+
+
+def scores(res) -> dict:
+    return {"hit@5": round(res.overall["hit@5"], 4), "mrr": round(res.overall["mrr"], 4)}
+
+
+def visited_agreement(sw, hand) -> dict:
+    """Across the distinct configs the sweep evaluated: their MRR (and hit@5) on the made questions (from
+    the ledger) against the same configs on the hand-written ones; Spearman rank correlation."""
+    from scipy.stats import spearmanr
+    from search_core.config import SearchConfig
+    seen = {}
+    for r in sw.rows:
+        if not r.get("metrics") or r["config_hash"] in seen:
+            continue
+        seen[r["config_hash"]] = (SearchConfig().replace(**r["config"]), r["metrics"]["overall"])
+    pairs = []
+    for cfg, made in seen.values():
+        h = sw.bench.evaluate(cfg, hand).overall
+        pairs.append({"made_mrr": made["mrr"], "hand_mrr": h["mrr"], "made_hit5": made["hit@5"],
+                      "hand_hit5": h["hit@5"], "config": {k: v for k, v in cfg.as_dict().items()
+                                                          if v != getattr(SearchConfig(), k)}})
+
+    def rho(a, b):
+        if len(pairs) < 3:
+            return None
+        r = spearmanr([p[a] for p in pairs], [p[b] for p in pairs]).statistic
+        return None if r != r else round(float(r), 3)
+    return {"configs": len(pairs), "mrr_spearman": rho("made_mrr", "hand_mrr"),
+            "hit5_spearman": rho("made_hit5", "hand_hit5"), "pairs": pairs}
+
+
+def gap_share(start: float, final: float, default: float) -> float | None:
+    return None if abs(default - start) < 1e-9 else round((final - start) / (default - start), 3)
+
+
+def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, variant: str,
+             starts=("hand-set", "default"), progress=print, space: Path | None = None,
+             anchor_share: float | None = None, mask_link: bool = False) -> dict:
+    """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
+    them, so the same night serves the design iterations (tune) and the reported figures (holdout)."""
+    from search_core.config import SearchConfig, load_config
+    db = base_index(case, cache)
+    hands = {j: hand_set(case, j) for j in judges}
+    out = {"vault": case.name, "judges": {j: {"sets": [p.stem for p in case.judge[j]], "n": len(h.questions)}
+                                          for j, h in hands.items()},
+           "n": n, "rounds": rounds, "variant": variant,
+           "space": str(space) if space else "default",
+           "anchor_share": anchor_share, "mask_link": mask_link, "runs": []}
+    for seed in seeds:
+        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link)
+        for start_name in starts:
+            start = load_config(START) if start_name == "hand-set" else SearchConfig()
+            t0 = time.perf_counter()
+            sw, summary = night(case, db, gold, start, seed, cache, f"{variant}-{start_name}-seed{seed}", rounds,
+                               space)
+            base_emb = sw.bench.base_embedder
+            final_cfg = SearchConfig().replace(**summary["final_config"])
+            row = {"seed": seed, "start_from": start_name, "made_n": len(sw.gold.questions),
+                   "made": {"start": summary["start"], "final": summary["final"]},
+                   "final_config": {k: v for k, v in summary["final_config"].items()
+                                    if v != summary["start_config"].get(k)},
+                   "kept": [f"{p['variable']} {p['old']} -> {p['new']}" for p in summary["path"]],
+                   "decisions": summary["decisions"], "status": summary.get("status"), "by_judge": {}}
+            for j, hand in hands.items():
+                s0 = scores(sw.bench.evaluate(sw.start, hand))
+                s1 = scores(sw.bench.evaluate(final_cfg, hand))
+                sd = scores(sw.bench.evaluate(SearchConfig().replace(embedder=base_emb), hand))
+                row["by_judge"][j] = {"start": s0, "night": s1, "default": sd,
+                                      "recovered": {m: gap_share(s0[m], s1[m], sd[m]) for m in ("hit@5", "mrr")},
+                                      "hit5_below_start": s1["hit@5"] < s0["hit@5"] - 1e-9,
+                                      "agreement": visited_agreement(sw, hand)}
+            row["seconds"] = round(time.perf_counter() - t0, 1)
+            out["runs"].append(row)
+            (cache / case.name / f"{variant}-{'+'.join(starts)}-partial.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
+            j0 = judges[0]
+            b = row["by_judge"][j0]
+            progress(f"{case.name} seed {seed} from {start_name} [{j0}]: hit@5 {b['start']['hit@5']:.3f} -> "
+                     f"{b['night']['hit@5']:.3f} (default {b['default']['hit@5']:.3f}), MRR {b['start']['mrr']:.3f} -> "
+                     f"{b['night']['mrr']:.3f} (default {b['default']['mrr']:.3f}); kept {row['kept']}; agreement MRR "
+                     f"{b['agreement']['mrr_spearman']} over {b['agreement']['configs']} configs; {row['seconds']:.0f} s")
+            for s in sw.bench.searchers.values():
+                s.close()
+    return out
+
+
+def table(result: dict, judge: str) -> str:
+    jd = result["judges"][judge]
+    lines = [f"### {result['vault']}: judged on {', '.join(jd['sets'])} ({jd['n']} answerable)",
+             "", "| start | seed | hit@5 start | night | default | MRR start | night | default | gap recovered hit@5 | MRR "
+             "| kept | agreement (MRR rho, configs) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["runs"]:
+        r = {**row, **row["by_judge"][judge]}
+        lines.append(f"| {r['start_from']} | {r['seed']} | {r['start']['hit@5']:.3f} | {r['night']['hit@5']:.3f} | "
+                     f"{r['default']['hit@5']:.3f} | {r['start']['mrr']:.3f} | {r['night']['mrr']:.3f} | "
+                     f"{r['default']['mrr']:.3f} | {r['recovered']['hit@5']} | {r['recovered']['mrr']} | "
+                     f"{'; '.join(r['kept']) or '-'} | {r['agreement']['mrr_spearman']} ({r['agreement']['configs']}) |")
+    return "\n".join(lines)
+
+
+def summary_rows(results: list[dict], judge: str) -> list[dict]:
+    """One row per (vault, variant, start): the seeds' mean scores, the gap recovered, the seeds whose hit@5
+    fell below the start, and the agreement's median and range."""
+    import statistics
+    rows = []
+    for res in results:
+        by_start: dict = {}
+        for r in res["runs"]:
+            if judge in r["by_judge"]:
+                by_start.setdefault(r["start_from"], []).append(r)
+        for start, runs in by_start.items():
+            js = [r["by_judge"][judge] for r in runs]
+            mean = lambda key, m: round(statistics.mean(j[key][m] for j in js), 3)      # noqa: E731
+            rec = {m: [j["recovered"][m] for j in js if j["recovered"][m] is not None] for m in ("hit@5", "mrr")}
+            rho = sorted(j["agreement"]["mrr_spearman"] for j in js if j["agreement"]["mrr_spearman"] is not None)
+            rows.append({"vault": res["vault"], "variant": res["variant"], "n": res["n"], "start_from": start,
+                         "seeds": [r["seed"] for r in runs], "judged_on": res["judges"][judge],
+                         **{f"{k} {m}": mean(k, m) for k in ("start", "night", "default") for m in ("hit@5", "mrr")},
+                         "recovered hit@5": rec["hit@5"], "recovered mrr": rec["mrr"],
+                         "hit5 below start": sum(j["hit5_below_start"] for j in js),
+                         "agreement": {"median": round(statistics.median(rho), 3) if rho else None,
+                                       "min": rho[0] if rho else None, "max": rho[-1] if rho else None},
+                         "kept": [r["kept"] for r in runs]})
+    return rows
+
+
+FUSION = ("w_dense", "w_sparse", "w_decomposed", "w_entity", "rrf_k", "embedder")
+
+
+def markdown(rows: list[dict]) -> str:
+    """The summary rows as the BENCHMARKS.md table."""
+    def share(xs):
+        return " / ".join("-" if x is None else f"{x:.2f}" for x in xs) if xs else "no gap"
+    out = ["| vault (judged on, answerable) | made set | from | seeds | hit@5 start / night / default | "
+           "MRR start / night / default | gap recovered, hit@5 (per seed) | MRR (per seed) | hit@5 below start | "
+           "agreement, MRR rho: median (min, max) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ag = r["agreement"]
+        out.append(f"| {r['vault']} ({', '.join(r['judged_on']['sets'])}, {r['judged_on']['n']}) | {r['variant']}, "
+                   f"n {r['n']} | {r['start_from']} | {len(r['seeds'])} | {r['start hit@5']:.3f} / "
+                   f"{r['night hit@5']:.3f} / {r['default hit@5']:.3f} | {r['start mrr']:.3f} / {r['night mrr']:.3f} / "
+                   f"{r['default mrr']:.3f} | {share(r['recovered hit@5'])} | {share(r['recovered mrr'])} | "
+                   f"{r['hit5 below start']}/{len(r['seeds'])} | {ag['median']} ({ag['min']}, {ag['max']}) |")
+    return "\n".join(out)
+
+
+def disagreements(results: list[dict], judge: str, top: int = 3) -> list[str]:
+    """Where the made questions and the hand-written ones part: per run, the configs the made set ranks
+    best by MRR, with their rank on the hand-written set (1 = best of the visited configs)."""
+    lines = []
+    for res in results:
+        for r in res["runs"]:
+            pairs = r["by_judge"].get(judge, {}).get("agreement", {}).get("pairs", [])
+            if len(pairs) < 3:
+                continue
+            hand_rank = {id(p): i + 1 for i, p in enumerate(sorted(pairs, key=lambda p: -p["hand_mrr"]))}
+            best = sorted(pairs, key=lambda p: -p["made_mrr"])[:top]
+            lines.append(f"{res['vault']} {res['variant']} seed {r['seed']} from {r['start_from']}: " + "; ".join(
+                f"{ {k: v for k, v in p['config'].items() if k in FUSION} } made {p['made_mrr']:.3f} hand {p['hand_mrr']:.3f} (hand rank {hand_rank[id(p)]}"
+                f"/{len(pairs)})" for p in best))
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cache", type=Path, default=Path("/work/cache/recovery"))
+    ap.add_argument("--vaults", default="demo,johngrib")
+    ap.add_argument("--judge", default="tune", help="tune, holdout or tune,holdout: the hand-written sets each "
+                    "night is judged on (the first is printed)")
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--starts", default="hand-set,default")
+    ap.add_argument("-n", type=int, default=200, help="made questions (gold make's default)")
+    ap.add_argument("--rounds", type=int, default=119)
+    ap.add_argument("--variant", default="base", help="a label for the made sets and ledgers under --cache")
+    ap.add_argument("--anchor-share", type=float, default=None, help="gold make's anchor_share")
+    ap.add_argument("--mask-link", action="store_true", help="gold make's mask_link")
+    ap.add_argument("--space", type=Path, default=None, help="the sweep space (default: the packaged one)")
+    ap.add_argument("--report", nargs="*", type=Path, default=None,
+                    help="summarise these result files (partial or whole) for --judge and stop")
+    ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
+    a = ap.parse_args()
+    a.cache.mkdir(parents=True, exist_ok=True)
+    names = a.vaults.split(",")
+    if a.report is not None:
+        merged: dict = {}         # one result per (vault, variant, n): runs of several invocations together
+        for f in a.report:
+            d = json.loads(f.read_text())
+            for res in d["results"] if "results" in d else [d]:
+                key = (res["vault"], res["variant"], res["n"])
+                if key in merged:
+                    merged[key]["runs"] += res["runs"]
+                else:
+                    merged[key] = {**res, "runs": list(res["runs"])}
+        results = list(merged.values())
+        judge = a.judge.split(",")[0]
+        rows = summary_rows(results, judge)
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False), file=sys.stderr)
+        print("\n".join(disagreements(results, judge)), file=sys.stderr)
+        print(markdown(rows))
+        return
+    if a.prepare:
+        from search_core.index.indexer import index_vault
+        from search_core.search.pipeline import Searcher
+        from search_core.config import ChunkConfig
+        from tuner.sweep.workbench import index_path
+        for name in names:
+            case = VAULTS[name]
+            db = base_index(case, a.cache)
+            s = Searcher(db)
+            chunk = ChunkConfig(**s.fingerprint["chunking"])
+            s.close()
+            t0 = time.perf_counter()
+            target = index_path(a.cache / name / "indexes", "minilm-l6", chunk)
+            index_vault(case.vault, target, embedder="minilm-l6", chunk_cfg=chunk,
+                        cache=db.parent / "embed-cache.sqlite")
+            print(f"{name}: minilm-l6 index {target} in {time.perf_counter() - t0:.0f} s", flush=True)
+        return
+    t0 = time.perf_counter()
+    results = []
+    for name in names:
+        results.append(run_case(VAULTS[name], a.cache, [int(s) for s in a.seeds.split(",")], a.judge.split(","), a.n,
+                                a.rounds, a.variant, tuple(a.starts.split(",")),
+                                progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
+                                anchor_share=a.anchor_share, mask_link=a.mask_link))
+        print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
+    path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
+                        {"results": results, "seconds": round(time.perf_counter() - t0, 1)})
+    print(f"written to {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
