@@ -271,6 +271,7 @@ def _swap_in(tmp: Path, db: Path) -> None:
             warnings.warn(f"could not checkpoint the old index {db} before replacing it: {e}", stacklevel=2)
         for suffix in ("-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
+    # a bare rename, not files.atomic_replace: SQLite synced tmp to disk when it left WAL mode (its checkpoint)
     os.replace(tmp, db)
 
 
