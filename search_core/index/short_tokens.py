@@ -13,6 +13,8 @@ on it adds the table (BENCHMARKS.md, latency).
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import numpy as np
 
 from search_core.index.store import get_meta, set_meta
@@ -57,52 +59,110 @@ def codes_of(text: str) -> np.ndarray:
     return sorted_unique(np.concatenate([cp, (cp[:-1] << 21) | cp[1:]]))
 
 
-def _postings(rows) -> tuple[np.ndarray, list[np.ndarray]]:
-    """rows of (chunk_id, context, text) -> (codes, sorted chunk ids per code), all in numpy."""
+# Characters per slice of a full build. One slice's arrays cost ~80 bytes a character (int64 code points,
+# owners, bigram codes, keys and their sort): the whole vault in one slice peaked at 475 MiB for 10,201
+# chunks (5.9 M characters) and would need ~4.6 GiB at 100,000 chunks and ~23 GiB at 500,000, more than
+# this 24 GiB machine holds with anything else (BENCHMARKS.md, scale). Slices of 2 M characters keep
+# that part near 160 MiB; what grows with the vault is the lists themselves (4 bytes a posting).
+SLICE_CHARS = 2_000_000
+
+
+def _flat_postings(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """rows of (chunk_id, context, text), fewer than 2**OWNER_BITS, in chunk id order -> (codes, bounds,
+    chunks): the distinct codes in order, where each one's list starts and ends in `chunks` (len(codes) + 1
+    bounds), and every list end to end, each sorted by chunk id (int32)."""
     rows = list(rows)
     if not rows:
-        return np.zeros(0, np.int64), []
+        return np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, DTYPE)
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     texts = [chunk_text(ctx, text) for _, ctx, text in rows]
     lens = np.array([len(t) for t in texts], dtype=np.int64)
     cp = np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
-    owner = np.repeat(np.arange(len(texts), dtype=np.int64), lens)
+    del texts
+    owner = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
     same = owner[:-1] == owner[1:]
     codes = np.concatenate([cp, ((cp[:-1] << 21) | cp[1:])[same]])
     owners = np.concatenate([owner, owner[:-1][same]])
+    del cp, owner, same
     keys = sorted_unique((codes << OWNER_BITS) | owners)  # sorted by code, then by owner (= by chunk id)
+    del codes, owners
     code = keys >> OWNER_BITS
-    chunk = ids[keys & ((1 << OWNER_BITS) - 1)]
+    chunk = ids[keys & ((1 << OWNER_BITS) - 1)].astype(DTYPE)
     starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-    return code[starts], np.split(chunk, starts[1:])
+    return code[starts], np.r_[starts, len(code)], chunk
 
 
-def build(conn) -> int:
+def _postings(rows) -> tuple[np.ndarray, list[np.ndarray]]:
+    """rows of (chunk_id, context, text) -> (codes, sorted chunk ids per code), all in numpy."""
+    codes, bounds, chunk = _flat_postings(rows)
+    return codes, [chunk[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+
+
+def _slices(conn, slice_chars: int):
+    """The chunks in id order, cut into slices of about `slice_chars` characters (and fewer rows than the
+    owner bits count), each turned into its flat lists as soon as it is read."""
+    rows, chars = [], 0
+    for row in conn.execute("SELECT id, context, text FROM chunks ORDER BY id"):
+        rows.append(row)
+        chars += len(row[1]) + len(row[2]) + 1
+        if chars >= slice_chars or len(rows) >= (1 << OWNER_BITS) - 1:
+            yield _flat_postings(rows)
+            rows, chars = [], 0
+    if rows:
+        yield _flat_postings(rows)
+
+
+def _merged(slices: list) -> Iterator[tuple[int, bytes]]:
+    """(code, its whole list as bytes) in code order from the slices' flat lists. A code's parts are joined
+    in slice order, which is chunk id order, so each list comes out sorted without sorting it again."""
+    if len(slices) == 1:
+        codes, bounds, chunk = slices[0]
+        b = bounds.tolist()
+        for i, c in enumerate(codes.tolist()):
+            yield c, chunk[b[i]:b[i + 1]].tobytes()
+        return
+    codes = np.concatenate([s[0] for s in slices])
+    order = np.argsort(codes, kind="stable")            # stable: a code's slices stay in slice order
+    which = np.repeat(np.arange(len(slices), dtype=np.int32), [len(s[0]) for s in slices])[order]
+    place = np.concatenate([np.arange(len(s[0]), dtype=np.int32) for s in slices])[order]
+    codes = codes[order]
+    del order
+    firsts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[firsts[1:], len(codes)]
+    bounds = [s[1] for s in slices]
+    chunks = [s[2] for s in slices]
+    step = 1 << 16                                       # codes turned into Python ints a block at a time
+    for g in range(0, len(firsts), step):
+        fs, es = firsts[g:g + step].tolist(), ends[g:g + step].tolist()
+        lo, hi = fs[0], es[-1]
+        w, p, c = which[lo:hi].tolist(), place[lo:hi].tolist(), codes[lo:hi].tolist()
+        for a, b in zip(fs, es):
+            parts = []
+            for j in range(a - lo, b - lo):
+                k, i = w[j], p[j]
+                parts.append(chunks[k][bounds[k][i]:bounds[k][i + 1]].tobytes())
+            yield c[a - lo], b"".join(parts)
+
+
+def build(conn, slice_chars: int = SLICE_CHARS) -> int:
     """(Re)write every posting list from the chunks table. Call inside the writer's transaction."""
     _ddl(conn)
     conn.execute("DELETE FROM short_postings")
     conn.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
-    rows = conn.execute("SELECT id, context, text FROM chunks ORDER BY id").fetchall()
-    if rows and rows[-1][0] >= 2 ** 31:   # ids past int32: searches build the in-memory index instead
+    top = conn.execute("SELECT max(id) FROM chunks").fetchone()[0]
+    if top is not None and top >= 2 ** 31:   # ids past int32: searches build the in-memory index instead
         return 0
-    if len(rows) >= 1 << OWNER_BITS:      # keys hold the chunk's position in 20 bits: build in slices
-        codes, lists = _merge_slices(rows)
-    else:
-        codes, lists = _postings(rows)
-    conn.executemany("INSERT INTO short_postings(code, chunks) VALUES (?, ?)",
-                     ((int(c), np.sort(l).astype(DTYPE).tobytes()) for c, l in zip(codes, lists)))
+    slices = list(_slices(conn, slice_chars))
+    written = [0]
+
+    def counted():
+        for row in _merged(slices):
+            written[0] += 1
+            yield row
+    if slices:
+        conn.executemany("INSERT INTO short_postings(code, chunks) VALUES (?, ?)", counted())
     set_meta(conn, META_KEY, {"version": VERSION})
-    return len(codes)
-
-
-def _merge_slices(rows):
-    merged: dict[int, list[np.ndarray]] = {}
-    step = (1 << OWNER_BITS) - 1
-    for i in range(0, len(rows), step):
-        for c, l in zip(*_postings(rows[i:i + step])):
-            merged.setdefault(int(c), []).append(l)
-    codes = sorted(merged)
-    return np.array(codes, np.int64), [np.concatenate(merged[c]) for c in codes]
+    return written[0]
 
 
 def is_built(conn) -> bool:

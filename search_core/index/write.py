@@ -62,9 +62,7 @@ def prepare(notes: list[Note], emb, chunk_cfg, cache, progress, keep=frozenset()
     def on_batch(done, total):
         counter["new"] = total
         if progress:
-            counter.setdefault("done", 0)
-            counter["done"] += done
-            progress("embed", counter["done"], total)
+            progress("embed", done, total)
 
     vecs = cache.embed(emb, texts, progress=on_batch) if texts else np.zeros((0, emb.dim), np.float32)
     return {"notes": notes, "rows": rows, "vecs": vecs, "embedded": counter["new"]}

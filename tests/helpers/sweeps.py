@@ -60,11 +60,13 @@ RERANK_MS_PER_PAIR = 0.5
 def hand_set_calibrations(folder, rerankers=(), units_by_embedder=None) -> list[str]:
     """Store a calibration for every embedder above (or of `units_by_embedder`) under the key a sweep looks
     up, so the sweep reuses it instead of timing this machine. Returns the keys."""
-    from search_core.models import get_embedder
+    from search_core.models import get_embedder, unavailable_here
     from tuner.evaluation.cost_model import Calibration, CostStore, calibration_key, machine
     store, keys = CostStore(Path(folder)), []
     m = machine()
     for name, units in (units_by_embedder or HAND_SET_UNITS).items():
+        if unavailable_here("embedder", name) is not None:
+            continue                  # not installed here (no [models]): no round can search with it
         efp = get_embedder(name).fingerprint()
         key = calibration_key(m, efp)
         store.put(Calibration(key, m, name, efp, "tokens", dict(units), {r: RERANK_MS_PER_PAIR for r in rerankers},

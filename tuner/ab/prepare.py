@@ -47,5 +47,20 @@ def prepare(embedders: str, rerankers: str | None, gold_path: Path, holdout: Pat
     if folder.is_dir() and not (folder / "corpus.jsonl").exists() and next(folder.rglob("*.md"), None) is None:
         raise ABError(f"the vault {vault} has no notes (no .md file below it, no corpus.jsonl); an A/B of an empty "
                       "vault compares nothing. Pass --vault with your notes folder")
-    return ABParams(embs, rers, tune, ev, str(vault), str(work), str(db) if db else None, load_config(config_path),
-                    note)
+    params = ABParams(embs, rers, tune, ev, str(vault), str(work), str(db) if db else None, load_config(config_path),
+                      note)
+    check_runnable(params)
+    return params
+
+
+def check_runnable(p) -> None:
+    """Refuse, before anything is built or written, an A/B where fewer than two candidates can run here."""
+    from tuner.ab.run import ABError, not_runnable_here
+    gone = not_runnable_here(p)
+    runs = [(e, r) for e in p.embedders for r in p.rerankers if e not in gone and r not in gone]
+    if len(runs) >= 2:
+        return
+    can = ", ".join(e if r == "none" else f"{e} + {r}" for e, r in runs) or "none"
+    raise ABError(f"an A/B needs two candidates that can run here; {len(runs)} can ({can}). "
+                  + "; ".join(f"{n}: {why}" for n, why in gone.items())
+                  + ". Install what is missing, or compare others (e5-small runs everywhere)")

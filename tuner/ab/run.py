@@ -19,7 +19,8 @@ from search_core import SearchCoreError
 from search_core.files import atomic_write_text, is_disk_full
 from search_core.config import ChunkConfig, SearchConfig
 from search_core.hashing import hash_json, hash_text, stat_stamp
-from search_core.index.indexer import default_cache_path, index_vault
+from search_core.index.indexer import index_vault
+from search_core.paths import embed_cache_file
 from search_core.models import ModelUnavailable
 from search_core.models import check_model_name  # name check without loading
 from search_core.search.pipeline import Searcher
@@ -143,7 +144,7 @@ def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, pr
     """The embedder's own index, from scratch the first time (a full build into a temp file swapped in
     when complete), afterwards brought up to date in place. Returns (db, build facts)."""
     db = index_path(p.work, p.vault, embedder, chunk_cfg)
-    cache = default_cache_path(p.base_db) if p.base_db else Path(p.work) / "embed-cache.sqlite"
+    cache = embed_cache_file()         # the user's: a model's vectors any index computed are reused
     existed = db.exists()
     stamp = vault_stamp(p.vault)          # taken before the update: a note saved meanwhile forces the next one
     cb = progress.index_callback(f"build {embedder}") if progress else None
@@ -323,6 +324,19 @@ def nothing_compared(data: dict) -> str | None:
             + (f" ({others})" if others else "") + "; an A/B needs two that run")
 
 
+def not_runnable_here(p) -> dict[str, str]:
+    """{embedder or reranker name: why it cannot run on this machine} among the A/B's candidates, found
+    before any model loads (a package not installed, hub weights not cached)."""
+    from search_core.models import unavailable_here
+    out = {}
+    for kind, names in (("embedder", p.embedders), ("reranker", p.rerankers)):
+        for n in names:
+            why = unavailable_here(kind, n)
+            if why is not None:
+                out[n] = why
+    return out
+
+
 def run_ab(p: ABParams, progress=None) -> dict:
     """All candidates, then the pairwise comparisons. Returns plain data for report_ab."""
     t0 = time.perf_counter()
@@ -337,7 +351,12 @@ def run_ab(p: ABParams, progress=None) -> dict:
     results: list[CandidateResult] = []
     searchers: dict = {}
     interrupted = False
+    gone = not_runnable_here(p)
     for i, c in enumerate(cands):
+        why = gone.get(c.embedder) or gone.get(c.reranker)
+        if why is not None:                  # said up front; nothing is built for it
+            results.append(CandidateResult(c, labels[c], "unavailable", why))
+            continue
         try:
             r = run_candidate(p, c, labels[c], chunk_cfg, searchers, progress)
         except _Cut as cut:

@@ -27,14 +27,15 @@ from tuner.cli.options import (db_option, fail, FiniteFloat, format_option, in_r
 @click.option("--split", type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True), default=None, help="No holdout file: fit on this fraction of --gold, "
               "evaluate on the rest.")
 @click.option("--vault", type=VaultPath(), default=None, help="The notes to index (default: --db's vault, or the gold set's corpus).")
-@db_option("An existing index: its vault, chunking and embedding cache are reused.", required=False, exists=True)
+@db_option("An existing index: its vault and chunking are reused.", required=False, exists=True)
 @click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
               help="Starting config (TOML) for every candidate (default: the built-in defaults).")
 @click.option("--work", **in_runs(AB_WORK, output_folder()),
-              help="Where each candidate's index and the embedding cache live.")
+              help="Where each candidate's index lives (vectors come from the user's embedding cache).")
 @format_option()
 @click.option("--out", type=output_file(), default=None, help="Write the report here (default: stdout).")
-@click.option("--progress/--no-progress", default=None, help="Progress bars on stderr (default: when a terminal).")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr: bars on a terminal, plain lines "
+              "otherwise (default: on).")
 @click.option("--fresh", is_flag=True, help="Re-measure every candidate, even one an earlier A/B measured on the "
               "same index, config and questions.")
 @click.option("--from-json", "from_json", type=input_file(), default=None,
@@ -45,7 +46,7 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
     require_extra("tune")
     from tuner.ab.prepare import prepare
     from tuner.ab.progress import ABProgress
-    from tuner.ab.run import nothing_compared, run_ab
+    from tuner.ab.run import not_runnable_here, nothing_compared, run_ab
     from tuner.reports import emit
     from tuner.reports.ab import ab_report, render_saved
 
@@ -69,25 +70,29 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
         if fresh:
             import dataclasses
             params = dataclasses.replace(params, fresh=True)
-        data = run_ab(params, ABProgress(sys.stderr.isatty() if progress is None else progress))
+        for name, why in not_runnable_here(params).items():
+            click.echo(f"skipped, cannot run here: {name}: {why}", err=True)
+        data = run_ab(params, ABProgress(progress is not False))
         path = emit(ab_report(data), fmt, out)
     except SearchCoreError as e:
         fail(e)
     except KeyboardInterrupt:      # before the first candidate started: nothing to report
         click.echo("interrupted before any candidate finished; nothing was changed", err=True)
         sys.exit(130)
-    if path:
-        click.echo(f"wrote {path}", err=True)
     for c in data["candidates"]:
         if c["status"] != "ok":
             click.echo(f"{c['label']}: {c['status']}: {c['message']}", err=True)
+    where = f" (the report of what ran: {path})" if path else ""
     if data["interrupted"]:
-        click.echo(f"interrupted: cut {', '.join(data['cut'])}; the report keeps the finished candidates", err=True)
+        click.echo(f"interrupted: cut {', '.join(data['cut'])}; the report keeps the finished candidates{where}",
+                   err=True)
         sys.exit(130)
     why = nothing_compared(data)
     if why:
-        click.echo(f"Error: {why}", err=True)
+        click.echo(f"Error: {why}{where}", err=True)
         sys.exit(1)
+    if path:
+        click.echo(f"wrote {path}", err=True)
 
 
 COMMANDS = (ab,)

@@ -19,9 +19,12 @@ from tuner.cli.options import (db_option, fail, index_path, json_option, nonempt
 @click.option("--full", is_flag=True, help="Rebuild from scratch into a new file, swapped in when complete.")
 @click.option("--chunk-chars", type=click.IntRange(min=1), default=None, help="Target chunk size in characters (needs --full to change).")
 @click.option("--dense-per-note", type=click.IntRange(min=0), default=None, help="Vectors per note, 0 = every chunk (needs --full).")
-@click.option("--cache", type=SqlitePath("an embedding cache", reading=False), default=None, help="Embedding cache file.")
+@click.option("--cache", type=SqlitePath("an embedding cache", reading=False), default=None,
+              help="Embedding cache file (default: embed-cache.sqlite in $AUTORESEARCH_CACHE_DIR, else "
+                   "$XDG_CACHE_HOME/autoresearch, else ~/.cache/autoresearch; shared by every index).")
 @json_option("Print the report as JSON.")
-@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr: bars on a terminal, plain lines "
+              "otherwise (default: on).")
 @click.option("--communities", is_flag=True, help="Recompute the note communities now (an update recomputes "
                                                   "them only once enough notes' links or tags changed).")
 @click.option("--watch", is_flag=True, help="After indexing, keep watching VAULT and re-index notes shortly "
@@ -65,6 +68,9 @@ def _print(report, vault, db, as_json) -> None:
     click.echo(f"{report.mode} index of {vault} -> {db}: {report.notes} notes, {report.chunks} chunks "
                f"(+{report.added} ~{report.changed} -{report.deleted}, {report.unchanged} unchanged), "
                f"{report.embedded} embedded, {len(report.skipped)} skipped, {report.seconds:.1f}s")
+    from search_core.paths import shown_path
+    click.echo(f"{report.vector_note()}; texts embedded before, by any index, come from the embedding cache "
+               f"{shown_path(report.cache)}")
     for s in report.skipped:
         click.echo(f"skipped {s.path}: {s.reason}", err=True)
     for w in report.warnings:

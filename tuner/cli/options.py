@@ -11,6 +11,7 @@ import click
 from search_core import SearchCoreError
 from search_core.paths import DB_ENV, LEDGER, RECALL_LOG, default_index, no_index_message, runs_path
 from tuner.durations import EXAMPLES, DurationError, parse_duration
+from tuner.progress import StageProgress
 from tuner.reports.render import FORMATS
 
 
@@ -330,26 +331,8 @@ def emit_report(report, fmt: str, out: Path | None):
         click.echo(path)
 
 
-class Progress:
-    """tqdm bars per stage on stderr; silent when stderr is not a terminal unless forced."""
+class Progress(StageProgress):
+    """Progress on stderr for `--progress/--no-progress` (None: on): bars on a terminal, lines otherwise."""
 
     def __init__(self, enabled: bool | None = None):
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.bars = {}
-
-    def __call__(self, stage, done, total):
-        if not self.enabled:
-            return
-        from tqdm import tqdm
-        bar = self.bars.get(stage)
-        if bar is None:
-            bar = self.bars[stage] = tqdm(total=total, desc=f"{stage:<8}", unit=" items", file=sys.stderr,
-                                          leave=True, dynamic_ncols=True)
-        if stage != "parse":
-            bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    def close(self):
-        for b in self.bars.values():
-            b.close()
+        super().__init__(enabled is not False)

@@ -4,7 +4,9 @@
     timezone = "Asia/Seoul"          # required: cron times mean nothing without a zone
     runs = "runs"                    # lock, log, run table, ledger, active config, reports
     [sweep]                          # what a nightly sweep tunes (the `sweep` verb's options)
-    vault = "..."; db = "runs/index.sqlite"; gold = "..."; holdout = "..." (or split = 0.5); space = "..."
+    vault = "..."; gold = "..."; holdout = "..." (or split = 0.5)
+    db = "..."                       # default: the user's index of this vault, else <runs>/index.sqlite
+    space = "..."                    # default: the bundled default space
     [jobs.index]   cron = "0 1 * * *"                  # incremental reindex before the sweep
     [jobs.sweep]   cron = "5 1 * * *"; until = "07:00" # the window's end is the sweep's time budget
     [jobs.report]  cron = "5 7 * * *"
@@ -154,6 +156,34 @@ class DaemonConfig:
         return None
 
 
+def index_vault_of(db: Path) -> str | None:
+    """The vault an index records it was built from (absolute), or None when it is not a readable index."""
+    from search_core.index.store import get_meta, peek
+    try:
+        conn = peek(db)
+        try:
+            return get_meta(conn, "vault")
+        finally:
+            conn.close()
+    except Exception:      # not an index, or not readable: it is simply not the user's index of this vault
+        return None
+
+
+def default_db(vault: str, runs: Path) -> Path:
+    """[sweep] db when the config leaves it out: the index the user already built of this vault
+    ($AUTORESEARCH_DB, else the index `autoresearch index` built last), so the daemon never embeds the vault
+    a second time; an index of another vault is never taken. Else <runs>/index.sqlite, which the index job
+    builds (texts already embedded come from the user's embedding cache)."""
+    import os
+    from search_core.paths import DB_ENV, default_index
+    want = str(Path(vault).resolve())
+    env = os.environ.get(DB_ENV)
+    for db in (Path(env).expanduser() if env else None, default_index(), default_index(runs)):
+        if db is not None and db.is_file() and index_vault_of(db) == want:
+            return db
+    return runs / "index.sqlite"
+
+
 def _calibrate_available() -> bool:
     import importlib.util
     return importlib.util.find_spec("tuner.gate.calibrate") is not None
@@ -233,9 +263,9 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         raise DaemonConfigError(f"{where}: unknown time zone {tzname!r}; use an IANA name such as \"Asia/Seoul\"") from None
     base = path.parent.resolve()
-    runs = Path(d.get("runs", "runs"))
+    runs = Path(d.get("runs", "runs")).expanduser()
     runs = runs if runs.is_absolute() else base / runs
-    ledger = Path(d.get("ledger", runs / "ledger.sqlite"))
+    ledger = Path(d.get("ledger", runs / "ledger.sqlite")).expanduser()
     ledger = ledger if ledger.is_absolute() else base / ledger
 
     sweep = dict(Where(where, "[sweep]").table_of(raw.get("sweep", {}), "[sweep]"))
@@ -260,6 +290,8 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     if "space" not in sweep:
         from tuner.data.bundled import default_space
         sweep["space"] = str(default_space())
+    if "db" not in sweep and "vault" in sweep:
+        sweep["db"] = str(default_db(sweep["vault"], runs))
     jobs_raw = Where(where).table_of(raw.get("jobs", DEFAULT_JOBS), "[jobs]")
     unknown_jobs = set(jobs_raw) - set(JOB_NAMES)
     if unknown_jobs:

@@ -55,11 +55,12 @@ def job_index(d, spec, scheduled, rid):
     from search_core.index.indexer import index_vault
     s = d.cfg.sweep
     done = {}
-    rep = index_vault(s["vault"], s["db"])
-    done[s["db"]] = {"added": rep.added, "changed": rep.changed, "deleted": rep.deleted, "seconds": round(rep.seconds, 1)}
+    rep = index_vault(s["vault"], s["db"], stop=d.stop.is_set)
+    done[s["db"]] = {"added": rep.added, "changed": rep.changed, "deleted": rep.deleted, "embedded": rep.embedded,
+                     "seconds": round(rep.seconds, 1)}
     active = read_active(d.cfg.runs)
     if active and active.index and str(active.index) != s["db"]:
-        rep = index_vault(s["vault"], active.index, embedder=active.config.embedder)
+        rep = index_vault(s["vault"], active.index, embedder=active.config.embedder, stop=d.stop.is_set)
         done[str(active.index)] = {"added": rep.added, "changed": rep.changed, "deleted": rep.deleted}
     return "ok", {"indexes": done}
 
@@ -184,7 +185,7 @@ def job_retest(d, spec, scheduled, rid):
     from tuner.sweep.rejected_audit import audit_report
     from tuner.reports import emit
     sid = _latest_tuning_sweep(d)
-    rep = audit_report(d.cfg.ledger, sid, do_retest=True, runs=d.cfg.runs, progress=log.info)
+    rep = audit_report(d.cfg.ledger, sid, do_retest=True, runs=d.cfg.runs, progress=log.info, stop=d.stop.is_set)
     path = emit(rep, "html", Path(d.cfg.runs) / "reports" / f"retest-{sid}.html")
     emit(rep, "md", Path(d.cfg.runs) / "reports" / f"retest-{sid}.md")
     return "ok", {"sweep": sid, "retest": rep.data["retest"] and {k: rep.data["retest"][k] for k in ("sweep", "tested", "kept")},

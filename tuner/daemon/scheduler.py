@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from search_core import SearchCoreError
+from search_core import SearchCoreError, StopRequested
 from search_core.files import LockBusy, PidLock, atomic_write_text, lock_holder
 from search_core.index.store import atomic, connect
 from search_core.files import FolderLock, folder_locked
@@ -254,6 +254,11 @@ class Daemon:
             scheduled = last_fire(job.trigger(self.cfg.tz), now + dt.timedelta(seconds=1), max(job.grace_s, 3600)) \
                 if trigger == "schedule" else now
             scheduled = scheduled or now
+        if self.stop.is_set():
+            # queued behind the job that was running when the stop came (--start-in queues the whole night):
+            # left unrecorded, so the next start catches it up within its grace
+            log.info("%s not started: the daemon is stopping", name)
+            return {"outcome": "skipped", "why": "the daemon is stopping"}
         if trigger == "schedule" and self.table.finished_for(name, scheduled):
             log.warning("%s at %s already ran (did the clock jump back?); not running it twice", name, _iso(scheduled))
             return {"outcome": "skipped", "why": "already ran"}
@@ -261,6 +266,9 @@ class Daemon:
         log.info("job %s started (%s, scheduled %s, run #%d)", name, trigger, _iso(scheduled), rid)
         try:
             outcome, detail = JOBS[name](self, job, scheduled, rid)
+        except StopRequested as e:    # the stop flag, seen between two batches of an index build
+            outcome, detail = "stopped", {"note": f"stopped when asked ({e}); the next run resumes (embeddings "
+                                                  "already computed are in the embedding cache)"}
         except SearchCoreError as e:
             outcome, detail = "failed", {"error": str(e)}
         except Exception as e:   # a bug in one job must not end the daemon
@@ -304,7 +312,8 @@ class Daemon:
         exit_code = 0
         try:
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda s, f: (log.info("signal %d: stopping at the next round boundary", s),
+                signal.signal(sig, lambda s, f: (log.info("signal %d: stopping at the next round boundary of a "
+                                                          "sweep, or batch of an index build; no other job starts", s),
                                                  self.stop.set()))
             sched = BackgroundScheduler(jobstores={"default": MemoryJobStore()},
                                         executors={"default": ThreadPoolExecutor(1)}, timezone=self.cfg.tz)
@@ -350,7 +359,7 @@ class Daemon:
                 if self.state_dirty:
                     self.state_dirty = False
                     self.write_state()
-            sched.shutdown(wait=True)     # a running sweep sees the stop flag and ends at its round boundary
+            sched.shutdown(wait=True)     # the running job sees the stop flag; the queued ones see it and do not start
             log.info("daemon stopped cleanly" if not exit_code else "daemon stopped: its runs folder is gone")
             return exit_code
         finally:

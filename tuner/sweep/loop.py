@@ -95,6 +95,10 @@ class Sweep:
         self.progress = progress or (lambda line: None)
         self.stop_flag = stop_flag or (lambda: False)
         self.space: Space = load_space(params.space)
+        # said before round 1 and never proposed: a model whose package or weights are not here
+        self.not_here = self.space.not_runnable_here()
+        for choice, why in self.not_here.items():
+            self.progress(f"skipped, cannot run here: {choice}: {why}")
         self.gold: GoldSet = load_gold(params.gold)
         self.hold_gold: GoldSet | None = load_gold(params.holdout) if params.holdout else None
         if params.split:
@@ -107,6 +111,7 @@ class Sweep:
                                cost_store=CostStore(params.cost_folder()),
                                calibration_queries=[q.query for q in self.gold.questions],
                                recalibrate=params.recalibrate, progress=self.progress)
+        self.bench.stop = stop_flag            # a model round's index build stops between batches too
         base_emb = self.bench.base_embedder
         base_notes = self.bench.searchers[base_emb].view.notes.keys()
         self.gold.check_against(base_notes)
@@ -148,7 +153,7 @@ class Sweep:
         return [r for r in self.rows if r.baseline_hash == baseline_hash and r.variable == variable]
 
     def _unavailable(self) -> set:
-        return {r.new for r in self.rows if r.decision == RoundDecision.UNAVAILABLE}
+        return {r.new for r in self.rows if r.decision == RoundDecision.UNAVAILABLE} | set(self.not_here)
 
     # -- one round -----------------------------------------------------------------------------------------
     def _probes(self) -> int:
@@ -229,7 +234,7 @@ class Sweep:
             self.ledger.set_status(self.id, "interrupted")
             raise
         summary = self.summary()
-        if self.hold_gold is not None:
+        if self.hold_gold is not None and status != "stopped":    # a stopped sweep resumes; the holdout waits
             summary = dataclasses.replace(summary, holdout=self.run_holdout())
         self.ledger.set_status(self.id, status, summary.to_json())
         return summary.ended(status)
@@ -308,7 +313,8 @@ class Sweep:
             return Figures(m.overall.get("hit@5") if m else None, obj, objective_value(m, obj) if m else None)
         return SweepSummary(self.id, len(self.rows) - 1, counts, self.start.as_dict(), final.as_dict(),
                             figures(start_m), figures(metrics),
-                            tuple(KeptStep(r.round, r.variable, r.old, r.new, r.reason) for r in self.rows[1:] if r.kept))
+                            tuple(KeptStep(r.round, r.variable, r.old, r.new, r.reason) for r in self.rows[1:] if r.kept),
+                            not_here=dict(self.not_here))
 
     def run_holdout(self) -> HoldoutCheck:
         """Starting and final config on the holdout set, with the paired test: does the gain carry over?"""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from search_core import SearchCoreError
+from search_core import SearchCoreError, StopRequested
 
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.round import START, Round
@@ -195,9 +195,11 @@ def build_audit_report(d: AuditData, retest_result: RetestResult | None = None) 
                   generated=time.strftime("%Y-%m-%d %H:%M %Z"))
 
 
-def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, progress=None) -> RetestResult:
+def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, progress=None, stop=None) -> RetestResult:
     """Re-run every candidate marked worth re-testing against today's baseline; each becomes a round of a
-    new sweep in the same ledger, its reason starting with "retest of SWEEP#ROUND"."""
+    new sweep in the same ledger, its reason starting with "retest of SWEEP#ROUND". `stop()`, asked before
+    each round (and between a model round's embedding batches), ends it with StopRequested; the rounds
+    done stay in the ledger."""
     from tuner.data.gold import load_gold, split_gold
     from tuner.evaluation.score import load_score_config
     from tuner.evaluation.cost_model import CostStore
@@ -226,6 +228,7 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
         bench = Workbench(db, vault=p.vault, index_dir=p.index_dir, score_cfg=load_score_config(p.score_config),
                           cost_store=CostStore(p.cost_folder()), calibration_queries=[q.query for q in gold.questions],
                           progress=progress)
+        bench.stop = stop
         bench.use_recorded_costs(lg.rounds(info["id"]))     # charged as the sweep it re-tests was
         new_id = time.strftime("%Y%m%d-%H%M%S-retest-") + uuid.uuid4().hex[:4]
 
@@ -244,6 +247,9 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                               f"today's baseline for re-testing sweep {info['id']}"))
         out_rounds = []
         for i, x in enumerate(marked, 1):
+            if stop is not None and stop():
+                lg.set_status(new_id, "retest stopped", {"tested": i - 1, "of": len(marked)})
+                raise StopRequested(f"the re-test stopped after {i - 1} of {len(marked)} rounds")
             of = f"{info['id']}#{x.round}"
             t0 = time.perf_counter()
             out = run_round(bench, gold, baseline, base_res, x.variable, x.new, p.rule(), space=space,
@@ -266,6 +272,6 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
 
 
 def audit_report(ledger_path: str | Path, sweep_id: str | None = None, *, do_retest: bool = False, runs=None,
-                 progress=None) -> Report:
-    result = retest(ledger_path, sweep_id, runs, progress) if do_retest else None
+                 progress=None, stop=None) -> Report:
+    result = retest(ledger_path, sweep_id, runs, progress, stop) if do_retest else None
     return build_audit_report(audit_data(ledger_path, sweep_id), result)

@@ -39,6 +39,9 @@ class Variable:
         return float("inf")
 
 
+MODEL_VARIABLES = ("embedder", "reranker")     # their choices are model names the registry knows
+
+
 @dataclass(frozen=True)
 class Space:
     path: str
@@ -49,6 +52,20 @@ class Space:
 
     def get(self, name: str) -> Variable:
         return next(v for v in self.variables if v.name == name)
+
+    def not_runnable_here(self) -> dict[str, str]:
+        """{model choice: why it cannot run on this machine} for the embedder and reranker variables,
+        found without loading a model (a package not installed, hub weights not cached). A sweep never
+        spends a round on these."""
+        from search_core.models import unavailable_here
+        out = {}
+        for v in self.variables:
+            if v.kind == "categorical" and v.name in MODEL_VARIABLES:
+                for c in v.choices:
+                    why = unavailable_here(v.name, str(c))
+                    if why is not None:
+                        out[str(c)] = why
+        return out
 
     def check_config(self, cfg: SearchConfig) -> None:
         for v in self.variables:
@@ -86,7 +103,7 @@ def load_space(path: str | Path) -> Space:
                 raise SearchCoreError(f"{where}: a categorical variable needs a non-empty `choices` list")
             if len(set(map(str, choices))) != len(choices):
                 raise SearchCoreError(f"{where}: duplicate choices")
-            if name in ("embedder", "reranker"):
+            if name in MODEL_VARIABLES:
                 _check_model_names(where, name, choices)
             variables.append(Variable(name, kind, choices=tuple(choices)))
             continue

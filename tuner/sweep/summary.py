@@ -7,7 +7,7 @@ summary, and `from_json` reads either back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner.evaluation.compare import Comparison
@@ -85,6 +85,7 @@ class SweepSummary:
     path: tuple[KeptStep, ...]
     holdout: HoldoutCheck | None = None
     status: str | None = None         # how the run ended; the ledger keeps it beside the summary, not in it
+    not_here: dict[str, str] = field(default_factory=dict)   # a space's choice that cannot run here -> why
 
     @property
     def objective(self) -> str:
@@ -95,14 +96,16 @@ class SweepSummary:
                 "start_config": self.start_config, "final_config": self.final_config,
                 "start": self.start.to_json(), "final": self.final.to_json(), "path": [s.to_json() for s in self.path],
                 **({"holdout": self.holdout.to_json()} if self.holdout is not None else {}),
-                **({"status": self.status} if self.status is not None else {})}
+                **({"status": self.status} if self.status is not None else {}),
+                **({"not_here": dict(self.not_here)} if self.not_here else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "SweepSummary":
         return cls(d["sweep"], d["rounds"], dict(d["decisions"]), d["start_config"], d["final_config"],
                    Figures.from_json(d["start"]), Figures.from_json(d["final"]),
                    tuple(KeptStep(**s) for s in d["path"]),
-                   HoldoutCheck.from_json(d["holdout"]) if d.get("holdout") else None, d.get("status"))
+                   HoldoutCheck.from_json(d["holdout"]) if d.get("holdout") else None, d.get("status"),
+                   dict(d.get("not_here") or {}))
 
     def ended(self, status: str) -> "SweepSummary":
         return replace(self, status=status)

@@ -11,7 +11,8 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import ChunkConfig, SearchConfig
 from search_core.hashing import hash_json
-from search_core.index.indexer import default_cache_path, index_vault
+from search_core.index.indexer import index_vault
+from search_core.paths import embed_cache_file
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
@@ -110,7 +111,7 @@ class Workbench:
         self.vault = vault or get_meta(base.conn, "vault")
         self.chunk_cfg = ChunkConfig(**base.fingerprint["chunking"])
         self.index_dir = Path(index_dir)
-        self.embed_cache = default_cache_path(self.base_db)
+        self.embed_cache = embed_cache_file()     # the user's: texts any index embedded are not embedded again
         self.retrievals = RetrievalCache()
         self.rerank_cache: dict = {}
         self.rerank_cost: dict = {}      # reranker -> ms per pair, measured once per model (cold)
@@ -126,6 +127,7 @@ class Workbench:
         self.recalibrate = recalibrate         # a new calibration for each model, replacing the stored one
         self.cost_events: list[str] = []       # what was calibrated or reused, for the morning report
         self.progress = progress or (lambda line: None)
+        self.stop = None                       # asked between a model round's embedding batches (the daemon's stop)
         self._arm(base)
         self.score_cfg = score_cfg
 
@@ -140,12 +142,14 @@ class Workbench:
         db = index_path(self.index_dir, embedder, self.chunk_cfg)
         t0 = time.perf_counter()
         try:
-            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache)
+            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache,
+                        stop=self.stop)
         except SearchCoreError as e:
             if "vectors from two models never share an index" not in str(e):
                 raise
             # same name, other weights (a model updated in place): rebuild from scratch, never mix
-            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache, full=True)
+            index_vault(self.vault, db, embedder=embedder, chunk_cfg=self.chunk_cfg, cache=self.embed_cache, full=True,
+                        stop=self.stop)
         seconds = time.perf_counter() - t0
         verify_index(db, embedder)
         s = Searcher(db)

@@ -89,6 +89,7 @@ def test_another_embedder_is_refused_with_the_fix(small_vault, small_index, shar
         Searcher(small_index, embedder="minilm-l6")
 
 
+@pytest.mark.models
 def test_model_swap_rebuilds_from_scratch_never_mixed(small_vault, small_index, shared_cache):
     index_vault(small_vault, small_index, embedder="minilm-l6", full=True, cache=shared_cache)
     fp = get_meta(connect(small_index), "fingerprint")

@@ -43,6 +43,7 @@ def test_open_refuses_another_embedder_by_name(small_index):
         IndexHandle(small_index, embedder="minilm-l6")
 
 
+@pytest.mark.models
 def test_a_swap_to_another_embedder_is_refused_at_reload(small_vault, small_index_e5, shared_cache):
     h = IndexHandle(small_index_e5)
     index_vault(small_vault, small_index_e5, embedder="minilm-l6", full=True, cache=shared_cache)
@@ -105,6 +106,7 @@ def test_a_following_searcher_answers_from_the_old_view_while_the_new_one_is_bui
         s.close()
 
 
+@pytest.mark.models
 def test_a_following_handle_refuses_another_embedder_at_the_next_search(small_vault, small_index_e5, shared_cache):
     h = IndexHandle(small_index_e5, follow=True)
     try:

@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from search_core.index.indexer import default_cache_path, index_vault
+from search_core.index.indexer import index_vault
+from search_core.paths import embed_cache_file
 from search_core.index.store import connect
 from tests.helpers import ROOT, SMALL_VAULT, write_vault
 from tests.helpers.index_state import derived_state
@@ -112,7 +113,7 @@ def test_a_watcher_killed_mid_update_loses_nothing(point, tmp_path):
     assert "Quimbleflax" in note_text(db, "ai/rrf") and note_text(db, "life/kimchi") == ""
 
     fresh = tmp_path / "fresh" / "w.sqlite"
-    index_vault(vault, fresh, cache=default_cache_path(db))
+    index_vault(vault, fresh, cache=embed_cache_file())
     got, want = derived_state(db), derived_state(fresh)
     assert set(got["communities"]) == set(want["communities"])
     for name in want:

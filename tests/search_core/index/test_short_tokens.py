@@ -47,6 +47,24 @@ def test_stored_postings_answer_what_like_and_the_memory_index_answer(small_inde
     conn.close()
 
 
+def test_a_build_in_slices_writes_the_lists_of_a_build_in_one(small_index, tmp_path):
+    db = tmp_path / "copy.sqlite"
+    copy = connect(db)
+    connect(small_index, readonly=True).backup(copy)
+    copy.close()
+    conn = connect(db)
+    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    assert chunks > 5 and len(list(short_tokens._slices(conn, 1))) == chunks     # a slice per chunk
+    conn.execute("BEGIN")
+    short_tokens.build(conn, slice_chars=10 ** 12)                   # the whole vault in one slice
+    whole = whole_table(conn)
+    assert len(whole) > 100
+    short_tokens.build(conn, slice_chars=1)
+    assert whole_table(conn) == whole
+    conn.execute("ROLLBACK")
+    conn.close()
+
+
 def test_incremental_updates_keep_the_lists_equal_to_a_fresh_build(small_vault, tmp_path, shared_cache):
     db = tmp_path / "idx.sqlite"
     index_vault(small_vault, db, cache=shared_cache)

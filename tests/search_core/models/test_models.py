@@ -32,6 +32,7 @@ def test_check_model_name_accepts_names_and_forms_without_loading():
         assert check_model_name(kind, name) is None     # a folder that is not there fails at load, not here
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("name", ["BAAI/bge-m3", "BAAI/bge-reranker-v2-m3"])
 def test_hub_model_without_weights_says_where_it_looked_and_how_to_get_them(name, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
@@ -44,6 +45,7 @@ def test_hub_model_without_weights_says_where_it_looked_and_how_to_get_them(name
     assert name in msg and "empty-hf-cache" in msg and f"huggingface-cli download {name}" in msg
 
 
+@pytest.mark.models
 def test_local_folder_without_weights(tmp_path):
     (tmp_path / "m").mkdir()
     with pytest.raises(ModelUnavailable, match="no weights"):
@@ -58,6 +60,7 @@ def test_e5_small_is_multilingual_and_normalised():
     assert p[0] @ q > p[1] @ q
 
 
+@pytest.mark.models
 def test_minilm_l6_loads_from_its_package():
     e = get_embedder("minilm-l6")
     v = e.embed(["hello world", "good morning"])

@@ -89,8 +89,9 @@ def test_the_limit_ends_with_the_call_and_never_reaches_other_threads(spy_e5):
     assert openmp_threads() == before               # and this thread gets its own back
 
 
+@pytest.mark.models
 def test_minilm_queries_run_on_one_torch_thread(monkeypatch):
-    torch = pytest.importorskip("torch")
+    import torch
     emb = get_embedder("minilm-l6")
     seen = []
     real = emb._model.encode
@@ -157,6 +158,7 @@ def test_cache_is_bounded_and_evicts_the_least_recently_used(spy_e5):
     assert len(spy_e5) == 4
 
 
+@pytest.mark.models
 def test_cache_key_carries_the_embedder_fingerprint():
     cache = QueryEmbeddingCache()
     e5, minilm = get_embedder("e5-small"), get_embedder("minilm-l6")

@@ -151,7 +151,7 @@ def test_index_and_stats_cli(small_vault, tmp_path):
     db = tmp_path / "cli.sqlite"
     r = CliRunner().invoke(main, ["index", str(small_vault), "--db", str(db), "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["notes"] == 4
+    assert json.loads(r.stdout)["notes"] == 4       # progress lines go to stderr
     r = CliRunner().invoke(main, ["stats", "--db", str(db), "--json"])
     s = json.loads(r.output)
     assert s["notes"] == 4 and s["nav_notes"] == 1 and s["vectors"] == s["chunks"]

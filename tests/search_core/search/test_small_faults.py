@@ -31,6 +31,7 @@ def test_a_commit_within_the_same_second_is_seen_by_a_warm_searcher(small_vault,
     assert s.fingerprint_key != key
 
 
+@pytest.mark.models
 def test_a_warm_searcher_refuses_an_index_swapped_to_another_embedder(small_vault, small_index_e5, shared_cache):
     s = Searcher(small_index_e5)
     s.search("GraphRAG")

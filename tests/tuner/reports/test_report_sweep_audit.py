@@ -148,6 +148,24 @@ def test_audit_lists_every_rejected_round_and_marks_retests(swept):
     assert {s.heading.split(" (")[0] for s in rep.sections[:-1]} == {r.variable for r in rejected}
 
 
+def test_a_retest_asked_to_stop_ends_before_its_next_round_and_keeps_the_rounds_done(swept, tmp_path):
+    import shutil
+    from search_core import StopRequested
+    ledger = tmp_path / "ledger.sqlite"
+    shutil.copy(swept["ledger"], ledger)
+    marked = [x for x in audit_data(ledger, swept["sweep"]).rejected if x.worth_retest]
+    assert len(marked) >= 2, "the fixture sweep must leave two candidates worth re-testing"
+    asked = []
+    with pytest.raises(StopRequested, match=f"after 1 of {len(marked)} rounds"):
+        audit_report(ledger, swept["sweep"], do_retest=True, runs=tmp_path / "runs",
+                     stop=lambda: asked.append(1) or len(asked) > 1)
+    lg = Ledger(ledger)
+    retest = [s for s in lg.sweeps() if "retest" in s["id"]]
+    assert len(retest) == 1 and retest[0]["status"] == "retest stopped"
+    assert [r.round for r in lg.rounds(retest[0]["id"])] == [0, 1]
+    lg.close()
+
+
 def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
     import shutil
     ledger = tmp_path / "ledger.sqlite"

@@ -1,0 +1,66 @@
+"""The sample daemon config, copied and filled in as the README says, loads and uses the index one has."""
+
+import re
+import shutil
+
+from search_core.index.indexer import index_vault
+from search_core.paths import record_default_index
+from tests.helpers import ROOT, SMALL_VAULT, write_vault
+from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+from tuner.daemon.config import load_daemon_config
+from tuner.data.bundled import default_space
+
+SAMPLE = ROOT / "experiments" / "daemon.toml"
+
+
+def keys_the_readme_names() -> list[str]:
+    """The keys the README's daemon section tells a user to set after copying the sample."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if x.startswith("cp experiments/daemon.toml"))
+    return re.findall(r"\b(vault|db|gold|holdout|timezone|runs|space|split)\b", line.split("#", 1)[1])
+
+
+def filled_in(tmp_path, values: dict) -> str:
+    text = SAMPLE.read_text(encoding="utf-8")
+    for key in keys_the_readme_names():
+        text, n = re.subn(rf"(?m)^{key} = .*$", f'{key} = "{values[key]}"', text)
+        assert n == 1, f"the sample has no line `{key} = ...` to set"
+    return text
+
+
+def test_the_sample_filled_in_as_the_readme_says_loads_and_uses_the_index_one_built(tmp_path):
+    assert keys_the_readme_names() == ["vault", "gold", "holdout", "timezone", "runs"]
+    vault = write_vault(tmp_path / "notes", SMALL_VAULT)
+    mine = tmp_path / "my-index" / "index.sqlite"
+    index_vault(vault, mine, embedder=FAKE_EMBEDDER)
+    record_default_index(mine)                      # what `autoresearch index` does
+    gold = tmp_path / "gold.yaml"
+    shutil.copy(ROOT / "experiments" / "gold" / "demo-tune.yaml", gold)
+    conf = tmp_path / "elsewhere" / "my-daemon.toml"      # copied away from experiments/: no bundled file beside it
+    conf.parent.mkdir()
+    conf.write_text(filled_in(tmp_path, {"vault": vault, "gold": gold, "holdout": gold, "timezone": "UTC",
+                                         "runs": tmp_path / "daemon-runs"}), encoding="utf-8")
+    cfg = load_daemon_config(conf)
+    assert cfg.sweep["db"] == str(mine), "the daemon would build (and embed) a second index of the vault"
+    assert cfg.sweep["space"] == str(default_space())
+    assert {j.name for j in cfg.jobs} >= {"index", "sweep", "report"}
+
+
+def test_an_index_of_another_vault_is_never_taken(tmp_path, monkeypatch):
+    other = write_vault(tmp_path / "other", SMALL_VAULT)
+    theirs = tmp_path / "other-index.sqlite"
+    index_vault(other, theirs, embedder=FAKE_EMBEDDER)
+    monkeypatch.setenv("AUTORESEARCH_DB", str(theirs))
+    vault = write_vault(tmp_path / "notes", SMALL_VAULT)
+    conf = tmp_path / "my-daemon.toml"
+    gold = ROOT / "experiments" / "gold" / "demo-tune.yaml"
+    conf.write_text(filled_in(tmp_path, {"vault": vault, "gold": gold, "holdout": gold, "timezone": "UTC",
+                                         "runs": tmp_path / "daemon-runs"}), encoding="utf-8")
+    cfg = load_daemon_config(conf)
+    assert cfg.sweep["db"] == str(tmp_path / "daemon-runs" / "index.sqlite")
+
+
+def test_the_sample_documents_every_key_it_defaults():
+    text = SAMPLE.read_text(encoding="utf-8")
+    for key in ("db", "space", "ledger"):
+        assert re.search(rf"(?m)^# {key} = .*default", text), f"the sample does not say what {key} defaults to"
