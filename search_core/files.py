@@ -2,8 +2,11 @@
 
 atomic_write_text: a temp file beside the target, flushed to disk, then os.replace (atomic on POSIX);
 a crash leaves the old file or the new one, never a mix, and the temp file is removed on failure.
+atomic_replace: the same last step for a temp file written by someone else (a SQLite backup).
 PidLock: an exclusive flock on a small file holding the owner's pid; the kernel drops the lock when the
 process dies, so a lock file left by `kill -9` holds nothing and the next run takes it over.
+FolderLock: an exclusive flock on a folder itself, which deleting a lock file inside cannot take away.
+tests/architecture/test_files_mechanisms.py keeps every flock and os.replace in this file.
 """
 
 from __future__ import annotations
@@ -30,13 +33,28 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+    return atomic_replace(tmp, path)
+
+
+def atomic_replace(tmp: str | Path, dest: str | Path) -> Path:
+    """Put the finished file `tmp` in `dest`'s place in one step. `tmp` must be in dest's folder (a rename
+    across file systems is a copy). It is flushed to disk first, so a crash leaves the old file or the whole
+    new one; `tmp` is removed if anything fails."""
+    dest = Path(dest)
+    try:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dest
 
 
 class LockBusy(Exception):
@@ -102,6 +120,69 @@ class PidLock:
         self.release()
 
 
+class FolderLock:
+    """One holder at a time of the folder `path` itself, not of a file in it: `rm folder/x.lock` cannot
+    take it away. A folder holds no pid, so pair it with a PidLock on a file inside when the holder must
+    be named (the daemon's runs folder)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        """Raises LockBusy (holder None) when held, OSError when the folder cannot be opened."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LockBusy(self.path, None) from None
+        self.fd = fd
+        return self
+
+    def replaced(self) -> bool:
+        """True when the folder we hold is gone or another one now has its name."""
+        try:
+            return os.stat(self.path).st_ino != os.fstat(self.fd).st_ino
+        except FileNotFoundError:
+            return True
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _held_by_other(fd: int) -> bool:
+    """Whether another open file holds an exclusive flock on fd's file (probed with a shared one)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
+def folder_locked(path: str | Path) -> bool:
+    """Whether a FolderLock on `path` is held (False when the folder cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        return _held_by_other(fd)
+    finally:
+        os.close(fd)
+
+
 def lock_holder(path: str | Path) -> int | None:
     """The pid holding the lock at `path` (-1 when held but the file names none), or None when free."""
     path = Path(path)
@@ -109,12 +190,9 @@ def lock_holder(path: str | Path) -> int | None:
         return None
     fd = os.open(path, os.O_RDONLY)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
+        if _held_by_other(fd):
             holder = _pid_in(fd)
             return holder if holder is not None else -1
-        fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)

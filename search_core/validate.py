@@ -137,10 +137,10 @@ class Where:
     def model_name(self, key: str, v) -> str:
         """An embedder or reranker name the model table knows (or one of its forms: a URL, st:/ce:, a hub
         id); resolved without loading the model, so a misspelt name fails here, not at the first search."""
-        from search_core.models import _embedder_factory, _reranker_factory
+        from search_core.models import check_model_name
         name = self.string(key, v, min_chars=1, max_chars=200)
         try:
-            (_embedder_factory if key == "embedder" else _reranker_factory)(name)
+            check_model_name("embedder" if key == "embedder" else "reranker", name)
         except SearchCoreError as e:
             raise BadValue(f"{self._name(key)}: {e}") from None
         return name

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from search_core import SearchCoreError
+from search_core.files import atomic_write_text
 from search_core.gate.features import FEATURE_NAMES
 
 GATE_FORMAT = "autoresearch-gate/1"
@@ -98,10 +99,7 @@ class GateModel:
     def save(self, path: str | Path) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(json.dumps(self.as_json(), ensure_ascii=False, indent=1), encoding="utf-8")
-        tmp.replace(p)
-        return p
+        return atomic_write_text(p, json.dumps(self.as_json(), ensure_ascii=False, indent=1))
 
 
 def _fp_text(fp: dict) -> str:

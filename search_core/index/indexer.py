@@ -107,13 +107,13 @@ def _remove_stale_builds(db: Path) -> None:
 
 def fingerprint_mismatch_message(db, have: dict, want: dict) -> str:
     """Name what actually differs (embedder, its weights, or chunking) and a command that works."""
-    from search_core.models import _embedder_factory
+    from search_core.models import check_model_name
     h, w = have.get("embedder", {}), want.get("embedder", {})
     hn, wn = h.get("name"), w.get("name")
     keep = f"--embedder {hn}{ChunkConfig.flags_for(have.get('chunking', {}))}"
     if hn != wn:
         try:
-            _embedder_factory(wn)
+            check_model_name("embedder", wn)
         except SearchCoreError as e:
             return f"{e}. Index {db} was built with {hn!r}: leave out --embedder (or pass --embedder {hn})"
         return (f"index {db} was built with embedder {hn!r}, you asked for {wn!r}; vectors from two models never "
@@ -285,6 +285,7 @@ def _swap_in(tmp: Path, db: Path) -> None:
             warnings.warn(f"could not checkpoint the old index {db} before replacing it: {e}", stacklevel=2)
         for suffix in ("-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
+    # a bare rename, not files.atomic_replace: SQLite synced tmp to disk when it left WAL mode (its checkpoint)
     os.replace(tmp, db)
 
 

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from search_core.files import atomic_write_text
 from search_core.index.indexer import index_vault
 from search_core.index.write import communities_state
 
@@ -99,12 +100,10 @@ class VaultWatcher:
             for k, v in kw.items():
                 setattr(self.state, k, v)
             snapshot = self.state.as_dict()
-        tmp = status_path(self.db).with_suffix(f".tmp-{os.getpid()}")
         try:
-            tmp.write_text(json.dumps(snapshot, ensure_ascii=False, indent=1))
-            os.replace(tmp, status_path(self.db))
+            atomic_write_text(status_path(self.db), json.dumps(snapshot, ensure_ascii=False, indent=1))
         except OSError:
-            tmp.unlink(missing_ok=True)    # the status file is a courtesy; the watch goes on without it
+            pass                           # the status file is a courtesy; the watch goes on without it
 
     def update(self, *, communities: bool = False):
         """One incremental update now. Never raises: a failure is recorded in the state."""

@@ -11,7 +11,7 @@ from typing import Callable
 from search_core import SearchCoreError
 from search_core.models.base import Embedder, ModelUnavailable, Reranker
 
-__all__ = ["Embedder", "Reranker", "ModelUnavailable", "get_embedder", "get_reranker",
+__all__ = ["Embedder", "Reranker", "ModelUnavailable", "get_embedder", "get_reranker", "check_model_name",
            "EMBEDDERS", "RERANKERS", "register_embedder", "register_reranker", "unavailable_here"]
 
 # what the sentence-transformers models need, and the line that installs it (torch first: a plain
@@ -126,6 +126,21 @@ def _embedder_factory(name: str) -> Callable[[], Embedder]:
 
 def _reranker_factory(name: str) -> Callable[[], Reranker]:
     return _factory("reranker", name, RERANKERS, ("rerank+http",), _http_reranker, "ce:", _ce, RERANKER_PATTERNS)
+
+
+MODEL_KINDS = ("embedder", "reranker")
+
+
+def check_model_name(kind: str, name: str) -> None:
+    """Refuse a name the registry cannot resolve, without loading the model (a config or a space is checked
+    before any work; a known model without weights is ModelUnavailable later, at load time, not here).
+    The error lists the known names and the accepted forms."""
+    if kind == "embedder":
+        _embedder_factory(name)
+    elif kind == "reranker":
+        _reranker_factory(name)
+    else:
+        raise SearchCoreError(f"unknown model kind {kind!r}; known: {', '.join(MODEL_KINDS)}")
 
 
 def _get(kind: str, name: str, factory: Callable):

@@ -1,14 +1,15 @@
 """The rules between packages, read from the source: no import cycle in either package, the engine never
-imports the tuner, no library module imports the CLI, and importing the engine and the index/search
-verbs loads none of the heavy optional libraries."""
+imports the tuner, no library module imports the CLI, no private name is imported from another package,
+and importing the engine and the index/search verbs loads none of the heavy optional libraries."""
 
+import ast
 import subprocess
 import sys
 
 import pytest
 
 from tests.helpers import ROOT
-from tests.helpers.imports import cycles, import_graph
+from tests.helpers.imports import _absolute, cycles, import_graph, module_files
 
 PACKAGES = ("search_core", "tuner")
 HEAVY = ("optuna", "sklearn", "matplotlib", "starlette", "uvicorn", "mcp", "apscheduler", "scipy")
@@ -67,3 +68,30 @@ def test_no_test_module_imports_another():
     bad = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
                  if t.rsplit(".", 1)[-1].startswith("test_") or t == "tests.conftest")
     assert not bad, "test modules importing test modules (move what they share to tests/helpers/):\n" + "\n".join(bad)
+
+
+def private_imports(root, packages) -> list[str]:
+    """`from M import _name` by a module outside M's package: a private name used as an interface (the
+    model registry's factories were, to check a name; `check_model_name` is the interface)."""
+    files = module_files(root, packages)
+    bad = []
+    for module, path in files.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = _absolute(module, is_package, node.level, node.module)
+            if source.split(".")[0] not in packages or source not in files:
+                continue
+            home = source if files[source].name == "__init__.py" else source.rpartition(".")[0]
+            if module == home or module.startswith(home + "."):
+                continue
+            bad += [f"{module} imports {a.name} from {source}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def test_no_private_name_is_imported_from_another_package():
+    bad = private_imports(ROOT, PACKAGES)
+    assert not bad, "private names imported across packages (make a public function for what they need):\n" \
+        + "\n".join(sorted(bad))

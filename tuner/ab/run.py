@@ -22,7 +22,7 @@ from search_core.hashing import hash_json, hash_text, stat_stamp
 from search_core.index.indexer import index_vault
 from search_core.paths import embed_cache_file
 from search_core.models import ModelUnavailable
-from search_core.models import _embedder_factory, _reranker_factory  # name check without loading
+from search_core.models import check_model_name  # name check without loading
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
@@ -53,9 +53,9 @@ def parse_candidates(embedders: str, rerankers: str | None) -> tuple[tuple[str, 
     if not embs:
         raise ABError("--embedders is empty; give one or more names, e.g. --embedders e5-small,minilm-l6")
     for e in embs:
-        _embedder_factory(e)          # unknown -> SearchCoreError listing the known names and forms
+        check_model_name("embedder", e)   # unknown -> SearchCoreError listing the known names and forms
     for r in rers:
-        _reranker_factory(r)
+        check_model_name("reranker", r)
     for kind, names in (("embedder", embs), ("reranker", rers)):
         seen: dict[str, str] = {}
         for n in names:

@@ -17,7 +17,6 @@ missed; backward, a scheduled time that already has a finished run is never run 
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
 import logging
 import logging.handlers
@@ -31,6 +30,7 @@ from pathlib import Path
 from search_core import SearchCoreError, StopRequested
 from search_core.files import LockBusy, PidLock, atomic_write_text, lock_holder
 from search_core.index.store import atomic, connect
+from search_core.files import FolderLock, folder_locked
 
 from tuner.daemon.config import DaemonConfig
 from tuner.daemon.jobs import NIGHT
@@ -68,21 +68,6 @@ def pid_alive(pid: int) -> bool:
 
 
 # -- one instance ---------------------------------------------------------------------------------------
-def _dir_locked_by_other(runs: Path) -> bool:
-    try:
-        fd = os.open(runs, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-
-
 class InstanceLock:
     """Two flocks, both released by the kernel when the process dies: on the runs folder itself (what makes
     one daemon per folder: `rm runs/daemon.lock` cannot take it away) and on runs/daemon.lock, which holds
@@ -92,7 +77,7 @@ class InstanceLock:
         self.runs = Path(runs)
         self.path = self.runs / LOCK
         self.lock = PidLock(self.path)
-        self.dir_fd: int | None = None
+        self.folder = FolderLock(self.runs)
 
     def _busy(self) -> LockHeld:
         holder = lock_holder(self.path)
@@ -103,16 +88,12 @@ class InstanceLock:
     def acquire(self) -> "InstanceLock":
         try:
             self.runs.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.runs, os.O_RDONLY | os.O_DIRECTORY)
+            self.folder.acquire()
+        except LockBusy:
+            raise self._busy() from None
         except OSError as e:
             raise SearchCoreError(f"cannot write to the runs folder {self.runs}: {e.strerror}; make it "
                                   "writable or set [daemon] runs to another folder") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise self._busy() from None
-        self.dir_fd = fd
         try:
             self.lock.acquire()
         except LockBusy:
@@ -128,10 +109,7 @@ class InstanceLock:
         """None while both locks are ours; "file" when daemon.lock was deleted or replaced (rewritten here:
         the folder lock still keeps others out); "folder" when the runs folder itself is gone or replaced
         (then another daemon may already run there: the caller stops)."""
-        try:
-            if os.stat(self.runs).st_ino != os.fstat(self.dir_fd).st_ino:
-                return "folder"
-        except FileNotFoundError:
+        if self.folder.replaced():
             return "folder"
         try:
             if os.stat(self.path).st_ino == os.fstat(self.lock.fd).st_ino:
@@ -144,10 +122,7 @@ class InstanceLock:
 
     def release(self):
         self.lock.release()
-        if self.dir_fd is not None:
-            fcntl.flock(self.dir_fd, fcntl.LOCK_UN)
-            os.close(self.dir_fd)
-            self.dir_fd = None
+        self.folder.release()
 
 
 def holder_pid(runs: str | Path) -> int | None:
@@ -155,7 +130,7 @@ def holder_pid(runs: str | Path) -> int | None:
     or None when nobody holds it."""
     runs = Path(runs)
     pid = lock_holder(runs / LOCK)
-    if pid is None and _dir_locked_by_other(runs):
+    if pid is None and folder_locked(runs):
         return -1
     return pid
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.files import atomic_write_text
+from search_core.files import atomic_replace, atomic_write_text
 from search_core.gate.model import load_gate, sidecar_path
 
 
@@ -93,7 +93,7 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
              "proposal": str(proposal_path), "basis": prop.get("basis"), "previous": previous}
     with history_path(db).open("a", encoding="utf-8") as f:
         f.write(json.dumps(entry, ensure_ascii=False) + "\n")
-    tmp.replace(side)
+    atomic_replace(tmp, side)
     return {"installed": str(side), "replaced": previous is not None, "history": str(history_path(db))}
 
 

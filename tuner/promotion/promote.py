@@ -20,7 +20,7 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
 from search_core.gate.model import DEFAULT_GATE_FILE, load_gate, sidecar_path
-from search_core.files import LockBusy, PidLock, atomic_write_text
+from search_core.files import LockBusy, PidLock, atomic_replace, atomic_write_text
 from search_core.index.store import atomic, connect, sqlite_file_problem
 from search_core.paths import ACTIVE_CONFIG as ACTIVE
 from search_core.paths import RUNS_ENV, default_index, no_index_message, runs_dir
@@ -108,11 +108,10 @@ def _install_index(runs: Path, index: Path) -> Path:
         src.backup(dst)
         src.close()
         dst.close()
-        os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return dest
+    return atomic_replace(tmp, dest)
 
 
 @contextmanager

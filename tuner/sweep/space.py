@@ -130,10 +130,10 @@ def load_space(path: str | Path) -> Space:
 
 def _check_model_names(where: str, name: str, choices) -> None:
     """Names must be ones the registry knows (loading them is for the sweep: unavailable is a result)."""
-    from search_core.models import _embedder_factory, _reranker_factory
-    factory = _embedder_factory if name == "embedder" else _reranker_factory
+    from search_core.models import check_model_name
+    kind = "embedder" if name == "embedder" else "reranker"
     for c in choices:
         try:
-            factory(str(c))
+            check_model_name(kind, str(c))
         except SearchCoreError as e:
             raise SearchCoreError(f"{where}: {e}") from None

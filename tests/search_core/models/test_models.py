@@ -3,7 +3,7 @@ import pytest
 
 from search_core import SearchCoreError
 from search_core.index.indexer import index_vault
-from search_core.models import ModelUnavailable, get_embedder, get_reranker
+from search_core.models import ModelUnavailable, check_model_name, get_embedder, get_reranker
 from search_core.search.pipeline import Searcher
 from search_core.config import SearchConfig
 from tests.helpers import free_port
@@ -14,6 +14,22 @@ def test_unknown_names_list_the_known_ones():
         get_embedder("nope")
     with pytest.raises(SearchCoreError, match=r"unknown reranker 'nope'; known: none, BAAI/bge-reranker-base"):
         get_reranker("nope")
+
+
+def test_check_model_name_refuses_an_unknown_name_listing_the_valid_ones():
+    with pytest.raises(SearchCoreError, match=r"unknown embedder 'nope'; known: e5-small, minilm-l6.*forms: st:"):
+        check_model_name("embedder", "nope")
+    with pytest.raises(SearchCoreError, match=r"unknown reranker 'nope'; known: none, BAAI/bge-reranker-base.*forms: ce:"):
+        check_model_name("reranker", "nope")
+    with pytest.raises(SearchCoreError, match=r"unknown model kind 'ranker'; known: embedder, reranker"):
+        check_model_name("ranker", "none")
+
+
+def test_check_model_name_accepts_names_and_forms_without_loading():
+    for kind, name in (("embedder", "e5-small"), ("embedder", "st:/no/such/folder"),
+                       ("embedder", "http://127.0.0.1:9/v1"), ("reranker", "none"),
+                       ("reranker", "ce:/no/such/folder"), ("reranker", "rerank+http://127.0.0.1:9/rerank")):
+        assert check_model_name(kind, name) is None     # a folder that is not there fails at load, not here
 
 
 @pytest.mark.models

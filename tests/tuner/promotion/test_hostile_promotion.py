@@ -68,15 +68,12 @@ if where == "after_active":
         original(*a, **k)
         os._exit(9)
     pr._write_active = write_then_die
-elif where == "index_copy":
-    import types
-    pr.os = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})
-    pr.os.replace = lambda *a: os._exit(9)
-elif where == "atomic_write":
+else:   # both renames go through search_core.files: die at the index copy's or at active.toml's
     import types
     import search_core.files as files
     files.os = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})
-    files.os.replace = lambda *a: os._exit(9)
+    copy = where == "index_copy"
+    files.os.replace = lambda src, dst: os._exit(9) if ("active-indexes" in str(dst)) == copy else os.replace(src, dst)
 start = SearchConfig(threshold=0.8).as_dict()
 win = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
 m = {k: {"a": .5, "b": .5, "delta": 0.0, "p_value": .9, "ci95": [0, 0], "verdict": "within noise"} for k in ("hit@5", "mrr")}
