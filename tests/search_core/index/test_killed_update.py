@@ -25,7 +25,9 @@ from tests.helpers import ROOT, SMALL_VAULT, write_vault
 from tests.helpers.index_state import derived_state
 from tests.helpers.live_file import wal_of
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+def child_env() -> dict:
+    """The environment as the test has set it (its own embedding cache folder), not as it was at import."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 DEADLINE_S = 180
 
 # where the watcher is held until it is killed: (module, object, attribute) of the wrapped function, and
@@ -62,7 +64,7 @@ WATCHER = textwrap.dedent("""
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], env=ENV, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], env=child_env(), cwd=cwd,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -87,7 +89,7 @@ def test_a_watcher_killed_mid_update_loses_nothing(point, tmp_path):
     module, owner, attr, committed_only = HOLD_POINTS[point]
     proc = subprocess.Popen([sys.executable, "-c", WATCHER, vault, db, marker, module, owner or "-", attr,
                              str(int(committed_only))],
-                            env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            env=child_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         end = time.monotonic() + DEADLINE_S
         while not marker.exists() and proc.poll() is None and time.monotonic() < end:

@@ -25,7 +25,9 @@ from tests.helpers import ROOT, SMALL_VAULT, free_port, write_vault
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
 from tests.helpers.live_file import assert_look_keeps_the_locks, wal_of
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+def child_env() -> dict:
+    """The environment as the test has set it (its own embedding cache folder), not as it was at import."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 DEADLINE_S = 120
 
 
@@ -40,7 +42,7 @@ def poll(fn, what: str):
 
 
 def cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], env=ENV, cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *map(str, args)], env=child_env(), cwd=cwd,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -89,7 +91,7 @@ class ServingWatcher:
         self.proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "serve", "--db", str(self.db), "--port",
                                       str(port), "--config", str(self.cfg), "--log", str(tmp_path / "log.sqlite"),
                                       "--timeout", "30", "--watch", str(self.vault)],
-                                     env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
+                                     env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path)
         self.updates = poll(lambda: self._updated(1), "the server up and its watcher caught up")["updates"]
 
     def _updated(self, n):

@@ -21,7 +21,9 @@ from search_core.index.store import connect
 from tests.helpers import ROOT, write_vault
 from tuner.cli import main
 
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+def child_env() -> dict:
+    """The environment as the test has set it (its own embedding cache folder), not as it was at import."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _ids(db):
@@ -48,7 +50,7 @@ def test_a_named_pipe_in_the_vault_is_skipped_not_read(tmp_path, shared_cache):
     db = tmp_path / "i.sqlite"
     try:
         r = subprocess.run([sys.executable, "-m", "tuner.cli", "index", str(vault), "--db", str(db),
-                            "--cache", str(shared_cache)], capture_output=True, text=True, timeout=120, env=ENV)
+                            "--cache", str(shared_cache)], capture_output=True, text=True, timeout=120, env=child_env())
     except subprocess.TimeoutExpired:
         pytest.fail("index hung on a named pipe called pipe.md")
     assert r.returncode == 0, r.stderr
@@ -166,7 +168,7 @@ def test_yaml_alias_bomb_is_refused_fast_and_names_the_note(tmp_path):
         print(n.warnings[0]); print(n.tags); print(n.sections[0].text)
     """)
     try:
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=child_env())
     except subprocess.TimeoutExpired:
         pytest.fail("a 450-byte YAML alias bomb did not finish parsing in 60 s")
     assert r.returncode == 0, r.stderr
