@@ -31,15 +31,16 @@ class NightSet:
     gold: str                       # the combined tuning set
     holdout: str | None             # hand-written
     tuning: NightGold
-    vault: VaultSet | None          # None: [evidence] vault_questions = 0
+    vault: VaultSet | None          # None: [evidence] vault_questions = 0, or `vault_skipped`
     from_log: str | None            # the labelled calls' file, when it exists
+    vault_skipped: str | None = None    # why the vault gave no questions (a corpus that is not notes, too few notes)
 
     def to_json(self) -> dict:
         """For the run table and the daemon's log."""
         return {"tuning": self.tuning.describe(), "gold": self.gold,
                 "by_kind": {k.source: {"answerable": k.answerable, "probes": k.probes} for k in self.tuning.kinds},
                 **({"vault_set": "made" if self.vault.made else "reused (the vault did not change)"}
-                   if self.vault else {}),
+                   if self.vault else {"vault_set": f"not made: {self.vault_skipped}"} if self.vault_skipped else {}),
                 **({"left_out": self.tuning.dropped} if self.tuning.dropped else {})}
 
 
@@ -78,16 +79,22 @@ def prepare_night_gold(cfg, db: str | Path, progress=None) -> NightSet:
     log_file = ev.from_log_path(s["gold"])
     if log_file.exists():
         parts.append(str(log_file))
-    vault = None
+    vault, skipped = None, None
     if ev.vault_questions and s.get("vault"):
-        vault = refresh_vault_questions(s["vault"], folder, n=ev.vault_questions, seed=ev.seed, kinds=ev.kinds)
-        progress(f"vault questions: {vault.questions} "
-                 f"({', '.join(f'{k} {v}' for k, v in vault.by_kind.items())}) "
-                 + ("made now" if vault.made else "reused: the vault did not change"))
-        parts.append(str(vault.path))
+        try:
+            vault = refresh_vault_questions(s["vault"], folder, n=ev.vault_questions, seed=ev.seed, kinds=ev.kinds)
+        except SearchCoreError as e:
+            # a vault that yields no questions (a BEIR corpus, two notes) still has its hand-written night
+            skipped = str(e)
+            progress(f"vault questions: none ({skipped}); the night tunes on the other questions")
+        else:
+            progress(f"vault questions: {vault.questions} "
+                     f"({', '.join(f'{k} {v}' for k, v in vault.by_kind.items())}) "
+                     + ("made now" if vault.made else "reused: the vault did not change"))
+            parts.append(str(vault.path))
     tuning = write_night_gold(parts, folder, name="night-gold", known_ids=index_note_ids(db))
     progress(f"tuning set {tuning.path.name}: {tuning.describe()}")
-    return NightSet(str(tuning.path), holdout, tuning, vault, str(log_file) if log_file.exists() else None)
+    return NightSet(str(tuning.path), holdout, tuning, vault, str(log_file) if log_file.exists() else None, skipped)
 
 
 @dataclass(frozen=True)

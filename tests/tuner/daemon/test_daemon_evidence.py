@@ -91,6 +91,22 @@ def test_the_nights_set_adds_the_vaults_questions_made_again_only_when_the_vault
     assert load_gold(first.gold).questions == gs.questions                    # an earlier night's file stays as it was
 
 
+def test_a_vault_that_gives_no_questions_leaves_the_night_its_hand_written_set(tmp_path, db_copy):
+    """A corpus that is not markdown notes (AutoRAG-ko's BEIR folder) makes no vault questions: the night
+    says why and tunes on the hand-written questions, rather than failing."""
+    from tuner.daemon.evidence import prepare_night_gold
+    corpus = tmp_path / "beir"
+    corpus.mkdir()
+    (corpus / "corpus.jsonl").write_text('{"_id": "d1", "title": "t", "text": "본문"}\n', encoding="utf-8")
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=corpus, evidence="vault_questions = 40"))
+    said = []
+    night = prepare_night_gold(cfg, db_copy, progress=said.append)
+    assert night.vault is None and "0 note(s)" in night.vault_skipped
+    assert {q.source for q in load_gold(night.gold).questions} == {"hand"}
+    assert night.to_json()["vault_set"].startswith("not made: ")
+    assert any(x.startswith("vault questions: none (") for x in said)
+
+
 def test_with_a_split_the_holdout_is_the_hand_written_half_and_no_made_question(tmp_path, db_copy):
     from tuner.daemon.evidence import prepare_night_gold
     cfg = load_daemon_config(write_config(tmp_path, db_copy, holdout=False, evidence="vault_questions = 30"))
