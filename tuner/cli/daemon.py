@@ -58,6 +58,10 @@ def status(runs, as_json):
     for j in s["jobs"]:
         click.echo(f"  {j['job']:<10} {j['schedule'] or '':<28} next {j['next_run'] or '–':<26} "
                    f"last {j['last_run'] or '–'} {j['last_outcome'] or ''}")
+        if j.get("last_why") and j["last_outcome"] not in ("ok", "running"):
+            click.echo(f"             why: {j['last_why']}")
+        if j.get("last_report"):
+            click.echo(f"             report: {j['last_report']}")
     for p in s.get("problems", []):
         click.echo(f"  problem: {p}", err=True)
 

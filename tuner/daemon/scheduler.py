@@ -26,11 +26,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from search_core import SearchCoreError, StopRequested
-from search_core.files import LockBusy, PidLock, atomic_write_text, lock_holder
+from search_core.files import FolderLock, LockBusy, PidLock, atomic_write_text, folder_locked, lock_holder
 from search_core.index.store import atomic, connect
-from search_core.files import FolderLock, folder_locked
 
 from tuner.daemon.config import DaemonConfig
 from tuner.daemon.jobs import NIGHT
@@ -392,12 +392,16 @@ def status(runs: str | Path) -> dict:
             table = RunTable(runs)
         nxt = {j["id"]: j["next_run"] for j in state.get("jobs", [])} if holder is not None else {}
         names = list(state.get("schedule", {})) or sorted({r["job"] for r in (table.rows() if table else [])})
+        tz = _zone(state.get("timezone"))
         for name in names:
             last = (table.rows(name, 1) if table else []) or [None]
+            detail = last[0] and last[0]["detail"]
             out["jobs"].append({"job": name, "schedule": state.get("schedule", {}).get(name),
-                                "next_run": nxt.get(name), "last_run": last[0] and last[0]["started"],
+                                "next_run": _in_zone(nxt.get(name), tz),
+                                "last_run": last[0] and _in_zone(last[0]["started"], tz),
                                 "last_outcome": last[0] and (last[0]["outcome"] or "running"),
-                                "last_detail": last[0] and last[0]["detail"]})
+                                "last_why": _why(detail), "last_report": _report_path(detail),
+                                "last_detail": detail})
     except Exception as e:     # sqlean's DatabaseError on a damaged file, a JSON detail cut short
         problems.append(f"{runs / RUNS_DB} cannot be read ({type(e).__name__}: {e}); move it away: the daemon starts "
                         "a new run table (missed runs before it are then not caught up)")
@@ -407,6 +411,44 @@ def status(runs: str | Path) -> dict:
     if problems:
         out["problems"] = problems
     return out
+
+
+def _zone(name):
+    """The daemon's own time zone (its state file names it), so one status line never mixes two offsets."""
+    try:
+        return ZoneInfo(name) if name else None
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def _in_zone(stamp, tz):
+    if not stamp or tz is None:
+        return stamp
+    try:
+        return _iso(dt.datetime.fromisoformat(str(stamp)).astimezone(tz))
+    except ValueError:
+        return stamp
+
+
+def _why(detail) -> str | None:
+    """The one line that says why a run ended as it did: its error, the promotion's reason, or its note."""
+    if not isinstance(detail, dict):
+        return None
+    promo = detail.get("promotion")
+    for why in (detail.get("error"), promo.get("reason") if isinstance(promo, dict) else None,
+                detail.get("note"), detail.get("why")):
+        if why:
+            return str(why)
+    return None
+
+
+def _report_path(detail) -> str | None:
+    """The Markdown report a run wrote (the sweep's morning report, a re-test's), if any."""
+    reports = detail.get("reports") if isinstance(detail, dict) else None
+    if isinstance(reports, dict):
+        md = [p for k, p in reports.items() if str(k).endswith(".md") or str(p).endswith(".md")]
+        return str(md[0]) if md else None
+    return None
 
 
 def run_once(cfg: DaemonConfig, job: str) -> dict:

@@ -86,6 +86,31 @@ def test_status_survives_a_truncated_state_file_and_a_damaged_run_table(tmp_path
     assert r.exit_code == 0 and "no daemon running" in r.output
 
 
+def test_status_says_why_a_run_ended_where_its_report_is_and_one_time_zone(tmp_path):
+    """A declined sweep: `status` names the reason and the morning report, and shows the next and the last
+    run in the daemon's own zone (the run table keeps UTC, the scheduler the daemon's zone)."""
+    import datetime as dt
+    import json
+    from tuner.daemon.scheduler import RunTable
+    (tmp_path / "daemon-state.json").write_text(json.dumps({
+        "pid": 0, "timezone": "Asia/Seoul", "schedule": {"sweep": "every 1d"},
+        "jobs": [{"id": "sweep", "next_run": "2026-12-04T01:05:00+09:00"}]}))
+    table = RunTable(tmp_path)
+    rid = table.start("sweep", dt.datetime(2026, 12, 2, 16, 5, tzinfo=dt.timezone.utc), "schedule")
+    table.finish(rid, "declined", {"sweep": "s1", "promotion": {"promoted": False, "reason": "holdout regressed: hit@5 "
+                                   "0.95 -> 0.90"}, "reports": {"sweep.md": "runs/reports/sweep-s1.md",
+                                                                "sweep.html": "runs/reports/sweep-s1.html"}})
+    table.close()
+    [job] = status(tmp_path)["jobs"]
+    assert job["last_why"] == "holdout regressed: hit@5 0.95 -> 0.90"
+    assert job["last_report"] == "runs/reports/sweep-s1.md"
+    assert job["last_run"].endswith("+09:00")
+    r = CliRunner().invoke(main, ["status", "--runs", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "why: holdout regressed: hit@5 0.95 -> 0.90" in r.output and "report: runs/reports/sweep-s1.md" in r.output
+    assert "+00:00" not in r.output
+
+
 @pytest.fixture
 def db_copy(demo_db, tmp_path):
     dst = tmp_path / "index.sqlite"
