@@ -24,8 +24,12 @@ def format_eval(res: EvalResult) -> str:
                      ", ".join(f"{k} {v['p95']:.1f}" for k, v in lat.items() if k != "total") + " (p95 ms)")
     s = res.score100
     if s:
-        lines.append(f"score    {s['total']:.1f}/100 (quality {s['quality']:.1f}/60, speed {s['speed']:.1f}/40) "
-                     f"{'PASS' if s['passed'] else 'below the pass line 80'}")
+        # a sweep scores speed from the cost model's prediction (the same on a busy machine), `eval` from this
+        # run's stopwatch: the two scores of one config differ by that, and the line says which it is
+        by = ("the cost model's predicted p95" if res.measured_latency_ms is not None else
+              "this run's measured p95; a sweep charges the cost model's prediction, so its score differs")
+        lines.append(f"score    {s['total']:.1f}/100 (quality {s['quality']:.1f}/60, speed {s['speed']:.1f}/40 from "
+                     f"{by}) {'PASS' if s['passed'] else 'below the pass line 80'}")
     g = res.gate
     if g["probes"]:
         lines.append(f"gate     probes injected {g['probes_injected']}/{g['probes']} "
