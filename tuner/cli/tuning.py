@@ -33,8 +33,11 @@ from tuner.cli.extras import require_extra
 @click.option("--out", **in_runs(EVALS, output_folder()), help="Where the full result goes.")
 @click.option("--gate", "gate_path", type=input_file(), default=None,
               help="A gate model file (default, as `search`: <db>.gate.json, else the shipped default model).")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr: bars on a terminal, plain lines "
+              "otherwise (default: on, off with --json).")
 @json_option()
-def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, gate_path, as_json):
+def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timing_samples, out, gate_path, progress,
+             as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
     from search_core.search.pipeline import Searcher
@@ -53,7 +56,8 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
             cfg = cfg.replace(reranker=reranker)
         searcher.use_gate(gate_path, reranker=cfg.reranker)     # the gate `search` decides with
         res = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
-                       score_cfg=load_score_config(config_path), min_timing_samples=timing_samples)
+                       score_cfg=load_score_config(config_path), min_timing_samples=timing_samples,
+                       progress=Progress(progress if progress is not None else not as_json))
     except SearchCoreError as e:
         fail(e)
     except db_error() as e:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -373,7 +374,7 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Query
 
 def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCache | None = None,
              score_cfg: ScoreConfig = ScoreConfig(), allow_missing: bool = False, audit: bool = True,
-             min_timing_samples: int = 0, cost=None) -> EvalResult:
+             min_timing_samples: int = 0, cost=None, progress=None) -> EvalResult:
     """min_timing_samples: time repeated passes until every latency percentile stands on at least this
     many timings; quality metrics come from the first pass, they do not vary. cost: a
     cost_model.Calibration, whose prediction then stands for latency (build_result)."""
@@ -382,7 +383,9 @@ def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCach
     t0 = time.perf_counter()
     warnings = gold.check_against(searcher.view.notes.keys(), allow_missing=allow_missing)
     getattr(searcher, "warm_up", lambda: None)()   # the model and view load are not a question's latency
-    rows = run_queries(searcher, gold, cfg, cache)
+    # progress (a tuner.progress.StageProgress): a line per few seconds over the questions' first pass
+    asked = gold if progress is None else SimpleNamespace(questions=progress.iter(gold.questions, "questions"))
+    rows = run_queries(searcher, asked, cfg, cache)
     extra = repeat_timings(searcher, gold, cfg, timing_passes(len(rows), min_timing_samples) - 1,
                            wall=cache is None)
     gaps = possible_gold_gaps(searcher, rows, cfg) if audit else []

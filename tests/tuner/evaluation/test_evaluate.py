@@ -36,6 +36,8 @@ def test_eval_json_on_the_demo_tuning_set(demo_index, tmp_path):
     assert "over 36 timings" in table.output                  # --timing-samples 0: one pass
     # the score says its speed came from this run's stopwatch, which is why a sweep's score of it differs
     assert "from this run's measured p95; a sweep charges the cost model's prediction" in table.output
+    # progress on stderr when it is not a terminal too: plain lines that finish (off with --json)
+    assert "questions: 36/36 (100%) done" in table.stderr
 
 
 def test_metrics_are_computed_from_ranks(demo_index):
