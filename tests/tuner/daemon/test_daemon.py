@@ -44,13 +44,6 @@ def write_config(tmp_path, db, *, rounds=30, jobs=None, extra_sweep="", daemon_e
 
 
 @pytest.fixture
-def db_copy(demo_db, tmp_path):
-    dst = tmp_path / "index.sqlite"
-    shutil.copy(demo_db, dst)
-    return dst
-
-
-@pytest.fixture
 def db_copy_e5(demo_index_e5, tmp_path):
     """For a daemon in a process of its own: the test embedder is registered only in this one."""
     dst = tmp_path / "index.sqlite"

@@ -37,13 +37,6 @@ def write_config(tmp_path, db, *, vault=DEMO_VAULT, rounds=12, evidence="", hold
     return p
 
 
-@pytest.fixture
-def db_copy(demo_db, tmp_path):
-    dst = tmp_path / "index.sqlite"
-    shutil.copy(demo_db, dst)
-    return dst
-
-
 # -- the config --------------------------------------------------------------------------------------------
 def test_evidence_keys_default_to_the_vaults_questions_and_are_checked(tmp_path, demo_db):
     cfg = load_daemon_config(write_config(tmp_path, demo_db))

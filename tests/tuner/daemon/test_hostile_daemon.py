@@ -111,13 +111,6 @@ def test_status_says_why_a_run_ended_where_its_report_is_and_one_time_zone(tmp_p
     assert "+00:00" not in r.output
 
 
-@pytest.fixture
-def db_copy(demo_db, tmp_path):
-    dst = tmp_path / "index.sqlite"
-    shutil.copy(demo_db, dst)
-    return dst
-
-
 @pytest.mark.slow
 def test_a_sweep_killed_before_its_promotion_is_decided_on_restart(tmp_path, db_copy):
     from tests.helpers import DEMO_VAULT

@@ -2,8 +2,8 @@
 flag), the gate judged in its own unit, and a ranking gain kept only when it is beyond noise."""
 
 import dataclasses
-import math
 
+from tests.helpers.ranked import ranked
 from tuner.evaluation.evaluate import EvalResult
 from tuner.sweep.keep_rule import Rule, decide, questions_hit
 
@@ -37,19 +37,6 @@ def test_a_gate_round_uses_the_gate_epsilon_not_the_score_epsilon():
     assert d.decision == "kept", d.reason
     d = decide(base, cand, Rule(epsilon=0.5, gate_epsilon=0.05), objective="gate_accuracy")[0]
     assert d.decision == "rejected:no_gain" and "needs > +0.05" in d.reason
-
-
-def ranked(ranks, *, score=70.0):
-    """An evaluation whose question i has its first gold note at ranks[i] (None: not in the top 10)."""
-    rows = [{"id": f"q{i:02d}", "level": "L1", "first_rank": r, "hit@5": float(bool(r and r <= 5)),
-             "mrr": 1.0 / r if r else 0.0, "ndcg@10": 1.0 / math.log2(r + 1) if r else 0.0}
-            for i, r in enumerate(ranks)]
-    n = len(rows)
-    return EvalResult.from_ledger(
-        {"overall": {"n": n, "hit@5": round(sum(q["hit@5"] for q in rows) / n, 4),
-                     "mrr": sum(q["mrr"] for q in rows) / n, "ndcg@10": sum(q["ndcg@10"] for q in rows) / n},
-         "score100": {"total": score}, "gate": {"gate_accuracy": 0.8}, "latency_ms": {"p95": 30.0},
-         "per_query": rows})
 
 
 def test_a_swap_in_the_top_5_is_a_lost_question_under_the_question_guard():

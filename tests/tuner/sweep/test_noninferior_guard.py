@@ -5,26 +5,13 @@ import math
 
 import pytest
 
+from tests.helpers.ranked import ranked
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.stats import normal_quantile, paired_drop_score, paired_drop_upper_bound
 from tuner.sweep.keep_rule import Rule, decide, hit5_evidence
 from tuner.sweep.power import detectable_gain, guard_questions_needed, questions_needed
 
 Z95 = 1.6448536269514722      # z[0.95]
-
-
-def ranked(ranks, *, score=70.0):
-    """An evaluation whose question i has its first gold note at ranks[i] (None: not in the top 10), as a
-    ledger row keeps it (ranx-style: one row per question, its rank)."""
-    rows = [{"id": f"q{i:04d}", "level": "L1", "first_rank": r, "hit@5": float(bool(r and r <= 5)),
-             "mrr": 1.0 / r if r else 0.0, "ndcg@10": 1.0 / math.log2(r + 1) if r else 0.0}
-            for i, r in enumerate(ranks)]
-    n = len(rows)
-    return EvalResult.from_ledger(
-        {"overall": {"n": n, "hit@5": round(sum(q["hit@5"] for q in rows) / n, 4),
-                     "mrr": sum(q["mrr"] for q in rows) / n, "ndcg@10": sum(q["ndcg@10"] for q in rows) / n},
-         "score100": {"total": score}, "gate": {"gate_accuracy": 0.8}, "latency_ms": {"p95": 30.0},
-         "per_query": rows})
 
 
 # -- the score statistic and its bound, by hand ------------------------------------------------------------
