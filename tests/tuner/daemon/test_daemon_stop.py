@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from search_core.index.embed_cache import STOPPABLE_BATCH
 from search_core.index.store import connect
 from search_core.paths import embed_cache_file
 from tests.helpers import DEMO_VAULT, ROOT, copy_sqlite
@@ -18,7 +19,10 @@ from tests.helpers.sweeps import DEMO_TUNE, FUSION_SPACE
 from tuner.daemon.scheduler import RunTable
 from tuner.ledger.ledger import Ledger
 
-STOP_WITHIN_S = 10       # the promise: SIGTERM to exit; a bound polled for, never a measured latency
+# The promise is 10 s from SIGTERM to exit; how long that takes depends on the machine's load, so the test
+# checks the work done after the signal (at most the embedding batch under way) and polls for the exit
+# with a bound no busy machine reaches
+STOP_BOUND_S = 300
 FAR = "0 0 1 1 *"        # 1 January: never inside a test's look-back
 
 
@@ -70,13 +74,13 @@ def _count(db, sql) -> int:
 
 
 def _stop(proc) -> None:
-    """SIGTERM, then the daemon must have exited (cleanly) within STOP_WITHIN_S."""
+    """SIGTERM, then the daemon must exit (cleanly)."""
     proc.send_signal(signal.SIGTERM)
-    exited = _wait(lambda: proc.poll() is not None, STOP_WITHIN_S)
+    exited = _wait(lambda: proc.poll() is not None, STOP_BOUND_S)
     if not exited:
         proc.kill()
     out, err = proc.communicate(timeout=60)
-    assert exited, f"the daemon was still running {STOP_WITHIN_S} s after SIGTERM\n{err[-2000:]}"
+    assert exited, f"the daemon was still running {STOP_BOUND_S} s after SIGTERM\n{err[-2000:]}"
     assert proc.returncode == 0, err[-2000:]
 
 
@@ -94,6 +98,7 @@ def test_sigterm_during_an_index_build_stops_between_batches_and_the_next_run_re
     try:
         assert _wait(lambda: _count(cache, "SELECT count(*) FROM vectors") > 0, 600), \
             proc.stderr.read() if proc.poll() is not None else "no vector was ever cached"
+        at_signal = _count(cache, "SELECT count(*) FROM vectors")
         _stop(proc)
     finally:
         if proc.poll() is None:
@@ -102,6 +107,9 @@ def test_sigterm_during_an_index_build_stops_between_batches_and_the_next_run_re
     assert _rows(runs, "sweep") == [] and _rows(runs, "report") == [], "a job started after the stop"
     assert not db.exists() and not list(runs.glob("index.sqlite.building-*")), "a half-built index was left"
     cached = _count(cache, "SELECT count(*) FROM vectors")
+    # stopped between batches: the batch under way when the count was read, and at most one more that began
+    # before the signal landed (the build went on to embed all 40 notes before a stop was honoured)
+    assert cached - at_signal <= 2 * STOPPABLE_BATCH, (at_signal, cached)
 
     resumed = subprocess.run([sys.executable, "-m", "tuner.cli", "daemon", "--config", str(cfg), "--once", "index"],
                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
