@@ -51,7 +51,7 @@ def label_routes(engine, endpoint, read_json, api_error, max_body: int) -> list:
     from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
 
-    from search_core.recall.engine import compose_block, hit_lines
+    from search_core.recall.block import compose_block, hit_lines
     from search_core.recall.log import LABELS, label_calls, read_logged_calls
     from search_core.recall.suggest import gate_in_force, suggest
 

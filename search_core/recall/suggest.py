@@ -405,7 +405,7 @@ def suggest_from_log(log_path, *, since_s: float | None = None, n: int = 20, db=
         gate = logged_gate()
     else:
         from search_core.config import load_config
-        from search_core.recall.engine import active_config_path
+        from search_core.recall.config import active_config_path
         from search_core.search.pipeline import Searcher
 
         searcher = Searcher(db)

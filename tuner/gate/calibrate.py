@@ -478,7 +478,7 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
     (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
     both call this."""
     from search_core.config import SearchConfig, load_config
-    from search_core.recall.engine import active_config_path
+    from search_core.recall.config import active_config_path
     from search_core.recall.log import index_id
     from search_core.search.pipeline import Searcher
 

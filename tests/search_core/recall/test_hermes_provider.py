@@ -15,7 +15,8 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig
 from search_core.recall import hermes as provider_mod
 from search_core.recall.backend import SearchBackend
-from search_core.recall.engine import RECALL_ENV, RecallConfig, RecallEngine
+from search_core.recall.config import RECALL_ENV, RecallConfig
+from search_core.recall.engine import RecallEngine
 from search_core.recall.hermes import AutoresearchMemoryProvider, defuse, profile_of
 from search_core.recall.hermes_install import PROVIDER_DIR, SELECT_LINE, install, provider_version, selected_provider, status
 from search_core.recall.log import RecallLog, read_calls

@@ -96,7 +96,8 @@ def _ab_eval(db, gold):
 
 def _engine(db, tmp_path, name):
     from search_core.recall.backend import SearchBackend
-    from search_core.recall.engine import RecallConfig, RecallEngine
+    from search_core.recall.config import RecallConfig
+    from search_core.recall.engine import RecallEngine
     from search_core.recall.log import RecallLog
     return RecallEngine(SearchBackend(db), RecallLog(tmp_path / f"{name}.sqlite"), RecallConfig(timeout_s=120.0))
 
