@@ -85,6 +85,11 @@ class SearchConfig:
     # channel. Off until a vault's own probes say it does not answer questions the vault cannot (BENCHMARKS.md,
     # the fast path: 0.2 was chosen on the tuning sets).
     fast_path_margin: float | None = None
+    # Query expansion by the terms the vault pairs across scripts (`지연 시간(latency)`): up to this many Korean
+    # terms the vault pairs with the query's Latin phrases are added to the query the channels read
+    # (search_core.ingest.term_pairs); 0 = none. 2 chosen on the tuning sets (cross-lingual hit@5 on johngrib's
+    # 0.857 -> 0.905, no level worse), held on the holdouts (BENCHMARKS.md, cross-lingual questions).
+    pair_terms: int = 2
     reranker: str = "none"
     exclude_nav: bool = True       # index/MOC notes never appear in results
     nav_globs: tuple[str, ...] = ("index", "*/index", "home", "*MOC*", "*moc*")
@@ -105,6 +110,8 @@ class SearchConfig:
             del d["fast_path_margin"]
         if d["keyword_index"] == "fts5":    # added later: configs from before it ran FTS5 and keep their hash
             del d["keyword_index"]
+        if d["pair_terms"] == 0:            # added later: a config without the expansion keeps its old hash
+            del d["pair_terms"]
         return hash_json(d, 12)
 
     def replace(self, **changes) -> "SearchConfig":

@@ -177,6 +177,7 @@ def finite_numbers(where: str, obj, path: str = "") -> None:
 
 # -- the search config (--config, active.toml) ------------------------------------------------------------
 MAX_TOP_K = 100          # the HTTP /search and MCP cap too
+MAX_PAIR_TERMS = 10      # each added term is a few more query words: past 10 they outweigh the question
 MAX_DEPTH = 10_000       # candidates per channel; the largest vault we know has 18,315 chunks
 
 
@@ -201,6 +202,8 @@ def check_search_values(data: dict, where: Where) -> dict:
         out["gate_threshold"] = where.number("gate_threshold", data["gate_threshold"], lo=0.0, hi=1.0)
     if "fast_path_margin" in data:
         out["fast_path_margin"] = where.number("fast_path_margin", data["fast_path_margin"], lo=0.0, hi=1.0)
+    if "pair_terms" in data:
+        out["pair_terms"] = where.integer("pair_terms", data["pair_terms"], lo=0, hi=MAX_PAIR_TERMS)
     for k in ("embedder", "reranker"):
         if k in data:
             out[k] = where.model_name(k, data[k])

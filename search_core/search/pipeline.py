@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from search_core import SearchCoreError
+from search_core.ingest.term_pairs import expand_query
 from search_core.search import channels as ch
 from search_core.search import ranking
 from search_core.config import CHANNELS, SearchConfig
@@ -73,6 +74,11 @@ class Retrieval:
     timings_ms: dict
     subqueries: tuple = ()
     evidence: ch.KeywordEvidence | None = None   # the fast path's check, when the config asks for it
+    read_as: str = ""         # the text the channels read when it is not `query` (the vault's paired terms added)
+
+    @property
+    def channel_text(self) -> str:
+        return self.read_as or self.query
 
     @property
     def fast(self) -> bool:
@@ -220,16 +226,17 @@ class Searcher:
             self._refresh()                  # the index pages to leave out are the view's retrieve() will read
             skip = self._held_out(check_query(query), cfg, frozenset(exclude))[0]
         return self.retrieve(query, cfg.depth, keyword_index=cfg.keyword_index, fast_margin=cfg.fast_path_margin,
-                             skip=skip)
+                             skip=skip, pair_terms=cfg.pair_terms)
 
     def retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS,
                  keyword_index: str = SearchConfig().keyword_index, fast_margin: float | None = None,
-                 skip=frozenset()) -> Retrieval:
+                 skip=frozenset(), pair_terms: int = SearchConfig().pair_terms) -> Retrieval:
         """The channel lists of `query`, `depth` notes each; the sparse and decomposed channels read the
         keyword index `keyword_index` (SearchConfig.keyword_index). fast_margin (SearchConfig.fast_path_margin):
         first run both keyword indexes; when they decide (channels.KeywordEvidence, with the notes in `skip`
         left out) return their "both" list as the sparse channel and embed nothing; otherwise run every
-        channel, the keyword lists reused."""
+        channel, the keyword lists reused. pair_terms (SearchConfig.pair_terms): the channels read the query
+        with up to that many Korean terms the vault pairs with its Latin phrases added (ingest/term_pairs.py)."""
         query = check_query(query)
         if keyword_index not in ch.KEYWORD_INDEXES:
             raise SearchCoreError(f"unknown keyword index {keyword_index!r}; one of {', '.join(ch.KEYWORD_INDEXES)}")
@@ -237,6 +244,9 @@ class Searcher:
             if name not in CHANNELS:
                 raise SearchCoreError(f"unknown channel {name!r}; channels: {', '.join(CHANNELS)}")
         self._refresh()
+        asked = query                        # what the Retrieval records, and the gate and ranking read
+        if pair_terms:
+            query = expand_query(query, self.view.term_pairs(), max_terms=pair_terms)
         t: dict[str, float] = {}
         start = time.perf_counter()
         evidence, ngram, fts5 = None, None, None
@@ -253,7 +263,8 @@ class Searcher:
             t["fast_check"] = (time.perf_counter() - start) * 1000
             if evidence.decided:
                 t["retrieve"] = t["fast_check"]
-                return Retrieval(query, None, {"sparse": ch.both_keyword(ngram, fts5, depth)}, t, (), evidence)
+                return Retrieval(asked, None, {"sparse": ch.both_keyword(ngram, fts5, depth)}, t, (), evidence,
+                                 "" if query == asked else query)
 
         # the embedder reads at most 512 tokens: it sees the capped text (limits.cap_query); sub-questions
         # come from the capped query too: most are embedded (not one that is most of the query), so 100 KB would
@@ -317,7 +328,8 @@ class Searcher:
             lists["entity"] = found[0]["entity"]
             t["entity"] = found[0]["ms_entity"]
         t["retrieve"] = (time.perf_counter() - start) * 1000     # what was waited: the stages overlap
-        return Retrieval(query, qvec, {name: lists[name] for name in channels}, t, subqueries, evidence)
+        return Retrieval(asked, qvec, {name: lists[name] for name in channels}, t, subqueries, evidence,
+                         "" if query == asked else query)
 
     def _decomposed(self, part_sparse, part_dense, depth) -> list:
         """Each part's own sparse and dense lists, fused; none when the query has no parts (split_query

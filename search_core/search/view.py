@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from search_core.index import ngram_postings, short_tokens
+from search_core.index import ngram_postings, pair_table, short_tokens
 from search_core.ingest.graph import normalize_name
 from search_core.index.store import connect, get_meta, read_snapshot
 
@@ -173,6 +173,13 @@ class IndexView:
         if not hasattr(self, "_ngram"):
             self._ngram = NgramLengths(self) if ngram_postings.is_built(self.conn) else None
         return self._ngram
+
+    def term_pairs(self) -> dict[str, tuple[str, ...]]:
+        """The terms the vault pairs across scripts (pair_table.py), read on first use; {} for an index
+        written before the table existed."""
+        if not hasattr(self, "_term_pairs"):
+            self._term_pairs = pair_table.load(self.conn)
+        return self._term_pairs
 
     def cosine(self, qvec: np.ndarray, note_id: str, chunk_id: int | None) -> float:
         """Cosine of the query with the chunk, or with the note's closest embedded chunk."""

@@ -82,11 +82,11 @@ def ngram_work(conn, view, text: str) -> tuple[int, int]:
 
 
 def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
-    """The work of retrieving `retrieval.query` with the channels `retrieval` ran and ranking it under
+    """The work of retrieving `retrieval.channel_text` with the channels `retrieval` ran and ranking it under
     `cfg` (`fused`: the fused list `rank` built). Reads the index's term frequencies (cached on the view)."""
     view, conn = searcher.view, searcher.conn
     channels = retrieval.lists.keys()
-    capped = cap_query(retrieval.query)
+    capped = cap_query(retrieval.channel_text)
     parts = list(retrieval.subqueries) if "decomposed" in channels else []
     own = sorted((p for p in parts if not ch.shares_query_vector(p, capped)), key=len, reverse=True)
     emb = searcher.embedder
@@ -100,7 +100,7 @@ def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     ev = retrieval.evidence                      # the fast path's check: the query's n-gram query, ahead
     ahead_ngram = ev is not None and has_ngram
     ahead_fts = ev is not None and (ev.fts5_ran or not has_ngram)
-    texts = ([retrieval.query] if "sparse" in channels else []) + parts
+    texts = ([retrieval.channel_text] if "sparse" in channels else []) + parts
     query_too = bool(texts) and "sparse" in channels
     fts = [_fts_work(conn, view, t) for i, t in enumerate(texts) if runs_fts or (i == 0 and query_too and ahead_fts)]
     ngr = [ngram_work(conn, view, t) for i, t in enumerate(texts) if runs_ngram or (i == 0 and query_too and ahead_ngram)]

@@ -98,7 +98,8 @@ def _rss_mb() -> dict:
 def _timed_rows(searcher, gold: GoldSet, cfg: SearchConfig, progress, desc: str) -> list:
     """Every question searched for real (no retrieval cache: latency is measured), after a warm-up."""
     for q in gold.questions[:WARMUP_QUERIES]:
-        searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index), cfg, snippets=False)
+        searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index, pair_terms=cfg.pair_terms),
+                      cfg, snippets=False)
     qs = progress.iter(gold.questions, desc) if progress else gold.questions
     return run_queries(searcher, SimpleNamespace(questions=qs), cfg)
 

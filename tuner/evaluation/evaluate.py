@@ -59,7 +59,9 @@ class RetrievalCache:
             cfg: SearchConfig | None = None, exclude=frozenset()):
         """cfg: retrieve as it asks (Searcher.retrieve_for, the fast path included); the fast path's lists
         depend on its margin and on the notes the search holds out, so those join the key."""
-        key = (searcher.fingerprint_key, query, depth) + ((keyword_index,) if keyword_index != "fts5" else ())
+        pair_terms = cfg.pair_terms if cfg is not None else SearchConfig().pair_terms
+        key = ((searcher.fingerprint_key, query, depth) + ((keyword_index,) if keyword_index != "fts5" else ())
+               + (("pairs", pair_terms),))
         fast = cfg is not None and cfg.fast_path_margin is not None
         if fast:
             key += ("fast", cfg.fast_path_margin, cfg.exclude_nav, cfg.nav_globs, frozenset(exclude))
@@ -67,7 +69,7 @@ class RetrievalCache:
         if r is None:
             self.misses += 1
             r = self.store[key] = (searcher.retrieve_for(query, cfg, exclude=exclude) if fast
-                                   else searcher.retrieve(query, depth, keyword_index=keyword_index))
+                                   else searcher.retrieve(query, depth, keyword_index=keyword_index, pair_terms=pair_terms))
         else:
             self.hits += 1
         return r

@@ -94,7 +94,8 @@ def gold_rows(searcher, gold, cfg) -> list[LabelledRow]:
     """Run a labelled set's questions through the search (features as the live gate sees them)."""
     rows = []
     for q in gold.questions:
-        res = searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index), cfg, snippets=False)
+        res = searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index,
+                                              pair_terms=cfg.pair_terms), cfg, snippets=False)
         rows.append(LabelledRow(gold.name, q.id, q.query, res.gate.features, not q.is_probe))
     return rows
 

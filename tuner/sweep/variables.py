@@ -46,7 +46,7 @@ VARIABLE_KINDS: dict[str, Kind] = {
     "w_dense": FUSION, "w_sparse": FUSION, "w_decomposed": FUSION, "w_entity": FUSION, "rrf_k": FUSION,
     "community_boost": FUSION, "top_k": FUSION, "exclude_nav": FUSION, "nav_globs": FUSION,
     "rerank_depth": RERANK, "reranker": RERANK,
-    "depth": RETRIEVAL, "keyword_index": RETRIEVAL, "fast_path_margin": RETRIEVAL,
+    "depth": RETRIEVAL, "keyword_index": RETRIEVAL, "fast_path_margin": RETRIEVAL, "pair_terms": RETRIEVAL,
     "embedder": INDEX,
     "threshold": GATE,          # the cosine gate's (decides when no gate model fits)
     "gate_threshold": GATE,     # the gate model's probability threshold

@@ -9,6 +9,7 @@ import pytest
 
 from search_core.search import channels as ch
 from search_core.config import CHANNELS, SearchConfig
+from search_core.ingest.term_pairs import expand_query
 from search_core.search.fusion import weighted_rrf
 from search_core.search.limits import cap_query
 from search_core.models import get_embedder
@@ -29,7 +30,8 @@ KEYWORD = SearchConfig().keyword_index     # the sparse channel's index a defaul
 
 def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, dict]:
     """What retrieve() computed on one thread before: query and parts embedded in one batch, then the
-    four channels in order."""
+    four channels in order; the channels read the query with the vault's paired terms added, as retrieve()'s do."""
+    query = expand_query(query, s.view.term_pairs(), max_terms=SearchConfig().pair_terms)
     capped = cap_query(query)
     parts = ch.split_query(capped)
     vecs = embed_queries(s.embedder, [capped, *parts])

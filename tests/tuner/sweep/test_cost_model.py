@@ -115,7 +115,7 @@ def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
     s = Searcher(demo_index)
     cfg = SearchConfig(embedder=s.embedder_name, reranker="x", rerank_depth=12)
     q = "GraphRAG와 RRF 점수"
-    r = s.retrieve(q, cfg.depth)
+    r = s.retrieve(q, cfg.depth, pair_terms=0)        # the query as asked (the expansion: below)
     res = s.rank(r, SearchConfig(embedder=s.embedder_name), snippets=False)
     w = search_work(s, r, cfg, res.fused)
     assert r.subqueries == ("GraphRAG", "RRF 점수")
@@ -132,7 +132,12 @@ def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
     # "점수" is too short for a trigram: the chunks holding it, as the LIKE scan it stands for counts them
     like = conn.execute("SELECT count(*) FROM chunks WHERE text LIKE '%점수%' OR context LIKE '%점수%'").fetchone()[0]
     assert short == ["점수"] and w.short_postings[0] == like > 0
-    assert search_work(s, s.retrieve(q, cfg.depth), cfg, res.fused) == w      # the same work every time
+    assert search_work(s, s.retrieve(q, cfg.depth, pair_terms=0), cfg, res.fused) == w   # the same work every time
+    # with the vault's paired terms added ("RRF(알알에프)" in the demo vault), the work is the expanded text's
+    wide = s.retrieve(q, cfg.depth)
+    assert wide.query == q and wide.channel_text == q + " 알알에프"
+    assert search_work(s, wide, cfg, res.fused).embed_lengths[0] == s.embedder.text_length(wide.channel_text,
+                                                                                           is_query=True)
     lone = search_work(s, s.retrieve("커뮤니티 요약", cfg.depth), cfg, res.fused)
     assert lone.solo and len(lone.embed_lengths) == 1
     assert w.ngram_postings == () and not (w.ahead_ngram or w.ahead_fts)     # fts5: no n-gram query
@@ -151,7 +156,7 @@ def test_the_ngram_work_counted_is_the_lists_the_channel_reads(demo_index):
                                 for t in dict.fromkeys(ngram_postings.terms_of(text)))
     for index, fts, ngram in (("ngram", 0, 3), ("both", 3, 3), ("fts5", 3, 0)):
         cfg = SearchConfig(embedder=s.embedder_name, keyword_index=index)
-        r = s.retrieve(q, cfg.depth, keyword_index=index)
+        r = s.retrieve(q, cfg.depth, keyword_index=index, pair_terms=0)
         w = search_work(s, r, cfg, s.rank(r, cfg, snippets=False).fused)
         assert (len(w.fts_postings), len(w.ngram_postings)) == (fts, ngram), index
         if ngram:
