@@ -446,7 +446,7 @@ class Searcher:
         """Index pages kept out of the answer lists, and why: the flag the index stored (the user's mark in
         the frontmatter, or a link page: search_core.ingest.parse.nav_reason), or an id matching one of the
         config's globs. Computed once per view."""
-        cache = self.view.__dict__.setdefault("_nav", {})
+        cache = self.view.caches.nav
         if globs not in cache:
             out = {}
             for nid, n in self.view.notes.items():
@@ -461,7 +461,7 @@ class Searcher:
 
     def _nav_names(self, globs) -> dict[str, tuple[str, ...]]:
         """Each index page's names a query may ask for it by: title, aliases, file name, id."""
-        cache = self.view.__dict__.setdefault("_nav_names", {})
+        cache = self.view.caches.nav_names
         if globs not in cache:
             notes = self.view.notes
             cache[globs] = {nid: (notes[nid]["title"], *notes[nid]["aliases"], nid.rsplit("/", 1)[-1], nid)

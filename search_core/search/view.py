@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -68,6 +69,21 @@ def vault_relative(note_id: str, path: str | None) -> str | None:
     return f"{note_id}{suffix}" if path.endswith(f"{note_id}{suffix}") else path
 
 
+@dataclass(slots=True)
+class ViewCaches:
+    """What the read path learns about one index view and keeps until the view is replaced (a new view, a
+    new, empty set): term and word frequencies, the index pages of a set of globs, n-gram list lengths.
+    Slots: a cache that is not declared here cannot be stashed on the view under a misspelled name."""
+    term_df: dict = field(default_factory=dict)        # FTS5 trigram -> chunks holding it (index.term_df)
+    term_df_stored: bool | None = None                 # the stored trigram table is current (None: not yet asked)
+    word_df: dict = field(default_factory=dict)        # whole word -> chunks holding it (index.word_df)
+    word_df_stored: bool | None = None                 # the stored word table is current (None: not yet asked)
+    short_df: dict = field(default_factory=dict)       # 1-2 character token -> chunks holding it (gate.features)
+    ngram_postings: dict = field(default_factory=dict)  # n-gram term -> its posting count (search.work)
+    nav: dict = field(default_factory=dict)            # nav_globs -> {index page: why} (Searcher.nav_reasons)
+    nav_names: dict = field(default_factory=dict)      # nav_globs -> {index page: its names} (Searcher._nav_names)
+
+
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
@@ -97,6 +113,7 @@ class IndexView:
             self.conn.close()            # ends the read transaction: SQLite may checkpoint past it
 
     def _load(self, conn):
+        self.caches = ViewCaches()
         self.fingerprint = get_meta(conn, "fingerprint")
         self.generation = get_meta(conn, "generation", 0)
         self.indexed_at = get_meta(conn, "indexed_at")

@@ -195,9 +195,11 @@ def test_a_broken_index_table_never_fails_the_features():
     import sqlean
 
     from search_core.gate.features import _term_df
+    from search_core.search.view import ViewCaches
 
     class View:
         chunk_note = {1: "a"}
+        caches = ViewCaches()
 
     conn = sqlean.connect(":memory:")          # no chunks_fts: the vocabulary lookup fails inside
     assert _term_df(View(), conn, ["abc", "xyz"]) == {"abc": 0, "xyz": 0}
