@@ -42,11 +42,10 @@ class SearchBackend:
     def _open(self):
         if self.searcher is None:
             from search_core.search.pipeline import Searcher
-            s = Searcher(self.db, follow=self.follow)
+            s = Searcher(self.db, follow=self.follow, query_cache=self.query_cache)
             s.index.on_ready = self.on_view_ready
             base = self._cfg or load_config(self._config_path)
             self.cfg = base.replace(embedder=s.embedder_name)
-            s.query_cache = self.query_cache
             if self.gate == "cosine":
                 s.use_cosine_gate("the recall config asks for the cosine gate")
             else:

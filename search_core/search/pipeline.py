@@ -25,7 +25,7 @@ from search_core.index.handle import IndexChangedError, IndexHandle  # noqa: F40
 from search_core.search.limits import cap_query
 from search_core.search.markup import clean_markup
 from search_core.models import get_reranker
-from search_core.search.query_cache import QUERY_CACHE, SharedEmbedding
+from search_core.search.query_cache import QUERY_CACHE, QueryEmbeddingCache, SharedEmbedding
 
 SNIPPET_CHARS = 220
 _RETRIEVE_STAGES = ("embed", "fast_check", *CHANNELS)     # inside retrieve()'s own wall time ("retrieve")
@@ -138,7 +138,8 @@ class Searcher:
     """A warm searcher over one index file: retrieval (the channels) and ranking (search_core.search.ranking)
     over the view its IndexHandle keeps current. Reloads when the file is replaced or updated."""
 
-    def __init__(self, db: str | Path, *, embedder: str | None = None, follow: bool = False):
+    def __init__(self, db: str | Path, *, embedder: str | None = None, follow: bool = False,
+                 query_cache: QueryEmbeddingCache | None = None):
         # open, verify the fingerprint, build the view; follow: later views are built off this thread
         self.index = IndexHandle(db, embedder=embedder, follow=follow)
         self.embedder = self.index.embedder
@@ -146,7 +147,9 @@ class Searcher:
         # reranker -> ms per pair, set by the tuner with rerank_cache: every pair is charged this (measured
         # once per model, cold), cached or not, so a cached reranker never looks free
         self.rerank_cost: dict | None = None
-        self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (search_core/models/threads.py)
+        # query vectors (one thread per embedding, search_core/models/threads.py): the process's shared cache
+        # unless the caller brings its own (the recall engine's bounded LRU, a benchmark's cache of size 0)
+        self.query_cache = query_cache if query_cache is not None else QUERY_CACHE
         # the gate every path decides with (choose_gate: <db>.gate.json, else the shipped default, else
         # cosine); chosen again, from the same request, when a search asks for another reranker
         self._gate_request: dict = {"path": None, "default": True}
