@@ -37,6 +37,7 @@ from bench_gate_transfer import autorag_heldout  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import DEFAULT_GATE_FILE, load_gate  # noqa: E402
+from search_core.gate.request import GateRequest  # noqa: E402
 from search_core.recall.log import LoggedCall  # noqa: E402
 import search_core.recall.suggest as picker_module  # noqa: E402
 from search_core.recall.suggest import suggest  # noqa: E402
@@ -64,8 +65,7 @@ def collect(a) -> list[dict]:
     rows = []
     for vault, db in (("demo", a.demo_db), ("johngrib", a.johngrib_db), ("autorag", a.autorag_db)):
         t0 = time.perf_counter()
-        s = Searcher(db)
-        s.use_gate(DEFAULT_GATE_FILE)
+        s = Searcher(db, gate=GateRequest(path=DEFAULT_GATE_FILE))
         cfg = SearchConfig(embedder=s.embedder_name)
         if vault == "autorag":
             gold = load_gold(a.data / "autorag-ko" / "beir")

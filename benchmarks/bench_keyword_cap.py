@@ -37,8 +37,7 @@ def quality(db: str, gold_path: str, caps: list[int]) -> dict:
     from tuner.evaluation.metrics import first_rank
 
     gold = load_gold(gold_path)
-    s = Searcher(db)
-    s.query_cache = QueryEmbeddingCache(maxsize=len(gold.questions) * 4 + 16)   # one embedding per text
+    s = Searcher(db, query_cache=QueryEmbeddingCache(maxsize=len(gold.questions) * 4 + 16))   # one embedding per text
     cfg = SearchConfig(embedder=s.embedder_name)
     out, ranked_by_cap = {}, {}
     for cap in caps:

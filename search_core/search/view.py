@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -68,6 +69,22 @@ def vault_relative(note_id: str, path: str | None) -> str | None:
     return f"{note_id}{suffix}" if path.endswith(f"{note_id}{suffix}") else path
 
 
+@dataclass(slots=True)
+class ViewCaches:
+    """What the read path learns about one index view and keeps until the view is replaced (a new view, a
+    new, empty set): term and word frequencies, the index pages of a set of globs, n-gram list lengths.
+    Slots: a cache that is not declared here cannot be stashed on the view under a misspelled name."""
+    term_df: dict = field(default_factory=dict)        # FTS5 trigram -> chunks holding it (index.term_df)
+    term_df_stored: bool | None = None                 # the stored trigram table is current (None: not yet asked)
+    word_df: dict = field(default_factory=dict)        # whole word -> chunks holding it (index.word_df)
+    word_df_stored: bool | None = None                 # the stored word table is current (None: not yet asked)
+    short_df: dict = field(default_factory=dict)       # 1-2 character token -> chunks holding it (gate.features)
+    ngram_postings: dict = field(default_factory=dict)  # n-gram term -> its posting count (search.work)
+    nav: dict = field(default_factory=dict)            # nav_globs -> {index page: why} (Searcher.nav_reasons)
+    nav_names: dict = field(default_factory=dict)      # nav_globs -> {index page: its names} (Searcher._nav_names)
+    term_pairs: dict | None = None                     # Latin phrase -> paired Korean terms (None: not yet read)
+
+
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
@@ -97,6 +114,7 @@ class IndexView:
             self.conn.close()            # ends the read transaction: SQLite may checkpoint past it
 
     def _load(self, conn):
+        self.caches = ViewCaches()
         self.fingerprint = get_meta(conn, "fingerprint")
         self.generation = get_meta(conn, "generation", 0)
         self.indexed_at = get_meta(conn, "indexed_at")
@@ -177,9 +195,9 @@ class IndexView:
     def term_pairs(self) -> dict[str, tuple[str, ...]]:
         """The terms the vault pairs across scripts (pair_table.py), read on first use; {} for an index
         written before the table existed."""
-        if not hasattr(self, "_term_pairs"):
-            self._term_pairs = pair_table.load(self.conn)
-        return self._term_pairs
+        if self.caches.term_pairs is None:
+            self.caches.term_pairs = pair_table.load(self.conn)
+        return self.caches.term_pairs
 
     def cosine(self, qvec: np.ndarray, note_id: str, chunk_id: int | None) -> float:
         """Cosine of the query with the chunk, or with the note's closest embedded chunk."""

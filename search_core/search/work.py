@@ -74,7 +74,7 @@ def ngram_work(conn, view, text: str) -> tuple[int, int]:
     """(postings, distinct terms) of the n-gram channel's query for `text` (channels.ngram_sparse); the list
     lengths are cached on the view like the trigram frequencies."""
     terms = list(dict.fromkeys(ngram_postings.terms_of(text)))
-    cache = view.__dict__.setdefault("_ngram_posting_count", {})
+    cache = view.caches.ngram_postings
     for t in terms:
         if t not in cache:
             cache[t] = ngram_postings.posting_count(conn, t)

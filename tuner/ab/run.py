@@ -23,6 +23,7 @@ from search_core.index.indexer import index_vault
 from search_core.paths import embed_cache_file
 from search_core.models import ModelUnavailable
 from search_core.models import check_model_name  # name check without loading
+from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
@@ -120,12 +121,12 @@ def candidate_gate(searcher, cfg: SearchConfig, tune_rows, tune_name: str):
     gate features, else the cosine gate at the threshold that best separates them (the embedder's default
     when they cannot: no probes). Each model has its own score scale, so no candidate is judged by another's cut."""
     from tuner.sweep.workbench import fit_gate_model
-    choice = searcher.use_gate(reranker=cfg.reranker)
+    choice = GateRequest().choose(searcher.fingerprint, cfg.reranker, searcher.db)
     if choice.model is None:
         model = fit_gate_model(tune_rows, searcher.fingerprint, cfg.reranker, tune_name)
         if model is not None:
-            choice = searcher.use_gate(reranker=cfg.reranker, fitted=model,
-                                       fitted_source="fitted by the A/B on the tuning questions")
+            choice = GateRequest(fitted=model, fitted_source="fitted by the A/B on the tuning questions").choose(
+                searcher.fingerprint, cfg.reranker, searcher.db)
             return choice, None, True
         fitted = fit_threshold(tune_rows)
         return choice, fitted if fitted is not None else searcher.embedder.default_threshold, fitted is not None
@@ -195,11 +196,11 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
                     + (f" (left: {left})" if left else "") + " and no index was put in place. Free space, or pass "
                     "--work DIR on a larger disk, then run the A/B again (finished candidates are reused)")
                 return res
+            # the default RerankScorer: rerank time is paid per question, never served from memory
             searchers[cand.embedder] = (Searcher(db), res.build)
         else:
             res.build = {**searchers[cand.embedder][1], "shared_with_previous_candidate": True}
         searcher = searchers[cand.embedder][0]
-        searcher.rerank_cache = None           # rerank time is paid per question, never served from memory
         missing = p.eval.check_against(searcher.view.notes.keys(), allow_missing=True) + \
             (p.tune.check_against(searcher.view.notes.keys(), allow_missing=True) if p.tune is not p.eval else [])
         if missing:

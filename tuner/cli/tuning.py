@@ -40,6 +40,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
              as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
+    from search_core.gate.request import GateRequest
     from search_core.search.pipeline import Searcher
     from tuner.evaluation.evaluate import evaluate
     from tuner.data.gold import load_gold
@@ -50,11 +51,10 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
         gold = load_gold(gold_path)
         from tuner.promotion.promote import resolve_search_config
         db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
-        searcher = Searcher(db)
+        searcher = Searcher(db, gate=GateRequest(path=gate_path))     # the gate `search` decides with
         cfg = base_cfg.replace(embedder=searcher.embedder_name)
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
-        searcher.use_gate(gate_path, reranker=cfg.reranker)     # the gate `search` decides with
         res = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
                        score_cfg=load_score_config(config_path), min_timing_samples=timing_samples,
                        progress=Progress(progress if progress is not None else not as_json))

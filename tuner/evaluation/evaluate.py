@@ -14,6 +14,7 @@ from pathlib import Path
 
 from search_core.config import SearchConfig
 from search_core.gate.model import WHICH_GATE, GateDecision
+from search_core.gate.request import GateRequest
 from search_core.search.query_cache import uncached_queries
 from search_core.search.ranking import K_LIST  # the ranked list kept per question (10)
 from search_core.search.work import SearchWork, search_work
@@ -75,14 +76,17 @@ class RetrievalCache:
         return r
 
 
-def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCache | None = None) -> list[QueryRow]:
+def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCache | None = None, *,
+                gate: GateRequest | None = None) -> list[QueryRow]:
+    """Every question searched and ranked as `search` would (gate: the gate each search decides with; None:
+    the searcher's own)."""
     rows = []
     with uncached_queries(searcher):
         for q in gold.questions:
             t0 = time.perf_counter()
             r = (cache.get(searcher, q.query, cfg.depth, cfg.keyword_index, cfg, q.exclude) if cache
                  else searcher.retrieve_for(q.query, cfg, exclude=q.exclude))
-            res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude)
+            res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude, gate=gate)
             timings = dict(res.timings_ms)
             if cache is None:
                 timings["wall"] = (time.perf_counter() - t0) * 1000
@@ -108,7 +112,8 @@ def timing_passes(n_questions: int, min_samples: int) -> int:
     return -(-min_samples // n_questions)
 
 
-def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, wall: bool = False) -> list[dict]:
+def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, wall: bool = False,
+                   gate: GateRequest | None = None) -> list[dict]:
     """The stage timings of `passes` more passes over the questions, each one searched for real: the
     channel-list cache is bypassed (a cached list would repeat one measurement, not add a sample) and
     so is the query-vector cache."""
@@ -118,7 +123,8 @@ def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, w
             for q in gold.questions:
                 t0 = time.perf_counter()
                 r = searcher.retrieve_for(q.query, cfg, exclude=q.exclude)
-                t = dict(searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude).timings_ms)
+                t = dict(searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude,
+                                       gate=gate).timings_ms)
                 if wall:                  # as run_queries does: only when the first pass timed it too
                     t["wall"] = (time.perf_counter() - t0) * 1000
                 out.append(t)
@@ -376,10 +382,11 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Query
 
 def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCache | None = None,
              score_cfg: ScoreConfig = ScoreConfig(), allow_missing: bool = False, audit: bool = True,
-             min_timing_samples: int = 0, cost=None, progress=None) -> EvalResult:
+             min_timing_samples: int = 0, cost=None, progress=None, gate: GateRequest | None = None) -> EvalResult:
     """min_timing_samples: time repeated passes until every latency percentile stands on at least this
     many timings; quality metrics come from the first pass, they do not vary. cost: a
-    cost_model.Calibration, whose prediction then stands for latency (build_result)."""
+    cost_model.Calibration, whose prediction then stands for latency (build_result). gate: the gate every
+    search decides with (None: the searcher's own request)."""
     from tuner.evaluation.fake_miss import possible_gold_gaps
 
     t0 = time.perf_counter()
@@ -387,9 +394,9 @@ def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCach
     getattr(searcher, "warm_up", lambda: None)()   # the model and view load are not a question's latency
     # progress (a tuner.progress.StageProgress): a line per few seconds over the questions' first pass
     asked = gold if progress is None else SimpleNamespace(questions=progress.iter(gold.questions, "questions"))
-    rows = run_queries(searcher, asked, cfg, cache)
+    rows = run_queries(searcher, asked, cfg, cache, gate=gate)
     extra = repeat_timings(searcher, gold, cfg, timing_passes(len(rows), min_timing_samples) - 1,
-                           wall=cache is None)
+                           wall=cache is None, gate=gate)
     gaps = possible_gold_gaps(searcher, rows, cfg) if audit else []
     index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
     return build_result(gold, cfg, index, rows, score_cfg, gaps, warnings, time.perf_counter() - t0, extra, cost)

@@ -481,13 +481,14 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
     from search_core.config import SearchConfig, load_config
     from search_core.recall.config import active_config_path
     from search_core.recall.log import index_id
+    from search_core.gate.request import GateRequest
     from search_core.search.pipeline import Searcher
 
     from tuner.data.gold import load_gold
 
-    searcher = Searcher(db)
+    searcher = Searcher(db, gate=GateRequest(path=gate_path))
     try:
-        choice = searcher.use_gate(gate_path)
+        choice = searcher.gate_for("none")
         cfg = SearchConfig(embedder=searcher.embedder_name)
         calls = [] if log_path is None else read_logged_calls(log_path, since_s)
         if call_labels:

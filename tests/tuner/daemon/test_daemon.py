@@ -202,7 +202,6 @@ def test_the_weekly_calibrate_job_writes_a_report_and_a_proposal_from_the_log_an
     from search_core.config import SearchConfig
     from search_core.search.pipeline import Searcher
     s = Searcher(db_copy)
-    s.use_gate()
     rows = []
     for q in ("GraphRAG 커뮤니티 요약은 어떻게 만들지", "리랭커 비교 결과 정리", "오늘 저녁 김치찌개 레시피"):
         res = s.search(q, SearchConfig(embedder=s.embedder_name))

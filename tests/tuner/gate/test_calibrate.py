@@ -99,7 +99,7 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     assert r.exit_code == 0, r.output
     assert sidecar_path(db).exists()
     s = Searcher(db)
-    assert s.use_gate().source == str(sidecar_path(db))
+    assert s.gate_for("none").source == str(sidecar_path(db))
     assert s.search("김치찌개 레시피").gate.kind == "model"
     # the installed gate is the shipped default with its threshold moved: same weights, the proposal's threshold
     from search_core.gate.model import DEFAULT_GATE_FILE, load_gate

@@ -49,7 +49,7 @@ def test_a_cached_reranker_is_charged_per_pair_like_a_cold_one(demo_index, reran
     # the index's own embedder: another one would build its index of the whole vault first
     cfg = SearchConfig(embedder=wb.base_embedder, reranker=f"rerank+{rerank_server}/rerank", rerank_depth=20)
     first = wb.evaluate(cfg, gold)
-    assert len(wb.rerank_cache) > 0                                  # the second run is all cache hits
+    assert len(wb.reranking.cache) > 0                                  # the second run is all cache hits
     second = wb.evaluate(cfg, gold)
     r1, r2 = first.latency_ms["rerank"], second.latency_ms["rerank"]
     assert r1["p50"] > 0 and r2 == r1, (r1, r2)
