@@ -23,8 +23,7 @@ from search_core import SearchCoreError
 from search_core.percentiles import percentile
 from search_core.gate.features import GATE_FEATURES
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
-from search_core.gate.threshold import (THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, flipped_labels,  # noqa: F401
-                                       labels_to_decide, threshold_from_labels)
+from search_core.gate.threshold import flipped_labels, threshold_from_labels
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
 from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, feature_matrix, read_logged_calls
@@ -33,6 +32,7 @@ from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
 from tuner.gate.proposal import write_proposal
+from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide  # noqa: F401
 
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
@@ -51,7 +51,7 @@ CALIBRATION_C = 0.1
 CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 MIN_PER_CLASS = MIN_LABELLED // 2   # with one kind of label missing: how many of it to ask for at least
-# With a gate model in force, labels move only its threshold (search_core.gate.threshold) until
+# With a gate model in force, labels move only its threshold (tuner.gate.threshold) until
 # there are enough of them for a refit of the weights to be measured: at least this many rows, this many of
 # each kind, and then only if the refit's cross-validated balanced accuracy beats the moved threshold's by
 # REFIT_MARGIN on the same folds. A few dozen labels (what a person gives in a sitting) stay below it.
@@ -425,7 +425,7 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
     if not dec.move and not refit_better:
         # the labels do not show the move decides better: a move on the noise of a few dozen labels is as likely
         # to make the gate worse as better (simulated weeks from the shipped default: the interval rule made
-        # 5-14 of 40 test halves worse per set, the sign test 2-8 of 200; search_core.gate.threshold)
+        # 5-14 of 40 test halves worse per set, the sign test 2-8 of 200; tuner.gate.threshold)
         move.update(kept=True, flips=_flips(p_calls, model.threshold, model.threshold))
         rec["model_summary"] = {"method": "keep", "p_threshold": round(model.threshold, 4),
                                 "cv_balanced_accuracy": None, "features": list(model.features)}

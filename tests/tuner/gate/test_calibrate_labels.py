@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from search_core.gate.model import GateModel
-from search_core.gate.threshold import binomial_tail, decide_threshold, flipped_labels, threshold_from_labels
+from search_core.gate.threshold import binomial_tail, flipped_labels, threshold_from_labels
+from tuner.gate.threshold import decide_threshold
 from search_core.recall.log import LoggedCall
 from tuner.gate.calibrate import calibrate
 
@@ -210,7 +211,7 @@ def test_rows_of_another_index_are_kept_apart():
 
 
 def test_how_many_more_labels_would_decide_by_hand():
-    from search_core.gate.threshold import labels_to_decide
+    from tuner.gate.threshold import labels_to_decide
     # 9 of 10 labelled flips right, 3 flipped calls unlabelled (counted against): not decided at alpha 0.025
     share = 11 / 21
     assert binomial_tail(9, 13, share) > 0.025
