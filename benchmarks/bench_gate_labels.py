@@ -11,6 +11,9 @@ the other half beside the shipped default. A rule is `calibrate`'s `threshold_ru
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 5 python benchmarks/bench_gate_labels.py rules \
         --demo-db runs/bench-demo.sqlite --autorag-db runs/autorag.sqlite --johngrib-db runs/johngrib.sqlite
     ... bench_gate_labels.py features ...     # every feature set in the table x C, fitted on a small tuning set
+    ... bench_gate_labels.py lovo --splits 20 --rule labelled-sign-test --rule covered-sign-test
+        # weeks from each vault's left-out gate (bench_gate_lovo.py's rows and gates in --lovo-cache), started at
+        # the gate's own cut and at the best cut on the pool (the false-move rate); runs/bench/gate-labels-lovo.json
 
 Only spent sets (tuning data): johngrib-tune, -holdout, -blind, -week, -final; the demo sets; AutoRAG-ko with
 held-out PDFs as probes. Rows (per question: keep them out of the repository) are cached in

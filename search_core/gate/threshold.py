@@ -17,7 +17,6 @@ tail and the count of labelled calls a move flips, which it decides on, are here
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 

@@ -5,14 +5,13 @@ balanced-accuracy cut), the exact sign test's tail and the count of labelled cal
 decides whether the gate moves there.
 
 Whether the gate moves to that cut is a second question (decide_threshold). A move flips the decisions of the
-calls between the two cuts, so the labels are evidence for it only through those calls: the move is made when
-an exact sign test over them says it decides better (THRESHOLD_RULE, "covered-sign-test": an unlabelled call it
-flips counts against it). Simulated weeks on spent sets (benchmarks/bench_gate_labels.py rules; BENCHMARKS.md,
-the gate) chose it among the rules in THRESHOLD_RULES: from the default of its day it made 2 of 200 test halves
-worse at 30 labels (by 0.023 and 0.015), the interval rule (move when the bagged interval leaves the current cut
-out) 5 to 14 of 40 per pool; from a cut that was off it still recovered part of the gap. Rerun from the
-cross-script default, with all five spent johngrib sets in the johngrib pool: 8 of 200 worse (at most by 0.058,
-on the demo gate sets, where even the best cut scores only 0.04 above the default's).
+calls between the two cuts, so the labels are evidence for it only through those calls: THRESHOLD_RULE,
+"labelled-sign-test", moves when an exact one-sided sign test over the labelled calls it flips says it decides
+better, against the break-even share of the whole traffic (traffic_share), with the cut shrunk to the labels'
+reach. A call nobody labelled is no evidence either way. Simulated weeks from each vault's left-out gate
+(benchmarks/bench_gate_labels.py lovo; BENCHMARKS.md, the gate) chose it among THRESHOLD_RULES: started at the
+cut that is right for the vault it moved in 0 of 140 weeks; the rule before it ("covered-sign-test", an
+unlabelled flipped call counted as a loss) vetoed every move a week of 60-75 calls pointed to.
 """
 
 from __future__ import annotations
