@@ -341,3 +341,8 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it_and_whether_t
     assert binomial_tail(3 + more["more"], 3 + more["more"], st["null_share"]) > 0.05
     assert "this window holds 1 unlabelled call between them" in more["text"] or more["more"] <= 1
     assert f"about {more['more']} more labels" in cal["recommendation"]["declined"]
+    from tuner.reports.calibration import calibration_report
+    from tuner.reports.render import to_markdown
+    verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
+               if "keep the gate's threshold" in line]
+    assert verdict and more["text"] in verdict[0]                        # the weekly report's verdict says it
