@@ -307,7 +307,7 @@ def _pick(labelled, pool, kept, stands_for, left_out, scale, scores, threshold, 
     n = min(n, len(cands))
     n_near = math.ceil(n * NEAR_SHARE) if n else 0
     # the calls a move from `threshold` to `centre` would flip, nearest `threshold` first: labelled in that order,
-    # they let `calibrate` move as far as the labels reach (its covered sign test stops at the first unlabelled one)
+    # they let `calibrate` move as far as the labels reach (its cut is shrunk to the last labelled call it flips)
     lo_f, hi_f = min(threshold, centre), max(threshold, centre)
     flips = sorted((c for c in cands if cover_flips and fit is not None and lo_f <= scores[c.id] < hi_f),
                    key=lambda c: abs(scores[c.id] - threshold))[:math.ceil(n * FLIP_SHARE)]

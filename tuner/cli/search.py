@@ -47,6 +47,9 @@ def _print_explain(res, searcher):
     g = res.gate
     p = "-" if g.probability is None else f"{g.probability:.3f}"
     click.echo(f"\ngate ({g.kind}; {g.reason}): P(answerable) {p}, band {g.band}")
+    model = getattr(searcher.gate_choice, "model", None)
+    if model is not None:
+        click.echo(f"  calibration: {model.provenance()}")
     read, whose = gate_reads(searcher)
     click.echo(f"  {len(g.features)} features computed; * marks the {sum(n in read for n in g.features)} "
                f"the {whose} reads")
