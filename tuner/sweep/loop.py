@@ -22,6 +22,7 @@ from tuner.evaluation.score import load_score_config
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.round import START, Round
 from tuner.ledger.schema import RoundDecision
+from tuner.ledger.sweep_record import SweepRecord
 from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
@@ -135,9 +136,9 @@ class Sweep:
             info = ledger.sweep(sweep_id)
             if info is None:
                 raise SearchCoreError(f"no sweep {sweep_id!r} in {ledger.path}; `autoresearch ledger` lists them")
-            check_pins(sweep_id, info["params"].get("pins"), self.pins)
+            check_pins(sweep_id, info.pins, self.pins)
             self.id = sweep_id
-            self.start = SearchConfig().replace(**info["start_config"])
+            self.start = info.start
             self.rows = ledger.rounds(sweep_id)
             self.spent_before_s = sum((r.eval_s or 0) + (r.reindex_s or 0) for r in self.rows)
             self.bench.use_recorded_costs(self.rows)   # the calibrations the run charged its rounds with
@@ -337,7 +338,7 @@ class Sweep:
         return result
 
 
-def replay_sweep(info: dict, rows: list[Round]) -> list[ReplayedRound]:
+def replay_sweep(info: SweepRecord, rows: list[Round]) -> list[ReplayedRound]:
     """replay_decisions for a sweep as the ledger records it (its params give the rule and the rubric)."""
-    p = SweepParams.from_record(info["params"])
+    p = SweepParams.from_record(info.params)
     return replay_decisions(rows, p.rule(), load_score_config(p.score_config))
