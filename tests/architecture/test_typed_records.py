@@ -49,7 +49,6 @@ STILL_DICTS = frozenset({
     "tuner.evaluation.cost_model:machine: returns a dict",
     "tuner.evaluation.cost_model:predict: returns a dict",
     "tuner.evaluation.evaluate:EvalResult.total_latency: returns a dict",
-    "tuner.evaluation.evaluate:QueryRow.metrics: returns a dict",
     "tuner.evaluation.evaluate:gate_metrics: returns a dict",
     "tuner.evaluation.evaluate:latency: returns a dict",
     "tuner.evaluation.evaluate:summarize: returns a dict",
