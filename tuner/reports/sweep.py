@@ -25,18 +25,12 @@ from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
 from tuner.reports.plots import progress_plot
-from tuner.sweep.variables import unavailable_fix
+from tuner.sweep.variables import round_reason
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
 REQUIRED_COLUMNS = {"sweeps": {"id", "created", "params", "start_config", "status", "summary"},
                     "rounds": {"sweep", "round", "variable", "old", "new", "config", "config_hash", "baseline_hash",
                                "index_fingerprint", "metrics", "objective", "decision", "reason"}}
-
-FIXES = {   # decision -> what a person does about such a round
-    "unavailable": "make the model loadable offline (a pip package with its weights, or a local server), "
-                   "or remove the value from the space",
-    "crashed": "a bug or bad input, named in the reason: fix it, then `autoresearch sweep --resume SWEEP`",
-}
 
 
 def open_ledger(path: str | Path) -> Ledger:
@@ -292,7 +286,8 @@ def build_sweep_report(d: SweepData) -> Report:
         if running is not None:
             best.append((r.round, running))
     n_rej = sum(1 for r in rounds if r.decision.rejected)
-    n_fail = sum(1 for r in rounds if r.decision in FIXES)
+    failed = [r for r in rounds if not r.decision.evaluated]     # unavailable or crashed
+    n_fail = len(failed)
     alt = (f"{len(rounds) - 1} rounds: {len(kept) - 1 if kept else 0} kept, {n_rej} rejected, {n_fail} "
            f"unavailable or crashed; running best {obj} {_fmt(best[0][1] if best else None, 3)} -> "
            f"{_fmt(best[-1][1] if best else None, 3)}")
@@ -321,9 +316,7 @@ def build_sweep_report(d: SweepData) -> Report:
             level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
     flips = hold.compare.flipped if hold else ()
     fail_rows = tuple((r.round, r.variable, str(r.new), r.decision, r.reason,
-                       unavailable_fix(r.variable, probes=probes) if r.decision == "unavailable"
-                       else FIXES[r.decision])
-                      for r in rounds if r.decision in FIXES)
+                       round_reason(r.decision, r.variable, r.reason, probes=probes).fix()) for r in failed)
 
     sections = ((evidence_section(gap),) if gap else ()) + (
         Section("Progress", (plot,)),

@@ -30,7 +30,9 @@ from tuner.sweep.propose import propose
 from tuner.sweep.rounds import ReplayedRound, charged, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.summary import Figures, HoldoutCheck, KeptStep, SweepSummary
-from tuner.sweep.variables import GATE_SCORE, MODEL_GATE_FIELD, gate_pair, kind_of, unavailable_reason
+from tuner.sweep.reasons import Reason
+from tuner.sweep.variables import (GATE_SCORE, MODEL_GATE_FIELD, gate_pair, gate_reason, kind_of,
+                                   unavailable_reason)
 from tuner.sweep.workbench import Workbench, fit_threshold
 
 
@@ -177,19 +179,11 @@ class Sweep:
             self.bench.fit_gate_for(first, self.gold)
         return self.bench.gate_models[pair]
 
-    def _why_unavailable(self, name: str, baseline: SearchConfig) -> str | None:
+    def _why_unavailable(self, name: str, baseline: SearchConfig) -> Reason | None:
         why = unavailable_reason(name, probes=self._probes())
         if why is not None or name not in GATE_SCORE:
             return why
-        model = self._ensure_gate(baseline)
-        if name == MODEL_GATE_FIELD and model is None:
-            return ("no gate model could be fitted on the tuning set (it needs 2 answerable questions, 2 probes "
-                    f"and features that vary): the cosine gate decides, so {name} moves nothing")
-        if name != MODEL_GATE_FIELD and model is not None:
-            return (f"a gate model decides (the index's gate file or the shipped default, else one fitted on the "
-                    f"tuning set), so {name} (the cosine gate's) moves nothing "
-                    f"(it decides only where no model fits); {MODEL_GATE_FIELD} rounds tune the model's threshold")
-        return None
+        return gate_reason(name, probes=self._probes(), model_fitted=self._ensure_gate(baseline) is not None)
 
     def _crash_loop(self, n: int = 3) -> str | None:
         """The reason shared by the last n rounds, when all n crashed with it."""
@@ -280,8 +274,9 @@ class Sweep:
         old = getattr(baseline, v.name)
         why_unavailable = self._why_unavailable(v.name, baseline)
         if why_unavailable is not None:
-            self._append(round_no, v.name, old, None, baseline, baseline, None, RoundDecision.UNAVAILABLE, why_unavailable, 0.0, 0.0, None)
-            self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why_unavailable}")
+            why = why_unavailable.message()
+            self._append(round_no, v.name, old, None, baseline, baseline, None, RoundDecision.UNAVAILABLE, why, 0.0, 0.0, None)
+            self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why}")
             return True
         t0 = time.perf_counter()
         out = run_round(self.bench, self.gold, baseline, base_metrics, v.name, value, self.p.rule(),
