@@ -111,7 +111,8 @@ def _regate(rows, choice, cfg: SearchConfig, cos_threshold: float) -> list:
     for r in rows:
         d = choice.decide(r.gate_features, r.top_score, cos_threshold, bool(r.ranked), cfg.reranker,
                           p_threshold=cfg.gate_threshold)
-        out.append(dataclasses.replace(r, inject=d.inject, gate_probability=d.probability, gate=d))
+        out.append(dataclasses.replace(r, inject=d.inject, gate_probability=d.probability,
+                                       gate=dataclasses.asdict(d)))
     return out
 
 
@@ -223,7 +224,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         if cos_t is not None:
             cfg = cfg.replace(threshold=cos_t)
         eval_rows = _regate(eval_rows, choice, cfg, cos_t if cos_t is not None else searcher.embedder.default_threshold)
-        res.threshold = eval_rows[0].gate.threshold if eval_rows else cos_t
+        res.threshold = eval_rows[0].gate["threshold"] if eval_rows else cos_t
         res.latency = _latency(eval_rows)
         index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
         res.result = build_result(p.eval, cfg, index, eval_rows).to_json()

@@ -59,7 +59,7 @@ def fit_threshold(per_query: list[QuestionResult], key: str = "top_score") -> fl
     """The gate threshold that best separates answerable questions (inject) from probes (hold back),
     on the tuning set: the midpoint of the best gap between sorted scores. `key`: the cosine gate's
     `top_score`, or the gate model's `gate_probability` (rows without it are left out). Rows: an
-    evaluation's questions (or anything with `level` and the key, as the A/B's QueryRow)."""
+    evaluation's questions, kept or as searched (the A/B's)."""
     pts = sorted((getattr(q, key), q.level == "probe") for q in per_query if getattr(q, key) is not None)
     if not pts or all(p for _, p in pts) or not any(p for _, p in pts):
         return None

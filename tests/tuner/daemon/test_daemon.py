@@ -255,7 +255,7 @@ def _rounds(ledger, sweep=None):
     lg = Ledger(ledger)
     try:
         info = lg.sweep(sweep)
-        return lg.rounds(info["id"]) if info else []
+        return lg.rounds(info.id) if info else []
     finally:
         lg.close()
 
@@ -301,7 +301,7 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
     rounds = _rounds(ledger)
     assert [r.round for r in rounds] == list(range(len(rounds))) and len(rounds) < 401
     lg = Ledger(ledger)
-    assert lg.sweep()["status"] == "stopped"
+    assert lg.sweep().status == "stopped"
     lg.close()
     st = status(runs)
     assert st["daemon"]["running"] is False and st["jobs"][0]["last_outcome"] == "stopped"

@@ -196,7 +196,7 @@ def test_a_night_tunes_on_every_kind_and_its_report_says_which_evidence(tmp_path
         start = lg.rounds(res["sweep"])[0]
     finally:
         lg.close()
-    assert info["params"]["holdout"] == str(tmp_path / "hold.yaml")           # hand-written, untouched
+    assert info.params["holdout"] == str(tmp_path / "hold.yaml")           # hand-written, untouched
     sources = [q.source for q in start.result.per_query]
     assert (sources.count("hand"), sources.count("log"), sources.count("vault")) == \
         (len(load_gold(tmp_path / "tune.yaml").questions), 2, 60)

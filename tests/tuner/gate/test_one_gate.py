@@ -91,7 +91,7 @@ def _ab_eval(db, gold):
     choice, cos_t, fitted = candidate_gate(s, cfg, rows, gold.name)
     assert cos_t is None and not fitted
     rows = _regate(rows, choice, cfg, s.embedder.default_threshold)
-    return {r.id: _decision(r.gate.to_json()) for r in rows}
+    return {r.id: _decision(r.gate) for r in rows}
 
 
 def _engine(db, tmp_path, name):

@@ -161,9 +161,9 @@ def test_a_retest_asked_to_stop_ends_before_its_next_round_and_keeps_the_rounds_
         audit_report(ledger, swept["sweep"], do_retest=True, runs=tmp_path / "runs",
                      stop=lambda: asked.append(1) or len(asked) > 1)
     lg = Ledger(ledger)
-    retest = [s for s in lg.sweeps() if "retest" in s["id"]]
-    assert len(retest) == 1 and retest[0]["status"] == "retest stopped"
-    assert [r.round for r in lg.rounds(retest[0]["id"])] == [0, 1]
+    retest = [s for s in lg.sweeps() if s.is_retest]
+    assert len(retest) == 1 and retest[0].status == "retest stopped"
+    assert [r.round for r in lg.rounds(retest[0].id)] == [0, 1]
     lg.close()
 
 

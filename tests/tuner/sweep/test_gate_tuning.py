@@ -51,7 +51,7 @@ def test_the_config_threshold_decides_for_the_model(small_index):
 
 
 def test_fit_threshold_reads_the_probability_when_asked():
-    rows = [QuestionResult.from_ledger(q) for q in ({"id": "a", "level": "L1", "top_score": 0.80, "gate_probability": 0.9},
+    rows = [QuestionResult.from_json(q) for q in ({"id": "a", "level": "L1", "top_score": 0.80, "gate_probability": 0.9},
                                                      {"id": "p", "level": "probe", "top_score": 0.85, "gate_probability": 0.2},
                                                      {"id": "b", "level": "L1", "top_score": 0.90, "gate_probability": None})]
     assert fit_threshold(rows, "gate_probability") == pytest.approx(0.55)
