@@ -148,6 +148,7 @@ BM25_B = 0.75
 KEYWORD_INDEXES = ("ngram", "fts5", "both")
 # "both": the two keyword lists fused by plain RRF with the usual k (Cormack et al.), as sub-question lists are
 BOTH_RRF_K = 60
+BOTH_WEIGHTS = {"ngram": 1.0, "fts5": 1.0}
 
 
 def keyword(conn, view, query: str, depth: int, index: str = "ngram") -> list[ChannelHit]:
@@ -165,8 +166,7 @@ def both_keyword(ngram: list[ChannelHit], fts5: list[ChannelHit], depth: int) ->
     """The "both" keyword list: the n-gram and FTS5 lists fused by plain RRF (BOTH_RRF_K)."""
     from search_core.search.fusion import weighted_rrf
     lists = {"ngram": ngram, "fts5": fts5}
-    fused = weighted_rrf({k: [h.note_id for h in v] for k, v in lists.items()}, {"ngram": 1.0, "fts5": 1.0},
-                         BOTH_RRF_K, limit=depth)
+    fused = weighted_rrf({k: [h.note_id for h in v] for k, v in lists.items()}, BOTH_WEIGHTS, BOTH_RRF_K, limit=depth)
     chunk = {}
     for hits in lists.values():                       # the n-gram list's chunk first
         for h in hits:
