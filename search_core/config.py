@@ -11,6 +11,8 @@ from search_core import SearchCoreError
 from search_core.hashing import hash_json
 
 CHANNELS = ("dense", "sparse", "decomposed", "entity")
+# the n-gram BM25 list fused beside the channels' (SearchConfig.w_ngram); the sparse channel runs it
+NGRAM_LIST = "ngram"
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,12 @@ class SearchConfig:
     w_sparse: float = 0.40
     w_decomposed: float = 0.15
     w_entity: float = 0.15
+    # The n-gram BM25 list of the query (search_core/index/ngram_postings.py), fused as a list of its own beside
+    # the sparse channel's: FTS5 trigrams and the n-gram BM25 see Korean stems and code words differently, and
+    # each wins on sets where the other is blind. 0.10 by the default rule (no tuning part worse on hit@5 or
+    # MRR, the mean better, every holdout at or above): tuning MRR +0.015 AutoRAG-ko, +0.008 johngrib, +0.003
+    # KorQuAD, demo equal; 0.20 lost johngrib-tune MRR (BENCHMARKS.md, peers). 0: not run.
+    w_ngram: float = 0.10
     # k = 2, chosen by the tuner (benchmarks/bench_default_k.py): rrf_k sweeps moved 60 to 5 (demo), 1
     # (AutoRAG-ko) and 2 (KorQuAD); k = 2 had the best mean tuning score losing no tuning hit, and held on
     # all three holdouts (hit@5 48/48 -> 48/48, 55/56 -> 56/56, 584/600 -> 593/600; no metric worse).
@@ -90,7 +98,8 @@ class SearchConfig:
     nav_globs: tuple[str, ...] = ("index", "*/index", "home", "*MOC*", "*moc*")
 
     def weights(self) -> dict[str, float]:
-        return {c: getattr(self, f"w_{c}") for c in CHANNELS}
+        """Each list's weight in the fusion: the four channels', and the n-gram list's (Retrieval.lists["ngram"])."""
+        return {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram}
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -105,6 +114,8 @@ class SearchConfig:
             del d["fast_path_margin"]
         if d["keyword_index"] == "fts5":    # added later: configs from before it ran FTS5 and keep their hash
             del d["keyword_index"]
+        if d["w_ngram"] == 0.0:             # added later: a config without the n-gram list keeps its old hash
+            del d["w_ngram"]
         return hash_json(d, 12)
 
     def replace(self, **changes) -> "SearchConfig":
