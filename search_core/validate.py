@@ -185,7 +185,7 @@ def check_search_values(data: dict, where: Where) -> dict:
     """The [search] keys of a config file, checked and normalised (a tuple for nav_globs). Unknown keys
     are refused by SearchConfig.replace, which names the valid ones."""
     out = dict(data)
-    for k in ("w_dense", "w_sparse", "w_decomposed", "w_entity", "community_boost"):
+    for k in ("w_dense", "w_sparse", "w_decomposed", "w_entity", "w_ngram", "community_boost"):
         if k in data:
             out[k] = where.number(k, data[k], lo=0.0)
     if "rrf_k" in data:

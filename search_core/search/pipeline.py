@@ -18,7 +18,7 @@ from search_core import SearchCoreError
 from search_core.ingest.term_pairs import expand_query
 from search_core.search import channels as ch
 from search_core.search import ranking
-from search_core.config import CHANNELS, SearchConfig
+from search_core.config import CHANNELS, NGRAM_LIST, SearchConfig
 from search_core.search.fusion import weighted_rrf
 from search_core.gate.features import gate_features
 from search_core.gate.model import GateChoice, GateDecision
@@ -71,7 +71,7 @@ class Gate:
 class Retrieval:
     query: str
     qvec: np.ndarray | None   # None: the fast path answered without embedding the query
-    lists: dict               # channel -> list[ChannelHit]
+    lists: dict               # channel -> list[ChannelHit], and NGRAM_LIST: the n-gram BM25 list the sparse channel ran
     timings_ms: dict
     subqueries: tuple = ()
     evidence: ch.KeywordEvidence | None = None   # the fast path's check, when the config asks for it
@@ -292,6 +292,12 @@ class Searcher:
         with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector, then=vector_searches) as shared:
             if "sparse" in channels:          # the lists the fast path's check ran are not run again
                 t0 = time.perf_counter()
+                # the n-gram list, fused as a list of its own (SearchConfig.w_ngram) and the sparse channel's
+                # under keyword_index ngram or both; an index written before the n-gram lists has none
+                if ngram is None and view.ngram_index() is not None:
+                    ngram = ch.ngram_sparse(self.conn, view, query, depth)
+                if ngram is not None:
+                    lists[NGRAM_LIST] = ngram
                 if keyword_index == "ngram" and ngram is not None:
                     lists["sparse"] = ngram
                 elif keyword_index == "fts5" and fts5 is not None:
@@ -325,8 +331,10 @@ class Searcher:
             lists["entity"] = found[0]["entity"]
             t["entity"] = found[0]["ms_entity"]
         t["retrieve"] = (time.perf_counter() - start) * 1000     # what was waited: the stages overlap
-        return Retrieval(asked, qvec, {name: lists[name] for name in channels}, t, subqueries, evidence,
-                         "" if query == asked else query)
+        kept = {name: lists[name] for name in channels}
+        if NGRAM_LIST in lists:
+            kept[NGRAM_LIST] = lists[NGRAM_LIST]
+        return Retrieval(asked, qvec, kept, t, subqueries, evidence, "" if query == asked else query)
 
     def _decomposed(self, part_sparse, part_dense, depth) -> list:
         """Each part's own sparse and dense lists, fused; none when the query has no parts (split_query
@@ -365,7 +373,7 @@ class Searcher:
                          if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000
         chunk_of = {}
-        for c in ("dense", "sparse", "decomposed", "entity"):   # semantic match first for the snippet chunk
+        for c in ("dense", "sparse", "decomposed", "entity", NGRAM_LIST):   # semantic match first for the snippet chunk
             for h in r_lists.get(c, []):
                 chunk_of.setdefault(h.note_id, h.chunk_id)
         for nid in named:                                       # asked for by name, found by no channel

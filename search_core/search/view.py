@@ -185,11 +185,13 @@ class IndexView:
                 self._short = ShortTokenIndex(self.conn) if 0 < n < ShortTokenIndex.MAX_CHUNKS else None
         return self._short
 
-    def ngram_index(self) -> "NgramLengths | None":
-        """Document lengths for the n-gram BM25 (ngram_postings.py), in vault order; None for an index
-        written before the lists existed. Loaded on first use: a searcher that runs FTS5 never pays for it."""
+    def ngram_index(self) -> "ngram_postings.NgramIndex | None":
+        """The n-gram posting lists and document lengths in memory, in vault order (ngram_postings.NgramIndex);
+        None for an index written before the lists existed. Loaded on first use: a searcher that runs FTS5
+        never pays for it."""
         if not hasattr(self, "_ngram"):
-            self._ngram = NgramLengths(self) if ngram_postings.is_built(self.conn) else None
+            self._ngram = (ngram_postings.NgramIndex(self.conn, self.chunk_at, self.chunk_note, self.place_of)
+                           if ngram_postings.is_built(self.conn) else None)
         return self._ngram
 
     def term_pairs(self) -> dict[str, tuple[str, ...]]:
@@ -244,20 +246,3 @@ class ShortTokenIndex:
             raise ValueError("the short-token index answers 1- or 2-character tokens")
         lo, hi = np.searchsorted(keys, [code << 20, (code + 1) << 20])
         return self.chunk_ids[keys[lo:hi] & ((1 << 20) - 1)]
-
-
-class NgramLengths:
-    """Per vault place (chunk) and per note, the number of n-gram terms: BM25's document lengths. Notes are
-    numbered in vault order (note id), their chunks' places are contiguous: note i owns places
-    start[i]:start[i + 1]."""
-
-    def __init__(self, view):
-        stored = ngram_postings.lengths(view.conn)
-        self.chunk_len = np.array([stored.get(int(c), 0) for c in view.chunk_at], np.float64)
-        nids = [view.chunk_note[int(c)] for c in view.chunk_at]
-        first = np.r_[True, np.array([a != b for a, b in zip(nids[1:], nids[:-1])], bool)] if nids else np.zeros(0, bool)
-        self.start = np.r_[np.flatnonzero(first), len(nids)].astype(np.int64)
-        self.note_ids = [nids[i] for i in self.start[:-1].tolist()]
-        self.note_of_place = np.cumsum(first) - 1
-        self.note_len = np.add.reduceat(self.chunk_len, self.start[:-1]) if len(nids) else np.zeros(0)
-        self.avg_note_len = float(self.note_len.mean()) if len(nids) else 0.0

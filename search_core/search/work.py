@@ -13,7 +13,8 @@ The counts follow what `Searcher.retrieve` and `Searcher.rank` actually run:
     sparse      per text (the query, each sub-question), the keyword index's queries: an FTS5 query (the
                 postings it reads: the summed chunk frequency of the trigrams it ORs together, and the
                 short-token postings it adds) under keyword_index fts5 or both, an n-gram BM25 query (the
-                terms it looks up and the postings it reads) under ngram or both
+                terms it looks up and the postings it reads) under ngram or both; the query's own n-gram
+                query whatever the keyword index (its list is fused on its own, SearchConfig.w_ngram)
     fast path   the query's n-gram query (and its FTS5 query, when the n-gram margin held) ran before the
                 embedding started (ahead_ngram, ahead_fts); a query it decided embedded nothing
     rank        the list entries weighted RRF reads; the reranker's (query, passage) pairs
@@ -103,7 +104,9 @@ def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     texts = ([retrieval.channel_text] if "sparse" in channels else []) + parts
     query_too = bool(texts) and "sparse" in channels
     fts = [_fts_work(conn, view, t) for i, t in enumerate(texts) if runs_fts or (i == 0 and query_too and ahead_fts)]
-    ngr = [ngram_work(conn, view, t) for i, t in enumerate(texts) if runs_ngram or (i == 0 and query_too and ahead_ngram)]
+    # the query's n-gram list runs whatever keyword_index says (fused on its own, SearchConfig.w_ngram); a
+    # sub-question's only when it is the keyword index
+    ngr = [ngram_work(conn, view, t) for i, t in enumerate(texts) if runs_ngram or (i == 0 and query_too and has_ngram)]
     return SearchWork(
         embed_lengths=lengths, solo=not own, dense_rows=0 if retrieval.fast else int(view.matrix.shape[0]),
         dim=int(view.matrix.shape[1])

@@ -120,7 +120,7 @@ def job_sweep(d, spec, scheduled, rid):
                   "decisions": summary.decisions, **({"evidence": evidence} if evidence else {})}
         if summary.status == "stopped":
             return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
-        final = SearchConfig().replace(**summary.final_config)
+        final = SearchConfig.from_stored(summary.final_config)
         searcher = sw.bench.searchers.get(final.embedder)
         promo = decide_promotion(sw.id, summary.start_config, summary.final_config, summary.holdout,
                                  searcher.db if searcher else None, d.cfg.runs,

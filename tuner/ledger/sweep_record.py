@@ -46,7 +46,7 @@ class SweepRecord:
 
     @property
     def start(self) -> SearchConfig:
-        return SearchConfig().replace(**self.start_config)
+        return SearchConfig.from_stored(self.start_config)
 
     @property
     def is_retest(self) -> bool:

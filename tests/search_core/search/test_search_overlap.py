@@ -30,7 +30,8 @@ KEYWORD = SearchConfig().keyword_index     # the sparse channel's index a defaul
 
 def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, dict]:
     """What retrieve() computed on one thread before: query and parts embedded in one batch, then the
-    four channels in order; the channels read the query with the vault's paired terms added, as retrieve()'s do."""
+    four channels in order, and the n-gram list; the channels read the query with the vault's paired terms
+    added, as retrieve()'s do."""
     query = expand_query(query, s.view.term_pairs(), max_terms=SearchConfig().pair_terms)
     capped = cap_query(query)
     parts = ch.split_query(capped)
@@ -49,6 +50,7 @@ def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, di
     lists["decomposed"] = ch.merge_parts(per_part, depth) if parts else []
     top = lists["dense"][0].score if lists["dense"] else None
     lists["entity"] = ch.entity(s.view, query, qvec, depth, s.embedder.default_threshold, top)
+    lists["ngram"] = ch.ngram_sparse(s.conn, s.view, query, depth)     # fused on its own (SearchConfig.w_ngram)
     return qvec, lists
 
 
@@ -60,7 +62,7 @@ def test_overlapped_retrieve_gives_the_serial_vectors_lists_and_ranking(demo_ind
         qvec, lists = serial_retrieve(s, q, cfg.depth)
         r = s.retrieve(q, cfg.depth)
         assert np.array_equal(r.qvec, qvec), q
-        assert list(r.lists) == list(CHANNELS) and r.lists == lists, q
+        assert list(r.lists) == [*CHANNELS, "ngram"] and r.lists == lists, q
         ref = Retrieval(q, qvec, lists, {})
         assert s.rank(r, cfg, snippets=False).ranked == s.rank(ref, cfg, snippets=False).ranked, q
     s.close()
