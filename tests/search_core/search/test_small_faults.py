@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from search_core import SearchCoreError
 from search_core.index.indexer import index_vault
 from search_core.search.pipeline import IndexChangedError, Searcher
-from search_core.index.store import atomic, connect, open_index
+from search_core.index.layout import layout_path, refresh_layout
+from search_core.index.store import atomic, bump_generation, connect, open_index
 from search_core.search.view import IndexView
 from tuner.evaluation import stats as stats_util
 from tuner.cli import main
@@ -57,11 +58,18 @@ def test_a_locked_index_is_not_called_broken(small_index):
 def test_an_entity_without_a_vector_gets_no_other_entitys_vector(small_index):
     c = connect(small_index)
     eid, norm = c.execute("SELECT id, norm FROM entities ORDER BY id DESC LIMIT 1").fetchone()
-    c.execute("DELETE FROM entity_vec WHERE rowid = ?", (eid,))
-    view = IndexView(c)
-    row = view.entity_names.index(norm)
-    assert not view.entity_matrix[row].any()
-    assert view.entity_matrix[0].any() and row != 0
+    with atomic(c):                       # committed as a writer commits: the layout file beside it follows
+        c.execute("DELETE FROM entity_vec WHERE rowid = ?", (eid,))
+        bump_generation(c)
+        refresh_layout(c, small_index)
+    for mapped in (True, False):          # the vectors mapped from the layout file, then read from SQLite
+        if not mapped:
+            layout_path(small_index).unlink()
+        view = IndexView(c)
+        assert view.layout_source.mapped is mapped
+        row = view.entity_names.index(norm)
+        assert not view.entity_matrix[row].any()
+        assert view.entity_matrix[0].any() and row != 0
     c.close()
 
 
