@@ -112,3 +112,17 @@ def test_a_noop_index_run_writes_a_missing_layout_file(small_vault, small_index,
     layout_path(small_index).unlink()                         # an index written before the file existed
     index_vault(small_vault, small_index, cache=shared_cache)
     _mapped_equals_sqlite(small_index)
+
+
+def test_a_folder_hash_leaves_the_layout_file_out(small_vault, tmp_path, shared_cache):
+    from search_core.hashing import hash_tree
+    from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+    folder = tmp_path / "gold-with-index"
+    folder.mkdir()
+    (folder / "questions.yaml").write_text("- q: RRF\n", encoding="utf-8")
+    db = folder / "index.sqlite"
+    index_vault(small_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    before = hash_tree(folder)
+    (small_vault / "ai" / "new.md").write_text("# 새 노트\n\n레이아웃 파일.\n", encoding="utf-8")
+    index_vault(small_vault, db, cache=shared_cache)          # the layout file is rewritten
+    assert layout_path(db).exists() and hash_tree(folder) == before
