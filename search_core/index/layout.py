@@ -183,8 +183,9 @@ def write_layout(db: str | Path, layout: VaultLayout, generation: int, token: st
     return atomic_replace(tmp, dest)
 
 
-def _mapped(path: Path, generation: int, token: str | None) -> VaultLayout:
-    """The layout in the file at `path`, if it was written for (generation, token); ValueError (why) if not."""
+def map_layout(path: Path, generation: int, token: str | None) -> VaultLayout:
+    """The layout in the file at `path`, mapped (nothing is copied: the arrays are views of the file's pages),
+    if it was written for (generation, token); ValueError (why) if not."""
     if token is None:
         raise ValueError("the index records no generation token (written by an older autoresearch)")
     with open(path, "rb") as f:
@@ -219,7 +220,7 @@ def read_layout(conn, db: str | Path | None = None) -> tuple[VaultLayout, Layout
     if db is not None:
         path = layout_path(db)
         try:
-            return _mapped(path, generation, token), LayoutSource(True, f"mapped from {path.name}")
+            return map_layout(path, generation, token), LayoutSource(True, f"mapped from {path.name}")
         except FileNotFoundError:
             reason = f"no {path.name} beside the index"
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -233,7 +234,7 @@ def current_layout(conn, db: str | Path) -> VaultLayout | None:
     """The mapped layout of `db` if its file is current for the commit `conn` sees, else None: a writer asks
     before its write, to lend the next file the vectors that did not change."""
     try:
-        return _mapped(layout_path(db), *_stamp(conn))
+        return map_layout(layout_path(db), *_stamp(conn))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

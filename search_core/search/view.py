@@ -179,10 +179,16 @@ class NoteChunks(Mapping):
         self._chunk_at, self._note_start, self._note_ids = chunk_at, note_start, note_ids
         self._index: dict[str, int] | None = None
 
-    def __getitem__(self, nid) -> list[int]:
+    def index_of(self, nid) -> int | None:
+        """The note's position in vault order (None: a note without chunks, or none at all)."""
         if self._index is None:
             self._index = {n: i for i, n in enumerate(self._note_ids)}
-        i = self._index[nid]
+        return self._index.get(nid)
+
+    def __getitem__(self, nid) -> list[int]:
+        i = self.index_of(nid)
+        if i is None:
+            raise KeyError(nid)
         return self._chunk_at[int(self._note_start[i]):int(self._note_start[i + 1])].tolist()
 
     def __iter__(self):
@@ -197,7 +203,7 @@ class _OnDemand(Mapping):
     for no such key; iterating or counting reads every key (`_keys()`)."""
 
     def __init__(self, conn):
-        self._conn, self._got = conn, {}
+        self._conn, self._got, self._all_keys = conn, {}, None
 
     def _read(self, key):
         raise NotImplementedError
@@ -213,10 +219,23 @@ class _OnDemand(Mapping):
         return self._got[key]
 
     def __iter__(self):
-        return iter(self._keys())
+        if self._all_keys is None:
+            self._all_keys = self._keys()
+        return iter(self._all_keys)
 
     def __len__(self) -> int:
-        return len(self._keys())
+        if self._all_keys is None:
+            self._all_keys = self._keys()
+        return len(self._all_keys)
+
+    def __bool__(self) -> bool:
+        """Whether the table has a row at all: one row read, not every key (`community or {}` asks this)."""
+        if self._all_keys is not None:
+            return bool(self._all_keys)
+        return self._any()
+
+    def _any(self) -> bool:
+        return len(self) > 0
 
 
 class _Links(_OnDemand):
@@ -242,6 +261,9 @@ class _Communities(_OnDemand):
 
     def _keys(self):
         return [r[0] for r in self._conn.execute("SELECT note_id FROM communities")]
+
+    def _any(self) -> bool:
+        return self._conn.execute("SELECT 1 FROM communities LIMIT 1").fetchone() is not None
 
 
 class _TagMembers(_OnDemand):
@@ -368,25 +390,32 @@ class IndexView:
             self._ngram = NgramLengths(self) if ngram_postings.is_built(self.conn) else None
         return self._ngram
 
-    def _rows(self, chunk_ids) -> list[int]:
-        ids = np.asarray(chunk_ids, np.int64)
-        rows = self.row_of_chunk[ids[(ids >= 0) & (ids < len(self.row_of_chunk))]]
-        return rows[rows >= 0].tolist()
+    def _note_rows(self, note_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(the note's chunk ids in ord order, their matrix rows: -1 for no vector), None for no chunks."""
+        i = self.note_chunks.index_of(note_id)
+        if i is None:
+            return None
+        cids = self.chunk_at[int(self.note_start[i]):int(self.note_start[i + 1])]
+        return cids, self.row_of_chunk[cids]
 
     def cosine(self, qvec: np.ndarray, note_id: str, chunk_id: int | None) -> float:
         """Cosine of the query with the chunk, or with the note's closest embedded chunk."""
-        if chunk_id is not None and (rows := self._rows([chunk_id])):
-            return float(self.matrix[rows[0]] @ qvec)
-        rows = self._rows(self.note_chunks.get(note_id, []))
-        return float(matvec(self.matrix[rows], qvec).max()) if rows else 0.0
+        if chunk_id is not None and 0 <= chunk_id < len(self.row_of_chunk) and (row := self.row_of_chunk[chunk_id]) >= 0:
+            return float(self.matrix[row] @ qvec)
+        got = self._note_rows(note_id)
+        rows = got[1][got[1] >= 0] if got is not None else ()
+        return float(matvec(self.matrix[rows], qvec).max()) if len(rows) else 0.0
 
     def best_chunk(self, qvec: np.ndarray, note_id: str) -> int | None:
-        chunks = self.note_chunks.get(note_id, [])
-        cids = [c for c in chunks if self._rows([c])]
-        if not cids:
-            return chunks[0] if chunks else None
-        sims = matvec(self.matrix[self._rows(cids)], qvec)
-        return cids[int(np.argmax(sims))]
+        got = self._note_rows(note_id)
+        if got is None:
+            return None
+        cids, rows = got
+        has = rows >= 0
+        if not has.any():
+            return int(cids[0])
+        sims = matvec(self.matrix[rows[has]], qvec)
+        return int(cids[has][int(np.argmax(sims))])
 
 
 class ShortTokenIndex:
