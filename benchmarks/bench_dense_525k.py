@@ -3,7 +3,10 @@
     python benchmarks/bench_dense_525k.py [--n 525000] [--queries 200]
 
 Vectors are random unit vectors (brute-force cost does not depend on their content), written to a
-real sqlite-vec table, loaded back the way IndexView loads them, and searched by channels.dense().
+real sqlite-vec table, copied back out of it (as a view read them before the layout file), and searched
+by channels.dense(). `--mapped`: the same vectors written as an index's layout file
+(search_core.index.layout) and, in a new process each time, mapped and searched: the time to the first
+answer and the process's RSS, against the copy's.
 """
 
 from __future__ import annotations
@@ -27,12 +30,69 @@ class _View:
         self.chunk_note = {int(c): f"note-{int(c) // chunks_per_note}" for c in ids}
 
 
+# A new process: map the layout file, answer one query, then `n` more; its timings and RSS as JSON.
+MAPPED = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+from search_core.index.layout import map_layout
+from search_core.search.channels import dense
+from search_core.search.view import ChunkNotes
+path, dim, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+t = time.perf_counter()
+lay = map_layout(path, 1, "bench")
+place_of = np.full(int(lay.chunk_at.max()) + 1, -1, np.int64)
+place_of[lay.chunk_at] = np.arange(len(lay.chunk_at))
+class V:
+    vec_ids, matrix = lay.vec_ids, lay.matrix
+    chunk_note = ChunkNotes(place_of, lay.chunk_at, lay.note_start, lay.note_ids)
+map_s = time.perf_counter() - t
+rng = np.random.default_rng(1)
+qs = rng.standard_normal((n + 1, dim)).astype(np.float32)
+t = time.perf_counter()
+dense(V, qs[0], 50)
+first_s = time.perf_counter() - t
+ms = []
+for q in qs[1:]:
+    t = time.perf_counter()
+    dense(V, q, 50)
+    ms.append((time.perf_counter() - t) * 1000)
+st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+print(json.dumps({"map_s": map_s, "first_query_s": first_s, "process_s": time.perf_counter() - t0, "ms": ms,
+                  "rss_mib": int(st["VmRSS"].split()[0]) / 1024, "rss_file_mib": int(st["RssFile"].split()[0]) / 1024,
+                  "rss_anon_mib": int(st["RssAnon"].split()[0]) / 1024}))
+"""
+
+
+def mapped(ids: np.ndarray, mat: np.ndarray, db: Path, queries: int, chunks_per_note: int = 5) -> dict:
+    """The layout file of `mat` beside `db`, then three new processes that map it and search it."""
+    import json
+    import subprocess
+    from search_core.index.layout import VaultLayout, layout_path, write_layout
+    order = np.argsort(ids, kind="stable")
+    notes = (ids[order] - 1) // chunks_per_note
+    first = np.r_[True, notes[1:] != notes[:-1]]
+    layout = VaultLayout(tuple(f"note-{int(n)}" for n in notes[first]), np.r_[np.flatnonzero(first), len(ids)].astype(np.int64),
+                         ids[order], ids[order], mat[order], np.zeros(0, np.int64), np.zeros((0, mat.shape[1]), np.float32))
+    t0 = time.perf_counter()
+    write_layout(db, layout, 1, "bench")
+    write_s = time.perf_counter() - t0
+    runs = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", MAPPED, str(layout_path(db)), str(mat.shape[1]), str(queries)],
+                             capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {"write_s": round(write_s, 2), "file_mib": round(layout_path(db).stat().st_size / 2**20),
+            "runs": [{k: (round(v, 3) if k != "ms" else summary(v)) for k, v in r.items()} for r in runs]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=525_000)
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--db", type=Path, default=ROOT / "runs" / "bench" / "dense-525k.sqlite")
+    ap.add_argument("--mapped", action="store_true", help="Also map the vectors from a layout file, in new processes.")
     args = ap.parse_args()
     from search_core.search.channels import dense
     from search_core.index.store import connect
@@ -57,6 +117,8 @@ def main():
     t0 = time.perf_counter()
     ids, mat = _load_matrix(conn, "chunk_vec")
     load_s = time.perf_counter() - t0
+    import resource
+    copy_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     view = _View(ids, mat)
     print(f"loaded {mat.shape} in {load_s:.1f}s ({mat.nbytes / 2**20:.0f} MiB)", flush=True)
     qs = rng.standard_normal((args.queries, args.dim)).astype(np.float32)
@@ -80,7 +142,10 @@ def main():
               "numpy_dense_channel_ms": summary(numpy_ms), "vec0_knn_ms": summary(vec0_ms),
               "top1_agrees_with_vec0": agree, "ratio_vec0_over_numpy_p50": round(
                   summary(vec0_ms)["p50"] / summary(numpy_ms)["p50"], 1),
-              "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}
+              "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"), "copy_peak_rss_mib": round(copy_rss_mib),
+              "load": round(os.getloadavg()[0], 1)}
+    if args.mapped:
+        result["mapped"] = mapped(ids, mat, args.db, args.queries)
     print(result)
     print("written", write_result("dense-525k", result))
 

@@ -78,17 +78,19 @@ SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
 def _content_files(p: Path) -> list[Path]:
     """The files hash_tree reads: a file itself, or every file under a folder except SQLite databases and
-    their companions. A database beside a gold set (an index built into a BEIR folder, its embedding cache)
+    their companions (and an index's layout file). A database beside a gold set (an index built into a BEIR folder, its embedding cache)
     is state that moves with every write, not the set's content; and reading its bytes would drop every
     SQLite lock this process holds on it (docs/architecture.md, "Live files"), so whether a file is a
     database is asked of SQLite."""
     if not p.is_dir():
         return [p]
+    from search_core.index.layout import SUFFIX as LAYOUT
     from search_core.index.store import sqlite_file_problem
     files = _files(p)
     names = {str(f) for f in files}
+    # an index's layout file (search_core.index.layout) is its companion too: rewritten by every commit
     return [f for f in files
-            if not any(str(f).endswith(c) and str(f)[:-len(c)] in names for c in SQLITE_COMPANIONS)
+            if not any(str(f).endswith(c) and str(f)[:-len(c)] in names for c in (*SQLITE_COMPANIONS, LAYOUT))
             and sqlite_file_problem(f) is not None]
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 from search_core.index import ngram_postings, pair_table
+from search_core.index.layout import current_layout, refresh_layout
 from search_core.index import short_tokens
 from search_core.index import term_df
 from search_core.index import word_df
@@ -257,6 +258,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             bump_generation(conn)
             term_df.build(conn)                        # after the generation it records
             word_df.build(conn)                        # the same, for whole Latin-script words
+            refresh_layout(conn, db)                   # the file beside the index, for this commit
         conn.execute("PRAGMA journal_mode = DELETE")    # a single self-contained file to swap in
         conn.close()
         _swap_in(tmp, db)
@@ -315,10 +317,11 @@ def _keep_current(conn) -> None:
             set_meta(conn, mod.META_KEY, {**meta, "generation": get_meta(conn, "generation", 0)})
 
 
-def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, prepared, kept) -> dict:
+def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, prepared, kept) -> tuple[dict, int]:
     """Remove the deleted notes and the changed chunks of rewritten ones, insert the new versions, and
     move every derived table by what left and what arrived (counts subtracted and added), never
-    recounting the whole vault. Runs inside the caller's transaction."""
+    recounting the whole vault. Runs inside the caller's transaction. Returns the communities' state and
+    the first chunk id the new chunks were given (ids from there on may be reused: layout.py)."""
     dfs_current = {mod: mod.is_current(conn) for mod in (term_df, word_df)}   # before the generation moves
     rewritten = [n.id for n in to_write if n.id in known]
     gone_ids = deleted + rewritten
@@ -351,7 +354,7 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
             mod.apply_delta(conn, removed_fts, added_fts)
         else:
             mod.build(conn)
-    return state
+    return state, first_new
 
 
 def _refresh_nav_flags(conn, files, beir_notes, written: list[Note]) -> None:
@@ -372,6 +375,7 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
             refresh_communities_now: bool = False) -> IndexReport:
     conn = connect(db)
     migrate(conn)
+    previous_layout = current_layout(conn, db)      # lends the next layout file the vectors that stay
     report = IndexReport(db=str(db), mode="incremental", skipped=skipped)
     known = {r[0]: (r[1], r[2], r[3]) for r in conn.execute("SELECT id, content_hash, size, mtime_ns FROM notes")}
     to_write: list[Note] = []
@@ -411,13 +415,15 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
                                    str(i) for ids in kept.values() for i in ids))) if kept else frozenset())
         with atomic(conn):
             if deleted or to_write:
-                report.communities = _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats,
-                                                  prepared, kept)
+                report.communities, first_new = _write_delta(conn, emb, cache, progress, deleted, to_write,
+                                                             known, stats, prepared, kept)
             conn.executemany("UPDATE notes SET size = ?, mtime_ns = ? WHERE id = ?", touch)
             if not (deleted or to_write):
                 set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
                 bump_generation(conn)                  # nothing derived moved: only the stat columns
                 _keep_current(conn)
+                first_new = None                       # no chunk added: every vector stays
+            refresh_layout(conn, db, previous_layout, first_new)
         report.embedded = prepared["embedded"]
     if not short_tokens.is_built(conn):      # an index written before the table existed: add it now
         with atomic(conn):
@@ -439,6 +445,11 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
         _refresh_nav_flags(conn, files, beir_notes, to_write)
         with atomic(conn):                          # pairs are read from notes that are not index pages
             pair_table.build(conn)
+    if current_layout(conn, db) is None:     # an index written before the file existed, or a nav refresh
+        with atomic(conn):
+            if get_meta(conn, "generation_token") is None:    # written before the token existed
+                set_meta(conn, "generation_token", os.urandom(8).hex())
+            refresh_layout(conn, db)
     if refresh_communities_now:
         with atomic(conn):
             report.communities = refresh_communities(conn)

@@ -4,6 +4,7 @@ one way to look at a SQLite file that may be live (peek, sqlite_file_problem; do
 from __future__ import annotations
 
 import json
+import os
 import stat
 from contextlib import contextmanager
 from pathlib import Path
@@ -188,9 +189,12 @@ def set_meta(conn, key: str, value) -> None:
 
 def bump_generation(conn) -> int:
     """Inside a write transaction: count it. The searcher's reload stamp and the channel-list cache key
-    read this counter, which changes on every indexing commit (indexed_at has one-second resolution)."""
+    read this counter, which changes on every indexing commit (indexed_at has one-second resolution).
+    The token beside it is new on every commit too: a full rebuild starts again at generation 1, and the
+    layout file beside the index (layout.py) must never pass for the file of another build's generation 1."""
     n = int(get_meta(conn, "generation", 0)) + 1
     set_meta(conn, "generation", n)
+    set_meta(conn, "generation_token", os.urandom(8).hex())
     return n
 
 

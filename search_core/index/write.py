@@ -318,6 +318,11 @@ def write_entities(conn, emb, cache, progress) -> None:
     keep = 0
     while keep < min(len(want), len(have)) and tuple(have[keep]) == want[keep]:
         keep += 1
+    from search_core.index.layout import ENTITIES_KEPT
+    from search_core.index.store import get_meta, set_meta
+    # which rows this write left as they were, for the layout file (it lends their vectors, layout.py);
+    # stamped with the generation before this write's bump
+    set_meta(conn, ENTITIES_KEPT, {"generation": get_meta(conn, "generation", 0), "kept": keep})
     if keep == len(want) == len(have):
         return
     conn.execute("DELETE FROM entities WHERE id > ?", (keep,))

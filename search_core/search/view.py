@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 import numpy as np
 
 from search_core.index import ngram_postings, pair_table, short_tokens
 from search_core.ingest.graph import normalize_name
+from search_core.index.layout import read_layout
 from search_core.index.store import connect, get_meta, read_snapshot
 
 
@@ -37,26 +39,16 @@ def matvec(matrix: np.ndarray, v: np.ndarray) -> np.ndarray:
         return matrix @ v
 
 
-def _load_matrix(conn, table: str, place_of: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(row ids, vectors): rows in vault order when `place_of` (chunk id -> place, -1 for none) is given,
-    rows of no place after them by id; in row id order otherwise."""
+def _load_matrix(conn, table: str) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, vectors) of a vec0 table, in row id order: every row copied (a benchmark's baseline; a view
+    reads search_core.index.layout)."""
     ids, blobs = [], []
-    for rowid, blob in conn.execute(f"SELECT rowid, embedding FROM {table}"):
+    for rowid, blob in conn.execute(f"SELECT rowid, embedding FROM {table} ORDER BY rowid"):
         ids.append(rowid)
         blobs.append(blob)
     if not ids:
         return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
-    ids = np.asarray(ids, np.int64)
-    if place_of is not None:
-        known = (ids >= 0) & (ids < len(place_of))
-        key = np.full(len(ids), -1, np.int64)
-        key[known] = place_of[ids[known]]
-        key = np.where(key >= 0, key, len(place_of) + ids)
-        perm = np.argsort(key, kind="stable")
-        ids = ids[perm]
-        blobs = [blobs[i] for i in perm.tolist()]      # references: the bytes are joined once below
-    mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
-    return ids, mat
+    return np.asarray(ids, np.int64), np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
 
 
 def vault_relative(note_id: str, path: str | None) -> str | None:
@@ -85,24 +77,254 @@ class ViewCaches:
     term_pairs: dict | None = None                     # Latin phrase -> paired Korean terms (None: not yet read)
 
 
+class NoteRow(Mapping):
+    """One note's row as a read-only mapping: title, aliases, tags, summary, is_nav, nav_reason, path. The JSON
+    lists and the path are decoded when first asked for (a pass over every note for its index-page flag
+    reads one field of each)."""
+
+    __slots__ = ("_row", "_done")
+    KEYS = ("title", "aliases", "tags", "summary", "is_nav", "nav_reason", "path")
+
+    def __init__(self, row: tuple):
+        self._row, self._done = row, None        # row: (id, path, title, aliases, tags, summary, nav_reason)
+
+    def __getitem__(self, key):
+        r = self._row
+        if key == "title":
+            return r[2]
+        if key == "nav_reason":
+            return r[6]
+        if key == "is_nav":
+            return bool(r[6])
+        if key == "summary":
+            return r[5]
+        if key in ("aliases", "tags", "path"):
+            if self._done is None:
+                self._done = {"aliases": json.loads(r[3]), "tags": json.loads(r[4]), "path": vault_relative(r[0], r[1])}
+            return self._done[key]
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(self.KEYS)
+
+    def __len__(self) -> int:
+        return len(self.KEYS)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class NoteRows(Mapping):
+    """The notes table as a mapping note id -> {title, aliases, tags, summary, is_nav, nav_reason, path}, read
+    on demand through the view's connection (its snapshot): a search reads the few notes its lists name,
+    not all of them. Iterating reads every row once (in the table's order, as a full read always gave)."""
+
+    COLUMNS = "id, path, title, aliases, tags, summary, nav_reason"
+
+    def __init__(self, conn):
+        self._conn = conn
+        self._rows: dict[str, NoteRow | None] = {}      # None: no such note
+        self._all: dict[str, NoteRow] | None = None
+        self._count: int | None = None
+
+    def __getitem__(self, nid):
+        if self._all is not None:
+            return self._all[nid]
+        if nid not in self._rows:
+            row = self._conn.execute(f"SELECT {self.COLUMNS} FROM notes WHERE id = ?", (nid,)).fetchone() \
+                if isinstance(nid, str) else None
+            self._rows[nid] = NoteRow(row) if row else None
+        rec = self._rows[nid]
+        if rec is None:
+            raise KeyError(nid)
+        return rec
+
+    def __contains__(self, nid) -> bool:
+        try:
+            self[nid]
+        except KeyError:
+            return False
+        return True
+
+    def load_all(self) -> dict[str, NoteRow]:
+        if self._all is None:
+            have = {k: v for k, v in self._rows.items() if v is not None}
+            self._all = {row[0]: have.get(row[0]) or NoteRow(row)
+                         for row in self._conn.execute(f"SELECT {self.COLUMNS} FROM notes")}
+            self._rows = {}
+        return self._all
+
+    def __iter__(self):
+        return iter(self.load_all())
+
+    def __len__(self) -> int:
+        if self._all is not None:
+            return len(self._all)
+        if self._count is None:
+            self._count = self._conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+        return self._count
+
+
+class ChunkNotes(Mapping):
+    """chunk id -> note id, from the layout's arrays (vault order); iterates in vault order. Holds the arrays,
+    not the view: no reference cycle keeps a dropped view (and its snapshot) alive until a collection."""
+
+    def __init__(self, place_of: np.ndarray, chunk_at: np.ndarray, note_start: np.ndarray, note_ids: tuple):
+        self._place_of, self._chunk_at, self._note_start, self._note_ids = place_of, chunk_at, note_start, note_ids
+
+    def __getitem__(self, cid):
+        try:
+            cid = int(cid)
+        except (TypeError, ValueError):
+            raise KeyError(cid) from None
+        place = self._place_of[cid] if 0 <= cid < len(self._place_of) else -1
+        if place < 0:
+            raise KeyError(cid)
+        return self._note_ids[int(np.searchsorted(self._note_start, place, side="right")) - 1]
+
+    def __iter__(self):
+        return iter(self._chunk_at.tolist())
+
+    def __len__(self) -> int:
+        return len(self._chunk_at)
+
+
+class NoteChunks(Mapping):
+    """note id -> its chunk ids in ord order, from the layout's arrays."""
+
+    def __init__(self, chunk_at: np.ndarray, note_start: np.ndarray, note_ids: tuple):
+        self._chunk_at, self._note_start, self._note_ids = chunk_at, note_start, note_ids
+        self._index: dict[str, int] | None = None
+
+    def index_of(self, nid) -> int | None:
+        """The note's position in vault order (None: a note without chunks, or none at all)."""
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self._note_ids)}
+        return self._index.get(nid)
+
+    def __getitem__(self, nid) -> list[int]:
+        i = self.index_of(nid)
+        if i is None:
+            raise KeyError(nid)
+        return self._chunk_at[int(self._note_start[i]):int(self._note_start[i + 1])].tolist()
+
+    def __iter__(self):
+        return iter(self._note_ids)
+
+    def __len__(self) -> int:
+        return len(self._note_ids)
+
+
+class _OnDemand(Mapping):
+    """A table read per key through the view's connection, each answer kept: `_read(key)` -> value, or None
+    for no such key; iterating or counting reads every key (`_keys()`)."""
+
+    def __init__(self, conn):
+        self._conn, self._got, self._all_keys = conn, {}, None
+
+    def _read(self, key):
+        raise NotImplementedError
+
+    def _keys(self) -> list:
+        raise NotImplementedError
+
+    def __getitem__(self, key):
+        if key not in self._got:
+            self._got[key] = self._read(key)
+        if self._got[key] is None:
+            raise KeyError(key)
+        return self._got[key]
+
+    def __iter__(self):
+        if self._all_keys is None:
+            self._all_keys = self._keys()
+        return iter(self._all_keys)
+
+    def __len__(self) -> int:
+        if self._all_keys is None:
+            self._all_keys = self._keys()
+        return len(self._all_keys)
+
+    def __bool__(self) -> bool:
+        """Whether the table has a row at all: one row read, not every key (`community or {}` asks this)."""
+        if self._all_keys is not None:
+            return bool(self._all_keys)
+        return self._any()
+
+    def _any(self) -> bool:
+        return len(self) > 0
+
+
+class _Links(_OnDemand):
+    """note id -> the notes it links to (key "src") or that link to it (key "dst"), self-links left out."""
+
+    def __init__(self, conn, key: str):
+        super().__init__(conn)
+        self._key, self._other = key, "dst" if key == "src" else "src"
+
+    def _read(self, nid):
+        return {r[0] for r in self._conn.execute(f"SELECT {self._other} FROM links WHERE {self._key} = ? AND "
+                                                 "dst IS NOT NULL AND dst != src", (nid,))} or None
+
+    def _keys(self):
+        return [r[0] for r in self._conn.execute(f"SELECT DISTINCT {self._key} FROM links "
+                                                 "WHERE dst IS NOT NULL AND dst != src")]
+
+
+class _Communities(_OnDemand):
+    def _read(self, nid):
+        row = self._conn.execute("SELECT community FROM communities WHERE note_id = ?", (nid,)).fetchone()
+        return row[0] if row else None
+
+    def _keys(self):
+        return [r[0] for r in self._conn.execute("SELECT note_id FROM communities")]
+
+    def _any(self) -> bool:
+        return self._conn.execute("SELECT 1 FROM communities LIMIT 1").fetchone() is not None
+
+
+class _TagMembers(_OnDemand):
+    """normalised tag -> the notes carrying it (as written in any case or spacing), in note id order."""
+
+    def __init__(self, conn):
+        super().__init__(conn)
+        self._names: dict[str, list[str]] | None = None
+
+    def _keys(self):
+        if self._names is None:
+            self._names = defaultdict(list)
+            for (tag,) in self._conn.execute("SELECT DISTINCT tag FROM belongs_to"):
+                self._names[normalize_name(tag)].append(tag)
+        return list(self._names)
+
+    def _read(self, norm):
+        self._keys()
+        tags = self._names.get(norm)
+        if not tags:
+            return None
+        return [r[0] for r in self._conn.execute(f"SELECT note_id FROM belongs_to WHERE tag IN "
+                                                 f"({','.join('?' * len(tags))}) ORDER BY note_id, tag", tags)]
+
+
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
         self._owns_conn = False
         with read_snapshot(conn):        # every SELECT below sees one commit, never half of an update
             self._load(conn)
+            self.notes.load_all()        # the snapshot ends here: read now what a view.open() reads on demand
 
     @classmethod
     def open(cls, db) -> IndexView:
         """A view on a connection of its own that stays inside the read transaction the view was loaded in
-        until close(): FTS5, posting-list and chunk reads through `view.conn` see the same commit as the
-        arrays here, whatever is written meanwhile (WAL: the writer does not wait for this reader)."""
+        until close(): FTS5, posting-list, note and chunk reads through `view.conn` see the same commit as
+        the arrays here, whatever is written meanwhile (WAL: the writer does not wait for this reader)."""
         conn = connect(db)
         view = cls.__new__(cls)
         view.conn, view._owns_conn = conn, True
         try:
             conn.execute("BEGIN")        # deferred: the snapshot is the one the first SELECT below reads
-            view._load(conn)
+            view._load(conn, db)
         except BaseException:
             conn.close()
             raise
@@ -113,66 +335,60 @@ class IndexView:
         if self._owns_conn:
             self.conn.close()            # ends the read transaction: SQLite may checkpoint past it
 
-    def _load(self, conn):
+    def _load(self, conn, db=None):
         self.caches = ViewCaches()
         self.fingerprint = get_meta(conn, "fingerprint")
         self.generation = get_meta(conn, "generation", 0)
         self.indexed_at = get_meta(conn, "indexed_at")
         self.vault = get_meta(conn, "vault")       # the vault's absolute path when built from a folder
-        self.notes: dict[str, dict] = {}
-        for nid, path, title, aliases, tags, summary, nav_reason in conn.execute(
-                "SELECT id, path, title, aliases, tags, summary, nav_reason FROM notes"):
-            self.notes[nid] = {"title": title, "aliases": json.loads(aliases), "tags": json.loads(tags),
-                               "summary": summary, "is_nav": bool(nav_reason), "nav_reason": nav_reason,
-                               "path": vault_relative(nid, path)}
-        self.chunk_note: dict[int, str] = {}
-        self.note_chunks: dict[str, list[int]] = defaultdict(list)
-        for cid, nid in conn.execute("SELECT id, note_id FROM chunks ORDER BY note_id, ord"):
-            self.chunk_note[cid] = nid
-            self.note_chunks[nid].append(cid)
+        # vectors and the vault's order: mapped from the file beside the index when it is of this commit,
+        # else read from SQLite (search_core.index.layout); `layout_source` says which, and why
+        layout, self.layout_source = read_layout(conn, db)
+        self.note_ids, self.note_start = layout.note_ids, layout.note_start
         # Vault order: a chunk's place in (note id, ord) order. Row ids follow the edit history (an update
         # appends), so every tie in the read path is broken by this place instead: an updated index and a
         # fresh build of the same vault then answer alike. chunk_at[place] -> chunk id; place_of[chunk id]
         # -> place (-1: no such chunk).
-        self.chunk_at = np.fromiter(self.chunk_note, np.int64, len(self.chunk_note))
+        self.chunk_at = layout.chunk_at
         self.place_of = np.full(int(self.chunk_at.max()) + 1 if len(self.chunk_at) else 0, -1, np.int64)
         self.place_of[self.chunk_at] = np.arange(len(self.chunk_at))
+        self.notes = NoteRows(conn)
+        self.chunk_note = ChunkNotes(self.place_of, self.chunk_at, self.note_start, self.note_ids)
+        self.note_chunks = NoteChunks(self.chunk_at, self.note_start, self.note_ids)
         # matrix rows in vault order too: a stable sort over them breaks ties in vault order, and a row's
         # product with the query is computed at the same position in both indexes
-        self.vec_ids, self.matrix = _load_matrix(conn, "chunk_vec", self.place_of)
-        self.row_of = {int(c): i for i, c in enumerate(self.vec_ids)}
-        self.vec_note = np.array([self.chunk_note.get(int(c), "") for c in self.vec_ids], dtype=object)
+        self.vec_ids, self.matrix = layout.vec_ids, layout.matrix
+        top = max(int(self.vec_ids.max()) + 1 if len(self.vec_ids) else 0, len(self.place_of))
+        self.row_of_chunk = np.full(top, -1, np.int64)          # chunk id -> matrix row (-1: no vector)
+        self.row_of_chunk[self.vec_ids] = np.arange(len(self.vec_ids))
         # entities grouped by normalised name: one row per name, with the notes it names (title/alias)
         # and whether it is a tag. One name can stand for many notes (30 passages of one PDF).
-        ent_ids, ent_mat = _load_matrix(conn, "entity_vec")
-        row_of_ent = {int(e): i for i, e in enumerate(ent_ids)}
+        ent_ids, ent_mat = layout.entity_ids, layout.entity_matrix
+        ent_row = np.full(int(ent_ids.max()) + 1 if len(ent_ids) else 0, -1, np.int64)
+        ent_row[ent_ids] = np.arange(len(ent_ids))
         self.entity_names: list[str] = []
         self.entity_targets: dict[str, dict] = {}
         rows = []
-        for eid, name, norm, kind, nid in conn.execute("SELECT id, name, norm, kind, note_id FROM entities ORDER BY id"):
+        for eid, norm, kind, nid in conn.execute("SELECT id, norm, kind, note_id FROM entities ORDER BY id"):
             t = self.entity_targets.get(norm)
             if t is None:
                 t = self.entity_targets[norm] = {"notes": [], "tag": False}
                 self.entity_names.append(norm)
-                rows.append(row_of_ent.get(eid, -1))      # -1: no vector (a zero row, never similar)
+                rows.append(int(ent_row[eid]) if eid < len(ent_row) else -1)   # -1: no vector (a zero row)
             if kind == "tag":
                 t["tag"] = True
             elif nid not in t["notes"]:
                 t["notes"].append(nid)
         if len(ent_ids):
-            padded = np.vstack([ent_mat, np.zeros((1, ent_mat.shape[1]), ent_mat.dtype)])
-            self.entity_matrix = padded[[r if r >= 0 else len(ent_ids) for r in rows]]
+            rows = np.asarray(rows, np.int64)
+            self.entity_matrix = np.zeros((len(rows), ent_mat.shape[1]), np.float32)
+            self.entity_matrix[rows >= 0] = ent_mat[rows[rows >= 0]]
         else:
             self.entity_matrix = ent_mat
-        self.links_in: dict[str, set[str]] = defaultdict(set)
-        self.links_out: dict[str, set[str]] = defaultdict(set)
-        for src, dst in conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL AND dst != src"):
-            self.links_out[src].add(dst)
-            self.links_in[dst].add(src)
-        self.tag_members: dict[str, list[str]] = defaultdict(list)
-        for nid, tag in conn.execute("SELECT note_id, tag FROM belongs_to ORDER BY note_id"):
-            self.tag_members[normalize_name(tag)].append(nid)
-        self.community = dict(conn.execute("SELECT note_id, community FROM communities"))
+        self.links_in = _Links(conn, "dst")
+        self.links_out = _Links(conn, "src")
+        self.tag_members = _TagMembers(conn)
+        self.community = _Communities(conn)
 
     def short_index(self):
         """LIKE-exact lookups for 1-2 character tokens without scanning the table: the posting lists
@@ -201,20 +417,32 @@ class IndexView:
             self.caches.term_pairs = pair_table.load(self.conn)
         return self.caches.term_pairs
 
+    def _note_rows(self, note_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(the note's chunk ids in ord order, their matrix rows: -1 for no vector), None for no chunks."""
+        i = self.note_chunks.index_of(note_id)
+        if i is None:
+            return None
+        cids = self.chunk_at[int(self.note_start[i]):int(self.note_start[i + 1])]
+        return cids, self.row_of_chunk[cids]
+
     def cosine(self, qvec: np.ndarray, note_id: str, chunk_id: int | None) -> float:
         """Cosine of the query with the chunk, or with the note's closest embedded chunk."""
-        if chunk_id is not None and chunk_id in self.row_of:
-            return float(self.matrix[self.row_of[chunk_id]] @ qvec)
-        rows = [self.row_of[c] for c in self.note_chunks.get(note_id, []) if c in self.row_of]
-        return float(matvec(self.matrix[rows], qvec).max()) if rows else 0.0
+        if chunk_id is not None and 0 <= chunk_id < len(self.row_of_chunk) and (row := self.row_of_chunk[chunk_id]) >= 0:
+            return float(self.matrix[row] @ qvec)
+        got = self._note_rows(note_id)
+        rows = got[1][got[1] >= 0] if got is not None else ()
+        return float(matvec(self.matrix[rows], qvec).max()) if len(rows) else 0.0
 
     def best_chunk(self, qvec: np.ndarray, note_id: str) -> int | None:
-        cids = [c for c in self.note_chunks.get(note_id, []) if c in self.row_of]
-        if not cids:
-            chunks = self.note_chunks.get(note_id)
-            return chunks[0] if chunks else None
-        sims = matvec(self.matrix[[self.row_of[c] for c in cids]], qvec)
-        return cids[int(np.argmax(sims))]
+        got = self._note_rows(note_id)
+        if got is None:
+            return None
+        cids, rows = got
+        has = rows >= 0
+        if not has.any():
+            return int(cids[0])
+        sims = matvec(self.matrix[rows[has]], qvec)
+        return int(cids[has][int(np.argmax(sims))])
 
 
 class ShortTokenIndex:
