@@ -306,7 +306,7 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
     lg.close()
     st = status(runs)
     assert st["daemon"]["running"] is False and st["jobs"][0]["last_outcome"] == "stopped"
-    assert "signal 15: stopping at the next round boundary" in (runs / "daemon.log").read_text()
+    assert "signal 15: stopping at the running job's next step" in (runs / "daemon.log").read_text()
 
 
 @pytest.mark.slow
