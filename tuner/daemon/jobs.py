@@ -131,6 +131,9 @@ def job_sweep(d, spec, scheduled, rid):
             start = active.config if active else load_config(s.get("start_config"))
             db = str(active.index) if active and active.index else s["db"]
             night = prepare_night_gold(d.cfg, db, progress=progress)
+            if d.stop.is_set():         # making the vault's questions took a while; the sweep has not begun
+                raise StopRequested("the sweep had not begun (the night's questions were made; the next night "
+                                    "reuses them)")
             evidence = night.to_json()
             params = dataclasses.replace(sweep_params(s, db, Path(d.cfg.runs), budget), gold=night.gold,
                                          holdout=night.holdout, split=None)

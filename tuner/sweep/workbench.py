@@ -201,7 +201,7 @@ class Workbench:
             else:
                 if not self.calibration_queries:
                     raise SearchCoreError("no questions to calibrate the cost model on (the tuning set is empty)")
-                cal = calibrate(s, self.calibration_queries, progress=self.progress)
+                cal = calibrate(s, self.calibration_queries, progress=self.progress, stop=self.stop)
                 self._event(f"cost model: calibrated {cfg.embedder} on this machine in {cal.seconds:.1f} s "
                             f"({cal.questions} questions x {cal.passes} passes), key {cal.key}"
                             + (" (--recalibrate)" if self.recalibrate else ""))

@@ -380,3 +380,24 @@ def _default_rule():
     """The keep rule run_sweep's sweeps decide by (SweepParams' defaults)."""
     from tuner.sweep.loop import SweepParams
     return SweepParams(db="x", gold="x", space="x", rounds=1).rule()
+
+
+def test_a_cost_calibration_asked_to_stop_ends_before_its_next_question_and_stores_nothing(demo_index, tmp_path):
+    """The first night's calibration takes minutes on a busy machine; the daemon's stop must not wait for it."""
+    from search_core import StopRequested
+    from search_core.config import SearchConfig
+    from tuner.evaluation.cost_model import calibrate
+    from tuner.sweep.workbench import Workbench
+    from tuner.data.gold import load_gold
+    queries = [q.query for q in load_gold(ROOT / "experiments/gold/demo-tune.yaml").questions[:8]]
+    bench = Workbench(str(demo_index), vault=str(DEMO_VAULT), index_dir=str(tmp_path / "indexes"),
+                      cost_store=CostStore(tmp_path / "cost-model"), calibration_queries=queries)
+    asked = []
+    bench.stop = lambda: asked.append(1) or len(asked) > 3
+    with pytest.raises(StopRequested, match="stopped before question 4 of 8"):
+        bench.cost_for(SearchConfig(embedder=bench.base_embedder))
+    assert not list((tmp_path / "cost-model").glob("*")), "a calibration cut short was stored"
+    s, _ = bench.searcher_for(bench.base_embedder)
+    asked.clear()
+    with pytest.raises(StopRequested, match="stopped in pass 1 of 1"):
+        calibrate(s, queries, passes=1, stop=lambda: asked.append(1) or len(asked) > len(queries) + 2)
