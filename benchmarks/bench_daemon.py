@@ -5,8 +5,8 @@
   C. a daemon whose sweep is a cron job 60-120 s away: how late it starts (target <= 5 s); then kill -9 at a
      random round and a restart: rounds lost (target: at most the round in flight; none is lost or doubled)
   D. SIGTERM to exit in each job of the daemon's job table (target <= 10 s): a real daemon runs one job on the
-     demo vault (e5-small), SIGTERM lands at a random moment 0-3 s after the job started; --runs N per job,
-     median and spread, the load beside them
+     demo vault (e5-small), SIGTERM lands at a random moment 0-3 s after the job started (a sweep: 0-90 s);
+     --runs N per job, median and spread, the load beside them
 
     python benchmarks/bench_daemon.py [--parts ABCD] [--db INDEX] [--runs 5] [--work DIR]
     (default index: the demo vault, built here; --work: where part D builds its indexes and ledgers)
@@ -196,6 +196,9 @@ def part_c(db: Path, seed: int = 0) -> dict:
 # -- D: SIGTERM to exit, per job ---------------------------------------------------------------------------
 CATCH_UP = 'cron = "0 0 1 1 *"\ngrace = "400d"\n'     # the last 1 January is within the grace: run once at start
 STOP_JOBS = ("index", "sweep", "report", "retest", "calibrate", "labels")
+# SIGTERM lands 0-3 s after the job started; a sweep's start (the night's questions, the first night's cost
+# calibration, round 0) takes a minute or more on a busy machine, so its signal lands anywhere in 0-90 s
+STOP_WITHIN_S = {"sweep": 90.0}
 
 
 def _stop_setup(work: Path) -> dict:
@@ -308,7 +311,8 @@ def part_d(work: Path, runs_per_job: int, seed: int, jobs=STOP_JOBS) -> dict:
     rnd = random.Random(seed)
     out = {}
     for job in jobs:
-        res = [_stop_run(job, setup, work / f"stop-{job}", rnd.uniform(0, 3)) for _ in range(runs_per_job)]
+        res = [_stop_run(job, setup, work / f"stop-{job}", rnd.uniform(0, STOP_WITHIN_S.get(job, 3.0)))
+               for _ in range(runs_per_job)]
         secs = [r["exit_s"] for r in res]
         out[job] = {**summary(secs), "outcomes": [r["outcome"] for r in res],
                     "load_1m": [r["load_1m"] for r in res], "runs": res}

@@ -21,9 +21,10 @@ DEFAULT_INDEX = "default-index"        # the path of the index `index` built las
 DB_ENV = "AUTORESEARCH_DB"             # the index every verb uses when --db is not given
 CACHE_ENV = "AUTORESEARCH_CACHE_DIR"   # the per-user cache folder (the embedding cache), when set
 CACHE_MAX_ENV = "AUTORESEARCH_CACHE_MAX_MB"   # the embedding cache's bound, in MB of vectors, when set
-# 1,024 MB of vectors: 700,000 e5-small texts (384 floats each), about 45,000 notes at 16 chunks a note; what
-# opening it costs at that size is in BENCHMARKS.md (the embedding cache)
-CACHE_MAX_MB = 1024
+# 512 MB of vectors: 350,000 e5-small texts (384 floats each), about 20,000 notes at 16 chunks a note. The
+# file is about 3x the vectors (a 1.5 KB vector spills to an overflow page), and opening it checks every page:
+# 500,000 texts are 2.2 GB and 5.0 s to open at load 20 on 2 cores (BENCHMARKS.md, the embedding cache)
+CACHE_MAX_MB = 512
 EMBED_CACHE = "embed-cache.sqlite"     # vectors by (model fingerprint, text hash), shared by every index
 
 
