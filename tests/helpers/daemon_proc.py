@@ -19,8 +19,15 @@ FAR = "0 0 1 1 *"        # 1 January: with a short grace never inside a test's l
 CATCH_UP = f'cron = "{FAR}"\ngrace = "400d"\n'    # last 1 January is within the grace: run once at start
 
 
-def spawn(config: Path, *extra) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tuner.cli", "daemon", "--config", str(config), *extra],
+# the daemon's command line with the test embedder registered, for a daemon that searches an index it built
+WITH_TEST_EMBEDDER = ("from search_core.models import register_embedder; "
+                      "from tests.helpers.fake_embedder import NAME, HashedNgramEmbedder; "
+                      "register_embedder(NAME, HashedNgramEmbedder); from tuner.cli import main; main()")
+
+
+def spawn(config: Path, *extra, test_embedder: bool = False) -> subprocess.Popen:
+    how = ["-c", WITH_TEST_EMBEDDER] if test_embedder else ["-m", "tuner.cli"]
+    return subprocess.Popen([sys.executable, *how, "daemon", "--config", str(config), *extra],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -1,6 +1,7 @@
-"""SIGTERM stops a real daemon process within seconds whatever job runs: an index build between two
-embedding batches (the next run resumes from the embedding cache), a sweep at its next round; no job
-queued behind it starts, and nothing is left half-written."""
+"""SIGTERM stops a real daemon process at the running job's next step, for every job in the daemon's table: an
+index build between two embedding batches (the next run resumes from the embedding cache), a sweep at its
+next round, a re-test before its next round, the calibration before its next search, the labels job and the
+report job before they write; no job queued behind it starts, and nothing is left half-written."""
 
 import os
 import shutil
@@ -208,4 +209,55 @@ def test_sigterm_while_the_reports_render_writes_none_of_them(tmp_path, demo_db)
     [run] = _rows(runs, "report")
     assert run["outcome"] == "stopped" and "were not written" in run["detail"]["note"], run
     assert not (runs / "reports").exists() or not list((runs / "reports").iterdir()), "a report was written"
+    assert _rows(runs, "labels") == [], "the labels job started after the stop"
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_report(tmp_path, demo_db):
+    """Frozen (SIGSTOP) as the weekly re-test starts, signalled, let go: it re-tests at most the round it
+    was in, writes no report, and the job queued behind it does not start."""
+    import signal
+    from search_core.config import SearchConfig
+    from tests.helpers.daemon_proc import CATCH_UP, log_has, wait_exit
+    from tests.helpers.sweeps import DEMO_HOLD, hand_set_calibrations, small_gold
+    from tuner.sweep.loop import Sweep, SweepParams
+    from tuner.sweep.rejected_audit import audit_data
+    runs = tmp_path / "runs"
+    (tmp_path / "space.toml").write_text(FUSION_SPACE)
+    tune, hold = small_gold(DEMO_TUNE, tmp_path / "tune.yaml", 2), small_gold(DEMO_HOLD, tmp_path / "hold.yaml", 3)
+    # as tests/tuner/reports' swept fixture: the looser rule from k = 60 leaves rejected rounds worth re-testing
+    p = SweepParams(db=str(demo_db), gold=str(tune), holdout=str(hold), space=str(tmp_path / "space.toml"),
+                    rounds=14, vault=str(DEMO_VAULT), index_dir=str(tmp_path / "indexes"), hit5_guard="count",
+                    noise_alpha=None)
+    hand_set_calibrations(p.cost_folder())
+    lg = Ledger(tmp_path / "ledger.sqlite")
+    sweep_id = Sweep(p, lg, start=SearchConfig(rrf_k=60)).run() and lg.sweeps()[-1]["id"]
+    lg.close()
+    marked = [x for x in audit_data(tmp_path / "ledger.sqlite", sweep_id).rejected if x.worth_retest]
+    assert len(marked) >= 2, "the sweep must leave two candidates worth re-testing, or this test checks nothing"
+    cfg = _weekly_config(tmp_path, demo_db, tune, hold, f"[jobs.retest]\n{CATCH_UP}[jobs.labels]\n{CATCH_UP}",
+                         ledger="ledger.sqlite")
+    proc = _spawn(cfg, test_embedder=True)
+    try:
+        assert _wait(lambda: log_has(runs, "job retest started") or proc.poll() is not None, 300, step=0.005), \
+            "the retest job never started"
+        proc.send_signal(signal.SIGSTOP)            # held while the signal lands (it loads the index first)
+        assert not log_has(runs, "job retest: "), "the job ended before it could be held; nothing was tested"
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+        wait_exit(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [run] = _rows(runs, "retest")
+    assert run["outcome"] == "stopped" and "the re-test stopped after" in run["detail"]["note"], run
+    lg = Ledger(tmp_path / "ledger.sqlite")
+    try:
+        [retest] = [s for s in lg.sweeps() if "retest" in s["id"]]
+        tested = len(lg.rounds(retest["id"])) - 1          # its round 0 is the baseline
+    finally:
+        lg.close()
+    assert retest["status"] == "retest stopped"
+    assert tested <= 1 < len(marked), f"{tested} of {len(marked)} rounds re-tested after the stop"   # 1: in flight
+    assert not list(runs.glob("reports/retest-*")), "a re-test report was written"
     assert _rows(runs, "labels") == [], "the labels job started after the stop"
