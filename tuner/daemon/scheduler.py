@@ -138,6 +138,7 @@ def holder_pid(runs: str | Path) -> int | None:
 # -- the run table --------------------------------------------------------------------------------------
 class RunTable:
     def __init__(self, runs: str | Path):
+        self.new = not (Path(runs) / RUNS_DB).exists()    # no daemon ever ran in this runs folder
         self.conn = connect(Path(runs) / RUNS_DB)
         self.conn.execute(RUNS_SCHEMA)
         self.lock = threading.Lock()
@@ -197,9 +198,12 @@ def last_fire(trigger, now: dt.datetime, lookback_s: float) -> dt.datetime | Non
     return last
 
 
-def catch_up_plan(cfg: DaemonConfig, table: RunTable, now: dt.datetime) -> list[tuple[str, dt.datetime, str]]:
+def catch_up_plan(cfg: DaemonConfig, table: RunTable, now: dt.datetime,
+                  first_start: bool = False) -> list[tuple[str, dt.datetime, str]]:
     """(job, scheduled time, why) to run once now, at start: a slot within its grace with no finished run,
-    or a run whose process died. Slots outside the grace are recorded as missed."""
+    or a run whose process died. Slots outside the grace are recorded as missed, except at a runs folder's
+    first start (`first_start`): a slot from before the daemon was ever set up was not missed, and `status`
+    would show "missed" for every job a new user has not yet had a night of."""
     plan = []
     for j in cfg.jobs:
         trig = j.trigger(cfg.tz)
@@ -217,7 +221,7 @@ def catch_up_plan(cfg: DaemonConfig, table: RunTable, now: dt.datetime) -> list[
         late = (now - slot).total_seconds()
         if late <= j.grace_s:
             plan.append((j.name, slot, f"catch-up: scheduled {_iso(slot)}, {late:.0f}s ago"))
-        elif not any(r["scheduled"] == _iso(slot) for r in table.rows(j.name, 50)):
+        elif not first_start and not any(r["scheduled"] == _iso(slot) for r in table.rows(j.name, 50)):
             table.missed(j.name, slot, f"the daemon was not running; {late:.0f}s late is past the grace of "
                                        f"{j.grace_s:.0f}s")
     return plan
@@ -340,7 +344,7 @@ class Daemon:
                 name = ev.job_id.split("-")[0]
                 self.table.missed(name, ev.scheduled_run_time, "later than its grace (clock jump or a long job before it)")
             sched.add_listener(on_missed, EVENT_JOB_MISSED)
-            for i, (name, slot, why) in enumerate(catch_up_plan(self.cfg, self.table, now)):
+            for i, (name, slot, why) in enumerate(catch_up_plan(self.cfg, self.table, now, self.table.new)):
                 log.info("%s: %s", name, why)
                 # in the config's order (index before sweep before report), as --start-in queues the night:
                 # jobs due at one instant run in no set order
