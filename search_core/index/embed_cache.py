@@ -119,6 +119,14 @@ class EmbeddingCache:
                 src.replace(Path(str(target) + suffix))
         self.set_aside, self.damage = target, why
 
+    def eviction_note(self) -> str | None:
+        """What this handle evicted, for the index report (None: nothing)."""
+        if not self.evicted:
+            return None
+        return (f"the embedding cache {self.path} reached its bound of {self.max_bytes / 2**20:g} MB of vectors: "
+                f"{self.evicted} text(s) used least recently were evicted (embedded again if an index needs them; "
+                "$AUTORESEARCH_CACHE_MAX_MB sets the bound)")
+
     def warning(self) -> str | None:
         if self.set_aside is None:
             return None

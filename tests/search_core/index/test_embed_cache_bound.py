@@ -119,3 +119,17 @@ def test_two_processes_writing_at_once_keep_one_exact_total_within_the_bound(tmp
     assert check == "ok"
     assert meta == total <= bound, (meta, total, bound)
     assert sum(int(out.strip()) for out, _ in outs) == 2400 - len(have), "a row went missing outside eviction"
+
+
+def test_an_index_that_evicts_says_so(tmp_path, monkeypatch):
+    from search_core.index.indexer import index_vault
+    from tests.helpers import SMALL_VAULT, write_vault
+    from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+    vault = write_vault(tmp_path / "vault", SMALL_VAULT)
+    first = index_vault(vault, tmp_path / "a.sqlite", embedder=FAKE_EMBEDDER)
+    assert not any("reached its bound" in w for w in first.warnings)
+    monkeypatch.setenv(CACHE_MAX_ENV, "0.001")        # about 1 KB: less than the vault's vectors
+    other = write_vault(tmp_path / "other", {k.replace(".md", "-2.md"): v + "\n\n다른 문단." for k, v in SMALL_VAULT.items()})
+    rep = index_vault(other, tmp_path / "b.sqlite", embedder=FAKE_EMBEDDER)
+    [note] = [w for w in rep.warnings if "reached its bound" in w]
+    assert "text(s) used least recently were evicted" in note and CACHE_MAX_ENV in note
