@@ -225,7 +225,9 @@ class Workbench:
         pair = (cfg.embedder, cfg.reranker)
         self.gate_models.pop(pair, None)
         self.gate_fitted.discard(pair)
-        per_query = self.evaluate(cfg, gold).per_query
+        # the whole tuning set searched once (a minute at load 20 on 295 questions): the daemon's stop is asked
+        # before each question
+        per_query = self.evaluate(cfg, gold, stop=self.stop).per_query
         chosen = s.use_gate(reranker=cfg.reranker)
         model = chosen.model
         if model is None:        # no gate file fits this index: fit one on the tuning set's gate features
@@ -235,7 +237,7 @@ class Workbench:
         self.gate_models[pair] = model
         return fit_threshold(per_query), model
 
-    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0) -> EvalResult:
+    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0, stop=None) -> EvalResult:
         """Latency (and the speed points) predicted by the cost model from each question's counted work
         (cost_for); the stopwatch's figures ride along as measured_*. timing_samples: repeat timed
         passes until the measured p95 stands on at least this many timings (it never decides)."""
@@ -249,4 +251,4 @@ class Workbench:
         s.use_gate(reranker=cfg.reranker, fitted=self.gate_models.get(pair) if pair in self.gate_fitted else None,
                    fitted_source="fitted by the sweep on the tuning set")
         return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
-                        min_timing_samples=timing_samples, cost=cost)
+                        min_timing_samples=timing_samples, cost=cost, stop=stop)

@@ -250,14 +250,13 @@ def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_repor
         if proc.poll() is None:
             proc.kill()
     [run] = _rows(runs, "retest")
-    assert run["outcome"] == "stopped" and "the re-test stopped after" in run["detail"]["note"], run
+    assert run["outcome"] == "stopped" and "stopped" in run["detail"]["note"], run
     lg = Ledger(tmp_path / "ledger.sqlite")
     try:
-        [retest] = [s for s in lg.sweeps() if "retest" in s["id"]]
-        tested = len(lg.rounds(retest["id"])) - 1          # its round 0 is the baseline
+        # stopped in its gate fit (before its baseline: no re-test sweep) or before a round
+        retests = [(s["status"], len(lg.rounds(s["id"])) - 1) for s in lg.sweeps() if "retest" in s["id"]]
     finally:
         lg.close()
-    assert retest["status"] == "retest stopped"
-    assert tested <= 1 < len(marked), f"{tested} of {len(marked)} rounds re-tested after the stop"   # 1: in flight
+    assert retests in ([], [("retest stopped", 0)], [("retest stopped", 1)]), (retests, len(marked))
     assert not list(runs.glob("reports/retest-*")), "a re-test report was written"
     assert _rows(runs, "labels") == [], "the labels job started after the stop"

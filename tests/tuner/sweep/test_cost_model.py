@@ -401,3 +401,25 @@ def test_a_cost_calibration_asked_to_stop_ends_before_its_next_question_and_stor
     asked.clear()
     with pytest.raises(StopRequested, match="stopped in pass 1 of 1"):
         calibrate(s, queries, passes=1, stop=lambda: asked.append(1) or len(asked) > len(queries) + 2)
+
+
+def test_fitting_a_sweeps_gate_stops_before_its_next_question_when_asked(demo_index, tmp_path):
+    """A sweep's start searches its whole tuning set once for the gate (a minute at load 20 on 295 questions):
+    the daemon's stop is asked before each question."""
+    from search_core import StopRequested
+    from search_core.config import SearchConfig
+    from tuner.sweep.workbench import Workbench
+    from tuner.data.gold import load_gold
+    gold = load_gold(ROOT / "experiments/gold/demo-tune.yaml")
+    from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+    from tests.helpers.sweeps import HAND_SET_UNITS
+    # the cost model is stored: no calibration runs first
+    hand_set_calibrations(tmp_path / "cost-model", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
+    bench = Workbench(str(demo_index), vault=str(DEMO_VAULT), index_dir=str(tmp_path / "indexes"),
+                      cost_store=CostStore(tmp_path / "cost-model"),
+                      calibration_queries=[q.query for q in gold.questions])
+    asked = []
+    bench.stop = lambda: asked.append(1) or len(asked) > 3
+    with pytest.raises(StopRequested, match=f"the evaluation stopped after 3 of {len(gold.questions)} questions"):
+        bench.fit_gate_for(SearchConfig(embedder=bench.base_embedder), gold)
+    assert bench.base_embedder not in {e for e, _ in bench.gate_models}, "a gate was chosen from a cut evaluation"
