@@ -4,8 +4,12 @@
   B. a daemon idling between jobs: CPU (% of one core over 30 s) and resident memory (targets < 1%, < 150 MiB)
   C. a daemon whose sweep is a cron job 60-120 s away: how late it starts (target <= 5 s); then kill -9 at a
      random round and a restart: rounds lost (target: at most the round in flight; none is lost or doubled)
+  D. SIGTERM to exit in each job of the daemon's job table (target <= 10 s): a real daemon runs one job on the
+     demo vault (e5-small), SIGTERM lands at a random moment 0-3 s after the job started (a sweep: 0-90 s);
+     --runs N per job, median and spread, the load beside them
 
-    python benchmarks/bench_daemon.py [--parts ABC] [--db INDEX]   (default index: the demo vault, built here)
+    python benchmarks/bench_daemon.py [--parts ABCD] [--db INDEX] [--runs 5] [--work DIR]
+    (default index: the demo vault, built here; --work: where part D builds its indexes and ledgers)
 Raw results: runs/bench/daemon.json
 """
 
@@ -189,14 +193,145 @@ def part_c(db: Path, seed: int = 0) -> dict:
             "sigterm_exit": code}
 
 
+# -- D: SIGTERM to exit, per job ---------------------------------------------------------------------------
+CATCH_UP = 'cron = "0 0 1 1 *"\ngrace = "400d"\n'     # the last 1 January is within the grace: run once at start
+STOP_JOBS = ("index", "sweep", "report", "retest", "calibrate", "labels")
+# SIGTERM lands 0-3 s after the job started; a sweep's start (the night's questions, the first night's cost
+# calibration, round 0) takes a minute or more on a busy machine, so its signal lands anywhere in 0-90 s
+STOP_WITHIN_S = {"sweep": 90.0}
+
+
+def _stop_setup(work: Path) -> dict:
+    """What the jobs read, made once: the demo vault's e5 index, a 40-note vault to index, a ledger whose sweep
+    left rounds worth re-testing (the looser keep rule, from k = 60, as tests/tuner/reports does), a recall
+    log with labelled calls."""
+    from search_core.config import SearchConfig
+    from search_core.index.indexer import index_vault
+    from search_core.recall.log import RecallLog, label_calls
+    from tuner.ledger.ledger import Ledger
+    from tuner.sweep.loop import Sweep, SweepParams
+    work.mkdir(parents=True, exist_ok=True)
+    db = work / "demo-e5.sqlite"
+    if not db.exists():
+        index_vault(DEMO / "demo-vault", db, cache=work / "cache.sqlite")
+    vault = work / "vault40"
+    if not vault.exists():
+        for f in sorted((DEMO / "demo-vault").rglob("*.md"))[:40]:
+            dst = vault / f.relative_to(DEMO / "demo-vault")
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(f, dst)
+    tune = _small_gold(DEMO / "gold" / "demo-tune.yaml", work / "tune.yaml", 1)
+    hold = _small_gold(DEMO / "gold" / "demo-holdout.yaml", work / "hold.yaml", 1)
+    ledger = work / "ledger.sqlite"
+    if not ledger.exists():
+        lg = Ledger(ledger)
+        p = SweepParams(db=str(db), gold=str(tune), holdout=str(hold), space=str(SPACE), rounds=30,
+                        index_dir=str(work / "indexes"), hit5_guard="count", noise_alpha=None)
+        Sweep(p, lg, start=SearchConfig(rrf_k=60)).run()
+        lg.close()
+    log = work / "recall-log.sqlite"
+    if not log.exists():
+        rl = RecallLog(log, retention_days=None)
+        ids = [rl.write({"ts": time.time(), "session": "s", "query": q, "injected": True,
+                         "top_scores": [{"note_id": top, "score": 0.03, "cosine": 0.8}],
+                         "features": {"probability": 0.7, "top_cos": 0.8}})
+               for q, top in (("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker"),
+                              ("부대찌개 끓이는 법 알려줘", "life/cooking/bulgogi"))]
+        rl.close()
+        label_calls(log, [(ids[0], "relevant"), (ids[1], "irrelevant")])
+    return {"db": db, "vault": vault, "tune": tune, "hold": hold, "ledger": ledger, "log": log}
+
+
+def _stop_run(job: str, setup: dict, root: Path, delay: float) -> dict:
+    """One daemon that runs `job` now; SIGTERM `delay` s after the job's run started; seconds to exit."""
+    from search_core.index.store import connect
+    from tuner.daemon.scheduler import RunTable
+    shutil.rmtree(root, ignore_errors=True)
+    runs = root / "runs"
+    runs.mkdir(parents=True)
+    db = root / "index.sqlite"
+    if job == "index":
+        db = runs / "index.sqlite"          # built from nothing, into a fresh embedding cache
+    else:
+        src, dst = connect(setup["db"], readonly=True), connect(db)
+        src.backup(dst)
+        src.close()
+        dst.close()
+    if job in ("report", "retest"):
+        src, dst = connect(setup["ledger"], readonly=True), connect(runs / "ledger.sqlite")
+        src.backup(dst)
+        src.close()
+        dst.close()
+    if job == "labels":
+        src, dst = connect(setup["log"], readonly=True), connect(runs / "recall-log.sqlite")
+        src.backup(dst)
+        src.close()
+        dst.close()
+    when = '[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n' if job == "sweep" else f"[jobs.{job}]\n{CATCH_UP}"
+    cfg = root / "daemon.toml"
+    cfg.write_text(f'[daemon]\ntimezone = "UTC"\nruns = "runs"\n[sweep]\nvault = "{setup["vault"] if job == "index" else DEMO / "demo-vault"}"\n'
+                   f'db = "{db}"\ngold = "{setup["tune"]}"\nholdout = "{setup["hold"]}"\nspace = "{SPACE}"\n'
+                   f'rounds = 400\n' + when)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTORESEARCH_CACHE_DIR": str(root / "user-cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "tuner.cli", "daemon", "--config", str(cfg),
+                             *(["--start-in", "0.5"] if job == "sweep" else [])],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def started():
+        if not (runs / "daemon.sqlite").exists():
+            return False
+        t = RunTable(runs)
+        try:
+            return bool(t.rows(job))
+        finally:
+            t.close()
+    try:
+        while not started() and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(delay)
+        load = os.getloadavg()[0]
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(900)
+        exit_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    t = RunTable(runs)
+    try:
+        row = t.rows(job)[0]
+    finally:
+        t.close()
+    return {"exit_s": round(exit_s, 2), "delay_s": round(delay, 2), "outcome": row["outcome"], "exit": proc.returncode,
+            "load_1m": round(load, 1)}
+
+
+def part_d(work: Path, runs_per_job: int, seed: int, jobs=STOP_JOBS) -> dict:
+    setup = _stop_setup(work)
+    rnd = random.Random(seed)
+    out = {}
+    for job in jobs:
+        res = [_stop_run(job, setup, work / f"stop-{job}", rnd.uniform(0, STOP_WITHIN_S.get(job, 3.0)))
+               for _ in range(runs_per_job)]
+        secs = [r["exit_s"] for r in res]
+        out[job] = {**summary(secs), "outcomes": [r["outcome"] for r in res],
+                    "load_1m": [r["load_1m"] for r in res], "runs": res}
+        print(f"D. {job}: SIGTERM to exit median {out[job]['p50']:.1f}s (min {out[job]['min']:.1f}, max "
+              f"{out[job]['max']:.1f}; outcomes {out[job]['outcomes']}, load {out[job]['load_1m']})", file=sys.stderr)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--parts", default="ABC")
     ap.add_argument("--db", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--runs", type=int, default=5, help="part D: daemon runs per job")
+    ap.add_argument("--jobs", default=",".join(STOP_JOBS), help="part D: which jobs")
+    ap.add_argument("--work", default=str(OUT / "stop"), help="part D: where its indexes and ledgers are built")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    db = Path(args.db) if args.db else demo_db()
+    db = Path(args.db) if args.db else (demo_db() if set(args.parts) & set("ABC") else None)
     res = {"machine": {"cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]}}
     if "A" in args.parts:
         res["A_reports_1000_rounds"] = part_a(db)
@@ -204,6 +339,8 @@ def main():
         res["B_idle"] = part_b(db)
     if "C" in args.parts:
         res["C_on_time_and_kill9"] = part_c(db, args.seed)
+    if "D" in args.parts:
+        res["D_sigterm_to_exit"] = part_d(Path(args.work), args.runs, args.seed, args.jobs.split(","))
     res["machine"]["load_1m_end"] = os.getloadavg()[0]
     print(json.dumps(res, indent=1))
     print(f"wrote {write_result('daemon-' + args.parts, res)}", file=sys.stderr)

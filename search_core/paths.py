@@ -20,6 +20,11 @@ DEMO = "demo"                          # the `demo` run's index, ledger and repo
 DEFAULT_INDEX = "default-index"        # the path of the index `index` built last: used when no --db is given
 DB_ENV = "AUTORESEARCH_DB"             # the index every verb uses when --db is not given
 CACHE_ENV = "AUTORESEARCH_CACHE_DIR"   # the per-user cache folder (the embedding cache), when set
+CACHE_MAX_ENV = "AUTORESEARCH_CACHE_MAX_MB"   # the embedding cache's bound, in MB of vectors, when set
+# 512 MB of vectors: 350,000 e5-small texts (384 floats each), about 20,000 notes at 16 chunks a note. The
+# file is about 3x the vectors (a 1.5 KB vector spills to an overflow page), and opening it checks every page:
+# 500,000 texts are 2.2 GB and 5.0 s to open at load 20 on 2 cores (BENCHMARKS.md, the embedding cache)
+CACHE_MAX_MB = 512
 EMBED_CACHE = "embed-cache.sqlite"     # vectors by (model fingerprint, text hash), shared by every index
 
 
@@ -81,6 +86,23 @@ def cache_dir() -> Path:
         return Path(own)
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "autoresearch"
+
+
+def embed_cache_max_bytes() -> int:
+    """The embedding cache's bound in bytes of vectors: $AUTORESEARCH_CACHE_MAX_MB, else CACHE_MAX_MB. Past it
+    the texts used least recently are evicted (embedded again if a vault needs them back)."""
+    from search_core import SearchCoreError
+    raw = os.environ.get(CACHE_MAX_ENV)
+    if raw is None or not raw.strip():
+        return CACHE_MAX_MB * 2**20
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = float("nan")
+    if not mb > 0 or mb == float("inf"):
+        raise SearchCoreError(f"{CACHE_MAX_ENV}={raw!r} is not a size; set it to the embedding cache's bound in MB "
+                              f"(a number above 0, e.g. {CACHE_MAX_MB}) or unset it for {CACHE_MAX_MB} MB")
+    return int(mb * 2**20)
 
 
 def embed_cache_file() -> Path:

@@ -2,6 +2,12 @@
 
 Re-indexing unchanged text never re-embeds, a full rebuild reuses it, and swapping back to a model
 costs nothing. Batches are committed as they finish, so Ctrl-C keeps the work already done.
+
+The cache is bounded (`max_bytes` of vectors; $AUTORESEARCH_CACHE_MAX_MB, default search_core.paths.CACHE_MAX_MB):
+each row carries the tick of the last transaction that wrote or read it, and a write that takes the total
+past the bound evicts the rows used least recently down to LOW_WATER of it. The total and the clock live in
+a `meta` table written in the same IMMEDIATE transaction as the rows, so two processes filling the cache at
+once keep one exact count (SQLite gives one writer at a time).
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from search_core.models.threads import embed_batches
 # (1.1, 1.18, 1.05 s per 500-character text at load 18 on 2 cores), so 4 costs nothing and bounds the wait
 # at 4.4 s there (about 0.5 s idle), where 2 workers x 16 took longer than the 10 s a stop is promised in.
 STOPPABLE_BATCH = 4
+# an eviction frees down to this share of the bound, so a vault that is being indexed past the bound evicts
+# once per tenth of the bound, not on every batch
+LOW_WATER = 0.9
 
 
 class _CacheDamaged(Exception):
@@ -39,8 +48,11 @@ def model_key(fingerprint: dict) -> str:
 
 
 class EmbeddingCache:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, max_bytes: int | None = None):
+        from search_core.paths import embed_cache_max_bytes
         self.path = Path(path)
+        self.max_bytes = embed_cache_max_bytes() if max_bytes is None else int(max_bytes)
+        self.evicted = 0                       # rows this handle evicted (for the index report)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.set_aside: Path | None = None     # where a damaged cache was moved, if it was
         self.damage = ""
@@ -70,12 +82,23 @@ class EmbeddingCache:
                 if problem is not None:
                     raise _CacheDamaged(f"not a SQLite file ({problem}: its header is damaged)")
             conn = connect(self.path)
-            conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash TEXT NOT NULL, "
-                         "vec BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID")
             rows = [r[0] for r in conn.execute("PRAGMA quick_check")]
             if rows != ["ok"]:
                 raise _CacheDamaged("; ".join(rows[:3]))
-            conn.execute("SELECT sum(length(vec)) FROM vectors").fetchone()
+            conn.execute("BEGIN IMMEDIATE")     # the schema and the total, against another process's writes
+            conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash TEXT NOT NULL, "
+                         "vec BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (model, text_hash)) "
+                         "WITHOUT ROWID")
+            if "used" not in {r[1] for r in conn.execute("PRAGMA table_info(vectors)")}:   # a cache from before the bound
+                conn.execute("ALTER TABLE vectors ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
+            conn.execute("CREATE INDEX IF NOT EXISTS vectors_by_use ON vectors (used)")
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+            # every row's length read once: a damaged page shows here, and the total the bound keeps is exact
+            # even when a writer that did not keep it (an older version) wrote since
+            total = conn.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors").fetchone()[0]
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('bytes', ?)", (total,))
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('clock', 0)")
+            conn.execute("COMMIT")
             return conn
         except sqlean.DatabaseError as e:
             if conn is not None:
@@ -96,28 +119,102 @@ class EmbeddingCache:
                 src.replace(Path(str(target) + suffix))
         self.set_aside, self.damage = target, why
 
+    def eviction_note(self) -> str | None:
+        """What this handle evicted, for the index report (None: nothing)."""
+        if not self.evicted:
+            return None
+        return (f"the embedding cache {self.path} reached its bound of {self.max_bytes / 2**20:g} MB of vectors: "
+                f"{self.evicted} text(s) used least recently were evicted (embedded again if an index needs them; "
+                "$AUTORESEARCH_CACHE_MAX_MB sets the bound)")
+
     def warning(self) -> str | None:
         if self.set_aside is None:
             return None
         return (f"the embedding cache {self.path} was damaged ({self.damage}); it was set aside as "
                 f"{self.set_aside} and a new cache was built (embeddings are recomputed once)")
 
+    def _tick(self) -> int:
+        """The next tick of the cache's clock, inside the caller's write transaction."""
+        self.conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'clock'")
+        return self.conn.execute("SELECT value FROM meta WHERE key = 'clock'").fetchone()[0]
+
     def get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        """The cached vectors of these hashes; the ones found are marked used now (what eviction spares)."""
         out: dict[str, np.ndarray] = {}
         for i in range(0, len(hashes), 500):
             part = hashes[i:i + 500]
-            q = f"SELECT text_hash, vec FROM vectors WHERE model = ? AND text_hash IN ({','.join('?' * len(part))})"
-            for h, blob in self.conn.execute(q, [model, *part]):
+            marks = ','.join('?' * len(part))
+            q = f"SELECT text_hash, vec FROM vectors WHERE model = ? AND text_hash IN ({marks})"
+            found = [(h, blob) for h, blob in self.conn.execute(q, [model, *part])]
+            for h, blob in found:
                 out[h] = np.frombuffer(blob, dtype=np.float32)
+            if found:
+                self.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    tick = self._tick()
+                    self.conn.execute(f"UPDATE vectors SET used = ? WHERE model = ? AND text_hash IN ({marks})",
+                                      [tick, model, *part])
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    self.conn.execute("ROLLBACK")
+                    raise
         return out
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
         # IMMEDIATE: the write lock is taken (or waited for, busy_timeout) up front; another process
-        # indexing into the same user cache writes its own batches between ours
+        # indexing into the same user cache writes its own batches between ours, and the total in `meta`
+        # is read and written by one of us at a time
+        rows = [(model, h, np.asarray(v, np.float32).tobytes()) for h, v in items.items()]
+        if not rows:
+            return
         self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                              [(model, h, np.asarray(v, np.float32).tobytes()) for h, v in items.items()])
-        self.conn.execute("COMMIT")
+        try:
+            hashes = [h for _, h, _ in rows]
+            have = set()
+            for i in range(0, len(hashes), 500):
+                part = hashes[i:i + 500]
+                have.update(h for (h,) in self.conn.execute(
+                    f"SELECT text_hash FROM vectors WHERE model = ? AND text_hash IN ({','.join('?' * len(part))})",
+                    [model, *part]))
+            added = sum(len(blob) for _, h, blob in rows if h not in have)   # a replaced row keeps its length
+            tick = self._tick()
+            self.conn.executemany("INSERT OR REPLACE INTO vectors (model, text_hash, vec, used) VALUES (?, ?, ?, ?)",
+                                  [(m, h, blob, tick) for m, h, blob in rows])
+            total = self.conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes' RETURNING value",
+                                      (added,)).fetchone()[0]
+            if total > self.max_bytes:
+                total -= self._evict(total - int(self.max_bytes * LOW_WATER), tick)
+                self.conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (total,))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def _evict(self, need: int, spare_tick: int) -> int:
+        """Delete the rows used least recently until `need` bytes are freed, sparing this write's own rows
+        (tick `spare_tick`); returns the bytes freed. Inside the caller's write transaction."""
+        freed, doomed = 0, []
+        cur = self.conn.execute("SELECT model, text_hash, length(vec) FROM vectors WHERE used < ? ORDER BY used",
+                                (spare_tick,))
+        try:
+            while freed < need:
+                page = cur.fetchmany(1000)
+                if not page:
+                    break
+                for model, h, size in page:
+                    if freed >= need:
+                        break
+                    doomed.append((model, h))
+                    freed += size
+        finally:
+            cur.close()                      # done reading before the rows are deleted
+        self.conn.executemany("DELETE FROM vectors WHERE model = ? AND text_hash = ?", doomed)
+        self.evicted += len(doomed)
+        return freed
+
+    def stored_bytes(self) -> int:
+        """Bytes of vectors in the cache, as the bound counts them."""
+        return self.conn.execute("SELECT value FROM meta WHERE key = 'bytes'").fetchone()[0]
 
     def embed(self, embedder, texts: list[str], *, batch: int = 32, progress=None) -> np.ndarray:
         """Vectors for passages, from the cache where present; new ones are embedded and stored per batch.

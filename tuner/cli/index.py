@@ -21,7 +21,8 @@ from tuner.cli.options import (db_option, fail, index_path, json_option, nonempt
 @click.option("--dense-per-note", type=click.IntRange(min=0), default=None, help="Vectors per note, 0 = every chunk (needs --full).")
 @click.option("--cache", type=SqlitePath("an embedding cache", reading=False), default=None,
               help="Embedding cache file (default: embed-cache.sqlite in $AUTORESEARCH_CACHE_DIR, else "
-                   "$XDG_CACHE_HOME/autoresearch, else ~/.cache/autoresearch; shared by every index).")
+                   "$XDG_CACHE_HOME/autoresearch, else ~/.cache/autoresearch; shared by every index; bounded at "
+                   "$AUTORESEARCH_CACHE_MAX_MB of vectors, default 512, the least recently used evicted).")
 @json_option("Print the report as JSON.")
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr: bars on a terminal, plain lines "
               "otherwise (default: on).")

@@ -151,6 +151,15 @@ class EvidenceSpec:
         return g.with_name(g.stem + ".from-log.yaml")
 
 
+def _bundled(path: str) -> bool:
+    """A file inside the package's bundled experiments folder (the demo's gold sets)."""
+    from tuner.data.bundled import EXPERIMENTS
+    try:
+        return Path(path).resolve().is_relative_to(EXPERIMENTS)
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class DaemonConfig:
     path: str
@@ -379,6 +388,9 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
         raise DaemonConfigError(f"{where}: " + "; ".join(missing) + "; fix the paths (relative ones are read from "
                                 f"{base})")
     evidence = _evidence(raw.get("evidence", {}), where, base, sweep)
+    if evidence.from_log is None and "gold" in sweep and _bundled(sweep["gold"]):
+        # the demo's gold set ships inside the package: the labels job keeps its calls in the runs folder
+        evidence = dataclasses.replace(evidence, from_log=str(Path(runs) / f"{Path(sweep['gold']).stem}.from-log.yaml"))
     cfg = DaemonConfig(str(path), tzname, str(runs), str(ledger), sweep, jobs, evidence)
     # a cron sweep with `until` may start late until its window closes
     fixed = []

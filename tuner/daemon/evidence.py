@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from search_core import SearchCoreError
+from search_core import SearchCoreError, StopRequested
 from search_core.files import atomic_write_text
 
 from tuner.data.gold import load_gold, split_gold
@@ -114,9 +114,10 @@ class LabelsRun:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
-def labels_to_gold(cfg, *, now: float | None = None) -> LabelsRun:
+def labels_to_gold(cfg, *, now: float | None = None, stop=None) -> LabelsRun:
     """The weekly `labels` job: labelled recall calls not yet kept become questions and probes, added to the
-    from-log file. Nothing labelled, or nothing new: the file is left as it is."""
+    from-log file. Nothing labelled, or nothing new: the file is left as it is. `stop()`, asked after the log
+    is read and before the file is written, ends the run with StopRequested and leaves the file as it was."""
     from search_core.paths import recall_log_file
     from tuner.data.log_gold import gold_from_log
     log_path = recall_log_file(cfg.runs)
@@ -141,6 +142,9 @@ def labels_to_gold(cfg, *, now: float | None = None) -> LabelsRun:
     header = (f"# Questions from use: recall calls a person labelled ({log_path}), kept by the daemon's weekly "
               "labels job.\n# Edit or prune freely: the next run keeps what is here and only adds calls it does not "
               "ask yet.\n")
+    if stop is not None and stop():
+        raise StopRequested(f"stopped before {len(lg.questions)} new question(s) were added to {out}; the next "
+                            "run adds them")
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, header + yaml.safe_dump({"name": out.stem, "questions": rows}, allow_unicode=True,
                                                    sort_keys=False, width=1000))

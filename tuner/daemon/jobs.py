@@ -8,7 +8,7 @@ import datetime as dt
 import logging
 from pathlib import Path
 
-from search_core import SearchCoreError
+from search_core import SearchCoreError, StopRequested
 from search_core.config import SearchConfig, load_config
 
 log = logging.getLogger("autoresearch.daemon")
@@ -22,18 +22,41 @@ def _ledger(d):
 
 
 def write_reports(d, sweep_id: str) -> dict:
-    """The morning report and the audit of `sweep_id`, in every format, under runs/reports/."""
+    """The morning report and the audit of `sweep_id`, in every format, under runs/reports/. Both are read
+    from the ledger and rendered in the six formats before any file is written, with the stop flag asked
+    between the steps (reading a 1,000-round sweep takes seconds): a stop ends it with StopRequested and
+    writes none of them, so a night's reports are all there or all from the run before."""
     from tuner.sweep.rejected_audit import audit_report
     from tuner.reports.sweep import sweep_report
-    from tuner.reports import FORMATS, emit
+    from tuner.reports.render import FORMATS, render, save
+
+    def check(step: str):
+        if d.stop.is_set():
+            raise StopRequested(f"the reports of sweep {sweep_id} were not written: stopped {step}")
+
     out = Path(d.cfg.runs) / "reports"
-    paths = {}
+    check("before reading the ledger")
     rep = sweep_report(d.cfg.ledger, sweep_id, d.cfg.runs)
+    log.info("report: read the morning report of sweep %s", sweep_id)
+    check("after reading the morning report")
     aud = audit_report(d.cfg.ledger, sweep_id, runs=d.cfg.runs)
+    log.info("report: read the audit of sweep %s", sweep_id)
+    texts = {}
     for fmt in FORMATS:
-        paths[f"sweep.{fmt}"] = emit(rep, fmt, out / f"sweep-{sweep_id}.{fmt}")
-        paths[f"audit.{fmt}"] = emit(aud, fmt, out / f"audit-{sweep_id}.{fmt}")
-    return paths
+        for kind, report in (("sweep", rep), ("audit", aud)):
+            check(f"with {len(texts)} of {2 * len(FORMATS)} rendered")
+            texts[(kind, fmt)] = render(report, fmt)
+    check(f"with all {len(texts)} rendered, before writing")
+    return {f"{kind}.{fmt}": save(text, out / f"{kind}-{sweep_id}.{fmt}") for (kind, fmt), text in texts.items()}
+
+
+def _reports_after_sweep(d, sweep_id: str):
+    """The sweep job's reports, or why there are none: a stop while they render leaves the promotion decided
+    (it is recorded) and the reports to the report job."""
+    try:
+        return write_reports(d, sweep_id)
+    except StopRequested as e:
+        return {"not_written": f"{e}; `autoresearch report sweep` or the report job writes them"}
 
 
 def sweep_params(s: dict, db: str, runs: Path, budget: float | None):
@@ -108,6 +131,9 @@ def job_sweep(d, spec, scheduled, rid):
             start = active.config if active else load_config(s.get("start_config"))
             db = str(active.index) if active and active.index else s["db"]
             night = prepare_night_gold(d.cfg, db, progress=progress)
+            if d.stop.is_set():         # making the vault's questions took a while; the sweep has not begun
+                raise StopRequested("the sweep had not begun (the night's questions were made; the next night "
+                                    "reuses them)")
             evidence = night.to_json()
             params = dataclasses.replace(sweep_params(s, db, Path(d.cfg.runs), budget), gold=night.gold,
                                          holdout=night.holdout, split=None)
@@ -126,7 +152,7 @@ def job_sweep(d, spec, scheduled, rid):
                                  searcher.db if searcher else None, d.cfg.runs,
                                  gate_model=sw.bench.gate_models.get((final.embedder, final.reranker)))
         detail["promotion"] = promo
-        detail["reports"] = write_reports(d, sw.id)
+        detail["reports"] = _reports_after_sweep(d, sw.id)
         return ("promoted" if promo["promoted"] else "declined"), detail
     finally:
         lg.close()
@@ -164,7 +190,7 @@ def decide_undecided(d, lg) -> dict | None:
     log.info("sweep %s had ended without a promotion decision (the daemon died after its last round): %s",
              info.id, promo["reason"])
     return {"sweep": info.id, "how": "decided after a restart", "status": info.status, "promotion": promo,
-            "reports": write_reports(d, info.id)}
+            "reports": _reports_after_sweep(d, info.id)}
 
 
 def _latest_tuning_sweep(d) -> str:
@@ -202,13 +228,13 @@ def job_calibrate(d, spec, scheduled, rid):
         from tuner.gate.calibrate import daemon_job
     except ImportError as e:        # a dependency of the calibration is missing from this install
         return "unavailable", {"why": f"tuner.gate.calibrate cannot be imported: {e}"}
-    return "ok", daemon_job(d.cfg)
+    return "ok", daemon_job(d.cfg, stop=d.stop.is_set, progress=log.info)
 
 
 def job_labels(d, spec, scheduled, rid):
     """Weekly: recall calls a person labelled become gold questions and probes beside the gold set."""
     from tuner.daemon.evidence import labels_to_gold
-    out = labels_to_gold(d.cfg)
+    out = labels_to_gold(d.cfg, stop=d.stop.is_set)
     log.info("labels: %s new question(s) and probes in %s%s", out.added, out.file, f" ({out.why})" if out.why else "")
     return "ok", out.to_json()
 

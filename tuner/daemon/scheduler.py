@@ -138,6 +138,7 @@ def holder_pid(runs: str | Path) -> int | None:
 # -- the run table --------------------------------------------------------------------------------------
 class RunTable:
     def __init__(self, runs: str | Path):
+        self.new = not (Path(runs) / RUNS_DB).exists()    # no daemon ever ran in this runs folder
         self.conn = connect(Path(runs) / RUNS_DB)
         self.conn.execute(RUNS_SCHEMA)
         self.lock = threading.Lock()
@@ -197,9 +198,12 @@ def last_fire(trigger, now: dt.datetime, lookback_s: float) -> dt.datetime | Non
     return last
 
 
-def catch_up_plan(cfg: DaemonConfig, table: RunTable, now: dt.datetime) -> list[tuple[str, dt.datetime, str]]:
+def catch_up_plan(cfg: DaemonConfig, table: RunTable, now: dt.datetime,
+                  first_start: bool = False) -> list[tuple[str, dt.datetime, str]]:
     """(job, scheduled time, why) to run once now, at start: a slot within its grace with no finished run,
-    or a run whose process died. Slots outside the grace are recorded as missed."""
+    or a run whose process died. Slots outside the grace are recorded as missed, except at a runs folder's
+    first start (`first_start`): a slot from before the daemon was ever set up was not missed, and `status`
+    would show "missed" for every job a new user has not yet had a night of."""
     plan = []
     for j in cfg.jobs:
         trig = j.trigger(cfg.tz)
@@ -217,7 +221,7 @@ def catch_up_plan(cfg: DaemonConfig, table: RunTable, now: dt.datetime) -> list[
         late = (now - slot).total_seconds()
         if late <= j.grace_s:
             plan.append((j.name, slot, f"catch-up: scheduled {_iso(slot)}, {late:.0f}s ago"))
-        elif not any(r["scheduled"] == _iso(slot) for r in table.rows(j.name, 50)):
+        elif not first_start and not any(r["scheduled"] == _iso(slot) for r in table.rows(j.name, 50)):
             table.missed(j.name, slot, f"the daemon was not running; {late:.0f}s late is past the grace of "
                                        f"{j.grace_s:.0f}s")
     return plan
@@ -266,9 +270,10 @@ class Daemon:
         log.info("job %s started (%s, scheduled %s, run #%d)", name, trigger, _iso(scheduled), rid)
         try:
             outcome, detail = JOBS[name](self, job, scheduled, rid)
-        except StopRequested as e:    # the stop flag, seen between two batches of an index build
-            outcome, detail = "stopped", {"note": f"stopped when asked ({e}); the next run resumes (embeddings "
-                                                  "already computed are in the embedding cache)"}
+        except StopRequested as e:    # the stop flag, seen at a job's next step (a StopRequested says which)
+            resume = ("; the next run resumes (embeddings already computed are in the embedding cache)"
+                      if name == "index" else "; the next scheduled run does it again")
+            outcome, detail = "stopped", {"note": f"stopped when asked ({e}){resume}"}
         except SearchCoreError as e:
             outcome, detail = "failed", {"error": str(e)}
         except Exception as e:   # a bug in one job must not end the daemon
@@ -280,6 +285,12 @@ class Daemon:
         # while it waits for running jobs, so a job calling get_jobs() at its end would deadlock the stop
         self.state_dirty = True
         return {"run": rid, "outcome": outcome, **detail}
+
+    def _on_signal(self, signum, frame):
+        # the flag first: a line in the log means the running job sees the stop from then on
+        self.stop.set()
+        log.info("signal %d: stopping at the running job's next step (a sweep's round, an index build's batch "
+                 "of embeddings, a search of the calibration, a report's render); no other job starts", signum)
 
     def write_state(self):
         jobs = []
@@ -312,9 +323,7 @@ class Daemon:
         exit_code = 0
         try:
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda s, f: (log.info("signal %d: stopping at the next round boundary of a "
-                                                          "sweep, or batch of an index build; no other job starts", s),
-                                                 self.stop.set()))
+                signal.signal(sig, self._on_signal)
             sched = BackgroundScheduler(jobstores={"default": MemoryJobStore()},
                                         executors={"default": ThreadPoolExecutor(1)}, timezone=self.cfg.tz)
             self.scheduler = sched
@@ -335,9 +344,12 @@ class Daemon:
                 name = ev.job_id.split("-")[0]
                 self.table.missed(name, ev.scheduled_run_time, "later than its grace (clock jump or a long job before it)")
             sched.add_listener(on_missed, EVENT_JOB_MISSED)
-            for name, slot, why in catch_up_plan(self.cfg, self.table, now):
+            for i, (name, slot, why) in enumerate(catch_up_plan(self.cfg, self.table, now, self.table.new)):
                 log.info("%s: %s", name, why)
-                sched.add_job(self.run_job, "date", run_date=now, args=[name, slot, why.split(":")[0]],
+                # in the config's order (index before sweep before report), as --start-in queues the night:
+                # jobs due at one instant run in no set order
+                at = now + dt.timedelta(seconds=0.01 * i)
+                sched.add_job(self.run_job, "date", run_date=at, args=[name, slot, why.split(":")[0]],
                               id=f"{name}-catchup", misfire_grace_time=None, coalesce=True, max_instances=1)
             sched.start()
             self.write_state()

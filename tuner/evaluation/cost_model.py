@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from search_core import SearchCoreError
+from search_core import SearchCoreError, StopRequested
 from search_core.search import channels as ch
 from search_core.config import SearchConfig
 from search_core.search.limits import cap_query
@@ -274,9 +274,16 @@ def solo_threads(embedder) -> int:
 
 
 def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth, passes: int = CALIBRATION_PASSES,
-              max_questions: int = CALIBRATION_QUESTIONS, seed: int = 0, progress=None) -> Calibration:
+              max_questions: int = CALIBRATION_QUESTIONS, seed: int = 0, progress=None, stop=None) -> Calibration:
     """Unit costs for `searcher`'s embedder and index on this machine, from `queries` (a tuning set's).
-    Each pass times every kind of work of every question once, the questions in a new seeded order."""
+    Each pass times every kind of work of every question once, the questions in a new seeded order.
+    `stop()`, asked before each question of each pass (the whole takes minutes on a busy machine: 156 s for
+    60 questions x 3 passes at load 17), ends it with StopRequested and nothing stored."""
+
+    def check(where: str):
+        if stop is not None and stop():
+            raise StopRequested(f"the cost calibration of {searcher.embedder_name} stopped {where}")
+
     if not queries:
         raise SearchCoreError("a cost calibration needs questions; the set has none")
     t_start = time.perf_counter()
@@ -290,7 +297,8 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
     solo_n = solo_threads(emb)
     cfg = SearchConfig(embedder=searcher.embedder_name, depth=depth)
     prepared = []
-    for q in qs:
+    for n, q in enumerate(qs):
+        check(f"before question {n + 1} of {len(qs)}")
         r = searcher.retrieve(q, depth)
         res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)
         work = search_work(searcher, r, cfg, res.fused)
@@ -306,6 +314,7 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
         order = list(range(len(prepared)))
         rng.shuffle(order)
         for i in order:
+            check(f"in pass {p + 1} of {passes}")
             q, r, work, capped, own = prepared[i]
             vec = r.qvec
             add(("solo", i), _ms(lambda: embed_with_threads(emb, [capped], is_query=True, threads=solo_n)))

@@ -389,13 +389,24 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Quest
                       measured if cost is not None else None, cost.key if cost is not None else None)
 
 
+def _until_stopped(questions, stop, total: int):
+    """The questions, with stop() asked before each: True raises StopRequested."""
+    from search_core import StopRequested
+    for i, q in enumerate(questions):
+        if stop():
+            raise StopRequested(f"the evaluation stopped after {i} of {total} questions")
+        yield q
+
+
 def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCache | None = None,
              score_cfg: ScoreConfig = ScoreConfig(), allow_missing: bool = False, audit: bool = True,
-             min_timing_samples: int = 0, cost=None, progress=None, gate: GateRequest | None = None) -> EvalResult:
+             min_timing_samples: int = 0, cost=None, progress=None, gate: GateRequest | None = None,
+             stop=None) -> EvalResult:
     """min_timing_samples: time repeated passes until every latency percentile stands on at least this
     many timings; quality metrics come from the first pass, they do not vary. cost: a
     cost_model.Calibration, whose prediction then stands for latency (build_result). gate: the gate every
-    search decides with (None: the searcher's own request)."""
+    search decides with (None: the searcher's own request). stop(): asked before each question of the first
+    pass; True ends the evaluation with StopRequested (the daemon's stop)."""
     from tuner.evaluation.fake_miss import possible_gold_gaps
 
     t0 = time.perf_counter()
@@ -403,6 +414,8 @@ def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCach
     getattr(searcher, "warm_up", lambda: None)()   # the model and view load are not a question's latency
     # progress (a tuner.progress.StageProgress): a line per few seconds over the questions' first pass
     asked = gold if progress is None else SimpleNamespace(questions=progress.iter(gold.questions, "questions"))
+    if stop is not None:
+        asked = SimpleNamespace(questions=_until_stopped(asked.questions, stop, len(gold.questions)))
     rows = run_queries(searcher, asked, cfg, cache, gate=gate)
     extra = repeat_timings(searcher, gold, cfg, timing_passes(len(rows), min_timing_samples) - 1,
                            wall=cache is None, gate=gate)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from search_core import SearchCoreError
+from search_core import SearchCoreError, StopRequested
 from search_core.percentiles import percentile
 from search_core.gate.features import GATE_FEATURES
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
@@ -90,10 +90,19 @@ def apply_label_file(calls: list[LogCall], pairs: list[tuple[int, str]]) -> list
     return [c if c.id not in labels else dataclasses.replace(c, label=labels[c.id]) for c in calls]
 
 
-def gold_rows(searcher, gold, cfg) -> list[LabelledRow]:
-    """Run a labelled set's questions through the search (features as the live gate sees them)."""
+PROGRESS_EVERY = 20       # questions between the calibration's progress lines
+
+
+def gold_rows(searcher, gold, cfg, *, stop=None, progress=None) -> list[LabelledRow]:
+    """Run a labelled set's questions through the search (features as the live gate sees them). `stop()`,
+    asked before each question, ends the run with StopRequested (the daemon's weekly job: one search is the
+    most a stop waits for); progress(line) after the first question and every PROGRESS_EVERY after it."""
     rows = []
-    for q in gold.questions:
+    for i, q in enumerate(gold.questions):
+        if stop is not None and stop():
+            raise StopRequested(f"calibration stopped after {i} of {len(gold.questions)} questions of {gold.name}")
+        if progress is not None and (i == 1 or (i and i % PROGRESS_EVERY == 0)):
+            progress(f"calibrate: searched {i} of {len(gold.questions)} questions of {gold.name}")
         res = searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index,
                                               pair_terms=cfg.pair_terms), cfg, snippets=False)
         rows.append(LabelledRow(gold.name, q.id, q.query, res.gate.features, not q.is_probe))
@@ -481,11 +490,11 @@ def _retirement(window: dict, traffic: dict) -> dict:
 
 def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: float | None,
                     gold_paths=(), call_labels=(), gate_path: str | Path | None = None,
-                    threshold_rule: str = THRESHOLD_RULE):
+                    threshold_rule: str = THRESHOLD_RULE, stop=None, progress=None):
     """The whole calibration of one index: read the log window (`log_path` None: labels alone), label
     calls, search the labelled gold sets, calibrate against the gate in force. Returns
     (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
-    both call this."""
+    both call this. stop, progress: as gold_rows takes them."""
     from search_core.config import SearchConfig, load_config
     from search_core.recall.config import active_config_path
     from search_core.recall.log import index_id
@@ -503,7 +512,7 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
             calls = apply_label_file(calls, list(call_labels))
         labelled = []
         for p in gold_paths:
-            labelled += gold_rows(searcher, load_gold(p), cfg)
+            labelled += gold_rows(searcher, load_gold(p), cfg, stop=stop, progress=progress)
         active = load_config(active_config_path(None))
         cal = calibrate(calls, labelled, model=choice.model, cos_threshold=searcher.embedder.default_threshold,
                         fingerprint=searcher.fingerprint,
@@ -546,11 +555,12 @@ WEEK_S = 7 * 86400
 SUGGEST_N = 20            # calls the weekly report asks a person to label: a sitting's worth
 
 
-def daemon_job(cfg) -> dict:
+def daemon_job(cfg, *, stop=None, progress=None) -> dict:
     """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
     plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
     (with the calls to label next, as `recall-log suggest` picks them) and a proposal; applying it stays
-    a person's decision (`autoresearch calibrate apply`)."""
+    a person's decision (`autoresearch calibrate apply`). `stop()` is asked before each search and before
+    anything is written: a stopped job writes no report and no proposal (StopRequested)."""
     from search_core.paths import recall_log_file
     from tuner.reports.calibration import calibration_report
     from tuner.promotion.promote import read_active
@@ -562,13 +572,15 @@ def daemon_job(cfg) -> dict:
     log_path = recall_log_file(runs)
     golds = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
     cal, calls, labelled, _ = calibrate_index(db, log_path=log_path if log_path.exists() else None,
-                                              since_s=WEEK_S, gold_paths=golds)
+                                              since_s=WEEK_S, gold_paths=golds, stop=stop, progress=progress)
     if log_path.exists():                    # the calls to label next, for the week's report
         from search_core.recall.suggest import suggest_from_log
         picks, gate = suggest_from_log(log_path, since_s=WEEK_S, n=SUGGEST_N, db=db)
         cal["suggestions"] = {"picks": [p.as_json() for p in picks.picks], "pool": picks.pool,
                               "labelled": picks.labelled, "scale": picks.scale,
                               "threshold": round(picks.threshold, 4), "gate": gate.source, "left_out": picks.left_out}
+    if stop is not None and stop():
+        raise StopRequested("calibration stopped before its report was written")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     proposal = None
     if cal["recommendation"].get("basis"):

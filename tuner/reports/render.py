@@ -144,6 +144,12 @@ def emit(report: Report, fmt: str, out: str | Path | None = None) -> str | None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return None
+    return save(text, out)
+
+
+def save(text: str, out: str | Path) -> str:
+    """Write a rendered report to `out` atomically and return the path (emit's write, for a caller that
+    renders several reports before it writes any)."""
     out = Path(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -253,8 +253,12 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                 raise StopRequested(f"the re-test stopped after {i - 1} of {len(marked)} rounds")
             of = f"{info.id}#{x.round}"
             t0 = time.perf_counter()
-            out = run_round(bench, gold, baseline, base_res, x.variable, x.new, p.rule(), space=space,
-                            ensure_gate=gate_model, timing_samples=p.timing_samples)
+            try:
+                out = run_round(bench, gold, baseline, base_res, x.variable, x.new, p.rule(), space=space,
+                                ensure_gate=gate_model, timing_samples=p.timing_samples)
+            except StopRequested:   # a model round's index build or gate fit, stopped: the round is not written
+                lg.set_status(new_id, "retest stopped", {"tested": i - 1, "of": len(marked)})
+                raise
             cand, res = out.candidate, out.result
             s = bench.searchers.get(cand.embedder)
             lg.append_round(Round(new_id, i, x.variable, getattr(baseline, x.variable), x.new, cand.as_dict(),

@@ -198,7 +198,7 @@ class Workbench:
             else:
                 if not self.calibration_queries:
                     raise SearchCoreError("no questions to calibrate the cost model on (the tuning set is empty)")
-                cal = calibrate(s, self.calibration_queries, progress=self.progress)
+                cal = calibrate(s, self.calibration_queries, progress=self.progress, stop=self.stop)
                 self._event(f"cost model: calibrated {cfg.embedder} on this machine in {cal.seconds:.1f} s "
                             f"({cal.questions} questions x {cal.passes} passes), key {cal.key}"
                             + (" (--recalibrate)" if self.recalibrate else ""))
@@ -222,7 +222,9 @@ class Workbench:
         pair = (cfg.embedder, cfg.reranker)
         self.gate_models.pop(pair, None)
         self.gate_fitted.discard(pair)
-        per_query = self.evaluate(cfg, gold).per_query
+        # the whole tuning set searched once (a minute at load 20 on 295 questions): the daemon's stop is asked
+        # before each question
+        per_query = self.evaluate(cfg, gold, stop=self.stop).per_query
         model = GateRequest().choose(s.fingerprint, cfg.reranker, s.db).model
         if model is None:        # no gate file fits this index: fit one on the tuning set's gate features
             model = fit_gate_model(per_query, s.fingerprint, cfg.reranker, gold.name)
@@ -231,7 +233,7 @@ class Workbench:
         self.gate_models[pair] = model
         return fit_threshold(per_query), model
 
-    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0) -> EvalResult:
+    def evaluate(self, cfg: SearchConfig, gold: GoldSet, *, timing_samples: int = 0, stop=None) -> EvalResult:
         """Latency (and the speed points) predicted by the cost model from each question's counted work
         (cost_for); the stopwatch's figures ride along as measured_*. timing_samples: repeat timed
         passes until the measured p95 stands on at least this many timings (it never decides)."""
@@ -243,4 +245,4 @@ class Workbench:
         gate = GateRequest(fitted=self.gate_models.get(pair) if pair in self.gate_fitted else None,
                            fitted_source="fitted by the sweep on the tuning set")
         return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
-                        min_timing_samples=timing_samples, cost=cost, gate=gate)
+                        min_timing_samples=timing_samples, cost=cost, gate=gate, stop=stop)

@@ -164,6 +164,26 @@ def test_catch_up_plan_runs_a_recent_missed_slot_once_and_records_old_ones(tmp_p
     t.close()
 
 
+def test_a_first_start_records_no_slot_from_before_it_as_missed(tmp_path, demo_db):
+    """A new user's first start at 16:00: the night's 01:05-07:00 sweep window (within its look-back) was not
+    missed, no daemon was set up, so `status` shows no "missed"; the window is closed, nothing runs late."""
+    jobs = ('[jobs.index]\ncron = "0 1 * * *"\ngrace = "2h"\n'
+            '[jobs.sweep]\ncron = "5 1 * * *"\nuntil = "07:00"\n'
+            '[jobs.report]\ncron = "5 7 * * *"\ngrace = "1h"\n')
+    cfg = load_daemon_config(write_config(tmp_path, demo_db, jobs=jobs))
+    (tmp_path / "runs").mkdir()
+    t = RunTable(tmp_path / "runs")
+    assert t.new
+    assert catch_up_plan(cfg, t, dt.datetime(2026, 11, 30, 16, 0, tzinfo=cfg.tz), t.new) == []
+    t.close()
+    assert not any(j["last_outcome"] == "missed" for j in status(tmp_path / "runs")["jobs"])
+    t = RunTable(tmp_path / "runs")
+    assert not t.new                        # the next start knows a daemon ran here: a slot it sleeps through is missed
+    catch_up_plan(cfg, t, dt.datetime(2026, 11, 30, 16, 0, tzinfo=cfg.tz), t.new)
+    assert {r["job"] for r in t.rows() if r["outcome"] == "missed"} == {"sweep"}
+    t.close()
+
+
 def test_a_killed_run_is_resumed_and_closed(tmp_path, demo_db):
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
     (tmp_path / "runs").mkdir()
@@ -305,7 +325,7 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
     lg.close()
     st = status(runs)
     assert st["daemon"]["running"] is False and st["jobs"][0]["last_outcome"] == "stopped"
-    assert "signal 15: stopping at the next round boundary" in (runs / "daemon.log").read_text()
+    assert "signal 15: stopping at the running job's next step" in (runs / "daemon.log").read_text()
 
 
 @pytest.mark.slow

@@ -5,15 +5,15 @@ and which of it decided each kept change."""
 
 import json
 import shutil
-import time
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.recall.log import RecallLog, label_calls
+from search_core.recall.log import label_calls
 from tests.helpers import DEMO_VAULT
+from tests.helpers.daemon_proc import labelled_log
 from tests.helpers.sweeps import DEMO_HOLD as HOLD
 from tests.helpers.sweeps import DEMO_TUNE as TUNE
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
@@ -126,19 +126,6 @@ def test_a_made_question_about_a_note_the_index_lacks_is_left_out(tmp_path, db_c
 
 
 # -- the weekly labels job ------------------------------------------------------------------------------------
-def _labelled_log(runs, calls):
-    """calls: (query, top note, label or None); returns the call ids."""
-    runs.mkdir(parents=True, exist_ok=True)
-    log = RecallLog(runs / "recall-log.sqlite", retention_days=None)
-    now = time.time()
-    ids = [log.write({"ts": now - 60, "session": "s", "query": q, "injected": True,
-                      "top_scores": [{"note_id": top, "score": 0.03, "cosine": 0.8}],
-                      "features": {"probability": 0.7, "top_cos": 0.8}}) for q, top, _ in calls]
-    log.close()
-    label_calls(runs / "recall-log.sqlite", [(i, lab) for i, (_, _, lab) in zip(ids, calls) if lab])
-    return ids
-
-
 def test_the_weekly_labels_job_adds_labelled_calls_beside_the_gold_set_once(tmp_path, db_copy):
     cfg_path = write_config(tmp_path, db_copy, jobs='[jobs.labels]\ncron = "0 4 * * 0"\n')
     runs, out = tmp_path / "runs", tmp_path / "tune.from-log.yaml"
@@ -147,7 +134,7 @@ def test_the_weekly_labels_job_adds_labelled_calls_beside_the_gold_set_once(tmp_
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["added"] == 0 and "no recall log" in json.loads(r.output)["why"]
     asked = load_gold(tmp_path / "tune.yaml").answerable()[0]
-    ids = _labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
+    ids = labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
                                ("부대찌개 끓이는 법 알려줘", "life/cooking/bulgogi", "irrelevant"),
                                (asked.query, asked.gold[0], "relevant"),            # the hand-written set asks it
                                ("GraphRAG 커뮤니티 요약", "ai/rag/graphrag", None)])  # not labelled
@@ -178,7 +165,7 @@ def test_a_night_tunes_on_every_kind_and_its_report_says_which_evidence(tmp_path
     cfg_path = write_config(tmp_path, db_copy, evidence="vault_questions = 60", rounds=10)
     runs = tmp_path / "runs"
     hand_set_calibrations(runs / "cost-model", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
-    _labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
+    labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
                          ("부대찌개 끓이는 법 알려줘", "life/cooking/bulgogi", "irrelevant")])
     assert json.loads(CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "labels"]).output)["added"] == 2
     r = CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "sweep"])

@@ -1,13 +1,12 @@
-"""SIGTERM stops a real daemon process within seconds whatever job runs: an index build between two
-embedding batches (the next run resumes from the embedding cache), a sweep at its next round; no job
-queued behind it starts, and nothing is left half-written."""
+"""SIGTERM stops a real daemon process at the running job's next step, for every job in the daemon's table: an
+index build between two embedding batches (the next run resumes from the embedding cache), a sweep at its
+next round, a re-test before its next round, the calibration before its next search, the labels job and the
+report job before they write; no job queued behind it starts, and nothing is left half-written."""
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -15,15 +14,9 @@ from search_core.index.embed_cache import STOPPABLE_BATCH
 from search_core.index.store import connect
 from search_core.paths import embed_cache_file
 from tests.helpers import DEMO_VAULT, ROOT, copy_sqlite
+from tests.helpers.daemon_proc import FAR, spawn as _spawn, stop as _stop, wait_for as _wait, rows as _rows
 from tests.helpers.sweeps import DEMO_TUNE, FUSION_SPACE
-from tuner.daemon.scheduler import RunTable
 from tuner.ledger.ledger import Ledger
-
-# The promise is 10 s from SIGTERM to exit; how long that takes depends on the machine's load, so the test
-# checks the work done after the signal (at most the embedding batch under way) and polls for the exit
-# with a bound no busy machine reaches
-STOP_BOUND_S = 300
-FAR = "0 0 1 1 *"        # 1 January: never inside a test's look-back
 
 
 def _config(tmp_path, vault, db, *, rounds=400):
@@ -38,29 +31,6 @@ def _config(tmp_path, vault, db, *, rounds=400):
     return p
 
 
-def _spawn(config, *extra):
-    return subprocess.Popen([sys.executable, "-m", "tuner.cli", "daemon", "--config", str(config), *extra],
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _wait(pred, timeout):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return pred()
-
-
-def _rows(runs, job):
-    t = RunTable(runs)
-    try:
-        return t.rows(job)
-    finally:
-        t.close()
-
-
 def _count(db, sql) -> int:
     if not db.exists():
         return 0
@@ -71,17 +41,6 @@ def _count(db, sql) -> int:
         return 0
     finally:
         c.close()
-
-
-def _stop(proc) -> None:
-    """SIGTERM, then the daemon must exit (cleanly)."""
-    proc.send_signal(signal.SIGTERM)
-    exited = _wait(lambda: proc.poll() is not None, STOP_BOUND_S)
-    if not exited:
-        proc.kill()
-    out, err = proc.communicate(timeout=60)
-    assert exited, f"the daemon was still running {STOP_BOUND_S} s after SIGTERM\n{err[-2000:]}"
-    assert proc.returncode == 0, err[-2000:]
 
 
 @pytest.mark.slow
@@ -153,3 +112,151 @@ def test_sigterm_during_a_sweep_stops_at_the_next_round_and_no_later_job_starts(
     assert [r["outcome"] for r in _rows(runs, "sweep")] == ["stopped"]
     assert _rows(runs, "report") == [], "the report job started after the stop"
     assert not (runs / "reports").exists() or not list((runs / "reports").iterdir())
+
+
+# -- the weekly jobs: each is held at a real read of its input (a named pipe in place of the gold file) while
+# the signal lands, then let go: what it does after the stop is what the test reads
+def _weekly_config(tmp_path, db, gold, hold, jobs, ledger="runs/ledger.sqlite"):
+    (tmp_path / "space.toml").write_text(FUSION_SPACE)
+    p = tmp_path / "daemon.toml"
+    p.write_text(f'[daemon]\ntimezone = "UTC"\nruns = "runs"\nledger = "{ledger}"\n'
+                 f'[sweep]\ndb = "{db}"\ngold = "{gold}"\nholdout = "{hold}"\nspace = "space.toml"\nrounds = 5\n'
+                 + jobs)
+    return p
+
+
+def _held_then_stopped(proc, runs, job, fifo):
+    """Wait until `job` runs (held at its read of the pipe), SIGTERM, wait until the daemon logged the signal
+    (its flag is set from then on), then let the read go and wait for the exit."""
+    import signal
+    from tests.helpers.daemon_proc import log_has, running, wait_exit
+    try:
+        assert _wait(lambda: running(runs, job) or proc.poll() is not None, 300), f"{job} never started"
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        assert _wait(lambda: log_has(runs, "signal 15: stopping"), 300), "the signal was never logged"
+        fifo.feed_in_background()
+        wait_exit(proc)
+    finally:
+        fifo.release()
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_calibration_stops_before_its_next_search_and_writes_no_report(tmp_path, demo_mini_index):
+    from tests.helpers.daemon_proc import CATCH_UP, FifoInput, log_has
+    from tests.helpers.sweeps import DEMO_HOLD
+    db = copy_sqlite(demo_mini_index, tmp_path / "index.sqlite")
+    runs = tmp_path / "runs"
+    gold = FifoInput(tmp_path / "tune.yaml", DEMO_TUNE.read_text(encoding="utf-8"))
+    cfg = _weekly_config(tmp_path, db, gold.path, DEMO_HOLD, f"[jobs.calibrate]\n{CATCH_UP}[jobs.labels]\n{CATCH_UP}")
+    _held_then_stopped(_spawn(cfg), runs, "calibrate", gold)
+    [run] = _rows(runs, "calibrate")
+    assert run["outcome"] == "stopped", run
+    from tuner.data.gold import load_gold
+    asked = len(load_gold(DEMO_TUNE).questions)
+    assert f"after 0 of {asked} questions" in run["detail"]["note"], run["detail"]
+    assert not log_has(runs, "calibrate: searched"), "the calibration searched after the stop"
+    assert not (runs / "reports").exists() or not list((runs / "reports").iterdir()), "a report was written"
+    assert _rows(runs, "labels") == [], "the labels job started after the stop"
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_labels_job_leaves_the_labelled_set_unwritten(tmp_path, demo_mini_index):
+    from tests.helpers.daemon_proc import CATCH_UP, FifoInput, labelled_log
+    from tests.helpers.sweeps import DEMO_HOLD
+    db = copy_sqlite(demo_mini_index, tmp_path / "index.sqlite")
+    runs = tmp_path / "runs"
+    gold = FifoInput(tmp_path / "tune.yaml", DEMO_TUNE.read_text(encoding="utf-8"))
+    labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
+                        ("부대찌개 끓이는 법 알려줘", "life/cooking/bulgogi", "irrelevant")])
+    # the night's chain queued one second after the catch-up: it must not start once the stop was asked
+    cfg = _weekly_config(tmp_path, db, gold.path, DEMO_HOLD,
+                         f'[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n[jobs.report]\ncron = "{FAR}"\ngrace = "1s"\n'
+                         f"[jobs.labels]\n{CATCH_UP}")
+    _held_then_stopped(_spawn(cfg, "--start-in", "1"), runs, "labels", gold)
+    [run] = _rows(runs, "labels")
+    assert run["outcome"] == "stopped", run
+    assert "stopped before 2 new question(s)" in run["detail"]["note"], run["detail"]
+    assert not (tmp_path / "tune.from-log.yaml").exists(), "the labels job wrote after the stop"
+    assert _rows(runs, "sweep") == [] and _rows(runs, "report") == [], "a job started after the stop"
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_reports_render_writes_none_of_them(tmp_path, demo_db):
+    """The report job reads and renders its six files before it writes any: frozen (SIGSTOP) as it starts,
+    signalled, let go, it writes none, and the job queued behind it does not start."""
+    import signal
+    from tests.helpers.daemon_proc import CATCH_UP, log_has, wait_exit
+    from tests.helpers.sweeps import DEMO_HOLD, run_sweep
+    runs = tmp_path / "runs"
+    run_sweep(tmp_path, demo_db, FUSION_SPACE, 6, ledger="ledger.sqlite")
+    cfg = _weekly_config(tmp_path, demo_db, DEMO_TUNE, DEMO_HOLD, f"[jobs.report]\n{CATCH_UP}[jobs.labels]\n{CATCH_UP}",
+                         ledger="ledger.sqlite")
+    proc = _spawn(cfg)
+    try:
+        assert _wait(lambda: log_has(runs, "job report started") or proc.poll() is not None, 300,
+                     step=0.005), "the report job never started"
+        proc.send_signal(signal.SIGSTOP)           # held while the signal lands (reading the ledger takes seconds)
+        assert not log_has(runs, "job report: "), "the job ended before it could be held; nothing was tested"
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+        wait_exit(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [run] = _rows(runs, "report")
+    assert run["outcome"] == "stopped" and "were not written" in run["detail"]["note"], run
+    assert not (runs / "reports").exists() or not list((runs / "reports").iterdir()), "a report was written"
+    assert _rows(runs, "labels") == [], "the labels job started after the stop"
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_report(tmp_path, demo_db):
+    """Frozen (SIGSTOP) as the weekly re-test starts, signalled, let go: it re-tests at most the round it
+    was in, writes no report, and the job queued behind it does not start."""
+    import signal
+    from search_core.config import SearchConfig
+    from tests.helpers.daemon_proc import CATCH_UP, log_has, wait_exit
+    from tests.helpers.sweeps import DEMO_HOLD, hand_set_calibrations, small_gold
+    from tuner.sweep.loop import Sweep, SweepParams
+    from tuner.sweep.rejected_audit import audit_data
+    runs = tmp_path / "runs"
+    (tmp_path / "space.toml").write_text(FUSION_SPACE)
+    tune, hold = small_gold(DEMO_TUNE, tmp_path / "tune.yaml", 2), small_gold(DEMO_HOLD, tmp_path / "hold.yaml", 3)
+    # as tests/tuner/reports' swept fixture: the looser rule from k = 60 leaves rejected rounds worth re-testing
+    p = SweepParams(db=str(demo_db), gold=str(tune), holdout=str(hold), space=str(tmp_path / "space.toml"),
+                    rounds=14, vault=str(DEMO_VAULT), index_dir=str(tmp_path / "indexes"), hit5_guard="count",
+                    noise_alpha=None)
+    hand_set_calibrations(p.cost_folder())
+    lg = Ledger(tmp_path / "ledger.sqlite")
+    sweep_id = Sweep(p, lg, start=SearchConfig(rrf_k=60)).run() and lg.sweeps()[-1]["id"]
+    lg.close()
+    marked = [x for x in audit_data(tmp_path / "ledger.sqlite", sweep_id).rejected if x.worth_retest]
+    assert len(marked) >= 2, "the sweep must leave two candidates worth re-testing, or this test checks nothing"
+    cfg = _weekly_config(tmp_path, demo_db, tune, hold, f"[jobs.retest]\n{CATCH_UP}[jobs.labels]\n{CATCH_UP}",
+                         ledger="ledger.sqlite")
+    proc = _spawn(cfg, test_embedder=True)
+    try:
+        assert _wait(lambda: log_has(runs, "job retest started") or proc.poll() is not None, 300, step=0.005), \
+            "the retest job never started"
+        proc.send_signal(signal.SIGSTOP)            # held while the signal lands (it loads the index first)
+        assert not log_has(runs, "job retest: "), "the job ended before it could be held; nothing was tested"
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+        wait_exit(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [run] = _rows(runs, "retest")
+    assert run["outcome"] == "stopped" and "stopped" in run["detail"]["note"], run
+    lg = Ledger(tmp_path / "ledger.sqlite")
+    try:
+        # stopped in its gate fit (before its baseline: no re-test sweep) or before a round
+        retests = [(s["status"], len(lg.rounds(s["id"])) - 1) for s in lg.sweeps() if "retest" in s["id"]]
+    finally:
+        lg.close()
+    assert retests in ([], [("retest stopped", 0)], [("retest stopped", 1)]), (retests, len(marked))
+    assert not list(runs.glob("reports/retest-*")), "a re-test report was written"
+    assert _rows(runs, "labels") == [], "the labels job started after the stop"

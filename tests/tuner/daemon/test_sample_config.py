@@ -44,6 +44,14 @@ def test_the_sample_filled_in_as_the_readme_says_loads_and_uses_the_index_one_bu
     assert cfg.sweep["db"] == str(mine), "the daemon would build (and embed) a second index of the vault"
     assert cfg.sweep["space"] == str(default_space())
     assert {j.name for j in cfg.jobs} >= {"index", "sweep", "report"}
+    # labelled calls are kept beside the user's gold set, not in a folder named after the demo
+    assert cfg.evidence.from_log_path(cfg.sweep["gold"]) == tmp_path / "gold.from-log.yaml"
+
+
+def test_the_sample_as_shipped_keeps_the_demos_labelled_calls_in_its_runs_folder():
+    cfg = load_daemon_config(SAMPLE)
+    assert cfg.evidence.from_log_path(cfg.sweep["gold"]).resolve() == (SAMPLE.parent.parent / "runs" / "daemon-demo" /
+                                                                       "demo-tune.from-log.yaml")
 
 
 def test_an_index_of_another_vault_is_never_taken(tmp_path, monkeypatch):

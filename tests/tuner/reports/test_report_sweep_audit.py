@@ -157,10 +157,10 @@ def test_a_retest_asked_to_stop_ends_before_its_next_round_and_keeps_the_rounds_
     shutil.copy(swept["ledger"], ledger)
     marked = [x for x in audit_data(ledger, swept["sweep"]).rejected if x.worth_retest]
     assert len(marked) >= 2, "the fixture sweep must leave two candidates worth re-testing"
-    asked = []
+    said = []          # asked before each round and each search of a gate fit: stop once a round was re-tested
     with pytest.raises(StopRequested, match=f"after 1 of {len(marked)} rounds"):
-        audit_report(ledger, swept["sweep"], do_retest=True, runs=tmp_path / "runs",
-                     stop=lambda: asked.append(1) or len(asked) > 1)
+        audit_report(ledger, swept["sweep"], do_retest=True, runs=tmp_path / "runs", progress=said.append,
+                     stop=lambda: any(line.startswith("retest ") for line in said))
     lg = Ledger(ledger)
     retest = [s for s in lg.sweeps() if s.is_retest]
     assert len(retest) == 1 and retest[0].status == "retest stopped"

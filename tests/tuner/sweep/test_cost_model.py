@@ -386,3 +386,46 @@ def _default_rule():
     """The keep rule run_sweep's sweeps decide by (SweepParams' defaults)."""
     from tuner.sweep.loop import SweepParams
     return SweepParams(db="x", gold="x", space="x", rounds=1).rule()
+
+
+def test_a_cost_calibration_asked_to_stop_ends_before_its_next_question_and_stores_nothing(demo_index, tmp_path):
+    """The first night's calibration takes minutes on a busy machine; the daemon's stop must not wait for it."""
+    from search_core import StopRequested
+    from search_core.config import SearchConfig
+    from tuner.evaluation.cost_model import calibrate
+    from tuner.sweep.workbench import Workbench
+    from tuner.data.gold import load_gold
+    queries = [q.query for q in load_gold(ROOT / "experiments/gold/demo-tune.yaml").questions[:8]]
+    bench = Workbench(str(demo_index), vault=str(DEMO_VAULT), index_dir=str(tmp_path / "indexes"),
+                      cost_store=CostStore(tmp_path / "cost-model"), calibration_queries=queries)
+    asked = []
+    bench.stop = lambda: asked.append(1) or len(asked) > 3
+    with pytest.raises(StopRequested, match="stopped before question 4 of 8"):
+        bench.cost_for(SearchConfig(embedder=bench.base_embedder))
+    assert not list((tmp_path / "cost-model").glob("*")), "a calibration cut short was stored"
+    s, _ = bench.searcher_for(bench.base_embedder)
+    asked.clear()
+    with pytest.raises(StopRequested, match="stopped in pass 1 of 1"):
+        calibrate(s, queries, passes=1, stop=lambda: asked.append(1) or len(asked) > len(queries) + 2)
+
+
+def test_fitting_a_sweeps_gate_stops_before_its_next_question_when_asked(demo_index, tmp_path):
+    """A sweep's start searches its whole tuning set once for the gate (a minute at load 20 on 295 questions):
+    the daemon's stop is asked before each question."""
+    from search_core import StopRequested
+    from search_core.config import SearchConfig
+    from tuner.sweep.workbench import Workbench
+    from tuner.data.gold import load_gold
+    gold = load_gold(ROOT / "experiments/gold/demo-tune.yaml")
+    from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+    from tests.helpers.sweeps import HAND_SET_UNITS
+    # the cost model is stored: no calibration runs first
+    hand_set_calibrations(tmp_path / "cost-model", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
+    bench = Workbench(str(demo_index), vault=str(DEMO_VAULT), index_dir=str(tmp_path / "indexes"),
+                      cost_store=CostStore(tmp_path / "cost-model"),
+                      calibration_queries=[q.query for q in gold.questions])
+    asked = []
+    bench.stop = lambda: asked.append(1) or len(asked) > 3
+    with pytest.raises(StopRequested, match=f"the evaluation stopped after 3 of {len(gold.questions)} questions"):
+        bench.fit_gate_for(SearchConfig(embedder=bench.base_embedder), gold)
+    assert bench.base_embedder not in {e for e, _ in bench.gate_models}, "a gate was chosen from a cut evaluation"
