@@ -398,10 +398,12 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
                          kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None,
-                         mask_link: bool = False) -> VaultQuestions:
+                         mask_link: bool = False, only_notes=None) -> VaultQuestions:
     """A gold set of questions the vault answers, made from what its author wrote about each note.
     anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note).
-    mask_link: an anchor question leaves out the link itself (anchor_candidates)."""
+    mask_link: an anchor question leaves out the link itself (anchor_candidates).
+    only_notes: note ids a question may have as its gold and hold out (e.g. the notes an index holds, when the
+    vault read is larger than the index: its other notes still give anchors about these), None: every note."""
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise SearchCoreError(f"unknown question kind(s) {bad}; kinds: {', '.join(KINDS)}")
@@ -417,6 +419,10 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
     dropped: Counter = Counter()
     cands = (anchor_candidates(notes, raw, nav, dropped, mask_link) if "anchor" in kinds else []) + \
         [c for c in field_candidates(notes, nav, dropped) if c.kind in kinds]
+    if only_notes is not None:
+        only = set(only_notes)
+        dropped["about a note outside the notes asked for"] += sum(c.gold not in only for c in cands)
+        cands = [c for c in cands if c.gold in only]
     made = Counter(c.kind for c in cands)
     # the same words asked of two notes are no question about either; the same question twice is one
     owners: dict[str, set[str]] = defaultdict(set)
@@ -449,7 +455,7 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
             # the linking note, and any other note that holds the sentence word for word, are held out
             key = normalise(c.query)
             copies = sorted(nid for nid, text in flat.items() if nid not in (c.gold, c.source) and key in text)
-            exclude = (c.source, *copies)
+            exclude = tuple(x for x in (c.source, *copies) if only_notes is None or x in only)
         qid = f"{c.kind}-{hashlib.sha256(f'{c.gold}|{c.query}'.encode()).hexdigest()[:8]}"
         return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, c.kind, exclude)
 
@@ -494,10 +500,11 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
                           kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
-                          anchor_share: float | None = None, mask_link: bool = False) -> VaultQuestions:
+                          anchor_share: float | None = None, mask_link: bool = False,
+                          only_notes=None) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
     vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share,
-                              mask_link=mask_link)
+                              mask_link=mask_link, only_notes=only_notes)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq

@@ -148,3 +148,16 @@ def test_an_index_file_stands_for_the_vault_it_was_built_from(qvault, tmp_path, 
     (tmp_path / "notes.txt").write_text("not an index", encoding="utf-8")
     with pytest.raises(SearchCoreError, match="neither a vault folder nor a readable index"):
         make_vault_questions(tmp_path / "notes.txt")
+
+
+def test_only_notes_keeps_questions_about_those_notes_and_holds_out_only_those(qvault):
+    # a vault larger than the index: its other notes still give anchors about the indexed ones, and a note the
+    # index lacks is never a gold note nor a held-out one (the index could not drop it)
+    only = {"ai/graphrag", "ai/rrf", "life/kimchi"}
+    vq = make_vault_questions(qvault, n=None, only_notes=only)
+    expected = {(k, lv, q, g, tuple(x for x in ex if x in only)) for k, lv, q, g, ex in BY_HAND}
+    assert _rows(vq) == expected
+    assert vq.dropped["about a note outside the notes asked for"] == 0
+    vq = make_vault_questions(qvault, n=None, only_notes={"ai/rrf"})
+    assert {q.gold for q in vq.questions} == {("ai/rrf",)} and len(vq.questions) == 2
+    assert vq.dropped["about a note outside the notes asked for"] > 0
