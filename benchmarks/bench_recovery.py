@@ -124,9 +124,10 @@ def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anch
 
 
 def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, tag: str, rounds: int,
-          space: Path | None = None):
+          space: Path | None = None, budget: float | None = None, whole: bool = False):
     """The real sweep (default keep rule; the packaged default space unless `space`) on `gold` from `start`:
-    (Sweep, summary)."""
+    (Sweep, summary). budget: its time budget, which it first spends on more questions from the vault when
+    the set cannot detect its gains (tuner/sweep/evidence_budget.py; whole: from the whole vault)."""
     from tuner.data.bundled import default_space
     from tuner.ledger.ledger import Ledger
     from tuner.sweep.loop import Sweep, SweepParams
@@ -135,8 +136,8 @@ def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, 
     if ledger_path.exists():
         ledger_path.unlink()
     params = SweepParams(db=str(db), gold=str(gold), space=str(space or default_space()), rounds=rounds, seed=seed,
-                         vault=str(case.vault), index_dir=str(cache / case.name / "indexes"),
-                         cost_store=str(cache / "cost-model"))
+                         vault=str(case.whole if whole else case.vault), index_dir=str(cache / case.name / "indexes"),
+                         cost_store=str(cache / "cost-model"), time_budget_s=budget)
     ledger = Ledger(ledger_path)
     try:
         sw = Sweep(params, ledger, start=start)
@@ -182,7 +183,8 @@ def gap_share(start: float, final: float, default: float) -> float | None:
 
 def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, variant: str,
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
-             anchor_share: float | None = None, mask_link: bool = False, whole: bool = False) -> dict:
+             anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
+             budget: float | None = None) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout)."""
     from search_core.config import SearchConfig, load_config
@@ -192,14 +194,15 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                                           for j, h in hands.items()},
            "n": n, "rounds": rounds, "variant": variant,
            "space": str(space) if space else "default",
-           "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole, "runs": []}
+           "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole,
+           "time_budget_s": budget, "runs": []}
     for seed in seeds:
         gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole)
         for start_name in starts:
             start = load_config(START) if start_name == "hand-set" else SearchConfig()
             t0 = time.perf_counter()
             sw, summary = night(case, db, gold, start, seed, cache, f"{variant}-{start_name}-seed{seed}", rounds,
-                               space)
+                               space, budget, whole)
             summary = summary.to_json()
             base_emb = sw.bench.base_embedder
             final_cfg = SearchConfig().replace(**summary["final_config"])
@@ -208,7 +211,8 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                    "final_config": {k: v for k, v in summary["final_config"].items()
                                     if v != summary["start_config"].get(k)},
                    "kept": [f"{p['variable']} {p['old']} -> {p['new']}" for p in summary["path"]],
-                   "decisions": summary["decisions"], "status": summary.get("status"), "by_judge": {}}
+                   "decisions": summary["decisions"], "status": summary.get("status"), "by_judge": {},
+                   "evidence_step": sw.evidence_step.to_json() if sw.evidence_step else None}
             for j, hand in hands.items():
                 s0 = scores(sw.bench.evaluate(sw.start, hand))
                 s1 = scores(sw.bench.evaluate(final_cfg, hand))
@@ -324,6 +328,9 @@ def main() -> None:
     ap.add_argument("--anchors-from-whole", action="store_true",
                     help="read the whole vault the indexed one was cut from (johngrib: the whole wiki) for questions "
                          "about the indexed notes")
+    ap.add_argument("--time-budget", type=float, default=None,
+                    help="each night's time budget in seconds: the sweep first spends it on more questions from the "
+                         "vault when its set cannot detect its gains")
     ap.add_argument("--space", type=Path, default=None, help="the sweep space (default: the packaged one)")
     ap.add_argument("--report", nargs="*", type=Path, default=None,
                     help="summarise these result files (partial or whole) for --judge and stop")
@@ -372,7 +379,8 @@ def main() -> None:
         results.append(run_case(VAULTS[name], a.cache, [int(s) for s in a.seeds.split(",")], a.judge.split(","), a.n,
                                 a.rounds, a.variant, tuple(a.starts.split(",")),
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
-                                anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole))
+                                anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
+                                budget=a.time_budget))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})
