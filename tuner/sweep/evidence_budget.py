@@ -70,7 +70,8 @@ class Pilot:
 class EvidenceStep:
     """What a sweep with a time budget did before its rounds. outcome: "grown" (questions made), "enough"
     (the set detects the median pilot gain), "no gain" (no pilot gained: nothing to size for), "no room" (the
-    budget allows no more questions), "vault spent" (the vault has no question the set lacks)."""
+    budget allows no more questions), "vault spent" (the vault has no question the set lacks), "stopped"
+    (asked to stop first)."""
     outcome: str
     why: str
     objective: str
@@ -149,10 +150,13 @@ def _answerable(gold: GoldSet) -> list:
 
 def spend_on_evidence(bench, gold_path: str | Path, gold: GoldSet, start: SearchConfig, space: Space, *,
                       vault: str | Path, rounds: int, budget_s: float, objective: str, alpha: float,
-                      folder: str | Path, seed: int = 0, known_notes=None, progress=None) -> EvidenceStep:
+                      folder: str | Path, seed: int = 0, known_notes=None, progress=None, stop=None) -> EvidenceStep:
     """The step before round 1 (module docstring). `gold` is the tuning set read from `gold_path`; the grown
-    set, if any, is written under `folder` and named in the result's gold_after."""
+    set, if any, is written under `folder` and named in the result's gold_after. stop: asked between its
+    evaluations; when it says so, the set is left as it is (outcome "stopped") and the sweep stops before
+    round 1."""
     progress = progress or (lambda line: None)
+    stop = stop or (lambda: False)
     t0 = time.perf_counter()
     weights = bench.score_cfg.quality_weights
     points = bench.score_cfg.quality_points if objective == "score100" else 1.0
@@ -163,7 +167,7 @@ def spend_on_evidence(bench, gold_path: str | Path, gold: GoldSet, start: Search
     first_s = time.perf_counter() - t0
     pilots, refuse_s = [], []
     for name in PILOT_VARIABLES:
-        if name not in space.names() or kind_of(name) is not FUSION:
+        if name not in space.names() or kind_of(name) is not FUSION or stop():
             continue
         var = space.get(name)
         value = pilot_value(var, float(getattr(start, name)))
@@ -183,6 +187,9 @@ def spend_on_evidence(bench, gold_path: str | Path, gold: GoldSet, start: Search
     # typical gain of the rounds to come; the largest alone would size the set for the easiest change only
     gained = sorted((p for p in pilots if p.gain > 0), key=lambda p: p.gain)
     best = gained[(len(gained) - 1) // 2] if gained else None
+    if stop():
+        return EvidenceStep("stopped", "asked to stop before the set was sized", target_gain=None,
+                            detectable_before=None, detectable_after=None, needed=None, allowed=None, **step)
     if best is None:
         return EvidenceStep("no gain", "no pilot change raised " + objective + ": there is no gain to size the "
                             "set for", target_gain=None, detectable_before=None, detectable_after=None, needed=None,

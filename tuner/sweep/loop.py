@@ -169,7 +169,7 @@ class Sweep:
                                  budget_s=p.time_budget_s, objective=p.objective,
                                  alpha=p.noise_alpha if p.noise_alpha is not None and p.noise_alpha < 1 else 0.05,
                                  folder=Path(p.index_dir).parent / "evidence", seed=p.seed,
-                                 known_notes=set(base_notes), progress=self.progress)
+                                 known_notes=set(base_notes), progress=self.progress, stop=self.stop_flag)
         self.progress(f"evidence step: {step.describe()}")
         self.evidence_step = step
         if step.gold_after != p.gold:

@@ -71,6 +71,10 @@ def test_without_a_budget_or_room_in_it_the_set_is_left_as_it_is(tmp_path, demo_
     assert step.outcome == "no room" and step.allowed == 0, step
     assert sw.p.gold == p.gold and step.questions_after == MADE
     assert "the budget left" in step.describe()
+    p = budgeted(tmp_path, demo_index, 1e6)      # the daemon stopped during the step: no question is made
+    sw = Sweep(p, lg, stop_flag=lambda: True)
+    assert sw.evidence_step.outcome == "stopped" and sw.p.gold == p.gold
+    assert sw.run().status == "stopped"
     lg.close()
 
 
