@@ -8,7 +8,8 @@ Before round 1 of a new sweep whose tuning set holds questions the vault supplie
    rrf_k moved half way to the far end of its range: the kind of change the rounds will try), and reads
    each pilot's per-question changes against the start (tuner/sweep/evidence.py).
 2. The median of the pilots' gains (those that gained) sets the size the night needs: a typical gain of the
-   rounds to come, not the easiest one. The gain test detects it at 80 % power once
+   rounds to come, not the easiest one; when none gained but some moved questions both ways, the smallest
+   gain worth finding (SMALLEST_GAIN) at the widest spread they showed. The gain test detects it at 80 % power once
    n >= questions_needed(gain, spread) (tuner/sweep/power.py, the keep rule's own power calculation;
    checked by simulation in benchmarks/bench_keep_rule.py). A set that already detects it is left alone, and
    so is one where no pilot gained.
@@ -44,6 +45,10 @@ from tuner.sweep.variables import FUSION, kind_of
 # rounds dearer than a re-fusion (new channel lists, an index build) and the holdout check at the end.
 BUDGET_SHARE = 0.5
 PILOT_VARIABLES = ("w_dense", "w_sparse", "w_decomposed", "w_entity", "rrf_k")
+# The smallest gain worth finding, when no pilot gained: a kept fusion step of the nights on made questions
+# gained 0.7 (johngrib) to 2.2 (demo) score100 points on them (benchmarks/bench_recovery.py, 600 questions);
+# 0.01 of MRR, hit@5 or nDCG@10 for those objectives.
+SMALLEST_GAIN = {"score100": 1.0, "other": 0.01}
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class Pilot:
 @dataclass(frozen=True)
 class EvidenceStep:
     """What a sweep with a time budget did before its rounds. outcome: "grown" (questions made), "enough"
-    (the set detects the median pilot gain), "no gain" (no pilot gained: nothing to size for), "no room" (the
+    (the set detects the gain sized for), "no gain" (no pilot moved a question: nothing to size for), "no room" (the
     budget allows no more questions), "vault spent" (the vault has no question the set lacks), "stopped"
     (asked to stop first)."""
     outcome: str
@@ -144,6 +149,22 @@ def night_size(n: int, need: int | None, per_question_s: float, remaining_s: flo
     return max(0, min(need - n, allowed - n, available)), allowed
 
 
+def night_target(pilots, objective: str) -> Pilot | None:
+    """The gain the night needs to detect, as a pilot (its gain and spread): the median of the pilots' gains
+    (the lower one of an even count), a typical gain of the rounds to come (the largest alone would size the
+    set for the easiest change only). When no pilot gained but some moved questions (as many up as down), the
+    smallest gain worth finding (SMALLEST_GAIN) at the widest spread they showed; None when none moved any."""
+    gained = sorted((p for p in pilots if p.gain > 0), key=lambda p: p.gain)
+    if gained:
+        return gained[(len(gained) - 1) // 2]
+    moved = [p for p in pilots if p.spread > 0]
+    if not moved:
+        return None
+    widest = max(moved, key=lambda p: p.spread)
+    return Pilot(widest.variable, widest.value, SMALLEST_GAIN.get(objective, SMALLEST_GAIN["other"]), widest.spread,
+                 widest.up, widest.down)
+
+
 def _answerable(gold: GoldSet) -> list:
     return [q for q in gold.questions if not q.is_probe]
 
@@ -183,22 +204,19 @@ def spend_on_evidence(bench, gold_path: str | Path, gold: GoldSet, start: Search
     step = dict(objective=objective, questions_before=n, questions_after=n, vault_before=made_before,
                 vault_after=made_before, anchors_added=0, sizing_s=round(sizing_s, 2), making_s=0.0,
                 budget_s=budget_s, pilots=tuple(pilots), gold_before=str(gold_path), gold_after=str(gold_path))
-    # the gain the night needs to detect: the median of the pilots' gains (the lower one of an even count), a
-    # typical gain of the rounds to come; the largest alone would size the set for the easiest change only
-    gained = sorted((p for p in pilots if p.gain > 0), key=lambda p: p.gain)
-    best = gained[(len(gained) - 1) // 2] if gained else None
+    best = night_target(pilots, objective)
     if stop():
         return EvidenceStep("stopped", "asked to stop before the set was sized", target_gain=None,
                             detectable_before=None, detectable_after=None, needed=None, allowed=None, **step)
     if best is None:
-        return EvidenceStep("no gain", "no pilot change raised " + objective + ": there is no gain to size the "
+        return EvidenceStep("no gain", "no pilot change moved any question: there is no gain to size the "
                             "set for", target_gain=None, detectable_before=None, detectable_after=None, needed=None,
                             allowed=None, **step)
     detect = detectable_gain(n, best.spread, alpha=alpha)
     need = questions_needed(best.gain, best.spread, alpha=alpha)
     sized = dict(target_gain=best.gain, detectable_before=round(detect, 4), needed=need)
     if best.gain >= detect:
-        return EvidenceStep("enough", f"the set of {n} detects the median pilot gain ({best.variable} -> "
+        return EvidenceStep("enough", f"the set of {n} detects the gain sized for ({best.variable} -> "
                             f"{best.value}: {best.gain:+.2f} {objective}, at least {detect:.2f} detectable)",
                             detectable_after=round(detect, 4), allowed=None, **sized, **step)
     # a night's predicted seconds per question: the start's first evaluation plus `rounds` re-fusions
@@ -212,8 +230,8 @@ def spend_on_evidence(bench, gold_path: str | Path, gold: GoldSet, start: Search
         outcome, why = (("vault spent", "the vault has no question the set does not already ask") if not extra else
                         ("no room", f"the budget left ({remaining:.0f} s) allows {allowed} questions at "
                                     f"{per_question_s * 1000:.1f} ms each per night, not more than the {n} there"))
-        return EvidenceStep(outcome, why + f" (the median pilot gain, {best.variable} -> {best.value}, gained "
-                            f"{best.gain:+.2f} {objective}; {need} questions would detect it)",
+        return EvidenceStep(outcome, why + f" (sized for {best.gain:+.2f} {objective} at the spread of "
+                            f"{best.variable} -> {best.value}; {need} questions would detect it)",
                             detectable_after=round(detect, 4), **sized, **{**step, "making_s": round(time.perf_counter() - t2, 2)})
     chosen = extra[:add]
     path = _write_grown(gold_path, chosen, vault, seed, folder, known_notes)
@@ -221,7 +239,7 @@ def spend_on_evidence(bench, gold_path: str | Path, gold: GoldSet, start: Search
     after = _answerable(grown)
     limit = ("the size that detects it" if add == need - n else
              "what the budget allows" if n + add == allowed else "every question the vault has beyond the set")
-    why = (f"the median pilot gain ({best.variable} -> {best.value}: {best.gain:+.2f} {objective}, {best.up} up, "
+    why = (f"the gain sized for ({best.variable} -> {best.value}: {best.gain:+.2f} {objective}, {best.up} up, "
            f"{best.down} down) is below the {detect:.2f} {n} questions detect; {need} would detect it, the budget "
            f"allows {'that' if allowed >= need else allowed}; made up to {limit}")
     progress(f"evidence: {why}")
@@ -265,4 +283,4 @@ def _write_grown(gold_path, chosen, vault, seed: int, folder, known_notes) -> Pa
     return night.path
 
 
-__all__ = ["BUDGET_SHARE", "EvidenceStep", "Pilot", "night_size", "pilot_value", "spend_on_evidence"]
+__all__ = ["BUDGET_SHARE", "EvidenceStep", "Pilot", "SMALLEST_GAIN", "night_size", "night_target", "pilot_value", "spend_on_evidence"]

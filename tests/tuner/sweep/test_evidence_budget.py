@@ -8,7 +8,7 @@ from tests.helpers.sweeps import FUSION_SPACE, hand_set_calibrations
 from tuner.data.gold import load_gold
 from tuner.data.vault_questions import write_vault_questions
 from tuner.ledger.ledger import Ledger
-from tuner.sweep.evidence_budget import night_size, pilot_value
+from tuner.sweep.evidence_budget import SMALLEST_GAIN, Pilot, night_size, night_target, pilot_value
 from tuner.sweep.loop import Sweep, SweepParams
 from tuner.sweep.space import Variable
 
@@ -101,3 +101,18 @@ def test_pilot_values_go_half_way_to_the_far_end():
     assert pilot_value(w, 0.0) == 0.5 and pilot_value(w, 0.8) == 0.4 and pilot_value(w, 0.3) == 0.65
     k = Variable("rrf_k", "int", 1, 120)
     assert pilot_value(k, 60) == 90 and pilot_value(k, 2) == 61
+
+
+def test_the_gain_a_night_sizes_for():
+    up = [Pilot("w_sparse", 0.5, 2.0, 9.0, 8, 2), Pilot("w_entity", 0.3, 0.5, 4.0, 3, 1),
+          Pilot("rrf_k", 90, 1.2, 5.0, 4, 2), Pilot("w_dense", 0.5, -0.3, 3.0, 1, 2)]
+    assert night_target(up, "score100") == up[2]            # the median of those that gained (lower of an even count)
+    assert night_target(up[:2], "score100") == up[1]
+    # none gained, but questions moved both ways (johngrib: w_sparse 0.5 moved 14 up, 9 down, -0.04 points):
+    # the smallest gain worth finding at the widest spread
+    flat = [Pilot("w_sparse", 0.5, -0.04, 9.74, 14, 9), Pilot("w_entity", 0.3, -0.44, 4.76, 2, 6),
+            Pilot("rrf_k", 90, 0.0, 0.0, 0, 0)]
+    t = night_target(flat, "score100")
+    assert (t.variable, t.gain, t.spread) == ("w_sparse", SMALLEST_GAIN["score100"], 9.74)
+    assert night_target(flat, "mrr").gain == SMALLEST_GAIN["other"]
+    assert night_target([Pilot("rrf_k", 90, 0.0, 0.0, 0, 0)], "score100") is None   # nothing moved
