@@ -9,10 +9,10 @@ Before round 1 of a new sweep whose tuning set holds questions the vault supplie
    each pilot's per-question changes against the start (tuner/sweep/evidence.py).
 2. The median of the pilots' gains (those that gained) sets the size the night needs: a typical gain of the
    rounds to come, not the easiest one; when none gained but some moved questions both ways, the smallest
-   gain worth finding (SMALLEST_GAIN) at the widest spread they showed. The gain test detects it at 80 % power once
-   n >= questions_needed(gain, spread) (tuner/sweep/power.py, the keep rule's own power calculation;
-   checked by simulation in benchmarks/bench_keep_rule.py). A set that already detects it is left alone, and
-   so is one where no pilot gained.
+   gain worth finding (SMALLEST_GAIN) at the widest spread they showed. The gain test detects it at 80 %
+   power once n >= questions_needed(gain, spread) (tuner/sweep/power.py, the keep rule's own power
+   calculation, checked by simulation in benchmarks/bench_keep_rule.py), if the questions added move as the
+   set's do. A set that already detects it is left alone, and so is one where no pilot moved a question.
 3. Otherwise it makes more questions from the vault, up to that size and to what the budget allows: the
    night's predicted cost per question (the start's evaluation plus `rounds` pilot-like re-fusions, measured
    here) may take at most BUDGET_SHARE of the budget left. Anchors come first (the kind whose config order
@@ -223,7 +223,7 @@ def spend_on_evidence(bench, gold_path: str | Path, gold: GoldSet, start: Search
     per_question_s = (first_s + rounds * (sum(refuse_s) / len(refuse_s))) / max(n, 1)
     remaining = budget_s - sizing_s
     t2 = time.perf_counter()
-    extra, avail = _new_questions(gold, vault, seed, known_notes)
+    extra = _new_questions(gold, vault, seed, known_notes)
     add, allowed = night_size(n, need, per_question_s, remaining, len(extra))
     sized["allowed"] = allowed
     if add <= 0:
@@ -255,19 +255,19 @@ def _key(why: str, gold) -> tuple[str, tuple[str, ...]]:
     return why, tuple(gold)
 
 
-def _new_questions(gold: GoldSet, vault, seed: int, known_notes) -> tuple[list, int]:
+def _new_questions(gold: GoldSet, vault, seed: int, known_notes) -> list:
     """The vault's questions the set does not ask yet, anchors first (each with its link left out), then the
     other default kinds, each in gold make's seeded order."""
     from tuner.data.vault_questions import make_vault_questions
     try:
         vq = make_vault_questions(vault, n=None, seed=seed, mask_link=True, only_notes=known_notes)
     except SearchCoreError:
-        return [], 0
+        return []
     have_ids = {q.id for q in gold.questions}
     have = {_key(q.why, q.gold) for q in gold.questions}
     fresh = [q for q in vq.questions if q.id not in have_ids and _key(q.why, q.gold) not in have]
     fresh.sort(key=lambda q: q.kind != "anchor")        # stable: gold make's order within each group
-    return fresh, len(fresh)
+    return fresh
 
 
 def _write_grown(gold_path, chosen, vault, seed: int, folder, known_notes) -> Path:
