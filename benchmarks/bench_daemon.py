@@ -77,8 +77,8 @@ def part_a(db: Path, rounds: int = 1000) -> dict:
             out[f"{name}.{fmt}"] = {**summary(times), "bytes": len(text.encode())}
             print(f"A. {name}.{fmt}: median {out[f'{name}.{fmt}']['p50']:.2f}s", file=sys.stderr)
     lg = Ledger(ledger)
-    out["rounds"] = len(lg.rounds(lg.sweep()["id"])) - 1
-    out["sweep_status"] = lg.sweep()["status"]
+    out["rounds"] = len(lg.rounds(lg.sweep().id)) - 1
+    out["sweep_status"] = lg.sweep().status
     lg.close()
     return out
 
@@ -145,7 +145,7 @@ def _rounds(ledger: Path) -> list[int]:
     lg = Ledger(ledger)
     try:
         s = lg.sweep()
-        return [r.round for r in lg.rounds(s["id"])] if s else []
+        return [r.round for r in lg.rounds(s.id)] if s else []
     finally:
         lg.close()
 

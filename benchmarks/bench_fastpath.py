@@ -10,7 +10,9 @@ when choosing): the share of answerable questions the fast path answers, hit@5 /
 answers beside the full path's on the same questions, the whole set with the fast path on and off, the
 probes (questions the vault cannot answer) the fast path takes and so injects, against the probes the gate
 model injects with the fast path off; warm p50 of the fast-path questions beside bm25s-char's p50 on the same
-questions, and the p95 of every question with the fast path on and off.
+questions, and the p95 of every question with the fast path on and off. Beside the whole search's p50 on
+the fast-path questions: the check's own (the n-gram list, and FTS5 when the margin holds) and the n-gram
+list's alone on the same questions, the part that does what bm25s does; the n-gram lists' size in memory.
 
 Sets: the demo (tune: demo-tune, demo-gate-tune, demo-probes; holdout: demo-holdout, demo-gate-holdout,
 demo-gate-holdout2), AutoRAG-ko (seeded halves), the johngrib subset vault of bench_peers (tune:
@@ -90,7 +92,9 @@ def run_set(s, bs: BenchSet, margin: float) -> list[dict]:
     from search_core.config import SearchConfig
     off = SearchConfig(embedder=s.embedder_name)
     on = off.replace(fast_path_margin=margin)
+    from search_core.search import channels as ch
     s.warm_up()
+    ch.ngram_sparse(s.conn, s.view, "warm-up", off.depth)     # the n-gram lists load once per view, untimed
     rows = []
     for q, part in zip(bs.questions, bs.parts):
         row = {"part": part, "gold": tuple(q.gold), "level": q.level}
@@ -103,6 +107,10 @@ def run_set(s, bs: BenchSet, margin: float) -> list[dict]:
             row[f"inject_{name}"] = res.gate.inject
             if name == "on":
                 row["fast"] = res.retrieval.fast
+                row["ms_check"] = res.timings_ms.get("fast_check")
+        t0 = time.perf_counter()
+        ch.ngram_sparse(s.conn, s.view, q.query, off.depth)
+        row["ms_ngram"] = (time.perf_counter() - t0) * 1000
         rows.append(row)
     return rows
 
@@ -125,6 +133,8 @@ def report(rows: list[dict], bm25: dict) -> dict:
             "probes_injected_off": sum(r["inject_off"] for r in probes),
             "probes_injected_on": sum(r["inject_on"] for r in probes),
             "ms_fast_on": summary([rows[i]["ms_on"] for i in fast_i]) if fast_i else None,
+            "ms_fast_check": summary([rows[i]["ms_check"] for i in fast_i]) if fast_i else None,
+            "ms_ngram_same": summary([rows[i]["ms_ngram"] for i in fast_i]) if fast_i else None,
             "ms_bm25s_same": summary(bm) if bm else None,
             "ms_all_on": summary([rows[i]["ms_on"] for i in idx]),
             "ms_all_off": summary([rows[i]["ms_off"] for i in idx]),
@@ -152,9 +162,12 @@ def main() -> None:
         s = Searcher(db)
         rows = run_set(s, bs, args.margin)
         bm = {"_ms": _bm25s_times(s, bs.questions)}
+        ngram = s.view.ngram_index()
+        memory = {"terms": len(ngram.hashes), "chunk_postings": len(ngram.chunk_place),
+                  "note_postings": len(ngram.note_no), "mb": round(ngram.nbytes / 2**20, 1)}
         s.close()
         results[bs.name] = {"questions": len(bs.questions), "margin": args.margin, "note": bs.note,
-                            "parts": report(rows, bm)}
+                            "ngram_in_memory": memory, "parts": report(rows, bm)}
         for part, r in results[bs.name]["parts"].items():
             print(f"{bs.name} {part}: {r}", flush=True)
     out = write_result(args.out, results)
@@ -182,13 +195,15 @@ def _bm25s_times(s, qs) -> list[float]:
 
 def table(results: dict) -> str:
     lines = ["| set, part | fast / answerable | fast-path answers | full path, same q | whole set on / off | "
-             "probes fast (gate off-path injects) | p50 fast / bm25s same q (ms) | p95 on / off (ms) |",
+             "probes fast (gate off-path injects) | p50 search / check / n-gram list / bm25s, fast q (ms) | "
+             "p95 on / off (ms) |",
              "|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         for part, p in r["parts"].items():
             f, g = p["fast_path_answers"], p["full_path_same_questions"]
             q = lambda d: f"{d['hit@5']:.3f} / {d['mrr@10']:.3f}" if d.get("n") else "-"   # noqa: E731
-            p50 = (f"{p['ms_fast_on']['p50']:.1f} / {p['ms_bm25s_same']['p50']:.1f}" if p["ms_fast_on"] else "-")
+            p50 = (f"{p['ms_fast_on']['p50']:.1f} / {p['ms_fast_check']['p50']:.1f} / {p['ms_ngram_same']['p50']:.2f} / "
+                   f"{p['ms_bm25s_same']['p50']:.2f}" if p["ms_fast_on"] else "-")
             lines.append(f"| {name} {part} | {p['fast']}/{p['answerable']} | {q(f)} | {q(g)} | "
                          f"{q(p['all_on'])} ; {q(p['all_off'])} | {p['probes_fast']}/{p['probes']} "
                          f"({p['probes_injected_off']} -> {p['probes_injected_on']}) | {p50} | "

@@ -265,7 +265,7 @@ def part_calibrate(s, sets, n_calls):
         t0, c0 = time.perf_counter(), time.process_time()
         calls = read_logged_calls(tmp, 7 * 86400)
         t1 = time.perf_counter()
-        cal = calibrate(calls, [], model=s.gate_choice.model, cos_threshold=COS_DEFAULT, fingerprint=s.fingerprint)
+        cal = calibrate(calls, [], model=s.gate_for("none").model, cos_threshold=COS_DEFAULT, fingerprint=s.fingerprint)
         t2, c2 = time.perf_counter(), time.process_time()
         timings.append({"read": t1 - t0, "calibrate": t2 - t1, "total": t2 - t0, "cpu": c2 - c0})
     return {"calls": len(calls), "seconds": timings, "best_total_s": round(min(t["total"] for t in timings), 3),
@@ -342,7 +342,6 @@ def main():
     if "default" in parts or "default-compare" in parts:
         out["default"] = part_default(sets, args, cfg, fp, compare="default-compare" in parts)
     if "calibrate" in parts:
-        s.use_gate()
         out["calibrate"] = part_calibrate(s, sets, args.calls)
     out["load_average_end"] = os.getloadavg()
     print(write_result(args.out, out))

@@ -51,12 +51,12 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
         for _ in range(repeats):
             for res in results:
                 # first sight of every term: the caches term_df.counts and gate_features keep on the view
-                # (the keys were "_gate_df*" before term_df took the reader over; clearing those emptied nothing)
-                s.view.__dict__["_term_df"] = {}
-                s.view.__dict__["_term_df_stored"] = mode == "table"
-                s.view.__dict__["_gate_short_df"] = {}
-                s.view.__dict__["_word_df"] = {}
-                s.view.__dict__["_word_df_stored"] = mode == "table" and out["word_table_current"]
+                caches = s.view.caches
+                caches.term_df.clear()
+                caches.term_df_stored = mode == "table"
+                caches.short_df.clear()
+                caches.word_df.clear()
+                caches.word_df_stored = mode == "table" and out["word_table_current"]
                 c0 = time.process_time()
                 gate_features(res.query, res.retrieval.lists, res.hits, s.view, conn=s.conn)
                 cpu.append((time.process_time() - c0) * 1000)
@@ -75,8 +75,8 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
         cpu = []
         for _ in range(repeats):
             for res in results:
-                s.view.__dict__["_word_df"] = {}
-                s.view.__dict__["_word_df_stored"] = None       # is_current() read again, as on a new view
+                s.view.caches.word_df.clear()
+                s.view.caches.word_df_stored = None       # is_current() read again, as on a new view
                 c0 = time.process_time()
                 unknown_names(s.view, s.conn, res.query)
                 cpu.append((time.process_time() - c0) * 1000)

@@ -11,6 +11,9 @@ the other half beside the shipped default. A rule is `calibrate`'s `threshold_ru
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 5 python benchmarks/bench_gate_labels.py rules \
         --demo-db runs/bench-demo.sqlite --autorag-db runs/autorag.sqlite --johngrib-db runs/johngrib.sqlite
     ... bench_gate_labels.py features ...     # every feature set in the table x C, fitted on a small tuning set
+    ... bench_gate_labels.py lovo --splits 20 --rule labelled-sign-test --rule covered-sign-test
+        # weeks from each vault's left-out gate (bench_gate_lovo.py's rows and gates in --lovo-cache), started at
+        # the gate's own cut and at the best cut on the pool (the false-move rate); runs/bench/gate-labels-lovo.json
 
 Only spent sets (tuning data): johngrib-tune, -holdout, -blind, -week, -final; the demo sets; AutoRAG-ko with
 held-out PDFs as probes. Rows (per question: keep them out of the repository) are cached in
@@ -37,6 +40,7 @@ from bench_gate_transfer import autorag_heldout  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import DEFAULT_GATE_FILE, load_gate  # noqa: E402
+from search_core.gate.request import GateRequest  # noqa: E402
 from search_core.recall.log import LoggedCall  # noqa: E402
 import search_core.recall.suggest as picker_module  # noqa: E402
 from search_core.recall.suggest import suggest  # noqa: E402
@@ -64,8 +68,7 @@ def collect(a) -> list[dict]:
     rows = []
     for vault, db in (("demo", a.demo_db), ("johngrib", a.johngrib_db), ("autorag", a.autorag_db)):
         t0 = time.perf_counter()
-        s = Searcher(db)
-        s.use_gate(DEFAULT_GATE_FILE)
+        s = Searcher(db, gate=GateRequest(path=DEFAULT_GATE_FILE))
         cfg = SearchConfig(embedder=s.embedder_name)
         if vault == "autorag":
             gold = load_gold(a.data / "autorag-ko" / "beir")
@@ -90,8 +93,11 @@ def collect(a) -> list[dict]:
 # ---- the simulated week ---------------------------------------------------------------------------------
 
 def _calls(rows) -> list[LoggedCall]:
-    return [LoggedCall(i + 1, 1000.0 + i, f"s{i}", "default", r["query"], "", (), dict(r["f"]), {}, None, None,
-                       False, None, 10.0, None, None, None) for i, r in enumerate(rows)]
+    # a row without query text (AutoRAG-ko's held-out rows) gets a random one: suggest folds near-duplicate
+    # queries, so it must be unique and share no trigrams with the others
+    return [LoggedCall(i + 1, 1000.0 + i, f"s{i}", "default", r.get("query") or f"{hash(r['id']) & 0xFFFFFFFFFF:x}",
+                       "", (), dict(r["f"]), {}, None, None, False, None, 10.0, None, None, None)
+            for i, r in enumerate(rows)]
 
 
 def _bacc(p, y, t) -> float:
@@ -131,8 +137,11 @@ def one_week(rows, seed, rule, default, truth_of, start: float | None = None, co
             m = rec["model"]
             gate = GateModel(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in m.items() if k != "format"})
         p_new = np.array([gate.probability(f) for f in f_test])
+        mv = rec.get("threshold_move") or {}
         out["rounds"].append({"labels": labelled, "threshold": round(gate.threshold, 4),
                               "method": (rec.get("model_summary") or {}).get("method"),
+                              "proposed": mv.get("to"), "sign_test": mv.get("sign_test"),
+                              "labels_to_decide": (mv.get("labels_to_decide") or {}).get("more"),
                               "bacc": _bacc(p_new, y_test, gate.threshold)})
     out["ceiling"] = float(max(_bacc(p_test, y_test, t) for t in np.unique(p_test)))
     return out
@@ -177,6 +186,68 @@ def rules(a, rows) -> None:
         results["pools"][pool] = {"rows": len(prow), "answerable": sum(r["y"] for r in prow), "rules": res}
     results["load_average_end"] = os.getloadavg()
     print(write_result(a.out or "gate-labels-rules", results))
+
+
+# ---- from a gate that never saw the vault: the leave-one-vault-out rows and gates ----------------------------
+
+LOVO_POOLS = {        # pool -> (vault's rows file, the sets in it, its left-out gate)
+    "demo": ("demo", None, "lovo-demo"),
+    "autorag-s1": ("autorag", ("autorag-s1",), "lovo-autorag"),
+    "autorag-s2": ("autorag", ("autorag-s2",), "lovo-autorag"),
+    "johngrib-last": ("johngrib", ("johngrib-last",), "lovo-johngrib"),
+    "johngrib-all": ("johngrib", None, "lovo-johngrib"),
+    "baekjungho": ("baekjungho", None, "lovo-baekjungho"),
+    "hoonti06": ("hoonti06", None, "lovo-hoonti06"),
+}
+
+
+def lovo(a) -> None:
+    """Weeks on each vault from the gate fitted with that vault left out (bench_gate_lovo.py's rows and gates, in
+    --lovo-cache): `--start gate` from the gate's own cut (does the rule move it where the labels show it is
+    off?), `--start best` from the best cut on the whole pool, where the current cut is already right (how
+    often does the rule move anyway, and what does that cost?)."""
+    from search_core.gate.model import best_balanced_threshold
+    rule_names = a.rule or ["labelled-sign-test", "covered-sign-test"]
+    results = {"splits": a.splits, "load_average": os.getloadavg(), "pools": {}}
+    for pool, (vault, sets, gate_name) in LOVO_POOLS.items():
+        if a.pool and pool not in a.pool:
+            continue
+        rows = pickle.loads((a.lovo_cache / f"rows-{vault}.pkl").read_bytes())["labelled"]
+        prow = [r for r in rows if sets is None or r["set"] in sets]
+        gate = load_gate(a.lovo_cache / "gates" / f"{gate_name}.json")
+        truth_of = {id(r): bool(r["y"]) for r in prow}
+        p_pool = [gate.probability(r["f"]) for r in prow]
+        best_cut, best_bacc = best_balanced_threshold(p_pool, [r["y"] for r in prow])
+        res = {}
+        for start in a.start:
+            st = None if start == "gate" else best_cut if start == "best" else float(start)
+            for name, picker in [(n, pk) for n in rule_names for pk in a.picker]:
+                weeks = [one_week(prow, a.seed + k, name, gate, truth_of, st, picker == "flips")
+                         for k in range(a.splits)]
+                d = np.array([w["default"] for w in weeks])
+                summ = {"start": round(float(d.mean()), 4), "ceiling": round(float(np.mean([w["ceiling"] for w in weeks])), 4)}
+                for i, n in enumerate(ROUNDS):
+                    b = np.array([w["rounds"][i]["bacc"] for w in weeks])
+                    moved = [w["rounds"][i]["threshold"] != round((st if st is not None else gate.threshold), 4)
+                             for w in weeks]
+                    summ[f"labels_{n}"] = {"mean": round(float(b.mean()), 4), "delta": round(float((b - d).mean()), 4),
+                                           "worse": int((b < d - 1e-9).sum()), "better": int((b > d + 1e-9).sum()),
+                                           "worst_delta": round(float((b - d).min()), 4), "moved": int(sum(moved)),
+                                           "reach_ceiling_0.90": int(sum(bb >= 0.90 for bb, w in zip(b, weeks)
+                                                                          if w["ceiling"] >= 0.90)),
+                                           "ceiling_0.90": int(sum(w["ceiling"] >= 0.90 for w in weeks))}
+                res[f"{name} | start {start} | {picker}"] = summ
+                r20, r30 = summ["labels_20"], summ["labels_30"]
+                print(f"{pool:<14} {name:<26} {picker:<6} {start:<5} start {summ['start']:.3f} ceiling {summ['ceiling']:.3f} | "
+                      f"20: {r20['mean']:.3f} ({r20['delta']:+.4f}, moved {r20['moved']}, worse {r20['worse']}, worst "
+                      f"{r20['worst_delta']:+.3f}) | 30: {r30['mean']:.3f} ({r30['delta']:+.4f}, moved {r30['moved']}, "
+                      f"worse {r30['worse']}, worst {r30['worst_delta']:+.3f}, >=0.90 {r30['reach_ceiling_0.90']}/"
+                      f"{r30['ceiling_0.90']})", flush=True)
+        results["pools"][pool] = {"rows": len(prow), "answerable": sum(r["y"] for r in prow), "gate": gate_name,
+                                  "best_cut_on_pool": round(best_cut, 4), "best_on_pool": round(best_bacc, 4),
+                                  "rules": res}
+    results["load_average_end"] = os.getloadavg()
+    print(write_result(a.out or "gate-labels-lovo", results))
 
 
 # ---- fitted gates: which features and C on a small tuning set -------------------------------------------
@@ -241,7 +312,7 @@ def features(a, rows) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("rules", "features", "collect"))
+    ap.add_argument("what", choices=("rules", "features", "collect", "lovo"))
     ap.add_argument("--demo-db", default="runs/bench-demo.sqlite")
     ap.add_argument("--autorag-db", default="runs/autorag.sqlite")
     ap.add_argument("--johngrib-db", default="runs/johngrib.sqlite")
@@ -256,8 +327,15 @@ def main():
                     help="how `suggest` places its near picks once labels point away from the threshold: `centre` "
                          "(the product's: centred where the labels point), `flips` (cover_flips: on the calls a move "
                          "would flip, FLIP_SHARE of them), `flips@0.8` (another share); repeatable")
+    ap.add_argument("--lovo-cache", type=Path, default=Path("/work/cache/lovo"),
+                    help="lovo: bench_gate_lovo.py's --cache (rows-VAULT.pkl, gates/lovo-VAULT.json)")
+    ap.add_argument("--pool", action="append", help=f"lovo: one of {', '.join(LOVO_POOLS)} (repeatable; default: all)")
     ap.add_argument("--out")
     a = ap.parse_args()
+    if a.what == "lovo":
+        a.start = a.start or ["gate", "best"]
+        a.picker = a.picker or ["centre"]
+        return lovo(a)
     a.start = a.start or ["default"]
     a.picker = a.picker or ["centre"]
     for pk in a.picker:

@@ -44,6 +44,7 @@ from common import ROOT, free_port, write_result  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.model import DEFAULT_GATE_FILE, best_balanced_threshold, load_gate, sidecar_path  # noqa: E402
+from search_core.gate.request import GateRequest  # noqa: E402
 from search_core.recall.log import read_calls  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
@@ -126,9 +127,8 @@ def load_questions(spec: str) -> list:
 
 def question_features(db: Path, questions) -> dict:
     """Each question's gate features, searched once with the defaults (the scores of every split's other half)."""
-    s = Searcher(db)
+    s = Searcher(db, gate=GateRequest(path=DEFAULT_GATE_FILE))
     try:
-        s.use_gate(DEFAULT_GATE_FILE)
         cfg = SearchConfig(embedder=s.embedder_name)
         return {q.id: s.search(q.query, cfg).gate.features for q in questions}
     finally:

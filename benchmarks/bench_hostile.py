@@ -56,7 +56,9 @@ def timed(fn, runs: int) -> list[float]:
 CHILD = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-from search_core.recall.engine import RecallEngine, RecallConfig, SearchBackend
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.recall.server import make_server
 make_server(RecallEngine(SearchBackend(sys.argv[1]), None, RecallConfig()), port=int(sys.argv[2]), warm=False).run()
 """
@@ -183,7 +185,9 @@ def attack_session_ids(db: Path, n: int = 1000) -> dict:
 
 def attack_long_then_short(db: Path, runs: int) -> dict:
     import search_core.recall.engine as eng
-    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    from search_core.recall.config import RecallConfig
+    from search_core.recall.backend import SearchBackend
+    from search_core.recall.engine import RecallEngine
     long_q = ("GraphRAG 커뮤니티 요약과 RRF 융합을 비교한다. hybrid retrieval with dense and sparse channels. " * 60)[:4000]
     out = {}
     saved = eng.LONG_QUERY_CHARS
@@ -226,7 +230,9 @@ def _thread_server(engine):
 def attack_five_long_then_short(db: Path, runs: int) -> dict:
     import threading
     import search_core.recall.engine as eng
-    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    from search_core.recall.config import RecallConfig
+    from search_core.recall.backend import SearchBackend
+    from search_core.recall.engine import RecallEngine
     out, saved = {}, eng.LONG_QUERY_CHARS
     for name, limit in (("one_lane_before", 10 ** 9), ("long_lane_after", saved)):
         eng.LONG_QUERY_CHARS = limit
@@ -258,7 +264,9 @@ def attack_five_long_then_short(db: Path, runs: int) -> dict:
 
 
 def attack_long_queue_then_short(db: Path, runs: int) -> dict:
-    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    from search_core.recall.config import RecallConfig
+    from search_core.recall.backend import SearchBackend
+    from search_core.recall.engine import RecallEngine
     from search_core.recall.log import RecallLog, read_calls
     out = {}
     for name in ("one_runner_pool_before", "runners_per_lane_after"):

@@ -149,7 +149,7 @@ def real_pairs(name: str, vault: Path, golds: list[Path], index_dir: Path, progr
 
 def value(row: dict) -> float:
     from tuner.evaluation.evaluate import QuestionResult
-    return question_value(QuestionResult.from_ledger(row), "score100", QUALITY)
+    return question_value(QuestionResult.from_json(row), "score100", QUALITY)
 
 
 @dataclass(frozen=True)

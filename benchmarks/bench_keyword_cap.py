@@ -6,7 +6,7 @@ quality on every shipped set and sparse time on the johngrib wiki, per cap.
         --set autorag=runs/autorag.sqlite:../shared/data/autorag-ko/beir \
         --timing-db runs/johngrib.sqlite
 
-Quality is the evaluation's own code (tuner.evaluation.evaluate: rank with limit_fused=K_LIST, QueryRow.metrics,
+Quality is the evaluation's own code (tuner.evaluation.evaluate: rank with limit_fused=K_LIST, QuestionResult.metrics,
 summarize), with one difference from `autoresearch eval`: each question is embedded once and its vector
 reused across caps (a cap changes only the keyword channels), so five caps cost one embedding pass.
 Cap 64 is what every query ran before the cap (query_terms keeps 64 trigrams). Raw figures land in
@@ -32,13 +32,11 @@ def quality(db: str, gold_path: str, caps: list[int]) -> dict:
     from search_core.search.pipeline import Searcher
     from search_core.search.query_cache import QueryEmbeddingCache
     from search_core.search.ranking import K_LIST
-    from tuner.evaluation.evaluate import QueryRow, summarize
+    from tuner.evaluation.evaluate import QuestionResult, summarize
     from tuner.data.gold import load_gold
-    from tuner.evaluation.metrics import first_rank
 
     gold = load_gold(gold_path)
-    s = Searcher(db)
-    s.query_cache = QueryEmbeddingCache(maxsize=len(gold.questions) * 4 + 16)   # one embedding per text
+    s = Searcher(db, query_cache=QueryEmbeddingCache(maxsize=len(gold.questions) * 4 + 16))   # one embedding per text
     cfg = SearchConfig(embedder=s.embedder_name)
     out, ranked_by_cap = {}, {}
     for cap in caps:
@@ -47,9 +45,8 @@ def quality(db: str, gold_path: str, caps: list[int]) -> dict:
         for q in gold.questions:
             res = s.rank(s.retrieve(q.query, cfg.depth), cfg, snippets=False, limit_fused=K_LIST)
             ranked = res.ranked[:K_LIST]
-            rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked,
-                                 first_rank(ranked, q.gold) if q.gold else None, res.gate.inject,
-                                 res.gate.top_score, res.timings_ms))
+            rows.append(QuestionResult.searched(q, ranked, inject=res.gate.inject, top_score=res.gate.top_score,
+                                                timings_ms=res.timings_ms))
         summ = summarize(rows)
         ranked_by_cap[cap] = [r.ranked for r in rows]
         out[cap] = {"n": summ["n"], "hit@5": summ.get("hit@5"), "mrr@10": summ.get("mrr"),

@@ -107,8 +107,7 @@ def busy_core():
 
 
 def run_searches(s, questions: list[str]) -> list[dict]:
-    from search_core.search.query_cache import QueryEmbeddingCache
-    s.query_cache = QueryEmbeddingCache(maxsize=0)     # every question pays its embedding: no cache hits
+    """`s`: a searcher with a query-vector cache of size 0 (every question pays its embedding: no cache hits)."""
     rows = []
     for q in questions:
         t0 = time.perf_counter()
@@ -127,7 +126,8 @@ def warm(db: Path, questions: list[str], conditions, passes: int = 1) -> dict:
     1, out["passes"][cond] holds each pass's wall figures and out["summary"][cond] their median and range:
     one pass's p95 moved by +-3 ms from run to run on this machine (BENCHMARKS.md, latency)."""
     from search_core.search.pipeline import Searcher
-    s = Searcher(db)
+    from search_core.search.query_cache import QueryEmbeddingCache
+    s = Searcher(db, query_cache=QueryEmbeddingCache(maxsize=0))
     for q in questions[:10]:
         s.search(q)
     out, per_pass = {}, {c: [] for c in conditions}
@@ -154,8 +154,8 @@ def warm(db: Path, questions: list[str], conditions, passes: int = 1) -> dict:
             print(f"[{c}, {passes} passes] " + ", ".join(f"{k} median {v['median']} ({v['min']}-{v['max']})"
                                                         for k, v in summ.items()), flush=True)
     # repeated questions: the query-vector cache
-    from search_core.search.query_cache import QueryEmbeddingCache
-    s.query_cache = QueryEmbeddingCache()
+    s.close()
+    s = Searcher(db, query_cache=QueryEmbeddingCache())
     for q in questions:
         s.search(q)
     rows = []

@@ -15,8 +15,9 @@ import re
 import statistics
 from pathlib import Path
 
-from search_core.recall.engine import (RecallBlock, RecallConfig, compose_block, gate_features, header_for,
-                                       hit_lines, strip_frontmatter)
+from search_core.recall.block import RecallBlock, compose_block, gate_features, header_for, hit_lines, strip_frontmatter
+
+from search_core.recall.config import RecallConfig
 from search_core.search.pipeline import SNIPPET_CHARS, Searcher
 from search_core.search import channels as ch
 from tuner.data.gold import load_gold

@@ -43,8 +43,9 @@ JOHNGRIB_SETS = ("tune", "holdout", "blind", "week", "final", "last")   # spent 
 HANGUL = re.compile(r"[\uac00-\ud7a3]")
 WORD = re.compile(r"\w+", re.UNICODE)
 # config variants by name: SearchConfig changes on top of the shipped default
-CONFIGS = {"default": {}, "ngram": {"keyword_index": "ngram"}, "fts5": {"keyword_index": "fts5"},
-           "both": {"keyword_index": "both"}, "fast": {"fast_path_margin": 0.2}}
+# ("fts5": the default without the n-gram list beside FTS5's, the default before w_ngram)
+CONFIGS = {"default": {}, "ngram": {"keyword_index": "ngram", "w_ngram": 0.0}, "fts5": {"w_ngram": 0.0},
+           "both": {"keyword_index": "both", "w_ngram": 0.0}, "fast": {"fast_path_margin": 0.2}}
 
 
 @dataclass(frozen=True)

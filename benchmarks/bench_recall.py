@@ -73,7 +73,9 @@ def full_summary(values_ms) -> dict:
 
 # -- api --------------------------------------------------------------------------------------------------
 def bench_api(db: Path, work: Path, queries: list[str], calls: int = 2000) -> dict:
-    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    from search_core.recall.config import RecallConfig
+    from search_core.recall.backend import SearchBackend
+    from search_core.recall.engine import RecallEngine
     from search_core.recall.log import RecallLog
 
     log_path = work / "api-log.sqlite"

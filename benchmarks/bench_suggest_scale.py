@@ -64,7 +64,7 @@ def questions() -> list[tuple[str, bool]]:
 def build_log(db: Path, log_path: Path, rows: int, seed: int = 0) -> dict:
     """`rows` calls written through RecallLog as the recall engine writes them."""
     from search_core.config import SearchConfig
-    from search_core.recall.engine import gate_features
+    from search_core.recall.block import gate_features
     from search_core.recall.log import RecallLog, index_id, label_calls
     from search_core.search.pipeline import Searcher
 

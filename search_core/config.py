@@ -11,6 +11,8 @@ from search_core import SearchCoreError
 from search_core.hashing import hash_json
 
 CHANNELS = ("dense", "sparse", "decomposed", "entity")
+# the n-gram BM25 list fused beside the channels' (SearchConfig.w_ngram); the sparse channel runs it
+NGRAM_LIST = "ngram"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,13 @@ class ChunkConfig:
         return flags
 
 
+# Settings added after configs were first recorded, with the value every config had before each existed: a
+# recorded config lacking one ran with that value (SearchConfig.from_stored), and a config holding it keeps its
+# old hash (SearchConfig.config_hash).
+ADDED_LATER = {"gate_threshold": None, "fast_path_margin": None, "keyword_index": "fts5", "pair_terms": 0,
+               "w_ngram": 0.0}
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     # Weights are the ones our users run today (dense .30 sparse .40 decomposed .15 entity .15).
@@ -60,6 +69,12 @@ class SearchConfig:
     w_sparse: float = 0.40
     w_decomposed: float = 0.15
     w_entity: float = 0.15
+    # The n-gram BM25 list of the query (search_core/index/ngram_postings.py), fused as a list of its own beside
+    # the sparse channel's: FTS5 trigrams and the n-gram BM25 see Korean stems and code words differently, and
+    # each wins on sets where the other is blind. 0.10 by the default rule (no tuning part worse on hit@5 or
+    # MRR, the mean better, every holdout at or above): tuning MRR +0.015 AutoRAG-ko, +0.008 johngrib, +0.003
+    # KorQuAD, demo equal; 0.20 lost johngrib-tune MRR (BENCHMARKS.md, peers). 0: not run.
+    w_ngram: float = 0.10
     # k = 2, chosen by the tuner (benchmarks/bench_default_k.py): rrf_k sweeps moved 60 to 5 (demo), 1
     # (AutoRAG-ko) and 2 (KorQuAD); k = 2 had the best mean tuning score losing no tuning hit, and held on
     # all three holdouts (hit@5 48/48 -> 48/48, 55/56 -> 56/56, 584/600 -> 593/600; no metric worse).
@@ -85,12 +100,18 @@ class SearchConfig:
     # channel. Off until a vault's own probes say it does not answer questions the vault cannot (BENCHMARKS.md,
     # the fast path: 0.2 was chosen on the tuning sets).
     fast_path_margin: float | None = None
+    # Query expansion by the terms the vault pairs across scripts (`지연 시간(latency)`): up to this many Korean
+    # terms the vault pairs with the query's Latin phrases are added to the query the channels read
+    # (search_core.ingest.term_pairs); 0 = none. 2 chosen on the tuning sets (cross-lingual hit@5 on johngrib's
+    # 0.857 -> 0.905, no level worse), held on the holdouts (BENCHMARKS.md, cross-lingual questions).
+    pair_terms: int = 2
     reranker: str = "none"
     exclude_nav: bool = True       # index/MOC notes never appear in results
     nav_globs: tuple[str, ...] = ("index", "*/index", "home", "*MOC*", "*moc*")
 
     def weights(self) -> dict[str, float]:
-        return {c: getattr(self, f"w_{c}") for c in CHANNELS}
+        """Each list's weight in the fusion: the four channels', and the n-gram list's (Retrieval.lists["ngram"])."""
+        return {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram}
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -98,14 +119,17 @@ class SearchConfig:
         return d
 
     def config_hash(self) -> str:
-        d = self.as_dict()
-        if d["gate_threshold"] is None:     # added later: a config that leaves it unset keeps its old hash
-            del d["gate_threshold"]
-        if d["fast_path_margin"] is None:   # added later: a config without the fast path keeps its old hash
-            del d["fast_path_margin"]
-        if d["keyword_index"] == "fts5":    # added later: configs from before it ran FTS5 and keep their hash
-            del d["keyword_index"]
+        """A short hash of every setting; a key added later (ADDED_LATER) that holds the value every config
+        had before it existed is left out, so a config recorded before it keeps its hash."""
+        d = {k: v for k, v in self.as_dict().items() if not (k in ADDED_LATER and v == ADDED_LATER[k])}
         return hash_json(d, 12)
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "SearchConfig":
+        """A config as a ledger or a promotion recorded it. A key added since it was recorded takes the value
+        that reproduces what it ran (ADDED_LATER), not today's default: a sweep's start recorded before the
+        n-gram list existed ran without it."""
+        return cls().replace(**{**{k: v for k, v in ADDED_LATER.items() if k not in d}, **d})
 
     def replace(self, **changes) -> "SearchConfig":
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
@@ -134,12 +158,14 @@ def read_toml(path: str | Path, what: str = "config file") -> dict:
 
 
 def load_config(path: str | Path | None, base: SearchConfig | None = None) -> SearchConfig:
-    """Read a TOML file (flat keys, or under [search]) onto the defaults."""
-    base = base or SearchConfig()
+    """Read a TOML file (flat keys, or under [search]) onto the defaults. The active config (a file with an
+    [active] table, written whole by promotion) is a recorded config: a key it lacks was added after it was
+    written, and takes the value it ran with (SearchConfig.from_stored), not today's default."""
     if path is None:
-        return base
+        return base or SearchConfig()
     from search_core.validate import Where, check_search_values
     data = read_toml(path)
+    base = base or (SearchConfig.from_stored({}) if isinstance(data.get("active"), dict) else SearchConfig())
     where = Where(str(path), "[search]" if "search" in data else "")
     if "search" in data:
         data = where.table_of(data["search"], "[search]")

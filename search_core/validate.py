@@ -177,6 +177,7 @@ def finite_numbers(where: str, obj, path: str = "") -> None:
 
 # -- the search config (--config, active.toml) ------------------------------------------------------------
 MAX_TOP_K = 100          # the HTTP /search and MCP cap too
+MAX_PAIR_TERMS = 10      # each added term is a few more query words: past 10 they outweigh the question
 MAX_DEPTH = 10_000       # candidates per channel; the largest vault we know has 18,315 chunks
 
 
@@ -184,7 +185,7 @@ def check_search_values(data: dict, where: Where) -> dict:
     """The [search] keys of a config file, checked and normalised (a tuple for nav_globs). Unknown keys
     are refused by SearchConfig.replace, which names the valid ones."""
     out = dict(data)
-    for k in ("w_dense", "w_sparse", "w_decomposed", "w_entity", "community_boost"):
+    for k in ("w_dense", "w_sparse", "w_decomposed", "w_entity", "w_ngram", "community_boost"):
         if k in data:
             out[k] = where.number(k, data[k], lo=0.0)
     if "rrf_k" in data:
@@ -201,6 +202,8 @@ def check_search_values(data: dict, where: Where) -> dict:
         out["gate_threshold"] = where.number("gate_threshold", data["gate_threshold"], lo=0.0, hi=1.0)
     if "fast_path_margin" in data:
         out["fast_path_margin"] = where.number("fast_path_margin", data["fast_path_margin"], lo=0.0, hi=1.0)
+    if "pair_terms" in data:
+        out["pair_terms"] = where.integer("pair_terms", data["pair_terms"], lo=0, hi=MAX_PAIR_TERMS)
     for k in ("embedder", "reranker"):
         if k in data:
             out[k] = where.model_name(k, data[k])

@@ -139,7 +139,7 @@ def _short_df(view, toks: list[str]) -> dict[str, int]:
     every question: uncached, these lookups were a fifth of a 114-question fusion round)."""
     if not toks:
         return {}
-    cache = view.__dict__.setdefault("_gate_short_df", {})
+    cache = view.caches.short_df
     todo = [t for t in toks if t not in cache]
     if todo:
         index = view.short_index()

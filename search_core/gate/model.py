@@ -91,6 +91,29 @@ class GateModel:
             return f"the gate was fitted with reranker {self.reranker!r}, this search uses {reranker!r}"
         return None
 
+    def provenance(self) -> str:
+        """What this gate was made from, in a line (`search --explain`, `calibrate`): the rows its weights were
+        fitted on, and, when labels moved its threshold for one vault, from where to where and on how many."""
+        fo = self.fitted_on or {}
+        if fo.get("vaults"):
+            base = (f"weights fitted on {fo.get('rows', '?')} labelled questions of {', '.join(map(str, fo['vaults']))}"
+                    + (f" ({str(fo['at'])[:10]})" if fo.get("at") else ""))
+        elif isinstance(fo.get("labelled"), dict):
+            lab = fo["labelled"]
+            base = (f"weights fitted on {lab.get('answerable', '?')} relevant + {lab.get('probes', '?')} irrelevant "
+                    f"labels" + (f" ({', '.join(map(str, fo['sources']))})" if fo.get("sources") else ""))
+        elif fo.get("rows"):
+            base = f"weights fitted on {fo['rows']} labelled rows"
+        else:
+            base = "no record of what its weights were fitted on"
+        moved = fo.get("recalibrated")
+        if not isinstance(moved, dict):
+            return f"{base}; threshold {self.threshold:.3f}, the fit's own"
+        lab = moved.get("labels") or {}
+        return (f"this vault's threshold {self.threshold:.3f}, moved from {float(moved.get('from', 0)):.3f} by "
+                f"{lab.get('answerable', '?')} relevant + {lab.get('probes', '?')} irrelevant labels"
+                + (f" (to {str(moved['at'])[:10]})" if moved.get("at") else "") + f"; {base}")
+
     def as_json(self) -> dict:
         d = asdict(self)
         d = {"format": GATE_FORMAT, **{k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from search_core import SearchCoreError
-from search_core.index import ngram_postings
+from search_core.index import ngram_postings, pair_table
 from search_core.index import short_tokens
 from search_core.index import term_df
 from search_core.index import word_df
@@ -252,6 +252,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             rebuild_graph(conn, emb, cache, progress)
             short_tokens.build(conn)
             ngram_postings.build(conn)
+            pair_table.build(conn)
             set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             bump_generation(conn)
             term_df.build(conn)                        # after the generation it records
@@ -338,6 +339,10 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
         ngram_postings.update(conn, removed_docs, ngram_postings.chunk_docs(conn, added_ids))
     else:
         ngram_postings.build(conn)
+    if pair_table.is_built(conn):
+        pair_table.update(conn, [r[0] for r in removed], added_ids)
+    else:
+        pair_table.build(conn)
     set_meta(conn, "indexed_at", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     set_meta(conn, FILE_HASHES, known_file_hashes())
     bump_generation(conn)
@@ -420,6 +425,9 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     if not ngram_postings.is_built(conn):    # an index written before the n-gram lists existed
         with atomic(conn):
             ngram_postings.build(conn)
+    if not pair_table.is_built(conn):        # an index written before the cross-script pairs were stored
+        with atomic(conn):
+            pair_table.build(conn)
     if not term_df.is_current(conn):         # written before the table existed, or by a writer without it
         with atomic(conn):
             term_df.build(conn)
@@ -429,6 +437,8 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     if get_meta(conn, NAV_RULE_KEY) != NAV_RULE:    # flags from an older rule (or none): every note read once
         # (after the count tables are current: the generation this bumps is recorded on them)
         _refresh_nav_flags(conn, files, beir_notes, to_write)
+        with atomic(conn):                          # pairs are read from notes that are not index pages
+            pair_table.build(conn)
     if refresh_communities_now:
         with atomic(conn):
             report.communities = refresh_communities(conn)

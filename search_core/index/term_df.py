@@ -128,13 +128,14 @@ def counts(view, conn, terms: list[str]) -> dict[str, int]:
     features alike: from the stored table (one primary-key read per term), else from FTS5's vocabulary
     (a doclist walk per term: 0.04-0.43 ms on johngrib). One cache on the view, which is rebuilt with the
     index. A lookup that fails counts the term as 0 (rare): neither a search nor a feature fails over it."""
-    cache = view.__dict__.setdefault("_term_df", {})
+    caches = view.caches
+    cache = caches.term_df
     todo = [t for t in terms if t not in cache]
     if todo and conn is not None:
         try:
-            stored = view.__dict__.get("_term_df_stored")
+            stored = caches.term_df_stored
             if stored is None:
-                stored = view.__dict__["_term_df_stored"] = is_current(conn)
+                stored = caches.term_df_stored = is_current(conn)
             cache.update(lookup_stored(conn, todo) if stored else lookup_live(conn, todo))
         except DB_ERRORS:
             pass

@@ -94,11 +94,12 @@ def counts(view, conn, words: list[str]) -> dict[str, int] | None:
     if conn is None:
         return None
     try:
-        if view.__dict__.get("_word_df_stored") is None:
-            view.__dict__["_word_df_stored"] = is_current(conn)
-        if not view.__dict__["_word_df_stored"]:
+        caches = view.caches
+        if caches.word_df_stored is None:
+            caches.word_df_stored = is_current(conn)
+        if not caches.word_df_stored:
             return None
-        cache = view.__dict__.setdefault("_word_df", {})
+        cache = caches.word_df
         todo = [w for w in words if w not in cache]
         if todo:
             cache.update(lookup(conn, todo))

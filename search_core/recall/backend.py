@@ -41,16 +41,14 @@ class SearchBackend:
 
     def _open(self):
         if self.searcher is None:
+            from search_core.gate.request import GateRequest
             from search_core.search.pipeline import Searcher
-            s = Searcher(self.db, follow=self.follow)
+            gate = GateRequest.cosine("the recall config asks for the cosine gate") if self.gate == "cosine" \
+                else GateRequest(path=self.gate)             # the same gate `search` reports
+            s = Searcher(self.db, follow=self.follow, query_cache=self.query_cache, gate=gate)
             s.index.on_ready = self.on_view_ready
             base = self._cfg or load_config(self._config_path)
             self.cfg = base.replace(embedder=s.embedder_name)
-            s.query_cache = self.query_cache
-            if self.gate == "cosine":
-                s.use_cosine_gate("the recall config asks for the cosine gate")
-            else:
-                s.use_gate(self.gate, reranker=self.cfg.reranker)   # the same gate `search` reports
             self.searcher = s
         return self.searcher
 

@@ -12,260 +12,33 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from collections import OrderedDict
-import os
-import re
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-from search_core import SearchCoreError
-from search_core.config import read_toml
-from search_core.gate.model import WHICH_GATE
-from search_core.paths import active_config_file
-from search_core.search.markup import clean_markup
-from search_core.recall.backend import SearchBackend, is_query_error  # noqa: F401  (SearchBackend re-exported)
-from search_core.validate import Where, clean_text
+from search_core.recall.backend import SearchBackend, is_query_error
+from search_core.recall.block import (RecallBlock, compose_block, compose_notes, empty_block_reason, gate_features,
+                                      header_for, hit_lines)
+from search_core.recall.config import RecallConfig, active_config_path, load_recall_config
+from search_core.recall.pre_gates import first_closed_gate
+from search_core.validate import clean_text
 
-RECALL_ENV = "AUTORESEARCH_RECALL"
 LONG_QUERY_CHARS = 1000                     # past about one 512-token window a query searches on the long lane
-MAX_TIMEOUT_S = 600.0                       # a recall that takes minutes is an outage, not a setting
 MAX_SESSIONS = 10_000                       # sessions kept (LRU); ~0.6 KB each when idle
-SESSION_IDLE_S = 3600.0                     # a session untouched for an hour is forgotten (its block is stale)          # "0" turns the whole path off (the kill switch)
-GATES = ("kill_switch", "too_short", "small_talk", "in_flight", "threshold")
-# Not gates, but reasons a block is empty: the search failed or timed out / nothing was queued / every
-# line was one the caller already holds (its `held` lines or `exclude_notes`).
-ERROR, NOTHING_QUEUED, ALREADY_HELD = "error", "nothing_queued", "already_held"
-NO_ROOM = "no_room"     # the caller's char_budget leaves no room for the header and one line
+SESSION_IDLE_S = 3600.0                     # a session untouched for an hour is forgotten (its block is stale)
+# Not gates, but reasons a block is empty: the search failed or timed out / nothing was queued (and
+# ALREADY_HELD, NO_ROOM in search_core.recall.block).
+ERROR, NOTHING_QUEUED = "error", "nothing_queued"
 SHUTDOWN = "shutdown"     # accepted, then the server stopped before its search ran: logged, not searched
 
 # The profile the caller works for. Background work runs in a copy of the caller's context: a thread
 # that lost it would read "default" here and answer (and log) for another profile.
 current_profile: contextvars.ContextVar[str] = contextvars.ContextVar("autoresearch_recall_profile",
                                                                       default="default")
-
-SMALL_TALK = (
-    # English
-    r"(hi|hello|hey|yo|howdy)( there| again| all| everyone| guys)?",
-    r"good (morning|afternoon|evening|night)", r"how are you( doing)?( today)?", r"what'?s up",
-    r"(thanks|thank you|thx|ty)( (so|very) much| a lot| again)?", r"(bye|goodbye|see (you|ya))( later| soon)?",
-    r"(ok|okay|sure|yes|yep|yeah|no|nope|cool|nice|great|got it|sounds good|lol|haha|awesome|perfect)",
-    # Korean
-    r"안녕(하세요|하십니까|히 주무세요)?", r"(고마워|고맙습니다|감사합니다|감사해요|땡큐)(요)?",
-    r"(네|넵|응|ㅇㅇ|좋아|좋아요|알겠어|알겠어요|알겠습니다|오케이|ㅇㅋ|그래|그래요)",
-    r"수고(하셨습니다|했어|했어요|하세요|많으셨습니다)?", r"좋은 (아침|하루|밤)(이에요|입니다|되세요)?",
-    r"잘 ?자(요)?", r"반가워(요)?|반갑습니다", r"(ㅋ|ㅎ)+",
-)
-
-
-@dataclass(frozen=True)
-class RecallConfig:
-    enabled: bool = True
-    min_chars: int = 8                       # shorter messages ("ok", "ㅇㅋ", "thanks") carry no topic
-    small_talk: tuple[str, ...] = SMALL_TALK  # regexes; a message made only of these is not searched
-    char_budget: int = 1200                  # the injected block never exceeds this many characters
-    max_lines: int = 5
-    timeout_s: float = 2.0                   # bounds every call, queue wait included
-    query_log: str = "text"                  # "hash": the log keeps only the query's sha256
-
-    def replace(self, **changes) -> "RecallConfig":
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            raise SearchCoreError(f"unknown [recall] key(s) {sorted(unknown)}; valid keys: "
-                                  f"{', '.join(f.name for f in dataclasses.fields(self))}")
-        if "small_talk" in changes:
-            changes["small_talk"] = tuple(changes["small_talk"])
-        return dataclasses.replace(self, **changes)
-
-
-
-
-def active_config_path(explicit: str | Path | None) -> Path | None:
-    """--config when given, else the promoted config (search_core.paths: $AUTORESEARCH_RUNS/active.toml,
-    else runs/active.toml) when there is one, else None (defaults)."""
-    if explicit is not None:
-        return Path(explicit)
-    active = active_config_file()
-    return active if active.exists() else None
-
-
-def load_recall_config(path: str | Path | None) -> RecallConfig:
-    """The [recall] table of a TOML config (the same file as --config), onto the defaults, each value
-    checked (a wrong type here would make every call end `stopped_by: error`, far from its cause)."""
-    if path is None:
-        return RecallConfig()
-    where = Where(str(path), "[recall]")
-    return RecallConfig().replace(**check_recall_values(where.table_of(read_toml(path).get("recall", {}),
-                                                                       "[recall]"), where))
-
-
-def check_recall_values(data: dict, where: Where) -> dict:
-    where.known_keys(data, [f.name for f in dataclasses.fields(RecallConfig)])
-    out = dict(data)
-    if "enabled" in data:
-        out["enabled"] = where.boolean("enabled", data["enabled"])
-    if "min_chars" in data:
-        out["min_chars"] = where.integer("min_chars", data["min_chars"], lo=0, hi=10_000)
-    if "small_talk" in data:
-        out["small_talk"] = where.regex_list("small_talk", data["small_talk"])
-    if "char_budget" in data:
-        out["char_budget"] = where.integer("char_budget", data["char_budget"], lo=100, hi=100_000)
-    if "max_lines" in data:
-        out["max_lines"] = where.integer("max_lines", data["max_lines"], lo=1, hi=100)
-    if "timeout_s" in data:
-        out["timeout_s"] = where.number("timeout_s", data["timeout_s"], lo=0.0, hi=MAX_TIMEOUT_S, lo_open=True)
-    if "query_log" in data:
-        out["query_log"] = where.string("query_log", data["query_log"], choices=("text", "hash"))
-    return out
-
-
-# -- the gates before the search: pure functions of (query, config) ------------------------------------
-_FILLER = " \t\n!?.~,;:^*'\"()[]{}…"
-
-
-@lru_cache(maxsize=16)
-def _small_talk_re(patterns: tuple[str, ...]) -> re.Pattern:
-    one = "|".join(f"(?:{p})" for p in patterns)
-    # one phrase or several in a row ("안녕하세요 좋은 아침이에요", "ok thanks!")
-    return re.compile(rf"(?:{one})(?:[\s,!.~]+(?:{one}))*", re.IGNORECASE)
-
-
-def is_small_talk(query: str, patterns: tuple[str, ...] = SMALL_TALK) -> bool:
-    text = re.sub(r"\s+", " ", query.lower()).strip(_FILLER)
-    return bool(text) and _small_talk_re(tuple(patterns)).fullmatch(text) is not None
-
-
-def kill_switch_on(cfg: RecallConfig) -> bool:
-    return not cfg.enabled or os.environ.get(RECALL_ENV, "1").strip().lower() in ("0", "false", "off", "no")
-
-
-PRE_SEARCH_GATES = (
-    ("kill_switch", lambda q, cfg: kill_switch_on(cfg)),
-    ("too_short", lambda q, cfg: len(q.strip()) < cfg.min_chars),
-    ("small_talk", lambda q, cfg: is_small_talk(q, cfg.small_talk)),
-)
-
-
-def first_closed_gate(query: str, cfg: RecallConfig) -> str | None:
-    """The first pre-search gate that stops `query`, or None (it goes on to in_flight and threshold)."""
-    for name, closed in PRE_SEARCH_GATES:
-        if closed(query or "", cfg):
-            return name
-    return None
-
-
-# -- the block -----------------------------------------------------------------------------------------
-# A YAML block ("--- title: x tags: [a] ---") that reached a snippet, e.g. a note with a duplicated header.
-_FRONTMATTER_RE = re.compile(r"(?:^|\s)-{3,}\s+(?:[\w-]+\s*:.*?)\s-{3,}(?=\s|$)", re.DOTALL)
-_HEADER = "Related notes from your vault:"
-
-
-def strip_frontmatter(text: str) -> str:
-    text = _FRONTMATTER_RE.sub(" ", text)
-    text = re.sub(r"(?:^|\s)-{3,}(?=\s|$)", " ", text)      # a bare fence or rule left over
-    return re.sub(r"\s+", " ", text).strip()
-
-
-# The gate passed, but inside its caveat band (a probability just over the threshold): the agent is told.
-_CAVEAT_HEADER = ("Possibly related notes from your vault (low confidence: the gate passed near its threshold; "
-                  "check before relying on them):")
-CAVEAT_BAND = "caveat"
-
-
-def header_for(gate: dict | None) -> str:
-    """The block's first line: the caveat header when the gate's band says the pass was a narrow one."""
-    return _CAVEAT_HEADER if (gate or {}).get("band") == CAVEAT_BAND else _HEADER
-
-
-def hit_lines(hits) -> tuple[str, ...]:
-    """One line per hit: title, where it lives (its vault-relative path, else its note id) and its
-    snippet as plain text (search_core.search.markup: no link lines, footnotes or markup)."""
-    return tuple(f"- {h.title} ({getattr(h, 'path', None) or h.note_id}): "
-                 f"{clean_markup(strip_frontmatter(h.snippet))}".rstrip(": ") for h in hits)
-
-
-def compose_block(lines, budget: int, held=(), header: str = _HEADER) -> str:
-    """Header + the lines the caller does not hold yet, cut to `budget` characters (never over it)."""
-    return compose_notes(lines, budget, held, header=header)[0]
-
-
-def compose_notes(lines, budget: int, held=(), note_ids=None, exclude=(),
-                  header: str = _HEADER) -> tuple[str, tuple[str, ...]]:
-    """compose_block, and the note ids of the lines that made it in. `exclude` leaves out whole notes
-    (an agent that keeps earlier blocks in its transcript sends the notes it was already given)."""
-    held = {h.strip() for h in held}
-    exclude = set(exclude)
-    ids = tuple(note_ids) if note_ids is not None else (None,) * len(lines)
-    out, kept, used = [], [], len(header)
-    for line, nid in zip(lines, ids):
-        if line.strip() in held or (nid is not None and nid in exclude):
-            continue
-        room = budget - used - 1
-        if room <= 1:
-            break
-        if len(line) > room:
-            out.append(line[: room - 1] + "…")
-            kept.append(nid)
-            break
-        out.append(line)
-        kept.append(nid)
-        used += len(line) + 1
-    if not out:
-        return "", ()
-    return "\n".join([header, *out]), tuple(n for n in kept if n is not None)
-
-
-def empty_block_reason(lines, held=(), note_ids=None, exclude=()) -> str:
-    """Why compose_notes gave nothing for lines that passed the gate: every line was already held or
-    excluded (ALREADY_HELD), or the budget had no room for one (NO_ROOM)."""
-    held = {h.strip() for h in held}
-    ids = tuple(note_ids) if note_ids is not None else (None,) * len(lines)
-    if all(line.strip() in held or (nid is not None and nid in exclude) for line, nid in zip(lines, ids)):
-        return ALREADY_HELD
-    return NO_ROOM
-
-
-@dataclass(frozen=True)
-class RecallBlock:
-    block: str
-    injected: bool
-    gate: dict                  # the gate's features in force: top_score, threshold, ...
-    stopped_by: str | None      # a name from GATES, "error", "nothing_queued", "already_held", "no_room", or None
-    call_id: int | None = None  # the recall-log row (for `recall-log label`)
-    error: str | None = None
-    notes: tuple[str, ...] = ()  # the note ids whose lines are in the block
-
-    @property
-    def caveat(self) -> bool:
-        """The block went in on a narrow pass (its header says so)."""
-        return self.injected and self.gate.get("band") == CAVEAT_BAND
-
-    def as_dict(self, explain: bool = False) -> dict:
-        """The answer of /prefetch and MCP recall: the decision and its reason (`gate`: inject, band,
-        kind, probability, threshold, top_score, reason); the features the gate read only with `explain`."""
-        gate = self.gate if explain else {k: self.gate[k] for k in LEAN_GATE_KEYS if k in self.gate}
-        return {"block": self.block, "injected": self.injected, "caveat": self.caveat, "gate": gate,
-                "stopped_by": self.stopped_by, "call_id": self.call_id, "error": self.error, "notes": list(self.notes)}
-
-
-# What a recall answer says about its gate by default: the decision and why, not the ~38 features behind it.
-LEAN_GATE_KEYS = ("top_score", "threshold", "probability", "band", "kind", "reason")
-
-
-def gate_features(result) -> dict:
-    """What the result's gate read and which gate decided (for the log's JSON column and the block):
-    the top cosine and the cosine threshold, the model's probability, band, kind and reason, the decision
-    under "gate" (kind, source file, threshold), and the features the model read."""
-    gate = result.gate
-    d = gate.decision
-    decided = d.to_json()
-    out = {"top_score": gate.top_score, "threshold": gate.threshold, "probability": d.probability, "band": d.band,
-           "kind": d.kind, "reason": d.reason, "gate": {k: decided[k] for k in WHICH_GATE}}
-    return {**out, **(gate.features or {})}
 
 
 # -- the engine ----------------------------------------------------------------------------------------

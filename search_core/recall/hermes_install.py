@@ -95,7 +95,7 @@ def install(home: str | Path | None = None, *, server: str | None = None, token:
                               "(or \"\" for none)")
     dest = plugin_dir(home)
     previous = provider_version(dest) if dest.exists() else None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = _backup_stamp(dest)
     kept: dict[str, bytes] = {}    # file name in the new folder -> its bytes: backups of what would be lost
     cfg = dict(_provider.DEFAULTS)
     cfg_file = dest / _provider.CONFIG_FILE
@@ -170,6 +170,18 @@ def _salvage(text: str) -> dict:
         if ok:
             out[key] = value
     return out
+
+
+def _backup_stamp(dest: Path) -> str:
+    """The suffix of this install's backups: the time to the second, and -2, -3, ... when an earlier install in
+    the same second already left backups under it (they are carried into the new folder and must not be
+    overwritten by this one's)."""
+    base = time.strftime("%Y%m%d-%H%M%S")
+    stamp, n = base, 1
+    while dest.exists() and any(dest.glob(f"*.bak-{stamp}")):
+        n += 1
+        stamp = f"{base}-{n}"
+    return stamp
 
 
 def _stored_config(path: Path, stamp: str, kept: dict, warnings: list, *, token_given: bool) -> dict:

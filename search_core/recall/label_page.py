@@ -45,19 +45,20 @@ def _call_json(c, pick=None) -> dict:
     return d
 
 
-def label_routes(engine, endpoint, read_json, api_error, max_body: int) -> list:
+def label_routes(engine, endpoint, max_body: int) -> list:
     """The page's routes for create_app (search_core.recall.server): `endpoint` wraps a handler with the
-    server's token check, errors and metrics; `read_json` and `api_error` are the server's own."""
+    server's token check, errors and metrics."""
     from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
 
-    from search_core.recall.engine import compose_block, hit_lines
+    from search_core.recall.block import compose_block, hit_lines
     from search_core.recall.log import LABELS, label_calls, read_logged_calls
+    from search_core.recall.request_body import ApiError, read_json
     from search_core.recall.suggest import gate_in_force, suggest
 
     def log_path():
         if engine.log is None:
-            raise api_error(503, "no_log", "this server keeps no recall log, so there is nothing to label")
+            raise ApiError(503, "no_log", "this server keeps no recall log, so there is nothing to label")
         return engine.log.path
 
     async def in_thread(fn, *args):
@@ -67,7 +68,7 @@ def label_routes(engine, endpoint, read_json, api_error, max_body: int) -> list:
         if engine.backend.searcher is None:                  # opened lazily: open it on the search thread
             err = await in_thread(engine.warm)
             if err:
-                raise api_error(503, "index_unavailable", err)
+                raise ApiError(503, "index_unavailable", err)
         return gate_in_force(engine.backend.searcher, engine.backend.cfg)
 
     async def page(request):
@@ -78,9 +79,9 @@ def label_routes(engine, endpoint, read_json, api_error, max_body: int) -> list:
             n = int(request.query_params.get("n", DEFAULT_N))
             since = _since(request.query_params.get("since"))
         except ValueError as e:
-            raise api_error(400, "bad_parameter", f"{e}; n is a whole number of calls (1-200)") from None
+            raise ApiError(400, "bad_parameter", f"{e}; n is a whole number of calls (1-200)") from None
         if not 1 <= n <= 200:
-            raise api_error(400, "bad_parameter", "n must be a whole number of calls from 1 to 200")
+            raise ApiError(400, "bad_parameter", "n must be a whole number of calls from 1 to 200")
         g = await gate()
         rows = await in_thread(read_logged_calls, log_path(), since)
         out = suggest(rows, threshold=g.threshold, model=g.model, n=n, fingerprint_key=g.fingerprint_key)
@@ -96,18 +97,18 @@ def label_routes(engine, endpoint, read_json, api_error, max_body: int) -> list:
         try:
             call_id = int(request.query_params.get("id", ""))
         except ValueError:
-            raise api_error(400, "bad_parameter", "id must be a call id (a whole number)") from None
+            raise ApiError(400, "bad_parameter", "id must be a call id (a whole number)") from None
         rows = await in_thread(read_logged_calls, log_path(), None)
         call = next((c for c in rows if c.id == call_id), None)
         if call is None:
-            raise api_error(404, "no_such_call", f"no recall call with id {call_id} in the log")
+            raise ApiError(404, "no_such_call", f"no recall call with id {call_id} in the log")
         if not call.query:
             return JSONResponse({"id": call_id, "block": "", "notes": [], "note": "the query was logged as a "
                                  "hash only (privacy = hash): there is nothing to search again"})
         try:
             res = await asyncio.wrap_future(engine.submit_search(call.query, None))
         except SearchCoreError as e:
-            raise api_error(503, "index_unavailable", str(e)) from None
+            raise ApiError(503, "index_unavailable", str(e)) from None
         shown = res.hits[: engine.cfg.max_lines]
         text = compose_block(hit_lines(shown), engine.cfg.char_budget)
         return JSONResponse({"id": call_id, "block": text, "injected": call.injected,
@@ -120,13 +121,13 @@ def label_routes(engine, endpoint, read_json, api_error, max_body: int) -> list:
         call_id, lab = data.get("id"), data.get("label")
         if not isinstance(call_id, int) or isinstance(call_id, bool) or not 1 <= call_id < 2 ** 63:
             # past SQLite's 64-bit integers the lookup itself failed (OverflowError: a 500)
-            raise api_error(400, "bad_id", '"id" must be a call id (an integer from 1)')
+            raise ApiError(400, "bad_id", '"id" must be a call id (an integer from 1)')
         if lab not in LABELS:
-            raise api_error(400, "bad_label", f'"label" must be one of {", ".join(LABELS)}')
+            raise ApiError(400, "bad_label", f'"label" must be one of {", ".join(LABELS)}')
         try:
             out = await in_thread(label_calls, log_path(), [(call_id, lab)])
         except SearchCoreError as e:
-            raise api_error(404 if "no recall call" in str(e) else 400, "not_labelled", str(e)) from None
+            raise ApiError(404 if "no recall call" in str(e) else 400, "not_labelled", str(e)) from None
         return JSONResponse({"id": call_id, "label": lab, "totals": out["totals"]})
 
     return [Route("/label", endpoint(page, auth=False), methods=["GET"]),

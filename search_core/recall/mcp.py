@@ -20,7 +20,7 @@ from pydantic import Field
 from search_core import SearchCoreError
 from search_core.recall.engine import RecallEngine
 from search_core.recall.notes import MAX_NOTE_CHARS, MAX_NOTES
-from search_core.recall.server import MAX_K, MAX_QUERY_CHARS
+from search_core.recall.request_body import MAX_K, MAX_QUERY_CHARS
 from search_core.validate import unknown_field
 
 INSTRUCTIONS = ("Search the user's personal markdown notes (Korean and English). Use search_notes to look "

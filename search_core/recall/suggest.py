@@ -307,7 +307,7 @@ def _pick(labelled, pool, kept, stands_for, left_out, scale, scores, threshold, 
     n = min(n, len(cands))
     n_near = math.ceil(n * NEAR_SHARE) if n else 0
     # the calls a move from `threshold` to `centre` would flip, nearest `threshold` first: labelled in that order,
-    # they let `calibrate` move as far as the labels reach (its covered sign test stops at the first unlabelled one)
+    # they let `calibrate` move as far as the labels reach (its cut is shrunk to the last labelled call it flips)
     lo_f, hi_f = min(threshold, centre), max(threshold, centre)
     flips = sorted((c for c in cands if cover_flips and fit is not None and lo_f <= scores[c.id] < hi_f),
                    key=lambda c: abs(scores[c.id] - threshold))[:math.ceil(n * FLIP_SHARE)]
@@ -380,10 +380,11 @@ def gate_in_force(searcher, cfg) -> GateInForce:
     """The gate a Searcher decides with under `cfg` (a SearchConfig): the config's gate_threshold over the
     model's own; on the cosine scale, the config's threshold over the embedder's."""
     from search_core.recall.log import index_id
-    model = searcher.gate_choice.model
+    choice = searcher.gate_for(cfg.reranker)
+    model = choice.model
     if model is not None:
         t = cfg.gate_threshold if cfg.gate_threshold is not None else model.threshold
-        return GateInForce(model, float(t), index_id(searcher.fingerprint), searcher.gate_choice.source)
+        return GateInForce(model, float(t), index_id(searcher.fingerprint), choice.source)
     t = cfg.threshold if cfg.threshold is not None else searcher.embedder.default_threshold
     return GateInForce(None, float(t), index_id(searcher.fingerprint), "cosine")
 
@@ -405,13 +406,13 @@ def suggest_from_log(log_path, *, since_s: float | None = None, n: int = 20, db=
         gate = logged_gate()
     else:
         from search_core.config import load_config
-        from search_core.recall.engine import active_config_path
+        from search_core.gate.request import GateRequest
+        from search_core.recall.config import active_config_path
         from search_core.search.pipeline import Searcher
 
-        searcher = Searcher(db)
+        searcher = Searcher(db, gate=GateRequest(path=gate_path))
         try:
             cfg = load_config(active_config_path(config_path))
-            searcher.use_gate(gate_path, reranker=cfg.reranker)
             gate = gate_in_force(searcher, cfg)
         finally:
             searcher.close()

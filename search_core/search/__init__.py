@@ -7,7 +7,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "channels": ("ChannelHit",),
     "fusion": ("weighted_rrf", "Fused"),
     "ranking": ("final_ranking", "rank_lists", "Ranking"),
-    "view": ("IndexView",),
+    "view": ("IndexView", "ViewCaches"),
+    "rerank": ("RerankScorer",),
     "query_cache": ("QueryEmbeddingCache",),
     "limits": ("cap_query", "repair_surrogates"),
 })

@@ -148,6 +148,7 @@ BM25_B = 0.75
 KEYWORD_INDEXES = ("ngram", "fts5", "both")
 # "both": the two keyword lists fused by plain RRF with the usual k (Cormack et al.), as sub-question lists are
 BOTH_RRF_K = 60
+BOTH_WEIGHTS = {"ngram": 1.0, "fts5": 1.0}
 
 
 def keyword(conn, view, query: str, depth: int, index: str = "ngram") -> list[ChannelHit]:
@@ -165,8 +166,7 @@ def both_keyword(ngram: list[ChannelHit], fts5: list[ChannelHit], depth: int) ->
     """The "both" keyword list: the n-gram and FTS5 lists fused by plain RRF (BOTH_RRF_K)."""
     from search_core.search.fusion import weighted_rrf
     lists = {"ngram": ngram, "fts5": fts5}
-    fused = weighted_rrf({k: [h.note_id for h in v] for k, v in lists.items()}, {"ngram": 1.0, "fts5": 1.0},
-                         BOTH_RRF_K, limit=depth)
+    fused = weighted_rrf({k: [h.note_id for h in v] for k, v in lists.items()}, BOTH_WEIGHTS, BOTH_RRF_K, limit=depth)
     chunk = {}
     for hits in lists.values():                       # the n-gram list's chunk first
         for h in hits:
@@ -227,22 +227,32 @@ def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     n = len(index.note_ids)
     if n == 0:
         return []
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len / max(index.avg_note_len, 1e-9))
-    score = np.zeros(n, np.float64)
-    chunk_score = np.zeros(len(index.chunk_len), np.float64)
-    for term in dict.fromkeys(ngram_postings.terms_of(query)):
-        ids, tfs = ngram_postings.postings(conn, term)
-        if not len(ids):
-            continue
-        places, keep = _placed(view, ids)
-        tfs = tfs[keep].astype(np.float64)
-        notes, inv = np.unique(index.note_of_place[places], return_inverse=True)
-        note_tf = np.bincount(inv, weights=tfs)
-        idf = math.log(1 + (n - len(notes) + 0.5) / (len(notes) + 0.5))
-        score[notes] += idf * note_tf * (BM25_K1 + 1) / (note_tf + norm[notes])
-        chunk_score[places] += idf * tfs / (tfs + BM25_K1)
+    found = index.term_numbers(list(dict.fromkeys(ngram_postings.terms_of(query))))
+    if not found:
+        return []
+    # every found term's note list and chunk list, one after another in query order: each note's and each
+    # chunk's sum then adds the same floats in the same order as a loop over the terms would
+    note_off, chunk_off = index.note_off, index.chunk_off
+    df = [int(note_off[t + 1] - note_off[t]) for t in found]
+    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
+    notes = np.concatenate([index.note_no[note_off[t]:note_off[t + 1]] for t in found])
+    note_tf = np.concatenate([index.note_tf[note_off[t]:note_off[t + 1]] for t in found]).astype(np.float64)
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len[notes] / max(index.avg_note_len, 1e-9))
+    contrib = np.repeat(idf, df) * note_tf * (BM25_K1 + 1) / (note_tf + norm)
+    score = np.bincount(notes, weights=contrib, minlength=n)
     cand = np.flatnonzero(score > 0)                       # ascending: vault order, kept by the stable sort
     order = cand[np.argsort(-score[cand], kind="stable")][:depth]
+    if not len(order):
+        return []
+    # the returned notes' chunks only: a chunk's own terms (saturated counts times idf) pick the note's chunk
+    lens = [int(chunk_off[t + 1] - chunk_off[t]) for t in found]
+    places = np.concatenate([index.chunk_place[chunk_off[t]:chunk_off[t + 1]] for t in found])
+    tfs = np.concatenate([index.chunk_tf[chunk_off[t]:chunk_off[t + 1]] for t in found]).astype(np.float64)
+    wanted = np.zeros(n, bool)
+    wanted[order] = True
+    mine = wanted[index.note_of_place[places]]
+    chunk_score = np.bincount(places[mine], weights=(np.repeat(idf, lens) * tfs / (tfs + BM25_K1))[mine],
+                              minlength=len(index.chunk_len))
     hits = []
     for i in order.tolist():
         lo, hi = int(index.start[i]), int(index.start[i + 1])

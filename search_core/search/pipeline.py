@@ -15,17 +15,19 @@ from pathlib import Path
 import numpy as np
 
 from search_core import SearchCoreError
+from search_core.ingest.term_pairs import expand_query
 from search_core.search import channels as ch
 from search_core.search import ranking
-from search_core.config import CHANNELS, SearchConfig
+from search_core.config import CHANNELS, NGRAM_LIST, SearchConfig
 from search_core.search.fusion import weighted_rrf
 from search_core.gate.features import gate_features
-from search_core.gate.model import GateChoice, GateDecision, choose_gate, gate_file_stamp
+from search_core.gate.model import GateChoice, GateDecision
+from search_core.gate.request import GateRequest
 from search_core.index.handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
 from search_core.search.limits import cap_query
 from search_core.search.markup import clean_markup
-from search_core.models import get_reranker
-from search_core.search.query_cache import QUERY_CACHE, SharedEmbedding
+from search_core.search.query_cache import QUERY_CACHE, QueryEmbeddingCache, SharedEmbedding
+from search_core.search.rerank import RerankScorer
 
 SNIPPET_CHARS = 220
 _RETRIEVE_STAGES = ("embed", "fast_check", *CHANNELS)     # inside retrieve()'s own wall time ("retrieve")
@@ -69,10 +71,15 @@ class Gate:
 class Retrieval:
     query: str
     qvec: np.ndarray | None   # None: the fast path answered without embedding the query
-    lists: dict               # channel -> list[ChannelHit]
+    lists: dict               # channel -> list[ChannelHit], and NGRAM_LIST: the n-gram BM25 list the sparse channel ran
     timings_ms: dict
     subqueries: tuple = ()
     evidence: ch.KeywordEvidence | None = None   # the fast path's check, when the config asks for it
+    read_as: str = ""         # the text the channels read when it is not `query` (the vault's paired terms added)
+
+    @property
+    def channel_text(self) -> str:
+        return self.read_as or self.query
 
     @property
     def fast(self) -> bool:
@@ -138,20 +145,23 @@ class Searcher:
     """A warm searcher over one index file: retrieval (the channels) and ranking (search_core.search.ranking)
     over the view its IndexHandle keeps current. Reloads when the file is replaced or updated."""
 
-    def __init__(self, db: str | Path, *, embedder: str | None = None, follow: bool = False):
+    def __init__(self, db: str | Path, *, embedder: str | None = None, follow: bool = False,
+                 query_cache: QueryEmbeddingCache | None = None, reranking: RerankScorer = RerankScorer(),
+                 gate: GateRequest = GateRequest()):
         # open, verify the fingerprint, build the view; follow: later views are built off this thread
         self.index = IndexHandle(db, embedder=embedder, follow=follow)
         self.embedder = self.index.embedder
-        self.rerank_cache: dict | None = None     # (reranker, query, note, chunk) -> score, set by the tuner
-        # reranker -> ms per pair, set by the tuner with rerank_cache: every pair is charged this (measured
-        # once per model, cold), cached or not, so a cached reranker never looks free
-        self.rerank_cost: dict | None = None
-        self.query_cache = QUERY_CACHE            # query vectors, one thread per embedding (search_core/models/threads.py)
-        # the gate every path decides with (choose_gate: <db>.gate.json, else the shipped default, else
-        # cosine); chosen again, from the same request, when a search asks for another reranker
-        self._gate_request: dict = {"path": None, "default": True}
-        self._gate_stamp = gate_file_stamp(None, self.db)
-        self.gate_choice: GateChoice = choose_gate(self.fingerprint, "none", db=self.db)
+        # how reranker pairs are scored and charged (search_core/search/rerank.py): by default uncached, at the
+        # stopwatch's time; the sweep's searchers share one cache and charge each model's per-pair cost
+        self.reranking = reranking
+        # query vectors (one thread per embedding, search_core/models/threads.py): the process's shared cache
+        # unless the caller brings its own (the recall engine's bounded LRU, a benchmark's cache of size 0)
+        self.query_cache = query_cache if query_cache is not None else QUERY_CACHE
+        # the gate this searcher's searches decide with unless a search brings its own (rank(..., gate=));
+        # the default is the one every path uses (choose_gate: <db>.gate.json, else the shipped default, else
+        # cosine). _gate: the last choice made, (request, reranker, file stamp, choice); gate_for reuses it
+        self.gate_request = gate
+        self._gate = (gate, "none", gate.stamp(self.db), gate.choose(self.fingerprint, "none", self.db))
 
     # the index handle's parts, under the names every caller (servers, tuner, tests) reads
     db = property(lambda self: self.index.db)
@@ -159,35 +169,28 @@ class Searcher:
     view = property(lambda self: self.index.view)
     fingerprint = property(lambda self: self.index.fingerprint)
 
-    def use_gate(self, path: str | Path | None = None, *, reranker: str = "none", default: bool = True,
-                 fitted=None, fitted_source: str = "fitted on the tuning set") -> GateChoice:
-        """Choose the gate again (choose_gate): `path`, else `<db>.gate.json`, else the shipped default,
-        else `fitted`; the cosine gate (with the reason) when none fits this index."""
-        self._gate_request = {"path": path, "default": default, "fitted": fitted, "fitted_source": fitted_source}
-        self._gate_stamp = gate_file_stamp(path, self.db)
-        self.gate_choice = choose_gate(self.fingerprint, reranker, db=self.db, **self._gate_request)
-        return self.gate_choice
+    @property
+    def gate_choice(self) -> GateChoice:
+        """The gate the last search decided with (before any search: this searcher's request, no reranker)."""
+        return self._gate[3]
 
-    def use_cosine_gate(self, reason: str) -> GateChoice:
-        """Decide by the top cosine alone (a caller that sets the cosine threshold itself)."""
-        self._gate_request = {"cosine": reason}
-        self.gate_choice = GateChoice(None, "cosine", reason)
-        return self.gate_choice
-
-    def gate_for(self, reranker: str) -> GateChoice:
-        """The gate for a search with `reranker`: the attached choice, or the same request chosen again
-        when it was chosen for another reranker (a model fitted without a reranker never reads one's score)
-        or when its gate file was installed, replaced or removed since (`calibrate apply` beside a running
-        `serve`: the next search decides with the new file, no restart)."""
-        c = self.gate_choice
-        if "cosine" in self._gate_request:
-            return c
-        stamp = gate_file_stamp(self._gate_request.get("path"), self.db)
-        if c.reranker == reranker and stamp == self._gate_stamp:
-            return c
-        self._gate_stamp = stamp
-        self.gate_choice = choose_gate(self.fingerprint, reranker, db=self.db, **self._gate_request)
-        return self.gate_choice
+    def gate_for(self, reranker: str, request: GateRequest | None = None) -> GateChoice:
+        """The gate for a search with `reranker` asking for `request` (None: this searcher's): the last choice
+        when it answered the same request for the same reranker and its gate file is unchanged; else the
+        request chosen again: for another reranker (a model fitted without a reranker never reads one's
+        score), or because its gate file was installed, replaced or removed since (`calibrate apply` beside a
+        running `serve`: the next search decides with the new file, no restart)."""
+        request = self.gate_request if request is None else request
+        last, last_reranker, last_stamp, choice = self._gate
+        same = request is last or request == last
+        if same and request.cosine_reason is not None:
+            return choice
+        stamp = request.stamp(self.db)
+        if same and last_reranker == reranker and stamp == last_stamp:
+            return choice
+        choice = request.choose(self.fingerprint, reranker, self.db)
+        self._gate = (request, reranker, stamp, choice)
+        return choice
 
     @property
     def fingerprint_key(self) -> str:
@@ -220,16 +223,17 @@ class Searcher:
             self._refresh()                  # the index pages to leave out are the view's retrieve() will read
             skip = self._held_out(check_query(query), cfg, frozenset(exclude))[0]
         return self.retrieve(query, cfg.depth, keyword_index=cfg.keyword_index, fast_margin=cfg.fast_path_margin,
-                             skip=skip)
+                             skip=skip, pair_terms=cfg.pair_terms)
 
     def retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS,
                  keyword_index: str = SearchConfig().keyword_index, fast_margin: float | None = None,
-                 skip=frozenset()) -> Retrieval:
+                 skip=frozenset(), pair_terms: int = SearchConfig().pair_terms) -> Retrieval:
         """The channel lists of `query`, `depth` notes each; the sparse and decomposed channels read the
         keyword index `keyword_index` (SearchConfig.keyword_index). fast_margin (SearchConfig.fast_path_margin):
         first run both keyword indexes; when they decide (channels.KeywordEvidence, with the notes in `skip`
         left out) return their "both" list as the sparse channel and embed nothing; otherwise run every
-        channel, the keyword lists reused."""
+        channel, the keyword lists reused. pair_terms (SearchConfig.pair_terms): the channels read the query
+        with up to that many Korean terms the vault pairs with its Latin phrases added (ingest/term_pairs.py)."""
         query = check_query(query)
         if keyword_index not in ch.KEYWORD_INDEXES:
             raise SearchCoreError(f"unknown keyword index {keyword_index!r}; one of {', '.join(ch.KEYWORD_INDEXES)}")
@@ -237,6 +241,9 @@ class Searcher:
             if name not in CHANNELS:
                 raise SearchCoreError(f"unknown channel {name!r}; channels: {', '.join(CHANNELS)}")
         self._refresh()
+        asked = query                        # what the Retrieval records, and the gate and ranking read
+        if pair_terms:
+            query = expand_query(query, self.view.term_pairs(), max_terms=pair_terms)
         t: dict[str, float] = {}
         start = time.perf_counter()
         evidence, ngram, fts5 = None, None, None
@@ -253,7 +260,8 @@ class Searcher:
             t["fast_check"] = (time.perf_counter() - start) * 1000
             if evidence.decided:
                 t["retrieve"] = t["fast_check"]
-                return Retrieval(query, None, {"sparse": ch.both_keyword(ngram, fts5, depth)}, t, (), evidence)
+                return Retrieval(asked, None, {"sparse": ch.both_keyword(ngram, fts5, depth)}, t, (), evidence,
+                                 "" if query == asked else query)
 
         # the embedder reads at most 512 tokens: it sees the capped text (limits.cap_query); sub-questions
         # come from the capped query too: most are embedded (not one that is most of the query), so 100 KB would
@@ -284,6 +292,12 @@ class Searcher:
         with SharedEmbedding(self.query_cache, self.embedder, capped, own_vector, then=vector_searches) as shared:
             if "sparse" in channels:          # the lists the fast path's check ran are not run again
                 t0 = time.perf_counter()
+                # the n-gram list, fused as a list of its own (SearchConfig.w_ngram) and the sparse channel's
+                # under keyword_index ngram or both; an index written before the n-gram lists has none
+                if ngram is None and view.ngram_index() is not None:
+                    ngram = ch.ngram_sparse(self.conn, view, query, depth)
+                if ngram is not None:
+                    lists[NGRAM_LIST] = ngram
                 if keyword_index == "ngram" and ngram is not None:
                     lists["sparse"] = ngram
                 elif keyword_index == "fts5" and fts5 is not None:
@@ -317,7 +331,10 @@ class Searcher:
             lists["entity"] = found[0]["entity"]
             t["entity"] = found[0]["ms_entity"]
         t["retrieve"] = (time.perf_counter() - start) * 1000     # what was waited: the stages overlap
-        return Retrieval(query, qvec, {name: lists[name] for name in channels}, t, subqueries, evidence)
+        kept = {name: lists[name] for name in channels}
+        if NGRAM_LIST in lists:
+            kept[NGRAM_LIST] = lists[NGRAM_LIST]
+        return Retrieval(asked, qvec, kept, t, subqueries, evidence, "" if query == asked else query)
 
     def _decomposed(self, part_sparse, part_dense, depth) -> list:
         """Each part's own sparse and dense lists, fused; none when the query has no parts (split_query
@@ -335,12 +352,13 @@ class Searcher:
 
     # -- the cheap half: fusion, rerank, gate ----------------------------------------------------------
     def rank(self, r: Retrieval, cfg: SearchConfig, *, snippets: bool = True,
-             limit_fused: int | None = None, exclude=frozenset()) -> SearchResult:
+             limit_fused: int | None = None, exclude=frozenset(), gate: GateRequest | None = None) -> SearchResult:
         """The final order comes from search_core.search.ranking (the same function evaluation scores);
         limit_fused: how deep the caller reads the final order (evaluation: K_LIST). exclude: note ids held
         out of this one search: dropped from every channel list before fusion (as nav notes are), so the
         notes below move up and the result is the search the index would give without them, gate included
-        (a question the vault made from a note's own text is asked with that note held out)."""
+        (a question the vault made from a note's own text is asked with that note held out). gate: the gate this
+        one search decides with (None: the searcher's own request)."""
         t = dict(r.timings_ms)
         t0 = time.perf_counter()
         view = self.view
@@ -355,7 +373,7 @@ class Searcher:
                          if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000
         chunk_of = {}
-        for c in ("dense", "sparse", "decomposed", "entity"):   # semantic match first for the snippet chunk
+        for c in ("dense", "sparse", "decomposed", "entity", NGRAM_LIST):   # semantic match first for the snippet chunk
             for h in r_lists.get(c, []):
                 chunk_of.setdefault(h.note_id, h.chunk_id)
         for nid in named:                                       # asked for by name, found by no channel
@@ -365,10 +383,8 @@ class Searcher:
         rs, t["rerank"] = None, 0.0          # no window, no rerank work: a stopwatch around nothing read 0.01 ms on a busy machine
         if cands:
             t0 = time.perf_counter()
-            rs = self._rerank_scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in cands])
-            t["rerank"] = (time.perf_counter() - t0) * 1000
-        if cands and self.rerank_cost is not None and cfg.reranker in self.rerank_cost:
-            t["rerank"] = len(cands) * self.rerank_cost[cfg.reranker]
+            rs = self.reranking.scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in cands], self.passage)
+            t["rerank"] = self.reranking.charged_ms(cfg.reranker, len(cands), (time.perf_counter() - t0) * 1000)
         final = ranking.final_ranking(fused, cfg, rs, depth=limit_fused or cfg.top_k)
         hits = []
         for f, s in list(zip(final.order, final.scores))[: cfg.top_k]:
@@ -389,15 +405,15 @@ class Searcher:
         if r.fast:
             d = self._fast_path_decision(r.evidence, bool(hits))
         else:
-            d = self.gate_for(cfg.reranker).decide(feats, top, threshold, bool(hits), cfg.reranker,
+            d = self.gate_for(cfg.reranker, gate).decide(feats, top, threshold, bool(hits), cfg.reranker,
                                                    p_threshold=cfg.gate_threshold)
-        gate = Gate(d, top, threshold, feats)
+        decided = Gate(d, top, threshold, feats)
         t["gate"] = (time.perf_counter() - t0) * 1000
         # retrieve() ran its stages on two threads: its wall time, not their sum, is what a user waited
         t["total"] = sum(v for k, v in t.items() if k not in _RETRIEVE_STAGES or "retrieve" not in t)
         # the label reads the top cosine, which a fast-path answer has none of: it says what the decision says
         confidence = confidence_label(top, threshold) if not r.fast else ("high" if d.inject else "very_low")
-        return SearchResult(r.query, tuple(hits), gate, confidence, t, tuple(fused), r, final.ids, held_out, named)
+        return SearchResult(r.query, tuple(hits), decided, confidence, t, tuple(fused), r, final.ids, held_out, named)
 
     def _held_out(self, query: str, cfg: SearchConfig, held: frozenset) -> tuple[frozenset, dict, tuple]:
         """(every note this search leaves out of fusion, the index pages and why, the index pages the query
@@ -419,34 +435,17 @@ class Searcher:
             return GateDecision(False, None, "skip", FAST_PATH_GATE, "fast path", evidence.cut, "no results")
         return GateDecision(True, None, "inject", FAST_PATH_GATE, "fast path", evidence.cut, why)
 
-    def _rerank_scores(self, name: str, query: str, items: list) -> list[float]:
-        cache = self.rerank_cache if self.rerank_cache is not None else {}
-        keys = [(name, query, nid, cid) for nid, cid in items]
-        todo = [i for i, k in enumerate(keys) if k not in cache]
-        if todo:
-            model = get_reranker(name)
-            passages = [self.passage(items[i][1], items[i][0]) for i in todo]
-            if self.rerank_cost is not None and name not in self.rerank_cost:
-                model.score(query, passages[:1])               # warm-up: loading the model is not per pair
-                t0 = time.perf_counter()
-                scores = model.score(query, passages)
-                self.rerank_cost[name] = (time.perf_counter() - t0) * 1000 / len(passages)
-            else:
-                scores = model.score(query, passages)
-            for i, sc in zip(todo, scores):
-                cache[keys[i]] = float(sc)
-        return [cache[k] for k in keys]
-
-    def search(self, query: str, cfg: SearchConfig | None = None, *, exclude=frozenset()) -> SearchResult:
+    def search(self, query: str, cfg: SearchConfig | None = None, *, exclude=frozenset(),
+               gate: GateRequest | None = None) -> SearchResult:
         cfg = cfg or SearchConfig(embedder=self.embedder_name)
-        return self.rank(self.retrieve_for(query, cfg, exclude=exclude), cfg, exclude=exclude)
+        return self.rank(self.retrieve_for(query, cfg, exclude=exclude), cfg, exclude=exclude, gate=gate)
 
     # -- helpers -------------------------------------------------------------------------------------
     def nav_reasons(self, globs=SearchConfig().nav_globs) -> dict[str, str]:
         """Index pages kept out of the answer lists, and why: the flag the index stored (the user's mark in
         the frontmatter, or a link page: search_core.ingest.parse.nav_reason), or an id matching one of the
         config's globs. Computed once per view."""
-        cache = self.view.__dict__.setdefault("_nav", {})
+        cache = self.view.caches.nav
         if globs not in cache:
             out = {}
             for nid, n in self.view.notes.items():
@@ -461,7 +460,7 @@ class Searcher:
 
     def _nav_names(self, globs) -> dict[str, tuple[str, ...]]:
         """Each index page's names a query may ask for it by: title, aliases, file name, id."""
-        cache = self.view.__dict__.setdefault("_nav_names", {})
+        cache = self.view.caches.nav_names
         if globs not in cache:
             notes = self.view.notes
             cache[globs] = {nid: (notes[nid]["title"], *notes[nid]["aliases"], nid.rsplit("/", 1)[-1], nid)

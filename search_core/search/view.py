@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from search_core.index import ngram_postings, short_tokens
+from search_core.index import ngram_postings, pair_table, short_tokens
 from search_core.ingest.graph import normalize_name
 from search_core.index.store import connect, get_meta, read_snapshot
 
@@ -68,6 +69,22 @@ def vault_relative(note_id: str, path: str | None) -> str | None:
     return f"{note_id}{suffix}" if path.endswith(f"{note_id}{suffix}") else path
 
 
+@dataclass(slots=True)
+class ViewCaches:
+    """What the read path learns about one index view and keeps until the view is replaced (a new view, a
+    new, empty set): term and word frequencies, the index pages of a set of globs, n-gram list lengths.
+    Slots: a cache that is not declared here cannot be stashed on the view under a misspelled name."""
+    term_df: dict = field(default_factory=dict)        # FTS5 trigram -> chunks holding it (index.term_df)
+    term_df_stored: bool | None = None                 # the stored trigram table is current (None: not yet asked)
+    word_df: dict = field(default_factory=dict)        # whole word -> chunks holding it (index.word_df)
+    word_df_stored: bool | None = None                 # the stored word table is current (None: not yet asked)
+    short_df: dict = field(default_factory=dict)       # 1-2 character token -> chunks holding it (gate.features)
+    ngram_postings: dict = field(default_factory=dict)  # n-gram term -> its posting count (search.work)
+    nav: dict = field(default_factory=dict)            # nav_globs -> {index page: why} (Searcher.nav_reasons)
+    nav_names: dict = field(default_factory=dict)      # nav_globs -> {index page: its names} (Searcher._nav_names)
+    term_pairs: dict | None = None                     # Latin phrase -> paired Korean terms (None: not yet read)
+
+
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
@@ -97,6 +114,7 @@ class IndexView:
             self.conn.close()            # ends the read transaction: SQLite may checkpoint past it
 
     def _load(self, conn):
+        self.caches = ViewCaches()
         self.fingerprint = get_meta(conn, "fingerprint")
         self.generation = get_meta(conn, "generation", 0)
         self.indexed_at = get_meta(conn, "indexed_at")
@@ -167,12 +185,21 @@ class IndexView:
                 self._short = ShortTokenIndex(self.conn) if 0 < n < ShortTokenIndex.MAX_CHUNKS else None
         return self._short
 
-    def ngram_index(self) -> "NgramLengths | None":
-        """Document lengths for the n-gram BM25 (ngram_postings.py), in vault order; None for an index
-        written before the lists existed. Loaded on first use: a searcher that runs FTS5 never pays for it."""
+    def ngram_index(self) -> "ngram_postings.NgramIndex | None":
+        """The n-gram posting lists and document lengths in memory, in vault order (ngram_postings.NgramIndex);
+        None for an index written before the lists existed. Loaded on first use: a searcher that runs FTS5
+        never pays for it."""
         if not hasattr(self, "_ngram"):
-            self._ngram = NgramLengths(self) if ngram_postings.is_built(self.conn) else None
+            self._ngram = (ngram_postings.NgramIndex(self.conn, self.chunk_at, self.chunk_note, self.place_of)
+                           if ngram_postings.is_built(self.conn) else None)
         return self._ngram
+
+    def term_pairs(self) -> dict[str, tuple[str, ...]]:
+        """The terms the vault pairs across scripts (pair_table.py), read on first use; {} for an index
+        written before the table existed."""
+        if self.caches.term_pairs is None:
+            self.caches.term_pairs = pair_table.load(self.conn)
+        return self.caches.term_pairs
 
     def cosine(self, qvec: np.ndarray, note_id: str, chunk_id: int | None) -> float:
         """Cosine of the query with the chunk, or with the note's closest embedded chunk."""
@@ -219,20 +246,3 @@ class ShortTokenIndex:
             raise ValueError("the short-token index answers 1- or 2-character tokens")
         lo, hi = np.searchsorted(keys, [code << 20, (code + 1) << 20])
         return self.chunk_ids[keys[lo:hi] & ((1 << 20) - 1)]
-
-
-class NgramLengths:
-    """Per vault place (chunk) and per note, the number of n-gram terms: BM25's document lengths. Notes are
-    numbered in vault order (note id), their chunks' places are contiguous: note i owns places
-    start[i]:start[i + 1]."""
-
-    def __init__(self, view):
-        stored = ngram_postings.lengths(view.conn)
-        self.chunk_len = np.array([stored.get(int(c), 0) for c in view.chunk_at], np.float64)
-        nids = [view.chunk_note[int(c)] for c in view.chunk_at]
-        first = np.r_[True, np.array([a != b for a, b in zip(nids[1:], nids[:-1])], bool)] if nids else np.zeros(0, bool)
-        self.start = np.r_[np.flatnonzero(first), len(nids)].astype(np.int64)
-        self.note_ids = [nids[i] for i in self.start[:-1].tolist()]
-        self.note_of_place = np.cumsum(first) - 1
-        self.note_len = np.add.reduceat(self.chunk_len, self.start[:-1]) if len(nids) else np.zeros(0)
-        self.avg_note_len = float(self.note_len.mean()) if len(nids) else 0.0

@@ -13,7 +13,8 @@ The counts follow what `Searcher.retrieve` and `Searcher.rank` actually run:
     sparse      per text (the query, each sub-question), the keyword index's queries: an FTS5 query (the
                 postings it reads: the summed chunk frequency of the trigrams it ORs together, and the
                 short-token postings it adds) under keyword_index fts5 or both, an n-gram BM25 query (the
-                terms it looks up and the postings it reads) under ngram or both
+                terms it looks up and the postings it reads) under ngram or both; the query's own n-gram
+                query whatever the keyword index (its list is fused on its own, SearchConfig.w_ngram)
     fast path   the query's n-gram query (and its FTS5 query, when the n-gram margin held) ran before the
                 embedding started (ahead_ngram, ahead_fts); a query it decided embedded nothing
     rank        the list entries weighted RRF reads; the reranker's (query, passage) pairs
@@ -74,7 +75,7 @@ def ngram_work(conn, view, text: str) -> tuple[int, int]:
     """(postings, distinct terms) of the n-gram channel's query for `text` (channels.ngram_sparse); the list
     lengths are cached on the view like the trigram frequencies."""
     terms = list(dict.fromkeys(ngram_postings.terms_of(text)))
-    cache = view.__dict__.setdefault("_ngram_posting_count", {})
+    cache = view.caches.ngram_postings
     for t in terms:
         if t not in cache:
             cache[t] = ngram_postings.posting_count(conn, t)
@@ -82,11 +83,11 @@ def ngram_work(conn, view, text: str) -> tuple[int, int]:
 
 
 def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
-    """The work of retrieving `retrieval.query` with the channels `retrieval` ran and ranking it under
+    """The work of retrieving `retrieval.channel_text` with the channels `retrieval` ran and ranking it under
     `cfg` (`fused`: the fused list `rank` built). Reads the index's term frequencies (cached on the view)."""
     view, conn = searcher.view, searcher.conn
     channels = retrieval.lists.keys()
-    capped = cap_query(retrieval.query)
+    capped = cap_query(retrieval.channel_text)
     parts = list(retrieval.subqueries) if "decomposed" in channels else []
     own = sorted((p for p in parts if not ch.shares_query_vector(p, capped)), key=len, reverse=True)
     emb = searcher.embedder
@@ -100,10 +101,12 @@ def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     ev = retrieval.evidence                      # the fast path's check: the query's n-gram query, ahead
     ahead_ngram = ev is not None and has_ngram
     ahead_fts = ev is not None and (ev.fts5_ran or not has_ngram)
-    texts = ([retrieval.query] if "sparse" in channels else []) + parts
+    texts = ([retrieval.channel_text] if "sparse" in channels else []) + parts
     query_too = bool(texts) and "sparse" in channels
     fts = [_fts_work(conn, view, t) for i, t in enumerate(texts) if runs_fts or (i == 0 and query_too and ahead_fts)]
-    ngr = [ngram_work(conn, view, t) for i, t in enumerate(texts) if runs_ngram or (i == 0 and query_too and ahead_ngram)]
+    # the query's n-gram list runs whatever keyword_index says (fused on its own, SearchConfig.w_ngram); a
+    # sub-question's only when it is the keyword index
+    ngr = [ngram_work(conn, view, t) for i, t in enumerate(texts) if runs_ngram or (i == 0 and query_too and has_ngram)]
     return SearchWork(
         embed_lengths=lengths, solo=not own, dense_rows=0 if retrieval.fast else int(view.matrix.shape[0]),
         dim=int(view.matrix.shape[1])

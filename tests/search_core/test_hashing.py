@@ -38,9 +38,11 @@ def tree(tmp_path):
 
 
 def test_config_hashes_are_the_ones_old_ledgers_hold():
-    # the default before rrf_k became 2: old ledgers hold its hash with rrf_k = 60 spelled out
-    assert SearchConfig(rrf_k=60).config_hash() == "1e7dcc90ca36"
-    assert SearchConfig(rrf_k=60, nav_globs=("색인*",), reranker="ce:/모델").config_hash() == "ffdbc2189fa1"
+    # the default before rrf_k became 2, before the n-gram list was fused and before the query expansion: old
+    # ledgers hold its hash with rrf_k = 60 spelled out; a config recorded without the later keys reads back so
+    old = SearchConfig(rrf_k=60, w_ngram=0.0, pair_terms=0)
+    assert old.config_hash() == "1e7dcc90ca36" == SearchConfig.from_stored({"rrf_k": 60}).config_hash()
+    assert old.replace(nav_globs=("색인*",), reranker="ce:/모델").config_hash() == "ffdbc2189fa1"
 
 
 def test_fingerprint_keys_are_the_ones_old_caches_and_index_files_hold():

@@ -5,7 +5,7 @@ import pytest
 
 from search_core import SearchCoreError
 from search_core.config import load_config
-from search_core.recall.engine import load_recall_config
+from search_core.recall.config import load_recall_config
 from search_core.validate import BadValue, Where, clean_text
 
 

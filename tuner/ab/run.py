@@ -23,6 +23,7 @@ from search_core.index.indexer import index_vault
 from search_core.paths import embed_cache_file
 from search_core.models import ModelUnavailable
 from search_core.models import check_model_name  # name check without loading
+from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
@@ -98,7 +99,8 @@ def _rss_mb() -> dict:
 def _timed_rows(searcher, gold: GoldSet, cfg: SearchConfig, progress, desc: str) -> list:
     """Every question searched for real (no retrieval cache: latency is measured), after a warm-up."""
     for q in gold.questions[:WARMUP_QUERIES]:
-        searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index), cfg, snippets=False)
+        searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index, pair_terms=cfg.pair_terms),
+                      cfg, snippets=False)
     qs = progress.iter(gold.questions, desc) if progress else gold.questions
     return run_queries(searcher, SimpleNamespace(questions=qs), cfg)
 
@@ -109,7 +111,8 @@ def _regate(rows, choice, cfg: SearchConfig, cos_threshold: float) -> list:
     for r in rows:
         d = choice.decide(r.gate_features, r.top_score, cos_threshold, bool(r.ranked), cfg.reranker,
                           p_threshold=cfg.gate_threshold)
-        out.append(dataclasses.replace(r, inject=d.inject, gate_probability=d.probability, gate=d))
+        out.append(dataclasses.replace(r, inject=d.inject, gate_probability=d.probability,
+                                       gate=dataclasses.asdict(d)))
     return out
 
 
@@ -119,12 +122,12 @@ def candidate_gate(searcher, cfg: SearchConfig, tune_rows, tune_name: str):
     gate features, else the cosine gate at the threshold that best separates them (the embedder's default
     when they cannot: no probes). Each model has its own score scale, so no candidate is judged by another's cut."""
     from tuner.sweep.workbench import fit_gate_model
-    choice = searcher.use_gate(reranker=cfg.reranker)
+    choice = GateRequest().choose(searcher.fingerprint, cfg.reranker, searcher.db)
     if choice.model is None:
         model = fit_gate_model(tune_rows, searcher.fingerprint, cfg.reranker, tune_name)
         if model is not None:
-            choice = searcher.use_gate(reranker=cfg.reranker, fitted=model,
-                                       fitted_source="fitted by the A/B on the tuning questions")
+            choice = GateRequest(fitted=model, fitted_source="fitted by the A/B on the tuning questions").choose(
+                searcher.fingerprint, cfg.reranker, searcher.db)
             return choice, None, True
         fitted = fit_threshold(tune_rows)
         return choice, fitted if fitted is not None else searcher.embedder.default_threshold, fitted is not None
@@ -194,11 +197,11 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
                     + (f" (left: {left})" if left else "") + " and no index was put in place. Free space, or pass "
                     "--work DIR on a larger disk, then run the A/B again (finished candidates are reused)")
                 return res
+            # the default RerankScorer: rerank time is paid per question, never served from memory
             searchers[cand.embedder] = (Searcher(db), res.build)
         else:
             res.build = {**searchers[cand.embedder][1], "shared_with_previous_candidate": True}
         searcher = searchers[cand.embedder][0]
-        searcher.rerank_cache = None           # rerank time is paid per question, never served from memory
         missing = p.eval.check_against(searcher.view.notes.keys(), allow_missing=True) + \
             (p.tune.check_against(searcher.view.notes.keys(), allow_missing=True) if p.tune is not p.eval else [])
         if missing:
@@ -221,7 +224,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         if cos_t is not None:
             cfg = cfg.replace(threshold=cos_t)
         eval_rows = _regate(eval_rows, choice, cfg, cos_t if cos_t is not None else searcher.embedder.default_threshold)
-        res.threshold = eval_rows[0].gate.threshold if eval_rows else cos_t
+        res.threshold = eval_rows[0].gate["threshold"] if eval_rows else cos_t
         res.latency = _latency(eval_rows)
         index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
         res.result = build_result(p.eval, cfg, index, eval_rows).to_json()

@@ -47,6 +47,9 @@ def _print_explain(res, searcher):
     g = res.gate
     p = "-" if g.probability is None else f"{g.probability:.3f}"
     click.echo(f"\ngate ({g.kind}; {g.reason}): P(answerable) {p}, band {g.band}")
+    model = getattr(searcher.gate_choice, "model", None)
+    if model is not None:
+        click.echo(f"  calibration: {model.provenance()}")
     read, whose = gate_reads(searcher)
     click.echo(f"  {len(g.features)} features computed; * marks the {sum(n in read for n in g.features)} "
                f"the {whose} reads")
@@ -72,6 +75,7 @@ def _print_explain(res, searcher):
 def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, gate_path):
     """Search the index in --db for QUERY."""
     from search_core.search.limits import repair_surrogates
+    from search_core.gate.request import GateRequest
     from search_core.search.pipeline import Searcher
 
     query, n_bad = repair_surrogates(query)
@@ -81,13 +85,12 @@ def search(query, db, top_k, embedder, reranker, config_path, as_json, explain, 
     try:
         from tuner.promotion.promote import resolve_search_config
         db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
-        searcher = Searcher(db, embedder=embedder)
+        searcher = Searcher(db, embedder=embedder, gate=GateRequest(path=gate_path))
         cfg = base_cfg.replace(embedder=searcher.embedder_name)
         if top_k is not None:
             cfg = cfg.replace(top_k=top_k)
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
-        searcher.use_gate(gate_path, reranker=cfg.reranker)
         res = searcher.search(query, cfg)
     except SearchCoreError as e:
         fail(e)

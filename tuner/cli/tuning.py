@@ -40,6 +40,7 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
              as_json):
     """Evaluate a config on a gold set: overall and per level; the full result is written under --out."""
     import time as _time
+    from search_core.gate.request import GateRequest
     from search_core.search.pipeline import Searcher
     from tuner.evaluation.evaluate import evaluate
     from tuner.data.gold import load_gold
@@ -50,11 +51,10 @@ def eval_cmd(db, gold_path, config_path, reranker, allow_missing, no_audit, timi
         gold = load_gold(gold_path)
         from tuner.promotion.promote import resolve_search_config
         db, base_cfg = resolve_search_config(db, config_path)   # no --config: runs/active.toml
-        searcher = Searcher(db)
+        searcher = Searcher(db, gate=GateRequest(path=gate_path))     # the gate `search` decides with
         cfg = base_cfg.replace(embedder=searcher.embedder_name)
         if reranker is not None:
             cfg = cfg.replace(reranker=reranker)
-        searcher.use_gate(gate_path, reranker=cfg.reranker)     # the gate `search` decides with
         res = evaluate(searcher, gold, cfg, allow_missing=allow_missing, audit=not no_audit,
                        score_cfg=load_score_config(config_path), min_timing_samples=timing_samples,
                        progress=Progress(progress if progress is not None else not as_json))
@@ -162,7 +162,7 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
             if info is None:
                 fail(SearchCoreError(f"no sweep {resume!r} in {ledger_path}; `autoresearch ledger` shows the latest"))
             params = SweepParams.from_record(
-                info["params"], rounds=rounds if rounds is not None else info["params"]["rounds"],
+                info.params, **({} if rounds is None else {"rounds": rounds}),
                 recalibrate=recalibrate)
             sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
         else:
@@ -231,7 +231,7 @@ def ledger(sweep_id, ledger_path, as_json, verify, replay):
     info = lg.sweep(sweep_id)
     if info is None:
         fail(SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}" if sweep_id else f"{ledger_path} has no sweeps"))
-    rounds = lg.rounds(info["id"])
+    rounds = lg.rounds(info.id)
     if replay:
         from tuner.sweep.loop import replay_sweep
         try:
@@ -249,10 +249,10 @@ def ledger(sweep_id, ledger_path, as_json, verify, replay):
                        (f"{bad} decided otherwise" if bad else "every decision recomputed alike"))
         sys.exit(1 if any(not x.agrees for x in out) else 0)
     if as_json:
-        click.echo(json.dumps({"sweep": info, "rounds": [r.to_json() for r in rounds],
-                               "holdout": _json_or_none(lg.holdout(info["id"]))}, ensure_ascii=False))
+        click.echo(json.dumps({"sweep": info.to_json(), "rounds": [r.to_json() for r in rounds],
+                               "holdout": _json_or_none(lg.holdout(info.id))}, ensure_ascii=False))
         return
-    click.echo(f"sweep {info['id']} ({info['status']}), started {info['created']}")
+    click.echo(f"sweep {info.id} ({info.status}), started {info.created}")
     for r in rounds:
         click.echo(f"{r.round:>4} {r.variable:<13} {json.dumps(r.old, ensure_ascii=False):>10} -> "
                    f"{json.dumps(r.new, ensure_ascii=False):<10} {r.decision:<24} {r.reason}")
@@ -271,7 +271,7 @@ def best(sweep_id, ledger_path, out):
         cfg, info, round_no = sweep_winner(ledger_path, sweep_id)
     except SearchCoreError as e:
         fail(e)
-    text = config_toml(cfg, f"winner of sweep {info['id']} (round {round_no})")
+    text = config_toml(cfg, f"winner of sweep {info.id} (round {round_no})")
     if out:
         atomic_write_text(out, text)
         click.echo(f"wrote {out}")

@@ -93,13 +93,13 @@ def job_sweep(d, spec, scheduled, rid):
         resume = None
         for sid in _daemon_sweeps(d):       # newest first: a sweep killed or stopped mid-way resumes
             info = lg.sweep(sid)
-            if info and info["status"] in RESUMABLE:
+            if info and info.status in RESUMABLE:
                 resume = info
                 break
         progress = lambda line: log.info(line)   # noqa: E731
         if resume:
-            params = SweepParams.from_record(resume["params"], time_budget_s=budget, recalibrate=False)
-            sw = Sweep(params, lg, sweep_id=resume["id"], progress=progress, stop_flag=d.stop.is_set)
+            params = SweepParams.from_record(resume.params, time_budget_s=budget, recalibrate=False)
+            sw = Sweep(params, lg, sweep_id=resume.id, progress=progress, stop_flag=d.stop.is_set)
             how = "resumed"
             evidence = None       # it stands on the gold file it was started with (pinned)
         else:
@@ -123,7 +123,7 @@ def job_sweep(d, spec, scheduled, rid):
                   "decisions": summary.decisions, **({"evidence": evidence} if evidence else {})}
         if summary.status == "stopped":
             return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
-        final = SearchConfig().replace(**summary.final_config)
+        final = SearchConfig.from_stored(summary.final_config)
         searcher = sw.bench.searchers.get(final.embedder)
         promo = decide_promotion(sw.id, summary.start_config, summary.final_config, summary.holdout,
                                  searcher.db if searcher else None, d.cfg.runs,
@@ -141,48 +141,47 @@ def decide_undecided(d, lg) -> dict | None:
     new sweep over it. Its winner's gate model is not kept, so a gate_threshold is not promoted with it
     (decide_promotion says so); a winner of another embedder than the sweep's index is left undecided."""
     from tuner.promotion.promote import History, decide_promotion
-    from tuner.sweep.summary import SweepSummary
     ids = _daemon_sweeps(d)
     if not ids:
         return None
     info = lg.sweep(ids[0])
-    if not info or info["status"] in RESUMABLE or not info.get("summary"):
+    summary = info.sweep_summary if info and info.status not in RESUMABLE else None
+    if summary is None:
         return None
     hist = History(d.cfg.runs)
     try:
-        if any(e["sweep"] == info["id"] for e in hist.events()):
+        if any(e["sweep"] == info.id for e in hist.events()):
             return None
     finally:
         hist.close()
-    summary = SweepSummary.from_json(info["summary"])
     start, final = summary.start_config, summary.final_config
     if final.get("embedder", "e5-small") != start.get("embedder", "e5-small"):
         log.warning("sweep %s ended undecided with a winner on another embedder; its index is not kept, so it "
-                    "is not promoted", info["id"])
+                    "is not promoted", info.id)
         return None
     try:
-        promo = decide_promotion(info["id"], start, final, summary.holdout, info["params"]["db"], d.cfg.runs)
+        promo = decide_promotion(info.id, start, final, summary.holdout, info.db, d.cfg.runs)
     except SearchCoreError as e:     # e.g. its index is gone: a new sweep starts rather than failing every night
-        log.warning("sweep %s ended undecided and cannot be decided now (%s); a new sweep starts", info["id"], e)
+        log.warning("sweep %s ended undecided and cannot be decided now (%s); a new sweep starts", info.id, e)
         return None
     log.info("sweep %s had ended without a promotion decision (the daemon died after its last round): %s",
-             info["id"], promo["reason"])
-    return {"sweep": info["id"], "how": "decided after a restart", "status": info["status"], "promotion": promo,
-            "reports": write_reports(d, info["id"])}
+             info.id, promo["reason"])
+    return {"sweep": info.id, "how": "decided after a restart", "status": info.status, "promotion": promo,
+            "reports": write_reports(d, info.id)}
 
 
 def _latest_tuning_sweep(d) -> str:
     ids = [sid for sid in _daemon_sweeps(d)]
     lg = _ledger(d)
     try:
-        sweeps = [s for s in lg.sweeps() if "retest" not in s["id"]]
+        sweeps = [s for s in lg.sweeps() if not s.is_retest]
     finally:
         lg.close()
     if ids:
         return ids[0]
     if not sweeps:
         raise SearchCoreError(f"no sweep in {d.cfg.ledger} yet; the report follows the first sweep")
-    return sweeps[-1]["id"]
+    return sweeps[-1].id
 
 
 def job_report(d, spec, scheduled, rid):

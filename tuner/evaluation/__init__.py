@@ -3,7 +3,7 @@
 from search_core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "evaluate": ("evaluate", "EvalResult", "build_result", "run_queries", "RetrievalCache", "QueryRow", "QuestionResult"),
+    "evaluate": ("evaluate", "EvalResult", "build_result", "run_queries", "RetrievalCache", "QuestionResult"),
     "metrics": ("hit_at_k", "reciprocal_rank", "precision_at_k", "recall_at_k", "ndcg_at_k", "mean"),
     "score": ("ScoreConfig", "score100", "load_score_config"),
     "compare": ("compare", "format_compare", "Comparison", "PairedMetric"),

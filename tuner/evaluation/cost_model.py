@@ -388,7 +388,8 @@ def calibrate_reranker(searcher, queries: list[str], name: str, *, window: int =
     cfg = SearchConfig(embedder=searcher.embedder_name, top_k=window)
     batches = []
     for q in qs:
-        res = searcher.rank(searcher.retrieve(q, cfg.depth, keyword_index=cfg.keyword_index), cfg, snippets=False)
+        res = searcher.rank(searcher.retrieve(q, cfg.depth, keyword_index=cfg.keyword_index, pair_terms=cfg.pair_terms),
+                            cfg, snippets=False)
         passages = [searcher.passage(h.chunk_id, h.note_id) for h in res.hits]
         if passages:
             batches.append((q, passages))

@@ -6,14 +6,16 @@ Channel lists come through a RetrievalCache, so a weight, k or threshold change 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from types import SimpleNamespace
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from search_core.config import SearchConfig
 from search_core.gate.model import WHICH_GATE, GateDecision
+from search_core.gate.request import GateRequest
 from search_core.search.query_cache import uncached_queries
 from search_core.search.ranking import K_LIST  # the ranked list kept per question (10)
 from search_core.search.work import SearchWork, search_work
@@ -24,27 +26,6 @@ from tuner.evaluation.metrics import METRICS, first_rank, mean, question_metrics
 from tuner.evaluation.score import ScoreConfig, score100
 from search_core.percentiles import percentile
 
-
-
-@dataclass(frozen=True)
-class QueryRow:
-    id: str
-    level: str
-    query: str
-    gold: tuple
-    ranked: tuple             # top K_LIST note ids after fusion/rerank
-    first_rank: int | None
-    inject: bool
-    top_score: float
-    timings_ms: dict
-    gate_features: dict = field(default_factory=dict)   # what the gate model reads (re-fitted on model swaps)
-    gate_probability: float | None = None               # the gate model's P(answerable); None: cosine gate
-    work: SearchWork | None = None                      # what the search did, for the cost model
-    gate: GateDecision | None = None                    # which gate decided (kind, file, threshold) and how
-    source: str = "hand"                                # the gold question's (tuner.data.gold.SOURCES)
-
-    def metrics(self) -> dict:
-        return question_metrics(self.ranked, self.gold)
 
 
 class RetrievalCache:
@@ -59,7 +40,9 @@ class RetrievalCache:
             cfg: SearchConfig | None = None, exclude=frozenset()):
         """cfg: retrieve as it asks (Searcher.retrieve_for, the fast path included); the fast path's lists
         depend on its margin and on the notes the search holds out, so those join the key."""
-        key = (searcher.fingerprint_key, query, depth) + ((keyword_index,) if keyword_index != "fts5" else ())
+        pair_terms = cfg.pair_terms if cfg is not None else SearchConfig().pair_terms
+        key = ((searcher.fingerprint_key, query, depth) + ((keyword_index,) if keyword_index != "fts5" else ())
+               + (("pairs", pair_terms),))
         fast = cfg is not None and cfg.fast_path_margin is not None
         if fast:
             key += ("fast", cfg.fast_path_margin, cfg.exclude_nav, cfg.nav_globs, frozenset(exclude))
@@ -67,29 +50,33 @@ class RetrievalCache:
         if r is None:
             self.misses += 1
             r = self.store[key] = (searcher.retrieve_for(query, cfg, exclude=exclude) if fast
-                                   else searcher.retrieve(query, depth, keyword_index=keyword_index))
+                                   else searcher.retrieve(query, depth, keyword_index=keyword_index, pair_terms=pair_terms))
         else:
             self.hits += 1
         return r
 
 
-def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCache | None = None) -> list[QueryRow]:
+def run_queries(searcher, gold: GoldSet, cfg: SearchConfig, cache: RetrievalCache | None = None, *,
+                gate: GateRequest | None = None) -> list[QuestionResult]:
+    """Every question searched and ranked as `search` would (gate: the gate each search decides with; None:
+    the searcher's own)."""
     rows = []
     with uncached_queries(searcher):
         for q in gold.questions:
             t0 = time.perf_counter()
             r = (cache.get(searcher, q.query, cfg.depth, cfg.keyword_index, cfg, q.exclude) if cache
                  else searcher.retrieve_for(q.query, cfg, exclude=q.exclude))
-            res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude)
+            res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude, gate=gate)
             timings = dict(res.timings_ms)
             if cache is None:
                 timings["wall"] = (time.perf_counter() - t0) * 1000
             ranked = res.ranked[:K_LIST]    # the system's own final order: its first top_k are the results
             work = search_work(searcher, r, cfg, res.fused)     # counted after the clock stopped
-            rows.append(QueryRow(q.id, q.level, q.query, q.gold, ranked,
-                                 first_rank(ranked, q.gold) if q.gold else None,
-                                 res.gate.inject, res.gate.top_score, timings, res.gate.features,
-                                 res.gate.probability, work, res.gate.decision, q.source))
+            decision = res.gate.decision
+            rows.append(QuestionResult.searched(
+                q, ranked, inject=res.gate.inject, top_score=res.gate.top_score, timings_ms=timings,
+                gate_features=res.gate.features, gate_probability=res.gate.probability,
+                gate=dataclasses.asdict(decision) if decision is not None else None, work=work))
     return rows
 
 
@@ -106,7 +93,8 @@ def timing_passes(n_questions: int, min_samples: int) -> int:
     return -(-min_samples // n_questions)
 
 
-def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, wall: bool = False) -> list[dict]:
+def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, wall: bool = False,
+                   gate: GateRequest | None = None) -> list[dict]:
     """The stage timings of `passes` more passes over the questions, each one searched for real: the
     channel-list cache is bypassed (a cached list would repeat one measurement, not add a sample) and
     so is the query-vector cache."""
@@ -116,26 +104,27 @@ def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, w
             for q in gold.questions:
                 t0 = time.perf_counter()
                 r = searcher.retrieve_for(q.query, cfg, exclude=q.exclude)
-                t = dict(searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude).timings_ms)
+                t = dict(searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST, exclude=q.exclude,
+                                       gate=gate).timings_ms)
                 if wall:                  # as run_queries does: only when the first pass timed it too
                     t["wall"] = (time.perf_counter() - t0) * 1000
                 out.append(t)
     return out
 
 
-def summarize(rows: list[QueryRow]) -> dict:
+def summarize(rows: list[QuestionResult]) -> dict:
     """Mean of each per-question metric over the answerable questions (probes excluded)."""
     answerable = [r for r in rows if r.level != "probe"]
     if not answerable:
         return {"n": 0}
-    per = [r.metrics() for r in answerable]
+    per = [r.metrics for r in answerable]
     out = {"n": len(answerable)}
     for m in per[0]:
         out[m] = round(mean(p[m] for p in per), 4)
     return out
 
 
-def gate_metrics(rows: list[QueryRow]) -> dict:
+def gate_metrics(rows: list[QuestionResult]) -> dict:
     probes = [r for r in rows if r.level == "probe"]
     answerable = [r for r in rows if r.level != "probe"]
     false_inject = sum(r.inject for r in probes)
@@ -151,7 +140,7 @@ def gate_metrics(rows: list[QueryRow]) -> dict:
     }
 
 
-def latency(rows: list[QueryRow], extra: list[dict] = ()) -> dict:
+def latency(rows: list[QuestionResult], extra: list[dict] = ()) -> dict:
     """p50/p95 per stage, with n: how many timings a percentile stands on (the p95 of 32 is the 2nd worst).
     extra: the timings of repeated passes (repeat_timings), counted with the rows' own."""
     timings = [r.timings_ms for r in rows] + list(extra)
@@ -163,76 +152,105 @@ def latency(rows: list[QueryRow], extra: list[dict] = ()) -> dict:
     return out
 
 
+# How a question's record is written, form by form, each key in the order the files and the ledger's hash
+# chain hold: an evaluation (`eval --out`, an A/B candidate, `eval --json`) keeps what a report shows; a
+# ledger row keeps what the keep rule, its replay and a re-fitted threshold read. A key ending in "?" is
+# left out when its value is None; METRIC_KEYS stands for every metric the question has.
+EVALUATION, LEDGER = "evaluation", "ledger"
+METRIC_KEYS = "*metrics"
+FORMS = {
+    EVALUATION: ("id", "level", "query", "gold", "first_rank", "top5", "inject", "top_score", "latency_ms",
+                 "gate_features", "gate_probability", "gate?", "work?", "predicted_ms?", "source?", METRIC_KEYS),
+    # the keep rule's paired test reads each question's hit@5, MRR and nDCG@10 back from the ledger
+    LEDGER: ("id", "level", "first_rank", "hit@5", "mrr?", "ndcg@10?", "inject", "top_score", "gate_probability?",
+             "gate_which?", "work?", "predicted_ms?", "source?", "latency_ms"),
+}
+KEPT_RANKED = 5      # the notes an evaluation keeps of a question's ranked list (a report shows the top 5)
+
+
 @dataclass(frozen=True)
 class QuestionResult:
-    """One question's row of an evaluation, as `per_query` carries it: what was asked, where the gold
-    landed, the gate's features and verdict, the counted work, and every metric (none for a probe)."""
+    """One question of an evaluation: what was asked, the notes ranked and where the gold landed, the gate's
+    features and verdict, the counted work, the timings and every metric (none for a probe).
+
+    `searched` makes it as the search ran (the top K_LIST notes, every stage's timing); `kept` is what an
+    evaluation keeps of it (the top 5, the total time, rounded); `to_json(form)` writes it as an evaluation
+    or a ledger row keeps it (FORMS) and `from_json` reads either back (what a form does not keep is empty)."""
     id: str
     level: str
-    query: str
-    gold: tuple
-    first_rank: int | None
-    top5: tuple
-    inject: bool
-    top_score: float
-    latency_ms: float
-    gate_features: dict
-    gate_probability: float | None
-    gate: dict | None = None            # GateDecision.to_json(): which gate decided (kind, file, threshold)
-    work: dict | None = None            # SearchWork.to_json(): what the cost model charges
+    query: str = ""
+    gold: tuple = ()
+    ranked: tuple = ()                  # note ids, best first: K_LIST as searched, the top 5 once kept
+    first_rank: int | None = None
+    inject: bool = False
+    top_score: float = 0.0
+    timings_ms: dict[str, float] = field(default_factory=dict)   # per stage as searched; kept: the total
+    gate_features: dict[str, float] = field(default_factory=dict)   # what the gate model reads
+    gate_probability: float | None = None    # the gate model's P(answerable); None: the cosine gate
+    gate: dict | None = None            # the GateDecision's fields: which gate decided (kind, file, threshold)
+    work: dict | None = None            # SearchWork.to_json() as written (an older row's lacks newer counts)
     predicted_ms: float | None = None   # the cost model's total for this question
-    metrics: dict = field(default_factory=dict)     # METRICS name -> value; empty for a probe
-    source: str = "hand"                # the gold question's (tuner.data.gold.SOURCES); written only when not "hand"
+    metrics: dict[str, float] = field(default_factory=dict)      # METRICS name -> value; empty for a probe
+    source: str = "hand"                # the gold question's (tuner.data.gold.SOURCES)
 
     @classmethod
-    def from_row(cls, r: QueryRow, predicted_ms: float | None = None) -> "QuestionResult":
-        return cls(r.id, r.level, r.query, tuple(r.gold), r.first_rank, tuple(r.ranked[:5]), r.inject,
-                   round(r.top_score, 4), round(r.timings_ms.get("total", 0.0), 2), r.gate_features,
-                   r.gate_probability, r.gate.to_json() if r.gate is not None else None,
-                   r.work.to_json() if r.work is not None else None,
-                   round(predicted_ms, 3) if predicted_ms is not None else None,
-                   r.metrics() if r.level != "probe" else {}, r.source)
+    def searched(cls, question, ranked, *, inject: bool = False, top_score: float = 0.0, timings_ms=None,
+                 gate_features=None, gate_probability: float | None = None, gate: dict | None = None,
+                 work: SearchWork | None = None) -> "QuestionResult":
+        """A question (a tuner.data.gold.Question) as one search ranked it: its gold's first rank and its
+        metrics follow from `ranked`."""
+        ranked, gold = tuple(ranked), tuple(question.gold)
+        return cls(question.id, question.level, question.query, gold, ranked,
+                   first_rank(ranked, gold) if gold else None, inject, top_score, dict(timings_ms or {}),
+                   dict(gate_features or {}), gate_probability, gate, work.to_json() if work is not None else None, None,
+                   question_metrics(ranked, gold) if question.level != "probe" else {},
+                   getattr(question, "source", "hand"))
 
-    def to_json(self) -> dict:
-        return {"id": self.id, "level": self.level, "query": self.query, "gold": list(self.gold),
-                "first_rank": self.first_rank, "top5": list(self.top5), "inject": self.inject,
-                "top_score": self.top_score, "latency_ms": self.latency_ms, "gate_features": self.gate_features,
-                "gate_probability": self.gate_probability,
-                **({"gate": self.gate} if self.gate is not None else {}),
-                **({"work": self.work} if self.work is not None else {}),
-                **({"predicted_ms": self.predicted_ms} if self.predicted_ms is not None else {}),
-                **({"source": self.source} if self.source != "hand" else {}),
-                **self.metrics}
+    @property
+    def search_work(self) -> SearchWork | None:
+        """What the search did, as the cost model reads it."""
+        return SearchWork.from_json(self.work) if self.work is not None else None
+
+    @property
+    def latency_ms(self) -> float:
+        return round(self.timings_ms.get("total", 0.0), 2)
+
+    def kept(self, predicted_ms: float | None = None) -> "QuestionResult":
+        """What an evaluation keeps of a searched question (and its JSON holds): the top 5, the total time,
+        the top score and the gate's figures to 4 places, and the cost model's total when there is one."""
+        return replace(self, ranked=self.ranked[:KEPT_RANKED], timings_ms={"total": self.latency_ms},
+                       top_score=round(self.top_score, 4),
+                       gate=GateDecision(**self.gate).to_json() if self.gate is not None else None,
+                       predicted_ms=round(predicted_ms, 3) if predicted_ms is not None else self.predicted_ms)
+
+    def to_json(self, form: str = EVALUATION) -> dict:
+        values = {"id": self.id, "level": self.level, "query": self.query, "gold": list(self.gold),
+                  "first_rank": self.first_rank, "top5": list(self.ranked[:KEPT_RANKED]), "inject": self.inject,
+                  "top_score": self.top_score, "latency_ms": self.latency_ms, "gate_features": self.gate_features,
+                  "gate_probability": self.gate_probability, "gate": self.gate,
+                  "gate_which": {k: self.gate[k] for k in WHICH_GATE} if self.gate is not None else None,
+                  "work": self.work, "predicted_ms": self.predicted_ms,
+                  "source": self.source if self.source != "hand" else None,      # older rows: all hand-written
+                  "hit@5": self.metrics.get("hit@5", 0.0), **{m: v for m, v in self.metrics.items() if m != "hit@5"}}
+        out = {}
+        for key in FORMS[form]:
+            if key == METRIC_KEYS:
+                out.update(self.metrics)
+                continue
+            name = key.rstrip("?")
+            if key.endswith("?") and values.get(name) is None:
+                continue
+            out["gate" if name == "gate_which" else name] = values[name]
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "QuestionResult":
-        return cls(d["id"], d["level"], d["query"], tuple(d["gold"]), d["first_rank"], tuple(d["top5"]), d["inject"],
-                   d["top_score"], d["latency_ms"], d["gate_features"], d["gate_probability"], d.get("gate"),
-                   d.get("work"), d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d}, d.get("source", "hand"))
-
-    def to_ledger(self) -> dict:
-        """What a sweep's ledger keeps of the question: enough to say which questions a candidate broke,
-        to recompute the keep rule's paired test, to fit a threshold again and to predict its latency
-        again from the counted work."""
-        return {"id": self.id, "level": self.level, "first_rank": self.first_rank,
-                "hit@5": self.metrics.get("hit@5", 0.0),
-                # the keep rule's paired test reads each question's MRR and nDCG@10 back from the ledger
-                **{m: self.metrics[m] for m in ("mrr", "ndcg@10") if m in self.metrics},
-                "inject": self.inject, "top_score": self.top_score,
-                **({"gate_probability": self.gate_probability} if self.gate_probability is not None else {}),
-                **({"gate": {k: self.gate[k] for k in WHICH_GATE}} if self.gate is not None else {}),
-                **({"work": self.work} if self.work is not None else {}),
-                **({"predicted_ms": self.predicted_ms} if self.predicted_ms is not None else {}),
-                **({"source": self.source} if self.source != "hand" else {}),   # older rows: all hand-written
-                "latency_ms": self.latency_ms}
-
-    @classmethod
-    def from_ledger(cls, d: dict) -> "QuestionResult":
-        """A ledger row's question read back (to_ledger; rows of older ledgers lack some fields): what the
-        ledger does not keep (the query, the gold, the top 5, the gate features) is empty."""
-        return cls(d["id"], d["level"], d.get("query", ""), tuple(d.get("gold", ())), d.get("first_rank"),
-                   tuple(d.get("top5", ())), d.get("inject", False), d.get("top_score", 0.0), d.get("latency_ms", 0.0),
-                   d.get("gate_features", {}), d.get("gate_probability"), d.get("gate"), d.get("work"),
+        """Either form read back; rows of older ledgers lack some fields, and what a form does not keep (a
+        ledger row's query, gold, ranked notes and gate features) is empty."""
+        return cls(d["id"], d["level"], d.get("query", ""), tuple(d.get("gold", ())), tuple(d.get("top5", ())),
+                   d.get("first_rank"), d.get("inject", False), d.get("top_score", 0.0),
+                   {"total": d.get("latency_ms", 0.0)}, d.get("gate_features", {}), d.get("gate_probability"),
+                   d.get("gate"), d.get("work"),
                    d.get("predicted_ms"), {m: d[m] for m in METRICS if m in d} if d["level"] != "probe" else {},
                    d.get("source", "hand"))
 
@@ -307,11 +325,11 @@ class EvalResult:
 
     def to_ledger(self) -> dict:
         """What a sweep's ledger row keeps: overall, per level, the gate (without the probes' rows), the total
-        latency, the score, the questions (QuestionResult.to_ledger) and how latency was charged."""
+        latency, the score, the questions (QuestionResult.to_json(LEDGER)) and how latency was charged."""
         return {"overall": self.overall, "by_level": self.by_level,
                 "gate": {k: v for k, v in self.gate.items() if k != "probe_results"},
                 "latency_ms": self.total_latency(), "score100": self.score100,
-                "per_query": [q.to_ledger() for q in self.per_query],
+                "per_query": [q.to_json(LEDGER) for q in self.per_query],
                 **({"latency_charge": self.latency_charge} if self.latency_charge is not None else {})}
 
     @classmethod
@@ -323,15 +341,15 @@ class EvalResult:
         measured = {"total": {k: total[f"measured_{k}"] for k in ("p50", "p95", "n") if f"measured_{k}" in total}}
         lat = {k: v for k, v in total.items() if k not in ("source", "calibration") and not k.startswith("measured_")}
         return cls("", {}, "", {}, d["overall"], d.get("by_level", {}), d.get("gate", {}), {"total": lat} if lat else {},
-                   d.get("score100", {}), [QuestionResult.from_ledger(q) for q in d.get("per_query", [])],
+                   d.get("score100", {}), [QuestionResult.from_json(q) for q in d.get("per_query", [])],
                    measured_latency_ms=measured if cost else None,
                    cost_calibration=total.get("calibration") if cost else None, latency_charge=d.get("latency_charge"))
 
 
-def predicted_latency(rows: list[QueryRow], cost, reranker: str) -> tuple[dict, list[dict]]:
+def predicted_latency(rows: list[QuestionResult], cost, reranker: str) -> tuple[dict, list[dict]]:
     """(p50/p95 per stage, each row's predicted stages) from the rows' counted work and the calibration."""
     from tuner.evaluation.cost_model import predict
-    per_row = [predict(r.work, cost, reranker) for r in rows]
+    per_row = [predict(r.search_work, cost, reranker) for r in rows]
     out = {}
     for s in per_row[0] if per_row else ():
         v = [p[s] for p in per_row]
@@ -339,7 +357,7 @@ def predicted_latency(rows: list[QueryRow], cost, reranker: str) -> tuple[dict, 
     return out, per_row
 
 
-def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[QueryRow],
+def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[QuestionResult],
                  score_cfg: ScoreConfig = ScoreConfig(), gaps=None, warnings=None, seconds=0.0,
                  extra_timings: list[dict] = (), cost=None) -> EvalResult:
     """cost: a cost_model.Calibration: latency is then predicted from each row's work (and decides the
@@ -362,8 +380,7 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Query
                 for lvl in LEVELS if lvl != "probe" and any(r.level == lvl for r in rows)}
     p95 = lat.get("total", {}).get("p95", 0.0)
     s100 = score100(overall, p95, score_cfg) if overall.get("n") else {}
-    per_query = [QuestionResult.from_row(r, predicted_rows[i]["total"] if predicted_rows else None)
-                 for i, r in enumerate(rows)]
+    per_query = [r.kept(predicted_rows[i]["total"] if predicted_rows else None) for i, r in enumerate(rows)]
     sat = saturation(rows)
     if sat.saturated:
         warnings = [*(warnings or []), sat.warning()]
@@ -374,10 +391,11 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Query
 
 def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCache | None = None,
              score_cfg: ScoreConfig = ScoreConfig(), allow_missing: bool = False, audit: bool = True,
-             min_timing_samples: int = 0, cost=None, progress=None) -> EvalResult:
+             min_timing_samples: int = 0, cost=None, progress=None, gate: GateRequest | None = None) -> EvalResult:
     """min_timing_samples: time repeated passes until every latency percentile stands on at least this
     many timings; quality metrics come from the first pass, they do not vary. cost: a
-    cost_model.Calibration, whose prediction then stands for latency (build_result)."""
+    cost_model.Calibration, whose prediction then stands for latency (build_result). gate: the gate every
+    search decides with (None: the searcher's own request)."""
     from tuner.evaluation.fake_miss import possible_gold_gaps
 
     t0 = time.perf_counter()
@@ -385,9 +403,9 @@ def evaluate(searcher, gold: GoldSet, cfg: SearchConfig, *, cache: RetrievalCach
     getattr(searcher, "warm_up", lambda: None)()   # the model and view load are not a question's latency
     # progress (a tuner.progress.StageProgress): a line per few seconds over the questions' first pass
     asked = gold if progress is None else SimpleNamespace(questions=progress.iter(gold.questions, "questions"))
-    rows = run_queries(searcher, asked, cfg, cache)
+    rows = run_queries(searcher, asked, cfg, cache, gate=gate)
     extra = repeat_timings(searcher, gold, cfg, timing_passes(len(rows), min_timing_samples) - 1,
-                           wall=cache is None)
+                           wall=cache is None, gate=gate)
     gaps = possible_gold_gaps(searcher, rows, cfg) if audit else []
     index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
     return build_result(gold, cfg, index, rows, score_cfg, gaps, warnings, time.perf_counter() - t0, extra, cost)

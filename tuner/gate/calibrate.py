@@ -23,8 +23,7 @@ from search_core import SearchCoreError
 from search_core.percentiles import percentile
 from search_core.gate.features import GATE_FEATURES
 from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
-from search_core.gate.threshold import (THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, flipped_labels,  # noqa: F401
-                                       labels_to_decide, threshold_from_labels)
+from search_core.gate.threshold import threshold_from_labels
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
 from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, feature_matrix, read_logged_calls
@@ -33,6 +32,7 @@ from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
 from tuner.gate.proposal import write_proposal
+from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
@@ -51,7 +51,7 @@ CALIBRATION_C = 0.1
 CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 MIN_PER_CLASS = MIN_LABELLED // 2   # with one kind of label missing: how many of it to ask for at least
-# With a gate model in force, labels move only its threshold (search_core.gate.threshold) until
+# With a gate model in force, labels move only its threshold (tuner.gate.threshold) until
 # there are enough of them for a refit of the weights to be measured: at least this many rows, this many of
 # each kind, and then only if the refit's cross-validated balanced accuracy beats the moved threshold's by
 # REFIT_MARGIN on the same folds. A few dozen labels (what a person gives in a sitting) stay below it.
@@ -94,7 +94,8 @@ def gold_rows(searcher, gold, cfg) -> list[LabelledRow]:
     """Run a labelled set's questions through the search (features as the live gate sees them)."""
     rows = []
     for q in gold.questions:
-        res = searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index), cfg, snippets=False)
+        res = searcher.rank(searcher.retrieve(q.query, cfg.depth, keyword_index=cfg.keyword_index,
+                                              pair_terms=cfg.pair_terms), cfg, snippets=False)
         rows.append(LabelledRow(gold.name, q.id, q.query, res.gate.features, not q.is_probe))
     return rows
 
@@ -145,7 +146,8 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
     out: dict = {"window": _window(calls), "labelled": {"answerable": sum(ans), "probes": len(ans) - sum(ans),
                                                           "sources": sorted({r.source for r in labelled})},
                  "current": {"kind": "model" if model else "cosine", "cos_threshold": cos_threshold,
-                             "p_threshold": model.threshold if model else None},
+                             "p_threshold": model.threshold if model else None,
+                             "provenance": model.provenance() if model else None},
                  "warnings": []}
     if unsearched:
         out["skipped_labels"] = {"no_search": len(unsearched), "ids": [c.id for c in unsearched[:20]]}
@@ -362,18 +364,19 @@ def _flips(p_calls: np.ndarray, t_from: float, t_to: float) -> dict:
             "decisions": int(len(p_calls))}
 
 
-def _labels_to_decide(p_lab, y, p_rep, rep, p_rest, current, proposed) -> dict:
-    """How many more labels would let the sign test decide the move the labels point to (the weekly report
-    says it beside a declined move): counted on the same calls the covered sign test counts."""
-    p_all = list(p_lab) + (list(p_rep) if p_rep is not None else [])
-    y_all = list(y) + [int(t) for _, t in rep]
-    wins, losses, share = flipped_labels(p_all, y_all, current, proposed)
-    lo, hi = min(current, proposed), max(current, proposed)
+def _labels_to_decide(dec, p_rest) -> dict:
+    """How many more labels would let the rule decide the move the labels point to (the weekly report says it
+    beside a declined move), by the rule's own count (tuner.gate.threshold.labels_to_decide_for)."""
+    lo, hi = min(dec.current, dec.proposed), max(dec.current, dec.proposed)
     u = np.asarray(p_rest if p_rest is not None else [], dtype=np.float64)
     n_u = int(((u >= lo) & (u < hi)).sum())
-    d = labels_to_decide(wins, losses, n_u, share)
+    d = labels_to_decide_for(dec, n_u)
+    text = d.text
+    if d.more and d.more > n_u:     # a week of 60-75 calls holds 4-11 between two cuts 0.1 apart
+        text += (f"; this window holds {n_u} unlabelled call{'' if n_u == 1 else 's'} between them, so the rest must "
+                 "come from more traffic (a longer --since, or next week's calls)")
     return {"more": d.more, "win_share": None if d.win_share is None else round(d.win_share, 4),
-            "flipped": {"right": wins, "wrong": losses, "unlabelled": n_u}, "text": d.text}
+            "flipped": {"right": dec.wins, "wrong": dec.losses, "unlabelled": n_u}, "text": text}
 
 
 def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule, p_all=None) -> None:
@@ -421,11 +424,11 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
     cv = move.get("cross_validation")
     refit_better = cv and cv["refit"] > cv["threshold_only"] + REFIT_MARGIN
     if not dec.move:
-        move["labels_to_decide"] = _labels_to_decide(p_lab, y, p_rep, rep, p_rest, model.threshold, t_new)
+        move["labels_to_decide"] = _labels_to_decide(dec, p_rest)
     if not dec.move and not refit_better:
         # the labels do not show the move decides better: a move on the noise of a few dozen labels is as likely
-        # to make the gate worse as better (simulated weeks from the shipped default: the interval rule made
-        # 5-14 of 40 test halves worse per set, the sign test 2-8 of 200; search_core.gate.threshold)
+        # to make the gate worse as better (simulated weeks from the right cut: the labelled-call sign test moved
+        # in 0 of 140; moving to the labels' cut whatever they say made 9 of 20 worse on johngrib; tuner.gate.threshold)
         move.update(kept=True, flips=_flips(p_calls, model.threshold, model.threshold))
         rec["model_summary"] = {"method": "keep", "p_threshold": round(model.threshold, 4),
                                 "cv_balanced_accuracy": None, "features": list(model.features)}
@@ -448,7 +451,9 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
             return
         except GateFitError as e:
             out["warnings"].append(f"no refit: {e}")
-    fo = {**(model.fitted_on or {}), "recalibrated": {k: move[k] for k in ("from", "to", "interval", "labels")},
+    last = max((c.ts for c in calls), default=None)
+    fo = {**(model.fitted_on or {}), "recalibrated": {**{k: move[k] for k in ("from", "to", "interval", "labels")},
+                                                      **({"at": _iso(last)} if last is not None else {})},
           "sources": sorted(fitted_sources(model) | {r.source for r in labelled})}
     moved = dataclasses.replace(model, threshold=float(t_new), fingerprint=dict(fingerprint), scope="index",
                                 fitted_on=fo)
@@ -458,6 +463,10 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                             "features": list(model.features)}
     rec["basis"] = (f"the gate's threshold moved to fit {len(y)} labels "
                     f"({INTERVAL_LEVEL:.0%} interval {lo:.3f}-{hi:.3f}; {dec.why}); feature weights kept")
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def _retirement(window: dict, traffic: dict) -> dict:
@@ -478,15 +487,16 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
     (calibration, calls, labelled rows, gate choice); the `calibrate` verb and the daemon's weekly job
     both call this."""
     from search_core.config import SearchConfig, load_config
-    from search_core.recall.engine import active_config_path
+    from search_core.recall.config import active_config_path
     from search_core.recall.log import index_id
+    from search_core.gate.request import GateRequest
     from search_core.search.pipeline import Searcher
 
     from tuner.data.gold import load_gold
 
-    searcher = Searcher(db)
+    searcher = Searcher(db, gate=GateRequest(path=gate_path))
     try:
-        choice = searcher.use_gate(gate_path)
+        choice = searcher.gate_for("none")
         cfg = SearchConfig(embedder=searcher.embedder_name)
         calls = [] if log_path is None else read_logged_calls(log_path, since_s)
         if call_labels:
@@ -504,9 +514,19 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
                                    "overrides the threshold of any gate file `calibrate apply` installs; remove it "
                                    "from the config for the proposal to take effect")
         cal["current"]["reason"] = choice.reason or choice.source
+        cal["current"]["default_threshold"] = _default_threshold()
         return cal, calls, labelled, choice
     finally:
         searcher.close()
+
+
+def _default_threshold() -> float | None:
+    """The shipped default gate's threshold, shown beside the vault's own (None when the file does not load)."""
+    from search_core.gate.model import DEFAULT_GATE_FILE, GateFileError, load_gate
+    try:
+        return round(load_gate(DEFAULT_GATE_FILE).threshold, 4)
+    except GateFileError:
+        return None
 
 
 def score_series(calls, labelled, choice) -> dict:

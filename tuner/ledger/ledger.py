@@ -18,7 +18,8 @@ from search_core.index.store import atomic, connect
 from tuner.ledger.chain import (LedgerError, LedgerVerdict, check_ledger_file, head, holdout_values, link, sweep_genesis,
                                 upgrade, verify_ledger)
 from tuner.ledger.round import Round
-from tuner.ledger.schema import ROUND_CONTENT, ROUND_TRIGGERS, SCHEMA
+from tuner.ledger.schema import ROUND_CONTENT, ROUND_TRIGGERS, SCHEMA, SWEEP_COLUMNS
+from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.summary import HoldoutCheck
 
 
@@ -54,17 +55,17 @@ class Ledger:
             self.conn.execute("UPDATE sweeps SET status = ?, finished = ?, summary = COALESCE(?, summary) WHERE id = ?",
                               (status, _now(), json.dumps(summary, ensure_ascii=False) if summary else None, sweep_id))
 
-    def sweep(self, sweep_id: str | None = None) -> dict | None:
-        q = "SELECT id, created, params, start_config, status, finished, summary FROM sweeps "
+    def sweep(self, sweep_id: str | None = None) -> SweepRecord | None:
+        """The sweep `sweep_id` (default: the latest), or None."""
+        q = f"SELECT {', '.join(SWEEP_COLUMNS)} FROM sweeps "
         row = (self.conn.execute(q + "WHERE id = ?", (sweep_id,)).fetchone() if sweep_id else
                self.conn.execute(q + "ORDER BY created DESC, rowid DESC LIMIT 1").fetchone())
-        if not row:
-            return None
-        return {"id": row[0], "created": row[1], "params": json.loads(row[2]), "start_config": json.loads(row[3]),
-                "status": row[4], "finished": row[5], "summary": json.loads(row[6]) if row[6] else None}
+        return SweepRecord.from_columns(dict(zip(SWEEP_COLUMNS, row))) if row else None
 
-    def sweeps(self) -> list[dict]:
-        return [self.sweep(r[0]) for r in self.conn.execute("SELECT id FROM sweeps ORDER BY created, rowid")]
+    def sweeps(self) -> list[SweepRecord]:
+        """Every sweep, oldest first."""
+        cur = self.conn.execute(f"SELECT {', '.join(SWEEP_COLUMNS)} FROM sweeps ORDER BY created, rowid")
+        return [SweepRecord.from_columns(dict(zip(SWEEP_COLUMNS, r))) for r in cur]
 
     # -- rounds ---------------------------------------------------------------------------------------
     def append_round(self, rnd: Round) -> Round:

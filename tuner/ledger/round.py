@@ -42,7 +42,7 @@ class Round:
 
     @property
     def search_config(self) -> SearchConfig:
-        return SearchConfig().replace(**self.config)
+        return SearchConfig.from_stored(self.config)
 
     @property
     def kept(self) -> bool:

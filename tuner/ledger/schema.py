@@ -9,6 +9,7 @@ LEDGER_KIND = "autoresearch-ledger"
 LEDGER_SCHEMA = 2          # 1: rounds without chain; 2: chain columns, ledger_meta, sweeps triggers
 ROUND_CONTENT = ("sweep", "round", "variable", "old", "new", "config", "config_hash", "baseline_hash",
                  "index_fingerprint", "metrics", "objective", "decision", "reason", "eval_s", "reindex_s", "created")
+SWEEP_COLUMNS = ("id", "created", "params", "start_config", "status", "finished", "summary")
 REAL_COLUMNS = {"objective", "eval_s", "reindex_s"}
 INT_COLUMNS = {"round"}
 TRIGGERS = ("rounds_append_only_update", "rounds_append_only_delete", "sweeps_identity_fixed", "sweeps_never_deleted")

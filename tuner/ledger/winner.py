@@ -7,8 +7,8 @@ from pathlib import Path
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
 
-from tuner.ledger.ledger import require_intact
-from tuner.ledger.ledger import Ledger
+from tuner.ledger.ledger import Ledger, require_intact
+from tuner.ledger.sweep_record import SweepRecord
 
 
 def open_intact(ledger_path: str | Path) -> Ledger:
@@ -20,16 +20,16 @@ def open_intact(ledger_path: str | Path) -> Ledger:
     return Ledger(ledger_path, create=False)
 
 
-def sweep_winner(ledger_path: str | Path, sweep_id: str | None = None) -> tuple[SearchConfig, dict, int]:
+def sweep_winner(ledger_path: str | Path, sweep_id: str | None = None) -> tuple[SearchConfig, SweepRecord, int]:
     """(the winning config, the sweep's record, the round that kept it) of `sweep_id` (default: the latest)."""
     lg = open_intact(ledger_path)
     try:
         info = lg.sweep(sweep_id)
         if info is None:
             raise SearchCoreError(f"no sweep {sweep_id!r} in {ledger_path}")
-        kept = [r for r in lg.rounds(info["id"]) if r.kept]
+        kept = [r for r in lg.rounds(info.id) if r.kept]
     finally:
         lg.close()
     if not kept:
-        raise SearchCoreError(f"sweep {info['id']} has no evaluated rounds yet")
+        raise SearchCoreError(f"sweep {info.id} has no evaluated rounds yet")
     return kept[-1].search_config, info, kept[-1].round

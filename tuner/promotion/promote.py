@@ -174,7 +174,7 @@ class History:
                 written = not active_path.exists()
             else:
                 written = active is not None and active.source == source and cfg_json is not None and \
-                    SearchConfig().replace(**json.loads(cfg_json)).config_hash() == active.config.config_hash()
+                    SearchConfig.from_stored(json.loads(cfg_json)).config_hash() == active.config.config_hash()
             with atomic(self.conn):
                 if written:
                     self.conn.execute("UPDATE events SET pending = NULL WHERE id = ?", (eid,))
@@ -237,7 +237,7 @@ class Verdict:
 def holdout_verdict(start: dict, final: dict, holdout: HoldoutCheck | None) -> Verdict:
     """Promote only when the winner differs from the start and held on the holdout: hit@5 (in questions)
     not lower, and no paired test says the start was significantly better."""
-    if SearchConfig().replace(**start).config_hash() == SearchConfig().replace(**final).config_hash():
+    if SearchConfig.from_stored(start).config_hash() == SearchConfig.from_stored(final).config_hash():
         return Verdict(False, "no change was kept: the winner is the starting config")
     if not holdout:
         return Verdict(False, "the sweep had no holdout (--holdout or --split): a winner is promoted only "
@@ -302,7 +302,7 @@ def _gate_to_install(cfg: SearchConfig, gate_model) -> bool:
 
 def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate_model) -> dict:
     prev = read_active(hist.runs)
-    cfg = SearchConfig().replace(**final)
+    cfg = SearchConfig.from_stored(final)
     if not v.promote:
         eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
         return {"event": eid, "promoted": False, "reason": v.reason}
@@ -367,7 +367,7 @@ def _rollback_locked(hist: History, event_id: int | None) -> dict:
                                   f"#{event_id}")
     prev_active = read_active(hist.runs)
     path = hist.runs / ACTIVE
-    restored = None if ev["previous_config"] is None else SearchConfig().replace(**ev["previous_config"])
+    restored = None if ev["previous_config"] is None else SearchConfig.from_stored(ev["previous_config"])
     idx = Path(ev["previous_index"]) if ev["previous_index"] else None
     if restored is not None and idx is not None and not idx.exists():
         raise SearchCoreError(f"cannot roll back #{ev['id']}: its previous index {idx} is gone; "

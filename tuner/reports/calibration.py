@@ -14,6 +14,10 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     cur = cal["current"]
     cur_text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
                 else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
+    if cur["kind"] == "model" and cur.get("provenance"):
+        cur_text += f" ({cur.get('reason') or 'gate file'}: {cur['provenance']})"
+    if cur["kind"] == "model" and cur.get("default_threshold") is not None:
+        cur_text += f"; the shipped default's threshold: {cur['default_threshold']:.3f}"
     mv = rec.get("threshold_move")
     if rec.get("model_summary", {}).get("method") == "keep":
         st = mv.get("sign_test") or {}

@@ -29,6 +29,7 @@ from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
 from tuner.evaluation.stats import paired_randomization
 from tuner.ledger.round import Round
+from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.evidence import answerable_rows, question_value, ranking_evidence
 from tuner.sweep.variables import kind_of
 
@@ -212,12 +213,11 @@ def _scorable(res: EvalResult, weights) -> bool:
     return all(need <= set(q.metrics) for q in answerable_rows(res).values())
 
 
-def evidence_gap(info: dict, rounds: list[Round], gold=None, score_cfg: ScoreConfig = ScoreConfig()) -> EvidenceGap:
+def evidence_gap(info: SweepRecord, rounds: list[Round], gold=None, score_cfg: ScoreConfig = ScoreConfig()) -> EvidenceGap:
     """What the ledger rows of one sweep say about its evidence. gold: the sweep's tuning GoldSet when it is
     the file the sweep pinned (queries and gold notes for the questions it lists), else None."""
-    params = info.get("params", {})
-    obj = params.get("objective", "score100")
-    alpha = params.get("noise_alpha")
+    obj = info.objective
+    alpha = info.params.get("noise_alpha")
     weights = score_cfg.quality_weights
     per_share = score_cfg.quality_points if obj == "score100" else 1.0
     evaluated = [r for r in rounds if r.result is not None and r.result.per_query]
@@ -361,13 +361,12 @@ def _advice(n, saturated, level_rows, probes, spreads, detect, gains, per_share,
     return tuple(out)
 
 
-def tuning_gold(info: dict, base: str | Path | None = None):
+def tuning_gold(info: SweepRecord, base: str | Path | None = None):
     """The sweep's tuning gold set, read from the file its params name when that file still hashes to the
     sweep's pin (else None: the report then lists question ids without their text)."""
     from search_core.hashing import hash_tree
     from tuner.data.gold import load_gold
-    params = info.get("params", {})
-    path, pin = params.get("gold"), (params.get("pins") or {}).get("gold")
+    path, pin = info.params.get("gold"), (info.pins or {}).get("gold")
     if not path or not pin:
         return None
     p = Path(path)

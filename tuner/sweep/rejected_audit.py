@@ -20,6 +20,7 @@ from search_core import SearchCoreError, StopRequested
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.round import START, Round
 from tuner.ledger.schema import RoundDecision
+from tuner.ledger.sweep_record import RETEST_ID, SweepRecord
 from tuner.promotion.promote import read_active
 from tuner.reports import Para, Report, Section, Table
 from tuner.reports.sweep import open_ledger, pick_sweep
@@ -72,7 +73,7 @@ class RejectedRound:
 
 @dataclass(frozen=True)
 class AuditData:
-    sweep: dict                      # the ledger's record of the sweep (Ledger.sweep)
+    sweep: SweepRecord
     objective: str
     rejected: tuple[RejectedRound, ...]
 
@@ -112,21 +113,21 @@ def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> AuditDat
     lg = open_ledger(ledger_path)
     try:
         info = pick_sweep(lg, sweep_id)
-        sid = info["id"]
+        sid = info.id
         rounds = lg.rounds(sid)
         all_sweeps = lg.sweeps()
-        later = [s for s in all_sweeps if s["created"] >= info["created"] and s["id"] != sid]
-        later_kept = [r for s in later for r in lg.rounds(s["id"]) if r.kept and r.round > 0]
+        later = [s for s in all_sweeps if s.created >= info.created and s.id != sid]
+        later_kept = [r for s in later for r in lg.rounds(s.id) if r.kept and r.round > 0]
         retested = {}
         for s in all_sweeps:
-            for r in lg.rounds(s["id"]):
+            for r in lg.rounds(s.id):
                 if r.reason.startswith(RETEST_MARK):
-                    retested[r.reason[len(RETEST_MARK):].split(":")[0]] = f"{s['id']}#{r.round}"
+                    retested[r.reason[len(RETEST_MARK):].split(":")[0]] = f"{s.id}#{r.round}"
     finally:
         lg.close()
-    obj = info["params"].get("objective", "score100")
+    obj = info.objective
     by_hash = {r.config_hash: r for r in rounds if r.kept}
-    start = rounds[0].config if rounds else info["start_config"]
+    start = rounds[0].config if rounds else info.start_config
     out = []
     for r in rounds:
         if not r.decision.rejected:
@@ -156,7 +157,7 @@ def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> AuditDat
 
 
 def build_audit_report(d: AuditData, retest_result: RetestResult | None = None) -> Report:
-    sid, obj, rej = d.sweep["id"], d.objective, d.rejected
+    sid, obj, rej = d.sweep.id, d.objective, d.rejected
     marked = [x for x in rej if x.worth_retest]
     verdict = (f"{len(rej)} rejected rounds in sweep {sid}; {len(marked)} worth re-testing "
                f"(a kept change since then touched an interacting variable)")
@@ -212,14 +213,14 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
     d = audit_data(ledger_path, sweep_id)
     marked = [x for x in d.rejected if x.worth_retest]
     info = d.sweep
-    p = SweepParams.from_record(info["params"])
+    p = SweepParams.from_record(info.params)
     active = read_active(runs)
     lg = Ledger(ledger_path)
     try:
         if active is not None:
             baseline, db = active.config, str(active.index or p.db)
         else:
-            kept = [r for r in lg.rounds(info["id"]) if r.kept]
+            kept = [r for r in lg.rounds(info.id) if r.kept]
             baseline, db = kept[-1].search_config, p.db
         gold = load_gold(p.gold)
         if p.split:
@@ -229,8 +230,8 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                           cost_store=CostStore(p.cost_folder()), calibration_queries=[q.query for q in gold.questions],
                           progress=progress)
         bench.stop = stop
-        bench.use_recorded_costs(lg.rounds(info["id"]))     # charged as the sweep it re-tests was
-        new_id = time.strftime("%Y%m%d-%H%M%S-retest-") + uuid.uuid4().hex[:4]
+        bench.use_recorded_costs(lg.rounds(info.id))     # charged as the sweep it re-tests was
+        new_id = time.strftime("%Y%m%d-%H%M%S") + RETEST_ID + uuid.uuid4().hex[:4]
 
         def gate_model(cfg):     # gate as the sweep does: a model fitted on the tuning set per pair
             if gate_pair(cfg) not in bench.gate_models:
@@ -244,13 +245,13 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
         lg.append_round(Round(new_id, 0, START, None, None, baseline.as_dict(), baseline.config_hash(),
                               baseline.config_hash(), s.fingerprint_key if s else None, base_res,
                               objective_value(base_res, p.objective), RoundDecision.KEPT,
-                              f"today's baseline for re-testing sweep {info['id']}"))
+                              f"today's baseline for re-testing sweep {info.id}"))
         out_rounds = []
         for i, x in enumerate(marked, 1):
             if stop is not None and stop():
                 lg.set_status(new_id, "retest stopped", {"tested": i - 1, "of": len(marked)})
                 raise StopRequested(f"the re-test stopped after {i - 1} of {len(marked)} rounds")
-            of = f"{info['id']}#{x.round}"
+            of = f"{info.id}#{x.round}"
             t0 = time.perf_counter()
             out = run_round(bench, gold, baseline, base_res, x.variable, x.new, p.rule(), space=space,
                             ensure_gate=gate_model, timing_samples=p.timing_samples)
@@ -263,7 +264,7 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
             out_rounds.append(RetestRound(of, x.variable, x.new, out.decision, out.reason))
             if progress:
                 progress(f"retest {of}: {x.variable} -> {x.new!r}: {out.decision}")
-        result = RetestResult(new_id, info["id"], len(marked), sum(r.decision == "kept" for r in out_rounds),
+        result = RetestResult(new_id, info.id, len(marked), sum(r.decision == "kept" for r in out_rounds),
                               tuple(out_rounds))
         lg.set_status(new_id, "retest finished", result.to_json())
         return result

@@ -17,7 +17,6 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig
 from search_core.models import ModelUnavailable
 from search_core.percentiles import percentile
-from search_core.search.work import SearchWork
 from tuner.evaluation.cost_model import Calibration, predict
 from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.round import Round
@@ -115,7 +114,7 @@ def rescore(res: EvalResult, score_cfg) -> EvalResult:
     charge = res.latency_charge or {}
     cal = Calibration.from_json(charge["calibration"])
     reranker = charge.get("rerank_model", "none")
-    totals = [predict(SearchWork.from_json(q.work), cal, reranker)["total"] for q in res.per_query]
+    totals = [predict(q.search_work, cal, reranker)["total"] for q in res.per_query]
     p95 = round(percentile(totals, 95), 2)
     return dataclasses.replace(res, latency_ms={**res.latency_ms, "total": {**res.latency_ms.get("total", {}), "p95": p95}},
                                score100=score100(res.overall, p95, score_cfg) if res.overall.get("n") else {})

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 
 from search_core.config import SearchConfig
 
+from tuner.ledger.schema import RoundDecision
+from tuner.sweep.reasons import MODEL_DECIDES, NO_GATE_MODEL, NO_PROBES, Reason, read_reason, reason
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -44,9 +47,10 @@ GATE = Kind("gate", "re-fit the gate only", "gate_accuracy", needs_probes=True, 
 
 VARIABLE_KINDS: dict[str, Kind] = {
     "w_dense": FUSION, "w_sparse": FUSION, "w_decomposed": FUSION, "w_entity": FUSION, "rrf_k": FUSION,
+    "w_ngram": FUSION,          # the sparse channel runs the n-gram list whatever its weight
     "community_boost": FUSION, "top_k": FUSION, "exclude_nav": FUSION, "nav_globs": FUSION,
     "rerank_depth": RERANK, "reranker": RERANK,
-    "depth": RETRIEVAL, "keyword_index": RETRIEVAL, "fast_path_margin": RETRIEVAL,
+    "depth": RETRIEVAL, "keyword_index": RETRIEVAL, "fast_path_margin": RETRIEVAL, "pair_terms": RETRIEVAL,
     "embedder": INDEX,
     "threshold": GATE,          # the cosine gate's (decides when no gate model fits)
     "gate_threshold": GATE,     # the gate model's probability threshold
@@ -76,44 +80,35 @@ def unchanged_reason(name: str, baseline: SearchConfig, cand: SearchConfig) -> s
             return "with reranker none, rerank_depth changes no ranked list"
         if max(baseline.rerank_depth, baseline.top_k) == max(cand.rerank_depth, cand.top_k):
             return f"the rerank window stays max(rerank_depth, top_k) = {max(cand.rerank_depth, cand.top_k)}"
-    for field in ("w_dense", "w_sparse", "w_decomposed", "w_entity"):
+    for field in ("w_dense", "w_sparse", "w_decomposed", "w_entity", "w_ngram"):
         if name == field and getattr(baseline, field) == getattr(cand, field):
             return f"{field} is unchanged"
     return None
 
 
-def unavailable_reason(name: str, *, probes: int) -> str | None:
+def unavailable_reason(name: str, *, probes: int) -> Reason | None:
     """Why rounds over `name` cannot be judged on this tuning set (None when they can)."""
     if kind_of(name).needs_probes and probes == 0:
-        return (f"{name} is judged on gate accuracy, and the tuning set has no probes (questions whose "
-                "answer is not in the vault): on answerable questions alone every lower threshold looks "
-                "better. Add questions with `level: probe` and no gold to the tuning set")
+        return reason(NO_PROBES, name=name, probes=probes, model_field=MODEL_GATE_FIELD)
     return None
 
 
-def unavailable_fix(name: str, *, probes: int) -> str:
-    """What a person does about an `unavailable` round over `name`, given the evidence the sweep had: why
-    such a round can be unavailable depends on the variable's kind (probes for a gate, weights for a model)
-    and, for a gate, on whether the tuning set has probes (`probes`: how many)."""
+def gate_reason(name: str, *, probes: int, model_fitted: bool) -> Reason | None:
+    """Why a gate variable moves nothing with the gate this tuning set has (None when it can move it): the
+    model's threshold without a model, the cosine threshold under one."""
+    if name not in GATE_SCORE or (name == MODEL_GATE_FIELD) == model_fitted:
+        return None
+    return reason(NO_GATE_MODEL if name == MODEL_GATE_FIELD else MODEL_DECIDES, name=name, probes=probes,
+                  model_field=MODEL_GATE_FIELD)
+
+
+def round_reason(decision: RoundDecision, name: str, text: str, *, probes: int) -> Reason:
+    """The recorded reason of a round over `name` that was not judged, as a value (its fix included)."""
     try:
-        kind = kind_of(name)
-    except KeyError:
-        kind = None
-    if kind is not None and kind.needs_probes:
-        if probes == 0:
-            return ("add probes to the tuning set (`level: probe`, no gold; `autoresearch probes make` holds out "
-                    "whole documents to make them), or remove the variable from the space")
-        if name == MODEL_GATE_FIELD:
-            # probes are there, yet no gate model could be fitted (unavailable_reason's other case)
-            return (f"the tuning set has {probes} probes, but no gate model could be fitted on it (it needs at "
-                    "least 2 answerable questions, 2 probes and gate features that vary between them): add "
-                    "probes that look like real questions (`autoresearch probes make`), or give the index a "
-                    "gate file (`autoresearch calibrate` from labelled recall calls)")
-        return (f"nothing to add: the tuning set has {probes} probes and a gate model decides, so the cosine "
-                f"`{name}` moves no decision; `{MODEL_GATE_FIELD}` rounds tune the model's threshold. Remove "
-                f"`{name}` from the space to skip these rounds")
-    return ("make the model loadable offline (a pip package with its weights, a local folder, or a local "
-            "server), or remove the value from the space")
+        gate_variable = kind_of(name).needs_probes
+    except KeyError:            # a variable an older space had
+        gate_variable = False
+    return read_reason(decision, name, text, probes=probes, model_field=MODEL_GATE_FIELD, gate_variable=gate_variable)
 
 
 def gate_field() -> str:

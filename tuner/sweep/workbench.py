@@ -13,7 +13,9 @@ from search_core.config import ChunkConfig, SearchConfig
 from search_core.hashing import hash_json
 from search_core.index.indexer import index_vault
 from search_core.paths import embed_cache_file
+from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
+from search_core.search.rerank import RerankScorer
 from search_core.index.store import connect, get_meta
 
 from tuner.data.gold import GoldSet
@@ -57,7 +59,7 @@ def fit_threshold(per_query: list[QuestionResult], key: str = "top_score") -> fl
     """The gate threshold that best separates answerable questions (inject) from probes (hold back),
     on the tuning set: the midpoint of the best gap between sorted scores. `key`: the cosine gate's
     `top_score`, or the gate model's `gate_probability` (rows without it are left out). Rows: an
-    evaluation's questions (or anything with `level` and the key, as the A/B's QueryRow)."""
+    evaluation's questions, kept or as searched (the A/B's)."""
     pts = sorted((getattr(q, key), q.level == "probe") for q in per_query if getattr(q, key) is not None)
     if not pts or all(p for _, p in pts) or not any(p for _, p in pts):
         return None
@@ -105,7 +107,11 @@ class Workbench:
                  score_cfg: ScoreConfig = ScoreConfig(), cost_store: CostStore | None = None,
                  calibration_queries: list[str] = (), recalibrate: bool = False, progress=None):
         self.base_db = Path(base_db)
-        base = Searcher(self.base_db)
+        # one reranker-score cache for every searcher here, each pair charged its model's per-pair cost
+        # (measured once per model, cold): a round that re-ranks the last round's windows reads the cache
+        # and is charged like a cold one
+        self.reranking = RerankScorer.shared()
+        base = Searcher(self.base_db, reranking=self.reranking)
         self.searchers: dict[str, Searcher] = {base.embedder_name: base}
         self.base_embedder = base.embedder_name
         self.vault = vault or get_meta(base.conn, "vault")
@@ -113,8 +119,6 @@ class Workbench:
         self.index_dir = Path(index_dir)
         self.embed_cache = embed_cache_file()     # the user's: texts any index embedded are not embedded again
         self.retrievals = RetrievalCache()
-        self.rerank_cache: dict = {}
-        self.rerank_cost: dict = {}      # reranker -> ms per pair, measured once per model (cold)
         # (embedder, reranker) -> the gate model that decides for the pair (None: the cosine gate): the one
         # `search` would choose on that index, else one fitted on the tuning set. Set by fit_gate_for.
         self.gate_models: dict[tuple[str, str], object] = {}
@@ -128,7 +132,7 @@ class Workbench:
         self.cost_events: list[str] = []       # what was calibrated or reused, for the morning report
         self.progress = progress or (lambda line: None)
         self.stop = None                       # asked between a model round's embedding batches (the daemon's stop)
-        self._arm(base)
+        base.warm_up()
         self.score_cfg = score_cfg
 
     def searcher_for(self, embedder: str) -> tuple[Searcher, float]:
@@ -152,17 +156,10 @@ class Workbench:
                         stop=self.stop)
         seconds = time.perf_counter() - t0
         verify_index(db, embedder)
-        s = Searcher(db)
-        self._arm(s)
+        s = Searcher(db, reranking=self.reranking)
+        s.warm_up()
         self.searchers[embedder] = s
         return s, seconds
-
-    def _arm(self, s: Searcher) -> None:
-        """Share the rerank caches, and warm the searcher up: the first query of a process loads the model
-        and the view (5,069 ms on the 974-note wiki), which must not become a round's p95."""
-        s.rerank_cache = self.rerank_cache
-        s.rerank_cost = self.rerank_cost
-        s.warm_up()
 
     def use_recorded_costs(self, rows: list[Round]) -> None:
         """Charge with the calibrations these ledger rows were charged with (a resumed sweep, a re-test),
@@ -226,8 +223,7 @@ class Workbench:
         self.gate_models.pop(pair, None)
         self.gate_fitted.discard(pair)
         per_query = self.evaluate(cfg, gold).per_query
-        chosen = s.use_gate(reranker=cfg.reranker)
-        model = chosen.model
+        model = GateRequest().choose(s.fingerprint, cfg.reranker, s.db).model
         if model is None:        # no gate file fits this index: fit one on the tuning set's gate features
             model = fit_gate_model(per_query, s.fingerprint, cfg.reranker, gold.name)
             if model is not None:
@@ -240,13 +236,11 @@ class Workbench:
         (cost_for); the stopwatch's figures ride along as measured_*. timing_samples: repeat timed
         passes until the measured p95 stands on at least this many timings (it never decides)."""
         s, _ = self.searcher_for(cfg.embedder)
-        if s.rerank_cost is not self.rerank_cost:
-            self._arm(s)
         if not self.calibration_queries:     # a bench made without a tuning set: the first set it evaluates
             self.calibration_queries = [q.query for q in gold.questions]
         cost = self.cost_for(cfg)
         pair = (cfg.embedder, cfg.reranker)
-        s.use_gate(reranker=cfg.reranker, fitted=self.gate_models.get(pair) if pair in self.gate_fitted else None,
-                   fitted_source="fitted by the sweep on the tuning set")
+        gate = GateRequest(fitted=self.gate_models.get(pair) if pair in self.gate_fitted else None,
+                           fitted_source="fitted by the sweep on the tuning set")
         return evaluate(s, gold, cfg, cache=self.retrievals, score_cfg=self.score_cfg, audit=False,
-                        min_timing_samples=timing_samples, cost=cost)
+                        min_timing_samples=timing_samples, cost=cost, gate=gate)

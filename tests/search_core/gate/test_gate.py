@@ -8,6 +8,7 @@ from search_core.config import SearchConfig
 from search_core.gate.features import FEATURE_NAMES, gate_features, idf_overlap, term_overlap, unknown_words
 from search_core.gate.model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
                                     fit_gate, load_gate, sidecar_path)
+from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
 from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
 from tuner.cli import main
@@ -86,7 +87,7 @@ def test_fit_save_load_and_gate_a_search(small_index, tmp_path):
     assert raw["format"] == "autoresearch-gate/1" and raw["features"] == list(m.features)
     m2 = load_gate(path)
     assert m2 == m
-    s.use_gate(path)
+    s = Searcher(small_index, gate=GateRequest(path=path))
     a = s.search("김치찌개 레시피").gate
     b = s.search("양자 컴퓨터 큐비트 오류 정정").gate
     assert a.kind == "model" and a.probability > b.probability
@@ -105,7 +106,7 @@ def test_sidecar_wins_over_default(small_index):
     m = _fit(s)
     m = type(m)(**{**m.__dict__, "fingerprint": s.fingerprint, "scope": "index"})
     m.save(sidecar_path(small_index))
-    choice = s.use_gate()
+    choice = s.gate_for("none")                      # the file appeared since the searcher chose: chosen again
     assert choice.model is not None and choice.source.endswith(".gate.json")
 
 
@@ -129,7 +130,8 @@ def test_wrong_fingerprint_and_broken_files_fall_back(small_index, tmp_path):
     assert g["kind"] == "cosine" and g["probability"] is None and "not readable JSON" in g["reason"]
     # another reranker than the one fitted with: cosine, with the reason
     m.save(tmp_path / "ok.json")
-    choice = s.use_gate(tmp_path / "ok.json")
+    s = Searcher(small_index, gate=GateRequest(path=tmp_path / "ok.json"))
+    choice = s.gate_for("none")
     feats = s.search("김치찌개").gate.features
     d = choice.decide(feats, 0.9, 0.82, True, reranker="bge-reranker")
     assert d.kind == "cosine" and "reranker 'none'" in d.reason and d.inject and d.source == "cosine"
@@ -195,9 +197,11 @@ def test_a_broken_index_table_never_fails_the_features():
     import sqlean
 
     from search_core.gate.features import _term_df
+    from search_core.search.view import ViewCaches
 
     class View:
         chunk_note = {1: "a"}
+        caches = ViewCaches()
 
     conn = sqlean.connect(":memory:")          # no chunks_fts: the vocabulary lookup fails inside
     assert _term_df(View(), conn, ["abc", "xyz"]) == {"abc": 0, "xyz": 0}

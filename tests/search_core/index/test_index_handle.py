@@ -120,7 +120,8 @@ def test_a_following_handle_refuses_another_embedder_at_the_next_search(small_va
 def test_an_idle_server_swaps_a_new_view_in_and_lets_sqlite_checkpoint(small_vault, small_index, shared_cache):
     """A view holds its read snapshot, and SQLite cannot checkpoint the WAL past it: a server that swapped
     only at its next search let the WAL grow with every save while nobody searched."""
-    from search_core.recall.engine import RecallEngine, SearchBackend
+    from search_core.recall.backend import SearchBackend
+    from search_core.recall.engine import RecallEngine
     engine = RecallEngine(SearchBackend(small_index))
     assert engine.warm() is None                       # both lanes open: each holds a view
     try:

@@ -6,6 +6,7 @@ import pytest
 from search_core.index import word_df
 from search_core.index.indexer import index_vault
 from search_core.search.pipeline import Searcher
+from search_core.search.view import ViewCaches
 from search_core.index.store import atomic, bump_generation, connect
 from tests.helpers import write_vault
 
@@ -82,7 +83,7 @@ def test_a_broken_table_never_fails_the_reader():
     import sqlean
 
     class View:
-        pass
+        caches = ViewCaches()
 
     conn = sqlean.connect(":memory:")          # no meta table at all: is_current fails inside
     assert word_df.counts(View(), conn, ["abc"]) is None

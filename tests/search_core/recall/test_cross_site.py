@@ -10,7 +10,9 @@ import urllib.request
 import pytest
 
 from search_core.config import SearchConfig
-from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.recall.http_guard import host_name, host_policy
 from search_core.recall.log import RecallLog, read_calls
 from tests.helpers.http import get, post, running

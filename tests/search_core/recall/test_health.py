@@ -14,7 +14,9 @@ import pytest
 
 from search_core.config import SearchConfig
 from search_core.index.watch import VaultWatcher
-from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.recall.log import RecallLog
 from tests.helpers import free_port
 from tests.helpers.http import get, post, running

@@ -15,7 +15,8 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig
 from search_core.recall import hermes as provider_mod
 from search_core.recall.backend import SearchBackend
-from search_core.recall.engine import RECALL_ENV, RecallConfig, RecallEngine
+from search_core.recall.config import RECALL_ENV, RecallConfig
+from search_core.recall.engine import RecallEngine
 from search_core.recall.hermes import AutoresearchMemoryProvider, defuse, profile_of
 from search_core.recall.hermes_install import PROVIDER_DIR, SELECT_LINE, install, provider_version, selected_provider, status
 from search_core.recall.log import RecallLog, read_calls
@@ -197,7 +198,9 @@ def test_a_damaged_config_is_kept_beside_and_its_token_is_not_dropped(tmp_path):
     assert json.loads((plugin / "config.json").read_text())["token"] is None
     (warning,) = r.warnings
     assert "No token could be read" in warning and "autoresearch hermes install --token TOKEN" in warning
-    assert len(list(plugin.glob("config.json.bak-*"))) >= 1     # the earlier backup is still there
+    # the earlier backup is still there, beside this one, even when both installs ran in the same second
+    assert sorted(b.read_bytes() for b in plugin.glob("config.json.bak-*")) == sorted(
+        [damaged.encode(), b"\x00\x9f garbage \xff"])
     (plugin / "config.json").write_text("[]")
     (warning,) = install(home, token="n3w").warnings            # a token given now: nothing to say about it
     assert "not an object" in warning and "No token" not in warning

@@ -12,7 +12,9 @@ from contextlib import contextmanager
 import pytest
 
 from search_core.config import SearchConfig
-from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.recall.log import RecallLog, read_calls
 from tests.helpers import free_port
 from tests.helpers.chromium import Chromium

@@ -6,7 +6,9 @@ import urllib.error
 import urllib.request
 
 from search_core.config import SearchConfig
-from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.recall.log import RecallLog, read_calls
 from tests.helpers.http import running
 

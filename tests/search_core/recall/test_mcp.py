@@ -65,7 +65,9 @@ def test_an_argument_name_a_tool_does_not_take_is_refused_with_the_name_meant(sm
     from mcp import Client
 
     from search_core.config import SearchConfig
-    from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+    from search_core.recall.config import RecallConfig
+    from search_core.recall.backend import SearchBackend
+    from search_core.recall.engine import RecallEngine
     from search_core.recall.log import RecallLog
     from search_core.recall.mcp import build_server
 

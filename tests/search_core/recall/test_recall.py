@@ -6,8 +6,11 @@ import threading
 import pytest
 
 from search_core.config import SearchConfig
-from search_core.recall.engine import (GATES, RecallConfig, RecallEngine, SearchBackend, compose_block, current_profile,
-                                empty_block_reason, first_closed_gate, is_small_talk, strip_frontmatter)
+from search_core.recall.block import compose_block, empty_block_reason, strip_frontmatter
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine, current_profile
+from search_core.recall.pre_gates import GATES, first_closed_gate, is_small_talk
 from search_core.recall.log import RecallLog, read_calls
 
 QUESTION = "GraphRAG에서 커뮤니티 요약은 어떻게 만드나요?"

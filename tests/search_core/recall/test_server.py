@@ -14,7 +14,10 @@ from click.testing import CliRunner
 
 from search_core.recall.client import RecallClient, RecallError
 from search_core.config import SearchConfig
-from search_core.recall.engine import LEAN_GATE_KEYS, RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.block import LEAN_GATE_KEYS
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.recall.log import RecallLog, read_calls
 from tests.helpers import ROOT, free_port
 from tests.helpers.http import get, post, running

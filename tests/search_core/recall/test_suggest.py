@@ -151,7 +151,7 @@ def test_with_an_index_the_calls_are_scored_by_its_gate(tmp_path, small_index_e5
     small_index = small_index_e5            # the shipped default gate is fitted for e5-small
     from search_core.search.pipeline import Searcher
     s = Searcher(small_index)
-    choice = s.use_gate()
+    choice = s.gate_for("none")
     assert choice.model is not None
     qs = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "양자 컴퓨터 큐비트 오류 정정", "RRF 점수 k 값"]
     rows = [{"ts": NOW - 60 + i, "session": "s", "query": q, "res": s.search(q), "index_fingerprint": index_id(s.fingerprint)}

@@ -176,3 +176,28 @@ def test_an_index_without_ngram_lists_runs_the_fts5_channel(ngram_index):
         assert ch.ngram_sparse(s.conn, s.view, "검색을", 10) == ch.sparse(s.conn, s.view, "검색을", 10)
     finally:
         s.close()
+
+
+def test_the_ngram_list_is_fused_beside_the_sparse_channel_with_its_own_weight(demo_index):
+    from dataclasses import replace
+
+    from search_core.config import SearchConfig
+    s = Searcher(demo_index)
+    try:
+        cfg = SearchConfig(embedder=s.embedder_name)
+        assert cfg.keyword_index == "fts5" and cfg.w_ngram > 0
+        moved = 0
+        for q in ("김치찌개 끓이는 법", "RRF 점수 합치기", "무릎 부상 회복", "임베딩 모델 비교", "예산 규칙"):
+            r = s.retrieve(q, cfg.depth)
+            assert r.lists["ngram"] == ch.ngram_sparse(s.conn, s.view, r.channel_text, cfg.depth)   # beside FTS5's
+            on = s.rank(r, cfg, snippets=False)
+            for f in on.fused:
+                if f.ranks.get("ngram"):
+                    assert f.terms["ngram"] == pytest.approx(cfg.w_ngram / (cfg.rrf_k + f.ranks["ngram"]))
+            off = s.rank(r, cfg.replace(w_ngram=0.0), snippets=False)
+            alone = s.rank(replace(r, lists={c: v for c, v in r.lists.items() if c != "ngram"}), cfg, snippets=False)
+            assert off.ranked == alone.ranked                   # weight 0: the four channels alone
+            moved += on.ranked != off.ranked
+        assert moved                                            # the weight moves some answer
+    finally:
+        s.close()

@@ -1,6 +1,6 @@
 """Snippets as text: what clean_markup keeps and drops, on the markup johngrib's wiki and Obsidian vaults use."""
 
-from search_core.recall.engine import RecallBlock, compose_notes, header_for, hit_lines
+from search_core.recall.block import RecallBlock, compose_notes, header_for, hit_lines
 from search_core.search.markup import clean_markup
 from search_core.search.pipeline import Hit
 

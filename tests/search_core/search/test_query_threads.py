@@ -188,8 +188,8 @@ def test_evaluation_pays_for_every_query_embedding_even_when_the_cache_holds_it(
     from tuner.evaluation.evaluate import run_queries
     from tuner.data.gold import GoldSet, Question
 
-    s = Searcher(small_index)
-    own = s.query_cache = QueryEmbeddingCache(16)
+    own = QueryEmbeddingCache(16)
+    s = Searcher(small_index, query_cache=own)
     calls = []
     real = s.embedder.embed
     s.embedder.embed = lambda texts, **kw: (calls.append(list(texts)), real(texts, **kw))[1]

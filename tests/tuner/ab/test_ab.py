@@ -126,14 +126,15 @@ def test_a_new_threshold_redecides_the_gate_without_searching():
     from search_core.config import SearchConfig
     from search_core.gate.model import COSINE
     from tuner.ab.run import _regate
-    from tuner.evaluation.evaluate import QueryRow
-    rows = [QueryRow("a", "L1", "q", ("g",), ("g",), 1, True, 0.80, {}),
-            QueryRow("p", "probe", "q", (), ("x",), None, True, 0.70, {}),
-            QueryRow("e", "L1", "q", ("g",), (), None, False, 0.0, {})]
+    from tuner.data.gold import Question
+    from tuner.evaluation.evaluate import QuestionResult
+    rows = [QuestionResult.searched(Question("a", "L1", "q", ("g",)), ("g",), inject=True, top_score=0.80),
+            QuestionResult.searched(Question("p", "probe", "q", ()), ("x",), inject=True, top_score=0.70),
+            QuestionResult.searched(Question("e", "L1", "q", ("g",)), (), top_score=0.0)]
     assert [r.inject for r in _regate(rows, COSINE, SearchConfig(), 0.75)] == [True, False, False]
     again = _regate(rows, COSINE, SearchConfig(), 0.60)
     assert [r.inject for r in again] == [True, True, False]
-    assert {(r.gate.kind, r.gate.threshold) for r in again} == {("cosine", 0.60)}
+    assert {(r.gate["kind"], r.gate["threshold"]) for r in again} == {("cosine", 0.60)}
 
 
 # -- the real A/B --------------------------------------------------------------------------------------

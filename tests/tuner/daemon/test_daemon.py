@@ -202,7 +202,6 @@ def test_the_weekly_calibrate_job_writes_a_report_and_a_proposal_from_the_log_an
     from search_core.config import SearchConfig
     from search_core.search.pipeline import Searcher
     s = Searcher(db_copy)
-    s.use_gate()
     rows = []
     for q in ("GraphRAG 커뮤니티 요약은 어떻게 만들지", "리랭커 비교 결과 정리", "오늘 저녁 김치찌개 레시피"):
         res = s.search(q, SearchConfig(embedder=s.embedder_name))
@@ -256,7 +255,7 @@ def _rounds(ledger, sweep=None):
     lg = Ledger(ledger)
     try:
         info = lg.sweep(sweep)
-        return lg.rounds(info["id"]) if info else []
+        return lg.rounds(info.id) if info else []
     finally:
         lg.close()
 
@@ -302,7 +301,7 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
     rounds = _rounds(ledger)
     assert [r.round for r in rounds] == list(range(len(rounds))) and len(rounds) < 401
     lg = Ledger(ledger)
-    assert lg.sweep()["status"] == "stopped"
+    assert lg.sweep().status == "stopped"
     lg.close()
     st = status(runs)
     assert st["daemon"]["running"] is False and st["jobs"][0]["last_outcome"] == "stopped"

@@ -134,7 +134,7 @@ def test_sigterm_during_a_sweep_stops_at_the_next_round_and_no_later_job_starts(
         lg = Ledger(ledger)
         try:
             info = lg.sweep()
-            return lg.rounds(info["id"]) if info else []
+            return lg.rounds(info.id) if info else []
         finally:
             lg.close()
 
@@ -148,7 +148,7 @@ def test_sigterm_during_a_sweep_stops_at_the_next_round_and_no_later_job_starts(
     got = rounds()
     assert [r.round for r in got] == list(range(len(got))) and len(got) < 401   # whole rounds, none half
     lg = Ledger(ledger)
-    assert lg.sweep()["status"] == "stopped"
+    assert lg.sweep().status == "stopped"
     lg.close()
     assert [r["outcome"] for r in _rows(runs, "sweep")] == ["stopped"]
     assert _rows(runs, "report") == [], "the report job started after the stop"

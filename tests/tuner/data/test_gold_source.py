@@ -4,7 +4,7 @@ into the ledger, so the keep rule can read the kinds apart and a replay sees wha
 import pytest
 
 from tuner.data.gold import GoldError, load_gold
-from tuner.evaluation.evaluate import EvalResult, QuestionResult
+from tuner.evaluation.evaluate import LEDGER, EvalResult, QuestionResult
 
 
 def write(tmp_path, extra):
@@ -29,11 +29,11 @@ def test_an_unknown_source_is_refused_with_the_known_ones(tmp_path):
 def test_the_source_travels_through_the_ledger_and_older_rows_read_as_hand_written():
     row = {"id": "b", "level": "L1", "first_rank": 2, "hit@5": 1.0, "mrr": 0.5, "ndcg@10": 0.63,
            "inject": True, "top_score": 0.8, "source": "vault", "latency_ms": 3.0}
-    q = QuestionResult.from_ledger(row)
-    assert q.source == "vault" and q.to_ledger() == row
+    q = QuestionResult.from_json(row)
+    assert q.source == "vault" and q.to_json(LEDGER) == row
     old = {k: v for k, v in row.items() if k != "source"}
-    assert QuestionResult.from_ledger(old).source == "hand"
-    assert "source" not in QuestionResult.from_ledger(old).to_ledger()     # an old row writes back byte for byte
+    assert QuestionResult.from_json(old).source == "hand"
+    assert "source" not in QuestionResult.from_json(old).to_json(LEDGER)     # an old row writes back byte for byte
     res = EvalResult.from_ledger({"overall": {"n": 1}, "per_query": [row]})
     assert res.per_query[0].source == "vault"
 
@@ -47,4 +47,4 @@ def test_an_evaluation_row_says_where_its_question_came_from(demo_index):
                                 Question("b", "L0", "김치찌개 레시피", ("life/cooking/kimchi-jjigae",), source="vault")))
     res = evaluate(Searcher(demo_index), gold, SearchConfig(), audit=False)
     assert [q.source for q in res.per_query] == ["hand", "vault"]
-    assert [q.to_ledger().get("source") for q in res.per_query] == [None, "vault"]
+    assert [q.to_json(LEDGER).get("source") for q in res.per_query] == [None, "vault"]

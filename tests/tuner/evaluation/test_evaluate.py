@@ -6,7 +6,7 @@ from search_core.config import SearchConfig
 from search_core.search.pipeline import Searcher
 from tuner.cli import main
 from tuner.evaluation.fake_miss import possible_gold_gaps
-from tuner.evaluation.evaluate import QueryRow, RetrievalCache, evaluate, run_queries, summarize
+from tuner.evaluation.evaluate import QuestionResult, RetrievalCache, evaluate, run_queries, summarize
 from tuner.data.gold import GoldSet, Question, load_gold
 from tests.helpers import ROOT
 
@@ -75,13 +75,14 @@ def test_fake_miss_audit_finds_a_planted_near_duplicate(tmp_path, shared_cache):
     index_vault(vault, db, cache=shared_cache)
     s = Searcher(db)
     # a miss: the gold note is not in the top 5, its planted copy and a note linking to it are
-    miss = QueryRow("q", "L1", "리랭커 설정 420ms", ("reranker",), ("reranker-copy", "links-gold", "other"),
-                    None, False, 0.0, {})
+    miss = QuestionResult.searched(Question("q", "L1", "리랭커 설정 420ms", ("reranker",)),
+                                   ("reranker-copy", "links-gold", "other"))
     gaps = {g["note_id"]: " ".join(g["reasons"]) for g in possible_gold_gaps(s, [miss], SearchConfig())}
     assert "near-duplicate of gold reranker" in gaps["reranker-copy"]
     assert "links to gold reranker" in gaps["links-gold"]
     assert "other" not in gaps
-    hit = QueryRow("q", "L1", "x", ("reranker",), ("reranker", "reranker-copy"), 1, True, 0.9, {})
+    hit = QuestionResult.searched(Question("q", "L1", "x", ("reranker",)), ("reranker", "reranker-copy"),
+                                  inject=True, top_score=0.9)
     assert possible_gold_gaps(s, [hit], SearchConfig()) == []          # only misses are audited
 
 
@@ -173,3 +174,32 @@ def test_a_question_is_scored_with_its_exclusions_held_out(demo_index):
     assert plain.first_rank == 3 and row.first_rank == 2
     assert ranked[0] not in row.ranked and len(row.ranked) == len(ranked)
     assert row.ranked[:2] == ranked[1:3]
+
+
+def test_one_question_record_is_searched_kept_and_written_in_either_form():
+    """A question's record is one type from the search to the ledger: `searched` holds the top 10 and every
+    stage's timing, `kept` what an evaluation keeps (top 5, the total, the prediction), and the one
+    to_json/from_json pair writes and reads it as an evaluation keeps it and as a ledger row does."""
+    from search_core.search.work import SearchWork
+    from tuner.evaluation.evaluate import EVALUATION, LEDGER
+    ranked = tuple(f"n{i}" for i in range(10))
+    gate = {"inject": True, "probability": 0.71, "band": "sure", "kind": "model", "source": "g.gate.json",
+            "threshold": 0.5, "reason": "p >= 0.5"}
+    searched = QuestionResult.searched(Question("q", "L1", "질문", ("n6",), source="vault"), ranked, inject=True,
+                                       top_score=0.812345, timings_ms={"embed": 1.234, "total": 5.6789},
+                                       gate_features={"top": 0.81}, gate_probability=0.71, gate=gate,
+                                       work=SearchWork(embed_lengths=(2,), dense_rows=40, dim=8))
+    assert searched.first_rank == 7 and searched.metrics["hit@5"] == 0 and searched.metrics["mrr"] == 1 / 7
+    kept = searched.kept(3.21049)
+    assert (kept.ranked, kept.timings_ms, kept.top_score, kept.predicted_ms) == \
+        (ranked[:5], {"total": 5.68}, 0.8123, 3.21)
+    assert kept.metrics == searched.metrics and kept.search_work == SearchWork(embed_lengths=(2,), dense_rows=40, dim=8)
+    assert QuestionResult.from_json(kept.to_json(EVALUATION)) == kept
+    row = kept.to_json(LEDGER)
+    assert row["gate"] == {"kind": "model", "source": "g.gate.json", "threshold": 0.5} and "query" not in row
+    back = QuestionResult.from_json(row)
+    assert back.to_json(LEDGER) == row and (back.query, back.ranked, back.gate_features) == ("", (), {})
+    assert (back.metrics, back.source, back.latency_ms, back.search_work) == \
+        ({m: kept.metrics[m] for m in ("hit@5", "mrr", "ndcg@10")}, "vault", 5.68, kept.search_work)
+    probe = QuestionResult.searched(Question("p", "probe", "x", ()), ranked).kept()
+    assert probe.metrics == {} and QuestionResult.from_json(probe.to_json(LEDGER)).metrics == {}

@@ -14,7 +14,9 @@ import pytest
 
 from search_core.config import SearchConfig
 from search_core.gate.model import DEFAULT_GATE_FILE, DEFAULT_GATE_SOURCE, load_gate, sidecar_path
-from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.search.pipeline import Searcher
 from tests.helpers import ROOT, SMALL_VAULT, write_vault
 from tests.helpers.http import post, running

@@ -99,7 +99,7 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     assert r.exit_code == 0, r.output
     assert sidecar_path(db).exists()
     s = Searcher(db)
-    assert s.use_gate().source == str(sidecar_path(db))
+    assert s.gate_for("none").source == str(sidecar_path(db))
     assert s.search("김치찌개 레시피").gate.kind == "model"
     # the installed gate is the shipped default with its threshold moved: same weights, the proposal's threshold
     from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
@@ -107,6 +107,12 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     assert installed.coef == default.coef and installed.intercept == default.intercept
     assert installed.threshold == pytest.approx(data["recommendation"]["threshold_move"]["to"], abs=1e-4)
     assert "past decisions flip" in md and "interval" in md
+    # calibrated again with the moved gate in force, the report names it, what it was made from, and the default's cut
+    again, _, _, _ = calibrate_index(db, log_path=log, since_s=7 * 86400)
+    cur = Path(emit(calibration_report(again, str(db), None), "md", tmp_path / "cal-again.md")).read_text()
+    assert f"P(answerable) >= {installed.threshold:.3f} ({sidecar_path(db)}: this vault's threshold" in cur
+    assert f"moved from {default.threshold:.3f} by 6 relevant + 6 irrelevant labels" in cur
+    assert f"the shipped default's threshold: {default.threshold:.3f}" in cur
     r = CliRunner().invoke(main, ["calibrate", "undo", "--db", str(db)])
     assert r.exit_code == 0 and not sidecar_path(db).exists()
     r = CliRunner().invoke(main, ["calibrate", "undo", "--db", str(db)])

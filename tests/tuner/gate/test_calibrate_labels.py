@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from search_core.gate.model import GateModel
-from search_core.gate.threshold import binomial_tail, decide_threshold, flipped_labels, threshold_from_labels
+from search_core.gate.threshold import binomial_tail, flipped_labels, threshold_from_labels
+from tuner.gate.threshold import decide_threshold
 from search_core.recall.log import LoggedCall
 from tuner.gate.calibrate import calibrate
 
@@ -78,10 +79,11 @@ def test_labels_that_cover_the_move_move_the_threshold_and_keep_the_weights():
 
 
 def test_a_move_over_calls_nobody_labelled_is_not_made():
-    # 24 labels spread over 224 calls point to 0.3, but the move would flip some 75 calls, most never labelled:
-    # they count against it, and the threshold stays
+    # the covered rule: 24 labels spread over 224 calls point to 0.3, but the move would flip some 75 calls, most
+    # never labelled: they count against it, and the threshold stays
     calls = _vault_with_boundary_at(0.3, n_labels=24)
-    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
+                    threshold_rule="covered-sign-test")
     rec = cal["recommendation"]
     mv = rec["threshold_move"]
     assert 0.15 < mv["to"] < 0.45 and mv["kept"] and rec["model_summary"]["method"] == "keep"
@@ -132,15 +134,15 @@ def test_the_sign_test_by_hand():
     # an unlabelled call in the flipped range is a loss; the cut is pulled back to the labelled calls
     p = [0.01 * i for i in range(1, 11)] + [0.5 + 0.01 * i for i in range(9)] + [0.7, 0.8]
     y = [0] * 10 + [1] * 11
-    d = decide_threshold(p, y, 0.6, unlabelled=[0.3])
+    d = decide_threshold(p, y, 0.6, unlabelled=[0.3], rule="covered-sign-test")
     share = 11 / 21
     assert d.move and d.proposed == pytest.approx(0.3) and (d.wins, d.losses) == (9, 1)
     assert d.p_value == pytest.approx(binomial_tail(9, 10, share)) and d.p_value <= 0.025    # alpha halved: 2 tries
     # three unlabelled among them: the labels' cut fails, and so does the cut pulled back to the labelled calls
     # next to the current one (0.56-0.58, above the first unlabelled call at 0.55)
-    d = decide_threshold(p, y, 0.6, unlabelled=[0.3, 0.52, 0.55])
+    d = decide_threshold(p, y, 0.6, unlabelled=[0.3, 0.52, 0.55], rule="covered-sign-test")
     assert not d.move and (d.wins, d.losses) == (9, 3)
-    with pytest.raises(ValueError, match="unknown threshold rule 'median'; valid: covered-sign-test"):
+    with pytest.raises(ValueError, match="unknown threshold rule 'median'; valid: calibration-lr, labelled-sign-test, covered-sign-test"):
         decide_threshold([0.1, 0.9], [0, 1], 0.5, rule="median")
 
 
@@ -210,7 +212,7 @@ def test_rows_of_another_index_are_kept_apart():
 
 
 def test_how_many_more_labels_would_decide_by_hand():
-    from search_core.gate.threshold import labels_to_decide
+    from tuner.gate.threshold import labels_to_decide
     # 9 of 10 labelled flips right, 3 flipped calls unlabelled (counted against): not decided at alpha 0.025
     share = 11 / 21
     assert binomial_tail(9, 13, share) > 0.025
@@ -240,7 +242,8 @@ def _vault_half_labelled(boundary=0.3, n=120, seed=0):
 
 def test_a_declined_move_says_how_many_more_labels_would_decide_it():
     calls = _vault_half_labelled()
-    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
+                    threshold_rule="covered-sign-test")
     mv = cal["recommendation"]["threshold_move"]
     more = mv["labels_to_decide"]["more"]
     assert mv["kept"] and isinstance(more, int) and 0 < more <= mv["labels_to_decide"]["flipped"]["unlabelled"]
@@ -258,5 +261,88 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it():
     picked = {c.id for c in between[:more]}
     relabelled = [dataclasses.replace(c, label="relevant" if p_of(c) >= 0.3 else "irrelevant") if c.id in picked else c
                   for c in calls]
-    again = calibrate(relabelled, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    again = calibrate(relabelled, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
+                      threshold_rule="covered-sign-test")
     assert again["recommendation"]["model_summary"]["method"] == "threshold"
+
+
+def test_the_labelled_sign_test_by_hand():
+    from tuner.gate.threshold import traffic_share
+    # the current cut 0.6; the labels say the vault answers down to 0.3: lowering flips the labelled calls in
+    # [0.3, 0.6), all answerable
+    p = [0.05, 0.1, 0.15, 0.2, 0.25, 0.32, 0.36, 0.4, 0.45, 0.5, 0.55, 0.58, 0.65, 0.7, 0.8, 0.9]
+    y = [0] * 5 + [1] * 11
+    traffic = p + [0.03, 0.12, 0.33, 0.42, 0.52, 0.75, 0.85, 0.95]
+    d = decide_threshold(p, y, 0.6, rule="labelled-sign-test", traffic=traffic)
+    share = traffic_share(p, y, traffic)
+    assert (d.wins, d.losses) == (7, 0) and d.null_share == pytest.approx(share)
+    assert d.p_value == pytest.approx(binomial_tail(7, 7, share)) and d.move == (d.p_value <= 0.05)
+    # the cut is shrunk into the gap between the last labelled call it flips (0.32) and the next one below
+    # (0.25): halfway on the logit scale, whatever the bagged cut is
+    z = (math.log(0.32 / 0.68) + math.log(0.25 / 0.75)) / 2
+    assert d.proposed == pytest.approx(1 / (1 + math.exp(-z)))
+    # calls nobody labelled are no evidence: the same labels beside 30 unlabelled calls between the cuts decide
+    # the same (the covered rule counts them against the move)
+    d2 = decide_threshold(p, y, 0.6, rule="labelled-sign-test", traffic=traffic, unlabelled=[0.4] * 30)
+    assert (d2.wins, d2.losses, d2.move, d2.proposed) == (d.wins, d.losses, d.move, d.proposed)
+    covered = decide_threshold(p, y, 0.6, rule="covered-sign-test", unlabelled=[0.4] * 30)
+    assert not covered.move
+    # one probe among the flipped calls: a loss
+    y3 = list(y)
+    y3[p.index(0.45)] = 0
+    d3 = decide_threshold(p, y3, 0.6, rule="labelled-sign-test", traffic=traffic)
+    assert d3.losses == 1 and d3.p_value > d.p_value
+
+
+def test_the_traffic_share_is_the_calls_not_the_labels():
+    from tuner.gate.threshold import traffic_share
+    # labels picked near the cut (half of each kind) from traffic where most calls score high: the answerable
+    # share of the traffic is far above the labels' one half
+    rng = np.random.default_rng(0)
+    traffic = np.concatenate([rng.uniform(0.7, 0.99, 300), rng.uniform(0.01, 0.3, 100)])
+    p = np.concatenate([rng.uniform(0.35, 0.5, 20), rng.uniform(0.5, 0.65, 20)])
+    y = (p >= 0.5).astype(int)
+    assert 0.65 < traffic_share(p, y, traffic) <= 0.8
+
+
+def test_labels_where_the_current_cut_is_right_rarely_move_it():
+    # the vault answers exactly the calls at or above the current cut (20 % label noise), labels drawn near it
+    # as `suggest` draws them: over 40 weeks the rule moves in at most 2 (its alpha is 0.05; at 0.3 it moves in 5)
+    moved = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        calls = []
+        for i in range(75):
+            p = float(rng.uniform(0.02, 0.98))
+            lab = None
+            if abs(p - 0.64) < 0.25 and rng.random() < 0.8:
+                lab = "relevant" if (p >= 0.64) != (rng.random() < 0.2) else "irrelevant"
+            calls.append(dataclasses.replace(_call(i + 1, p, lab), query=f"q{seed}-{i}-{rng.integers(1e9)}"))
+        rec = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+        moved += rec["model_summary"]["method"] != "keep"
+    assert moved <= 2
+
+
+def test_a_declined_move_says_how_many_more_labels_would_decide_it_and_whether_the_window_holds_them():
+    # four labelled calls between the cuts, all answerable: not enough at a break-even share near 2/3
+    calls = [_call(i + 1, p, lab) for i, (p, lab) in enumerate(
+        [(0.05, "irrelevant"), (0.1, "irrelevant"), (0.2, "irrelevant"), (0.25, "irrelevant"),
+         (0.4, "relevant"), (0.45, "relevant"), (0.5, "relevant"), (0.55, "relevant"),
+         (0.7, "relevant"), (0.8, "relevant"), (0.85, "relevant"), (0.9, "relevant"), (0.95, "relevant"),
+         (0.75, None), (0.9, None), (0.97, None), (0.6, None)])]
+    calls = [dataclasses.replace(c, query=f"질문 {chr(0xAC00 + 37 * c.id)}{c.id * 7919}") for c in calls]
+    cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
+    mv = cal["recommendation"]["threshold_move"]
+    st, more = mv["sign_test"], mv["labels_to_decide"]
+    assert mv["kept"] and (st["wins"], st["losses"]) == (4, 0) and st["p_value"] > 0.05
+    assert isinstance(more["more"], int) and more["more"] >= 1 and more["flipped"]["unlabelled"] == 1
+    # the estimate is the rule's own: that many more wins pass its test, one fewer does not
+    assert binomial_tail(4 + more["more"], 4 + more["more"], st["null_share"]) <= 0.05
+    assert binomial_tail(3 + more["more"], 3 + more["more"], st["null_share"]) > 0.05
+    assert "this window holds 1 unlabelled call between them" in more["text"] or more["more"] <= 1
+    assert f"about {more['more']} more labels" in cal["recommendation"]["declined"]
+    from tuner.reports.calibration import calibration_report
+    from tuner.reports.render import to_markdown
+    verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
+               if "keep the gate's threshold" in line]
+    assert verdict and more["text"] in verdict[0]                        # the weekly report's verdict says it

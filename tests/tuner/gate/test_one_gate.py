@@ -91,12 +91,13 @@ def _ab_eval(db, gold):
     choice, cos_t, fitted = candidate_gate(s, cfg, rows, gold.name)
     assert cos_t is None and not fitted
     rows = _regate(rows, choice, cfg, s.embedder.default_threshold)
-    return {r.id: _decision(r.gate.to_json()) for r in rows}
+    return {r.id: _decision(r.gate) for r in rows}
 
 
 def _engine(db, tmp_path, name):
     from search_core.recall.backend import SearchBackend
-    from search_core.recall.engine import RecallConfig, RecallEngine
+    from search_core.recall.config import RecallConfig
+    from search_core.recall.engine import RecallEngine
     from search_core.recall.log import RecallLog
     return RecallEngine(SearchBackend(db), RecallLog(tmp_path / f"{name}.sqlite"), RecallConfig(timeout_s=120.0))
 

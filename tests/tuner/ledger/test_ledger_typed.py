@@ -36,11 +36,11 @@ def test_a_ledger_written_before_typed_decisions_reads_verifies_and_replays(tmp_
     assert verify_or_seal(path).ok
     lg = Ledger(path, create=False)
     info = lg.sweep()
-    rounds = lg.rounds(info["id"])
+    rounds = lg.rounds(info.id)
     assert [r.decision for r in rounds] == ["kept", "rejected:no_gain", "rejected:no_gain", "rejected:no_gain",
                                                "rejected:no_gain", "unavailable", "rejected:hit5_regressed"]
     assert all(type(r.decision) is RoundDecision for r in rounds)
-    rule = SweepParams.from_record(info["params"]).rule()
+    rule = SweepParams.from_record(info.params).rule()
     replayed = replay_decisions(rounds, rule, ScoreConfig())
     assert len(replayed) == 5 and all(r.agrees for r in replayed)
     lg.close()
@@ -67,7 +67,7 @@ def test_every_stored_round_reads_back_as_a_round_that_writes_the_same_columns(t
     path = tmp_path / "ledger.sqlite"
     shutil.copy(OLD, path)
     lg = Ledger(path, create=False)
-    rounds = lg.rounds(lg.sweep()["id"])
+    rounds = lg.rounds(lg.sweep().id)
     lg.close()
     with sqlite3.connect(path) as c:
         stored = [dict(zip(ROUND_CONTENT, row)) for row in
@@ -102,3 +102,35 @@ def test_a_holdout_check_and_summary_written_before_the_records_read_back_into_t
 def _stored(path):
     with sqlite3.connect(path) as c:
         return [c.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in ("sweeps", "rounds", "holdout")]
+
+
+def test_a_stored_sweep_reads_back_as_a_record_whose_json_is_its_columns(tmp_path):
+    """SweepRecord is the one reader of the sweeps table: `ledger --json` prints its columns as stored (the
+    JSON ones parsed), its summary reads as a SweepSummary, and a re-test's summary is not taken for one."""
+    from tuner.ledger.schema import SWEEP_COLUMNS
+    from tuner.ledger.sweep_record import RETEST_ID, SweepRecord
+    path = tmp_path / "ledger.sqlite"
+    shutil.copy(OLD, path)
+    with sqlite3.connect(path) as c:
+        stored = dict(zip(SWEEP_COLUMNS, c.execute(f"SELECT {', '.join(SWEEP_COLUMNS)} FROM sweeps").fetchone()))
+    lg = Ledger(path, create=False)
+    info = lg.sweep()
+    assert lg.sweeps() == [info] and lg.sweep(info.id) == info and isinstance(info, SweepRecord)
+    retest_id = "20261203-000000" + RETEST_ID + "abcd"
+    lg.new_sweep(retest_id, info.params, info.start_config)
+    lg.set_status(retest_id, "retest finished", {"sweep": retest_id, "retest_of": info.id, "tested": 0, "kept": 0,
+                                                 "rounds": []})
+    retest = lg.sweep(retest_id)
+    lg.close()
+    assert info.to_json() == {k: json.loads(v) if k in ("params", "start_config", "summary") else v
+                              for k, v in stored.items()}
+    assert info.sweep_summary.rounds == 6 and info.start.config_hash() == _start_hash(path)
+    assert info.objective == "score100" and set(info.pins) >= {"gold", "space"} and not info.is_retest
+    assert retest.is_retest and retest.sweep_summary is None and retest.summary["retest_of"] == info.id
+    r = CliRunner().invoke(main, ["ledger", "--ledger", str(path), "--sweep", info.id, "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["sweep"] == info.to_json(), r.output
+
+
+def _start_hash(path):
+    with sqlite3.connect(path) as c:
+        return c.execute("SELECT baseline_hash FROM rounds WHERE round = 0").fetchone()[0]

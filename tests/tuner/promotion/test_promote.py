@@ -221,3 +221,16 @@ def test_a_promotion_over_an_installed_index_that_a_server_writes_is_what_a_fres
         assert server.execute("SELECT count(*) FROM t").fetchone()[0] == 200   # the server sees it as a commit
     finally:
         server.close()
+
+
+def test_an_active_config_written_before_a_setting_existed_runs_as_it_was_promoted(tmp_path):
+    # a promoted config lacks the keys added since: it ran without the n-gram list and the query expansion,
+    # and keeps doing so (a hand-written --config, with no [active] table, gets today's defaults)
+    from search_core.config import SearchConfig, load_config
+    from tuner.promotion.promote import read_active
+    (tmp_path / "active.toml").write_text('[search]\nrrf_k = 60\n\n[active]\nsource = "sweep s1"\n', encoding="utf-8")
+    cfg = read_active(tmp_path).config
+    assert (cfg.w_ngram, cfg.pair_terms, cfg.rrf_k) == (0.0, 0, 60)
+    (tmp_path / "mine.toml").write_text("rrf_k = 60\n", encoding="utf-8")
+    mine = load_config(tmp_path / "mine.toml")
+    assert (mine.w_ngram, mine.pair_terms) == (SearchConfig().w_ngram, SearchConfig().pair_terms)

@@ -37,10 +37,11 @@ def swept(demo_db, tmp_path_factory):
                     # the looser keep rule: on a tuning set this small no ranking gain passes the noise test,
                     # and the audit and the retest need rounds kept after rejected ones
                     hit5_guard="count", noise_alpha=None)
-    # from the pre-2 default k = 60, where this space keeps changes after rejecting others: the audit and the
-    # retest need rejected rounds whose interacting variables moved later (from k = 2 nothing was marked)
+    # from the pre-2 default k = 60 without the n-gram list, where this space keeps changes after rejecting
+    # others: the audit and the retest need rejected rounds whose interacting variables moved later (from k = 2
+    # nothing was marked; with the n-gram list at 0.10, one)
     hand_set_calibrations(p.cost_folder())
-    sw = Sweep(p, lg, start=SearchConfig(rrf_k=60))
+    sw = Sweep(p, lg, start=SearchConfig(rrf_k=60, w_ngram=0.0))
     s = sw.run()
     promo = decide_promotion(sw.id, s.start_config, s.final_config, s.holdout, demo_db, root / "runs")
     lg.close()
@@ -161,9 +162,9 @@ def test_a_retest_asked_to_stop_ends_before_its_next_round_and_keeps_the_rounds_
         audit_report(ledger, swept["sweep"], do_retest=True, runs=tmp_path / "runs",
                      stop=lambda: asked.append(1) or len(asked) > 1)
     lg = Ledger(ledger)
-    retest = [s for s in lg.sweeps() if "retest" in s["id"]]
-    assert len(retest) == 1 and retest[0]["status"] == "retest stopped"
-    assert [r.round for r in lg.rounds(retest[0]["id"])] == [0, 1]
+    retest = [s for s in lg.sweeps() if s.is_retest]
+    assert len(retest) == 1 and retest[0].status == "retest stopped"
+    assert [r.round for r in lg.rounds(retest[0].id)] == [0, 1]
     lg.close()
 
 

@@ -115,7 +115,7 @@ def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
     s = Searcher(demo_index)
     cfg = SearchConfig(embedder=s.embedder_name, reranker="x", rerank_depth=12)
     q = "GraphRAG와 RRF 점수"
-    r = s.retrieve(q, cfg.depth)
+    r = s.retrieve(q, cfg.depth, pair_terms=0)        # the query as asked (the expansion: below)
     res = s.rank(r, SearchConfig(embedder=s.embedder_name), snippets=False)
     w = search_work(s, r, cfg, res.fused)
     assert r.subqueries == ("GraphRAG", "RRF 점수")
@@ -132,10 +132,16 @@ def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
     # "점수" is too short for a trigram: the chunks holding it, as the LIKE scan it stands for counts them
     like = conn.execute("SELECT count(*) FROM chunks WHERE text LIKE '%점수%' OR context LIKE '%점수%'").fetchone()[0]
     assert short == ["점수"] and w.short_postings[0] == like > 0
-    assert search_work(s, s.retrieve(q, cfg.depth), cfg, res.fused) == w      # the same work every time
+    assert search_work(s, s.retrieve(q, cfg.depth, pair_terms=0), cfg, res.fused) == w   # the same work every time
+    # with the vault's paired terms added ("RRF(알알에프)" in the demo vault), the work is the expanded text's
+    wide = s.retrieve(q, cfg.depth)
+    assert wide.query == q and wide.channel_text == q + " 알알에프"
+    assert search_work(s, wide, cfg, res.fused).embed_lengths[0] == s.embedder.text_length(wide.channel_text,
+                                                                                           is_query=True)
     lone = search_work(s, s.retrieve("커뮤니티 요약", cfg.depth), cfg, res.fused)
     assert lone.solo and len(lone.embed_lengths) == 1
-    assert w.ngram_postings == () and not (w.ahead_ngram or w.ahead_fts)     # fts5: no n-gram query
+    # fts5: the query's n-gram query alone (its list is fused on its own), none for the parts
+    assert len(w.ngram_postings) == 1 and not (w.ahead_ngram or w.ahead_fts)
 
 
 def test_the_ngram_work_counted_is_the_lists_the_channel_reads(demo_index):
@@ -149,14 +155,14 @@ def test_the_ngram_work_counted_is_the_lists_the_channel_reads(demo_index):
     postings = [len(ngram_postings.postings(s.conn, t)[0]) for t in terms]
     per_text = lambda text: sum(len(ngram_postings.postings(s.conn, t)[0])
                                 for t in dict.fromkeys(ngram_postings.terms_of(text)))
-    for index, fts, ngram in (("ngram", 0, 3), ("both", 3, 3), ("fts5", 3, 0)):
+    for index, fts, ngram in (("ngram", 0, 3), ("both", 3, 3), ("fts5", 3, 1)):
         cfg = SearchConfig(embedder=s.embedder_name, keyword_index=index)
-        r = s.retrieve(q, cfg.depth, keyword_index=index)
+        r = s.retrieve(q, cfg.depth, keyword_index=index, pair_terms=0)
         w = search_work(s, r, cfg, s.rank(r, cfg, snippets=False).fused)
         assert (len(w.fts_postings), len(w.ngram_postings)) == (fts, ngram), index
         if ngram:
             assert w.ngram_postings[0] == sum(postings) > 0 and w.ngram_terms[0] == len(terms)
-            assert list(w.ngram_postings[1:]) == [per_text(p) for p in r.subqueries]
+            assert list(w.ngram_postings[1:]) == ([per_text(p) for p in r.subqueries] if index != "fts5" else [])
     # the fast path: a decided query ran both of its keyword queries ahead and embedded nothing
     cfg = SearchConfig(embedder=s.embedder_name, fast_path_margin=0.2)
     r = s.retrieve_for("김치찌개 레시피", cfg)

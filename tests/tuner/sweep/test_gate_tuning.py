@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from search_core.config import SearchConfig
-from search_core.gate.model import GateChoice, fit_gate
+from search_core.gate.model import fit_gate
+from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
 from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
 from tests.helpers.sweeps import DEMO_TUNE as TUNE
@@ -40,17 +41,17 @@ def test_the_config_threshold_decides_for_the_model(small_index):
     m = fit_gate([r[0] for r in rows], [r[1] for r in rows], fingerprint=s.fingerprint["embedder"],
                  features=["top_cos", "term_overlap", "title_match"])
     m = dataclasses.replace(m, calib_a=0.01, calib_b=0.0)     # a flat calibration: p near 0.5, not 1.0
-    s.gate_choice = GateChoice(m, "test")
+    gate = GateRequest(default=False, fitted=m, fitted_source="test")
     r = s.retrieve("김치찌개 레시피")
-    p = s.rank(r, SearchConfig()).gate.probability
+    p = s.rank(r, SearchConfig(), gate=gate).gate.probability
     assert 0.2 < p < 0.8
-    assert s.rank(r, SearchConfig(gate_threshold=p + 0.01)).gate.inject is False
-    low = s.rank(r, SearchConfig(gate_threshold=p - 0.01)).gate
+    assert s.rank(r, SearchConfig(gate_threshold=p + 0.01), gate=gate).gate.inject is False
+    low = s.rank(r, SearchConfig(gate_threshold=p - 0.01), gate=gate).gate
     assert low.inject is True and low.probability == pytest.approx(p)
 
 
 def test_fit_threshold_reads_the_probability_when_asked():
-    rows = [QuestionResult.from_ledger(q) for q in ({"id": "a", "level": "L1", "top_score": 0.80, "gate_probability": 0.9},
+    rows = [QuestionResult.from_json(q) for q in ({"id": "a", "level": "L1", "top_score": 0.80, "gate_probability": 0.9},
                                                      {"id": "p", "level": "probe", "top_score": 0.85, "gate_probability": 0.2},
                                                      {"id": "b", "level": "L1", "top_score": 0.90, "gate_probability": None})]
     assert fit_threshold(rows, "gate_probability") == pytest.approx(0.55)
@@ -87,3 +88,23 @@ def test_gate_threshold_rounds_without_probes_are_unavailable(demo_mini_index, t
     by_var = {r.variable: r for r in rounds[1:]}
     assert by_var["gate_threshold"].decision == "unavailable" and "no probes" in by_var["gate_threshold"].reason
     assert len(rounds) == 3                                               # each logged once, then the space is spent
+
+
+def test_the_sweeps_fitted_gate_decides_its_evaluations_and_no_other_search(demo_index, tmp_path):
+    """The workbench hands its gate to each evaluation: the searcher it shares keeps deciding like `search`."""
+    from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+    from tests.helpers.sweeps import HAND_SET_UNITS, hand_set_calibrations
+    from tuner.data.gold import load_gold
+    from tuner.evaluation.cost_model import CostStore
+    from tuner.sweep.workbench import Workbench
+    hand_set_calibrations(tmp_path / "costs", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
+    bench = Workbench(demo_index, index_dir=tmp_path / "indexes", cost_store=CostStore(tmp_path / "costs"))
+    gold = load_gold(TUNE)
+    cfg = SearchConfig(embedder=bench.base_embedder)
+    _, model = bench.fit_gate_for(cfg, gold)
+    assert model is not None and (cfg.embedder, "none") in bench.gate_fitted    # no gate file fits the test embedder
+    res = bench.evaluate(cfg, gold)
+    assert {q.gate["source"] for q in res.per_query} == {"fitted by the sweep on the tuning set"}
+    s = bench.searchers[cfg.embedder]
+    assert s.gate_request == GateRequest()
+    assert s.search(gold.questions[0].query, cfg).gate.kind == "cosine"      # what `search` decides with here

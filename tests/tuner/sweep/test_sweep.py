@@ -178,7 +178,7 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index_e5, tmp_path, tim
     proc.wait()
     assert 11 <= n < p.rounds + 1, "the sweep should have been killed mid-way"
     lg = Ledger(ledger)
-    sid = lg.sweep()["id"]
+    sid = lg.sweep().id
     before = lg.rounds(sid)
     assert [r.round for r in before] == list(range(len(before)))        # no gap, no half row
     r = subprocess.run(args[:4] + ["--db", str(demo_index_e5), "--gold", p.gold, "--ledger", str(ledger), "--resume", sid],
@@ -223,7 +223,7 @@ def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):
                                   "--json", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     lg = Ledger(led)
-    last_kept = [x for x in lg.rounds(lg.sweep()["id"]) if x.decision == "kept"][-1]
+    last_kept = [x for x in lg.rounds(lg.sweep().id) if x.decision == "kept"][-1]
     assert json.loads(r.output)["config_hash"] == last_kept.config_hash
 
 

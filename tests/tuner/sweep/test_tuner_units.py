@@ -150,11 +150,11 @@ def test_categorical_values_each_once_skipping_unavailable():
 
 
 def test_fit_threshold_separates_probes():
-    rows = [QuestionResult.from_ledger({"id": f"q{i}", "top_score": s, "level": lv}) for i, (s, lv) in
+    rows = [QuestionResult.from_json({"id": f"q{i}", "top_score": s, "level": lv}) for i, (s, lv) in
             enumerate([(0.91, "L0"), (0.88, "L1"), (0.86, "L1"), (0.83, "probe"), (0.80, "probe"), (0.87, "probe")])]
     t = fit_threshold(rows)
     assert 0.83 < t <= 0.86        # 5 of 6 right: the 0.87 probe cannot be separated
-    assert fit_threshold([QuestionResult.from_ledger({"id": "q", "top_score": 0.9, "level": "L0"})]) is None
+    assert fit_threshold([QuestionResult.from_json({"id": "q", "top_score": 0.9, "level": "L0"})]) is None
 
 
 def test_best_config_toml_round_trips(tmp_path):

@@ -4,7 +4,10 @@ import dataclasses
 
 from search_core.config import SearchConfig
 from tests.helpers import ROOT
-from tuner.sweep.variables import VARIABLE_KINDS, gate_field, kind_of, unavailable_fix, unavailable_reason, unchanged_reason
+from tuner.ledger.schema import RoundDecision
+from tuner.sweep.reasons import MODEL_DECIDES, NO_GATE_MODEL, NO_PROBES, REASONS
+from tuner.sweep.variables import (GATE_SCORE, MODEL_GATE_FIELD, VARIABLE_KINDS, gate_field, gate_reason, kind_of,
+                                   round_reason, unavailable_reason, unchanged_reason)
 
 
 def test_every_config_field_has_a_kind():
@@ -24,7 +27,7 @@ def test_provably_unchanged_rankings():
 
 
 def test_gate_rounds_need_probes():
-    assert "level: probe" in unavailable_reason("threshold", probes=0)
+    assert "level: probe" in unavailable_reason("threshold", probes=0).message()
     assert unavailable_reason("threshold", probes=3) is None and unavailable_reason("w_dense", probes=0) is None
 
 
@@ -35,21 +38,48 @@ def test_the_sweep_names_no_variable():
             assert name not in text, (module, name)
 
 
-def test_the_fix_for_an_unavailable_round_follows_the_kind():
+UNAVAILABLE = RoundDecision.UNAVAILABLE
+
+
+def test_a_reason_renders_its_message_and_its_fix_from_one_table_and_reads_back_from_the_ledger_text():
     # a threshold round is unavailable for want of probes, not of model weights (the autorag morning
     # report told the reader to make the threshold "loadable offline")
-    assert unavailable_fix("threshold", probes=0).startswith("add probes to the tuning set")
+    why = unavailable_reason("threshold", probes=0)
+    assert why.kind == NO_PROBES and why.message() == REASONS[NO_PROBES].message.format(name="threshold")
+    back = round_reason(UNAVAILABLE, "threshold", why.message(), probes=0)
+    assert back == why and back.fix().startswith("add probes to the tuning set")
     for name in ("embedder", "reranker"):
-        assert unavailable_fix(name, probes=0).startswith("make the model loadable offline")
+        missing = round_reason(UNAVAILABLE, name, "weights for 'BAAI/bge-m3' are not on this machine", probes=0)
+        assert missing.message() == "weights for 'BAAI/bge-m3' are not on this machine"
+        assert missing.fix().startswith("make the model loadable offline")
+    crash = round_reason(RoundDecision.CRASHED, "w_dense", "ValueError: bad", probes=3)
+    assert crash.message() == "ValueError: bad" and crash.fix().startswith("a bug or bad input")
+    # a set with probes: the cosine threshold moves nothing because a gate model decides
+    decides = gate_reason("threshold", probes=12, model_fitted=True)
+    assert decides.kind == MODEL_DECIDES and round_reason(UNAVAILABLE, "threshold", decides.message(), probes=12) == decides
+    assert decides.fix().startswith("nothing to add: the tuning set has 12 probes")
+    assert "gate_threshold" in decides.fix() and "Remove `threshold` from the space" in decides.fix()
+    # gate_threshold with probes moves nothing when no gate model could be fitted on them
+    unfitted = gate_reason("gate_threshold", probes=3, model_fitted=False)
+    assert unfitted.kind == NO_GATE_MODEL
+    assert unfitted.fix().startswith("the tuning set has 3 probes, but no gate model could be fitted")
+    assert gate_reason("threshold", probes=3, model_fitted=False) is None
+    assert gate_reason("gate_threshold", probes=3, model_fitted=True) is None
 
 
-def test_the_fix_for_an_unavailable_gate_round_follows_the_evidence():
-    # a set with probes: the cosine threshold is unavailable because a gate model decides, and telling the
-    # reader to "add probes" sends them to write what they already have
-    fix = unavailable_fix("threshold", probes=12)
-    assert "add probes" not in fix and fix.startswith("nothing to add: the tuning set has 12 probes")
-    assert "gate_threshold" in fix and "Remove `threshold` from the space" in fix
-    # gate_threshold with probes is unavailable when no gate model could be fitted on them
-    fix = unavailable_fix("gate_threshold", probes=3)
-    assert fix.startswith("the tuning set has 3 probes, but no gate model could be fitted")
-    assert unavailable_fix("gate_threshold", probes=0).startswith("add probes")
+def test_a_set_with_probes_is_never_told_to_add_probes():
+    """Whatever a round over any variable recorded (each reason the sweep gives a set with probes, an older
+    version's wording, a model's error), the fix the report gives a set with probes never asks for probes."""
+    for probes in (1, 3, 12):
+        for name in VARIABLE_KINDS:
+            texts = ["an older version's wording of why", "weights for 'BAAI/bge-m3' are not on this machine"]
+            assert unavailable_reason(name, probes=probes) is None
+            for fitted in (True, False):
+                why = gate_reason(name, probes=probes, model_fitted=fitted) if name in GATE_SCORE else None
+                texts += [why.message()] if why is not None else []
+            for text in texts:
+                for decision in (UNAVAILABLE, RoundDecision.CRASHED):
+                    fix = round_reason(decision, name, text, probes=probes).fix()
+                    assert "add probes" not in fix, (name, probes, text, fix)
+    assert MODEL_GATE_FIELD in GATE_SCORE and "add probes" in round_reason(
+        UNAVAILABLE, "threshold", "an older version's wording of why", probes=0).fix()

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from search_core.config import SearchConfig
-from search_core.recall.engine import RecallConfig, RecallEngine, SearchBackend
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.recall.log import RecallLog, read_calls
 from tests.helpers import ROOT, free_port
 from tests.helpers.http import get, post, running
@@ -332,7 +334,9 @@ import resource, sys
 resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[3]), int(sys.argv[3])))
 import search_core.recall.http_guard as guard
 guard.HEADER_TIMEOUT_S = float(sys.argv[4])
-from search_core.recall.engine import RecallEngine, RecallConfig, SearchBackend
+from search_core.recall.config import RecallConfig
+from search_core.recall.backend import SearchBackend
+from search_core.recall.engine import RecallEngine
 from search_core.recall.server import make_server
 engine = RecallEngine(SearchBackend(sys.argv[1]), None, RecallConfig())
 make_server(engine, port=int(sys.argv[2]), warm=False).run()

@@ -49,7 +49,7 @@ def test_a_cached_reranker_is_charged_per_pair_like_a_cold_one(demo_index, reran
     # the index's own embedder: another one would build its index of the whole vault first
     cfg = SearchConfig(embedder=wb.base_embedder, reranker=f"rerank+{rerank_server}/rerank", rerank_depth=20)
     first = wb.evaluate(cfg, gold)
-    assert len(wb.rerank_cache) > 0                                  # the second run is all cache hits
+    assert len(wb.reranking.cache) > 0                                  # the second run is all cache hits
     second = wb.evaluate(cfg, gold)
     r1, r2 = first.latency_ms["rerank"], second.latency_ms["rerank"]
     assert r1["p50"] > 0 and r2 == r1, (r1, r2)
@@ -118,15 +118,15 @@ def test_resume_refuses_a_moved_harness_and_honours_rounds(demo_index, tmp_path)
             "--vault", str(DEMO_VAULT)]
     r = CliRunner().invoke(main, args + ["--rounds", "2", "--json"])
     assert r.exit_code == 0, r.output
-    sid = Ledger(led).sweep()["id"]
-    assert set(Ledger(led).sweep(sid)["params"]["pins"]) == {"gold", "holdout", "space", "score_rubric", "index"}
-    params = Ledger(led).sweep(sid)["params"]          # the rule the sweep decides by, for a replay
+    sid = Ledger(led).sweep().id
+    assert set(Ledger(led).sweep(sid).pins) == {"gold", "holdout", "space", "score_rubric", "index"}
+    params = Ledger(led).sweep(sid).params          # the rule the sweep decides by, for a replay
     assert (params["hit5_guard"], params["hit5_margin"], params["guard_alpha"]) == ("noninferior", 2.0, 0.05)
     older = tmp_path / "count.sqlite"
     r = CliRunner().invoke(main, args[:-4] + ["--ledger", str(older), "--vault", str(DEMO_VAULT), "--rounds", "1",
                                              "--count-guard", "--hit5-margin", "3"])
     assert r.exit_code == 0, r.output
-    params = Ledger(older).sweep()["params"]
+    params = Ledger(older).sweep().params
     assert (params["hit5_guard"], params["hit5_margin"]) == ("count", 3.0)
     # --rounds 119 is honoured on resume (it was ignored as "the default"); 3 here keeps the test short
     r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "3", "--json"])

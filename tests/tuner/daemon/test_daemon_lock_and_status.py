@@ -130,12 +130,12 @@ def test_a_sweep_killed_before_its_promotion_is_decided_on_restart(tmp_path, db_
     (runs / "promotions.sqlite").unlink()
     (runs / "active.toml").unlink(missing_ok=True)
     lg = Ledger(runs / "ledger.sqlite")
-    first = lg.sweep()["id"]
+    first = lg.sweep().id
     lg.close()
     r = CliRunner().invoke(main, ["daemon", "--config", str(cfg), "--once", "sweep"])
     assert r.exit_code == 0, r.output
     lg = Ledger(runs / "ledger.sqlite")
-    sweeps = [s["id"] for s in lg.sweeps()]
+    sweeps = [s.id for s in lg.sweeps()]
     lg.close()
     assert sweeps == [first], "a new sweep started over the undecided one"
     h = History(runs)

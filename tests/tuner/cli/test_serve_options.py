@@ -26,7 +26,7 @@ def test_bad_port_and_an_empty_token_are_refused(tmp_path, args, message):
 
 
 def test_serve_and_mcp_follow_the_runs_folder_of_the_environment(tmp_path, monkeypatch):
-    from search_core.recall.engine import active_config_path
+    from search_core.recall.config import active_config_path
     from tuner.cli.recall import _LOG_OPT
     runs = tmp_path / "elsewhere"
     runs.mkdir()

