@@ -59,6 +59,7 @@ class VaultCase:
     vault: Path
     base_db: Path                   # an e5-small index of the vault, copied under the cache
     judge: dict                     # "tune" | "holdout" -> hand-written set files
+    whole: Path | None = None       # the whole vault the indexed one was cut from (--anchors-from-whole)
 
 
 VAULTS = {
@@ -67,7 +68,8 @@ VAULTS = {
     "johngrib": VaultCase("johngrib", Path("/work/cache/goldmake/johngrib-subset/vault"),
                           Path("/work/cache/goldmake/johngrib-subset/index.sqlite"),
                           {"tune": tuple(SETS / f"johngrib-{s}.yaml" for s in ("tune", "week", "last")),
-                           "holdout": tuple(SETS / f"johngrib-{s}.yaml" for s in ("holdout", "final", "blind"))}),
+                           "holdout": tuple(SETS / f"johngrib-{s}.yaml" for s in ("holdout", "final", "blind"))},
+                          Path("/work/shared/data/johngrib-wiki/_wiki")),
     "baekjungho": VaultCase("baekjungho", Path("/work/vaults/baekjungho-wiki/_wiki"),
                             Path("/work/cache/baekjungho-wiki.sqlite"),
                             {"tune": (SETS / "baekjungho-tune.yaml",), "holdout": (SETS / "baekjungho-holdout.yaml",)}),
@@ -101,20 +103,31 @@ def hand_set(case: VaultCase, judge: str):
 
 
 def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anchor_share: float | None = None,
-             mask_link: bool = False) -> Path:
-    """`gold make` (seed, n, anchor_share, mask_link) written under cache: the night's tuning set."""
+             mask_link: bool = False, whole: bool = False) -> Path:
+    """`gold make` (seed, n, anchor_share, mask_link) written under cache: the night's tuning set. whole: read
+    the whole vault the indexed one was cut from (its other notes give anchors too), questions about the
+    indexed notes only."""
+    from search_core.ingest.vault import list_vault
     from tuner.data.vault_questions import write_vault_questions
     out = cache / case.name / "made" / f"{variant}-n{n}-seed{seed}.yaml"
+    if whole and case.whole is None:
+        raise SystemExit(f"{case.name} has no whole vault to draw anchors from")
     if not out.exists():
-        write_vault_questions(case.vault, out, n=n, seed=seed, anchor_share=anchor_share, mask_link=mask_link,
-                              command=f"gold make {case.vault} -n {n} --seed {seed}")
+        source = case.whole if whole else case.vault
+        write_vault_questions(source, out, n=n, seed=seed, anchor_share=anchor_share, mask_link=mask_link,
+                              only_notes={f.note_id for f in list_vault(case.vault)} if whole else None,
+                              command=f"gold make {source} -n {n} --seed {seed}"
+                                      + (f" --anchor-share {anchor_share}" if anchor_share is not None else "")
+                                      + (" --mask-link" if mask_link else "")
+                                      + (f" (questions about the notes of {case.vault} only)" if whole else ""))
     return out
 
 
 def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, tag: str, rounds: int,
-          space: Path | None = None):
+          space: Path | None = None, budget: float | None = None, whole: bool = False):
     """The real sweep (default keep rule; the packaged default space unless `space`) on `gold` from `start`:
-    (Sweep, summary)."""
+    (Sweep, summary). budget: its time budget, which it first spends on more questions from the vault when
+    the set cannot detect its gains (tuner/sweep/evidence_budget.py; whole: from the whole vault)."""
     from tuner.data.bundled import default_space
     from tuner.ledger.ledger import Ledger
     from tuner.sweep.loop import Sweep, SweepParams
@@ -123,8 +136,8 @@ def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, 
     if ledger_path.exists():
         ledger_path.unlink()
     params = SweepParams(db=str(db), gold=str(gold), space=str(space or default_space()), rounds=rounds, seed=seed,
-                         vault=str(case.vault), index_dir=str(cache / case.name / "indexes"),
-                         cost_store=str(cache / "cost-model"))
+                         vault=str(case.whole if whole else case.vault), index_dir=str(cache / case.name / "indexes"),
+                         cost_store=str(cache / "cost-model"), time_budget_s=budget)
     ledger = Ledger(ledger_path)
     try:
         sw = Sweep(params, ledger, start=start)
@@ -145,9 +158,9 @@ def visited_agreement(sw, hand) -> dict:
     from search_core.config import SearchConfig
     seen = {}
     for r in sw.rows:
-        if not r.get("metrics") or r["config_hash"] in seen:
+        if r.result is None or not r.result.per_query or r.config_hash in seen:
             continue
-        seen[r["config_hash"]] = (SearchConfig().replace(**r["config"]), r["metrics"]["overall"])
+        seen[r.config_hash] = (r.search_config, r.result.overall)
     pairs = []
     for cfg, made in seen.values():
         h = sw.bench.evaluate(cfg, hand).overall
@@ -170,7 +183,8 @@ def gap_share(start: float, final: float, default: float) -> float | None:
 
 def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, variant: str,
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
-             anchor_share: float | None = None, mask_link: bool = False) -> dict:
+             anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
+             budget: float | None = None) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout)."""
     from search_core.config import SearchConfig, load_config
@@ -180,14 +194,16 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                                           for j, h in hands.items()},
            "n": n, "rounds": rounds, "variant": variant,
            "space": str(space) if space else "default",
-           "anchor_share": anchor_share, "mask_link": mask_link, "runs": []}
+           "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole,
+           "time_budget_s": budget, "runs": []}
     for seed in seeds:
-        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link)
+        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole)
         for start_name in starts:
             start = load_config(START) if start_name == "hand-set" else SearchConfig()
             t0 = time.perf_counter()
             sw, summary = night(case, db, gold, start, seed, cache, f"{variant}-{start_name}-seed{seed}", rounds,
-                               space)
+                               space, budget, whole)
+            summary = summary.to_json()
             base_emb = sw.bench.base_embedder
             final_cfg = SearchConfig().replace(**summary["final_config"])
             row = {"seed": seed, "start_from": start_name, "made_n": len(sw.gold.questions),
@@ -195,7 +211,8 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                    "final_config": {k: v for k, v in summary["final_config"].items()
                                     if v != summary["start_config"].get(k)},
                    "kept": [f"{p['variable']} {p['old']} -> {p['new']}" for p in summary["path"]],
-                   "decisions": summary["decisions"], "status": summary.get("status"), "by_judge": {}}
+                   "decisions": summary["decisions"], "status": summary.get("status"), "by_judge": {},
+                   "evidence_step": sw.evidence_step.to_json() if sw.evidence_step else None}
             for j, hand in hands.items():
                 s0 = scores(sw.bench.evaluate(sw.start, hand))
                 s1 = scores(sw.bench.evaluate(final_cfg, hand))
@@ -308,6 +325,12 @@ def main() -> None:
     ap.add_argument("--variant", default="base", help="a label for the made sets and ledgers under --cache")
     ap.add_argument("--anchor-share", type=float, default=None, help="gold make's anchor_share")
     ap.add_argument("--mask-link", action="store_true", help="gold make's mask_link")
+    ap.add_argument("--anchors-from-whole", action="store_true",
+                    help="read the whole vault the indexed one was cut from (johngrib: the whole wiki) for questions "
+                         "about the indexed notes")
+    ap.add_argument("--time-budget", type=float, default=None,
+                    help="each night's time budget in seconds: the sweep first spends it on more questions from the "
+                         "vault when its set cannot detect its gains")
     ap.add_argument("--space", type=Path, default=None, help="the sweep space (default: the packaged one)")
     ap.add_argument("--report", nargs="*", type=Path, default=None,
                     help="summarise these result files (partial or whole) for --judge and stop")
@@ -356,7 +379,8 @@ def main() -> None:
         results.append(run_case(VAULTS[name], a.cache, [int(s) for s in a.seeds.split(",")], a.judge.split(","), a.n,
                                 a.rounds, a.variant, tuple(a.starts.split(",")),
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
-                                anchor_share=a.anchor_share, mask_link=a.mask_link))
+                                anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
+                                budget=a.time_budget))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})

@@ -12,6 +12,7 @@ import click
 
 from search_core import SearchCoreError
 
+from tuner.data.vault_questions import MADE_N
 from tuner.cli.options import (PathValue, duration, fail, input_file, json_option, output_file, recall_log_option,
                                window_value)
 
@@ -24,7 +25,7 @@ def gold():
 @gold.command("make")
 @click.argument("vault_or_db", type=PathValue(exists=True))
 @click.option("--out", required=True, type=output_file(), help="The gold YAML file to write.")
-@click.option("-n", "n", type=click.IntRange(min=1), default=200, show_default=True,
+@click.option("-n", "n", type=click.IntRange(min=1), default=MADE_N, show_default=True,
               help="At most this many questions, taken in turn across notes (no note fills the set).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The same seed makes the same set.")
 @click.option("--kinds", default=None,
@@ -33,16 +34,23 @@ def gold():
 @click.option("--probes", "n_probes", type=click.IntRange(min=1), default=None,
               help="Also make about this many probes with `probes make` (holds notes out of a new index, "
                    "written to OUT's folder as OUT-probes/; indexes the vault).")
+@click.option("--keep-link", is_flag=True,
+              help="Anchor questions keep the link's own text (the recipe before; it names the gold note, which the "
+                   "entity channel matches). Default: the link is left out.")
+@click.option("--kinds-in-turn", is_flag=True,
+              help="Every kind takes its turn per note (the recipe before). Default: anchors first, the other kinds "
+                   "fill the rest.")
 @json_option()
-def gold_make(vault_or_db, out, n, seed, kinds, n_probes, as_json):
+def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, kinds_in_turn, as_json):
     """Questions VAULT_OR_DB answers, cut from what its author wrote about each note (no model): the words
     around links to a note in other notes (the linking note is held out of that question's search), headings,
     aliases. Read the `why` of each and prune."""
-    from tuner.data.vault_questions import DEFAULT_KINDS, make_probes_for, write_vault_questions
+    from tuner.data.vault_questions import DEFAULT_KINDS, MADE_ANCHOR_SHARE, make_probes_for, write_vault_questions
     try:
         chosen = tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else DEFAULT_KINDS
         command = "autoresearch " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
-        vq = write_vault_questions(vault_or_db, out, n=n, seed=seed, kinds=chosen, command=command)
+        vq = write_vault_questions(vault_or_db, out, n=n, seed=seed, kinds=chosen, command=command,
+                                   mask_link=not keep_link, anchor_share=None if kinds_in_turn else MADE_ANCHOR_SHARE)
         probes = make_probes_for(vq, out, n_probes, seed=seed) if n_probes else None
     except SearchCoreError as e:
         fail(e)

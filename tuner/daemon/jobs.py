@@ -139,6 +139,9 @@ def job_sweep(d, spec, scheduled, rid):
                                          holdout=night.holdout, split=None)
             sw = Sweep(params, lg, start=start, progress=progress, stop_flag=d.stop.is_set)
             how = "started"
+        if sw.evidence_step is not None:        # what the budget bought before round 1 (more questions, or why not)
+            evidence = {**(evidence or {}), "step": sw.evidence_step.to_json()}
+            log.info("evidence step: %s", sw.evidence_step.describe())
         d.table.note(rid, {"sweep": sw.id, "how": how, **({"evidence": evidence} if evidence else {})})
         log.info("sweep %s %s (budget %s s)", sw.id, how, None if budget is None else round(budget))
         summary = sw.run()

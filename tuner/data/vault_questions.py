@@ -25,12 +25,13 @@ agrees at Spearman 0.55 and 0.56; title questions agree at 0.31 and 0.70. Anchor
 their linking note agree at 0.93 (demo; hit@5 0.96) and -0.21 (johngrib; hit@5 0.86), asked with it at 0.43
 and -0.56; heading lookups at 0.51 and 0.95; aliases at 0.86 (demo; johngrib has none).
 
-Two options wait for evidence before they become defaults (benchmarks/bench_recovery.py, a night tuned on a
-made set and judged on hand-written holdouts): `mask_link` leaves the link out of its anchor question (the
-link's text names the gold note, which the entity channel matches: nights on unmasked sets kept w_entity
+Two options are `gold make`'s recipe (MADE_N, MADE_ANCHOR_SHARE; benchmarks/bench_recovery.py, a night tuned
+on a made set and judged on hand-written holdouts): `mask_link` leaves the link out of its anchor question
+(the link's text names the gold note, which the entity channel matches: nights on unmasked sets kept w_entity
 0.45-0.6 and lost MRR; masked, johngrib's agreement across the configs a night visits rose from -0.61 to
 0.61), and `anchor_share` takes anchors first. Neither raised the share of the start -> default gap a night
-recovers at 200 questions (BENCHMARKS.md).
+recovers at 200 questions; together at 600 (johngrib's anchors read from the whole wiki) they did (BENCHMARKS.md).
+The library's own defaults stay the recipe before (the daemon's nightly set and the demo make theirs that way).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ KINDS = ("anchor", "heading", "alias", "summary", "title")
 # questions on at least one vault and whose text is not the field the keyword channel matches them by
 # (benchmarks/bench_gold_make.py; the figures are in the docstring above); the others on request (--kinds)
 DEFAULT_KINDS = ("anchor", "heading", "alias")
+# `gold make`'s recipe: up to 600 questions, anchors first, each without its link (BENCHMARKS.md, a night on
+# questions the vault supplies: on johngrib, held-out hit@5 recovered 61-83 % of the start -> default gap with
+# it, 0 % with 200 questions of every kind in turn). --keep-link and --kinds-in-turn give the recipe before.
+MADE_N = 600
+MADE_ANCHOR_SHARE = 1.0
 LEVEL_OF = {"anchor": "L1", "heading": "L0", "alias": "L0", "summary": "L1", "title": "L0"}
 
 MD_LINK_RE = re.compile(r"(?<!!)\[([^\]\n]+)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -398,10 +404,12 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
                          kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None,
-                         mask_link: bool = False) -> VaultQuestions:
+                         mask_link: bool = False, only_notes=None) -> VaultQuestions:
     """A gold set of questions the vault answers, made from what its author wrote about each note.
     anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note).
-    mask_link: an anchor question leaves out the link itself (anchor_candidates)."""
+    mask_link: an anchor question leaves out the link itself (anchor_candidates).
+    only_notes: note ids a question may have as its gold and hold out (e.g. the notes an index holds, when the
+    vault read is larger than the index: its other notes still give anchors about these), None: every note."""
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise SearchCoreError(f"unknown question kind(s) {bad}; kinds: {', '.join(KINDS)}")
@@ -417,6 +425,10 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
     dropped: Counter = Counter()
     cands = (anchor_candidates(notes, raw, nav, dropped, mask_link) if "anchor" in kinds else []) + \
         [c for c in field_candidates(notes, nav, dropped) if c.kind in kinds]
+    if only_notes is not None:
+        only = set(only_notes)
+        dropped["about a note outside the notes asked for"] += sum(c.gold not in only for c in cands)
+        cands = [c for c in cands if c.gold in only]
     made = Counter(c.kind for c in cands)
     # the same words asked of two notes are no question about either; the same question twice is one
     owners: dict[str, set[str]] = defaultdict(set)
@@ -449,7 +461,7 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
             # the linking note, and any other note that holds the sentence word for word, are held out
             key = normalise(c.query)
             copies = sorted(nid for nid, text in flat.items() if nid not in (c.gold, c.source) and key in text)
-            exclude = (c.source, *copies)
+            exclude = tuple(x for x in (c.source, *copies) if only_notes is None or x in only)
         qid = f"{c.kind}-{hashlib.sha256(f'{c.gold}|{c.query}'.encode()).hexdigest()[:8]}"
         return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, c.kind, exclude)
 
@@ -494,10 +506,11 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
                           kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
-                          anchor_share: float | None = None, mask_link: bool = False) -> VaultQuestions:
+                          anchor_share: float | None = None, mask_link: bool = False,
+                          only_notes=None) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
     vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share,
-                              mask_link=mask_link)
+                              mask_link=mask_link, only_notes=only_notes)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq

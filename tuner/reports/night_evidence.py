@@ -20,6 +20,7 @@ from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
 from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.evidence import ranking_evidence
+from tuner.sweep.evidence_budget import EvidenceStep
 from tuner.sweep.keep_rule import TRUSTED_SOURCES, hit5_evidence
 from tuner.sweep.variables import kind_of
 
@@ -62,19 +63,21 @@ class NightTime:
     reindex_s: float
     budget_s: float | None          # the time budget it was started with (the daemon's window), if any
     status: str
+    evidence: EvidenceStep | None = None    # what it did before round 1 (tuner/sweep/evidence_budget.py)
 
     @property
     def unused_s(self) -> float | None:
         """Budget left when the rounds ran out (None: no budget, or the budget ended the sweep)."""
         if self.budget_s is None or "time budget" in self.status or self.status in ("running", "stopped"):
             return None
-        return max(0.0, self.budget_s - self.eval_s - self.reindex_s)
+        return max(0.0, self.budget_s - self.eval_s - self.reindex_s - (self.evidence.seconds if self.evidence else 0.0))
 
     def describe(self) -> str:
-        text = (f"{self.rounds} rounds: {self.eval_s:.0f} s evaluating, {self.reindex_s:.0f} s building indexes"
-                + (f", of a {self.budget_s:.0f} s budget" if self.budget_s is not None else ""))
+        text = (f"before the rounds, {self.evidence.describe()}; then " if self.evidence else "") + (
+            f"{self.rounds} rounds: {self.eval_s:.0f} s evaluating, {self.reindex_s:.0f} s building indexes"
+            + (f", of a {self.budget_s:.0f} s budget" if self.budget_s is not None else ""))
         left = self.unused_s
-        if left is not None and left > 0.5 * self.budget_s:
+        if left is not None and left > 0.5 * self.budget_s and not (self.evidence and self.evidence.outcome == "grown"):
             text += (f"; {left:.0f} s of it unused when the rounds ran out: more questions from the vault "
                      "([evidence] vault_questions) give the gain test more power in that time")
         return text
@@ -158,5 +161,6 @@ def night_evidence(info: SweepRecord, rounds: list[Round], score_cfg: ScoreConfi
         base = cand
     spent = NightTime(len(rounds) - 1, sum(r.eval_s or 0.0 for r in rounds),
                       sum(r.reindex_s or 0.0 for r in rounds), params.get("time_budget_s"),
-                      info.status or "")
+                      info.status or "",
+                      EvidenceStep.from_json(params["evidence_step"]) if params.get("evidence_step") else None)
     return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent)

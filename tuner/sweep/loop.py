@@ -64,6 +64,9 @@ class SweepParams:
     timing_samples: int = 0
     cost_store: str | None = None   # folder of stored cost calibrations; None: <runs>/cost-model beside index_dir
     recalibrate: bool = False       # take a new cost calibration instead of the stored one
+    # with a time budget and questions from the vault in the tuning set: grow the set before round 1 when it
+    # cannot detect the gains the rounds will see (tuner/sweep/evidence_budget.py)
+    grow_evidence: bool = True
 
     def cost_folder(self) -> Path:
         return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
@@ -120,8 +123,13 @@ class Sweep:
         self.gold.check_against(base_notes)
         if self.hold_gold is not None:       # before round 1, not after round 119
             self.hold_gold.check_against(base_notes)
+        self.evidence_step = None
+        if sweep_id is None and self._grows_evidence():
+            self._spend_on_evidence((start or SearchConfig()).replace(embedder=base_emb), base_notes)
+            params = self.p
         self.pins = harness_pins(params, self.bench.score_cfg, self.bench.searchers[base_emb].fingerprint_key)
-        self.spent_before_s = 0.0            # time spent by earlier runs of this sweep (the budget is the sweep's)
+        # time spent by earlier runs of this sweep, and by the evidence step (the budget is the sweep's)
+        self.spent_before_s = self.evidence_step.seconds if self.evidence_step else 0.0
         if sweep_id is None:
             start = (start or SearchConfig()).replace(embedder=base_emb)
             if start.threshold is None:    # the ledger records explicit values, never "the default"
@@ -132,7 +140,9 @@ class Sweep:
             self.space.check_config(start)
             self.id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             self.start = start
-            ledger.new_sweep(self.id, {**dataclasses.asdict(params), "pins": self.pins}, start.as_dict())
+            ledger.new_sweep(self.id, {**dataclasses.asdict(params), "pins": self.pins,
+                                       **({"evidence_step": self.evidence_step.to_json()} if self.evidence_step else {})},
+                             start.as_dict())
             self.rows: list[Round] = []
         else:
             info = ledger.sweep(sweep_id)
@@ -144,6 +154,32 @@ class Sweep:
             self.rows = ledger.rounds(sweep_id)
             self.spent_before_s = sum((r.eval_s or 0) + (r.reindex_s or 0) for r in self.rows)
             self.bench.use_recorded_costs(self.rows)   # the calibrations the run charged its rounds with
+
+    # -- the evidence step before round 1 --------------------------------------------------------------------
+    def _grows_evidence(self) -> bool:
+        """A new sweep with a time budget, a vault to read and questions from it in its tuning set (the person
+        asked for made questions); not with `split`, which a resumed sweep would split again from the file."""
+        p = self.p
+        vault = p.vault or self.bench.vault          # the vault the index was built from, when not given
+        return bool(p.grow_evidence and p.time_budget_s is not None and vault and Path(vault).is_dir()
+                    and not p.split and any(q.source == "vault" for q in self.gold.questions))
+
+    def _spend_on_evidence(self, start: SearchConfig, base_notes) -> None:
+        from tuner.sweep.evidence_budget import spend_on_evidence
+        p = self.p
+        step = spend_on_evidence(self.bench, p.gold, self.gold, start, self.space, vault=p.vault or self.bench.vault,
+                                 rounds=p.rounds,
+                                 budget_s=p.time_budget_s, objective=p.objective,
+                                 alpha=p.noise_alpha if p.noise_alpha is not None and p.noise_alpha < 1 else 0.05,
+                                 folder=Path(p.index_dir).parent / "evidence", seed=p.seed,
+                                 known_notes=set(base_notes), progress=self.progress, stop=self.stop_flag)
+        self.progress(f"evidence step: {step.describe()}")
+        self.evidence_step = step
+        if step.gold_after != p.gold:
+            self.p = dataclasses.replace(p, gold=step.gold_after)
+            self.gold = load_gold(step.gold_after)
+            self.gold.check_against(base_notes)
+            self.bench.calibration_queries = [q.query for q in self.gold.questions]
 
     # -- state derived from the ledger ---------------------------------------------------------------------
     def _baseline(self) -> tuple[SearchConfig, EvalResult | None]:

@@ -148,3 +148,32 @@ def test_an_index_file_stands_for_the_vault_it_was_built_from(qvault, tmp_path, 
     (tmp_path / "notes.txt").write_text("not an index", encoding="utf-8")
     with pytest.raises(SearchCoreError, match="neither a vault folder nor a readable index"):
         make_vault_questions(tmp_path / "notes.txt")
+
+
+def test_only_notes_keeps_questions_about_those_notes_and_holds_out_only_those(qvault):
+    # a vault larger than the index: its other notes still give anchors about the indexed ones, and a note the
+    # index lacks is never a gold note nor a held-out one (the index could not drop it)
+    only = {"ai/graphrag", "ai/rrf", "life/kimchi"}
+    vq = make_vault_questions(qvault, n=None, only_notes=only)
+    expected = {(k, lv, q, g, tuple(x for x in ex if x in only)) for k, lv, q, g, ex in BY_HAND}
+    assert _rows(vq) == expected
+    assert vq.dropped["about a note outside the notes asked for"] == 0
+    vq = make_vault_questions(qvault, n=None, only_notes={"ai/rrf"})
+    assert {q.gold for q in vq.questions} == {("ai/rrf",)} and len(vq.questions) == 2
+    assert vq.dropped["about a note outside the notes asked for"] > 0
+
+
+def test_gold_makes_recipe_is_anchors_first_without_their_links_and_the_flags_give_the_one_before(qvault, tmp_path):
+    from tuner.cli import main
+    out, old = tmp_path / "made.yaml", tmp_path / "old.yaml"
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(out), "-n", "4"])
+    assert r.exit_code == 0, r.output
+    made = load_gold(out).questions
+    # the vault has 5 anchors: 4 questions are all anchors, each without the link that names its note
+    assert all(q.id.startswith("anchor-") for q in made) and len(made) == 4
+    masked = {q.query for q in make_vault_questions(qvault, n=None, mask_link=True).questions}
+    assert {q.query for q in made} <= masked and "순위를 합칠 때는 역순위 융합 방식을 쓴다." not in {q.query for q in made}
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(old), "-n", "4", "--keep-link",
+                                  "--kinds-in-turn"])
+    assert r.exit_code == 0, r.output
+    assert [q.query for q in load_gold(old).questions] == [q.query for q in make_vault_questions(qvault, n=4).questions]
