@@ -156,7 +156,8 @@ class EmbeddingCache:
                                       [tick, model, *part])
                     self.conn.execute("COMMIT")
                 except BaseException:
-                    self.conn.execute("ROLLBACK")
+                    if self.conn.in_transaction:   # after SQLITE_FULL SQLite may have rolled back itself
+                        self.conn.execute("ROLLBACK")
                     raise
         return out
 
@@ -187,7 +188,10 @@ class EmbeddingCache:
                 self.conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (total,))
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            # after SQLITE_FULL or an I/O error SQLite may have rolled the transaction back itself: a second
+            # ROLLBACK would raise "no transaction is active" and hide why the write failed
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             raise
 
     def _evict(self, need: int, spare_tick: int) -> int:

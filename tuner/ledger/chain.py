@@ -126,7 +126,8 @@ def upgrade(conn, round_triggers_sql: list[str]) -> None:
             _set_meta(conn, "kind", LEDGER_KIND)
             _set_meta(conn, "schema", LEDGER_SCHEMA)
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:          # SQLite may have rolled back itself (SQLITE_FULL, an I/O error)
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
 

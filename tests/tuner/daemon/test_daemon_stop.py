@@ -231,7 +231,7 @@ def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_repor
                     noise_alpha=None)
     hand_set_calibrations(p.cost_folder())
     lg = Ledger(tmp_path / "ledger.sqlite")
-    sweep_id = Sweep(p, lg, start=SearchConfig(rrf_k=60)).run() and lg.sweeps()[-1]["id"]
+    sweep_id = Sweep(p, lg, start=SearchConfig(rrf_k=60)).run() and lg.sweeps()[-1].id
     lg.close()
     marked = [x for x in audit_data(tmp_path / "ledger.sqlite", sweep_id).rejected if x.worth_retest]
     assert len(marked) >= 2, "the sweep must leave two candidates worth re-testing, or this test checks nothing"
