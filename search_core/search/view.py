@@ -215,97 +215,6 @@ class NoteChunks(Mapping):
         return len(self._note_ids)
 
 
-class _OnDemand(Mapping):
-    """A table read per key through the view's connection, each answer kept: `_read(key)` -> value, or None
-    for no such key; iterating or counting reads every key (`_keys()`)."""
-
-    def __init__(self, conn):
-        self._conn, self._got, self._all_keys = conn, {}, None
-
-    def _read(self, key):
-        raise NotImplementedError
-
-    def _keys(self) -> list:
-        raise NotImplementedError
-
-    def __getitem__(self, key):
-        if key not in self._got:
-            self._got[key] = self._read(key)
-        if self._got[key] is None:
-            raise KeyError(key)
-        return self._got[key]
-
-    def __iter__(self):
-        if self._all_keys is None:
-            self._all_keys = self._keys()
-        return iter(self._all_keys)
-
-    def __len__(self) -> int:
-        if self._all_keys is None:
-            self._all_keys = self._keys()
-        return len(self._all_keys)
-
-    def __bool__(self) -> bool:
-        """Whether the table has a row at all: one row read, not every key (`community or {}` asks this)."""
-        if self._all_keys is not None:
-            return bool(self._all_keys)
-        return self._any()
-
-    def _any(self) -> bool:
-        return len(self) > 0
-
-
-class _Links(_OnDemand):
-    """note id -> the notes it links to (key "src") or that link to it (key "dst"), self-links left out."""
-
-    def __init__(self, conn, key: str):
-        super().__init__(conn)
-        self._key, self._other = key, "dst" if key == "src" else "src"
-
-    def _read(self, nid):
-        return {r[0] for r in self._conn.execute(f"SELECT {self._other} FROM links WHERE {self._key} = ? AND "
-                                                 "dst IS NOT NULL AND dst != src", (nid,))} or None
-
-    def _keys(self):
-        return [r[0] for r in self._conn.execute(f"SELECT DISTINCT {self._key} FROM links "
-                                                 "WHERE dst IS NOT NULL AND dst != src")]
-
-
-class _Communities(_OnDemand):
-    def _read(self, nid):
-        row = self._conn.execute("SELECT community FROM communities WHERE note_id = ?", (nid,)).fetchone()
-        return row[0] if row else None
-
-    def _keys(self):
-        return [r[0] for r in self._conn.execute("SELECT note_id FROM communities")]
-
-    def _any(self) -> bool:
-        return self._conn.execute("SELECT 1 FROM communities LIMIT 1").fetchone() is not None
-
-
-class _TagMembers(_OnDemand):
-    """normalised tag -> the notes carrying it (as written in any case or spacing), in note id order."""
-
-    def __init__(self, conn):
-        super().__init__(conn)
-        self._names: dict[str, list[str]] | None = None
-
-    def _keys(self):
-        if self._names is None:
-            self._names = defaultdict(list)
-            for (tag,) in self._conn.execute("SELECT DISTINCT tag FROM belongs_to"):
-                self._names[normalize_name(tag)].append(tag)
-        return list(self._names)
-
-    def _read(self, norm):
-        self._keys()
-        tags = self._names.get(norm)
-        if not tags:
-            return None
-        return [r[0] for r in self._conn.execute(f"SELECT note_id FROM belongs_to WHERE tag IN "
-                                                 f"({','.join('?' * len(tags))}) ORDER BY note_id, tag", tags)]
-
-
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
@@ -385,10 +294,19 @@ class IndexView:
             self.entity_matrix[rows >= 0] = ent_mat[rows[rows >= 0]]
         else:
             self.entity_matrix = ent_mat
-        self.links_in = _Links(conn, "dst")
-        self.links_out = _Links(conn, "src")
-        self.tag_members = _TagMembers(conn)
-        self.community = _Communities(conn)
+        # Read whole, now: the entity channel reads notes, links and tags on the query-embedding thread while
+        # this thread runs the keyword queries on the same connection, and two threads on one SQLite
+        # connection deadlocked (one holding the connection's mutex, the other the GIL).
+        self.notes.load_all()
+        self.links_in: dict[str, set[str]] = defaultdict(set)
+        self.links_out: dict[str, set[str]] = defaultdict(set)
+        for src, dst in conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL AND dst != src"):
+            self.links_out[src].add(dst)
+            self.links_in[dst].add(src)
+        self.tag_members: dict[str, list[str]] = defaultdict(list)
+        for nid, tag in conn.execute("SELECT note_id, tag FROM belongs_to ORDER BY note_id, tag"):
+            self.tag_members[normalize_name(tag)].append(nid)
+        self.community = dict(conn.execute("SELECT note_id, community FROM communities"))
 
     def short_index(self):
         """LIKE-exact lookups for 1-2 character tokens without scanning the table: the posting lists
