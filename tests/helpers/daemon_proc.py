@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from tests.helpers import ROOT
+from tuner.daemon.scheduler import wait_until
 
 # The promise is 10 s from SIGTERM to exit; how long that takes depends on the machine's load, so the tests
 # check the work done after the signal and poll for the exit with a bound no busy machine reaches
@@ -32,13 +33,7 @@ def spawn(config: Path, *extra, test_embedder: bool = False) -> subprocess.Popen
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for(pred, timeout: float, step: float = 0.1) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
+wait_for = wait_until       # the daemon's own poll with a bound (tuner.daemon.scheduler)
 
 
 def rows(runs: Path, job: str) -> list[dict]:
