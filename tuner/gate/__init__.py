@@ -4,6 +4,7 @@ from search_core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "calibrate": ("calibrate", "calibrate_index"),
+    "fit": ("fit_gate",),
     "metrics": ("auroc", "balanced_accuracy", "risk_coverage", "gate_scorecard"),
     "proposal": ("write_proposal", "apply_proposal", "undo_apply"),
     "probes": ("make_probes",),
