@@ -27,7 +27,7 @@ from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose
-from tuner.sweep.rounds import ReplayedRound, charged, replay_decisions, run_round, snap
+from tuner.sweep.rounds import ReplayedRound, RoundOutcome, charged, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.summary import Figures, HoldoutCheck, KeptStep, SweepSummary
 from tuner.sweep.reasons import Reason
@@ -240,8 +240,9 @@ class Sweep:
                               self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples), "start")
                 for w in res.warnings:                      # e.g. a set that cannot discriminate: say so now,
                     self.progress(f"warning: {w}")          # not after 119 rounds that could keep nothing
-                self._append(0, START, None, None, baseline, baseline, res, RoundDecision.KEPT,
-                             "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
+                self._record(0, START, None, None, baseline,
+                             RoundOutcome(baseline, res, RoundDecision.KEPT, "starting point",
+                                          objective_value(res, self.p.objective)), time.perf_counter() - t0)
             next_round = max(r.round for r in self.rows) + 1
             while next_round <= self.p.rounds:
                 if self.stop_flag():
@@ -311,25 +312,29 @@ class Sweep:
         why_unavailable = self._why_unavailable(v.name, baseline)
         if why_unavailable is not None:
             why = why_unavailable.message()
-            self._append(round_no, v.name, old, None, baseline, baseline, None, RoundDecision.UNAVAILABLE, why, 0.0, 0.0, None)
+            self._record(round_no, v.name, old, None, baseline,
+                         RoundOutcome(baseline, None, RoundDecision.UNAVAILABLE, why, None), 0.0)
             self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why}")
             return True
         t0 = time.perf_counter()
         out = run_round(self.bench, self.gold, baseline, base_metrics, v.name, value, self.p.rule(),
                         space=self.space, ensure_gate=self._ensure_gate, timing_samples=self.p.timing_samples)
         eval_s = time.perf_counter() - t0 - out.reindex_s
-        self._append(round_no, v.name, old, value, out.candidate, baseline, out.result, out.decision, out.reason,
-                     eval_s, out.reindex_s, out.objective)
+        self._record(round_no, v.name, old, value, baseline, out, eval_s)
         best = objective_value(self._baseline()[1], self.p.objective)
         self.progress(f"round {round_no}/{self.p.rounds}  {v.name} {old!r} -> {value!r}  {out.decision}  "
                       f"best {self.p.objective} {best:.4f}")
         return True
 
-    def _append(self, round_no, variable, old, new, cand, baseline, res, decision, reason, eval_s, reindex_s, obj):
+    def _record(self, round_no: int, variable: str, old, new, baseline: SearchConfig, out: RoundOutcome,
+                eval_s: float) -> None:
+        """One round into the ledger (and self.rows): what was tried against which baseline, and its outcome."""
+        cand = out.candidate
         s = self.bench.searchers.get(cand.embedder)
         self.rows.append(self.ledger.append_round(Round(
             self.id, round_no, variable, old, new, cand.as_dict(), cand.config_hash(), baseline.config_hash(),
-            s.fingerprint_key if s else None, res, obj, decision, reason, round(eval_s, 4), round(reindex_s, 3))))
+            s.fingerprint_key if s else None, out.result, out.objective, out.decision, out.reason, round(eval_s, 4),
+            round(out.reindex_s, 3))))
 
     # -- the end of a sweep ----------------------------------------------------------------------------------
     def summary(self) -> SweepSummary:
