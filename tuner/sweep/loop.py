@@ -27,6 +27,7 @@ from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose
+from tuner.sweep.settings import default_of
 from tuner.sweep.rounds import ReplayedRound, RoundOutcome, charged, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.summary import Figures, HoldoutCheck, KeptStep, SweepSummary
@@ -38,30 +39,32 @@ from tuner.sweep.workbench import Workbench, fit_threshold
 
 @dataclass(frozen=True)
 class SweepParams:
+    """One sweep's inputs. The settings a user may set take their defaults from the one table the `sweep` verb's
+    options and the daemon's [sweep] keys are built from (tuner/sweep/settings.py)."""
     db: str
     gold: str
     space: str
     holdout: str | None = None
-    rounds: int = 119
+    rounds: int = default_of("rounds")
     time_budget_s: float | None = None
-    seed: int = 0
-    objective: str = "score100"
-    epsilon: float = 0.0
-    level_guard: bool = False
-    latency_budget_ms: float | None = None
-    gate_epsilon: float = 0.0       # gate rounds: the gate accuracy must rise by more than this
-    hit5_guard: str = "noninferior"  # keep_rule.HIT5_GUARDS: a test with a margin, the count, or each question
-    noise_alpha: float | None = 0.05   # a gain that moves the ranking must be beyond noise (keep_rule.Rule);
-    # None or 1: any gain is kept
-    hit5_margin: float = 2.0        # noninferior: the true hit@5 drop (points) the guard rules out
-    guard_alpha: float = 0.05       # noninferior: its one-sided level
+    seed: int = default_of("seed")
+    objective: str = default_of("objective")
+    epsilon: float = default_of("epsilon")
+    level_guard: bool = default_of("level_guard")
+    latency_budget_ms: float | None = default_of("latency_budget_ms")
+    gate_epsilon: float = default_of("gate_epsilon")     # gate rounds: the gate accuracy must rise by more than this
+    hit5_guard: str = default_of("hit5_guard")           # keep_rule.HIT5_GUARDS: a test with a margin, the count, or each question
+    noise_alpha: float | None = default_of("noise_alpha")   # a gain that moves the ranking must be beyond noise
+    # (keep_rule.Rule); None or 1: any gain is kept
+    hit5_margin: float = default_of("hit5_margin")       # noninferior: the true hit@5 drop (points) the guard rules out
+    guard_alpha: float = default_of("guard_alpha")       # noninferior: its one-sided level
     vault: str | None = None
     index_dir: str = "runs/indexes"
-    split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
+    split: float | None = default_of("split")            # no --holdout: tune on this fraction of --gold, hold out the rest
     score_config: str | None = None  # a TOML file whose [score] table sets the 100-point rubric
     # measured latency never decides (the cost model does); more passes only steady the measured p95
     # recorded beside the predicted one
-    timing_samples: int = 0
+    timing_samples: int = default_of("timing_samples")
     cost_store: str | None = None   # folder of stored cost calibrations; None: <runs>/cost-model beside index_dir
     recalibrate: bool = False       # take a new cost calibration instead of the stored one
     # with a time budget and questions from the vault in the tuning set: grow the set before round 1 when it
