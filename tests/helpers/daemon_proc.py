@@ -72,6 +72,24 @@ def wait_exit(proc: subprocess.Popen) -> None:
     assert proc.returncode == 0, err[-2000:]
 
 
+def frozen_at_start_then_stopped(proc: subprocess.Popen, runs: Path, job: str, *, while_frozen=None) -> None:
+    """Wait until `job` logs its start, freeze the daemon there (SIGSTOP) so the job is at its first step when
+    SIGTERM lands, signal it, let it go (SIGCONT) and wait for a clean exit. while_frozen(): a check of what
+    the job had done before the freeze (it runs with the daemon held)."""
+    try:
+        assert wait_for(lambda: log_has(runs, f"job {job} started") or proc.poll() is not None, STOP_BOUND_S,
+                        step=0.005), f"the {job} job never started"
+        proc.send_signal(signal.SIGSTOP)
+        if while_frozen is not None:
+            while_frozen()
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+        wait_exit(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 class FifoInput:
     """A named pipe in place of an input file: whoever opens it to read waits until feed() writes `text`,
     so a job is held at that read for as long as a test needs (a real file's read, not a pause in the code)."""
