@@ -27,10 +27,10 @@ from search_core.models.threads import embed_batches
 
 
 # Texts per batch when a stop may be asked (the daemon): a batch already in the model is finished before
-# the run stops, so its length bounds the wait. e5-small costs the same per text in batches of 4, 8 or 16
-# (1.1, 1.18, 1.05 s per 500-character text at load 18 on 2 cores), so 4 costs nothing and bounds the wait
-# at 4.4 s there (about 0.5 s idle), where 2 workers x 16 took longer than the 10 s a stop is promised in.
-STOPPABLE_BATCH = 4
+# the run stops, and a stop seen after one batch waits for the other worker's, so two batches bound the wait.
+# At load 22 on 2 cores a text costs 1.3-2.1 s whether batched by 1, 2 or 4 (16 e5-small texts, twice), and
+# batches of 4 left SIGTERM to exit at 6.0-19.9 s (bench_daemon D, 5 runs): one text a batch keeps it near 4 s.
+STOPPABLE_BATCH = 1
 # an eviction frees down to this share of the bound, so a vault that is being indexed past the bound evicts
 # once per tenth of the bound, not on every batch
 LOW_WATER = 0.9
