@@ -44,6 +44,13 @@ class DemoRun:
 DEMO_VAULT_QUESTIONS = 200
 
 
+def index_lines(report, vault) -> list[str]:
+    """The demo's first step as printed: what was indexed, then what the index said beside it (a damaged
+    embedding cache set aside, one migrated to its compact layout, an eviction), which `index` prints too."""
+    return [f"1. indexed {report.notes} notes / {report.chunks} chunks from {vault} into {report.db} "
+            f"in {report.seconds:.1f}s ({report.embedded} embedded now)", *(f"   {w}" for w in report.warnings)]
+
+
 def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, progress=None,
              index_progress=None, cache: str | Path | None = None,
              vault_questions: int = DEMO_VAULT_QUESTIONS) -> DemoRun:
@@ -53,8 +60,8 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     db = out / "index.sqlite"
     vault, space = demo_vault(), default_space()
     report = index_vault(vault, db, progress=index_progress, cache=cache)
-    echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {vault} into {db} "
-         f"in {report.seconds:.1f}s ({report.embedded} embedded now)")
+    for line in index_lines(report, vault):
+        echo(line)
     searcher = Searcher(db)
     hand = demo_gold("demo-tune.yaml")
     tuning = None
