@@ -53,6 +53,7 @@ SCHEMA = ("CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, key INTEG
           "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
           "INSERT OR IGNORE INTO meta VALUES ('bytes', 0)",
           "INSERT OR IGNORE INTO meta VALUES ('clock', 0)")
+UPGRADE_WAIT_MS = 30 * 60 * 1000    # how long an open waits for another process's migration of the same file
 _DAMAGE_CODES = {11, 26}       # SQLITE_CORRUPT, SQLITE_NOTADB: the file is damaged (locked or full are not)
 
 
@@ -162,7 +163,12 @@ class EmbeddingCache:
     def _upgrade(self, conn) -> None:
         """An older layout (or a file with no schema yet) brought to FORMAT, in one write transaction: another
         process opening it at once waits, then finds it done. Vectors and their recency are kept."""
-        conn.execute("BEGIN IMMEDIATE")
+        # another process may be migrating it (207 s at 500,000 rows, load 7): wait for it, not the usual 5 s
+        conn.execute(f"PRAGMA busy_timeout = {UPGRADE_WAIT_MS}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.execute("PRAGMA busy_timeout = 5000")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == FORMAT:
