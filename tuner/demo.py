@@ -51,6 +51,15 @@ def index_lines(report, vault) -> list[str]:
             f"in {report.seconds:.1f}s ({report.embedded} embedded now)", *(f"   {w}" for w in report.warnings)]
 
 
+def next_steps(out, db) -> str:
+    """The commands the demo ends on. The winner goes to a file in the demo's folder: `best.toml` in the
+    current folder is where the README puts the user's own vault's winner, and the demo's would replace it."""
+    best = f"{out}/best.toml"
+    return (f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
+            f"autoresearch best --ledger {out}/ledger.sqlite --out {best}; "
+            f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config {best} --explain")
+
+
 def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, progress=None,
              index_progress=None, cache: str | Path | None = None,
              vault_questions: int = DEMO_VAULT_QUESTIONS) -> DemoRun:

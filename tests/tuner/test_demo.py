@@ -48,3 +48,12 @@ def test_the_index_step_prints_what_the_index_said_beside_it(tmp_path):
     lines = index_lines(rep, "demo-vault")
     assert lines[0].startswith("1. indexed 138 notes / 603 chunks from demo-vault into ") and lines[1] == f"   {said}"
     assert index_lines(IndexReport("x", "full"), "v")[1:] == []
+
+
+def test_the_next_steps_keep_the_demos_winner_in_its_own_folder():
+    """`best --out best.toml`, as the demo said, replaced the winner of the user's own vault that the README
+    puts in the same file."""
+    from tuner.demo import next_steps
+    text = next_steps("runs/demo", "runs/demo/index.sqlite")
+    assert "best --ledger runs/demo/ledger.sqlite --out runs/demo/best.toml" in text
+    assert "--config runs/demo/best.toml" in text and " best.toml" not in text.replace("runs/demo/best.toml", "")
