@@ -47,6 +47,13 @@ def rows(runs: Path, job: str) -> list[dict]:
         t.close()
 
 
+def ran(runs: Path, job: str) -> list[dict]:
+    """The job's runs that started, leaving out the slots recorded as missed: a slot queued behind a job that
+    outlasted its grace (a first night's sweep at load 20 takes minutes) is recorded "missed" when that job
+    ends, and never runs."""
+    return [r for r in rows(runs, job) if r["outcome"] != "missed"]
+
+
 def running(runs: Path, job: str) -> bool:
     """The job has a run started and not finished."""
     return any(r["finished"] is None for r in rows(runs, job))

@@ -14,7 +14,7 @@ from search_core.index.embed_cache import STOPPABLE_BATCH
 from search_core.index.store import connect
 from search_core.paths import embed_cache_file
 from tests.helpers import DEMO_VAULT, ROOT, copy_sqlite
-from tests.helpers.daemon_proc import FAR, spawn as _spawn, stop as _stop, wait_for as _wait, rows as _rows
+from tests.helpers.daemon_proc import FAR, ran as _ran, spawn as _spawn, stop as _stop, wait_for as _wait, rows as _rows
 from tests.helpers.sweeps import DEMO_TUNE, FUSION_SPACE
 from tuner.ledger.ledger import Ledger
 
@@ -63,7 +63,7 @@ def test_sigterm_during_an_index_build_stops_between_batches_and_the_next_run_re
         if proc.poll() is None:
             proc.kill()
     assert [r["outcome"] for r in _rows(runs, "index")] == ["stopped"]
-    assert _rows(runs, "sweep") == [] and _rows(runs, "report") == [], "a job started after the stop"
+    assert _ran(runs, "sweep") == [] and _ran(runs, "report") == [], "a job started after the stop"
     assert not db.exists() and not list(runs.glob("index.sqlite.building-*")), "a half-built index was left"
     cached = _count(cache, "SELECT count(*) FROM vectors")
     # stopped between batches: the batch under way when the count was read, and at most one more that began
@@ -110,7 +110,7 @@ def test_sigterm_during_a_sweep_stops_at_the_next_round_and_no_later_job_starts(
     assert lg.sweep().status == "stopped"
     lg.close()
     assert [r["outcome"] for r in _rows(runs, "sweep")] == ["stopped"]
-    assert _rows(runs, "report") == [], "the report job started after the stop"
+    assert _ran(runs, "report") == [], "the report job started after the stop"
     assert not (runs / "reports").exists() or not list((runs / "reports").iterdir())
 
 
@@ -159,7 +159,7 @@ def test_sigterm_during_the_calibration_stops_before_its_next_search_and_writes_
     assert f"after 0 of {asked} questions" in run["detail"]["note"], run["detail"]
     assert not log_has(runs, "calibrate: searched"), "the calibration searched after the stop"
     assert not (runs / "reports").exists() or not list((runs / "reports").iterdir()), "a report was written"
-    assert _rows(runs, "labels") == [], "the labels job started after the stop"
+    assert _ran(runs, "labels") == [], "the labels job started after the stop"
 
 
 @pytest.mark.slow
@@ -180,7 +180,7 @@ def test_sigterm_during_the_labels_job_leaves_the_labelled_set_unwritten(tmp_pat
     assert run["outcome"] == "stopped", run
     assert "stopped before 2 new question(s)" in run["detail"]["note"], run["detail"]
     assert not (tmp_path / "tune.from-log.yaml").exists(), "the labels job wrote after the stop"
-    assert _rows(runs, "sweep") == [] and _rows(runs, "report") == [], "a job started after the stop"
+    assert _ran(runs, "sweep") == [] and _ran(runs, "report") == [], "a job started after the stop"
 
 
 @pytest.mark.slow
@@ -202,7 +202,7 @@ def test_sigterm_while_the_reports_render_writes_none_of_them(tmp_path, demo_db)
         # held while the signal lands (loading the plotting library and reading the ledger take seconds)
         frozen_at_start_then_stopped(_spawn(cfg), runs, "report")
         [run] = _rows(runs, "report")
-        assert _rows(runs, "labels") == [], "the labels job started after the stop"
+        assert _ran(runs, "labels") == [], "the labels job started after the stop"
         outcomes.append(run["outcome"])
         if run["outcome"] == "stopped":
             assert "were not written" in run["detail"]["note"], run
@@ -248,7 +248,7 @@ def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_repor
         lg.close()
     assert retests in ([], [("retest stopped", 0)], [("retest stopped", 1)]), (retests, len(marked))
     assert not list(runs.glob("reports/retest-*")), "a re-test report was written"
-    assert _rows(runs, "labels") == [], "the labels job started after the stop"
+    assert _ran(runs, "labels") == [], "the labels job started after the stop"
 
 
 @pytest.mark.slow
