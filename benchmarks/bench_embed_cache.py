@@ -1,5 +1,6 @@
-"""What opening a large embedding cache costs: a cache of N e5-small-sized vectors (384 floats) is built once
-at FILE, then EmbeddingCache's first use (its integrity check, the schema and the total read) is timed 5 times.
+"""What a large embedding cache costs on disk and to open: a cache of N e5-small-sized vectors (384 floats) is
+built once at FILE, then EmbeddingCache's first use (the header read; a file in the layout before is migrated by
+the first) is timed 5 times.
 
     python benchmarks/bench_embed_cache.py [--rows 500000] [--file /work/cache/NAME/cache500k.sqlite]
 """

@@ -22,8 +22,8 @@ DB_ENV = "AUTORESEARCH_DB"             # the index every verb uses when --db is 
 CACHE_ENV = "AUTORESEARCH_CACHE_DIR"   # the per-user cache folder (the embedding cache), when set
 CACHE_MAX_ENV = "AUTORESEARCH_CACHE_MAX_MB"   # the embedding cache's bound, in MB of vectors, when set
 # 512 MB of vectors: 350,000 e5-small texts (384 floats each), about 20,000 notes at 16 chunks a note. The
-# file is about 3x the vectors (a 1.5 KB vector spills to an overflow page), and opening it checks every page:
-# 500,000 texts are 2.2 GB and 5.0 s to open at load 20 on 2 cores (BENCHMARKS.md, the embedding cache)
+# file is about 1.05x the vectors and opening it reads its header only: 500,000 e5-small texts are an 800 MB
+# file, opened in under 0.05 s (BENCHMARKS.md, the embedding cache)
 CACHE_MAX_MB = 512
 EMBED_CACHE = "embed-cache.sqlite"     # vectors by (model fingerprint, text hash), shared by every index
 

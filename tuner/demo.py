@@ -44,6 +44,22 @@ class DemoRun:
 DEMO_VAULT_QUESTIONS = 200
 
 
+def index_lines(report, vault) -> list[str]:
+    """The demo's first step as printed: what was indexed, then what the index said beside it (a damaged
+    embedding cache set aside, one migrated to its compact layout, an eviction), which `index` prints too."""
+    return [f"1. indexed {report.notes} notes / {report.chunks} chunks from {vault} into {report.db} "
+            f"in {report.seconds:.1f}s ({report.embedded} embedded now)", *(f"   {w}" for w in report.warnings)]
+
+
+def next_steps(out, db) -> str:
+    """The commands the demo ends on. The winner goes to a file in the demo's folder: `best.toml` in the
+    current folder is where the README puts the user's own vault's winner, and the demo's would replace it."""
+    best = f"{out}/best.toml"
+    return (f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
+            f"autoresearch best --ledger {out}/ledger.sqlite --out {best}; "
+            f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config {best} --explain")
+
+
 def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, progress=None,
              index_progress=None, cache: str | Path | None = None,
              vault_questions: int = DEMO_VAULT_QUESTIONS) -> DemoRun:
@@ -53,8 +69,8 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     db = out / "index.sqlite"
     vault, space = demo_vault(), default_space()
     report = index_vault(vault, db, progress=index_progress, cache=cache)
-    echo(f"1. indexed {report.notes} notes / {report.chunks} chunks from {vault} into {db} "
-         f"in {report.seconds:.1f}s ({report.embedded} embedded now)")
+    for line in index_lines(report, vault):
+        echo(line)
     searcher = Searcher(db)
     hand = demo_gold("demo-tune.yaml")
     tuning = None

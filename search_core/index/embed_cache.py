@@ -4,7 +4,7 @@ Re-indexing unchanged text never re-embeds, a full rebuild reuses it, and swappi
 costs nothing. Batches are committed as they finish, so Ctrl-C keeps the work already done.
 
 The cache is bounded (`max_bytes` of vectors; $AUTORESEARCH_CACHE_MAX_MB, default search_core.paths.CACHE_MAX_MB):
-each row carries the tick of the last transaction that wrote or read it, and a write that takes the total
+each row has the tick of the last transaction that wrote or read it (table `used`), and a write that takes the total
 past the bound evicts the rows used least recently down to LOW_WATER of it. The total and the clock live in
 a `meta` table written in the same IMMEDIATE transaction as the rows, so two processes filling the cache at
 once keep one exact count (SQLite gives one writer at a time).
@@ -14,25 +14,47 @@ from __future__ import annotations
 
 import hashlib
 import time
+import zlib
 from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 
-from search_core import StopRequested
+from search_core import SearchCoreError, StopRequested
 from search_core.hashing import hash_json
 from search_core.index.store import connect, sqlite_file_problem
 from search_core.models.threads import embed_batches
 
 
 # Texts per batch when a stop may be asked (the daemon): a batch already in the model is finished before
-# the run stops, so its length bounds the wait. e5-small costs the same per text in batches of 4, 8 or 16
-# (1.1, 1.18, 1.05 s per 500-character text at load 18 on 2 cores), so 4 costs nothing and bounds the wait
-# at 4.4 s there (about 0.5 s idle), where 2 workers x 16 took longer than the 10 s a stop is promised in.
-STOPPABLE_BATCH = 4
+# the run stops, and a stop seen after one batch waits for the other worker's, so two batches bound the wait.
+# At load 22 on 2 cores a text costs 1.3-2.1 s whether batched by 1, 2 or 4 (16 e5-small texts, twice), and
+# batches of 4 left SIGTERM to exit at 6.0-19.9 s (bench_daemon D, 5 runs): one text a batch keeps it near 4 s.
+STOPPABLE_BATCH = 1
 # an eviction frees down to this share of the bound, so a vault that is being indexed past the bound evicts
 # once per tenth of the bound, not on every batch
 LOW_WATER = 0.9
+
+
+# The file's layout (PRAGMA user_version). 2: one row per vector, appended in the order written (so pages fill:
+# rows placed by a hash key left them 73 % full), found by a 64-bit hash of (model, text) through one index of
+# integers, the vector a float32 blob in the row's own page, a CRC of key and vector checked on every read;
+# recency in a small table of its own, so a read rewrites 30 bytes, not the vector's page. 0 with a `text_hash` column:
+# the layout before (2.9 times the vectors on disk, a full scan at open), migrated in place on first open.
+FORMAT = 2
+# 16 KB pages hold ten 384-float rows (95 % full) or five 768-float ones; at the default 4 KB a 1.5 KB row
+# leaves a quarter of each page empty. Only a new (or repacked) file can take it: SQLite fixes it at creation.
+PAGE_SIZE = 16384
+SCHEMA = ("CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, key INTEGER NOT NULL, vec BLOB NOT NULL, "
+          "crc INTEGER NOT NULL)",
+          "CREATE UNIQUE INDEX IF NOT EXISTS vectors_by_key ON vectors (key)",
+          "CREATE TABLE IF NOT EXISTS used (id INTEGER PRIMARY KEY, tick INTEGER NOT NULL)",
+          "CREATE INDEX IF NOT EXISTS used_by_tick ON used (tick)",
+          "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+          "INSERT OR IGNORE INTO meta VALUES ('bytes', 0)",
+          "INSERT OR IGNORE INTO meta VALUES ('clock', 0)")
+UPGRADE_WAIT_MS = 30 * 60 * 1000    # how long an open waits for another process's migration of the same file
+_DAMAGE_CODES = {11, 26}       # SQLITE_CORRUPT, SQLITE_NOTADB: the file is damaged (locked or full are not)
 
 
 class _CacheDamaged(Exception):
@@ -47,22 +69,42 @@ def model_key(fingerprint: dict) -> str:
     return hash_json(fingerprint, 16, ascii=True)     # ascii: the key every existing cache row carries
 
 
+def row_key(model: str, thash: str) -> int:
+    """The key of (model, text hash)'s row: 64 bits of their SHA-256. Two keys sharing one (500,000 rows: odds of
+    7e-9) fail the other's CRC on read and count as not cached; the write that follows takes the row."""
+    return int.from_bytes(hashlib.sha256(f"{model}\0{thash}".encode()).digest()[:8], "big", signed=True)
+
+
+def row_crc(model: str, thash: str, blob: bytes) -> int:
+    return zlib.crc32(blob, zlib.crc32(f"{model}\0{thash}".encode()))
+
+
+def _is_damage(e: Exception) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _DAMAGE_CODES
+    return "malformed" in str(e) or "not a database" in str(e)
+
+
 class EmbeddingCache:
     def __init__(self, path: str | Path, *, max_bytes: int | None = None):
         from search_core.paths import embed_cache_max_bytes
         self.path = Path(path)
         self.max_bytes = embed_cache_max_bytes() if max_bytes is None else int(max_bytes)
         self.evicted = 0                       # rows this handle evicted (for the index report)
+        self.unreadable = 0                    # rows whose CRC failed on read: embedded again
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.set_aside: Path | None = None     # where a damaged cache was moved, if it was
         self.damage = ""
+        self.migrated: str | None = None       # what opening an older layout did (for the index report)
         self._conn = None
         self.stop = None                       # asked between batches: True ends embed() with StopRequested
 
     @property
     def conn(self):
-        """Opened (and checked: 0.2-0.3 s on a 45 MB cache) on first use, so an update that embeds
-        nothing (a no-op, an edit of a note's text that keeps its vectors) never pays for it."""
+        """Opened on first use, so an update that embeds nothing (a no-op, an edit of a note's text that keeps
+        its vectors) never pays for it. The open reads the header only (0.0x s at any size); damage is found
+        where it is read: a CRC per row, SQLite's own checks per page (see _guarded)."""
         if self._conn is None:
             try:
                 self._conn = self._open()
@@ -72,8 +114,6 @@ class EmbeddingCache:
         return self._conn
 
     def _open(self):
-        """Open and check the cache. It is shared by every index of the user, so one damaged file would
-        fail them all; quick_check plus one read of every row's length finds that before it is used."""
         import sqlean
         conn = None
         try:
@@ -81,33 +121,95 @@ class EmbeddingCache:
                 problem = sqlite_file_problem(self.path)
                 if problem is not None:
                     raise _CacheDamaged(f"not a SQLite file ({problem}: its header is damaged)")
+            else:
+                self._create()
             conn = connect(self.path)
-            rows = [r[0] for r in conn.execute("PRAGMA quick_check")]
-            if rows != ["ok"]:
-                raise _CacheDamaged("; ".join(rows[:3]))
-            conn.execute("BEGIN IMMEDIATE")     # the schema and the total, against another process's writes
-            conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash TEXT NOT NULL, "
-                         "vec BLOB NOT NULL, used INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (model, text_hash)) "
-                         "WITHOUT ROWID")
-            if "used" not in {r[1] for r in conn.execute("PRAGMA table_info(vectors)")}:   # a cache from before the bound
-                conn.execute("ALTER TABLE vectors ADD COLUMN used INTEGER NOT NULL DEFAULT 0")
-            conn.execute("CREATE INDEX IF NOT EXISTS vectors_by_use ON vectors (used)")
-            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-            # every row's length read once: a damaged page shows here, and the total the bound keeps is exact
-            # even when a writer that did not keep it (an older version) wrote since
-            total = conn.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors").fetchone()[0]
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('bytes', ?)", (total,))
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('clock', 0)")
-            conn.execute("COMMIT")
+            if conn.execute("PRAGMA user_version").fetchone()[0] != FORMAT:
+                self._upgrade(conn)
             return conn
         except sqlean.DatabaseError as e:
             if conn is not None:
                 conn.close()
+            if not _is_damage(e):
+                raise
             raise _CacheDamaged(str(e)) from None
-        except _CacheDamaged:
+        except BaseException:
             if conn is not None:
                 conn.close()
             raise
+
+    def _create(self) -> None:
+        """A new file: its page size is set before its first write (SQLite cannot change it after, in WAL)."""
+        import sqlean
+        conn = sqlean.connect(str(self.path), isolation_level=None)
+        try:
+            conn.execute("PRAGMA busy_timeout = 5000")
+            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")    # another process creating it at once: one of us makes the schema
+            try:
+                if conn.execute("PRAGMA user_version").fetchone()[0] == 0 and not _tables(conn):
+                    for stmt in SCHEMA:
+                        conn.execute(stmt)
+                    conn.execute(f"PRAGMA user_version = {FORMAT}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.close()
+
+    def _upgrade(self, conn) -> None:
+        """An older layout (or a file with no schema yet) brought to FORMAT, in one write transaction: another
+        process opening it at once waits, then finds it done. Vectors and their recency are kept."""
+        # another process may be migrating it (207 s at 500,000 rows, load 7): wait for it, not the usual 5 s
+        conn.execute(f"PRAGMA busy_timeout = {UPGRADE_WAIT_MS}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.execute("PRAGMA busy_timeout = 5000")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == FORMAT:
+                conn.execute("COMMIT")
+                return
+            if version > FORMAT:
+                raise SearchCoreError(
+                    f"the embedding cache {self.path} was written by a newer autoresearch (layout {version}; this "
+                    f"one reads {FORMAT}): upgrade autoresearch, or give this one its own cache "
+                    "($AUTORESEARCH_CACHE_DIR or `index --cache FILE`)")
+            old = _tables(conn).get("vectors")
+            moved = 0
+            if old is not None and "text_hash" in old:
+                conn.create_function("cache_row_key", 2, row_key, deterministic=True)
+                conn.create_function("cache_row_crc", 3, row_crc, deterministic=True)
+                conn.execute("ALTER TABLE vectors RENAME TO vectors_before")
+                conn.execute("DROP INDEX IF EXISTS vectors_by_use")
+                for stmt in SCHEMA:
+                    conn.execute(stmt)
+                tick = "b.used" if "used" in old else "0"      # a cache from before the bound had no recency
+                conn.execute("INSERT OR REPLACE INTO vectors (key, vec, crc) SELECT cache_row_key(model, text_hash), "
+                             "vec, cache_row_crc(model, text_hash, vec) FROM vectors_before")
+                conn.execute(f"INSERT OR REPLACE INTO used (id, tick) SELECT v.id, {tick} FROM vectors_before b "
+                             "JOIN vectors v ON v.key = cache_row_key(b.model, b.text_hash)")
+                conn.execute("DROP TABLE vectors_before")
+                moved = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+                total = conn.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors").fetchone()[0]
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (total,))
+            else:
+                for stmt in SCHEMA:
+                    conn.execute(stmt)
+            conn.execute(f"PRAGMA user_version = {FORMAT}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        if moved:
+            self.migrated = (f"the embedding cache {self.path} was moved to its compact layout: {moved} vectors kept"
+                             + ("" if _repack(conn) else
+                                " (its file shrinks once no other process has it open and it is opened again)"))
 
     def _set_aside(self, why: str) -> None:
         """Rename (never delete) the damaged file and its WAL, so a fresh cache can be built in its place."""
@@ -119,6 +221,19 @@ class EmbeddingCache:
                 src.replace(Path(str(target) + suffix))
         self.set_aside, self.damage = target, why
 
+    def _guarded(self, op):
+        """op() on the cache; a page SQLite finds damaged on the way sets the file aside and op runs again on a
+        fresh one (what was cached is embedded again), as a damaged header does at open."""
+        import sqlean
+        try:
+            return op()
+        except sqlean.DatabaseError as e:
+            if not _is_damage(e):
+                raise
+            self.close()
+            self._set_aside(str(e))
+            return op()
+
     def eviction_note(self) -> str | None:
         """What this handle evicted, for the index report (None: nothing)."""
         if not self.evicted:
@@ -128,32 +243,43 @@ class EmbeddingCache:
                 "$AUTORESEARCH_CACHE_MAX_MB sets the bound)")
 
     def warning(self) -> str | None:
-        if self.set_aside is None:
-            return None
-        return (f"the embedding cache {self.path} was damaged ({self.damage}); it was set aside as "
-                f"{self.set_aside} and a new cache was built (embeddings are recomputed once)")
+        if self.set_aside is not None:
+            return (f"the embedding cache {self.path} was damaged ({self.damage}); it was set aside as "
+                    f"{self.set_aside} and a new cache was built (embeddings are recomputed once)")
+        if self.unreadable:
+            return (f"the embedding cache {self.path} held {self.unreadable} vector(s) that failed their check on "
+                    "read; they were embedded again and replaced")
+        return None
 
     def _tick(self) -> int:
         """The next tick of the cache's clock, inside the caller's write transaction."""
-        self.conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'clock'")
-        return self.conn.execute("SELECT value FROM meta WHERE key = 'clock'").fetchone()[0]
+        return self.conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'clock' RETURNING value").fetchone()[0]
 
     def get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
-        """The cached vectors of these hashes; the ones found are marked used now (what eviction spares)."""
+        """The cached vectors of these hashes (each checked against its CRC); the ones found are marked used
+        now (what eviction spares)."""
+        return self._guarded(lambda: self._get_many(model, hashes))
+
+    def _get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for i in range(0, len(hashes), 500):
-            part = hashes[i:i + 500]
-            marks = ','.join('?' * len(part))
-            q = f"SELECT text_hash, vec FROM vectors WHERE model = ? AND text_hash IN ({marks})"
-            found = [(h, blob) for h, blob in self.conn.execute(q, [model, *part])]
-            for h, blob in found:
+            keys = {row_key(model, h): h for h in hashes[i:i + 500]}
+            marks = ','.join('?' * len(keys))
+            found = []
+            for rid, key, blob, crc in self.conn.execute(
+                    f"SELECT id, key, vec, crc FROM vectors WHERE key IN ({marks})", list(keys)):
+                h = keys[key]
+                if row_crc(model, h, blob) != crc or len(blob) % 4:
+                    self.unreadable += 1            # damaged, or another key's row: not cached; put_many replaces it
+                    continue
                 out[h] = np.frombuffer(blob, dtype=np.float32)
+                found.append(rid)
             if found:
                 self.conn.execute("BEGIN IMMEDIATE")
                 try:
                     tick = self._tick()
-                    self.conn.execute(f"UPDATE vectors SET used = ? WHERE model = ? AND text_hash IN ({marks})",
-                                      [tick, model, *part])
+                    self.conn.execute(f"UPDATE used SET tick = ? WHERE id IN ({','.join('?' * len(found))})",
+                                      [tick, *found])
                     self.conn.execute("COMMIT")
                 except BaseException:
                     if self.conn.in_transaction:   # after SQLITE_FULL SQLite may have rolled back itself
@@ -162,25 +288,38 @@ class EmbeddingCache:
         return out
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        self._guarded(lambda: self._put_many(model, items))
+
+    def _put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
         # IMMEDIATE: the write lock is taken (or waited for, busy_timeout) up front; another process
         # indexing into the same user cache writes its own batches between ours, and the total in `meta`
         # is read and written by one of us at a time
-        rows = [(model, h, np.asarray(v, np.float32).tobytes()) for h, v in items.items()]
+        rows = []
+        for h, v in items.items():
+            blob = np.asarray(v, np.float32).tobytes()
+            rows.append((row_key(model, h), blob, row_crc(model, h, blob)))
         if not rows:
             return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            hashes = [h for _, h, _ in rows]
-            have = set()
-            for i in range(0, len(hashes), 500):
-                part = hashes[i:i + 500]
-                have.update(h for (h,) in self.conn.execute(
-                    f"SELECT text_hash FROM vectors WHERE model = ? AND text_hash IN ({','.join('?' * len(part))})",
-                    [model, *part]))
-            added = sum(len(blob) for _, h, blob in rows if h not in have)   # a replaced row keeps its length
+            have = {}                            # key: (id, bytes) of the rows these replace (the same text again)
+            keys = [r[0] for r in rows]
+            for i in range(0, len(keys), 500):
+                part = keys[i:i + 500]
+                have.update((k, (rid, n)) for k, rid, n in self.conn.execute(
+                    f"SELECT key, id, length(vec) FROM vectors WHERE key IN ({','.join('?' * len(part))})", part))
+            added = sum(len(blob) for _, blob, _ in rows) - sum(n for _, n in have.values())
             tick = self._tick()
-            self.conn.executemany("INSERT OR REPLACE INTO vectors (model, text_hash, vec, used) VALUES (?, ?, ?, ?)",
-                                  [(m, h, blob, tick) for m, h, blob in rows])
+            ids = []
+            for key, blob, crc in rows:
+                if key in have:
+                    rid = have[key][0]
+                    self.conn.execute("UPDATE vectors SET vec = ?, crc = ? WHERE id = ?", (blob, crc, rid))
+                else:
+                    rid = self.conn.execute("INSERT INTO vectors (key, vec, crc) VALUES (?, ?, ?) RETURNING id",
+                                            (key, blob, crc)).fetchone()[0]
+                ids.append((rid, tick))
+            self.conn.executemany("INSERT OR REPLACE INTO used (id, tick) VALUES (?, ?)", ids)
             total = self.conn.execute("UPDATE meta SET value = value + ? WHERE key = 'bytes' RETURNING value",
                                       (added,)).fetchone()[0]
             if total > self.max_bytes:
@@ -198,23 +337,33 @@ class EmbeddingCache:
         """Delete the rows used least recently until `need` bytes are freed, sparing this write's own rows
         (tick `spare_tick`); returns the bytes freed. Inside the caller's write transaction."""
         freed, doomed = 0, []
-        cur = self.conn.execute("SELECT model, text_hash, length(vec) FROM vectors WHERE used < ? ORDER BY used",
-                                (spare_tick,))
+        cur = self.conn.execute("SELECT u.id, length(v.vec) FROM used u JOIN vectors v ON v.id = u.id "
+                                "WHERE u.tick < ? ORDER BY u.tick", (spare_tick,))
         try:
             while freed < need:
                 page = cur.fetchmany(1000)
                 if not page:
                     break
-                for model, h, size in page:
+                for rid, size in page:
                     if freed >= need:
                         break
-                    doomed.append((model, h))
+                    doomed.append((rid,))
                     freed += size
         finally:
             cur.close()                      # done reading before the rows are deleted
-        self.conn.executemany("DELETE FROM vectors WHERE model = ? AND text_hash = ?", doomed)
+        self.conn.executemany("DELETE FROM vectors WHERE id = ?", doomed)
+        self.conn.executemany("DELETE FROM used WHERE id = ?", doomed)
         self.evicted += len(doomed)
         return freed
+
+    def has(self, model: str, hashes: list[str]) -> set[str]:
+        """Which of these hashes have a row (unchecked, unmarked: for reports and tests)."""
+        out = set()
+        for i in range(0, len(hashes), 500):
+            keys = {row_key(model, h): h for h in hashes[i:i + 500]}
+            out.update(keys[k] for (k,) in self.conn.execute(
+                f"SELECT key FROM vectors WHERE key IN ({','.join('?' * len(keys))})", list(keys)))
+        return out
 
     def stored_bytes(self) -> int:
         """Bytes of vectors in the cache, as the bound counts them."""
@@ -254,3 +403,26 @@ class EmbeddingCache:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _tables(conn) -> dict[str, set[str]]:
+    """The file's tables and their columns."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {n: {r[1] for r in conn.execute(f"PRAGMA table_info({n})")} for n in names}
+
+
+def _repack(conn) -> bool:
+    """Rewrite a migrated file at PAGE_SIZE without the older layout's free pages, when no other connection
+    has it open (SQLite leaves WAL only then); False when one does: the free pages are reused by later writes."""
+    import sqlean
+    try:
+        if conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] != "delete":
+            return False
+    except sqlean.OperationalError:          # "database is locked": another process has it open
+        return False
+    try:
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        conn.execute("VACUUM")
+    finally:
+        conn.execute("PRAGMA journal_mode = WAL")
+    return True

@@ -215,6 +215,8 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
             report.warnings.insert(0, cache_db.warning())
         if cache_db.eviction_note():
             report.warnings.append(cache_db.eviction_note())
+        if cache_db.migrated:
+            report.warnings.append(cache_db.migrated)
         report.vectors, report.dense_per_note, report.cache = _count(db, "chunks WHERE has_vector"), \
             chunk_cfg.dense_per_note, str(cache_db.path)
     report.seconds = round(time.perf_counter() - t0, 3)

@@ -100,8 +100,13 @@ class RecallBlock:
 
     def as_dict(self, explain: bool = False) -> dict:
         """The answer of /prefetch and MCP recall: the decision and its reason (`gate`: inject, band,
-        kind, probability, threshold, top_score, reason); the features the gate read only with `explain`."""
+        kind, probability, top_score and the cosine threshold, reason, and `decided_by`: the deciding gate's kind,
+        file and cut, as /search says it); the features the gate read only with `explain`."""
         gate = self.gate if explain else {k: self.gate[k] for k in LEAN_GATE_KEYS if k in self.gate}
+        if not explain and "gate" in self.gate:
+            # the cut the deciding gate applied (a probability for a model): `threshold` is the cosine one, and
+            # a model's probability read beside it alone looked compared with it (0.83 "over" 0.82; the cut 0.65)
+            gate["decided_by"] = self.gate["gate"]
         return {"block": self.block, "injected": self.injected, "caveat": self.caveat, "gate": gate,
                 "stopped_by": self.stopped_by, "call_id": self.call_id, "error": self.error, "notes": list(self.notes)}
 

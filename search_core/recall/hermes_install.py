@@ -270,7 +270,11 @@ class Status:
 
     def problems(self) -> list[str]:
         out = []
-        if not self.installed:
+        if not self.installed and not Path(self.hermes_home).is_dir():
+            # `install` refuses a home that is not there: sending the user to it first was a dead end
+            out.append(f"no Hermes home at {self.hermes_home}: run `hermes` once to create it (or set HERMES_HOME "
+                       "to the one it uses), then `autoresearch hermes install`")
+        elif not self.installed:
             out.append(f"not installed: run `autoresearch hermes install --hermes-home {self.hermes_home}`")
         elif self.version != self.bundled_version:
             out.append(f"installed {self.version}, this checkout has {self.bundled_version}: run "

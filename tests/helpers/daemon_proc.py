@@ -47,6 +47,13 @@ def rows(runs: Path, job: str) -> list[dict]:
         t.close()
 
 
+def ran(runs: Path, job: str) -> list[dict]:
+    """The job's runs that started, leaving out the slots recorded as missed: a slot queued behind a job that
+    outlasted its grace (a first night's sweep at load 20 takes minutes) is recorded "missed" when that job
+    ends, and never runs."""
+    return [r for r in rows(runs, job) if r["outcome"] != "missed"]
+
+
 def running(runs: Path, job: str) -> bool:
     """The job has a run started and not finished."""
     return any(r["finished"] is None for r in rows(runs, job))
@@ -70,6 +77,24 @@ def wait_exit(proc: subprocess.Popen) -> None:
     out, err = proc.communicate(timeout=60)
     assert exited, f"the daemon was still running {STOP_BOUND_S} s after SIGTERM\n{err[-2000:]}"
     assert proc.returncode == 0, err[-2000:]
+
+
+def frozen_at_start_then_stopped(proc: subprocess.Popen, runs: Path, job: str, *, while_frozen=None) -> None:
+    """Wait until `job` logs its start, freeze the daemon there (SIGSTOP) so the job is at its first step when
+    SIGTERM lands, signal it, let it go (SIGCONT) and wait for a clean exit. while_frozen(): a check of what
+    the job had done before the freeze (it runs with the daemon held)."""
+    try:
+        assert wait_for(lambda: log_has(runs, f"job {job} started") or proc.poll() is not None, STOP_BOUND_S,
+                        step=0.005), f"the {job} job never started"
+        proc.send_signal(signal.SIGSTOP)
+        if while_frozen is not None:
+            while_frozen()
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+        wait_exit(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 class FifoInput:

@@ -36,3 +36,24 @@ def test_decisions_are_printed_as_words_not_enum_reprs():
     first = format_summary(s).splitlines()[0]
     assert first == "sweep s1: 112 rounds, done; decisions: 111 rejected:no_gain, 1 kept"
     assert "RoundDecision" not in format_summary(s)
+
+
+def test_the_index_step_prints_what_the_index_said_beside_it(tmp_path):
+    """A cache moved to its compact layout (or set aside, or past its bound) is said by `index`; the demo,
+    whose first step is an index, said nothing of it."""
+    from search_core.index.indexer import IndexReport
+    from tuner.demo import index_lines
+    said = "the embedding cache /c/embed-cache.sqlite was moved to its compact layout: 2403 vectors kept"
+    rep = IndexReport(str(tmp_path / "index.sqlite"), "full", notes=138, chunks=603, embedded=0, warnings=[said])
+    lines = index_lines(rep, "demo-vault")
+    assert lines[0].startswith("1. indexed 138 notes / 603 chunks from demo-vault into ") and lines[1] == f"   {said}"
+    assert index_lines(IndexReport("x", "full"), "v")[1:] == []
+
+
+def test_the_next_steps_keep_the_demos_winner_in_its_own_folder():
+    """`best --out best.toml`, as the demo said, replaced the winner of the user's own vault that the README
+    puts in the same file."""
+    from tuner.demo import next_steps
+    text = next_steps("runs/demo", "runs/demo/index.sqlite")
+    assert "best --ledger runs/demo/ledger.sqlite --out runs/demo/best.toml" in text
+    assert "--config runs/demo/best.toml" in text and " best.toml" not in text.replace("runs/demo/best.toml", "")

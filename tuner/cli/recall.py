@@ -98,8 +98,10 @@ def recall_log_list(log_path, since, limit, as_json):
     for r in rows:
         top = r["top_scores"][0]["cosine"] if r["top_scores"] else None
         what = "injected" if r["injected"] else f"stopped by {r['stopped_by']}"
+        # which error stopped a call (a 2 s timeout on a busy machine, a model server down): "error" alone said none
+        err = f"  [{r['error'][:80]}]" if r.get("error") else ""
         click.echo(f"{r['id']:>6}  {r['session'][:12]:<12} {what:<22} top {top if top is not None else '-':<6} "
-                   f"{(r['label'] or ''):<10} {(r['query'] or '#' + r['query_hash'])[:60]}")
+                   f"{(r['label'] or ''):<10} {(r['query'] or '#' + r['query_hash'])[:60]}{err}")
 
 
 @recall_log.command("suggest")

@@ -264,7 +264,7 @@ def demo(out, rounds, seed, vault_questions):
     """The main job on the demo vault: index it, make the questions its own text supplies, sweep 119 rounds from
     a hand-set start, check the holdout, report."""
     require_extra("tune")
-    from tuner.demo import DEMO_VAULT_QUESTIONS, format_evidence, run_demo
+    from tuner.demo import DEMO_VAULT_QUESTIONS, format_evidence, next_steps, run_demo
 
     try:
         run = run_demo(out, rounds=rounds, seed=seed, echo=click.echo,
@@ -278,9 +278,7 @@ def demo(out, rounds, seed, vault_questions):
         click.echo(format_evidence(run.evidence))
     db = run.db
     click.echo(f"\nresults in {out}/: index.sqlite, eval-start.json, ledger.sqlite (rounds), indexes/ (one per embedder)")
-    click.echo(f"next: autoresearch ledger --ledger {out}/ledger.sqlite; "
-               f"autoresearch best --ledger {out}/ledger.sqlite --out best.toml; "
-               f"autoresearch search \"GraphRAG 커뮤니티 요약\" --db {db} --config best.toml --explain")
+    click.echo(next_steps(out, db))
     html = run.reports["html"]
     click.echo(f"\nmorning report: {html} (Markdown: {run.reports['md']})")
     click.echo(f"open it: python -m webbrowser {html.resolve().as_uri()}")

@@ -28,6 +28,7 @@ def write_reports(d, sweep_id: str) -> dict:
     writes none of them, so a night's reports are all there or all from the run before."""
     from tuner.sweep.rejected_audit import audit_report
     from tuner.reports.sweep import sweep_report
+    from tuner.reports import plots
     from tuner.reports.render import FORMATS, render, save
 
     def check(step: str):
@@ -35,7 +36,9 @@ def write_reports(d, sweep_id: str) -> dict:
             raise StopRequested(f"the reports of sweep {sweep_id} were not written: stopped {step}")
 
     out = Path(d.cfg.runs) / "reports"
-    check("before reading the ledger")
+    check("before loading the plotting library")
+    plots.load()
+    check("after loading the plotting library")
     rep = sweep_report(d.cfg.ledger, sweep_id, d.cfg.runs)
     log.info("report: read the morning report of sweep %s", sweep_id)
     check("after reading the morning report")

@@ -302,9 +302,17 @@ def labels_to_decide_for(decision: ThresholdDecision, unlabelled_between: int) -
     """How many more labels would decide the move `decision` declined, by its own rule: the labelled-call sign
     test counts only labelled calls, so only new labels between the cuts count; the covered one also counts
     the `unlabelled_between` calls nobody labelled against the move."""
+    covered = decision.rule.startswith("covered-sign-test")
+    labelled = decision.wins + (max(decision.losses - unlabelled_between, 0) if covered else decision.losses)
+    if labelled == 0 and unlabelled_between == 0:
+        # "label the calls suggest picks" would send the user to a list with no call between the cuts in it
+        lo, hi = sorted((decision.current, decision.proposed))
+        return LabelsToDecide(None, None, f"no logged call lies between the two cuts ({lo:.3f} and {hi:.3f}), "
+                              "labelled or not: only calls scored there can decide the move, and they come with use "
+                              "(`recall-log suggest` picks them once they are logged)")
     if decision.rule.startswith("labelled-sign-test"):
         return labels_to_decide(decision.wins, decision.losses, 0, decision.null_share, alpha=decision.alpha)
-    if decision.rule.startswith("covered-sign-test"):     # its losses hold the unlabelled calls it flips
+    if covered:                                           # its losses hold the unlabelled calls it flips
         return labels_to_decide(decision.wins, max(decision.losses - unlabelled_between, 0), unlabelled_between,
                                 decision.null_share, alpha=decision.alpha)
     return labels_to_decide(decision.wins, decision.losses, 0, decision.null_share, alpha=decision.alpha)

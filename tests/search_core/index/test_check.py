@@ -143,7 +143,8 @@ def test_a_damaged_embedding_cache_is_set_aside_and_rebuilt(tmp_path, where):
     if where == "header":
         damage(cache, 0, 100, seed=4)
     else:
-        damage(cache, 4096, cache.stat().st_size - 4096, seed=5)   # every page but the first
+        page = int.from_bytes(cache.read_bytes()[16:18], "big")    # the header's page size
+        damage(cache, page, cache.stat().st_size - page, seed=5)   # every page but the first: found where read
     before = cache.read_bytes()
     v2 = write_vault(tmp_path / "v2", {"c.md": "# 셋\n세 번째 노트의 본문"})
     r = index_vault(v2, tmp_path / "two.sqlite", cache=cache)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from search_core import SearchCoreError
-from search_core.index.embed_cache import LOW_WATER, EmbeddingCache, text_hash
+from search_core.index.embed_cache import LOW_WATER, EmbeddingCache, row_key, text_hash
 from search_core.index.store import connect
 from search_core.paths import CACHE_MAX_ENV, CACHE_MAX_MB, embed_cache_max_bytes
 from tests.helpers import ROOT
@@ -23,11 +23,16 @@ def _vectors(prefix: str, n: int, seed: int = 0) -> dict:
     return {text_hash(f"{prefix} {i}"): rng.standard_normal(DIM).astype(np.float32) for i in range(n)}
 
 
+def _rows(vectors: dict) -> set:
+    return {row_key("m", h) for h in vectors}
+
+
 def _on_disk(path) -> tuple[int, set]:
+    """The bytes of vectors in the file and its rows' ids."""
     c = connect(path, readonly=True)
     try:
         total = c.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors").fetchone()[0]
-        return total, {h for (h,) in c.execute("SELECT text_hash FROM vectors")}
+        return total, {r for (r,) in c.execute("SELECT key FROM vectors")}
     finally:
         c.close()
 
@@ -42,13 +47,13 @@ def test_eviction_keeps_the_bound_and_spares_the_texts_used_last(tmp_path):
     cache.put_many("m", c)                                   # 120 rows: past the bound of 100
     total, have = _on_disk(path)
     assert total == cache.stored_bytes() == int(100 * LOW_WATER) * ROW
-    assert set(a) <= have and set(c) <= have, "a text used recently was evicted"
-    assert len(set(b) & have) == 10 and cache.evicted == 30
+    assert _rows(a) <= have and _rows(c) <= have, "a text used recently was evicted"
+    assert len(_rows(b) & have) == 10 and cache.evicted == 30
     for k in range(20):                                      # a vault indexed far past the bound
         cache.put_many("m", _vectors(f"more{k}", 25, 10 + k))
         total, have = _on_disk(path)
         assert total == cache.stored_bytes() <= 100 * ROW
-    assert set(_vectors("more19", 25, 29)) <= have
+    assert _rows(_vectors("more19", 25, 29)) <= have
     cache.close()
 
 

@@ -7,6 +7,7 @@ import threading
 
 from click.testing import CliRunner
 
+from search_core.index.embed_cache import EmbeddingCache, model_key
 from search_core.index.indexer import index_vault
 from search_core.index.store import connect
 from search_core.models import get_embedder
@@ -99,8 +100,10 @@ def test_two_processes_index_into_one_cache_at_once(tmp_path):
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, out + err
-    cache = connect(tmp_path / "shared" / "embed-cache.sqlite", readonly=True)
-    have = {r[0] for r in cache.execute("SELECT text_hash FROM vectors")}
-    cache.close()
+    cache = EmbeddingCache(tmp_path / "shared" / "embed-cache.sqlite")
     for k in range(2):
-        assert set(_vectors(tmp_path / f"db{k}" / "index.sqlite")) <= have
+        db = tmp_path / f"db{k}" / "index.sqlite"
+        want = list(_vectors(db))
+        assert want and cache.has(model_key(get_embedder("e5-small").fingerprint()), want) == set(want)
+    cache.close()
+

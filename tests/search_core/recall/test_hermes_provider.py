@@ -172,6 +172,18 @@ def test_install_status_and_reinstall(tmp_path):
     assert status(home).selected == "autoresearch"
 
 
+
+def test_status_without_a_hermes_home_says_to_create_it_before_install(tmp_path):
+    """`install` refuses a Hermes home that is not there, so status must not send the user to it first."""
+    home = tmp_path / "never-ran-hermes"
+    first = status(home, server=f"http://127.0.0.1:{free_port()}").problems()[0]
+    assert f"no Hermes home at {home}: run `hermes` once to create it" in first, first
+    with pytest.raises(SearchCoreError, match="no Hermes home"):
+        install(home)
+    home.mkdir()
+    first = status(home, server=f"http://127.0.0.1:{free_port()}").problems()[0]
+    assert first == f"not installed: run `autoresearch hermes install --hermes-home {home}`"
+
 def _hermes_home(tmp_path):
     home = tmp_path / "hermes"
     home.mkdir()

@@ -93,6 +93,13 @@ def test_cli_stats_label_list(tmp_path):
     assert r.exit_code != 0 and "valid labels" in r.output
     r = CliRunner().invoke(main, ["recall-log", "list", "--log", str(path)])
     assert r.exit_code == 0 and "question 2" in r.output
+    busy = RecallLog(tmp_path / "busy.sqlite")
+    busy.write({"ts": time.time(), "session": "busy", "query": "느린 검색", "injected": False, "stopped_by": "error",
+                "error": "timeout: the search took longer than 2.0 s"})
+    busy.close()
+    r = CliRunner().invoke(main, ["recall-log", "list", "--log", str(tmp_path / "busy.sqlite")])
+    [line] = [x for x in r.output.splitlines() if "느린 검색" in x]
+    assert "stopped by error" in line and "[timeout: the search took longer than 2.0 s]" in line, line
     r = CliRunner().invoke(main, ["recall-log", "stats", "--log", str(tmp_path / "none.sqlite")])
     assert r.exit_code != 0 and "no recall log at" in r.output
     RecallLog(path, retention_days=None).write({"ts": time.time() - 40 * 86400, "session": "old", "query": "q",

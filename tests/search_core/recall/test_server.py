@@ -58,7 +58,12 @@ def test_endpoints_and_shapes(index_db, tmp_path):
         status, blk = post(url + "/prefetch", {"session_id": "s1"})
         assert status == 200 and set(blk) >= {"block", "injected", "gate", "stopped_by"}
         assert blk["injected"] and "GraphRAG" in blk["block"] and blk["gate"]["threshold"] == 0.0
-        assert set(blk["gate"]) <= set(LEAN_GATE_KEYS) and blk["gate"]["reason"] and blk["caveat"] is False
+        assert set(blk["gate"]) <= {*LEAN_GATE_KEYS, "decided_by"} and blk["gate"]["reason"] and blk["caveat"] is False
+        # which cut decided, as /search says it: a model's probability is read against its own threshold
+        decided = blk["gate"]["decided_by"]
+        assert decided == {k: res["gate"]["decided_by"][k] for k in ("kind", "source", "threshold")}
+        assert decided["kind"] == blk["gate"]["kind"] == "model" and decided["threshold"] != blk["gate"]["threshold"]
+        assert blk["gate"]["probability"] >= decided["threshold"]
         assert ".md)" in blk["block"]      # each line names its note's file
         assert post(url + "/prefetch", {"session_id": "never-seen"})[1]["stopped_by"] == "nothing_queued"
         status, health = get(url + "/healthz")

@@ -14,7 +14,7 @@ from search_core.index.embed_cache import STOPPABLE_BATCH
 from search_core.index.store import connect
 from search_core.paths import embed_cache_file
 from tests.helpers import DEMO_VAULT, ROOT, copy_sqlite
-from tests.helpers.daemon_proc import FAR, spawn as _spawn, stop as _stop, wait_for as _wait, rows as _rows
+from tests.helpers.daemon_proc import FAR, ran as _ran, spawn as _spawn, stop as _stop, wait_for as _wait, rows as _rows
 from tests.helpers.sweeps import DEMO_TUNE, FUSION_SPACE
 from tuner.ledger.ledger import Ledger
 
@@ -63,7 +63,7 @@ def test_sigterm_during_an_index_build_stops_between_batches_and_the_next_run_re
         if proc.poll() is None:
             proc.kill()
     assert [r["outcome"] for r in _rows(runs, "index")] == ["stopped"]
-    assert _rows(runs, "sweep") == [] and _rows(runs, "report") == [], "a job started after the stop"
+    assert _ran(runs, "sweep") == [] and _ran(runs, "report") == [], "a job started after the stop"
     assert not db.exists() and not list(runs.glob("index.sqlite.building-*")), "a half-built index was left"
     cached = _count(cache, "SELECT count(*) FROM vectors")
     # stopped between batches: the batch under way when the count was read, and at most one more that began
@@ -110,7 +110,7 @@ def test_sigterm_during_a_sweep_stops_at_the_next_round_and_no_later_job_starts(
     assert lg.sweep().status == "stopped"
     lg.close()
     assert [r["outcome"] for r in _rows(runs, "sweep")] == ["stopped"]
-    assert _rows(runs, "report") == [], "the report job started after the stop"
+    assert _ran(runs, "report") == [], "the report job started after the stop"
     assert not (runs / "reports").exists() or not list((runs / "reports").iterdir())
 
 
@@ -159,7 +159,7 @@ def test_sigterm_during_the_calibration_stops_before_its_next_search_and_writes_
     assert f"after 0 of {asked} questions" in run["detail"]["note"], run["detail"]
     assert not log_has(runs, "calibrate: searched"), "the calibration searched after the stop"
     assert not (runs / "reports").exists() or not list((runs / "reports").iterdir()), "a report was written"
-    assert _rows(runs, "labels") == [], "the labels job started after the stop"
+    assert _ran(runs, "labels") == [], "the labels job started after the stop"
 
 
 @pytest.mark.slow
@@ -180,7 +180,7 @@ def test_sigterm_during_the_labels_job_leaves_the_labelled_set_unwritten(tmp_pat
     assert run["outcome"] == "stopped", run
     assert "stopped before 2 new question(s)" in run["detail"]["note"], run["detail"]
     assert not (tmp_path / "tune.from-log.yaml").exists(), "the labels job wrote after the stop"
-    assert _rows(runs, "sweep") == [] and _rows(runs, "report") == [], "a job started after the stop"
+    assert _ran(runs, "sweep") == [] and _ran(runs, "report") == [], "a job started after the stop"
 
 
 @pytest.mark.slow
@@ -189,8 +189,7 @@ def test_sigterm_while_the_reports_render_writes_none_of_them(tmp_path, demo_db)
     signalled, let go, it writes none, and the job queued behind it does not start. On a quiet machine the job
     can pass its last check before the freeze lands (then it rightly finishes): up to three tries, and the stop
     must be seen in one of them; with the checks gone it is seen in none."""
-    import signal
-    from tests.helpers.daemon_proc import CATCH_UP, log_has, wait_exit
+    from tests.helpers.daemon_proc import CATCH_UP, frozen_at_start_then_stopped
     from tests.helpers.sweeps import DEMO_HOLD, run_sweep
     outcomes = []
     for attempt in range(3):
@@ -200,19 +199,10 @@ def test_sigterm_while_the_reports_render_writes_none_of_them(tmp_path, demo_db)
         run_sweep(base, demo_db, FUSION_SPACE, 6, ledger="ledger.sqlite")
         cfg = _weekly_config(base, demo_db, DEMO_TUNE, DEMO_HOLD, f"[jobs.report]\n{CATCH_UP}[jobs.labels]\n{CATCH_UP}",
                              ledger="ledger.sqlite")
-        proc = _spawn(cfg)
-        try:
-            assert _wait(lambda: log_has(runs, "job report started") or proc.poll() is not None, 300,
-                         step=0.005), "the report job never started"
-            proc.send_signal(signal.SIGSTOP)       # held while the signal lands (reading the ledger takes seconds)
-            proc.send_signal(signal.SIGTERM)
-            proc.send_signal(signal.SIGCONT)
-            wait_exit(proc)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        # held while the signal lands (loading the plotting library and reading the ledger take seconds)
+        frozen_at_start_then_stopped(_spawn(cfg), runs, "report")
         [run] = _rows(runs, "report")
-        assert _rows(runs, "labels") == [], "the labels job started after the stop"
+        assert _ran(runs, "labels") == [], "the labels job started after the stop"
         outcomes.append(run["outcome"])
         if run["outcome"] == "stopped":
             assert "were not written" in run["detail"]["note"], run
@@ -225,9 +215,8 @@ def test_sigterm_while_the_reports_render_writes_none_of_them(tmp_path, demo_db)
 def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_report(tmp_path, demo_db):
     """Frozen (SIGSTOP) as the weekly re-test starts, signalled, let go: it re-tests at most the round it
     was in, writes no report, and the job queued behind it does not start."""
-    import signal
     from search_core.config import SearchConfig
-    from tests.helpers.daemon_proc import CATCH_UP, log_has, wait_exit
+    from tests.helpers.daemon_proc import CATCH_UP, frozen_at_start_then_stopped, log_has
     from tests.helpers.sweeps import DEMO_HOLD, hand_set_calibrations, small_gold
     from tuner.sweep.loop import Sweep, SweepParams
     from tuner.sweep.rejected_audit import audit_data
@@ -246,18 +235,9 @@ def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_repor
     assert len(marked) >= 2, "the sweep must leave two candidates worth re-testing, or this test checks nothing"
     cfg = _weekly_config(tmp_path, demo_db, tune, hold, f"[jobs.retest]\n{CATCH_UP}[jobs.labels]\n{CATCH_UP}",
                          ledger="ledger.sqlite")
-    proc = _spawn(cfg, test_embedder=True)
-    try:
-        assert _wait(lambda: log_has(runs, "job retest started") or proc.poll() is not None, 300, step=0.005), \
-            "the retest job never started"
-        proc.send_signal(signal.SIGSTOP)            # held while the signal lands (it loads the index first)
+    def not_ended():           # held while the signal lands (it loads the index first)
         assert not log_has(runs, "job retest: "), "the job ended before it could be held; nothing was tested"
-        proc.send_signal(signal.SIGTERM)
-        proc.send_signal(signal.SIGCONT)
-        wait_exit(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    frozen_at_start_then_stopped(_spawn(cfg, test_embedder=True), runs, "retest", while_frozen=not_ended)
     [run] = _rows(runs, "retest")
     assert run["outcome"] == "stopped" and "stopped" in run["detail"]["note"], run
     lg = Ledger(tmp_path / "ledger.sqlite")
@@ -268,4 +248,33 @@ def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_repor
         lg.close()
     assert retests in ([], [("retest stopped", 0)], [("retest stopped", 1)]), (retests, len(marked))
     assert not list(runs.glob("reports/retest-*")), "a re-test report was written"
-    assert _rows(runs, "labels") == [], "the labels job started after the stop"
+    assert _ran(runs, "labels") == [], "the labels job started after the stop"
+
+
+@pytest.mark.slow
+def test_a_stop_asked_while_the_plotting_library_loads_writes_no_report(tmp_path, demo_db, monkeypatch):
+    """The report job's longest step on a busy machine was the morning report's first figure, most of it the
+    import of matplotlib (3.1 of 4.8 s at load 18): it is a step of its own, and a stop asked during it ends
+    the job before the ledger is read."""
+    from tests.helpers.sweeps import DEMO_HOLD, run_sweep
+    from tuner.daemon.config import load_daemon_config
+    from tuner.daemon.jobs import write_reports
+    from tuner.daemon.scheduler import Daemon
+    from tuner.reports import plots
+    from search_core import StopRequested
+    run_sweep(tmp_path, demo_db, FUSION_SPACE, 3, ledger="ledger.sqlite")
+    cfg = load_daemon_config(_weekly_config(tmp_path, demo_db, DEMO_TUNE, DEMO_HOLD,
+                                            f'[jobs.report]\ncron = "{FAR}"\ngrace = "1s"\n', ledger="ledger.sqlite"))
+    d = Daemon(cfg)
+    real_load = plots.load
+
+    def load_then_signalled():
+        real_load()
+        d.stop.set()                    # the SIGTERM handler's effect, as the library finishes loading
+    monkeypatch.setattr(plots, "load", load_then_signalled)
+    lg = Ledger(tmp_path / "ledger.sqlite")
+    sid = lg.sweeps()[-1].id
+    lg.close()
+    with pytest.raises(StopRequested, match="were not written: stopped after loading the plotting library"):
+        write_reports(d, sid)
+    assert not (tmp_path / "runs" / "reports").exists()

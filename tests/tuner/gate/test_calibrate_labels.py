@@ -228,6 +228,19 @@ def test_how_many_more_labels_would_decide_by_hand():
     assert labels_to_decide(0, 0, 4, 0.5).more is None                   # nothing labelled between the cuts
 
 
+
+def test_a_move_with_no_logged_call_between_the_cuts_does_not_send_the_user_to_suggest():
+    """Every logged call far from both cuts (a week where P was above 0.95 or below 0.3): `recall-log suggest`
+    has no call between them to pick, so the advice names that, not a list that cannot help."""
+    from tuner.gate.threshold import ThresholdDecision, labels_to_decide_for
+    for rule in ("labelled-sign-test", "covered-sign-test"):
+        dec = ThresholdDecision(rule, 0.655, 0.551, (0.542, 0.599), False, 0, 0, 0.8, 1.0, "no flips")
+        none = labels_to_decide_for(dec, 0)
+        assert none.more is None and "no logged call lies between the two cuts (0.551 and 0.655)" in none.text
+        assert "label the calls" not in none.text
+        some = labels_to_decide_for(dataclasses.replace(dec, losses=3 if rule.startswith("covered") else 0), 3)
+        assert "label the calls `recall-log suggest` picks near them" in some.text
+
 def _vault_half_labelled(boundary=0.3, n=120, seed=0):
     """Calls whose P is uniform on (0.02, 0.98); half of those with P in [0.15, 0.75] are labelled (the vault
     answers those above `boundary`), so a move to the boundary flips as many unlabelled calls as labelled ones."""
