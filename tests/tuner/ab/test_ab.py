@@ -329,7 +329,8 @@ def test_a_disk_that_fills_fails_that_build_and_leaves_no_half_index(demo_ab, mi
     proc = subprocess.run(_ab_cmd(mini, work, out), preexec_fn=cap, env=_env(), capture_output=True, text=True, timeout=900)
     # the report is written, and the exit says that one candidate alone compared nothing
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "nothing was compared: 1 of 2 candidates measured (minilm-l6: failed)" in proc.stderr
+    assert "Error: no comparison: 1 candidate(s) finished; not compared: minilm-l6 (failed): an A/B needs two " \
+        "candidates that run" in proc.stderr
     d = json.loads(out.read_text(encoding="utf-8"))["data"]
     by = {c["label"]: c for c in d["candidates"]}
     assert by["e5-small"]["status"] == "ok"
