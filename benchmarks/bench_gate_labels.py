@@ -274,7 +274,8 @@ def _select(rows, spec):
 
 def features(a, rows) -> None:
     from search_core.gate.features import FEATURE_SETS
-    from search_core.gate.model import GateFitError, fit_gate
+    from search_core.gate.model import GateFitError
+    from tuner.gate.fit import fit_gate
     from tuner.gate.calibrate import probabilities
     results = {"load_average": os.getloadavg(), "plans": {}}
     for plan, (fit_spec, targets) in FIT_PLANS.items():

@@ -37,7 +37,7 @@ from common import ROOT, write_result  # noqa: E402
 
 import search_core.gate.features as gf  # noqa: E402
 from search_core.config import SearchConfig  # noqa: E402
-from search_core.gate.model import fit_gate  # noqa: E402
+from tuner.gate.fit import fit_gate  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from search_core.gate.features import feature_set  # noqa: E402
 from tuner.gate.calibrate import probabilities  # noqa: E402

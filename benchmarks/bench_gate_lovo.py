@@ -58,8 +58,8 @@ from bench_gate_transfer import _rank, autorag_heldout, self_queries  # noqa: E4
 
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.gate.features import GATE_FEATURES  # noqa: E402
-from search_core.gate.model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, fit_gate,  # noqa: E402
-                                    load_gate)
+from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, load_gate  # noqa: E402
+from tuner.gate.fit import fit_gate  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
 from tuner.data.vault_questions import make_vault_questions, vault_of  # noqa: E402

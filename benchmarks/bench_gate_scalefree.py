@@ -47,7 +47,8 @@ from common import DATA, ROOT, write_result  # noqa: E402
 from bench_gate_transfer import SELF_HELD, _rank, autorag_heldout, self_queries  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
-from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, fit_gate, load_gate  # noqa: E402
+from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, load_gate  # noqa: E402
+from tuner.gate.fit import fit_gate  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
 from search_core.gate.features import GATE_FEATURE_SET, GATE_FEATURES, feature_set  # noqa: E402

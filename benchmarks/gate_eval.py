@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from search_core.gate.model import GateFitError, best_balanced_threshold, fit_gate
+from search_core.gate.model import GateFitError, best_balanced_threshold
+from tuner.gate.fit import fit_gate
 from search_core.search.pipeline import Retrieval
 from search_core.gate.features import feature_set
 from tuner.gate.calibrate import CALIBRATION_C, CALIBRATION_C_GRID, probabilities

@@ -56,13 +56,15 @@ def _kind(v) -> str:
             dict: "a table", type(None): "nothing"}.get(type(v), type(v).__name__)
 
 
-def _range(lo, hi, lo_open=False) -> str:
+def _range(lo, hi, lo_open=False, hi_open=False) -> str:
     if lo is not None and hi is not None:
-        return f"from {lo} to {hi}" if not lo_open else f"over {lo} and at most {hi}"
+        if not lo_open and not hi_open:
+            return f"from {lo} to {hi}"
+        return f"{'over' if lo_open else 'at least'} {lo} and {'under' if hi_open else 'at most'} {hi}"
     if lo is not None:
         return f"over {lo}" if lo_open else f"{lo} or more"
     if hi is not None:
-        return f"at most {hi}"
+        return f"under {hi}" if hi_open else f"at most {hi}"
     return "any"
 
 
@@ -105,9 +107,9 @@ class Where:
         return v
 
     def number(self, key: str, v, *, lo: float | None = None, hi: float | None = None,
-               lo_open: bool = False) -> float:
+               lo_open: bool = False, hi_open: bool = False) -> float:
         """A finite int or float (not a bool, not nan or inf, not a string)."""
-        allowed = f"a finite number {_range(lo, hi, lo_open)}"
+        allowed = f"a finite number {_range(lo, hi, lo_open, hi_open)}"
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(key, v, allowed)
         try:
@@ -115,7 +117,7 @@ class Where:
         except OverflowError:
             raise self.fail(key, v, allowed) from None
         if not math.isfinite(f) or (lo is not None and (f <= lo if lo_open else f < lo)) or \
-                (hi is not None and f > hi):
+                (hi is not None and (f >= hi if hi_open else f > hi)):
             raise self.fail(key, v, allowed)
         return f
 

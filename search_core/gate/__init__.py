@@ -4,6 +4,6 @@ from search_core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "features": ("gate_features",),
-    "model": ("GateModel", "GateChoice", "GateDecision", "load_gate", "choose_gate", "fit_gate", "sidecar_path", "GateFileError", "GateFitError"),
+    "model": ("GateModel", "GateChoice", "GateDecision", "load_gate", "choose_gate", "sidecar_path", "GateFileError", "GateFitError"),
     "request": ("GateRequest",),
 })

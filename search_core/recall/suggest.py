@@ -203,7 +203,7 @@ def matrix_probabilities(model, X) -> list[float]:
         return []
     z = ((X - np.asarray(model.mean)) / np.asarray(model.scale)) @ np.asarray(model.coef) + model.intercept
     x = model.calib_a * z + model.calib_b
-    with np.errstate(over="ignore"):       # the stable form of both signs, as _sigmoid: no exp of a large x
+    with np.errstate(over="ignore"):       # the stable form of both signs, as sigmoid: no exp of a large x
         e = np.exp(-np.abs(x))
         p = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
     return p.tolist()

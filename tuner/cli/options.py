@@ -320,6 +320,32 @@ def json_option(help: str = "Print JSON instead of text."):
     return click.option("--json", "as_json", is_flag=True, help=help)
 
 
+def sweep_setting_options():
+    """The `sweep` verb's settings, one option each from the table the daemon's [sweep] keys also come from
+    (tuner/sweep/settings.py); each defaults to None, "not given", so the library's default applies."""
+    from tuner.sweep.settings import SWEEP_SETTINGS
+    opts = []
+    for s in SWEEP_SETTINGS:
+        default = s.default
+        said = "" if default is None or s.kind is bool or s.choice_flags else f" Default: {default}."
+        if s.choice_flags:
+            opts += [click.option(c.flag, s.name, flag_value=c.value, default=None, help=c.help)
+                     for c in s.choice_flags]
+        elif s.kind is bool:
+            opts.append(click.option(s.option, s.name, is_flag=True, default=False, help=s.help))
+        elif s.kind is int:
+            opts.append(click.option(s.option, s.name, type=click.IntRange(s.lo, s.hi), default=None,
+                                     help=s.help + said))
+        elif s.kind is float:
+            opts.append(click.option(s.option, s.name, type=FiniteFloat(s.lo, s.hi, min_open=s.lo_open,
+                                                                       max_open=s.hi_open),
+                                     default=None, help=s.help + said))
+        else:
+            opts.append(click.option(s.option, s.name, type=click.Choice(s.choices), default=None,
+                                     help=s.help + said))
+    return options(*opts)
+
+
 def options(*opts):
     """Apply several click options as one decorator, in the order given."""
     def deco(f):

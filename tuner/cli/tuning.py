@@ -12,10 +12,9 @@ import click
 from search_core import SearchCoreError
 from search_core.files import atomic_write_text
 from search_core.paths import DEMO, EVALS
-from tuner.sweep.keep_rule import SWEEP_OBJECTIVES
 from tuner.cli.options import (db_error, db_option, duration, duration_value, fail, FiniteFloat, in_runs, index_path,
                                input_file, json_option, ledger_option, output_file, output_folder, PathValue,
-                               Progress, search_config_value, VaultPath)
+                               Progress, search_config_value, sweep_setting_options, VaultPath)
 from tuner.cli.extras import require_extra
 
 
@@ -97,39 +96,12 @@ def compare(a, b, as_json, seed):
 @db_option("The index of the starting embedder.")
 @click.option("--gold", "gold_path", required=True, type=PathValue(), help="The tuning set.")
 @click.option("--holdout", type=PathValue(), default=None, help="Reported at the end, never tuned on.")
-@click.option("--split", type=FiniteFloat(0.0, 1.0, min_open=True, max_open=True), default=None, help="No holdout file: tune on this fraction of --gold, hold out the rest.")
 @click.option("--space", type=PathValue(), default=None,
               help="The search space (TOML); default: the packaged spaces/default.toml.")
 @click.option("--config", "config_path", type=PathValue(), default=None, callback=search_config_value,
               help="Starting config (TOML).")
-@click.option("--rounds", type=click.IntRange(min=1), default=None, help="Rounds (default 119; with --resume: the sweep's own).")
 @click.option("--time-budget", default=None, callback=duration_value, help="Stop after this long, e.g. 8h, 30m.")
-@click.option("--seed", type=click.IntRange(min=0), default=0)
-@click.option("--objective", type=click.Choice(SWEEP_OBJECTIVES), default="score100")
-@click.option("--epsilon", type=FiniteFloat(min=0.0), default=0.0, help="The objective must rise by more than this.")
-@click.option("--gate-epsilon", type=FiniteFloat(0.0, 1.0), default=0.0,
-              help="Threshold rounds: the gate accuracy (0..1) must rise by more than this.")
-@click.option("--level-guard", is_flag=True, help="Reject a candidate that loses more than one question in a level.")
-@click.option("--noninferior-guard", "hit5_guard", flag_value="noninferior", default=None,
-              help="The hit@5 guard (the default): a test, kept only when the one-sided 95% upper bound of the true "
-                   "hit@5 drop, from the questions that left the top 5 and those that came in, is below --hit5-margin.")
-@click.option("--count-guard", "hit5_guard", flag_value="count",
-              help="The older hit@5 guard: only the number of tuning questions hit must hold, so a swap passes.")
-@click.option("--question-guard", "hit5_guard", flag_value="question",
-              help="The older per-question veto: no tuning question in the baseline's top 5 may leave it (on a large "
-                   "set it rejects nearly every ranking change).")
-@click.option("--hit5-margin", type=FiniteFloat(0.0, 100.0, min_open=True), default=None,
-              help="The noninferior guard's margin, in points of hit@5 (default 2).")
-@click.option("--guard-alpha", type=FiniteFloat(0.0, 0.5, min_open=True), default=None,
-              help="The noninferior guard's one-sided level: its false-keep rate for a true drop of the margin "
-                   "(default 0.05).")
-@click.option("--noise-alpha", type=FiniteFloat(0.0, 1.0, min_open=True), default=None,
-              help="A gain that moves the ranking is kept only when the paired randomization test over the tuning "
-                   "questions gives p below this (default 0.05; 1: keep any gain).")
-@click.option("--latency-budget", type=FiniteFloat(min=0.0, min_open=True), default=None, help="Reject a candidate whose p95 (ms) is over this.")
-@click.option("--timing-samples", type=click.IntRange(min=0), default=None,
-              help="Repeat timed passes until the MEASURED p95 stands on this many timings (default 0: one pass). "
-                   "It is recorded beside the cost model's prediction, which alone decides.")
+@sweep_setting_options()
 @click.option("--recalibrate", is_flag=True,
               help="Take a new cost calibration (unit costs of each kind of search work on this machine) instead "
                    "of the one stored under the runs folder's cost-model/.")
@@ -138,8 +110,8 @@ def compare(a, b, as_json, seed):
 @ledger_option(reading=False)
 @click.option("--resume", default=None, help="Continue this sweep id where it stopped.")
 @json_option()
-def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget, seed, objective, epsilon, gate_epsilon,
-          level_guard, hit5_guard, hit5_margin, guard_alpha, noise_alpha, latency_budget, timing_samples, recalibrate, vault, ledger_path, resume, as_json):
+def sweep(db, gold_path, holdout, space, config_path, time_budget, recalibrate, vault, ledger_path, resume, as_json,
+          **settings):
     """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger.
 
     Latency is predicted by a cost model calibrated once per machine and model (stored in the ledger and
@@ -149,6 +121,7 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
     from tuner.ledger.ledger import Ledger
     from tuner.ledger.ledger import require_intact
     from tuner.sweep.loop import Sweep, SweepParams
+    from tuner.sweep.settings import given_settings, setting
 
     try:
         if resume:
@@ -156,28 +129,27 @@ def sweep(db, gold_path, holdout, split, space, config_path, rounds, time_budget
         ledger = Ledger(ledger_path, create=not resume)
     except SearchCoreError as e:
         fail(e)
+    given = given_settings(settings)
     try:
         if resume:
             info = ledger.sweep(resume)
             if info is None:
                 fail(SearchCoreError(f"no sweep {resume!r} in {ledger_path}; `autoresearch ledger` shows the latest"))
-            params = SweepParams.from_record(
-                info.params, **({} if rounds is None else {"rounds": rounds}),
-                recalibrate=recalibrate)
+            changed = sorted(set(given) - {"rounds"})
+            if changed:
+                fail(SearchCoreError(f"--resume continues sweep {resume} under the rule it recorded; drop "
+                                     f"{', '.join(setting(n).option for n in changed)} (only --rounds may change), "
+                                     "or start a new sweep with them"))
+            params = SweepParams.from_record(info.params, **given, recalibrate=recalibrate)
             sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
         else:
             from tuner.data.bundled import default_space
             params = SweepParams(db=str(db), gold=str(gold_path), space=str(space or default_space()),
-                                 holdout=str(holdout) if holdout else None, rounds=rounds or 119,
-                                 time_budget_s=duration(time_budget, param_hint="--time-budget"), seed=seed, objective=objective,
-                                 epsilon=epsilon, gate_epsilon=gate_epsilon, level_guard=level_guard, latency_budget_ms=latency_budget,
-                                 **({} if hit5_guard is None else {"hit5_guard": hit5_guard}),
-                                 **({} if hit5_margin is None else {"hit5_margin": hit5_margin}),
-                                 **({} if guard_alpha is None else {"guard_alpha": guard_alpha}),
-                                 **({} if noise_alpha is None else {"noise_alpha": noise_alpha}),
-                                 vault=str(vault) if vault else None, index_dir=str(ledger_path.parent / "indexes"), split=split,
+                                 holdout=str(holdout) if holdout else None,
+                                 time_budget_s=duration(time_budget, param_hint="--time-budget"),
+                                 vault=str(vault) if vault else None, index_dir=str(ledger_path.parent / "indexes"),
                                  score_config=str(config_path) if config_path else None, recalibrate=recalibrate,
-                                 **({} if timing_samples is None else {"timing_samples": timing_samples}))
+                                 **given)
             sw = Sweep(params, ledger, start=load_config(config_path), progress=lambda l: click.echo(l, err=True))
         click.echo(f"sweep {sw.id}: ledger {ledger_path}", err=True)
         summary = sw.run()

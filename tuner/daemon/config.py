@@ -37,7 +37,8 @@ from search_core.validate import Where
 from tuner import durations
 from tuner.data.bundled import DEFAULT_SPACE
 from tuner.daemon.jobs import JOBS
-from tuner.sweep.keep_rule import HIT5_GUARDS, SWEEP_OBJECTIVES
+from tuner.sweep.keep_rule import HIT5_GUARDS
+from tuner.sweep.settings import SETTING_NAMES, SWEEP_SETTINGS
 
 JOB_NAMES = tuple(JOBS)
 DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
@@ -48,9 +49,7 @@ EVIDENCE_KEYS = ("vault_questions", "kinds", "seed", "from_log")
 # hand-written ones lack (docs/tuner.md) and add about a second per fusion round
 DEFAULT_VAULT_QUESTIONS = 200
 MAX_VAULT_QUESTIONS = 100_000
-SWEEP_KEYS = {"vault", "db", "gold", "holdout", "split", "space", "rounds", "seed", "objective", "epsilon",
-              "level_guard", "hit5_guard", "hit5_margin", "guard_alpha", "noise_alpha", "latency_budget_ms", "score_config", "start_config",
-              "timing_samples"}
+SWEEP_KEYS = {"vault", "db", "gold", "holdout", "space", "score_config", "start_config", *SETTING_NAMES}
 
 
 class DaemonConfigError(SearchCoreError):
@@ -61,36 +60,18 @@ DAEMON_KEYS = ("timezone", "runs", "ledger")
 MIN_EVERY_S = 1.0       # `every = "1e-9s"` would spin the scheduler
 
 
+SWEEP_PATHS = ("vault", "db", "gold", "holdout", "space", "score_config", "start_config")
+
+
 def check_sweep_values(sweep: dict, v: Where) -> None:
-    """The [sweep] values' types and ranges, here rather than when the night's sweep starts."""
-    paths = ("vault", "db", "gold", "holdout", "space", "score_config", "start_config")
-    for k in paths:
+    """The [sweep] values' types and ranges, here rather than when the night's sweep starts: the paths, then each
+    setting by the one table the `sweep` verb's options are built from."""
+    for k in SWEEP_PATHS:
         if k in sweep:
             v.string(k, sweep[k], min_chars=1, max_chars=4096)
-    if "rounds" in sweep:
-        v.integer("rounds", sweep["rounds"], lo=1, hi=100_000)
-    if "seed" in sweep:
-        v.integer("seed", sweep["seed"], lo=0, hi=2 ** 32 - 1)
-    if "timing_samples" in sweep:
-        v.integer("timing_samples", sweep["timing_samples"], lo=1, hi=10_000)
-    if "split" in sweep:
-        v.number("split", sweep["split"], lo=0.0, hi=0.99, lo_open=True)
-    if "epsilon" in sweep:
-        v.number("epsilon", sweep["epsilon"], lo=0.0)
-    if "latency_budget_ms" in sweep:
-        v.number("latency_budget_ms", sweep["latency_budget_ms"], lo=0.0, lo_open=True)
-    if "level_guard" in sweep:
-        v.boolean("level_guard", sweep["level_guard"])
-    if "hit5_guard" in sweep:
-        v.string("hit5_guard", sweep["hit5_guard"], min_chars=1, max_chars=100)
-    if "hit5_margin" in sweep:
-        v.number("hit5_margin", sweep["hit5_margin"], lo=0.0, hi=100.0, lo_open=True)
-    if "guard_alpha" in sweep:
-        v.number("guard_alpha", sweep["guard_alpha"], lo=0.0, hi=0.5, lo_open=True)
-    if "noise_alpha" in sweep:
-        v.number("noise_alpha", sweep["noise_alpha"], lo=0.0, hi=1.0, lo_open=True)
-    if "objective" in sweep:
-        v.string("objective", sweep["objective"], min_chars=1, max_chars=100)
+    for s in SWEEP_SETTINGS:
+        if s.name in sweep:
+            s.check(sweep[s.name], v)
 
 
 MAX_DURATION_S = 4 * 366 * 86400     # the horizon past which a cron counts as never firing, for every duration:
@@ -342,13 +323,7 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     if bad:
         raise DaemonConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; valid: {sorted(SWEEP_KEYS)}")
     check_sweep_values(sweep, Where(where, "[sweep]"))
-    if "hit5_guard" in sweep and sweep["hit5_guard"] not in HIT5_GUARDS:
-        raise DaemonConfigError(f"{where}: [sweep] hit5_guard {sweep['hit5_guard']!r} is not one of "
-                                f"{', '.join(HIT5_GUARDS)}")
-    if "objective" in sweep and sweep["objective"] not in SWEEP_OBJECTIVES:
-        raise DaemonConfigError(f"{where}: [sweep] objective {sweep['objective']!r} is not one of "
-                                f"{', '.join(SWEEP_OBJECTIVES)}")
-    for k in ("vault", "db", "gold", "holdout", "space", "score_config", "start_config"):
+    for k in SWEEP_PATHS:
         if k in sweep:
             p = Path(sweep[k]).expanduser()
             sweep[k] = str(p if p.is_absolute() else base / p)

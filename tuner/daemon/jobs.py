@@ -66,18 +66,13 @@ def _reports_after_sweep(d, sweep_id: str) -> dict[str, str]:
 
 
 def sweep_params(s: dict, db: str, runs: Path, budget: float | None):
-    """The night's SweepParams from the config's [sweep] table (validated by load_daemon_config): a key it
-    leaves out takes the `sweep` verb's default, the keep rule's among them."""
+    """The night's SweepParams from the config's [sweep] table (validated by load_daemon_config): a setting it
+    leaves out takes SweepParams' default, as one the `sweep` verb is not given does (tuner/sweep/settings.py)."""
     from tuner.sweep.loop import SweepParams
-    optional = {"hit5_guard": str, "hit5_margin": float, "guard_alpha": float, "noise_alpha": float,
-                "timing_samples": int}
-    return SweepParams(db=db, gold=s["gold"], space=s["space"], holdout=s.get("holdout"),
-                       rounds=int(s.get("rounds", 119)), time_budget_s=budget, seed=int(s.get("seed", 0)),
-                       objective=s.get("objective", "score100"), epsilon=float(s.get("epsilon", 0.0)),
-                       level_guard=bool(s.get("level_guard", False)),
-                       latency_budget_ms=s.get("latency_budget_ms"), vault=s.get("vault"),
-                       index_dir=str(runs / "indexes"), split=s.get("split"), score_config=s.get("score_config"),
-                       **{k: cast(s[k]) for k, cast in optional.items() if k in s})
+    from tuner.sweep.settings import given_settings
+    return SweepParams(db=db, gold=s["gold"], space=s["space"], holdout=s.get("holdout"), time_budget_s=budget,
+                       vault=s.get("vault"), index_dir=str(runs / "indexes"), score_config=s.get("score_config"),
+                       **given_settings(s))
 
 
 def job_index(d, spec, scheduled, rid):

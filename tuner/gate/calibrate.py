@@ -22,8 +22,9 @@ import numpy as np
 from search_core import SearchCoreError, StopRequested
 from search_core.percentiles import percentile
 from search_core.gate.features import GATE_FEATURES
-from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold, fit_gate
+from search_core.gate.model import GateFitError, GateModel, best_balanced_threshold
 from search_core.gate.threshold import threshold_from_labels
+from tuner.gate.fit import fit_gate
 # our users' rule to retire recall (p95 over 400 ms, or fewer than 20 % of calls injected): one definition,
 # shared with `recall-log stats`
 from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCall, feature_matrix, read_logged_calls

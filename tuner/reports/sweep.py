@@ -16,6 +16,7 @@ from search_core.index.store import connect
 from tuner.sweep.keep_rule import objective_value
 from tuner.ledger.ledger import Ledger
 from tuner.data.gold import GoldSet
+from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
 from tuner.ledger.sweep_record import SweepRecord
@@ -222,55 +223,91 @@ def night_evidence_section(ev: NightEvidence) -> Section:
     return Section("The evidence the night stood on", tuple(blocks))
 
 
-def build_sweep_report(d: SweepData) -> Report:
-    info, rounds, hold = d.sweep, d.rounds, d.holdout
-    sid, obj = info.id, info.objective
-    evaluated = [r for r in rounds if r.result is not None]
-    kept = [r for r in rounds if r.kept]
-    start_m = rounds[0].result if rounds else None
-    final_m = kept[-1].result if kept else None
-    empty = bool(evaluated) and is_empty_night(rounds) and info.status != "running"
-    gap = evidence_gap(info, rounds, d.gold, d.score_config or _score_config(info)) if empty else None
-    night = night_evidence(info, rounds, d.score_config or _score_config(info))
-    probes = tuning_probes(rounds)
+@dataclass(frozen=True)
+class NightFacts:
+    """What every section of the morning report reads, computed once from the ledger's rounds."""
+    d: SweepData
+    objective: str
+    evaluated: tuple[Round, ...]
+    kept: tuple[Round, ...]                 # round 0 (the start) first
+    failed: tuple[Round, ...]               # unavailable or crashed
+    by_reason: dict[str, tuple[Round, ...]]   # rejected and failed rounds by decision, in the order first met
+    start: EvalResult | None
+    final: EvalResult | None
+    gap: EvidenceGap | None                 # a night that kept nothing: why, and what evidence would decide
+    night: NightEvidence | None
+    probes: int
+    drift: LatencyDrift
 
-    # -- the verdict line --------------------------------------------------------------------------------
+    @property
+    def info(self) -> SweepRecord:
+        return self.d.sweep
+
+
+def night_facts(d: SweepData) -> NightFacts:
+    info, rounds = d.sweep, d.rounds
+    evaluated = tuple(r for r in rounds if r.result is not None)
+    kept = tuple(r for r in rounds if r.kept)
+    empty = bool(evaluated) and is_empty_night(rounds) and info.status != "running"
+    score_cfg = d.score_config or _score_config(info)
+    reasons: dict[str, list] = {}
+    for r in rounds[1:]:
+        if not r.kept:
+            reasons.setdefault(r.decision, []).append(r)
+    return NightFacts(d, info.objective, evaluated, kept, tuple(r for r in rounds if not r.decision.evaluated),
+                      {k: tuple(v) for k, v in reasons.items()},
+                      rounds[0].result if rounds else None, kept[-1].result if kept else None,
+                      evidence_gap(info, rounds, d.gold, score_cfg) if empty else None,
+                      night_evidence(info, rounds, score_cfg), tuning_probes(rounds), latency_drift(rounds))
+
+
+def _holdout_line(f: NightFacts) -> str:
+    hold, obj = f.d.holdout, f.objective
+    if hold:
+        hm = hold.compare.metrics["hit@5"]
+        return (f"holdout hit@5 {_fmt(hold.start.hit5, 3)} -> {_fmt(hold.final.hit5, 3)}, "
+                f"{obj} {_fmt(hold.start.value, 3)} -> {_fmt(hold.final.value, 3)} "
+                f"(p={hm.p_value:.3f}, 95% CI [{hm.ci95[0]:+.3f}, {hm.ci95[1]:+.3f}])")
+    if f.info.holds_out:
+        return "holdout not measured yet (it is, when the sweep ends)"
+    return "no holdout"
+
+
+def verdict_line(f: NightFacts) -> str:
+    """The report's first line: tuning and holdout figures and what became of the night; an empty night leads
+    with why nothing was kept and what to add, not with the unchanged numbers."""
+    info, obj, start_m, final_m = f.info, f.objective, f.start, f.final
+
     def pair(m0, m1, key):
         if not m0 or not m1:
             return "–"
         return f"{_fmt(objective_value(m0, key) if key != 'hit@5' else m0.overall['hit@5'], 3)} -> " \
                f"{_fmt(objective_value(m1, key) if key != 'hit@5' else m1.overall['hit@5'], 3)}"
     tuning = f"tuning hit@5 {pair(start_m, final_m, 'hit@5')}, {obj} {pair(start_m, final_m, obj)}"
-    if hold:
-        hm = hold.compare.metrics["hit@5"]
-        holdout = (f"holdout hit@5 {_fmt(hold.start.hit5, 3)} -> {_fmt(hold.final.hit5, 3)}, "
-                   f"{obj} {_fmt(hold.start.value, 3)} -> {_fmt(hold.final.value, 3)} "
-                   f"(p={hm.p_value:.3f}, 95% CI [{hm.ci95[0]:+.3f}, {hm.ci95[1]:+.3f}])")
-    elif info.holds_out:
-        holdout = "holdout not measured yet (it is, when the sweep ends)"
-    else:
-        holdout = "no holdout"
-    promo = d.promotion
+    holdout = _holdout_line(f)
+    promo = f.d.promotion
     if promo and promo.kind == "promoted":
         outcome = f"promoted (#{promo.id})"
     elif promo:
         outcome = f"not promoted: {promo.reason}"
     elif info.status == "running":
         outcome = "still running (or stopped without a status: it resumes at the next window)"
-    elif empty:
+    elif f.gap:
         outcome = ""            # the headline says why and what to add
     else:
-        v = holdout_verdict(info.start_config, (final_m and kept[-1].config) or info.start_config, hold)
+        v = holdout_verdict(info.start_config, (final_m and f.kept[-1].config) or info.start_config, f.d.holdout)
         outcome = f"a proposal, not decided yet ({'would be promoted' if v.promote else v.reason})"
-    drift = latency_drift(rounds)
-    # an empty night leads with why nothing was kept and what to add, not with the unchanged numbers
-    verdict = (f"{gap.headline}. {tuning}; {holdout}" + (f"; {outcome}" if outcome else "")) if gap else \
+    verdict = (f"{f.gap.headline}. {tuning}; {holdout}" + (f"; {outcome}" if outcome else "")) if f.gap else \
         f"{tuning}; {holdout}; {outcome}"
-    if drift.drifted:
-        verdict += (f"; LATENCY DRIFT: measured p95 ran {drift.median_ratio:.2f}x the cost model's prediction "
+    if f.drift.drifted:
+        verdict += (f"; LATENCY DRIFT: measured p95 ran {f.drift.median_ratio:.2f}x the cost model's prediction "
                     "(the machine was much busier or quieter than at calibration; decisions used the prediction)")
+    return verdict
 
-    # -- progress plot -----------------------------------------------------------------------------------
+
+def progress_section(f: NightFacts) -> Section:
+    """The objective per round, the running best, the kept changes labelled."""
+    rounds, obj = f.d.rounds, f.objective
     points, best, labels = [], [], []
     running = None
     for r in rounds:
@@ -286,68 +323,84 @@ def build_sweep_report(d: SweepData) -> Report:
         if running is not None:
             best.append((r.round, running))
     n_rej = sum(1 for r in rounds if r.decision.rejected)
-    failed = [r for r in rounds if not r.decision.evaluated]     # unavailable or crashed
-    n_fail = len(failed)
-    alt = (f"{len(rounds) - 1} rounds: {len(kept) - 1 if kept else 0} kept, {n_rej} rejected, {n_fail} "
+    alt = (f"{len(rounds) - 1} rounds: {len(f.kept) - 1 if f.kept else 0} kept, {n_rej} rejected, {len(f.failed)} "
            f"unavailable or crashed; running best {obj} {_fmt(best[0][1] if best else None, 3)} -> "
            f"{_fmt(best[-1][1] if best else None, 3)}")
     plot = Plot(f"{obj} per round", progress_plot(points, best, labels[-12:], ylabel=obj), alt) if points else \
         Para("no evaluated round yet", "note")
+    return Section("Progress", (plot,))
 
-    # -- tables --------------------------------------------------------------------------------------------
-    kept_rows = []
-    prev = start_m
-    for r in kept[1:]:
+
+def _kept_rows(f: NightFacts) -> tuple:
+    obj, rows, prev = f.objective, [], f.start
+    for r in f.kept[1:]:
         m = r.result
-        kept_rows.append((r.round, r.variable, str(r.old), str(r.new),
-                          objective_value(prev, obj), objective_value(m, obj),
-                          prev.overall["hit@5"], m.overall["hit@5"]))
+        rows.append((r.round, r.variable, str(r.old), str(r.new), objective_value(prev, obj), objective_value(m, obj),
+                     prev.overall["hit@5"], m.overall["hit@5"]))
         prev = m
-    reasons: dict[str, list] = {}
-    for r in rounds[1:]:
-        if not r.kept:
-            reasons.setdefault(r.decision, []).append(r)
-    reason_rows = tuple((dec, len(rs), ", ".join(sorted({x.variable for x in rs})))
-                        for dec, rs in sorted(reasons.items(), key=lambda t: -len(t[1])))
-    level_rows = []
-    if start_m and final_m:
-        for lv in sorted(set(start_m.by_level) | set(final_m.by_level)):
-            a, b = start_m.by_level.get(lv, {}), final_m.by_level.get(lv, {})
-            level_rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
-    flips = hold.compare.flipped if hold else ()
-    fail_rows = tuple((r.round, r.variable, str(r.new), r.decision, r.reason,
-                       round_reason(r.decision, r.variable, r.reason, probes=probes).fix()) for r in failed)
+    return tuple(rows)
 
-    sections = ((evidence_section(gap),) if gap else ()) + (
-        Section("Progress", (plot,)),
+
+def _level_rows(f: NightFacts) -> tuple:
+    if not (f.start and f.final):
+        return ()
+    rows = []
+    for lv in sorted(set(f.start.by_level) | set(f.final.by_level)):
+        a, b = f.start.by_level.get(lv, {}), f.final.by_level.get(lv, {})
+        rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
+    return tuple(rows)
+
+
+def _fail_rows(f: NightFacts) -> tuple:
+    return tuple((r.round, r.variable, str(r.new), r.decision, r.reason,
+                  round_reason(r.decision, r.variable, r.reason, probes=f.probes).fix()) for r in f.failed)
+
+
+def latency_section(drift: LatencyDrift) -> Section:
+    return Section("Latency: the cost model and the stopwatch", (
+        Para("Each round's p50/p95 is predicted from the work its searches did, charged with unit costs "
+             "measured once on this machine for each model (the calibration below, stored in every round's "
+             "ledger row): `autoresearch ledger --replay` recomputes every decision from the ledger. "
+             "The measured p95 is recorded beside it and decides nothing."),
+        Table(("calibration", "embedder", "taken at", "rerankers"),
+              tuple((c.key, c.embedder, c.taken_at, ", ".join(c.rerankers) or "–") for c in drift.calibrations)),
+        Para(f"measured / predicted p95, median over {drift.rounds} evaluated rounds: "
+             f"{_fmt(drift.median_ratio, 2)}" + (" — DRIFT: the machine was not as at calibration"
+                                                 if drift.drifted else ""),
+             "bad" if drift.drifted else "")))
+
+
+def report_sections(f: NightFacts) -> tuple[Section, ...]:
+    obj, hold = f.objective, f.d.holdout
+    kept_rows, level_rows, fail_rows = _kept_rows(f), _level_rows(f), _fail_rows(f)
+    flips = hold.compare.flipped if hold else ()
+    reason_rows = tuple((dec, len(rs), ", ".join(sorted({x.variable for x in rs})))
+                        for dec, rs in sorted(f.by_reason.items(), key=lambda t: -len(t[1])))
+    return ((evidence_section(f.gap),) if f.gap else ()) + (
+        progress_section(f),
         Section("Kept changes, in order", (Table(("round", "variable", "old", "new", f"{obj} before", f"{obj} after",
-                                                  "hit@5 before", "hit@5 after"), tuple(kept_rows)),)
+                                                  "hit@5 before", "hit@5 after"), kept_rows),)
                 if kept_rows else (Para("no change was kept: the starting config stands"),)),
-    ) + ((night_evidence_section(night),) if night else ()) + (
+    ) + ((night_evidence_section(f.night),) if f.night else ()) + (
         Section("Rejected and failed rounds by reason", (Table(("decision", "rounds", "variables"), reason_rows),)),
         Section("Per level on the tuning set, start vs final",
-                (Table(("level", "questions", "hit@5 start", "hit@5 final", "MRR start", "MRR final"),
-                       tuple(level_rows)),)),
+                (Table(("level", "questions", "hit@5 start", "hit@5 final", "MRR start", "MRR final"), level_rows),)),
         Section("Questions that flipped on the holdout",
                 (Table(("question", "rank before", "rank after", "now", "query"),
-                       tuple((f.id, f.a_rank, f.b_rank, f.now, f.query) for f in flips)),)
-                if flips else (Para("none" if hold else holdout),)),
+                       tuple((x.id, x.a_rank, x.b_rank, x.now, x.query) for x in flips)),)
+                if flips else (Para("none" if hold else _holdout_line(f)),)),
         Section("Rounds that were unavailable or crashed",
                 (Table(("round", "variable", "value", "decision", "reason", "fix"), fail_rows),)
                 if fail_rows else (Para("none"),)),
-        Section("Latency: the cost model and the stopwatch", (
-            Para("Each round's p50/p95 is predicted from the work its searches did, charged with unit costs "
-                 "measured once on this machine for each model (the calibration below, stored in every round's "
-                 "ledger row): `autoresearch ledger --replay` recomputes every decision from the ledger. "
-                 "The measured p95 is recorded beside it and decides nothing."),
-            Table(("calibration", "embedder", "taken at", "rerankers"),
-                  tuple((c.key, c.embedder, c.taken_at, ", ".join(c.rerankers) or "–") for c in drift.calibrations)),
-            Para(f"measured / predicted p95, median over {drift.rounds} evaluated rounds: "
-                 f"{_fmt(drift.median_ratio, 2)}" + (" — DRIFT: the machine was not as at calibration"
-                                                     if drift.drifted else ""),
-                 "bad" if drift.drifted else ""))),
+        latency_section(f.drift),
     )
-    data = {"sweep": sid, "status": info.status, "objective": obj, "rounds": len(rounds) - 1,
+
+
+def _report_data(f: NightFacts) -> dict:
+    """The report's machine-readable part (its JSON form)."""
+    obj, hold, start_m, final_m, kept = f.objective, f.d.holdout, f.start, f.final, f.kept
+    promo = f.d.promotion
+    return {"sweep": f.info.id, "status": f.info.status, "objective": obj, "rounds": len(f.d.rounds) - 1,
             "start": {"hit@5": start_m.overall["hit@5"] if start_m else None,
                       obj: objective_value(start_m, obj) if start_m else None},
             "final": {"hit@5": final_m.overall["hit@5"] if final_m else None,
@@ -356,13 +409,18 @@ def build_sweep_report(d: SweepData) -> Report:
             | {"hit@5_test": hold.compare.to_json()["metrics"]["hit@5"]} if hold else None,
             "promotion": promo and {"id": promo.id, "kind": promo.kind, "reason": promo.reason},
             "kept": [{"round": r.round, "variable": r.variable, "old": r.old, "new": r.new} for r in kept[1:]],
-            "decisions": {k: len(v) for k, v in reasons.items()},
+            "decisions": {k: len(v) for k, v in f.by_reason.items()},
             "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}
-                       for r in fail_rows],
-            "holdout_flips": [f.to_json() for f in flips], "evaluated_rounds": len(evaluated), "latency": drift.to_json(),
-            "evidence_gap": dataclasses.asdict(gap) if gap else None,
-            "evidence": dataclasses.asdict(night) if night else None}
-    return Report("sweep", f"Sweep {sid}", verdict, sections, data,
+                       for r in _fail_rows(f)],
+            "holdout_flips": [x.to_json() for x in (hold.compare.flipped if hold else ())],
+            "evaluated_rounds": len(f.evaluated), "latency": f.drift.to_json(),
+            "evidence_gap": dataclasses.asdict(f.gap) if f.gap else None,
+            "evidence": dataclasses.asdict(f.night) if f.night else None}
+
+
+def build_sweep_report(d: SweepData) -> Report:
+    f = night_facts(d)
+    return Report("sweep", f"Sweep {f.info.id}", verdict_line(f), report_sections(f), _report_data(f),
                   generated=time.strftime("%Y-%m-%d %H:%M %Z"))
 
 

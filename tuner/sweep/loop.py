@@ -27,7 +27,8 @@ from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose
-from tuner.sweep.rounds import ReplayedRound, charged, replay_decisions, run_round, snap
+from tuner.sweep.settings import default_of
+from tuner.sweep.rounds import ReplayedRound, RoundOutcome, charged, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.summary import Figures, HoldoutCheck, KeptStep, SweepSummary
 from tuner.sweep.reasons import Reason
@@ -38,30 +39,32 @@ from tuner.sweep.workbench import Workbench, fit_threshold
 
 @dataclass(frozen=True)
 class SweepParams:
+    """One sweep's inputs. The settings a user may set take their defaults from the one table the `sweep` verb's
+    options and the daemon's [sweep] keys are built from (tuner/sweep/settings.py)."""
     db: str
     gold: str
     space: str
     holdout: str | None = None
-    rounds: int = 119
+    rounds: int = default_of("rounds")
     time_budget_s: float | None = None
-    seed: int = 0
-    objective: str = "score100"
-    epsilon: float = 0.0
-    level_guard: bool = False
-    latency_budget_ms: float | None = None
-    gate_epsilon: float = 0.0       # gate rounds: the gate accuracy must rise by more than this
-    hit5_guard: str = "noninferior"  # keep_rule.HIT5_GUARDS: a test with a margin, the count, or each question
-    noise_alpha: float | None = 0.05   # a gain that moves the ranking must be beyond noise (keep_rule.Rule);
-    # None or 1: any gain is kept
-    hit5_margin: float = 2.0        # noninferior: the true hit@5 drop (points) the guard rules out
-    guard_alpha: float = 0.05       # noninferior: its one-sided level
+    seed: int = default_of("seed")
+    objective: str = default_of("objective")
+    epsilon: float = default_of("epsilon")
+    level_guard: bool = default_of("level_guard")
+    latency_budget_ms: float | None = default_of("latency_budget_ms")
+    gate_epsilon: float = default_of("gate_epsilon")     # gate rounds: the gate accuracy must rise by more than this
+    hit5_guard: str = default_of("hit5_guard")           # keep_rule.HIT5_GUARDS: a test with a margin, the count, or each question
+    noise_alpha: float | None = default_of("noise_alpha")   # a gain that moves the ranking must be beyond noise
+    # (keep_rule.Rule); None or 1: any gain is kept
+    hit5_margin: float = default_of("hit5_margin")       # noninferior: the true hit@5 drop (points) the guard rules out
+    guard_alpha: float = default_of("guard_alpha")       # noninferior: its one-sided level
     vault: str | None = None
     index_dir: str = "runs/indexes"
-    split: float | None = None      # no --holdout: tune on this fraction of --gold, hold out the rest
+    split: float | None = default_of("split")            # no --holdout: tune on this fraction of --gold, hold out the rest
     score_config: str | None = None  # a TOML file whose [score] table sets the 100-point rubric
     # measured latency never decides (the cost model does); more passes only steady the measured p95
     # recorded beside the predicted one
-    timing_samples: int = 0
+    timing_samples: int = default_of("timing_samples")
     cost_store: str | None = None   # folder of stored cost calibrations; None: <runs>/cost-model beside index_dir
     recalibrate: bool = False       # take a new cost calibration instead of the stored one
     # with a time budget and questions from the vault in the tuning set: grow the set before round 1 when it
@@ -240,8 +243,9 @@ class Sweep:
                               self.bench.evaluate(baseline, self.gold, timing_samples=self.p.timing_samples), "start")
                 for w in res.warnings:                      # e.g. a set that cannot discriminate: say so now,
                     self.progress(f"warning: {w}")          # not after 119 rounds that could keep nothing
-                self._append(0, START, None, None, baseline, baseline, res, RoundDecision.KEPT,
-                             "starting point", time.perf_counter() - t0, 0.0, objective_value(res, self.p.objective))
+                self._record(0, START, None, None, baseline,
+                             RoundOutcome(baseline, res, RoundDecision.KEPT, "starting point",
+                                          objective_value(res, self.p.objective)), time.perf_counter() - t0)
             next_round = max(r.round for r in self.rows) + 1
             while next_round <= self.p.rounds:
                 if self.stop_flag():
@@ -311,25 +315,29 @@ class Sweep:
         why_unavailable = self._why_unavailable(v.name, baseline)
         if why_unavailable is not None:
             why = why_unavailable.message()
-            self._append(round_no, v.name, old, None, baseline, baseline, None, RoundDecision.UNAVAILABLE, why, 0.0, 0.0, None)
+            self._record(round_no, v.name, old, None, baseline,
+                         RoundOutcome(baseline, None, RoundDecision.UNAVAILABLE, why, None), 0.0)
             self.progress(f"round {round_no}/{self.p.rounds}  {v.name} unavailable: {why}")
             return True
         t0 = time.perf_counter()
         out = run_round(self.bench, self.gold, baseline, base_metrics, v.name, value, self.p.rule(),
                         space=self.space, ensure_gate=self._ensure_gate, timing_samples=self.p.timing_samples)
         eval_s = time.perf_counter() - t0 - out.reindex_s
-        self._append(round_no, v.name, old, value, out.candidate, baseline, out.result, out.decision, out.reason,
-                     eval_s, out.reindex_s, out.objective)
+        self._record(round_no, v.name, old, value, baseline, out, eval_s)
         best = objective_value(self._baseline()[1], self.p.objective)
         self.progress(f"round {round_no}/{self.p.rounds}  {v.name} {old!r} -> {value!r}  {out.decision}  "
                       f"best {self.p.objective} {best:.4f}")
         return True
 
-    def _append(self, round_no, variable, old, new, cand, baseline, res, decision, reason, eval_s, reindex_s, obj):
+    def _record(self, round_no: int, variable: str, old, new, baseline: SearchConfig, out: RoundOutcome,
+                eval_s: float) -> None:
+        """One round into the ledger (and self.rows): what was tried against which baseline, and its outcome."""
+        cand = out.candidate
         s = self.bench.searchers.get(cand.embedder)
         self.rows.append(self.ledger.append_round(Round(
             self.id, round_no, variable, old, new, cand.as_dict(), cand.config_hash(), baseline.config_hash(),
-            s.fingerprint_key if s else None, res, obj, decision, reason, round(eval_s, 4), round(reindex_s, 3))))
+            s.fingerprint_key if s else None, out.result, out.objective, out.decision, out.reason, round(eval_s, 4),
+            round(out.reindex_s, 3))))
 
     # -- the end of a sweep ----------------------------------------------------------------------------------
     def summary(self) -> SweepSummary:

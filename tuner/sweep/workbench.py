@@ -76,7 +76,8 @@ def fit_gate_model(per_query: list[QuestionResult], fingerprint: dict, reranker:
     """The gate model re-fitted on the tuning set's gate features (a model swap changes every score),
     or None when the set cannot support one (too few probes, constant features). `gold_name` is recorded
     as the set it was fitted on, so `calibrate --labels` on that set says its scores are in-sample."""
-    from search_core.gate.model import GateFitError, fit_gate
+    from search_core.gate.model import GateFitError
+    from tuner.gate.fit import fit_gate
     from search_core.gate.features import GATE_FEATURES
     from tuner.gate.calibrate import CALIBRATION_C
     rows = [q for q in per_query if q.gate_features]

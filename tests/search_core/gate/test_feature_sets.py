@@ -8,7 +8,8 @@ import pytest
 
 from search_core.gate.features import (FEATURE_NAMES, FEATURE_SETS, GATE_FEATURE_SET, GATE_FEATURES, feature_set,
                                        unknown_features)
-from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, fit_gate, load_gate
+from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, load_gate
+from tuner.gate.fit import fit_gate
 
 FP = {"embedder": {"name": "e5-small", "dim": 384}}
 

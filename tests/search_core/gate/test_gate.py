@@ -6,8 +6,8 @@ from click.testing import CliRunner
 
 from search_core.config import SearchConfig
 from search_core.gate.features import FEATURE_NAMES, gate_features, idf_overlap, term_overlap, unknown_words
-from search_core.gate.model import (DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate,
-                                    fit_gate, load_gate, sidecar_path)
+from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate, load_gate, sidecar_path
+from tuner.gate.fit import fit_gate
 from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
 from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
@@ -138,23 +138,6 @@ def test_wrong_fingerprint_and_broken_files_fall_back(small_index, tmp_path):
     assert choice.decide(feats, 0.9, 0.82, True).kind == "model"
     # a search with that reranker chooses again, by the same function, and says why the model does not fit
     assert s.gate_for("bge-reranker").kind == "cosine" and "reranker 'none'" in s.gate_for("bge-reranker").reason
-
-
-def test_bad_labels_are_refused():
-    rows = [{"top_cos": 0.8 + i / 100} for i in range(6)]
-    with pytest.raises(GateFitError, match="2 probes"):
-        fit_gate(rows, [1] * 6, fingerprint={})
-    with pytest.raises(GateFitError, match="every feature is constant"):
-        fit_gate([{"top_cos": 0.8}] * 6, [1, 0, 1, 0, 1, 0], fingerprint={}, features=["top_cos"])
-
-
-def test_constant_features_are_dropped_not_fatal():
-    rng = np.random.default_rng(0)
-    y = [1] * 20 + [0] * 20
-    rows = [{"top_cos": (0.9 if l else 0.8) + rng.normal(0, 0.02), "sparse_found": 1.0} for l in y]
-    m = fit_gate(rows, y, fingerprint={}, features=["top_cos", "sparse_found"])
-    assert m.features == ("top_cos",) and m.fitted_on["dropped_constant"] == ["sparse_found"]
-    assert m.probability({"top_cos": 0.92}) > 0.8 > 0.2 > m.probability({"top_cos": 0.78})
 
 
 def test_best_balanced_threshold():
@@ -302,23 +285,6 @@ def test_unknown_names_falls_back_to_the_trigram_test_on_an_index_without_the_ta
     assert r.exit_code == 0 and word_df.STALE in r.output
     r = CliRunner().invoke(main, ["search", "Unity 커뮤니티", "--db", str(small_index), "--json"])
     assert json.loads(r.output)["gate"]["features"]["unknown_names"] == 0.0
-
-
-def test_fit_gate_chooses_C_from_a_grid_on_the_fitting_rows():
-    """A grid: every C is scored by the same grouped out-of-fold balanced accuracy, the best one is used
-    (ties to the smaller C) and recorded; a one-value grid is the fixed-C fit."""
-    rng = np.random.default_rng(0)
-    y = np.array([1] * 40 + [0] * 40)
-    rows = [{"top_cos": 0.8 + 0.05 * yi + rng.normal(0, 0.04), "term_overlap": rng.normal(0.5, 0.2)} for yi in y]
-    groups = [i // 4 for i in range(len(y))]
-    m = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=(0.01, 1.0, 100.0), groups=groups)
-    scores = {float(c): b for c, b in m.fitted_on["C_cv_balanced_accuracy"].items()}
-    assert set(scores) == {0.01, 1.0, 100.0}
-    best = max(scores.values())
-    assert m.fitted_on["C"] == min(c for c, b in scores.items() if b == best)
-    one = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=(1.0,), groups=groups)
-    fixed = fit_gate(rows, y, fingerprint={}, features=["top_cos", "term_overlap"], C=1.0, groups=groups)
-    assert one.coef == fixed.coef and one.threshold == fixed.threshold and one.calib_a == fixed.calib_a
 
 
 # ---- fifth round: each channel's own top chunk (features that do not move with the fusion's rrf_k) ----

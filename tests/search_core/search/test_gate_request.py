@@ -4,7 +4,8 @@ gate), or to one search (`rank`/`search(..., gate=...)`), which decides that sea
 import pytest
 
 from search_core.config import SearchConfig
-from search_core.gate.model import fit_gate, sidecar_path
+from search_core.gate.model import sidecar_path
+from tuner.gate.fit import fit_gate
 from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
 from tests.helpers.queries import QUERIES_IN, QUERIES_OUT

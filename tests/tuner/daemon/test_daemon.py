@@ -81,7 +81,8 @@ def test_bad_config_files_are_refused(tmp_path, demo_db):
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
     with pytest.raises(DaemonConfigError, match="job 'retest' is not enabled.*enabled jobs: index, sweep, report"):
         cfg.job("retest")
-    with pytest.raises(DaemonConfigError, match=r"\[sweep\] objective 'hit5' is not one of score100, mrr, hit@5, ndcg@10"):
+    with pytest.raises(SearchCoreError, match=r"\[sweep\] objective = 'hit5' is not one of score100, mrr, hit@5, ndcg@10 "
+                                              r"\(did you mean 'hit@5'\?\)"):
         load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='objective = "hit5"'))
     r = CliRunner().invoke(main, ["daemon", "--config", str(p), "--once", "nightly"])
     assert r.exit_code == 2 and "'nightly' is not one of 'index', 'sweep', 'report', 'retest', 'calibrate'" in r.output
@@ -95,7 +96,7 @@ def test_the_nights_keep_rule_is_the_noninferior_test_unless_the_config_names_an
     cfg = load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='hit5_guard = "count"\nhit5_margin = 3'))
     rule = sweep_params(cfg.sweep, cfg.sweep["db"], Path(cfg.runs), None).rule()
     assert (rule.hit5_guard, rule.hit5_margin) == ("count", 3.0)
-    with pytest.raises(DaemonConfigError, match=r"hit5_guard 'veto' is not one of noninferior, count, question"):
+    with pytest.raises(SearchCoreError, match=r"\[sweep\] hit5_guard = 'veto' is not one of noninferior, count, question"):
         load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='hit5_guard = "veto"'))
     with pytest.raises(DaemonConfigError, match=r'question_guard is now hit5_guard: write hit5_guard = "question"'):
         load_daemon_config(write_config(tmp_path, demo_db, extra_sweep="question_guard = true"))

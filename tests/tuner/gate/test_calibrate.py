@@ -250,7 +250,7 @@ def test_gate_scorecard_by_hand():
 def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_path):
     """The gate in force, scored on the labelled rows beside the cosine gate on the same rows; a gate
     fitted on those rows is flagged in-sample."""
-    from search_core.gate.model import fit_gate
+    from tuner.gate.fit import fit_gate
     db, log = logged
     calls = read_logged_calls(log)
     fp = Searcher(db).fingerprint
@@ -313,7 +313,7 @@ def test_calibrate_from_labels_alone_scores_a_gold_set(logged, tmp_path):
 def test_each_labelled_set_is_scored_on_its_own(logged):
     """Two labelled sets (a tuning set the gate was fitted on, a holdout it was not): the pooled scorecard,
     and one per set with its own in-sample flag; the per-set figures are the pooled arithmetic on its rows."""
-    from search_core.gate.model import fit_gate
+    from tuner.gate.fit import fit_gate
     from tuner.gate.calibrate import LabelledRow
     from tuner.gate.metrics import gate_scorecard
     db, log = logged

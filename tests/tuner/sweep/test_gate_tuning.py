@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from search_core.config import SearchConfig
-from search_core.gate.model import fit_gate
+from tuner.gate.fit import fit_gate
 from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
 from tests.helpers.queries import QUERIES_IN, QUERIES_OUT

@@ -132,6 +132,12 @@ def test_resume_refuses_a_moved_harness_and_honours_rounds(demo_index, tmp_path)
     r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "3", "--json"])
     assert r.exit_code == 0, r.output
     assert [x.round for x in Ledger(led).rounds(sid)] == [0, 1, 2, 3]
+    # a resume decides by the rule it recorded: a rule setting given with it is refused, nothing appended
+    r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "5", "--count-guard", "--noise-alpha", "0.2"])
+    assert r.exit_code == 1, r.output
+    assert ("under the rule it recorded; drop --noninferior-guard/--count-guard/--question-guard, --noise-alpha "
+            "(only --rounds may change)") in " ".join(r.output.split()), r.output
+    assert len(Ledger(led).rounds(sid)) == 4
     gold.write_text(TUNE.read_text(encoding="utf-8").replace("김치찌개 레시피", "김치찌개 만드는 법"), encoding="utf-8")
     r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "5"])
     assert r.exit_code != 0 and "the gold (tuning) set" in r.output and "changed" in r.output
