@@ -270,7 +270,7 @@ def part_calibrate(s, sets, n_calls):
         timings.append({"read": t1 - t0, "calibrate": t2 - t1, "total": t2 - t0, "cpu": c2 - c0})
     return {"calls": len(calls), "seconds": timings, "best_total_s": round(min(t["total"] for t in timings), 3),
             "best_cpu_s": round(min(t["cpu"] for t in timings), 3),
-            "recommendation": {k: v for k, v in cal["recommendation"].items() if k != "model"}}
+            "recommendation": {k: v for k, v in cal.recommendation.items() if k != "model"}}
 
 
 def main():

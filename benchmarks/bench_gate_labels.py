@@ -131,7 +131,7 @@ def one_week(rows, seed, rule, default, truth_of, start: float | None = None, co
         labelled += len(picks)
         cal = calibrate(calls, [], model=gate, cos_threshold=0.82, fingerprint=dict(default.fingerprint),
                         threshold_rule=rule)
-        rec = cal["recommendation"]
+        rec = cal.recommendation
         if rec.get("basis") and rec.get("model"):
             from search_core.gate.model import GateModel
             m = rec["model"]

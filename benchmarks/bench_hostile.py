@@ -996,8 +996,8 @@ def case_label_other_index(t: Path, db: Path):
     if r.returncode or "Traceback" in r.stderr:
         return False, f"calibrate: exit {r.returncode} {r.stderr[-200:]}"
     cal = json.loads(r.stdout)["data"]
-    apart = cal.get("kept_apart", {})
-    if apart.get("labelled") != 1 or not any("another index" in w for w in cal["warnings"]):
+    apart = cal.kept_apart or {}
+    if apart.get("labelled") != 1 or not any("another index" in w for w in cal.warnings):
         return False, f"a label on another index's call was not left out with a message ({apart})"
     return True, "the label on another index's call left out of the calibration, with a warning naming it"
 

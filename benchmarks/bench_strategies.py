@@ -223,7 +223,7 @@ def brief(res) -> dict:
     from tuner.sweep.keep_rule import objective_value, questions_hit
     hit, n = questions_hit(res)
     return {"score100": objective_value(res, "score100"), "hit@5": res.overall["hit@5"],
-            "mrr": res.overall["mrr"], "hits": hit, "n": n, "gate_accuracy": res.gate.get("gate_accuracy")}
+            "mrr": res.overall["mrr"], "hits": hit, "n": n, "gate_accuracy": res.gate.gate_accuracy}
 
 
 # -- the strategies ---------------------------------------------------------------------------------------------
@@ -256,8 +256,8 @@ def run_ovat(spec: dict, seed: int, ledger, rule: dict | None = None) -> dict:
         last_emb = cfg.embedder
         if r.kept:
             kept = r
-        trials.append((cfg, {"score100": r.result.score100["total"]}))
-        incumbents.append((kept.search_config, kept.result.score100["total"]))
+        trials.append((cfg, {"score100": r.result.score100.total}))
+        incumbents.append((kept.search_config, kept.result.score100.total))
     return {"sw": sw, "trials": trials, "incumbents": incumbents, "wall_s": wall, "other_embedder": other,
             "switches": switches, "reindex_s": sum(r.reindex_s or 0 for r in rows),
             "decisions": sw.summary().decisions}

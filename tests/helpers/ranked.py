@@ -15,5 +15,6 @@ def ranked(ranks, *, score=70.0) -> EvalResult:
     return EvalResult.from_ledger(
         {"overall": {"n": n, "hit@5": round(sum(q["hit@5"] for q in rows) / n, 4),
                      "mrr": sum(q["mrr"] for q in rows) / n, "ndcg@10": sum(q["ndcg@10"] for q in rows) / n},
-         "score100": {"total": score}, "gate": {"gate_accuracy": 0.8}, "latency_ms": {"p95": 30.0},
+         "score100": {"quality": 0.0, "speed": 0.0, "total": score, "passed": False}, "gate": {"gate_accuracy": 0.8},
+         "latency_ms": {"p95": 30.0},
          "per_query": rows})

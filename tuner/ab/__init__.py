@@ -3,9 +3,10 @@
 from search_core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "run": ("run_ab", "parse_candidates"),
+    "run": ("run_ab", "parse_candidates", "ABRun"),
     "records": ("ABParams", "Candidate", "CandidateResult", "ABError"),
     "prepare": ("prepare",),
-    "compare": ("compare_pair", "verdict", "PairComparison"),
+    "compare": ("compare_pair", "PairComparison"),
+    "verdicts": ("ab_verdict",),
     "progress": ("ABProgress",),
 })

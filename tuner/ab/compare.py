@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.evaluation.compare import PairedMetric, answerable, paired_metrics
+from tuner.evaluation.evaluate import QuestionResult
 from tuner.evaluation.metrics import metric_names
 from tuner.ab.records import CandidateResult
 
@@ -61,30 +62,14 @@ class PairComparison:
 def compare_pair(a: CandidateResult, b: CandidateResult, *, seed: int = 0) -> PairComparison:
     """B against A on the answerable evaluation questions: per metric the mean of each, the difference
     (and in questions, for the 0/1 metrics), the paired randomization p-value and a bootstrap 95% CI."""
-    qa, qb = answerable(a.result["per_query"]), answerable(b.result["per_query"])
+    qa, qb = (answerable([QuestionResult.from_json(q) for q in c.result["per_query"]]) for c in (a, b))
     ids = [i for i in qa if i in qb]
 
     def rank(q):
-        return q["first_rank"] if q["first_rank"] is not None else 10 ** 6
-    moved = [MovedQuestion(i, qa[i]["level"], qa[i]["query"], tuple(qa[i]["gold"]), qa[i]["first_rank"],
-                           qb[i]["first_rank"])
+        return q.first_rank if q.first_rank is not None else 10 ** 6
+    moved = [MovedQuestion(i, qa[i].level, qa[i].query, tuple(qa[i].gold), qa[i].first_rank, qb[i].first_rank)
              for i in ids if rank(qa[i]) != rank(qb[i])]
-    return PairComparison(a.label, b.label, len(ids), paired_metrics(qa, qb, ids, AB_METRICS, seed=seed),
+    ma, mb = {i: q.metrics for i, q in qa.items()}, {i: q.metrics for i, q in qb.items()}
+    return PairComparison(a.label, b.label, len(ids), paired_metrics(ma, mb, ids, AB_METRICS, seed=seed),
                           tuple(m for m in moved if rank(qb[m.id]) < rank(qa[m.id])),
                           tuple(m for m in moved if rank(qb[m.id]) > rank(qa[m.id])), len(ids) - len(moved))
-
-
-def verdict(data: dict) -> str:
-    ok = [c for c in data["candidates"] if c["status"] == "ok"]
-    others = [c for c in data["candidates"] if c["status"] != "ok"]
-    tail = f"; not compared: {', '.join(c['label'] + ' (' + c['status'] + ')' for c in others)}" if others else ""
-    if len(ok) < 2:
-        return (f"no comparison: {len(ok)} candidate(s) finished" + tail)
-    parts = []
-    for pr in map(PairComparison.from_json, data["pairs"]):
-        h, mrr = pr.metrics["hit@5"], pr.metrics["mrr"]
-        dq = int(round(h.delta_questions))
-        word = "within noise" if h.within_noise and mrr.within_noise else "NOT within noise"
-        parts.append(f"{pr.b} vs {pr.a}: hit@5 {dq:+d} of {pr.n} questions ({h.a:.3f} -> {h.b:.3f}, "
-                     f"p={h.p_value:.3f}), MRR@10 {mrr.delta:+.3f} (p={mrr.p_value:.3f}): {word}")
-    return "; ".join(parts) + tail

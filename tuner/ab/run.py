@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,7 +28,7 @@ from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
-from tuner.ab.compare import compare_pair
+from tuner.ab.compare import PairComparison, compare_pair
 from tuner.ab.records import ABError, ABParams, Candidate, CandidateResult
 from tuner.evaluation.evaluate import build_result, run_queries
 from tuner.data.gold import GoldSet
@@ -315,16 +316,33 @@ def same_model(a: Searcher, b: Searcher) -> bool:
     return fa == fb
 
 
-def nothing_compared(data: dict) -> str | None:
+@dataclass(frozen=True)
+class ABRun:
+    """An A/B as it ran: what it compared (`params`, as the report shows it), each candidate, each pair
+    against the first candidate measured; `to_json` is the report's data (and `ab --format json`'s)."""
+    params: dict
+    candidates: tuple[CandidateResult, ...]
+    pairs: tuple[PairComparison, ...]
+    interrupted: bool                   # cut short by a signal: the candidates after it are "cut"
+    seconds: float
+
+    @property
+    def cut(self) -> list[str]:
+        return [r.label for r in self.candidates if r.status == "cut"]
+
+    def to_json(self) -> dict:
+        return {"params": self.params, "candidates": [r.to_json() for r in self.candidates],
+                "pairs": [p.to_json() for p in self.pairs], "interrupted": self.interrupted, "cut": self.cut,
+                "seconds": self.seconds}
+
+
+def nothing_compared(run: ABRun) -> str | None:
     """Why an A/B compared nothing (fewer than two candidates measured), or None when it compared a pair:
-    the CLI exits 1 then, so a script does not take an empty report for a result."""
-    if data["pairs"]:
-        return None
-    cands = data["candidates"]
-    ok = [c["label"] for c in cands if c["status"] == "ok"]
-    others = "; ".join(f"{c['label']}: {c['status']}" for c in cands if c["status"] != "ok")
-    return (f"nothing was compared: {len(ok)} of {len(cands)} candidates measured"
-            + (f" ({others})" if others else "") + "; an A/B needs two that run")
+    the CLI exits 1 then, so a script does not take an empty report for a result. The report's verdict and
+    its fix, from the one table (tuner.ab.verdicts)."""
+    from tuner.ab.verdicts import NOTHING_COMPARED, ab_verdict
+    v = ab_verdict(run.to_json())
+    return f"{v.message()}: {v.fix()}" if v.kind == NOTHING_COMPARED else None
 
 
 def not_runnable_here(p) -> dict[str, str]:
@@ -340,8 +358,8 @@ def not_runnable_here(p) -> dict[str, str]:
     return out
 
 
-def run_ab(p: ABParams, progress=None) -> dict:
-    """All candidates, then the pairwise comparisons. Returns plain data for report_ab."""
+def run_ab(p: ABParams, progress=None) -> ABRun:
+    """All candidates, then the pairwise comparisons."""
     t0 = time.perf_counter()
     if p.base_db:
         s = Searcher(p.base_db)
@@ -378,11 +396,10 @@ def run_ab(p: ABParams, progress=None) -> dict:
         results.append(r)
     ok = [r for r in results if r.status == "ok"]
     pairs = [compare_pair(ok[0], o) for o in ok[1:]] if len(ok) > 1 else []
-    return {"params": {"embedders": list(p.embedders), "rerankers": list(p.rerankers), "vault": p.vault,
-                       "work": p.work, "tune": p.tune.name, "tune_n": len(p.tune.questions), "eval": p.eval.name,
-                       "eval_n": len(p.eval.questions), "eval_probes": len(p.eval.probes()),
-                       "tune_probes": len(p.tune.probes()), "split": p.split_note,
-                       "same_questions": p.eval is p.tune, "config": p.config.as_dict(),
-                       "chunking": chunk_cfg.as_dict()},
-            "candidates": [r.to_json() for r in results], "pairs": [p.to_json() for p in pairs], "interrupted": interrupted,
-            "cut": [r.label for r in results if r.status == "cut"], "seconds": round(time.perf_counter() - t0, 2)}
+    return ABRun({"embedders": list(p.embedders), "rerankers": list(p.rerankers), "vault": p.vault,
+                  "work": p.work, "tune": p.tune.name, "tune_n": len(p.tune.questions), "eval": p.eval.name,
+                  "eval_n": len(p.eval.questions), "eval_probes": len(p.eval.probes()),
+                  "tune_probes": len(p.tune.probes()), "split": p.split_note,
+                  "same_questions": p.eval is p.tune, "config": p.config.as_dict(),
+                  "chunking": chunk_cfg.as_dict()},
+                 tuple(results), tuple(pairs), interrupted, round(time.perf_counter() - t0, 2))

@@ -73,18 +73,18 @@ def ab(embedders, rerankers, gold_path, holdout, split, vault, db, config_path, 
         for name, why in not_runnable_here(params).items():
             click.echo(f"skipped, cannot run here: {name}: {why}", err=True)
         data = run_ab(params, ABProgress(progress is not False))
-        path = emit(ab_report(data), fmt, out)
+        path = emit(ab_report(data.to_json()), fmt, out)
     except SearchCoreError as e:
         fail(e)
     except KeyboardInterrupt:      # before the first candidate started: nothing to report
         click.echo("interrupted before any candidate finished; nothing was changed", err=True)
         sys.exit(130)
-    for c in data["candidates"]:
-        if c["status"] != "ok":
-            click.echo(f"{c['label']}: {c['status']}: {c['message']}", err=True)
+    for c in data.candidates:
+        if c.status != "ok":
+            click.echo(f"{c.label}: {c.status}: {c.message}", err=True)
     where = f" (the report of what ran: {path})" if path else ""
-    if data["interrupted"]:
-        click.echo(f"interrupted: cut {', '.join(data['cut'])}; the report keeps the finished candidates{where}",
+    if data.interrupted:
+        click.echo(f"interrupted: cut {', '.join(data.cut)}; the report keeps the finished candidates{where}",
                    err=True)
         sys.exit(130)
     why = nothing_compared(data)

@@ -31,8 +31,8 @@ def daemon(config_path, once, start_in):
         cfg = load_daemon_config(config_path)
         if once:
             res = run_once(cfg, once)
-            click.echo(json.dumps(res, ensure_ascii=False, default=str))
-            sys.exit(0 if res["outcome"] in ("ok", "promoted", "declined", "stopped", "skipped") else 1)
+            click.echo(json.dumps(res.to_json(), ensure_ascii=False, default=str))
+            sys.exit(0 if res.outcome in ("ok", "promoted", "declined", "stopped", "skipped") else 1)
         click.echo(f"daemon pid {__import__('os').getpid()}: runs {cfg.runs}, log {Path(cfg.runs) / 'daemon.log'}",
                    err=True)
         sys.exit(Daemon(cfg, start_in=start_in).serve())
@@ -50,19 +50,18 @@ def status(runs, as_json):
 
     s = get_status(runs_dir(runs))
     if as_json:
-        click.echo(json.dumps(s, ensure_ascii=False, default=str))
+        click.echo(json.dumps(s.to_json(), ensure_ascii=False, default=str))
         return
-    d = s["daemon"]
-    click.echo(f"runs {s['runs']}: " + (f"daemon running (pid {d['pid'] if d['pid'] and d['pid'] > 0 else 'unknown'}, holds the lock)" if d["running"]
-                                         else "no daemon running"))
-    for j in s["jobs"]:
-        click.echo(f"  {j['job']:<10} {j['schedule'] or '':<28} next {j['next_run'] or '–':<26} "
-                   f"last {j['last_run'] or '–'} {j['last_outcome'] or ''}")
-        if j.get("last_why") and j["last_outcome"] not in ("ok", "running"):
-            click.echo(f"             why: {j['last_why']}")
-        if j.get("last_report"):
-            click.echo(f"             report: {j['last_report']}")
-    for p in s.get("problems", []):
+    click.echo(f"runs {s.runs}: " + (f"daemon running (pid {s.pid if s.pid and s.pid > 0 else 'unknown'}, holds "
+                                     "the lock)" if s.running else "no daemon running"))
+    for j in s.jobs:
+        click.echo(f"  {j.job:<10} {j.schedule or '':<28} next {j.next_run or '–':<26} "
+                   f"last {j.last_run or '–'} {j.last_outcome or ''}")
+        if j.last_why and j.last_outcome not in ("ok", "running"):
+            click.echo(f"             why: {j.last_why}")
+        if j.last_report:
+            click.echo(f"             report: {j.last_report}")
+    for p in s.problems:
         click.echo(f"  problem: {p}", err=True)
 
 
@@ -86,13 +85,13 @@ def config_history(runs, as_json):
         fail(e)
     if as_json:
         click.echo(json.dumps({"active": active and {"config": active.config.as_dict(), "index": str(active.index),
-                                                     "source": active.source}, "events": events},
+                                                     "source": active.source}, "events": [e.to_json() for e in events]},
                               ensure_ascii=False, default=str))
         return
     click.echo("active: " + (f"{active.source} ({active.config.config_hash()}, index {active.index})" if active
                              else "none (built-in defaults)"))
     for e in events:
-        click.echo(f"#{e['id']:<3} {e['created']}  {e['kind']:<9} sweep {e['sweep'] or '–'}: {e['reason']}")
+        click.echo(f"#{e.id:<3} {e.created}  {e.kind:<9} sweep {e.sweep or '–'}: {e.reason}")
 
 
 @config_group.command("rollback")
@@ -105,8 +104,8 @@ def config_rollback(event_id, runs):
         r = rollback(event_id, runs)
     except SearchCoreError as e:
         fail(e)
-    click.echo(f"rolled back #{r['undid']} (event #{r['event']}); active: "
-               + (json.dumps(r["active"], ensure_ascii=False) if r["active"] else "none (built-in defaults)"))
+    click.echo(f"rolled back #{r.undid} (event #{r.event}); active: "
+               + (json.dumps(r.active, ensure_ascii=False) if r.active else "none (built-in defaults)"))
 
 
 @click.group("report")

@@ -72,14 +72,14 @@ def calibrate(ctx, db, log_path, since, labels, no_log, gate_path, fmt, out, pro
             call_labels=call_labels, gate_path=gate_path)
         proposal = proposal or Path(str(db) + ".gate-proposal.json")
         written = write_proposal(cal, db, proposal)      # a declined run replaces an older proposal with its reason
-        wrote = None if written.get("declined") else str(proposal)
+        wrote = None if written.declined else str(proposal)
         series = score_series(calls, labelled, choice) if fmt == "html" else None
         path = emit(calibration_report(cal, str(db), wrote, fmt == "html", series), fmt, out)
     except SearchCoreError as e:
         fail(e)
     if path:          # (a report on stdout carries the same in its warnings)
         click.echo(f"report written to {path}" + (f"; proposal {wrote}" if wrote else
-                                                  f"; no proposal: {written['declined']} ({proposal} records "
+                                                  f"; no proposal: {written.declined} ({proposal} records "
                                                   "this, so `calibrate apply` says so)"), err=True)
 
 
@@ -93,7 +93,7 @@ def calibrate_apply(db, proposal):
         r = apply_proposal(proposal or Path(str(db) + ".gate-proposal.json"), db)
     except SearchCoreError as e:
         fail(e)
-    click.echo(f"installed {r['installed']}" + (" (the previous gate is in the history)" if r["replaced"] else "")
+    click.echo(f"installed {r.installed}" + (" (the previous gate is in the history)" if r.replaced else "")
                + f"; undo with `autoresearch calibrate undo --db {db}`")
 
 
@@ -106,8 +106,8 @@ def calibrate_undo(db):
         r = undo_apply(db)
     except SearchCoreError as e:
         fail(e)
-    click.echo(f"restored the previous gate at {r['gate_file']}" if r["restored"]
-               else f"removed {r['gate_file']}: the default gate is back")
+    click.echo(f"restored the previous gate at {r.gate_file}" if r.restored
+               else f"removed {r.gate_file}: the default gate is back")
 
 
 @click.group()
@@ -132,10 +132,10 @@ def probes_make(vault, gold_path, out, fraction, seed, as_json):
     except SearchCoreError as e:
         fail(e)
     if as_json:
-        click.echo(json.dumps(r, ensure_ascii=False, indent=1))
+        click.echo(json.dumps(r.to_json(), ensure_ascii=False, indent=1))
         return
-    click.echo(f"held out {r['held_out_documents']} of {r['documents']} documents; {r['probes']} probes and "
-               f"{r['answerable']} answerable questions in {r['gold']}; index {r['db']}", file=sys.stdout)
+    click.echo(f"held out {r.held_out_documents} of {r.documents} documents; {r.probes} probes and "
+               f"{r.answerable} answerable questions in {r.gold}; index {r.db}", file=sys.stdout)
 
 
 COMMANDS = (calibrate, probes)

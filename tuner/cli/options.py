@@ -4,6 +4,8 @@ bars, and how an error reaches the user. Parsing and printing only: the work is 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TypedDict
 from pathlib import Path
 
 import click
@@ -47,11 +49,18 @@ def duration(text: str | None, *, allow_all: bool = False, param_hint: str | Non
         raise click.BadParameter(str(e), param_hint=param_hint) from None
 
 
-def in_runs(name: str, type: click.ParamType | None = None) -> dict:
+class RunsDefault(TypedDict):
+    """click.option's keyword arguments for an option whose default is in the runs folder."""
+    type: click.ParamType
+    default: Callable[[], Path]
+    show_default: str
+
+
+def in_runs(name: str, type: click.ParamType | None = None) -> RunsDefault:
     """An option's default in the runs folder, read when the command runs (so $AUTORESEARCH_RUNS set after
     import counts) and shown as such in --help; `type` checks the value (default: a path to write)."""
-    return {"type": type or PathValue(output=True), "default": lambda: runs_path(name),
-            "show_default": f"$AUTORESEARCH_RUNS/{name}, else runs/{name}"}
+    return RunsDefault(type=type or PathValue(output=True), default=lambda: runs_path(name),
+                       show_default=f"$AUTORESEARCH_RUNS/{name}, else runs/{name}")
 
 
 class FiniteFloat(click.FloatRange):

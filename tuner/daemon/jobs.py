@@ -6,10 +6,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from search_core import SearchCoreError, StopRequested
 from search_core.config import SearchConfig, load_config
+
+if TYPE_CHECKING:
+    from tuner.promotion.promote import Promotion
 
 log = logging.getLogger("autoresearch.daemon")
 
@@ -21,11 +26,12 @@ def _ledger(d):
     return Ledger(d.cfg.ledger)
 
 
-def write_reports(d, sweep_id: str) -> dict:
+def write_reports(d, sweep_id: str) -> dict[str, str]:
     """The morning report and the audit of `sweep_id`, in every format, under runs/reports/. Both are read
     from the ledger and rendered in the six formats before any file is written, with the stop flag asked
     between the steps (reading a 1,000-round sweep takes seconds): a stop ends it with StopRequested and
-    writes none of them, so a night's reports are all there or all from the run before."""
+    writes none of them, so a night's reports are all there or all from the run before. Returns
+    "<kind>.<format>" -> the file written (a mapping: the run table records it as it is)."""
     from tuner.sweep.rejected_audit import audit_report
     from tuner.reports.sweep import sweep_report
     from tuner.reports import plots
@@ -53,7 +59,7 @@ def write_reports(d, sweep_id: str) -> dict:
     return {f"{kind}.{fmt}": save(text, out / f"{kind}-{sweep_id}.{fmt}") for (kind, fmt), text in texts.items()}
 
 
-def _reports_after_sweep(d, sweep_id: str):
+def _reports_after_sweep(d, sweep_id: str) -> dict[str, str]:
     """The sweep job's reports, or why there are none: a stop while they render leaves the promotion decided
     (it is recorded) and the reports to the report job."""
     try:
@@ -110,7 +116,7 @@ def job_sweep(d, spec, scheduled, rid):
     try:
         late = decide_undecided(d, lg)
         if late is not None:                # killed after its last round, before its promotion was decided
-            return ("promoted" if late["promotion"]["promoted"] else "declined"), late
+            return ("promoted" if late.promotion.promoted else "declined"), late.to_json()
         resume = None
         for sid in _daemon_sweeps(d):       # newest first: a sweep killed or stopped mid-way resumes
             info = lg.sweep(sid)
@@ -152,14 +158,28 @@ def job_sweep(d, spec, scheduled, rid):
         promo = decide_promotion(sw.id, summary.start_config, summary.final_config, summary.holdout,
                                  searcher.db if searcher else None, d.cfg.runs,
                                  gate_model=sw.bench.gate_models.get((final.embedder, final.reranker)))
-        detail["promotion"] = promo
+        detail["promotion"] = promo.to_json()
         detail["reports"] = _reports_after_sweep(d, sw.id)
-        return ("promoted" if promo["promoted"] else "declined"), detail
+        return ("promoted" if promo.promoted else "declined"), detail
     finally:
         lg.close()
 
 
-def decide_undecided(d, lg) -> dict | None:
+@dataclass(frozen=True)
+class LateDecision:
+    """The promotion of a sweep that ended before its promotion was decided, decided after a restart; its
+    `to_json` is the sweep job's detail in the run table."""
+    sweep: str
+    status: str
+    promotion: Promotion
+    reports: dict[str, str]         # as write_reports returns them, or why they were not written
+
+    def to_json(self) -> dict:
+        return {"sweep": self.sweep, "how": "decided after a restart", "status": self.status,
+                "promotion": self.promotion.to_json(), "reports": self.reports}
+
+
+def decide_undecided(d, lg) -> LateDecision | None:
     """The newest daemon sweep, when it ended (its summary and holdout are in the ledger) but no promotion
     decision names it (the process died in between): decide it now, from the ledger, instead of starting a
     new sweep over it. Its winner's gate model is not kept, so a gate_threshold is not promoted with it
@@ -174,7 +194,7 @@ def decide_undecided(d, lg) -> dict | None:
         return None
     hist = History(d.cfg.runs)
     try:
-        if any(e["sweep"] == info.id for e in hist.events()):
+        if any(e.sweep == info.id for e in hist.events()):
             return None
     finally:
         hist.close()
@@ -189,9 +209,8 @@ def decide_undecided(d, lg) -> dict | None:
         log.warning("sweep %s ended undecided and cannot be decided now (%s); a new sweep starts", info.id, e)
         return None
     log.info("sweep %s had ended without a promotion decision (the daemon died after its last round): %s",
-             info.id, promo["reason"])
-    return {"sweep": info.id, "how": "decided after a restart", "status": info.status, "promotion": promo,
-            "reports": _reports_after_sweep(d, info.id)}
+             info.id, promo.reason)
+    return LateDecision(info.id, info.status, promo, _reports_after_sweep(d, info.id))
 
 
 def _latest_tuning_sweep(d) -> str:
@@ -229,7 +248,7 @@ def job_calibrate(d, spec, scheduled, rid):
         from tuner.gate.calibrate import daemon_job
     except ImportError as e:        # a dependency of the calibration is missing from this install
         return "unavailable", {"why": f"tuner.gate.calibrate cannot be imported: {e}"}
-    return "ok", daemon_job(d.cfg, stop=d.stop.is_set, progress=log.info)
+    return "ok", daemon_job(d.cfg, stop=d.stop.is_set, progress=log.info).to_json()
 
 
 def job_labels(d, spec, scheduled, rid):

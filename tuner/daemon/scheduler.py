@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -250,7 +251,7 @@ class Daemon:
         self.state_dirty = False
 
     # one job, recorded ---------------------------------------------------------------------------------
-    def run_job(self, name: str, scheduled: dt.datetime | None = None, trigger: str = "schedule") -> dict:
+    def run_job(self, name: str, scheduled: dt.datetime | None = None, trigger: str = "schedule") -> JobRun:
         from tuner.daemon.jobs import JOBS
         job = self.cfg.job(name)
         now = dt.datetime.now(self.cfg.tz)
@@ -262,10 +263,10 @@ class Daemon:
             # queued behind the job that was running when the stop came (--start-in queues the whole night):
             # left unrecorded, so the next start catches it up within its grace
             log.info("%s not started: the daemon is stopping", name)
-            return {"outcome": "skipped", "why": "the daemon is stopping"}
+            return JobRun(None, "skipped", {"why": "the daemon is stopping"})
         if trigger == "schedule" and self.table.finished_for(name, scheduled):
             log.warning("%s at %s already ran (did the clock jump back?); not running it twice", name, _iso(scheduled))
-            return {"outcome": "skipped", "why": "already ran"}
+            return JobRun(None, "skipped", {"why": "already ran"})
         rid = self.table.start(name, scheduled, trigger)
         log.info("job %s started (%s, scheduled %s, run #%d)", name, trigger, _iso(scheduled), rid)
         try:
@@ -284,7 +285,7 @@ class Daemon:
         # the state file is written by the main thread: APScheduler 3's shutdown() holds the job-store lock
         # while it waits for running jobs, so a job calling get_jobs() at its end would deadlock the stop
         self.state_dirty = True
-        return {"run": rid, "outcome": outcome, **detail}
+        return JobRun(rid, outcome, detail)
 
     def _on_signal(self, signum, frame):
         # the flag first: a line in the log means the running job sees the stop from then on
@@ -381,9 +382,53 @@ class Daemon:
             handler.close()
 
 
-def status(runs: str | Path) -> dict:
+@dataclass(frozen=True)
+class JobRun:
+    """One run of a job: its row in the run table (None: skipped, never recorded), how it ended, and the
+    job's detail as the run table keeps it (JSON the job wrote: a job's own record, through its to_json)."""
+    run: int | None
+    outcome: str                # ok, promoted, declined, stopped, skipped, failed, crashed, unavailable, missed
+    detail: dict
+
+    def to_json(self) -> dict:
+        return {**({"run": self.run} if self.run is not None else {}), "outcome": self.outcome, **self.detail}
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job: str
+    schedule: str | None
+    next_run: str | None
+    last_run: str | None
+    last_outcome: str | None
+    last_why: str | None        # the one line that says why the last run ended as it did
+    last_report: str | None     # the Markdown report it wrote
+    last_detail: dict | None    # its detail as the run table keeps it
+
+    def to_json(self) -> dict:
+        return {"job": self.job, "schedule": self.schedule, "next_run": self.next_run, "last_run": self.last_run,
+                "last_outcome": self.last_outcome, "last_why": self.last_why, "last_report": self.last_report,
+                "last_detail": self.last_detail}
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    """What `status` shows; `to_json` is its --json output."""
+    runs: str
+    running: bool               # a daemon holds the runs folder's lock
+    pid: int | None
+    config: str | None          # the config the running daemon was started with
+    jobs: tuple[JobStatus, ...]
+    problems: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"runs": self.runs, "daemon": {"running": self.running, "pid": self.pid}, "config": self.config,
+                "jobs": [j.to_json() for j in self.jobs], **({"problems": list(self.problems)} if self.problems else {})}
+
+
+def status(runs: str | Path) -> DaemonStatus:
     """Jobs, their next and last runs, the last outcome, and who holds the lock. A damaged state file or
-    run table is reported under "problems" (status is what one runs when something is wrong)."""
+    run table is reported in `problems` (status is what one runs when something is wrong)."""
     runs = Path(runs)
     holder = holder_pid(runs) if runs.exists() else None
     problems = []
@@ -396,8 +441,7 @@ def status(runs: str | Path) -> dict:
         except (ValueError, OSError) as e:
             state = {}
             problems.append(f"{runs / STATE} is damaged ({e}); the daemon rewrites it (restart it if it is not running)")
-    out = {"runs": str(runs), "daemon": {"running": holder is not None, "pid": holder}, "config": state.get("config"),
-           "jobs": []}
+    jobs = []
     table = None
     try:
         if (runs / RUNS_DB).exists():
@@ -408,21 +452,17 @@ def status(runs: str | Path) -> dict:
         for name in names:
             last = (table.rows(name, 1) if table else []) or [None]
             detail = last[0] and last[0]["detail"]
-            out["jobs"].append({"job": name, "schedule": state.get("schedule", {}).get(name),
-                                "next_run": _in_zone(nxt.get(name), tz),
-                                "last_run": last[0] and _in_zone(last[0]["started"], tz),
-                                "last_outcome": last[0] and (last[0]["outcome"] or "running"),
-                                "last_why": _why(detail), "last_report": _report_path(detail),
-                                "last_detail": detail})
+            jobs.append(JobStatus(name, state.get("schedule", {}).get(name), _in_zone(nxt.get(name), tz),
+                                  last[0] and _in_zone(last[0]["started"], tz),
+                                  last[0] and (last[0]["outcome"] or "running"), _why(detail), _report_path(detail),
+                                  detail))
     except Exception as e:     # sqlean's DatabaseError on a damaged file, a JSON detail cut short
         problems.append(f"{runs / RUNS_DB} cannot be read ({type(e).__name__}: {e}); move it away: the daemon starts "
                         "a new run table (missed runs before it are then not caught up)")
     finally:
         if table:
             table.close()
-    if problems:
-        out["problems"] = problems
-    return out
+    return DaemonStatus(str(runs), holder is not None, holder, state.get("config"), tuple(jobs), tuple(problems))
 
 
 def _zone(name):
@@ -463,7 +503,7 @@ def _report_path(detail) -> str | None:
     return None
 
 
-def run_once(cfg: DaemonConfig, job: str) -> dict:
+def run_once(cfg: DaemonConfig, job: str) -> JobRun:
     """`daemon --once JOB`: run one job now, under the same lock and run table as the daemon."""
     d = Daemon(cfg)
     cfg.job(job)    # an unknown or disabled job is refused before anything is written

@@ -43,6 +43,7 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import yaml
@@ -54,6 +55,9 @@ from search_core.ingest.graph import LinkResolver
 from search_core.ingest.note import Note
 from search_core.ingest.parse import FRONTMATTER_RE, HEADING_RE, INLINE_CODE_RE, LINK_RE, code_mask
 from search_core.ingest.vault import Skipped, list_vault, read_note
+
+if TYPE_CHECKING:
+    from tuner.gate.probes import ProbeSet
 
 KINDS = ("anchor", "heading", "alias", "summary", "title")
 # the kinds a set holds unless asked otherwise: the ones whose config order agreed with hand-written
@@ -116,7 +120,8 @@ class VaultQuestions:
     candidates: dict = field(default_factory=dict)     # kind -> candidates made before sampling
     dropped: dict = field(default_factory=dict)        # reason -> count
 
-    def by_kind(self) -> dict:
+    def by_kind(self) -> dict[str, int]:
+        """kind -> how many questions of it (a mapping, not a record)."""
         return dict(Counter(q.kind for q in self.questions))
 
 
@@ -517,7 +522,7 @@ def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | 
 
 
 def make_probes_for(vq: VaultQuestions, gold_path: str | Path, n_probes: int, *, seed: int = 0,
-                    cache: str | Path | None = None) -> dict:
+                    cache: str | Path | None = None) -> ProbeSet:
     """About n_probes probes from a made set through `probes make` (tuner.gate.probes): each made question
     has one gold note, so holding out that share of the vault's notes turns about n_probes of them into
     probes, asked of a new index without those notes. Written beside the set, in <stem>-probes/."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.evaluation.evaluate import EvalResult
+from tuner.evaluation.evaluate import EvalResult, QuestionResult
 from tuner.evaluation.metrics import metric_names
 from tuner.evaluation.stats import bootstrap_ci, paired_randomization
 
@@ -32,9 +32,9 @@ class PairedMetric:
         return "within noise" if self.within_noise else ("B better" if self.delta > 0 else "A better")
 
 
-def answerable(per_query) -> dict:
-    """id -> per-question row, probes left out (they have no ranking metrics)."""
-    return {q["id"]: q for q in per_query if q["level"] != "probe"}
+def answerable(per_query: list[QuestionResult]) -> dict[str, QuestionResult]:
+    """id -> question, probes left out (they have no ranking metrics)."""
+    return {q.id: q for q in per_query if q.level != "probe"}
 
 
 def paired_metrics(qa: dict, qb: dict, ids: list, metrics, *, seed: int = 0) -> dict[str, PairedMetric]:
@@ -106,8 +106,7 @@ def compare(a: EvalResult, b: EvalResult, *, seed: int = 0) -> Comparison:
     mean B is better."""
     if a.gold != b.gold:
         raise ValueError(f"runs are on different gold sets ({a.gold} vs {b.gold}); compare like with like")
-    qa = {q.id: q for q in a.per_query if q.level != "probe"}
-    qb = {q.id: q for q in b.per_query if q.level != "probe"}
+    qa, qb = answerable(a.per_query), answerable(b.per_query)
     ids = sorted(set(qa) & set(qb))
     if not ids:
         raise ValueError("the two runs share no answerable question")

@@ -84,19 +84,32 @@ CALIBRATION_QUESTIONS = 60
 CALIBRATION_PASSES = 3
 
 
-def machine() -> dict:
-    """What makes unit costs of one machine another's: the processor, its cores, the platform."""
+@dataclass(frozen=True)
+class Machine:
+    """What makes unit costs of one machine another's: the processor, its cores, the platform. `to_json` is
+    its shape in a stored calibration and in the calibration key's hash."""
+    cpu: str
+    cores: int
+    arch: str
+    system: str
+
+    def to_json(self) -> dict:
+        return {"cpu": self.cpu, "cores": self.cores, "arch": self.arch, "system": self.system}
+
+
+def machine() -> Machine:
+    """This machine (Machine)."""
     cpu = platform.processor() or ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count() or 1, "arch": platform.machine(), "system": platform.system()}
+    return Machine(cpu, os.cpu_count() or 1, platform.machine(), platform.system())
 
 
-def calibration_key(machine_info: dict, embedder_fingerprint: dict) -> str:
-    blob = json.dumps([VERSION, machine_info, embedder_fingerprint], sort_keys=True, ensure_ascii=True)
+def calibration_key(machine_info: Machine, embedder_fingerprint: dict) -> str:
+    blob = json.dumps([VERSION, machine_info.to_json(), embedder_fingerprint], sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -180,8 +193,9 @@ class Calibration:
 
 # -- prediction -------------------------------------------------------------------------------------------
 
-def predict(work: SearchWork, cal: Calibration, reranker: str = "none") -> dict:
-    """Predicted milliseconds of one search, per stage and in total (`total`: what a user waits)."""
+def predict(work: SearchWork, cal: Calibration, reranker: str = "none") -> dict[str, float]:
+    """Predicted milliseconds of one search, per stage and in total (`total`: what a user waits): stage ->
+    milliseconds, the mapping a question's measured `timings_ms` is (predicted_latency reads it as one)."""
     u = cal.units
     lengths = list(work.embed_lengths)
 
@@ -225,6 +239,11 @@ def predict(work: SearchWork, cal: Calibration, reranker: str = "none") -> dict:
             "parts": parts,
             "retrieve": retrieve, "rank": rank, "rerank": rerank, "overhead": u["search_ms"],
             "total": retrieve + rank + rerank + u["search_ms"]}
+
+
+def predicted_total(work: SearchWork, cal: Calibration, reranker: str = "none") -> float:
+    """The predicted milliseconds a user waits for one search (predict's `total`)."""
+    return predict(work, cal, reranker)["total"]
 
 
 # -- calibration ------------------------------------------------------------------------------------------
@@ -377,7 +396,8 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
     units["search_ms"] = max(float(np.median(gaps)), 0.0)
     fp = searcher.fingerprint["embedder"]
     m = machine()
-    cal = Calibration(calibration_key(m, fp), m, searcher.embedder_name, fp, getattr(emb, "length_unit", "chars"),
+    cal = Calibration(calibration_key(m, fp), m.to_json(), searcher.embedder_name, fp,
+                      getattr(emb, "length_unit", "chars"),
                       {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
                       passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                       round(time.perf_counter() - t_start, 2))
@@ -462,13 +482,3 @@ class CostStore:
         atomic_write_text(self.path(cal.key), json.dumps(cal.to_json(), ensure_ascii=False, indent=1, sort_keys=True,
                                                          allow_nan=False))
         return self.path(cal.key)
-
-
-def latency_summary(predicted_totals: list[float], measured_totals: list[float]) -> dict:
-    """The p50/p95 a decision uses (predicted) and the measured ones beside it (never decide)."""
-    out = {"p50": round(percentile(predicted_totals, 50), 2), "p95": round(percentile(predicted_totals, 95), 2),
-           "n": len(predicted_totals), "source": "cost model"}
-    if measured_totals:
-        out["measured_p50"] = round(percentile(measured_totals, 50), 2)
-        out["measured_p95"] = round(percentile(measured_totals, 95), 2)
-    return out

@@ -23,7 +23,7 @@ from search_core.search.work import SearchWork, search_work
 from tuner.data.gold import LEVELS, GoldSet
 from tuner.evaluation.discrimination import saturation
 from tuner.evaluation.metrics import METRICS, first_rank, mean, question_metrics
-from tuner.evaluation.score import ScoreConfig, score100
+from tuner.evaluation.score import Score100, ScoreConfig, score100
 from search_core.percentiles import percentile
 
 
@@ -112,8 +112,9 @@ def repeat_timings(searcher, gold: GoldSet, cfg: SearchConfig, passes: int, *, w
     return out
 
 
-def summarize(rows: list[QuestionResult]) -> dict:
-    """Mean of each per-question metric over the answerable questions (probes excluded)."""
+def summarize(rows: list[QuestionResult]) -> dict[str, float]:
+    """Mean of each per-question metric over the answerable questions (probes excluded), and `n`, how many
+    there are: metric name -> value, the mapping an evaluation keeps as `overall` (and per level)."""
     answerable = [r for r in rows if r.level != "probe"]
     if not answerable:
         return {"n": 0}
@@ -124,25 +125,64 @@ def summarize(rows: list[QuestionResult]) -> dict:
     return out
 
 
-def gate_metrics(rows: list[QuestionResult]) -> dict:
+@dataclass(frozen=True)
+class ProbeResult:
+    """What the gate did with one probe (a question whose answer is not in the vault)."""
+    id: str
+    query: str
+    inject: bool
+    top_score: float
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "query": self.query, "inject": self.inject, "top_score": self.top_score}
+
+
+@dataclass(frozen=True)
+class GateMetrics:
+    """How an evaluation's gate decided: probes held back, answerable questions let through. `to_json` is
+    its shape in an evaluation; a ledger row keeps it without the probes' rows (`to_ledger`)."""
+    probes: int
+    probes_injected: int
+    probe_false_inject_rate: float | None       # None without probes
+    answerable_inject_rate: float | None        # None without answerable questions
+    gate_accuracy: float | None                 # None without questions
+    probe_results: tuple[ProbeResult, ...] = ()
+
+    def to_ledger(self) -> dict:
+        return {"probes": self.probes, "probes_injected": self.probes_injected,
+                "probe_false_inject_rate": self.probe_false_inject_rate,
+                "answerable_inject_rate": self.answerable_inject_rate, "gate_accuracy": self.gate_accuracy}
+
+    def to_json(self) -> dict:
+        return {**self.to_ledger(), "probe_results": [p.to_json() for p in self.probe_results]}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "GateMetrics":
+        """Either form read back (a ledger row's has no probes' rows; a row of an older ledger may have no gate)."""
+        d = d or {}
+        return cls(d.get("probes", 0), d.get("probes_injected", 0), d.get("probe_false_inject_rate"),
+                   d.get("answerable_inject_rate"), d.get("gate_accuracy"),
+                   tuple(ProbeResult(p["id"], p["query"], p["inject"], p["top_score"])
+                         for p in d.get("probe_results", ())))
+
+
+def gate_metrics(rows: list[QuestionResult]) -> GateMetrics:
     probes = [r for r in rows if r.level == "probe"]
     answerable = [r for r in rows if r.level != "probe"]
     false_inject = sum(r.inject for r in probes)
     inject_ok = sum(r.inject for r in answerable)
     n = len(probes) + len(answerable)
-    return {
-        "probes": len(probes), "probes_injected": false_inject,
-        "probe_false_inject_rate": round(false_inject / len(probes), 4) if probes else None,
-        "answerable_inject_rate": round(inject_ok / len(answerable), 4) if answerable else None,
-        "gate_accuracy": round((inject_ok + len(probes) - false_inject) / n, 4) if n else None,
-        "probe_results": [{"id": r.id, "query": r.query, "inject": r.inject, "top_score": round(r.top_score, 4)}
-                          for r in probes],
-    }
+    return GateMetrics(len(probes), false_inject,
+                       round(false_inject / len(probes), 4) if probes else None,
+                       round(inject_ok / len(answerable), 4) if answerable else None,
+                       round((inject_ok + len(probes) - false_inject) / n, 4) if n else None,
+                       tuple(ProbeResult(r.id, r.query, r.inject, round(r.top_score, 4)) for r in probes))
 
 
-def latency(rows: list[QuestionResult], extra: list[dict] = ()) -> dict:
+def latency(rows: list[QuestionResult], extra: list[dict] = ()) -> dict[str, dict[str, float]]:
     """p50/p95 per stage, with n: how many timings a percentile stands on (the p95 of 32 is the 2nd worst).
-    extra: the timings of repeated passes (repeat_timings), counted with the rows' own."""
+    extra: the timings of repeated passes (repeat_timings), counted with the rows' own. Stage -> statistic
+    -> milliseconds (n: a count), the mapping an evaluation keeps as `latency_ms`."""
     timings = [r.timings_ms for r in rows] + list(extra)
     stages = sorted({k for t in timings for k in t})
     out = {}
@@ -255,6 +295,28 @@ class QuestionResult:
                    d.get("source", "hand"))
 
 
+@dataclass(frozen=True)
+class TotalLatency:
+    """The total latency an evaluation is scored on: p50/p95 over n timings (None: not measured). With a cost
+    model (`cost_model`) they are its prediction, and the calibration and the stopwatch's figures stand beside
+    them (they never decide). `to_json` is its shape in an evaluation and a ledger row."""
+    p50: float | None
+    p95: float | None
+    n: int | None
+    cost_model: bool = False
+    calibration: str | None = None          # the cost model's calibration key
+    measured_p50: float | None = None
+    measured_p95: float | None = None
+    measured_n: int | None = None
+
+    def to_json(self) -> dict:
+        out = {k: v for k, v in (("p50", self.p50), ("p95", self.p95), ("n", self.n)) if v is not None}
+        if not self.cost_model:
+            return out
+        return {**out, "source": "cost model", "calibration": self.calibration, "measured_p50": self.measured_p50,
+                "measured_p95": self.measured_p95, "measured_n": self.measured_n}
+
+
 @dataclass
 class EvalResult:
     gold: str
@@ -263,9 +325,9 @@ class EvalResult:
     index: dict
     overall: dict
     by_level: dict
-    gate: dict
+    gate: GateMetrics
     latency_ms: dict
-    score100: dict
+    score100: Score100 | None                  # None: no answerable question, no score
     per_query: list[QuestionResult]
     possible_gold_gaps: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
@@ -286,18 +348,20 @@ class EvalResult:
         """What to_json wrote (an `eval --out` file, an A/B candidate's result), read back."""
         total = d["latency_ms"]
         cost = total.get("source") == "cost model"
-        return cls(d["gold"], d["config"], d["config_hash"], d["index"], d["overall"], d["by_level"], d["gate"],
-                   d["latency_by_stage_ms"], d["score100"], [QuestionResult.from_json(q) for q in d["per_query"]],
+        return cls(d["gold"], d["config"], d["config_hash"], d["index"], d["overall"], d["by_level"],
+                   GateMetrics.from_json(d["gate"]), d["latency_by_stage_ms"], Score100.from_json(d["score100"]),
+                   [QuestionResult.from_json(q) for q in d["per_query"]],
                    d.get("possible_gold_gaps", []), d.get("warnings", []), d.get("seconds", 0.0),
                    d.get("measured_latency_by_stage_ms") if cost else None, total.get("calibration") if cost else None)
 
-    def total_latency(self) -> dict:
+    def total_latency(self) -> TotalLatency:
         """The total's p50/p95/n; with a cost model, marked so and with the stopwatch's figures beside."""
+        t = self.latency_ms.get("total", {})
         if self.measured_latency_ms is None:
-            return self.latency_ms.get("total", {})
+            return TotalLatency(t.get("p50"), t.get("p95"), t.get("n"))
         m = self.measured_latency_ms.get("total", {})
-        return {**self.latency_ms.get("total", {}), "source": "cost model", "calibration": self.cost_calibration,
-                "measured_p50": m.get("p50"), "measured_p95": m.get("p95"), "measured_n": m.get("n")}
+        return TotalLatency(t.get("p50"), t.get("p95"), t.get("n"), True, self.cost_calibration, m.get("p50"),
+                            m.get("p95"), m.get("n"))
 
     @classmethod
     def read(cls, path) -> "EvalResult":
@@ -311,15 +375,15 @@ class EvalResult:
 
     def to_json(self) -> dict:
         o = self.overall
-        total = self.total_latency()
+        total = self.total_latency().to_json()
         extra = {} if self.measured_latency_ms is None else {"measured_latency_by_stage_ms": self.measured_latency_ms}
         return {
             "gold": self.gold, "config": self.config, "config_hash": self.config_hash, "index": self.index,
             "n": o.get("n", 0), "hit@5": o.get("hit@5"), "mrr": o.get("mrr"), "p@5": o.get("p@5"),
             "recall@5": o.get("recall@5"), "ndcg@10": o.get("ndcg@10"), "coverage": o.get("coverage"),
             "overall": o, "latency_ms": total, "latency_by_stage_ms": self.latency_ms, **extra,
-            "score100": self.score100, "by_level": self.by_level, "per_query": [q.to_json() for q in self.per_query],
-            "gate": self.gate, "possible_gold_gaps": self.possible_gold_gaps, "warnings": self.warnings,
+            "score100": self.score100.to_json() if self.score100 else {}, "by_level": self.by_level,
+            "per_query": [q.to_json() for q in self.per_query], "gate": self.gate.to_json(), "possible_gold_gaps": self.possible_gold_gaps, "warnings": self.warnings,
             "seconds": self.seconds,
         }
 
@@ -327,8 +391,9 @@ class EvalResult:
         """What a sweep's ledger row keeps: overall, per level, the gate (without the probes' rows), the total
         latency, the score, the questions (QuestionResult.to_json(LEDGER)) and how latency was charged."""
         return {"overall": self.overall, "by_level": self.by_level,
-                "gate": {k: v for k, v in self.gate.items() if k != "probe_results"},
-                "latency_ms": self.total_latency(), "score100": self.score100,
+                "gate": self.gate.to_ledger(),
+                "latency_ms": self.total_latency().to_json(),
+                "score100": self.score100.to_json() if self.score100 else {},
                 "per_query": [q.to_json(LEDGER) for q in self.per_query],
                 **({"latency_charge": self.latency_charge} if self.latency_charge is not None else {})}
 
@@ -340,8 +405,9 @@ class EvalResult:
         cost = total.get("source") == "cost model"
         measured = {"total": {k: total[f"measured_{k}"] for k in ("p50", "p95", "n") if f"measured_{k}" in total}}
         lat = {k: v for k, v in total.items() if k not in ("source", "calibration") and not k.startswith("measured_")}
-        return cls("", {}, "", {}, d["overall"], d.get("by_level", {}), d.get("gate", {}), {"total": lat} if lat else {},
-                   d.get("score100", {}), [QuestionResult.from_json(q) for q in d.get("per_query", [])],
+        return cls("", {}, "", {}, d["overall"], d.get("by_level", {}), GateMetrics.from_json(d.get("gate")),
+                   {"total": lat} if lat else {}, Score100.from_json(d.get("score100")),
+                   [QuestionResult.from_json(q) for q in d.get("per_query", [])],
                    measured_latency_ms=measured if cost else None,
                    cost_calibration=total.get("calibration") if cost else None, latency_charge=d.get("latency_charge"))
 
@@ -379,7 +445,7 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Quest
     by_level = {lvl: {**summarize([r for r in rows if r.level == lvl]), "latency_ms": level_latency(lvl)}
                 for lvl in LEVELS if lvl != "probe" and any(r.level == lvl for r in rows)}
     p95 = lat.get("total", {}).get("p95", 0.0)
-    s100 = score100(overall, p95, score_cfg) if overall.get("n") else {}
+    s100 = score100(overall, p95, score_cfg) if overall.get("n") else None
     per_query = [r.kept(predicted_rows[i]["total"] if predicted_rows else None) for i, r in enumerate(rows)]
     sat = saturation(rows)
     if sat.saturated:

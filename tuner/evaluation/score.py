@@ -24,14 +24,30 @@ class ScoreConfig:
     pass_line: float = 80.0
 
 
-def score100(metrics: dict, p95_ms: float, cfg: ScoreConfig = ScoreConfig()) -> dict:
+@dataclass(frozen=True)
+class Score100:
+    """One evaluation's 100-point score; `to_json` is its shape in an evaluation and a ledger row."""
+    quality: float
+    speed: float
+    total: float
+    passed: bool
+
+    def to_json(self) -> dict:
+        return {"quality": self.quality, "speed": self.speed, "total": self.total, "passed": self.passed}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Score100 | None":
+        """None for an evaluation without answerable questions (it has no score: `{}`)."""
+        return cls(d["quality"], d["speed"], d["total"], d["passed"]) if d else None
+
+
+def score100(metrics: dict[str, float], p95_ms: float, cfg: ScoreConfig = ScoreConfig()) -> Score100:
     wsum = sum(w for _, w in cfg.quality_weights)
     quality = cfg.quality_points * sum(metrics[m] * w for m, w in cfg.quality_weights) / wsum
     frac = (cfg.slow_ms - p95_ms) / (cfg.slow_ms - cfg.fast_ms)
     speed = cfg.speed_points * min(max(frac, 0.0), 1.0)
     total = quality + speed
-    return {"quality": round(quality, 3), "speed": round(speed, 3), "total": round(total, 3),
-            "passed": total >= cfg.pass_line}
+    return Score100(round(quality, 3), round(speed, 3), round(total, 3), total >= cfg.pass_line)
 
 
 def load_score_config(path) -> ScoreConfig:

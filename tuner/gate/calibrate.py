@@ -5,8 +5,8 @@ rows of the table `recall_calls`, one per recall call). A label is `relevant` (t
 could answer: counted as answerable) or `irrelevant` (counted as a probe). Any other store can feed
 calibrate() by producing LogCall rows.
 
-calibrate() is pure: rows in, a Calibration (plain dict) out. The CLI writes it as a report (md, html,
-json) and as a proposal file (tuner.gate.proposal: write, apply, undo).
+calibrate() is pure: rows in, a Calibration out. The CLI writes it as a report (md, html, json) and as a
+proposal file (tuner.gate.proposal: write, apply, undo).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
+from tuner.gate.records import MIN_LABELLED, Calibration
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -50,7 +51,6 @@ CALIBRATION_C = 0.1
 # the product fits: on the shipped default's pool it picks C = 10, whose gate skips an obvious answer in a
 # five-note vault (P 0.10; C = 1: 0.99).
 CALIBRATION_C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
-MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 MIN_PER_CLASS = MIN_LABELLED // 2   # with one kind of label missing: how many of it to ask for at least
 # With a gate model in force, labels move only its threshold (tuner.gate.threshold) until
 # there are enough of them for a refit of the weights to be measured: at least this many rows, this many of
@@ -134,8 +134,8 @@ def _auroc(scores, labels) -> float | None:
 def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateModel | None, cos_threshold: float,
               fingerprint: dict, features=GATE_FEATURES,
               log_read: bool = True, fingerprint_key: str | None = None, p_threshold: float | None = None,
-              threshold_rule: str = THRESHOLD_RULE) -> dict:
-    """Everything the report and the proposal need, as plain data. Log rows written against another index
+              threshold_rule: str = THRESHOLD_RULE) -> Calibration:
+    """Everything the report and the proposal need. Log rows written against another index
     than `fingerprint_key` (their features came from another vault or model) are kept apart, with a warning;
     `p_threshold` is the model's threshold in force when a config overrides the model's own."""
     calls, apart = _same_index(calls, fingerprint_key)
@@ -191,7 +191,7 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
     if not calls and log_read:
         out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
                                "unknown; widen --since or check that the recall path logs")
-    return out
+    return Calibration(**{**out, "warnings": tuple(out["warnings"])})
 
 
 def _same_index(calls, fingerprint_key):
@@ -222,10 +222,10 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
     cos = [c if c is not None else -1.0 for c in lab_cos]
     res = {"rows": len(y), "answerable": n_ans, "probes": len(y) - n_ans,
            "sources": sorted({r.source for r in labelled}),
-           "cosine": gate_scorecard(cos, y, cos_threshold)}
+           "cosine": gate_scorecard(cos, y, cos_threshold).to_json()}
     res["curves"] = {"cosine gate": risk_coverage_curve(cos, y)}
     if model is not None and p_lab is not None:
-        res["model"] = gate_scorecard(p_lab, y, model.threshold)
+        res["model"] = gate_scorecard(p_lab, y, model.threshold).to_json()
         res["curves"] = {"gate model": risk_coverage_curve(p_lab, y), **res["curves"]}
         seen = sorted(fitted_sources(model) & set(res["sources"]))
         res["in_sample"] = seen
@@ -242,9 +242,9 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
                                          "note": "one kind of row only: scored in the pooled rows above"}
             else:
                 one = {"rows": len(ys), "probes": len(ys) - sum(ys),
-                       "cosine": gate_scorecard([cos[i] for i in idx], ys, cos_threshold)}
+                       "cosine": gate_scorecard([cos[i] for i in idx], ys, cos_threshold).to_json()}
                 if "model" in res:
-                    one["model"] = gate_scorecard(p_lab[idx], ys, model.threshold)
+                    one["model"] = gate_scorecard(p_lab[idx], ys, model.threshold).to_json()
                     one["in_sample"] = src in res["in_sample"]
                 res["by_source"][src] = one
     return res
@@ -519,12 +519,13 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
                         fingerprint=searcher.fingerprint,
                         log_read=log_path is not None, fingerprint_key=index_id(searcher.fingerprint),
                         threshold_rule=threshold_rule)
+        warnings = cal.warnings
         if active.gate_threshold is not None and choice.model is not None:
-            cal["warnings"].append(f"the active config sets gate_threshold = {active.gate_threshold}, which "
-                                   "overrides the threshold of any gate file `calibrate apply` installs; remove it "
-                                   "from the config for the proposal to take effect")
-        cal["current"]["reason"] = choice.reason or choice.source
-        cal["current"]["default_threshold"] = _default_threshold()
+            warnings += (f"the active config sets gate_threshold = {active.gate_threshold}, which overrides the "
+                         "threshold of any gate file `calibrate apply` installs; remove it from the config for the "
+                         "proposal to take effect",)
+        cal = dataclasses.replace(cal, warnings=warnings, current={
+            **cal.current, "reason": choice.reason or choice.source, "default_threshold": _default_threshold()})
         return cal, calls, labelled, choice
     finally:
         searcher.close()
@@ -539,7 +540,7 @@ def _default_threshold() -> float | None:
         return None
 
 
-def score_series(calls, labelled, choice) -> dict:
+def score_series(calls, labelled, choice) -> dict[str, dict[str, list[float]]]:
     """Scores by group for the report's histograms: the top cosine of answerable rows, probes and the
     unlabelled log, and P(answerable) over the unlabelled log when a gate model is in force."""
     cos = {"answerable": [r.features.get("hit_cos", 0.0) for r in labelled if r.answerable],
@@ -556,7 +557,23 @@ WEEK_S = 7 * 86400
 SUGGEST_N = 20            # calls the weekly report asks a person to label: a sitting's worth
 
 
-def daemon_job(cfg, *, stop=None, progress=None) -> dict:
+@dataclass(frozen=True)
+class CalibrationJob:
+    """What the weekly `calibrate` job did, as the daemon's run table records it (`to_json`)."""
+    db: str
+    calls: int
+    labelled: int
+    report: str                 # the report's path
+    proposal: str | None        # the proposal's path; None when the calibration proposed nothing
+    retire: dict                # the retirement rule on the week (Calibration.retirement)
+    suggested: int              # calls the report asks a person to label
+
+    def to_json(self) -> dict:
+        return {"db": self.db, "calls": self.calls, "labelled": self.labelled, "report": self.report,
+                "proposal": self.proposal, "retire": self.retire, "suggested": self.suggested}
+
+
+def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
     """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
     plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
     (with the calls to label next, as `recall-log suggest` picks them) and a proposal; applying it stays
@@ -577,17 +594,17 @@ def daemon_job(cfg, *, stop=None, progress=None) -> dict:
     if log_path.exists():                    # the calls to label next, for the week's report
         from search_core.recall.suggest import suggest_from_log
         picks, gate = suggest_from_log(log_path, since_s=WEEK_S, n=SUGGEST_N, db=db)
-        cal["suggestions"] = {"picks": [p.as_json() for p in picks.picks], "pool": picks.pool,
+        cal = dataclasses.replace(cal, suggestions={"picks": [p.as_json() for p in picks.picks], "pool": picks.pool,
                               "labelled": picks.labelled, "scale": picks.scale,
-                              "threshold": round(picks.threshold, 4), "gate": gate.source, "left_out": picks.left_out}
+                              "threshold": round(picks.threshold, 4), "gate": gate.source, "left_out": picks.left_out})
     if stop is not None and stop():
         raise StopRequested("calibration stopped before its report was written")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     proposal = None
-    if cal["recommendation"].get("basis"):
+    if cal.recommendation.get("basis"):
         proposal = str(runs / "reports" / f"gate-proposal-{stamp}.json")
         Path(proposal).parent.mkdir(parents=True, exist_ok=True)
         write_proposal(cal, db, proposal)
     report = emit(calibration_report(cal, str(db), proposal), "md", runs / "reports" / f"calibrate-{stamp}.md")
-    return {"db": str(db), "calls": len(calls), "labelled": len(labelled), "report": report, "proposal": proposal,
-            "retire": cal["retirement"], "suggested": len((cal.get("suggestions") or {}).get("picks", ()))}
+    return CalibrationJob(str(db), len(calls), len(labelled), report, proposal, cal.retirement,
+                          len((cal.suggestions or {}).get("picks", ())))

@@ -8,6 +8,8 @@ label is 1 for answerable and 0 for a probe and a higher score means "inject".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 RISK_COVERAGE_POINTS = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -55,14 +57,30 @@ def risk_coverage_curve(scores, labels, points=CURVE_POINTS) -> list[list[float]
     return [[float(c), r] for c, r in zip(points, _risks(scores, labels, points))]
 
 
-def gate_scorecard(scores, labels, threshold: float) -> dict:
+@dataclass(frozen=True)
+class GateScorecard:
+    """One gate on labelled rows (what `gate_scorecard` measures); `to_json` is its shape in a report."""
+    threshold: float
+    auroc: float | None                     # None with one kind of row only
+    balanced_accuracy: float
+    answerable_injected: float | None       # None without answerable rows
+    probes_injected: float | None           # None without probes
+    risk_coverage: dict[str, float]         # coverage ("0.2" ... "1.0") -> risk
+
+    def to_json(self) -> dict:
+        return {"threshold": self.threshold, "auroc": self.auroc, "balanced_accuracy": self.balanced_accuracy,
+                "answerable_injected": self.answerable_injected, "probes_injected": self.probes_injected,
+                "risk_coverage": dict(self.risk_coverage)}
+
+
+def gate_scorecard(scores, labels, threshold: float) -> GateScorecard:
     """One gate on labelled rows: AUROC, balanced accuracy at its own threshold, the share of answerable
     rows and of probes it injects, and the risk-coverage curve."""
     s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels, dtype=bool)
     inject = s >= threshold
     a = auroc(s, y)
-    return {"threshold": round(float(threshold), 4), "auroc": None if np.isnan(a) else round(a, 4),
-            "balanced_accuracy": round(balanced_accuracy(inject, y), 4),
-            "answerable_injected": round(float(inject[y].mean()), 4) if y.any() else None,
-            "probes_injected": round(float(inject[~y].mean()), 4) if (~y).any() else None,
-            "risk_coverage": risk_coverage(s, y)}
+    return GateScorecard(round(float(threshold), 4), None if np.isnan(a) else round(a, 4),
+                         round(balanced_accuracy(inject, y), 4),
+                         round(float(inject[y].mean()), 4) if y.any() else None,
+                         round(float(inject[~y].mean()), 4) if (~y).any() else None,
+                         risk_coverage(s, y))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -52,8 +53,32 @@ def questions_without(gold: GoldSet, held_out: set[str], korquad: bool, docs: di
     return out
 
 
+@dataclass(frozen=True)
+class ProbeSet:
+    """What `probes make` wrote: the index without the held-out documents and the gold set asked of it. Its
+    `to_json` is the folder's manifest.json and the verb's --json output."""
+    vault: str                  # the vault the documents were held out of
+    gold: str                   # the new gold set (its probes and answerable questions)
+    db: str                     # the index built without the held-out documents
+    seed: int
+    fraction: float
+    documents: int
+    held_out_documents: int
+    held_out: tuple[str, ...]
+    probes: int
+    answerable: int
+    made_probes: int            # questions that became probes because their gold was held out
+    index_seconds: float
+
+    def to_json(self) -> dict:
+        return {"vault": self.vault, "gold": self.gold, "db": self.db, "seed": self.seed, "fraction": self.fraction,
+                "documents": self.documents, "held_out_documents": self.held_out_documents,
+                "held_out": list(self.held_out), "probes": self.probes, "answerable": self.answerable,
+                "made_probes": self.made_probes, "index_seconds": self.index_seconds}
+
+
 def make_probes(vault: str | Path, gold_path: str | Path, out: str | Path, *, fraction: float = 0.2,
-                seed: int = 0, cache: str | Path | None = None) -> dict:
+                seed: int = 0, cache: str | Path | None = None) -> ProbeSet:
     vault, out = Path(vault), Path(out)
     if not 0.0 < fraction < 1.0:
         raise SearchCoreError(f"--fraction {fraction} must be between 0 and 1 (0.2 holds out a fifth of the documents)")
@@ -110,11 +135,9 @@ def make_probes(vault: str | Path, gold_path: str | Path, out: str | Path, *, fr
                                         "questions": questions}, allow_unicode=True, sort_keys=False),
                         encoding="utf-8")
     n_probes = sum(q["level"] == "probe" for q in questions)
-    manifest = {"vault": str(vault), "gold": str(gold_out), "db": str(db), "seed": seed, "fraction": fraction,
-                "documents": len(docs), "held_out_documents": len(held), "held_out": sorted(held),
-                "probes": n_probes, "answerable": len(questions) - n_probes,
-                "made_probes": sum(q["level"] == "probe" for q, orig in zip(questions, gold.questions)
-                                   if not orig.is_probe),
-                "index_seconds": round(report.seconds, 1)}
-    (out / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+    manifest = ProbeSet(str(vault), str(gold_out), str(db), seed, fraction, len(docs), len(held), tuple(sorted(held)),
+                        n_probes, len(questions) - n_probes,
+                        sum(q["level"] == "probe" for q, orig in zip(questions, gold.questions) if not orig.is_probe),
+                        round(report.seconds, 1))
+    (out / "manifest.json").write_text(json.dumps(manifest.to_json(), ensure_ascii=False, indent=1), encoding="utf-8")
     return manifest

@@ -5,30 +5,68 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from search_core import SearchCoreError
 from search_core.files import atomic_replace, atomic_write_text
 from search_core.gate.model import load_gate, sidecar_path
 
+from tuner.gate.verdicts import DECLINED, VERDICTS
 
-def write_proposal(cal: dict, db: str | Path, path: str | Path) -> dict:
+if TYPE_CHECKING:
+    from tuner.gate.records import Calibration
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A calibration's proposal as its file holds it (`to_json`): the gate model to install, or why there is
+    none (`declined`), with the evidence it stands on."""
+    created: str
+    db: str
+    model: dict | None                 # the gate model's JSON (GateModel.as_json), as `apply` installs it
+    cosine_threshold: float | None
+    basis: str | None                  # why this gate; None when declined
+    evidence: dict                     # the calibration's window, labelled and retirement sections
+    declined: str | None = None
+
+    def to_json(self) -> dict:
+        head = {"created": self.created, "db": self.db, "model": self.model,
+                "cosine_threshold": self.cosine_threshold, "basis": self.basis}
+        return {**head, **({"declined": self.declined} if self.declined else {}), "evidence": self.evidence}
+
+
+@dataclass(frozen=True)
+class Applied:
+    installed: str          # the gate file now in force
+    replaced: bool          # a gate file was there before (it is in the history)
+    history: str            # the history file
+
+
+@dataclass(frozen=True)
+class Undone:
+    restored: bool          # the previous gate file is back (False: there was none, the file was removed)
+    gate_file: str
+
+
+def write_proposal(cal: Calibration, db: str | Path, path: str | Path) -> Proposal:
     """Write the calibration's proposal to `path`, replacing what was there in one step. A calibration that
     proposes nothing writes a declined record instead, with its reason: an older proposal left in place would
     be what `calibrate apply` installs next, though this run's labels did not support it."""
-    rec = cal["recommendation"]
+    rec = cal.recommendation
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    evidence = {k: cal[k] for k in ("window", "labelled", "retirement")}
+    evidence = {"window": cal.window, "labelled": cal.labelled, "retirement": cal.retirement}
     if rec.get("basis"):
-        prop = {"created": created, "db": str(db), "model": rec.get("model"),
-                "cosine_threshold": (rec.get("cosine") or {}).get("threshold"), "basis": rec.get("basis"),
-                "evidence": evidence}
+        prop = Proposal(created, str(db), rec.get("model"), (rec.get("cosine") or {}).get("threshold"),
+                        rec.get("basis"), evidence)
     else:
-        prop = {"created": created, "db": str(db), "model": None, "cosine_threshold": None, "basis": None,
-                "declined": rec.get("declined") or "the calibration made no recommendation (its report's warnings "
-                                                   "say why)", "evidence": evidence}
+        prop = Proposal(created, str(db), None, None, None, evidence,
+                        declined=rec.get("declined") or "the calibration made no recommendation (its report's "
+                                                        "warnings say why)")
     try:
-        text = json.dumps(prop, ensure_ascii=False, indent=1, allow_nan=False)
+        text = json.dumps(prop.to_json(), ensure_ascii=False, indent=1, allow_nan=False)
     except ValueError:
         raise SearchCoreError(f"the calibration produced a value that is not a number (NaN or inf); no proposal was "
                               f"written to {path} (the previous one is gone only if it was replaced)") from None
@@ -46,7 +84,7 @@ def history_path(db: str | Path) -> Path:
     return p.with_name(p.name + ".gate-history.jsonl")
 
 
-def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
+def apply_proposal(proposal_path: str | Path, db: str | Path) -> Applied:
     """Install the proposal's model as <db>.gate.json; the previous file goes into the history."""
     try:
         prop = json.loads(Path(proposal_path).read_text(encoding="utf-8"), parse_constant=_no_constants)
@@ -61,9 +99,8 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
         raise SearchCoreError(f"proposal {proposal_path} is not a calibration proposal (a JSON object with a "
                               "\"model\"); run `autoresearch calibrate` again")
     if prop.get("declined"):
-        raise SearchCoreError(f"nothing to apply: the calibration of {prop.get('created', '?')} proposed no change "
-                              f"({prop['declined']}); the gate in force stays. Label more calls (`autoresearch recall-log "
-                              "suggest` picks them), then run `autoresearch calibrate` again")
+        v = VERDICTS(DECLINED, created=prop.get("created", "?"), declined=prop["declined"], db=db)
+        raise SearchCoreError(f"{v.message()}; {v.fix()}")
     if not prop.get("model"):
         t = prop.get("cosine_threshold")
         usable = isinstance(t, (int, float)) and not isinstance(t, bool) and -1.0 <= t <= 1.0
@@ -94,11 +131,13 @@ def apply_proposal(proposal_path: str | Path, db: str | Path) -> dict:
     with history_path(db).open("a", encoding="utf-8") as f:
         f.write(json.dumps(entry, ensure_ascii=False) + "\n")
     atomic_replace(tmp, side)
-    return {"installed": str(side), "replaced": previous is not None, "history": str(history_path(db))}
+    return Applied(str(side), previous is not None, str(history_path(db)))
 
 
-def index_fingerprint(db: str | Path) -> dict:
-    """The fingerprint an index records (its embedder and chunking), or a SearchCoreError naming the file."""
+def index_fingerprint(db: str | Path) -> Mapping[str, Mapping[str, object]]:
+    """The fingerprint an index records (its embedder and chunking), or a SearchCoreError naming the file. It is
+    search_core's record (`search_core.index.indexer.index_fingerprint`), read here only to hand it back to
+    `GateModel.mismatch`: the tuner reads no key of it."""
     from search_core.index.store import connect, get_meta, sqlite_file_problem
     p = Path(db)
     if not p.is_file() or sqlite_file_problem(p) is not None:
@@ -140,7 +179,7 @@ def _history_entries(h: Path) -> list[dict]:
     return out
 
 
-def undo_apply(db: str | Path) -> dict:
+def undo_apply(db: str | Path) -> Undone:
     """Put back the gate file that the last apply replaced (or remove it if there was none)."""
     h = history_path(db)
     applies: list = []                  # applies not yet undone, oldest first
@@ -160,4 +199,4 @@ def undo_apply(db: str | Path) -> dict:
     with h.open("a", encoding="utf-8") as f:
         f.write(json.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "action": "undo",
                             "undoes": last["at"]}) + "\n")
-    return {"restored": last["previous"] is not None, "gate_file": str(side)}
+    return Undone(last["previous"] is not None, str(side))

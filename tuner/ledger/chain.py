@@ -37,9 +37,13 @@ def genesis(sweep_id, created, params, start_config) -> str:
     return link("", ("sweep", sweep_id, created, params, start_config))
 
 
-def normalise_round(values: dict) -> dict:
+SQLiteValue = str | int | float | None
+
+
+def normalise_round(values: dict) -> dict[str, SQLiteValue]:
     """The values exactly as SQLite will give them back (column affinity), so the hash of what was
-    written equals the hash of what is read: an int objective is stored as REAL and read as a float."""
+    written equals the hash of what is read: an int objective is stored as REAL and read as a float.
+    Column -> stored value: the row's columns, as Round.columns hands them over."""
     out = {}
     for k in ROUND_CONTENT:
         v = values.get(k)

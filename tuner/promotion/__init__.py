@@ -3,6 +3,7 @@
 from search_core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "promote": ("Active", "read_active", "decide_promotion", "holdout_verdict", "rollback", "resolve_search_config", "runs_dir"),
+    "promote": ("Active", "read_active", "decide_promotion", "holdout_verdict", "rollback", "resolve_search_config", "runs_dir",
+                "Promotion", "PromotionEvent", "Rollback"),
     "config_toml": ("config_toml",),
 })

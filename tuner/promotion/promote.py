@@ -9,6 +9,7 @@ with the previous config and index, so `config rollback` can undo any promotion.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from contextlib import contextmanager
@@ -186,8 +187,7 @@ class History:
                                       "(nothing changed): ' || reason WHERE id = ?", (eid,))
                     done.append(f"#{eid} {kind}: interrupted before active.toml was written; undone")
             if not written and kind == "promoted" and side is not None:
-                ev = self.event(eid)
-                _restore_sidecar({**ev, "sidecar_before": json.loads(side)})
+                _restore_sidecar(dataclasses.replace(self.event(eid), sidecar_before=json.loads(side)))
         for tmp in [*self.runs.glob(f".{ACTIVE}.*"), *(self.runs / "active-indexes").glob(".*")]:
             tmp.unlink(missing_ok=True)      # mkstemp leftovers of an atomic write or an index copy
             done.append(f"removed the temporary file {tmp.name}")
@@ -212,19 +212,59 @@ class History:
             self.conn.execute("UPDATE events SET pending = NULL, index_path = COALESCE(?, index_path) WHERE id = ?",
                               (None if index is None else str(index), eid))
 
-    def events(self) -> list[dict]:
-        cols = ("id", "created", "kind", "sweep", "config", "index_path", "previous_config", "previous_index",
-                "reason", "undoes", "sidecar_before", "pending")
+    def events(self) -> list[PromotionEvent]:
+        cols = [f.name for f in dataclasses.fields(PromotionEvent)]
         out = []
         for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM events ORDER BY id"):
             d = dict(zip(cols, r))
             for k in ("config", "previous_config", "sidecar_before"):
                 d[k] = json.loads(d[k]) if d[k] else None
-            out.append(d)
+            out.append(PromotionEvent(**d))
         return out
 
-    def event(self, event_id: int) -> dict | None:
-        return next((e for e in self.events() if e["id"] == event_id), None)
+    def event(self, event_id: int) -> PromotionEvent | None:
+        return next((e for e in self.events() if e.id == event_id), None)
+
+
+@dataclass(frozen=True)
+class PromotionEvent:
+    """One row of the promotion history (the `events` table, whose columns these are, in order); `to_json` is
+    the row as `config history --json` prints it."""
+    id: int
+    created: str
+    kind: str                       # promoted | declined | rollback
+    sweep: str | None
+    config: dict | None             # the config made active (SearchConfig.as_dict), None: the built-in defaults
+    index_path: str | None
+    previous_config: dict | None
+    previous_index: str | None
+    reason: str
+    undoes: int | None              # a rollback: the promotion it undid
+    sidecar_before: dict | None     # {"text": the gate file beside the index before, or None}
+    pending: int | None             # 1 while its files are being written (recover() finishes or undoes it)
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """What decide_promotion decided and recorded (`event`: its row in the history)."""
+    event: int
+    promoted: bool
+    reason: str
+    index: str | None = None        # the installed copy of the winner's index, when promoted
+
+    def to_json(self) -> dict:
+        return {"event": self.event, "promoted": self.promoted, "reason": self.reason,
+                **({"index": self.index} if self.promoted else {})}
+
+
+@dataclass(frozen=True)
+class Rollback:
+    event: int                      # the rollback's own row
+    undid: int                      # the promotion it undid
+    active: dict | None             # the config active again (SearchConfig.as_dict); None: the built-in defaults
 
 
 # -- the promotion rule (pure) -------------------------------------------------------------------------------
@@ -265,7 +305,7 @@ def holdout_verdict(start: dict, final: dict, holdout: HoldoutCheck | None) -> V
 
 
 def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: HoldoutCheck | None, index: str | Path | None,
-                     runs: str | Path | None = None, *, gate_model=None) -> dict:
+                     runs: str | Path | None = None, *, gate_model=None) -> Promotion:
     """Apply the rule and record the outcome; on success the winner (with its index) becomes active.
     `gate_model`: the gate model the sweep decided with for the winner's embedder and reranker (the index's
     gate file, the shipped default, or one the sweep fitted). It is installed beside the promoted index (its
@@ -300,12 +340,12 @@ def _gate_to_install(cfg: SearchConfig, gate_model) -> bool:
         return True
 
 
-def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate_model) -> dict:
+def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate_model) -> Promotion:
     prev = read_active(hist.runs)
     cfg = SearchConfig.from_stored(final)
     if not v.promote:
         eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
-        return {"event": eid, "promoted": False, "reason": v.reason}
+        return Promotion(eid, False, v.reason)
     if index is None:
         raise SearchCoreError(f"cannot promote sweep {sweep_id}: no index for embedder {cfg.embedder}")
     reason = v.reason
@@ -327,10 +367,10 @@ def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate
         hist.recover()             # whatever was not written is undone now, not at the next open
         raise
     hist._done(eid, installed)
-    return {"event": eid, "promoted": True, "reason": reason, "index": str(installed)}
+    return Promotion(eid, True, reason, str(installed))
 
 
-def rollback(event_id: int | None = None, runs: str | Path | None = None) -> dict:
+def rollback(event_id: int | None = None, runs: str | Path | None = None) -> Rollback:
     """Undo a promotion (default: the latest one not yet undone): its previous config and index become
     active again; with no previous config, active.toml is removed (the built-in defaults apply)."""
     hist = History(runs)
@@ -342,10 +382,10 @@ def rollback(event_id: int | None = None, runs: str | Path | None = None) -> dic
         hist.close()
 
 
-def _rollback_locked(hist: History, event_id: int | None) -> dict:
+def _rollback_locked(hist: History, event_id: int | None) -> Rollback:
     events = hist.events()
-    undone = {e["undoes"] for e in events if e["kind"] == "rollback"}
-    cands = [e for e in events if e["kind"] == "promoted" and e["id"] not in undone]
+    undone = {e.undoes for e in events if e.kind == "rollback"}
+    cands = [e for e in events if e.kind == "promoted" and e.id not in undone]
     if event_id is None:
         if not cands:
             raise SearchCoreError(f"nothing to roll back: {hist.runs / HISTORY} has no promotion left to undo; "
@@ -353,43 +393,43 @@ def _rollback_locked(hist: History, event_id: int | None) -> dict:
         ev = cands[-1]
     else:
         ev = hist.event(event_id)
-        ids = [e["id"] for e in events if e["kind"] == "promoted"]
-        if ev is None or ev["kind"] != "promoted":
+        ids = [e.id for e in events if e.kind == "promoted"]
+        if ev is None or ev.kind != "promoted":
             raise SearchCoreError(f"#{event_id} is not a promotion; promotions that can be rolled back: "
                                   f"{', '.join(f'#{i}' for i in ids) or 'none'}")
         if event_id in undone:
             raise SearchCoreError(f"promotion #{event_id} was already rolled back")
         # Rollbacks undo promotions newest first, like a stack: undoing #1 while #2 (made on top of it)
         # is active would either drop #2 or bring back a config that was rolled back.
-        if ev["id"] != cands[-1]["id"]:
-            raise SearchCoreError(f"promotion #{cands[-1]['id']} is active and was made after #{event_id}; roll "
-                                  f"back #{cands[-1]['id']} first (`autoresearch config rollback`), then "
+        if ev.id != cands[-1].id:
+            raise SearchCoreError(f"promotion #{cands[-1].id} is active and was made after #{event_id}; roll "
+                                  f"back #{cands[-1].id} first (`autoresearch config rollback`), then "
                                   f"#{event_id}")
     prev_active = read_active(hist.runs)
     path = hist.runs / ACTIVE
-    restored = None if ev["previous_config"] is None else SearchConfig.from_stored(ev["previous_config"])
-    idx = Path(ev["previous_index"]) if ev["previous_index"] else None
+    restored = None if ev.previous_config is None else SearchConfig.from_stored(ev.previous_config)
+    idx = Path(ev.previous_index) if ev.previous_index else None
     if restored is not None and idx is not None and not idx.exists():
-        raise SearchCoreError(f"cannot roll back #{ev['id']}: its previous index {idx} is gone; "
+        raise SearchCoreError(f"cannot roll back #{ev.id}: its previous index {idx} is gone; "
                               "rebuild it with `autoresearch index`")
-    eid = hist._add("rollback", ev["sweep"], restored, ev["previous_index"], prev_active,
-                    f"rolled back promotion #{ev['id']}", undoes=ev["id"], pending=True)
+    eid = hist._add("rollback", ev.sweep, restored, ev.previous_index, prev_active,
+                    f"rolled back promotion #{ev.id}", undoes=ev.id, pending=True)
     if restored is None:
         path.unlink(missing_ok=True)
     else:
-        _write_active(hist.runs, restored, idx, f"rollback of #{ev['id']}")
+        _write_active(hist.runs, restored, idx, f"rollback of #{ev.id}")
     _restore_sidecar(ev)            # the gate model the restored config was promoted with (or none)
     hist._done(eid)
-    return {"event": eid, "undid": ev["id"], "active": restored.as_dict() if restored else None}
+    return Rollback(eid, ev.id, restored.as_dict() if restored else None)
 
 
-def _restore_sidecar(ev: dict) -> None:
+def _restore_sidecar(ev: PromotionEvent) -> None:
     """Put back the gate-model file the promotion `ev` replaced beside its index (or remove the one it
     added). Rows from before `sidecar_before` existed carry no record: their file is left as it is."""
-    if ev.get("sidecar_before") is None or not ev.get("index_path"):
+    if ev.sidecar_before is None or not ev.index_path:
         return
-    side = sidecar_path(ev["index_path"])
-    text = ev["sidecar_before"]["text"]
+    side = sidecar_path(ev.index_path)
+    text = ev.sidecar_before["text"]
     if text is None:
         side.unlink(missing_ok=True)
     else:

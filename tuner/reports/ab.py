@@ -9,7 +9,8 @@ from pathlib import Path
 
 from search_core import SearchCoreError
 
-from tuner.ab.compare import AB_METRICS, PairComparison, verdict
+from tuner.ab.compare import AB_METRICS, PairComparison
+from tuner.ab.verdicts import ab_verdict
 from tuner.data.gold import LEVELS
 from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.plots import histograms, labelled_scatter
@@ -188,7 +189,9 @@ def ab_report(d: dict, generated: str = "") -> Report:
     sections += _pairs(d)
     if ok:
         sections.append(_plots(ok))
-    return Report("ab", title, verdict(d), tuple(sections), data=d,
+    v = ab_verdict(d)
+    sections.append(Section("What to do", (Para(v.fix()),)))
+    return Report("ab", title, v.message(), tuple(sections), data=d,
                   generated=generated or time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
 
 

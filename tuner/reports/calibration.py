@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from tuner.gate.verdicts import calibration_verdict
 from tuner.reports import Para, Report, Section, Table
 
+if TYPE_CHECKING:
+    from tuner.gate.records import Calibration
 
-def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots: bool = False,
+
+def calibration_report(cal: Calibration, db: str, proposal_path: str | None, with_plots: bool = False,
                        series: dict | None = None) -> Report:
     """The calibration (tuner.gate.calibrate's result) as a Report: window, distributions, what the current
     gate did, the gate on the labelled rows, the recommendation and the retirement rule; `series` (see
     score_series) adds histograms, `with_plots` the risk-coverage plot."""
-    rec, tr, ret = cal["recommendation"], cal["traffic"], cal["retirement"]
-    cur = cal["current"]
+    rec, tr, ret = cal.recommendation, cal.traffic, cal.retirement
+    cur = cal.current
     cur_text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
                 else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
     if cur["kind"] == "model" and cur.get("provenance"):
@@ -19,31 +25,8 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     if cur["kind"] == "model" and cur.get("default_threshold") is not None:
         cur_text += f"; the shipped default's threshold: {cur['default_threshold']:.3f}"
     mv = rec.get("threshold_move")
-    if rec.get("model_summary", {}).get("method") == "keep":
-        st = mv.get("sign_test") or {}
-        verdict = (f"keep the gate's threshold {mv['from']:.3f}: the {mv['labels']['answerable']} relevant + "
-                   f"{mv['labels']['probes']} irrelevant labels point to {mv['to']:.3f} ({mv['level']:.0%} "
-                   f"interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}) but do not show the move decides "
-                   f"better: {st.get('why', 'no sign test')}"
-                   + (f"; {mv['labels_to_decide']['text']}" if mv.get("labels_to_decide") else ""))
-    elif rec.get("model_summary", {}).get("method") == "threshold":
-        f = mv["flips"]
-        verdict = (f"recommend moving the gate's threshold from {mv['from']:.3f} to {mv['to']:.3f} "
-                   f"({mv['level']:.0%} interval {mv['interval'][0]:.3f}-{mv['interval'][1]:.3f}, from "
-                   f"{mv['labels']['answerable']} relevant + {mv['labels']['probes']} irrelevant labels; weights "
-                   f"kept): {f['let_through'] + f['stopped']} of {f['decisions']} past decisions flip "
-                   f"({f['let_through']} let through, {f['stopped']} stopped); "
-                   f"{(mv.get('sign_test') or {}).get('why', '')}")
-    elif rec.get("model_summary"):
-        ms = rec["model_summary"]
-        verdict = (f"recommend a gate model fitted on {cal['labelled']['answerable']} answerable + "
-                   f"{cal['labelled']['probes']} probes: P >= {ms['p_threshold']:.3f} "
-                   f"(cross-validated balanced accuracy {ms['cv_balanced_accuracy']})")
-    elif rec.get("cosine", {}).get("threshold") is not None:
-        verdict = f"recommend cosine threshold {rec['cosine']['threshold']:.4f} ({rec['basis']})"
-    else:
-        verdict = "no recommendation: " + (cal["warnings"][-1] if cal["warnings"] else "no labels")
-    w = cal["window"]
+    verdict = calibration_verdict(cal, db, proposal_path)
+    w = cal.window
     sections = [Section("Window", (Table(("calls", "sessions", "latency p50 ms", "latency p95 ms", "injected",
                                           "injection rate"),
                                          ((w["calls"], w["sessions"], w["latency_ms"]["p50"], w["latency_ms"]["p95"],
@@ -53,7 +36,7 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
                     Table(("group", "n", "p5", "p25", "p50", "p75", "p95"),
                           tuple((g, q.get("n"), q.get("p5"), q.get("p25"), q.get("p50"), q.get("p75"), q.get("p95"))
                                 for g, q in groups.items()), caption=scale)
-                    for scale, groups in cal["distributions"].items()))]
+                    for scale, groups in cal.distributions.items()))]
     stopped = tr["stopped"]
     fl = tr["flips"]
     sections.append(Section("What the current gate did", (
@@ -64,7 +47,7 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
         Para(f"decisions that flip if the {fl.get('scale', '')} threshold moves by 0.02: "
              f"-0.02 lets {fl.get('-0.02', 0)} more through, +0.02 stops {fl.get('+0.02', 0)} more"
              if fl else "no calls: no flips to count"))))
-    sections.append(gate_on_labels_section(cal.get("gate_on_labels")))
+    sections.append(gate_on_labels_section(cal.gate_on_labels))
     rows = []
     if rec.get("cosine"):
         c = rec["cosine"]
@@ -90,13 +73,11 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
                       Para(f"cross-validated on {cv['folds']} folds of the labels: moved threshold "
                            f"{cv['threshold_only']}, refit of the weights {cv['refit']}" if cv
                            else f"no refit of the weights tried: it needs {mv['refit_needs']}"))
-    sections.append(Section("Recommendation", (Para(verdict, "good" if rows else "note"), *move_parts,
+    sections.append(Section("Recommendation", (Para(verdict.message(), "good" if rows else "note"), *move_parts,
                                                Table(("gate", "threshold", "balanced accuracy", "AUROC", "how"),
                                                      tuple(rows)),
-                                               Para(f"proposal written to {proposal_path}; install it with "
-                                                    f"`autoresearch calibrate apply --db {db}`" if proposal_path
-                                                    else "no proposal written"))))
-    sg = cal.get("suggestions")
+                                               Para(verdict.fix()))))
+    sg = cal.suggestions
     if sg is not None:
         sections.append(Section("Calls to label next", (
             Para(f"{len(sg['picks'])} of {sg['pool']} unlabelled calls ({sg['labelled']} labelled already), picked "
@@ -108,11 +89,11 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
     sections.append(Section("Retirement rule", (Para(f"{ret['rule']}: p95 {ret['p95_ms']} ms, injection "
                                                      f"{ret['injection_rate']} -> {ret['verdict']}",
                                                      "bad" if ret["verdict"].startswith("consider") else ""),)))
-    curves = (cal.get("gate_on_labels") or {}).get("curves")
+    curves = (cal.gate_on_labels or {}).get("curves")
     if with_plots and curves:
         from tuner.reports import Plot
         from tuner.reports.plots import line_plot
-        g = cal["gate_on_labels"]
+        g = cal.gate_on_labels
         sections.append(Section("Risk-coverage", (Plot(
             "risk-coverage on the labelled rows",
             line_plot({k: [tuple(p) for p in v] for k, v in curves.items()},
@@ -127,9 +108,10 @@ def calibration_report(cal: dict, db: str, proposal_path: str | None, with_plots
             Plot(f"{name} by group", histograms(s, xlabel=name),
                  alt=f"{name}: " + "; ".join(f"{g} n={len(v)}" for g, v in s.items()))
             for name, s in series.items())))
-    if cal["warnings"]:
-        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal["warnings"])))
-    return Report("calibration", f"Gate calibration for {db}", verdict, tuple(sections), data=cal)
+    if cal.warnings:
+        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warnings)))
+    return Report("calibration", f"Gate calibration for {db}", verdict.message(), tuple(sections),
+                  data=cal.to_json())
 
 
 def gate_on_labels_section(g: dict | None) -> Section:

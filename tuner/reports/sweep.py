@@ -21,7 +21,7 @@ from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
 from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.summary import HoldoutCheck
-from tuner.promotion.promote import History, holdout_verdict, runs_dir
+from tuner.promotion.promote import History, PromotionEvent, holdout_verdict, runs_dir
 from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
@@ -118,13 +118,13 @@ def latency_drift(rounds: list[Round]) -> LatencyDrift:
     return LatencyDrift(tuple(cals.values()), med, len(ratios), med is not None and not (1 / DRIFT <= med <= DRIFT))
 
 
-def _promotion(sweep_id: str, runs) -> dict | None:
+def _promotion(sweep_id: str, runs) -> PromotionEvent | None:
     p = runs_dir(runs) / "promotions.sqlite"
     if not p.exists():
         return None
     h = History(runs)
     try:
-        evs = [e for e in h.events() if e["sweep"] == sweep_id and e["kind"] in ("promoted", "declined")]
+        evs = [e for e in h.events() if e.sweep == sweep_id and e.kind in ("promoted", "declined")]
     finally:
         h.close()
     return evs[-1] if evs else None
@@ -136,7 +136,7 @@ class SweepData:
     sweep: SweepRecord
     rounds: list[Round]
     holdout: HoldoutCheck | None
-    promotion: dict | None             # the promotion history's last event naming the sweep
+    promotion: PromotionEvent | None   # the promotion history's last event naming the sweep
     gold: GoldSet | None = None        # the tuning questions' text, for an empty night's disagreements
     score_config: ScoreConfig | None = None
 
@@ -286,10 +286,10 @@ def verdict_line(f: NightFacts) -> str:
     tuning = f"tuning hit@5 {pair(start_m, final_m, 'hit@5')}, {obj} {pair(start_m, final_m, obj)}"
     holdout = _holdout_line(f)
     promo = f.d.promotion
-    if promo and promo["kind"] == "promoted":
-        outcome = f"promoted (#{promo['id']})"
+    if promo and promo.kind == "promoted":
+        outcome = f"promoted (#{promo.id})"
     elif promo:
-        outcome = f"not promoted: {promo['reason']}"
+        outcome = f"not promoted: {promo.reason}"
     elif info.status == "running":
         outcome = "still running (or stopped without a status: it resumes at the next window)"
     elif f.gap:
@@ -407,7 +407,7 @@ def _report_data(f: NightFacts) -> dict:
                       obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1].config if kept else None},
             "holdout": {k: v for k, v in hold.to_json().items() if k in ("gold", "start", "final")}
             | {"hit@5_test": hold.compare.to_json()["metrics"]["hit@5"]} if hold else None,
-            "promotion": promo and {k: promo[k] for k in ("id", "kind", "reason")},
+            "promotion": promo and {"id": promo.id, "kind": promo.kind, "reason": promo.reason},
             "kept": [{"round": r.round, "variable": r.variable, "old": r.old, "new": r.new} for r in kept[1:]],
             "decisions": {k: len(v) for k, v in f.by_reason.items()},
             "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}

@@ -28,13 +28,13 @@ def format_eval(res: EvalResult) -> str:
         # run's stopwatch: the two scores of one config differ by that, and the line says which it is
         by = ("the cost model's predicted p95" if res.measured_latency_ms is not None else
               "this run's measured p95; a sweep charges the cost model's prediction, so its score differs")
-        lines.append(f"score    {s['total']:.1f}/100 (quality {s['quality']:.1f}/60, speed {s['speed']:.1f}/40 from "
-                     f"{by}) {'PASS' if s['passed'] else 'below the pass line 80'}")
+        lines.append(f"score    {s.total:.1f}/100 (quality {s.quality:.1f}/60, speed {s.speed:.1f}/40 from "
+                     f"{by}) {'PASS' if s.passed else 'below the pass line 80'}")
     g = res.gate
-    if g["probes"]:
-        lines.append(f"gate     probes injected {g['probes_injected']}/{g['probes']} "
-                     f"(false inject {g['probe_false_inject_rate']:.2f}); answerable injected "
-                     f"{g['answerable_inject_rate']:.2f}; gate accuracy {g['gate_accuracy']:.2f}")
+    if g.probes:
+        lines.append(f"gate     probes injected {g.probes_injected}/{g.probes} "
+                     f"(false inject {g.probe_false_inject_rate:.2f}); answerable injected "
+                     f"{g.answerable_inject_rate:.2f}; gate accuracy {g.gate_accuracy:.2f}")
     misses = [q for q in res.per_query if q.level != "probe" and not q.metrics.get("hit@5")]
     if misses:
         lines.append(f"misses   {len(misses)}: " + ", ".join(q.id for q in misses[:30]) +

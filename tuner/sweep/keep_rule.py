@@ -63,9 +63,9 @@ class Decision:
 
 def objective_value(res: EvalResult, objective: str) -> float:
     if objective == "score100":
-        return res.score100["total"]
+        return res.score100.total
     if objective == "gate_accuracy":
-        return res.gate["gate_accuracy"] or 0.0
+        return res.gate.gate_accuracy or 0.0
     return res.overall[objective]
 
 

@@ -10,7 +10,9 @@ from search_core.hashing import hash_json
 from search_core.hashing import hash_tree as hash_path   # a file, or every file under a folder
 
 
-def harness_pins(params, score_cfg, index_fingerprint_key: str) -> dict:
+def harness_pins(params, score_cfg, index_fingerprint_key: str) -> dict[str, str | None]:
+    """Pin name (a key of PIN_NAMES) -> the hash it stands on (None: no holdout): a mapping, recorded as it is
+    in the sweep's ledger row."""
     return {"gold": hash_path(params.gold), "holdout": hash_path(params.holdout), "space": hash_path(params.space),
             "score_rubric": hash_json(dataclasses.asdict(score_cfg)), "index": index_fingerprint_key}
 

@@ -10,10 +10,8 @@ error's own words.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from tuner.ledger.schema import RoundDecision
+from tuner.reasons import Reason, ReasonTable, Wording  # noqa: F401  (Reason: the value the sweep hands on)
 
 NO_PROBES = "no_probes"                  # a gate variable, and the tuning set has no probes
 NO_GATE_MODEL = "no_gate_model"          # the model's threshold, and no gate model could be fitted
@@ -22,13 +20,8 @@ MODEL_UNAVAILABLE = "model_unavailable"  # the round's model cannot load here (i
 CRASHED = "crashed"                      # the round raised (its error says what)
 
 
-@dataclass(frozen=True)
-class Wording:
-    message: str                # the reason, as the ledger keeps it
-    fix: str                    # what a person does about it
-
-
-REASONS: dict[str, Wording] = {
+# a Wording's message is the reason as the ledger keeps it; its fix is what the morning report says to do
+REASONS = ReasonTable("reason", {
     NO_PROBES: Wording(
         "{name} is judged on gate accuracy, and the tuning set has no probes (questions whose answer is not in "
         "the vault): on answerable questions alone every lower threshold looks better. Add questions with "
@@ -56,27 +49,14 @@ REASONS: dict[str, Wording] = {
     CRASHED: Wording(
         "{error}",
         "a bug or bad input, named in the reason: fix it, then `autoresearch sweep --resume SWEEP`"),
-}
+})
 # the kinds a variable's own facts render (matched against a recorded reason), in the order they are tried
 VARIABLE_KINDS = (NO_PROBES, NO_GATE_MODEL, MODEL_DECIDES)
 
 
-@dataclass(frozen=True)
-class Reason:
-    kind: str                               # a key of REASONS
-    fields: dict[str, Any] = field(default_factory=dict)   # what its wording names: name, probes, model_field, error
-
-    def message(self) -> str:
-        return REASONS[self.kind].message.format(**self.fields)
-
-    def fix(self) -> str:
-        return REASONS[self.kind].fix.format(**self.fields)
-
-
 def reason(kind: str, **fields) -> Reason:
-    if kind not in REASONS:
-        raise KeyError(f"no reason {kind!r}; reasons: {', '.join(REASONS)}")
-    return Reason(kind, fields)
+    """A reason of REASONS; its fields: name, probes, model_field (a variable's), error (the round's)."""
+    return REASONS(kind, **fields)
 
 
 def read_reason(decision: RoundDecision, variable: str, text: str, *, probes: int, model_field: str,

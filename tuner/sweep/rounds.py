@@ -17,7 +17,7 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig
 from search_core.models import ModelUnavailable
 from search_core.percentiles import percentile
-from tuner.evaluation.cost_model import Calibration, predict
+from tuner.evaluation.cost_model import Calibration, predicted_total
 from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.round import Round
 from tuner.ledger.schema import RoundDecision
@@ -54,7 +54,7 @@ def charged(bench, cfg: SearchConfig, res: EvalResult, kind: str) -> EvalResult:
     be re-scored without a clock) and the measured p95 beside the predicted one."""
     cal = bench.cost_for(cfg)
     lat = res.total_latency()
-    measured, predicted = lat.get("measured_p95"), lat.get("p95")
+    measured, predicted = lat.measured_p95, lat.p95
     return dataclasses.replace(res, latency_charge={
         "by": "cost model", "kind": kind, "rerank_model": cfg.reranker, "calibration": cal.to_json(),
         "p95_predicted": predicted, "p95_measured": measured,
@@ -114,10 +114,10 @@ def rescore(res: EvalResult, score_cfg) -> EvalResult:
     charge = res.latency_charge or {}
     cal = Calibration.from_json(charge["calibration"])
     reranker = charge.get("rerank_model", "none")
-    totals = [predict(q.search_work, cal, reranker)["total"] for q in res.per_query]
+    totals = [predicted_total(q.search_work, cal, reranker) for q in res.per_query]
     p95 = round(percentile(totals, 95), 2)
     return dataclasses.replace(res, latency_ms={**res.latency_ms, "total": {**res.latency_ms.get("total", {}), "p95": p95}},
-                               score100=score100(res.overall, p95, score_cfg) if res.overall.get("n") else {})
+                               score100=score100(res.overall, p95, score_cfg) if res.overall.get("n") else None)
 
 
 @dataclass(frozen=True)

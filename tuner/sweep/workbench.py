@@ -30,9 +30,9 @@ class IndexVerificationError(SearchCoreError):
     pass
 
 
-def verify_index(db: Path, embedder: str) -> dict:
+def verify_index(db: Path, embedder: str) -> None:
     """Before a model round is evaluated: the index was built by `embedder` alone, and every chunk
-    meant to have a vector has exactly one, of the right dimension."""
+    meant to have a vector has exactly one, of the right dimension (IndexVerificationError otherwise)."""
     conn = connect(db)
     try:
         fp = get_meta(conn, "fingerprint")
@@ -50,7 +50,6 @@ def verify_index(db: Path, embedder: str) -> dict:
         dim = len(conn.execute("SELECT embedding FROM chunk_vec LIMIT 1").fetchone()[0]) // 4 if n_vec else fp["embedder"]["dim"]
         if dim != fp["embedder"]["dim"]:
             raise IndexVerificationError(f"{db}: vectors have {dim} dimensions, the fingerprint says {fp['embedder']['dim']}")
-        return fp
     finally:
         conn.close()
 

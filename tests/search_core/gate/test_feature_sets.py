@@ -48,7 +48,7 @@ def test_fit_gate_refuses_a_feature_it_cannot_read():
 def test_calibrates_refit_fits_the_table():
     from tuner.gate.calibrate import LabelledRow, calibrate
     labelled = [LabelledRow("set", str(i), f"q{i}", f, bool(y)) for i, (f, y) in enumerate(_rows())]
-    rec = calibrate([], labelled, model=None, cos_threshold=0.82, fingerprint=FP, log_read=False)["recommendation"]
+    rec = calibrate([], labelled, model=None, cos_threshold=0.82, fingerprint=FP, log_read=False).recommendation
     assert rec["model_summary"]["method"] == "refit"
     assert tuple(rec["model"]["features"]) == GATE_FEATURES
 

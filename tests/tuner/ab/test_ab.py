@@ -56,12 +56,18 @@ def test_an_empty_vault_is_refused_before_any_model_loads(tmp_path):
 
 
 def test_an_ab_that_compared_nothing_says_so_and_fails():
-    from tuner.ab.run import nothing_compared
-    ok = {"label": "e5-small", "status": "ok"}
-    gone = {"label": "BAAI/bge-m3", "status": "unavailable"}
-    assert nothing_compared({"pairs": [{"a": "e5-small", "b": "minilm-l6"}], "candidates": [ok, ok]}) is None
-    why = nothing_compared({"pairs": [], "candidates": [ok, gone]})
-    assert why.startswith("nothing was compared: 1 of 2 candidates measured (BAAI/bge-m3: unavailable)")
+    from tuner.ab.compare import PairComparison
+    from tuner.ab.records import Candidate, CandidateResult
+    from tuner.ab.run import ABRun, nothing_compared
+    ok = CandidateResult(Candidate("e5-small"), "e5-small", "ok")
+    gone = CandidateResult(Candidate("BAAI/bge-m3"), "BAAI/bge-m3", "unavailable")
+    from tuner.evaluation.compare import PairedMetric
+    same = PairedMetric(0.8, 0.8, 0.0, 0.0, 1.0, (-0.1, 0.1), True)
+    pair = PairComparison("e5-small", "minilm-l6", 10, {"hit@5": same, "mrr": same}, (), (), 10)
+    assert nothing_compared(ABRun({}, (ok, ok), (pair,), False, 0.0)) is None
+    why = nothing_compared(ABRun({}, (ok, gone), (), False, 0.0))
+    assert why.startswith("no comparison: 1 candidate(s) finished; not compared: BAAI/bge-m3 (unavailable): an A/B "
+                          "needs two candidates that run")
 
 
 def test_two_spellings_of_one_model_are_refused():
@@ -166,7 +172,7 @@ def demo_ab(mini):
                  vault=str(mini.vault), work=str(mini.work))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AUTORESEARCH_CACHE_DIR", str(mini.cache))    # the user's cache, a copy of the session's
-        return run_ab(p)
+        return run_ab(p).to_json()
 
 
 @pytest.mark.slow
@@ -220,13 +226,13 @@ def test_ab_compares_available_models_and_reports_the_missing_one(demo_ab, mini)
 def test_a_second_ab_reuses_the_indexes_and_measurements_unless_fresh(demo_ab, mini):
     import dataclasses
     p = ABParams(("e5-small", "minilm-l6"), tune=mini.tune, eval=mini.eval, vault=str(mini.vault), work=str(mini.work))
-    again = {c["label"]: c for c in run_ab(p)["candidates"]}
+    again = {c["label"]: c for c in run_ab(p).to_json()["candidates"]}
     first = {c["label"]: c for c in demo_ab["candidates"]}
     for k in ("e5-small", "minilm-l6"):
         assert again[k]["build"]["reused"] and again[k]["build"]["embedded_now"] == 0
         assert again[k]["build"]["first_build_embedded"] == first[k]["build"]["embedded_now"]
         assert again[k]["reused_from"] and again[k]["result"]["per_query"] == first[k]["result"]["per_query"]
-    fresh = {c["label"]: c for c in run_ab(dataclasses.replace(p, fresh=True))["candidates"]}
+    fresh = {c["label"]: c for c in run_ab(dataclasses.replace(p, fresh=True)).to_json()["candidates"]}
     for k in ("e5-small", "minilm-l6"):
         assert fresh[k]["reused_from"] == "" and fresh[k]["latency"]["samples"] == 16
         assert [q["first_rank"] for q in fresh[k]["result"]["per_query"]] == \
@@ -265,7 +271,7 @@ def test_gold_ids_missing_from_the_index_fail_that_candidate_and_keep_the_report
                    "  - {id: B2, level: L0, query: 없는 노트, gold: [no/such-note]}\n", encoding="utf-8")
     p = ABParams(("e5-small", "minilm-l6"), tune=load_gold(bad), eval=load_gold(bad), vault=str(mini.vault),
                  work=str(mini.work))
-    d = run_ab(p)
+    d = run_ab(p).to_json()
     assert [c["status"] for c in d["candidates"]] == ["failed", "failed"]
     assert "gold ids missing" in d["candidates"][0]["message"] and "no/such-note" in d["candidates"][0]["message"]
     assert d["candidates"][0]["build"]["reused"] is True       # the finished indexes stay where they were
@@ -279,7 +285,7 @@ def test_a_reranker_ab_scores_with_a_real_cross_encoder(demo_ab, mini, tiny_cros
     ce = f"ce:{tiny_cross_encoder}"
     p = ABParams(("e5-small",), rerankers=("none", ce), tune=mini.tune, eval=mini.eval, vault=str(mini.vault),
                  work=str(mini.work))
-    d = run_ab(p)
+    d = run_ab(p).to_json()
     plain, reranked = d["candidates"]
     assert (plain["status"], reranked["status"]) == ("ok", "ok"), reranked.get("message")
     assert plain["label"] == "e5-small, no reranker" and reranked["label"] == f"e5-small + {ce}"
@@ -323,7 +329,8 @@ def test_a_disk_that_fills_fails_that_build_and_leaves_no_half_index(demo_ab, mi
     proc = subprocess.run(_ab_cmd(mini, work, out), preexec_fn=cap, env=_env(), capture_output=True, text=True, timeout=900)
     # the report is written, and the exit says that one candidate alone compared nothing
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert "nothing was compared: 1 of 2 candidates measured (minilm-l6: failed)" in proc.stderr
+    assert "Error: no comparison: 1 candidate(s) finished; not compared: minilm-l6 (failed): an A/B needs two " \
+        "candidates that run" in proc.stderr
     d = json.loads(out.read_text(encoding="utf-8"))["data"]
     by = {c["label"]: c for c in d["candidates"]}
     assert by["e5-small"]["status"] == "ok"

@@ -177,7 +177,7 @@ def test_a_first_start_records_no_slot_from_before_it_as_missed(tmp_path, demo_d
     assert t.new
     assert catch_up_plan(cfg, t, dt.datetime(2026, 11, 30, 16, 0, tzinfo=cfg.tz), t.new) == []
     t.close()
-    assert not any(j["last_outcome"] == "missed" for j in status(tmp_path / "runs")["jobs"])
+    assert not any(j.last_outcome == "missed" for j in status(tmp_path / "runs").jobs)
     t = RunTable(tmp_path / "runs")
     assert not t.new                        # the next start knows a daemon ran here: a slot it sleeps through is missed
     catch_up_plan(cfg, t, dt.datetime(2026, 11, 30, 16, 0, tzinfo=cfg.tz), t.new)
@@ -256,11 +256,11 @@ def test_once_runs_a_job_and_a_clock_jumped_back_does_not_repeat_it(tmp_path, db
         slot = dt.datetime(2026, 11, 30, 1, 0, tzinfo=cfg.tz)
         rid = d.table.start("index", slot, "schedule")
         d.table.finish(rid, "ok", {})
-        assert d.run_job("index", slot, "schedule") == {"outcome": "skipped", "why": "already ran"}
+        assert d.run_job("index", slot, "schedule").to_json() == {"outcome": "skipped", "why": "already ran"}
     finally:
         d.close()
     s = status(tmp_path / "runs")
-    assert s["daemon"] == {"running": False, "pid": None}
+    assert (s.running, s.pid) == (False, None)
 
 
 # -- real processes ----------------------------------------------------------------------------------------
@@ -325,7 +325,7 @@ def test_daemon_sigterm_ends_at_a_round_boundary_and_a_second_instance_is_refuse
     assert lg.sweep().status == "stopped"
     lg.close()
     st = status(runs)
-    assert st["daemon"]["running"] is False and st["jobs"][0]["last_outcome"] == "stopped"
+    assert st.running is False and st.jobs[0].last_outcome == "stopped"
     assert "signal 15: stopping at the running job's next step" in (runs / "daemon.log").read_text()
 
 
@@ -376,8 +376,9 @@ def test_a_failing_job_is_recorded_and_does_not_end_the_daemon(tmp_path, db_copy
     d = Daemon(cfg).open()
     try:
         res = d.run_job("report", trigger="once")        # no sweep yet: the job fails, with the fix
-        assert res["outcome"] == "failed" and "no sweep in" in res["error"] and "the report follows" in res["error"]
+        assert res.outcome == "failed" and "no sweep in" in res.detail["error"] and \
+            "the report follows" in res.detail["error"]
         assert d.table.rows("report", 1)[0]["outcome"] == "failed"
-        assert d.run_job("index", trigger="once")["outcome"] == "ok"     # the next job still runs
+        assert d.run_job("index", trigger="once").outcome == "ok"     # the next job still runs
     finally:
         d.close()

@@ -79,9 +79,9 @@ def test_status_survives_a_truncated_state_file_and_a_damaged_run_table(tmp_path
     (tmp_path / "daemon-state.json").write_text('{"pid": 12, "jobs": [{"id": "sw')
     (tmp_path / "daemon.sqlite").write_bytes(b"SQLite format 3\x00" + b"\xff" * 3000)
     st = status(tmp_path)
-    assert st["daemon"]["running"] is False
-    assert any("daemon-state.json is damaged" in p for p in st["problems"])
-    assert any("daemon.sqlite cannot be read" in p for p in st["problems"])
+    assert st.running is False
+    assert any("daemon-state.json is damaged" in p for p in st.problems)
+    assert any("daemon.sqlite cannot be read" in p for p in st.problems)
     r = CliRunner().invoke(main, ["status", "--runs", str(tmp_path)])
     assert r.exit_code == 0 and "no daemon running" in r.output
 
@@ -101,10 +101,10 @@ def test_status_says_why_a_run_ended_where_its_report_is_and_one_time_zone(tmp_p
                                    "0.95 -> 0.90"}, "reports": {"sweep.md": "runs/reports/sweep-s1.md",
                                                                 "sweep.html": "runs/reports/sweep-s1.html"}})
     table.close()
-    [job] = status(tmp_path)["jobs"]
-    assert job["last_why"] == "holdout regressed: hit@5 0.95 -> 0.90"
-    assert job["last_report"] == "runs/reports/sweep-s1.md"
-    assert job["last_run"].endswith("+09:00")
+    [job] = status(tmp_path).jobs
+    assert job.last_why == "holdout regressed: hit@5 0.95 -> 0.90"
+    assert job.last_report == "runs/reports/sweep-s1.md"
+    assert job.last_run.endswith("+09:00")
     r = CliRunner().invoke(main, ["status", "--runs", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert "why: holdout regressed: hit@5 0.95 -> 0.90" in r.output and "report: runs/reports/sweep-s1.md" in r.output
@@ -139,5 +139,5 @@ def test_a_sweep_killed_before_its_promotion_is_decided_on_restart(tmp_path, db_
     lg.close()
     assert sweeps == [first], "a new sweep started over the undecided one"
     h = History(runs)
-    assert [e["sweep"] for e in h.events()] == [first]
+    assert [e.sweep for e in h.events()] == [first]
     h.close()

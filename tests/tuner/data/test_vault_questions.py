@@ -132,9 +132,9 @@ def test_cli_writes_the_set_and_says_how_to_make_probes(qvault, tmp_path):
 def test_probes_come_through_probes_make(qvault, tmp_path, shared_cache):
     vq = write_vault_questions(qvault, tmp_path / "made.yaml", n=None)
     m = vqm.make_probes_for(vq, tmp_path / "made.yaml", 5, seed=0, cache=shared_cache)   # half the notes
-    g = load_gold(m["gold"])
-    held, gold_of = set(m["held_out"]), {q.id: q.gold[0] for q in vq.questions}
-    assert m["made_probes"] >= 1
+    g = load_gold(m.gold)
+    held, gold_of = set(m.held_out), {q.id: q.gold[0] for q in vq.questions}
+    assert m.made_probes >= 1
     for q in g.questions:
         assert (q.level == "probe") == (gold_of[q.id] in held)
         assert not set(q.exclude) & held          # a held-out note is not in the index to hold out

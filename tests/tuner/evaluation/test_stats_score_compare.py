@@ -4,7 +4,7 @@ import pytest
 from scipy import stats
 
 from tuner.evaluation.compare import Comparison, compare
-from tuner.evaluation.evaluate import EvalResult, QuestionResult
+from tuner.evaluation.evaluate import EvalResult, GateMetrics, QuestionResult
 from tuner.evaluation.score import ScoreConfig, score100
 from search_core.percentiles import percentile
 from tuner.evaluation.stats import bootstrap_ci, paired_randomization
@@ -15,11 +15,11 @@ def test_score100_by_hand():
     # quality = 60 * (0.5*0.9 + 0.3*0.7 + 0.2*0.8) = 60 * 0.82 = 49.2
     # speed: p95 140 ms -> 40 * (500-140)/(500-50) = 40 * 0.8 = 32.0
     s = score100(m, 140.0)
-    assert s == {"quality": 49.2, "speed": 32.0, "total": 81.2, "passed": True}
-    assert score100(m, 20.0)["speed"] == 40.0 and score100(m, 900.0)["speed"] == 0.0
-    assert not score100(m, 400.0)["passed"]        # 49.2 + 8.89 = 58.1
+    assert s.to_json() == {"quality": 49.2, "speed": 32.0, "total": 81.2, "passed": True}
+    assert score100(m, 20.0).speed == 40.0 and score100(m, 900.0).speed == 0.0
+    assert not score100(m, 400.0).passed        # 49.2 + 8.89 = 58.1
     custom = ScoreConfig(quality_weights=(("mrr", 1.0),), pass_line=50)
-    assert score100(m, 50.0, custom)["quality"] == pytest.approx(42.0)
+    assert score100(m, 50.0, custom).quality == pytest.approx(42.0)
 
 
 def test_percentile():
@@ -44,7 +44,7 @@ def test_bootstrap_ci_contains_the_mean_difference():
 
 
 def _run(hits, rr, gold="g"):
-    return EvalResult(gold, {}, "x", {}, {}, {}, {}, {}, {}, [
+    return EvalResult(gold, {}, "x", {}, {}, {}, GateMetrics.from_json({}), {}, None, [
         QuestionResult(f"q{i}", "L1", f"q{i}", (f"n{i}",), first_rank=None if not h else 1, inject=bool(h),
                        top_score=0.9, timings_ms={"total": 1.0}, metrics={"hit@1": h, "hit@5": h, "mrr": r, "ndcg@10": r, "p@5": h / 5, "recall@5": h})
         for i, (h, r) in enumerate(zip(hits, rr))])
@@ -81,7 +81,8 @@ def test_score_rubric_from_the_config_file(tmp_path):
     cfg = load_score_config(p)
     assert cfg.pass_line == 70 and cfg.quality_weights == (("mrr", 1.0),)
     assert load_config(p) == SearchConfig(rrf_k=20)
-    assert score100({"mrr": 0.5}, 50.0, cfg) == {"quality": 30.0, "speed": 40.0, "total": 70.0, "passed": True}
+    assert score100({"mrr": 0.5}, 50.0, cfg).to_json() == {"quality": 30.0, "speed": 40.0, "total": 70.0,
+                                                             "passed": True}
     p.write_text('[score]\nbogus = 1\n')
     with pytest.raises(SearchCoreError, match="unknown keys"):
         load_score_config(p)

@@ -131,7 +131,7 @@ def test_kill_9_during_apply_leaves_the_old_gate_file_or_the_new_one(index_and_p
     # the next apply and undo work over whatever the kill left (a .new file, a last history line cut short is
     # refused by undo with its number: then the history is what a person fixes)
     r = apply_proposal(proposal, db)
-    assert r["installed"] == str(side) and load_gate(side).threshold == model.threshold
+    assert r.installed == str(side) and load_gate(side).threshold == model.threshold
 
 
 def test_a_reader_never_sees_a_gate_file_cut_short(index_and_proposal):

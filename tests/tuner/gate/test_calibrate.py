@@ -85,8 +85,8 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     from tuner.gate.calibrate import calibrate_index
     from tuner.gate.proposal import write_proposal
     data, _, _, _ = calibrate_index(db, log_path=log, since_s=7 * 86400, threshold_rule="always")
-    assert data["recommendation"]["basis"].startswith("the gate's threshold moved to fit 12 labels")
-    assert data["recommendation"]["model_summary"]["method"] == "threshold"
+    assert data.recommendation["basis"].startswith("the gate's threshold moved to fit 12 labels")
+    assert data.recommendation["model_summary"]["method"] == "threshold"
     proposal_path = sidecar_path(db).with_name(db.name + ".gate-proposal.json")
     write_proposal(data, db, proposal_path)
     md = (tmp_path / "cal-moved.md")
@@ -105,7 +105,7 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
     installed, default = load_gate(sidecar_path(db)), load_gate(DEFAULT_GATE_FILE)
     assert installed.coef == default.coef and installed.intercept == default.intercept
-    assert installed.threshold == pytest.approx(data["recommendation"]["threshold_move"]["to"], abs=1e-4)
+    assert installed.threshold == pytest.approx(data.recommendation["threshold_move"]["to"], abs=1e-4)
     assert "past decisions flip" in md and "interval" in md
     # calibrated again with the moved gate in force, the report names it, what it was made from, and the default's cut
     again, _, _, _ = calibrate_index(db, log_path=log, since_s=7 * 86400)
@@ -146,10 +146,10 @@ def test_labels_without_probes_or_answerable(logged):
     only_ans = [c for c in calls if c.label != "irrelevant"]
     fp = Searcher(db).fingerprint
     cal = calibrate(only_ans, [], model=None, cos_threshold=0.82, fingerprint=fp)
-    assert cal["recommendation"]["basis"] is None and any("hold no 'irrelevant' rows" in w for w in cal["warnings"])
+    assert cal.recommendation["basis"] is None and any("hold no 'irrelevant' rows" in w for w in cal.warnings)
     only_probes = [c for c in calls if c.label != "relevant"]
     cal = calibrate(only_probes, [], model=None, cos_threshold=0.82, fingerprint=fp)
-    assert cal["recommendation"]["basis"] is None and "cosine" not in cal["recommendation"]
+    assert cal.recommendation["basis"] is None and "cosine" not in cal.recommendation
     relabelled = apply_label_file(calls, [(calls[-1].id, "irrelevant")])
     assert relabelled[-1].label == "irrelevant" and calls[-1].label is None
 
@@ -181,8 +181,8 @@ def test_probes_make_on_a_vault(small_vault, tmp_path, shared_cache):
         {"id": "p", "level": "probe", "query": "LightRAG"}]}, allow_unicode=True))
     out = tmp_path / "probes"
     m = make_probes(small_vault, gold, out, fraction=0.25, seed=1, cache=shared_cache)
-    assert m["documents"] == 4 and m["held_out_documents"] == 1
-    held = m["held_out"][0]
+    assert m.documents == 4 and m.held_out_documents == 1
+    held = m.held_out[0]
     s = Searcher(out / "index.sqlite")
     assert held not in s.view.notes and len(s.view.notes) == 3
     made = yaml.safe_load((out / "gold.yaml").read_text())["questions"]
@@ -216,8 +216,8 @@ def test_probes_make_on_a_beir_folder_holds_out_whole_documents(tmp_path, shared
         f"{k}\t{g}\t1\n" for k, v in qs.items() for g in v[1]), encoding="utf-8")
     out = tmp_path / "probes"
     m = make_probes(beir, beir, out, fraction=0.5, seed=3, cache=shared_cache)
-    assert m["documents"] == 4 and m["held_out_documents"] == 2
-    held = set(m["held_out"])
+    assert m.documents == 4 and m.held_out_documents == 2
+    held = set(m.held_out)
     assert held <= set(docs)                                   # documents (titles), not passages
     s = Searcher(out / "index.sqlite")
     kept_passages = {r["_id"] for r in rows if r["title"] not in held}
@@ -226,12 +226,12 @@ def test_probes_make_on_a_beir_folder_holds_out_whole_documents(tmp_path, shared
     for k, (_, gold) in qs.items():
         left = [g for g in gold if g.rsplit(" - ", 1)[0] not in held]
         assert made[k]["level"] == ("probe" if not left else "L1") and made[k]["gold"] == left, k
-    assert m["probes"] >= 1 and m["answerable"] >= 1
+    assert m.probes >= 1 and m.answerable >= 1
     # the verb, as a user runs it on a BEIR folder
     r = CliRunner().invoke(main, ["probes", "make", str(beir), "--gold", str(beir), "--out", str(tmp_path / "cli"),
                                   "--fraction", "0.5", "--seed", "3", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["held_out"] == m["held_out"]
+    assert json.loads(r.output)["held_out"] == list(m.held_out)
 
 
 def test_gate_scorecard_by_hand():
@@ -241,10 +241,10 @@ def test_gate_scorecard_by_hand():
     1/4, 2/5."""
     from tuner.gate.metrics import gate_scorecard
     c = gate_scorecard([0.9, 0.8, 0.7, 0.6, 0.5], [1, 0, 1, 1, 0], 0.65)
-    assert c["answerable_injected"] == 0.6667 and c["probes_injected"] == 0.5
-    assert c["balanced_accuracy"] == pytest.approx(0.5833, abs=1e-4) and c["auroc"] == pytest.approx(0.6667, abs=1e-4)
-    assert c["risk_coverage"] == {"0.2": 0.0, "0.4": 0.5, "0.6": 0.3333, "0.8": 0.25, "1.0": 0.4}
-    assert gate_scorecard([0.9, 0.8], [1, 1], 0.5)["auroc"] is None      # one class: no AUROC
+    assert c.answerable_injected == 0.6667 and c.probes_injected == 0.5
+    assert c.balanced_accuracy == pytest.approx(0.5833, abs=1e-4) and c.auroc == pytest.approx(0.6667, abs=1e-4)
+    assert c.risk_coverage == {"0.2": 0.0, "0.4": 0.5, "0.6": 0.3333, "0.8": 0.25, "1.0": 0.4}
+    assert gate_scorecard([0.9, 0.8], [1, 1], 0.5).auroc is None      # one class: no AUROC
 
 
 def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_path):
@@ -256,7 +256,7 @@ def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_pat
     fp = Searcher(db).fingerprint
     lab = [c for c in calls if c.label]
     cal = calibrate(calls, [], model=None, cos_threshold=0.85, fingerprint=fp)
-    g = cal["gate_on_labels"]
+    g = cal.gate_on_labels
     assert (g["rows"], g["answerable"], g["probes"], g["sources"]) == (12, 6, 6, ["log"]) and "model" not in g
     ans_in = sum(c.features["hit_cos"] >= 0.85 for c in lab if c.label == "relevant") / 6
     probe_in = sum(c.features["hit_cos"] >= 0.85 for c in lab if c.label == "irrelevant") / 6
@@ -268,16 +268,16 @@ def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_pat
     m = fit_gate([c.features for c in lab], [int(c.label == "relevant") for c in lab], fingerprint=fp,
                  features=["top_cos", "term_overlap"], fitted_on={"sources": ["log"]})
     cal = calibrate(calls, [], model=m, cos_threshold=0.85, fingerprint=fp)
-    g = cal["gate_on_labels"]
+    g = cal.gate_on_labels
     assert g["model"]["threshold"] == round(m.threshold, 4) and g["in_sample"] == ["log"]
-    assert any("in-sample" in w for w in cal["warnings"])
+    assert any("in-sample" in w for w in cal.warnings)
     m2 = fit_gate([c.features for c in lab], [int(c.label == "relevant") for c in lab], fingerprint=fp,
                   features=["top_cos", "term_overlap"], fitted_on={"sources": ["demo-tune"]})
     cal = calibrate(calls, [], model=m2, cos_threshold=0.85, fingerprint=fp)
-    assert cal["gate_on_labels"]["in_sample"] == [] and not any("in-sample" in w for w in cal["warnings"])
+    assert cal.gate_on_labels["in_sample"] == [] and not any("in-sample" in w for w in cal.warnings)
     # no probes among the labels: nothing to score, said in the report
     cal = calibrate([c for c in calls if c.label != "irrelevant"], [], model=None, cos_threshold=0.85, fingerprint=fp)
-    assert cal["gate_on_labels"] is None
+    assert cal.gate_on_labels is None
     r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--format", "md"])
     assert r.exit_code == 0, r.output
     assert "The gate in force on the labelled rows" in r.output and "cosine gate (top cosine)" in r.output
@@ -323,12 +323,13 @@ def test_each_labelled_set_is_scored_on_its_own(logged):
             for i, c in enumerate(lab)]
     m = fit_gate([r.features for r in rows], [int(r.answerable) for r in rows], fingerprint=fp,
                  features=["top_cos", "term_overlap"], fitted_on={"sources": ["tune"]})
-    g = calibrate([], rows, model=m, cos_threshold=0.85, fingerprint=fp, log_read=False)["gate_on_labels"]
+    g = calibrate([], rows, model=m, cos_threshold=0.85, fingerprint=fp, log_read=False).gate_on_labels
     assert g["in_sample"] == ["tune"] and set(g["by_source"]) == {"tune", "holdout"}
     assert g["by_source"]["tune"]["in_sample"] is True and g["by_source"]["holdout"]["in_sample"] is False
     hold = [r for r in rows if r.source == "holdout"]
     from tuner.gate.calibrate import probabilities
-    want = gate_scorecard(probabilities(m, [r.features for r in hold]), [int(r.answerable) for r in hold], m.threshold)
+    want = gate_scorecard(probabilities(m, [r.features for r in hold]), [int(r.answerable) for r in hold],
+                          m.threshold).to_json()
     assert g["by_source"]["holdout"]["model"] == want and g["by_source"]["holdout"]["rows"] == len(hold)
     from tuner.reports.calibration import gate_on_labels_section
     table = gate_on_labels_section(g).blocks[0]

@@ -12,53 +12,18 @@ from search_core.gate.threshold import binomial_tail, flipped_labels, threshold_
 from tuner.gate.threshold import decide_threshold
 from search_core.recall.log import LoggedCall
 from tuner.gate.calibrate import calibrate
+from tests.helpers.logged_calls import (FP, gate_model, logged_call, vault_labelled_near,
+                                        vault_with_boundary_at)
 
-FP = {"embedder": {"name": "e5-small", "dim": 384}}
-
-
-def _model(threshold=0.64) -> GateModel:
-    # P = sigmoid(top_cos): a call's probability is set by hand through its top_cos
-    return GateModel(("top_cos", "title_match"), (0.0, 0.0), (1.0, 1.0), (1.0, 0.0), 0.0, 1.0, 0.0, threshold, FP,
-                     fitted_on={"sets": {"demo": 10}})
-
-
-def _call(i, p, label=None, title_match=0.0, fingerprint="idx-A"):
-    z = math.log(p / (1 - p))
-    return LoggedCall(i, 1000.0 + i, "s", "default", f"질문 {i}", "h", ({"note_id": f"n/{i}", "cosine": 0.8},),
-                      {"top_cos": z, "title_match": title_match, "hit_cos": 0.8}, {}, 0.82, fingerprint, p >= 0.64,
-                      None if p >= 0.64 else "threshold", 20.0, None, label, None)
-
-
-def _vault_with_boundary_at(boundary, n_labels, n_unlabelled=200, seed=0):
-    """Calls whose P is uniform on (0.02, 0.98); this vault answers those above `boundary` (a few flipped)."""
-    rng = np.random.default_rng(seed)
-    calls = []
-    for i in range(n_labels + n_unlabelled):
-        p = float(rng.uniform(0.02, 0.98))
-        lab = None
-        if i < n_labels:
-            relevant = (p >= boundary) != (rng.random() < 0.1)      # 10 % label noise
-            lab = "relevant" if relevant else "irrelevant"
-        calls.append(_call(i + 1, p, lab))
-    return calls
-
-
-def _vault_labelled_near(boundary, lo=0.2, hi=0.75, n=120, seed=0):
-    """Calls whose P is uniform on (0.02, 0.98); those with P in [lo, hi] are labelled, as `suggest` labels the
-    calls nearest the cut first; the vault answers those above `boundary`."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        p = float(rng.uniform(0.02, 0.98))
-        out.append(_call(i + 1, p, ("relevant" if p >= boundary else "irrelevant") if lo <= p <= hi else None))
-    return out
+_model, _call = gate_model, logged_call
+_vault_with_boundary_at, _vault_labelled_near = vault_with_boundary_at, vault_labelled_near
 
 
 def test_labels_that_cover_the_move_move_the_threshold_and_keep_the_weights():
     calls = _vault_labelled_near(0.3)
     model = _model()
     cal = calibrate(calls, [], model=model, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
-    rec = cal["recommendation"]
+    rec = cal.recommendation
     mv = rec["threshold_move"]
     assert rec["model_summary"]["method"] == "threshold"
     assert mv["from"] == 0.64 and 0.15 < mv["to"] < 0.45
@@ -84,13 +49,13 @@ def test_a_move_over_calls_nobody_labelled_is_not_made():
     calls = _vault_with_boundary_at(0.3, n_labels=24)
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
                     threshold_rule="covered-sign-test")
-    rec = cal["recommendation"]
+    rec = cal.recommendation
     mv = rec["threshold_move"]
     assert 0.15 < mv["to"] < 0.45 and mv["kept"] and rec["model_summary"]["method"] == "keep"
     assert mv["sign_test"]["p_value"] > 0.05 and "not labelled" in mv["sign_test"]["why"]
     # the same labels with the rule that ignores the unlabelled calls would move it
     moved = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
-                      threshold_rule="always")["recommendation"]
+                      threshold_rule="always").recommendation
     assert moved["model_summary"]["method"] == "threshold"
 
 
@@ -98,11 +63,11 @@ def test_a_call_asked_again_carries_its_label():
     # the labelled calls near the cut, each asked once more unlabelled: the repeats are not evidence against
     calls = _vault_labelled_near(0.3, n=100, seed=4)
     again = [dataclasses.replace(c, id=1000 + c.id, ts=c.ts + 5000, label=None) for c in calls if c.label]
-    with_again = calibrate(calls + again, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    with_again = calibrate(calls + again, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
     assert with_again["model_summary"]["method"] == "threshold"
     st = with_again["threshold_move"]["sign_test"]
     assert st["losses"] == 0 and st["wins"] > calibrate(calls, [], model=_model(), cos_threshold=0.82,
-                                                        fingerprint=FP)["recommendation"]["threshold_move"][
+                                                        fingerprint=FP).recommendation["threshold_move"][
                                                             "sign_test"]["wins"]
 
 
@@ -112,8 +77,8 @@ def test_a_call_asked_again_with_a_word_more_carries_its_label():
     calls = _vault_labelled_near(0.3, n=100, seed=4)
     again = [dataclasses.replace(c, id=1000 + c.id, ts=c.ts + 5000, label=None, query=f"{c.query} 요")
              for c in calls if c.label and c.id >= 10]
-    alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
-    with_again = calibrate(calls + again, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
+    with_again = calibrate(calls + again, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
     st = with_again["threshold_move"]["sign_test"]
     assert with_again["model_summary"]["method"] == "threshold"
     assert st["losses"] == alone["threshold_move"]["sign_test"]["losses"]
@@ -149,19 +114,19 @@ def test_the_sign_test_by_hand():
 def test_labels_that_hold_the_current_threshold_keep_it():
     calls = _vault_with_boundary_at(0.62, n_labels=24, seed=2)
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
-    rec = cal["recommendation"]
+    rec = cal.recommendation
     mv = rec["threshold_move"]
     assert mv["interval"][0] <= 0.64 <= mv["interval"][1] and mv["kept"]
     assert rec["model_summary"]["method"] == "keep" and rec["basis"] is None and "model" not in rec
     assert mv["flips"]["let_through"] == mv["flips"]["stopped"] == 0
-    assert any("The current 0.640 stays" in w for w in cal["warnings"])
+    assert any("The current 0.640 stays" in w for w in cal.warnings)
 
 
 def test_more_labels_narrow_the_interval():
     few = _vault_with_boundary_at(0.3, n_labels=12, seed=1)
     many = _vault_with_boundary_at(0.3, n_labels=60, seed=1)
     def width(calls):
-        lo, hi = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"][
+        lo, hi = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation[
             "threshold_move"]["interval"]
         return hi - lo
     assert width(many) < width(few)
@@ -190,9 +155,9 @@ def test_a_refit_only_when_enough_labels_measure_it_better():
             out.append(_call(i + 1, float(rng.uniform(0.05, 0.95)), "relevant" if relevant else "irrelevant",
                              title_match=float(relevant) + float(rng.normal(0, 0.2))))
         return out
-    few = calibrate(calls_for(30), [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    few = calibrate(calls_for(30), [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
     assert few["model_summary"]["method"] != "refit"            # 30 labels: no refit tried
-    many = calibrate(calls_for(120), [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+    many = calibrate(calls_for(120), [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
     cv = many["threshold_move"]["cross_validation"]
     assert cv["refit"] > cv["threshold_only"] + 0.02
     assert many["model_summary"]["method"] == "refit" and many["basis"].startswith("a refit of the weights")
@@ -204,10 +169,10 @@ def test_rows_of_another_index_are_kept_apart():
     other = [_call(1000 + i, 0.2 + 0.02 * i, "irrelevant", fingerprint="idx-B") for i in range(30)]
     cal = calibrate(calls + other, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
-    assert cal["kept_apart"] == {"calls": 30, "labelled": 30, "fingerprints": ["idx-B"]}
-    assert any("another index" in w and "left out" in w for w in cal["warnings"])
-    assert cal["labelled"] == alone["labelled"] and cal["window"]["calls"] == len(calls)
-    assert cal["recommendation"]["threshold_move"]["to"] == alone["recommendation"]["threshold_move"]["to"]
+    assert cal.kept_apart == {"calls": 30, "labelled": 30, "fingerprints": ["idx-B"]}
+    assert any("another index" in w and "left out" in w for w in cal.warnings)
+    assert cal.labelled == alone.labelled and cal.window["calls"] == len(calls)
+    assert cal.recommendation["threshold_move"]["to"] == alone.recommendation["threshold_move"]["to"]
 
 
 
@@ -257,11 +222,11 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it():
     calls = _vault_half_labelled()
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
                     threshold_rule="covered-sign-test")
-    mv = cal["recommendation"]["threshold_move"]
+    mv = cal.recommendation["threshold_move"]
     more = mv["labels_to_decide"]["more"]
     assert mv["kept"] and isinstance(more, int) and 0 < more <= mv["labels_to_decide"]["flipped"]["unlabelled"]
-    assert f"about {more} more labels" in cal["recommendation"]["declined"]
-    assert any(f"about {more} more labels" in w for w in cal["warnings"])
+    assert f"about {more} more labels" in cal.recommendation["declined"]
+    assert any(f"about {more} more labels" in w for w in cal.warnings)
     from tuner.reports.calibration import calibration_report
     from tuner.reports.render import to_markdown
     verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
@@ -276,7 +241,7 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it():
                   for c in calls]
     again = calibrate(relabelled, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
                       threshold_rule="covered-sign-test")
-    assert again["recommendation"]["model_summary"]["method"] == "threshold"
+    assert again.recommendation["model_summary"]["method"] == "threshold"
 
 
 def test_the_labelled_sign_test_by_hand():
@@ -331,7 +296,7 @@ def test_labels_where_the_current_cut_is_right_rarely_move_it():
             if abs(p - 0.64) < 0.25 and rng.random() < 0.8:
                 lab = "relevant" if (p >= 0.64) != (rng.random() < 0.2) else "irrelevant"
             calls.append(dataclasses.replace(_call(i + 1, p, lab), query=f"q{seed}-{i}-{rng.integers(1e9)}"))
-        rec = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)["recommendation"]
+        rec = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
         moved += rec["model_summary"]["method"] != "keep"
     assert moved <= 2
 
@@ -345,7 +310,7 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it_and_whether_t
          (0.75, None), (0.9, None), (0.97, None), (0.6, None)])]
     calls = [dataclasses.replace(c, query=f"질문 {chr(0xAC00 + 37 * c.id)}{c.id * 7919}") for c in calls]
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
-    mv = cal["recommendation"]["threshold_move"]
+    mv = cal.recommendation["threshold_move"]
     st, more = mv["sign_test"], mv["labels_to_decide"]
     assert mv["kept"] and (st["wins"], st["losses"]) == (4, 0) and st["p_value"] > 0.05
     assert isinstance(more["more"], int) and more["more"] >= 1 and more["flipped"]["unlabelled"] == 1
@@ -353,7 +318,7 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it_and_whether_t
     assert binomial_tail(4 + more["more"], 4 + more["more"], st["null_share"]) <= 0.05
     assert binomial_tail(3 + more["more"], 3 + more["more"], st["null_share"]) > 0.05
     assert "this window holds 1 unlabelled call between them" in more["text"] or more["more"] <= 1
-    assert f"about {more['more']} more labels" in cal["recommendation"]["declined"]
+    assert f"about {more['more']} more labels" in cal.recommendation["declined"]
     from tuner.reports.calibration import calibration_report
     from tuner.reports.render import to_markdown
     verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()

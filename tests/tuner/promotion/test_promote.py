@@ -48,23 +48,23 @@ def test_a_holdout_objective_that_fell_within_noise_still_promotes_but_says_so()
 def test_promote_decline_history_and_rollback(demo_db, tmp_path):
     runs = tmp_path / "runs"
     d = decide_promotion("s1", START, WIN, _holdout(0.8, 0.75), demo_db, runs)
-    assert not d["promoted"] and read_active(runs) is None          # declined: nothing active
+    assert not d.promoted and read_active(runs) is None          # declined: nothing active
     p1 = decide_promotion("s2", START, WIN, _holdout(0.8, 0.85), demo_db, runs)
     act = read_active(runs)
-    assert p1["promoted"] and act.config.w_sparse == 0.9 and act.source == "sweep s2"
+    assert p1.promoted and act.config.w_sparse == 0.9 and act.source == "sweep s2"
     assert act.index.parent == runs / "active-indexes" and act.index.exists()
     third = SearchConfig(threshold=0.8, w_sparse=0.9, rrf_k=10).as_dict()
     p2 = decide_promotion("s3", WIN, third, _holdout(0.8, 0.8), demo_db, runs)
     assert read_active(runs).config.rrf_k == 10
-    kinds = [(e["id"], e["kind"], e["sweep"]) for e in History(runs).events()]
-    assert kinds == [(d["event"], "declined", "s1"), (p1["event"], "promoted", "s2"), (p2["event"], "promoted", "s3")]
+    kinds = [(e.id, e.kind, e.sweep) for e in History(runs).events()]
+    assert kinds == [(d.event, "declined", "s1"), (p1.event, "promoted", "s2"), (p2.event, "promoted", "s3")]
     r = rollback(None, runs)                                        # undo the latest: back to WIN
-    assert r["undid"] == p2["event"] and read_active(runs).config.rrf_k == SearchConfig().rrf_k
+    assert r.undid == p2.event and read_active(runs).config.rrf_k == SearchConfig().rrf_k
     with pytest.raises(SearchCoreError, match="already rolled back"):
-        rollback(p2["event"], runs)
+        rollback(p2.event, runs)
     with pytest.raises(SearchCoreError, match=r"is not a promotion; promotions that can be rolled back: #2, #3"):
-        rollback(d["event"], runs)
-    rollback(p1["event"], runs)                                     # undo the first: no active config at all
+        rollback(d.event, runs)
+    rollback(p1.event, runs)                                     # undo the first: no active config at all
     assert read_active(runs) is None
     with pytest.raises(SearchCoreError, match="nothing to roll back"):
         rollback(None, runs)
@@ -104,7 +104,7 @@ def test_a_probability_threshold_is_promoted_only_with_the_gate_model_it_was_tun
     win = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7).as_dict()
     # no model: the threshold would be read against whatever gate the index has, so it stays behind
     d = decide_promotion("s1", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "a")
-    assert d["promoted"] and "gate_threshold was not promoted" in d["reason"]
+    assert d.promoted and "gate_threshold was not promoted" in d.reason
     assert read_active(tmp_path / "a").config.gate_threshold is None
     # with the sweep's model: installed beside the promoted index, where search finds it (the shipped model's
     # coefficients, fitted for this index's embedder: which file search picks is what is tested here)
@@ -112,10 +112,10 @@ def test_a_probability_threshold_is_promoted_only_with_the_gate_model_it_was_tun
     model = dataclasses.replace(load_gate(DEFAULT_GATE_FILE), fingerprint=Searcher(demo_db).fingerprint["embedder"])
     d = decide_promotion("s2", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "b", gate_model=model)
     active = read_active(tmp_path / "b")
-    assert active.config.gate_threshold == 0.7 and "not promoted" not in d["reason"]
-    side = sidecar_path(d["index"])
+    assert active.config.gate_threshold == 0.7 and "not promoted" not in d.reason
+    side = sidecar_path(d.index)
     assert load_gate(side).as_json() == model.as_json()
-    choice = choose_gate(Searcher(d["index"]).fingerprint, db=d["index"])
+    choice = choose_gate(Searcher(d.index).fingerprint, db=d.index)
     assert choice.source == str(side)
 
 
@@ -131,8 +131,8 @@ def test_rollback_puts_back_the_gate_model_the_undone_promotion_replaced(demo_db
     win2 = SearchConfig(threshold=0.8, w_sparse=0.7, gate_threshold=0.5).as_dict()
     d1 = decide_promotion("s1", START, win1, _holdout(0.8, 0.85), demo_db, runs, gate_model=first_model)
     d2 = decide_promotion("s2", win1, win2, _holdout(0.8, 0.85), demo_db, runs, gate_model=second_model)
-    side = sidecar_path(d2["index"])
-    assert d1["index"] == d2["index"] and load_gate(side).threshold == 0.123
+    side = sidecar_path(d2.index)
+    assert d1.index == d2.index and load_gate(side).threshold == 0.123
     rollback(runs=runs)
     assert read_active(runs).config.gate_threshold == 0.7
     assert load_gate(side).as_json() == first_model.as_json()
@@ -155,8 +155,8 @@ def test_a_history_written_before_the_sidecar_column_still_rolls_back(demo_db, t
     old.commit()
     old.close()
     out = rollback(runs=runs)
-    assert out["undid"] == 1 and read_active(runs) is None
-    assert [e["kind"] for e in History(runs).events()] == ["promoted", "rollback"]
+    assert out.undid == 1 and read_active(runs) is None
+    assert [e.kind for e in History(runs).events()] == ["promoted", "rollback"]
 
 
 def test_the_gate_the_sweep_decided_with_is_installed_with_the_promoted_index(demo_db, tmp_path):
@@ -173,12 +173,12 @@ def test_the_gate_the_sweep_decided_with_is_installed_with_the_promoted_index(de
     fitted = dataclasses.replace(load_gate(DEFAULT_GATE_FILE), fingerprint=fp["embedder"], threshold=0.3,
                                  fitted_on={"gold": "demo-tune", "note": "fitted by the sweep"})
     d = decide_promotion("s1", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "a", gate_model=fitted)
-    side = sidecar_path(d["index"])
-    assert d["promoted"] and load_gate(side).as_json() == fitted.as_json()
-    assert choose_gate(fp, db=d["index"]).source == str(side)
+    side = sidecar_path(d.index)
+    assert d.promoted and load_gate(side).as_json() == fitted.as_json()
+    assert choose_gate(fp, db=d.index).source == str(side)
     d = decide_promotion("s2", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "b",
                          gate_model=load_gate(DEFAULT_GATE_FILE))
-    assert d["promoted"] and not sidecar_path(d["index"]).exists()
+    assert d.promoted and not sidecar_path(d.index).exists()
 
 
 def test_a_promotion_over_an_installed_index_that_a_server_writes_is_what_a_fresh_process_reads(tmp_path):
@@ -205,12 +205,12 @@ def test_a_promotion_over_an_installed_index_that_a_server_writes_is_what_a_fres
 
     runs = tmp_path / "runs"
     first, second = scratch("sweep1", 50, False), scratch("sweep2", 200, True)
-    installed = decide_promotion("s1", START, WIN, _holdout(0.8, 0.85), first, runs)["index"]
+    installed = decide_promotion("s1", START, WIN, _holdout(0.8, 0.85), first, runs).index
     server = connect(installed)
     try:
         server.execute("PRAGMA wal_autocheckpoint = 0")       # the watcher's last update still in the -wal
         server.execute("INSERT INTO t VALUES ('saved while serving')")
-        assert decide_promotion("s2", START, WIN, _holdout(0.8, 0.85), second, runs)["index"] == installed
+        assert decide_promotion("s2", START, WIN, _holdout(0.8, 0.85), second, runs).index == installed
         read = ("import sys; from search_core.index.store import connect; c = connect(sys.argv[1]); "
                 "print(c.execute('SELECT count(*) FROM t').fetchone()[0], "
                 "','.join(sorted(r[0] for r in c.execute('SELECT name FROM sqlite_master'))))")

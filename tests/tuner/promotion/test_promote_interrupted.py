@@ -49,12 +49,12 @@ def test_rolling_back_an_older_promotion_while_a_newer_is_active_is_refused(tmp_
     runs = tmp_path / "runs"
     p1 = decide_promotion("s1", START, WIN, _holdout(), index, runs)
     p2 = decide_promotion("s2", WIN, THIRD, _holdout(), index, runs)
-    with pytest.raises(SearchCoreError, match=rf"promotion #{p2['event']} is active and was made after "
-                                              rf"#{p1['event']}; roll back #{p2['event']} first"):
-        rollback(p1["event"], runs)
+    with pytest.raises(SearchCoreError, match=rf"promotion #{p2.event} is active and was made after "
+                                              rf"#{p1.event}; roll back #{p2.event} first"):
+        rollback(p1.event, runs)
     assert read_active(runs).config.rrf_k == 10               # nothing changed
-    assert rollback(None, runs)["undid"] == p2["event"] and read_active(runs).config.w_sparse == 0.9
-    assert rollback(None, runs)["undid"] == p1["event"] and read_active(runs) is None
+    assert rollback(None, runs).undid == p2.event and read_active(runs).config.w_sparse == 0.9
+    assert rollback(None, runs).undid == p1.event and read_active(runs) is None
 
 
 KILLED = """
@@ -97,8 +97,8 @@ def test_killed_after_writing_active_toml_the_promotion_is_recorded_and_can_be_r
     _promote_and_die(index, runs, "after_active")
     assert read_active(runs).source == "sweep killed"
     events = History(runs).events()
-    assert [(e["kind"], e["sweep"], e["pending"]) for e in events] == [("promoted", "killed", None)]
-    assert rollback(None, runs)["undid"] == events[0]["id"]
+    assert [(e.kind, e.sweep, e.pending) for e in events] == [("promoted", "killed", None)]
+    assert rollback(None, runs).undid == events[0].id
     assert read_active(runs) is None
 
 
@@ -113,8 +113,8 @@ def test_killed_inside_a_copy_or_a_write_leaves_no_temporary_file_and_no_promoti
     h.close()
     assert not list((runs / folder).glob(".*"))
     assert read_active(runs) is None
-    assert [e["kind"] for e in events] in ([], ["declined"])
-    assert all("interrupted" in e["reason"] for e in events)
+    assert [e.kind for e in events] in ([], ["declined"])
+    assert all("interrupted" in e.reason for e in events)
     with pytest.raises(SearchCoreError, match="nothing to roll back"):
         rollback(None, runs)
 

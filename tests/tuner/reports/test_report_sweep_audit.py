@@ -54,9 +54,9 @@ def test_morning_report_says_what_happened(swept):
     s = swept["summary"]
     assert rep.verdict.startswith(f"tuning hit@5 {s.start.hit5:.3f} -> {s.final.hit5:.3f}")
     assert "holdout hit@5" in rep.verdict and "p=" in rep.verdict and "95% CI" in rep.verdict
-    assert ("promoted (#" in rep.verdict) == swept["promo"]["promoted"]
-    if not swept["promo"]["promoted"]:
-        assert swept["promo"]["reason"] in rep.verdict
+    assert ("promoted (#" in rep.verdict) == swept["promo"].promoted
+    if not swept["promo"].promoted:
+        assert swept["promo"].reason in rep.verdict
     md = render(rep, "md")
     assert md.splitlines()[2].startswith("**tuning hit@5")           # the verdict is the first thing read
     heads = [s.heading for s in rep.sections]

@@ -336,7 +336,7 @@ def test_a_sweep_over_a_damaged_stored_calibration_retakes_it_with_a_warning(dem
     s.close()
     store = CostStore(params.cost_folder())
     key = calibration_key(machine(), efp)
-    damaged = {**Calibration(key, machine(), name, efp, "chars", dict(UNIT_COSTS), {}, {"solo": 1, "one": 1}, 0, 0,
+    damaged = {**Calibration(key, machine().to_json(), name, efp, "chars", dict(UNIT_COSTS), {}, {"solo": 1, "one": 1}, 0, 0,
                              "hand-set (tests)").to_json()}
     damaged["units"] = {**UNIT_COSTS, "dense_per_mrowdim": float("nan"), "rank_ms": -1.0}
     store.folder.mkdir(parents=True)

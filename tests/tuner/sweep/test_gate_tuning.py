@@ -71,7 +71,7 @@ def test_gate_rounds_tune_the_models_probability_threshold(demo_index, tmp_path)
     for r in gate:      # the ledger's gate numbers are the model's decisions at the round's threshold
         per = r.result.per_query
         assert all(q.inject == (q.gate_probability >= r.new) for q in per), r.new
-        assert r.result.gate["probes_injected"] == sum(q.inject for q in per if q.level == "probe")
+        assert r.result.gate.probes_injected == sum(q.inject for q in per if q.level == "probe")
 
 
 def test_gate_threshold_rounds_without_probes_are_unavailable(demo_mini_index, tmp_path):

@@ -1,0 +1,49 @@
+"""Recall-log calls made by hand for calibration tests: a gate model whose P is set through each call's
+top_cos, and vaults of such calls labelled around a boundary."""
+
+import math
+
+import numpy as np
+
+from search_core.gate.model import GateModel
+from search_core.recall.log import LoggedCall
+
+FP = {"embedder": {"name": "e5-small", "dim": 384}}
+
+
+def gate_model(threshold=0.64) -> GateModel:
+    # P = sigmoid(top_cos): a call's probability is set by hand through its top_cos
+    return GateModel(("top_cos", "title_match"), (0.0, 0.0), (1.0, 1.0), (1.0, 0.0), 0.0, 1.0, 0.0, threshold, FP,
+                     fitted_on={"sets": {"demo": 10}})
+
+
+def logged_call(i, p, label=None, title_match=0.0, fingerprint="idx-A"):
+    z = math.log(p / (1 - p))
+    return LoggedCall(i, 1000.0 + i, "s", "default", f"질문 {i}", "h", ({"note_id": f"n/{i}", "cosine": 0.8},),
+                      {"top_cos": z, "title_match": title_match, "hit_cos": 0.8}, {}, 0.82, fingerprint, p >= 0.64,
+                      None if p >= 0.64 else "threshold", 20.0, None, label, None)
+
+
+def vault_with_boundary_at(boundary, n_labels, n_unlabelled=200, seed=0):
+    """Calls whose P is uniform on (0.02, 0.98); this vault answers those above `boundary` (a few flipped)."""
+    rng = np.random.default_rng(seed)
+    calls = []
+    for i in range(n_labels + n_unlabelled):
+        p = float(rng.uniform(0.02, 0.98))
+        lab = None
+        if i < n_labels:
+            relevant = (p >= boundary) != (rng.random() < 0.1)      # 10 % label noise
+            lab = "relevant" if relevant else "irrelevant"
+        calls.append(logged_call(i + 1, p, lab))
+    return calls
+
+
+def vault_labelled_near(boundary, lo=0.2, hi=0.75, n=120, seed=0):
+    """Calls whose P is uniform on (0.02, 0.98); those with P in [lo, hi] are labelled, as `suggest` labels the
+    calls nearest the cut first; the vault answers those above `boundary`."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        p = float(rng.uniform(0.02, 0.98))
+        out.append(logged_call(i + 1, p, ("relevant" if p >= boundary else "irrelevant") if lo <= p <= hi else None))
+    return out

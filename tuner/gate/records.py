@@ -1,0 +1,40 @@
+"""What a calibration of the gate hands on: the record `calibrate` returns, which the report renders and the
+proposal is written from (its own module, so the report and the proposal read it without importing the
+calibration itself)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a calibration measured and what it recommends: the report's and the proposal's one source. Each
+    section is the JSON the report's `data` shows (the keys docs/examples and a user's scripts read), kept
+    as that JSON because nothing but the report and the proposal reads inside it."""
+    window: dict                       # calls, sessions, from, to, latency_ms {p50, p95}
+    labelled: dict                     # answerable, probes, sources
+    current: dict                      # the gate in force: kind, thresholds, provenance (+ reason, default_threshold)
+    warnings: tuple[str, ...]
+    distributions: dict                # scale -> group -> quantiles
+    traffic: dict                      # what the gate in force did to the window's calls
+    gate_on_labels: dict | None        # the gate in force scored on the labelled rows (None: one kind of row)
+    recommendation: dict               # basis, cosine, model, model_summary, threshold_move, declined, missing
+    retirement: dict                   # the rule to switch recall off, on this window
+    skipped_labels: dict | None = None   # labels on calls that never searched
+    kept_apart: dict | None = None       # calls logged against another index
+    suggestions: dict | None = None      # the calls to label next (the daemon's weekly job)
+
+    def to_json(self) -> dict:
+        out = {"window": self.window, "labelled": self.labelled, "current": self.current,
+               "warnings": list(self.warnings)}
+        for name in ("skipped_labels", "kept_apart"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        out.update(distributions=self.distributions, traffic=self.traffic, gate_on_labels=self.gate_on_labels,
+                   recommendation=self.recommendation, retirement=self.retirement)
+        if self.suggestions is not None:
+            out["suggestions"] = self.suggestions
+        return out
