@@ -38,6 +38,9 @@ PARTICLES = tuple(sorted((
     "에서", "으로", "에게", "한테", "까지", "부터", "처럼", "보다", "이랑", "하고", "이나", "에는", "에도", "으로는",
     "에서는", "이라는", "라는", "하는", "했던", "했더라", "하기", "하면", "했지", "했어", "할때", "인가요", "인지",
     "이란", "란", "해서", "했나", "하나요", "이야", "였지", "이었지", "야"), key=len, reverse=True))
+NGRAM_STALE = ("the index has no current n-gram lists (written before they existed): the content-word features "
+               "(unseen_words ... rarest_in_top) read 0 and the gate decides without them; any `autoresearch index` "
+               "run on the vault adds the lists")
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
 LATIN_RE = re.compile(r"[A-Za-z]")
 LATIN_WORD_RE = re.compile(r"[a-z][a-z0-9]*")      # over the lowercased query: "LightRAG를" -> "lightrag"

@@ -423,3 +423,6 @@ def test_word_and_ngram_features_are_zero_on_an_index_without_the_ngram_lists(sm
     f = s.search("Kubernetes 김치찌개를").gate.features
     assert all(f[k] == 0.0 for k in WORD_AND_NGRAM) and f["top_cos"] > 0
     s.close()
+    from search_core.gate.features import NGRAM_STALE
+    r = CliRunner().invoke(main, ["search", "Kubernetes 김치찌개를", "--db", str(small_index), "--explain"])
+    assert r.exit_code == 0 and NGRAM_STALE in r.output
