@@ -15,7 +15,8 @@ Per left-out vault, from the others only:
               labelled vaults, each left out in turn (nested: the left-out vault takes no part in the choice),
               then fitted on all the others, at its own out-of-fold cut
   cosine      top cosine >= 0.82 (the cosine gate's default for e5-small); its AUROC is the top cosine's
-The shipped default's recipe is chosen by the mean over left-out vaults (RECIPES, declared before any number).
+The shipped default's recipe is chosen by the mean over left-out vaults (RECIPES, declared before any number)
+among the recipes better than the current one on the mean and worse on no left-out vault beyond noise.
 
 Each vault's own scale, without labels (RULES, declared before any number): the vault's own evidence is
 questions `gold make` cuts from it (anchor sentences with the linking note held out, headings, aliases;
@@ -32,7 +33,7 @@ Kept only if better on the mean over left-out vaults and worse on none by more t
 
     OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD nice -n 5 python benchmarks/bench_gate_lovo.py [--check] [--final]
         [--write-default]
-Indexes are read from --cache (default /work/cache/lovo: demo.sqlite, autorag.sqlite, johngrib-536.sqlite,
+Indexes are read from --cache (default /work/cache/gate/lovo: demo.sqlite, autorag.sqlite, johngrib-536.sqlite,
 baekjungho.sqlite, hoonti06.sqlite); per-question rows are cached there too (rows-VAULT.pkl), never in the
 repository. Results: runs/bench/gate-lovo.json (--out).
 """
@@ -57,7 +58,7 @@ from common import DATA, ROOT, write_result  # noqa: E402
 from bench_gate_transfer import _rank, autorag_heldout, self_queries  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
-from search_core.gate.features import GATE_FEATURES  # noqa: E402
+from search_core.gate.features import feature_set  # noqa: E402
 from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, load_gate  # noqa: E402
 from tuner.gate.fit import fit_gate  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
@@ -95,15 +96,25 @@ OFF_TOPIC = (
     "how to train a puppy to sit", "who won the world cup in 2018",
 )
 # Recipes for the gate a vault nobody fitted gets, declared before any number: (features, C, vaults equal).
-# "27, C=0.3, pooled" is the recipe of the default shipped before this script.
+# "27, C=0.1, pooled" is the recipe of the default shipped before the word and n-gram features; the "+" recipes
+# add what the gate reads about the query's content words (WORD_FEATURES) and the n-gram BM25 list
+# (NGRAM_FEATURES), both computed by search_core.gate.features.
+WORD_FEATURES = ("unseen_words", "unseen_any", "word_coverage", "word_coverage_idf", "rarest_in_top")
+BASE = feature_set("cross-script-27")       # the 27 the default read before them
+NGRAM_FEATURES = ("ngram_rank_inv", "ngram_top1_dense", "ngram_margin_ratio", "ngram_top_norm")
 RECIPES = {
-    "27, C=0.3, pooled": (GATE_FEATURES, 0.3, False),
-    "27, C=0.3, vaults equal": (GATE_FEATURES, 0.3, True),
-    "27, C=0.1, pooled": (GATE_FEATURES, 0.1, False),
-    "27, C=0.1, vaults equal": (GATE_FEATURES, 0.1, True),
-    "27, C=1, pooled": (GATE_FEATURES, 1.0, False),
+    "27, C=0.3, pooled": (BASE, 0.3, False),
+    "27, C=0.3, vaults equal": (BASE, 0.3, True),
+    "27, C=0.1, pooled": (BASE, 0.1, False),
+    "27, C=0.1, vaults equal": (BASE, 0.1, True),
+    "27, C=1, pooled": (BASE, 1.0, False),
+    "27+words, C=0.1, pooled": (BASE + WORD_FEATURES, 0.1, False),
+    "27+ngram, C=0.1, pooled": (BASE + NGRAM_FEATURES, 0.1, False),
+    "27+words+ngram, C=0.1, pooled": (BASE + WORD_FEATURES + NGRAM_FEATURES, 0.1, False),
+    "27+words+ngram, C=0.03, pooled": (BASE + WORD_FEATURES + NGRAM_FEATURES, 0.03, False),
+    "27+words+ngram, C=0.3, pooled": (BASE + WORD_FEATURES + NGRAM_FEATURES, 0.3, False),
 }
-CURRENT_RECIPE = "27, C=0.3, pooled"
+CURRENT_RECIPE = "27, C=0.1, pooled"
 RULES = ("fit cut", "self cut", "self cut shifted", "answerable shift", "probe shift")
 
 
@@ -378,7 +389,7 @@ def check_cli(data, a, gates: dict, n=8) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cache", type=Path, default=Path("/work/cache/lovo"))
+    ap.add_argument("--cache", type=Path, default=Path("/work/cache/gate/lovo"))
     ap.add_argument("--data", type=Path, default=Path(os.environ.get("AUTORESEARCH_DATA", DATA)))
     ap.add_argument("--recollect", action="store_true")
     ap.add_argument("--final", action="store_true", help="also hoonti06-final: search it once and score it (last)")
@@ -411,17 +422,25 @@ def main():
             b.append(score(probabilities(m, [r["f"] for r in rows]), [r["y"] for r in rows], m.threshold)["bacc"])
         outer[name] = {"per_vault": dict(zip(LABELLED, b)), "mean": round(float(np.mean(b)), 4), "min": min(b)}
     results["recipes"] = outer
-    chosen = max(outer, key=lambda k: (outer[k]["mean"], k == CURRENT_RECIPE))
+    # each recipe against the one shipped before, per left-out vault, paired over its questions; the shipped
+    # recipe is the best mean among those better on the mean and worse on no left-out vault beyond noise
+    # (the current one if none is)
+    for name in RECIPES:
+        outer[name]["vs_current"] = {}
+        for v in LABELLED:
+            rows = data[v]["labelled"]
+            pool = [w for w in LABELLED if w != v]
+            mc, mn = fit_recipe(data, pool, CURRENT_RECIPE), fit_recipe(data, pool, name)
+            feats, y = [r["f"] for r in rows], np.array([r["y"] for r in rows])
+            outer[name]["vs_current"][v] = paired(probabilities(mc, feats) >= mc.threshold,
+                                                  probabilities(mn, feats) >= mn.threshold, y)
+        outer[name]["worse_beyond_noise"] = [v for v, pr in outer[name]["vs_current"].items() if pr["worse_beyond_noise"]]
+    base_mean = outer[CURRENT_RECIPE]["mean"]
+    shippable = [k for k in RECIPES if k == CURRENT_RECIPE or (outer[k]["mean"] > base_mean and not outer[k]["worse_beyond_noise"])]
+    chosen = max(shippable, key=lambda k: (outer[k]["mean"], k == CURRENT_RECIPE))
+    results["best_mean_recipe"] = max(outer, key=lambda k: (outer[k]["mean"], k == CURRENT_RECIPE))
     results["chosen_recipe"] = chosen
-    # the chosen recipe against the one shipped before, per left-out vault, paired over its questions
-    results["chosen_vs_current"] = {}
-    for v in LABELLED:
-        rows = data[v]["labelled"]
-        pool = [w for w in LABELLED if w != v]
-        mc, mn = fit_recipe(data, pool, CURRENT_RECIPE), fit_recipe(data, pool, chosen)
-        feats, y = [r["f"] for r in rows], np.array([r["y"] for r in rows])
-        results["chosen_vs_current"][v] = paired(probabilities(mc, feats) >= mc.threshold,
-                                                 probabilities(mn, feats) >= mn.threshold, y)
+    results["chosen_vs_current"] = outer[chosen]["vs_current"]
     gates = {}
     gdir = a.cache / "gates"
     gdir.mkdir(parents=True, exist_ok=True)
@@ -450,7 +469,8 @@ def main():
         m = dataclasses.replace(m, **{"fitted_on": {**m.fitted_on, "gold_sets": sets, "config_hash": cfg.config_hash(),
                                                      "note": f"shipped default: {chosen}; recipe chosen by the mean "
                                                      "balanced accuracy over left-out vaults (demo, AutoRAG-ko, johngrib, "
-                                                     "baekjungho), fitted on all four; hoonti06 left out of everything. "
+                                                     "baekjungho) among those worse on none beyond noise, fitted on all "
+                                                     "four; hoonti06 left out of everything. "
                                                      "Re-fit: benchmarks/bench_gate_lovo.py --write-default"}})
         m.save(DEFAULT_GATE_FILE)
         print(f"wrote {DEFAULT_GATE_FILE}: {chosen}, threshold {m.threshold:.4f}")
@@ -462,7 +482,9 @@ def main():
 def print_tables(results):
     print("recipes, balanced accuracy per left-out vault (fitted on the others):")
     for name, r in results["recipes"].items():
-        print(f"  {name:<28} " + " ".join(f"{v} {b:.3f}" for v, b in r["per_vault"].items()) + f"  mean {r['mean']:.3f}")
+        print(f"  {name:<31} " + " ".join(f"{v} {b:.3f}" for v, b in r["per_vault"].items()) + f"  mean {r['mean']:.3f}"
+              + (f"  worse beyond noise on {', '.join(r['worse_beyond_noise'])}" if r["worse_beyond_noise"] else ""))
+    print(f"best mean: {results['best_mean_recipe']}")
     print(f"chosen: {results['chosen_recipe']}; against {CURRENT_RECIPE}, per left-out vault:")
     for v, pr in results["chosen_vs_current"].items():
         print(f"  {v:<11} {pr['diff']:+.3f} (95 % {pr['ci95'][0]:+.3f}..{pr['ci95'][1]:+.3f}, p {pr['p']:.3f})")

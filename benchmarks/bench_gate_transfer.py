@@ -64,11 +64,12 @@ QUANTILES = (0.10, 0.20)
 
 
 def _rank(s, cfg, r: Retrieval, drop: set | None = None, doc_of=None):
-    lists = r.lists
+    lists, held = r.lists, frozenset()
     if drop:
-        lists = {c: [h for h in hits if (doc_of.get(h.note_id, h.note_id) if doc_of else h.note_id) not in drop]
-                 for c, hits in r.lists.items()}
-    res = s.rank(Retrieval(r.query, r.qvec, lists, r.timings_ms, r.subqueries), cfg, snippets=False)
+        held = frozenset(n for n in s.view.notes if (doc_of.get(n, n) if doc_of else n) in drop)
+        lists = {c: [h for h in hits if h.note_id not in held] for c, hits in r.lists.items()}
+    # the held-out notes also go to rank() as `exclude`, so the gate reads the vault without them
+    res = s.rank(Retrieval(r.query, r.qvec, lists, r.timings_ms, r.subqueries), cfg, snippets=False, exclude=held)
     return res
 
 

@@ -17,6 +17,8 @@ import re
 
 import numpy as np
 
+from search_core.config import NGRAM_LIST
+from search_core.index import ngram_postings
 from search_core.index import term_df
 from search_core.index import word_df
 from search_core.index.term_df import DB_ERRORS
@@ -28,6 +30,17 @@ MAX_WORDS = 32               # unknown_words reads at most this many words: 32 x
 AGREE_K = 5                  # dense-vs-sparse agreement is measured on the top 5 notes
 RANK_DEPTH = 50              # the first result's rank is looked for in each channel's top 50
 CROSS_SCRIPT_GAP = 0.5       # half the letters change script: an all-Hangul question on an all-Latin chunk is 1.0
+CONTENT_WORDS = 8            # content_words reads at most this many words: 8 x a few posting-list intersections
+# particles and the commonest endings, longest first: stripped from a Hangul run when 2+ syllables stay
+# ("임베딩을" -> 임베딩, "서버에서" -> 서버); an inflected stem that stays unseen is the fit's to weigh
+PARTICLES = tuple(sorted((
+    "은", "는", "이", "가", "을", "를", "의", "에", "로", "와", "과", "도", "만", "랑", "나", "서", "고", "면",
+    "에서", "으로", "에게", "한테", "까지", "부터", "처럼", "보다", "이랑", "하고", "이나", "에는", "에도", "으로는",
+    "에서는", "이라는", "라는", "하는", "했던", "했더라", "하기", "하면", "했지", "했어", "할때", "인가요", "인지",
+    "이란", "란", "해서", "했나", "하나요", "이야", "였지", "이었지", "야"), key=len, reverse=True))
+NGRAM_STALE = ("the index has no current n-gram lists (written before they existed): the content-word features "
+               "(unseen_words ... rarest_in_top) read 0 and the gate decides without them; any `autoresearch index` "
+               "run on the vault adds the lists")
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
 LATIN_RE = re.compile(r"[A-Za-z]")
 LATIN_WORD_RE = re.compile(r"[a-z][a-z0-9]*")      # over the lowercased query: "LightRAG를" -> "lightrag"
@@ -74,6 +87,20 @@ FEATURES = {
     "cross_script_cos_z10": "cross_script x cos_z10",
     "cross_script_dense_rank_inv": "cross_script x dense_rank_inv",
     "cross_script_cos_margin_ratio": "cross_script x cos_margin_ratio",
+    # the query's content words (a Hangul run without its particle, a Latin or digit run; 2+ characters each,
+    # the first CONTENT_WORDS of them), looked up whole in the n-gram posting lists (a word is in a note when
+    # every one of its n-grams is): a probe often names one thing the vault never mentions, and a near-topic
+    # note covers the query's common words but not its rare one; 0 on an index without the n-gram lists
+    "unseen_words": "share of the query's content words no note holds (every n-gram of the word in one note)",
+    "unseen_any": "1 if any content word of the query is in no note",
+    "word_coverage": "share of the query's content words found in the first result's chunk (title, heading path, text)",
+    "word_coverage_idf": "word_coverage weighted by each word's IDF over notes (an unseen word weighs the most)",
+    "rarest_in_top": "1 if the query's rarest content word (fewest notes) is in the first result's chunk",
+    # the n-gram BM25 list (the keyword channel's own under keyword_index ngram, run beside FTS5 otherwise)
+    "ngram_rank_inv": "1 / the rank of the first result in the n-gram BM25 list (0 if not in its top 50)",
+    "ngram_top1_dense": "1 if the n-gram BM25 list and the dense channel put the same note first",
+    "ngram_margin_ratio": "top-1 minus top-2 n-gram BM25 score, over top-1 (1 with one hit, 0 with none)",
+    "ngram_top_norm": "the top n-gram BM25 score over the query's total n-gram IDF (an unseen n-gram at df 0)",
     "rerank_top": "the reranker's top score (0 with no reranker)",
     "reranked": "1 if a reranker ordered the results",
     "query_chars": "log(1 + characters in the query)",
@@ -104,7 +131,12 @@ FEATURE_SETS["scale-free-23"] = FEATURE_SETS["transferable-16"] + (
 # the gate, cross-script features). script_gap is computed, not in a set: alone it did less.
 FEATURE_SETS["cross-script-27"] = FEATURE_SETS["scale-free-23"] + (
     "cross_script", "cross_script_cos_z10", "cross_script_dense_rank_inv", "cross_script_cos_margin_ratio")
-GATE_FEATURE_SET = "cross-script-27"
+# "words-32": those 27 and five about the query's content words looked up whole in the n-gram lists
+# (unseen_words ... rarest_in_top); chosen by the mean balanced accuracy over left-out vaults among the recipes
+# worse on no left-out vault beyond noise: 0.843 against 0.832, AutoRAG-ko +0.076 (BENCHMARKS.md, the gate).
+FEATURE_SETS["words-32"] = FEATURE_SETS["cross-script-27"] + (
+    "unseen_words", "unseen_any", "word_coverage", "word_coverage_idf", "rarest_in_top")
+GATE_FEATURE_SET = "words-32"
 
 
 def feature_set(name: str) -> tuple[str, ...]:
@@ -228,6 +260,76 @@ def unknown_names(view, conn, query: str) -> float:
     return sum(dfs[w] == 0 for w in words) / len(words)
 
 
+def content_words(query: str) -> list[str]:
+    """The query's content words in order, without repeats, at most CONTENT_WORDS: runs as the n-gram lists cut
+    them (ngram_postings.terms_of: Hangul against letters and digits, lower-cased), a Hangul run without its
+    particle (PARTICLES), each 2+ characters."""
+    out = []
+    for w in ngram_postings.RUN_RE.findall(query.lower()):
+        if ngram_postings.HANGUL_RE.match(w):
+            w = next((w[:-len(p)] for p in PARTICLES if w.endswith(p) and len(w) - len(p) >= 2), w)
+        if len(w) >= 2 and w not in out:
+            out.append(w)
+    return out[:CONTENT_WORDS]
+
+
+def word_note_df(index, word: str, held=None) -> int:
+    """How many notes hold every n-gram of `word` (its n-gram posting lists intersected over notes), the
+    notes numbered in `held` (an array of note numbers: the notes a search holds out) left out."""
+    terms = list(dict.fromkeys(ngram_postings.terms_of(word)))
+    found = index.term_numbers(terms)
+    if not terms or len(found) < len(terms):
+        return 0
+    lists = sorted((index.note_no[index.note_off[t]:index.note_off[t + 1]] for t in found), key=len)
+    common = lists[0]
+    for other in lists[1:]:
+        common = np.intersect1d(common, other, assume_unique=True)
+        if not len(common):
+            return 0
+    if held is not None and len(held):
+        common = np.setdiff1d(common, held, assume_unique=True)
+    return int(len(common))
+
+
+def _word_features(f: dict, index, query: str, top_doc: str | None, held: frozenset) -> None:
+    """unseen_words ... rarest_in_top (FEATURES), into `f`; `top_doc` is the first result's chunk text
+    (title, heading path, text), None with no result; `held` the note ids the search holds out: a word only
+    they hold is unseen, as it would be in the vault without them."""
+    words = content_words(query)
+    if not words:
+        return
+    drop = np.array([i for i, nid in enumerate(index.note_ids) if nid in held], np.int32) if held else None
+    n = max(len(index.note_ids) - (len(drop) if drop is not None else 0), 1)
+    dfs = [word_note_df(index, w, drop) for w in words]
+    f["unseen_words"] = sum(d == 0 for d in dfs) / len(words)
+    f["unseen_any"] = float(any(d == 0 for d in dfs))
+    if top_doc is None:
+        return
+    low = top_doc.lower()
+    inside = [w in low for w in words]
+    idf = [_idf(n, d) for d in dfs]
+    f["word_coverage"] = sum(inside) / len(words)
+    f["word_coverage_idf"] = sum(i for i, x in zip(idf, inside) if x) / sum(idf)
+    f["rarest_in_top"] = float(inside[int(np.argmin(dfs))])
+
+
+def _ngram_features(f: dict, index, query: str, ngram: list, dense: list, hits) -> None:
+    """ngram_rank_inv ... ngram_top_norm (FEATURES), into `f`, from the n-gram BM25 list the search ran."""
+    if not ngram:
+        return
+    top = hits[0].note_id if hits else None
+    f["ngram_rank_inv"] = next((1.0 / (i + 1) for i, h in enumerate(ngram[:RANK_DEPTH]) if h.note_id == top), 0.0)
+    f["ngram_top1_dense"] = float(bool(dense) and dense[0].note_id == ngram[0].note_id)
+    s1 = ngram[0].score
+    f["ngram_margin_ratio"] = ((s1 - ngram[1].score) / s1 if len(ngram) >= 2 else 1.0) if s1 > 0 else 0.0
+    terms = list(dict.fromkeys(ngram_postings.terms_of(query)))
+    found = index.term_numbers(terms)
+    n = max(len(index.note_ids), 1)
+    total = sum(_idf(n, int(index.note_off[t + 1] - index.note_off[t])) for t in found) + \
+        (len(terms) - len(found)) * _idf(n, 0)
+    f["ngram_top_norm"] = s1 / total if total > 0 else 0.0
+
+
 def _chunk_doc(view, conn, hit) -> tuple[str, str | None]:
     """(title + heading path + text of `hit`'s chunk, its heading path): one row by primary key."""
     note = view.notes.get(hit.note_id, {})
@@ -270,10 +372,11 @@ def script_mix(query: str) -> tuple[float, float]:
 
 
 def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: str | None = None,
-                  reranked: bool = False) -> dict[str, float]:
+                  reranked: bool = False, held: frozenset = frozenset()) -> dict[str, float]:
     """name -> value for every name in FEATURES. `lists` is Retrieval.lists (channel -> ChannelHit list),
     `hits` the final results (objects with note_id, score, cosine, chunk_id). `top_text` is the first
-    result's chunk text (read from conn when not given)."""
+    result's chunk text (read from conn when not given). `held`: the notes this search holds out (already
+    dropped from `lists`); the content-word features read the vault without them."""
     dense = [h.score for h in lists.get("dense", [])]
     sparse = lists.get("sparse", [])
     top = dense[0] if dense else 0.0
@@ -323,6 +426,7 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
     f["cross_script"] = cross
     for name in ("cos_z10", "dense_rank_inv", "cos_margin_ratio"):
         f[f"cross_script_{name}"] = cross * f[name]
+    top_doc = None
     if hits:
         h0 = hits[0]
         note = view.notes.get(h0.note_id, {})
@@ -343,6 +447,10 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
         f["title_match"] = float(any(len(n) >= 2 and n in qnorm for n in map(normalize_name, names)))
         if reranked:
             f["rerank_top"] = float(h0.score)
+    index = view.ngram_index() if hasattr(view, "ngram_index") else None
+    if index is not None:
+        _word_features(f, index, query, top_doc, frozenset(held))
+        _ngram_features(f, index, query, lists.get(NGRAM_LIST, []), lists.get("dense", []), hits)
     f["reranked"] = float(reranked)
     f["query_chars"] = math.log1p(len(query))
     f["hangul_share"], f["latin_share"] = query_script

@@ -32,15 +32,15 @@ META_KEY = "ngram_postings"
 VERSION = 2                    # 2: terms from the text and the note fields, not the heading path
 DTYPE = np.int32
 # a run of Hangul syllables, or a run of other word characters: "GraphRAG의" -> graphrag, 의; "127끼리" -> 127, 끼리
-_RUN_RE = re.compile(r"[\uac00-\ud7a3]+|[^\W\uac00-\ud7a3]+")
-_HANGUL_RE = re.compile(r"[\uac00-\ud7a3]")
+RUN_RE = re.compile(r"[\uac00-\ud7a3]+|[^\W\uac00-\ud7a3]+")
+HANGUL_RE = re.compile(r"[\uac00-\ud7a3]")
 
 
 def terms_of(text: str) -> list[str]:
     """The terms of `text` in order, with repeats (the rule in the module docstring)."""
     out: list[str] = []
-    for w in _RUN_RE.findall(text.lower()):
-        if len(w) > 2 and _HANGUL_RE.match(w):
+    for w in RUN_RE.findall(text.lower()):
+        if len(w) > 2 and HANGUL_RE.match(w):
             out += [w[i:i + 2] for i in range(len(w) - 1)]
             out += [w[i:i + 3] for i in range(len(w) - 2)]
         else:

@@ -102,7 +102,7 @@ class SearchResult:
 
     def as_dict(self, explain: bool = True) -> dict:
         """What `search --json` prints. explain=False (the servers' default) leaves out the gate's features
-        (38 numbers, ~1.5 KB per answer) and the timings: an agent reads the decision and its reason."""
+        (47 numbers, ~1.9 KB per answer) and the timings: an agent reads the decision and its reason."""
         gate = {"inject": self.gate.inject, "top_score": round(self.gate.top_score, 4),
                 "threshold": self.gate.threshold, "band": self.gate.band, "kind": self.gate.kind,
                 "probability": None if self.gate.probability is None else round(self.gate.probability, 4),
@@ -401,7 +401,7 @@ class Searcher:
         # the fast path's decision reads none of the features, and they cost up to ~20 ms (unknown-word
         # lookups) of an answer that otherwise takes a few: a fast-path answer carries none
         feats = {} if r.fast else gate_features(r.query, r_lists, hits, view, conn=self.conn,
-                                                reranked=cfg.reranker != "none")
+                                                reranked=cfg.reranker != "none", held=held)
         if r.fast:
             d = self._fast_path_decision(r.evidence, bool(hits))
         else:

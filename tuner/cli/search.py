@@ -58,6 +58,10 @@ def _print_explain(res, searcher):
     from search_core.index import word_df
     if not word_df.is_current(searcher.conn):      # an older index: unknown_names used the trigram test
         click.echo(f"  ({word_df.STALE})")
+    from search_core.gate.features import NGRAM_STALE
+    from search_core.index import ngram_postings
+    if not ngram_postings.is_built(searcher.conn):  # an older index: the content-word features read 0
+        click.echo(f"  ({NGRAM_STALE})")
 
 
 @click.command()

@@ -10,6 +10,7 @@ from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balance
 from tuner.gate.fit import fit_gate
 from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
+from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
 from tests.helpers.queries import QUERIES_IN, QUERIES_OUT
 from tuner.cli import main
 
@@ -331,3 +332,97 @@ def test_cross_script_compares_the_query_with_the_dense_top_chunk(small_index):
         assert f["cross_script_dense_rank_inv"] == cross * f["dense_rank_inv"]
         assert f["cross_script_cos_margin_ratio"] == pytest.approx(cross * f["cos_margin_ratio"])
     s.close()
+
+
+# ---- the query's content words and the n-gram BM25 list ----
+
+WORD_AND_NGRAM = ("unseen_words", "unseen_any", "word_coverage", "word_coverage_idf", "rarest_in_top",
+                  "ngram_rank_inv", "ngram_top1_dense", "ngram_margin_ratio", "ngram_top_norm")
+
+
+def test_content_words_drop_particles_and_one_syllable_words():
+    from search_core.gate.features import CONTENT_WORDS, content_words
+    assert content_words("임베딩을 서버에서 GraphRAG를 돌리는 법") == ["임베딩", "서버", "graphrag", "돌리"]
+    assert content_words("김치찌개 레시피 김치찌개의") == ["김치찌개", "레시피"]     # no repeats
+    assert content_words("이 가 뭐") == []                                          # one syllable each
+    assert content_words("회의") == ["회의"]             # "의" is a particle, but then one syllable would stay
+    assert len(content_words(" ".join(f"단어{i}" for i in range(20)))) == CONTENT_WORDS
+
+
+def test_unseen_words_and_word_coverage_read_whole_words(small_index):
+    from search_core.gate.features import word_note_df
+    s = Searcher(small_index)
+    index = s.view.ngram_index()
+    assert word_note_df(index, "김치찌개") == 1 and word_note_df(index, "커뮤니티") == 1
+    assert word_note_df(index, "kubernetes") == 0 and word_note_df(index, "찌개김치") == 0
+    f = s.search("김치찌개 레시피").gate.features
+    assert s.search("김치찌개 레시피").hits[0].note_id == "life/kimchi"
+    assert (f["unseen_words"], f["unseen_any"], f["word_coverage"], f["word_coverage_idf"], f["rarest_in_top"]) == \
+        (0.0, 0.0, 1.0, 1.0, 1.0)
+    res = s.search("Kubernetes 김치찌개를")
+    f = res.gate.features
+    assert res.hits[0].note_id == "life/kimchi"
+    assert (f["unseen_words"], f["unseen_any"], f["word_coverage"], f["rarest_in_top"]) == (0.5, 1.0, 0.5, 0.0)
+    assert 0.0 < f["word_coverage_idf"] < 0.5           # the unseen word weighs more than the one the top holds
+    # a search that holds a note out reads the vault without it: its words are unseen if no other note has them
+    f = s.search("김치찌개 레시피", exclude=frozenset({"life/kimchi"})).gate.features
+    assert (f["unseen_words"], f["unseen_any"]) == (1.0, 1.0)
+    f = s.search("GraphRAG 커뮤니티", exclude=frozenset({"life/kimchi"})).gate.features
+    assert f["unseen_words"] == 0.0
+    s.close()
+
+
+def test_a_word_is_in_a_note_only_when_all_its_ngrams_are_in_that_note(tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    from search_core.gate.features import word_note_df
+    from tests.helpers import write_vault
+    vault = write_vault(tmp_path / "v", {"a.md": "# 하나\n\n가나다 이야기.\n", "b.md": "# 둘\n\n나다라 이야기.\n",
+                                         "c.md": "# 셋\n\n가나다라마 이야기.\n"})
+    index_vault(vault, tmp_path / "i.sqlite", embedder=FAKE_EMBEDDER, cache=shared_cache)
+    s = Searcher(tmp_path / "i.sqlite")
+    index = s.view.ngram_index()
+    assert word_note_df(index, "가나다") == 2 and word_note_df(index, "나다라") == 2
+    assert word_note_df(index, "가나다라") == 1          # every n-gram is in a and b too, all together only in c
+    assert word_note_df(index, "다라마바") == 0          # "마바" is in no note
+    s.close()
+
+
+def test_ngram_list_features_by_hand(small_index):
+    import math
+    from search_core.config import NGRAM_LIST
+    from search_core.index import ngram_postings
+    s = Searcher(small_index)
+    query = "GraphRAG 커뮤니티 요약 쿠버네티스"             # 쿠버네티스: n-grams no note holds (at df 0)
+    res = s.search(query)
+    f, ng = res.gate.features, res.retrieval.lists[NGRAM_LIST]
+    assert res.hits[0].note_id == ng[0].note_id == "ai/graphrag"
+    assert f["ngram_rank_inv"] == 1.0
+    assert f["ngram_top1_dense"] == float(res.retrieval.lists["dense"][0].note_id == "ai/graphrag")
+    assert len(ng) >= 2 and f["ngram_margin_ratio"] == pytest.approx((ng[0].score - ng[1].score) / ng[0].score)
+    index = s.view.ngram_index()
+    n = len(index.note_ids)
+    assert not index.term_numbers(["쿠버"])
+    total = 0.0
+    for t in dict.fromkeys(ngram_postings.terms_of(query)):
+        found = index.term_numbers([t])
+        df = int(index.note_off[found[0] + 1] - index.note_off[found[0]]) if found else 0
+        total += math.log(1 + (n - df + 0.5) / (df + 0.5))
+    assert f["ngram_top_norm"] == pytest.approx(ng[0].score / total)
+    s.close()
+
+
+def test_word_and_ngram_features_are_zero_on_an_index_without_the_ngram_lists(small_index):
+    from search_core.index import ngram_postings
+    from search_core.index.store import atomic, connect
+    conn = connect(small_index)
+    with atomic(conn):
+        conn.execute("DROP TABLE ngram_postings")
+        conn.execute("DELETE FROM meta WHERE key = ?", (ngram_postings.META_KEY,))
+    conn.close()
+    s = Searcher(small_index)
+    f = s.search("Kubernetes 김치찌개를").gate.features
+    assert all(f[k] == 0.0 for k in WORD_AND_NGRAM) and f["top_cos"] > 0
+    s.close()
+    from search_core.gate.features import NGRAM_STALE
+    r = CliRunner().invoke(main, ["search", "Kubernetes 김치찌개를", "--db", str(small_index), "--explain"])
+    assert r.exit_code == 0 and NGRAM_STALE in r.output

@@ -37,5 +37,5 @@ def test_explain_names_the_calibration_and_what_it_was_made_from(small_index_e5,
                                   "--gate", str(gate)])
     assert r.exit_code == 0, r.output
     line = next(l for l in r.output.splitlines() if l.strip().startswith("calibration:"))
-    assert (f"this vault's threshold 0.500, moved from {default.threshold:.3f} by 14 relevant + 6 irrelevant labels "
+    assert (f"this vault's threshold 0.500, moved from {round(default.threshold, 4):.3f} by 14 relevant + 6 irrelevant labels "
             "(to 2026-12-01)") in line and "labelled questions of demo" in line
