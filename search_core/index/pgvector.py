@@ -146,7 +146,10 @@ def _psycopg():
 def connect(dsn: str, where: str = ""):
     """A psycopg connection (autocommit: every unit of work is an explicit transaction), or a SearchCoreError
     naming the DSN tried and what to do."""
-    psycopg = _psycopg()
+    try:
+        psycopg = _psycopg()
+    except SearchCoreError as e:
+        raise SearchCoreError(f"{e} (to reach PostgreSQL at {shown_dsn(dsn)}{where})") from None
     try:
         conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
     except psycopg.Error as e:

@@ -183,7 +183,7 @@ def test_without_the_driver_a_search_says_what_to_install(small_index, monkeypat
     monkeypatch.setitem(sys.modules, "psycopg", None)          # `import psycopg` fails as it does uninstalled
     with pytest.raises(SearchCoreError, match=r"pip install 'autoresearch\[pgvector\]'.*db.example.*delete that file"):
         Searcher(small_index)
-    with pytest.raises(SearchCoreError, match=r"pip install 'autoresearch\[pgvector\]'"):
+    with pytest.raises(SearchCoreError, match=r"pip install 'autoresearch\[pgvector\]' \(to reach PostgreSQL at .*db.example"):
         pv.sync(small_index)
 
 
