@@ -30,7 +30,7 @@ py="$tmp/core/bin/python"
 "$py" - <<'EOF'
 from importlib.metadata import PackageNotFoundError, version
 heavy = ["optuna", "scikit-learn", "matplotlib", "apscheduler", "starlette", "uvicorn", "mcp", "torch",
-         "sentence-transformers"]
+         "sentence-transformers", "psycopg"]
 present = []
 for name in heavy:
     try:
@@ -54,7 +54,7 @@ if "ai/rag/graphrag" not in ids[:3]:
 print(f"wheel-check: core search ok, top 3 {ids[:3]}")
 EOF
 # a verb of an extra says which extra to install
-for verb in "demo --rounds 1:tune" "serve --db core.sqlite:serve"; do
+for verb in "demo --rounds 1:tune" "serve --db core.sqlite:serve" "pgvector sync --db core.sqlite --dsn host=127.0.0.1:pgvector"; do
     args="${verb%%:*}"; extra="${verb##*:}"
     if msg="$("$ar" $args 2>&1)"; then echo "wheel-check: \`autoresearch $args\` ran without [$extra]" >&2; exit 1; fi
     grep -qF "pip install 'autoresearch[$extra]'" <<<"$msg" \

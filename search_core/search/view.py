@@ -16,7 +16,8 @@ import numpy as np
 
 from search_core.index import ngram_postings, pair_table, short_tokens
 from search_core.ingest.graph import normalize_name
-from search_core.index.layout import read_layout
+from search_core.index import pgvector
+from search_core.index.layout import db_path, read_layout
 from search_core.index.store import connect, get_meta, read_snapshot
 
 
@@ -242,7 +243,9 @@ class IndexView:
     def close(self) -> None:
         """Release the snapshot and the connection (a view on a connection it was given leaves it open)."""
         if self._owns_conn:
-            self.conn.close()            # ends the read transaction: SQLite may checkpoint past it
+            self.conn.close()
+        if getattr(self, "dense_backend", None) is not None:
+            self.dense_backend.close()            # ends the read transaction: SQLite may checkpoint past it
 
     def _load(self, conn, db=None):
         self.caches = ViewCaches()
@@ -253,6 +256,10 @@ class IndexView:
         # vectors and the vault's order: mapped from the file beside the index when it is of this commit,
         # else read from SQLite (search_core.index.layout); `layout_source` says which, and why
         layout, self.layout_source = read_layout(conn, db)
+        # the dense channel's scan: numpy over `matrix` (None), or PostgreSQL + pgvector when the index has a
+        # settings file beside it (search_core.index.pgvector), checked to hold this commit's vectors
+        self.dense_backend = pgvector.backend_for(db if db is not None else db_path(conn), self.generation,
+                                                  get_meta(conn, "generation_token"))
         self.note_ids, self.note_start = layout.note_ids, layout.note_start
         # Vault order: a chunk's place in (note id, ord) order. Row ids follow the edit history (an update
         # appends), so every tie in the read path is broken by this place instead: an updated index and a

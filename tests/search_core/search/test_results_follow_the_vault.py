@@ -8,7 +8,10 @@ repeating one section word for word under one title, 1-2 character tokens every 
 every channel list, the fused and final order, the hits, their scores and the gate features must agree.
 
 The test embedder makes the vectors: identical texts get bit-identical vectors, which is what ties the
-dense and entity channels."""
+dense and entity channels.
+
+Each runs with the dense channel on numpy and on PostgreSQL + pgvector (exact): there the updated index's
+table follows the edit history through `index`'s own incremental syncs, the fresh build's is loaded whole."""
 
 import shutil
 
@@ -70,11 +73,12 @@ def edit_history(vault, update):
         update()
 
 
-def answers(db, keyword_index: str) -> dict:
+def answers(db, keyword_index: str, dense_backend) -> dict:
     """'query @depth d' -> everything a search shows and decides, with chunks named by (note id, ord).
     At depth 1 each channel's cut (dense 4 chunks, FTS5 4 rows, short-token sums 8) falls inside a tie."""
     s = Searcher(db)
     try:
+        dense_backend.check_used(s.view)
         chunk_key = {cid: (nid, o) for cid, nid, o in s.conn.execute("SELECT id, note_id, ord FROM chunks")}
         return {f"{q} @depth {depth}": answer(s, q, depth, chunk_key, keyword_index) for depth in (50, 1) for q in QUERIES}
     finally:
@@ -121,9 +125,10 @@ def tie_vault(tmp_path):
 
 @pytest.mark.parametrize("keyword_index", ["fts5", "ngram", "both"])
 def test_an_updated_index_answers_as_a_fresh_build_of_the_same_vault(tie_vault, tmp_path, shared_cache,
-                                                                     keyword_index):
+                                                                     keyword_index, dense_backend):
     db = tmp_path / "updated" / "index.sqlite"
     index_vault(tie_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    dense_backend.use(db)
 
     def update():
         report = index_vault(tie_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
@@ -133,8 +138,9 @@ def test_an_updated_index_answers_as_a_fresh_build_of_the_same_vault(tie_vault, 
     index_vault(tie_vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache, communities=True)
     fresh = tmp_path / "fresh" / "index.sqlite"
     index_vault(tie_vault, fresh, embedder=FAKE_EMBEDDER, cache=shared_cache, full=True)
+    dense_backend.use(fresh)
 
-    got, want = answers(db, keyword_index), answers(fresh, keyword_index)
+    got, want = answers(db, keyword_index, dense_backend), answers(fresh, keyword_index, dense_backend)
     # the history did move the rows: the repeated notes' chunks are numbered out of vault order
     s = Searcher(db)
     ids = [cid for cid, in s.conn.execute("SELECT id FROM chunks WHERE note_id LIKE 'meet/%' ORDER BY note_id, ord")]

@@ -54,8 +54,11 @@ def serial_retrieve(s: Searcher, query: str, depth: int) -> tuple[np.ndarray, di
     return qvec, lists
 
 
-def test_overlapped_retrieve_gives_the_serial_vectors_lists_and_ranking(demo_index):
-    s = Searcher(demo_index, query_cache=QueryEmbeddingCache(0))
+def test_overlapped_retrieve_gives_the_serial_vectors_lists_and_ranking(demo_index, dense_backend, tmp_path):
+    """On either dense backend (pgvector: the query's and its parts' searches on two threads share one
+    connection)."""
+    s = Searcher(dense_backend.copy_of(demo_index, tmp_path), query_cache=QueryEmbeddingCache(0))
+    dense_backend.check_used(s.view)
     cfg = SearchConfig(embedder=s.embedder_name)
     assert sum(bool(ch.split_query(q)) for q in QUESTIONS) >= 3        # the decomposed path is exercised
     for q in QUESTIONS:

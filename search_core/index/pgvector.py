@@ -1,0 +1,493 @@
+"""The dense channel on PostgreSQL + pgvector: an optional backend for a vault past one machine's memory.
+
+Chosen per index, by a settings file beside it (`index.sqlite.pgvector.toml`, written by `sync`), not by the
+SearchConfig: the DSN names a server, not a knob the tuner may turn; a config is hashed into the ledger and
+applies to every index a verb opens (runs/active.toml), while a PostgreSQL table holds the vectors of one
+index; and a DSN may carry a password, which must never reach a ledger row. An index without the file
+searches with numpy over its memory-mapped matrix (search_core.index.layout), as it always did.
+
+The SQLite index stays the source of truth. The table is derived from it, and the meta row beside it
+(`autoresearch_dense_tables`) records the index generation and generation token (store.bump_generation) it
+was written for: a search whose view sees another commit is refused with an error naming the fix (`sync`),
+never answered from vectors of another commit. `sync` loads the table whole the first time (binary COPY,
+then the HNSW index built once), and afterwards writes only the difference: rows whose chunk is gone or was
+rewritten (chunk id, note, ord or the hash of the embedded text changed) are deleted, new chunks inserted.
+An `index` update of a vault whose index has the file runs it after its commit (indexer.index_vault).
+
+Search: `exact` is a sequential scan ordered by inner product, the numpy product's ranking (ties to the
+vault's order: note id in byte order, then ord, as the view's matrix rows are); `hnsw` reads pgvector's
+HNSW index (m, ef_construction at build, ef_search per query: pgvector returns at most ef_search rows, so a
+channel asking for more rows reads with ef_search raised to that many). Inner products (vector_ip_ops):
+the embedders' vectors are unit length and the numpy channel ranks by the same product.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from search_core import SearchCoreError
+from search_core.files import atomic_write_text
+from search_core.hashing import hash_json
+
+SUFFIX = ".pgvector.toml"
+META_TABLE = "autoresearch_dense_tables"
+INSTALL = "pip install 'autoresearch[pgvector]'"
+SEARCH_MODES = ("exact", "hnsw")
+TABLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+COPY_BATCH_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class PgvectorSettings:
+    """Where an index's dense vectors live in PostgreSQL and how they are searched (the file beside the index).
+
+    m, ef_construction: pgvector's own defaults (16, 64). ef_search 200: the rows the dense channel reads at the
+    default depth 50 (depth x 4; an HNSW scan returns at most ef_search rows, and a channel asking for more reads
+    with it raised). Recall@10 against exact falls as the table grows at fixed settings: 0.936 at ef_search 200 and
+    0.994 at 1000 on 100,000 of bench_pgvector's vectors (m 24, ef_construction 128), 0.925 at 1000 on 525,000
+    (m 32, ef_construction 200); BENCHMARKS.md, scale: pgvector."""
+    dsn: str
+    table: str
+    search: str = "exact"          # "exact" (the numpy lists) or "hnsw"
+    m: int = 16
+    ef_construction: int = 64
+    ef_search: int = 200
+
+    def validate(self, where: str) -> "PgvectorSettings":
+        if not isinstance(self.dsn, str) or not self.dsn.strip():
+            raise SearchCoreError(f"{where}: `dsn` must name a PostgreSQL server, e.g. "
+                                  "dsn = \"postgresql://user@host:5432/dbname\"")
+        if not isinstance(self.table, str) or not TABLE_RE.match(self.table):
+            raise SearchCoreError(f"{where}: `table` {self.table!r} is not a plain table name (lower-case letters, "
+                                  "digits and _, at most 63, not starting with a digit)")
+        if self.search not in SEARCH_MODES:
+            raise SearchCoreError(f"{where}: `search` {self.search!r} is not one of {', '.join(SEARCH_MODES)}")
+        for name, low, high in (("m", 2, 100), ("ef_construction", 4, 1000), ("ef_search", 1, 1000)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
+                raise SearchCoreError(f"{where}: `{name}` {v!r} must be a whole number from {low} to {high} "
+                                      "(pgvector's limits)")
+        if self.ef_construction < 2 * self.m:
+            raise SearchCoreError(f"{where}: `ef_construction` {self.ef_construction} must be at least twice "
+                                  f"`m` ({2 * self.m}), as pgvector requires")
+        return self
+
+    def hnsw_params(self) -> dict | None:
+        return {"m": self.m, "ef_construction": self.ef_construction} if self.search == "hnsw" else None
+
+
+def settings_path(db: str | Path) -> Path:
+    db = Path(db)
+    return db.with_name(db.name + SUFFIX)
+
+
+def default_table(db: str | Path) -> str:
+    """One table per index file: its absolute path, hashed (two indexes may share a server)."""
+    return "autoresearch_dense_" + hash_json(str(Path(db).resolve()), 12)
+
+
+def read_settings(db: str | Path) -> PgvectorSettings | None:
+    """The settings beside `db`, or None when the index searches with numpy (no file)."""
+    path = settings_path(db)
+    if not path.exists():
+        return None
+    import tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise SearchCoreError(f"pgvector settings file {path} is not valid UTF-8 TOML ({e}): fix it, rewrite it "
+                              f"with `autoresearch pgvector sync --db {db} --dsn DSN`, or delete it to search with "
+                              "numpy") from None
+    fields = {f.name for f in dataclasses.fields(PgvectorSettings)}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise SearchCoreError(f"{path}: unknown key(s) {unknown}; the keys are {sorted(fields)}")
+    missing = [k for k in ("dsn", "table") if k not in data]
+    if missing:
+        raise SearchCoreError(f"{path}: missing {missing}; write it with `autoresearch pgvector sync --db {db} "
+                              "--dsn DSN` or delete it to search with numpy")
+    return PgvectorSettings(**data).validate(str(path))
+
+
+def write_settings(db: str | Path, settings: PgvectorSettings) -> Path:
+    import tomli_w
+    text = ("# The dense channel of this index searches PostgreSQL + pgvector (search_core/index/pgvector.py).\n"
+            "# Delete this file to search with numpy again; `autoresearch pgvector sync` rewrites it.\n")
+    return atomic_write_text(settings_path(db), text + tomli_w.dumps(dataclasses.asdict(settings)))
+
+
+def shown_dsn(dsn: str) -> str:
+    """The DSN as an error may print it: no password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+        d = conninfo_to_dict(dsn)
+        d.pop("password", None)
+        return make_conninfo(**d)
+    except Exception:
+        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
+
+
+def _psycopg():
+    try:
+        import psycopg
+    except ImportError:
+        raise SearchCoreError(f"the pgvector dense backend needs the PostgreSQL driver psycopg, which is not "
+                              f"installed: {INSTALL}") from None
+    return psycopg
+
+
+def connect(dsn: str, where: str = ""):
+    """A psycopg connection (autocommit: every unit of work is an explicit transaction), or a SearchCoreError
+    naming the DSN tried and what to do."""
+    try:
+        psycopg = _psycopg()
+    except SearchCoreError as e:
+        raise SearchCoreError(f"{e} (to reach PostgreSQL at {shown_dsn(dsn)}{where})") from None
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.Error as e:
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SearchCoreError(f"cannot connect to PostgreSQL at {shown_dsn(dsn)}{where} ({detail}): start the "
+                              "server, or fix `dsn`; the server needs the pgvector extension "
+                              "(Debian: apt-get install postgresql-15-pgvector; .ci/postgres.sh builds it "
+                              "where the release has no package)") from None
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.Error as e:
+            conn.close()
+            raise SearchCoreError(f"PostgreSQL at {shown_dsn(dsn)} has no pgvector extension and it could not be "
+                                  f"created ({str(e).strip().splitlines()[0]}): install pgvector on the server "
+                                  "(Debian: postgresql-15-pgvector) and run `CREATE EXTENSION vector` as a "
+                                  "superuser in that database") from None
+    return conn
+
+
+def _ident(name: str):
+    from psycopg import sql
+    return sql.Identifier(name)
+
+
+def _sql(text: str, **names):
+    from psycopg import sql
+    return sql.SQL(text).format(**{k: _ident(v) for k, v in names.items()})
+
+
+def _ensure_meta(pg) -> None:
+    pg.execute(f"""CREATE TABLE IF NOT EXISTS {META_TABLE} (
+        name text PRIMARY KEY, index_path text NOT NULL, generation bigint NOT NULL, token text NOT NULL,
+        fingerprint text NOT NULL, dim integer NOT NULL, rows bigint NOT NULL, hnsw jsonb,
+        synced_at timestamptz NOT NULL DEFAULT now())""")
+
+
+def _table_meta(pg, table: str) -> dict | None:
+    if pg.execute("SELECT to_regclass(%s)", (META_TABLE,)).fetchone()[0] is None:
+        return None
+    row = pg.execute(f"SELECT generation, token, fingerprint, dim, rows, hnsw, index_path FROM {META_TABLE} "
+                     "WHERE name = %s", (table,)).fetchone()
+    if row is None:
+        return None
+    return dict(zip(("generation", "token", "fingerprint", "dim", "rows", "hnsw", "index_path"), row))
+
+
+# ---------------------------------------------------------------- sync
+
+@dataclass(frozen=True)
+class SyncReport:
+    table: str
+    mode: str                  # "full" or "incremental" or "current" (nothing to write)
+    generation: int
+    rows: int                  # rows in the table after the sync
+    inserted: int
+    deleted: int
+    hnsw_built: bool
+    seconds: float
+    load_seconds: float        # the COPY of the rows
+    index_seconds: float       # the HNSW build
+
+
+def _index_state(db: Path):
+    """(generation, token, fingerprint hash, dim, rows [(chunk id, note id, ord, text hash)], layout) of the
+    commit one read snapshot sees."""
+    from search_core.index.layout import read_layout
+    from search_core.index.store import get_meta, open_index, read_snapshot
+    conn = open_index(db)
+    try:
+        with read_snapshot(conn):
+            generation = int(get_meta(conn, "generation", 0))
+            token = get_meta(conn, "generation_token")
+            fp = get_meta(conn, "fingerprint")
+            rows = conn.execute("SELECT id, note_id, ord, text_hash FROM chunks WHERE has_vector ORDER BY id").fetchall()
+            layout, _ = read_layout(conn, db)
+    finally:
+        conn.close()
+    if token is None:
+        raise SearchCoreError(f"{db} records no generation token (written by an older autoresearch); rebuild it "
+                              f"with `autoresearch index VAULT --db {db} --full`, then sync")
+    dim = int((fp.get("embedder") or {}).get("dim") or (layout.matrix.shape[1] if layout.matrix.size else 0))
+    return generation, token, hash_json(fp, 16), dim, rows, layout
+
+
+def hnsw_index_name(table: str) -> str:
+    return table[:58] + "_hnsw"
+
+
+def create_table(pg, table: str, dim: int) -> None:
+    """The table of one index's vectors, new (inside the caller's transaction). note_id in byte order (COLLATE
+    "C"), as SQLite and Python compare strings: exact search breaks ties in the vault's order with it."""
+    pg.execute(_sql("DROP TABLE IF EXISTS {t}", t=table))
+    pg.execute(_sql("CREATE TABLE {t} (chunk_id bigint PRIMARY KEY, note_id text COLLATE \"C\" NOT NULL, "
+                    "ord integer NOT NULL, text_hash text NOT NULL, embedding vector(%d) NOT NULL)" % dim, t=table))
+
+
+def create_hnsw(pg, table: str, m: int, ef_construction: int) -> None:
+    pg.execute(_sql("CREATE INDEX {i} ON {t} USING hnsw (embedding vector_ip_ops) WITH (m = %d, ef_construction = %d)"
+                    % (m, ef_construction), i=hnsw_index_name(table), t=table))
+
+
+def write_meta(pg, table: str, db: Path, generation: int, token: str, fingerprint: str, dim: int, rows: int,
+               hnsw: dict | None) -> None:
+    """The table's row in the meta table: which commit of which index it holds."""
+    from psycopg.types.json import Jsonb
+    _ensure_meta(pg)
+    pg.execute(f"INSERT INTO {META_TABLE} (name, index_path, generation, token, fingerprint, dim, rows, hnsw) "
+               "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET "
+               "index_path = EXCLUDED.index_path, generation = EXCLUDED.generation, token = EXCLUDED.token, "
+               "fingerprint = EXCLUDED.fingerprint, dim = EXCLUDED.dim, rows = EXCLUDED.rows, "
+               "hnsw = EXCLUDED.hnsw, synced_at = now()",
+               (table, str(Path(db).resolve()), generation, token, fingerprint, dim, rows, Jsonb(hnsw) if hnsw else None))
+
+
+def copy_rows(cur, table: str, rows, layout) -> int:
+    """Binary COPY of (chunk_id, note_id, ord, text_hash, embedding) for `rows`; the vectors from the layout."""
+    row_of = np.full(int(layout.vec_ids.max()) + 1 if len(layout.vec_ids) else 0, -1, np.int64)
+    row_of[layout.vec_ids] = np.arange(len(layout.vec_ids))
+    dim = layout.matrix.shape[1] if layout.matrix.ndim == 2 else 0
+    head_vec = struct.pack(">ihh", 4 + 4 * dim, dim, 0)
+    n = 0
+    with cur.copy(_sql("COPY {t} (chunk_id, note_id, ord, text_hash, embedding) FROM STDIN (FORMAT BINARY)",
+                       t=table)) as copy:
+        buf = [b"PGCOPY\n\xff\r\n\0" + struct.pack(">ii", 0, 0)]
+        size = 0
+        for cid, nid, ord_, th in rows:
+            r = row_of[cid] if cid < len(row_of) else -1
+            if r < 0:
+                raise SearchCoreError(f"chunk {cid} is marked as having a vector but the index holds none; "
+                                      "run `autoresearch check` on the index")
+            nb, tb = nid.encode("utf-8"), th.encode("utf-8")
+            rec = b"".join((struct.pack(">hiqi", 5, 8, cid, len(nb)), nb, struct.pack(">iii", 4, ord_, len(tb)), tb,
+                            head_vec, layout.matrix[r].astype(">f4").tobytes()))
+            buf.append(rec)
+            size += len(rec)
+            n += 1
+            if size >= COPY_BATCH_BYTES:
+                copy.write(b"".join(buf))
+                buf, size = [], 0
+        buf.append(struct.pack(">h", -1))
+        copy.write(b"".join(buf))
+    return n
+
+
+def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool = False) -> SyncReport:
+    """Make the PostgreSQL table of `db` hold the vectors of its current commit. `settings`: write them beside
+    the index once the table is current (None: the file already there). The table is loaded whole when it
+    does not exist, when `full`, or when it holds another embedder's or another build's vectors; otherwise only
+    the rows that changed are written. One PostgreSQL transaction: a sync that fails leaves the table as it was."""
+    db = Path(db)
+    where = settings_path(db)
+    if settings is None:
+        settings = read_settings(db)
+        if settings is None:
+            raise SearchCoreError(f"{db} has no pgvector settings ({where}); give a DSN: "
+                                  f"`autoresearch pgvector sync --db {db} --dsn postgresql://user@host/dbname`")
+    else:
+        settings.validate("pgvector settings")
+    t0 = time.perf_counter()
+    generation, token, fp, dim, rows, layout = _index_state(db)
+    pg = connect(settings.dsn, f" (the pgvector settings of {db})")
+    load_s = index_s = 0.0
+    hnsw_built = False
+    try:
+        t = settings.table
+        with pg.transaction():
+            _ensure_meta(pg)
+            # one sync of a table at a time (two `index` runs of one vault are already serialised by its lock;
+            # this covers two indexes given the same table name)
+            pg.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (t,))
+            meta = _table_meta(pg, t)
+            exists = pg.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is not None
+            if (not full and exists and meta is not None and (meta["generation"], meta["token"]) == (generation, token)
+                    and meta["hnsw"] == settings.hnsw_params()):
+                # the table holds this commit already (an `index` run that changed nothing): no diff to read
+                if read_settings(db) != settings:
+                    write_settings(db, settings)
+                return SyncReport(t, "current", generation, int(meta["rows"]), 0, 0, False,
+                                  round(time.perf_counter() - t0, 3), 0.0, 0.0)
+            whole = full or not exists or meta is None or meta["dim"] != dim or meta["fingerprint"] != fp
+            cur = pg.cursor()
+            hnsw = settings.hnsw_params()
+            index_name = hnsw_index_name(t)
+            inserted = deleted = 0
+            if whole:
+                create_table(pg, t, dim)
+                t1 = time.perf_counter()
+                inserted = copy_rows(cur, t, rows, layout)
+                load_s = time.perf_counter() - t1
+                have_index = False
+            else:
+                have = {r[0]: r[1:] for r in pg.execute(_sql("SELECT chunk_id, note_id, ord, text_hash FROM {t}", t=t))}
+                want = {r[0]: tuple(r[1:]) for r in rows}
+                gone = [cid for cid, v in have.items() if want.get(cid) != tuple(v)]
+                new = [r for r in rows if have.get(r[0]) is None or tuple(have[r[0]]) != tuple(r[1:])]
+                if gone:
+                    pg.execute(_sql("DELETE FROM {t} WHERE chunk_id = ANY(%s)", t=t), (gone,))
+                t1 = time.perf_counter()
+                inserted = copy_rows(cur, t, new, layout) if new else 0
+                load_s = time.perf_counter() - t1
+                deleted = len(gone)
+                have_index = pg.execute("SELECT to_regclass(%s)", (index_name,)).fetchone()[0] is not None
+                if have_index and (hnsw is None or (meta or {}).get("hnsw") != hnsw):
+                    pg.execute(_sql("DROP INDEX {i}", i=index_name))
+                    have_index = False
+            if hnsw is not None and not have_index:
+                t1 = time.perf_counter()
+                create_hnsw(pg, t, hnsw["m"], hnsw["ef_construction"])
+                index_s = time.perf_counter() - t1
+                hnsw_built = True
+            write_meta(pg, t, db, generation, token, fp, dim, len(rows), hnsw)
+        if not whole and not inserted and not deleted and not hnsw_built:
+            mode = "current"
+        else:
+            mode = "full" if whole else "incremental"
+        pg.execute(_sql("ANALYZE {t}", t=t))
+    finally:
+        pg.close()
+    if read_settings(db) != settings:
+        write_settings(db, settings)
+    return SyncReport(t, mode, generation, len(rows), inserted, deleted, hnsw_built,
+                      round(time.perf_counter() - t0, 3), round(load_s, 3), round(index_s, 3))
+
+
+# ---------------------------------------------------------------- search
+
+class StaleTableError(SearchCoreError):
+    """The PostgreSQL table holds the vectors of another commit of the index than the one searched."""
+
+
+class PgvectorDense:
+    """The dense channel's scan, answered by PostgreSQL: `search(qvec, n)` -> (chunk id, score) best first, in the
+    order the numpy channel gives (score, then vault order), for the commit (generation, token) of one view."""
+
+    def __init__(self, db: Path, settings: PgvectorSettings, generation: int, token: str | None):
+        self.db, self.settings = Path(db), settings
+        self.generation, self.token = int(generation), token
+        self._pg = None
+        self._lock = threading.Lock()     # one connection: the query's and a sub-question's searches take turns
+
+    def _conn(self):
+        if self._pg is None or self._pg.closed:
+            self._pg = connect(self.settings.dsn, f" (the pgvector settings of {self.db}, {settings_path(self.db)})")
+            weakref.finalize(self, self._pg.close)      # a view dropped without close() lets its connection go
+        return self._pg
+
+    def close(self) -> None:
+        if self._pg is not None:
+            self._pg.close()
+            self._pg = None
+
+    def _stale(self, meta: dict | None) -> StaleTableError:
+        fix = f"`autoresearch pgvector sync --db {self.db}`"
+        t, where = self.settings.table, shown_dsn(self.settings.dsn)
+        if meta is None:
+            return StaleTableError(f"the pgvector table {t} at {where} does not exist or was never synced from "
+                                   f"{self.db}: run {fix} (or delete {settings_path(self.db)} to search with numpy)")
+        if meta["generation"] != self.generation:
+            return StaleTableError(f"the pgvector table {t} at {where} holds generation {meta['generation']} of "
+                                   f"{meta['index_path']}, this search reads generation {self.generation} of "
+                                   f"{self.db}: the table is stale; run {fix}")
+        return StaleTableError(f"the pgvector table {t} at {where} holds generation {meta['generation']} of another "
+                               f"build of {meta['index_path']} (rebuilt since, or another index): the table is stale; "
+                               f"run {fix}")
+
+    def check(self) -> None:
+        """Raise StaleTableError unless the table holds this view's commit."""
+        with self._lock:
+            pg = self._conn()
+            meta = _table_meta(pg, self.settings.table)
+            if meta is None or (meta["generation"], meta["token"]) != (self.generation, self.token):
+                raise self._stale(meta)
+
+    def search(self, qvec: np.ndarray, n: int) -> list[tuple[int, float]]:
+        """The n closest chunks (with every chunk tied with the n-th, as numpy's cut keeps them, for exact)."""
+        q = "[" + ",".join(f"{x:.9g}" for x in np.asarray(qvec, np.float32).tolist()) + "]"
+        t = self.settings.table
+        with self._lock:
+            pg = self._conn()
+            psycopg = _psycopg()
+            try:
+                with pg.transaction():
+                    pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    meta = _table_meta(pg, t)
+                    if meta is None or (meta["generation"], meta["token"]) != (self.generation, self.token):
+                        raise self._stale(meta)
+                    if self.settings.search == "exact":
+                        pg.execute("SET LOCAL enable_indexscan = off")
+                        rows = pg.execute(_sql(
+                            "SELECT chunk_id, d FROM (SELECT chunk_id, note_id, ord, embedding <#> %s::vector AS d "
+                            "FROM {t} ORDER BY d FETCH FIRST %s ROWS WITH TIES) s ORDER BY d, note_id, ord", t=t),
+                            (q, n)).fetchall()
+                    else:
+                        # an HNSW scan returns at most ef_search rows: read at least the n asked for
+                        pg.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(self.settings.ef_search, n)),))
+                        got = pg.execute(_sql("SELECT chunk_id, note_id, ord, embedding <#> %s::vector AS d FROM {t} "
+                                              "ORDER BY embedding <#> %s::vector LIMIT %s", t=t), (q, q, n)).fetchall()
+                        got.sort(key=lambda r: (r[3], r[1].encode("utf-8"), r[2]))
+                        rows = [(r[0], r[3]) for r in got]
+            except psycopg.OperationalError as e:
+                self.close()
+                raise SearchCoreError(f"PostgreSQL at {shown_dsn(self.settings.dsn)} failed during a dense search "
+                                      f"({str(e).strip().splitlines()[0] if str(e).strip() else e}): is the server "
+                                      f"up? (the pgvector settings of {self.db})") from None
+        return [(int(cid), -float(d)) for cid, d in rows]
+
+
+def backend_for(db: str | Path | None, generation: int, token: str | None) -> PgvectorDense | None:
+    """The pgvector dense backend of a view of `db` at (generation, token), or None when the index has no
+    settings file (numpy). The driver must be installed now; the server and the table's commit are checked by
+    every search, not here: a server's view is rebuilt right after an `index` commit, before that run's sync
+    of the table, and a view must be buildable then (its searches are refused until the sync ends)."""
+    if db is None:
+        return None
+    settings = read_settings(db)
+    if settings is None:
+        return None
+    try:
+        _psycopg()
+    except SearchCoreError as e:
+        raise SearchCoreError(f"{e} (the index {db} searches its dense channel on PostgreSQL at "
+                              f"{shown_dsn(settings.dsn)}, {settings_path(db)}; delete that file to search with "
+                              "numpy)") from None
+    return PgvectorDense(Path(db), settings, generation, token)
+
+
+def sync_after_update(db: str | Path) -> str | None:
+    """After an `index` run committed to `db`: bring its pgvector table up to date if it has one. Returns a
+    warning for the index report when the sync failed (the index is committed either way; searches through the
+    table are refused until a sync succeeds), else None."""
+    if not settings_path(db).exists():
+        return None
+    try:
+        sync(db)
+    except SearchCoreError as e:
+        return (f"the pgvector table was not updated ({e}); searches of {db} are refused until "
+                f"`autoresearch pgvector sync --db {db}` succeeds")
+    return None

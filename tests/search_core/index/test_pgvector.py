@@ -1,0 +1,200 @@
+"""The dense channel on PostgreSQL + pgvector (search_core.index.pgvector), against a real server.
+
+The channel tests both backends must pass are the existing ones, run on each (the `dense_backend` fixture:
+tests/search_core/search/test_results_follow_the_vault.py, test_search_overlap.py). Here: numpy's lists on a
+real e5 index, the HNSW option, the table following the index (sync, `index`'s own sync, a stale table
+refused), and the errors a user meets without the driver, the server or a valid settings file."""
+
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from search_core import SearchCoreError
+from search_core.config import SearchConfig
+from search_core.index import pgvector as pv
+from search_core.index.indexer import index_vault
+from search_core.index.store import connect, get_meta
+from search_core.search import channels as ch
+from search_core.search.pipeline import Searcher
+from search_core.search.query_cache import QueryEmbeddingCache
+from tests.helpers import ROOT, free_port
+from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+from tests.helpers.pgvector import DenseBackend, ranking_difference
+from tuner.cli import main
+from tuner.data.gold import load_gold
+
+QUESTIONS = [q.query for name in ("demo-tune", "demo-holdout")
+             for q in load_gold(ROOT / "experiments" / "gold" / f"{name}.yaml").questions][:40]
+
+
+@pytest.fixture
+def pg(pgvector_dsn):
+    backend = DenseBackend("pgvector", pgvector_dsn)
+    yield backend
+    backend.drop_tables()
+
+
+def dense_lists(db, queries, depth=50):
+    """Each query's dense channel list [(note id, chunk id, score)], through whatever backend `db` has."""
+    s = Searcher(db, query_cache=QueryEmbeddingCache(0))
+    try:
+        vecs = s.embedder.embed(list(queries), is_query=True)
+        return [[(h.note_id, h.chunk_id, h.score) for h in ch.dense(s.view, v, depth)] for v in vecs], s.view.dense_backend
+    finally:
+        s.close()
+
+
+def hide_settings(db):
+    """The index's pgvector settings moved aside (it searches with numpy, and `index` syncs nothing)."""
+    path = pv.settings_path(db)
+    aside = path.with_name(path.name + ".aside")
+    path.rename(aside)
+    return lambda: aside.rename(path)
+
+
+def test_exact_search_gives_numpys_lists_on_a_real_index(demo_index_e5, pg, tmp_path):
+    """e5-small's vectors of the demo vault: the same notes, chunks and order at depth 50 (200 rows read),
+    the same cosines to float32 rounding (ties closer than that in either order: FLOAT_TIE)."""
+    want, backend = dense_lists(demo_index_e5, QUESTIONS)
+    assert backend is None
+    db = pg.copy_of(demo_index_e5, tmp_path)
+    got, backend = dense_lists(db, QUESTIONS)
+    assert isinstance(backend, pv.PgvectorDense) and backend.settings.search == "exact"
+    assert all(len(w) == 50 for w in want)
+    differ = {q: d for q, g, w in zip(QUESTIONS, got, want) if (d := ranking_difference(g, w))}
+    assert not differ, differ
+    # nearly every list is the same one exactly, in order
+    assert sum([x[:2] for x in g] == [x[:2] for x in w] for g, w in zip(got, want)) >= len(QUESTIONS) - 2
+
+
+def test_the_hnsw_option_builds_pgvectors_index_with_its_settings(demo_index, pg, tmp_path):
+    db = pg.copy_of(demo_index, tmp_path, search="hnsw", m=8, ef_construction=32, ef_search=40)
+    want, _ = dense_lists(demo_index, QUESTIONS[:20])
+    got, backend = dense_lists(db, QUESTIONS[:20])
+    assert backend.settings.search == "hnsw" and backend.settings.ef_search == 40
+    conn = pv.connect(pg.dsn)
+    indexdef = lambda: [r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s",
+                                                  (pv.hnsw_index_name(backend.settings.table),))]
+    try:
+        assert len(indexdef()) == 1 and "hnsw" in indexdef()[0] and "m='8'" in indexdef()[0]
+        assert "ef_construction='32'" in indexdef()[0]
+        # 560 vectors, read with ef_search raised to the 200 rows the channel asks for: the graph finds the top 10
+        recall = [len({x[1] for x in g[:10]} & {x[1] for x in w[:10]}) / 10 for g, w in zip(got, want)]
+        assert sum(recall) / len(recall) >= 0.95, recall
+        # other graph settings rebuild the index; exact search drops it
+        report = pv.sync(db, pv.PgvectorSettings(dsn=pg.dsn, table=backend.settings.table, search="hnsw", m=12))
+        assert report.hnsw_built and "m='12'" in indexdef()[0] and report.mode == "incremental"
+        pv.sync(db, pv.PgvectorSettings(dsn=pg.dsn, table=backend.settings.table, search="exact"))
+        assert indexdef() == []
+    finally:
+        conn.close()
+    assert pv.read_settings(db).search == "exact"
+
+
+def test_an_index_update_brings_the_table_along(small_vault, small_index, pg, shared_cache):
+    """`index` after a note changed: the table's rows are the index's vectors of the new commit, written by
+    the update's own sync, and searches through it answer as numpy does."""
+    pg.use(small_index)
+    note = next(small_vault.rglob("*.md"))
+    note.write_text(note.read_text(encoding="utf-8") + "\n\n## 새 절\n\nZyxquartz 색인을 새로 쓴 문단.\n", encoding="utf-8")
+    report = index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    assert report.mode == "incremental" and not [w for w in report.warnings if "pgvector" in w], report.warnings
+    conn = connect(small_index)
+    ids = sorted(r[0] for r in conn.execute("SELECT id FROM chunks WHERE has_vector"))
+    generation, token = get_meta(conn, "generation"), get_meta(conn, "generation_token")
+    conn.close()
+    settings = pv.read_settings(small_index)
+    pgc = pv.connect(pg.dsn)
+    try:
+        rows = sorted(r[0] for r in pgc.execute(pv._sql("SELECT chunk_id FROM {t}", t=settings.table)))
+        meta = pv._table_meta(pgc, settings.table)
+    finally:
+        pgc.close()
+    assert rows == ids and (meta["generation"], meta["token"]) == (generation, token)
+    got, backend = dense_lists(small_index, ["Zyxquartz 색인", "검색"])
+    assert backend is not None
+    restore = hide_settings(small_index)
+    want, _ = dense_lists(small_index, ["Zyxquartz 색인", "검색"])
+    restore()
+    assert [[x[:2] for x in g] for g in got] == [[x[:2] for x in w] for w in want]
+    # nothing changed since: a sync writes nothing and reads no diff
+    assert pv.sync(small_index).mode == "current"
+
+
+def test_a_stale_table_is_refused_with_the_fix(small_vault, small_index, pg, shared_cache):
+    """The index moved on without its table (updated while the settings were away, then rebuilt): a search
+    through the table is refused, naming the generations and the command that syncs; after it, it answers."""
+    pg.use(small_index)
+    restore = hide_settings(small_index)
+    note = next(small_vault.rglob("*.md"))
+    note.write_text(note.read_text(encoding="utf-8") + "\n\n덧붙인 문단.\n", encoding="utf-8")
+    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    restore()
+    s = Searcher(small_index)
+    with pytest.raises(pv.StaleTableError, match=r"holds generation 1 of .*, this search reads generation 2 of .*"
+                                                 r"stale; run `autoresearch pgvector sync --db "):
+        s.search("검색", SearchConfig(embedder=FAKE_EMBEDDER))
+    s.close()
+    report = pv.sync(small_index)
+    assert report.mode == "incremental" and report.inserted and report.deleted
+    s = Searcher(small_index)
+    assert s.search("검색", SearchConfig(embedder=FAKE_EMBEDDER)).hits
+    s.close()
+    # a full rebuild is another build (a new generation token): its first generation is not the table's
+    restore = hide_settings(small_index)
+    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache, full=True)
+    restore()
+    s = Searcher(small_index)
+    with pytest.raises(pv.StaleTableError, match="holds generation 2 of .*, this search reads generation 1 of .* stale; run `autoresearch pgvector sync"):
+        s.search("검색", SearchConfig(embedder=FAKE_EMBEDDER))
+    s.close()
+
+
+def test_the_cli_syncs_and_remembers_the_settings(small_index, pg):
+    runner = CliRunner()
+    out = runner.invoke(main, ["pgvector", "sync", "--db", str(small_index)])
+    assert out.exit_code != 0 and "give --dsn" in out.output
+    pg.tables.append(pv.default_table(small_index))
+    out = runner.invoke(main, ["pgvector", "sync", "--db", str(small_index), "--dsn", pg.dsn, "--search", "hnsw"])
+    assert out.exit_code == 0, out.output
+    assert "full sync of generation 1" in out.output and "HNSW index built" in out.output
+    settings = pv.read_settings(small_index)
+    assert (settings.dsn, settings.search, settings.m, settings.ef_search) == (pg.dsn, "hnsw", 16, 200)
+    out = runner.invoke(main, ["pgvector", "sync", "--db", str(small_index), "--ef-search", "300"])
+    assert out.exit_code == 0 and "current sync" in out.output, out.output
+    assert pv.read_settings(small_index).ef_search == 300
+
+
+# ---------------------------------------------------------------- errors (no server needed)
+
+def test_no_server_names_the_dsn_tried_without_its_password(small_index):
+    dsn = f"postgresql://someone:sekret@127.0.0.1:{free_port()}/vectors"
+    with pytest.raises(SearchCoreError) as e:
+        pv.sync(small_index, pv.PgvectorSettings(dsn=dsn, table="t1"))
+    msg = str(e.value)
+    assert f"cannot connect to PostgreSQL at " in msg and "someone" in msg and "vectors" in msg, msg
+    assert "sekret" not in msg and "start the server" in msg, msg
+    assert not pv.settings_path(small_index).exists()       # a failed sync does not switch the index over
+
+
+def test_without_the_driver_a_search_says_what_to_install(small_index, monkeypatch):
+    pv.write_settings(small_index, pv.PgvectorSettings(dsn="postgresql://me@db.example:5432/vault", table="t1"))
+    monkeypatch.setitem(sys.modules, "psycopg", None)          # `import psycopg` fails as it does uninstalled
+    with pytest.raises(SearchCoreError, match=r"pip install 'autoresearch\[pgvector\]'.*db.example.*delete that file"):
+        Searcher(small_index)
+    with pytest.raises(SearchCoreError, match=r"pip install 'autoresearch\[pgvector\]' \(to reach PostgreSQL at .*db.example"):
+        pv.sync(small_index)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('dsn = "postgresql://x@h/d"\ntable = "t1"\nsearch = "ivfflat"\n', "`search` 'ivfflat' is not one of exact, hnsw"),
+    ('dsn = "postgresql://x@h/d"\ntable = "t1"\nm = 64\nef_construction = 64\n', "at least twice `m` \\(128\\)"),
+    ('dsn = "postgresql://x@h/d"\ntable = "T; DROP"\n', "not a plain table name"),
+    ('dsn = "postgresql://x@h/d"\ntable = "t1"\nef = 3\n', "unknown key\\(s\\) \\['ef'\\]"),
+    ('table = "t1"\n', "missing \\['dsn'\\]"),
+])
+def test_a_bad_settings_file_is_refused_with_what_is_wrong(small_index, text, message):
+    pv.settings_path(small_index).write_text(text, encoding="utf-8")
+    with pytest.raises(SearchCoreError, match=message):
+        Searcher(small_index)
