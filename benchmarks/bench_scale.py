@@ -371,16 +371,16 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
     if "build" in stages or not db.exists():
         builds = []
         for i in range(runs if target <= 10_000 else 1):
+            # The cache is never deleted: a build killed mid-embed resumes from it (`embedded` says how many
+            # vectors this run asked the server for). A cold build wants a fresh --work folder.
             cache = db.parent / "embed-cache.sqlite"
-            for p in db.parent.glob("embed-cache.sqlite*"):
-                p.unlink()                                   # a cold cache: the build embeds every chunk
             srv0 = proc_cpu_s(server_pid)
             m = run([sys.executable, "-c", BUILD, str(vault), str(db), str(cache), emb], env)
             r = json.loads(m.stdout.strip().splitlines()[-1])
             r.update(process_wall_s=m.wall_s, process_cpu_s=m.cpu_s, peak_rss_mib=m.peak_rss_mib, load=m.load,
                      server_cpu_s=round(proc_cpu_s(server_pid) - srv0, 2))
             builds.append(r)
-            print(f"[{target}] full build {i + 1}: {r['chunks']} chunks, {r['wall_s']:.1f} s wall, "
+            print(f"[{target}] full build {i + 1}: {r['chunks']} chunks, {r['embedded']} embedded, {r['wall_s']:.1f} s wall, "
                   f"{r['cpu_s']:.1f} s CPU, peak {m.peak_rss_mib} MiB, load {m.load}", flush=True)
         out["build"] = {"runs": builds, "chunks": builds[-1]["chunks"], "notes": builds[-1]["notes"],
                         "wall_s": spread([b["wall_s"] for b in builds]), "cpu_s": spread([b["cpu_s"] for b in builds]),

@@ -227,16 +227,15 @@ def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     n = len(index.note_ids)
     if n == 0:
         return []
-    found = index.term_numbers(list(dict.fromkeys(ngram_postings.terms_of(query))))
+    found = index.term_lists(list(dict.fromkeys(ngram_postings.terms_of(query))))
     if not found:
         return []
     # every found term's note list and chunk list, one after another in query order: each note's and each
     # chunk's sum then adds the same floats in the same order as a loop over the terms would
-    note_off, chunk_off = index.note_off, index.chunk_off
-    df = [int(note_off[t + 1] - note_off[t]) for t in found]
+    df = [len(t.note_no) for t in found]
     idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
-    notes = np.concatenate([index.note_no[note_off[t]:note_off[t + 1]] for t in found])
-    note_tf = np.concatenate([index.note_tf[note_off[t]:note_off[t + 1]] for t in found]).astype(np.float64)
+    notes = np.concatenate([t.note_no for t in found])
+    note_tf = np.concatenate([t.note_tf for t in found]).astype(np.float64)
     norm = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len[notes] / max(index.avg_note_len, 1e-9))
     contrib = np.repeat(idf, df) * note_tf * (BM25_K1 + 1) / (note_tf + norm)
     score = np.bincount(notes, weights=contrib, minlength=n)
@@ -245,9 +244,9 @@ def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     if not len(order):
         return []
     # the returned notes' chunks only: a chunk's own terms (saturated counts times idf) pick the note's chunk
-    lens = [int(chunk_off[t + 1] - chunk_off[t]) for t in found]
-    places = np.concatenate([index.chunk_place[chunk_off[t]:chunk_off[t + 1]] for t in found])
-    tfs = np.concatenate([index.chunk_tf[chunk_off[t]:chunk_off[t + 1]] for t in found]).astype(np.float64)
+    lens = [len(t.chunk_place) for t in found]
+    places = np.concatenate([t.chunk_place for t in found])
+    tfs = np.concatenate([t.chunk_tf for t in found]).astype(np.float64)
     wanted = np.zeros(n, bool)
     wanted[order] = True
     mine = wanted[index.note_of_place[places]]

@@ -320,11 +320,12 @@ class IndexView:
         return self._short
 
     def ngram_index(self) -> "ngram_postings.NgramIndex | None":
-        """The n-gram posting lists and document lengths in memory, in vault order (ngram_postings.NgramIndex);
-        None for an index written before the lists existed. Loaded on first use: a searcher that runs FTS5
-        never pays for it."""
+        """The n-gram posting lists, read per term on first use, and the document lengths, in vault order
+        (ngram_postings.NgramIndex); None for an index written before the lists existed. Made on first use
+        (a searcher that runs FTS5 never pays for it), on the thread that asks: the keyword channel's."""
         if not hasattr(self, "_ngram"):
-            self._ngram = (ngram_postings.NgramIndex(self.conn, self.chunk_at, self.chunk_note, self.place_of)
+            self._ngram = (ngram_postings.NgramIndex(self.conn, self.chunk_at, self.note_start, self.note_ids,
+                                                     self.place_of)
                            if ngram_postings.is_built(self.conn) else None)
         return self._ngram
 
