@@ -28,9 +28,15 @@ SINGLE_THREAD_ROWS = 150_000
 _blas = None
 
 
+# OpenBLAS runs a gemv on one thread below 2304 x GEMM_MULTITHREAD_THRESHOLD (4) elements whatever the limit,
+# and asking threadpoolctl for the limit costs ~0.1 ms: the entity channel's per-note products (a note's <= 8
+# rows) paid it hundreds of times a query on a tag of many notes
+BLAS_ONE_THREAD_ELEMENTS = 2304 * 4
+
+
 def matvec(matrix: np.ndarray, v: np.ndarray) -> np.ndarray:
     global _blas
-    if matrix.shape[0] >= SINGLE_THREAD_ROWS:
+    if matrix.shape[0] >= SINGLE_THREAD_ROWS or matrix.size < BLAS_ONE_THREAD_ELEMENTS:
         return matrix @ v
     if _blas is None:
         from threadpoolctl import ThreadpoolController
@@ -307,6 +313,13 @@ class IndexView:
         for nid, tag in conn.execute("SELECT note_id, tag FROM belongs_to ORDER BY note_id, tag"):
             self.tag_members[normalize_name(tag)].append(nid)
         self.community = dict(conn.execute("SELECT note_id, community FROM communities"))
+
+    def entity_name_index(self) -> tuple[dict[str, int], int]:
+        """(entity name -> its position in entity_names, the longest name's length), made on first use."""
+        if not hasattr(self, "_entity_name_index"):
+            self._entity_name_index = ({n: i for i, n in enumerate(self.entity_names)},
+                                       max(map(len, self.entity_names), default=0))
+        return self._entity_name_index
 
     def short_index(self):
         """LIKE-exact lookups for 1-2 character tokens without scanning the table: the posting lists

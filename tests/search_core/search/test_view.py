@@ -22,3 +22,23 @@ def test_an_entity_without_a_vector_gets_no_other_entitys_vector(small_index):
         assert not view.entity_matrix[row].any()
         assert view.entity_matrix[0].any() and row != 0
     c.close()
+
+
+def test_the_names_a_query_holds_are_found_alike_by_a_loop_over_the_names_and_by_the_querys_substrings(demo_index):
+    """channels.names_in loops over the vault's names when they are few against the query's substrings, and
+    looks the substrings up when they are many: both give every name of 2+ characters the query holds, in
+    the view's name order (the order the entity channel adds their notes' scores in)."""
+    from search_core.ingest.graph import normalize_name
+    from search_core.search.channels import names_in
+    view = IndexView.open(demo_index)
+    try:
+        names = view.entity_names
+        _, longest = view.entity_name_index()
+        queries = [normalize_name(q) for n in names for q in (n, f"{n} 그리고 {names[len(n) % len(names)]} 비교", n[:3])]
+        ways = set()
+        for q in queries:
+            ways.add(len(names) <= len(q) * min(longest, len(q)))     # True: the loop over the names
+            assert names_in(view, q) == [n for n in names if len(n) >= 2 and n in q], q
+        assert ways == {True, False}, "both ways were tried"
+    finally:
+        view.close()
