@@ -8,6 +8,8 @@ Dense search is a numpy matrix product, not a vec0 scan: over 525k x 384 vectors
 from __future__ import annotations
 
 import json
+import os
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from collections.abc import Mapping
@@ -221,6 +223,31 @@ class NoteChunks(Mapping):
         return len(self._note_ids)
 
 
+# The layout a view maps and the arrays made from it, shared by every view of the same commit of the same file
+# in a process: `serve` holds two views (its short and long lanes, each on its own thread and connection),
+# and each mapped the layout file again (at 255,000 chunks RSS 992 MiB, 566 of it the 283 MiB file twice).
+# Only a mapped layout is shared: its file is stamped with the commit's generation token (layout.py), while
+# the notes, links and tags a view reads may change by a commit that leaves the token as it was.
+SHARED_FIELDS = ("layout", "layout_source", "note_ids", "note_start", "chunk_at", "place_of", "chunk_note",
+                 "note_chunks", "vec_ids", "matrix", "row_of_chunk")
+_SHARED: "weakref.WeakValueDictionary[tuple, _ViewData]" = weakref.WeakValueDictionary()
+
+
+class _ViewData:
+    """The SHARED_FIELDS of one commit's views (an attribute each)."""
+
+
+def _share_key(conn, db) -> tuple | None:
+    """(file, generation, generation token) of the commit the view's snapshot sees: a token is new with every
+    commit (store.bump_generation), so two views with one key read the same rows. None: not shared (a view
+    on a connection it was given, which may be inside a write not yet committed; an index that records no
+    token)."""
+    token = get_meta(conn, "generation_token")
+    if token is None or db is None:
+        return None
+    return os.path.realpath(db), get_meta(conn, "generation", 0), token
+
+
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
@@ -258,24 +285,38 @@ class IndexView:
         self.vault = get_meta(conn, "vault")       # the vault's absolute path when built from a folder
         # vectors and the vault's order: mapped from the file beside the index when it is of this commit,
         # else read from SQLite (search_core.index.layout); `layout_source` says which, and why
-        layout, self.layout_source = read_layout(conn, db)
-        self.note_ids, self.note_start = layout.note_ids, layout.note_start
-        # Vault order: a chunk's place in (note id, ord) order. Row ids follow the edit history (an update
-        # appends), so every tie in the read path is broken by this place instead: an updated index and a
-        # fresh build of the same vault then answer alike. chunk_at[place] -> chunk id; place_of[chunk id]
-        # -> place (-1: no such chunk).
-        self.chunk_at = layout.chunk_at
-        self.place_of = np.full(int(self.chunk_at.max()) + 1 if len(self.chunk_at) else 0, -1, np.int64)
-        self.place_of[self.chunk_at] = np.arange(len(self.chunk_at))
+        key = _share_key(conn, db)
+        shared = _SHARED.get(key) if key is not None else None
+        if shared is not None:
+            for name in SHARED_FIELDS:
+                setattr(self, name, getattr(shared, name))
+        else:
+            self.layout, self.layout_source = read_layout(conn, db)
+            layout = self.layout
+            self.note_ids, self.note_start = layout.note_ids, layout.note_start
+            # Vault order: a chunk's place in (note id, ord) order. Row ids follow the edit history (an update
+            # appends), so every tie in the read path is broken by this place instead: an updated index and a
+            # fresh build of the same vault then answer alike. chunk_at[place] -> chunk id; place_of[chunk id]
+            # -> place (-1: no such chunk).
+            self.chunk_at = layout.chunk_at
+            self.place_of = np.full(int(self.chunk_at.max()) + 1 if len(self.chunk_at) else 0, -1, np.int64)
+            self.place_of[self.chunk_at] = np.arange(len(self.chunk_at))
+            self.chunk_note = ChunkNotes(self.place_of, self.chunk_at, self.note_start, self.note_ids)
+            self.note_chunks = NoteChunks(self.chunk_at, self.note_start, self.note_ids)
+            # matrix rows in vault order too: a stable sort over them breaks ties in vault order, and a row's
+            # product with the query is computed at the same position in both indexes
+            self.vec_ids, self.matrix = layout.vec_ids, layout.matrix
+            top = max(int(self.vec_ids.max()) + 1 if len(self.vec_ids) else 0, len(self.place_of))
+            self.row_of_chunk = np.full(top, -1, np.int64)          # chunk id -> matrix row (-1: no vector)
+            self.row_of_chunk[self.vec_ids] = np.arange(len(self.vec_ids))
+            if key is not None and self.layout_source.mapped:
+                shared = _ViewData()
+                for name in SHARED_FIELDS:
+                    setattr(shared, name, getattr(self, name))
+                _SHARED[key] = shared
+        self._shared = shared                    # keeps the shared arrays while this view lives
+        layout = self.layout
         self.notes = NoteRows(conn)
-        self.chunk_note = ChunkNotes(self.place_of, self.chunk_at, self.note_start, self.note_ids)
-        self.note_chunks = NoteChunks(self.chunk_at, self.note_start, self.note_ids)
-        # matrix rows in vault order too: a stable sort over them breaks ties in vault order, and a row's
-        # product with the query is computed at the same position in both indexes
-        self.vec_ids, self.matrix = layout.vec_ids, layout.matrix
-        top = max(int(self.vec_ids.max()) + 1 if len(self.vec_ids) else 0, len(self.place_of))
-        self.row_of_chunk = np.full(top, -1, np.int64)          # chunk id -> matrix row (-1: no vector)
-        self.row_of_chunk[self.vec_ids] = np.arange(len(self.vec_ids))
         # entities grouped by normalised name: one row per name, with the notes it names (title/alias)
         # and whether it is a tag. One name can stand for many notes (30 passages of one PDF).
         ent_ids, ent_mat = layout.entity_ids, layout.entity_matrix

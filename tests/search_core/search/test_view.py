@@ -42,3 +42,40 @@ def test_the_names_a_query_holds_are_found_alike_by_a_loop_over_the_names_and_by
         assert ways == {True, False}, "both ways were tried"
     finally:
         view.close()
+
+
+def test_views_of_one_commit_share_one_mapped_layout_and_a_new_commit_maps_its_own(tmp_path, shared_cache):
+    """`serve` holds a view per lane: two views of the same commit hold one mapping of the layout file and one
+    copy of the arrays made from it, and answer alike; the notes and links each view reads itself (a commit
+    that leaves the generation token as it was may change them); a view of a later commit maps its own."""
+    import shutil
+
+    from search_core.index.indexer import index_vault
+    from search_core.search import channels as ch
+    from tests.helpers import DEMO_VAULT
+    from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+    vault = tmp_path / "vault"
+    shutil.copytree(DEMO_VAULT / "ai", vault)
+    db = tmp_path / "idx" / "index.sqlite"
+    index_vault(vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    first, second = IndexView.open(db), IndexView.open(db)
+    try:
+        for name in ("layout", "matrix", "place_of", "row_of_chunk", "chunk_note", "note_chunks"):
+            assert getattr(second, name) is getattr(first, name), name
+        assert second.layout_source.mapped and second.notes is not first.notes
+        q = "GraphRAG 커뮤니티 요약"
+        assert ch.ngram_sparse(second.conn, second, q, 10) == ch.ngram_sparse(first.conn, first, q, 10)
+    finally:
+        first.close()
+    note = vault / "rag" / "bm25.md"
+    assert "rag/bm25" not in second.links_in.get("rag/hyde", set())
+    note.write_text(note.read_text(encoding="utf-8") + "\n\n[[rag/hyde]] 새 링크.\n", encoding="utf-8")
+    index_vault(vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    third = IndexView.open(db)
+    try:
+        assert third.layout is not second.layout and third.place_of is not second.place_of
+        assert "rag/bm25" in third.links_in["rag/hyde"]
+        assert "rag/bm25" not in second.links_in.get("rag/hyde", set())
+    finally:
+        second.close()
+        third.close()
