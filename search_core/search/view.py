@@ -7,6 +7,7 @@ Dense search is a numpy matrix product, not a vec0 scan: over 525k x 384 vectors
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import weakref
@@ -248,6 +249,54 @@ def _share_key(conn, db) -> tuple | None:
     return os.path.realpath(db), get_meta(conn, "generation", 0), token
 
 
+_SEP = "\x1f"          # joins a group's ids: a note id is a path, never a control character
+
+
+class LinksIn(Mapping):
+    """note -> the set of notes linking to it, from one row per note (its sources joined by _SEP)."""
+
+    def __init__(self, rows):
+        self._joined: dict[str, str] = dict(rows)
+        self._sets: dict[str, set[str]] = {}
+
+    def __getitem__(self, nid) -> set[str]:
+        got = self._sets.get(nid)
+        if got is None:
+            got = self._sets[nid] = set(self._joined[nid].split(_SEP))
+        return got
+
+    def __iter__(self):
+        return iter(self._joined)
+
+    def __len__(self) -> int:
+        return len(self._joined)
+
+
+class TagMembers(Mapping):
+    """normalised tag -> the notes carrying it, in (note id, tag) order, from one row per tag as written (two
+    spellings of one tag are merged when first asked for)."""
+
+    def __init__(self, rows):
+        raw: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for tag, joined in rows:
+            raw[normalize_name(tag)].append((tag, joined))
+        self._raw = dict(raw)                    # a tag no note carries: KeyError, not a new entry
+        self._lists: dict[str, list[str]] = {}
+
+    def __getitem__(self, norm) -> list[str]:
+        got = self._lists.get(norm)
+        if got is None:
+            pairs = sorted((nid, tag) for tag, joined in self._raw[norm] for nid in joined.split(_SEP))
+            got = self._lists[norm] = [nid for nid, _ in pairs]
+        return got
+
+    def __iter__(self):
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
@@ -278,6 +327,18 @@ class IndexView:
             self.conn.close()            # ends the read transaction: SQLite may checkpoint past it
 
     def _load(self, conn, db=None):
+        # The load makes ~5 container objects per note (rows, sets, lists, dicts) and keeps them all: the
+        # cyclic collector's passes over them found nothing and cost 0.08-0.14 s of 0.52-0.62 s of CPU at
+        # 255,000 chunks. Paused for the load (another thread's load may overlap: whoever paused it resumes it).
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._read(conn, db)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _read(self, conn, db=None):
         self.caches = ViewCaches()
         self.fingerprint = get_meta(conn, "fingerprint")
         self.generation = get_meta(conn, "generation", 0)
@@ -345,15 +406,24 @@ class IndexView:
         # this thread runs the keyword queries on the same connection, and two threads on one SQLite
         # connection deadlocked (one holding the connection's mutex, the other the GIL).
         self.notes.load_all()
-        self.links_in: dict[str, set[str]] = defaultdict(set)
-        self.links_out: dict[str, set[str]] = defaultdict(set)
-        for src, dst in conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL AND dst != src"):
-            self.links_out[src].add(dst)
-            self.links_in[dst].add(src)
-        self.tag_members: dict[str, list[str]] = defaultdict(list)
-        for nid, tag in conn.execute("SELECT note_id, tag FROM belongs_to ORDER BY note_id, tag"):
-            self.tag_members[normalize_name(tag)].append(nid)
+        # grouped by SQLite, one row per target and per tag, each list split when first asked for: at 255,000
+        # chunks 0.085 s of CPU for links_in against 0.177 for both maps row by row, 0.04 for the tags against 0.125
+        self.links_in = LinksIn(conn.execute(
+            f"SELECT dst, group_concat(src, '{_SEP}') FROM links WHERE dst IS NOT NULL AND dst != src GROUP BY dst"))
+        self.tag_members = TagMembers(conn.execute(
+            f"SELECT tag, group_concat(note_id, '{_SEP}') FROM belongs_to GROUP BY tag"))
         self.community = dict(conn.execute("SELECT note_id, community FROM communities"))
+
+    @property
+    def links_out(self) -> dict[str, set[str]]:
+        """note -> the notes it links to: links_in turned around, on first use (a tuner's evaluation asks)."""
+        if not hasattr(self, "_links_out"):
+            out: dict[str, set[str]] = defaultdict(set)
+            for dst in self.links_in:
+                for src in self.links_in[dst]:
+                    out[src].add(dst)
+            self._links_out = out
+        return self._links_out
 
     def entity_name_index(self) -> tuple[dict[str, int], int]:
         """(entity name -> its position in entity_names, the longest name's length), made on first use."""

@@ -79,3 +79,62 @@ def test_views_of_one_commit_share_one_mapped_layout_and_a_new_commit_maps_its_o
     finally:
         second.close()
         third.close()
+
+
+def test_links_and_tag_members_read_grouped_are_the_tables_rows(demo_index):
+    """links_in, links_out and tag_members, read as one row per target or tag and split on first use, hold
+    what the tables hold row by row: every source of a link, every note of a tag (two spellings of a tag
+    merged) in (note id, tag) order."""
+    from collections import defaultdict
+
+    from search_core.ingest.graph import normalize_name
+    view = IndexView.open(demo_index)
+    try:
+        want_in, want_out, want_tags = defaultdict(set), defaultdict(set), defaultdict(list)
+        for src, dst in view.conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL AND dst != src"):
+            want_in[dst].add(src)
+            want_out[src].add(dst)
+        for nid, tag in view.conn.execute("SELECT note_id, tag FROM belongs_to ORDER BY note_id, tag"):
+            want_tags[normalize_name(tag)].append(nid)
+        assert len(want_in) > 20 and len(want_tags) > 5
+        assert {k: view.links_in[k] for k in view.links_in} == dict(want_in)
+        assert dict(view.links_out) == dict(want_out)
+        assert {k: view.tag_members[k] for k in view.tag_members} == dict(want_tags)
+        assert view.links_in.get("no/such-note", ()) == () and view.tag_members.get("no-such-tag", []) == []
+        assert "no-such-tag" not in view.tag_members
+    finally:
+        view.close()
+
+
+def test_two_spellings_of_a_tag_are_one_list_in_note_order():
+    from search_core.ingest.graph import normalize_name
+    from search_core.search.view import TagMembers
+    assert normalize_name("RAG") == normalize_name("rag")
+    members = TagMembers([("RAG", "ai/c\x1fai/a"), ("rag", "ai/b\x1fai/a")])
+    assert members[normalize_name("rag")] == ["ai/a", "ai/a", "ai/b", "ai/c"]   # as rows (note id, tag) ordered
+    assert len(members) == 1
+
+
+def test_a_views_load_leaves_the_cyclic_collector_as_it_found_it(demo_index, monkeypatch):
+    """The load pauses the collector (what it builds is kept, so a pass finds nothing) and resumes it after,
+    also when the load fails; a collector the caller had paused stays paused."""
+    import gc
+
+    import pytest
+
+    from search_core.search import view as view_module
+    assert gc.isenabled()
+    IndexView.open(demo_index).close()
+    assert gc.isenabled()
+    seen = []
+    monkeypatch.setattr(view_module, "get_meta", lambda *a: (seen.append(gc.isenabled()), 1 / 0))
+    with pytest.raises(ZeroDivisionError):
+        IndexView.open(demo_index)
+    assert seen == [False] and gc.isenabled()
+    monkeypatch.undo()
+    gc.disable()
+    try:
+        IndexView.open(demo_index).close()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
