@@ -27,6 +27,11 @@ machine (a 100,000-chunk vault: 3.5 hours; 500,000: 17). Every row of the result
 embedding server's CPU seconds are reported beside the build's, so a reader can put a GPU server's
 embedding time in their place.
 
+The embedding cache beside each index (--work/index-N/embed-cache.sqlite) is never deleted: a build
+killed mid-embed resumes from it, and a build on a kept cache (the second and third of a small size,
+or any rerun) embeds only what it lacks; each build's `embedded` says how many vectors it asked the
+server for. Embedding cost from scratch wants a fresh --work folder.
+
 Per size: a full build split by stage (parse, chunk, embed, write, graph, short tokens, n-gram postings,
 term and word counts, the rest: commit and swap), with its wall and CPU seconds and peak RSS (the build's
 own process, from wait4), the index and cache sizes; a cold `search` (a new process, `autoresearch
