@@ -163,8 +163,7 @@ def main() -> None:
         rows = run_set(s, bs, args.margin)
         bm = {"_ms": _bm25s_times(s, bs.questions)}
         ngram = s.view.ngram_index()
-        memory = {"terms": len(ngram.hashes), "chunk_postings": len(ngram.chunk_place),
-                  "note_postings": len(ngram.note_no), "mb": round(ngram.nbytes / 2**20, 1)}
+        memory = {"terms_held": ngram.terms_held, "mb": round(ngram.nbytes / 2**20, 1)}   # the lists the set read
         s.close()
         results[bs.name] = {"questions": len(bs.questions), "margin": args.margin, "note": bs.note,
                             "ngram_in_memory": memory, "parts": report(rows, bm)}

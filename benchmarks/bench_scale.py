@@ -27,6 +27,11 @@ machine (a 100,000-chunk vault: 3.5 hours; 500,000: 17). Every row of the result
 embedding server's CPU seconds are reported beside the build's, so a reader can put a GPU server's
 embedding time in their place.
 
+The embedding cache beside each index (--work/index-N/embed-cache.sqlite) is never deleted: a build
+killed mid-embed resumes from it, and a build on a kept cache (the second and third of a small size,
+or any rerun) embeds only what it lacks; each build's `embedded` says how many vectors it asked the
+server for. Embedding cost from scratch wants a fresh --work folder.
+
 Per size: a full build split by stage (parse, chunk, embed, write, graph, short tokens, n-gram postings,
 term and word counts, the rest: commit and swap), with its wall and CPU seconds and peak RSS (the build's
 own process, from wait4), the index and cache sizes; a cold `search` (a new process, `autoresearch
@@ -371,16 +376,16 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
     if "build" in stages or not db.exists():
         builds = []
         for i in range(runs if target <= 10_000 else 1):
+            # The cache is never deleted: a build killed mid-embed resumes from it (`embedded` says how many
+            # vectors this run asked the server for). A cold build wants a fresh --work folder.
             cache = db.parent / "embed-cache.sqlite"
-            for p in db.parent.glob("embed-cache.sqlite*"):
-                p.unlink()                                   # a cold cache: the build embeds every chunk
             srv0 = proc_cpu_s(server_pid)
             m = run([sys.executable, "-c", BUILD, str(vault), str(db), str(cache), emb], env)
             r = json.loads(m.stdout.strip().splitlines()[-1])
             r.update(process_wall_s=m.wall_s, process_cpu_s=m.cpu_s, peak_rss_mib=m.peak_rss_mib, load=m.load,
                      server_cpu_s=round(proc_cpu_s(server_pid) - srv0, 2))
             builds.append(r)
-            print(f"[{target}] full build {i + 1}: {r['chunks']} chunks, {r['wall_s']:.1f} s wall, "
+            print(f"[{target}] full build {i + 1}: {r['chunks']} chunks, {r['embedded']} embedded, {r['wall_s']:.1f} s wall, "
                   f"{r['cpu_s']:.1f} s CPU, peak {m.peak_rss_mib} MiB, load {m.load}", flush=True)
         out["build"] = {"runs": builds, "chunks": builds[-1]["chunks"], "notes": builds[-1]["notes"],
                         "wall_s": spread([b["wall_s"] for b in builds]), "cpu_s": spread([b["cpu_s"] for b in builds]),

@@ -1,6 +1,6 @@
 """Posting lists of character n-grams with their counts, stored in the index file at index time: the
-keyword channel's BM25 (search_core.search.channels.ngram_sparse) reads them, from memory: a view loads every
-list once (NgramIndex), so a query reads no row.
+keyword channel's BM25 (search_core.search.channels.ngram_sparse) reads the lists of a query's terms, each
+once per view (NgramIndex).
 
 A Korean word carries its particles ("127끼리", "임베딩을"), so whole words rarely match; FTS5's trigrams
 miss the two-syllable stems most Korean words are ("검색", "요약"). Terms here: a word is cut where the script
@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -172,100 +173,95 @@ def posting_count(conn, term: str) -> int:
     return int(row[0]) // np.dtype(DTYPE).itemsize if row else 0
 
 
-def lengths(conn) -> dict[int, int]:
-    return dict(conn.execute("SELECT chunk_id, terms FROM ngram_lengths"))
-
-
-# how NgramIndex finds a term: Python's str hash (salted per process; an index in memory lives in one). It
-# hashes a string's code units as bytes, so strings of different widths can hash alike: "41" and "ㄴ"
-# (U+3134, bytes 34 31) do on the demo vault; the name check in term_numbers tells them apart.
-term_hash = hash
-
-
-class NgramIndex:
-    """Every posting list of the index file in memory, read once per view, as numpy arrays: a query then
-    costs a few slices and two bincounts, no SQLite read and no per-term grouping (what bm25s does).
-
-    Places are a view's vault order (chunk i of the vault order is place i; notes numbered in vault order
-    own contiguous places: note j owns places start[j]:start[j + 1]). Per term, in term-number order:
-    - its chunks: chunk_place[chunk_off[t]:chunk_off[t + 1]] ascending, with their counts (chunk_tf);
-    - its notes: note_no[note_off[t]:note_off[t + 1]] ascending, with the summed counts (note_tf);
-      the list's length is the term's document frequency over notes.
-    A term is found by its str hash (Python's, fixed for the process that loaded it) in a sorted int64
-    array, and checked against its UTF-8 bytes (term_bytes[term_at[t]:term_at[t + 1]]), so two terms of one
-    hash never mix. Sizes: nbytes (measured in BENCHMARKS.md, the fast path)."""
-
-    def __init__(self, conn, chunk_at: np.ndarray, chunk_note: dict, place_of: np.ndarray):
-        stored = lengths(conn)
-        self.chunk_len = np.array([stored.get(int(c), 0) for c in chunk_at.tolist()], np.float64)
-        nids = [chunk_note[c] for c in chunk_at.tolist()]
-        first = np.r_[True, np.array([a != b for a, b in zip(nids[1:], nids[:-1])], bool)] if nids else np.zeros(0, bool)
-        self.start = np.r_[np.flatnonzero(first), len(nids)].astype(np.int64)
-        self.note_ids = [nids[i] for i in self.start[:-1].tolist()]
-        self.note_of_place = (np.cumsum(first) - 1).astype(np.int64)
-        self.note_len = np.add.reduceat(self.chunk_len, self.start[:-1]) if len(nids) else np.zeros(0)
-        self.avg_note_len = float(self.note_len.mean()) if len(nids) else 0.0
-        terms, id_blobs, tf_blobs = [], [], []
-        for term, ids, tfs in conn.execute("SELECT term, chunks, tfs FROM ngram_postings"):
-            terms.append(term)
-            id_blobs.append(ids)
-            tf_blobs.append(tfs)
-        size = np.dtype(DTYPE).itemsize
-        counts = np.fromiter((len(b) // size for b in id_blobs), np.int64, len(id_blobs))
-        ids = np.frombuffer(b"".join(id_blobs), DTYPE)
-        tfs = np.frombuffer(b"".join(tf_blobs), DTYPE)
-        del id_blobs, tf_blobs
-        term_of = np.repeat(np.arange(len(terms), dtype=np.int64), counts)
-        ids = ids.astype(np.int64)
-        keep = (ids >= 0) & (ids < len(place_of))      # chunks this view does not hold are no one's postings
-        keep[keep] = place_of[ids[keep]] >= 0
-        n_places = max(len(chunk_at), 1)
-        key = term_of[keep] * n_places + place_of[ids[keep]]    # by term, then vault order
-        tfs = tfs[keep]
-        del ids, keep
-        if len(key) and not np.all(key[1:] > key[:-1]):   # chunk ids follow the vault order until an update
-            order = np.argsort(key, kind="stable")
-            key, tfs = key[order], tfs[order]
-            del order
-        term_of, places = np.divmod(key, n_places)
-        del key
-        self.chunk_place = places.astype(np.int32)
-        self.chunk_tf = tfs.astype(np.int32)
-        self.chunk_off = np.r_[0, np.cumsum(np.bincount(term_of, minlength=len(terms)))].astype(np.int64)
-        # (term, note) runs: places ascend within a term and a note's places are contiguous
-        notes = self.note_of_place[places] if len(places) else np.zeros(0, np.int64)
-        new = np.r_[True, (term_of[1:] != term_of[:-1]) | (notes[1:] != notes[:-1])] if len(places) else np.zeros(0, bool)
-        heads = np.flatnonzero(new)
-        self.note_no = notes[heads].astype(np.int32)
-        self.note_tf = (np.add.reduceat(tfs.astype(np.int64), heads) if len(heads) else np.zeros(0, np.int64)).astype(np.int32)
-        self.note_off = np.r_[0, np.cumsum(np.bincount(term_of[heads], minlength=len(terms)))].astype(np.int64)
-        encoded = [t.encode() for t in terms]
-        self.term_at = np.r_[0, np.cumsum([len(b) for b in encoded])].astype(np.int64)
-        self.term_bytes = b"".join(encoded)
-        hashes = np.fromiter((term_hash(t) for t in terms), np.int64, len(terms))
-        self.hash_order = np.argsort(hashes, kind="stable")
-        self.hashes = hashes[self.hash_order]
+@dataclass(frozen=True)
+class TermList:
+    """One term's postings in a view's vault order: its chunks (places ascending, with their counts) and its
+    notes (note numbers ascending, with the counts summed over the note's chunks); len(note_no) is the
+    term's document frequency over notes."""
+    chunk_place: np.ndarray     # int32
+    chunk_tf: np.ndarray        # int32
+    note_no: np.ndarray         # int32
+    note_tf: np.ndarray         # int32
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.chunk_len, self.start, self.note_of_place, self.note_len, self.chunk_place, self.chunk_tf,
-                  self.chunk_off, self.note_no, self.note_tf, self.note_off, self.term_at, self.hash_order,
-                  self.hashes)
-        return sum(a.nbytes for a in arrays) + len(self.term_bytes)
+        return self.chunk_place.nbytes + self.chunk_tf.nbytes + self.note_no.nbytes + self.note_tf.nbytes
 
-    def term_numbers(self, terms: list[str]) -> list[int]:
-        """The term numbers of `terms` the index holds, in their order (a term it does not hold is left out)."""
-        if not len(self.hashes) or not terms:
-            return []
-        want = np.fromiter((term_hash(t) for t in terms), np.int64, len(terms))
-        at = np.searchsorted(self.hashes, want).tolist()
+
+class NgramIndex:
+    """The n-gram lists of one view, read per term from the index file on the thread that asks, and kept
+    (up to CACHE_BYTES) for the view's life. Reading every list when a view loads, as this class did first,
+    cost a cold search 20 s and 2.4 GiB at 255,000 chunks (a 3 GB table), and a search reads the lists of
+    its own terms only (~20-60).
+
+    Places are a view's vault order (chunk i of the vault order is place i; notes numbered in vault order
+    own contiguous places: note j owns places start[j]:start[j + 1]). The document lengths (one row per
+    chunk) are read whole when the index is made: BM25 needs every note's length for its average."""
+
+    CACHE_BYTES = 256 << 20    # lists kept per view; at 525,000 chunks a frequent bigram's list is ~4 MB
+
+    def __init__(self, conn, chunk_at: np.ndarray, note_start: np.ndarray, note_ids: tuple, place_of: np.ndarray):
+        self._conn, self._place_of = conn, place_of
+        self._lists: dict[str, TermList | None] = {}     # None: no chunk of this view holds the term
+        self._cached = 0
+        n = len(chunk_at)
+        # one string of every (chunk, length) pair, parsed by numpy: a row per chunk through Python costs 4x
+        # (0.149 against 0.036 s of CPU at 255,000 chunks)
+        text = conn.execute("SELECT group_concat(chunk_id || ' ' || terms, ' ') FROM ngram_lengths").fetchone()[0]
+        rows = np.fromstring(text or "", dtype=np.int64, sep=" ").reshape(-1, 2)
+        by_id = np.zeros(max(int(chunk_at.max()) + 1 if n else 0, int(rows[:, 0].max()) + 1 if len(rows) else 0), np.float64)
+        by_id[rows[:, 0]] = rows[:, 1]
+        self.chunk_len = by_id[chunk_at] if n else np.zeros(0, np.float64)
+        # the layout's note of each place, then its runs: the notes that own chunks, numbered in vault order
+        layout_note = np.searchsorted(note_start, np.arange(n), side="right") - 1
+        first = np.r_[True, layout_note[1:] != layout_note[:-1]] if n else np.zeros(0, bool)
+        self.start = np.r_[np.flatnonzero(first), n].astype(np.int64)
+        self.note_ids = [note_ids[i] for i in layout_note[self.start[:-1]].tolist()]
+        self.note_of_place = (np.cumsum(first) - 1).astype(np.int64)
+        self.note_len = np.add.reduceat(self.chunk_len, self.start[:-1]) if n else np.zeros(0)
+        self.avg_note_len = float(self.note_len.mean()) if n else 0.0
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.chunk_len, self.start, self.note_of_place, self.note_len)
+        return sum(a.nbytes for a in arrays) + self._cached
+
+    @property
+    def terms_held(self) -> int:
+        """How many terms' lists (or their absence) this view has read and keeps."""
+        return len(self._lists)
+
+    def term_lists(self, terms: list[str]) -> list[TermList]:
+        """The lists of `terms` this view holds, in their order (a term no chunk of it holds is left out)."""
         out = []
-        for term, h, i in zip(terms, want.tolist(), at):
-            encoded = term.encode()
-            while i < len(self.hashes) and self.hashes[i] == h:     # one hash, more than one term (term_hash)
-                t = int(self.hash_order[i])
-                if self.term_bytes[self.term_at[t]:self.term_at[t + 1]] == encoded:
-                    out.append(t)
-                    break
-                i += 1
+        for term in terms:
+            if term not in self._lists:
+                got = self._read(term)
+                if self._cached + (got.nbytes if got else 0) > self.CACHE_BYTES:
+                    self._lists.clear()
+                    self._cached = 0
+                self._lists[term] = got
+                self._cached += got.nbytes if got else 0
+            if self._lists[term] is not None:
+                out.append(self._lists[term])
         return out
+
+    def _read(self, term: str) -> TermList | None:
+        row = self._conn.execute("SELECT chunks, tfs FROM ngram_postings WHERE term = ?", (term,)).fetchone()
+        if row is None:
+            return None
+        ids = np.frombuffer(row[0], DTYPE).astype(np.int64)
+        tfs = np.frombuffer(row[1], DTYPE)
+        keep = (ids >= 0) & (ids < len(self._place_of))   # chunks this view does not hold are no one's postings
+        keep[keep] = self._place_of[ids[keep]] >= 0
+        places, tfs = self._place_of[ids[keep]], tfs[keep]
+        if not len(places):
+            return None
+        if not np.all(places[1:] > places[:-1]):          # chunk ids follow the vault order until an update
+            order = np.argsort(places, kind="stable")
+            places, tfs = places[order], tfs[order]
+        # (note, count) runs: places ascend and a note's places are contiguous
+        notes = self.note_of_place[places]
+        heads = np.flatnonzero(np.r_[True, notes[1:] != notes[:-1]])
+        return TermList(places.astype(np.int32), tfs.astype(np.int32), notes[heads].astype(np.int32),
+                        np.add.reduceat(tfs.astype(np.int64), heads).astype(np.int32))

@@ -21,6 +21,13 @@ MAX_TRIGRAMS = 64          # a 100-character query has ~100 trigrams; BM25 over 
 # trigrams keeps the MAX_PHRASES rarest ones (highest idf, the ones bm25 ranks by); BENCHMARKS.md has the
 # caps measured (time on johngrib, hit@5 and MRR on every shipped set).
 MAX_PHRASES = 24
+# ...and at most this many postings summed over them (term_df), the rarest first, at least one phrase: the
+# cost grows with the vault while a trigram's idf falls with it. At 255,000 chunks (text repeated in copies)
+# the 24 rarest of a title summed 55,578 postings at p50 and 596,036 at most, the channel p50 563 ms (load
+# 18); no question of the demo, johngrib or AutoRAG-ko sets reaches the bound (28,230 at most), so their
+# lists are as without it.
+MAX_POSTINGS = 65_536
+TIE_ROOM = 4               # _fts_best's first query reads 4x the rows it keeps, so a tie at its cut is seen whole
 # 0.05 is about the cosine gap between a right and a wrong note under e5 (0.88 vs 0.83): a note named
 # outright in the query moves ahead of its neighbours, but a wrong name guess cannot bury a close chunk.
 ENTITY_BONUS = 0.05
@@ -83,15 +90,30 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(trigrams))[:MAX_TRIGRAMS], list(dict.fromkeys(short))
 
 
-def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRASES) -> list[str]:
+def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRASES,
+                    budget: int = MAX_POSTINGS) -> list[str]:
     """The trigrams one FTS5 query ORs together: those in no chunk dropped (they match nothing, so the
-    result is the same), then, past `cap`, the `cap` rarest (lowest df; a tie goes to the earlier one),
-    in query order."""
+    result is the same), then, past `cap` phrases or `budget` summed postings, the rarest (lowest df; a tie
+    goes to the earlier one) up to both bounds, at least one, in query order."""
     present = [t for t in trigrams if df.get(t, 0) > 0]
-    if len(present) <= cap:
+    if len(present) <= cap and sum(df[t] for t in present) <= budget:
         return present
-    keep = set(sorted(present, key=lambda t: (df[t], present.index(t)))[:cap])
+    keep, total = set(), 0
+    for t in sorted(present, key=lambda t: (df[t], present.index(t)))[:cap]:
+        if keep and total + df[t] > budget:
+            break
+        keep.add(t)
+        total += df[t]
     return [t for t in present if t in keep]
+
+
+def fts_trigrams(view, conn, trigrams: list[str]) -> list[str]:
+    """The trigrams the sparse channel sends to FTS5 for a query's `trigrams` (select_trigrams). Their
+    frequencies are looked up only when a bound may bind: more than MAX_PHRASES phrases, or a vault where
+    they could sum past MAX_POSTINGS; else the query runs as written (no lookups, the same result)."""
+    if len(trigrams) > MAX_PHRASES or len(trigrams) * len(view.chunk_at) > MAX_POSTINGS:
+        return select_trigrams(trigrams, term_df(view, conn, trigrams), MAX_PHRASES, MAX_POSTINGS)
+    return trigrams
 
 
 def term_df(view, conn, terms: list[str]) -> dict[str, int]:
@@ -114,8 +136,7 @@ def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     """BM25 over FTS5 trigrams, plus a LIKE scan for tokens too short for trigrams ("AI", "팀", "검색").
     Short-token matches score like BM25 terms: idf = ln(1 + (N - df + .5)/(df + .5)), no tf saturation."""
     trigrams, short = query_terms(query)
-    if len(trigrams) > MAX_PHRASES:       # a query within the cap runs as written: no lookups, same result
-        trigrams = select_trigrams(trigrams, term_df(view, conn, trigrams), MAX_PHRASES)
+    trigrams = fts_trigrams(view, conn, trigrams)
     places: list[np.ndarray] = []          # vault places (view.place_of) of the chunks each source matched
     weights: list[np.ndarray] = []
     if trigrams:
@@ -231,16 +252,15 @@ def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     n = len(index.note_ids)
     if n == 0:
         return []
-    found = index.term_numbers(list(dict.fromkeys(ngram_postings.terms_of(query))))
+    found = index.term_lists(list(dict.fromkeys(ngram_postings.terms_of(query))))
     if not found:
         return []
     # every found term's note list and chunk list, one after another in query order: each note's and each
     # chunk's sum then adds the same floats in the same order as a loop over the terms would
-    note_off, chunk_off = index.note_off, index.chunk_off
-    df = [int(note_off[t + 1] - note_off[t]) for t in found]
+    df = [len(t.note_no) for t in found]
     idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
-    notes = np.concatenate([index.note_no[note_off[t]:note_off[t + 1]] for t in found])
-    note_tf = np.concatenate([index.note_tf[note_off[t]:note_off[t + 1]] for t in found]).astype(np.float64)
+    notes = np.concatenate([t.note_no for t in found])
+    note_tf = np.concatenate([t.note_tf for t in found]).astype(np.float64)
     norm = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len[notes] / max(index.avg_note_len, 1e-9))
     contrib = np.repeat(idf, df) * note_tf * (BM25_K1 + 1) / (note_tf + norm)
     score = np.bincount(notes, weights=contrib, minlength=n)
@@ -249,9 +269,9 @@ def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     if not len(order):
         return []
     # the returned notes' chunks only: a chunk's own terms (saturated counts times idf) pick the note's chunk
-    lens = [int(chunk_off[t + 1] - chunk_off[t]) for t in found]
-    places = np.concatenate([index.chunk_place[chunk_off[t]:chunk_off[t + 1]] for t in found])
-    tfs = np.concatenate([index.chunk_tf[chunk_off[t]:chunk_off[t + 1]] for t in found]).astype(np.float64)
+    lens = [len(t.chunk_place) for t in found]
+    places = np.concatenate([t.chunk_place for t in found])
+    tfs = np.concatenate([t.chunk_tf for t in found]).astype(np.float64)
     wanted = np.zeros(n, bool)
     wanted[order] = True
     mine = wanted[index.note_of_place[places]]
@@ -276,17 +296,24 @@ def _placed(view, chunk_ids) -> tuple[np.ndarray, np.ndarray]:
 def _fts_best(conn, match: str, limit: int) -> list[tuple[int, float]]:
     """(rowid, bm25) of the `limit` best FTS5 rows, and every row tied with the last of them: which of
     equal scores LIMIT keeps is FTS5's row order (row ids), so the cut takes them all and the caller
-    orders them by the vault. One row more than `limit` says whether the cut splits a tie; only then is
-    a second query run, for every row scoring at least the tie."""
+    orders them by the vault. FTS5 scores every row the query matches whatever the LIMIT, so the first
+    query asks for TIE_ROOM times `limit` rows: a tie at the cut is then seen whole in the same pass, and
+    only a tie running past them costs a second query, for every row scoring at least the tie. (A vault
+    that repeats its text ties often: at 255,000 chunks the second query was half the channel's time.)"""
     score = f"bm25(chunks_fts, {', '.join(map(str, FIELD_WEIGHTS))})"
     if limit <= 0:
         return []
+    room = limit * TIE_ROOM
     rows = conn.execute(f"SELECT rowid, {score} AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?",
-                        (match, limit + 1)).fetchall()
-    if len(rows) <= limit or rows[limit][1] != rows[limit - 1][1]:
-        return rows[:limit]
+                        (match, room)).fetchall()
+    if len(rows) <= limit:
+        return rows
+    cut = rows[limit - 1][1]
+    within = limit + next((i for i, r in enumerate(rows[limit:]) if r[1] != cut), len(rows) - limit)
+    if within < len(rows) or len(rows) < room:
+        return rows[:within]
     return conn.execute(f"SELECT rowid, {score} AS s FROM chunks_fts WHERE chunks_fts MATCH ? AND {score} <= ? "
-                        "ORDER BY s", (match, rows[limit - 1][1])).fetchall()
+                        "ORDER BY s", (match, cut)).fetchall()
 
 
 def _best_first(ids: list[np.ndarray], weights: list[np.ndarray], head: int):
@@ -355,6 +382,22 @@ def merge_parts(lists: list[list[ChannelHit]], depth: int) -> list[ChannelHit]:
     return [ChannelHit(f.id, chunk[f.id], f.score) for f in fused[:depth]]
 
 
+def names_in(view, qnorm: str) -> list[str]:
+    """The entity names of 2+ characters inside the normalised query, in the view's name order. A vault's
+    names outnumber a query's substrings past a few thousand notes (92,000 names at 555,000 chunks: a loop
+    over them ~20 ms a query), so then the query's substrings up to the longest name are looked up instead."""
+    names = view.entity_names
+    if not names:
+        return []
+    position, longest = view.entity_name_index()
+    n = len(qnorm)
+    if len(names) <= n * min(longest, n):
+        return [norm for norm in names if len(norm) >= 2 and norm in qnorm]
+    found = {position[qnorm[i:j]] for i in range(n) for j in range(i + 2, min(n, i + longest) + 1)
+             if qnorm[i:j] in position}
+    return [names[i] for i in sorted(found)]
+
+
 def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
            dense_top: float | None = None) -> list[ChannelHit]:
     """Entities (titles, aliases, tags) named in the query or close to it in embedding space,
@@ -369,9 +412,8 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
     happens to sit near a title. The test is scale-free, so it holds for every embedder."""
     qnorm = normalize_name(query)
     strength: dict[str, float] = {}
-    for norm in view.entity_names:
-        if len(norm) >= 2 and norm in qnorm:
-            strength[norm] = 1.0 + min(len(norm), 20) / 20       # longer names are more specific
+    for norm in names_in(view, qnorm):
+        strength[norm] = 1.0 + min(len(norm), 20) / 20           # longer names are more specific
     if view.entity_matrix.shape[0]:
         sims = matvec(view.entity_matrix, qvec)
         floor = max(min_cosine, dense_top if dense_top is not None else -1.0)

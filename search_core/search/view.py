@@ -7,7 +7,10 @@ Dense search is a numpy matrix product, not a vec0 scan: over 525k x 384 vectors
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from collections.abc import Mapping
@@ -29,9 +32,15 @@ SINGLE_THREAD_ROWS = 150_000
 _blas = None
 
 
+# OpenBLAS runs a gemv on one thread below 2304 x GEMM_MULTITHREAD_THRESHOLD (4) elements whatever the limit,
+# and asking threadpoolctl for the limit costs ~0.1 ms: the entity channel's per-note products (a note's <= 8
+# rows) paid it hundreds of times a query on a tag of many notes
+BLAS_ONE_THREAD_ELEMENTS = 2304 * 4
+
+
 def matvec(matrix: np.ndarray, v: np.ndarray) -> np.ndarray:
     global _blas
-    if matrix.shape[0] >= SINGLE_THREAD_ROWS:
+    if matrix.shape[0] >= SINGLE_THREAD_ROWS or matrix.size < BLAS_ONE_THREAD_ELEMENTS:
         return matrix @ v
     if _blas is None:
         from threadpoolctl import ThreadpoolController
@@ -216,6 +225,79 @@ class NoteChunks(Mapping):
         return len(self._note_ids)
 
 
+# The layout a view maps and the arrays made from it, shared by every view of the same commit of the same file
+# in a process: `serve` holds two views (its short and long lanes, each on its own thread and connection),
+# and each mapped the layout file again (at 255,000 chunks RSS 992 MiB, 566 of it the 283 MiB file twice).
+# Only a mapped layout is shared: its file is stamped with the commit's generation token (layout.py), while
+# the notes, links and tags a view reads may change by a commit that leaves the token as it was.
+SHARED_FIELDS = ("layout", "layout_source", "note_ids", "note_start", "chunk_at", "place_of", "chunk_note",
+                 "note_chunks", "vec_ids", "matrix", "row_of_chunk")
+_SHARED: "weakref.WeakValueDictionary[tuple, _ViewData]" = weakref.WeakValueDictionary()
+
+
+class _ViewData:
+    """The SHARED_FIELDS of one commit's views (an attribute each)."""
+
+
+def _share_key(conn, db) -> tuple | None:
+    """(file, generation, generation token) of the commit the view's snapshot sees: a token is new with every
+    commit (store.bump_generation), so two views with one key read the same rows. None: not shared (a view
+    on a connection it was given, which may be inside a write not yet committed; an index that records no
+    token)."""
+    token = get_meta(conn, "generation_token")
+    if token is None or db is None:
+        return None
+    return os.path.realpath(db), get_meta(conn, "generation", 0), token
+
+
+_SEP = "\x1f"          # joins a group's ids: a note id is a path, never a control character
+
+
+class LinksIn(Mapping):
+    """note -> the set of notes linking to it, from one row per note (its sources joined by _SEP)."""
+
+    def __init__(self, rows):
+        self._joined: dict[str, str] = dict(rows)
+        self._sets: dict[str, set[str]] = {}
+
+    def __getitem__(self, nid) -> set[str]:
+        got = self._sets.get(nid)
+        if got is None:
+            got = self._sets[nid] = set(self._joined[nid].split(_SEP))
+        return got
+
+    def __iter__(self):
+        return iter(self._joined)
+
+    def __len__(self) -> int:
+        return len(self._joined)
+
+
+class TagMembers(Mapping):
+    """normalised tag -> the notes carrying it, in (note id, tag) order, from one row per tag as written (two
+    spellings of one tag are merged when first asked for)."""
+
+    def __init__(self, rows):
+        raw: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for tag, joined in rows:
+            raw[normalize_name(tag)].append((tag, joined))
+        self._raw = dict(raw)                    # a tag no note carries: KeyError, not a new entry
+        self._lists: dict[str, list[str]] = {}
+
+    def __getitem__(self, norm) -> list[str]:
+        got = self._lists.get(norm)
+        if got is None:
+            pairs = sorted((nid, tag) for tag, joined in self._raw[norm] for nid in joined.split(_SEP))
+            got = self._lists[norm] = [nid for nid, _ in pairs]
+        return got
+
+    def __iter__(self):
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 class IndexView:
     def __init__(self, conn):
         self.conn = conn
@@ -243,11 +325,23 @@ class IndexView:
     def close(self) -> None:
         """Release the snapshot and the connection (a view on a connection it was given leaves it open)."""
         if self._owns_conn:
-            self.conn.close()
+            self.conn.close()            # ends the read transaction: SQLite may checkpoint past it
         if getattr(self, "dense_backend", None) is not None:
-            self.dense_backend.close()            # ends the read transaction: SQLite may checkpoint past it
+            self.dense_backend.close()
 
     def _load(self, conn, db=None):
+        # The load makes ~5 container objects per note (rows, sets, lists, dicts) and keeps them all: the
+        # cyclic collector's passes over them found nothing and cost 0.08-0.14 s of 0.52-0.62 s of CPU at
+        # 255,000 chunks. Paused for the load (another thread's load may overlap: whoever paused it resumes it).
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._read(conn, db)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _read(self, conn, db=None):
         self.caches = ViewCaches()
         self.fingerprint = get_meta(conn, "fingerprint")
         self.generation = get_meta(conn, "generation", 0)
@@ -255,28 +349,42 @@ class IndexView:
         self.vault = get_meta(conn, "vault")       # the vault's absolute path when built from a folder
         # vectors and the vault's order: mapped from the file beside the index when it is of this commit,
         # else read from SQLite (search_core.index.layout); `layout_source` says which, and why
-        layout, self.layout_source = read_layout(conn, db)
+        key = _share_key(conn, db)
+        shared = _SHARED.get(key) if key is not None else None
+        if shared is not None:
+            for name in SHARED_FIELDS:
+                setattr(self, name, getattr(shared, name))
+        else:
+            self.layout, self.layout_source = read_layout(conn, db)
+            layout = self.layout
+            self.note_ids, self.note_start = layout.note_ids, layout.note_start
+            # Vault order: a chunk's place in (note id, ord) order. Row ids follow the edit history (an update
+            # appends), so every tie in the read path is broken by this place instead: an updated index and a
+            # fresh build of the same vault then answer alike. chunk_at[place] -> chunk id; place_of[chunk id]
+            # -> place (-1: no such chunk).
+            self.chunk_at = layout.chunk_at
+            self.place_of = np.full(int(self.chunk_at.max()) + 1 if len(self.chunk_at) else 0, -1, np.int64)
+            self.place_of[self.chunk_at] = np.arange(len(self.chunk_at))
+            self.chunk_note = ChunkNotes(self.place_of, self.chunk_at, self.note_start, self.note_ids)
+            self.note_chunks = NoteChunks(self.chunk_at, self.note_start, self.note_ids)
+            # matrix rows in vault order too: a stable sort over them breaks ties in vault order, and a row's
+            # product with the query is computed at the same position in both indexes
+            self.vec_ids, self.matrix = layout.vec_ids, layout.matrix
+            top = max(int(self.vec_ids.max()) + 1 if len(self.vec_ids) else 0, len(self.place_of))
+            self.row_of_chunk = np.full(top, -1, np.int64)          # chunk id -> matrix row (-1: no vector)
+            self.row_of_chunk[self.vec_ids] = np.arange(len(self.vec_ids))
+            if key is not None and self.layout_source.mapped:
+                shared = _ViewData()
+                for name in SHARED_FIELDS:
+                    setattr(shared, name, getattr(self, name))
+                _SHARED[key] = shared
+        self._shared = shared                    # keeps the shared arrays while this view lives
         # the dense channel's scan: numpy over `matrix` (None), or PostgreSQL + pgvector when the index has a
         # settings file beside it (search_core.index.pgvector), checked to hold this commit's vectors
         self.dense_backend = pgvector.backend_for(db if db is not None else db_path(conn), self.generation,
                                                   get_meta(conn, "generation_token"))
-        self.note_ids, self.note_start = layout.note_ids, layout.note_start
-        # Vault order: a chunk's place in (note id, ord) order. Row ids follow the edit history (an update
-        # appends), so every tie in the read path is broken by this place instead: an updated index and a
-        # fresh build of the same vault then answer alike. chunk_at[place] -> chunk id; place_of[chunk id]
-        # -> place (-1: no such chunk).
-        self.chunk_at = layout.chunk_at
-        self.place_of = np.full(int(self.chunk_at.max()) + 1 if len(self.chunk_at) else 0, -1, np.int64)
-        self.place_of[self.chunk_at] = np.arange(len(self.chunk_at))
+        layout = self.layout
         self.notes = NoteRows(conn)
-        self.chunk_note = ChunkNotes(self.place_of, self.chunk_at, self.note_start, self.note_ids)
-        self.note_chunks = NoteChunks(self.chunk_at, self.note_start, self.note_ids)
-        # matrix rows in vault order too: a stable sort over them breaks ties in vault order, and a row's
-        # product with the query is computed at the same position in both indexes
-        self.vec_ids, self.matrix = layout.vec_ids, layout.matrix
-        top = max(int(self.vec_ids.max()) + 1 if len(self.vec_ids) else 0, len(self.place_of))
-        self.row_of_chunk = np.full(top, -1, np.int64)          # chunk id -> matrix row (-1: no vector)
-        self.row_of_chunk[self.vec_ids] = np.arange(len(self.vec_ids))
         # entities grouped by normalised name: one row per name, with the notes it names (title/alias)
         # and whether it is a tag. One name can stand for many notes (30 passages of one PDF).
         ent_ids, ent_mat = layout.entity_ids, layout.entity_matrix
@@ -305,15 +413,31 @@ class IndexView:
         # this thread runs the keyword queries on the same connection, and two threads on one SQLite
         # connection deadlocked (one holding the connection's mutex, the other the GIL).
         self.notes.load_all()
-        self.links_in: dict[str, set[str]] = defaultdict(set)
-        self.links_out: dict[str, set[str]] = defaultdict(set)
-        for src, dst in conn.execute("SELECT src, dst FROM links WHERE dst IS NOT NULL AND dst != src"):
-            self.links_out[src].add(dst)
-            self.links_in[dst].add(src)
-        self.tag_members: dict[str, list[str]] = defaultdict(list)
-        for nid, tag in conn.execute("SELECT note_id, tag FROM belongs_to ORDER BY note_id, tag"):
-            self.tag_members[normalize_name(tag)].append(nid)
+        # grouped by SQLite, one row per target and per tag, each list split when first asked for: at 255,000
+        # chunks 0.085 s of CPU for links_in against 0.177 for both maps row by row, 0.04 for the tags against 0.125
+        self.links_in = LinksIn(conn.execute(
+            f"SELECT dst, group_concat(src, '{_SEP}') FROM links WHERE dst IS NOT NULL AND dst != src GROUP BY dst"))
+        self.tag_members = TagMembers(conn.execute(
+            f"SELECT tag, group_concat(note_id, '{_SEP}') FROM belongs_to GROUP BY tag"))
         self.community = dict(conn.execute("SELECT note_id, community FROM communities"))
+
+    @property
+    def links_out(self) -> dict[str, set[str]]:
+        """note -> the notes it links to: links_in turned around, on first use (a tuner's evaluation asks)."""
+        if not hasattr(self, "_links_out"):
+            out: dict[str, set[str]] = defaultdict(set)
+            for dst in self.links_in:
+                for src in self.links_in[dst]:
+                    out[src].add(dst)
+            self._links_out = out
+        return self._links_out
+
+    def entity_name_index(self) -> tuple[dict[str, int], int]:
+        """(entity name -> its position in entity_names, the longest name's length), made on first use."""
+        if not hasattr(self, "_entity_name_index"):
+            self._entity_name_index = ({n: i for i, n in enumerate(self.entity_names)},
+                                       max(map(len, self.entity_names), default=0))
+        return self._entity_name_index
 
     def short_index(self):
         """LIKE-exact lookups for 1-2 character tokens without scanning the table: the posting lists
@@ -327,11 +451,12 @@ class IndexView:
         return self._short
 
     def ngram_index(self) -> "ngram_postings.NgramIndex | None":
-        """The n-gram posting lists and document lengths in memory, in vault order (ngram_postings.NgramIndex);
-        None for an index written before the lists existed. Loaded on first use: a searcher that runs FTS5
-        never pays for it."""
+        """The n-gram posting lists, read per term on first use, and the document lengths, in vault order
+        (ngram_postings.NgramIndex); None for an index written before the lists existed. Made on first use
+        (a searcher that runs FTS5 never pays for it), on the thread that asks: the keyword channel's."""
         if not hasattr(self, "_ngram"):
-            self._ngram = (ngram_postings.NgramIndex(self.conn, self.chunk_at, self.chunk_note, self.place_of)
+            self._ngram = (ngram_postings.NgramIndex(self.conn, self.chunk_at, self.note_start, self.note_ids,
+                                                     self.place_of)
                            if ngram_postings.is_built(self.conn) else None)
         return self._ngram
 

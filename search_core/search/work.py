@@ -60,8 +60,7 @@ def _fts_work(conn, view, text: str) -> tuple[int, int]:
     """(postings, short-token postings) of the sparse channel's query for `text` (channels.sparse)."""
     trigrams, short = ch.query_terms(text)
     df = ch.term_df(view, conn, trigrams)
-    if len(trigrams) > ch.MAX_PHRASES:
-        trigrams = ch.select_trigrams(trigrams, df, ch.MAX_PHRASES)
+    trigrams = ch.fts_trigrams(view, conn, trigrams)
     postings = sum(df.get(t, 0) for t in trigrams)
     index = view.short_index()
     if index is None:            # the LIKE scan reads every chunk once per token

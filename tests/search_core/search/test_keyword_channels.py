@@ -37,6 +37,33 @@ def test_select_trigrams_keeps_the_rarest_in_query_order_and_drops_absent_ones()
     assert ch.select_trigrams(tri, {}, cap=4) == []
 
 
+def test_select_trigrams_keeps_the_rarest_within_the_postings_budget_and_at_least_one():
+    tri = ["aaa", "bbb", "ccc", "ddd", "eee"]
+    df = {"aaa": 100, "bbb": 0, "ccc": 5, "ddd": 5, "eee": 1}
+    assert ch.select_trigrams(tri, df, cap=10, budget=111) == ["aaa", "ccc", "ddd", "eee"]   # within both
+    assert ch.select_trigrams(tri, df, cap=10, budget=110) == ["ccc", "ddd", "eee"]
+    assert ch.select_trigrams(tri, df, cap=10, budget=6) == ["ccc", "eee"]        # eee, then ccc before ddd
+    assert ch.select_trigrams(tri, df, cap=10, budget=0) == ["eee"]               # the rarest, whatever it costs
+    assert ch.select_trigrams(tri, df, cap=1, budget=1000) == ["eee"]
+
+
+def test_a_query_past_the_postings_budget_sends_only_its_rarest_trigrams(cap_index, monkeypatch):
+    """'qqxyz common': qqx qxy xyz (df 1) and com omm mmo mon (df 3), 15 postings in all. Within 3 postings
+    only the rare three are sent, so the "common" notes no longer match; within 15, all seven are."""
+    s = Searcher(cap_index)
+    sent = []
+    real = ch.fts_match_expr
+    monkeypatch.setattr(ch, "fts_match_expr", lambda tri: (sent.append(list(tri)), real(tri))[1])
+    monkeypatch.setattr(ch, "MAX_POSTINGS", 3)
+    capped = [h.note_id for h in ch.sparse(s.conn, s.view, "qqxyz common", 50)]
+    monkeypatch.setattr(ch, "MAX_POSTINGS", 15)
+    full = [h.note_id for h in ch.sparse(s.conn, s.view, "qqxyz common", 50)]
+    s.close()
+    assert sent == [["qqx", "qxy", "xyz"], ["qqx", "qxy", "xyz", "com", "omm", "mmo", "mon"]]
+    assert capped == ["rare"]
+    assert full[0] == "rare" and sorted(full[1:]) == ["c1", "c2", "c3"]
+
+
 def test_term_df_counts_chunks_from_the_fts_vocabulary(cap_index):
     s = Searcher(cap_index)
     df = ch.term_df(s.view, s.conn, ["qqx", "com", "zzz"])
@@ -75,8 +102,7 @@ def _sparse_as_a_dict_loop(conn, view, query, depth):
     """The channel as it was written before the arrays: the reference the arrays must match exactly. Ties
     go to the chunk first in vault order (note id, ord), and FTS5's cut keeps every row tied with its last."""
     trigrams, short = ch.query_terms(query)
-    if len(trigrams) > ch.MAX_PHRASES:
-        trigrams = ch.select_trigrams(trigrams, ch.term_df(view, conn, trigrams), ch.MAX_PHRASES)
+    trigrams = ch.fts_trigrams(view, conn, trigrams)
     scores = {}
     if trigrams:
         sql = (f"SELECT rowid, bm25(chunks_fts, {', '.join(map(str, ch.FIELD_WEIGHTS))}) AS s FROM chunks_fts "
@@ -201,3 +227,22 @@ def test_the_ngram_list_is_fused_beside_the_sparse_channel_with_its_own_weight(d
         assert moved                                            # the weight moves some answer
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("tied", [1, 5, 40])       # none, a tie within the first query's rows, one past them
+def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(tied):
+    import sqlite3
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(title, aliases, tags, summary, body, tokenize='trigram')")
+    rows = [("", "", "", "", "quokka quokka")] * 2 + [("", "", "", "", "quokka 풀밭")] * tied + \
+           [("", "", "", "", f"quokka 먼 문장 {'가나' * i}") for i in range(1, 20)]
+    conn.executemany("INSERT INTO chunks_fts VALUES (?, ?, ?, ?, ?)", rows)
+    queries = []
+    conn.set_trace_callback(lambda sql: queries.append(sql) if "MATCH" in sql else None)
+    got = ch._fts_best(conn, ch.fts_match_expr(["quo", "okk"]), 3)
+    conn.set_trace_callback(None)
+    every = conn.execute("SELECT rowid, bm25(chunks_fts, 3.0, 3.0, 2.0, 2.0, 1.0) AS s FROM chunks_fts "
+                         "WHERE chunks_fts MATCH ? ORDER BY s", (ch.fts_match_expr(["quo", "okk"]),)).fetchall()
+    want = [r for r in every if r[1] <= every[2][1]]
+    assert sorted(got) == sorted(want) and len(got) == 2 + tied
+    assert len(queries) == (2 if 2 + tied >= 3 * ch.TIE_ROOM else 1)
