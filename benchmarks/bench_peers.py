@@ -280,24 +280,37 @@ def peer_python(peer: PeerVenv, cache: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def chunk_table(s) -> tuple[list[list[str]], np.ndarray]:
-    """([note id, text] per chunk with a vector, in the view's matrix order; those vectors)."""
-    text_of = {cid: (nid, text) for cid, nid, text in s.conn.execute("SELECT id, note_id, text FROM chunks")}
-    rows = [list(text_of[int(cid)]) for cid in s.view.vec_ids]
-    return rows, np.ascontiguousarray(s.view.matrix, dtype=np.float32)
+def chunk_table(s) -> tuple[list[list], np.ndarray]:
+    """([note id, text, 1 if the chunk has a vector else 0] for every chunk, in vault order; the vectors, a
+    row per chunk, zeros where it has none). An index keeps dense_per_note vectors a note (ChunkConfig), every
+    chunk in its keyword indexes: a peer gets the same, every chunk for its BM25, our vectors for its dense side."""
+    rows, order = [], []
+    for cid, nid, text in s.conn.execute("SELECT id, note_id, text FROM chunks ORDER BY note_id, ord"):
+        row = int(s.view.row_of_chunk[cid]) if cid < len(s.view.row_of_chunk) else -1
+        rows.append([nid, text, int(row >= 0)])
+        order.append(row)
+    order = np.array(order, np.int64)
+    vectors = np.zeros((len(rows), s.view.matrix.shape[1]), np.float32)
+    vectors[order >= 0] = s.view.matrix[order[order >= 0]]
+    return rows, vectors
 
 
-def held_cosine(name: str, held: np.ndarray, ours: np.ndarray) -> float:
-    """The lowest cosine between the vector a peer's index holds for a chunk and ours for it; a peer that
-    holds another count of vectors, or any other vector, is an error (its figures would not be on our vectors)."""
+def held_cosine(name: str, held: np.ndarray, ours: np.ndarray, has: np.ndarray) -> tuple[float, int]:
+    """(the lowest cosine between the vector a peer's index holds for a chunk and ours for it, the chunks
+    with a vector the peer did not keep: NaN rows of `held`). A peer that holds another count of rows, or
+    any other vector, is an error (its figures would not be on our vectors)."""
     if held.shape != ours.shape:
         raise SystemExit(f"{name} holds {held.shape[0]} vectors of {held.shape[1:]} where we handed it "
                          f"{ours.shape[0]} of {ours.shape[1:]}: its index is not over our chunks")
-    cosine = float((np.sum(held * ours, axis=1) /
-                    np.maximum(np.linalg.norm(held, axis=1) * np.linalg.norm(ours, axis=1), 1e-12)).min())
+    kept = has & ~np.isnan(held).any(axis=1)
+    if not kept.any():
+        raise SystemExit(f"{name} kept none of the {int(has.sum())} vectors we handed it")
+    a, b = held[kept], ours[kept]
+    cosine = float((np.sum(a * b, axis=1) /
+                    np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)).min())
     if cosine < COSINE_FLOOR:
         raise SystemExit(f"{name} holds other vectors than ours: lowest cosine {cosine:.6f} (< {COSINE_FLOOR})")
-    return cosine
+    return cosine, int(has.sum() - kept.sum())
 
 
 def run_peer(peer: PeerVenv, s, qs, cache: Path) -> dict:
@@ -324,9 +337,11 @@ def run_peer(peer: PeerVenv, s, qs, cache: Path) -> dict:
         held = np.load(folder / "held.npy")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    cosine = held_cosine(peer.name, held, vectors)
+    has = np.array([c[2] for c in chunks], bool)
+    cosine, dropped = held_cosine(peer.name, held, vectors, has)
     return {**_score(out["ranked"], qs), "ms": summary(out["ms"]), "_ranked": out["ranked"],
-            "build_s": round(out["build_s"], 2), "cosine_min": round(cosine, 6), "chunks": len(chunks)}
+            "build_s": round(out["build_s"], 2), "cosine_min": round(cosine, 6), "chunks": len(chunks),
+            "vectors": int(has.sum()), "vectors_not_kept": dropped}
 
 
 # -- main ------------------------------------------------------------------------------------------------

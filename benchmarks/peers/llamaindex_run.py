@@ -3,12 +3,13 @@ python of a venv of its own (llama-index-core, llama-index-retrievers-bm25), nev
 
     VENV/bin/python llamaindex_run.py FOLDER
 
-FOLDER holds chunks.json ([[note id, text], ...]), vectors.npy (one row per chunk), queries.json ([text, ...]),
+FOLDER holds chunks.json ([[note id, text, 1 if it has a vector], ...]), vectors.npy (one row per chunk, zeros
+where it has none), queries.json ([text, ...]),
 qvectors.npy (one row per query) and params.json ({"depth": chunks each retriever returns}). Written back:
 result.json ({"ranked": per query the note ids in order, "ms": per query, "build_s"}) and held.npy (each chunk's
-vector as the vector store holds it, for the caller's cosine check).
+vector as the vector store holds it, for the caller's cosine check: NaN where the store kept none).
 
-The system: TextNodes carrying the given vectors in a VectorStoreIndex (SimpleVectorStore, exact cosine),
+The system: TextNodes, those with a vector carrying it, in a VectorStoreIndex (SimpleVectorStore, exact cosine),
 BM25Retriever.from_defaults over the same nodes (its defaults: bm25s, English stemmer and stop words, words of
 two or more characters), fused by QueryFusionRetriever in reciprocal_rerank mode (RRF, k 60) with one query
 (num_queries 1: no LLM writes extra queries). Nothing is embedded here: a query's vector is the one handed in.
@@ -54,16 +55,19 @@ def main(folder: Path) -> None:
     t0 = time.perf_counter()
     # the chunk's place in metadata keeps two chunks of equal text apart (RRF matches nodes by hash), and is
     # kept out of the text BM25 reads
-    nodes = [TextNode(id_=f"c{i}", text=text, embedding=vectors[i].tolist(), metadata={"chunk": i, "note": nid},
+    nodes = [TextNode(id_=f"c{i}", text=text, embedding=vectors[i].tolist() if has else None,
+                      metadata={"chunk": i, "note": nid},
                       excluded_embed_metadata_keys=["chunk", "note"], excluded_llm_metadata_keys=["chunk", "note"])
-             for i, (nid, text) in enumerate(chunks)]
-    index = VectorStoreIndex(nodes, embed_model=embed)
+             for i, (nid, text, has) in enumerate(chunks)]
+    # the dense side holds the chunks we embedded (an index embeds dense_per_note a note), BM25 reads them all
+    index = VectorStoreIndex([n for n in nodes if n.embedding is not None], embed_model=embed)
     vector = index.as_retriever(similarity_top_k=depth)
     bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=min(depth, len(nodes)))
     fusion = QueryFusionRetriever([vector, bm25], mode="reciprocal_rerank", similarity_top_k=depth,
                                   num_queries=1, use_async=False, llm=MockLLM())
     build = time.perf_counter() - t0
-    held = np.array([index.vector_store.get(f"c{i}") for i in range(len(nodes))], dtype=np.float32)
+    stored = index.vector_store.data.embedding_dict      # a node of empty text is not stored: NaN
+    held = np.array([stored.get(f"c{i}", [np.nan] * vectors.shape[1]) for i in range(len(nodes))], dtype=np.float32)
     np.save(folder / "held.npy", held)
     ranked, ms = [], []
     for q, qv in zip(queries, qvectors):

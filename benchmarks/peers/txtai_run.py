@@ -4,7 +4,7 @@ of a venv of its own (txtai, torch for CPU), never imported into ours.
     VENV/bin/python txtai_run.py FOLDER
 
 FOLDER as for llamaindex_run.py (chunks.json, vectors.npy, queries.json, qvectors.npy, params.json); written
-back: result.json and held.npy (each chunk's vector as the ANN index holds it).
+back: result.json and held.npy (each chunk's vector as the ANN index holds it, NaN for a chunk without one).
 
 The system: Embeddings(hybrid=True), so txtai's own BM25 keyword index (its tokenizer, terms index,
 normalized scores) beside a dense index, fused by txtai's hybrid scoring (its default weights). The dense
@@ -40,19 +40,30 @@ def main(folder: Path) -> None:
     queries = json.loads((folder / "queries.json").read_text(encoding="utf-8"))
     depth = json.loads((folder / "params.json").read_text())["depth"]
     vectors, qvectors = np.load(folder / "vectors.npy"), np.load(folder / "qvectors.npy")
-    # two chunks of equal text carry equal vectors (the same passage embedded), so a text names its vector
+    # two chunks of equal text carry equal vectors (the same passage embedded), so a text names its vector; a
+    # chunk we did not embed (an index embeds dense_per_note a note) gets a stand-in unit vector here and its
+    # row is zeroed after indexing: txtai's numpy backend scores a zero row 0 and drops it as deleted, so the
+    # chunk is found by BM25 alone, as in ours
+    stand_in = np.zeros(vectors.shape[1], np.float32)
+    stand_in[0] = 1.0
     vectors_of = {}
-    for (_, text), v in zip(chunks, vectors):
-        vectors_of.setdefault(text, v)
+    for (_, text, has), v in zip(chunks, vectors):
+        if has:
+            vectors_of[text] = v
+    for _, text, has in chunks:
+        vectors_of.setdefault(text, stand_in)
     handed = HandedInVectors(vectors_of, dict(zip(queries, qvectors)))
     t0 = time.perf_counter()
     def transform(texts):          # a plain function: txtai calls any other callable once to make one
         return handed(texts)
 
     emb = Embeddings(method="external", transform=transform, backend="numpy", hybrid=True, content=False)
-    emb.index([(i, text, None) for i, (_, text) in enumerate(chunks)])
+    emb.index([(i, text, None) for i, (_, text, _) in enumerate(chunks)])
+    none = [i for i, c in enumerate(chunks) if not c[2]]
+    emb.ann.backend[none] = 0.0
     build = time.perf_counter() - t0
-    held = np.asarray(emb.ann.backend, dtype=np.float32)
+    held = np.asarray(emb.ann.backend, dtype=np.float32).copy()
+    held[none] = np.nan
     np.save(folder / "held.npy", held)
     handed.phase = "search"
     ranked, ms = [], []

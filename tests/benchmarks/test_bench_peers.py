@@ -25,10 +25,19 @@ def test_a_peer_holding_our_vectors_passes_and_one_holding_others_is_refused():
     rng = np.random.default_rng(0)
     ours = rng.normal(size=(20, 8)).astype(np.float32)
     ours /= np.linalg.norm(ours, axis=1, keepdims=True)
-    assert held_cosine("peer", ours * 2.0, ours) == pytest.approx(1.0, abs=1e-6)   # a scale is the same vector
-    other = ours.copy()
+    has = np.ones(20, bool)
+    has[3] = False                                    # a chunk the index did not embed: whatever the peer holds
+    ours[3] = 0.0
+    held = ours * 2.0                                 # a scale is the same vector
+    held[3] = rng.normal(size=8)
+    held[5] = np.nan                                  # a chunk the peer kept no vector for: counted, not compared
+    cosine, not_kept = held_cosine("peer", held, ours, has)
+    assert cosine == pytest.approx(1.0, abs=1e-6) and not_kept == 1
+    other = held.copy()
     other[7] = np.roll(other[7], 1)                   # one chunk's vector not ours
     with pytest.raises(SystemExit, match="other vectors than ours"):
-        held_cosine("peer", other, ours)
+        held_cosine("peer", other, ours, has)
     with pytest.raises(SystemExit, match="holds 19 vectors"):
-        held_cosine("peer", ours[:19], ours)
+        held_cosine("peer", held[:19], ours, has)
+    with pytest.raises(SystemExit, match="kept none"):
+        held_cosine("peer", np.full_like(ours, np.nan), ours, has)
