@@ -23,16 +23,24 @@ from txtai import Embeddings
 
 
 class HandedInVectors:
-    """txtai's `transform` for the external method: texts in, our vectors out. While indexing a text is a
-    chunk's; while searching, a query's (two equal texts may be a chunk and a query: the phase decides)."""
+    """txtai's `transform` for the external method: texts in, our vectors out. While indexing, txtai hands the
+    chunks over in the order they were given (in batches), so the vectors are read in that order (two chunks
+    of equal text may carry different vectors: the heading path is embedded with the text), each batch
+    checked against the chunks' texts; while searching, a query's vector is looked up by its text."""
 
-    def __init__(self, chunk_vectors: dict, query_vectors: dict):
-        self.tables = {"index": chunk_vectors, "search": query_vectors}
+    def __init__(self, texts: list, vectors: np.ndarray, query_vectors: dict):
+        self.texts, self.vectors, self.query_vectors = texts, vectors, query_vectors
+        self.at = 0
         self.phase = "index"
 
     def __call__(self, texts):
-        table = self.tables[self.phase]
-        return np.array([table[t] for t in texts], dtype=np.float32)
+        if self.phase == "search":
+            return np.array([self.query_vectors[t] for t in texts], dtype=np.float32)
+        n = len(texts)
+        if list(texts) != self.texts[self.at:self.at + n]:
+            raise RuntimeError(f"txtai asked for chunks {self.at}..{self.at + n} out of order")
+        self.at += n
+        return self.vectors[self.at - n:self.at]
 
 
 def main(folder: Path) -> None:
@@ -40,19 +48,12 @@ def main(folder: Path) -> None:
     queries = json.loads((folder / "queries.json").read_text(encoding="utf-8"))
     depth = json.loads((folder / "params.json").read_text())["depth"]
     vectors, qvectors = np.load(folder / "vectors.npy"), np.load(folder / "qvectors.npy")
-    # two chunks of equal text carry equal vectors (the same passage embedded), so a text names its vector; a
-    # chunk we did not embed (an index embeds dense_per_note a note) gets a stand-in unit vector here and its
+    # a chunk we did not embed (an index embeds dense_per_note a note) gets a stand-in unit vector here and its
     # row is zeroed after indexing: txtai's numpy backend scores a zero row 0 and drops it as deleted, so the
     # chunk is found by BM25 alone, as in ours
-    stand_in = np.zeros(vectors.shape[1], np.float32)
-    stand_in[0] = 1.0
-    vectors_of = {}
-    for (_, text, has), v in zip(chunks, vectors):
-        if has:
-            vectors_of[text] = v
-    for _, text, has in chunks:
-        vectors_of.setdefault(text, stand_in)
-    handed = HandedInVectors(vectors_of, dict(zip(queries, qvectors)))
+    handed_vectors = vectors.copy()
+    handed_vectors[[i for i, c in enumerate(chunks) if not c[2]], 0] = 1.0
+    handed = HandedInVectors([c[1] for c in chunks], handed_vectors, dict(zip(queries, qvectors)))
     t0 = time.perf_counter()
     def transform(texts):          # a plain function: txtai calls any other callable once to make one
         return handed(texts)
