@@ -1,7 +1,7 @@
 """Our search side by side with peer retrievers on the same questions and the same e5-small vectors.
 
-    python benchmarks/bench_peers.py [--sets demo,autorag,korquad,johngrib] [--cache /work/cache/keyword]
-        [--korquad-questions 300] [--johngrib-sample 100] [--configs default,ngram]
+    python benchmarks/bench_peers.py [--sets demo,autorag,korquad,johngrib,baekjungho,hoonti06] [--cache /work/cache/peers]
+        [--korquad-questions 300] [--johngrib-sample 100] [--configs default,ngram] [--peers llamaindex,txtai]
 
 Systems, each scored on note-level hit@5 and MRR@10 (tuner.evaluation.metrics) with warm per-query latency
 (p50/p95, ms; every query's vector embedded anew, the query cache emptied before each search):
@@ -12,13 +12,21 @@ Systems, each scored on note-level hit@5 and MRR@10 (tuner.evaluation.metrics) w
 - bm25s-char: BM25 (bm25s, Lucene idf, k1 1.5, b 0.75) over one document per note (title + every chunk),
   tokens = character 2- and 3-grams inside each word with Hangul, other words whole and lower-cased.
   Needs `pip install bm25s` (skipped with a message without it).
-LlamaIndex and txtai are not run here: this venv does not carry them (skipped with a message).
+- llamaindex: LlamaIndex's BM25Retriever (its defaults) beside a VectorStoreIndex, fused by QueryFusionRetriever
+  (reciprocal_rerank, one query); txtai: txtai's Embeddings(hybrid=True), its BM25 beside an exact dense index.
+  Each runs in a venv of its own that this script makes under --cache (venv-llamaindex, venv-txtai; the
+  versions pinned in PEERS below, torch for CPU first where it is pulled in), never imported into ours: the
+  script writes our chunks, their vectors and the query vectors to a folder, the peer's python
+  (benchmarks/peers/*_run.py) writes back its rankings and the vectors its index holds, checked here at cosine
+  1.0000 with ours. Their latency is the retrieval alone (the query vector handed in), ours includes embedding
+  the query. `--peers none` leaves them out.
 
 Sets: the demo (demo-tune + demo-holdout on experiments/demo-vault), AutoRAG-ko (BEIR, 114 questions),
 a seeded KorQuAD dev sample (its first articles, questions sampled; KorQuAD is CC BY-ND, so only aggregates
 are written), and the johngrib wiki's spent sets (tune, holdout, blind, week, final, last) over a subset
 vault: every gold note of those sets (436) plus a seeded sample of --johngrib-sample others
-(a full index takes ~13 minutes of both cores). Indexes, the subset vault and the KorQuAD sample live under
+(a full index takes ~13 minutes of both cores), and the two further real vaults beside the repository
+(--vaults: baekjungho-wiki with its tune and holdout sets, hoonti06-wiki with its final set). Indexes, the subset vault and the KorQuAD sample live under
 --cache, outside the repository, and are reused. Results: runs/bench/peers.json, and a Markdown table.
 """
 
@@ -30,10 +38,14 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import tempfile
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import DATA, ROOT, summary, write_result  # noqa: E402
@@ -138,6 +150,17 @@ def johngrib_set(cache: Path, n_sample: int, seed: int = 7) -> BenchSet:
                          f"seed {seed}), questions of the spent sets {', '.join(JOHNGRIB_SETS)}")
 
 
+def vault_set(name: str, vault: Path, set_names: tuple) -> BenchSet:
+    """A real vault beside the repository (benchmarks/sets/README.md) and its sets, each set a part."""
+    from tuner.data.gold import load_gold
+    qs, parts = [], []
+    for set_name in set_names:
+        got = load_gold(ROOT / "benchmarks" / "sets" / f"{set_name}.yaml").answerable()
+        qs += got
+        parts += [set_name.split("-", 1)[1]] * len(got)
+    return BenchSet(name, vault, tuple(qs), parts=tuple(parts))
+
+
 # -- systems ---------------------------------------------------------------------------------------------
 
 def _score(rankings: list[list[str]], qs) -> dict:
@@ -221,6 +244,106 @@ def run_bm25s(s, qs) -> dict:
     return {**_score(ranked, qs), "ms": summary(ms), "_ranked": ranked, "build_s": round(build, 2)}
 
 
+@dataclass(frozen=True)
+class PeerVenv:
+    """A peer system run from a venv of its own: what to pip install there, in order (each a pinned
+    requirement list), and the script its python runs."""
+    name: str
+    installs: tuple          # tuple of tuples: one pip install per entry
+    script: str
+
+
+PEERS = {
+    "llamaindex": PeerVenv("llamaindex", (("llama-index-core==0.14.25", "llama-index-retrievers-bm25==0.8.0"),),
+                           "llamaindex_run.py"),
+    # txtai pulls torch: the CPU build first, so pip never reaches for a multi-GB CUDA one
+    "txtai": PeerVenv("txtai", (("torch==2.13.0",), ("txtai==9.14.0",)), "txtai_run.py"),
+}
+PEER_DEPTH = 50              # chunks each peer retriever returns; note ids are read off in order from them
+COSINE_FLOOR = 0.99995       # the vectors a peer's index holds against ours: printed as 1.0000 at four places
+
+
+def peer_python(peer: PeerVenv, cache: Path) -> Path:
+    """The python of the peer's venv under `cache`, made and filled on first use. A marker holding the install
+    steps says the venv is complete; a venv without it (an install that stopped) is made again."""
+    venv = cache / f"venv-{peer.name}"
+    marker = venv / "pinned.txt"
+    want = "\n".join(" ".join(step) for step in peer.installs)
+    if marker.exists() and marker.read_text() == want:
+        return venv / "bin" / "python"
+    shutil.rmtree(venv, ignore_errors=True)
+    print(f"  making {venv} ({want.replace(chr(10), '; ')})", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    for step in peer.installs:
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *step], check=True)
+    marker.write_text(want)
+    return venv / "bin" / "python"
+
+
+def chunk_table(s) -> tuple[list[list], np.ndarray]:
+    """([note id, text, 1 if the chunk has a vector else 0] for every chunk, in vault order; the vectors, a
+    row per chunk, zeros where it has none). An index keeps dense_per_note vectors a note (ChunkConfig), every
+    chunk in its keyword indexes: a peer gets the same, every chunk for its BM25, our vectors for its dense side."""
+    rows, order = [], []
+    for cid, nid, text in s.conn.execute("SELECT id, note_id, text FROM chunks ORDER BY note_id, ord"):
+        row = int(s.view.row_of_chunk[cid]) if cid < len(s.view.row_of_chunk) else -1
+        rows.append([nid, text, int(row >= 0)])
+        order.append(row)
+    order = np.array(order, np.int64)
+    vectors = np.zeros((len(rows), s.view.matrix.shape[1]), np.float32)
+    vectors[order >= 0] = s.view.matrix[order[order >= 0]]
+    return rows, vectors
+
+
+def held_cosine(name: str, held: np.ndarray, ours: np.ndarray, has: np.ndarray) -> tuple[float, int]:
+    """(the lowest cosine between the vector a peer's index holds for a chunk and ours for it, the chunks
+    with a vector the peer did not keep: NaN rows of `held`). A peer that holds another count of rows, or
+    any other vector, is an error (its figures would not be on our vectors)."""
+    if held.shape != ours.shape:
+        raise SystemExit(f"{name} holds {held.shape[0]} vectors of {held.shape[1:]} where we handed it "
+                         f"{ours.shape[0]} of {ours.shape[1:]}: its index is not over our chunks")
+    kept = has & ~np.isnan(held).any(axis=1)
+    if not kept.any():
+        raise SystemExit(f"{name} kept none of the {int(has.sum())} vectors we handed it")
+    a, b = held[kept], ours[kept]
+    cosine = float((np.sum(a * b, axis=1) /
+                    np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)).min())
+    if cosine < COSINE_FLOOR:
+        raise SystemExit(f"{name} holds other vectors than ours: lowest cosine {cosine:.6f} (< {COSINE_FLOOR})")
+    return cosine, int(has.sum() - kept.sum())
+
+
+def run_peer(peer: PeerVenv, s, qs, cache: Path) -> dict:
+    """One peer over our chunks and vectors: the folder it reads and writes is removed after (it holds the
+    set's text, and KorQuAD's may not be kept)."""
+    python = peer_python(peer, cache)
+    chunks, vectors = chunk_table(s)
+    queries = [q.query for q in qs]
+    qvectors = np.asarray(s.embedder.embed(queries, is_query=True), dtype=np.float32)
+    folder = Path(tempfile.mkdtemp(prefix=f"{peer.name}-", dir=cache))
+    try:
+        (folder / "chunks.json").write_text(json.dumps(chunks, ensure_ascii=False), encoding="utf-8")
+        (folder / "queries.json").write_text(json.dumps(queries, ensure_ascii=False), encoding="utf-8")
+        (folder / "params.json").write_text(json.dumps({"depth": PEER_DEPTH}))
+        np.save(folder / "vectors.npy", vectors)
+        np.save(folder / "qvectors.npy", qvectors)
+        # the peer's venv alone: our PYTHONPATH would put this repository on its path
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        p = subprocess.run([str(python), str(Path(__file__).parent / "peers" / peer.script), str(folder)],
+                           capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            raise SystemExit(f"{peer.name} failed:\n{p.stderr[-3000:]}")
+        out = json.loads((folder / "result.json").read_text(encoding="utf-8"))
+        held = np.load(folder / "held.npy")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    has = np.array([c[2] for c in chunks], bool)
+    cosine, dropped = held_cosine(peer.name, held, vectors, has)
+    return {**_score(out["ranked"], qs), "ms": summary(out["ms"]), "_ranked": out["ranked"],
+            "build_s": round(out["build_s"], 2), "cosine_min": round(cosine, 6), "chunks": len(chunks),
+            "vectors": int(has.sum()), "vectors_not_kept": dropped}
+
+
 # -- main ------------------------------------------------------------------------------------------------
 
 def build_index(bs: BenchSet, cache: Path) -> tuple[Path, dict]:
@@ -253,19 +376,29 @@ def table(results: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="demo,autorag,korquad,johngrib")
-    ap.add_argument("--cache", type=Path, default=Path("/work/cache/keyword"))
+    ap.add_argument("--sets", default="demo,autorag,korquad,johngrib,baekjungho,hoonti06")
+    ap.add_argument("--vaults", type=Path, default=DATA.parent.parent / "vaults",
+                    help="the folder holding baekjungho-wiki/ and hoonti06-wiki/ (benchmarks/sets/README.md)")
+    ap.add_argument("--cache", type=Path, default=Path("/work/cache/peers"))
     ap.add_argument("--korquad-questions", type=int, default=300)
     ap.add_argument("--johngrib-sample", type=int, default=100, help="notes beside the gold ones")
     ap.add_argument("--configs", default="default", help=f"ours under these configs: {', '.join(CONFIGS)}")
+    ap.add_argument("--peers", default="llamaindex,txtai", help=f"of {', '.join(PEERS)}, or none")
     ap.add_argument("--out", default="peers")
     args = ap.parse_args()
+    peers = [] if args.peers == "none" else args.peers.split(",")
+    unknown = [p for p in peers if p not in PEERS]
+    if unknown:
+        raise SystemExit(f"unknown peer {unknown}: choose from {', '.join(PEERS)} or none")
     from search_core.config import SearchConfig
     from search_core.search.pipeline import Searcher
     args.cache.mkdir(parents=True, exist_ok=True)
     makers = {"demo": demo_set, "autorag": autorag_set,
               "korquad": lambda: korquad_set(args.cache, args.korquad_questions),
-              "johngrib": lambda: johngrib_set(args.cache, args.johngrib_sample)}
+              "johngrib": lambda: johngrib_set(args.cache, args.johngrib_sample),
+              "baekjungho": lambda: vault_set("baekjungho", args.vaults / "baekjungho-wiki" / "_wiki",
+                                              ("baekjungho-tune", "baekjungho-holdout")),
+              "hoonti06": lambda: vault_set("hoonti06", args.vaults / "hoonti06-wiki" / "_wiki", ("hoonti06-final",))}
     results = {}
     for key in args.sets.split(","):
         bs = makers[key]()
@@ -286,8 +419,8 @@ def main() -> None:
         for index in ("ngram", "fts5"):
             systems[f"{index}-alone"] = run_keyword_alone(s, bs.questions, index)
         systems["bm25s-char"] = run_bm25s(s, bs.questions)
-        for peer in ("llamaindex", "txtai"):
-            systems[peer] = {"skipped": f"{peer} is not installed in this venv (see the module docstring)"}
+        for peer in peers:
+            systems[peer] = run_peer(PEERS[peer], s, bs.questions, args.cache)
         s.close()
         for m in systems.values():       # per part, then the rankings go (KorQuAD: aggregates only)
             ranked = m.pop("_ranked", None)

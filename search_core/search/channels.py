@@ -28,6 +28,11 @@ MAX_PHRASES = 24
 # lists are as without it.
 MAX_POSTINGS = 65_536
 TIE_ROOM = 4               # _fts_best's first query reads 4x the rows it keeps, so a tie at its cut is seen whole
+# The fast path's check asks FTS5 only whether it puts the n-gram list's first note first, over the query's
+# CHECK_PHRASES rarest trigrams: on the tuning parts 12 made every decision and answer that 24 made (one more
+# probe of 48 on the path) and cut that query's p50 about 4x on the wikis (61 -> 14 ms johngrib-tune), 20x on
+# AutoRAG-ko; 8 lost a tuning hit (docs/lab-notes/peers-2026-12.md).
+CHECK_PHRASES = 12
 # 0.05 is about the cosine gap between a right and a wrong note under e5 (0.88 vs 0.83): a note named
 # outright in the query moves ahead of its neighbours, but a wrong name guess cannot bury a close chunk.
 ENTITY_BONUS = 0.05
@@ -90,6 +95,11 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(trigrams))[:MAX_TRIGRAMS], list(dict.fromkeys(short))
 
 
+def cut_by(query: str, phrases: int) -> bool:
+    """Whether sparse(..., phrases) may read fewer trigrams of `query` than the sparse channel's own query."""
+    return len(query_terms(query)[0]) > phrases
+
+
 def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRASES,
                     budget: int = MAX_POSTINGS) -> list[str]:
     """The trigrams one FTS5 query ORs together: those in no chunk dropped (they match nothing, so the
@@ -107,12 +117,12 @@ def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRA
     return [t for t in present if t in keep]
 
 
-def fts_trigrams(view, conn, trigrams: list[str]) -> list[str]:
+def fts_trigrams(view, conn, trigrams: list[str], phrases: int = MAX_PHRASES) -> list[str]:
     """The trigrams the sparse channel sends to FTS5 for a query's `trigrams` (select_trigrams). Their
     frequencies are looked up only when a bound may bind: more than MAX_PHRASES phrases, or a vault where
     they could sum past MAX_POSTINGS; else the query runs as written (no lookups, the same result)."""
-    if len(trigrams) > MAX_PHRASES or len(trigrams) * len(view.chunk_at) > MAX_POSTINGS:
-        return select_trigrams(trigrams, term_df(view, conn, trigrams), MAX_PHRASES, MAX_POSTINGS)
+    if len(trigrams) > phrases or len(trigrams) * len(view.chunk_at) > MAX_POSTINGS:
+        return select_trigrams(trigrams, term_df(view, conn, trigrams), phrases, MAX_POSTINGS)
     return trigrams
 
 
@@ -132,11 +142,14 @@ def _like_escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
+def sparse(conn, view, query: str, depth: int, phrases: int | None = None) -> list[ChannelHit]:
     """BM25 over FTS5 trigrams, plus a LIKE scan for tokens too short for trigrams ("AI", "팀", "검색").
-    Short-token matches score like BM25 terms: idf = ln(1 + (N - df + .5)/(df + .5)), no tf saturation."""
+    Short-token matches score like BM25 terms: idf = ln(1 + (N - df + .5)/(df + .5)), no tf saturation.
+    phrases: the most trigrams one query ORs (the rarest kept), MAX_PHRASES when None; the fast path's check
+    asks CHECK_PHRASES."""
+    phrases = MAX_PHRASES if phrases is None else phrases
     trigrams, short = query_terms(query)
-    trigrams = fts_trigrams(view, conn, trigrams)
+    trigrams = fts_trigrams(view, conn, trigrams, phrases)
     places: list[np.ndarray] = []          # vault places (view.place_of) of the chunks each source matched
     weights: list[np.ndarray] = []
     if trigrams:

@@ -15,8 +15,10 @@ The counts follow what `Searcher.retrieve` and `Searcher.rank` actually run:
                 short-token postings it adds) under keyword_index fts5 or both, an n-gram BM25 query (the
                 terms it looks up and the postings it reads) under ngram or both; the query's own n-gram
                 query whatever the keyword index (its list is fused on its own, SearchConfig.w_ngram)
-    fast path   the query's n-gram query (and its FTS5 query, when the n-gram margin held) ran before the
-                embedding started (ahead_ngram, ahead_fts); a query it decided embedded nothing
+    fast path   the query's n-gram query (and its FTS5 query over at most CHECK_PHRASES trigrams, when the
+                n-gram margin held) ran before the embedding started (ahead_ngram, ahead_fts); a query it
+                decided embedded nothing; one it did not decide whose check read fewer trigrams than the
+                sparse channel's query runs that query too
     rank        the list entries weighted RRF reads; the reranker's (query, passage) pairs
 """
 
@@ -56,11 +58,13 @@ class SearchWork:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
-def _fts_work(conn, view, text: str) -> tuple[int, int]:
-    """(postings, short-token postings) of the sparse channel's query for `text` (channels.sparse)."""
+def _fts_work(conn, view, text: str, phrases: int | None = None) -> tuple[int, int]:
+    """(postings, short-token postings) of the sparse channel's query for `text` (channels.sparse; `phrases`:
+    its trigram cap, MAX_PHRASES when None, CHECK_PHRASES for the fast path's check)."""
+    phrases = ch.MAX_PHRASES if phrases is None else phrases
     trigrams, short = ch.query_terms(text)
     df = ch.term_df(view, conn, trigrams)
-    trigrams = ch.fts_trigrams(view, conn, trigrams)
+    trigrams = ch.fts_trigrams(view, conn, trigrams, phrases)
     postings = sum(df.get(t, 0) for t in trigrams)
     index = view.short_index()
     if index is None:            # the LIKE scan reads every chunk once per token
@@ -105,6 +109,14 @@ def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     fts = [_fts_work(conn, view, t) for i, t in enumerate(texts) if runs_fts or (i == 0 and query_too and ahead_fts)]
     # the query's n-gram list runs whatever keyword_index says (fused on its own, SearchConfig.w_ngram); a
     # sub-question's only when it is the keyword index
+    if fts and ahead_fts and ev.fts5_ran and ch.cut_by(texts[0], ch.CHECK_PHRASES):
+        # the check's FTS5 query read the CHECK_PHRASES rarest trigrams: it alone when it decided or when FTS5 is
+        # not the keyword index, else ahead of the sparse channel's own full query (Searcher.retrieve)
+        check = _fts_work(conn, view, texts[0], ch.CHECK_PHRASES)
+        if retrieval.fast or not runs_fts:
+            fts[0] = check
+        else:
+            fts.insert(0, check)
     ngr = [ngram_work(conn, view, t) for i, t in enumerate(texts) if runs_ngram or (i == 0 and query_too and has_ngram)]
     return SearchWork(
         embed_lengths=lengths, solo=not own, dense_rows=0 if retrieval.fast else int(view.matrix.shape[0]),

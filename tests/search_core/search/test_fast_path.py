@@ -11,6 +11,11 @@ from search_core.search.pipeline import FAST_PATH_GATE, Searcher
 
 DECIDED = "김치찌개 레시피"              # both keyword indexes put life/cooking/kimchi-jjigae first, margin 0.24
 UNDECIDED = "수면 질에 영향을 준 것들"    # the keyword lists do not decide it
+# queries of more trigrams than the check's FTS5 query reads (CHECK_PHRASES), whose FTS5 list over the rarest
+# of them differs from the full query's: the first decided (n-gram margin 0.81, the cut FTS5 list agrees), the
+# second not (margin 0.51, the cut FTS5 list puts another note first)
+LONG_DECIDED = "HNSW M efConstruction efSearch"
+LONG_UNDECIDED = "what sampling temperature do I use for RAG answers"
 
 
 @pytest.fixture
@@ -55,7 +60,7 @@ def test_the_margin_is_the_lead_of_the_first_score_and_held_out_notes_are_left_o
 def test_fts5_is_asked_only_when_the_ngram_margin_holds(searcher, monkeypatch):
     asked = []
     real = ch.sparse
-    monkeypatch.setattr(ch, "sparse", lambda conn, view, q, depth: (asked.append(q), real(conn, view, q, depth))[1])
+    monkeypatch.setattr(ch, "sparse", lambda conn, view, q, depth, *cap: (asked.append(q), real(conn, view, q, depth, *cap))[1])
     r = searcher.retrieve(DECIDED, 50, fast_margin=0.9)           # its margin is 0.24: no FTS5 for the check
     assert not r.evidence.fts5_ran and "margin 0.24 < 0.9" in r.evidence.reason()
     assert asked == [DECIDED]                                    # the sparse channel's own, beside the embedding
@@ -86,6 +91,48 @@ def test_an_undecided_query_runs_every_channel_and_answers_as_with_the_fast_path
     assert fast.ranked == off.ranked and fast.hits == off.hits
     assert fast.retrieval.lists == off.retrieval.lists
     assert fast.gate.decision == off.gate.decision and fast.gate.features == off.gate.features
+
+
+def test_the_check_reads_the_rarest_trigrams_and_a_decided_answer_is_made_of_that_list(searcher, embedded):
+    assert ch.cut_by(LONG_DECIDED, ch.CHECK_PHRASES)
+    cut = ch.sparse(searcher.conn, searcher.view, LONG_DECIDED, 50, ch.CHECK_PHRASES)
+    assert [h.note_id for h in cut] != [h.note_id for h in ch.sparse(searcher.conn, searcher.view, LONG_DECIDED, 50)]
+    res = searcher.search(LONG_DECIDED, cfg(searcher, 0.2))
+    assert embedded == [] and res.retrieval.fast
+    ngram = ch.ngram_sparse(searcher.conn, searcher.view, LONG_DECIDED, 50)
+    nav = searcher.nav_notes()
+    both = [h.note_id for h in ch.both_keyword(ngram, cut, 50) if h.note_id not in nav]
+    assert list(res.ranked) == both[:len(res.ranked)]
+
+
+def test_an_undecided_query_whose_check_read_fewer_trigrams_gets_the_full_sparse_list(searcher, embedded):
+    assert ch.cut_by(LONG_UNDECIDED, ch.CHECK_PHRASES)
+    fast = searcher.search(LONG_UNDECIDED, cfg(searcher, 0.2))
+    assert fast.retrieval.evidence.fts5_ran and not fast.retrieval.evidence.decided
+    searcher.query_cache.clear()
+    off = searcher.search(LONG_UNDECIDED, cfg(searcher, None))
+    assert fast.retrieval.lists == off.retrieval.lists and fast.ranked == off.ranked
+
+
+def test_the_work_counted_for_the_check_is_its_cut_fts5_query(searcher):
+    """The cost model charges what ran: a decided query's one FTS5 query over the rarest trigrams; an undecided
+    one's check, then the sparse channel's full query."""
+    from search_core.search.work import search_work
+
+    def postings(query, phrases):
+        trigrams = ch.query_terms(query)[0]
+        df = ch.term_df(searcher.view, searcher.conn, trigrams)
+        return sum(df.get(t, 0) for t in ch.select_trigrams(trigrams, df, phrases))
+
+    c = cfg(searcher, 0.2)
+    for query, fast in ((LONG_DECIDED, True), (LONG_UNDECIDED, False)):
+        assert postings(query, ch.CHECK_PHRASES) < postings(query, ch.MAX_PHRASES)
+        r = searcher.retrieve_for(query, c)
+        w = search_work(searcher, r, c, searcher.rank(r, c, snippets=False).fused)
+        assert r.fast == fast and w.ahead_fts
+        want = (postings(query, ch.CHECK_PHRASES),) + (() if fast else (postings(query, ch.MAX_PHRASES),))
+        assert w.fts_postings[:len(want)] == want
+        assert len(w.fts_postings) == len(want) + len(r.subqueries)
 
 
 def test_a_margin_above_the_lead_sends_a_decided_query_down_the_full_path(searcher, embedded):
