@@ -31,7 +31,8 @@ on a made set and judged on hand-written holdouts): `mask_link` leaves the link 
 0.45-0.6 and lost MRR; masked, johngrib's agreement across the configs a night visits rose from -0.61 to
 0.61), and `anchor_share` takes anchors first. Neither raised the share of the start -> default gap a night
 recovers at 200 questions; together at 600 (johngrib's anchors read from the whole wiki) they did (BENCHMARKS.md).
-The library's own defaults stay the recipe before (the daemon's nightly set and the demo make theirs that way).
+The library's own defaults stay the recipe before; `gold make`, the daemon's nightly set and the demo use the
+recipe (tuner.data.night_gold.refresh_vault_questions).
 """
 
 from __future__ import annotations
