@@ -15,6 +15,9 @@ Vaults and hand-written questions:
               johngrib-final + johngrib-blind (johngrib-next is never read)
   baekjungho  /work/vaults/baekjungho-wiki/_wiki (753 notes); tune: baekjungho-tune, holdout:
               baekjungho-holdout (searched once, as the final measurement)
+  voyager003  /work/vaults/voyager003-wiki/_wiki (210 notes); tune: voyager003-tune, holdout:
+              voyager003-holdout (searched once, as the final measurement of the recipe's nights); its index
+              is built under --cache on first use
 Design choices are made with --judge tune on demo and johngrib only.
 
 Indexes, made sets and ledgers are cached under --cache (outside the repository); the e5-small base
@@ -57,7 +60,7 @@ START = ROOT / "experiments" / "demo-start.toml"
 class VaultCase:
     name: str
     vault: Path
-    base_db: Path                   # an e5-small index of the vault, copied under the cache
+    base_db: Path | None            # an e5-small index of the vault, copied under the cache (None: built there)
     judge: dict                     # "tune" | "holdout" -> hand-written set files
     whole: Path | None = None       # the whole vault the indexed one was cut from (--anchors-from-whole)
 
@@ -73,13 +76,20 @@ VAULTS = {
     "baekjungho": VaultCase("baekjungho", Path("/work/vaults/baekjungho-wiki/_wiki"),
                             Path("/work/cache/baekjungho-wiki.sqlite"),
                             {"tune": (SETS / "baekjungho-tune.yaml",), "holdout": (SETS / "baekjungho-holdout.yaml",)}),
+    "voyager003": VaultCase("voyager003", Path("/work/vaults/voyager003-wiki/_wiki"), None,
+                            {"tune": (SETS / "voyager003-tune.yaml",), "holdout": (SETS / "voyager003-holdout.yaml",)}),
 }
 
 
 def base_index(case: VaultCase, cache: Path) -> Path:
-    """The vault's e5-small index, copied once under cache (a sweep writes beside its index)."""
+    """The vault's e5-small index, copied once under cache (a sweep writes beside its index), or built there
+    when the case names none."""
     db = cache / case.name / "index.sqlite"
-    if not db.exists():
+    if not db.exists() and case.base_db is None:
+        from search_core.index.indexer import index_vault
+        db.parent.mkdir(parents=True, exist_ok=True)
+        index_vault(case.vault, db, cache=db.parent / "embed-cache.sqlite")
+    elif not db.exists():
         db.parent.mkdir(parents=True, exist_ok=True)
         tmp = db.with_suffix(".tmp")
         from search_core.index.store import connect
