@@ -120,6 +120,18 @@ class VaultQuestions:
     def by_kind(self) -> dict:
         return dict(Counter(q.kind for q in self.questions))
 
+    def lookups_only(self) -> str | None:
+        """What to say when the set holds no anchor question (the vault's links sit in lists, or it has none):
+        lookups alone name their answer, and nights tuned on them on such a vault (Voyager003's wiki: 600
+        heading lookups) kept the keyword and entity channels and lowered held-out hit@5 and MRR below the
+        start on 3 of 3 seeds (BENCHMARKS.md). None when anchors are there."""
+        if not self.questions or any(q.kind == "anchor" for q in self.questions):
+            return None
+        return (f"no anchor question: no note of {self.vault} refers to another inside a sentence, so these "
+                f"{len(self.questions)} questions are lookups that name their answer (the note's title, a heading "
+                "or an alias); a night tuned on them alone can favour the keyword and entity channels beyond what "
+                "helps your own questions: add questions in your own words (`autoresearch gold init`)")
+
 
 @dataclass(frozen=True)
 class _Candidate:
