@@ -56,11 +56,14 @@ def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, kinds_in_tu
         fail(e)
     if as_json:
         click.echo(json.dumps({"out": str(out), "questions": len(vq.questions), "by_kind": vq.by_kind(),
+                               "warning": vq.lookups_only(),
                                "candidates": vq.candidates, "left_out": vq.dropped, "probes": probes and probes.to_json()},
                               ensure_ascii=False, indent=1))
         return
     kinds_text = ", ".join(f"{k} {v}" for k, v in vq.by_kind().items())
     click.echo(f"wrote {len(vq.questions)} questions ({kinds_text}) to {out}; read their `why` and prune")
+    if vq.lookups_only():
+        click.echo("warning: " + vq.lookups_only())
     if probes:
         click.echo(f"probes: {probes.probes} in {probes.gold} (index {probes.db})")
     else:

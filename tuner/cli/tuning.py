@@ -259,7 +259,8 @@ def best(sweep_id, ledger_path, out):
 @click.option("--seed", type=click.IntRange(min=0), default=0)
 @click.option("--vault-questions", "vault_questions", type=click.IntRange(min=0), default=None,
               help="Questions `gold make` cuts from the demo vault to tune on beside the hand-written ones "
-                   "(default 200; 0: the hand-written set alone).")
+                   "(default 600, made as `gold make` makes them: anchors first, each without its link; 0: the "
+                   "hand-written set alone).")
 def demo(out, rounds, seed, vault_questions):
     """The main job on the demo vault: index it, make the questions its own text supplies, sweep 119 rounds from
     a hand-set start, check the holdout, report."""

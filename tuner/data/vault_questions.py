@@ -31,7 +31,8 @@ on a made set and judged on hand-written holdouts): `mask_link` leaves the link 
 0.45-0.6 and lost MRR; masked, johngrib's agreement across the configs a night visits rose from -0.61 to
 0.61), and `anchor_share` takes anchors first. Neither raised the share of the start -> default gap a night
 recovers at 200 questions; together at 600 (johngrib's anchors read from the whole wiki) they did (BENCHMARKS.md).
-The library's own defaults stay the recipe before (the daemon's nightly set and the demo make theirs that way).
+The library's own defaults stay the recipe before; `gold make`, the daemon's nightly set and the demo use the
+recipe (tuner.data.night_gold.refresh_vault_questions).
 """
 
 from __future__ import annotations
@@ -123,6 +124,18 @@ class VaultQuestions:
     def by_kind(self) -> dict[str, int]:
         """kind -> how many questions of it (a mapping, not a record)."""
         return dict(Counter(q.kind for q in self.questions))
+
+    def lookups_only(self) -> str | None:
+        """What to say when the set holds no anchor question (the vault's links sit in lists, or it has none):
+        lookups alone name their answer, and nights tuned on them on such a vault (Voyager003's wiki: 600
+        heading lookups) kept the keyword and entity channels and lowered held-out hit@5 and MRR below the
+        start on 3 of 3 seeds (BENCHMARKS.md). None when anchors are there."""
+        if not self.questions or any(q.kind == "anchor" for q in self.questions):
+            return None
+        return (f"no anchor question: no note of {self.vault} refers to another inside a sentence, so these "
+                f"{len(self.questions)} questions are lookups that name their answer (the note's title, a heading "
+                "or an alias); a night tuned on them alone can favour the keyword and entity channels beyond what "
+                "helps your own questions: add questions in your own words (`autoresearch gold init`)")
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from tests.helpers.sweeps import FUSION_SPACE, HAND_SET_UNITS, hand_set_calibrat
 from tuner.cli import main
 from tuner.daemon.config import DaemonConfigError, load_daemon_config
 from tuner.data.gold import load_gold
+from tuner.data.vault_questions import MADE_N, make_vault_questions
 
 
 def write_config(tmp_path, db, *, vault=DEMO_VAULT, rounds=12, evidence="", holdout=True, jobs=None):
@@ -41,7 +42,7 @@ def write_config(tmp_path, db, *, vault=DEMO_VAULT, rounds=12, evidence="", hold
 def test_evidence_keys_default_to_the_vaults_questions_and_are_checked(tmp_path, demo_db):
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
     ev = cfg.evidence
-    assert (ev.vault_questions, ev.kinds, ev.seed) == (200, None, 0)
+    assert (ev.vault_questions, ev.kinds, ev.seed) == (MADE_N, None, 0)
     assert ev.from_log_path(cfg.sweep["gold"]) == tmp_path / "tune.from-log.yaml"      # beside the gold set
     cfg = load_daemon_config(write_config(tmp_path, demo_db, evidence='vault_questions = 0\nkinds = ["anchor"]\n'
                                                                       'seed = 3\nfrom_log = "labels.yaml"'))
@@ -82,6 +83,23 @@ def test_the_nights_set_adds_the_vaults_questions_made_again_only_when_the_vault
     assert changed.vault.made
     assert (tmp_path / "tune.yaml").read_bytes() == hand                      # the hand-written file is only read
     assert load_gold(first.gold).questions == gs.questions                    # an earlier night's file stays as it was
+
+
+def test_the_nights_vault_questions_are_made_as_gold_make_makes_them(tmp_path, db_copy):
+    """gold make's recipe (anchors first, each without its link), not the one before (every kind in turn,
+    links kept); a set left by the recipe before is made again, since its stamp's options differ."""
+    from tuner.daemon.evidence import prepare_night_gold
+    from tuner.data.night_gold import refresh_vault_questions
+    vault = tmp_path / "vault"
+    shutil.copytree(DEMO_VAULT, vault)
+    before = refresh_vault_questions(vault, tmp_path / "runs" / "evidence", n=40, recipe_before=True)
+    assert before.made and "heading" in before.by_kind          # every kind in turn: not anchors first
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
+    night = prepare_night_gold(cfg, db_copy)
+    assert night.vault.made and night.vault.by_kind == {"anchor": 40}
+    made = [(q.query, q.gold, q.exclude) for q in load_gold(night.gold).questions if q.source == "vault"]
+    recipe = make_vault_questions(vault, n=40, seed=0, anchor_share=1.0, mask_link=True)
+    assert made == [(q.query, q.gold, q.exclude) for q in recipe.questions]
 
 
 def test_a_vault_that_gives_no_questions_leaves_the_night_its_hand_written_set(tmp_path, db_copy):

@@ -177,3 +177,18 @@ def test_gold_makes_recipe_is_anchors_first_without_their_links_and_the_flags_gi
                                   "--kinds-in-turn"])
     assert r.exit_code == 0, r.output
     assert [q.query for q in load_gold(old).questions] == [q.query for q in make_vault_questions(qvault, n=4).questions]
+
+
+def test_a_set_without_anchors_says_it_is_lookups_only(qvault, tmp_path):
+    """A vault whose links sit in no sentence (lists only) gives heading and alias lookups alone: gold make
+    says so, a set with anchors says nothing."""
+    from tuner.cli import main
+    assert make_vault_questions(qvault).lookups_only() is None
+    lookups = make_vault_questions(qvault, kinds=("heading", "alias"))
+    assert lookups.questions and "no anchor question" in lookups.lookups_only()
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(tmp_path / "m.yaml"),
+                                  "--kinds", "heading,alias"])
+    assert r.exit_code == 0, r.output
+    assert "warning: no anchor question" in r.output and "gold init" in r.output
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(tmp_path / "m.yaml")])
+    assert "warning" not in r.output
