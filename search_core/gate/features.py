@@ -277,10 +277,10 @@ def word_note_df(index, word: str, held=None) -> int:
     """How many notes hold every n-gram of `word` (its n-gram posting lists intersected over notes), the
     notes numbered in `held` (an array of note numbers: the notes a search holds out) left out."""
     terms = list(dict.fromkeys(ngram_postings.terms_of(word)))
-    found = index.term_numbers(terms)
+    found = index.term_lists(terms)
     if not terms or len(found) < len(terms):
         return 0
-    lists = sorted((index.note_no[index.note_off[t]:index.note_off[t + 1]] for t in found), key=len)
+    lists = sorted((t.note_no for t in found), key=len)
     common = lists[0]
     for other in lists[1:]:
         common = np.intersect1d(common, other, assume_unique=True)
@@ -323,9 +323,9 @@ def _ngram_features(f: dict, index, query: str, ngram: list, dense: list, hits) 
     s1 = ngram[0].score
     f["ngram_margin_ratio"] = ((s1 - ngram[1].score) / s1 if len(ngram) >= 2 else 1.0) if s1 > 0 else 0.0
     terms = list(dict.fromkeys(ngram_postings.terms_of(query)))
-    found = index.term_numbers(terms)
+    found = index.term_lists(terms)
     n = max(len(index.note_ids), 1)
-    total = sum(_idf(n, int(index.note_off[t + 1] - index.note_off[t])) for t in found) + \
+    total = sum(_idf(n, len(t.note_no)) for t in found) + \
         (len(terms) - len(found)) * _idf(n, 0)
     f["ngram_top_norm"] = s1 / total if total > 0 else 0.0
 

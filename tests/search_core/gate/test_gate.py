@@ -401,11 +401,11 @@ def test_ngram_list_features_by_hand(small_index):
     assert len(ng) >= 2 and f["ngram_margin_ratio"] == pytest.approx((ng[0].score - ng[1].score) / ng[0].score)
     index = s.view.ngram_index()
     n = len(index.note_ids)
-    assert not index.term_numbers(["쿠버"])
+    assert not index.term_lists(["쿠버"])
     total = 0.0
     for t in dict.fromkeys(ngram_postings.terms_of(query)):
-        found = index.term_numbers([t])
-        df = int(index.note_off[found[0] + 1] - index.note_off[found[0]]) if found else 0
+        found = index.term_lists([t])
+        df = len(found[0].note_no) if found else 0
         total += math.log(1 + (n - df + 0.5) / (df + 0.5))
     assert f["ngram_top_norm"] == pytest.approx(ng[0].score / total)
     s.close()
