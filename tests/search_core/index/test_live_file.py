@@ -21,13 +21,10 @@ from search_core.index.check import check_before_update, check_index
 from search_core.index.embed_cache import EmbeddingCache
 from search_core.index.indexer import index_vault
 from search_core.index.store import sqlite_file_problem
-from tests.helpers import ROOT, SMALL_VAULT, free_port, write_vault
+from tests.helpers import SMALL_VAULT, child_env, free_port, write_vault
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
 from tests.helpers.live_file import assert_look_keeps_the_locks, wal_of
 
-def child_env() -> dict:
-    """The environment as the test has set it (its own embedding cache folder), not as it was at import."""
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
 DEADLINE_S = 120
 
 

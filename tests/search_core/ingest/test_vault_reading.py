@@ -18,12 +18,9 @@ from search_core.search.limits import QUERY_EMBED_MAX_CHARS
 from search_core.ingest.parse import parse_note
 from search_core.search.pipeline import Searcher
 from search_core.index.store import connect
-from tests.helpers import ROOT, write_vault
+from tests.helpers import child_env, write_vault
 from tuner.cli import main
 
-def child_env() -> dict:
-    """The environment as the test has set it (its own embedding cache folder), not as it was at import."""
-    return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _ids(db):
