@@ -39,9 +39,10 @@ LOW_WATER = 0.9
 # The file's layout (PRAGMA user_version). 2: one row per vector, appended in the order written (so pages fill:
 # rows placed by a hash key left them 73 % full), found by a 64-bit hash of (model, text) through one index of
 # integers, the vector a float32 blob in the row's own page, a CRC of key and vector checked on every read;
-# recency in a small table of its own, so a read rewrites 30 bytes, not the vector's page. 0 with a `text_hash` column:
-# the layout before (2.9 times the vectors on disk, a full scan at open), migrated in place on first open.
-FORMAT = 2
+# recency in a small table of its own, so a read rewrites 30 bytes, not the vector's page. 3: layout 2 with
+# DOWNGRADE_GUARD. 0 with a `text_hash` column: the layout before (2.9 times the vectors on disk, a full scan at
+# open), migrated in place on first open.
+FORMAT = 3
 # 16 KB pages hold ten 384-float rows (95 % full) or five 768-float ones; at the default 4 KB a 1.5 KB row
 # leaves a quarter of each page empty. Only a new (or repacked) file can take it: SQLite fixes it at creation.
 PAGE_SIZE = 16384
@@ -53,7 +54,21 @@ SCHEMA = ("CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, key INTEG
           "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
           "INSERT OR IGNORE INTO meta VALUES ('bytes', 0)",
           "INSERT OR IGNORE INTO meta VALUES ('clock', 0)")
-UPGRADE_WAIT_MS = 30 * 60 * 1000    # how long an open waits for another process's migration of the same file
+# An autoresearch from before layout 2 opens the cache by writing its byte total into `meta` (INSERT OR REPLACE),
+# and treats any SQLite error in its open as damage: it renames the file to `.damaged-DATE` (kept, never deleted),
+# builds a new cache and prints the error in its warning. Without this trigger that open succeeds and its first
+# read stops on "no such column: model" (a traceback); with it, the older version keeps working and its warning
+# says what happened and how to get the vectors back. This version only ever UPDATEs that row.
+DOWNGRADE_MESSAGE = ("not damaged: a newer autoresearch moved it to its compact layout, which this version cannot "
+                     "read. Nothing in it is lost: upgrade autoresearch and rename the file it was set aside as back "
+                     "to its name to use its vectors again")
+DOWNGRADE_GUARD = ("CREATE TRIGGER IF NOT EXISTS older_version_guard BEFORE INSERT ON meta WHEN NEW.key = 'bytes' "
+                   f"BEGIN SELECT RAISE(ABORT, '{DOWNGRADE_MESSAGE}'); END")
+# how long an open waits for another process's migration of the same file: 207 s at 500,000 rows (load 7), so
+# minutes to spare at a busy machine's pace
+MIGRATION_WAIT_S = 30 * 60.0
+MIGRATION_STAGE = "migrate cache"     # the progress stage of a migration (index's progress lines and bars)
+MIGRATION_BATCH = 10_000              # rows moved between two progress reports (about 1 s at load 7)
 _DAMAGE_CODES = {11, 26}       # SQLITE_CORRUPT, SQLITE_NOTADB: the file is damaged (locked or full are not)
 
 
@@ -87,7 +102,7 @@ def _is_damage(e: Exception) -> bool:
 
 
 class EmbeddingCache:
-    def __init__(self, path: str | Path, *, max_bytes: int | None = None):
+    def __init__(self, path: str | Path, *, max_bytes: int | None = None, migration_wait_s: float = MIGRATION_WAIT_S):
         from search_core.paths import embed_cache_max_bytes
         self.path = Path(path)
         self.max_bytes = embed_cache_max_bytes() if max_bytes is None else int(max_bytes)
@@ -99,6 +114,8 @@ class EmbeddingCache:
         self.migrated: str | None = None       # what opening an older layout did (for the index report)
         self._conn = None
         self.stop = None                       # asked between batches: True ends embed() with StopRequested
+        self.migration_wait_s = migration_wait_s
+        self.progress = None                   # progress(stage, done, total) while an older layout is migrated
 
     @property
     def conn(self):
@@ -150,6 +167,7 @@ class EmbeddingCache:
                 if conn.execute("PRAGMA user_version").fetchone()[0] == 0 and not _tables(conn):
                     for stmt in SCHEMA:
                         conn.execute(stmt)
+                    conn.execute(DOWNGRADE_GUARD)
                     conn.execute(f"PRAGMA user_version = {FORMAT}")
         finally:
             conn.close()
@@ -157,12 +175,21 @@ class EmbeddingCache:
     def _upgrade(self, conn) -> None:
         """An older layout (or a file with no schema yet) brought to FORMAT, in one write transaction: another
         process opening it at once waits, then finds it done. Vectors and their recency are kept."""
-        # another process may be migrating it (207 s at 500,000 rows, load 7): wait for it, not the usual 5 s
-        conn.execute(f"PRAGMA busy_timeout = {UPGRADE_WAIT_MS}")
+        # another process may be migrating it: wait for it, not the usual 5 s
+        import sqlean
+        conn.execute(f"PRAGMA busy_timeout = {int(self.migration_wait_s * 1000)}")
         try:
             with atomic(conn):
                 conn.execute("PRAGMA busy_timeout = 5000")      # the write lock is ours: back to the usual wait
                 moved = self._upgrade_in_transaction(conn)
+        except sqlean.OperationalError as e:
+            # holding the write lock, nothing inside waits on another process: a lock error is the BEGIN's
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            raise SearchCoreError(
+                f"the embedding cache {self.path} is being moved to its current layout by another process, still "
+                f"after {self.migration_wait_s:g} s of waiting: let that process finish (an `index`, a `search`, the "
+                "daemon), then run this again") from None
         finally:
             conn.execute("PRAGMA busy_timeout = 5000")
         if moved:
@@ -183,25 +210,47 @@ class EmbeddingCache:
         old = _tables(conn).get("vectors")
         moved = 0
         if old is not None and "text_hash" in old:
-            conn.create_function("cache_row_key", 2, row_key, deterministic=True)
-            conn.create_function("cache_row_crc", 3, row_crc, deterministic=True)
-            conn.execute("ALTER TABLE vectors RENAME TO vectors_before")
-            conn.execute("DROP INDEX IF EXISTS vectors_by_use")
-            for stmt in SCHEMA:
-                conn.execute(stmt)
-            tick = "b.used" if "used" in old else "0"      # a cache from before the bound had no recency
-            conn.execute("INSERT OR REPLACE INTO vectors (key, vec, crc) SELECT cache_row_key(model, text_hash), "
-                         "vec, cache_row_crc(model, text_hash, vec) FROM vectors_before")
-            conn.execute(f"INSERT OR REPLACE INTO used (id, tick) SELECT v.id, {tick} FROM vectors_before b "
-                         "JOIN vectors v ON v.key = cache_row_key(b.model, b.text_hash)")
-            conn.execute("DROP TABLE vectors_before")
-            moved = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-            total = conn.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors").fetchone()[0]
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (total,))
+            moved = self._move_rows(conn, recency="used" in old)
         else:
             for stmt in SCHEMA:
                 conn.execute(stmt)
+        conn.execute(DOWNGRADE_GUARD)
         conn.execute(f"PRAGMA user_version = {FORMAT}")
+        return moved
+
+    def _move_rows(self, conn, *, recency: bool) -> int:
+        """The layout before's rows into this layout, inside the caller's transaction, MIGRATION_BATCH rows at a
+        time with a progress report after each (207 s at 500,000 rows, load 7: never silent). Returns the rows kept."""
+        total = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]    # through the small index on `used`
+        conn.execute("ALTER TABLE vectors RENAME TO vectors_before")
+        conn.execute("DROP INDEX IF EXISTS vectors_by_use")
+        for stmt in SCHEMA:
+            conn.execute(stmt)
+        if self.progress is not None:
+            self.progress(MIGRATION_STAGE, 0, total)
+        tick = "used" if recency else "0"      # a cache from before the bound had no recency
+        # ids given in order: the new table is empty, and `used` needs each row's id without a read back
+        done, next_id = 0, 1
+        cur = conn.execute(f"SELECT model, text_hash, vec, {tick} FROM vectors_before")
+        try:
+            while rows := cur.fetchmany(MIGRATION_BATCH):
+                ids = range(next_id, next_id + len(rows))
+                conn.executemany("INSERT OR REPLACE INTO vectors (id, key, vec, crc) VALUES (?, ?, ?, ?)",
+                                 [(i, row_key(m, h), v, row_crc(m, h, v)) for i, (m, h, v, _) in zip(ids, rows)])
+                conn.executemany("INSERT INTO used (id, tick) VALUES (?, ?)",
+                                 [(i, t) for i, (_, _, _, t) in zip(ids, rows)])
+                next_id += len(rows)
+                done += len(rows)
+                if self.progress is not None:
+                    self.progress(MIGRATION_STAGE, done, total)
+        finally:
+            cur.close()
+        conn.execute("DROP TABLE vectors_before")
+        moved = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        if moved < done:      # two texts whose keys collide (odds 7e-9 at 500,000): the later row replaced the other
+            conn.execute("DELETE FROM used WHERE id NOT IN (SELECT id FROM vectors)")
+        total_bytes = conn.execute("SELECT coalesce(sum(length(vec)), 0) FROM vectors").fetchone()[0]
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'bytes'", (total_bytes,))
         return moved
 
     def _set_aside(self, why: str) -> None:

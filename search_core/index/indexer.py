@@ -195,6 +195,7 @@ def index_vault(vault: str | Path, db: str | Path, *, embedder: str | None = Non
                                   ("; the existing index was left as it was" if db.exists() else ""))
         cache_db = EmbeddingCache(cache or embed_cache_file())
         cache_db.stop = stop
+        cache_db.progress = progress           # a migration of the cache's layout reports too
         try:
             if existing_fp is None:
                 report = _build_full(vault, db, files, beir_notes, skipped, emb, want_fp, chunk_cfg, cache_db, progress)
