@@ -346,6 +346,12 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
         raise DaemonConfigError(f"{where}: [jobs.calibrate] needs the gate calibration (tuner.gate.calibrate), which "
                                 "this build does not have; remove the job or update autoresearch")
 
+    if "holdout" in sweep and "split" in sweep:
+        # the sample ships with a holdout line: a user who sets split and leaves it would be told the demo's
+        # holdout file is missing, or (when it exists) have split ignored without a word
+        raise DaemonConfigError(f"{where}: [sweep] sets both holdout = {sweep['holdout']} and split = {sweep['split']}; "
+                                "keep one: holdout = FILE checks each night's winner on that file, split = 0.5 holds "
+                                "out half of gold instead (delete the other line)")
     needs_sweep = any(j.name in ("sweep", "retest", "index", "labels") for j in jobs)
     missing = []
     if needs_sweep:

@@ -3,11 +3,13 @@
 import re
 import shutil
 
+import pytest
+
 from search_core.index.indexer import index_vault
 from search_core.paths import record_default_index
 from tests.helpers import ROOT, SMALL_VAULT, write_vault
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
-from tuner.daemon.config import load_daemon_config
+from tuner.daemon.config import DaemonConfigError, load_daemon_config
 from tuner.data.bundled import default_space
 
 SAMPLE = ROOT / "experiments" / "daemon.toml"
@@ -72,3 +74,20 @@ def test_the_sample_documents_every_key_it_defaults():
     text = SAMPLE.read_text(encoding="utf-8")
     for key in ("db", "space", "ledger"):
         assert re.search(rf"(?m)^# {key} = .*default", text), f"the sample does not say what {key} defaults to"
+
+
+def test_a_split_set_beside_the_samples_holdout_line_is_refused_naming_both(tmp_path):
+    """The README says holdout or split; a user who adds `split = 0.5` and leaves the sample's holdout line is
+    told to keep one, not that the demo's holdout file is missing (nor is split ignored when it exists)."""
+    vault = write_vault(tmp_path / "notes", SMALL_VAULT)
+    gold = tmp_path / "gold.yaml"
+    shutil.copy(ROOT / "experiments" / "gold" / "demo-tune.yaml", gold)
+    for holdout in ("gold/demo-holdout.yaml", str(gold)):        # the sample's line as shipped; a file that exists
+        text = filled_in(tmp_path, {"vault": vault, "gold": gold, "holdout": holdout, "timezone": "UTC",
+                                    "runs": tmp_path / "daemon-runs"})
+        conf = tmp_path / "my-daemon.toml"
+        conf.write_text(text.replace("[sweep]\n", "[sweep]\nsplit = 0.5\n", 1), encoding="utf-8")
+        with pytest.raises(DaemonConfigError) as e:
+            load_daemon_config(conf)
+        assert "sets both holdout" in str(e.value) and "keep one" in str(e.value), str(e.value)
+        assert "does not exist" not in str(e.value)
