@@ -17,16 +17,28 @@ from tuner.cli.options import (FiniteFloat, PathValue, emit_report, fail, format
                                output_file, runs_option)
 
 @click.command()
-@click.option("--config", "config_path", required=True, type=PathValue(), help="The daemon's TOML config.")
+@click.option("--config", "config_path", default=None, type=PathValue(), help="The daemon's TOML config.  [required]")
 @click.option("--once", "once", type=click.Choice(JOB_NAMES), default=None, help="Run this one job now and exit.")
 @click.option("--start-in", type=FiniteFloat(min=0.0), default=None,
               help="Also run index, sweep and report once, this many seconds from now (cron has minute resolution).")
-def daemon(config_path, once, start_in):
+@click.option("--sample", is_flag=True,
+              help="Print the sample config (the demo vault's night; every key with its default) and exit: "
+                   "`autoresearch daemon --sample > my-daemon.toml`, then set vault, gold, holdout, timezone, runs.")
+def daemon(config_path, once, start_in, sample):
     """Run the tuning jobs of --config on their schedule (APScheduler); one daemon per runs folder."""
     require_extra("tune")
-    from tuner.daemon.config import load_daemon_config
+    from tuner.daemon.config import load_daemon_config, sample_config_text
     from tuner.daemon.scheduler import Daemon, run_once
 
+    if sample:
+        try:
+            click.echo(sample_config_text(), nl=False)
+        except SearchCoreError as e:
+            fail(e)
+        return
+    if config_path is None:
+        raise click.UsageError("Missing option '--config': the daemon's TOML config (`autoresearch daemon --sample > "
+                               "my-daemon.toml` writes one to fill in)")
     try:
         cfg = load_daemon_config(config_path)
         if once:

@@ -287,6 +287,25 @@ def _evidence(raw, where: str, base: Path, sweep: dict) -> EvidenceSpec:
     return EvidenceSpec(n, kinds, seed, from_log)
 
 
+def sample_config_text() -> str:
+    """The sample config (the packaged experiments/daemon.toml) to save anywhere (`autoresearch daemon --sample >
+    my-daemon.toml`): its demo paths made absolute and its runs folder put beside the copy, so the copy runs the
+    demo vault as it is, and a user sets vault, gold, holdout, timezone and runs in it. The shipped file's paths
+    are relative to the package's folder, which a user outside a checkout never sees."""
+    import re
+    from tuner.data.bundled import experiments_dir
+    folder = experiments_dir()
+    text = (folder / "daemon.toml").read_text(encoding="utf-8")
+
+    def absolute(m):
+        return f'{m.group(1)} = "{(folder / m.group(2)).resolve()}"'
+
+    text, n = re.subn(r'(?m)^(vault|gold|holdout) = "([^"~/][^"]*)"', absolute, text)
+    text, r = re.subn(r'(?m)^runs = "\.\./runs/daemon-demo"', 'runs = "runs/daemon-demo"', text)
+    assert n == 3 and r == 1, "the packaged daemon.toml lost a line the sample rewrites"
+    return text
+
+
 def load_daemon_config(path: str | Path) -> DaemonConfig:
     path = Path(path)
     raw = read_toml(path, "daemon config")

@@ -2,15 +2,18 @@
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from search_core.index.indexer import index_vault
 from search_core.paths import record_default_index
 from tests.helpers import ROOT, SMALL_VAULT, write_vault
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
-from tuner.daemon.config import DaemonConfigError, load_daemon_config
-from tuner.data.bundled import default_space
+from tuner.cli import main
+from tuner.daemon.config import DaemonConfigError, load_daemon_config, sample_config_text
+from tuner.data.bundled import default_space, demo_gold, demo_vault
 
 SAMPLE = ROOT / "experiments" / "daemon.toml"
 
@@ -18,12 +21,12 @@ SAMPLE = ROOT / "experiments" / "daemon.toml"
 def keys_the_readme_names() -> list[str]:
     """The keys the README's daemon section tells a user to set after copying the sample."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    line = next(x for x in readme.splitlines() if x.startswith("cp experiments/daemon.toml"))
-    return re.findall(r"\b(vault|db|gold|holdout|timezone|runs|space|split)\b", line.split("#", 1)[1])
+    line = next(x for x in readme.splitlines() if x.startswith("# then in my-daemon.toml set "))
+    return re.findall(r"\b(vault|db|gold|holdout|timezone|runs|space|split)\b", line.split("(", 1)[0])
 
 
 def filled_in(tmp_path, values: dict) -> str:
-    text = SAMPLE.read_text(encoding="utf-8")
+    text = sample_config_text()         # what `autoresearch daemon --sample` prints
     for key in keys_the_readme_names():
         text, n = re.subn(rf"(?m)^{key} = .*$", f'{key} = "{values[key]}"', text)
         assert n == 1, f"the sample has no line `{key} = ...` to set"
@@ -91,3 +94,24 @@ def test_a_split_set_beside_the_samples_holdout_line_is_refused_naming_both(tmp_
             load_daemon_config(conf)
         assert "sets both holdout" in str(e.value) and "keep one" in str(e.value), str(e.value)
         assert "does not exist" not in str(e.value)
+
+
+def test_the_printed_sample_saved_in_any_folder_runs_the_demo_as_it_is(tmp_path):
+    """Outside a checkout there is no experiments/ to copy from: `daemon --sample > my-daemon.toml` gives a copy
+    whose demo files are found from wherever it is saved, its runs folder beside it."""
+    conf = tmp_path / "anywhere" / "my-daemon.toml"
+    conf.parent.mkdir()
+    result = CliRunner().invoke(main, ["daemon", "--sample"])
+    assert result.exit_code == 0, result.output
+    assert result.output == sample_config_text()
+    conf.write_text(result.output, encoding="utf-8")
+    cfg = load_daemon_config(conf)
+    assert Path(cfg.sweep["vault"]) == demo_vault() and Path(cfg.sweep["gold"]) == demo_gold("demo-tune.yaml")
+    assert Path(cfg.runs) == conf.parent / "runs" / "daemon-demo"
+    assert cfg.evidence.from_log_path(cfg.sweep["gold"]) == conf.parent / "runs" / "daemon-demo" / "demo-tune.from-log.yaml"
+
+
+def test_the_daemon_without_a_config_names_the_way_to_get_one():
+    result = CliRunner().invoke(main, ["daemon"])
+    assert result.exit_code == 2
+    assert "Missing option '--config'" in result.output and "autoresearch daemon --sample > my-daemon.toml" in result.output
