@@ -213,6 +213,11 @@ def decide_undecided(d, lg) -> LateDecision | None:
     return LateDecision(info.id, info.status, promo, _reports_after_sweep(d, info.id))
 
 
+class NoSweepYet(SearchCoreError):
+    """The runs folder's ledger holds no tuning sweep: the report and the retest have nothing to read yet (a first
+    start, whose caught-up report slot comes before its first night's sweep), which is no failure."""
+
+
 def _latest_tuning_sweep(d) -> str:
     ids = [sid for sid in _daemon_sweeps(d)]
     lg = _ledger(d)
@@ -223,19 +228,25 @@ def _latest_tuning_sweep(d) -> str:
     if ids:
         return ids[0]
     if not sweeps:
-        raise SearchCoreError(f"no sweep in {d.cfg.ledger} yet; the report follows the first sweep")
+        raise NoSweepYet(f"no sweep in {d.cfg.ledger} yet; the report follows the first sweep")
     return sweeps[-1].id
 
 
 def job_report(d, spec, scheduled, rid):
-    sid = _latest_tuning_sweep(d)
+    try:
+        sid = _latest_tuning_sweep(d)
+    except NoSweepYet as e:
+        return "skipped", {"why": str(e)}
     return "ok", {"sweep": sid, "reports": write_reports(d, sid)}
 
 
 def job_retest(d, spec, scheduled, rid):
     from tuner.sweep.rejected_audit import audit_report
     from tuner.reports import emit
-    sid = _latest_tuning_sweep(d)
+    try:
+        sid = _latest_tuning_sweep(d)
+    except NoSweepYet as e:
+        return "skipped", {"why": str(e).replace("the report follows", "the retest follows")}
     rep = audit_report(d.cfg.ledger, sid, do_retest=True, runs=d.cfg.runs, progress=log.info, stop=d.stop.is_set)
     path = emit(rep, "html", Path(d.cfg.runs) / "reports" / f"retest-{sid}.html")
     emit(rep, "md", Path(d.cfg.runs) / "reports" / f"retest-{sid}.md")

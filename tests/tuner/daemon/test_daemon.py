@@ -372,13 +372,19 @@ def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_de
 
 
 def test_a_failing_job_is_recorded_and_does_not_end_the_daemon(tmp_path, db_copy):
-    cfg = load_daemon_config(write_config(tmp_path, db_copy))
+    conf = write_config(tmp_path, db_copy)
+    vault = tmp_path / "vault"
+    shutil.copytree(DEMO_VAULT, vault)
+    conf.write_text(conf.read_text().replace(f'vault = "{DEMO_VAULT}"', f'vault = "{vault}"'))
+    cfg = load_daemon_config(conf)
+    shutil.rmtree(vault)                                # gone after the daemon started: the index job fails
     d = Daemon(cfg).open()
     try:
-        res = d.run_job("report", trigger="once")        # no sweep yet: the job fails, with the fix
-        assert res.outcome == "failed" and "no sweep in" in res.detail["error"] and \
-            "the report follows" in res.detail["error"]
-        assert d.table.rows("report", 1)[0]["outcome"] == "failed"
-        assert d.run_job("index", trigger="once").outcome == "ok"     # the next job still runs
+        res = d.run_job("index", trigger="once")
+        assert res.outcome == "failed" and str(vault) in res.detail["error"], res.detail
+        assert d.table.rows("index", 1)[0]["outcome"] == "failed"
+        # the next job still runs; a report before the first sweep has nothing to read: skipped, not failed
+        res = d.run_job("report", trigger="once")
+        assert res.outcome == "skipped" and "the report follows the first sweep" in res.detail["why"], res.detail
     finally:
         d.close()

@@ -141,3 +141,14 @@ def test_a_sweep_killed_before_its_promotion_is_decided_on_restart(tmp_path, db_
     h = History(runs)
     assert [e.sweep for e in h.events()] == [first]
     h.close()
+
+
+def test_a_report_before_the_first_sweep_is_skipped_saying_why_not_failed(tmp_path):
+    """A first start whose report slot is caught up before the night's first sweep: nothing to report yet is
+    no failure, and status says why."""
+    r = CliRunner().invoke(main, ["daemon", "--config", str(_config(tmp_path)), "--once", "report"])
+    assert r.exit_code == 0, r.output
+    assert '"outcome": "skipped"' in r.output, r.output
+    [job] = [j for j in status(tmp_path / "runs").jobs if j.job == "report"]
+    assert job.last_outcome == "skipped"
+    assert job.last_why == f"no sweep in {tmp_path / 'runs' / 'ledger.sqlite'} yet; the report follows the first sweep"

@@ -115,3 +115,11 @@ def test_the_daemon_without_a_config_names_the_way_to_get_one():
     result = CliRunner().invoke(main, ["daemon"])
     assert result.exit_code == 2
     assert "Missing option '--config'" in result.output and "autoresearch daemon --sample > my-daemon.toml" in result.output
+
+
+def test_the_docs_a_new_user_reads_give_the_nights_default_number_of_vault_questions():
+    from tuner.daemon.config import DEFAULT_VAULT_QUESTIONS
+    for doc in ("README.md", "docs/first-gold-set.md"):
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        said = re.findall(r"plus up to ([\d,]+) questions `gold make`", text)
+        assert said and all(int(n.replace(",", "")) == DEFAULT_VAULT_QUESTIONS for n in said), (doc, said)
