@@ -39,10 +39,11 @@ LOW_WATER = 0.9
 # The file's layout (PRAGMA user_version). 2: one row per vector, appended in the order written (so pages fill:
 # rows placed by a hash key left them 73 % full), found by a 64-bit hash of (model, text) through one index of
 # integers, the vector a float32 blob in the row's own page, a CRC of key and vector checked on every read;
-# recency in a small table of its own, so a read rewrites 30 bytes, not the vector's page. 3: layout 2 with
-# DOWNGRADE_GUARD. 0 with a `text_hash` column: the layout before (2.9 times the vectors on disk, a full scan at
-# open), migrated in place on first open.
-FORMAT = 3
+# recency in a small table of its own, so a read rewrites 30 bytes, not the vector's page; with DOWNGRADE_GUARD, added
+# to a file that lacks it on open (a trigger, not a new layout: a release of this layout reads the file unchanged).
+# 0 with a `text_hash` column: the layout before (2.9 times the vectors on disk, a full scan at open), migrated in
+# place on first open.
+FORMAT = 2
 # 16 KB pages hold ten 384-float rows (95 % full) or five 768-float ones; at the default 4 KB a 1.5 KB row
 # leaves a quarter of each page empty. Only a new (or repacked) file can take it: SQLite fixes it at creation.
 PAGE_SIZE = 16384
@@ -62,7 +63,8 @@ SCHEMA = ("CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, key INTEG
 DOWNGRADE_MESSAGE = ("not damaged: a newer autoresearch moved it to its compact layout, which this version cannot "
                      "read. Nothing in it is lost: upgrade autoresearch and rename the file it was set aside as back "
                      "to its name to use its vectors again")
-DOWNGRADE_GUARD = ("CREATE TRIGGER IF NOT EXISTS older_version_guard BEFORE INSERT ON meta WHEN NEW.key = 'bytes' "
+GUARD_NAME = "older_version_guard"
+DOWNGRADE_GUARD = (f"CREATE TRIGGER IF NOT EXISTS {GUARD_NAME} BEFORE INSERT ON meta WHEN NEW.key = 'bytes' "
                    f"BEGIN SELECT RAISE(ABORT, '{DOWNGRADE_MESSAGE}'); END")
 # how long an open waits for another process's migration of the same file: 207 s at 500,000 rows (load 7), so
 # minutes to spare at a busy machine's pace
@@ -143,6 +145,15 @@ class EmbeddingCache:
             conn = connect(self.path)
             if conn.execute("PRAGMA user_version").fetchone()[0] != FORMAT:
                 self._upgrade(conn)
+            elif conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+                              (GUARD_NAME,)).fetchone() is None:
+                try:                         # a file made before the guard: once (the schema is read anyway)
+                    with atomic(conn):
+                        conn.execute(DOWNGRADE_GUARD)
+                except sqlean.OperationalError as e:
+                    if "locked" not in str(e) and "busy" not in str(e):
+                        raise
+                    # another process is writing: the guard waits for a later open, this one goes on
             return conn
         except sqlean.DatabaseError as e:
             if conn is not None:

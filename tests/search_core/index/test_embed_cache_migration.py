@@ -196,13 +196,13 @@ def test_an_older_autoresearch_sets_a_migrated_cache_aside_and_says_how_to_get_i
 
 
 def test_a_cache_in_the_compact_layout_without_the_guard_gains_it_and_keeps_its_vectors(tmp_path):
-    """Caches migrated before the guard existed (layout 2) get it on their next open, nothing moved."""
+    """Caches made or migrated before the guard existed get it on their next open, nothing moved, the layout's
+    number unchanged (so a release of this layout without the guard still reads it)."""
     path = tmp_path / "cache.sqlite"
     rows = _vectors("new", 30)
     cache = EmbeddingCache(path)
     cache.put_many("m", rows)
     cache.conn.execute("DROP TRIGGER older_version_guard")
-    cache.conn.execute("PRAGMA user_version = 2")
     cache.close()
 
     again = EmbeddingCache(path)
