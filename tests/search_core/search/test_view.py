@@ -192,3 +192,27 @@ def test_the_entity_ranking_pruned_by_one_product_is_the_ranking_of_every_note_s
                 assert rank_entity_notes(view, q, score, depth) == [ChannelHit(n, cid, s) for s, n, cid in full[:depth]]
     finally:
         view.close()
+
+
+def test_an_opened_view_knows_its_notes_without_sqlite_and_reads_a_notes_row_when_asked(demo_index):
+    """The entity channel asks which notes exist on the query-embedding thread, where no SQLite read may run
+    (two threads on one connection deadlocked): an opened view answers that, and the index-page flags, from the
+    ids it read when it loaded; a note's row is read when asked for, and is the row a whole read gives."""
+    view = IndexView.open(demo_index)
+    whole = connect(demo_index)
+    try:
+        statements = []
+        view.conn.set_trace_callback(statements.append)
+        flags = view.notes.nav_flags()
+        assert len(flags) == len(view.notes) == whole.execute("SELECT count(*) FROM notes").fetchone()[0]
+        assert all(nid in view.notes for nid in flags) and "no/such/note" not in view.notes
+        assert "no/such/note" not in view.notes and view.notes.get("no/such/note") is None
+        assert statements == []
+        every = IndexView(whole).notes
+        assert flags == {nid: row["nav_reason"] for nid, row in every.items()} and any(flags.values())
+        for nid in list(flags)[::7]:
+            assert dict(view.notes[nid]) == dict(every[nid])
+        assert statements
+    finally:
+        view.close()
+        whole.close()
