@@ -36,6 +36,9 @@ CHECK_PHRASES = 12
 # 0.05 is about the cosine gap between a right and a wrong note under e5 (0.88 vs 0.83): a note named
 # outright in the query moves ahead of its neighbours, but a wrong name guess cannot bury a close chunk.
 ENTITY_BONUS = 0.05
+# How far a note's best cosine from one product over many rows may be from its own product's: a float32 sum of up
+# to 1,024 products of unit vectors is within 1,024 x 2^-24 (6e-5) of the exact one whatever the kernel's order
+ENTITY_ROUNDING = 1e-3
 FIELD_WEIGHTS = (3.0, 3.0, 2.0, 2.0, 1.0)   # title, aliases, tags, summary, body: bm25() column weights
 # "RAG와 GraphRAG", "A vs B", "A 및 B", "A, B", "A and B": a particle needs a 2+ character word before it,
 # so "결과 분석" (result analysis) is not split on its own last syllable.
@@ -452,9 +455,22 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
             members = view.tag_members.get(norm, [])
             for m in members:
                 add(m, 0.5 * s / math.log2(2 + len(members)))   # a tag on 100 notes says little about each
+    return rank_entity_notes(view, qvec, note_score, depth)
+
+
+def rank_entity_notes(view, qvec: np.ndarray, note_score: dict[str, float], depth: int) -> list[ChannelHit]:
+    """The first `depth` notes by the query's cosine with their best chunk plus ENTITY_BONUS per unit of graph
+    evidence (ties by note id). Every note's best cosine is first taken from one product (view.note_maxima,
+    within ENTITY_ROUNDING of the note's own), and only the notes within twice that of the depth-th are scored
+    note by note: those scores, and so the list, are what scoring every note gives."""
+    ids = list(note_score)
+    if len(ids) > depth > 0:
+        approx = view.note_maxima(qvec, ids) + ENTITY_BONUS * np.fromiter(note_score.values(), np.float64, len(ids))
+        cut = np.partition(approx, len(ids) - depth)[len(ids) - depth]        # the depth-th highest
+        ids = [ids[i] for i in np.flatnonzero(approx >= cut - 2 * ENTITY_ROUNDING).tolist()]
     scored = []
-    for nid, g in note_score.items():
+    for nid in ids:
         cid = view.best_chunk(qvec, nid)
-        scored.append((view.cosine(qvec, nid, cid) + ENTITY_BONUS * g, nid, cid))
+        scored.append((view.cosine(qvec, nid, cid) + ENTITY_BONUS * note_score[nid], nid, cid))
     scored.sort(key=lambda t: (-t[0], t[1]))
     return [ChannelHit(nid, cid, sc) for sc, nid, cid in scored[:depth]]

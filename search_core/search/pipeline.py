@@ -450,13 +450,15 @@ class Searcher:
         cache = self.view.caches.nav
         if globs not in cache:
             out = {}
-            for nid, n in self.view.notes.items():
-                if n["nav_reason"]:
-                    out[nid] = n["nav_reason"]
-                else:
-                    glob = next((g for g in globs if fnmatch.fnmatchcase(nid, g)), None)
-                    if glob is not None:
-                        out[nid] = f"id matches nav_globs {glob!r}"
+            # one pattern of every glob first (fnmatchcase's own translation): five fnmatchcase calls for each
+            # of 92,000 notes were ~7 % of a cold search's CPU at 567,000 chunks
+            any_glob = re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)) if globs else None
+            for nid, reason in self.view.notes.nav_flags().items():
+                if reason:
+                    out[nid] = reason
+                elif any_glob is not None and any_glob.match(nid):
+                    glob = next(g for g in globs if fnmatch.fnmatchcase(nid, g))
+                    out[nid] = f"id matches nav_globs {glob!r}"
             cache[globs] = out
         return cache[globs]
 

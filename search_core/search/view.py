@@ -37,6 +37,11 @@ _blas = None
 # rows) paid it hundreds of times a query on a tag of many notes
 BLAS_ONE_THREAD_ELEMENTS = 2304 * 4
 
+# IndexView.note_maxima gathers the rows of the notes it is asked about below this share of the matrix, and takes
+# one product over the whole matrix above it: gathering 400,000 of 537,508 rows (a tag on 79,000 notes) copied
+# 400 MB and cost more than the product (35 ms p50 over the whole matrix at that size)
+GATHER_SHARE = 0.25
+
 
 def matvec(matrix: np.ndarray, v: np.ndarray) -> np.ndarray:
     global _blas
@@ -135,11 +140,29 @@ class NoteRows(Mapping):
         self._conn = conn
         self._rows: dict[str, NoteRow | None] = {}      # None: no such note
         self._all: dict[str, NoteRow] | None = None
+        self._flags: dict[str, str | None] | None = None   # every note id -> its index-page reason (load_ids)
         self._count: int | None = None
+
+    def load_ids(self) -> None:
+        """Read every note's id and index-page reason (two columns of each row, in the table's order): which
+        notes exist is then answered without SQLite, as the entity channel asks on the query-embedding thread
+        (two threads on one connection deadlocked), and the rest of a row is read when a note is asked for, on
+        the thread that asks. Reading all seven columns of 92,048 notes was 8-19 % of a cold search's samples."""
+        if self._all is None and self._flags is None:
+            self._flags = dict(self._conn.execute("SELECT id, nav_reason FROM notes"))
+
+    def nav_flags(self) -> dict[str, str | None]:
+        """Every note id -> its stored index-page reason (None: not an index page), in the table's order."""
+        if self._all is not None:
+            return {nid: row["nav_reason"] for nid, row in self._all.items()}
+        self.load_ids()
+        return self._flags
 
     def __getitem__(self, nid):
         if self._all is not None:
             return self._all[nid]
+        if self._flags is not None and nid not in self._flags:
+            raise KeyError(nid)
         if nid not in self._rows:
             row = self._conn.execute(f"SELECT {self.COLUMNS} FROM notes WHERE id = ?", (nid,)).fetchone() \
                 if isinstance(nid, str) else None
@@ -150,6 +173,10 @@ class NoteRows(Mapping):
         return rec
 
     def __contains__(self, nid) -> bool:
+        if self._all is not None:          # the entity channel asks for every note of a tag (79,000 on one)
+            return nid in self._all
+        if self._flags is not None:
+            return nid in self._flags
         try:
             self[nid]
         except KeyError:
@@ -170,6 +197,8 @@ class NoteRows(Mapping):
     def __len__(self) -> int:
         if self._all is not None:
             return len(self._all)
+        if self._flags is not None:
+            return len(self._flags)
         if self._count is None:
             self._count = self._conn.execute("SELECT count(*) FROM notes").fetchone()[0]
         return self._count
@@ -409,10 +438,11 @@ class IndexView:
             self.entity_matrix[rows >= 0] = ent_mat[rows[rows >= 0]]
         else:
             self.entity_matrix = ent_mat
-        # Read whole, now: the entity channel reads notes, links and tags on the query-embedding thread while
-        # this thread runs the keyword queries on the same connection, and two threads on one SQLite
-        # connection deadlocked (one holding the connection's mutex, the other the GIL).
-        self.notes.load_all()
+        # Read now: the entity channel asks which notes exist, and reads links and tags, on the query-embedding
+        # thread while this thread runs the keyword queries on the same connection, and two threads on one
+        # SQLite connection deadlocked (one holding the connection's mutex, the other the GIL). The notes' ids
+        # only: their rows are read when a search's own thread asks (titles of hits, the gate's features).
+        self.notes.load_ids()
         # grouped by SQLite, one row per target and per tag, each list split when first asked for: at 255,000
         # chunks 0.085 s of CPU for links_in against 0.177 for both maps row by row, 0.04 for the tags against 0.125
         self.links_in = LinksIn(conn.execute(
@@ -493,6 +523,36 @@ class IndexView:
             return int(cids[0])
         sims = matvec(self.matrix[rows[has]], qvec)
         return int(cids[has][int(np.argmax(sims))])
+
+    def note_maxima(self, qvec: np.ndarray, note_ids: list[str]) -> np.ndarray:
+        """Each note's highest cosine with the query over its embedded chunks (0 for a note without vectors or
+        unknown, as `cosine` gives), from one product for all of them: the entity channel ranks every note a
+        tag or name it matches stands for (a common tag's 79,000 notes at 567,000 chunks, one small product
+        each, were 0.9-1.1 s of CPU of one search). Within a float32 rounding (channels.ENTITY_ROUNDING) of
+        cosine(qvec, nid, best_chunk(qvec, nid)): one product over many rows may round a sum apart."""
+        out = np.zeros(len(note_ids), np.float64)
+        index_of = self.note_chunks.index_of
+        where = [(k, i) for k, nid in enumerate(note_ids) if (i := index_of(nid)) is not None]
+        if not where or not len(self.matrix):
+            return out
+        ks = np.asarray([k for k, _ in where], np.int64)
+        at = np.asarray([i for _, i in where], np.int64)
+        lo, hi = self.note_start[at], self.note_start[at + 1]
+        counts = hi - lo                                            # >= 1: a note in the layout owns chunks
+        seg = np.repeat(np.arange(len(ks)), counts)
+        places = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts - lo, counts)
+        rows = self.row_of_chunk[self.chunk_at[places]]
+        has = rows >= 0
+        seg, rows = seg[has], rows[has]
+        if not len(rows):
+            return out
+        if len(rows) > GATHER_SHARE * len(self.matrix):
+            sims = matvec(self.matrix, qvec)[rows]
+        else:
+            sims = matvec(self.matrix[rows], qvec)
+        with_rows = np.flatnonzero(np.bincount(seg, minlength=len(ks)))
+        out[ks[with_rows]] = np.maximum.reduceat(sims, np.searchsorted(seg, with_rows))
+        return out
 
 
 class ShortTokenIndex:

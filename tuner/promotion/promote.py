@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
@@ -28,7 +29,9 @@ from search_core.paths import RUNS_ENV, default_index, no_index_message, runs_di
 from search_core.validate import Where
 
 from tuner.promotion.config_toml import config_toml, toml_table
-from tuner.sweep.summary import HoldoutCheck
+
+if TYPE_CHECKING:      # annotations only: `search` reads the active config here and needs no evaluation code
+    from tuner.sweep.summary import HoldoutCheck
 
 HISTORY = "promotions.sqlite"
 LOCK = "promotion.lock"        # one promotion or rollback at a time per runs folder (and recovery under it)

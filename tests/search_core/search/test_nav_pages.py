@@ -172,3 +172,19 @@ def test_the_closest_name_wins_among_pages_that_share_a_file_name(demo_index):
     s = Searcher(demo_index)
     assert s.search("ai index").named == ("ai/index",)            # not every */index page of the vault
     assert set(s.search("index").named) >= {"ai/index", "ai/rag/index", "life/index", "obsidian/index"}
+
+
+@pytest.mark.parametrize("globs", [SearchConfig().nav_globs, ("*/index", "*[Rr]eadme*", "?i*", "ai/*"), ("[!a-m]*",), ()])
+def test_the_index_pages_of_a_set_of_globs_are_the_flagged_notes_and_the_first_glob_each_id_matches(demo_index, globs):
+    import fnmatch
+    s = Searcher(demo_index)
+    want = {}
+    for nid, n in s.view.notes.items():
+        first = next((g for g in globs if fnmatch.fnmatchcase(nid, g)), None)
+        if n["nav_reason"]:
+            want[nid] = n["nav_reason"]
+        elif first is not None:
+            want[nid] = f"id matches nav_globs {first!r}"
+    assert s.nav_reasons(globs) == want
+    if globs not in ((), SearchConfig().nav_globs):
+        assert sum(why.startswith("id matches") for why in want.values()) > 3

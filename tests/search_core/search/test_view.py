@@ -138,3 +138,81 @@ def test_a_views_load_leaves_the_cyclic_collector_as_it_found_it(demo_index, mon
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_each_notes_best_cosine_from_one_product_is_its_own_within_a_rounding(small_index):
+    """IndexView.note_maxima, from the rows gathered and from the whole matrix, against best_chunk and cosine
+    note by note; a note whose vectors were deleted and an unknown id get 0, as cosine gives them."""
+    import numpy as np
+    from search_core.search import view as view_module
+    from search_core.search.channels import ENTITY_ROUNDING
+    c = connect(small_index)
+    bare = c.execute("SELECT note_id FROM chunks GROUP BY note_id HAVING count(*) > 1 ORDER BY note_id LIMIT 1").fetchone()[0]
+    with atomic(c):
+        c.execute("DELETE FROM chunk_vec WHERE rowid IN (SELECT id FROM chunks WHERE note_id = ?)", (bare,))
+        c.execute("UPDATE chunks SET has_vector = 0 WHERE note_id = ?", (bare,))
+        bump_generation(c)
+        refresh_layout(c, small_index)
+    view = IndexView(c)
+    notes = list(view.note_chunks) + ["no/such/note"]
+    rng = np.random.default_rng(0)
+    mixed = rng.standard_normal(view.matrix.shape[1]).astype(np.float32)
+    for q in (view.matrix[0], view.matrix[-1], mixed / np.linalg.norm(mixed)):
+        own = np.array([view.cosine(q, n, view.best_chunk(q, n)) for n in notes])
+        assert own[notes.index(bare)] == 0.0 and own[-1] == 0.0 and own.max() > 0
+        for share in (1.0, 0.0):            # the rows gathered; one product over the whole matrix
+            view_module.GATHER_SHARE = share
+            try:
+                got = view.note_maxima(q, notes)
+                picked = view.note_maxima(q, notes[::3])
+            finally:
+                view_module.GATHER_SHARE = 0.25
+            assert np.abs(got - own).max() <= ENTITY_ROUNDING / 10
+            assert got[notes.index(bare)] == 0.0 and got[-1] == 0.0
+            assert np.abs(picked - got[::3]).max() <= ENTITY_ROUNDING / 10
+    c.close()
+
+
+def test_the_entity_ranking_pruned_by_one_product_is_the_ranking_of_every_note_scored(demo_index):
+    """rank_entity_notes scores note by note only the notes near the depth-th: its list is the full scoring's,
+    note, chunk and score, for graph scores with many ties and depths from 1 to every note."""
+    import numpy as np
+    from search_core.search.channels import ENTITY_BONUS, ChannelHit, rank_entity_notes
+    view = IndexView.open(demo_index)
+    try:
+        notes = list(view.note_chunks)
+        rng = np.random.default_rng(1)
+        for trial in range(6):
+            q = view.matrix[int(rng.integers(len(view.matrix)))]
+            chosen = [notes[i] for i in rng.choice(len(notes), size=min(len(notes), 40 + 20 * trial), replace=False)]
+            score = {n: float(rng.choice([0.0, 0.5, 1.0, rng.random()])) for n in chosen}
+            full = sorted(((view.cosine(q, n, cid) + ENTITY_BONUS * score[n], n, cid)
+                           for n in chosen for cid in [view.best_chunk(q, n)]), key=lambda t: (-t[0], t[1]))
+            for depth in (1, 3, 10, len(chosen), len(chosen) + 5):
+                assert rank_entity_notes(view, q, score, depth) == [ChannelHit(n, cid, s) for s, n, cid in full[:depth]]
+    finally:
+        view.close()
+
+
+def test_an_opened_view_knows_its_notes_without_sqlite_and_reads_a_notes_row_when_asked(demo_index):
+    """The entity channel asks which notes exist on the query-embedding thread, where no SQLite read may run
+    (two threads on one connection deadlocked): an opened view answers that, and the index-page flags, from the
+    ids it read when it loaded; a note's row is read when asked for, and is the row a whole read gives."""
+    view = IndexView.open(demo_index)
+    whole = connect(demo_index)
+    try:
+        statements = []
+        view.conn.set_trace_callback(statements.append)
+        flags = view.notes.nav_flags()
+        assert len(flags) == len(view.notes) == whole.execute("SELECT count(*) FROM notes").fetchone()[0]
+        assert all(nid in view.notes for nid in flags) and "no/such/note" not in view.notes
+        assert "no/such/note" not in view.notes and view.notes.get("no/such/note") is None
+        assert statements == []
+        every = IndexView(whole).notes
+        assert flags == {nid: row["nav_reason"] for nid, row in every.items()} and any(flags.values())
+        for nid in list(flags)[::7]:
+            assert dict(view.notes[nid]) == dict(every[nid])
+        assert statements
+    finally:
+        view.close()
+        whole.close()
