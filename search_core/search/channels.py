@@ -95,9 +95,14 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(trigrams))[:MAX_TRIGRAMS], list(dict.fromkeys(short))
 
 
-def cut_by(query: str, phrases: int) -> bool:
-    """Whether sparse(..., phrases) may read fewer trigrams of `query` than the sparse channel's own query."""
-    return len(query_terms(query)[0]) > phrases
+def cut_by(view, conn, query: str, phrases: int) -> bool:
+    """Whether sparse(..., phrases) reads other trigrams of `query` than the sparse channel's own query (the
+    MAX_PHRASES rarest). Both bounds of select_trigrams cut: the phrase cap and the postings budget
+    (MAX_POSTINGS). A query of more trigrams than `phrases` whose budget binds before either cap is cut to the
+    same rarest trigrams both ways: counting trigrams against the cap alone called it cut, and the fast path
+    then ran the same FTS5 query twice. So the two selections are compared (frequencies: the view's cache)."""
+    trigrams = query_terms(query)[0]
+    return fts_trigrams(view, conn, trigrams, phrases) != fts_trigrams(view, conn, trigrams, MAX_PHRASES)
 
 
 def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRASES,

@@ -257,7 +257,7 @@ class Searcher:
             if evidence.first is not None and evidence.margin >= fast_margin:
                 fts5 = ch.sparse(self.conn, self.view, query, depth, ch.CHECK_PHRASES)
                 evidence = ch.keyword_evidence(ngram, fts5, fast_margin, skip)
-                if not evidence.decided and ch.cut_by(query, ch.CHECK_PHRASES):
+                if not evidence.decided and ch.cut_by(self.view, self.conn, query, ch.CHECK_PHRASES):
                     fts5 = None          # the check's list read fewer trigrams: the sparse channel runs its own
             t["fast_check"] = (time.perf_counter() - start) * 1000
             if evidence.decided:
