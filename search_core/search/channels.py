@@ -243,14 +243,22 @@ class KeywordEvidence:
         return f"n-gram BM25 margin {self.margin:.2f} >= {self.cut:g} and FTS5 agrees on {self.first}"
 
 
+def lead_margin(hits: list[ChannelHit]) -> float:
+    """How far a list's first note leads the second, as a share of its score: (top - second) / top; 1.0 with
+    one note, 0.0 with none (or a top score of 0)."""
+    if not hits:
+        return 0.0
+    top = hits[0].score
+    return float(1.0 if len(hits) == 1 else ((top - hits[1].score) / top if top > 0 else 0.0))
+
+
 def keyword_evidence(ngram: list[ChannelHit], fts5: list[ChannelHit] | None, cut: float,
                      skip=frozenset()) -> KeywordEvidence:
     """KeywordEvidence of the two lists; fts5=None: the n-gram margin alone (agree stays False)."""
     ng = [h for h in ngram if h.note_id not in skip]
     if not ng:
         return KeywordEvidence(None, 0.0, cut)
-    top = ng[0].score
-    margin = float(1.0 if len(ng) == 1 else ((top - ng[1].score) / top if top > 0 else 0.0))
+    margin = lead_margin(ng)
     if fts5 is None:
         return KeywordEvidence(ng[0].note_id, margin, cut)
     fs = next((h.note_id for h in fts5 if h.note_id not in skip), None)

@@ -370,7 +370,8 @@ class Searcher:
         left_out, nav, named = self._held_out(r.query, cfg, held)
         nav_out = left_out - held
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
-                                               depth=limit_fused), named)
+                                               depth=limit_fused,
+                                               ngram_lead=ch.lead_margin(r_lists.get(NGRAM_LIST, []))), named)
         held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
                          if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000
