@@ -80,7 +80,7 @@ class SearchConfig:
     # decides so rarely puts a wrong note first (the fast path's measure), and on the KorQuAD sample, whose
     # misses are other paragraphs of the gold article, it is right where the fusion is not. 0.20 at 0.2 by the
     # default rule: KorQuAD tuning MRR 0.973 -> 0.978, every other tuning part equal, every holdout at or above
-    # (docs/lab-notes/peers-2026-12.md). None: w_ngram always.
+    # (docs/lab-notes/peers-2026-12.md). None: w_ngram always; w_ngram 0 turns both off.
     ngram_lead_margin: float | None = 0.2
     w_ngram_lead: float = 0.20
     # k = 2, chosen by the tuner (benchmarks/bench_default_k.py): rrf_k sweeps moved 60 to 5 (demo), 1
@@ -119,8 +119,9 @@ class SearchConfig:
 
     def weights(self, ngram_lead: float = 0.0) -> dict[str, float]:
         """Each list's weight in the fusion: the four channels', and the n-gram list's (Retrieval.lists["ngram"]),
-        w_ngram_lead when that list's lead (`ngram_lead`, channels.lead_margin) reaches ngram_lead_margin."""
-        leads = self.ngram_lead_margin is not None and ngram_lead >= self.ngram_lead_margin
+        w_ngram_lead when that list's lead (`ngram_lead`, channels.lead_margin) reaches ngram_lead_margin. A
+        config with w_ngram 0 fuses no n-gram list, leading or not (the demo's start, bench_peers' `fts5`)."""
+        leads = self.ngram_lead_margin is not None and self.w_ngram > 0 and ngram_lead >= self.ngram_lead_margin
         return {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram_lead if leads else self.w_ngram}
 
     def as_dict(self) -> dict:

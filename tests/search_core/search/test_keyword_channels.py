@@ -226,9 +226,9 @@ def test_the_ngram_list_is_fused_beside_the_sparse_channel_with_its_own_weight(d
                     if f.ranks.get("ngram"):
                         assert f.terms["ngram"] == pytest.approx(w / (c.rrf_k + f.ranks["ngram"]))
                 w = cfg.w_ngram                                 # no lead margin: w_ngram, whatever the lead
-            off = s.rank(r, cfg.replace(w_ngram=0.0, w_ngram_lead=0.0), snippets=False)
+            off = s.rank(r, cfg.replace(w_ngram=0.0), snippets=False)
             alone = s.rank(replace(r, lists={c: v for c, v in r.lists.items() if c != "ngram"}), cfg, snippets=False)
-            assert off.ranked == alone.ranked                   # weight 0: the four channels alone
+            assert off.ranked == alone.ranked                   # w_ngram 0: the four channels alone, leading or not
             moved += s.rank(r, cfg, snippets=False).ranked != off.ranked
         assert moved                                            # the weight moves some answer
         assert True in leads and False in leads                 # both weights were checked
