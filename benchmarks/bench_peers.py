@@ -1,6 +1,7 @@
 """Our search side by side with peer retrievers on the same questions and the same e5-small vectors.
 
-    python benchmarks/bench_peers.py [--sets demo,autorag,korquad,johngrib,baekjungho,hoonti06] [--cache /work/cache/peers]
+    python benchmarks/bench_peers.py [--sets demo,autorag,korquad,johngrib,baekjungho,hoonti06,voyager003]
+        [--cache /work/cache/peers]
         [--korquad-questions 300] [--johngrib-sample 100] [--configs default,ngram] [--peers llamaindex,txtai]
 
 Systems, each scored on note-level hit@5 and MRR@10 (tuner.evaluation.metrics) with warm per-query latency
@@ -25,8 +26,9 @@ Sets: the demo (demo-tune + demo-holdout on experiments/demo-vault), AutoRAG-ko 
 a seeded KorQuAD dev sample (its first articles, questions sampled; KorQuAD is CC BY-ND, so only aggregates
 are written), and the johngrib wiki's spent sets (tune, holdout, blind, week, final, last) over a subset
 vault: every gold note of those sets (436) plus a seeded sample of --johngrib-sample others
-(a full index takes ~13 minutes of both cores), and the two further real vaults beside the repository
-(--vaults: baekjungho-wiki with its tune and holdout sets, hoonti06-wiki with its final set). Indexes, the subset vault and the KorQuAD sample live under
+(a full index takes ~13 minutes of both cores), and the three further real vaults beside the repository
+(--vaults: baekjungho-wiki with its tune and holdout sets, hoonti06-wiki with its final set, voyager003-wiki with
+its tune and holdout sets, both spent). Indexes, the subset vault and the KorQuAD sample live under
 --cache, outside the repository, and are reused. Results: runs/bench/peers.json, and a Markdown table.
 """
 
@@ -371,14 +373,20 @@ def table(results: dict) -> str:
             else:
                 cells.append(f"{m['hit@5']:.3f} / {m['mrr@10']:.3f} ({m['ms']['p50']:.0f}/{m['ms']['p95']:.0f} ms)")
         lines.append(f"| {set_name} ({r['questions']} q) | " + " | ".join(cells) + " |")
+    cells = []
+    for name in systems:       # each set weighs one, whatever its number of questions
+        got = [r["systems"][name] for r in results.values() if "hit@5" in r["systems"].get(name, {})]
+        cells.append(f"{np.mean([m['hit@5'] for m in got]):.3f} / {np.mean([m['mrr@10'] for m in got]):.3f}"
+                     if len(got) == len(results) else "-")
+    lines.append(f"| mean of the {len(results)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="demo,autorag,korquad,johngrib,baekjungho,hoonti06")
+    ap.add_argument("--sets", default="demo,autorag,korquad,johngrib,baekjungho,hoonti06,voyager003")
     ap.add_argument("--vaults", type=Path, default=DATA.parent.parent / "vaults",
-                    help="the folder holding baekjungho-wiki/ and hoonti06-wiki/ (benchmarks/sets/README.md)")
+                    help="the folder holding baekjungho-wiki/, hoonti06-wiki/ and voyager003-wiki/ (benchmarks/sets/README.md)")
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/peers"))
     ap.add_argument("--korquad-questions", type=int, default=300)
     ap.add_argument("--johngrib-sample", type=int, default=100, help="notes beside the gold ones")
@@ -398,7 +406,9 @@ def main() -> None:
               "johngrib": lambda: johngrib_set(args.cache, args.johngrib_sample),
               "baekjungho": lambda: vault_set("baekjungho", args.vaults / "baekjungho-wiki" / "_wiki",
                                               ("baekjungho-tune", "baekjungho-holdout")),
-              "hoonti06": lambda: vault_set("hoonti06", args.vaults / "hoonti06-wiki" / "_wiki", ("hoonti06-final",))}
+              "hoonti06": lambda: vault_set("hoonti06", args.vaults / "hoonti06-wiki" / "_wiki", ("hoonti06-final",)),
+              "voyager003": lambda: vault_set("voyager003", args.vaults / "voyager003-wiki" / "_wiki",
+                                              ("voyager003-tune", "voyager003-holdout"))}
     results = {}
     for key in args.sets.split(","):
         bs = makers[key]()

@@ -59,7 +59,7 @@ class ChunkConfig:
 # recorded config lacking one ran with that value (SearchConfig.from_stored), and a config holding it keeps its
 # old hash (SearchConfig.config_hash).
 ADDED_LATER = {"gate_threshold": None, "fast_path_margin": None, "keyword_index": "fts5", "pair_terms": 0,
-               "w_ngram": 0.0}
+               "w_ngram": 0.0, "ngram_lead_margin": None, "w_ngram_lead": 0.20}
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,14 @@ class SearchConfig:
     # MRR, the mean better, every holdout at or above): tuning MRR +0.015 AutoRAG-ko, +0.008 johngrib, +0.003
     # KorQuAD, demo equal; 0.20 lost johngrib-tune MRR (BENCHMARKS.md, peers). 0: not run.
     w_ngram: float = 0.10
+    # ...and its weight when it leads: its first note's score ahead of the second's by at least
+    # ngram_lead_margin of itself (as the list came from the channel; channels.lead_margin). A list that
+    # decides so rarely puts a wrong note first (the fast path's measure), and on the KorQuAD sample, whose
+    # misses are other paragraphs of the gold article, it is right where the fusion is not. 0.20 at 0.2 by the
+    # default rule: KorQuAD tuning MRR 0.973 -> 0.978, every other tuning part equal, every holdout at or above
+    # (docs/lab-notes/peers-2026-12.md). None: w_ngram always; w_ngram 0 turns both off.
+    ngram_lead_margin: float | None = 0.2
+    w_ngram_lead: float = 0.20
     # k = 2, chosen by the tuner (benchmarks/bench_default_k.py): rrf_k sweeps moved 60 to 5 (demo), 1
     # (AutoRAG-ko) and 2 (KorQuAD); k = 2 had the best mean tuning score losing no tuning hit, and held on
     # all three holdouts (hit@5 48/48 -> 48/48, 55/56 -> 56/56, 584/600 -> 593/600; no metric worse).
@@ -109,9 +117,12 @@ class SearchConfig:
     exclude_nav: bool = True       # index/MOC notes never appear in results
     nav_globs: tuple[str, ...] = ("index", "*/index", "home", "*MOC*", "*moc*")
 
-    def weights(self) -> dict[str, float]:
-        """Each list's weight in the fusion: the four channels', and the n-gram list's (Retrieval.lists["ngram"])."""
-        return {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram}
+    def weights(self, ngram_lead: float = 0.0) -> dict[str, float]:
+        """Each list's weight in the fusion: the four channels', and the n-gram list's (Retrieval.lists["ngram"]),
+        w_ngram_lead when that list's lead (`ngram_lead`, channels.lead_margin) reaches ngram_lead_margin. A
+        config with w_ngram 0 fuses no n-gram list, leading or not (the demo's start, bench_peers' `fts5`)."""
+        leads = self.ngram_lead_margin is not None and self.w_ngram > 0 and ngram_lead >= self.ngram_lead_margin
+        return {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram_lead if leads else self.w_ngram}
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)

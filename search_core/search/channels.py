@@ -98,9 +98,14 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(trigrams))[:MAX_TRIGRAMS], list(dict.fromkeys(short))
 
 
-def cut_by(query: str, phrases: int) -> bool:
-    """Whether sparse(..., phrases) may read fewer trigrams of `query` than the sparse channel's own query."""
-    return len(query_terms(query)[0]) > phrases
+def cut_by(view, conn, query: str, phrases: int) -> bool:
+    """Whether sparse(..., phrases) reads other trigrams of `query` than the sparse channel's own query (the
+    MAX_PHRASES rarest). Both bounds of select_trigrams cut: the phrase cap and the postings budget
+    (MAX_POSTINGS). A query of more trigrams than `phrases` whose budget binds before either cap is cut to the
+    same rarest trigrams both ways: counting trigrams against the cap alone called it cut, and the fast path
+    then ran the same FTS5 query twice. So the two selections are compared (frequencies: the view's cache)."""
+    trigrams = query_terms(query)[0]
+    return fts_trigrams(view, conn, trigrams, phrases) != fts_trigrams(view, conn, trigrams, MAX_PHRASES)
 
 
 def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRASES,
@@ -241,14 +246,22 @@ class KeywordEvidence:
         return f"n-gram BM25 margin {self.margin:.2f} >= {self.cut:g} and FTS5 agrees on {self.first}"
 
 
+def lead_margin(hits: list[ChannelHit]) -> float:
+    """How far a list's first note leads the second, as a share of its score: (top - second) / top; 1.0 with
+    one note, 0.0 with none (or a top score of 0)."""
+    if not hits:
+        return 0.0
+    top = hits[0].score
+    return float(1.0 if len(hits) == 1 else ((top - hits[1].score) / top if top > 0 else 0.0))
+
+
 def keyword_evidence(ngram: list[ChannelHit], fts5: list[ChannelHit] | None, cut: float,
                      skip=frozenset()) -> KeywordEvidence:
     """KeywordEvidence of the two lists; fts5=None: the n-gram margin alone (agree stays False)."""
     ng = [h for h in ngram if h.note_id not in skip]
     if not ng:
         return KeywordEvidence(None, 0.0, cut)
-    top = ng[0].score
-    margin = float(1.0 if len(ng) == 1 else ((top - ng[1].score) / top if top > 0 else 0.0))
+    margin = lead_margin(ng)
     if fts5 is None:
         return KeywordEvidence(ng[0].note_id, margin, cut)
     fs = next((h.note_id for h in fts5 if h.note_id not in skip), None)

@@ -257,7 +257,7 @@ class Searcher:
             if evidence.first is not None and evidence.margin >= fast_margin:
                 fts5 = ch.sparse(self.conn, self.view, query, depth, ch.CHECK_PHRASES)
                 evidence = ch.keyword_evidence(ngram, fts5, fast_margin, skip)
-                if not evidence.decided and ch.cut_by(query, ch.CHECK_PHRASES):
+                if not evidence.decided and ch.cut_by(self.view, self.conn, query, ch.CHECK_PHRASES):
                     fts5 = None          # the check's list read fewer trigrams: the sparse channel runs its own
             t["fast_check"] = (time.perf_counter() - start) * 1000
             if evidence.decided:
@@ -370,7 +370,8 @@ class Searcher:
         left_out, nav, named = self._held_out(r.query, cfg, held)
         nav_out = left_out - held
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
-                                               depth=limit_fused), named)
+                                               depth=limit_fused,
+                                               ngram_lead=ch.lead_margin(r_lists.get(NGRAM_LIST, []))), named)
         held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
                          if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000

@@ -109,7 +109,7 @@ def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     fts = [_fts_work(conn, view, t) for i, t in enumerate(texts) if runs_fts or (i == 0 and query_too and ahead_fts)]
     # the query's n-gram list runs whatever keyword_index says (fused on its own, SearchConfig.w_ngram); a
     # sub-question's only when it is the keyword index
-    if fts and ahead_fts and ev.fts5_ran and ch.cut_by(texts[0], ch.CHECK_PHRASES):
+    if fts and ahead_fts and ev.fts5_ran and ch.cut_by(view, conn, texts[0], ch.CHECK_PHRASES):
         # the check's FTS5 query read the CHECK_PHRASES rarest trigrams: it alone when it decided or when FTS5 is
         # not the keyword index, else ahead of the sparse channel's own full query (Searcher.retrieve)
         check = _fts_work(conn, view, texts[0], ch.CHECK_PHRASES)

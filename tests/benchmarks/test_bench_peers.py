@@ -41,3 +41,13 @@ def test_a_peer_holding_our_vectors_passes_and_one_holding_others_is_refused():
         held_cosine("peer", held[:19], ours, has)
     with pytest.raises(SystemExit, match="kept none"):
         held_cosine("peer", np.full_like(ours, np.nan), ours, has)
+
+
+def test_the_table_means_each_system_over_the_sets_and_leaves_a_system_missing_a_set_unmeaned():
+    from benchmarks.bench_peers import table
+    ms = {"p50": 1.0, "p95": 2.0}
+    got = table({"a": {"questions": 3, "systems": {"ours": {"hit@5": 1.0, "mrr@10": 0.5, "ms": ms},
+                                                   "peer": {"skipped": "not installed"}}},
+                 "b": {"questions": 40, "systems": {"ours": {"hit@5": 0.5, "mrr@10": 0.25, "ms": ms},
+                                                    "peer": {"hit@5": 1.0, "mrr@10": 1.0, "ms": ms}}}})
+    assert got.splitlines()[-1] == "| mean of the 2 | 0.750 / 0.375 | - |"    # each set weighs one

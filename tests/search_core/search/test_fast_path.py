@@ -94,7 +94,7 @@ def test_an_undecided_query_runs_every_channel_and_answers_as_with_the_fast_path
 
 
 def test_the_check_reads_the_rarest_trigrams_and_a_decided_answer_is_made_of_that_list(searcher, embedded):
-    assert ch.cut_by(LONG_DECIDED, ch.CHECK_PHRASES)
+    assert ch.cut_by(searcher.view, searcher.conn, LONG_DECIDED, ch.CHECK_PHRASES)
     cut = ch.sparse(searcher.conn, searcher.view, LONG_DECIDED, 50, ch.CHECK_PHRASES)
     assert [h.note_id for h in cut] != [h.note_id for h in ch.sparse(searcher.conn, searcher.view, LONG_DECIDED, 50)]
     res = searcher.search(LONG_DECIDED, cfg(searcher, 0.2))
@@ -106,13 +106,39 @@ def test_the_check_reads_the_rarest_trigrams_and_a_decided_answer_is_made_of_tha
 
 
 def test_an_undecided_query_whose_check_read_fewer_trigrams_gets_the_full_sparse_list(searcher, embedded):
-    assert ch.cut_by(LONG_UNDECIDED, ch.CHECK_PHRASES)
+    assert ch.cut_by(searcher.view, searcher.conn, LONG_UNDECIDED, ch.CHECK_PHRASES)
     fast = searcher.search(LONG_UNDECIDED, cfg(searcher, 0.2))
     assert fast.retrieval.evidence.fts5_ran and not fast.retrieval.evidence.decided
     searcher.query_cache.clear()
     off = searcher.search(LONG_UNDECIDED, cfg(searcher, None))
     assert fast.retrieval.lists == off.retrieval.lists and fast.ranked == off.ranked
 
+
+
+def test_a_postings_budget_that_binds_before_the_caps_cuts_the_check_and_the_channel_alike(searcher, embedded,
+                                                                                         monkeypatch):
+    """LONG_UNDECIDED has 25 trigrams, more than the check reads (12); under a budget of 50 postings both the
+    check's and the channel's own query keep the same 7 rarest (4 + 4 + 5 + 5 + 5 + 11 + 12 = 46 postings on
+    the demo): no cut, so the check's FTS5 list is the sparse channel's and FTS5 runs once."""
+    view, conn = searcher.view, searcher.conn
+    trigrams = ch.query_terms(LONG_UNDECIDED)[0]
+    assert len(trigrams) > ch.CHECK_PHRASES and ch.cut_by(view, conn, LONG_UNDECIDED, ch.CHECK_PHRASES)
+    monkeypatch.setattr(ch, "MAX_POSTINGS", 50)
+    check = ch.fts_trigrams(view, conn, trigrams, ch.CHECK_PHRASES)
+    assert check == ch.fts_trigrams(view, conn, trigrams) and len(check) == 7
+    assert not ch.cut_by(view, conn, LONG_UNDECIDED, ch.CHECK_PHRASES)
+    monkeypatch.setattr(ch, "MAX_POSTINGS", 160)    # the 12 rarest sum 129, the 13th (23) fits: the cap cuts
+    assert ch.cut_by(view, conn, LONG_UNDECIDED, ch.CHECK_PHRASES)
+    monkeypatch.setattr(ch, "MAX_POSTINGS", 50)
+    asked = []
+    real = ch.sparse
+    monkeypatch.setattr(ch, "sparse", lambda conn, view, q, depth, *cap: (asked.append(q), real(conn, view, q, depth, *cap))[1])
+    fast = searcher.search(LONG_UNDECIDED, cfg(searcher, 0.2))
+    assert fast.retrieval.evidence.fts5_ran and not fast.retrieval.evidence.decided
+    assert asked.count(LONG_UNDECIDED) == 1
+    searcher.query_cache.clear()
+    off = searcher.search(LONG_UNDECIDED, cfg(searcher, None))
+    assert fast.retrieval.lists == off.retrieval.lists and fast.ranked == off.ranked
 
 def test_the_work_counted_for_the_check_is_its_cut_fts5_query(searcher):
     """The cost model charges what ran: a decided query's one FTS5 query over the rarest trigrams; an undecided

@@ -212,19 +212,26 @@ def test_the_ngram_list_is_fused_beside_the_sparse_channel_with_its_own_weight(d
     try:
         cfg = SearchConfig(embedder=s.embedder_name)
         assert cfg.keyword_index == "fts5" and cfg.w_ngram > 0
-        moved = 0
+        moved, leads = 0, []
         for q in ("김치찌개 끓이는 법", "RRF 점수 합치기", "무릎 부상 회복", "임베딩 모델 비교", "예산 규칙"):
             r = s.retrieve(q, cfg.depth)
             assert r.lists["ngram"] == ch.ngram_sparse(s.conn, s.view, r.channel_text, cfg.depth)   # beside FTS5's
-            on = s.rank(r, cfg, snippets=False)
-            for f in on.fused:
-                if f.ranks.get("ngram"):
-                    assert f.terms["ngram"] == pytest.approx(cfg.w_ngram / (cfg.rrf_k + f.ranks["ngram"]))
+            ng = r.lists["ngram"]
+            lead = (ng[0].score - ng[1].score) / ng[0].score
+            leads.append(lead >= cfg.ngram_lead_margin)
+            w = cfg.w_ngram_lead if leads[-1] else cfg.w_ngram  # a list whose first note leads weighs more
+            for c in (cfg, cfg.replace(ngram_lead_margin=None)):
+                on = s.rank(r, c, snippets=False)
+                for f in on.fused:
+                    if f.ranks.get("ngram"):
+                        assert f.terms["ngram"] == pytest.approx(w / (c.rrf_k + f.ranks["ngram"]))
+                w = cfg.w_ngram                                 # no lead margin: w_ngram, whatever the lead
             off = s.rank(r, cfg.replace(w_ngram=0.0), snippets=False)
             alone = s.rank(replace(r, lists={c: v for c, v in r.lists.items() if c != "ngram"}), cfg, snippets=False)
-            assert off.ranked == alone.ranked                   # weight 0: the four channels alone
-            moved += on.ranked != off.ranked
+            assert off.ranked == alone.ranked                   # w_ngram 0: the four channels alone, leading or not
+            moved += s.rank(r, cfg, snippets=False).ranked != off.ranked
         assert moved                                            # the weight moves some answer
+        assert True in leads and False in leads                 # both weights were checked
     finally:
         s.close()
 
