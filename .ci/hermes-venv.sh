@@ -15,8 +15,12 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import run_agent, age
     "$PY" -m venv "$VENV.building" >&2
     "$VENV.building/bin/python" -m pip install -q --disable-pip-version-check "hermes-agent==$VERSION" >&2
     # venv scripts name their interpreter by absolute path: rebuild them at the final place
+    # (`venv --upgrade` redoes the interpreter links, not pip's entry points such as `hermes` nor the activate
+    # scripts, which still name the .building folder: rewrite every text file in bin/ that does)
     mv "$VENV.building" "$VENV"
     "$PY" -m venv --upgrade "$VENV" >&2
+    grep -lIZ "$VENV.building" "$VENV"/bin/* | xargs -0r sed -i "s|$VENV.building|$VENV|g"
+    if grep -lI "$VENV.building" "$VENV"/bin/* >&2; then echo "hermes venv: scripts above still name $VENV.building" >&2; exit 1; fi
     "$VENV/bin/python" -c "import run_agent, agent.memory_manager" >&2
 fi
 echo "$VENV/bin/python"
