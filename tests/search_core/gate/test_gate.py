@@ -5,8 +5,8 @@ import pytest
 from click.testing import CliRunner
 
 from search_core.config import SearchConfig
-from search_core.gate.features import (ALWAYS, FEATURE_NAMES, GATE_FEATURES, NGRAM_FEATURES, features_read, gate_features,
-                                       idf_overlap, term_overlap, unknown_words)
+from search_core.gate.features import (ALWAYS, FEATURE_NAMES, GATE_FEATURES, HEADING_WORD_FEATURES, NGRAM_FEATURES,
+                                       features_read, gate_features, idf_overlap, term_overlap, unknown_words)
 from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate, load_gate, sidecar_path
 from tuner.gate.fit import fit_gate
 from search_core.gate.request import GateRequest
@@ -43,16 +43,17 @@ def test_a_search_computes_only_what_its_gate_and_a_refit_read(small_index, tmp_
     s = Searcher(small_index)
     f = s.search(query).gate.features
     assert set(f) == set(GATE_FEATURES) | ALWAYS
-    assert not set(f) & {*NGRAM_FEATURES, "heading_overlap", "dense_idf_overlap", "bm25_wig"}
+    assert not set(f) & {*NGRAM_FEATURES, *HEADING_WORD_FEATURES}
     assert f == {k: full[k] for k in f}
-    assert full["ngram_top_norm"] > 0 and full["heading_overlap"] > 0       # computed, not read: left out above
+    assert full["ngram_top_norm"] > 0 and full["heading_word_coverage_idf"] > 0   # computed, not read: left out above
     rows = [(Searcher(small_index, all_gate_features=True).search(q).gate.features, y)
             for qs, y in ((QUERIES_IN, 1), (QUERIES_OUT, 0)) for q in qs]
     m = fit_gate([r for r, _ in rows], [y for _, y in rows], fingerprint=s.fingerprint["embedder"],
-                 features=["top_cos", "ngram_top_norm", "heading_overlap"])
+                 features=["top_cos", "ngram_top_norm", "heading_word_coverage_idf"])
     s = Searcher(small_index, gate=GateRequest(path=m.save(tmp_path / "candidates.json")))
     g = s.search(query).gate
-    assert g.kind == "model" and set(g.features) == set(GATE_FEATURES) | ALWAYS | {"ngram_top_norm", "heading_overlap"}
+    assert g.kind == "model" and set(g.features) == set(GATE_FEATURES) | ALWAYS | {"ngram_top_norm",
+                                                                                  "heading_word_coverage_idf"}
     assert g.features["ngram_top_norm"] == full["ngram_top_norm"] and g.probability == pytest.approx(m.probability(full))
 
 
