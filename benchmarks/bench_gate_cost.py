@@ -5,6 +5,8 @@ its own trigram lookups (the worst case: a query nobody asked before). Two ways 
 document frequencies, on the same queries and the same index:
   table   the `trigram_df` table the index writer stores (search_core.index.term_df), what searches use
   vocab   FTS5's vocabulary (fts5vocab), what indexes without the table fall back to
+  read    the table, computing only what a search computes (features_read: GATE_FEATURES, the deciding gate's own,
+          ALWAYS); `table` and `vocab` compute every feature, the candidates no gate reads included
 Both modes read the word table (search_core.index.word_df, unknown_names) the same way: stored in `table` mode,
 absent (the trigram fallback over the vocabulary) in `vocab` mode, which is an index older than both tables.
 `names` times unknown_names() alone at first sight with the word table (the fourth round's feature);
@@ -31,7 +33,7 @@ from common import ROOT, summary, write_result  # noqa: E402
 from search_core.index import term_df  # noqa: E402
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.index import word_df  # noqa: E402
-from search_core.gate.features import gate_features, unknown_names  # noqa: E402
+from search_core.gate.features import features_read, gate_features, unknown_names  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
 
@@ -44,8 +46,10 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
     results = [s.rank(s.retrieve(q, cfg.depth), cfg, snippets=False) for q in queries]
     out = {"db": db, "queries": len(queries), "table_current": term_df.is_current(s.conn),
            "word_table_current": word_df.is_current(s.conn)}
-    for mode in ("table", "vocab"):
-        if mode == "table" and not out["table_current"]:
+    model = s.gate_for(cfg.reranker).model
+    read = features_read(model.features if model is not None else ())
+    for mode in ("table", "read", "vocab"):
+        if mode in ("table", "read") and not out["table_current"]:
             continue
         cpu = []
         for _ in range(repeats):
@@ -53,12 +57,13 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
                 # first sight of every term: the caches term_df.counts and gate_features keep on the view
                 caches = s.view.caches
                 caches.term_df.clear()
-                caches.term_df_stored = mode == "table"
+                caches.term_df_stored = mode != "vocab"
                 caches.short_df.clear()
                 caches.word_df.clear()
-                caches.word_df_stored = mode == "table" and out["word_table_current"]
+                caches.word_df_stored = mode != "vocab" and out["word_table_current"]
                 c0 = time.process_time()
-                gate_features(res.query, res.retrieval.lists, res.hits, s.view, conn=s.conn)
+                gate_features(res.query, res.retrieval.lists, res.hits, s.view, conn=s.conn,
+                              only=read if mode == "read" else None)
                 cpu.append((time.process_time() - c0) * 1000)
         out[mode] = summary(cpu)
     # the decision on top of the features: the gate chosen for the search's reranker (choose_gate's choice,
@@ -96,7 +101,7 @@ def main():
            "results": [measure(db, queries, args.repeats) for db in args.db]}
     out["load_average_after"] = os.getloadavg()
     for r in out["results"]:
-        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "vocab", "names", "decide") if m in r}, file=sys.stderr)
+        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "read", "vocab", "names", "decide") if m in r}, file=sys.stderr)
     print(write_result("gate-cost", out))
 
 

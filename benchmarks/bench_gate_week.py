@@ -181,14 +181,14 @@ def one_week(name: str, db: Path, questions, feats: dict, seed: int, work: Path,
             _cli(runs, "calibrate", "--db", str(idx), "--log", str(log), "--since", "all", "--format", "json",
                  "--out", str(rep))
             cal = json.loads(rep.read_text())["data"]
-            if cal.recommendation.get("basis"):       # else the labels hold the threshold: no proposal
+            if cal["recommendation"].get("basis"):       # else the labels hold the threshold: no proposal
                 _cli(runs, "calibrate", "apply", "--db", str(idx))
             gate = load_gate(sidecar_path(idx)) if sidecar_path(idx).exists() else default
             p_new = [gate.probability(feats[q.id]) for q in test]
-            mv = cal.recommendation.get("threshold_move") or {}
+            mv = cal["recommendation"].get("threshold_move") or {}
             out["rounds"].append({
                 "labels": labelled, "picked_relevant": sum(truth[p["query"]] for p in picks),
-                "method": cal.recommendation["model_summary"]["method"],
+                "method": cal["recommendation"]["model_summary"]["method"],
                 "threshold": round(gate.threshold, 4), "interval": mv.get("interval"),
                 "flips": mv.get("flips"), "sign_test": {k: v for k, v in (mv.get("sign_test") or {}).items() if k != "why"},
                 "labels_to_decide": (mv.get("labels_to_decide") or {}).get("more"),

@@ -96,6 +96,11 @@ FEATURES = {
     "word_coverage": "share of the query's content words found in the first result's chunk (title, heading path, text)",
     "word_coverage_idf": "word_coverage weighted by each word's IDF over notes (an unseen word weighs the most)",
     "rarest_in_top": "1 if the query's rarest content word (fewest notes) is in the first result's chunk",
+    # the same words against where a note says what it is about: its title, aliases and the chunk's heading path.
+    # A near-topic probe's rare word sits in the text of a note about something else ("부대찌개" in a 김치찌개
+    # note); a note about it names it there
+    "heading_word_coverage_idf": "word_coverage_idf over the first result's title, aliases and chunk heading path only",
+    "rarest_in_heading": "1 if the query's rarest content word is in the first result's title, aliases or heading path",
     # the n-gram BM25 list (the keyword channel's own under keyword_index ngram, run beside FTS5 otherwise)
     "ngram_rank_inv": "1 / the rank of the first result in the n-gram BM25 list (0 if not in its top 50)",
     "ngram_top1_dense": "1 if the n-gram BM25 list and the dense channel put the same note first",
@@ -136,7 +141,11 @@ FEATURE_SETS["cross-script-27"] = FEATURE_SETS["scale-free-23"] + (
 # worse on no left-out vault beyond noise: 0.843 against 0.832, AutoRAG-ko +0.076 (BENCHMARKS.md, the gate).
 FEATURE_SETS["words-32"] = FEATURE_SETS["cross-script-27"] + (
     "unseen_words", "unseen_any", "word_coverage", "word_coverage_idf", "rarest_in_top")
-GATE_FEATURE_SET = "words-32"
+# "overlaps-35": those 32 and three overlaps every search computed and no set read (heading_overlap,
+# dense_idf_overlap, bm25_wig); chosen the same way over six left-out vaults: 0.863 against 0.859, worse on
+# none beyond noise (BENCHMARKS.md, the gate)
+FEATURE_SETS["overlaps-35"] = FEATURE_SETS["words-32"] + ("heading_overlap", "dense_idf_overlap", "bm25_wig")
+GATE_FEATURE_SET = "overlaps-35"
 
 
 def feature_set(name: str) -> tuple[str, ...]:
@@ -157,6 +166,31 @@ if _bad:        # a misspelt name would be read as 0.0 on every row, fitted as a
     raise ValueError(f"FEATURE_SETS name features that gate_features does not compute: {_bad}; valid: "
                      f"{', '.join(FEATURE_NAMES)}")
 GATE_FEATURES = feature_set(GATE_FEATURE_SET)
+
+
+# What a search computes whatever gate decides: arithmetic on the lists it already has (no read), hit_cos (what
+# the cosine gate reads, and `calibrate` scores it by), and script_gap with its products (one chunk row, which
+# the overlaps below read anyway). The rest is computed only when asked (features_read): a search computes what
+# its gate and a later refit read, not the candidates a benchmark weighs.
+ALWAYS = frozenset({
+    "top_cos", "hit_cos", "cos_margin", "cos_wig", "cos_spread", "sparse_found", "dense_rank_inv", "sparse_rank_inv",
+    "cos_margin_ratio", "cos_z10", "bm25_ratio2", "bm25_wig_ratio", "bm25_margin_ratio", "dense_sparse_agree",
+    "top1_agree", "entity_found", "script_gap", "cross_script", "cross_script_cos_z10", "cross_script_dense_rank_inv",
+    "cross_script_cos_margin_ratio", "rerank_top", "reranked", "query_chars", "hangul_share", "latin_share"})
+WORD_FEATURES = ("unseen_words", "unseen_any", "word_coverage", "word_coverage_idf", "rarest_in_top")
+HEADING_WORD_FEATURES = ("heading_word_coverage_idf", "rarest_in_heading")
+NGRAM_FEATURES = ("ngram_rank_inv", "ngram_top1_dense", "ngram_margin_ratio", "ngram_top_norm")
+
+
+def features_read(model_features=()) -> frozenset:
+    """The features a search computes: GATE_FEATURES (what `calibrate`'s refit and the sweep's fitted gates
+    read from logged and evaluated rows), the deciding model's own `model_features` (a gate file fitted on
+    another set) and ALWAYS."""
+    return frozenset(GATE_FEATURES) | frozenset(model_features) | ALWAYS
+
+
+if unknown_features(ALWAYS):
+    raise ValueError(f"ALWAYS names features that gate_features does not compute: {unknown_features(ALWAYS)}")
 
 
 _term_df = term_df.counts      # the one reader and per-view cache, shared with the sparse channel
@@ -291,10 +325,11 @@ def word_note_df(index, word: str, held=None) -> int:
     return int(len(common))
 
 
-def _word_features(f: dict, index, query: str, top_doc: str | None, held: frozenset) -> None:
-    """unseen_words ... rarest_in_top (FEATURES), into `f`; `top_doc` is the first result's chunk text
-    (title, heading path, text), None with no result; `held` the note ids the search holds out: a word only
-    they hold is unseen, as it would be in the vault without them."""
+def _word_features(f: dict, index, query: str, top_doc: str | None, held: frozenset,
+                   top_heading: str | None = None) -> None:
+    """unseen_words ... rarest_in_heading (FEATURES), into `f`; `top_doc` is the first result's chunk text
+    (title, heading path, text), None with no result, `top_heading` its title, aliases and heading path; `held`
+    the note ids the search holds out: a word only they hold is unseen, as it would be in the vault without them."""
     words = content_words(query)
     if not words:
         return
@@ -311,6 +346,11 @@ def _word_features(f: dict, index, query: str, top_doc: str | None, held: frozen
     f["word_coverage"] = sum(inside) / len(words)
     f["word_coverage_idf"] = sum(i for i, x in zip(idf, inside) if x) / sum(idf)
     f["rarest_in_top"] = float(inside[int(np.argmin(dfs))])
+    if top_heading is not None:
+        head = top_heading.lower()
+        named = [w in head for w in words]
+        f["heading_word_coverage_idf"] = sum(i for i, x in zip(idf, named) if x) / sum(idf)
+        f["rarest_in_heading"] = float(named[int(np.argmin(dfs))])
 
 
 def _ngram_features(f: dict, index, query: str, ngram: list, dense: list, hits) -> None:
@@ -372,11 +412,16 @@ def script_mix(query: str) -> tuple[float, float]:
 
 
 def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: str | None = None,
-                  reranked: bool = False, held: frozenset = frozenset()) -> dict[str, float]:
-    """name -> value for every name in FEATURES. `lists` is Retrieval.lists (channel -> ChannelHit list),
+                  reranked: bool = False, held: frozenset = frozenset(),
+                  only: frozenset | None = None) -> dict[str, float]:
+    """name -> value for every name in FEATURES, or with `only` (features_read) for those and ALWAYS: the
+    lookups no asked-for feature needs are not made. `lists` is Retrieval.lists (channel -> ChannelHit list),
     `hits` the final results (objects with note_id, score, cosine, chunk_id). `top_text` is the first
     result's chunk text (read from conn when not given). `held`: the notes this search holds out (already
     dropped from `lists`); the content-word features read the vault without them."""
+    def want(*names) -> bool:
+        return only is None or any(n in only for n in names)
+
     dense = [h.score for h in lists.get("dense", [])]
     sparse = lists.get("sparse", [])
     top = dense[0] if dense else 0.0
@@ -388,7 +433,7 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
     f["cos_wig"] = float(top - top10.mean()) if len(top10) else 0.0
     f["cos_spread"] = float(top10.std()) if len(top10) else 0.0
     f["sparse_found"] = float(bool(sparse))
-    if sparse:
+    if sparse and want("bm25_top_norm", "bm25_wig"):
         idf = query_idf(view, conn, query)
         f["bm25_top_norm"] = sparse[0].score / idf if idf > 0 else 0.0
         # WIG on the lexical side (Zhou & Croft 2007): a note that matches nothing scores 0, so a list
@@ -401,9 +446,9 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
     f["dense_sparse_agree"] = sum(n in s5 for n in d5) / AGREE_K if d5 else 0.0
     f["top1_agree"] = float(bool(d5) and bool(sparse) and d5[0] == sparse[0].note_id)
     f["entity_found"] = float(bool(lists.get("entity")))
-    f["unknown_words"] = unknown_words(view, conn, query)
-    f["unknown_latin"] = unknown_latin(view, conn, query)
-    f["unknown_names"] = unknown_names(view, conn, query)
+    for name, fn in (("unknown_words", unknown_words), ("unknown_latin", unknown_latin), ("unknown_names", unknown_names)):
+        if want(name):
+            f[name] = fn(view, conn, query)
     # fifth round: the same IDF-weighted overlap on each channel's own top chunk. The fused first result
     # moves with the fusion's rrf_k (at k = 2 it is more often one channel's top than the other's); these
     # two do not depend on the fusion at all, so the gate sees both channels' best evidence whatever k is.
@@ -419,14 +464,15 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
     for ch in ("dense", "sparse"):
         top_hit = (lists.get(ch) or [None])[0]
         if top_hit is not None:
-            f[f"{ch}_idf_overlap"] = idf_overlap(view, conn, query, doc(top_hit)[0])
+            if want(f"{ch}_idf_overlap"):
+                f[f"{ch}_idf_overlap"] = idf_overlap(view, conn, query, doc(top_hit)[0])
             if ch == "dense":
                 f["script_gap"] = abs(query_script[0] - script_mix(doc(top_hit)[0])[0])
     cross = float(f["script_gap"] > CROSS_SCRIPT_GAP)
     f["cross_script"] = cross
     for name in ("cos_z10", "dense_rank_inv", "cos_margin_ratio"):
         f[f"cross_script_{name}"] = cross * f[name]
-    top_doc = None
+    top_doc = top_heading = None
     if hits:
         h0 = hits[0]
         note = view.notes.get(h0.note_id, {})
@@ -434,24 +480,33 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
             top_doc, heading = f"{note.get('title', '')}\n{top_text}", None
         else:
             top_doc, heading = doc(h0)
-        f["term_overlap"] = term_overlap(query, top_doc)
-        f["idf_overlap"] = idf_overlap(view, conn, query, top_doc)
+        if want("term_overlap"):
+            f["term_overlap"] = term_overlap(query, top_doc)
+        if want("idf_overlap"):
+            f["idf_overlap"] = idf_overlap(view, conn, query, top_doc)
         # a note ABOUT the query's subject names it in its metadata; a near-topic note mentions it in passing
-        meta = "\n".join([note.get("title", ""), *note.get("aliases", []), *note.get("tags", []), note.get("summary", "")])
-        f["meta_overlap"] = idf_overlap(view, conn, query, meta)
+        if want("meta_overlap"):
+            meta = "\n".join([note.get("title", ""), *note.get("aliases", []), *note.get("tags", []),
+                              note.get("summary", "")])
+            f["meta_overlap"] = idf_overlap(view, conn, query, meta)
         # a section ABOUT the query's subject names it in its heading path (the title-and-heading fields of
         # BM25F-style retrieval); the chunk's context is "title > section > subsection"
-        f["heading_overlap"] = idf_overlap(view, conn, query, heading if heading is not None else note.get("title", ""))
-        qnorm = normalize_name(query)
-        names = [note.get("title", "")] + list(note.get("aliases", []))
-        f["title_match"] = float(any(len(n) >= 2 and n in qnorm for n in map(normalize_name, names)))
+        if want("heading_overlap"):
+            f["heading_overlap"] = idf_overlap(view, conn, query, heading if heading is not None else note.get("title", ""))
+        top_heading = "\n".join([note.get("title", ""), *note.get("aliases", []), heading or ""])
+        if want("title_match"):
+            qnorm = normalize_name(query)
+            names = [note.get("title", "")] + list(note.get("aliases", []))
+            f["title_match"] = float(any(len(n) >= 2 and n in qnorm for n in map(normalize_name, names)))
         if reranked:
             f["rerank_top"] = float(h0.score)
     index = view.ngram_index() if hasattr(view, "ngram_index") else None
     if index is not None:
-        _word_features(f, index, query, top_doc, frozenset(held))
-        _ngram_features(f, index, query, lists.get(NGRAM_LIST, []), lists.get("dense", []), hits)
+        if want(*WORD_FEATURES, *HEADING_WORD_FEATURES):
+            _word_features(f, index, query, top_doc, frozenset(held), top_heading)
+        if want(*NGRAM_FEATURES):
+            _ngram_features(f, index, query, lists.get(NGRAM_LIST, []), lists.get("dense", []), hits)
     f["reranked"] = float(reranked)
     f["query_chars"] = math.log1p(len(query))
     f["hangul_share"], f["latin_share"] = query_script
-    return {k: float(v) for k, v in f.items()}
+    return {k: float(v) for k, v in f.items() if only is None or k in only or k in ALWAYS}

@@ -20,7 +20,7 @@ from search_core.search import channels as ch
 from search_core.search import ranking
 from search_core.config import CHANNELS, NGRAM_LIST, SearchConfig
 from search_core.search.fusion import weighted_rrf
-from search_core.gate.features import gate_features
+from search_core.gate.features import features_read, gate_features
 from search_core.gate.model import GateChoice, GateDecision
 from search_core.gate.request import GateRequest
 from search_core.index.handle import IndexChangedError, IndexHandle  # noqa: F401  (IndexChangedError: callers import it here)
@@ -147,7 +147,7 @@ class Searcher:
 
     def __init__(self, db: str | Path, *, embedder: str | None = None, follow: bool = False,
                  query_cache: QueryEmbeddingCache | None = None, reranking: RerankScorer = RerankScorer(),
-                 gate: GateRequest = GateRequest()):
+                 gate: GateRequest = GateRequest(), all_gate_features: bool = False):
         # open, verify the fingerprint, build the view; follow: later views are built off this thread
         self.index = IndexHandle(db, embedder=embedder, follow=follow)
         self.embedder = self.index.embedder
@@ -161,6 +161,9 @@ class Searcher:
         # the default is the one every path uses (choose_gate: <db>.gate.json, else the shipped default, else
         # cosine). _gate: the last choice made, (request, reranker, file stamp, choice); gate_for reuses it
         self.gate_request = gate
+        # every gate feature on every search (a benchmark weighing candidate features), not only what
+        # features_read says the gate and a later refit read
+        self.all_gate_features = all_gate_features
         self._gate = (gate, "none", gate.stamp(self.db), gate.choose(self.fingerprint, "none", self.db))
 
     # the index handle's parts, under the names every caller (servers, tuner, tests) reads
@@ -403,13 +406,15 @@ class Searcher:
         t0 = time.perf_counter()
         # the fast path's decision reads none of the features, and they cost up to ~20 ms (unknown-word
         # lookups) of an answer that otherwise takes a few: a fast-path answer carries none
+        choice = None if r.fast else self.gate_for(cfg.reranker, gate)
+        only = None if self.all_gate_features or choice is None else \
+            features_read(choice.model.features if choice.model is not None else ())
         feats = {} if r.fast else gate_features(r.query, r_lists, hits, view, conn=self.conn,
-                                                reranked=cfg.reranker != "none", held=held)
+                                                reranked=cfg.reranker != "none", held=held, only=only)
         if r.fast:
             d = self._fast_path_decision(r.evidence, bool(hits))
         else:
-            d = self.gate_for(cfg.reranker, gate).decide(feats, top, threshold, bool(hits), cfg.reranker,
-                                                   p_threshold=cfg.gate_threshold)
+            d = choice.decide(feats, top, threshold, bool(hits), cfg.reranker, p_threshold=cfg.gate_threshold)
         decided = Gate(d, top, threshold, feats)
         t["gate"] = (time.perf_counter() - t0) * 1000
         # retrieve() ran its stages on two threads: its wall time, not their sum, is what a user waited

@@ -5,7 +5,8 @@ import pytest
 from click.testing import CliRunner
 
 from search_core.config import SearchConfig
-from search_core.gate.features import FEATURE_NAMES, gate_features, idf_overlap, term_overlap, unknown_words
+from search_core.gate.features import (ALWAYS, FEATURE_NAMES, GATE_FEATURES, HEADING_WORD_FEATURES, NGRAM_FEATURES,
+                                       features_read, gate_features, idf_overlap, term_overlap, unknown_words)
 from search_core.gate.model import DEFAULT_GATE_FILE, GateFitError, best_balanced_threshold, choose_gate, load_gate, sidecar_path
 from tuner.gate.fit import fit_gate
 from search_core.gate.request import GateRequest
@@ -16,7 +17,7 @@ from tuner.cli import main
 
 
 def test_features_are_absolute_and_complete(small_index):
-    s = Searcher(small_index)
+    s = Searcher(small_index, all_gate_features=True)
     res = s.search("김치찌개 레시피")
     f = res.gate.features
     assert tuple(f) == FEATURE_NAMES
@@ -30,6 +31,30 @@ def test_features_are_absolute_and_complete(small_index):
     other = s.search("양자 컴퓨터 큐비트 오류 정정").gate.features
     assert other["title_match"] == 0.0 and other["term_overlap"] < 0.5
     assert other["top_cos"] < f["top_cos"]
+
+
+def test_a_search_computes_only_what_its_gate_and_a_refit_read(small_index, tmp_path):
+    """A search computes GATE_FEATURES (what a refit reads from its logged rows), the deciding model's own
+    features and ALWAYS, each with the value a search computing every feature gives; a candidate no gate reads
+    (the n-gram list's, heading_overlap) is not computed until a gate file reads it."""
+    query = "GraphRAG 커뮤니티 요약 쿠버네티스"
+    full = Searcher(small_index, all_gate_features=True).search(query).gate.features
+    assert set(full) == set(FEATURE_NAMES)
+    s = Searcher(small_index)
+    f = s.search(query).gate.features
+    assert set(f) == set(GATE_FEATURES) | ALWAYS
+    assert not set(f) & {*NGRAM_FEATURES, *HEADING_WORD_FEATURES}
+    assert f == {k: full[k] for k in f}
+    assert full["ngram_top_norm"] > 0 and full["heading_word_coverage_idf"] > 0   # computed, not read: left out above
+    rows = [(Searcher(small_index, all_gate_features=True).search(q).gate.features, y)
+            for qs, y in ((QUERIES_IN, 1), (QUERIES_OUT, 0)) for q in qs]
+    m = fit_gate([r for r, _ in rows], [y for _, y in rows], fingerprint=s.fingerprint["embedder"],
+                 features=["top_cos", "ngram_top_norm", "heading_word_coverage_idf"])
+    s = Searcher(small_index, gate=GateRequest(path=m.save(tmp_path / "candidates.json")))
+    g = s.search(query).gate
+    assert g.kind == "model" and set(g.features) == set(GATE_FEATURES) | ALWAYS | {"ngram_top_norm",
+                                                                                  "heading_word_coverage_idf"}
+    assert g.features["ngram_top_norm"] == full["ngram_top_norm"] and g.probability == pytest.approx(m.probability(full))
 
 
 def test_unknown_words_and_idf_overlap(small_index):
@@ -95,7 +120,7 @@ def test_fit_save_load_and_gate_a_search(small_index, tmp_path):
     assert a.inject and a.band in ("inject", "caveat") and b.band == "skip" and not b.inject
     out = CliRunner().invoke(main, ["search", "김치찌개", "--db", str(small_index), "--json", "--gate", str(path)])
     data = json.loads(out.output)
-    assert data["gate"]["probability"] is not None and set(data["gate"]["features"]) == set(FEATURE_NAMES)
+    assert data["gate"]["probability"] is not None and set(data["gate"]["features"]) == features_read(m.features)
     out = CliRunner().invoke(main, ["search", "김치찌개", "--db", str(small_index), "--explain", "--gate", str(path)])
     assert "P(answerable)" in out.output and "term_overlap" in out.output
 
@@ -169,7 +194,7 @@ def test_eval_rows_carry_features_and_refit_the_gate(small_index):
     qs = tuple(Question(f"a{i}", "L1", q, ("life/kimchi",)) for i, q in enumerate(QUERIES_IN)) + \
         tuple(Question(f"p{i}", "probe", q, ()) for i, q in enumerate(QUERIES_OUT))
     res = evaluate(s, GoldSet("g", "g.yaml", qs), SearchConfig(), audit=False)
-    assert all(set(q.gate_features) == set(FEATURE_NAMES) for q in res.per_query)
+    assert all(set(GATE_FEATURES) <= set(q.gate_features) for q in res.per_query)     # what the refit reads
     m = fit_gate_model(res.per_query, s.fingerprint, gold_name="g")
     assert m is not None and m.scope == "index" and m.mismatch(s.fingerprint) is None
     from tuner.gate.calibrate import fitted_sources
@@ -372,6 +397,26 @@ def test_unseen_words_and_word_coverage_read_whole_words(small_index):
     s.close()
 
 
+def test_heading_word_features_read_the_title_aliases_and_heading_path_only(small_index):
+    from types import SimpleNamespace
+    s = Searcher(small_index)
+    (cid,), = s.conn.execute("SELECT id FROM chunks WHERE text LIKE '%Leiden%'").fetchall()   # under "커뮤니티"
+    hit = SimpleNamespace(note_id="ai/graphrag", chunk_id=cid, score=1.0, cosine=0.9)
+    r = s.retrieve("Leiden 커뮤니티")
+    f = gate_features("Leiden 커뮤니티", r.lists, [hit], s.view, conn=s.conn)
+    # both words in one note each (equal IDF), both in the chunk; only 커뮤니티 in its heading path
+    assert (f["word_coverage_idf"], f["rarest_in_top"]) == (1.0, 1.0)
+    assert f["heading_word_coverage_idf"] == pytest.approx(0.5) and f["rarest_in_heading"] == 0.0   # leiden: first
+    f = gate_features("그래프 RAG 커뮤니티", r.lists, [hit], s.view, conn=s.conn)       # an alias names "그래프", "rag"
+    assert f["heading_word_coverage_idf"] == 1.0
+    (kid,), = s.conn.execute("SELECT id FROM chunks WHERE text LIKE '%묵은지%'").fetchall()
+    kimchi = SimpleNamespace(note_id="life/kimchi", chunk_id=kid, score=1.0, cosine=0.9)
+    f = gate_features("김치찌개 묵은지", s.retrieve("김치찌개 묵은지").lists, [kimchi], s.view, conn=s.conn)
+    assert f["word_coverage_idf"] == 1.0 and f["rarest_in_heading"] == 1.0     # one note each: the first, in the title
+    assert 0.0 < f["heading_word_coverage_idf"] < 1.0                          # 묵은지: the text only
+    s.close()
+
+
 def test_a_word_is_in_a_note_only_when_all_its_ngrams_are_in_that_note(tmp_path, shared_cache):
     from search_core.index.indexer import index_vault
     from search_core.gate.features import word_note_df
@@ -391,7 +436,7 @@ def test_ngram_list_features_by_hand(small_index):
     import math
     from search_core.config import NGRAM_LIST
     from search_core.index import ngram_postings
-    s = Searcher(small_index)
+    s = Searcher(small_index, all_gate_features=True)      # the n-gram list's features: candidates no gate reads
     query = "GraphRAG 커뮤니티 요약 쿠버네티스"             # 쿠버네티스: n-grams no note holds (at df 0)
     res = s.search(query)
     f, ng = res.gate.features, res.retrieval.lists[NGRAM_LIST]
@@ -419,7 +464,7 @@ def test_word_and_ngram_features_are_zero_on_an_index_without_the_ngram_lists(sm
         conn.execute("DROP TABLE ngram_postings")
         conn.execute("DELETE FROM meta WHERE key = ?", (ngram_postings.META_KEY,))
     conn.close()
-    s = Searcher(small_index)
+    s = Searcher(small_index, all_gate_features=True)
     f = s.search("Kubernetes 김치찌개를").gate.features
     assert all(f[k] == 0.0 for k in WORD_AND_NGRAM) and f["top_cos"] > 0
     s.close()
