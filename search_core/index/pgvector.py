@@ -14,6 +14,17 @@ then the HNSW index built once), and afterwards writes only the difference: rows
 rewritten (chunk id, note, ord or the hash of the embedded text changed) are deleted, new chunks inserted.
 An `index` update of a vault whose index has the file runs it after its commit (indexer.index_vault).
 
+The difference comes from the index's own change record, not from reading every key on both sides (3.4 s at
+525,000 chunks, loaded, for one changed note): the first sync installs into the SQLite index two SQLite
+triggers and two small tables (CHANGE_LOG_SQL). Every row added to, removed from or rewritten in `chunks`
+appends its chunk id to `pgvector_changes` (by any writer, in the writer's own transaction, so the record
+commits or rolls back with the rows), and every commit's generation token is entered in `pgvector_commits`
+with the last change number at that point. A sync finds the table's commit (its token) there and reads only the
+chunk ids changed after it; applying a chunk id is idempotent (delete the row, insert the index's current
+one if it still has a vector), so a change counted twice costs nothing. A table whose commit is not in the
+record (synced before the record existed, or the index was rebuilt or restored from a copy) is compared key by
+key once, as before.
+
 Search: `exact` is a sequential scan ordered by inner product, the numpy product's ranking (ties to the
 vault's order: note id in byte order, then ord, as the view's matrix rows are); `hnsw` reads pgvector's
 HNSW index (m, ef_construction at build, ef_search per query: pgvector returns at most ef_search rows, so a
@@ -24,6 +35,7 @@ the embedders' vectors are unit length and the numpy channel ranks by the same p
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import struct
 import threading
@@ -44,6 +56,24 @@ INSTALL = "pip install 'autoresearch[pgvector]'"
 SEARCH_MODES = ("exact", "hnsw")
 TABLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 COPY_BATCH_BYTES = 8 << 20
+CHANGES = "pgvector_changes"
+COMMITS = "pgvector_commits"
+# The index's change record (see the module's docstring). The meta value is the JSON text store.set_meta
+# writes (a quoted token); INSERT OR REPLACE fires AFTER INSERT triggers, so every bump_generation is entered.
+CHANGE_LOG_SQL = (
+    f"CREATE TABLE IF NOT EXISTS {CHANGES} (seq INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL)",
+    f"CREATE TABLE IF NOT EXISTS {COMMITS} (token TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+    f"CREATE TRIGGER IF NOT EXISTS pgvector_chunk_added AFTER INSERT ON chunks BEGIN "
+    f"INSERT INTO {CHANGES}(chunk_id) VALUES (NEW.id); END",
+    f"CREATE TRIGGER IF NOT EXISTS pgvector_chunk_removed AFTER DELETE ON chunks BEGIN "
+    f"INSERT INTO {CHANGES}(chunk_id) VALUES (OLD.id); END",
+    f"CREATE TRIGGER IF NOT EXISTS pgvector_chunk_rewritten AFTER UPDATE OF id, note_id, ord, text_hash, has_vector "
+    f"ON chunks BEGIN INSERT INTO {CHANGES}(chunk_id) VALUES (OLD.id); INSERT INTO {CHANGES}(chunk_id) "
+    f"VALUES (NEW.id); END",
+    f"CREATE TRIGGER IF NOT EXISTS pgvector_commit AFTER INSERT ON meta WHEN NEW.key = 'generation_token' BEGIN "
+    f"INSERT OR REPLACE INTO {COMMITS}(token, seq) VALUES (NEW.value, "
+    f"(SELECT coalesce(max(seq), 0) FROM {CHANGES})); END",
+)
 
 
 @dataclass(frozen=True)
@@ -213,11 +243,46 @@ class SyncReport:
     seconds: float
     load_seconds: float        # the COPY of the rows
     index_seconds: float       # the HNSW build
+    keys_read: int = 0         # chunk keys read from each side to find the difference (the changed ones only,
+                               # when the table's commit is in the index's change record)
 
 
-def _index_state(db: Path):
-    """(generation, token, fingerprint hash, dim, rows [(chunk id, note id, ord, text hash)], layout) of the
-    commit one read snapshot sees."""
+@dataclass(frozen=True)
+class IndexState:
+    """What one read snapshot of the index holds, for a sync: its commit, its fingerprint, and its chunk keys
+    (chunk id, note id, ord, text hash): every one, or (`changed` not None) only those of the chunks changed
+    since the table's commit, `changed` being every chunk id the change record names since then."""
+    generation: int
+    token: str
+    fingerprint: str
+    dim: int
+    rows: list
+    changed: list[int] | None
+    vectors: int               # chunks with a vector in this commit
+    layout: object
+
+
+def install_change_log(db: Path) -> None:
+    """The change record's tables and triggers in the index, with its current commit entered at change 0 (the
+    record is empty as of that commit: a table synced to it reads only what changes after). Idempotent."""
+    from search_core.index.store import atomic, connect as sqlite_connect, get_meta
+    conn = sqlite_connect(db)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'pgvector_commit'").fetchone():
+            return
+        with atomic(conn):
+            for stmt in CHANGE_LOG_SQL:
+                conn.execute(stmt)
+            token = get_meta(conn, "generation_token")
+            if token is not None:
+                conn.execute(f"INSERT OR IGNORE INTO {COMMITS}(token, seq) VALUES (?, 0)", (json.dumps(token),))
+    finally:
+        conn.close()
+
+
+def _index_state(db: Path, since_token: str | None = None) -> IndexState:
+    """The index's commit as one read snapshot sees it. `since_token`: the commit a table holds; when the
+    change record knows it, only the keys of the chunks changed since are read."""
     from search_core.index.layout import read_layout
     from search_core.index.store import get_meta, open_index, read_snapshot
     conn = open_index(db)
@@ -226,7 +291,23 @@ def _index_state(db: Path):
             generation = int(get_meta(conn, "generation", 0))
             token = get_meta(conn, "generation_token")
             fp = get_meta(conn, "fingerprint")
-            rows = conn.execute("SELECT id, note_id, ord, text_hash FROM chunks WHERE has_vector ORDER BY id").fetchall()
+            changed = None
+            if since_token is not None and conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = ?", (COMMITS,)).fetchone():
+                seq = conn.execute(f"SELECT seq FROM {COMMITS} WHERE token = ?", (json.dumps(since_token),)).fetchone()
+                if seq is not None:
+                    changed = [r[0] for r in conn.execute(
+                        f"SELECT DISTINCT chunk_id FROM {CHANGES} WHERE seq > ? ORDER BY chunk_id", seq)]
+            if changed is None:
+                rows = conn.execute("SELECT id, note_id, ord, text_hash FROM chunks WHERE has_vector ORDER BY id").fetchall()
+                vectors = len(rows)
+            else:
+                rows = []
+                for i in range(0, len(changed), 500):
+                    part = changed[i:i + 500]
+                    rows += conn.execute("SELECT id, note_id, ord, text_hash FROM chunks WHERE has_vector AND id IN "
+                                         f"({','.join('?' * len(part))}) ORDER BY id", part).fetchall()
+                vectors = None
             layout, _ = read_layout(conn, db)
     finally:
         conn.close()
@@ -234,7 +315,9 @@ def _index_state(db: Path):
         raise SearchCoreError(f"{db} records no generation token (written by an older autoresearch); rebuild it "
                               f"with `autoresearch index VAULT --db {db} --full`, then sync")
     dim = int((fp.get("embedder") or {}).get("dim") or (layout.matrix.shape[1] if layout.matrix.size else 0))
-    return generation, token, hash_json(fp, 16), dim, rows, layout
+    if vectors is None:
+        vectors = len(layout.vec_ids)          # the layout of this snapshot holds one row per chunk vector
+    return IndexState(generation, token, hash_json(fp, 16), dim, rows, changed, vectors, layout)
 
 
 def hnsw_index_name(table: str) -> str:
@@ -301,7 +384,8 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
     """Make the PostgreSQL table of `db` hold the vectors of its current commit. `settings`: write them beside
     the index once the table is current (None: the file already there). The table is loaded whole when it
     does not exist, when `full`, or when it holds another embedder's or another build's vectors; otherwise only
-    the rows that changed are written. One PostgreSQL transaction: a sync that fails leaves the table as it was."""
+    the rows that changed are written, found through the index's change record when it knows the table's
+    commit. One PostgreSQL transaction: a sync that fails, or is killed, leaves the table as it was."""
     db = Path(db)
     where = settings_path(db)
     if settings is None:
@@ -312,8 +396,9 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
     else:
         settings.validate("pgvector settings")
     t0 = time.perf_counter()
-    generation, token, fp, dim, rows, layout = _index_state(db)
     pg = connect(settings.dsn, f" (the pgvector settings of {db})")
+    # before the snapshot below: every change committed after it is in the record
+    install_change_log(db)
     load_s = index_s = 0.0
     hnsw_built = False
     try:
@@ -325,6 +410,8 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
             pg.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (t,))
             meta = _table_meta(pg, t)
             exists = pg.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is not None
+            state = _index_state(db, None if full or not exists or meta is None else meta["token"])
+            generation, token, fp, dim = state.generation, state.token, state.fingerprint, state.dim
             if (not full and exists and meta is not None and (meta["generation"], meta["token"]) == (generation, token)
                     and meta["hnsw"] == settings.hnsw_params()):
                 # the table holds this commit already (an `index` run that changed nothing): no diff to read
@@ -333,27 +420,39 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
                 return SyncReport(t, "current", generation, int(meta["rows"]), 0, 0, False,
                                   round(time.perf_counter() - t0, 3), 0.0, 0.0)
             whole = full or not exists or meta is None or meta["dim"] != dim or meta["fingerprint"] != fp
+            if whole and state.changed is not None:
+                state = _index_state(db)                 # every row, for the load
+            rows = state.rows
             cur = pg.cursor()
             hnsw = settings.hnsw_params()
             index_name = hnsw_index_name(t)
             inserted = deleted = 0
+            keys_read = 0
             if whole:
                 create_table(pg, t, dim)
                 t1 = time.perf_counter()
-                inserted = copy_rows(cur, t, rows, layout)
+                inserted = copy_rows(cur, t, rows, layout=state.layout)
                 load_s = time.perf_counter() - t1
                 have_index = False
             else:
-                have = {r[0]: r[1:] for r in pg.execute(_sql("SELECT chunk_id, note_id, ord, text_hash FROM {t}", t=t))}
-                want = {r[0]: tuple(r[1:]) for r in rows}
-                gone = [cid for cid, v in have.items() if want.get(cid) != tuple(v)]
-                new = [r for r in rows if have.get(r[0]) is None or tuple(have[r[0]]) != tuple(r[1:])]
-                if gone:
-                    pg.execute(_sql("DELETE FROM {t} WHERE chunk_id = ANY(%s)", t=t), (gone,))
+                if state.changed is not None:
+                    # the change record's chunk ids: the table's rows of them go, the index's current ones come
+                    gone, new = state.changed, rows
+                    keys_read = len(gone)
+                    if gone:
+                        deleted = pg.execute(_sql("DELETE FROM {t} WHERE chunk_id = ANY(%s)", t=t), (gone,)).rowcount
+                else:
+                    have = {r[0]: r[1:] for r in pg.execute(_sql("SELECT chunk_id, note_id, ord, text_hash FROM {t}", t=t))}
+                    want = {r[0]: tuple(r[1:]) for r in rows}
+                    gone = [cid for cid, v in have.items() if want.get(cid) != tuple(v)]
+                    new = [r for r in rows if have.get(r[0]) is None or tuple(have[r[0]]) != tuple(r[1:])]
+                    keys_read = len(have)
+                    if gone:
+                        pg.execute(_sql("DELETE FROM {t} WHERE chunk_id = ANY(%s)", t=t), (gone,))
+                    deleted = len(gone)
                 t1 = time.perf_counter()
-                inserted = copy_rows(cur, t, new, layout) if new else 0
+                inserted = copy_rows(cur, t, new, layout=state.layout) if new else 0
                 load_s = time.perf_counter() - t1
-                deleted = len(gone)
                 have_index = pg.execute("SELECT to_regclass(%s)", (index_name,)).fetchone()[0] is not None
                 if have_index and (hnsw is None or (meta or {}).get("hnsw") != hnsw):
                     pg.execute(_sql("DROP INDEX {i}", i=index_name))
@@ -363,18 +462,19 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
                 create_hnsw(pg, t, hnsw["m"], hnsw["ef_construction"])
                 index_s = time.perf_counter() - t1
                 hnsw_built = True
-            write_meta(pg, t, db, generation, token, fp, dim, len(rows), hnsw)
+            write_meta(pg, t, db, generation, token, fp, dim, state.vectors, hnsw)
         if not whole and not inserted and not deleted and not hnsw_built:
             mode = "current"
         else:
             mode = "full" if whole else "incremental"
-        pg.execute(_sql("ANALYZE {t}", t=t))
+        if whole or hnsw_built or inserted + deleted > 0.1 * max(state.vectors, 1):
+            pg.execute(_sql("ANALYZE {t}", t=t))        # the planner's counts, when they moved by a tenth
     finally:
         pg.close()
     if read_settings(db) != settings:
         write_settings(db, settings)
-    return SyncReport(t, mode, generation, len(rows), inserted, deleted, hnsw_built,
-                      round(time.perf_counter() - t0, 3), round(load_s, 3), round(index_s, 3))
+    return SyncReport(t, mode, generation, state.vectors, inserted, deleted, hnsw_built,
+                      round(time.perf_counter() - t0, 3), round(load_s, 3), round(index_s, 3), keys_read)
 
 
 # ---------------------------------------------------------------- search

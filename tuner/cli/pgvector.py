@@ -55,7 +55,8 @@ def sync(db, dsn, table, search_mode, m, ef_construction, ef_search, full, as_js
         click.echo(json.dumps(dataclasses.asdict(report), indent=2))
         return
     click.echo(f"{report.table}: {report.mode} sync of generation {report.generation}, {report.rows} vectors "
-               f"({report.inserted} written, {report.deleted} deleted) in {report.seconds:.1f} s"
+               f"({report.inserted} written, {report.deleted} deleted; {report.keys_read} keys compared) "
+               f"in {report.seconds:.1f} s"
                + (f"; HNSW index built in {report.index_seconds:.1f} s" if report.hnsw_built else ""))
 
 
