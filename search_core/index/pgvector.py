@@ -499,6 +499,13 @@ class PgvectorDense:
             weakref.finalize(self, self._pg.close)      # a view dropped without close() lets its connection go
         return self._pg
 
+    def cost_key(self) -> dict:
+        """What decides this backend's cost per search (a cost calibration's key): the mode and graph settings,
+        never the DSN (it may carry a password) or the table."""
+        s = self.settings
+        return {"name": "pgvector", "search": s.search} | (
+            {"m": s.m, "ef_construction": s.ef_construction, "ef_search": s.ef_search} if s.search == "hnsw" else {})
+
     def close(self) -> None:
         if self._pg is not None:
             self._pg.close()
