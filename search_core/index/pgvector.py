@@ -56,6 +56,7 @@ INSTALL = "pip install 'autoresearch[pgvector]'"
 SEARCH_MODES = ("exact", "hnsw")
 TABLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 COPY_BATCH_BYTES = 8 << 20
+MAX_READ_ROWS = 20_000          # an HNSW scan's rows a search may ask for (pgvector's default max_scan_tuples)
 CHANGES = "pgvector_changes"
 COMMITS = "pgvector_commits"
 # The index's change record (see the module's docstring). The meta value is the JSON text store.set_meta
@@ -91,6 +92,7 @@ class PgvectorSettings:
     m: int = 16
     ef_construction: int = 64
     ef_search: int = 200
+    read_rows: int = 0             # HNSW: rows the scan reads, the best of them kept (0: the rows the channel asks)
 
     def validate(self, where: str) -> "PgvectorSettings":
         if not isinstance(self.dsn, str) or not self.dsn.strip():
@@ -101,7 +103,8 @@ class PgvectorSettings:
                                   "digits and _, at most 63, not starting with a digit)")
         if self.search not in SEARCH_MODES:
             raise SearchCoreError(f"{where}: `search` {self.search!r} is not one of {', '.join(SEARCH_MODES)}")
-        for name, low, high in (("m", 2, 100), ("ef_construction", 4, 1000), ("ef_search", 1, 1000)):
+        for name, low, high in (("m", 2, 100), ("ef_construction", 4, 1000), ("ef_search", 1, 1000),
+                                ("read_rows", 0, MAX_READ_ROWS)):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
                 raise SearchCoreError(f"{where}: `{name}` {v!r} must be a whole number from {low} to {high} "
@@ -504,7 +507,8 @@ class PgvectorDense:
         never the DSN (it may carry a password) or the table."""
         s = self.settings
         return {"name": "pgvector", "search": s.search} | (
-            {"m": s.m, "ef_construction": s.ef_construction, "ef_search": s.ef_search} if s.search == "hnsw" else {})
+            {"m": s.m, "ef_construction": s.ef_construction, "ef_search": s.ef_search, "read_rows": s.read_rows}
+            if s.search == "hnsw" else {})
 
     def close(self) -> None:
         if self._pg is not None:
@@ -553,12 +557,18 @@ class PgvectorDense:
                             "FROM {t} ORDER BY d FETCH FIRST %s ROWS WITH TIES) s ORDER BY d, note_id, ord", t=t),
                             (q, n)).fetchall()
                     else:
-                        # an HNSW scan returns at most ef_search rows: read at least the n asked for
-                        pg.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(self.settings.ef_search, n)),))
+                        # an HNSW scan returns at most ef_search rows: read at least the n asked for; past
+                        # pgvector's 1000, an iterative scan reads on (pgvector 0.8), out of order, sorted here
+                        k = max(n, self.settings.read_rows)
+                        pg.execute("SELECT set_config('hnsw.ef_search', %s, true)",
+                                   (str(min(max(self.settings.ef_search, k), 1000)),))
+                        if k > 1000:
+                            pg.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                            pg.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", (str(max(20_000, 4 * k)),))
                         got = pg.execute(_sql("SELECT chunk_id, note_id, ord, embedding <#> %s::vector AS d FROM {t} "
-                                              "ORDER BY embedding <#> %s::vector LIMIT %s", t=t), (q, q, n)).fetchall()
+                                              "ORDER BY embedding <#> %s::vector LIMIT %s", t=t), (q, q, k)).fetchall()
                         got.sort(key=lambda r: (r[3], r[1].encode("utf-8"), r[2]))
-                        rows = [(r[0], r[3]) for r in got]
+                        rows = [(r[0], r[3]) for r in got[:n]]
             except psycopg.OperationalError as e:
                 self.close()
                 raise SearchCoreError(f"PostgreSQL at {shown_dsn(self.settings.dsn)} failed during a dense search "

@@ -98,6 +98,24 @@ def test_the_hnsw_option_builds_pgvectors_index_with_its_settings(demo_index, pg
     assert pv.read_settings(db).search == "exact"
 
 
+def test_read_rows_past_pgvectors_1000_reads_on_with_an_iterative_scan(demo_index, pg, tmp_path):
+    """`read_rows` above pgvector's ef_search limit (1000) reads on with pgvector 0.8's iterative scan and keeps
+    the best n of what it read, in exact order: reading every row of the demo's 560, the lists are numpy's."""
+    db = pg.copy_of(demo_index, tmp_path, search="hnsw", m=4, ef_construction=8, ef_search=10, read_rows=1500)
+    want, _ = dense_lists(demo_index, QUESTIONS[:10])
+    got, backend = dense_lists(db, QUESTIONS[:10])
+    assert backend.settings.read_rows == 1500 and backend.cost_key()["read_rows"] == 1500
+    assert [[x[:2] for x in g[:10]] for g in got] == [[x[:2] for x in w[:10]] for w in want]
+    s = Searcher(db)
+    try:
+        qvec = s.embedder.embed([QUESTIONS[0]], is_query=True)[0]
+        assert len(s.view.dense_backend.search(qvec, 20)) == 20
+    finally:
+        s.close()
+    with pytest.raises(SearchCoreError, match="`read_rows` 20001 must be a whole number from 0 to 20000"):
+        pv.PgvectorSettings(dsn=pg.dsn, table="t1", read_rows=20_001).validate("settings")
+
+
 def test_an_index_update_brings_the_table_along(small_vault, small_index, pg, shared_cache):
     """`index` after a note changed: the table's rows are the index's vectors of the new commit, written by
     the update's own sync, and searches through it answer as numpy does."""
