@@ -26,10 +26,11 @@ def pgvector():
               "autoresearch_dense_ and a hash of the index's path.")
 @click.option("--search", "search_mode", type=click.Choice(["exact", "hnsw"]), default=None,
               help="exact: a scan, the lists numpy gives (the default); hnsw: pgvector's HNSW index.")
-@click.option("--m", type=int, default=None, help="HNSW: links per node (default 16).")
-@click.option("--ef-construction", type=int, default=None, help="HNSW: candidates while building (default 64).")
-@click.option("--ef-search", type=int, default=None, help="HNSW: candidates per search (default 200; never fewer "
-              "than the rows the channel reads).")
+@click.option("--m", type=int, default=None, help="HNSW: links per node (default 32).")
+@click.option("--ef-construction", type=int, default=None, help="HNSW: candidates while building (default "
+              "512: recall first; docs/search.md says what the build costs).")
+@click.option("--ef-search", type=int, default=None, help="HNSW: candidates per search (default 1000, "
+              "pgvector's most; never fewer than the rows the channel reads, 200 at depth 50).")
 @click.option("--read-rows", type=int, default=None, help="HNSW: rows each search reads before the best are kept "
               "(default 0: the rows the channel asks for); past 1000 pgvector's iterative scan reads on.")
 @click.option("--full", is_flag=True, help="Load the table whole, even if only a few notes changed.")
