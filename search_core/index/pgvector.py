@@ -429,7 +429,8 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
                                   round(time.perf_counter() - t0, 3), 0.0, 0.0)
             whole = full or not exists or meta is None or meta["dim"] != dim or meta["fingerprint"] != fp
             if whole and state.changed is not None:
-                state = _index_state(db)                 # every row, for the load
+                state = _index_state(db)                 # every row, for the load (of the commit it then sees)
+                generation, token, fp, dim = state.generation, state.token, state.fingerprint, state.dim
             rows = state.rows
             cur = pg.cursor()
             hnsw = settings.hnsw_params()
