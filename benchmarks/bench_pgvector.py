@@ -8,6 +8,10 @@
   contexts and AutoRAG-ko's passages, read in place from $AUTORESEARCH_DATA (about 8 M characters, so windows
   overlap: neighbours are shifted windows, as a real vault's near-duplicate sections are, though more so);
   queries are KorQuAD's first questions, embedded the same way. A real embedder's vectors would take days here.
+- `e5`: real multilingual-e5-small vectors (384 dimensions) read from the e5-small indexes given with
+  `--e5-index` (their layout files, read only; identical vectors kept once), and KorQuAD's first questions
+  embedded by e5-small ("query: "): as many as this machine has embedded, about 14,000 (e5-small embeds ~8
+  chunks a second here, so 525,000 would take most of a day).
 - `random`: random unit vectors, 384 dimensions, seed 0 (bench_dense_525k's), queries random too (seed 1): the
   cost of a scan does not depend on content, and for HNSW they are the worst case (no structure for the graph
   to follow: recall@10 0.56 at ef_search 200 on 20,000 of them).
@@ -26,6 +30,7 @@ runs/bench/pgvector.json; the server's settings and the machine's load beside th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -71,8 +76,32 @@ def questions(k: int) -> list[str]:
     return [qa["question"] for a in d["data"] for p in a["paragraphs"] for qa in p["qas"]][:k]
 
 
+def e5_vectors(indexes: list[Path], cache: Path) -> np.ndarray:
+    """Every distinct chunk vector of the given e5-small indexes (refused if one was built by another model)."""
+    path = cache / "e5-real.npy"
+    if not path.exists():
+        from search_core.index.layout import read_layout
+        from search_core.index.store import connect, get_meta
+        parts = []
+        for db in indexes:
+            conn = connect(db, readonly=True)
+            try:
+                name = (get_meta(conn, "fingerprint") or {}).get("embedder", {}).get("name")
+                if name != "e5-small":
+                    raise SystemExit(f"{db} was embedded by {name!r}, not e5-small")
+                parts.append(np.array(read_layout(conn, db)[0].matrix, np.float32))
+            finally:
+                conn.close()
+        m = np.unique(np.concatenate(parts), axis=0)
+        np.save(path.with_suffix(".tmp.npy"), m)
+        path.with_suffix(".tmp.npy").rename(path)
+    return np.load(path, mmap_mode="r")
+
+
 def vectors(kind: str, n: int, cache: Path) -> tuple[np.ndarray, np.ndarray]:
     """(n unit vectors memory-mapped from a .npy file in the cache, the queries)."""
+    if kind == "e5":
+        return e5_vectors([], cache)[:n]
     if kind == "text":
         from tests.helpers.fake_embedder import HashedNgramEmbedder
         emb = HashedNgramEmbedder()
@@ -99,7 +128,13 @@ def vectors(kind: str, n: int, cache: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.load(path, mmap_mode="r")
 
 
-def query_vectors(kind: str, k: int) -> np.ndarray:
+def query_vectors(kind: str, k: int, cache: Path | None = None) -> np.ndarray:
+    if kind == "e5":
+        path = cache / f"e5-queries-{k}.npy"
+        if not path.exists():
+            from search_core.models import get_embedder
+            np.save(path, get_embedder("e5-small").embed(questions(k), is_query=True).astype(np.float32))
+        return np.load(path)
     if kind == "text":
         from tests.helpers.fake_embedder import HashedNgramEmbedder
         return HashedNgramEmbedder().embed(questions(k), is_query=True)
@@ -108,7 +143,7 @@ def query_vectors(kind: str, k: int) -> np.ndarray:
     return qs / np.linalg.norm(qs, axis=1, keepdims=True)
 
 
-def load_table(dsn: str, table: str, mat: np.ndarray, m: int, efc: int) -> dict:
+def load_table(dsn: str, table: str, mat: np.ndarray, m: int, efc: int, work_mem: str = "2GB") -> dict:
     """The table loaded as sync loads it, the HNSW index built, the meta row written: timings."""
     from search_core.index import pgvector as pv
     from search_core.index.layout import VaultLayout
@@ -118,7 +153,8 @@ def load_table(dsn: str, table: str, mat: np.ndarray, m: int, efc: int) -> dict:
     rows = [(int(i), f"n{int(i):07d}", 0, "h") for i in ids]
     pg = pv.connect(dsn)
     try:
-        pg.execute("SET maintenance_work_mem = '2GB'")    # the graph of 525,000 vectors built in memory, not on disk
+        # the graph built in memory, not on disk (at 525,000 x 256, m 32: ~1.2 GB)
+        pg.execute("SELECT set_config('maintenance_work_mem', %s, false)", (work_mem,))
         with pg.transaction():
             pv.create_table(pg, table, dim)
             t0 = time.perf_counter()
@@ -169,9 +205,9 @@ def run_size(args, n: int) -> dict:
         print(f"{n}: reusing {table}", flush=True)
     else:
         print(f"{n}: loading into {table} and building HNSW (m {args.m}, ef_construction {args.ef_construction})", flush=True)
-        res.update(load_table(args.dsn, table, mat, args.m, args.ef_construction))
+        res.update(load_table(args.dsn, table, mat, args.m, args.ef_construction, args.maintenance_work_mem))
         print(f"  load {res['load_s']} s, HNSW build {res['hnsw_build_s']} s", flush=True)
-    qs = query_vectors(args.vectors, args.queries)
+    qs = query_vectors(args.vectors, args.queries, args.cache)
     depth = 50
 
     view = _View(mat)
@@ -182,14 +218,15 @@ def run_size(args, n: int) -> dict:
     res["numpy_mapped_ms"] = summary(ms)
     print(f"  numpy (mapped) p50 {res['numpy_mapped_ms']['p50']} ms", flush=True)
 
-    def backend(search, ef):
+    def backend(search, ef, read_rows=0):
         settings = pv.PgvectorSettings(dsn=args.dsn, table=table, search=search, m=args.m,
-                                       ef_construction=args.ef_construction, ef_search=ef)
+                                       ef_construction=args.ef_construction, ef_search=ef, read_rows=read_rows)
         return pv.PgvectorDense(Path("/bench") / table, settings, 1, "bench")
 
     b = backend("exact", 200)
     pv_view = _View(mat, b)
-    got, ms = timed(lambda q: [(h.note_id, h.chunk_id, h.score) for h in dense(pv_view, q, depth)], qs[:args.exact_queries])
+    got, ms = timed(lambda q: [(h.note_id, h.chunk_id, h.score) for h in dense(pv_view, q, depth)],
+                    qs[:1 if args.skip_exact else args.exact_queries])
     b.close()
     from tests.helpers.pgvector import FLOAT_TIE, ranking_difference
     res["pgvector_exact_ms"] = summary(ms)
@@ -200,8 +237,8 @@ def run_size(args, n: int) -> dict:
     print(f"  pgvector exact p50 {res['pgvector_exact_ms']['p50']} ms, same lists {res['exact_same_lists']} "
           f"({res['exact_same_lists_up_to_float_ties']} up to ties within {FLOAT_TIE})", flush=True)
     res["hnsw"] = []
-    for ef in args.ef_search:
-        b = backend("hnsw", ef)
+    for ef, read_rows in [(ef, 0) for ef in args.ef_search] + [(1000, r) for r in args.read_rows]:
+        b = backend("hnsw", ef, read_rows)
         pv_view = _View(mat, b)
         dense(pv_view, qs[0], depth)
         got, ms = timed(lambda q: [h.chunk_id for h in dense(pv_view, q, depth)], qs)
@@ -211,30 +248,110 @@ def run_size(args, n: int) -> dict:
         # duplicate window scored 1e-5 below the 10th is as good an answer as the 10th)
         eps_recall = float(np.mean([np.sum(mat[np.asarray(g[:10]) - 1] @ q >= float(mat[e[9] - 1] @ q) - EPS) / 10
                                     for g, e, q in zip(got, exact, qs)]))
-        res["hnsw"].append({"ef_search": ef, "recall_at_10": round(recall, 4), "recall_at_10_eps": round(eps_recall, 4),
-                            "ms": summary(ms)})
-        print(f"  HNSW ef_search {ef}: recall@10 {recall:.4f} (within {EPS}: {eps_recall:.4f}), "
+        res["hnsw"].append({"ef_search": ef, "read_rows": read_rows, "recall_at_10": round(recall, 4),
+                            "recall_at_10_eps": round(eps_recall, 4), "ms": summary(ms)})
+        print(f"  HNSW ef_search {ef}, read_rows {read_rows}: recall@10 {recall:.4f} (within {EPS}: {eps_recall:.4f}), "
               f"p50 {summary(ms)['p50']} ms", flush=True)
+    # how crowded the neighbourhoods are: a data vector's cosine to its 10th nearest other vector, and a query's
+    # gap between its 1st and 10th exact scores (the smaller, the more near-ties a graph walk must tell apart)
+    sample = np.random.default_rng(2).choice(len(mat), size=min(100, len(mat)), replace=False)
+    nn10 = [float(np.sort(np.asarray(mat @ mat[i]))[-11]) for i in sample]
+    gaps = [float(mat[e[0] - 1] @ q - mat[e[9] - 1] @ q) for e, q in zip(exact, qs)]
+    res["neighbourhood"] = {"nn10_cosine_median": round(float(np.median(nn10)), 4),
+                            "query_top1_minus_top10_median": round(float(np.median(gaps)), 4)}
+    print(f"  10th neighbour's cosine (median) {res['neighbourhood']['nn10_cosine_median']}, query top-1 minus "
+          f"top-10 (median) {res['neighbourhood']['query_top1_minus_top10_median']}", flush=True)
     res["load_avg_after"] = round(os.getloadavg()[0], 1)
     return res
+
+
+def sync_at_scale(dsn: str, db: Path) -> dict:
+    """`sync` of a real index (a copy: the sync installs its change record into it): the first, whole; then one
+    note's chunks rewritten (deleted and inserted again under new ids, a new commit and its layout file, by the
+    writer's own functions: search_core.index.write and layout) and synced through the change record; then the
+    same change synced by the key-by-key diff a table whose commit the record does not know gets."""
+    from search_core.index import pgvector as pv
+    from search_core.index.layout import current_layout, refresh_layout
+    from search_core.index.store import atomic, bump_generation, connect
+    from search_core.index.write import delete_chunks, next_chunk_id
+    settings = pv.PgvectorSettings(dsn=dsn, table="bench_sync_scale")
+    out = {"index": str(db)}
+    first = pv.sync(db, settings, full=True)
+    out["full"] = {"rows": first.rows, "seconds": first.seconds, "copy_s": first.load_seconds}
+
+    def rewrite_one_note() -> int:
+        conn = connect(db)
+        try:
+            note = conn.execute("SELECT note_id FROM chunks WHERE has_vector GROUP BY note_id ORDER BY count(*) DESC "
+                                "LIMIT 1").fetchone()[0]
+            previous = current_layout(conn, db)
+            with atomic(conn):
+                rows = conn.execute("SELECT id, note_id, ord, heading, context, text, text_hash, has_vector FROM chunks "
+                                    "WHERE note_id = ?", (note,)).fetchall()
+                vecs = {r[0]: conn.execute("SELECT embedding FROM chunk_vec WHERE rowid = ?", (r[0],)).fetchone()[0]
+                        for r in rows if r[7]}
+                delete_chunks(conn, [r[0] for r in rows])
+                first_new = nid = next_chunk_id(conn)
+                for r in rows:
+                    conn.execute("INSERT INTO chunks(id, note_id, ord, heading, context, text, text_hash, has_vector) "
+                                 "VALUES (?,?,?,?,?,?,?,?)", (nid, *r[1:]))
+                    if r[7]:
+                        conn.execute("INSERT INTO chunk_vec(rowid, embedding) VALUES (?, ?)", (nid, vecs[r[0]]))
+                    nid += 1
+                bump_generation(conn)
+                refresh_layout(conn, db, previous, first_new)
+            return len(rows)
+        finally:
+            conn.close()
+
+    out["note_chunks"] = rewrite_one_note()
+    rep = pv.sync(db)
+    out["through_the_record"] = {"seconds": rep.seconds, "keys_read": rep.keys_read, "inserted": rep.inserted,
+                                 "deleted": rep.deleted}
+    rewrite_one_note()
+    conn = connect(db)
+    try:
+        with atomic(conn):
+            conn.execute(f"DELETE FROM {pv.COMMITS}")       # the record no longer knows the table's commit
+    finally:
+        conn.close()
+    rep = pv.sync(db)
+    out["key_by_key"] = {"seconds": rep.seconds, "keys_read": rep.keys_read, "inserted": rep.inserted,
+                         "deleted": rep.deleted}
+    out["load_avg"] = round(os.getloadavg()[0], 1)
+    print(json.dumps(out), flush=True)
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsn", default=os.environ.get("AUTORESEARCH_TEST_PGVECTOR_DSN"), help="a PostgreSQL with pgvector")
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 525_000])
-    ap.add_argument("--vectors", choices=("text", "random"), default="text")
+    ap.add_argument("--vectors", choices=("text", "random", "e5"), default="text")
+    ap.add_argument("--e5-index", type=Path, nargs="*", default=[], help="e5-small indexes whose vectors `e5` reads")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--exact-queries", type=int, default=50, help="queries timed through pgvector's exact scan")
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--ef-construction", type=int, default=64)
     ap.add_argument("--ef-search", type=int, nargs="+", default=[200, 400, 800])
+    ap.add_argument("--read-rows", type=int, nargs="*", default=[], help="also HNSW at ef_search 1000 reading this "
+                    "many rows (an iterative scan past 1000), the best kept")
+    ap.add_argument("--skip-exact", action="store_true", help="time no pgvector exact scan (a --reuse run)")
+    ap.add_argument("--maintenance-work-mem", default="2GB", help="the server's memory for the HNSW build")
     ap.add_argument("--reuse", action="store_true", help="search a table an earlier run loaded and built")
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/pgvector"))
+    ap.add_argument("--sync-index", type=Path, default=None, help="time `sync` on a copy of this index instead "
+                    "(its first load, one note through the change record, the same by the key-by-key diff)")
     args = ap.parse_args()
     if not args.dsn:
         raise SystemExit("give --dsn (or AUTORESEARCH_TEST_PGVECTOR_DSN); `bash .ci/postgres.sh start DIR` prints one")
+    if args.sync_index is not None:
+        write_result("pgvector-sync", sync_at_scale(args.dsn, args.sync_index))
+        return
     args.cache.mkdir(parents=True, exist_ok=True)
+    if args.vectors == "e5":
+        have = len(e5_vectors(args.e5_index, args.cache))
+        args.sizes = [min(n, have) for n in args.sizes]
     import subprocess
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip()

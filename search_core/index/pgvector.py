@@ -14,16 +14,29 @@ then the HNSW index built once), and afterwards writes only the difference: rows
 rewritten (chunk id, note, ord or the hash of the embedded text changed) are deleted, new chunks inserted.
 An `index` update of a vault whose index has the file runs it after its commit (indexer.index_vault).
 
+The difference comes from the index's own change record, not from reading every key on both sides (3.4 s at
+525,000 chunks, loaded, for one changed note): the first sync installs into the SQLite index two SQLite
+triggers and two small tables (CHANGE_LOG_SQL). Every row added to, removed from or rewritten in `chunks`
+appends its chunk id to `pgvector_changes` (by any writer, in the writer's own transaction, so the record
+commits or rolls back with the rows), and every commit's generation token is entered in `pgvector_commits`
+with the last change number at that point. A sync finds the table's commit (its token) there and reads only the
+chunk ids changed after it; applying a chunk id is idempotent (delete the row, insert the index's current
+one if it still has a vector), so a change counted twice costs nothing. A table whose commit is not in the
+record (synced before the record existed, or the index was rebuilt or restored from a copy) is compared key by
+key once, as before.
+
 Search: `exact` is a sequential scan ordered by inner product, the numpy product's ranking (ties to the
 vault's order: note id in byte order, then ord, as the view's matrix rows are); `hnsw` reads pgvector's
 HNSW index (m, ef_construction at build, ef_search per query: pgvector returns at most ef_search rows, so a
-channel asking for more rows reads with ef_search raised to that many). Inner products (vector_ip_ops):
+channel asking for more rows reads with ef_search raised to that many; `read_rows` past pgvector's 1000 reads
+on with its iterative scan and keeps the best). Inner products (vector_ip_ops):
 the embedders' vectors are unit length and the numpy channel ranks by the same product.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import struct
 import threading
@@ -44,23 +57,47 @@ INSTALL = "pip install 'autoresearch[pgvector]'"
 SEARCH_MODES = ("exact", "hnsw")
 TABLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 COPY_BATCH_BYTES = 8 << 20
+MAX_READ_ROWS = 20_000          # an HNSW scan's rows a search may ask for (pgvector's default max_scan_tuples)
+CHANGES = "pgvector_changes"
+COMMITS = "pgvector_commits"
+# The index's change record (see the module's docstring). The meta value is the JSON text store.set_meta
+# writes (a quoted token); INSERT OR REPLACE fires AFTER INSERT triggers, so every bump_generation is entered.
+CHANGE_LOG_SQL = (
+    f"CREATE TABLE IF NOT EXISTS {CHANGES} (seq INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL)",
+    f"CREATE TABLE IF NOT EXISTS {COMMITS} (token TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+    f"CREATE TRIGGER IF NOT EXISTS pgvector_chunk_added AFTER INSERT ON chunks BEGIN "
+    f"INSERT INTO {CHANGES}(chunk_id) VALUES (NEW.id); END",
+    f"CREATE TRIGGER IF NOT EXISTS pgvector_chunk_removed AFTER DELETE ON chunks BEGIN "
+    f"INSERT INTO {CHANGES}(chunk_id) VALUES (OLD.id); END",
+    f"CREATE TRIGGER IF NOT EXISTS pgvector_chunk_rewritten AFTER UPDATE OF id, note_id, ord, text_hash, has_vector "
+    f"ON chunks BEGIN INSERT INTO {CHANGES}(chunk_id) VALUES (OLD.id); INSERT INTO {CHANGES}(chunk_id) "
+    f"VALUES (NEW.id); END",
+    f"CREATE TRIGGER IF NOT EXISTS pgvector_commit AFTER INSERT ON meta WHEN NEW.key = 'generation_token' BEGIN "
+    f"INSERT OR REPLACE INTO {COMMITS}(token, seq) VALUES (NEW.value, "
+    f"(SELECT coalesce(max(seq), 0) FROM {CHANGES})); END",
+)
 
 
 @dataclass(frozen=True)
 class PgvectorSettings:
     """Where an index's dense vectors live in PostgreSQL and how they are searched (the file beside the index).
 
-    m, ef_construction: pgvector's own defaults (16, 64). ef_search 200: the rows the dense channel reads at the
-    default depth 50 (depth x 4; an HNSW scan returns at most ef_search rows, and a channel asking for more reads
-    with it raised). Recall@10 against exact falls as the table grows at fixed settings: 0.936 at ef_search 200 and
-    0.994 at 1000 on 100,000 of bench_pgvector's vectors (m 24, ef_construction 128), 0.925 at 1000 on 525,000
-    (m 32, ef_construction 200); BENCHMARKS.md, scale: pgvector."""
+    The HNSW defaults are the cheapest settings measured that keep the hardest vectors we have near 0.98
+    recall@10 against exact at 525,000 (bench_pgvector's test-embedder windows, a query's top 10 within 0.007 of
+    each other): m 32, ef_construction 512 (a 49-minute build there on 2 loaded cores; pgvector's own 16, 64 build
+    in minutes and gave 0.925 at best with m 32, ef_construction 200), ef_search 1000 (pgvector's most): 0.961,
+    0.984 counting a row within 1e-3 of the exact 10th, p50 112-137 ms. read_rows 2000 (an iterative scan past
+    1000 rows) gives 0.975 (0.989) at p50 ~170-200 ms; the rest are out of the graph's reach. ef_search below the
+    rows the channel asks for (depth x 4 = 200) changes nothing: the scan is raised to them. Real e5-small vectors
+    are easier: 0.9975 at m 16, ef_construction 64, ef_search 200 on the 14,143 this machine has. BENCHMARKS.md,
+    scale: pgvector."""
     dsn: str
     table: str
     search: str = "exact"          # "exact" (the numpy lists) or "hnsw"
-    m: int = 16
-    ef_construction: int = 64
-    ef_search: int = 200
+    m: int = 32
+    ef_construction: int = 512
+    ef_search: int = 1000
+    read_rows: int = 0             # HNSW: rows the scan reads, the best of them kept (0: the rows the channel asks)
 
     def validate(self, where: str) -> "PgvectorSettings":
         if not isinstance(self.dsn, str) or not self.dsn.strip():
@@ -71,7 +108,8 @@ class PgvectorSettings:
                                   "digits and _, at most 63, not starting with a digit)")
         if self.search not in SEARCH_MODES:
             raise SearchCoreError(f"{where}: `search` {self.search!r} is not one of {', '.join(SEARCH_MODES)}")
-        for name, low, high in (("m", 2, 100), ("ef_construction", 4, 1000), ("ef_search", 1, 1000)):
+        for name, low, high in (("m", 2, 100), ("ef_construction", 4, 1000), ("ef_search", 1, 1000),
+                                ("read_rows", 0, MAX_READ_ROWS)):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
                 raise SearchCoreError(f"{where}: `{name}` {v!r} must be a whole number from {low} to {high} "
@@ -213,11 +251,46 @@ class SyncReport:
     seconds: float
     load_seconds: float        # the COPY of the rows
     index_seconds: float       # the HNSW build
+    keys_read: int = 0         # chunk keys read from each side to find the difference (the changed ones only,
+                               # when the table's commit is in the index's change record)
 
 
-def _index_state(db: Path):
-    """(generation, token, fingerprint hash, dim, rows [(chunk id, note id, ord, text hash)], layout) of the
-    commit one read snapshot sees."""
+@dataclass(frozen=True)
+class IndexState:
+    """What one read snapshot of the index holds, for a sync: its commit, its fingerprint, and its chunk keys
+    (chunk id, note id, ord, text hash): every one, or (`changed` not None) only those of the chunks changed
+    since the table's commit, `changed` being every chunk id the change record names since then."""
+    generation: int
+    token: str
+    fingerprint: str
+    dim: int
+    rows: list
+    changed: list[int] | None
+    vectors: int               # chunks with a vector in this commit
+    layout: object
+
+
+def install_change_log(db: Path) -> None:
+    """The change record's tables and triggers in the index, with its current commit entered at change 0 (the
+    record is empty as of that commit: a table synced to it reads only what changes after). Idempotent."""
+    from search_core.index.store import atomic, connect as sqlite_connect, get_meta
+    conn = sqlite_connect(db)
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'pgvector_commit'").fetchone():
+            return
+        with atomic(conn):
+            for stmt in CHANGE_LOG_SQL:
+                conn.execute(stmt)
+            token = get_meta(conn, "generation_token")
+            if token is not None:
+                conn.execute(f"INSERT OR IGNORE INTO {COMMITS}(token, seq) VALUES (?, 0)", (json.dumps(token),))
+    finally:
+        conn.close()
+
+
+def _index_state(db: Path, since_token: str | None = None) -> IndexState:
+    """The index's commit as one read snapshot sees it. `since_token`: the commit a table holds; when the
+    change record knows it, only the keys of the chunks changed since are read."""
     from search_core.index.layout import read_layout
     from search_core.index.store import get_meta, open_index, read_snapshot
     conn = open_index(db)
@@ -226,7 +299,23 @@ def _index_state(db: Path):
             generation = int(get_meta(conn, "generation", 0))
             token = get_meta(conn, "generation_token")
             fp = get_meta(conn, "fingerprint")
-            rows = conn.execute("SELECT id, note_id, ord, text_hash FROM chunks WHERE has_vector ORDER BY id").fetchall()
+            changed = None
+            if since_token is not None and conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = ?", (COMMITS,)).fetchone():
+                seq = conn.execute(f"SELECT seq FROM {COMMITS} WHERE token = ?", (json.dumps(since_token),)).fetchone()
+                if seq is not None:
+                    changed = [r[0] for r in conn.execute(
+                        f"SELECT DISTINCT chunk_id FROM {CHANGES} WHERE seq > ? ORDER BY chunk_id", seq)]
+            if changed is None:
+                rows = conn.execute("SELECT id, note_id, ord, text_hash FROM chunks WHERE has_vector ORDER BY id").fetchall()
+                vectors = len(rows)
+            else:
+                rows = []
+                for i in range(0, len(changed), 500):
+                    part = changed[i:i + 500]
+                    rows += conn.execute("SELECT id, note_id, ord, text_hash FROM chunks WHERE has_vector AND id IN "
+                                         f"({','.join('?' * len(part))}) ORDER BY id", part).fetchall()
+                vectors = None
             layout, _ = read_layout(conn, db)
     finally:
         conn.close()
@@ -234,7 +323,9 @@ def _index_state(db: Path):
         raise SearchCoreError(f"{db} records no generation token (written by an older autoresearch); rebuild it "
                               f"with `autoresearch index VAULT --db {db} --full`, then sync")
     dim = int((fp.get("embedder") or {}).get("dim") or (layout.matrix.shape[1] if layout.matrix.size else 0))
-    return generation, token, hash_json(fp, 16), dim, rows, layout
+    if vectors is None:
+        vectors = len(layout.vec_ids)          # the layout of this snapshot holds one row per chunk vector
+    return IndexState(generation, token, hash_json(fp, 16), dim, rows, changed, vectors, layout)
 
 
 def hnsw_index_name(table: str) -> str:
@@ -301,7 +392,8 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
     """Make the PostgreSQL table of `db` hold the vectors of its current commit. `settings`: write them beside
     the index once the table is current (None: the file already there). The table is loaded whole when it
     does not exist, when `full`, or when it holds another embedder's or another build's vectors; otherwise only
-    the rows that changed are written. One PostgreSQL transaction: a sync that fails leaves the table as it was."""
+    the rows that changed are written, found through the index's change record when it knows the table's
+    commit. One PostgreSQL transaction: a sync that fails, or is killed, leaves the table as it was."""
     db = Path(db)
     where = settings_path(db)
     if settings is None:
@@ -312,8 +404,9 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
     else:
         settings.validate("pgvector settings")
     t0 = time.perf_counter()
-    generation, token, fp, dim, rows, layout = _index_state(db)
     pg = connect(settings.dsn, f" (the pgvector settings of {db})")
+    # before the snapshot below: every change committed after it is in the record
+    install_change_log(db)
     load_s = index_s = 0.0
     hnsw_built = False
     try:
@@ -325,6 +418,8 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
             pg.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (t,))
             meta = _table_meta(pg, t)
             exists = pg.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0] is not None
+            state = _index_state(db, None if full or not exists or meta is None else meta["token"])
+            generation, token, fp, dim = state.generation, state.token, state.fingerprint, state.dim
             if (not full and exists and meta is not None and (meta["generation"], meta["token"]) == (generation, token)
                     and meta["hnsw"] == settings.hnsw_params()):
                 # the table holds this commit already (an `index` run that changed nothing): no diff to read
@@ -333,27 +428,40 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
                 return SyncReport(t, "current", generation, int(meta["rows"]), 0, 0, False,
                                   round(time.perf_counter() - t0, 3), 0.0, 0.0)
             whole = full or not exists or meta is None or meta["dim"] != dim or meta["fingerprint"] != fp
+            if whole and state.changed is not None:
+                state = _index_state(db)                 # every row, for the load (of the commit it then sees)
+                generation, token, fp, dim = state.generation, state.token, state.fingerprint, state.dim
+            rows = state.rows
             cur = pg.cursor()
             hnsw = settings.hnsw_params()
             index_name = hnsw_index_name(t)
             inserted = deleted = 0
+            keys_read = 0
             if whole:
                 create_table(pg, t, dim)
                 t1 = time.perf_counter()
-                inserted = copy_rows(cur, t, rows, layout)
+                inserted = copy_rows(cur, t, rows, layout=state.layout)
                 load_s = time.perf_counter() - t1
                 have_index = False
             else:
-                have = {r[0]: r[1:] for r in pg.execute(_sql("SELECT chunk_id, note_id, ord, text_hash FROM {t}", t=t))}
-                want = {r[0]: tuple(r[1:]) for r in rows}
-                gone = [cid for cid, v in have.items() if want.get(cid) != tuple(v)]
-                new = [r for r in rows if have.get(r[0]) is None or tuple(have[r[0]]) != tuple(r[1:])]
-                if gone:
-                    pg.execute(_sql("DELETE FROM {t} WHERE chunk_id = ANY(%s)", t=t), (gone,))
+                if state.changed is not None:
+                    # the change record's chunk ids: the table's rows of them go, the index's current ones come
+                    gone, new = state.changed, rows
+                    keys_read = len(gone)
+                    if gone:
+                        deleted = pg.execute(_sql("DELETE FROM {t} WHERE chunk_id = ANY(%s)", t=t), (gone,)).rowcount
+                else:
+                    have = {r[0]: r[1:] for r in pg.execute(_sql("SELECT chunk_id, note_id, ord, text_hash FROM {t}", t=t))}
+                    want = {r[0]: tuple(r[1:]) for r in rows}
+                    gone = [cid for cid, v in have.items() if want.get(cid) != tuple(v)]
+                    new = [r for r in rows if have.get(r[0]) is None or tuple(have[r[0]]) != tuple(r[1:])]
+                    keys_read = len(have)
+                    if gone:
+                        pg.execute(_sql("DELETE FROM {t} WHERE chunk_id = ANY(%s)", t=t), (gone,))
+                    deleted = len(gone)
                 t1 = time.perf_counter()
-                inserted = copy_rows(cur, t, new, layout) if new else 0
+                inserted = copy_rows(cur, t, new, layout=state.layout) if new else 0
                 load_s = time.perf_counter() - t1
-                deleted = len(gone)
                 have_index = pg.execute("SELECT to_regclass(%s)", (index_name,)).fetchone()[0] is not None
                 if have_index and (hnsw is None or (meta or {}).get("hnsw") != hnsw):
                     pg.execute(_sql("DROP INDEX {i}", i=index_name))
@@ -363,18 +471,19 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
                 create_hnsw(pg, t, hnsw["m"], hnsw["ef_construction"])
                 index_s = time.perf_counter() - t1
                 hnsw_built = True
-            write_meta(pg, t, db, generation, token, fp, dim, len(rows), hnsw)
+            write_meta(pg, t, db, generation, token, fp, dim, state.vectors, hnsw)
         if not whole and not inserted and not deleted and not hnsw_built:
             mode = "current"
         else:
             mode = "full" if whole else "incremental"
-        pg.execute(_sql("ANALYZE {t}", t=t))
+        if whole or hnsw_built or inserted + deleted > 0.1 * max(state.vectors, 1):
+            pg.execute(_sql("ANALYZE {t}", t=t))        # the planner's counts, when they moved by a tenth
     finally:
         pg.close()
     if read_settings(db) != settings:
         write_settings(db, settings)
-    return SyncReport(t, mode, generation, len(rows), inserted, deleted, hnsw_built,
-                      round(time.perf_counter() - t0, 3), round(load_s, 3), round(index_s, 3))
+    return SyncReport(t, mode, generation, state.vectors, inserted, deleted, hnsw_built,
+                      round(time.perf_counter() - t0, 3), round(load_s, 3), round(index_s, 3), keys_read)
 
 
 # ---------------------------------------------------------------- search
@@ -398,6 +507,14 @@ class PgvectorDense:
             self._pg = connect(self.settings.dsn, f" (the pgvector settings of {self.db}, {settings_path(self.db)})")
             weakref.finalize(self, self._pg.close)      # a view dropped without close() lets its connection go
         return self._pg
+
+    def cost_key(self) -> dict:
+        """What decides this backend's cost per search (a cost calibration's key): the mode and graph settings,
+        never the DSN (it may carry a password) or the table."""
+        s = self.settings
+        return {"name": "pgvector", "search": s.search} | (
+            {"m": s.m, "ef_construction": s.ef_construction, "ef_search": s.ef_search, "read_rows": s.read_rows}
+            if s.search == "hnsw" else {})
 
     def close(self) -> None:
         if self._pg is not None:
@@ -446,12 +563,18 @@ class PgvectorDense:
                             "FROM {t} ORDER BY d FETCH FIRST %s ROWS WITH TIES) s ORDER BY d, note_id, ord", t=t),
                             (q, n)).fetchall()
                     else:
-                        # an HNSW scan returns at most ef_search rows: read at least the n asked for
-                        pg.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(self.settings.ef_search, n)),))
+                        # an HNSW scan returns at most ef_search rows: read at least the n asked for; past
+                        # pgvector's 1000, an iterative scan reads on (pgvector 0.8), out of order, sorted here
+                        k = max(n, self.settings.read_rows)
+                        pg.execute("SELECT set_config('hnsw.ef_search', %s, true)",
+                                   (str(min(max(self.settings.ef_search, k), 1000)),))
+                        if k > 1000:
+                            pg.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                            pg.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", (str(max(20_000, 4 * k)),))
                         got = pg.execute(_sql("SELECT chunk_id, note_id, ord, embedding <#> %s::vector AS d FROM {t} "
-                                              "ORDER BY embedding <#> %s::vector LIMIT %s", t=t), (q, q, n)).fetchall()
+                                              "ORDER BY embedding <#> %s::vector LIMIT %s", t=t), (q, q, k)).fetchall()
                         got.sort(key=lambda r: (r[3], r[1].encode("utf-8"), r[2]))
-                        rows = [(r[0], r[3]) for r in got]
+                        rows = [(r[0], r[3]) for r in got[:n]]
             except psycopg.OperationalError as e:
                 self.close()
                 raise SearchCoreError(f"PostgreSQL at {shown_dsn(self.settings.dsn)} failed during a dense search "

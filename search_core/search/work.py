@@ -38,6 +38,7 @@ class SearchWork:
     embed_lengths: tuple = ()     # per embedded text: the query first, then sub-questions longest first
     solo: bool = True             # the query is embedded alone (no sub-question of its own vector)
     dense_rows: int = 0           # chunk vectors one dense search compares
+    dense_backend: bool = False   # the dense searches went to the index's dense backend (pgvector), not numpy
     dim: int = 0
     entity_rows: int = 0          # entity-name vectors the entity channel compares (0: channel off)
     entity_notes: int = 0         # notes the entity channel returned
@@ -120,6 +121,7 @@ def search_work(searcher, retrieval, cfg, fused) -> SearchWork:
     ngr = [ngram_work(conn, view, t) for i, t in enumerate(texts) if runs_ngram or (i == 0 and query_too and has_ngram)]
     return SearchWork(
         embed_lengths=lengths, solo=not own, dense_rows=0 if retrieval.fast else int(view.matrix.shape[0]),
+        dense_backend=getattr(view, "dense_backend", None) is not None,
         dim=int(view.matrix.shape[1])
         if view.matrix.ndim == 2 else 0,
         entity_rows=int(view.entity_matrix.shape[0]) if "entity" in channels else 0,

@@ -26,13 +26,16 @@ def pgvector():
               "autoresearch_dense_ and a hash of the index's path.")
 @click.option("--search", "search_mode", type=click.Choice(["exact", "hnsw"]), default=None,
               help="exact: a scan, the lists numpy gives (the default); hnsw: pgvector's HNSW index.")
-@click.option("--m", type=int, default=None, help="HNSW: links per node (default 16).")
-@click.option("--ef-construction", type=int, default=None, help="HNSW: candidates while building (default 64).")
-@click.option("--ef-search", type=int, default=None, help="HNSW: candidates per search (default 200; never fewer "
-              "than the rows the channel reads).")
+@click.option("--m", type=int, default=None, help="HNSW: links per node (default 32).")
+@click.option("--ef-construction", type=int, default=None, help="HNSW: candidates while building (default "
+              "512: recall first; docs/search.md says what the build costs).")
+@click.option("--ef-search", type=int, default=None, help="HNSW: candidates per search (default 1000, "
+              "pgvector's most; never fewer than the rows the channel reads, 200 at depth 50).")
+@click.option("--read-rows", type=int, default=None, help="HNSW: rows each search reads before the best are kept "
+              "(default 0: the rows the channel asks for); past 1000 pgvector's iterative scan reads on.")
 @click.option("--full", is_flag=True, help="Load the table whole, even if only a few notes changed.")
 @json_option()
-def sync(db, dsn, table, search_mode, m, ef_construction, ef_search, full, as_json):
+def sync(db, dsn, table, search_mode, m, ef_construction, ef_search, read_rows, full, as_json):
     """Make the index's PostgreSQL table hold its current vectors and search the dense channel there from now
     on (the settings go beside the index, in INDEX.pgvector.toml; delete that file to search with numpy
     again). The first sync loads every vector; later ones write the notes that changed (an `index` run of the
@@ -46,7 +49,8 @@ def sync(db, dsn, table, search_mode, m, ef_construction, ef_search, full, as_js
                                   "postgresql://user@host:5432/dbname")
         base = have or PgvectorSettings(dsn=dsn, table=table or default_table(db))
         changes = {k: v for k, v in (("dsn", dsn), ("table", table), ("search", search_mode), ("m", m),
-                                     ("ef_construction", ef_construction), ("ef_search", ef_search)) if v is not None}
+                                     ("ef_construction", ef_construction), ("ef_search", ef_search),
+                                     ("read_rows", read_rows)) if v is not None}
         settings = dataclasses.replace(base, **changes)
         report = sync_table(db, settings, full=full)
     except SearchCoreError as e:
@@ -55,7 +59,8 @@ def sync(db, dsn, table, search_mode, m, ef_construction, ef_search, full, as_js
         click.echo(json.dumps(dataclasses.asdict(report), indent=2))
         return
     click.echo(f"{report.table}: {report.mode} sync of generation {report.generation}, {report.rows} vectors "
-               f"({report.inserted} written, {report.deleted} deleted) in {report.seconds:.1f} s"
+               f"({report.inserted} written, {report.deleted} deleted; {report.keys_read} keys compared) "
+               f"in {report.seconds:.1f} s"
                + (f"; HNSW index built in {report.index_seconds:.1f} s" if report.hnsw_built else ""))
 
 

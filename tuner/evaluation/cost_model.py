@@ -72,6 +72,13 @@ UNITS = {
                  "(the median gap between whole searches timed in the calibration and the sum of their parts)",
 }
 NGRAM_UNITS = ("ngram_ms", "ngram_per_term", "ngram_per_kposting")
+# Units only a calibration taken on an index whose dense channel searches elsewhere holds (its `dense_backend`
+# says where). A pgvector query costs a round trip and a graph walk or a scan, not numpy's product: at 525,000
+# vectors, HNSW p50 88 ms against numpy's 84 ms, at 100,000 93 ms against 15 ms (BENCHMARKS.md, scale: pgvector),
+# so no per-row unit of numpy's can charge it. The entity channel stays numpy's (dense_per_mrowdim) either way.
+BACKEND_UNITS = {
+    "dense_backend_ms": "per dense search the index's dense backend answers (pgvector: one query to PostgreSQL)",
+}
 
 
 def units_of(version) -> tuple[str, ...]:
@@ -108,9 +115,25 @@ def machine() -> Machine:
     return Machine(cpu, os.cpu_count() or 1, platform.machine(), platform.system())
 
 
-def calibration_key(machine_info: Machine, embedder_fingerprint: dict) -> str:
-    blob = json.dumps([VERSION, machine_info.to_json(), embedder_fingerprint], sort_keys=True, ensure_ascii=True)
+def _dense_backend_of(view) -> dict:
+    """What answers a view's dense searches, as a calibration records it: {} for numpy's product over the
+    matrix, else the backend's own description (search_core.index.pgvector.PgvectorDense.cost_key)."""
+    backend = getattr(view, "dense_backend", None)
+    return dict(backend.cost_key()) if backend is not None else {}
+
+
+def calibration_key(machine_info: Machine, embedder_fingerprint: dict, dense_backend: dict | None = None) -> str:
+    """The key a calibration is stored and looked up under: an index searching pgvector gets its own (numpy's
+    keys are as they were)."""
+    parts = [VERSION, machine_info.to_json(), embedder_fingerprint] + ([dense_backend] if dense_backend else [])
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def calibration_key_for(searcher) -> str:
+    """The key of the calibration that charges `searcher`'s searches on this machine: its embedder, and where its
+    index's dense channel searches."""
+    return calibration_key(machine(), searcher.fingerprint["embedder"], _dense_backend_of(searcher.view))
 
 
 @dataclass(frozen=True)
@@ -129,6 +152,7 @@ class Calibration:
     taken_at: str = ""
     seconds: float = 0.0
     version: int = VERSION
+    dense_backend: dict = field(default_factory=dict)    # _dense_backend_of the index timed ({}: numpy)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -169,7 +193,10 @@ class Calibration:
 
         for name in units_of(self.version):
             cost(f"units.{name}", self.units.get(name))
-        extra = sorted(set(self.units) - set(units_of(self.version)))
+        for name in BACKEND_UNITS:
+            if name in self.units:
+                cost(f"units.{name}", self.units[name])
+        extra = sorted(set(self.units) - set(units_of(self.version)) - set(BACKEND_UNITS))
         if extra:
             out.append(f"unknown units {', '.join(map(str, extra[:5]))}")
         if not isinstance(self.rerank_per_pair, dict):
@@ -178,7 +205,8 @@ class Calibration:
             for name, v in self.rerank_per_pair.items():
                 cost(f"rerank_per_pair[{name!r}]", v)
         for name, want in (("key", str), ("embedder", str), ("length_unit", str), ("taken_at", str),
-                           ("machine", dict), ("embedder_fingerprint", dict), ("threads", dict)):
+                           ("machine", dict), ("embedder_fingerprint", dict), ("threads", dict),
+                           ("dense_backend", dict)):
             if not isinstance(getattr(self, name), want):
                 out.append(f"{name} is {type(getattr(self, name)).__name__}, not {want.__name__}")
         for name in ("questions", "passes"):
@@ -204,7 +232,14 @@ def predict(work: SearchWork, cal: Calibration, reranker: str = "none") -> dict[
             return u["embed_solo_ms"] + u["embed_solo_per_unit"] * length
         return u["embed_ms"] + u["embed_per_unit"] * length
 
-    dense = u["dense_per_mrowdim"] * work.dense_rows * work.dim / 1e6
+    if work.dense_backend and work.dense_rows:
+        if "dense_backend_ms" not in u:
+            raise SearchCoreError(f"the cost calibration {cal.key} timed numpy's dense search, and this search's dense "
+                                  "channel went to the index's pgvector table; take a calibration on that index "
+                                  "(`autoresearch sweep --recalibrate`)")
+        dense = u["dense_backend_ms"]
+    else:
+        dense = u["dense_per_mrowdim"] * work.dense_rows * work.dim / 1e6
     entity = (u["entity_ms"] + u["entity_per_note"] * work.entity_notes
               + u["dense_per_mrowdim"] * work.entity_rows * work.dim / 1e6) if work.entity_rows else 0.0
     fts = [u["sparse_ms"] + u["sparse_per_kposting"] * p / 1000 + u["short_per_kposting"] * s / 1000
@@ -292,6 +327,17 @@ def solo_threads(embedder) -> int:
     return SOLO_QUERY_THREADS if getattr(embedder, "short_spin", False) or passive else QUERY_THREADS
 
 
+class _NumpyDense:
+    """A view whose dense searches are numpy's product over its matrix, whatever backend the view has."""
+    dense_backend = None
+
+    def __init__(self, view):
+        self._view = view
+
+    def __getattr__(self, name):
+        return getattr(self._view, name)
+
+
 def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth, passes: int = CALIBRATION_PASSES,
               max_questions: int = CALIBRATION_QUESTIONS, seed: int = 0, progress=None, stop=None) -> Calibration:
     """Unit costs for `searcher`'s embedder and index on this machine, from `queries` (a tuning set's).
@@ -311,6 +357,8 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
     if len(qs) > max_questions:               # evenly spread, not the first ones
         qs = [qs[int(i * len(qs) / max_questions)] for i in range(max_questions)]
     emb, view, conn = searcher.embedder, searcher.view, searcher.conn
+    backend = _dense_backend_of(view)
+    numpy_view = _NumpyDense(view) if backend else view
     searcher.warm_up()
     has_ngram = view.ngram_index() is not None      # an index without the n-gram lists: its queries run FTS5
     solo_n = solo_threads(emb)
@@ -341,6 +389,8 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
             for j, part in enumerate(own, 1):
                 add(("one", i, j), _ms(lambda: embed_with_threads(emb, [part], is_query=True, threads=1)))
             add(("dense", i), _ms(lambda: ch.dense(view, vec, depth)))
+            if numpy_view is not view:           # numpy's product too: the entity channel's unit
+                add(("numpy", i), _ms(lambda: ch.dense(numpy_view, vec, depth)))
             top = r.lists["dense"][0].score if r.lists.get("dense") else None
             add(("entity", i), _ms(lambda: ch.entity(view, r.query, vec, depth, emb.default_threshold, top)))
             for j, text in enumerate([r.query, *r.subqueries]):
@@ -364,7 +414,10 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
             ys.append(med[("one", i, j)])
     units["embed_ms"], units["embed_per_unit"] = _line(xs, ys)
     mrd = [w.dense_rows * w.dim / 1e6 for _, _, w, _, _ in prepared]
-    units["dense_per_mrowdim"] = float(np.median([med[("dense", i)] / m for i, m in enumerate(mrd) if m > 0])) if any(mrd) else 0.0
+    numpy_key = "numpy" if backend else "dense"
+    units["dense_per_mrowdim"] = float(np.median([med[(numpy_key, i)] / m for i, m in enumerate(mrd) if m > 0])) if any(mrd) else 0.0
+    if backend:
+        units["dense_backend_ms"] = float(np.median([med[("dense", i)] for i in range(len(prepared))]))
     ent_rows = [w.entity_rows * w.dim / 1e6 * units["dense_per_mrowdim"] for _, _, w, _, _ in prepared]
     units["entity_ms"], units["entity_per_note"] = _line(
         [w.entity_notes for _, _, w, _, _ in prepared],
@@ -396,11 +449,11 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
     units["search_ms"] = max(float(np.median(gaps)), 0.0)
     fp = searcher.fingerprint["embedder"]
     m = machine()
-    cal = Calibration(calibration_key(m, fp), m.to_json(), searcher.embedder_name, fp,
+    cal = Calibration(calibration_key(m, fp, backend), m.to_json(), searcher.embedder_name, fp,
                       getattr(emb, "length_unit", "chars"),
                       {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
                       passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      round(time.perf_counter() - t_start, 2))
+                      round(time.perf_counter() - t_start, 2), dense_backend=backend)
     bad = cal.problems()
     if bad:                 # e.g. a median over no timings: never charged, never stored
         raise SearchCoreError(f"the cost calibration of {searcher.embedder_name} measured unusable costs "

@@ -23,7 +23,7 @@ from tuner.evaluation.evaluate import EvalResult, QuestionResult, RetrievalCache
 from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
 from tuner.evaluation.cost_model import (Calibration, CostStore, DamagedCalibration, calibrate, calibrate_reranker,
-                                        calibration_key, machine)
+                                        calibration_key_for)
 
 
 class IndexVerificationError(SearchCoreError):
@@ -185,7 +185,7 @@ class Workbench:
         s, _ = self.searcher_for(cfg.embedder)
         cal = self.costs.get(cfg.embedder)
         if cal is None:
-            key = calibration_key(machine(), s.fingerprint["embedder"])
+            key = calibration_key_for(s)
             try:
                 stored = None if self.recalibrate or self.cost_store is None else self.cost_store.get(key)
             except DamagedCalibration as e:   # retaken below; the new one replaces the file

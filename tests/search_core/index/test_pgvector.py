@@ -5,8 +5,14 @@ tests/search_core/search/test_results_follow_the_vault.py, test_search_overlap.p
 real e5 index, the HNSW option, the table following the index (sync, `index`'s own sync, a stale table
 refused), and the errors a user meets without the driver, the server or a valid settings file."""
 
+import json
+import os
+import subprocess
 import sys
+import textwrap
+import time
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -92,6 +98,24 @@ def test_the_hnsw_option_builds_pgvectors_index_with_its_settings(demo_index, pg
     assert pv.read_settings(db).search == "exact"
 
 
+def test_read_rows_past_pgvectors_1000_reads_on_with_an_iterative_scan(demo_index, pg, tmp_path):
+    """`read_rows` above pgvector's ef_search limit (1000) reads on with pgvector 0.8's iterative scan and keeps
+    the best n of what it read, in exact order: reading every row of the demo's 560, the lists are numpy's."""
+    db = pg.copy_of(demo_index, tmp_path, search="hnsw", m=4, ef_construction=8, ef_search=10, read_rows=1500)
+    want, _ = dense_lists(demo_index, QUESTIONS[:10])
+    got, backend = dense_lists(db, QUESTIONS[:10])
+    assert backend.settings.read_rows == 1500 and backend.cost_key()["read_rows"] == 1500
+    assert [[x[:2] for x in g[:10]] for g in got] == [[x[:2] for x in w[:10]] for w in want]
+    s = Searcher(db)
+    try:
+        qvec = s.embedder.embed([QUESTIONS[0]], is_query=True)[0]
+        assert len(s.view.dense_backend.search(qvec, 20)) == 20
+    finally:
+        s.close()
+    with pytest.raises(SearchCoreError, match="`read_rows` 20001 must be a whole number from 0 to 20000"):
+        pv.PgvectorSettings(dsn=pg.dsn, table="t1", read_rows=20_001).validate("settings")
+
+
 def test_an_index_update_brings_the_table_along(small_vault, small_index, pg, shared_cache):
     """`index` after a note changed: the table's rows are the index's vectors of the new commit, written by
     the update's own sync, and searches through it answer as numpy does."""
@@ -149,6 +173,159 @@ def test_a_stale_table_is_refused_with_the_fix(small_vault, small_index, pg, sha
     with pytest.raises(pv.StaleTableError, match="holds generation 2 of .*, this search reads generation 1 of .* stale; run `autoresearch pgvector sync"):
         s.search("검색", SearchConfig(embedder=FAKE_EMBEDDER))
     s.close()
+    # the rebuilt file has no change record (nor the table's commit in one): compared key by key, once
+    report = pv.sync(small_index)
+    assert report.mode == "incremental" and report.keys_read == report.rows, report
+    assert_table_holds_the_index(pg.dsn, small_index)
+    assert pv.sync(small_index).keys_read == 0
+
+
+def table_state(dsn, table):
+    """{chunk id: (note id, ord, text hash, vector)} of a table."""
+    conn = pv.connect(dsn)
+    try:
+        return {r[0]: (r[1], r[2], r[3], np.array(json.loads(r[4]), np.float32))
+                for r in conn.execute(pv._sql("SELECT chunk_id, note_id, ord, text_hash, embedding::text FROM {t}",
+                                              t=table))}
+    finally:
+        conn.close()
+
+
+def assert_table_holds_the_index(dsn, db):
+    """Every row of the table is the index's chunk of that id with its vector, and every chunk vector is there."""
+    from search_core.index.layout import read_layout
+    from search_core.index.store import open_index
+    conn = open_index(db)
+    try:
+        want = {r[0]: r[1:] for r in conn.execute("SELECT id, note_id, ord, text_hash FROM chunks WHERE has_vector")}
+        layout, _ = read_layout(conn, db)
+        generation, token = get_meta(conn, "generation"), get_meta(conn, "generation_token")
+    finally:
+        conn.close()
+    table = pv.read_settings(db).table
+    got = table_state(dsn, table)
+    assert sorted(got) == sorted(want)
+    assert all(got[c][:3] == tuple(want[c]) for c in want)
+    row = {int(c): i for i, c in enumerate(layout.vec_ids)}
+    assert all(np.allclose(got[c][3], layout.matrix[row[c]], atol=1e-6) for c in want)
+    pgc = pv.connect(dsn)
+    try:
+        meta = pv._table_meta(pgc, table)
+    finally:
+        pgc.close()
+    assert (meta["generation"], meta["token"], meta["rows"]) == (generation, token, len(want))
+
+
+def chunk_ids(db, note_ids):
+    conn = connect(db)
+    try:
+        return {r[0] for n in note_ids for r in conn.execute("SELECT id FROM chunks WHERE note_id = ?", (n,))}
+    finally:
+        conn.close()
+
+
+def edit_vault(vault):
+    """One note rewritten, one deleted, one added: the notes they touch (by id)."""
+    notes = sorted(vault.rglob("*.md"))
+    changed, deleted = notes[0], notes[1]
+    changed.write_text(changed.read_text(encoding="utf-8") + "\n\n## 새 절\n\nZyxquartz 색인을 새로 쓴 문단.\n",
+                       encoding="utf-8")
+    deleted.unlink()
+    (vault / "added-note.md").write_text("# 더한 노트\n\n벡터 표가 바뀐 줄만 읽는지 보는 노트.\n", encoding="utf-8")
+    ids = lambda p: p.relative_to(vault).with_suffix("").as_posix()
+    return [ids(changed), ids(deleted), "added-note"]
+
+
+def grow(vault, index, cache, notes=40):
+    """`notes` more notes in the vault, indexed: a table with rows enough that reading all would show."""
+    for i in range(notes):
+        (vault / f"filler-{i:02d}.md").write_text(f"# 채움 {i}\n\n벡터 {i}번 노트의 본문, 검색 {i * 7}.\n", encoding="utf-8")
+    index_vault(vault, index, embedder=FAKE_EMBEDDER, cache=cache)
+
+
+def test_a_sync_reads_only_the_chunks_the_change_record_names(small_vault, small_index, pg, shared_cache):
+    """After a note is rewritten, one deleted and one added, the sync reads the keys of the chunks that
+    changed (removed and added, from the index's change record), not every key of both sides, and leaves the
+    table holding exactly the index's rows and vectors. Nothing changed since: nothing read."""
+    grow(small_vault, small_index, shared_cache)
+    pg.use(small_index)
+    total = len(table_state(pg.dsn, pv.read_settings(small_index).table))
+    restore = hide_settings(small_index)
+    touched = edit_vault(small_vault)
+    before = chunk_ids(small_index, touched)
+    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    restore()
+    after = chunk_ids(small_index, touched)
+    report = pv.sync(small_index)
+    assert report.mode == "incremental" and report.inserted == len(after - before) > 0
+    assert report.deleted == len(before - after) > 0
+    assert report.keys_read == len(before ^ after) < total / 4, (report, total)
+    assert_table_holds_the_index(pg.dsn, small_index)
+    # the record is the index's own: a later `index` run's own sync follows it too
+    note = small_vault / "added-note.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\n\n두 번째 고침.\n", encoding="utf-8")
+    report = index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    assert not [w for w in report.warnings if "pgvector" in w], report.warnings
+    assert_table_holds_the_index(pg.dsn, small_index)
+    report = pv.sync(small_index)
+    assert report.mode == "current" and report.keys_read == 0
+
+
+SYNC_HELD = textwrap.dedent("""
+    import os, sys, threading
+    from pathlib import Path
+    from search_core.index import pgvector as pv
+    db, marker, attr = sys.argv[1:4]
+    real = getattr(pv, attr)
+
+    def held(*args, **kw):
+        out = real(*args, **kw)
+        Path(marker).write_text(str(os.getpid()))
+        threading.Event().wait()          # until killed
+        return out
+
+    setattr(pv, attr, held)
+    pv.sync(Path(db))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["copy_rows", "write_meta"])
+def test_a_killed_sync_loses_nothing(small_vault, small_index, pg, shared_cache, tmp_path, point):
+    """A sync killed with SIGKILL inside its PostgreSQL transaction (after the changed rows were deleted and
+    written: `copy_rows`; after the table's commit was recorded, just before COMMIT: `write_meta`) leaves the
+    table at the commit it held, refused as stale; the next sync brings every change, through the record."""
+    grow(small_vault, small_index, shared_cache)
+    pg.use(small_index)
+    table = pv.read_settings(small_index).table
+    held_before = table_state(pg.dsn, table)
+    restore = hide_settings(small_index)
+    edit_vault(small_vault)
+    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    restore()
+    marker = tmp_path / "held"
+    child = subprocess.Popen([sys.executable, "-c", SYNC_HELD, str(small_index), str(marker), point],
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            assert child.poll() is None, child.stdout.read()
+            assert time.monotonic() < deadline, "the sync never reached " + point
+            time.sleep(0.05)
+    finally:
+        child.kill()
+        child.wait()
+    # PostgreSQL rolls the dead client's transaction back: the table is the one before, whole
+    got = table_state(pg.dsn, table)
+    assert sorted(got) == sorted(held_before)
+    s = Searcher(small_index)
+    with pytest.raises(pv.StaleTableError, match=r"holds generation \d+ of .*, this search reads generation \d+ of .* stale"):
+        s.search("검색", SearchConfig(embedder=FAKE_EMBEDDER))
+    s.close()
+    report = pv.sync(small_index)
+    assert report.mode == "incremental" and 0 < report.keys_read < len(held_before) / 4, report
+    assert_table_holds_the_index(pg.dsn, small_index)
 
 
 def test_the_cli_syncs_and_remembers_the_settings(small_index, pg):
@@ -160,7 +337,8 @@ def test_the_cli_syncs_and_remembers_the_settings(small_index, pg):
     assert out.exit_code == 0, out.output
     assert "full sync of generation 1" in out.output and "HNSW index built" in out.output
     settings = pv.read_settings(small_index)
-    assert (settings.dsn, settings.search, settings.m, settings.ef_search) == (pg.dsn, "hnsw", 16, 200)
+    assert (settings.dsn, settings.search, settings.m, settings.ef_construction, settings.ef_search) == \
+        (pg.dsn, "hnsw", 32, 512, 1000)
     out = runner.invoke(main, ["pgvector", "sync", "--db", str(small_index), "--ef-search", "300"])
     assert out.exit_code == 0 and "current sync" in out.output, out.output
     assert pv.read_settings(small_index).ef_search == 300

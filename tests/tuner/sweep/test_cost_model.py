@@ -429,3 +429,55 @@ def test_fitting_a_sweeps_gate_stops_before_its_next_question_when_asked(demo_in
     with pytest.raises(StopRequested, match=f"the evaluation stopped after 3 of {len(gold.questions)} questions"):
         bench.fit_gate_for(SearchConfig(embedder=bench.base_embedder), gold)
     assert bench.base_embedder not in {e for e, _ in bench.gate_models}, "a gate was chosen from a cut evaluation"
+
+
+def test_a_search_answered_by_pgvector_is_charged_its_backends_cost_not_numpys():
+    """numpy's unit is per row and dimension; a pgvector query is one round trip whatever the rows: a search whose
+    dense channel went to the table is charged the backend's unit, sub-questions too, and a calibration that timed
+    only numpy refuses it, naming the fix."""
+    w = SearchWork(embed_lengths=(20, 10), solo=False, dense_rows=525_000, dim=384, dense_backend=True)
+    cal = dataclasses.replace(calibration(), units={**UNIT_COSTS, "dense_backend_ms": 7.0},
+                              dense_backend={"name": "pgvector", "search": "exact"})
+    assert cal.problems() == []
+    p = predict(w, cal)
+    assert p["dense"] == 7.0 and p["parts"] == pytest.approx(2.0 + 1.5 * 10 + 7.0)
+    numpy_w = dataclasses.replace(w, dense_backend=False)
+    assert predict(numpy_w, cal)["dense"] == pytest.approx(2.0 * 525_000 * 384 / 1e6)
+    with pytest.raises(SearchCoreError, match="timed numpy's dense search.*pgvector table.*--recalibrate"):
+        predict(w, calibration())
+    bad = dataclasses.replace(cal, units={**cal.units, "dense_backend_ms": -1.0})
+    assert any("dense_backend_ms" in p for p in bad.problems())
+
+
+def test_a_calibration_on_a_pgvector_index_times_the_backend_under_its_own_key(demo_index, pgvector_dsn, tmp_path):
+    """The index's dense channel searches PostgreSQL: the calibration times that (its own unit, its own key, so a
+    numpy calibration of the same embedder is never reused for it), and numpy's product still for the entity
+    channel's unit; the work counted says where the dense search went."""
+    from search_core.search.pipeline import Searcher
+    from search_core.config import SearchConfig
+    from search_core.search.work import search_work
+    from tuner.data.gold import load_gold
+    from tuner.evaluation.cost_model import calibrate, calibration_key, calibration_key_for, machine
+    from tests.helpers.pgvector import DenseBackend
+    backend = DenseBackend("pgvector", pgvector_dsn)
+    try:
+        db = backend.copy_of(demo_index, tmp_path, search="hnsw", m=8, ef_construction=32, ef_search=40)
+        queries = [q.query for q in load_gold(ROOT / "experiments/gold/demo-tune.yaml").questions[:4]]
+        s = Searcher(db)
+        try:
+            backend.check_used(s.view)
+            cal = calibrate(s, queries, passes=1)
+            fp, key = s.fingerprint["embedder"], calibration_key_for(s)
+            r = s.retrieve(queries[0], SearchConfig().depth)
+            cfg = SearchConfig(embedder=s.embedder_name)
+            work = search_work(s, r, cfg, s.rank(r, cfg, snippets=False).fused)
+        finally:
+            s.close()
+    finally:
+        backend.drop_tables()
+    assert cal.dense_backend == {"name": "pgvector", "search": "hnsw", "m": 8, "ef_construction": 32, "ef_search": 40,
+                                 "read_rows": 0}
+    assert cal.units["dense_backend_ms"] > 0 and cal.units["dense_per_mrowdim"] > 0
+    assert cal.key == key != calibration_key(machine(), fp)
+    assert work.dense_backend and predict(work, cal)["dense"] == cal.units["dense_backend_ms"]
+    assert Calibration.from_json(json.loads(json.dumps(cal.to_json()))) == cal
