@@ -96,7 +96,7 @@ def job_index(d, spec, scheduled, rid):
 def _daemon_sweeps(d) -> list[str]:
     ids = []
     for r in d.table.rows("sweep"):
-        sid = (r["detail"] or {}).get("sweep")
+        sid = (r.detail or {}).get("sweep")
         if sid and sid not in ids:
             ids.append(sid)
     return ids
