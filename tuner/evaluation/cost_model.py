@@ -121,9 +121,9 @@ class Calibration:
     embedder: str
     embedder_fingerprint: dict
     length_unit: str
-    units: dict                                # UNITS name -> ms
-    rerank_per_pair: dict = field(default_factory=dict)   # reranker name -> ms per (query, passage) pair
-    threads: dict = field(default_factory=dict)           # {"solo": n, "one": 1}: what the embed units timed
+    units: dict[str, float]                    # UNITS name -> ms
+    rerank_per_pair: dict[str, float] = field(default_factory=dict)   # reranker name -> ms per (query, passage) pair
+    threads: dict[str, int] = field(default_factory=dict)   # {"solo": n, "one": 1}: what the embed units timed
     questions: int = 0
     passes: int = 0
     taken_at: str = ""

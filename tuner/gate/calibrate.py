@@ -71,7 +71,7 @@ class LabelledRow:
     source: str            # "log" or the gold set's name
     id: str
     query: str
-    features: dict
+    features: dict[str, float]     # GATE_FEATURES name -> value
     answerable: bool
 
 
