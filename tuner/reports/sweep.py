@@ -415,7 +415,7 @@ def _report_data(f: NightFacts) -> dict:
                        for r in _fail_rows(f)],
             "holdout_flips": [x.to_json() for x in (hold.compare.flipped if hold else ())],
             "evaluated_rounds": len(f.evaluated), "latency": f.drift.to_json(),
-            "evidence_gap": dataclasses.asdict(f.gap) if f.gap else None,
+            "evidence_gap": f.gap.to_json() if f.gap else None,
             "evidence": dataclasses.asdict(f.night) if f.night else None}
 
 
