@@ -30,6 +30,7 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,6 +45,9 @@ from search_core.percentiles import percentile
 from search_core.search.ranking import K_LIST
 from search_core.search.work import SearchWork, ngram_work, search_work
 from search_core.search.query_cache import uncached_queries
+
+if TYPE_CHECKING:
+    from search_core.search.pipeline import Retrieval
 
 VERSION = 2          # bump when the schedule in predict() or the units change: old calibrations are refused
 # 2 added the n-gram BM25 query's units (NGRAM_UNITS). A version-1 calibration is still read, to re-charge the
@@ -292,6 +296,16 @@ def solo_threads(embedder) -> int:
     return SOLO_QUERY_THREADS if getattr(embedder, "short_spin", False) or passive else QUERY_THREADS
 
 
+@dataclass(frozen=True)
+class TimedQuestion:
+    """One calibration question, retrieved once: what each pass times again, and the work it counted."""
+    query: str
+    retrieved: Retrieval       # its channel lists and vectors (each pass reuses them)
+    work: SearchWork
+    capped: str                # the query as the embedder reads it
+    own: tuple[str, ...]       # its sub-questions with a vector of their own, longest first
+
+
 def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth, passes: int = CALIBRATION_PASSES,
               max_questions: int = CALIBRATION_QUESTIONS, seed: int = 0, progress=None, stop=None) -> Calibration:
     """Unit costs for `searcher`'s embedder and index on this machine, from `queries` (a tuning set's).
@@ -306,25 +320,52 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
     if not queries:
         raise SearchCoreError("a cost calibration needs questions; the set has none")
     t_start = time.perf_counter()
-    rng = random.Random(seed)
     qs = list(dict.fromkeys(queries))
     if len(qs) > max_questions:               # evenly spread, not the first ones
         qs = [qs[int(i * len(qs) / max_questions)] for i in range(max_questions)]
-    emb, view, conn = searcher.embedder, searcher.view, searcher.conn
     searcher.warm_up()
-    has_ngram = view.ngram_index() is not None      # an index without the n-gram lists: its queries run FTS5
-    solo_n = solo_threads(emb)
+    has_ngram = searcher.view.ngram_index() is not None   # an index without the n-gram lists: its queries run FTS5
+    solo_n = solo_threads(searcher.embedder)
     cfg = SearchConfig(embedder=searcher.embedder_name, depth=depth)
+    prepared = prepare_questions(searcher, qs, cfg, check)
+    med = time_passes(searcher, prepared, cfg, passes=passes, solo_n=solo_n, has_ngram=has_ngram,
+                      rng=random.Random(seed), check=check, progress=progress)
+    units = fit_units(searcher, prepared, med, has_ngram)
+    fp = searcher.fingerprint["embedder"]
+    m = machine()
+    cal = Calibration(calibration_key(m, fp), m.to_json(), searcher.embedder_name, fp,
+                      getattr(searcher.embedder, "length_unit", "chars"),
+                      {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
+                      passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      round(time.perf_counter() - t_start, 2))
+    bad = cal.problems()
+    if bad:                 # e.g. a median over no timings: never charged, never stored
+        raise SearchCoreError(f"the cost calibration of {searcher.embedder_name} measured unusable costs "
+                              f"({'; '.join(bad[:5])}); take it again")
+    return cal
+
+
+def prepare_questions(searcher, qs: list[str], cfg: SearchConfig, check) -> list[TimedQuestion]:
+    """Each question retrieved and ranked once, with the work it counts (what the units are fitted against)."""
     prepared = []
     for n, q in enumerate(qs):
         check(f"before question {n + 1} of {len(qs)}")
-        r = searcher.retrieve(q, depth)
+        r = searcher.retrieve(q, cfg.depth)
         res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)
         work = search_work(searcher, r, cfg, res.fused)
         capped = cap_query(r.query)
         own = sorted((p for p in r.subqueries if not ch.shares_query_vector(p, capped)), key=len, reverse=True)
-        prepared.append((q, r, work, capped, own))
-    samples: dict = {}
+        prepared.append(TimedQuestion(q, r, work, capped, tuple(own)))
+    return prepared
+
+
+def time_passes(searcher, prepared: list[TimedQuestion], cfg: SearchConfig, *, passes: int, solo_n: int,
+                has_ngram: bool, rng: random.Random, check, progress=None) -> dict[tuple, float]:
+    """The median milliseconds of each kind of work of each question over `passes` passes, each pass in a new
+    order: key ("solo", i), ("one", i, j) for the query's (j = 0) and its sub-questions' embeddings, ("dense",
+    i), ("entity", i), ("sparse", i, j) and ("ngram", i, j) per text, ("rank", i), ("search", i) uncached."""
+    emb, view, conn, depth = searcher.embedder, searcher.view, searcher.conn, cfg.depth
+    samples: dict[tuple, list[float]] = {}
 
     def add(key, ms):
         samples.setdefault(key, []).append(ms)
@@ -334,11 +375,12 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
         rng.shuffle(order)
         for i in order:
             check(f"in pass {p + 1} of {passes}")
-            q, r, work, capped, own = prepared[i]
+            t = prepared[i]
+            q, r, capped = t.query, t.retrieved, t.capped
             vec = r.qvec
             add(("solo", i), _ms(lambda: embed_with_threads(emb, [capped], is_query=True, threads=solo_n)))
             add(("one", i, 0), _ms(lambda: embed_with_threads(emb, [capped], is_query=True, threads=1)))
-            for j, part in enumerate(own, 1):
+            for j, part in enumerate(t.own, 1):
                 add(("one", i, j), _ms(lambda: embed_with_threads(emb, [part], is_query=True, threads=1)))
             add(("dense", i), _ms(lambda: ch.dense(view, vec, depth)))
             top = r.lists["dense"][0].score if r.lists.get("dense") else None
@@ -353,59 +395,53 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
                                                             limit_fused=K_LIST)))
         if progress:
             progress(f"cost calibration: pass {p + 1}/{passes} over {len(prepared)} questions")
-    med = {k: float(np.median(v)) for k, v in samples.items()}
+    return {k: float(np.median(v)) for k, v in samples.items()}
+
+
+def fit_units(searcher, prepared: list[TimedQuestion], med: dict[tuple, float], has_ngram: bool) -> dict[str, float]:
+    """UNITS from the medians: a line (or plane) of each kind's time against the work it counted; `search_ms`
+    is what a whole uncached search costs beyond the sum of its parts."""
     units: dict[str, float] = {}
-    lens = [w.embed_lengths[0] for _, _, w, _, _ in prepared]
-    units["embed_solo_ms"], units["embed_solo_per_unit"] = _line(lens, [med[("solo", i)] for i in range(len(prepared))])
+    works = [t.work for t in prepared]
+    units["embed_solo_ms"], units["embed_solo_per_unit"] = _line([w.embed_lengths[0] for w in works],
+                                                                 [med[("solo", i)] for i in range(len(prepared))])
     xs, ys = [], []
-    for i, (_, _, w, _, own) in enumerate(prepared):
-        for j in range(len(own) + 1):
-            xs.append(w.embed_lengths[j])
+    for i, t in enumerate(prepared):
+        for j in range(len(t.own) + 1):
+            xs.append(t.work.embed_lengths[j])
             ys.append(med[("one", i, j)])
     units["embed_ms"], units["embed_per_unit"] = _line(xs, ys)
-    mrd = [w.dense_rows * w.dim / 1e6 for _, _, w, _, _ in prepared]
+    mrd = [w.dense_rows * w.dim / 1e6 for w in works]
     units["dense_per_mrowdim"] = float(np.median([med[("dense", i)] / m for i, m in enumerate(mrd) if m > 0])) if any(mrd) else 0.0
-    ent_rows = [w.entity_rows * w.dim / 1e6 * units["dense_per_mrowdim"] for _, _, w, _, _ in prepared]
+    ent_rows = [w.entity_rows * w.dim / 1e6 * units["dense_per_mrowdim"] for w in works]
     units["entity_ms"], units["entity_per_note"] = _line(
-        [w.entity_notes for _, _, w, _, _ in prepared],
+        [w.entity_notes for w in works],
         [max(med[("entity", i)] - ent_rows[i], 0.0) for i in range(len(prepared))])
     sp_p, sp_s, sp_y = [], [], []
-    for i, (_, r, w, _, _) in enumerate(prepared):
-        texts = [r.query, *r.subqueries]
-        for j in range(len(texts)):
-            sp_p.append(w.fts_postings[j] / 1000)
-            sp_s.append(w.short_postings[j] / 1000)
+    for i, t in enumerate(prepared):
+        for j in range(1 + len(t.retrieved.subqueries)):
+            sp_p.append(t.work.fts_postings[j] / 1000)
+            sp_s.append(t.work.short_postings[j] / 1000)
             sp_y.append(med[("sparse", i, j)])
     units["sparse_ms"], units["sparse_per_kposting"], units["short_per_kposting"] = _plane([sp_p, sp_s], sp_y)
     ng_t, ng_p, ng_y = [], [], []
     if has_ngram:
-        for i, (_, r, _, _, _) in enumerate(prepared):
-            for j, text in enumerate([r.query, *r.subqueries]):
-                postings, terms = ngram_work(conn, view, text)
+        for i, t in enumerate(prepared):
+            for j, text in enumerate([t.retrieved.query, *t.retrieved.subqueries]):
+                postings, terms = ngram_work(searcher.conn, searcher.view, text)
                 ng_t.append(terms)
                 ng_p.append(postings / 1000)
                 ng_y.append(med[("ngram", i, j)])
     # no lists to time: never charged, since search_work then counts those queries as FTS5's
     units["ngram_ms"], units["ngram_per_term"], units["ngram_per_kposting"] = (
         _plane([ng_t, ng_p], ng_y) if ng_y else [0.0, 0.0, 0.0])
-    units["rank_ms"], units["rank_per_item"] = _line([w.fused_items for _, _, w, _, _ in prepared],
+    units["rank_ms"], units["rank_per_item"] = _line([w.fused_items for w in works],
                                                      [med[("rank", i)] for i in range(len(prepared))])
     units["search_ms"] = 0.0
     draft = Calibration("", {}, "", {}, "", units)
-    gaps = [med[("search", i)] - predict(w, draft)["total"] for i, (_, _, w, _, _) in enumerate(prepared)]
+    gaps = [med[("search", i)] - predict(w, draft)["total"] for i, w in enumerate(works)]
     units["search_ms"] = max(float(np.median(gaps)), 0.0)
-    fp = searcher.fingerprint["embedder"]
-    m = machine()
-    cal = Calibration(calibration_key(m, fp), m.to_json(), searcher.embedder_name, fp,
-                      getattr(emb, "length_unit", "chars"),
-                      {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
-                      passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      round(time.perf_counter() - t_start, 2))
-    bad = cal.problems()
-    if bad:                 # e.g. a median over no timings: never charged, never stored
-        raise SearchCoreError(f"the cost calibration of {searcher.embedder_name} measured unusable costs "
-                              f"({'; '.join(bad[:5])}); take it again")
-    return cal
+    return units
 
 
 def calibrate_reranker(searcher, queries: list[str], name: str, *, window: int = 20, passes: int = CALIBRATION_PASSES,
