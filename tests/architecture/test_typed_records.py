@@ -22,7 +22,6 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.ab.run:build_candidate_index: returns a dict",
     "tuner.daemon.config:DaemonConfig.sweep: field is a dict",
     "tuner.demo:DemoRun.eval_start: field is a dict",
-    "tuner.evaluation.cost_model:Calibration.machine: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.by_level: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.config: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.index: field is a dict",

@@ -28,7 +28,7 @@ import os
 import platform
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,6 +100,10 @@ class Machine:
     def to_json(self) -> dict:
         return {"cpu": self.cpu, "cores": self.cores, "arch": self.arch, "system": self.system}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Machine":
+        return cls(d["cpu"], d["cores"], d["arch"], d["system"])
+
 
 def machine() -> Machine:
     """This machine (Machine)."""
@@ -121,7 +125,7 @@ def calibration_key(machine_info: Machine, embedder_fingerprint: dict) -> str:
 class Calibration:
     """Unit costs of one embedder's searches on one machine (and per-pair costs of rerankers)."""
     key: str
-    machine: dict
+    machine: Machine
     embedder: str
     embedder_fingerprint: dict
     length_unit: str
@@ -153,7 +157,11 @@ class Calibration:
         if missing:
             raise SearchCoreError(f"cost calibration {d.get('key')!r} lacks the units {', '.join(missing)}; "
                                   "take a new one (`autoresearch sweep --recalibrate`)")
-        cal = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        try:
+            cal = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d} | {"machine": Machine.from_json(d["machine"])})
+        except (KeyError, TypeError) as e:
+            raise SearchCoreError(f"cost calibration {d.get('key')!r} does not say which machine took it ({e}); take a "
+                                  "new one (`autoresearch sweep --recalibrate`)") from None
         bad = cal.problems()
         if bad:
             raise SearchCoreError(f"cost calibration {d.get('key')!r} is damaged ({'; '.join(bad[:5])}); take a new "
@@ -182,7 +190,7 @@ class Calibration:
             for name, v in self.rerank_per_pair.items():
                 cost(f"rerank_per_pair[{name!r}]", v)
         for name, want in (("key", str), ("embedder", str), ("length_unit", str), ("taken_at", str),
-                           ("machine", dict), ("embedder_fingerprint", dict), ("threads", dict)):
+                           ("machine", Machine), ("embedder_fingerprint", dict), ("threads", dict)):
             if not isinstance(getattr(self, name), want):
                 out.append(f"{name} is {type(getattr(self, name)).__name__}, not {want.__name__}")
         for name in ("questions", "passes"):
@@ -192,7 +200,7 @@ class Calibration:
         return out
 
     def with_reranker(self, name: str, ms_per_pair: float) -> "Calibration":
-        return Calibration(**{**asdict(self), "rerank_per_pair": {**self.rerank_per_pair, name: ms_per_pair}})
+        return replace(self, rerank_per_pair={**self.rerank_per_pair, name: ms_per_pair})
 
 
 # -- prediction -------------------------------------------------------------------------------------------
@@ -333,7 +341,7 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
     units = fit_units(searcher, prepared, med, has_ngram)
     fp = searcher.fingerprint["embedder"]
     m = machine()
-    cal = Calibration(calibration_key(m, fp), m.to_json(), searcher.embedder_name, fp,
+    cal = Calibration(calibration_key(m, fp), m, searcher.embedder_name, fp,
                       getattr(searcher.embedder, "length_unit", "chars"),
                       {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
                       passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -438,7 +446,7 @@ def fit_units(searcher, prepared: list[TimedQuestion], med: dict[tuple, float], 
     units["rank_ms"], units["rank_per_item"] = _line([w.fused_items for w in works],
                                                      [med[("rank", i)] for i in range(len(prepared))])
     units["search_ms"] = 0.0
-    draft = Calibration("", {}, "", {}, "", units)
+    draft = Calibration("", Machine("", 0, "", ""), "", {}, "", units)
     gaps = [med[("search", i)] - predict(w, draft)["total"] for i, w in enumerate(works)]
     units["search_ms"] = max(float(np.median(gaps)), 0.0)
     return units
