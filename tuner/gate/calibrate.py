@@ -32,7 +32,7 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import MIN_LABELLED, Calibration
+from tuner.gate.records import MIN_LABELLED, Calibration, Retirement
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -479,14 +479,14 @@ def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _retirement(window: dict, traffic: dict) -> dict:
+def _retirement(window: dict, traffic: dict) -> Retirement:
     p95, rate = window["latency_ms"]["p95"], traffic.get("injection_rate")
     slow = p95 is not None and p95 > RETIRE_P95_MS
     rare = rate is not None and rate < RETIRE_MIN_INJECTION
     verdict = ("unknown (no calls in the window)" if p95 is None and rate is None else
                "consider switching recall off" if slow or rare else "keep recall on")
-    return {"rule": f"p95 > {RETIRE_P95_MS:.0f} ms or injection < {RETIRE_MIN_INJECTION:.0%}",
-            "p95_ms": p95, "injection_rate": rate, "p95_over": slow, "injection_under": rare, "verdict": verdict}
+    return Retirement(f"p95 > {RETIRE_P95_MS:.0f} ms or injection < {RETIRE_MIN_INJECTION:.0%}", p95, rate, slow,
+                      rare, verdict)
 
 
 def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: float | None,
@@ -565,12 +565,12 @@ class CalibrationJob:
     labelled: int
     report: str                 # the report's path
     proposal: str | None        # the proposal's path; None when the calibration proposed nothing
-    retire: dict                # the retirement rule on the week (Calibration.retirement)
+    retire: Retirement          # the retirement rule on the week (Calibration.retirement)
     suggested: int              # calls the report asks a person to label
 
     def to_json(self) -> dict:
         return {"db": self.db, "calls": self.calls, "labelled": self.labelled, "report": self.report,
-                "proposal": self.proposal, "retire": self.retire, "suggested": self.suggested}
+                "proposal": self.proposal, "retire": self.retire.to_json(), "suggested": self.suggested}
 
 
 def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:

@@ -10,6 +10,26 @@ MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine th
 
 
 @dataclass(frozen=True)
+class Retirement:
+    """The rule to switch recall off, applied to one window: too slow at p95, or injecting too rarely to pay
+    for the latency it adds. `to_json` is its shape in the calibration's JSON and the weekly job's detail."""
+    rule: str                          # the rule in words, with its two limits
+    p95_ms: float | None               # the window's latency p95 (None: no calls)
+    injection_rate: float | None
+    p95_over: bool
+    injection_under: bool
+    verdict: str                       # keep recall on, consider switching recall off, unknown (...)
+
+    @property
+    def consider_off(self) -> bool:
+        return self.verdict.startswith("consider")
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "p95_ms": self.p95_ms, "injection_rate": self.injection_rate,
+                "p95_over": self.p95_over, "injection_under": self.injection_under, "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
 class Calibration:
     """What a calibration measured and what it recommends: the report's and the proposal's one source. Each
     section is the JSON the report's `data` shows (the keys docs/examples and a user's scripts read), kept
@@ -22,7 +42,7 @@ class Calibration:
     traffic: dict                      # what the gate in force did to the window's calls
     gate_on_labels: dict | None        # the gate in force scored on the labelled rows (None: one kind of row)
     recommendation: dict               # basis, cosine, model, model_summary, threshold_move, declined, missing
-    retirement: dict                   # the rule to switch recall off, on this window
+    retirement: Retirement             # the rule to switch recall off, on this window
     skipped_labels: dict | None = None   # labels on calls that never searched
     kept_apart: dict | None = None       # calls logged against another index
     suggestions: dict | None = None      # the calls to label next (the daemon's weekly job)
@@ -34,7 +54,7 @@ class Calibration:
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         out.update(distributions=self.distributions, traffic=self.traffic, gate_on_labels=self.gate_on_labels,
-                   recommendation=self.recommendation, retirement=self.retirement)
+                   recommendation=self.recommendation, retirement=self.retirement.to_json())
         if self.suggestions is not None:
             out["suggestions"] = self.suggestions
         return out

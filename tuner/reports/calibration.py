@@ -8,7 +8,7 @@ from tuner.gate.verdicts import calibration_verdict
 from tuner.reports import Para, Report, Section, Table
 
 if TYPE_CHECKING:
-    from tuner.gate.records import Calibration
+    from tuner.gate.records import Calibration, Retirement
 
 
 def calibration_report(cal: Calibration, db: str, proposal_path: str | None, with_plots: bool = False,
@@ -124,11 +124,10 @@ def suggestions_section(sg: dict) -> Section:
               tuple((x["id"], x["probability"], x["top_note"], x["query"], x["reason"]) for x in sg["picks"]))))
 
 
-def retirement_section(ret: dict) -> Section:
+def retirement_section(ret: Retirement) -> Section:
     """The rule to switch recall off, applied to this window."""
-    return Section("Retirement rule", (Para(f"{ret['rule']}: p95 {ret['p95_ms']} ms, injection "
-                                            f"{ret['injection_rate']} -> {ret['verdict']}",
-                                            "bad" if ret["verdict"].startswith("consider") else ""),))
+    return Section("Retirement rule", (Para(f"{ret.rule}: p95 {ret.p95_ms} ms, injection "
+                                            f"{ret.injection_rate} -> {ret.verdict}", "bad" if ret.consider_off else ""),))
 
 
 def risk_coverage_section(g: dict) -> Section:

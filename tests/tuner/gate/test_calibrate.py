@@ -157,10 +157,10 @@ def test_labels_without_probes_or_answerable(logged):
 
 def test_retirement_rule():
     w = {"latency_ms": {"p95": 450.0}}
-    assert _retirement(w, {"injection_rate": 0.5})["verdict"] == "consider switching recall off"
+    assert _retirement(w, {"injection_rate": 0.5}).verdict == "consider switching recall off"
     w = {"latency_ms": {"p95": 120.0}}
-    assert _retirement(w, {"injection_rate": 0.1})["verdict"] == "consider switching recall off"
-    assert _retirement(w, {"injection_rate": 0.5})["verdict"] == "keep recall on"
+    assert _retirement(w, {"injection_rate": 0.1}).verdict == "consider switching recall off"
+    assert _retirement(w, {"injection_rate": 0.5}).verdict == "keep recall on"
 
 
 def test_questions_without_held_out_documents_become_probes():
