@@ -43,7 +43,6 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.gate.records:Calibration.skipped_labels: field is a dict",
     "tuner.gate.records:Calibration.suggestions: field is a dict",
     "tuner.gate.records:Calibration.traffic: field is a dict",
-    "tuner.gate.records:Calibration.window: field is a dict",
     "tuner.ledger.round:Round.config: field is a dict",
     "tuner.ledger.sweep_record:SweepRecord.params: field is a dict",
     "tuner.ledger.sweep_record:SweepRecord.start_config: field is a dict",

@@ -32,7 +32,7 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import MIN_LABELLED, Calibration, Retirement
+from tuner.gate.records import MIN_LABELLED, Calibration, Retirement, Window
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -250,12 +250,11 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
     return res
 
 
-def _window(calls: list[LogCall]) -> dict:
+def _window(calls: list[LogCall]) -> Window:
     lat = [c.latency_ms for c in calls if c.latency_ms is not None]
-    return {"calls": len(calls), "sessions": len({c.session for c in calls}),
-            "from": min((c.ts for c in calls), default=None), "to": max((c.ts for c in calls), default=None),
-            "latency_ms": {"p50": round(percentile(lat, 50), 2) if lat else None,
-                           "p95": round(percentile(lat, 95), 2) if lat else None}}
+    return Window(len(calls), len({c.session for c in calls}), min((c.ts for c in calls), default=None),
+                  max((c.ts for c in calls), default=None), round(percentile(lat, 50), 2) if lat else None,
+                  round(percentile(lat, 95), 2) if lat else None)
 
 
 def _traffic(calls, p_log, model, cos_threshold) -> dict:
@@ -479,8 +478,8 @@ def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _retirement(window: dict, traffic: dict) -> Retirement:
-    p95, rate = window["latency_ms"]["p95"], traffic.get("injection_rate")
+def _retirement(window: Window, traffic: dict) -> Retirement:
+    p95, rate = window.p95_ms, traffic.get("injection_rate")
     slow = p95 is not None and p95 > RETIRE_P95_MS
     rare = rate is not None and rate < RETIRE_MIN_INJECTION
     verdict = ("unknown (no calls in the window)" if p95 is None and rate is None else

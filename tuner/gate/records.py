@@ -10,6 +10,22 @@ MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine th
 
 
 @dataclass(frozen=True)
+class Window:
+    """The recall-log calls a calibration read: how many, over how many sessions, from when to when, and
+    their latency. `to_json` is its shape in the calibration's JSON and the proposal's evidence."""
+    calls: int
+    sessions: int
+    first: str | None                  # the earliest call's time (None: no calls)
+    last: str | None
+    p50_ms: float | None
+    p95_ms: float | None
+
+    def to_json(self) -> dict:
+        return {"calls": self.calls, "sessions": self.sessions, "from": self.first, "to": self.last,
+                "latency_ms": {"p50": self.p50_ms, "p95": self.p95_ms}}
+
+
+@dataclass(frozen=True)
 class Retirement:
     """The rule to switch recall off, applied to one window: too slow at p95, or injecting too rarely to pay
     for the latency it adds. `to_json` is its shape in the calibration's JSON and the weekly job's detail."""
@@ -34,7 +50,7 @@ class Calibration:
     """What a calibration measured and what it recommends: the report's and the proposal's one source. Each
     section is the JSON the report's `data` shows (the keys docs/examples and a user's scripts read), kept
     as that JSON because nothing but the report and the proposal reads inside it."""
-    window: dict                       # calls, sessions, from, to, latency_ms {p50, p95}
+    window: Window                     # the calls read
     labelled: dict                     # answerable, probes, sources
     current: dict                      # the gate in force: kind, thresholds, provenance (+ reason, default_threshold)
     warnings: tuple[str, ...]
@@ -48,7 +64,7 @@ class Calibration:
     suggestions: dict | None = None      # the calls to label next (the daemon's weekly job)
 
     def to_json(self) -> dict:
-        out = {"window": self.window, "labelled": self.labelled, "current": self.current,
+        out = {"window": self.window.to_json(), "labelled": self.labelled, "current": self.current,
                "warnings": list(self.warnings)}
         for name in ("skipped_labels", "kept_apart"):
             if getattr(self, name) is not None:

@@ -48,7 +48,7 @@ def window_section(cal: Calibration) -> Section:
     w, tr = cal.window, cal.traffic
     return Section("Window", (Table(("calls", "sessions", "latency p50 ms", "latency p95 ms", "injected",
                                      "injection rate"),
-                                    ((w["calls"], w["sessions"], w["latency_ms"]["p50"], w["latency_ms"]["p95"],
+                                    ((w.calls, w.sessions, w.p50_ms, w.p95_ms,
                                       tr["injected"], tr["injection_rate"]),)),
                               Para(f"current gate: {current_gate_text(cal.current)}")))
 

@@ -156,9 +156,10 @@ def test_labels_without_probes_or_answerable(logged):
 
 
 def test_retirement_rule():
-    w = {"latency_ms": {"p95": 450.0}}
+    from tuner.gate.records import Window
+    w = Window(10, 2, None, None, 80.0, 450.0)
     assert _retirement(w, {"injection_rate": 0.5}).verdict == "consider switching recall off"
-    w = {"latency_ms": {"p95": 120.0}}
+    w = Window(10, 2, None, None, 80.0, 120.0)
     assert _retirement(w, {"injection_rate": 0.1}).verdict == "consider switching recall off"
     assert _retirement(w, {"injection_rate": 0.5}).verdict == "keep recall on"
 

@@ -39,7 +39,7 @@ def test_a_label_on_a_call_that_timed_out_is_skipped_and_counted():
     assert any("1 labelled call(s) have no search" in w for w in cal.warnings)
     assert cal.labelled["answerable"] == 3 and cal.labelled["probes"] == 3
     assert math.isfinite(cal.recommendation["cosine"]["threshold"])
-    assert cal.window["calls"] == 7                  # the call stays in the traffic
+    assert cal.window.calls == 7                  # the call stays in the traffic
 
 
 @pytest.mark.parametrize("kind", ["relevant", "irrelevant"])
