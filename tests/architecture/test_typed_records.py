@@ -38,7 +38,6 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.gate.records:Calibration.distributions: field is a dict",
     "tuner.gate.records:Calibration.gate_on_labels: field is a dict",
     "tuner.gate.records:Calibration.kept_apart: field is a dict",
-    "tuner.gate.records:Calibration.labelled: field is a dict",
     "tuner.gate.records:Calibration.recommendation: field is a dict",
     "tuner.gate.records:Calibration.skipped_labels: field is a dict",
     "tuner.gate.records:Calibration.suggestions: field is a dict",

@@ -32,7 +32,7 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import MIN_LABELLED, Calibration, Retirement, Window
+from tuner.gate.records import MIN_LABELLED, Calibration, Labelled, Retirement, Window
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -153,8 +153,8 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
     ans = [r.answerable for r in labelled]
     p_log = probabilities(model, [c.features for c in calls])
     p_lab = probabilities(model, [r.features for r in labelled])
-    out: dict = {"window": _window(calls), "labelled": {"answerable": sum(ans), "probes": len(ans) - sum(ans),
-                                                          "sources": sorted({r.source for r in labelled})},
+    out: dict = {"window": _window(calls),
+                 "labelled": Labelled(sum(ans), len(ans) - sum(ans), tuple(sorted({r.source for r in labelled}))),
                  "current": {"kind": "model" if model else "cosine", "cos_threshold": cos_threshold,
                              "p_threshold": model.threshold if model else None,
                              "provenance": model.provenance() if model else None},

@@ -26,6 +26,18 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Labelled:
+    """The labelled rows a calibration scored: answerable ones, probes, and the sets they came from ("log",
+    a gold set's name). `to_json` is its shape in the calibration's JSON and the proposal's evidence."""
+    answerable: int
+    probes: int
+    sources: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"answerable": self.answerable, "probes": self.probes, "sources": list(self.sources)}
+
+
+@dataclass(frozen=True)
 class Retirement:
     """The rule to switch recall off, applied to one window: too slow at p95, or injecting too rarely to pay
     for the latency it adds. `to_json` is its shape in the calibration's JSON and the weekly job's detail."""
@@ -51,7 +63,7 @@ class Calibration:
     section is the JSON the report's `data` shows (the keys docs/examples and a user's scripts read), kept
     as that JSON because nothing but the report and the proposal reads inside it."""
     window: Window                     # the calls read
-    labelled: dict                     # answerable, probes, sources
+    labelled: Labelled
     current: dict                      # the gate in force: kind, thresholds, provenance (+ reason, default_threshold)
     warnings: tuple[str, ...]
     distributions: dict                # scale -> group -> quantiles
@@ -64,7 +76,7 @@ class Calibration:
     suggestions: dict | None = None      # the calls to label next (the daemon's weekly job)
 
     def to_json(self) -> dict:
-        out = {"window": self.window.to_json(), "labelled": self.labelled, "current": self.current,
+        out = {"window": self.window.to_json(), "labelled": self.labelled.to_json(), "current": self.current,
                "warnings": list(self.warnings)}
         for name in ("skipped_labels", "kept_apart"):
             if getattr(self, name) is not None:
