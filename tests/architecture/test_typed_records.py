@@ -34,7 +34,6 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.evaluation.fake_miss:possible_gold_gaps: returns a dict",
     "tuner.gate.probes:questions_without: returns a dict",
     "tuner.gate.proposal:Proposal.evidence: field is a dict",
-    "tuner.gate.records:Calibration.current: field is a dict",
     "tuner.gate.records:Calibration.distributions: field is a dict",
     "tuner.gate.records:Calibration.gate_on_labels: field is a dict",
     "tuner.gate.records:Calibration.kept_apart: field is a dict",

@@ -32,7 +32,7 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import MIN_LABELLED, Calibration, Labelled, Retirement, Window
+from tuner.gate.records import MIN_LABELLED, Calibration, CurrentGate, Labelled, Retirement, Window
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -155,9 +155,8 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
     p_lab = probabilities(model, [r.features for r in labelled])
     out: dict = {"window": _window(calls),
                  "labelled": Labelled(sum(ans), len(ans) - sum(ans), tuple(sorted({r.source for r in labelled}))),
-                 "current": {"kind": "model" if model else "cosine", "cos_threshold": cos_threshold,
-                             "p_threshold": model.threshold if model else None,
-                             "provenance": model.provenance() if model else None},
+                 "current": CurrentGate("model" if model else "cosine", cos_threshold,
+                                        model.threshold if model else None, model.provenance() if model else None),
                  "warnings": []}
     if unsearched:
         out["skipped_labels"] = {"no_search": len(unsearched), "ids": [c.id for c in unsearched[:20]]}
@@ -523,8 +522,8 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
             warnings += (f"the active config sets gate_threshold = {active.gate_threshold}, which overrides the "
                          "threshold of any gate file `calibrate apply` installs; remove it from the config for the "
                          "proposal to take effect",)
-        cal = dataclasses.replace(cal, warnings=warnings, current={
-            **cal.current, "reason": choice.reason or choice.source, "default_threshold": _default_threshold()})
+        cal = dataclasses.replace(cal, warnings=warnings, current=dataclasses.replace(
+            cal.current, reason=choice.reason or choice.source, default_threshold=_default_threshold()))
         return cal, calls, labelled, choice
     finally:
         searcher.close()

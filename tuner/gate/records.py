@@ -38,6 +38,36 @@ class Labelled:
 
 
 @dataclass(frozen=True)
+class CurrentGate:
+    """The gate in force when a calibration ran: a model (its P threshold and what it was made from) or the
+    cosine gate. `reason` and `default_threshold` are known where the index's gate was chosen
+    (`calibrate_index`): why this gate, and the shipped default's threshold beside it."""
+    kind: str                          # "model" or "cosine"
+    cos_threshold: float
+    p_threshold: float | None
+    provenance: str | None
+    reason: str | None = None
+    default_threshold: float | None = None
+
+    def text(self) -> str:
+        """The gate in force in one line: its kind and threshold, where a model's came from."""
+        out = (f"gate model, P(answerable) >= {self.p_threshold:.3f}" if self.kind == "model"
+               else f"cosine gate, top cosine >= {self.cos_threshold:.3f}")
+        if self.kind == "model" and self.provenance:
+            out += f" ({self.reason or 'gate file'}: {self.provenance})"
+        if self.kind == "model" and self.default_threshold is not None:
+            out += f"; the shipped default's threshold: {self.default_threshold:.3f}"
+        return out
+
+    def to_json(self) -> dict:
+        out = {"kind": self.kind, "cos_threshold": self.cos_threshold, "p_threshold": self.p_threshold,
+               "provenance": self.provenance}
+        if self.reason is not None:
+            out.update(reason=self.reason, default_threshold=self.default_threshold)
+        return out
+
+
+@dataclass(frozen=True)
 class Retirement:
     """The rule to switch recall off, applied to one window: too slow at p95, or injecting too rarely to pay
     for the latency it adds. `to_json` is its shape in the calibration's JSON and the weekly job's detail."""
@@ -64,7 +94,7 @@ class Calibration:
     as that JSON because nothing but the report and the proposal reads inside it."""
     window: Window                     # the calls read
     labelled: Labelled
-    current: dict                      # the gate in force: kind, thresholds, provenance (+ reason, default_threshold)
+    current: CurrentGate               # the gate in force
     warnings: tuple[str, ...]
     distributions: dict                # scale -> group -> quantiles
     traffic: dict                      # what the gate in force did to the window's calls
@@ -76,7 +106,7 @@ class Calibration:
     suggestions: dict | None = None      # the calls to label next (the daemon's weekly job)
 
     def to_json(self) -> dict:
-        out = {"window": self.window.to_json(), "labelled": self.labelled.to_json(), "current": self.current,
+        out = {"window": self.window.to_json(), "labelled": self.labelled.to_json(), "current": self.current.to_json(),
                "warnings": list(self.warnings)}
         for name in ("skipped_labels", "kept_apart"):
             if getattr(self, name) is not None:

@@ -32,17 +32,6 @@ def calibration_report(cal: Calibration, db: str, proposal_path: str | None, wit
                   data=cal.to_json())
 
 
-def current_gate_text(cur: dict) -> str:
-    """The gate in force in one line: its kind and threshold, where a model's came from."""
-    text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
-            else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
-    if cur["kind"] == "model" and cur.get("provenance"):
-        text += f" ({cur.get('reason') or 'gate file'}: {cur['provenance']})"
-    if cur["kind"] == "model" and cur.get("default_threshold") is not None:
-        text += f"; the shipped default's threshold: {cur['default_threshold']:.3f}"
-    return text
-
-
 def window_section(cal: Calibration) -> Section:
     """The calls the calibration read, their latency, and how many the gate in force let through."""
     w, tr = cal.window, cal.traffic
@@ -50,7 +39,7 @@ def window_section(cal: Calibration) -> Section:
                                      "injection rate"),
                                     ((w.calls, w.sessions, w.p50_ms, w.p95_ms,
                                       tr["injected"], tr["injection_rate"]),)),
-                              Para(f"current gate: {current_gate_text(cal.current)}")))
+                              Para(f"current gate: {cal.current.text()}")))
 
 
 def distributions_section(cal: Calibration) -> Section:
