@@ -32,7 +32,8 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import MIN_LABELLED, Calibration, CurrentGate, Labelled, Retirement, Window
+from tuner.gate.records import (MIN_LABELLED, Calibration, CurrentGate, KeptApart, Labelled, Retirement,
+                                SkippedLabels, Window)
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -159,15 +160,15 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
                                         model.threshold if model else None, model.provenance() if model else None),
                  "warnings": []}
     if unsearched:
-        out["skipped_labels"] = {"no_search": len(unsearched), "ids": [c.id for c in unsearched[:20]]}
+        out["skipped_labels"] = SkippedLabels(len(unsearched), tuple(c.id for c in unsearched[:20]))
         out["warnings"].append(f"{len(unsearched)} labelled call(s) have no search (timed out, failed or stopped "
                                f"before it: {', '.join(str(c.id) for c in unsearched[:10])}): their labels were "
                                "skipped, a label needs the call's gate features")
     if apart:
         keys = sorted({c.index_fingerprint for c in apart})
-        out["kept_apart"] = {"calls": len(apart), "labelled": sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE)
-                                                                  for c in apart), "fingerprints": keys}
-        out["warnings"].append(f"{len(apart)} log call(s) ({out['kept_apart']['labelled']} labelled) were logged "
+        out["kept_apart"] = KeptApart(len(apart), sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE) for c in apart),
+                                      tuple(keys))
+        out["warnings"].append(f"{len(apart)} log call(s) ({out['kept_apart'].labelled} labelled) were logged "
                                f"against another index ({', '.join(k[:12] for k in keys[:3])}), not this one "
                                f"({(fingerprint_key or '')[:12]}): left out, their features are another vault's")
     out["distributions"] = {

@@ -68,6 +68,27 @@ class CurrentGate:
 
 
 @dataclass(frozen=True)
+class SkippedLabels:
+    """Labels on calls that never searched (timed out, failed, stopped): a label needs the call's features."""
+    no_search: int
+    ids: tuple[int, ...]               # the first 20 of them
+
+    def to_json(self) -> dict:
+        return {"no_search": self.no_search, "ids": list(self.ids)}
+
+
+@dataclass(frozen=True)
+class KeptApart:
+    """Calls logged against another index than the one calibrated: left out, their features are another vault's."""
+    calls: int
+    labelled: int
+    fingerprints: tuple[str, ...]      # the other indexes' fingerprint keys
+
+    def to_json(self) -> dict:
+        return {"calls": self.calls, "labelled": self.labelled, "fingerprints": list(self.fingerprints)}
+
+
+@dataclass(frozen=True)
 class Retirement:
     """The rule to switch recall off, applied to one window: too slow at p95, or injecting too rarely to pay
     for the latency it adds. `to_json` is its shape in the calibration's JSON and the weekly job's detail."""
@@ -101,8 +122,8 @@ class Calibration:
     gate_on_labels: dict | None        # the gate in force scored on the labelled rows (None: one kind of row)
     recommendation: dict               # basis, cosine, model, model_summary, threshold_move, declined, missing
     retirement: Retirement             # the rule to switch recall off, on this window
-    skipped_labels: dict | None = None   # labels on calls that never searched
-    kept_apart: dict | None = None       # calls logged against another index
+    skipped_labels: SkippedLabels | None = None
+    kept_apart: KeptApart | None = None
     suggestions: dict | None = None      # the calls to label next (the daemon's weekly job)
 
     def to_json(self) -> dict:
@@ -110,7 +131,7 @@ class Calibration:
                "warnings": list(self.warnings)}
         for name in ("skipped_labels", "kept_apart"):
             if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
+                out[name] = getattr(self, name).to_json()
         out.update(distributions=self.distributions, traffic=self.traffic, gate_on_labels=self.gate_on_labels,
                    recommendation=self.recommendation, retirement=self.retirement.to_json())
         if self.suggestions is not None:
