@@ -32,8 +32,8 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import (MIN_LABELLED, Calibration, CurrentGate, KeptApart, Labelled, Retirement,
-                                SkippedLabels, Window)
+from tuner.gate.records import (MIN_LABELLED, Calibration, CurrentGate, Flips, KeptApart, Labelled, Retirement,
+                                SkippedLabels, StoppedCall, Traffic, Window)
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -257,28 +257,25 @@ def _window(calls: list[LogCall]) -> Window:
                   round(percentile(lat, 95), 2) if lat else None)
 
 
-def _traffic(calls, p_log, model, cos_threshold) -> dict:
+def _traffic(calls, p_log, model, cos_threshold) -> Traffic:
     """What the current gate did to the window's calls, and how many decisions flip at +/- 0.02."""
     if not calls:
-        return {"injected": 0, "injection_rate": None, "stopped": {}, "stopped_examples": [], "flips": {}}
+        return Traffic(0, None, {}, (), None)
     injected = sum(c.injected for c in calls)
-    stopped: dict = {}
+    stopped: dict[str, int] = {}
     for c in calls:
         if not c.injected:
             stopped[c.stopped_by or "gate"] = stopped.get(c.stopped_by or "gate", 0) + 1
-    examples = [{"id": c.id, "query": c.query, "top_score": c.top_score, "stopped_by": c.stopped_by}
-                for c in calls if not c.injected][-10:]
+    examples = tuple(StoppedCall(c.id, c.query, c.top_score, c.stopped_by) for c in calls if not c.injected)[-10:]
     if p_log is not None:
         scores, t, scale = p_log, model.threshold, "probability"
     else:
         scores = np.array([c.top_score if c.top_score is not None else -1.0 for c in calls])
         t, scale = cos_threshold, "cosine"
     now_in = scores >= t
-    flips = {"scale": scale, "threshold": round(float(t), 4),
-             f"-{FLIP_DELTA}": int((scores >= t - FLIP_DELTA).sum() - now_in.sum()),
-             f"+{FLIP_DELTA}": int(now_in.sum() - (scores >= t + FLIP_DELTA).sum())}
-    return {"injected": injected, "injection_rate": round(injected / len(calls), 4), "stopped": stopped,
-            "stopped_examples": examples, "flips": flips}
+    flips = Flips(scale, round(float(t), 4), FLIP_DELTA, int((scores >= t - FLIP_DELTA).sum() - now_in.sum()),
+                  int(now_in.sum() - (scores >= t + FLIP_DELTA).sum()))
+    return Traffic(injected, round(injected / len(calls), 4), stopped, examples, flips)
 
 
 def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None, p_lab=None,
@@ -478,8 +475,8 @@ def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _retirement(window: Window, traffic: dict) -> Retirement:
-    p95, rate = window.p95_ms, traffic.get("injection_rate")
+def _retirement(window: Window, traffic: Traffic) -> Retirement:
+    p95, rate = window.p95_ms, traffic.injection_rate
     slow = p95 is not None and p95 > RETIRE_P95_MS
     rare = rate is not None and rate < RETIRE_MIN_INJECTION
     verdict = ("unknown (no calls in the window)" if p95 is None and rate is None else

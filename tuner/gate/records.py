@@ -89,6 +89,46 @@ class KeptApart:
 
 
 @dataclass(frozen=True)
+class StoppedCall:
+    id: int
+    query: str | None                  # None: the log keeps only its hash
+    top_score: float | None
+    stopped_by: str | None
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "query": self.query, "top_score": self.top_score, "stopped_by": self.stopped_by}
+
+
+@dataclass(frozen=True)
+class Flips:
+    """How many of the window's decisions flip if the gate's threshold moves by `delta` either way."""
+    scale: str                         # "probability" (a model decides) or "cosine"
+    threshold: float
+    delta: float
+    let_through: int                   # more calls injected at threshold - delta
+    stopped: int                       # more calls stopped at threshold + delta
+
+    def to_json(self) -> dict:
+        return {"scale": self.scale, "threshold": self.threshold, f"-{self.delta}": self.let_through,
+                f"+{self.delta}": self.stopped}
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What the gate in force did to the window's calls. `to_json` is its shape in the calibration's JSON."""
+    injected: int
+    injection_rate: float | None       # None: no calls
+    stopped: dict[str, int]            # what stopped a call (the gate, a pre-search gate) -> calls
+    stopped_examples: tuple[StoppedCall, ...]   # the last 10
+    flips: Flips | None                # None: no calls
+
+    def to_json(self) -> dict:
+        return {"injected": self.injected, "injection_rate": self.injection_rate, "stopped": dict(self.stopped),
+                "stopped_examples": [e.to_json() for e in self.stopped_examples],
+                "flips": self.flips.to_json() if self.flips is not None else {}}
+
+
+@dataclass(frozen=True)
 class Retirement:
     """The rule to switch recall off, applied to one window: too slow at p95, or injecting too rarely to pay
     for the latency it adds. `to_json` is its shape in the calibration's JSON and the weekly job's detail."""
@@ -118,7 +158,7 @@ class Calibration:
     current: CurrentGate               # the gate in force
     warnings: tuple[str, ...]
     distributions: dict                # scale -> group -> quantiles
-    traffic: dict                      # what the gate in force did to the window's calls
+    traffic: Traffic                   # what the gate in force did to the window's calls
     gate_on_labels: dict | None        # the gate in force scored on the labelled rows (None: one kind of row)
     recommendation: dict               # basis, cosine, model, model_summary, threshold_move, declined, missing
     retirement: Retirement             # the rule to switch recall off, on this window
@@ -132,7 +172,7 @@ class Calibration:
         for name in ("skipped_labels", "kept_apart"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name).to_json()
-        out.update(distributions=self.distributions, traffic=self.traffic, gate_on_labels=self.gate_on_labels,
+        out.update(distributions=self.distributions, traffic=self.traffic.to_json(), gate_on_labels=self.gate_on_labels,
                    recommendation=self.recommendation, retirement=self.retirement.to_json())
         if self.suggestions is not None:
             out["suggestions"] = self.suggestions

@@ -8,7 +8,7 @@ from tuner.gate.verdicts import calibration_verdict
 from tuner.reports import Para, Report, Section, Table
 
 if TYPE_CHECKING:
-    from tuner.gate.records import Calibration, Retirement
+    from tuner.gate.records import Calibration, Retirement, Traffic
 
 
 def calibration_report(cal: Calibration, db: str, proposal_path: str | None, with_plots: bool = False,
@@ -38,7 +38,7 @@ def window_section(cal: Calibration) -> Section:
     return Section("Window", (Table(("calls", "sessions", "latency p50 ms", "latency p95 ms", "injected",
                                      "injection rate"),
                                     ((w.calls, w.sessions, w.p50_ms, w.p95_ms,
-                                      tr["injected"], tr["injection_rate"]),)),
+                                      tr.injected, tr.injection_rate),)),
                               Para(f"current gate: {cal.current.text()}")))
 
 
@@ -51,16 +51,16 @@ def distributions_section(cal: Calibration) -> Section:
         for scale, groups in cal.distributions.items()))
 
 
-def traffic_section(tr: dict) -> Section:
+def traffic_section(tr: Traffic) -> Section:
     """What the gate in force did to the window's calls: what stopped them, and how many flip at +-0.02."""
-    stopped, fl = tr["stopped"], tr["flips"]
+    fl = tr.flips
     return Section("What the current gate did", (
-        Para("stopped calls: " + (", ".join(f"{k} {v}" for k, v in stopped.items()) or "none")),
+        Para("stopped calls: " + (", ".join(f"{k} {v}" for k, v in tr.stopped.items()) or "none")),
         Table(("id", "query", "top score", "stopped by"),
-              tuple((e["id"], e["query"] or "(hashed)", e["top_score"], e["stopped_by"]) for e in tr["stopped_examples"]),
+              tuple((e.id, e.query or "(hashed)", e.top_score, e.stopped_by) for e in tr.stopped_examples),
               caption="the last 10 stopped calls"),
-        Para(f"decisions that flip if the {fl.get('scale', '')} threshold moves by 0.02: "
-             f"-0.02 lets {fl.get('-0.02', 0)} more through, +0.02 stops {fl.get('+0.02', 0)} more"
+        Para(f"decisions that flip if the {fl.scale} threshold moves by {fl.delta}: "
+             f"-{fl.delta} lets {fl.let_through} more through, +{fl.delta} stops {fl.stopped} more"
              if fl else "no calls: no flips to count")))
 
 
