@@ -37,7 +37,6 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.gate.records:Calibration.distributions: field is a dict",
     "tuner.gate.records:Calibration.gate_on_labels: field is a dict",
     "tuner.gate.records:Calibration.recommendation: field is a dict",
-    "tuner.gate.records:Calibration.suggestions: field is a dict",
     "tuner.ledger.round:Round.config: field is a dict",
     "tuner.ledger.sweep_record:SweepRecord.params: field is a dict",
     "tuner.ledger.sweep_record:SweepRecord.start_config: field is a dict",

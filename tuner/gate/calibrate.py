@@ -32,8 +32,8 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import (MIN_LABELLED, Calibration, CurrentGate, Flips, KeptApart, Labelled, Retirement,
-                                SkippedLabels, StoppedCall, Traffic, Window)
+from tuner.gate.records import (MIN_LABELLED, Calibration, CurrentGate, Flips, KeptApart, LabelSuggestions, Labelled,
+                                Retirement, SkippedLabels, StoppedCall, Traffic, Window)
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -590,9 +590,9 @@ def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
     if log_path.exists():                    # the calls to label next, for the week's report
         from search_core.recall.suggest import suggest_from_log
         picks, gate = suggest_from_log(log_path, since_s=WEEK_S, n=SUGGEST_N, db=db)
-        cal = dataclasses.replace(cal, suggestions={"picks": [p.as_json() for p in picks.picks], "pool": picks.pool,
-                              "labelled": picks.labelled, "scale": picks.scale,
-                              "threshold": round(picks.threshold, 4), "gate": gate.source, "left_out": picks.left_out})
+        cal = dataclasses.replace(cal, suggestions=LabelSuggestions(
+            picks.picks, picks.pool, picks.labelled, picks.scale, round(picks.threshold, 4), gate.source,
+            dict(picks.left_out)))
     if stop is not None and stop():
         raise StopRequested("calibration stopped before its report was written")
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -603,4 +603,4 @@ def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
         write_proposal(cal, db, proposal)
     report = emit(calibration_report(cal, str(db), proposal), "md", runs / "reports" / f"calibrate-{stamp}.md")
     return CalibrationJob(str(db), len(calls), len(labelled), report, proposal, cal.retirement,
-                          len((cal.suggestions or {}).get("picks", ())))
+                          len(cal.suggestions.picks) if cal.suggestions is not None else 0)

@@ -5,6 +5,10 @@ calibration itself)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from search_core.recall.suggest import Suggestion
 
 MIN_LABELLED = 8          # fewer labelled rows than this: recommend a cosine threshold, never fit a model
 
@@ -129,6 +133,23 @@ class Traffic:
 
 
 @dataclass(frozen=True)
+class LabelSuggestions:
+    """The unlabelled calls whose labels would move the gate's threshold most (the daemon's weekly job asks a
+    person to label them). `to_json` is its shape in the calibration's JSON."""
+    picks: tuple[Suggestion, ...]
+    pool: int                          # calls that could be picked
+    labelled: int                      # calls in the window already labelled
+    scale: str                         # "probability" or "cosine"
+    threshold: float                   # the gate's threshold in force, rounded to 4 places
+    gate: str                          # where the gate in force came from
+    left_out: dict[str, int]           # why other calls could not be picked -> calls
+
+    def to_json(self) -> dict:
+        return {"picks": [p.as_json() for p in self.picks], "pool": self.pool, "labelled": self.labelled,
+                "scale": self.scale, "threshold": self.threshold, "gate": self.gate, "left_out": dict(self.left_out)}
+
+
+@dataclass(frozen=True)
 class Retirement:
     """The rule to switch recall off, applied to one window: too slow at p95, or injecting too rarely to pay
     for the latency it adds. `to_json` is its shape in the calibration's JSON and the weekly job's detail."""
@@ -164,7 +185,7 @@ class Calibration:
     retirement: Retirement             # the rule to switch recall off, on this window
     skipped_labels: SkippedLabels | None = None
     kept_apart: KeptApart | None = None
-    suggestions: dict | None = None      # the calls to label next (the daemon's weekly job)
+    suggestions: LabelSuggestions | None = None   # the calls to label next (the daemon's weekly job)
 
     def to_json(self) -> dict:
         out = {"window": self.window.to_json(), "labelled": self.labelled.to_json(), "current": self.current.to_json(),
@@ -175,5 +196,5 @@ class Calibration:
         out.update(distributions=self.distributions, traffic=self.traffic.to_json(), gate_on_labels=self.gate_on_labels,
                    recommendation=self.recommendation, retirement=self.retirement.to_json())
         if self.suggestions is not None:
-            out["suggestions"] = self.suggestions
+            out["suggestions"] = self.suggestions.to_json()
         return out

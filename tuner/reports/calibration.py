@@ -8,7 +8,7 @@ from tuner.gate.verdicts import calibration_verdict
 from tuner.reports import Para, Report, Section, Table
 
 if TYPE_CHECKING:
-    from tuner.gate.records import Calibration, Retirement, Traffic
+    from tuner.gate.records import Calibration, LabelSuggestions, Retirement, Traffic
 
 
 def calibration_report(cal: Calibration, db: str, proposal_path: str | None, with_plots: bool = False,
@@ -102,15 +102,16 @@ def threshold_move_blocks(mv: dict) -> tuple:
                  else f"no refit of the weights tried: it needs {mv['refit_needs']}"))
 
 
-def suggestions_section(sg: dict) -> Section:
+def suggestions_section(sg: LabelSuggestions) -> Section:
     """The unlabelled calls whose labels would move the threshold most, and how to label them."""
     return Section("Calls to label next", (
-        Para(f"{len(sg['picks'])} of {sg['pool']} unlabelled calls ({sg['labelled']} labelled already), picked "
-             f"for how much their label would move the {sg['scale']} threshold {sg['threshold']}: label them on "
+        Para(f"{len(sg.picks)} of {sg.pool} unlabelled calls ({sg.labelled} labelled already), picked "
+             f"for how much their label would move the {sg.scale} threshold {sg.threshold}: label them on "
              "the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
              "relevant|irrelevant`, then run `autoresearch calibrate` again"),
         Table(("id", "P", "top note", "query", "why"),
-              tuple((x["id"], x["probability"], x["top_note"], x["query"], x["reason"]) for x in sg["picks"]))))
+              tuple((x.id, None if x.probability is None else round(x.probability, 4), x.top_note, x.query, x.reason)
+                    for x in sg.picks))))
 
 
 def retirement_section(ret: Retirement) -> Section:
