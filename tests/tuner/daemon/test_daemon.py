@@ -365,7 +365,7 @@ def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_de
     for kind in ("sweep", "audit"):
         for fmt in ("md", "html", "json"):
             assert (runs / "reports" / f"{kind}-{sweep_id}.{fmt}").stat().st_size > 200
-    if rows[0]["outcome"] == "promoted":
+    if rows[0].outcome == "promoted":
         assert f"sweep {sweep_id}" in (runs / "active.toml").read_text()
     else:
         assert not (runs / "active.toml").exists()
