@@ -24,6 +24,7 @@ from tuner.data.night_gold import NightGold, refresh_vault_questions, write_nigh
 from tuner.data.vault_questions import MADE_N
 from tuner.evaluation.evaluate import evaluate
 from tuner.ledger.ledger import Ledger
+from tuner.ledger.schema import RoundDecision
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
 from tuner.reports.text import format_eval
 from tuner.sweep.loop import Sweep, SweepParams
@@ -36,7 +37,7 @@ class DemoRun:
     index_report: object
     eval_start: dict
     summary: SweepSummary
-    reports: dict          # format -> path of the morning report ("md", "html")
+    reports: dict[str, Path]   # format -> path of the morning report ("md", "html")
     tuning: NightGold | None = None         # the tuning set the sweep stood on, by kind
     evidence: NightEvidence | None = None   # which kinds decided each kept change
 
@@ -119,9 +120,9 @@ def format_evidence(ev: NightEvidence | None) -> str:
     return "\n".join(lines)
 
 
-def decision_counts(counts: dict) -> str:
-    """{decision: n} as words, most first: "111 rejected:no_gain, 1 kept" (a decision may be a RoundDecision)."""
-    return ", ".join(f"{n} {str(d)}" for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0]))))
+def decision_counts(counts: dict[RoundDecision, int]) -> str:
+    """{decision: n} as words, most first: "111 rejected:no_gain, 1 kept"."""
+    return ", ".join(f"{n} {d.value}" for d, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].value)))
 
 
 def format_summary(s: SweepSummary, ledger=None) -> str:

@@ -37,12 +37,13 @@ wait_for = wait_until       # the daemon's own poll with a bound (tuner.daemon.s
 
 
 def rows(runs: Path, job: str) -> list[dict]:
+    """The job's rows of the run table as their JSON (the columns by name), newest first."""
     from tuner.daemon.scheduler import RunTable
     if not (runs / "daemon.sqlite").exists():
         return []
     t = RunTable(runs)
     try:
-        return t.rows(job)
+        return [r.to_json() for r in t.rows(job)]
     finally:
         t.close()
 

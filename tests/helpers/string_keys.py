@@ -1,8 +1,10 @@
 """Where a dict with string keys crosses a module boundary inside a package, as far as ast can tell
 (nothing is imported):
 
-- `returns`: a public function or method annotated `-> dict` (or `dict[str, Any]`, `dict | None`), except
-  the JSON edges (JSON_EDGES: a record's `to_json`, `to_ledger`, ...).
+- `returns`: a public function or method annotated `-> dict` (or `dict[str, Any]`, `dict | None`, or a list,
+  tuple or sequence of one: `list[dict]`), except the JSON edges (JSON_EDGES: a record's `to_json`, `to_ledger`, ...).
+- `fields`: a field of a dataclass annotated so (`build: dict`, `result: dict | None`, `rows: list[dict]`): a
+  record that carries a dict by string keys to whoever reads the record.
 - `reads`: `x["key"]` in a module where x holds what a function of another of our modules returned: a name
   bound by `x = f(...)`, `for x in f(...)` or a comprehension over `f(...)`, with f imported from another
   module of the package (`from pkg.mod import f`, or `mod.f` after `import pkg.mod as mod`), or
@@ -22,6 +24,7 @@ JSON_EDGES = frozenset({"to_json", "to_yaml", "to_ledger", "columns", "as_dict",
 
 
 LOOSE_VALUES = frozenset({"Any", "object", "dict"})
+SEQUENCES = frozenset({"list", "tuple", "Sequence", "Iterable", "Iterator"})
 
 
 def _dict_annotation(node: ast.expr | None) -> bool:
@@ -32,6 +35,9 @@ def _dict_annotation(node: ast.expr | None) -> bool:
     if isinstance(node, ast.Name):
         return node.id == "dict"
     if isinstance(node, ast.Subscript):
+        if isinstance(node.value, ast.Name) and node.value.id in SEQUENCES:      # list[dict], tuple[dict, ...]
+            elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            return any(_dict_annotation(e) for e in elts)
         if not (isinstance(node.value, ast.Name) and node.value.id == "dict"):
             return False
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -46,6 +52,13 @@ def _dict_annotation(node: ast.expr | None) -> bool:
         except SyntaxError:
             return False
     return False
+
+
+def _is_dataclass(decorator: ast.expr) -> bool:
+    """@dataclass, @dataclass(frozen=True), @dataclasses.dataclass(...)."""
+    d = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return (isinstance(d, ast.Name) and d.id == "dataclass") or \
+        (isinstance(d, ast.Attribute) and d.attr == "dataclass")
 
 
 def _imported(module: str, tree: ast.Module, is_package: bool, package: str) -> tuple[set[str], set[str]]:
@@ -99,6 +112,12 @@ class _Finder(ast.NodeVisitor):
     visit_FunctionDef = visit_AsyncFunctionDef = _function
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if any(_is_dataclass(d) for d in node.decorator_list):
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) \
+                        and _dict_annotation(item.annotation):
+                    self.found.add(f"{self.module}:{'.'.join(self.scope + [node.name, item.target.id])}: "
+                                   "field is a dict")
         self.scope.append(node.name)
         self.generic_visit(node)
         self.scope.pop()

@@ -69,7 +69,7 @@ def hand_set_calibrations(folder, rerankers=(), units_by_embedder=None) -> list[
             continue                  # not installed here (no [models]): no round can search with it
         efp = get_embedder(name).fingerprint()
         key = calibration_key(m, efp)
-        store.put(Calibration(key, m.to_json(), name, efp, "tokens", dict(units), {r: RERANK_MS_PER_PAIR for r in rerankers},
+        store.put(Calibration(key, m, name, efp, "tokens", dict(units), {r: RERANK_MS_PER_PAIR for r in rerankers},
                               {"solo": 1, "one": 1}, 0, 0, "hand-set (tests)"))
         keys.append(key)
     return keys

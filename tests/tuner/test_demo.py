@@ -38,6 +38,23 @@ def test_decisions_are_printed_as_words_not_enum_reprs():
     assert "RoundDecision" not in format_summary(s)
 
 
+def test_a_sweeps_decisions_are_words_in_the_terminal_the_json_and_the_daemon(tmp_path):
+    """The summary counts rounds by RoundDecision; wherever a person or a JSON reader sees them they are the
+    ledger's words: the printed summary, its --json form and the daemon's run detail carry no enum repr."""
+    import json
+    import re
+    from tuner.ledger.schema import RoundDecision
+    from tuner.sweep.summary import Figures, KeptStep, SweepSummary
+    s = SweepSummary("s1", 3, {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 1, RoundDecision.CRASHED: 1},
+                     {"rrf_k": 60}, {"rrf_k": 30}, Figures(0.9, "score", 80.0), Figures(0.9, "score", 80.5),
+                     (KeptStep(1, "rrf_k", 60, 30, "score +0.5"),), status="done")
+    text = format_summary(s, tmp_path / "ledger.sqlite") + json.dumps(s.to_json()) + json.dumps(s.decision_words())
+    assert not re.search(r"<\w+\.\w+: '|RoundDecision", text), text
+    assert s.to_json()["decisions"] == {"kept": 1, "rejected:no_gain": 1, "crashed": 1}
+    back = SweepSummary.from_json(json.loads(json.dumps(s.to_json())))
+    assert back.decisions == s.decisions and all(type(k) is RoundDecision for k in back.decisions)
+
+
 def test_the_index_step_prints_what_the_index_said_beside_it(tmp_path):
     """A cache moved to its compact layout (or set aside, or past its bound) is said by `index`; the demo,
     whose first step is an index, said nothing of it."""

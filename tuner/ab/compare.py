@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.evaluation.compare import PairedMetric, answerable, paired_metrics
-from tuner.evaluation.evaluate import QuestionResult
 from tuner.evaluation.metrics import metric_names
 from tuner.ab.records import CandidateResult
 
@@ -62,7 +61,7 @@ class PairComparison:
 def compare_pair(a: CandidateResult, b: CandidateResult, *, seed: int = 0) -> PairComparison:
     """B against A on the answerable evaluation questions: per metric the mean of each, the difference
     (and in questions, for the 0/1 metrics), the paired randomization p-value and a bootstrap 95% CI."""
-    qa, qb = (answerable([QuestionResult.from_json(q) for q in c.result["per_query"]]) for c in (a, b))
+    qa, qb = (answerable(c.result.per_query) for c in (a, b))
     ids = [i for i in qa if i in qb]
 
     def rank(q):

@@ -9,6 +9,7 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig
 
 from tuner.data.gold import GoldSet
+from tuner.evaluation.evaluate import EvalResult
 
 
 class ABError(SearchCoreError):
@@ -34,16 +35,17 @@ class CandidateResult:
     message: str = ""
     build: dict = field(default_factory=dict)
     latency: dict = field(default_factory=dict)
-    memory_mb: dict = field(default_factory=dict)
+    memory_mb: dict[str, float | None] = field(default_factory=dict)   # rss_before, rss_after, ... -> MB
     threshold: float | None = None
     threshold_fitted: bool = False
-    result: dict | None = None       # EvalResult.to_json() on the evaluation questions
+    result: EvalResult | None = None   # the evaluation questions' (None: not evaluated, or a duplicate)
     seconds: float = 0.0
     reused_from: str = ""            # set when this evaluation was measured by an earlier A/B
 
     def to_json(self) -> dict:
-        d = dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["candidate"] = dataclasses.asdict(self.candidate)
+        d["result"] = self.result.to_json() if self.result is not None else None
         return d
 
 

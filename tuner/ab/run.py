@@ -30,7 +30,7 @@ from search_core.index.store import connect, get_meta
 
 from tuner.ab.compare import PairComparison, compare_pair
 from tuner.ab.records import ABError, ABParams, Candidate, CandidateResult
-from tuner.evaluation.evaluate import build_result, run_queries
+from tuner.evaluation.evaluate import EvalResult, build_result, run_queries
 from tuner.data.gold import GoldSet
 from search_core.percentiles import percentile
 from tuner.sweep.workbench import fit_threshold, verify_index
@@ -214,7 +214,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         if saved.exists() and not p.fresh:
             prev = json.loads(saved.read_text(encoding="utf-8"))
             res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
-            res.result, res.reused_from = prev["result"], prev["saved_at"]
+            res.result, res.reused_from = EvalResult.from_json(prev["result"]), prev["saved_at"]
             return res
         tune_rows = _timed_rows(searcher, p.tune, cfg, progress, f"tune {label}")
         choice, cos_t, res.threshold_fitted = candidate_gate(searcher, cfg, tune_rows, p.tune.name)
@@ -228,7 +228,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         res.threshold = eval_rows[0].gate["threshold"] if eval_rows else cos_t
         res.latency = _latency(eval_rows)
         index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
-        res.result = build_result(p.eval, cfg, index, eval_rows).to_json()
+        res.result = build_result(p.eval, cfg, index, eval_rows)
         _save(saved, res)
     except ModelUnavailable as e:
         res.status, res.message = "unavailable", str(e)
@@ -290,7 +290,7 @@ def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig,
                  "size_mb": round(db.stat().st_size / 2**20, 2), "first_build_seconds": facts["seconds"],
                  "first_build_embedded": facts["embedded"]}
     res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
-    res.result, res.reused_from = prev["result"], prev["saved_at"]
+    res.result, res.reused_from = EvalResult.from_json(prev["result"]), prev["saved_at"]
     return True
 
 
@@ -298,7 +298,7 @@ def _save(path: Path, res: CandidateResult) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps({"latency": res.latency, "threshold": res.threshold,
-                                            "threshold_fitted": res.threshold_fitted, "result": res.result,
+                                            "threshold_fitted": res.threshold_fitted, "result": res.result.to_json(),
                                             "saved_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
                                            ensure_ascii=False))
     except OSError:

@@ -105,7 +105,7 @@ class LabelsRun:
     added: int
     why: str | None = None
     labelled: int | None = None
-    left_out: dict | None = None
+    left_out: dict[str, int] | None = None     # reason -> calls left out
     questions: int | None = None
     probes: int | None = None
     total: int | None = None

@@ -96,7 +96,7 @@ def job_index(d, spec, scheduled, rid):
 def _daemon_sweeps(d) -> list[str]:
     ids = []
     for r in d.table.rows("sweep"):
-        sid = (r["detail"] or {}).get("sweep")
+        sid = (r.detail or {}).get("sweep")
         if sid and sid not in ids:
             ids.append(sid)
     return ids
@@ -150,7 +150,7 @@ def job_sweep(d, spec, scheduled, rid):
         log.info("sweep %s %s (budget %s s)", sw.id, how, None if budget is None else round(budget))
         summary = sw.run()
         detail = {"sweep": sw.id, "how": how, "status": summary.status, "rounds": summary.rounds,
-                  "decisions": summary.decisions, **({"evidence": evidence} if evidence else {})}
+                  "decisions": summary.decision_words(), **({"evidence": evidence} if evidence else {})}
         if summary.status == "stopped":
             return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
         final = SearchConfig.from_stored(summary.final_config)

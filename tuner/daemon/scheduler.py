@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from search_core import SearchCoreError, StopRequested
@@ -168,23 +169,47 @@ class RunTable:
         rid = self.start(job, scheduled, "missed")
         self.finish(rid, "missed", {"why": why})
 
-    def rows(self, job: str | None = None, limit: int = 1000) -> list[dict]:
-        cols = ("id", "job", "scheduled", "started", "finished", "pid", "trigger", "outcome", "detail")
-        q = f"SELECT {', '.join(cols)} FROM runs" + (" WHERE job = ?" if job else "") + " ORDER BY id DESC LIMIT ?"
+    def rows(self, job: str | None = None, limit: int = 1000) -> list["RunRow"]:
+        """The job's runs (every job's without one), newest first."""
+        q = f"SELECT {', '.join(RunRow.COLUMNS)} FROM runs" + (" WHERE job = ?" if job else "") + \
+            " ORDER BY id DESC LIMIT ?"
         with self.lock:
-            out = [dict(zip(cols, r)) for r in self.conn.execute(q, ((job, limit) if job else (limit,)))]
-        for r in out:
-            r["detail"] = json.loads(r["detail"]) if r["detail"] else None
-        return out
+            found = self.conn.execute(q, ((job, limit) if job else (limit,))).fetchall()
+        return [RunRow.from_columns(r) for r in found]
 
     def finished_for(self, job: str, scheduled: dt.datetime) -> bool:
         with self.lock:
             return self.conn.execute("SELECT 1 FROM runs WHERE job = ? AND scheduled = ? AND finished IS NOT NULL "
                                      "AND outcome != 'missed'", (job, _iso(scheduled))).fetchone() is not None
 
-    def dead_unfinished(self, job: str) -> list[dict]:
+    def dead_unfinished(self, job: str) -> list["RunRow"]:
         """Runs that started and never finished, whose process is gone: killed (kill -9, power loss)."""
-        return [r for r in self.rows(job) if r["finished"] is None and not (r["pid"] == os.getpid() or pid_alive(r["pid"]))]
+        return [r for r in self.rows(job) if r.finished is None and not (r.pid == os.getpid() or pid_alive(r.pid))]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One row of the run table, the only code that knows its columns. `detail` is the JSON the job wrote
+    (a job's own record through its to_json, or {"why": ...} for a missed slot), read back as written."""
+    COLUMNS: ClassVar[tuple[str, ...]] = ("id", "job", "scheduled", "started", "finished", "pid", "trigger",
+                                          "outcome", "detail")
+    id: int
+    job: str
+    scheduled: str             # ISO time of the slot it ran for
+    started: str
+    finished: str | None       # None: running, or its process died
+    pid: int
+    trigger: str               # schedule, once, catch-up, missed, ...
+    outcome: str | None
+    detail: dict | None
+
+    @classmethod
+    def from_columns(cls, row) -> "RunRow":
+        *head, detail = row
+        return cls(*head, json.loads(detail) if detail else None)
+
+    def to_json(self) -> dict:
+        return {c: getattr(self, c) for c in self.COLUMNS}
 
 
 # -- deciding missed runs (pure, given a trigger) ---------------------------------------------------------
@@ -212,17 +237,17 @@ def catch_up_plan(cfg: DaemonConfig, table: RunTable, now: dt.datetime,
         dead = table.dead_unfinished(j.name)
         if dead:
             for r in dead:   # close the dead run so it is not resumed twice
-                table.finish(r["id"], "killed", {**(r["detail"] or {}), "note": "the process died mid-run"})
-            sched = dt.datetime.fromisoformat(dead[0]["scheduled"])
+                table.finish(r.id, "killed", {**(r.detail or {}), "note": "the process died mid-run"})
+            sched = dt.datetime.fromisoformat(dead[0].scheduled)
             if (now - sched).total_seconds() <= j.grace_s:
-                plan.append((j.name, sched, f"resume: run #{dead[0]['id']} was killed"))
+                plan.append((j.name, sched, f"resume: run #{dead[0].id} was killed"))
                 continue
         if slot is None or table.finished_for(j.name, slot):
             continue
         late = (now - slot).total_seconds()
         if late <= j.grace_s:
             plan.append((j.name, slot, f"catch-up: scheduled {_iso(slot)}, {late:.0f}s ago"))
-        elif not first_start and not any(r["scheduled"] == _iso(slot) for r in table.rows(j.name, 50)):
+        elif not first_start and not any(r.scheduled == _iso(slot) for r in table.rows(j.name, 50)):
             table.missed(j.name, slot, f"the daemon was not running; {late:.0f}s late is past the grace of "
                                        f"{j.grace_s:.0f}s")
     return plan
@@ -447,14 +472,14 @@ def status(runs: str | Path) -> DaemonStatus:
         if (runs / RUNS_DB).exists():
             table = RunTable(runs)
         nxt = {j["id"]: j["next_run"] for j in state.get("jobs", [])} if holder is not None else {}
-        names = list(state.get("schedule", {})) or sorted({r["job"] for r in (table.rows() if table else [])})
+        names = list(state.get("schedule", {})) or sorted({r.job for r in (table.rows() if table else [])})
         tz = _zone(state.get("timezone"))
         for name in names:
             last = (table.rows(name, 1) if table else []) or [None]
-            detail = last[0] and last[0]["detail"]
+            detail = last[0] and last[0].detail
             jobs.append(JobStatus(name, state.get("schedule", {}).get(name), _in_zone(nxt.get(name), tz),
-                                  last[0] and _in_zone(last[0]["started"], tz),
-                                  last[0] and (last[0]["outcome"] or "running"), _why(detail), _report_path(detail),
+                                  last[0] and _in_zone(last[0].started, tz),
+                                  last[0] and (last[0].outcome or "running"), _why(detail), _report_path(detail),
                                   detail))
     except Exception as e:     # sqlean's DatabaseError on a damaged file, a JSON detail cut short
         problems.append(f"{runs / RUNS_DB} cannot be read ({type(e).__name__}: {e}); move it away: the daemon starts "

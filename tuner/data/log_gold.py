@@ -44,7 +44,7 @@ class LogGold:
     questions: tuple[LogQuestion, ...]
     log: str
     labelled: int                                  # labelled calls in the window
-    left_out: dict = field(default_factory=dict)   # reason -> count
+    left_out: dict[str, int] = field(default_factory=dict)   # reason -> count
 
 
 def _when(ts: float | None) -> str:

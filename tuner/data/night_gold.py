@@ -42,7 +42,7 @@ class NightGold:
     kinds: tuple[KindCount, ...]        # per source, in SOURCES order (only the sources present)
     parts: tuple[str, ...]              # the files it was combined from
     renamed: int = 0                    # questions whose id another part already used (prefixed with the source)
-    dropped: dict | None = None         # reason -> count: vault or log questions left out
+    dropped: dict[str, int] | None = None   # reason -> count: vault or log questions left out
 
     def count(self, source: str) -> int:
         return sum(k.answerable + k.probes for k in self.kinds if k.source == source)
@@ -112,7 +112,7 @@ class VaultSet:
     path: Path
     made: bool              # made now (the vault changed, or the options did), else reused
     questions: int
-    by_kind: dict           # kind -> questions
+    by_kind: dict[str, int]     # kind -> questions
 
 
 def refresh_vault_questions(vault: str | Path, folder: str | Path, *, n: int | None = None, seed: int = 0,

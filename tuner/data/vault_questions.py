@@ -118,8 +118,8 @@ class VaultQuestions:
     questions: tuple[MadeQuestion, ...]
     vault: str
     seed: int
-    candidates: dict = field(default_factory=dict)     # kind -> candidates made before sampling
-    dropped: dict = field(default_factory=dict)        # reason -> count
+    candidates: dict[str, int] = field(default_factory=dict)     # kind -> candidates made before sampling
+    dropped: dict[str, int] = field(default_factory=dict)        # reason -> count
 
     def by_kind(self) -> dict[str, int]:
         """kind -> how many questions of it (a mapping, not a record)."""

@@ -28,8 +28,9 @@ import os
 import platform
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,6 +45,9 @@ from search_core.percentiles import percentile
 from search_core.search.ranking import K_LIST
 from search_core.search.work import SearchWork, ngram_work, search_work
 from search_core.search.query_cache import uncached_queries
+
+if TYPE_CHECKING:
+    from search_core.search.pipeline import Retrieval
 
 VERSION = 2          # bump when the schedule in predict() or the units change: old calibrations are refused
 # 2 added the n-gram BM25 query's units (NGRAM_UNITS). A version-1 calibration is still read, to re-charge the
@@ -103,6 +107,10 @@ class Machine:
     def to_json(self) -> dict:
         return {"cpu": self.cpu, "cores": self.cores, "arch": self.arch, "system": self.system}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Machine":
+        return cls(d["cpu"], d["cores"], d["arch"], d["system"])
+
 
 def machine() -> Machine:
     """This machine (Machine)."""
@@ -140,13 +148,13 @@ def calibration_key_for(searcher) -> str:
 class Calibration:
     """Unit costs of one embedder's searches on one machine (and per-pair costs of rerankers)."""
     key: str
-    machine: dict
+    machine: Machine
     embedder: str
     embedder_fingerprint: dict
     length_unit: str
-    units: dict                                # UNITS name -> ms
-    rerank_per_pair: dict = field(default_factory=dict)   # reranker name -> ms per (query, passage) pair
-    threads: dict = field(default_factory=dict)           # {"solo": n, "one": 1}: what the embed units timed
+    units: dict[str, float]                    # UNITS name -> ms
+    rerank_per_pair: dict[str, float] = field(default_factory=dict)   # reranker name -> ms per (query, passage) pair
+    threads: dict[str, int] = field(default_factory=dict)   # {"solo": n, "one": 1}: what the embed units timed
     questions: int = 0
     passes: int = 0
     taken_at: str = ""
@@ -173,7 +181,11 @@ class Calibration:
         if missing:
             raise SearchCoreError(f"cost calibration {d.get('key')!r} lacks the units {', '.join(missing)}; "
                                   "take a new one (`autoresearch sweep --recalibrate`)")
-        cal = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        try:
+            cal = cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d} | {"machine": Machine.from_json(d["machine"])})
+        except (KeyError, TypeError) as e:
+            raise SearchCoreError(f"cost calibration {d.get('key')!r} does not say which machine took it ({e}); take a "
+                                  "new one (`autoresearch sweep --recalibrate`)") from None
         bad = cal.problems()
         if bad:
             raise SearchCoreError(f"cost calibration {d.get('key')!r} is damaged ({'; '.join(bad[:5])}); take a new "
@@ -205,7 +217,7 @@ class Calibration:
             for name, v in self.rerank_per_pair.items():
                 cost(f"rerank_per_pair[{name!r}]", v)
         for name, want in (("key", str), ("embedder", str), ("length_unit", str), ("taken_at", str),
-                           ("machine", dict), ("embedder_fingerprint", dict), ("threads", dict),
+                           ("machine", Machine), ("embedder_fingerprint", dict), ("threads", dict),
                            ("dense_backend", dict)):
             if not isinstance(getattr(self, name), want):
                 out.append(f"{name} is {type(getattr(self, name)).__name__}, not {want.__name__}")
@@ -216,7 +228,7 @@ class Calibration:
         return out
 
     def with_reranker(self, name: str, ms_per_pair: float) -> "Calibration":
-        return Calibration(**{**asdict(self), "rerank_per_pair": {**self.rerank_per_pair, name: ms_per_pair}})
+        return replace(self, rerank_per_pair={**self.rerank_per_pair, name: ms_per_pair})
 
 
 # -- prediction -------------------------------------------------------------------------------------------
@@ -338,6 +350,16 @@ class _NumpyDense:
         return getattr(self._view, name)
 
 
+@dataclass(frozen=True)
+class TimedQuestion:
+    """One calibration question, retrieved once: what each pass times again, and the work it counted."""
+    query: str
+    retrieved: Retrieval       # its channel lists and vectors (each pass reuses them)
+    work: SearchWork
+    capped: str                # the query as the embedder reads it
+    own: tuple[str, ...]       # its sub-questions with a vector of their own, longest first
+
+
 def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth, passes: int = CALIBRATION_PASSES,
               max_questions: int = CALIBRATION_QUESTIONS, seed: int = 0, progress=None, stop=None) -> Calibration:
     """Unit costs for `searcher`'s embedder and index on this machine, from `queries` (a tuning set's).
@@ -352,27 +374,54 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
     if not queries:
         raise SearchCoreError("a cost calibration needs questions; the set has none")
     t_start = time.perf_counter()
-    rng = random.Random(seed)
     qs = list(dict.fromkeys(queries))
     if len(qs) > max_questions:               # evenly spread, not the first ones
         qs = [qs[int(i * len(qs) / max_questions)] for i in range(max_questions)]
-    emb, view, conn = searcher.embedder, searcher.view, searcher.conn
-    backend = _dense_backend_of(view)
-    numpy_view = _NumpyDense(view) if backend else view
     searcher.warm_up()
-    has_ngram = view.ngram_index() is not None      # an index without the n-gram lists: its queries run FTS5
-    solo_n = solo_threads(emb)
+    has_ngram = searcher.view.ngram_index() is not None   # an index without the n-gram lists: its queries run FTS5
+    solo_n = solo_threads(searcher.embedder)
     cfg = SearchConfig(embedder=searcher.embedder_name, depth=depth)
+    backend = _dense_backend_of(searcher.view)
+    prepared = prepare_questions(searcher, qs, cfg, check)
+    med = time_passes(searcher, prepared, cfg, passes=passes, solo_n=solo_n, has_ngram=has_ngram,
+                      rng=random.Random(seed), check=check, progress=progress, numpy_too=bool(backend))
+    units = fit_units(searcher, prepared, med, has_ngram, backend=bool(backend))
+    fp = searcher.fingerprint["embedder"]
+    m = machine()
+    cal = Calibration(calibration_key(m, fp, backend), m, searcher.embedder_name, fp,
+                      getattr(searcher.embedder, "length_unit", "chars"),
+                      {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
+                      passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                      round(time.perf_counter() - t_start, 2), dense_backend=backend)
+    bad = cal.problems()
+    if bad:                 # e.g. a median over no timings: never charged, never stored
+        raise SearchCoreError(f"the cost calibration of {searcher.embedder_name} measured unusable costs "
+                              f"({'; '.join(bad[:5])}); take it again")
+    return cal
+
+
+def prepare_questions(searcher, qs: list[str], cfg: SearchConfig, check) -> list[TimedQuestion]:
+    """Each question retrieved and ranked once, with the work it counts (what the units are fitted against)."""
     prepared = []
     for n, q in enumerate(qs):
         check(f"before question {n + 1} of {len(qs)}")
-        r = searcher.retrieve(q, depth)
+        r = searcher.retrieve(q, cfg.depth)
         res = searcher.rank(r, cfg, snippets=False, limit_fused=K_LIST)
         work = search_work(searcher, r, cfg, res.fused)
         capped = cap_query(r.query)
         own = sorted((p for p in r.subqueries if not ch.shares_query_vector(p, capped)), key=len, reverse=True)
-        prepared.append((q, r, work, capped, own))
-    samples: dict = {}
+        prepared.append(TimedQuestion(q, r, work, capped, tuple(own)))
+    return prepared
+
+
+def time_passes(searcher, prepared: list[TimedQuestion], cfg: SearchConfig, *, passes: int, solo_n: int,
+                has_ngram: bool, rng: random.Random, check, progress=None, numpy_too: bool = False) -> dict[tuple, float]:
+    """The median milliseconds of each kind of work of each question over `passes` passes, each pass in a new
+    order: key ("solo", i), ("one", i, j) for the query's (j = 0) and its sub-questions' embeddings, ("dense",
+    i), ("entity", i), ("sparse", i, j) and ("ngram", i, j) per text, ("rank", i), ("search", i) uncached."""
+    emb, view, conn, depth = searcher.embedder, searcher.view, searcher.conn, cfg.depth
+    numpy_view = _NumpyDense(view) if numpy_too else view
+    samples: dict[tuple, list[float]] = {}
 
     def add(key, ms):
         samples.setdefault(key, []).append(ms)
@@ -382,11 +431,12 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
         rng.shuffle(order)
         for i in order:
             check(f"in pass {p + 1} of {passes}")
-            q, r, work, capped, own = prepared[i]
+            t = prepared[i]
+            q, r, capped = t.query, t.retrieved, t.capped
             vec = r.qvec
             add(("solo", i), _ms(lambda: embed_with_threads(emb, [capped], is_query=True, threads=solo_n)))
             add(("one", i, 0), _ms(lambda: embed_with_threads(emb, [capped], is_query=True, threads=1)))
-            for j, part in enumerate(own, 1):
+            for j, part in enumerate(t.own, 1):
                 add(("one", i, j), _ms(lambda: embed_with_threads(emb, [part], is_query=True, threads=1)))
             add(("dense", i), _ms(lambda: ch.dense(view, vec, depth)))
             if numpy_view is not view:           # numpy's product too: the entity channel's unit
@@ -403,62 +453,57 @@ def calibrate(searcher, queries: list[str], *, depth: int = SearchConfig().depth
                                                             limit_fused=K_LIST)))
         if progress:
             progress(f"cost calibration: pass {p + 1}/{passes} over {len(prepared)} questions")
-    med = {k: float(np.median(v)) for k, v in samples.items()}
+    return {k: float(np.median(v)) for k, v in samples.items()}
+
+
+def fit_units(searcher, prepared: list[TimedQuestion], med: dict[tuple, float], has_ngram: bool, *,
+              backend: bool = False) -> dict[str, float]:
+    """UNITS from the medians: a line (or plane) of each kind's time against the work it counted; `search_ms`
+    is what a whole uncached search costs beyond the sum of its parts."""
     units: dict[str, float] = {}
-    lens = [w.embed_lengths[0] for _, _, w, _, _ in prepared]
-    units["embed_solo_ms"], units["embed_solo_per_unit"] = _line(lens, [med[("solo", i)] for i in range(len(prepared))])
+    works = [t.work for t in prepared]
+    units["embed_solo_ms"], units["embed_solo_per_unit"] = _line([w.embed_lengths[0] for w in works],
+                                                                 [med[("solo", i)] for i in range(len(prepared))])
     xs, ys = [], []
-    for i, (_, _, w, _, own) in enumerate(prepared):
-        for j in range(len(own) + 1):
-            xs.append(w.embed_lengths[j])
+    for i, t in enumerate(prepared):
+        for j in range(len(t.own) + 1):
+            xs.append(t.work.embed_lengths[j])
             ys.append(med[("one", i, j)])
     units["embed_ms"], units["embed_per_unit"] = _line(xs, ys)
-    mrd = [w.dense_rows * w.dim / 1e6 for _, _, w, _, _ in prepared]
+    mrd = [w.dense_rows * w.dim / 1e6 for w in works]
     numpy_key = "numpy" if backend else "dense"
     units["dense_per_mrowdim"] = float(np.median([med[(numpy_key, i)] / m for i, m in enumerate(mrd) if m > 0])) if any(mrd) else 0.0
-    if backend:
+    if backend:       # the backend's own per-search cost (pgvector: one query to PostgreSQL)
         units["dense_backend_ms"] = float(np.median([med[("dense", i)] for i in range(len(prepared))]))
-    ent_rows = [w.entity_rows * w.dim / 1e6 * units["dense_per_mrowdim"] for _, _, w, _, _ in prepared]
+    ent_rows = [w.entity_rows * w.dim / 1e6 * units["dense_per_mrowdim"] for w in works]
     units["entity_ms"], units["entity_per_note"] = _line(
-        [w.entity_notes for _, _, w, _, _ in prepared],
+        [w.entity_notes for w in works],
         [max(med[("entity", i)] - ent_rows[i], 0.0) for i in range(len(prepared))])
     sp_p, sp_s, sp_y = [], [], []
-    for i, (_, r, w, _, _) in enumerate(prepared):
-        texts = [r.query, *r.subqueries]
-        for j in range(len(texts)):
-            sp_p.append(w.fts_postings[j] / 1000)
-            sp_s.append(w.short_postings[j] / 1000)
+    for i, t in enumerate(prepared):
+        for j in range(1 + len(t.retrieved.subqueries)):
+            sp_p.append(t.work.fts_postings[j] / 1000)
+            sp_s.append(t.work.short_postings[j] / 1000)
             sp_y.append(med[("sparse", i, j)])
     units["sparse_ms"], units["sparse_per_kposting"], units["short_per_kposting"] = _plane([sp_p, sp_s], sp_y)
     ng_t, ng_p, ng_y = [], [], []
     if has_ngram:
-        for i, (_, r, _, _, _) in enumerate(prepared):
-            for j, text in enumerate([r.query, *r.subqueries]):
-                postings, terms = ngram_work(conn, view, text)
+        for i, t in enumerate(prepared):
+            for j, text in enumerate([t.retrieved.query, *t.retrieved.subqueries]):
+                postings, terms = ngram_work(searcher.conn, searcher.view, text)
                 ng_t.append(terms)
                 ng_p.append(postings / 1000)
                 ng_y.append(med[("ngram", i, j)])
     # no lists to time: never charged, since search_work then counts those queries as FTS5's
     units["ngram_ms"], units["ngram_per_term"], units["ngram_per_kposting"] = (
         _plane([ng_t, ng_p], ng_y) if ng_y else [0.0, 0.0, 0.0])
-    units["rank_ms"], units["rank_per_item"] = _line([w.fused_items for _, _, w, _, _ in prepared],
+    units["rank_ms"], units["rank_per_item"] = _line([w.fused_items for w in works],
                                                      [med[("rank", i)] for i in range(len(prepared))])
     units["search_ms"] = 0.0
-    draft = Calibration("", {}, "", {}, "", units)
-    gaps = [med[("search", i)] - predict(w, draft)["total"] for i, (_, _, w, _, _) in enumerate(prepared)]
+    draft = Calibration("", Machine("", 0, "", ""), "", {}, "", units)
+    gaps = [med[("search", i)] - predict(w, draft)["total"] for i, w in enumerate(works)]
     units["search_ms"] = max(float(np.median(gaps)), 0.0)
-    fp = searcher.fingerprint["embedder"]
-    m = machine()
-    cal = Calibration(calibration_key(m, fp, backend), m.to_json(), searcher.embedder_name, fp,
-                      getattr(emb, "length_unit", "chars"),
-                      {k: round(v, 6) for k, v in units.items()}, {}, {"solo": solo_n, "one": 1}, len(prepared),
-                      passes, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      round(time.perf_counter() - t_start, 2), dense_backend=backend)
-    bad = cal.problems()
-    if bad:                 # e.g. a median over no timings: never charged, never stored
-        raise SearchCoreError(f"the cost calibration of {searcher.embedder_name} measured unusable costs "
-                              f"({'; '.join(bad[:5])}); take it again")
-    return cal
+    return units
 
 
 def calibrate_reranker(searcher, queries: list[str], name: str, *, window: int = 20, passes: int = CALIBRATION_PASSES,

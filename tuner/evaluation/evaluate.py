@@ -323,7 +323,7 @@ class EvalResult:
     config: dict
     config_hash: str
     index: dict
-    overall: dict
+    overall: dict[str, float]                  # METRICS name (and n, coverage) -> value
     by_level: dict
     gate: GateMetrics
     latency_ms: dict

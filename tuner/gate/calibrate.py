@@ -32,7 +32,8 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import MIN_LABELLED, Calibration
+from tuner.gate.records import (MIN_LABELLED, Calibration, CurrentGate, Flips, KeptApart, LabelSuggestions, Labelled,
+                                Retirement, SkippedLabels, StoppedCall, Traffic, Window)
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
 
@@ -71,7 +72,7 @@ class LabelledRow:
     source: str            # "log" or the gold set's name
     id: str
     query: str
-    features: dict
+    features: dict[str, float]     # GATE_FEATURES name -> value
     answerable: bool
 
 
@@ -153,22 +154,21 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
     ans = [r.answerable for r in labelled]
     p_log = probabilities(model, [c.features for c in calls])
     p_lab = probabilities(model, [r.features for r in labelled])
-    out: dict = {"window": _window(calls), "labelled": {"answerable": sum(ans), "probes": len(ans) - sum(ans),
-                                                          "sources": sorted({r.source for r in labelled})},
-                 "current": {"kind": "model" if model else "cosine", "cos_threshold": cos_threshold,
-                             "p_threshold": model.threshold if model else None,
-                             "provenance": model.provenance() if model else None},
+    out: dict = {"window": _window(calls),
+                 "labelled": Labelled(sum(ans), len(ans) - sum(ans), tuple(sorted({r.source for r in labelled}))),
+                 "current": CurrentGate("model" if model else "cosine", cos_threshold,
+                                        model.threshold if model else None, model.provenance() if model else None),
                  "warnings": []}
     if unsearched:
-        out["skipped_labels"] = {"no_search": len(unsearched), "ids": [c.id for c in unsearched[:20]]}
+        out["skipped_labels"] = SkippedLabels(len(unsearched), tuple(c.id for c in unsearched[:20]))
         out["warnings"].append(f"{len(unsearched)} labelled call(s) have no search (timed out, failed or stopped "
                                f"before it: {', '.join(str(c.id) for c in unsearched[:10])}): their labels were "
                                "skipped, a label needs the call's gate features")
     if apart:
         keys = sorted({c.index_fingerprint for c in apart})
-        out["kept_apart"] = {"calls": len(apart), "labelled": sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE)
-                                                                  for c in apart), "fingerprints": keys}
-        out["warnings"].append(f"{len(apart)} log call(s) ({out['kept_apart']['labelled']} labelled) were logged "
+        out["kept_apart"] = KeptApart(len(apart), sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE) for c in apart),
+                                      tuple(keys))
+        out["warnings"].append(f"{len(apart)} log call(s) ({out['kept_apart'].labelled} labelled) were logged "
                                f"against another index ({', '.join(k[:12] for k in keys[:3])}), not this one "
                                f"({(fingerprint_key or '')[:12]}): left out, their features are another vault's")
     out["distributions"] = {
@@ -250,36 +250,32 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
     return res
 
 
-def _window(calls: list[LogCall]) -> dict:
+def _window(calls: list[LogCall]) -> Window:
     lat = [c.latency_ms for c in calls if c.latency_ms is not None]
-    return {"calls": len(calls), "sessions": len({c.session for c in calls}),
-            "from": min((c.ts for c in calls), default=None), "to": max((c.ts for c in calls), default=None),
-            "latency_ms": {"p50": round(percentile(lat, 50), 2) if lat else None,
-                           "p95": round(percentile(lat, 95), 2) if lat else None}}
+    return Window(len(calls), len({c.session for c in calls}), min((c.ts for c in calls), default=None),
+                  max((c.ts for c in calls), default=None), round(percentile(lat, 50), 2) if lat else None,
+                  round(percentile(lat, 95), 2) if lat else None)
 
 
-def _traffic(calls, p_log, model, cos_threshold) -> dict:
+def _traffic(calls, p_log, model, cos_threshold) -> Traffic:
     """What the current gate did to the window's calls, and how many decisions flip at +/- 0.02."""
     if not calls:
-        return {"injected": 0, "injection_rate": None, "stopped": {}, "stopped_examples": [], "flips": {}}
+        return Traffic(0, None, {}, (), None)
     injected = sum(c.injected for c in calls)
-    stopped: dict = {}
+    stopped: dict[str, int] = {}
     for c in calls:
         if not c.injected:
             stopped[c.stopped_by or "gate"] = stopped.get(c.stopped_by or "gate", 0) + 1
-    examples = [{"id": c.id, "query": c.query, "top_score": c.top_score, "stopped_by": c.stopped_by}
-                for c in calls if not c.injected][-10:]
+    examples = tuple(StoppedCall(c.id, c.query, c.top_score, c.stopped_by) for c in calls if not c.injected)[-10:]
     if p_log is not None:
         scores, t, scale = p_log, model.threshold, "probability"
     else:
         scores = np.array([c.top_score if c.top_score is not None else -1.0 for c in calls])
         t, scale = cos_threshold, "cosine"
     now_in = scores >= t
-    flips = {"scale": scale, "threshold": round(float(t), 4),
-             f"-{FLIP_DELTA}": int((scores >= t - FLIP_DELTA).sum() - now_in.sum()),
-             f"+{FLIP_DELTA}": int(now_in.sum() - (scores >= t + FLIP_DELTA).sum())}
-    return {"injected": injected, "injection_rate": round(injected / len(calls), 4), "stopped": stopped,
-            "stopped_examples": examples, "flips": flips}
+    flips = Flips(scale, round(float(t), 4), FLIP_DELTA, int((scores >= t - FLIP_DELTA).sum() - now_in.sum()),
+                  int(now_in.sum() - (scores >= t + FLIP_DELTA).sum()))
+    return Traffic(injected, round(injected / len(calls), 4), stopped, examples, flips)
 
 
 def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None, p_lab=None,
@@ -479,14 +475,14 @@ def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _retirement(window: dict, traffic: dict) -> dict:
-    p95, rate = window["latency_ms"]["p95"], traffic.get("injection_rate")
+def _retirement(window: Window, traffic: Traffic) -> Retirement:
+    p95, rate = window.p95_ms, traffic.injection_rate
     slow = p95 is not None and p95 > RETIRE_P95_MS
     rare = rate is not None and rate < RETIRE_MIN_INJECTION
     verdict = ("unknown (no calls in the window)" if p95 is None and rate is None else
                "consider switching recall off" if slow or rare else "keep recall on")
-    return {"rule": f"p95 > {RETIRE_P95_MS:.0f} ms or injection < {RETIRE_MIN_INJECTION:.0%}",
-            "p95_ms": p95, "injection_rate": rate, "p95_over": slow, "injection_under": rare, "verdict": verdict}
+    return Retirement(f"p95 > {RETIRE_P95_MS:.0f} ms or injection < {RETIRE_MIN_INJECTION:.0%}", p95, rate, slow,
+                      rare, verdict)
 
 
 def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: float | None,
@@ -524,8 +520,8 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
             warnings += (f"the active config sets gate_threshold = {active.gate_threshold}, which overrides the "
                          "threshold of any gate file `calibrate apply` installs; remove it from the config for the "
                          "proposal to take effect",)
-        cal = dataclasses.replace(cal, warnings=warnings, current={
-            **cal.current, "reason": choice.reason or choice.source, "default_threshold": _default_threshold()})
+        cal = dataclasses.replace(cal, warnings=warnings, current=dataclasses.replace(
+            cal.current, reason=choice.reason or choice.source, default_threshold=_default_threshold()))
         return cal, calls, labelled, choice
     finally:
         searcher.close()
@@ -565,12 +561,12 @@ class CalibrationJob:
     labelled: int
     report: str                 # the report's path
     proposal: str | None        # the proposal's path; None when the calibration proposed nothing
-    retire: dict                # the retirement rule on the week (Calibration.retirement)
+    retire: Retirement          # the retirement rule on the week (Calibration.retirement)
     suggested: int              # calls the report asks a person to label
 
     def to_json(self) -> dict:
         return {"db": self.db, "calls": self.calls, "labelled": self.labelled, "report": self.report,
-                "proposal": self.proposal, "retire": self.retire, "suggested": self.suggested}
+                "proposal": self.proposal, "retire": self.retire.to_json(), "suggested": self.suggested}
 
 
 def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
@@ -594,9 +590,9 @@ def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
     if log_path.exists():                    # the calls to label next, for the week's report
         from search_core.recall.suggest import suggest_from_log
         picks, gate = suggest_from_log(log_path, since_s=WEEK_S, n=SUGGEST_N, db=db)
-        cal = dataclasses.replace(cal, suggestions={"picks": [p.as_json() for p in picks.picks], "pool": picks.pool,
-                              "labelled": picks.labelled, "scale": picks.scale,
-                              "threshold": round(picks.threshold, 4), "gate": gate.source, "left_out": picks.left_out})
+        cal = dataclasses.replace(cal, suggestions=LabelSuggestions(
+            picks.picks, picks.pool, picks.labelled, picks.scale, round(picks.threshold, 4), gate.source,
+            dict(picks.left_out)))
     if stop is not None and stop():
         raise StopRequested("calibration stopped before its report was written")
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -607,4 +603,4 @@ def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
         write_proposal(cal, db, proposal)
     report = emit(calibration_report(cal, str(db), proposal), "md", runs / "reports" / f"calibrate-{stamp}.md")
     return CalibrationJob(str(db), len(calls), len(labelled), report, proposal, cal.retirement,
-                          len((cal.suggestions or {}).get("picks", ())))
+                          len(cal.suggestions.picks) if cal.suggestions is not None else 0)

@@ -57,7 +57,7 @@ def write_proposal(cal: Calibration, db: str | Path, path: str | Path) -> Propos
     be what `calibrate apply` installs next, though this run's labels did not support it."""
     rec = cal.recommendation
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    evidence = {"window": cal.window, "labelled": cal.labelled, "retirement": cal.retirement}
+    evidence = {"window": cal.window.to_json(), "labelled": cal.labelled.to_json(), "retirement": cal.retirement.to_json()}
     if rec.get("basis"):
         prop = Proposal(created, str(db), rec.get("model"), (rec.get("cosine") or {}).get("threshold"),
                         rec.get("basis"), evidence)

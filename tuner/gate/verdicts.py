@@ -87,7 +87,7 @@ def calibration_verdict(cal: Calibration, db: str, proposal: str | None) -> Reas
                         let_through=f["let_through"], stopped=f["stopped"], install=_install(db, proposal))
     if method:
         ms = rec["model_summary"]
-        return VERDICTS(REFIT, answerable=cal.labelled["answerable"], probes=cal.labelled["probes"],
+        return VERDICTS(REFIT, answerable=cal.labelled.answerable, probes=cal.labelled.probes,
                         p_threshold=ms["p_threshold"], cv=ms["cv_balanced_accuracy"], install=_install(db, proposal))
     if (rec.get("cosine") or {}).get("threshold") is not None:
         return VERDICTS(COSINE, threshold=rec["cosine"]["threshold"], basis=rec["basis"],

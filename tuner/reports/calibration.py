@@ -8,7 +8,7 @@ from tuner.gate.verdicts import calibration_verdict
 from tuner.reports import Para, Report, Section, Table
 
 if TYPE_CHECKING:
-    from tuner.gate.records import Calibration
+    from tuner.gate.records import Calibration, LabelSuggestions, Retirement, Traffic
 
 
 def calibration_report(cal: Calibration, db: str, proposal_path: str | None, with_plots: bool = False,
@@ -16,38 +16,58 @@ def calibration_report(cal: Calibration, db: str, proposal_path: str | None, wit
     """The calibration (tuner.gate.calibrate's result) as a Report: window, distributions, what the current
     gate did, the gate on the labelled rows, the recommendation and the retirement rule; `series` (see
     score_series) adds histograms, `with_plots` the risk-coverage plot."""
-    rec, tr, ret = cal.recommendation, cal.traffic, cal.retirement
-    cur = cal.current
-    cur_text = (f"gate model, P(answerable) >= {cur['p_threshold']:.3f}" if cur["kind"] == "model"
-                else f"cosine gate, top cosine >= {cur['cos_threshold']:.3f}")
-    if cur["kind"] == "model" and cur.get("provenance"):
-        cur_text += f" ({cur.get('reason') or 'gate file'}: {cur['provenance']})"
-    if cur["kind"] == "model" and cur.get("default_threshold") is not None:
-        cur_text += f"; the shipped default's threshold: {cur['default_threshold']:.3f}"
-    mv = rec.get("threshold_move")
     verdict = calibration_verdict(cal, db, proposal_path)
-    w = cal.window
-    sections = [Section("Window", (Table(("calls", "sessions", "latency p50 ms", "latency p95 ms", "injected",
-                                          "injection rate"),
-                                         ((w["calls"], w["sessions"], w["latency_ms"]["p50"], w["latency_ms"]["p95"],
-                                           tr["injected"], tr["injection_rate"]),)),
-                                   Para(f"current gate: {cur_text}"))),
-                Section("Distributions", tuple(
-                    Table(("group", "n", "p5", "p25", "p50", "p75", "p95"),
-                          tuple((g, q.get("n"), q.get("p5"), q.get("p25"), q.get("p50"), q.get("p75"), q.get("p95"))
-                                for g, q in groups.items()), caption=scale)
-                    for scale, groups in cal.distributions.items()))]
-    stopped = tr["stopped"]
-    fl = tr["flips"]
-    sections.append(Section("What the current gate did", (
-        Para("stopped calls: " + (", ".join(f"{k} {v}" for k, v in stopped.items()) or "none")),
+    sections = [window_section(cal), distributions_section(cal), traffic_section(cal.traffic),
+                gate_on_labels_section(cal.gate_on_labels), recommendation_section(cal, verdict)]
+    if cal.suggestions is not None:
+        sections.append(suggestions_section(cal.suggestions))
+    sections.append(retirement_section(cal.retirement))
+    if with_plots and (cal.gate_on_labels or {}).get("curves"):
+        sections.append(risk_coverage_section(cal.gate_on_labels))
+    if with_plots and series:
+        sections.append(histograms_section(series))
+    if cal.warnings:
+        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warnings)))
+    return Report("calibration", f"Gate calibration for {db}", verdict.message(), tuple(sections),
+                  data=cal.to_json())
+
+
+def window_section(cal: Calibration) -> Section:
+    """The calls the calibration read, their latency, and how many the gate in force let through."""
+    w, tr = cal.window, cal.traffic
+    return Section("Window", (Table(("calls", "sessions", "latency p50 ms", "latency p95 ms", "injected",
+                                     "injection rate"),
+                                    ((w.calls, w.sessions, w.p50_ms, w.p95_ms,
+                                      tr.injected, tr.injection_rate),)),
+                              Para(f"current gate: {cal.current.text()}")))
+
+
+def distributions_section(cal: Calibration) -> Section:
+    """Quantiles of each score, per group (answerable, probes, unlabelled calls)."""
+    return Section("Distributions", tuple(
+        Table(("group", "n", "p5", "p25", "p50", "p75", "p95"),
+              tuple((g, q.get("n"), q.get("p5"), q.get("p25"), q.get("p50"), q.get("p75"), q.get("p95"))
+                    for g, q in groups.items()), caption=scale)
+        for scale, groups in cal.distributions.items()))
+
+
+def traffic_section(tr: Traffic) -> Section:
+    """What the gate in force did to the window's calls: what stopped them, and how many flip at +-0.02."""
+    fl = tr.flips
+    return Section("What the current gate did", (
+        Para("stopped calls: " + (", ".join(f"{k} {v}" for k, v in tr.stopped.items()) or "none")),
         Table(("id", "query", "top score", "stopped by"),
-              tuple((e["id"], e["query"] or "(hashed)", e["top_score"], e["stopped_by"]) for e in tr["stopped_examples"]),
+              tuple((e.id, e.query or "(hashed)", e.top_score, e.stopped_by) for e in tr.stopped_examples),
               caption="the last 10 stopped calls"),
-        Para(f"decisions that flip if the {fl.get('scale', '')} threshold moves by 0.02: "
-             f"-0.02 lets {fl.get('-0.02', 0)} more through, +0.02 stops {fl.get('+0.02', 0)} more"
-             if fl else "no calls: no flips to count"))))
-    sections.append(gate_on_labels_section(cal.gate_on_labels))
+        Para(f"decisions that flip if the {fl.scale} threshold moves by {fl.delta}: "
+             f"-{fl.delta} lets {fl.let_through} more through, +{fl.delta} stops {fl.stopped} more"
+             if fl else "no calls: no flips to count")))
+
+
+def recommendation_section(cal: Calibration, verdict) -> Section:
+    """The verdict (message and fix), the threshold move the labels support with its interval, and each gate's
+    threshold and accuracy."""
+    rec = cal.recommendation
     rows = []
     if rec.get("cosine"):
         c = rec["cosine"]
@@ -55,63 +75,73 @@ def calibration_report(cal: Calibration, db: str, proposal_path: str | None, wit
     if rec.get("model_summary"):
         ms = rec["model_summary"]
         rows.append(("model", ms["p_threshold"], ms["cv_balanced_accuracy"], None, "cross-validated, by source"))
-    move_parts = ()
-    if mv:
-        cv = mv.get("cross_validation")
-        lo_f, hi_f = mv["flips_at_interval"]
-        move_parts = (Table(("threshold", "P", "balanced accuracy on the labels", "decisions that flip"),
-                            (("now", mv["from"], mv["balanced_accuracy_on_labels"]["from"], 0),
-                             ("from the labels" if mv.get("kept") else "proposed", mv["to"],
-                              mv["balanced_accuracy_on_labels"]["to"],
-                              mv["flips"]["let_through"] + mv["flips"]["stopped"]),
-                             (f"interval low ({mv['level']:.0%})", mv["interval"][0], None,
-                              lo_f["let_through"] + lo_f["stopped"]),
-                             (f"interval high ({mv['level']:.0%})", mv["interval"][1], None,
-                              hi_f["let_through"] + hi_f["stopped"])),
-                            caption=f"the threshold from the labels ({mv['method']}); the interval is a bootstrap "
-                                    "over the labels"),
-                      Para(f"cross-validated on {cv['folds']} folds of the labels: moved threshold "
-                           f"{cv['threshold_only']}, refit of the weights {cv['refit']}" if cv
-                           else f"no refit of the weights tried: it needs {mv['refit_needs']}"))
-    sections.append(Section("Recommendation", (Para(verdict.message(), "good" if rows else "note"), *move_parts,
-                                               Table(("gate", "threshold", "balanced accuracy", "AUROC", "how"),
-                                                     tuple(rows)),
-                                               Para(verdict.fix()))))
-    sg = cal.suggestions
-    if sg is not None:
-        sections.append(Section("Calls to label next", (
-            Para(f"{len(sg['picks'])} of {sg['pool']} unlabelled calls ({sg['labelled']} labelled already), picked "
-                 f"for how much their label would move the {sg['scale']} threshold {sg['threshold']}: label them on "
-                 "the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
-                 "relevant|irrelevant`, then run `autoresearch calibrate` again"),
-            Table(("id", "P", "top note", "query", "why"),
-                  tuple((x["id"], x["probability"], x["top_note"], x["query"], x["reason"]) for x in sg["picks"])))))
-    sections.append(Section("Retirement rule", (Para(f"{ret['rule']}: p95 {ret['p95_ms']} ms, injection "
-                                                     f"{ret['injection_rate']} -> {ret['verdict']}",
-                                                     "bad" if ret["verdict"].startswith("consider") else ""),)))
-    curves = (cal.gate_on_labels or {}).get("curves")
-    if with_plots and curves:
-        from tuner.reports import Plot
-        from tuner.reports.plots import line_plot
-        g = cal.gate_on_labels
-        sections.append(Section("Risk-coverage", (Plot(
-            "risk-coverage on the labelled rows",
-            line_plot({k: [tuple(p) for p in v] for k, v in curves.items()},
-                      xlabel="coverage (share of rows injected, most confident first)",
-                      ylabel="risk (share of probes injected)"),
-            alt=f"risk-coverage over {g['rows']} labelled rows ({g['probes']} probes): " + "; ".join(
-                f"{k} risk {v[3][1]} at coverage 0.2, {v[-1][1]} at 1.0" for k, v in curves.items())),)))
-    if with_plots and series:
-        from tuner.reports import Plot
-        from tuner.reports.plots import histograms
-        sections.append(Section("Score histograms", tuple(
-            Plot(f"{name} by group", histograms(s, xlabel=name),
-                 alt=f"{name}: " + "; ".join(f"{g} n={len(v)}" for g, v in s.items()))
-            for name, s in series.items())))
-    if cal.warnings:
-        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warnings)))
-    return Report("calibration", f"Gate calibration for {db}", verdict.message(), tuple(sections),
-                  data=cal.to_json())
+    mv = rec.get("threshold_move")
+    return Section("Recommendation", (Para(verdict.message(), "good" if rows else "note"),
+                                      *(threshold_move_blocks(mv) if mv else ()),
+                                      Table(("gate", "threshold", "balanced accuracy", "AUROC", "how"), tuple(rows)),
+                                      Para(verdict.fix())))
+
+
+def threshold_move_blocks(mv: dict) -> tuple:
+    """The threshold the labels give against the one in force, its bootstrap interval, and the cross-validation."""
+    cv = mv.get("cross_validation")
+    lo_f, hi_f = mv["flips_at_interval"]
+    return (Table(("threshold", "P", "balanced accuracy on the labels", "decisions that flip"),
+                  (("now", mv["from"], mv["balanced_accuracy_on_labels"]["from"], 0),
+                   ("from the labels" if mv.get("kept") else "proposed", mv["to"],
+                    mv["balanced_accuracy_on_labels"]["to"],
+                    mv["flips"]["let_through"] + mv["flips"]["stopped"]),
+                   (f"interval low ({mv['level']:.0%})", mv["interval"][0], None,
+                    lo_f["let_through"] + lo_f["stopped"]),
+                   (f"interval high ({mv['level']:.0%})", mv["interval"][1], None,
+                    hi_f["let_through"] + hi_f["stopped"])),
+                  caption=f"the threshold from the labels ({mv['method']}); the interval is a bootstrap "
+                          "over the labels"),
+            Para(f"cross-validated on {cv['folds']} folds of the labels: moved threshold "
+                 f"{cv['threshold_only']}, refit of the weights {cv['refit']}" if cv
+                 else f"no refit of the weights tried: it needs {mv['refit_needs']}"))
+
+
+def suggestions_section(sg: LabelSuggestions) -> Section:
+    """The unlabelled calls whose labels would move the threshold most, and how to label them."""
+    return Section("Calls to label next", (
+        Para(f"{len(sg.picks)} of {sg.pool} unlabelled calls ({sg.labelled} labelled already), picked "
+             f"for how much their label would move the {sg.scale} threshold {sg.threshold}: label them on "
+             "the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
+             "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+        Table(("id", "P", "top note", "query", "why"),
+              tuple((x.id, None if x.probability is None else round(x.probability, 4), x.top_note, x.query, x.reason)
+                    for x in sg.picks))))
+
+
+def retirement_section(ret: Retirement) -> Section:
+    """The rule to switch recall off, applied to this window."""
+    return Section("Retirement rule", (Para(f"{ret.rule}: p95 {ret.p95_ms} ms, injection "
+                                            f"{ret.injection_rate} -> {ret.verdict}", "bad" if ret.consider_off else ""),))
+
+
+def risk_coverage_section(g: dict) -> Section:
+    """Risk against coverage of each gate on the labelled rows, drawn."""
+    from tuner.reports import Plot
+    from tuner.reports.plots import line_plot
+    curves = g["curves"]
+    return Section("Risk-coverage", (Plot(
+        "risk-coverage on the labelled rows",
+        line_plot({k: [tuple(p) for p in v] for k, v in curves.items()},
+                  xlabel="coverage (share of rows injected, most confident first)",
+                  ylabel="risk (share of probes injected)"),
+        alt=f"risk-coverage over {g['rows']} labelled rows ({g['probes']} probes): " + "; ".join(
+            f"{k} risk {v[3][1]} at coverage 0.2, {v[-1][1]} at 1.0" for k, v in curves.items())),))
+
+
+def histograms_section(series: dict) -> Section:
+    """Each score's histogram by group (score_series)."""
+    from tuner.reports import Plot
+    from tuner.reports.plots import histograms
+    return Section("Score histograms", tuple(
+        Plot(f"{name} by group", histograms(s, xlabel=name),
+             alt=f"{name}: " + "; ".join(f"{g} n={len(v)}" for g, v in s.items()))
+        for name, s in series.items()))
 
 
 def gate_on_labels_section(g: dict | None) -> Section:

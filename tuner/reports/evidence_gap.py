@@ -18,6 +18,7 @@ rule that ships its own power calculation should be called in its place (one fun
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -30,6 +31,9 @@ from tuner.evaluation.score import ScoreConfig
 from tuner.evaluation.stats import paired_randomization
 from tuner.ledger.round import Round
 from tuner.ledger.sweep_record import SweepRecord
+from tuner.reasons import Reason
+from tuner.sweep.reasons import (BELOW_DETECTABLE, EMPTY_NIGHT, NOTHING_MOVED, TOO_FEW_CAN_RISE, UNTESTED_GAINS,
+                                 WITHIN_NOISE)
 from tuner.sweep.evidence import answerable_rows, question_value, ranking_evidence
 from tuner.sweep.variables import kind_of
 
@@ -189,7 +193,18 @@ class EvidenceGap:
     points_per_share: float           # objective units per mean per-question share (60 for score100)
     disagreements: tuple[QuestionSpread, ...]
     advice: tuple[str, ...]
-    headline: str
+    reason: Reason                    # why nothing was kept (tuner.sweep.reasons.EMPTY_NIGHT): message and fix
+
+    @property
+    def headline(self) -> str:
+        """The morning report's first line: why nothing was kept, and what to add."""
+        return f"{self.reason.message()}; {self.reason.fix()}"
+
+    def to_json(self) -> dict:
+        """The report's `evidence_gap`: every finding, and the headline the reason renders (not the reason's table)."""
+        out = dataclasses.asdict(dataclasses.replace(self, reason=None))
+        del out["reason"]
+        return {**out, "headline": self.headline}
 
 
 def _rank(q) -> int:
@@ -285,9 +300,9 @@ def evidence_gap(info: SweepRecord, rounds: list[Round], gold=None, score_cfg: S
                                      alpha if alpha is not None and alpha < 1 else 0.05)
 
     advice = _advice(len(ids), saturated, level_rows, probes, spreads, detect, gains, per_share, obj)
-    headline = _headline(len(ids), saturated, probes, level_rows, gains, detect, per_share, obj, untested)
+    why = empty_night_reason(len(ids), saturated, probes, level_rows, gains, detect, per_share, obj, untested)
     return EvidenceGap(obj, alpha, len(results), len(ids), probes, saturated, never, level_rows, tuple(gains),
-                       detect, per_share, tuple(spreads[:DISAGREEMENTS_SHOWN]), advice, headline)
+                       detect, per_share, tuple(spreads[:DISAGREEMENTS_SHOWN]), advice, why)
 
 
 def _levels_to_add(level_rows: tuple[LevelCount, ...], probes: int) -> list[str]:
@@ -302,26 +317,23 @@ def _levels_to_add(level_rows: tuple[LevelCount, ...], probes: int) -> list[str]
     return out
 
 
-def _headline(n, saturated, probes, level_rows, gains, detect, per_share, obj, untested: int = 0) -> str:
-    parts = [f"Nothing kept: {len(saturated)} of {n} tuning questions are at rank 1 under every config tried"]
+def empty_night_reason(n, saturated, probes, level_rows, gains, detect, per_share, obj,
+                       untested: int = 0) -> Reason:
+    """The strongest reason the rows give for a night that kept nothing, as a value of EMPTY_NIGHT."""
+    common = dict(saturated=len(saturated), n=n, objective=obj, levels=", ".join(_levels_to_add(level_rows, probes)))
     best = next((g for g in gains if g.moved), None)
     if detect is not None and detect.min_rising is not None and detect.headroom < detect.min_rising:
         # the strongest reason: too few questions can move for the test to ever say "beyond noise"
-        parts.append(f"only {detect.headroom} have room to rise in {obj}, and the paired test needs "
-                     f"{detect.min_rising} to rise (none falling) for p < {detect.alpha:g}")
-    elif best is None and untested and not gains:
-        parts.append(f"{untested} gain(s) could not be tested: the ledger's rows predate the per-question metrics "
-                     f"the paired test reads")
-    elif best is None:
-        parts.append("no config tried moved any question")
-    elif detect is not None and detect.smallest_gain is not None:
-        parts.append(f"the best gain that moved any question, {best.delta:+.2f} {obj} (paired p = "
-                     f"{_fmt_p(best.p_value)}), is below the {detect.smallest_gain * per_share:+.2f} this set of {n} "
-                     "can detect")
-    else:
-        parts.append(f"the best gain that moved any question, {best.delta:+.2f} {obj}, has paired p = "
-                     f"{_fmt_p(best.p_value)}")
-    return "; ".join(parts) + f"; add harder questions ({', '.join(_levels_to_add(level_rows, probes))})"
+        return EMPTY_NIGHT(TOO_FEW_CAN_RISE, **common, headroom=detect.headroom, min_rising=detect.min_rising,
+                           alpha=f"{detect.alpha:g}")
+    if best is None and untested and not gains:
+        return EMPTY_NIGHT(UNTESTED_GAINS, **common, untested=untested)
+    if best is None:
+        return EMPTY_NIGHT(NOTHING_MOVED, **common)
+    seen = dict(delta=f"{best.delta:+.2f}", p=_fmt_p(best.p_value))
+    if detect is not None and detect.smallest_gain is not None:
+        return EMPTY_NIGHT(BELOW_DETECTABLE, **common, **seen, smallest=f"{detect.smallest_gain * per_share:+.2f}")
+    return EMPTY_NIGHT(WITHIN_NOISE, **common, **seen)
 
 
 def _advice(n, saturated, level_rows, probes, spreads, detect, gains, per_share, obj) -> tuple[str, ...]:

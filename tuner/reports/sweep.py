@@ -19,6 +19,7 @@ from tuner.data.gold import GoldSet
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
+from tuner.ledger.schema import RoundDecision
 from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.summary import HoldoutCheck
 from tuner.promotion.promote import History, PromotionEvent, holdout_verdict, runs_dir
@@ -231,7 +232,7 @@ class NightFacts:
     evaluated: tuple[Round, ...]
     kept: tuple[Round, ...]                 # round 0 (the start) first
     failed: tuple[Round, ...]               # unavailable or crashed
-    by_reason: dict[str, tuple[Round, ...]]   # rejected and failed rounds by decision, in the order first met
+    by_reason: dict[RoundDecision, tuple[Round, ...]]   # rejected and failed rounds by decision, in the order first met
     start: EvalResult | None
     final: EvalResult | None
     gap: EvidenceGap | None                 # a night that kept nothing: why, and what evidence would decide
@@ -250,7 +251,7 @@ def night_facts(d: SweepData) -> NightFacts:
     kept = tuple(r for r in rounds if r.kept)
     empty = bool(evaluated) and is_empty_night(rounds) and info.status != "running"
     score_cfg = d.score_config or _score_config(info)
-    reasons: dict[str, list] = {}
+    reasons: dict[RoundDecision, list] = {}
     for r in rounds[1:]:
         if not r.kept:
             reasons.setdefault(r.decision, []).append(r)
@@ -352,7 +353,7 @@ def _level_rows(f: NightFacts) -> tuple:
 
 
 def _fail_rows(f: NightFacts) -> tuple:
-    return tuple((r.round, r.variable, str(r.new), r.decision, r.reason,
+    return tuple((r.round, r.variable, str(r.new), r.decision.value, r.reason,
                   round_reason(r.decision, r.variable, r.reason, probes=f.probes).fix()) for r in f.failed)
 
 
@@ -374,7 +375,7 @@ def report_sections(f: NightFacts) -> tuple[Section, ...]:
     obj, hold = f.objective, f.d.holdout
     kept_rows, level_rows, fail_rows = _kept_rows(f), _level_rows(f), _fail_rows(f)
     flips = hold.compare.flipped if hold else ()
-    reason_rows = tuple((dec, len(rs), ", ".join(sorted({x.variable for x in rs})))
+    reason_rows = tuple((dec.value, len(rs), ", ".join(sorted({x.variable for x in rs})))
                         for dec, rs in sorted(f.by_reason.items(), key=lambda t: -len(t[1])))
     return ((evidence_section(f.gap),) if f.gap else ()) + (
         progress_section(f),
@@ -409,12 +410,12 @@ def _report_data(f: NightFacts) -> dict:
             | {"hit@5_test": hold.compare.to_json()["metrics"]["hit@5"]} if hold else None,
             "promotion": promo and {"id": promo.id, "kind": promo.kind, "reason": promo.reason},
             "kept": [{"round": r.round, "variable": r.variable, "old": r.old, "new": r.new} for r in kept[1:]],
-            "decisions": {k: len(v) for k, v in f.by_reason.items()},
+            "decisions": {k.value: len(v) for k, v in f.by_reason.items()},
             "failed": [{"round": r[0], "variable": r[1], "value": r[2], "decision": r[3], "reason": r[4], "fix": r[5]}
                        for r in _fail_rows(f)],
             "holdout_flips": [x.to_json() for x in (hold.compare.flipped if hold else ())],
             "evaluated_rounds": len(f.evaluated), "latency": f.drift.to_json(),
-            "evidence_gap": dataclasses.asdict(f.gap) if f.gap else None,
+            "evidence_gap": f.gap.to_json() if f.gap else None,
             "evidence": dataclasses.asdict(f.night) if f.night else None}
 
 

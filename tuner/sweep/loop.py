@@ -342,10 +342,9 @@ class Sweep:
     # -- the end of a sweep ----------------------------------------------------------------------------------
     def summary(self) -> SweepSummary:
         final, metrics = self._baseline()
-        counts: dict[str, int] = {}
+        counts: dict[RoundDecision, int] = {}
         for r in self.rows[1:]:
-            d = str(r.decision)      # the word the ledger stores, not the enum (its repr leaked into messages)
-            counts[d] = counts.get(d, 0) + 1
+            counts[r.decision] = counts.get(r.decision, 0) + 1
         start_m = self.rows[0].result if self.rows else None
         obj = self.p.objective
 

@@ -2,6 +2,9 @@
 keeps and the fix the morning report gives, from one table (REASONS), so the two cannot disagree (a set with
 probes was told to "add probes" when the fix was derived from the variable's kind apart from the reason).
 
+Why a night kept nothing (EMPTY_NIGHT) is a value of this kind too: the morning report's headline is its
+message and its fix, what the evidence-gap section (tuner/reports/evidence_gap.py) found.
+
 The ledger keeps a round's reason as text (its `reason` column, under the hash chain); `read_reason` finds
 the value again by rendering each kind's message for the round's variable and matching the text, so a
 report gives the fix of the reason that was recorded. A model that cannot load and a crash keep their
@@ -76,3 +79,31 @@ def read_reason(decision: RoundDecision, variable: str, text: str, *, probes: in
         return reason(NO_PROBES if probes == 0 else NO_GATE_MODEL if variable == model_field else MODEL_DECIDES,
                       **facts)
     return reason(MODEL_UNAVAILABLE, error=text)
+
+
+# -- why a night kept nothing --------------------------------------------------------------------------------
+# Each kind names the strongest reason the ledger's rows give; its message begins with how many questions no
+# config could improve, its fix names the harder questions to add (`levels`: the levels the set lacks, probes
+# when it has none). The numbers arrive formatted (a delta with its sign, a p-value as "< 0.001").
+TOO_FEW_CAN_RISE = "too_few_can_rise"    # fewer questions have room to rise than the paired test needs
+UNTESTED_GAINS = "untested_gains"        # the rows predate the per-question metrics the test reads
+NOTHING_MOVED = "nothing_moved"          # no config tried moved any question
+BELOW_DETECTABLE = "below_detectable"    # the best gain is smaller than this set can detect
+WITHIN_NOISE = "within_noise"            # the best gain's paired p is what it is, no detectable size to compare
+
+_SATURATED = "Nothing kept: {saturated} of {n} tuning questions are at rank 1 under every config tried; "
+_ADD = "add harder questions ({levels})"
+EMPTY_NIGHT = ReasonTable("reason a night kept nothing", {
+    TOO_FEW_CAN_RISE: Wording(
+        _SATURATED + "only {headroom} have room to rise in {objective}, and the paired test needs {min_rising} to "
+        "rise (none falling) for p < {alpha}", _ADD),
+    UNTESTED_GAINS: Wording(
+        _SATURATED + "{untested} gain(s) could not be tested: the ledger's rows predate the per-question metrics "
+        "the paired test reads", _ADD),
+    NOTHING_MOVED: Wording(_SATURATED + "no config tried moved any question", _ADD),
+    BELOW_DETECTABLE: Wording(
+        _SATURATED + "the best gain that moved any question, {delta} {objective} (paired p = {p}), is below the "
+        "{smallest} this set of {n} can detect", _ADD),
+    WITHIN_NOISE: Wording(
+        _SATURATED + "the best gain that moved any question, {delta} {objective}, has paired p = {p}", _ADD),
+})

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner.evaluation.compare import Comparison
+from tuner.ledger.schema import RoundDecision
 
 HIT5 = "hit@5"
 
@@ -77,7 +78,7 @@ class KeptStep:
 class SweepSummary:
     sweep: str
     rounds: int                       # rounds after the starting point
-    decisions: dict[str, int]         # the ledger's decision word -> rounds so decided
+    decisions: dict[RoundDecision, int]   # what became of the rounds -> how many; words in to_json
     start_config: dict
     final_config: dict
     start: Figures                    # on the tuning set
@@ -92,7 +93,7 @@ class SweepSummary:
         return self.start.objective
 
     def to_json(self) -> dict:
-        return {"sweep": self.sweep, "rounds": self.rounds, "decisions": dict(self.decisions),
+        return {"sweep": self.sweep, "rounds": self.rounds, "decisions": self.decision_words(),
                 "start_config": self.start_config, "final_config": self.final_config,
                 "start": self.start.to_json(), "final": self.final.to_json(), "path": [s.to_json() for s in self.path],
                 **({"holdout": self.holdout.to_json()} if self.holdout is not None else {}),
@@ -101,11 +102,17 @@ class SweepSummary:
 
     @classmethod
     def from_json(cls, d: dict) -> "SweepSummary":
-        return cls(d["sweep"], d["rounds"], dict(d["decisions"]), d["start_config"], d["final_config"],
+        return cls(d["sweep"], d["rounds"], {RoundDecision(k): n for k, n in d["decisions"].items()},
+                   d["start_config"], d["final_config"],
                    Figures.from_json(d["start"]), Figures.from_json(d["final"]),
                    tuple(KeptStep(**s) for s in d["path"]),
                    HoldoutCheck.from_json(d["holdout"]) if d.get("holdout") else None, d.get("status"),
                    dict(d.get("not_here") or {}))
+
+    def decision_words(self) -> dict[str, int]:
+        """The counts keyed by the word the ledger stores ("rejected:no_gain"), as a person or a JSON reader
+        sees them: never the enum's repr."""
+        return {d.value: n for d, n in self.decisions.items()}
 
     def ended(self, status: str) -> "SweepSummary":
         return replace(self, status=status)

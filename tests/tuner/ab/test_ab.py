@@ -100,7 +100,10 @@ def _cand(label, ranks):
                    "hit@1": float(r == 1), "hit@5": float(r is not None and r <= 5),
                    "mrr": 1 / r if r else 0.0, "p@5": 0.2 * (r is not None and r <= 5),
                    "recall@5": float(r is not None and r <= 5), "ndcg@10": 1 / r if r else 0.0})
-    return CandidateResult(Candidate(label), label, "ok", result={"per_query": pq})
+    from tuner.evaluation.evaluate import EvalResult, GateMetrics, QuestionResult
+    result = EvalResult("gold", {}, "", {}, {}, {}, GateMetrics.from_json(None), {}, None,
+                        [QuestionResult.from_json(q) for q in pq])
+    return CandidateResult(Candidate(label), label, "ok", result=result)
 
 
 def test_pairwise_counts_questions_and_ranks():

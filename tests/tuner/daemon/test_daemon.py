@@ -151,8 +151,8 @@ def test_catch_up_plan_runs_a_recent_missed_slot_once_and_records_old_ones(tmp_p
     # the sweep window (01:05-07:00) is still open: run it now; the 01:00 index is 3 h late, past its 2 h
     # grace: recorded as missed; the report's 07:05 slot is yesterday's, beyond its look-back: not run
     assert [(j, s.hour, s.minute) for j, s, _ in plan] == [("sweep", 1, 5)]
-    missed = {r["job"]: r for r in t.rows() if r["outcome"] == "missed"}
-    assert set(missed) == {"index"} and "past the grace of 7200s" in missed["index"]["detail"]["why"]
+    missed = {r.job: r for r in t.rows() if r.outcome == "missed"}
+    assert set(missed) == {"index"} and "past the grace of 7200s" in missed["index"].detail["why"]
     # the slot ran to the end: a second restart (or a clock that jumped back) does not run it again
     rid = t.start("sweep", plan[0][1], "catch-up")
     t.finish(rid, "promoted", {})
@@ -161,7 +161,7 @@ def test_catch_up_plan_runs_a_recent_missed_slot_once_and_records_old_ones(tmp_p
     # 25 min late, within its 1 h grace: it runs
     plan = catch_up_plan(cfg, t, dt.datetime(2026, 12, 1, 7, 30, tzinfo=cfg.tz))
     assert [j for j, _, _ in plan] == ["report"]
-    assert t.rows("sweep", 1)[0]["outcome"] == "missed"
+    assert t.rows("sweep", 1)[0].outcome == "missed"
     t.close()
 
 
@@ -181,7 +181,7 @@ def test_a_first_start_records_no_slot_from_before_it_as_missed(tmp_path, demo_d
     t = RunTable(tmp_path / "runs")
     assert not t.new                        # the next start knows a daemon ran here: a slot it sleeps through is missed
     catch_up_plan(cfg, t, dt.datetime(2026, 11, 30, 16, 0, tzinfo=cfg.tz), t.new)
-    assert {r["job"] for r in t.rows() if r["outcome"] == "missed"} == {"sweep"}
+    assert {r.job for r in t.rows() if r.outcome == "missed"} == {"sweep"}
     t.close()
 
 
@@ -198,7 +198,7 @@ def test_a_killed_run_is_resumed_and_closed(tmp_path, demo_db):
     plan = catch_up_plan(cfg, t, now)
     assert [(j, why.split(":")[0]) for j, _, why in plan] == [("sweep", "resume")]
     row = t.rows("sweep")[0]
-    assert row["outcome"] == "killed" and row["detail"]["sweep"] == "S1"
+    assert row.outcome == "killed" and row.detail["sweep"] == "S1"
     assert catch_up_plan(cfg, t, now) == []       # resumed once, not on every restart
     t.close()
 
@@ -285,7 +285,7 @@ def _sweep_outcome(runs):
     t = RunTable(runs)
     try:
         rows = t.rows("sweep", 1)
-        return rows[0]["outcome"] if rows else None
+        return rows[0].outcome if rows else None
     finally:
         t.close()
 
@@ -360,12 +360,12 @@ def test_kill_9_mid_sweep_then_restart_resumes_the_same_sweep_and_promotes_or_de
     t = RunTable(runs)
     rows = t.rows("sweep")
     t.close()
-    assert [r["outcome"] for r in rows][::-1] == ["killed", rows[0]["outcome"]]
-    assert rows[0]["detail"]["how"] == "resumed" and rows[0]["detail"]["sweep"] == sweep_id
+    assert [r.outcome for r in rows][::-1] == ["killed", rows[0].outcome]
+    assert rows[0].detail["how"] == "resumed" and rows[0].detail["sweep"] == sweep_id
     for kind in ("sweep", "audit"):
         for fmt in ("md", "html", "json"):
             assert (runs / "reports" / f"{kind}-{sweep_id}.{fmt}").stat().st_size > 200
-    if rows[0]["outcome"] == "promoted":
+    if rows[0].outcome == "promoted":
         assert f"sweep {sweep_id}" in (runs / "active.toml").read_text()
     else:
         assert not (runs / "active.toml").exists()
@@ -382,7 +382,7 @@ def test_a_failing_job_is_recorded_and_does_not_end_the_daemon(tmp_path, db_copy
     try:
         res = d.run_job("index", trigger="once")
         assert res.outcome == "failed" and str(vault) in res.detail["error"], res.detail
-        assert d.table.rows("index", 1)[0]["outcome"] == "failed"
+        assert d.table.rows("index", 1)[0].outcome == "failed"
         # the next job still runs; a report before the first sweep has nothing to read: skipped, not failed
         res = d.run_job("report", trigger="once")
         assert res.outcome == "skipped" and "the report follows the first sweep" in res.detail["why"], res.detail

@@ -95,7 +95,7 @@ def test_compare_and_the_ab_share_one_paired_comparison():
     a = _run([1, 1, 0, 1, 0, 1], [1, 0.5, 0, 1, 0.2, 1])
     b = _run([1, 1, 1, 0, 1, 1], [1, 1.0, 0.2, 0, 1, 0.5])
     c = compare(a, b, seed=3).to_json()
-    pr = compare_pair(*(CandidateResult(Candidate(x), x, "ok", result=r.to_json()) for x, r in (("A", a), ("B", b))),
+    pr = compare_pair(*(CandidateResult(Candidate(x), x, "ok", result=r) for x, r in (("A", a), ("B", b))),
                       seed=3).to_json()
     for m in ("hit@5", "mrr"):
         shared = ("a", "b", "delta", "p_value", "ci95")

@@ -156,11 +156,15 @@ def test_labels_without_probes_or_answerable(logged):
 
 
 def test_retirement_rule():
-    w = {"latency_ms": {"p95": 450.0}}
-    assert _retirement(w, {"injection_rate": 0.5})["verdict"] == "consider switching recall off"
-    w = {"latency_ms": {"p95": 120.0}}
-    assert _retirement(w, {"injection_rate": 0.1})["verdict"] == "consider switching recall off"
-    assert _retirement(w, {"injection_rate": 0.5})["verdict"] == "keep recall on"
+    from tuner.gate.records import Traffic, Window
+
+    def injecting(rate):
+        return Traffic(round(rate * 10), rate, {}, (), None)
+    w = Window(10, 2, None, None, 80.0, 450.0)
+    assert _retirement(w, injecting(0.5)).verdict == "consider switching recall off"
+    w = Window(10, 2, None, None, 80.0, 120.0)
+    assert _retirement(w, injecting(0.1)).verdict == "consider switching recall off"
+    assert _retirement(w, injecting(0.5)).verdict == "keep recall on"
 
 
 def test_questions_without_held_out_documents_become_probes():

@@ -35,11 +35,11 @@ def test_a_label_on_a_call_that_timed_out_is_skipped_and_counted():
     calls = [_call(i, 0.70 + 0.01 * i, "relevant" if i % 2 else "irrelevant") for i in range(1, 7)]
     calls.append(_call(7, 0.0, "relevant", error="timeout: the search took longer than 2.0 s"))
     cal = calibrate(calls, [], model=None, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
-    assert cal.skipped_labels == {"no_search": 1, "ids": [7]}
+    assert cal.skipped_labels.to_json() == {"no_search": 1, "ids": [7]}
     assert any("1 labelled call(s) have no search" in w for w in cal.warnings)
-    assert cal.labelled["answerable"] == 3 and cal.labelled["probes"] == 3
+    assert cal.labelled.answerable == 3 and cal.labelled.probes == 3
     assert math.isfinite(cal.recommendation["cosine"]["threshold"])
-    assert cal.window["calls"] == 7                  # the call stays in the traffic
+    assert cal.window.calls == 7                  # the call stays in the traffic
 
 
 @pytest.mark.parametrize("kind", ["relevant", "irrelevant"])
@@ -125,8 +125,8 @@ def test_labels_for_calls_of_another_index_are_left_out_with_a_message(logged, t
                      "CASE label WHEN 'relevant' THEN 'irrelevant' ELSE 'relevant' END FROM recall_calls")
     conn.close()
     cal, calls, _, _ = calibrate_index(db, log_path=log, since_s=None)
-    assert cal.labelled["answerable"] == 6 and cal.labelled["probes"] == 6    # only this index's labels
-    assert cal.kept_apart == {"calls": 12, "labelled": 12, "fingerprints": ["other-index-0000"]}
+    assert cal.labelled.answerable == 6 and cal.labelled.probes == 6    # only this index's labels
+    assert cal.kept_apart.to_json() == {"calls": 12, "labelled": 12, "fingerprints": ["other-index-0000"]}
     assert any("another index" in w and "left out" in w for w in cal.warnings)
     # a label file naming them: applied in memory, then left out the same way
     other_ids = [c.id for c in read_logged_calls(log) if c.index_fingerprint != key]

@@ -169,9 +169,9 @@ def test_rows_of_another_index_are_kept_apart():
     other = [_call(1000 + i, 0.2 + 0.02 * i, "irrelevant", fingerprint="idx-B") for i in range(30)]
     cal = calibrate(calls + other, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
-    assert cal.kept_apart == {"calls": 30, "labelled": 30, "fingerprints": ["idx-B"]}
+    assert cal.kept_apart.to_json() == {"calls": 30, "labelled": 30, "fingerprints": ["idx-B"]}
     assert any("another index" in w and "left out" in w for w in cal.warnings)
-    assert cal.labelled == alone.labelled and cal.window["calls"] == len(calls)
+    assert cal.labelled == alone.labelled and cal.window.calls == len(calls)
     assert cal.recommendation["threshold_move"]["to"] == alone.recommendation["threshold_move"]["to"]
 
 

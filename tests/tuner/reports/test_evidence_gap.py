@@ -10,7 +10,7 @@ import yaml
 from tuner.evaluation.stats import paired_randomization
 from tuner.reports import render
 from tuner.reports.evidence_gap import NOT_FOUND_RANK, detectable_gain
-from tuner.reports.sweep import sweep_report
+from tuner.reports.sweep import night_facts, sweep_data, sweep_report
 from tests.helpers.sweeps import DEMO_TUNE, FUSION_SPACE, run_sweep
 
 
@@ -76,6 +76,12 @@ def test_an_empty_night_says_how_many_questions_are_saturated_and_where_configs_
     assert gap["gains"] and all(0 < g["p_value"] <= 1 for g in gap["gains"])
     assert [g["delta"] for g in gap["gains"]] == sorted((g["delta"] for g in gap["gains"]), reverse=True)
     assert gap["detectable"]["n"] == n and gap["detectable"]["min_rising"] == 6
+    # the headline is the reason's message and fix, a value of the sweep's table of empty-night reasons
+    from tuner.sweep.reasons import EMPTY_NIGHT
+    facts = night_facts(sweep_data(saturated_night["ledger"]))
+    why = facts.gap.reason
+    assert why.kind in EMPTY_NIGHT and gap["headline"] == f"{why.message()}; {why.fix()}"
+    assert rep.verdict.startswith(why.message()) and why.fix().startswith("add harder questions (")
 
 
 def test_the_sweep_itself_warns_at_round_0_and_points_an_empty_night_at_the_report(saturated_night):
@@ -134,3 +140,30 @@ def test_a_ledger_whose_rows_predate_ndcg_is_reported_without_testing_its_gains(
     r = CliRunner().invoke(main, ["report", "sweep", "--ledger", str(old)])
     assert r.exit_code == 0, r.output
     assert "gain(s) could not be tested: the ledger's rows predate" in r.output
+
+
+def _gain(delta, moved=3, p=0.2):
+    from tuner.reports.evidence_gap import GainSeen
+    return GainSeen(1, "rrf_k", "30", "rejected:no_gain", delta, moved, moved, 0, p)
+
+
+@pytest.mark.parametrize("kind, facts", [
+    ("too_few_can_rise", dict(gains=[_gain(0.5)], headroom=2, min_rising=6, smallest=None)),
+    ("untested_gains", dict(gains=[], untested=3)),
+    ("nothing_moved", dict(gains=[_gain(0.0, moved=0)])),
+    ("below_detectable", dict(gains=[_gain(0.5)], headroom=12, min_rising=6, smallest=0.02)),
+    ("within_noise", dict(gains=[_gain(0.5, p=0.0004)], headroom=12, min_rising=6, smallest=None)),
+])
+def test_each_reason_a_night_kept_nothing_renders_its_message_and_its_fix(kind, facts):
+    """Every kind of the empty-night table is reachable from the evidence and renders from its own fields:
+    the message says what the rows show, the fix names the harder questions (and probes: this set has none)."""
+    from tuner.reports.evidence_gap import DetectableGain, LevelCount, empty_night_reason
+    detect = None
+    if "headroom" in facts:
+        detect = DetectableGain(20, 0.05, facts["min_rising"], facts["headroom"], 0.01, facts["smallest"], None)
+    why = empty_night_reason(20, ("q1", "q2"), 0, (LevelCount("L1", 20, 2, 0),), facts["gains"], detect, 60.0,
+                             "score100", facts.get("untested", 0))
+    assert why.kind == kind
+    assert why.message().startswith("Nothing kept: 2 of 20 tuning questions are at rank 1 under every config tried; ")
+    assert why.fix() == "add harder questions (XL cross-lingual, L2 multi-hop, probes)"
+    assert "{" not in why.message() + why.fix()

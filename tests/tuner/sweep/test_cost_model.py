@@ -9,7 +9,7 @@ import pytest
 
 from search_core import SearchCoreError
 from search_core.search.work import SearchWork
-from tuner.evaluation.cost_model import UNITS, Calibration, CostStore, predict
+from tuner.evaluation.cost_model import UNITS, Calibration, CostStore, Machine, predict
 
 from tests.helpers import DEMO_VAULT, ROOT
 from tests.helpers.sweeps import hand_set_calibrations
@@ -21,7 +21,7 @@ UNIT_COSTS = {"embed_solo_ms": 10.0, "embed_solo_per_unit": 1.0, "embed_ms": 2.0
 
 
 def calibration(**rerank) -> Calibration:
-    return Calibration("k", {"cpu": "test"}, "e5-small", {"name": "e5-small"}, "tokens", dict(UNIT_COSTS), rerank)
+    return Calibration("k", Machine("test", 1, "x86_64", "Linux"), "e5-small", {"name": "e5-small"}, "tokens", dict(UNIT_COSTS), rerank)
 
 
 def test_every_unit_has_a_hand_set_cost_here():
@@ -315,7 +315,7 @@ def test_a_damaged_calibration_file_is_refused_by_name(tmp_path, damage):
     assert str(store.path("k")) in str(e.value) and "Traceback" not in str(e.value)
     with pytest.raises(SearchCoreError, match="--recalibrate"):          # a ledger row holding the same
         Calibration.from_json(json.loads(store.path("k").read_text()))
-    bad = Calibration(**{**calibration().to_json(), "units": {**UNIT_COSTS, "embed_ms": float("nan")}})
+    bad = dataclasses.replace(calibration(), units={**UNIT_COSTS, "embed_ms": float("nan")})
     with pytest.raises(SearchCoreError, match="nothing was stored"):
         store.put(bad)                                                   # never written, never read back
 
@@ -336,7 +336,7 @@ def test_a_sweep_over_a_damaged_stored_calibration_retakes_it_with_a_warning(dem
     s.close()
     store = CostStore(params.cost_folder())
     key = calibration_key(machine(), efp)
-    damaged = {**Calibration(key, machine().to_json(), name, efp, "chars", dict(UNIT_COSTS), {}, {"solo": 1, "one": 1}, 0, 0,
+    damaged = {**Calibration(key, machine(), name, efp, "chars", dict(UNIT_COSTS), {}, {"solo": 1, "one": 1}, 0, 0,
                              "hand-set (tests)").to_json()}
     damaged["units"] = {**UNIT_COSTS, "dense_per_mrowdim": float("nan"), "rank_ms": -1.0}
     store.folder.mkdir(parents=True)
