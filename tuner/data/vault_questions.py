@@ -135,10 +135,22 @@ class VaultQuestions:
         start on 3 of 3 seeds (BENCHMARKS.md). None when anchors are there."""
         if not self.questions or any(q.kind == "anchor" for q in self.questions):
             return None
-        return (f"no anchor question: no note of {self.vault} refers to another inside a sentence, so these "
-                f"{len(self.questions)} questions are lookups that name their answer (the note's title, a heading "
-                "or an alias); a night tuned on them alone can favour the keyword and entity channels beyond what "
-                "helps your own questions: add questions in your own words (`autoresearch gold init`)")
+        return lookups_only_warning(len(self.questions), self.vault)
+
+
+def lookups_only_warning(questions: int, vault: str = "the vault") -> str:
+    """What a set of made questions with no anchor among them means (`gold make`'s warning, the morning report)."""
+    return (f"no anchor question: no note of {vault} refers to another inside a sentence, so these "
+            f"{questions} questions are lookups that name their answer (the note's title, a heading "
+            "or an alias); a night tuned on them alone can favour the keyword and entity channels beyond what "
+            "helps your own questions: add questions in your own words (`autoresearch gold init`)")
+
+
+def made_kind(question_id: str) -> str | None:
+    """The kind a made question's id names ("anchor-1a2b3c4d", or "vault:anchor-1a2b3c4d" once a night's set
+    renamed it beside a hand-written id): None for an id `gold make` did not write."""
+    head = question_id.split(":", 1)[-1].split("-", 1)[0]
+    return head if head in KINDS and "-" in question_id else None
 
 
 @dataclass(frozen=True)
