@@ -119,9 +119,9 @@ def refresh_vault_questions(vault: str | Path, folder: str | Path, *, n: int | N
                             kinds: tuple[str, ...] | None = None, recipe_before: bool = False) -> VaultSet:
     """`gold make` on the vault into `folder`/vault-questions.yaml, unless the file there was made from the same
     vault content with the same options (its stamp says so). Made as `gold make` makes them by default (n
-    MADE_N, anchors first, each anchor without its link and each heading without its note's title: the recipe a
-    night tuned on made questions recovered the most with, BENCHMARKS.md); recipe_before: every kind in turn with
-    the links and titles kept (`--kinds-in-turn --keep-link --heading-title`)."""
+    MADE_N, anchors first, each anchor without its link: the recipe a night tuned on made questions recovered the
+    most with, BENCHMARKS.md); recipe_before: every kind in turn with the links kept (`--kinds-in-turn
+    --keep-link`)."""
     from tuner.data.vault_questions import (DEFAULT_KINDS, MADE_ANCHOR_SHARE, MADE_HEADING_TITLE, MADE_N,
                                             write_vault_questions)
     kinds = tuple(kinds or DEFAULT_KINDS)
@@ -142,7 +142,7 @@ def refresh_vault_questions(vault: str | Path, folder: str | Path, *, n: int | N
     vq = write_vault_questions(vault, out, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share, mask_link=mask_link,
                                heading_title=heading_title,
                                command=f"autoresearch gold make {vault} --out {out} -n {n} --seed {seed} "
-                                       f"--kinds {','.join(kinds)}" + (" --kinds-in-turn --keep-link --heading-title"
+                                       f"--kinds {','.join(kinds)}" + (" --kinds-in-turn --keep-link"
                                                                        if recipe_before else ""))
     atomic_write_text(stamp_path, json.dumps({**stamp, "questions": len(vq.questions), "by_kind": vq.by_kind()},
                                              ensure_ascii=False, indent=1))

@@ -31,8 +31,8 @@ on a made set and judged on hand-written holdouts): `mask_link` leaves the link 
 0.45-0.6 and lost MRR; masked, johngrib's agreement across the configs a night visits rose from -0.61 to
 0.61), and `anchor_share` takes anchors first. Neither raised the share of the start -> default gap a night
 recovers at 200 questions; together at 600 (johngrib's anchors read from the whole wiki) they did (BENCHMARKS.md).
-A third, `heading_title=False`, asks a heading without its note's title, for the same reason as mask_link
-(a title lookup rewards the entity channel on made questions and costs it on hand-written ones).
+A third option, `heading_title=False`, asks a heading without its note's title (the title names the note, which
+the entity channel matches); measured, it trades that echo for the keyword channel's (MADE_HEADING_TITLE).
 The library's own defaults stay the recipe before; `gold make`, the daemon's nightly set and the demo use the
 recipe (tuner.data.night_gold.refresh_vault_questions).
 """
@@ -72,11 +72,12 @@ DEFAULT_KINDS = ("anchor", "heading", "alias")
 # it, 0 % with 200 questions of every kind in turn). --keep-link and --kinds-in-turn give the recipe before.
 MADE_N = 600
 MADE_ANCHOR_SHARE = 1.0
-# and each heading question without its note's title (heading_title=False): with the title, a night's made set
-# rewarded the entity channel that matches it by name (on Voyager003's wiki, w_entity 0.35 raised made MRR
-# 0.970 -> 0.985 and cost hand-written MRR 0.831 -> 0.758); without it, made MRR fell with w_entity too (0.788 ->
-# 0.755), and w_sparse 0.5 and the shipped default rose on both (BENCHMARKS.md). --heading-title: the one before.
-MADE_HEADING_TITLE = False
+# Heading questions keep their note's title. Without it (heading_title=False, `--heading-alone`) a made set stops
+# rewarding the entity channel that matches the title by name (Voyager003's wiki: w_entity 0.35 moved made MRR
+# 0.970 -> 0.985 with titles, 0.788 -> 0.755 without, hand-written 0.831 -> 0.758), but the heading alone is the
+# very text the keyword channel indexes: a night on it kept the keyword channel alone (w_dense 1.0 -> 0) and
+# lowered held-out hit@5 0.967 -> 0.900 (BENCHMARKS.md). So neither is evidence about fusion on such a vault.
+MADE_HEADING_TITLE = True
 LEVEL_OF = {"anchor": "L1", "heading": "L0", "alias": "L0", "summary": "L1", "title": "L0"}
 
 MD_LINK_RE = re.compile(r"(?<!!)\[([^\]\n]+)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

@@ -174,16 +174,17 @@ def test_gold_makes_recipe_is_anchors_first_without_their_links_and_the_flags_gi
     masked = {q.query for q in make_vault_questions(qvault, n=None, mask_link=True).questions}
     assert {q.query for q in made} <= masked and "순위를 합칠 때는 역순위 융합 방식을 쓴다." not in {q.query for q in made}
     r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(old), "-n", "4", "--keep-link",
-                                  "--kinds-in-turn", "--heading-title"])
+                                  "--kinds-in-turn"])
     assert r.exit_code == 0, r.output
     assert [q.query for q in load_gold(old).questions] == [q.query for q in make_vault_questions(qvault, n=4).questions]
-    # past the anchors, heading questions come without their note's title; --heading-title keeps it
+    # heading questions carry their note's title; --heading-alone leaves it out
     r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(out), "-n", "20", "--kinds", "heading"])
     assert r.exit_code == 0, r.output
-    assert [q.query for q in load_gold(out).questions] == ["커뮤니티 탐지"]
-    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(out), "-n", "20", "--kinds", "heading",
-                                  "--heading-title"])
     assert sorted(q.query for q in load_gold(out).questions) == ["GraphRAG 커뮤니티 탐지", "김치찌개 레시피 재료"]
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(out), "-n", "20", "--kinds", "heading",
+                                  "--heading-alone"])
+    assert r.exit_code == 0, r.output
+    assert [q.query for q in load_gold(out).questions] == ["커뮤니티 탐지"]
 
 
 def test_a_set_without_anchors_says_it_is_lookups_only(qvault, tmp_path):
