@@ -410,6 +410,8 @@ def main() -> None:
     ap.add_argument("--config-check", action="store_true",
                     help="score CHECK_CONFIGS on made sets with and without titles in heading questions and on the "
                          "hand-written --judge set, and stop")
+    ap.add_argument("--check-sets", default="recipe,headings",
+                    help="--config-check's made sets: recipe (gold make's), headings (heading questions alone)")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -435,7 +437,8 @@ def main() -> None:
     if a.config_check:
         checks = []
         for name in names:
-            made_kinds = {"recipe": None, "headings": ("heading",)}
+            made_kinds = {k: v for k, v in {"recipe": None, "headings": ("heading",)}.items()
+                          if k in a.check_sets.split(",")}
             checks.append(config_check(VAULTS[name], a.cache, int(a.seeds.split(",")[0]), a.n, a.judge.split(",")[0],
                                        made_kinds, progress=lambda l: print(l, file=sys.stderr, flush=True),
                                        whole=a.anchors_from_whole))
