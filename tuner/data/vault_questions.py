@@ -143,12 +143,12 @@ class VaultQuestions:
         start on 3 of 3 seeds (BENCHMARKS.md). None when anchors are there."""
         if not self.questions or any(q.kind == "anchor" for q in self.questions):
             return None
-        return lookups_only_warning(len(self.questions), self.vault)
+        return "no anchor question: " + lookups_only_warning(len(self.questions), self.vault)
 
 
 def lookups_only_warning(questions: int, vault: str = "the vault") -> str:
     """What a set of made questions with no anchor among them means (`gold make`'s warning, the morning report)."""
-    return (f"no anchor question: no note of {vault} refers to another inside a sentence, so these "
+    return (f"no note of {vault} refers to another inside a sentence, so these "
             f"{questions} questions are lookups that name their answer (the note's title, a heading "
             "or an alias); a night tuned on them alone can favour the keyword and entity channels beyond what "
             "helps your own questions: add questions in your own words (`autoresearch gold init`)")

@@ -82,7 +82,7 @@ def test_the_morning_report_says_when_the_vault_gave_no_anchor_question_and_what
     assert ev.made_kinds == vq.by_kind()
     said = ev.lookups_only()
     counts = ", ".join(f"{k} {n}" for k, n in vq.by_kind().items())
-    assert said.startswith(f"The vault gave no anchor question ({counts}): no anchor question: ")
+    assert said.startswith(f"The vault gave no anchor question ({counts}): no note of the vault refers to another ")
     by_lookups = [k for k in ev.kept if k.decided_by == ("vault",)]
     if by_lookups:
         assert f"{len(by_lookups)} of the {len(ev.kept)} changes kept (" in said and "check them on questions" in said
