@@ -113,22 +113,25 @@ def hand_set(case: VaultCase, judge: str):
 
 
 def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anchor_share: float | None = None,
-             mask_link: bool = False, whole: bool = False) -> Path:
+             mask_link: bool = False, whole: bool = False, heading_title: bool = True,
+             kinds: tuple[str, ...] | None = None) -> Path:
     """`gold make` (seed, n, anchor_share, mask_link) written under cache: the night's tuning set. whole: read
     the whole vault the indexed one was cut from (its other notes give anchors too), questions about the
     indexed notes only."""
     from search_core.ingest.vault import list_vault
-    from tuner.data.vault_questions import write_vault_questions
+    from tuner.data.vault_questions import DEFAULT_KINDS, write_vault_questions
     out = cache / case.name / "made" / f"{variant}-n{n}-seed{seed}.yaml"
     if whole and case.whole is None:
         raise SystemExit(f"{case.name} has no whole vault to draw anchors from")
     if not out.exists():
         source = case.whole if whole else case.vault
         write_vault_questions(source, out, n=n, seed=seed, anchor_share=anchor_share, mask_link=mask_link,
-                              only_notes={f.note_id for f in list_vault(case.vault)} if whole else None,
+                              heading_title=heading_title, kinds=kinds or DEFAULT_KINDS, only_notes={f.note_id for f in list_vault(case.vault)} if whole else None,
                               command=f"gold make {source} -n {n} --seed {seed}"
                                       + (f" --anchor-share {anchor_share}" if anchor_share is not None else "")
                                       + (" --mask-link" if mask_link else "")
+                                      + ("" if heading_title else " --heading-alone")
+                                      + (f" --kinds {','.join(kinds)}" if kinds else "")
                                       + (f" (questions about the notes of {case.vault} only)" if whole else ""))
     return out
 
@@ -197,7 +200,7 @@ def gap_share(start: float, final: float, default: float) -> float | None:
 def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, variant: str,
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
-             budget: float | None = None) -> dict:
+             budget: float | None = None, heading_title: bool = True) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout)."""
     from search_core.config import SearchConfig, load_config
@@ -208,9 +211,10 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "n": n, "rounds": rounds, "variant": variant,
            "space": str(space) if space else "default",
            "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole,
+           "heading_title": heading_title,
            "time_budget_s": budget, "runs": []}
     for seed in seeds:
-        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole)
+        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title)
         for start_name in starts:
             start = load_config(START) if start_name == "hand-set" else SearchConfig()
             t0 = time.perf_counter()
@@ -246,6 +250,59 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
             for s in sw.bench.searchers.values():
                 s.close()
     return out
+
+
+CHECK_CONFIGS = {      # moves off the hand-set start that nights on made sets kept or should keep
+    "start": {}, "w_entity 0.2": {"w_entity": 0.2}, "w_entity 0.35": {"w_entity": 0.35},
+    "w_sparse 0.5": {"w_sparse": 0.5}, "w_sparse 0.5, w_entity 0.35": {"w_sparse": 0.5, "w_entity": 0.35},
+    "rrf_k 12": {"rrf_k": 12}, "w_sparse 0.5, rrf_k 12": {"w_sparse": 0.5, "rrf_k": 12},
+    "default": None, "default, w_entity 0": {"w_entity": 0.0},
+}
+
+
+def config_check(case: VaultCase, cache: Path, seed: int, n: int, judge: str, made_kinds, progress=print,
+                 whole: bool = False) -> dict:
+    """Which of CHECK_CONFIGS a made set rewards, against the hand-written questions: per made set (the recipe
+    with the title in its heading questions and without, and headings alone both ways), each config's MRR and
+    hit@5 on it and on the hand-written set. A made set that rewards w_entity where the hand-written one does
+    not is what sent voyager003's nights below the start."""
+    from search_core.config import SearchConfig, load_config
+    from tuner.data.gold import load_gold
+    from tuner.sweep.workbench import Workbench
+    db = base_index(case, cache)
+    bench = Workbench(db, vault=str(case.vault), index_dir=str(cache / case.name / "indexes"))
+    start = load_config(START)
+    cfgs = {name: (SearchConfig() if moves is None else
+                   (SearchConfig() if name.startswith("default") else start).replace(**moves))
+            for name, moves in CHECK_CONFIGS.items()}
+    sets = {"hand": hand_set(case, judge)}
+    for label, kinds in made_kinds.items():
+        for title in (True, False):
+            path = made_set(case, cache, seed, n, f"check-{label}-{'title' if title else 'alone'}", 1.0, True,
+                            whole, title, kinds)
+            g = load_gold(path)
+            if any(g.questions == other.questions for other in sets.values()):
+                continue              # a vault with no anchor: its recipe set is its headings set
+            sets[f"{label}, {'title' if title else 'no title'}"] = g
+    out = {"vault": case.name, "seed": seed, "n": n, "judge": judge,
+           "sizes": {k: len(g.questions) for k, g in sets.items()}, "scores": {}}
+    for set_name, g in sets.items():
+        out["scores"][set_name] = {c: scores(bench.evaluate(cfg, g)) for c, cfg in cfgs.items()}
+        progress(f"{case.name} {set_name} ({len(g.questions)}): " + ", ".join(
+            f"{c} {v['mrr']:.3f}/{v['hit@5']:.3f}" for c, v in out["scores"][set_name].items()))
+    for s in bench.searchers.values():
+        s.close()
+    return out
+
+
+def check_table(res: dict) -> str:
+    """MRR (hit@5) of each config, per set; the config columns as CHECK_CONFIGS orders them."""
+    names = list(CHECK_CONFIGS)
+    lines = [f"| {res['vault']}: set (questions) | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for set_name, row in res["scores"].items():
+        lines.append(f"| {set_name} ({res['sizes'][set_name]}) | " + " | ".join(
+            f"{row[c]['mrr']:.3f} ({row[c]['hit@5']:.3f})" for c in names) + " |")
+    return "\n".join(lines)
 
 
 def table(result: dict, judge: str) -> str:
@@ -339,6 +396,8 @@ def main() -> None:
     ap.add_argument("--variant", default="base", help="a label for the made sets and ledgers under --cache")
     ap.add_argument("--anchor-share", type=float, default=None, help="gold make's anchor_share")
     ap.add_argument("--mask-link", action="store_true", help="gold make's mask_link")
+    ap.add_argument("--heading-alone", action="store_true",
+                    help="gold make's heading_title=False: a heading question without its note's title")
     ap.add_argument("--anchors-from-whole", action="store_true",
                     help="read the whole vault the indexed one was cut from (johngrib: the whole wiki) for questions "
                          "about the indexed notes")
@@ -348,6 +407,11 @@ def main() -> None:
     ap.add_argument("--space", type=Path, default=None, help="the sweep space (default: the packaged one)")
     ap.add_argument("--report", nargs="*", type=Path, default=None,
                     help="summarise these result files (partial or whole) for --judge and stop")
+    ap.add_argument("--config-check", action="store_true",
+                    help="score CHECK_CONFIGS on made sets with and without titles in heading questions and on the "
+                         "hand-written --judge set, and stop")
+    ap.add_argument("--check-sets", default="recipe,headings",
+                    help="--config-check's made sets: recipe (gold make's), headings (heading questions alone)")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -369,6 +433,18 @@ def main() -> None:
             print(json.dumps(row, ensure_ascii=False), file=sys.stderr)
         print("\n".join(disagreements(results, judge)), file=sys.stderr)
         print(markdown(rows))
+        return
+    if a.config_check:
+        checks = []
+        for name in names:
+            made_kinds = {k: v for k, v in {"recipe": None, "headings": ("heading",)}.items()
+                          if k in a.check_sets.split(",")}
+            checks.append(config_check(VAULTS[name], a.cache, int(a.seeds.split(",")[0]), a.n, a.judge.split(",")[0],
+                                       made_kinds, progress=lambda l: print(l, file=sys.stderr, flush=True),
+                                       whole=a.anchors_from_whole))
+            print(check_table(checks[-1]) + "\n", flush=True)
+        path = write_result(f"recovery-check-{a.judge.split(',')[0]}-{'-'.join(names)}", {"checks": checks})
+        print(f"written to {path}", file=sys.stderr)
         return
     if a.prepare:
         from search_core.index.indexer import index_vault
@@ -394,7 +470,7 @@ def main() -> None:
                                 a.rounds, a.variant, tuple(a.starts.split(",")),
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
                                 anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
-                                budget=a.time_budget))
+                                budget=a.time_budget, heading_title=not a.heading_alone))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})

@@ -117,6 +117,8 @@ def format_evidence(ev: NightEvidence | None) -> str:
         moved = "; ".join(f"{KIND_WORDS[m.source]} {m.up} up / {m.down} down" for m in k.by_kind if m.up or m.down)
         lines.append(f"  round {k.round} {k.variable} {k.old!r} -> {k.new!r}: decided by {k.why}"
                      + (f" [{moved}]" if moved else ""))
+    if ev.lookups_only():
+        lines.append("warning: " + ev.lookups_only())
     return "\n".join(lines)
 
 

@@ -37,20 +37,26 @@ def gold():
 @click.option("--keep-link", is_flag=True,
               help="Anchor questions keep the link's own text (the recipe before; it names the gold note, which the "
                    "entity channel matches). Default: the link is left out.")
+@click.option("--heading-alone", is_flag=True,
+              help="Heading questions without their note's title (kept when the heading says something alone): the "
+                   "title names the gold note, which the entity channel matches, but the heading alone is text the "
+                   "keyword channel matches. Default: the title and the heading.")
 @click.option("--kinds-in-turn", is_flag=True,
               help="Every kind takes its turn per note (the recipe before). Default: anchors first, the other kinds "
                    "fill the rest.")
 @json_option()
-def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, kinds_in_turn, as_json):
+def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, heading_alone, kinds_in_turn, as_json):
     """Questions VAULT_OR_DB answers, cut from what its author wrote about each note (no model): the words
     around links to a note in other notes (the linking note is held out of that question's search), headings,
     aliases. Read the `why` of each and prune."""
-    from tuner.data.vault_questions import DEFAULT_KINDS, MADE_ANCHOR_SHARE, make_probes_for, write_vault_questions
+    from tuner.data.vault_questions import (DEFAULT_KINDS, MADE_ANCHOR_SHARE, MADE_HEADING_TITLE, make_probes_for,
+                                            write_vault_questions)
     try:
         chosen = tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else DEFAULT_KINDS
         command = "autoresearch " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
         vq = write_vault_questions(vault_or_db, out, n=n, seed=seed, kinds=chosen, command=command,
-                                   mask_link=not keep_link, anchor_share=None if kinds_in_turn else MADE_ANCHOR_SHARE)
+                                   mask_link=not keep_link, anchor_share=None if kinds_in_turn else MADE_ANCHOR_SHARE,
+                                   heading_title=MADE_HEADING_TITLE and not heading_alone)
         probes = make_probes_for(vq, out, n_probes, seed=seed) if n_probes else None
     except SearchCoreError as e:
         fail(e)

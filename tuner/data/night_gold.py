@@ -119,17 +119,19 @@ def refresh_vault_questions(vault: str | Path, folder: str | Path, *, n: int | N
                             kinds: tuple[str, ...] | None = None, recipe_before: bool = False) -> VaultSet:
     """`gold make` on the vault into `folder`/vault-questions.yaml, unless the file there was made from the same
     vault content with the same options (its stamp says so). Made as `gold make` makes them by default (n
-    MADE_N, anchors first, each anchor without its link: the recipe a night tuned on made questions recovered
-    the most with, BENCHMARKS.md); recipe_before: every kind in turn with the links kept (`--kinds-in-turn
+    MADE_N, anchors first, each anchor without its link: the recipe a night tuned on made questions recovered the
+    most with, BENCHMARKS.md); recipe_before: every kind in turn with the links kept (`--kinds-in-turn
     --keep-link`)."""
-    from tuner.data.vault_questions import DEFAULT_KINDS, MADE_ANCHOR_SHARE, MADE_N, write_vault_questions
+    from tuner.data.vault_questions import (DEFAULT_KINDS, MADE_ANCHOR_SHARE, MADE_HEADING_TITLE, MADE_N,
+                                            write_vault_questions)
     kinds = tuple(kinds or DEFAULT_KINDS)
     n = MADE_N if n is None else n
-    anchor_share, mask_link = (None, False) if recipe_before else (MADE_ANCHOR_SHARE, True)
+    anchor_share, mask_link, heading_title = (None, False, True) if recipe_before else \
+        (MADE_ANCHOR_SHARE, True, MADE_HEADING_TITLE)
     folder = Path(folder)
     out, stamp_path = folder / VAULT_SET, folder / (Path(VAULT_SET).stem + ".json")
     stamp = {"vault": str(Path(vault).resolve()), "content": hash_tree(vault), "n": n, "seed": seed,
-             "kinds": list(kinds), "anchor_share": anchor_share, "mask_link": mask_link}
+             "kinds": list(kinds), "anchor_share": anchor_share, "mask_link": mask_link, "heading_title": heading_title}
     try:
         old = json.loads(stamp_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -138,9 +140,10 @@ def refresh_vault_questions(vault: str | Path, folder: str | Path, *, n: int | N
         return VaultSet(out, False, old.get("questions", 0), old.get("by_kind", {}))
     folder.mkdir(parents=True, exist_ok=True)
     vq = write_vault_questions(vault, out, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share, mask_link=mask_link,
+                               heading_title=heading_title,
                                command=f"autoresearch gold make {vault} --out {out} -n {n} --seed {seed} "
-                                       f"--kinds {','.join(kinds)}" + (" --kinds-in-turn --keep-link" if recipe_before
-                                                                       else ""))
+                                       f"--kinds {','.join(kinds)}" + (" --kinds-in-turn --keep-link"
+                                                                       if recipe_before else ""))
     atomic_write_text(stamp_path, json.dumps({**stamp, "questions": len(vq.questions), "by_kind": vq.by_kind()},
                                              ensure_ascii=False, indent=1))
     return VaultSet(out, True, len(vq.questions), vq.by_kind())

@@ -31,6 +31,8 @@ on a made set and judged on hand-written holdouts): `mask_link` leaves the link 
 0.45-0.6 and lost MRR; masked, johngrib's agreement across the configs a night visits rose from -0.61 to
 0.61), and `anchor_share` takes anchors first. Neither raised the share of the start -> default gap a night
 recovers at 200 questions; together at 600 (johngrib's anchors read from the whole wiki) they did (BENCHMARKS.md).
+A third option, `heading_title=False`, asks a heading without its note's title (the title names the note, which
+the entity channel matches); measured, it trades that echo for the keyword channel's (MADE_HEADING_TITLE).
 The library's own defaults stay the recipe before; `gold make`, the daemon's nightly set and the demo use the
 recipe (tuner.data.night_gold.refresh_vault_questions).
 """
@@ -70,6 +72,12 @@ DEFAULT_KINDS = ("anchor", "heading", "alias")
 # it, 0 % with 200 questions of every kind in turn). --keep-link and --kinds-in-turn give the recipe before.
 MADE_N = 600
 MADE_ANCHOR_SHARE = 1.0
+# Heading questions keep their note's title. Without it (heading_title=False, `--heading-alone`) a made set stops
+# rewarding the entity channel that matches the title by name (Voyager003's wiki: w_entity 0.35 moved made MRR
+# 0.970 -> 0.985 with titles, 0.788 -> 0.755 without, hand-written 0.831 -> 0.758), but the heading alone is the
+# very text the keyword channel indexes: a night on it kept the keyword channel alone (w_dense 1.0 -> 0) and
+# lowered held-out hit@5 0.967 -> 0.900 (BENCHMARKS.md). So neither is evidence about fusion on such a vault.
+MADE_HEADING_TITLE = True
 LEVEL_OF = {"anchor": "L1", "heading": "L0", "alias": "L0", "summary": "L1", "title": "L0"}
 
 MD_LINK_RE = re.compile(r"(?<!!)\[([^\]\n]+)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -92,6 +100,9 @@ NAV_LINK_LINE_SHARE = 0.5
 NAV_MIN_LINKS = 5
 # A heading shared by this many notes or more only echoes the title ("개요", "참고문헌", "Links")
 GENERIC_HEADING_NOTES = 3
+# A heading asked without its title must say something alone: 2 words, or 6 letters of one ("트랜잭션전파")
+HEADING_ALONE_MIN_WORDS = 2
+HEADING_ALONE_MIN_LETTERS = 6
 # An anchor question is an echo of its gold note when this share of its 8-character shingles (letters and
 # digits only, lower-cased) is in the note's indexed text: a sentence the note quotes back, not a reference
 SHINGLE = 8
@@ -132,10 +143,22 @@ class VaultQuestions:
         start on 3 of 3 seeds (BENCHMARKS.md). None when anchors are there."""
         if not self.questions or any(q.kind == "anchor" for q in self.questions):
             return None
-        return (f"no anchor question: no note of {self.vault} refers to another inside a sentence, so these "
-                f"{len(self.questions)} questions are lookups that name their answer (the note's title, a heading "
-                "or an alias); a night tuned on them alone can favour the keyword and entity channels beyond what "
-                "helps your own questions: add questions in your own words (`autoresearch gold init`)")
+        return "no anchor question: " + lookups_only_warning(len(self.questions), self.vault)
+
+
+def lookups_only_warning(questions: int, vault: str = "the vault") -> str:
+    """What a set of made questions with no anchor among them means (`gold make`'s warning, the morning report)."""
+    return (f"no note of {vault} refers to another inside a sentence, so these "
+            f"{questions} questions are lookups that name their answer (the note's title, a heading "
+            "or an alias); a night tuned on them alone can favour the keyword and entity channels beyond what "
+            "helps your own questions: add questions in your own words (`autoresearch gold init`)")
+
+
+def made_kind(question_id: str) -> str | None:
+    """The kind a made question's id names ("anchor-1a2b3c4d", or "vault:anchor-1a2b3c4d" once a night's set
+    renamed it beside a hand-written id): None for an id `gold make` did not write."""
+    head = question_id.split(":", 1)[-1].split("-", 1)[0]
+    return head if head in KINDS and "-" in question_id else None
 
 
 @dataclass(frozen=True)
@@ -257,6 +280,13 @@ def _outside_links(line: str) -> str:
     return URL_RE.sub(" ", INLINE_CODE_RE.sub(" ", FOOTNOTE_RE.sub(" ", line)))
 
 
+def heading_says_something(heading: str) -> bool:
+    """Whether a heading asked without its note's title is a question ("초기화 작업", "Lazy loading in Hibernate")
+    and not a fragment that needs the title ("해결책", "Item 3")."""
+    words = [w for w in WORD_RE.findall(heading) if not w.isdigit()]
+    return len(words) >= HEADING_ALONE_MIN_WORDS or sum(map(len, words)) >= HEADING_ALONE_MIN_LETTERS
+
+
 def says_something(line: str) -> bool:
     """Whether a line has words of its own besides its links (a list of links, "다음 문서: [[x]]" has not)."""
     words = WORD_RE.findall(_outside_links(line))
@@ -355,8 +385,13 @@ def anchor_candidates(notes: dict[str, Note], raw: dict[str, str], nav: set[str]
     return out
 
 
-def field_candidates(notes: dict[str, Note], nav: set[str], dropped: Counter) -> list[_Candidate]:
-    """Candidates from each note's own fields: heading (title + heading), alias, summary, title."""
+def field_candidates(notes: dict[str, Note], nav: set[str], dropped: Counter,
+                     heading_title: bool = True) -> list[_Candidate]:
+    """Candidates from each note's own fields: heading (title + heading), alias, summary, title.
+    heading_title=False: a heading question is the heading alone, the counterpart of mask_link (the title names
+    the note, which the entity channel matches by name), kept only when it says something without the title
+    (HEADING_ALONE_MIN_WORDS words or HEADING_ALONE_MIN_LETTERS letters); one two notes share is dropped later
+    with every question whose words point at several notes."""
     head_notes: Counter = Counter()
     for n in notes.values():
         for h in {normalise(s.heading_path[-1]) for s in n.sections if s.heading_path}:
@@ -384,8 +419,12 @@ def field_candidates(notes: dict[str, Note], nav: set[str], dropped: Counter) ->
             if head_notes[hn] >= GENERIC_HEADING_NOTES or not WORD_RE.search(re.sub(r"\d+", "", h)):
                 dropped["a heading many notes share (it only echoes the title)"] += 1
                 continue
+            if not heading_title and not heading_says_something(h):
+                dropped["a heading that says nothing without its note's title"] += 1
+                continue
             heads.append(h)
-            out.append(_Candidate("heading", f"{n.title} {h}", nid, nid, f"heading {h!r} of note {nid}"))
+            out.append(_Candidate("heading", f"{n.title} {h}" if heading_title else _render(h), nid, nid,
+                                  f"heading {h!r} of note {nid}"))
     return out
 
 
@@ -422,10 +461,11 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
                          kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None,
-                         mask_link: bool = False, only_notes=None) -> VaultQuestions:
+                         mask_link: bool = False, heading_title: bool = True, only_notes=None) -> VaultQuestions:
     """A gold set of questions the vault answers, made from what its author wrote about each note.
     anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note).
     mask_link: an anchor question leaves out the link itself (anchor_candidates).
+    heading_title: a heading question carries its note's title (False: the heading alone, field_candidates).
     only_notes: note ids a question may have as its gold and hold out (e.g. the notes an index holds, when the
     vault read is larger than the index: its other notes still give anchors about these), None: every note."""
     bad = [k for k in kinds if k not in KINDS]
@@ -442,7 +482,7 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
     nav = {nid for nid, note in notes.items() if is_nav_note(note, raw[nid])}
     dropped: Counter = Counter()
     cands = (anchor_candidates(notes, raw, nav, dropped, mask_link) if "anchor" in kinds else []) + \
-        [c for c in field_candidates(notes, nav, dropped) if c.kind in kinds]
+        [c for c in field_candidates(notes, nav, dropped, heading_title) if c.kind in kinds]
     if only_notes is not None:
         only = set(only_notes)
         dropped["about a note outside the notes asked for"] += sum(c.gold not in only for c in cands)
@@ -524,11 +564,11 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
                           kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
-                          anchor_share: float | None = None, mask_link: bool = False,
+                          anchor_share: float | None = None, mask_link: bool = False, heading_title: bool = True,
                           only_notes=None) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
     vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share,
-                              mask_link=mask_link, only_notes=only_notes)
+                              mask_link=mask_link, heading_title=heading_title, only_notes=only_notes)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq

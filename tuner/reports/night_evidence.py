@@ -12,9 +12,11 @@ its objective alone. Nothing here searches: every figure comes from the rounds' 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from tuner.data.night_gold import KindCount, kind_counts
+from tuner.data.vault_questions import KINDS, lookups_only_warning, made_kind
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
@@ -89,10 +91,29 @@ class NightEvidence:
     kept: tuple[KeptEvidence, ...]
     alpha: float
     time: NightTime | None = None
+    made_kinds: dict[str, int] = field(default_factory=dict)   # the vault's answerable questions: how made -> count
 
     def describe(self) -> str:
         return ", ".join(f"{k.answerable} {KIND_WORDS[k.source]}" + (f" (+{k.probes} probes)" if k.probes else "")
                          for k in self.kinds)
+
+    def lookups_only(self) -> str | None:
+        """When the vault's questions hold no anchor (its links sit in lists, or it has none): what that set is,
+        and what it means for the changes the night kept on it. None when anchors are there, or no vault
+        question is."""
+        made = sum(self.made_kinds.values())
+        if not made or self.made_kinds.get("anchor"):
+            return None
+        by_vault = [k for k in self.kept if k.decided_by == ("vault",)]
+        counts = ", ".join(f"{k} {n}" for k, n in sorted(self.made_kinds.items(),
+                                                         key=lambda kv: KINDS.index(kv[0]) if kv[0] in KINDS else 99))
+        meaning = (f"{len(by_vault)} of the {len(self.kept)} changes kept ("
+                   + ", ".join(f"{k.variable} {k.old} -> {k.new}" for k in by_vault)
+                   + ") were decided by these lookups alone: check them on questions of your own before trusting "
+                   "them (on a wiki whose links sat only in lists, nights on 600 such lookups kept the keyword and "
+                   "entity channels and lowered held-out hit@5 below the start on 3 of 3 seeds)"
+                   if by_vault else "no change the night kept was decided by them alone")
+        return f"The vault gave no anchor question ({counts}): {lookups_only_warning(made)}. {meaning}."
 
 
 def _only(res: EvalResult, sources) -> EvalResult:
@@ -163,4 +184,5 @@ def night_evidence(info: SweepRecord, rounds: list[Round], score_cfg: ScoreConfi
                       sum(r.reindex_s or 0.0 for r in rounds), params.get("time_budget_s"),
                       info.status or "",
                       EvidenceStep.from_json(params["evidence_step"]) if params.get("evidence_step") else None)
-    return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent)
+    made = Counter(made_kind(q.id) or "other" for q in start.per_query if q.source == "vault" and q.level != "probe")
+    return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent, dict(made))

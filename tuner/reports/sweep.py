@@ -219,6 +219,8 @@ def night_evidence_section(ev: NightEvidence) -> Section:
                                    "; ".join(f"{KIND_WORDS[m.source]} {m.up}/{m.down}; {m.out_of_top5}/{m.into_top5}"
                                              for m in k.by_kind if m.up or m.down) or "–", k.guard)
                                   for k in ev.kept)))
+    if ev.lookups_only():
+        blocks.append(Para(ev.lookups_only()))
     if ev.time is not None:
         blocks.append(Para(f"How the night was spent: {ev.time.describe()}."))
     return Section("The evidence the night stood on", tuple(blocks))

@@ -258,9 +258,10 @@ def _key(why: str, gold) -> tuple[str, tuple[str, ...]]:
 def _new_questions(gold: GoldSet, vault, seed: int, known_notes) -> list:
     """The vault's questions the set does not ask yet, anchors first (each with its link left out), then the
     other default kinds, each in gold make's seeded order."""
-    from tuner.data.vault_questions import make_vault_questions
+    from tuner.data.vault_questions import MADE_HEADING_TITLE, make_vault_questions
     try:
-        vq = make_vault_questions(vault, n=None, seed=seed, mask_link=True, only_notes=known_notes)
+        vq = make_vault_questions(vault, n=None, seed=seed, mask_link=True, heading_title=MADE_HEADING_TITLE,
+                                  only_notes=known_notes)
     except SearchCoreError:
         return []
     have_ids = {q.id for q in gold.questions}

@@ -177,6 +177,14 @@ def test_gold_makes_recipe_is_anchors_first_without_their_links_and_the_flags_gi
                                   "--kinds-in-turn"])
     assert r.exit_code == 0, r.output
     assert [q.query for q in load_gold(old).questions] == [q.query for q in make_vault_questions(qvault, n=4).questions]
+    # heading questions carry their note's title; --heading-alone leaves it out
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(out), "-n", "20", "--kinds", "heading"])
+    assert r.exit_code == 0, r.output
+    assert sorted(q.query for q in load_gold(out).questions) == ["GraphRAG 커뮤니티 탐지", "김치찌개 레시피 재료"]
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(out), "-n", "20", "--kinds", "heading",
+                                  "--heading-alone"])
+    assert r.exit_code == 0, r.output
+    assert [q.query for q in load_gold(out).questions] == ["커뮤니티 탐지"]
 
 
 def test_a_set_without_anchors_says_it_is_lookups_only(qvault, tmp_path):
@@ -192,3 +200,36 @@ def test_a_set_without_anchors_says_it_is_lookups_only(qvault, tmp_path):
     assert "warning: no anchor question" in r.output and "gold init" in r.output
     r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(tmp_path / "m.yaml")])
     assert "warning" not in r.output
+
+
+def test_a_heading_question_without_its_title_is_the_heading_alone_when_it_says_something(qvault):
+    vq = make_vault_questions(qvault, n=None, kinds=("heading",), heading_title=False)
+    # "커뮤니티 탐지" says something alone; "재료" (one word, two letters) needs "김치찌개 레시피" to mean anything
+    assert _rows(vq) == {("heading", "L0", "커뮤니티 탐지", ("ai/graphrag",), ())}
+    assert vq.dropped["a heading that says nothing without its note's title"] == 1
+    titled = make_vault_questions(qvault, n=None, kinds=("heading",))
+    assert {q.query for q in titled.questions} == {"GraphRAG 커뮤니티 탐지", "김치찌개 레시피 재료"}
+
+
+def test_a_heading_alone_that_two_notes_share_is_no_question(tmp_path):
+    from tests.helpers import write_vault
+    vault = write_vault(tmp_path / "v", {
+        "a.md": "---\ntitle: 알파\n---\n## 설치 방법 정리\n\n알파를 설치한다.\n",
+        "b.md": "---\ntitle: 베타\n---\n## 설치 방법 정리\n\n베타를 설치한다.\n",
+        "c.md": "---\ntitle: 감마\n---\n## 감마만의 고유한 설정\n\n감마를 설정한다.\n"})
+    vq = make_vault_questions(vault, n=None, kinds=("heading",), heading_title=False)
+    assert [q.query for q in vq.questions] == ["감마만의 고유한 설정"]
+    titled = make_vault_questions(vault, n=None, kinds=("heading",))
+    assert {q.query for q in titled.questions} == {"알파 설치 방법 정리", "베타 설치 방법 정리", "감마 감마만의 고유한 설정"}
+
+
+def test_a_list_item_with_words_of_its_own_is_an_anchor_and_a_bare_one_is_not(tmp_path):
+    from tests.helpers import write_vault
+    vault = write_vault(tmp_path / "v", {
+        "a.md": "---\ntitle: 알파\n---\n알파 노트의 본문이다.\n",
+        "b.md": "---\ntitle: 베타\n---\n베타 노트의 본문이다.\n",
+        "list.md": ("---\ntitle: 목록\n---\n읽은 것들을 모았다.\n\n"
+                    "- [[a]]\n- [[b]]: 캐시 무효화 전략을 처음 정리한 글, 다시 읽을 만하다\n")})
+    anchors = [q for q in make_vault_questions(vault, n=None, kinds=("anchor",), mask_link=True).questions]
+    assert [(q.query, q.gold, q.exclude) for q in anchors] == [
+        ("캐시 무효화 전략을 처음 정리한 글, 다시 읽을 만하다", ("b",), ("list",))]

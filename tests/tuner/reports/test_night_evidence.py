@@ -55,3 +55,42 @@ def test_the_keyword_channel_is_decided_by_the_vaults_questions_where_the_hand_w
     assert len(hand_only) == len(b1.per_query)
     alone = kept_evidence(row, b1, c1, "score100", weights, 0.05)
     assert alone.decided_by == ("hand",) and alone.why.startswith("the hand-written questions (all kinds together: ")
+
+
+@pytest.mark.slow
+def test_the_morning_report_says_when_the_vault_gave_no_anchor_question_and_what_that_means(tmp_path, demo_db):
+    """A night on the demo vault's lookups alone (headings and aliases, no anchor: what a vault whose links sit
+    only in lists gives), from the hand-set start: the report's evidence section says the set held no anchor,
+    which kinds it held, and which kept changes those lookups alone decided."""
+    from search_core.config import load_config
+    from tests.helpers.sweeps import FUSION_SPACE, run_sweep
+    from tuner.data.vault_questions import write_vault_questions
+    from tuner.reports import render
+    from tuner.reports.night_evidence import night_evidence
+    from tuner.reports.sweep import sweep_report
+    gold = tmp_path / "lookups.yaml"
+    vq = write_vault_questions(DEMO_VAULT, gold, n=60, seed=0, kinds=("heading", "alias"))
+    assert vq.lookups_only() and "anchor" not in vq.by_kind()
+    summary, rounds = run_sweep(tmp_path, demo_db, FUSION_SPACE, 4, gold=gold, start=load_config(demo_start()))
+    lg_path = tmp_path / "l.sqlite"
+    from tuner.ledger.ledger import Ledger
+    lg = Ledger(lg_path)
+    try:
+        ev = night_evidence(lg.sweep(summary.sweep), lg.rounds(summary.sweep))
+    finally:
+        lg.close()
+    assert ev.made_kinds == vq.by_kind()
+    said = ev.lookups_only()
+    counts = ", ".join(f"{k} {n}" for k, n in vq.by_kind().items())
+    assert said.startswith(f"The vault gave no anchor question ({counts}): no note of the vault refers to another ")
+    by_lookups = [k for k in ev.kept if k.decided_by == ("vault",)]
+    if by_lookups:
+        assert f"{len(by_lookups)} of the {len(ev.kept)} changes kept (" in said and "check them on questions" in said
+    else:
+        assert said.endswith("no change the night kept was decided by them alone.")
+    md = render(sweep_report(lg_path, summary.sweep, tmp_path / "runs"), "md")
+    section = md.split("## The evidence the night stood on", 1)[1].split("\n## ", 1)[0]
+    assert said in section
+    # a set with anchors in it says nothing of the kind; nor does a night without the vault's questions
+    assert dataclasses.replace(ev, made_kinds={**ev.made_kinds, "anchor": 1}).lookups_only() is None
+    assert dataclasses.replace(ev, made_kinds={}).lookups_only() is None
