@@ -332,8 +332,19 @@ def empty_night_reason(n, saturated, probes, level_rows, gains, detect, per_shar
         return EMPTY_NIGHT(NOTHING_MOVED, **common)
     seen = dict(delta=f"{best.delta:+.2f}", p=_fmt_p(best.p_value))
     if detect is not None and detect.smallest_gain is not None:
-        return EMPTY_NIGHT(BELOW_DETECTABLE, **common, **seen, smallest=f"{detect.smallest_gain * per_share:+.2f}")
+        delta, smallest = _apart(best.delta, detect.smallest_gain * per_share)
+        return EMPTY_NIGHT(BELOW_DETECTABLE, **{**common, **seen, "delta": delta}, smallest=smallest)
     return EMPTY_NIGHT(WITHIN_NOISE, **common, **seen)
+
+
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """a and b signed, with two decimals, or as many more (up to 4) as it takes for a smaller one not to read as
+    equal to a larger: "+0.04 is below the +0.04 this set can detect" said nothing."""
+    for digits in (2, 3, 4):
+        fa, fb = f"{a:+.{digits}f}", f"{b:+.{digits}f}"
+        if fa != fb or a == b:
+            break
+    return fa, fb
 
 
 def _advice(n, saturated, level_rows, probes, spreads, detect, gains, per_share, obj) -> tuple[str, ...]:

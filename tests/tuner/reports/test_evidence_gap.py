@@ -167,3 +167,14 @@ def test_each_reason_a_night_kept_nothing_renders_its_message_and_its_fix(kind, 
     assert why.message().startswith("Nothing kept: 2 of 20 tuning questions are at rank 1 under every config tried; ")
     assert why.fix() == "add harder questions (XL cross-lingual, L2 multi-hop, probes)"
     assert "{" not in why.message() + why.fix()
+
+
+def test_a_gain_below_the_detectable_size_never_reads_as_equal_to_it():
+    """Both rounded to two decimals, a gain of 0.036 "was below the +0.04 this set can detect" while reading
+    +0.04 itself: the two get the digits that tell them apart."""
+    from tuner.reports.evidence_gap import DetectableGain, LevelCount, empty_night_reason
+    detect = DetectableGain(20, 0.05, 6, 12, 0.01, 0.044 / 60.0, None)     # the detectable share, in score100
+    why = empty_night_reason(20, ("q1", "q2"), 0, (LevelCount("L1", 20, 2, 0),), [_gain(0.036)], detect, 60.0,
+                             "score100", 0)
+    assert why.kind == "below_detectable"
+    assert "+0.036 score100" in why.message() and "below the +0.044 this set of 20 can detect" in why.message()
