@@ -11,7 +11,7 @@ from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
 from search_core.paths import AB_WORK
-from tuner.cli.options import (db_option, fail, FiniteFloat, format_option, in_runs, index_path, input_file,
+from tuner.cli.options import (db_option, fail, FiniteFloat, format_option, in_runs, input_file,
                                nonempty_value, output_file, output_folder, PathValue, search_config_value,
                                sigterm_as_interrupt, VaultPath)
 

@@ -9,7 +9,7 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import (db_option, fail, index_path, json_option)
+from tuner.cli.options import (db_option, fail, json_option)
 
 
 def damaged_index_message(db, e: Exception) -> str:

@@ -12,8 +12,8 @@ import click
 from search_core import SearchCoreError
 from search_core.paths import default_index, no_index_message
 
-from tuner.cli.options import (db_option, duration, fail, FiniteFloat, format_option, gate_file_value, index_path,
-                               json_option, output_file, output_folder, PathValue, recall_log_option, VaultPath,
+from tuner.cli.options import (db_option, duration, fail, FiniteFloat, format_option, gate_file_value, json_option,
+                               output_file, output_folder, PathValue, recall_log_option, VaultPath,
                                window_value)
 from tuner.cli.extras import require_extra
 from tuner.reports import emit

@@ -8,7 +8,7 @@ import sys
 import click
 
 from search_core import SearchCoreError
-from tuner.cli.options import (db_option, fail, index_path, json_option, nonempty_value, Progress,
+from tuner.cli.options import (db_option, fail, json_option, nonempty_value, Progress,
                                sigterm_as_interrupt, SqlitePath, VaultPath)
 
 

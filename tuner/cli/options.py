@@ -3,7 +3,6 @@ bars, and how an error reaches the user. Parsing and printing only: the work is 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import TypedDict
 from pathlib import Path

@@ -12,7 +12,7 @@ import click
 from search_core import SearchCoreError
 from tuner.cli.extras import require_extra
 
-from tuner.cli.options import (db_option, duration, duration_value, fail, FiniteFloat, index_path, json_option,
+from tuner.cli.options import (db_option, duration, duration_value, fail, FiniteFloat, json_option,
                                nonempty_token, options, PathValue, recall_log_option, search_config_value,
                                window_value)
 from search_core.recall.config import MAX_TIMEOUT_S

@@ -8,7 +8,7 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.cli.options import (db_error, db_option, fail, index_path, input_file, json_option, PathValue,
+from tuner.cli.options import (db_error, db_option, fail, input_file, json_option, PathValue,
                                search_config_value)
 
 

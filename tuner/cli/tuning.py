@@ -12,8 +12,8 @@ import click
 from search_core import SearchCoreError
 from search_core.files import atomic_write_text
 from search_core.paths import DEMO, EVALS
-from tuner.cli.options import (db_error, db_option, duration, duration_value, fail, FiniteFloat, in_runs, index_path,
-                               input_file, json_option, ledger_option, output_file, output_folder, PathValue,
+from tuner.cli.options import (db_error, db_option, duration, duration_value, fail, in_runs, input_file,
+                               json_option, ledger_option, output_file, output_folder, PathValue,
                                Progress, search_config_value, sweep_setting_options, VaultPath)
 from tuner.cli.extras import require_extra
 

@@ -35,7 +35,6 @@ from search_core.config import read_toml
 from search_core.validate import Where
 
 from tuner import durations
-from tuner.data.bundled import DEFAULT_SPACE
 from tuner.daemon.jobs import JOBS
 from tuner.data.vault_questions import MADE_N
 from tuner.sweep.keep_rule import HIT5_GUARDS

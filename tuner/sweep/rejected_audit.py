@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from search_core import SearchCoreError, StopRequested
+from search_core import StopRequested
 
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.round import START, Round
