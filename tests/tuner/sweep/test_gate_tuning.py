@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from search_core.config import SearchConfig
+from search_core.config import ADDED_LATER, SearchConfig
 from tuner.gate.fit import fit_gate
 from search_core.gate.request import GateRequest
 from search_core.search.pipeline import Searcher
@@ -28,11 +28,13 @@ def test_gate_threshold_is_a_gate_variable_and_leaves_old_hashes_alone():
     assert kind_of("gate_threshold").name == "gate" and kind_of("gate_threshold").needs_probes
     assert GATE_SCORE == {"threshold": "top_score", "gate_threshold": "gate_probability"}
     assert RERANK.refit_gate and kind_of("embedder").refit_gate
-    cfg = SearchConfig()
-    old = {k: v for k, v in cfg.as_dict().items() if k not in ("gate_threshold", "keyword_index", "fast_path_margin")}
+    # a config as recorded before the later keys existed: each holds the value every config had then
+    cfg = SearchConfig().replace(**ADDED_LATER)
+    old = {k: v for k, v in cfg.as_dict().items() if k not in ADDED_LATER}
     assert cfg.config_hash() == hashlib.sha256(json.dumps(old, sort_keys=True, ensure_ascii=False)
                                                .encode()).hexdigest()[:12]
     assert cfg.replace(gate_threshold=0.5).config_hash() != cfg.config_hash()
+    assert SearchConfig.from_stored(old).config_hash() == cfg.config_hash()
 
 
 def test_the_config_threshold_decides_for_the_model(small_index):
