@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from search_core.index import ngram_postings, pair_table, short_tokens
+from search_core.search import scripts
 from search_core.ingest.graph import normalize_name
 from search_core.index import pgvector
 from search_core.index.layout import db_path, read_layout
@@ -90,6 +91,7 @@ class ViewCaches:
     nav: dict = field(default_factory=dict)            # nav_globs -> {index page: why} (Searcher.nav_reasons)
     nav_names: dict = field(default_factory=dict)      # nav_globs -> {index page: its names} (Searcher._nav_names)
     term_pairs: dict | None = None                     # Latin phrase -> paired Korean terms (None: not yet read)
+    hangul_share: dict = field(default_factory=dict)   # note id -> Hangul share of its chunks' letters (View.hangul_share)
 
 
 class NoteRow(Mapping):
@@ -489,6 +491,18 @@ class IndexView:
                                                      self.place_of)
                            if ngram_postings.is_built(self.conn) else None)
         return self._ngram
+
+    def hangul_share(self, note_id: str) -> float:
+        """The share of Hangul among the Hangul and Latin letters of the note's chunks (scripts.hangul_share),
+        read when a search first asks (the dense list's first notes of a question the keywords leave undecided)."""
+        cache = self.caches.hangul_share
+        if note_id not in cache:
+            hangul = latin = 0
+            for (text,) in self.conn.execute("SELECT text FROM chunks WHERE note_id = ?", (note_id,)):
+                h, l = scripts.script_counts(text)
+                hangul, latin = hangul + h, latin + l
+            cache[note_id] = scripts.hangul_share(hangul, latin)
+        return cache[note_id]
 
     def term_pairs(self) -> dict[str, tuple[str, ...]]:
         """The terms the vault pairs across scripts (pair_table.py), read on first use; {} for an index
