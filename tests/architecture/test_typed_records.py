@@ -22,16 +22,7 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.ab.run:build_candidate_index: returns a dict",
     "tuner.daemon.config:DaemonConfig.sweep: field is a dict",
     "tuner.demo:DemoRun.eval_start: field is a dict",
-    "tuner.evaluation.evaluate:EvalResult.by_level: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.config: field is a dict",
-    "tuner.evaluation.evaluate:EvalResult.index: field is a dict",
-    "tuner.evaluation.evaluate:EvalResult.latency_charge: field is a dict",
-    "tuner.evaluation.evaluate:EvalResult.latency_ms: field is a dict",
-    "tuner.evaluation.evaluate:EvalResult.measured_latency_ms: field is a dict",
-    "tuner.evaluation.evaluate:QuestionResult.gate: field is a dict",
-    "tuner.evaluation.evaluate:predicted_latency: returns a dict",
-    "tuner.evaluation.evaluate:repeat_timings: returns a dict",
-    "tuner.evaluation.fake_miss:possible_gold_gaps: returns a dict",
     "tuner.gate.probes:questions_without: returns a dict",
     "tuner.gate.proposal:Proposal.evidence: field is a dict",
     "tuner.gate.records:Calibration.distributions: field is a dict",
@@ -62,6 +53,10 @@ JSON_FIELDS: frozenset[str] = frozenset({
     "tuner.evaluation.evaluate:QuestionResult.work: field is a dict",   # SearchWork.to_json as a row wrote it
     "tuner.evaluation.cost_model:Calibration.embedder_fingerprint: field is a dict",   # the index's, as stored
     "tuner.evaluation.cost_model:Calibration.dense_backend: field is a dict",   # the backend's own description, as keyed
+    "tuner.evaluation.evaluate:EvaluatedIndex.fingerprint: field is a dict",   # the index's, as search_core stores it
+    # a round's calibration as its ledger row stores it, parsed (and checked) by Calibration.from_json where a
+    # decision is recomputed: reading a ledger never refuses a row for a damaged calibration
+    "tuner.evaluation.evaluate:LatencyCharge.calibration: field is a dict",
 })
 
 

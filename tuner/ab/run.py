@@ -30,7 +30,7 @@ from search_core.index.store import connect, get_meta
 
 from tuner.ab.compare import PairComparison, compare_pair
 from tuner.ab.records import ABError, ABParams, Candidate, CandidateResult
-from tuner.evaluation.evaluate import EvalResult, build_result, run_queries
+from tuner.evaluation.evaluate import EvalResult, EvaluatedIndex, QuestionGate, build_result, run_queries
 from tuner.data.gold import GoldSet
 from search_core.percentiles import percentile
 from tuner.sweep.workbench import fit_threshold, verify_index
@@ -113,7 +113,7 @@ def _regate(rows, choice, cfg: SearchConfig, cos_threshold: float) -> list:
         d = choice.decide(r.gate_features, r.top_score, cos_threshold, bool(r.ranked), cfg.reranker,
                           p_threshold=cfg.gate_threshold)
         out.append(dataclasses.replace(r, inject=d.inject, gate_probability=d.probability,
-                                       gate=dataclasses.asdict(d)))
+                                       gate=QuestionGate.decided(d)))
     return out
 
 
@@ -225,10 +225,9 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         if cos_t is not None:
             cfg = cfg.replace(threshold=cos_t)
         eval_rows = _regate(eval_rows, choice, cfg, cos_t if cos_t is not None else searcher.embedder.default_threshold)
-        res.threshold = eval_rows[0].gate["threshold"] if eval_rows else cos_t
+        res.threshold = eval_rows[0].gate.threshold if eval_rows else cos_t
         res.latency = _latency(eval_rows)
-        index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
-        res.result = build_result(p.eval, cfg, index, eval_rows)
+        res.result = build_result(p.eval, cfg, EvaluatedIndex.of(searcher), eval_rows)
         _save(saved, res)
     except ModelUnavailable as e:
         res.status, res.message = "unavailable", str(e)

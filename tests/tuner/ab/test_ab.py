@@ -101,7 +101,7 @@ def _cand(label, ranks):
                    "mrr": 1 / r if r else 0.0, "p@5": 0.2 * (r is not None and r <= 5),
                    "recall@5": float(r is not None and r <= 5), "ndcg@10": 1 / r if r else 0.0})
     from tuner.evaluation.evaluate import EvalResult, GateMetrics, QuestionResult
-    result = EvalResult("gold", {}, "", {}, {}, {}, GateMetrics.from_json(None), {}, None,
+    result = EvalResult("gold", {}, "", None, {}, {}, GateMetrics.from_json(None), {}, None,
                         [QuestionResult.from_json(q) for q in pq])
     return CandidateResult(Candidate(label), label, "ok", result=result)
 
@@ -143,7 +143,7 @@ def test_a_new_threshold_redecides_the_gate_without_searching():
     assert [r.inject for r in _regate(rows, COSINE, SearchConfig(), 0.75)] == [True, False, False]
     again = _regate(rows, COSINE, SearchConfig(), 0.60)
     assert [r.inject for r in again] == [True, True, False]
-    assert {(r.gate["kind"], r.gate["threshold"]) for r in again} == {("cosine", 0.60)}
+    assert {(r.gate.kind, r.gate.threshold) for r in again} == {("cosine", 0.60)}
 
 
 # -- the real A/B --------------------------------------------------------------------------------------
