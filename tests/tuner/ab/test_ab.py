@@ -387,3 +387,14 @@ def test_gate_accuracy_without_probes_is_not_printed_as_perfect():
     from tuner.reports.ab import _gate_accuracy
     assert _gate_accuracy({"probes": 0, "gate_accuracy": 1.0}) == "n/a: no probes"
     assert _gate_accuracy({"probes": 6, "gate_accuracy": 0.75}) == 0.75
+
+
+def test_a_candidates_latency_is_written_and_read_back_as_the_ab_json_keeps_it():
+    from tuner.ab.records import Candidate, CandidateLatency, CandidateResult
+    from tuner.evaluation.evaluate import Percentiles
+    lat = CandidateLatency(16, 5, {"embed": Percentiles(1.5, 2.25), "total": Percentiles(10.0, 12.5)})
+    d = lat.to_json()
+    assert d == {"samples": 16, "warmup": 5, "embed": {"p50": 1.5, "p95": 2.25}, "total": {"p50": 10.0, "p95": 12.5}}
+    assert list(d) == ["samples", "warmup", "embed", "total"]
+    assert CandidateLatency.from_json(json.loads(json.dumps(d))) == lat and CandidateLatency.from_json({}) is None
+    assert CandidateResult(Candidate("e5-small"), "e5-small", "unavailable").to_json()["latency"] == {}
