@@ -22,11 +22,6 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.daemon.config:DaemonConfig.sweep: field is a dict",
     "tuner.demo:DemoRun.eval_start: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.config: field is a dict",
-    "tuner.gate.probes:questions_without: returns a dict",
-    "tuner.gate.proposal:Proposal.evidence: field is a dict",
-    "tuner.gate.records:Calibration.distributions: field is a dict",
-    "tuner.gate.records:Calibration.gate_on_labels: field is a dict",
-    "tuner.gate.records:Calibration.recommendation: field is a dict",
     "tuner.ledger.round:Round.config: field is a dict",
     "tuner.ledger.sweep_record:SweepRecord.params: field is a dict",
     "tuner.ledger.sweep_record:SweepRecord.start_config: field is a dict",
@@ -49,6 +44,7 @@ JSON_FIELDS: frozenset[str] = frozenset({
     "tuner.daemon.scheduler:JobRun.detail: field is a dict",
     "tuner.daemon.scheduler:JobStatus.last_detail: field is a dict",
     "tuner.gate.proposal:Proposal.model: field is a dict",      # GateModel.as_json, as `apply` installs it
+    "tuner.gate.records:Recommendation.model: field is a dict",     # the same model, as the proposal carries it
     "tuner.evaluation.evaluate:QuestionResult.work: field is a dict",   # SearchWork.to_json as a row wrote it
     "tuner.evaluation.cost_model:Calibration.embedder_fingerprint: field is a dict",   # the index's, as stored
     "tuner.evaluation.cost_model:Calibration.dense_backend: field is a dict",   # the backend's own description, as keyed

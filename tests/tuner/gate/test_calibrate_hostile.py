@@ -1,6 +1,7 @@
 """`calibrate` and `calibrate apply` under hostile use: a label on a call that never searched, labels of one kind
 only, a later run that declines, a proposal holding NaN, a label for a call of another index."""
 
+import dataclasses
 import json
 import math
 import sqlite3
@@ -38,7 +39,7 @@ def test_a_label_on_a_call_that_timed_out_is_skipped_and_counted():
     assert cal.skipped_labels.to_json() == {"no_search": 1, "ids": [7]}
     assert any("1 labelled call(s) have no search" in w for w in cal.warnings)
     assert cal.labelled.answerable == 3 and cal.labelled.probes == 3
-    assert math.isfinite(cal.recommendation["cosine"]["threshold"])
+    assert math.isfinite(cal.recommendation.cosine.threshold)
     assert cal.window.calls == 7                  # the call stays in the traffic
 
 
@@ -51,7 +52,7 @@ def test_labels_of_one_kind_write_no_proposal_and_say_what_is_missing(tmp_path, 
     cal = calibrate(calls, [], model=None, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     other = "irrelevant" if kind == "relevant" else "relevant"
     rec = cal.recommendation
-    assert rec["basis"] is None and rec["missing"]["label"] == other and rec["missing"]["need"] == 4
+    assert rec.basis is None and rec.missing.label == other and rec.missing.need == 4
     assert any(f"hold no {other!r} rows" in w and f"Label at least 4" in w for w in cal.warnings)
     proposal = tmp_path / "proposal.json"
     write_proposal(cal, tmp_path / "index.sqlite", proposal)
@@ -65,7 +66,9 @@ def test_labels_of_one_kind_write_no_proposal_and_say_what_is_missing(tmp_path, 
 def test_a_proposal_is_never_written_with_nan_and_apply_never_advises_nan(tmp_path):
     cal = calibrate([_call(i, 0.7 + 0.01 * i, "relevant" if i % 2 else "irrelevant") for i in range(1, 5)], [],
                     model=None, cos_threshold=0.82, fingerprint=FP)
-    cal.recommendation["cosine"]["threshold"] = float("nan")
+    rec = cal.recommendation
+    cal = dataclasses.replace(cal, recommendation=dataclasses.replace(
+        rec, cosine=dataclasses.replace(rec.cosine, threshold=float("nan"))))
     proposal = tmp_path / "proposal.json"
     with pytest.raises(SearchCoreError, match="not a number"):
         write_proposal(cal, tmp_path / "index.sqlite", proposal)
