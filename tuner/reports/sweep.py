@@ -27,6 +27,7 @@ from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
 from tuner.reports.plots import progress_plot
+from tuner.sweep.reasons import advice_paragraph
 from tuner.sweep.variables import round_reason
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
@@ -202,7 +203,7 @@ def evidence_section(gap: EvidenceGap) -> Section:
                             "hand-written question"))
     else:
         blocks.append(Para(f"No question's rank differed across the {gap.configs} configs tried."))
-    blocks += [Para(a) for a in gap.advice]
+    blocks += [Para(advice_paragraph(a)) for a in gap.advice]
     return Section("Why nothing was kept, and what evidence would decide", tuple(blocks))
 
 
