@@ -1,4 +1,5 @@
 import json
+import sqlite3
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from search_core.gate.model import sidecar_path
 from search_core.search.pipeline import Searcher
 from search_core.recall.log import log_search
 from search_core.recall.log import read_logged_calls
-from tuner.gate.calibrate import _retirement, apply_label_file, calibrate
+from tuner.gate.calibrate import _retirement, apply_label_file, calibrate, calibrate_index
 from tuner.cli import main
 from tuner.gate.probes import make_probes, questions_without
 from tuner.data.gold import GoldSet, Question
@@ -390,3 +391,28 @@ def test_auroc_is_sklearn_s_on_ties_and_two_label_codes():
     assert np.isnan(auroc([0.2, 0.3], [1, 1]))
     with pytest.raises(ValueError, match="finite"):
         auroc([0.2, float("nan")], [0, 1])
+
+
+def test_labels_for_calls_of_another_index_are_left_out_with_a_message(labelled_log, tmp_path):
+    db, log, key = labelled_log
+    conn = sqlite3.connect(log)                         # the same calls, logged against another index
+    with conn:
+        conn.execute("INSERT INTO recall_calls (ts, session, profile, query, query_hash, query_chars, top_scores, "
+                     "features, threshold, index_fingerprint, injected, stopped_by, latency_ms, label) "
+                     "SELECT ts, session, profile, query, query_hash, query_chars, top_scores, features, threshold, "
+                     "'other-index-0000', injected, stopped_by, latency_ms, "
+                     "CASE label WHEN 'relevant' THEN 'irrelevant' ELSE 'relevant' END FROM recall_calls")
+    conn.close()
+    cal, calls, _, _ = calibrate_index(db, log_path=log, since_s=None)
+    assert cal.labelled.answerable == 6 and cal.labelled.probes == 6    # only this index's labels
+    assert cal.kept_apart.to_json() == {"calls": 12, "labelled": 12, "fingerprints": ["other-index-0000"]}
+    assert any("another index" in w and "left out" in w for w in cal.warnings)
+    # a label file naming them: applied in memory, then left out the same way
+    other_ids = [c.id for c in read_logged_calls(log) if c.index_fingerprint != key]
+    f = tmp_path / "labels.txt"
+    f.write_text("".join(f"{i} relevant\n" for i in other_ids))
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--since", "all", "--labels",
+                                  str(f), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output[r.output.index("{"):])["data"]
+    assert data["labelled"]["answerable"] == 6 and data["kept_apart"]["labelled"] == 12

@@ -13,7 +13,7 @@ from tuner.gate.threshold import decide_threshold
 from search_core.recall.log import LoggedCall
 from tuner.gate.calibrate import calibrate
 from tuner.gate.records import Flipped
-from tests.helpers.logged_calls import (FP, gate_model, logged_call, vault_labelled_near,
+from tests.helpers.logged_calls import (FP, cosine_call, gate_model, logged_call, vault_labelled_near,
                                         vault_with_boundary_at)
 
 _model, _call = gate_model, logged_call
@@ -323,3 +323,29 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it_and_whether_t
     verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
                if "keep the gate's threshold" in line]
     assert verdict and more.text in verdict[0]                        # the weekly report's verdict says it
+
+
+def test_a_label_on_a_call_that_timed_out_is_skipped_and_counted():
+    # It made calibrate die: the call has no cosine, None became NaN, and AUROC raised "Input contains NaN".
+    calls = [cosine_call(i, 0.70 + 0.01 * i, "relevant" if i % 2 else "irrelevant") for i in range(1, 7)]
+    calls.append(cosine_call(7, 0.0, "relevant", error="timeout: the search took longer than 2.0 s"))
+    cal = calibrate(calls, [], model=None, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    assert cal.skipped_labels.to_json() == {"no_search": 1, "ids": [7]}
+    assert any("1 labelled call(s) have no search" in w for w in cal.warnings)
+    assert cal.labelled.answerable == 3 and cal.labelled.probes == 3
+    assert math.isfinite(cal.recommendation.cosine.threshold)
+    assert cal.window.calls == 7                  # the call stays in the traffic
+
+
+def test_the_sign_test_holds_over_a_week_of_100000_calls():
+    # calibrate over a 100,000-call week died in the sign test: math.comb(n, i) * p ** i overflowed a float
+    from fractions import Fraction
+
+    from search_core.gate.threshold import binomial_tail
+    n = 2000
+    for k in (1000, 1050, 1200):                     # p = 1/2: the exact tail is a ratio of integers
+        exact = float(Fraction(sum(math.comb(n, i) for i in range(k, n + 1)), 2 ** n))
+        assert binomial_tail(k, n, 0.5) == pytest.approx(exact, rel=1e-9)
+    assert binomial_tail(3, 4, 0.5) == 5 / 16                               # a few labels: summed as before
+    p = binomial_tail(30_500, 100_000, 0.3)
+    assert 0.0 < p < 0.001 and binomial_tail(29_000, 100_000, 0.3) > 0.99
