@@ -29,10 +29,9 @@ from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
 from tuner.ab.compare import PairComparison, compare_pair
-from tuner.ab.records import ABError, ABParams, Candidate, CandidateResult
-from tuner.evaluation.evaluate import EvalResult, build_result, run_queries
+from tuner.ab.records import ABError, ABParams, Candidate, CandidateLatency, CandidateResult
+from tuner.evaluation.evaluate import EvalResult, EvaluatedIndex, Percentiles, QuestionGate, build_result, run_queries
 from tuner.data.gold import GoldSet
-from search_core.percentiles import percentile
 from tuner.sweep.workbench import fit_threshold, verify_index
 from tuner.sweep.workbench import index_path as workbench_index_path
 
@@ -113,7 +112,7 @@ def _regate(rows, choice, cfg: SearchConfig, cos_threshold: float) -> list:
         d = choice.decide(r.gate_features, r.top_score, cos_threshold, bool(r.ranked), cfg.reranker,
                           p_threshold=cfg.gate_threshold)
         out.append(dataclasses.replace(r, inject=d.inject, gate_probability=d.probability,
-                                       gate=dataclasses.asdict(d)))
+                                       gate=QuestionGate.decided(d)))
     return out
 
 
@@ -135,13 +134,13 @@ def candidate_gate(searcher, cfg: SearchConfig, tune_rows, tune_name: str):
     return choice, None, False
 
 
-def _latency(rows) -> dict:
-    out = {"samples": len(rows), "warmup": WARMUP_QUERIES}
+def _latency(rows) -> CandidateLatency:
+    stages = {}
     for stage in ("embed", "rerank", "total"):
         v = [r.timings_ms[stage] for r in rows if stage in r.timings_ms]
         if v:
-            out[stage] = {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
-    return out
+            stages[stage] = Percentiles.of(v, counted=False)
+    return CandidateLatency(len(rows), WARMUP_QUERIES, stages)
 
 
 def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, progress=None) -> tuple[Path, dict]:
@@ -213,7 +212,8 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         saved = _saved_path(p, searcher.db, cfg)
         if saved.exists() and not p.fresh:
             prev = json.loads(saved.read_text(encoding="utf-8"))
-            res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
+            res.latency, res.threshold, res.threshold_fitted = (CandidateLatency.from_json(prev["latency"]), prev["threshold"],
+                                                                prev["threshold_fitted"])
             res.result, res.reused_from = EvalResult.from_json(prev["result"]), prev["saved_at"]
             return res
         tune_rows = _timed_rows(searcher, p.tune, cfg, progress, f"tune {label}")
@@ -225,10 +225,9 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         if cos_t is not None:
             cfg = cfg.replace(threshold=cos_t)
         eval_rows = _regate(eval_rows, choice, cfg, cos_t if cos_t is not None else searcher.embedder.default_threshold)
-        res.threshold = eval_rows[0].gate["threshold"] if eval_rows else cos_t
+        res.threshold = eval_rows[0].gate.threshold if eval_rows else cos_t
         res.latency = _latency(eval_rows)
-        index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
-        res.result = build_result(p.eval, cfg, index, eval_rows)
+        res.result = build_result(p.eval, cfg, EvaluatedIndex.of(searcher), eval_rows)
         _save(saved, res)
     except ModelUnavailable as e:
         res.status, res.message = "unavailable", str(e)
@@ -289,7 +288,8 @@ def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig,
                  "vectors": facts.get("vectors"), "chunks": facts.get("chunks"), "notes": facts.get("notes"),
                  "size_mb": round(db.stat().st_size / 2**20, 2), "first_build_seconds": facts["seconds"],
                  "first_build_embedded": facts["embedded"]}
-    res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
+    res.latency, res.threshold, res.threshold_fitted = (CandidateLatency.from_json(prev["latency"]), prev["threshold"],
+                                                                prev["threshold_fitted"])
     res.result, res.reused_from = EvalResult.from_json(prev["result"]), prev["saved_at"]
     return True
 
@@ -297,7 +297,7 @@ def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig,
 def _save(path: Path, res: CandidateResult) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"latency": res.latency, "threshold": res.threshold,
+        atomic_write_text(path, json.dumps({"latency": res.latency.to_json() if res.latency else {}, "threshold": res.threshold,
                                             "threshold_fitted": res.threshold_fitted, "result": res.result.to_json(),
                                             "saved_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
                                            ensure_ascii=False))

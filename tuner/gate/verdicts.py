@@ -73,30 +73,28 @@ def _install(db: str, proposal: str | None) -> str:
 def calibration_verdict(cal: Calibration, db: str, proposal: str | None) -> Reason:
     """What `cal` recommends, for the index `db`, with the proposal written to `proposal` (None: none)."""
     rec = cal.recommendation
-    mv = rec.get("threshold_move")
-    method = (rec.get("model_summary") or {}).get("method")
+    mv, ms = rec.threshold_move, rec.model_summary
+    method = ms.method if ms is not None else None
     if method in ("keep", "threshold"):
-        move = dict(from_=mv["from"], to=mv["to"], level=mv["level"], lo=mv["interval"][0], hi=mv["interval"][1],
-                    relevant=mv["labels"]["answerable"], irrelevant=mv["labels"]["probes"],
-                    why=(mv.get("sign_test") or {}).get("why", "no sign test" if method == "keep" else ""))
+        move = dict(from_=mv.from_, to=mv.to, level=mv.level, lo=mv.interval[0], hi=mv.interval[1],
+                    relevant=mv.answerable, irrelevant=mv.probes, why=mv.sign_test.why)
         if method == "keep":
-            more = mv.get("labels_to_decide")
-            return VERDICTS(KEEP, **move, more=f"; {more['text']}" if more else "", db=db)
-        f = mv["flips"]
-        return VERDICTS(MOVE, **move, flipped=f["let_through"] + f["stopped"], decisions=f["decisions"],
-                        let_through=f["let_through"], stopped=f["stopped"], install=_install(db, proposal))
+            more = mv.labels_to_decide
+            return VERDICTS(KEEP, **move, more=f"; {more.text}" if more else "", db=db)
+        f = mv.flips
+        return VERDICTS(MOVE, **move, flipped=f.total, decisions=f.decisions,
+                        let_through=f.let_through, stopped=f.stopped, install=_install(db, proposal))
     if method:
-        ms = rec["model_summary"]
         return VERDICTS(REFIT, answerable=cal.labelled.answerable, probes=cal.labelled.probes,
-                        p_threshold=ms["p_threshold"], cv=ms["cv_balanced_accuracy"], install=_install(db, proposal))
-    if (rec.get("cosine") or {}).get("threshold") is not None:
-        return VERDICTS(COSINE, threshold=rec["cosine"]["threshold"], basis=rec["basis"],
+                        p_threshold=ms.p_threshold, cv=ms.cv_balanced_accuracy, install=_install(db, proposal))
+    if rec.cosine is not None and rec.cosine.threshold is not None:
+        return VERDICTS(COSINE, threshold=rec.cosine.threshold, basis=rec.basis,
                         more_for_model=(f"a gate model needs at least {MIN_LABELLED} labelled rows with both kinds; "
                                         + _LABEL_MORE.format(db=db)))
-    missing = rec.get("missing")
-    if missing and missing["label"] == "both":
-        return VERDICTS(NO_LABELS, need=missing["need"], db=db)
+    missing = rec.missing
+    if missing and missing.label == "both":
+        return VERDICTS(NO_LABELS, need=missing.need, db=db)
     if missing:
-        return VERDICTS(ONE_KIND, missing=missing["label"], relevant=missing["labelled"]["relevant"],
-                        irrelevant=missing["labelled"]["irrelevant"], need=missing["need"], db=db)
+        return VERDICTS(ONE_KIND, missing=missing.label, relevant=missing.relevant,
+                        irrelevant=missing.irrelevant, need=missing.need, db=db)
     return VERDICTS(NONE, why=cal.warnings[-1] if cal.warnings else "no labels")

@@ -27,6 +27,7 @@ from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
 from tuner.reports.plots import progress_plot
+from tuner.sweep.reasons import advice_paragraph
 from tuner.sweep.variables import round_reason
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
@@ -108,11 +109,11 @@ def latency_drift(rounds: list[Round]) -> LatencyDrift:
     """How far the stopwatch ran from the cost model over a sweep (it never decides; this says whether the
     night was like the calibration): the calibrations used, the median ratio, and whether it drifted."""
     charges = [r.result.latency_charge for r in rounds if r.result is not None and
-               (r.result.latency_charge or {}).get("by") == "cost model"]
-    ratios = sorted(c["measured_over_predicted"] for c in charges if c.get("measured_over_predicted"))
+               r.result.latency_charge is not None and r.result.latency_charge.by_cost_model]
+    ratios = sorted(c.measured_over_predicted for c in charges if c.measured_over_predicted)
     cals = {}
     for c in charges:
-        cal = c["calibration"]
+        cal = c.calibration                 # the calibration's JSON as the row stores it
         cals.setdefault(cal["key"], CalibrationUsed(cal["key"], cal["embedder"], cal["taken_at"],
                                                     tuple(sorted(cal.get("rerank_per_pair", {})))))
     med = ratios[len(ratios) // 2] if ratios else None
@@ -202,7 +203,7 @@ def evidence_section(gap: EvidenceGap) -> Section:
                             "hand-written question"))
     else:
         blocks.append(Para(f"No question's rank differed across the {gap.configs} configs tried."))
-    blocks += [Para(a) for a in gap.advice]
+    blocks += [Para(advice_paragraph(a)) for a in gap.advice]
     return Section("Why nothing was kept, and what evidence would decide", tuple(blocks))
 
 
@@ -349,7 +350,8 @@ def _level_rows(f: NightFacts) -> tuple:
         return ()
     rows = []
     for lv in sorted(set(f.start.by_level) | set(f.final.by_level)):
-        a, b = f.start.by_level.get(lv, {}), f.final.by_level.get(lv, {})
+        a, b = (f.start.by_level[lv].metrics if lv in f.start.by_level else {},
+                f.final.by_level[lv].metrics if lv in f.final.by_level else {})
         rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
     return tuple(rows)
 

@@ -49,8 +49,8 @@ def test_calibrates_refit_fits_the_table():
     from tuner.gate.calibrate import LabelledRow, calibrate
     labelled = [LabelledRow("set", str(i), f"q{i}", f, bool(y)) for i, (f, y) in enumerate(_rows())]
     rec = calibrate([], labelled, model=None, cos_threshold=0.82, fingerprint=FP, log_read=False).recommendation
-    assert rec["model_summary"]["method"] == "refit"
-    assert tuple(rec["model"]["features"]) == GATE_FEATURES
+    assert rec.model_summary.method == "refit"
+    assert tuple(rec.model["features"]) == GATE_FEATURES
 
 
 def test_the_sweeps_and_the_ab_fitted_gate_fit_the_table():

@@ -101,7 +101,7 @@ def _cand(label, ranks):
                    "mrr": 1 / r if r else 0.0, "p@5": 0.2 * (r is not None and r <= 5),
                    "recall@5": float(r is not None and r <= 5), "ndcg@10": 1 / r if r else 0.0})
     from tuner.evaluation.evaluate import EvalResult, GateMetrics, QuestionResult
-    result = EvalResult("gold", {}, "", {}, {}, {}, GateMetrics.from_json(None), {}, None,
+    result = EvalResult("gold", {}, "", None, {}, {}, GateMetrics.from_json(None), {}, None,
                         [QuestionResult.from_json(q) for q in pq])
     return CandidateResult(Candidate(label), label, "ok", result=result)
 
@@ -143,7 +143,7 @@ def test_a_new_threshold_redecides_the_gate_without_searching():
     assert [r.inject for r in _regate(rows, COSINE, SearchConfig(), 0.75)] == [True, False, False]
     again = _regate(rows, COSINE, SearchConfig(), 0.60)
     assert [r.inject for r in again] == [True, True, False]
-    assert {(r.gate["kind"], r.gate["threshold"]) for r in again} == {("cosine", 0.60)}
+    assert {(r.gate.kind, r.gate.threshold) for r in again} == {("cosine", 0.60)}
 
 
 # -- the real A/B --------------------------------------------------------------------------------------
@@ -387,3 +387,14 @@ def test_gate_accuracy_without_probes_is_not_printed_as_perfect():
     from tuner.reports.ab import _gate_accuracy
     assert _gate_accuracy({"probes": 0, "gate_accuracy": 1.0}) == "n/a: no probes"
     assert _gate_accuracy({"probes": 6, "gate_accuracy": 0.75}) == 0.75
+
+
+def test_a_candidates_latency_is_written_and_read_back_as_the_ab_json_keeps_it():
+    from tuner.ab.records import Candidate, CandidateLatency, CandidateResult
+    from tuner.evaluation.evaluate import Percentiles
+    lat = CandidateLatency(16, 5, {"embed": Percentiles(1.5, 2.25), "total": Percentiles(10.0, 12.5)})
+    d = lat.to_json()
+    assert d == {"samples": 16, "warmup": 5, "embed": {"p50": 1.5, "p95": 2.25}, "total": {"p50": 10.0, "p95": 12.5}}
+    assert list(d) == ["samples", "warmup", "embed", "total"]
+    assert CandidateLatency.from_json(json.loads(json.dumps(d))) == lat and CandidateLatency.from_json({}) is None
+    assert CandidateResult(Candidate("e5-small"), "e5-small", "unavailable").to_json()["latency"] == {}
