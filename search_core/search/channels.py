@@ -66,16 +66,26 @@ def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[Channe
     return out
 
 
-def dense(view, qvec: np.ndarray, depth: int) -> list[ChannelHit]:
+def dense_product(view, qvec: np.ndarray) -> np.ndarray | None:
+    """The query's cosine with every row of the view's matrix (vault order): what dense() ranks, and what the
+    entity channel's note_maxima may read instead of a product of its own. None when a pgvector backend answers
+    the dense channel or the matrix is empty."""
+    if getattr(view, "dense_backend", None) is not None or view.matrix.shape[0] == 0:
+        return None
+    return matvec(view.matrix, qvec)
+
+
+def dense(view, qvec: np.ndarray, depth: int, product: np.ndarray | None = None) -> list[ChannelHit]:
     """The closest chunks, one per note. The view's matrix rows are in vault order (note id, ord), and every
     row tied with the last one kept comes along, so equal cosines are ordered by the vault, never by row id.
-    An index with a pgvector backend (view.dense_backend) gets the same list from PostgreSQL."""
+    An index with a pgvector backend (view.dense_backend) gets the same list from PostgreSQL. product:
+    dense_product(view, qvec) when the caller has it."""
     backend = getattr(view, "dense_backend", None)
     if backend is not None:
         return _dedup_notes(backend.search(qvec, depth * 4), depth, view)
     if view.matrix.shape[0] == 0:
         return []
-    scores = matvec(view.matrix, qvec)
+    scores = product if product is not None else matvec(view.matrix, qvec)
     n = min(len(scores), depth * 4)           # 4 chunks a note on average before dedup leaves `depth` notes
     if n < len(scores):
         cut = np.partition(scores, len(scores) - n)[len(scores) - n]     # the n-th largest
@@ -453,7 +463,7 @@ def names_in(view, qnorm: str) -> list[str]:
 
 
 def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
-           dense_top: float | None = None) -> list[ChannelHit]:
+           dense_top: float | None = None, product: np.ndarray | None = None) -> list[ChannelHit]:
     """Entities (titles, aliases, tags) named in the query or close to it in embedding space,
     then the notes they stand for: the note itself, notes linking to it, notes carrying the tag.
 
@@ -463,7 +473,8 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
 
     A name counts as matched by embedding only when it is at least as close to the query as the best
     chunk in the index (dense_top): the query then reads like the name itself, not like content that
-    happens to sit near a title. The test is scale-free, so it holds for every embedder."""
+    happens to sit near a title. The test is scale-free, so it holds for every embedder. product: the dense
+    channel's dense_product of the same qvec, when the caller has it (rank_entity_notes reads it)."""
     qnorm = normalize_name(query)
     strength: dict[str, float] = {}
     for norm in names_in(view, qnorm):
@@ -493,17 +504,19 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
             members = view.tag_members.get(norm, [])
             for m in members:
                 add(m, 0.5 * s / math.log2(2 + len(members)))   # a tag on 100 notes says little about each
-    return rank_entity_notes(view, qvec, note_score, depth)
+    return rank_entity_notes(view, qvec, note_score, depth, product)
 
 
-def rank_entity_notes(view, qvec: np.ndarray, note_score: dict[str, float], depth: int) -> list[ChannelHit]:
+def rank_entity_notes(view, qvec: np.ndarray, note_score: dict[str, float], depth: int,
+                      product: np.ndarray | None = None) -> list[ChannelHit]:
     """The first `depth` notes by the query's cosine with their best chunk plus ENTITY_BONUS per unit of graph
     evidence (ties by note id). Every note's best cosine is first taken from one product (view.note_maxima,
     within ENTITY_ROUNDING of the note's own), and only the notes within twice that of the depth-th are scored
-    note by note: those scores, and so the list, are what scoring every note gives."""
+    note by note: those scores, and so the list, are what scoring every note gives. product: the query's
+    dense_product, which note_maxima then reads instead of gathering rows (IndexView.note_maxima)."""
     ids = list(note_score)
     if len(ids) > depth > 0:
-        approx = view.note_maxima(qvec, ids) + ENTITY_BONUS * np.fromiter(note_score.values(), np.float64, len(ids))
+        approx = view.note_maxima(qvec, ids, product) + ENTITY_BONUS * np.fromiter(note_score.values(), np.float64, len(ids))
         cut = np.partition(approx, len(ids) - depth)[len(ids) - depth]        # the depth-th highest
         ids = [ids[i] for i in np.flatnonzero(approx >= cut - 2 * ENTITY_ROUNDING).tolist()]
     scored = []
