@@ -486,7 +486,7 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
     if view.entity_matrix.shape[0]:
         sims = matvec(view.entity_matrix, qvec)
         floor = max(min_cosine, dense_top if dense_top is not None else -1.0)
-        for i in np.argsort(-sims, kind="stable")[:5]:     # entity rows are in note order: ties too
+        for i in top_stable(sims, 5):                       # entity rows are in note order: ties too
             if sims[i] >= floor:
                 norm = view.entity_names[int(i)]
                 strength[norm] = max(strength.get(norm, 0.0), float(sims[i]))
@@ -509,6 +509,17 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
             for m in members:
                 add(m, 0.5 * s / math.log2(2 + len(members)))   # a tag on 100 notes says little about each
     return rank_entity_notes(view, qvec, note_score, depth, product)
+
+
+def top_stable(values: np.ndarray, k: int) -> np.ndarray:
+    """The indices of the k largest values, as np.argsort(-values, kind="stable")[:k] gives them (ties by index),
+    without sorting the rest: the entity names' cosines are 92,000 at 567,010 chunks, and their full sort was
+    3.8 % of a warm search's samples."""
+    if len(values) <= k:
+        return np.argsort(-values, kind="stable")
+    cut = -np.partition(-values, k - 1)[k - 1]
+    near = np.flatnonzero(values >= cut)                # ascending index: the stable sort keeps ties so
+    return near[np.argsort(-values[near], kind="stable")][:k]
 
 
 def rank_entity_notes(view, qvec: np.ndarray, note_score: dict[str, float], depth: int,

@@ -293,3 +293,11 @@ def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(tied):
     want = [r for r in every if r[1] <= every[2][1]]
     assert sorted(got) == sorted(want) and len(got) == 2 + tied
     assert len(queries) == (2 if 2 + tied >= 3 * ch.TIE_ROOM else 1)
+
+
+def test_top_stable_is_the_head_of_a_stable_sort():
+    """The k largest with ties by index, as a stable sort of every value gives them, for values with many ties."""
+    rng = np.random.default_rng(3)
+    for values in (rng.integers(0, 4, 1000).astype(np.float32), rng.random(500), np.zeros(50), np.arange(3.0)):
+        for k in (1, 5, 49, 50, 2000):
+            assert ch.top_stable(values, k).tolist() == np.argsort(-values, kind="stable")[:k].tolist()
