@@ -21,8 +21,9 @@ MAX_TRIGRAMS = 64          # a 100-character query has ~100 trigrams; BM25 over 
 # trigrams keeps the MAX_PHRASES rarest ones (highest idf, the ones bm25 ranks by); BENCHMARKS.md has the
 # caps measured (time on johngrib, hit@5 and MRR on every shipped set).
 MAX_PHRASES = 24
-# ...and at most this many postings summed over them (term_df), the rarest first, at least one phrase: the
-# cost grows with the vault while a trigram's idf falls with it. At 255,000 chunks (text repeated in copies)
+# ...and at most this many postings summed over them (term_df), the rarest first, at least one phrase (but none in
+# half the chunks or more: floor_idf): the cost grows with the vault while a trigram's idf falls with it. At
+# 255,000 chunks (text repeated in copies)
 # the 24 rarest of a title summed 55,578 postings at p50 and 596,036 at most, the channel p50 563 ms (load
 # 18); no question of the demo, johngrib or AutoRAG-ko sets reaches the bound (28,230 at most), so their
 # lists are as without it.
