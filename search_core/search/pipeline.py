@@ -281,12 +281,13 @@ class Searcher:
             embedded it right after: for a compound question the query's searches then overlap the parts'
             embeddings instead of waiting for the join (~2-4 ms of the p95 questions, BENCHMARKS.md)."""
             t0 = time.perf_counter()
-            out = {"dense": ch.dense(view, vec, depth)}
+            product = ch.dense_product(view, vec)     # read again by the entity channel's note_maxima
+            out = {"dense": ch.dense(view, vec, depth, product)}
             out["ms_dense"] = (time.perf_counter() - t0) * 1000
             if i == 0 and "entity" in channels:
                 t0 = time.perf_counter()
                 top = out["dense"][0].score if out["dense"] and "dense" in channels else None
-                out["entity"] = ch.entity(view, query, vec, depth, self.embedder.default_threshold, top)
+                out["entity"] = ch.entity(view, query, vec, depth, self.embedder.default_threshold, top, product)
                 out["ms_entity"] = (time.perf_counter() - t0) * 1000
             return out
 

@@ -538,12 +538,15 @@ class IndexView:
         sims = matvec(self.matrix[rows[has]], qvec)
         return int(cids[has][int(np.argmax(sims))])
 
-    def note_maxima(self, qvec: np.ndarray, note_ids: list[str]) -> np.ndarray:
+    def note_maxima(self, qvec: np.ndarray, note_ids: list[str], product: np.ndarray | None = None) -> np.ndarray:
         """Each note's highest cosine with the query over its embedded chunks (0 for a note without vectors or
         unknown, as `cosine` gives), from one product for all of them: the entity channel ranks every note a
         tag or name it matches stands for (a common tag's 79,000 notes at 567,000 chunks, one small product
         each, were 0.9-1.1 s of CPU of one search). Within a float32 rounding (channels.ENTITY_ROUNDING) of
-        cosine(qvec, nid, best_chunk(qvec, nid)): one product over many rows may round a sum apart."""
+        cosine(qvec, nid, best_chunk(qvec, nid)): one product over many rows may round a sum apart. product: the
+        product over the whole matrix with this qvec, already taken (the dense channel's, channels.dense_product):
+        its rows are read and no row is gathered (at 567,010 chunks the gather of a tag's rows, up to a quarter of
+        the matrix, was the entity channel's largest cost)."""
         out = np.zeros(len(note_ids), np.float64)
         index_of = self.note_chunks.index_of
         where = [(k, i) for k, nid in enumerate(note_ids) if (i := index_of(nid)) is not None]
@@ -560,7 +563,9 @@ class IndexView:
         seg, rows = seg[has], rows[has]
         if not len(rows):
             return out
-        if len(rows) > GATHER_SHARE * len(self.matrix):
+        if product is not None:
+            sims = product[rows]
+        elif len(rows) > GATHER_SHARE * len(self.matrix):
             sims = matvec(self.matrix, qvec)[rows]
         else:
             sims = matvec(self.matrix[rows], qvec)
