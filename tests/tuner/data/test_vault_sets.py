@@ -1,7 +1,7 @@
 """The natural question sets on the further real vaults (benchmarks/sets/): BAEKJungHo's wiki (a tune and
 a holdout set), hoonti06's wiki (one final set, spent by the gate's final measurement) and Voyager003's wiki
 (a tune and a holdout set, the holdout read once by the recovery benchmark) and aegis1920's wiki (a tune set
-and a final set kept unread for the gate's final measurement). They load, keep their
+and a final set, spent by the gate's final measurement). They load, keep their
 shape, no two sets of a vault share a gold note, and every gold id is a note of its vault. The vaults are not in
 the repository: they sit in vaults/ beside a checkout (AUTORESEARCH_VAULTS points elsewhere); without them the id
 check skips, and benchmarks/sets/README.md says how to lay them out."""
