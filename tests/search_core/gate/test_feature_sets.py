@@ -31,7 +31,7 @@ def test_the_table_names_only_features_and_lookups_name_the_valid_sets():
     # the query's length and script mix say more about how a set was written than about answerability
     assert not {"query_chars", "hangul_share", "latin_share"} & set(GATE_FEATURES)
     assert unknown_features(["top_cos", "top_cosine"]) == ["top_cosine"]
-    with pytest.raises(ValueError, match="unknown gate feature set 'sixteen'; valid: transferable-16, scale-free-23, cross-script-27, words-32, overlaps-35"):
+    with pytest.raises(ValueError, match="unknown gate feature set 'sixteen'; valid: transferable-16, scale-free-23, cross-script-27, words-32, overlaps-35, ngram-40"):
         feature_set("sixteen")
 
 
