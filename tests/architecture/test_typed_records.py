@@ -23,7 +23,6 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.daemon.config:DaemonConfig.sweep: field is a dict",
     "tuner.demo:DemoRun.eval_start: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.by_level: field is a dict",
-    "tuner.evaluation.evaluate:EvalResult.config: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.index: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.latency_charge: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.latency_ms: field is a dict",
@@ -37,17 +36,10 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.gate.records:Calibration.distributions: field is a dict",
     "tuner.gate.records:Calibration.gate_on_labels: field is a dict",
     "tuner.gate.records:Calibration.recommendation: field is a dict",
-    "tuner.ledger.round:Round.config: field is a dict",
-    "tuner.ledger.sweep_record:SweepRecord.params: field is a dict",
-    "tuner.ledger.sweep_record:SweepRecord.start_config: field is a dict",
-    "tuner.ledger.sweep_record:SweepRecord.summary: field is a dict",
     "tuner.promotion.promote:PromotionEvent.config: field is a dict",
     "tuner.promotion.promote:PromotionEvent.previous_config: field is a dict",
     "tuner.promotion.promote:PromotionEvent.sidecar_before: field is a dict",
     "tuner.promotion.promote:Rollback.active: field is a dict",
-    "tuner.sweep.rejected_audit:RejectedRound.baseline_config: field is a dict",
-    "tuner.sweep.summary:SweepSummary.final_config: field is a dict",
-    "tuner.sweep.summary:SweepSummary.start_config: field is a dict",
 })
 
 # Fields that hold JSON as a file or a table keeps it, written and read back whole, never read by key across

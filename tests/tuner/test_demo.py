@@ -3,6 +3,7 @@
 import pytest
 from tuner.demo import format_evidence, format_summary, run_demo
 from tuner.ledger.ledger import Ledger
+from tuner.stored_config import NO_CONFIG, StoredConfig
 
 
 @pytest.mark.slow
@@ -30,7 +31,7 @@ def test_decisions_are_printed_as_words_not_enum_reprs():
     from tuner.demo import decision_counts
     from tuner.ledger.schema import RoundDecision
     from tuner.sweep.summary import Figures, SweepSummary
-    s = SweepSummary("s1", 112, {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 111}, {}, {},
+    s = SweepSummary("s1", 112, {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 111}, NO_CONFIG, NO_CONFIG,
                      Figures(0.9, "score", 80.0), Figures(0.9, "score", 80.5), (), status="done")
     assert decision_counts(s.decisions) == "111 rejected:no_gain, 1 kept"
     first = format_summary(s).splitlines()[0]
@@ -46,7 +47,7 @@ def test_a_sweeps_decisions_are_words_in_the_terminal_the_json_and_the_daemon(tm
     from tuner.ledger.schema import RoundDecision
     from tuner.sweep.summary import Figures, KeptStep, SweepSummary
     s = SweepSummary("s1", 3, {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 1, RoundDecision.CRASHED: 1},
-                     {"rrf_k": 60}, {"rrf_k": 30}, Figures(0.9, "score", 80.0), Figures(0.9, "score", 80.5),
+                     StoredConfig.from_json({"rrf_k": 60}), StoredConfig.from_json({"rrf_k": 30}), Figures(0.9, "score", 80.0), Figures(0.9, "score", 80.5),
                      (KeptStep(1, "rrf_k", 60, 30, "score +0.5"),), status="done")
     text = format_summary(s, tmp_path / "ledger.sqlite") + json.dumps(s.to_json()) + json.dumps(s.decision_words())
     assert not re.search(r"<\w+\.\w+: '|RoundDecision", text), text

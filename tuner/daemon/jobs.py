@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from search_core import SearchCoreError, StopRequested
-from search_core.config import SearchConfig, load_config
+from search_core.config import load_config
 
 if TYPE_CHECKING:
     from tuner.promotion.promote import Promotion
@@ -104,7 +104,7 @@ def _daemon_sweeps(d) -> list[str]:
 
 def job_sweep(d, spec, scheduled, rid):
     from tuner.promotion.promote import decide_promotion, read_active
-    from tuner.sweep.loop import Sweep, SweepParams
+    from tuner.sweep.loop import Sweep
 
     s = d.cfg.sweep
     now = dt.datetime.now(d.cfg.tz)
@@ -125,7 +125,7 @@ def job_sweep(d, spec, scheduled, rid):
                 break
         progress = lambda line: log.info(line)   # noqa: E731
         if resume:
-            params = SweepParams.from_record(resume.params, time_budget_s=budget, recalibrate=False)
+            params = dataclasses.replace(resume.params.sweep, time_budget_s=budget, recalibrate=False)
             sw = Sweep(params, lg, sweep_id=resume.id, progress=progress, stop_flag=d.stop.is_set)
             how = "resumed"
             evidence = None       # it stands on the gold file it was started with (pinned)
@@ -153,9 +153,9 @@ def job_sweep(d, spec, scheduled, rid):
                   "decisions": summary.decision_words(), **({"evidence": evidence} if evidence else {})}
         if summary.status == "stopped":
             return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
-        final = SearchConfig.from_stored(summary.final_config)
+        final = summary.final_config.search
         searcher = sw.bench.searchers.get(final.embedder)
-        promo = decide_promotion(sw.id, summary.start_config, summary.final_config, summary.holdout,
+        promo = decide_promotion(sw.id, summary.start_config.search, final, summary.holdout,
                                  searcher.db if searcher else None, d.cfg.runs,
                                  gate_model=sw.bench.gate_models.get((final.embedder, final.reranker)))
         detail["promotion"] = promo.to_json()
@@ -198,8 +198,8 @@ def decide_undecided(d, lg) -> LateDecision | None:
             return None
     finally:
         hist.close()
-    start, final = summary.start_config, summary.final_config
-    if final.get("embedder", "e5-small") != start.get("embedder", "e5-small"):
+    start, final = summary.start_config.search, summary.final_config.search
+    if final.embedder != start.embedder:
         log.warning("sweep %s ended undecided with a winner on another embedder; its index is not kept, so it "
                     "is not promoted", info.id)
         return None

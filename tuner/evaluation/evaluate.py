@@ -24,6 +24,7 @@ from tuner.data.gold import LEVELS, GoldSet
 from tuner.evaluation.discrimination import saturation
 from tuner.evaluation.metrics import METRICS, first_rank, mean, question_metrics
 from tuner.evaluation.score import Score100, ScoreConfig, score100
+from tuner.stored_config import NO_CONFIG, StoredConfig
 from search_core.percentiles import percentile
 
 
@@ -320,7 +321,7 @@ class TotalLatency:
 @dataclass
 class EvalResult:
     gold: str
-    config: dict
+    config: StoredConfig                       # as evaluated (an evaluation read from a ledger row: NO_CONFIG)
     config_hash: str
     index: dict
     overall: dict[str, float]                  # METRICS name (and n, coverage) -> value
@@ -348,7 +349,7 @@ class EvalResult:
         """What to_json wrote (an `eval --out` file, an A/B candidate's result), read back."""
         total = d["latency_ms"]
         cost = total.get("source") == "cost model"
-        return cls(d["gold"], d["config"], d["config_hash"], d["index"], d["overall"], d["by_level"],
+        return cls(d["gold"], StoredConfig.from_json(d["config"]), d["config_hash"], d["index"], d["overall"], d["by_level"],
                    GateMetrics.from_json(d["gate"]), d["latency_by_stage_ms"], Score100.from_json(d["score100"]),
                    [QuestionResult.from_json(q) for q in d["per_query"]],
                    d.get("possible_gold_gaps", []), d.get("warnings", []), d.get("seconds", 0.0),
@@ -378,7 +379,7 @@ class EvalResult:
         total = self.total_latency().to_json()
         extra = {} if self.measured_latency_ms is None else {"measured_latency_by_stage_ms": self.measured_latency_ms}
         return {
-            "gold": self.gold, "config": self.config, "config_hash": self.config_hash, "index": self.index,
+            "gold": self.gold, "config": self.config.to_json(), "config_hash": self.config_hash, "index": self.index,
             "n": o.get("n", 0), "hit@5": o.get("hit@5"), "mrr": o.get("mrr"), "p@5": o.get("p@5"),
             "recall@5": o.get("recall@5"), "ndcg@10": o.get("ndcg@10"), "coverage": o.get("coverage"),
             "overall": o, "latency_ms": total, "latency_by_stage_ms": self.latency_ms, **extra,
@@ -405,7 +406,7 @@ class EvalResult:
         cost = total.get("source") == "cost model"
         measured = {"total": {k: total[f"measured_{k}"] for k in ("p50", "p95", "n") if f"measured_{k}" in total}}
         lat = {k: v for k, v in total.items() if k not in ("source", "calibration") and not k.startswith("measured_")}
-        return cls("", {}, "", {}, d["overall"], d.get("by_level", {}), GateMetrics.from_json(d.get("gate")),
+        return cls("", NO_CONFIG, "", {}, d["overall"], d.get("by_level", {}), GateMetrics.from_json(d.get("gate")),
                    {"total": lat} if lat else {}, Score100.from_json(d.get("score100")),
                    [QuestionResult.from_json(q) for q in d.get("per_query", [])],
                    measured_latency_ms=measured if cost else None,
@@ -450,7 +451,7 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: dict, rows: list[Quest
     sat = saturation(rows)
     if sat.saturated:
         warnings = [*(warnings or []), sat.warning()]
-    return EvalResult(gold.name, cfg.as_dict(), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
+    return EvalResult(gold.name, StoredConfig(cfg), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
                       lat, s100, per_query, gaps or [], warnings or [], round(seconds, 3),
                       measured if cost is not None else None, cost.key if cost is not None else None)
 

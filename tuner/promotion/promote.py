@@ -277,10 +277,10 @@ class Verdict:
     reason: str
 
 
-def holdout_verdict(start: dict, final: dict, holdout: HoldoutCheck | None) -> Verdict:
+def holdout_verdict(start: SearchConfig, final: SearchConfig, holdout: HoldoutCheck | None) -> Verdict:
     """Promote only when the winner differs from the start and held on the holdout: hit@5 (in questions)
     not lower, and no paired test says the start was significantly better."""
-    if SearchConfig.from_stored(start).config_hash() == SearchConfig.from_stored(final).config_hash():
+    if start.config_hash() == final.config_hash():
         return Verdict(False, "no change was kept: the winner is the starting config")
     if not holdout:
         return Verdict(False, "the sweep had no holdout (--holdout or --split): a winner is promoted only "
@@ -307,7 +307,7 @@ def holdout_verdict(start: dict, final: dict, holdout: HoldoutCheck | None) -> V
     return Verdict(True, reason)
 
 
-def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: HoldoutCheck | None, index: str | Path | None,
+def decide_promotion(sweep_id: str, start: SearchConfig, final: SearchConfig, holdout: HoldoutCheck | None, index: str | Path | None,
                      runs: str | Path | None = None, *, gate_model=None) -> Promotion:
     """Apply the rule and record the outcome; on success the winner (with its index) becomes active.
     `gate_model`: the gate model the sweep decided with for the winner's embedder and reranker (the index's
@@ -343,9 +343,8 @@ def _gate_to_install(cfg: SearchConfig, gate_model) -> bool:
         return True
 
 
-def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate_model) -> Promotion:
+def _decide_locked(hist: History, sweep_id, v: Verdict, cfg: SearchConfig, index, gate_model) -> Promotion:
     prev = read_active(hist.runs)
-    cfg = SearchConfig.from_stored(final)
     if not v.promote:
         eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
         return Promotion(eid, False, v.reason)

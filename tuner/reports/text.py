@@ -9,7 +9,7 @@ COLS = ("n", "hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10", "coverage")
 
 def format_eval(res: EvalResult) -> str:
     lines = [f"{res.gold} with config {res.config_hash} on {res.index['db']} "
-             f"(embedder {res.index['fingerprint']['embedder']['name']}, reranker {res.config['reranker']})",
+             f"(embedder {res.index['fingerprint']['embedder']['name']}, reranker {res.config.search.reranker})",
              "level    " + " ".join(f"{c:>8}" for c in COLS)]
     rows = [("overall", res.overall)] + list(res.by_level.items())
     for name, m in rows:

@@ -24,6 +24,7 @@ from tuner.data.gold import load_gold, split_gold
 from tuner.reports.ab import ab_report
 from tuner.reports import emit, render
 from tuner.reports.browser import check_page
+from tuner.stored_config import NO_CONFIG
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO_VAULT = ROOT / "experiments" / "demo-vault"
@@ -101,7 +102,7 @@ def _cand(label, ranks):
                    "mrr": 1 / r if r else 0.0, "p@5": 0.2 * (r is not None and r <= 5),
                    "recall@5": float(r is not None and r <= 5), "ndcg@10": 1 / r if r else 0.0})
     from tuner.evaluation.evaluate import EvalResult, GateMetrics, QuestionResult
-    result = EvalResult("gold", {}, "", {}, {}, {}, GateMetrics.from_json(None), {}, None,
+    result = EvalResult("gold", NO_CONFIG, "", {}, {}, {}, GateMetrics.from_json(None), {}, None,
                         [QuestionResult.from_json(q) for q in pq])
     return CandidateResult(Candidate(label), label, "ok", result=result)
 

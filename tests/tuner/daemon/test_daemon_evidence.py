@@ -201,12 +201,12 @@ def test_a_night_tunes_on_every_kind_and_its_report_says_which_evidence(tmp_path
         start = lg.rounds(res["sweep"])[0]
     finally:
         lg.close()
-    assert info.params["holdout"] == str(tmp_path / "hold.yaml")           # hand-written, untouched
+    assert info.params.sweep.holdout == str(tmp_path / "hold.yaml")           # hand-written, untouched
     # 60 of the vault's questions cannot tell the pilot changes' gains from noise: the 30-minute window buys more
     # before round 1 (tuner/sweep/evidence_budget.py), and the night stands on the grown set
     step = res["evidence"]["step"]
     assert step["outcome"] == "grown" and step["vault_before"] == 60 and step["vault_after"] > 60, step
-    assert info.params["gold"] == step["gold_after"]
+    assert info.params.sweep.gold == step["gold_after"]
     sources = [q.source for q in start.result.per_query]
     assert (sources.count("hand"), sources.count("log"), sources.count("vault")) == \
         (len(load_gold(tmp_path / "tune.yaml").questions), 2, step["vault_after"])
