@@ -36,10 +36,6 @@ STILL_DICTS: frozenset[str] = frozenset({
     "tuner.gate.records:Calibration.distributions: field is a dict",
     "tuner.gate.records:Calibration.gate_on_labels: field is a dict",
     "tuner.gate.records:Calibration.recommendation: field is a dict",
-    "tuner.promotion.promote:PromotionEvent.config: field is a dict",
-    "tuner.promotion.promote:PromotionEvent.previous_config: field is a dict",
-    "tuner.promotion.promote:PromotionEvent.sidecar_before: field is a dict",
-    "tuner.promotion.promote:Rollback.active: field is a dict",
 })
 
 # Fields that hold JSON as a file or a table keeps it, written and read back whole, never read by key across

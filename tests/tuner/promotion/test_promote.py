@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.config import SearchConfig
+from search_core.config import ADDED_LATER, SearchConfig
 from tuner.cli import main
 from tuner.evaluation.compare import Comparison, PairedMetric
 from tuner.sweep.summary import Figures, HoldoutCheck
@@ -150,12 +150,18 @@ def test_a_history_written_before_the_sidecar_column_still_rolls_back(demo_db, t
         kind TEXT NOT NULL CHECK (kind IN ('promoted', 'declined', 'rollback')),
         sweep TEXT, config TEXT, index_path TEXT, previous_config TEXT, previous_index TEXT,
         reason TEXT NOT NULL, undoes INTEGER)""")
+    recorded = {k: v for k, v in WIN.as_dict().items() if k not in ADDED_LATER}     # before the later keys
     old.execute("INSERT INTO events(created, kind, sweep, config, index_path, reason) VALUES "
-                "('2026-11-01T00:00:00', 'promoted', 's0', ?, ?, 'held')", (json.dumps(WIN.as_dict()), str(demo_db)))
+                "('2026-11-01T00:00:00', 'promoted', 's0', ?, ?, 'held')", (json.dumps(recorded), str(demo_db)))
     old.commit()
     old.close()
+    first = History(runs).events()[0]
+    assert first.config.search == SearchConfig.from_stored(recorded) and first.config.search.w_ngram == 0.0
+    assert first.sidecar_before is None and first.to_json()["config"] == recorded     # printed as stored
+    r = CliRunner().invoke(main, ["config", "history", "--runs", str(runs), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["events"][0]["config"] == recorded, r.output
     out = rollback(runs=runs)
-    assert out.undid == 1 and read_active(runs) is None
+    assert out.undid == 1 and read_active(runs) is None and out.active is None
     assert [e.kind for e in History(runs).events()] == ["promoted", "rollback"]
 
 
