@@ -14,11 +14,8 @@ from tests.helpers import ROOT
 from tests.helpers.string_keys import string_key_crossings
 
 # Found since the finder also reads list[dict] returns and dict fields of dataclasses; typed one by one.
-# The configs (`config`, `start_config`, ...) are SearchConfig.as_dict() as the ledger stores it.
 STILL_DICTS: frozenset[str] = frozenset({
     "tuner.ab.records:CandidateResult.latency: field is a dict",
-    "tuner.daemon.config:DaemonConfig.sweep: field is a dict",
-    "tuner.demo:DemoRun.eval_start: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.by_level: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.index: field is a dict",
     "tuner.evaluation.evaluate:EvalResult.latency_charge: field is a dict",

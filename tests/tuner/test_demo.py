@@ -14,7 +14,7 @@ def test_run_demo_indexes_evaluates_and_sweeps(tmp_path, shared_cache):
     # the sweep tunes on the hand-written set plus the vault's own questions; the holdout stays hand-written
     assert lines[1].startswith("2. the tuning questions: 24 hand-written (+12 probes), 50 from the vault's text (")
     assert {k.source: k.answerable for k in run.tuning.kinds} == {"hand": 24, "vault": 50}
-    assert run.eval_start["n"] == 24 and (tmp_path / "eval-start.json").exists()
+    assert run.eval_start.overall["n"] == 24 and (tmp_path / "eval-start.json").exists()
     assert run.summary.rounds == 3 and run.summary.holdout.gold == "demo-holdout"
     assert format_evidence(run.evidence).startswith("evidence: 24 hand-written (+12 probes), 50 from the vault's text")
     assert len(run.evidence.kept) == len(run.summary.path)

@@ -43,11 +43,11 @@ def test_evidence_keys_default_to_the_vaults_questions_and_are_checked(tmp_path,
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
     ev = cfg.evidence
     assert (ev.vault_questions, ev.kinds, ev.seed) == (MADE_N, None, 0)
-    assert ev.from_log_path(cfg.sweep["gold"]) == tmp_path / "tune.from-log.yaml"      # beside the gold set
+    assert ev.from_log_path(cfg.sweep.gold) == tmp_path / "tune.from-log.yaml"      # beside the gold set
     cfg = load_daemon_config(write_config(tmp_path, demo_db, evidence='vault_questions = 0\nkinds = ["anchor"]\n'
                                                                       'seed = 3\nfrom_log = "labels.yaml"'))
     assert (cfg.evidence.vault_questions, cfg.evidence.kinds, cfg.evidence.seed) == (0, ("anchor",), 3)
-    assert cfg.evidence.from_log_path(cfg.sweep["gold"]) == tmp_path / "labels.yaml"
+    assert cfg.evidence.from_log_path(cfg.sweep.gold) == tmp_path / "labels.yaml"
     for bad, message in [('kinds = ["anchors"]', r"kinds \['anchors'\] must be one or more of anchor, heading"),
                          ("vault_questions = -1", "vault_questions = -1 .* an integer"),
                          ('from_log = "tune.yaml"', "from_log = .*tune.yaml is the hand-written gold set; the labels "
