@@ -24,6 +24,7 @@ from tuner.evaluation.discrimination import saturation
 from tuner.evaluation.fake_miss import GoldGap
 from tuner.evaluation.metrics import METRICS, first_rank, mean, question_metrics
 from tuner.evaluation.score import Score100, ScoreConfig, score100
+from tuner.stored_config import NO_CONFIG, StoredConfig
 from search_core.percentiles import percentile
 
 
@@ -451,7 +452,7 @@ class LatencyCharge:
 @dataclass
 class EvalResult:
     gold: str
-    config: dict
+    config: StoredConfig                       # as evaluated (an evaluation read from a ledger row: NO_CONFIG)
     config_hash: str
     index: EvaluatedIndex | None               # None: read from a ledger row, which keeps the index apart
     overall: dict[str, float]                  # METRICS name (and n, coverage) -> value
@@ -480,8 +481,8 @@ class EvalResult:
         """What to_json wrote (an `eval --out` file, an A/B candidate's result), read back."""
         total = d["latency_ms"]
         cost = total.get("source") == "cost model"
-        return cls(d["gold"], d["config"], d["config_hash"], EvaluatedIndex.from_json(d["index"]), d["overall"],
-                   {lv: LevelResult.from_json(r) for lv, r in d["by_level"].items()},
+        return cls(d["gold"], StoredConfig.from_json(d["config"]), d["config_hash"], EvaluatedIndex.from_json(d["index"]),
+                   d["overall"], {lv: LevelResult.from_json(r) for lv, r in d["by_level"].items()},
                    GateMetrics.from_json(d["gate"]), _stages_from_json(d["latency_by_stage_ms"]),
                    Score100.from_json(d["score100"]),
                    [QuestionResult.from_json(q) for q in d["per_query"]],
@@ -514,7 +515,7 @@ class EvalResult:
         extra = ({} if self.measured_latency_ms is None else
                  {"measured_latency_by_stage_ms": _stages_to_json(self.measured_latency_ms)})
         return {
-            "gold": self.gold, "config": self.config, "config_hash": self.config_hash,
+            "gold": self.gold, "config": self.config.to_json(), "config_hash": self.config_hash,
             "index": self.index.to_json() if self.index is not None else {},
             "n": o.get("n", 0), "hit@5": o.get("hit@5"), "mrr": o.get("mrr"), "p@5": o.get("p@5"),
             "recall@5": o.get("recall@5"), "ndcg@10": o.get("ndcg@10"), "coverage": o.get("coverage"),
@@ -545,7 +546,7 @@ class EvalResult:
         measured = Percentiles(total.get("measured_p50"), total.get("measured_p95"), total.get("measured_n"))
         lat = Percentiles.from_json(total)
         charge = d.get("latency_charge")
-        return cls("", {}, "", None, d["overall"],
+        return cls("", NO_CONFIG, "", None, d["overall"],
                    {lv: LevelResult.from_json(r) for lv, r in d.get("by_level", {}).items()},
                    GateMetrics.from_json(d.get("gate")),
                    {"total": lat} if lat.to_json() else {}, Score100.from_json(d.get("score100")),
@@ -590,7 +591,7 @@ def build_result(gold: GoldSet, cfg: SearchConfig, index: EvaluatedIndex | None,
     sat = saturation(rows)
     if sat.saturated:
         warnings = [*(warnings or []), sat.warning()]
-    return EvalResult(gold.name, cfg.as_dict(), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
+    return EvalResult(gold.name, StoredConfig(cfg), cfg.config_hash(), index, overall, by_level, gate_metrics(rows),
                       lat, s100, per_query, gaps or [], warnings or [], round(seconds, 3),
                       measured if cost is not None else None, cost.key if cost is not None else None)
 

@@ -569,9 +569,9 @@ def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
 
     runs = Path(cfg.runs)
     active = read_active(runs)
-    db = Path(active.index) if active and active.index else Path(cfg.sweep["db"])
+    db = Path(active.index) if active and active.index else Path(cfg.sweep.db)
     log_path = recall_log_file(runs)
-    golds = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
+    golds = [p for p in (cfg.sweep.gold, cfg.sweep.holdout) if p]
     cal, calls, labelled, _ = calibrate_index(db, log_path=log_path if log_path.exists() else None,
                                               since_s=WEEK_S, gold_paths=golds, stop=stop, progress=progress)
     if log_path.exists():                    # the calls to label next, for the week's report

@@ -235,7 +235,7 @@ def evidence_gap(info: SweepRecord, rounds: list[Round], gold=None, score_cfg: S
     """What the ledger rows of one sweep say about its evidence. gold: the sweep's tuning GoldSet when it is
     the file the sweep pinned (queries and gold notes for the questions it lists), else None."""
     obj = info.objective
-    alpha = info.params.get("noise_alpha")
+    alpha = info.params.sweep.noise_alpha
     weights = score_cfg.quality_weights
     per_share = score_cfg.quality_points if obj == "score100" else 1.0
     evaluated = [r for r in rounds if r.result is not None and r.result.per_query]
@@ -387,7 +387,7 @@ def tuning_gold(info: SweepRecord, base: str | Path | None = None):
     sweep's pin (else None: the report then lists question ids without their text)."""
     from search_core.hashing import hash_tree
     from tuner.data.gold import load_gold
-    path, pin = info.params.get("gold"), (info.pins or {}).get("gold")
+    path, pin = info.params.sweep.gold, (info.pins or {}).get("gold")
     if not path or not pin:
         return None
     p = Path(path)

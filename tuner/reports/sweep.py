@@ -299,7 +299,7 @@ def verdict_line(f: NightFacts) -> str:
     elif f.gap:
         outcome = ""            # the headline says why and what to add
     else:
-        v = holdout_verdict(info.start_config, (final_m and f.kept[-1].config) or info.start_config, f.d.holdout)
+        v = holdout_verdict(info.start, (final_m and f.kept[-1].search_config) or info.start, f.d.holdout)
         outcome = f"a proposal, not decided yet ({'would be promoted' if v.promote else v.reason})"
     verdict = (f"{f.gap.headline}. {tuning}; {holdout}" + (f"; {outcome}" if outcome else "")) if f.gap else \
         f"{tuning}; {holdout}; {outcome}"
@@ -409,7 +409,7 @@ def _report_data(f: NightFacts) -> dict:
             "start": {"hit@5": start_m.overall["hit@5"] if start_m else None,
                       obj: objective_value(start_m, obj) if start_m else None},
             "final": {"hit@5": final_m.overall["hit@5"] if final_m else None,
-                      obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1].config if kept else None},
+                      obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1].config.to_json() if kept else None},
             "holdout": {k: v for k, v in hold.to_json().items() if k in ("gold", "start", "final")}
             | {"hit@5_test": hold.compare.to_json()["metrics"]["hit@5"]} if hold else None,
             "promotion": promo and {"id": promo.id, "kind": promo.kind, "reason": promo.reason},

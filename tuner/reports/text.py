@@ -9,7 +9,7 @@ COLS = ("n", "hit@1", "hit@5", "mrr", "p@5", "recall@5", "ndcg@10", "coverage")
 
 def format_eval(res: EvalResult) -> str:
     lines = [f"{res.gold} with config {res.config_hash} on {res.index.db if res.index else '(no index)'} "
-             f"(embedder {res.index.embedder if res.index else None}, reranker {res.config['reranker']})",
+             f"(embedder {res.index.embedder if res.index else None}, reranker {res.config.search.reranker})",
              "level    " + " ".join(f"{c:>8}" for c in COLS)]
     rows = [("overall", res.overall)] + [(lv, r.metrics) for lv, r in res.by_level.items()]
     for name, m in rows:

@@ -23,6 +23,7 @@ from tests.helpers import DEMO_VAULT
 from tests.helpers.sweeps import DEMO_HOLD as HOLD
 from tests.helpers.sweeps import DEMO_TUNE as TUNE
 from tests.helpers.sweeps import FUSION_SPACE, hand_set_calibrations, small_gold
+from tuner.stored_config import NO_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def swept(demo_db, tmp_path_factory):
     hand_set_calibrations(p.cost_folder())
     sw = Sweep(p, lg, start=SearchConfig(rrf_k=60, w_ngram=0.0))
     s = sw.run()
-    promo = decide_promotion(sw.id, s.start_config, s.final_config, s.holdout, demo_db, root / "runs")
+    promo = decide_promotion(sw.id, s.start_config.search, s.final_config.search, s.holdout, demo_db, root / "runs")
     lg.close()
     return {"root": root, "ledger": root / "ledger.sqlite", "runs": root / "runs", "sweep": sw.id, "summary": s,
             "promo": promo}
@@ -199,7 +200,7 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
 def _charged_round(i: int, charge: dict | None) -> Round:
     """A ledger round evaluated with this latency charge (None: a round that was not evaluated)."""
     res = EvalResult.from_ledger({"overall": {"n": 1}, "latency_charge": charge}) if charge else None
-    return Round("s", i, "rrf_k", 60, 61, {}, "c", "b", None, res, None, RoundDecision.NO_GAIN, "r")
+    return Round("s", i, "rrf_k", 60, 61, NO_CONFIG, "c", "b", None, res, None, RoundDecision.NO_GAIN, "r")
 
 
 def test_the_morning_report_flags_a_night_far_from_its_calibration():

@@ -38,7 +38,7 @@ def test_threshold_rounds_without_probes_are_unavailable_with_the_fix(demo_index
     thr = [r for r in rounds[1:] if r.variable == "threshold"]
     assert len(thr) == 1 and thr[0].decision == "unavailable"          # logged once, then skipped
     assert "no probes" in thr[0].reason and "level: probe" in thr[0].reason
-    assert summary.final_config["threshold"] == summary.start_config["threshold"]
+    assert summary.final_config.search.threshold == summary.start_config.search.threshold
     assert all(r.variable == "w_sparse" for r in rounds[2:])
 
 
@@ -120,13 +120,13 @@ def test_resume_refuses_a_moved_harness_and_honours_rounds(demo_index, tmp_path)
     assert r.exit_code == 0, r.output
     sid = Ledger(led).sweep().id
     assert set(Ledger(led).sweep(sid).pins) == {"gold", "holdout", "space", "score_rubric", "index"}
-    params = Ledger(led).sweep(sid).params          # the rule the sweep decides by, for a replay
+    params = Ledger(led).sweep(sid).params.to_json()      # the rule the sweep decides by, for a replay
     assert (params["hit5_guard"], params["hit5_margin"], params["guard_alpha"]) == ("noninferior", 2.0, 0.05)
     older = tmp_path / "count.sqlite"
     r = CliRunner().invoke(main, args[:-4] + ["--ledger", str(older), "--vault", str(DEMO_VAULT), "--rounds", "1",
                                              "--count-guard", "--hit5-margin", "3"])
     assert r.exit_code == 0, r.output
-    params = Ledger(older).sweep().params
+    params = Ledger(older).sweep().params.to_json()
     assert (params["hit5_guard"], params["hit5_margin"]) == ("count", 3.0)
     # --rounds 119 is honoured on resume (it was ignored as "the default"); 3 here keeps the test short
     r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "3", "--json"])

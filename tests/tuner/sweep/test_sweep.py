@@ -59,12 +59,12 @@ def test_sweep_keeps_and_rejects_with_reasons_and_reports_holdout(demo_index, tm
     assert decisions & {"rejected:no_gain", "rejected:hit5_regressed"}
     assert all(r.reason for r in rounds)
     # one variable at a time: each candidate differs from its baseline in exactly the named variable
-    by_hash = {r.config_hash: r.config for r in rounds}
+    by_hash = {r.config_hash: r.config.to_json() for r in rounds}
     for r in rounds[1:]:
         if r.decision == "unavailable":      # the cosine threshold while a gate model decides: nothing moved
             continue
         base = by_hash[r.baseline_hash]
-        diff = {k for k in base if base[k] != r.config[k]}
+        diff = {k for k in base if base[k] != r.config.to_json()[k]}
         assert diff == {r.variable}, (r.variable, diff)
     # no candidate evaluated twice against the same baseline
     seen = [(r.baseline_hash, r.variable, json.dumps(r.new)) for r in rounds[1:]]
@@ -112,7 +112,7 @@ def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twi
     by_new = {r.new: r for r in rounds[1:]}
     minilm = by_new["minilm-l6"]
     assert minilm.decision in {"kept", "rejected:hit5_regressed", "rejected:no_gain"}
-    assert minilm.config["threshold"] != rounds[0].config["threshold"]    # the gate was re-fitted
+    assert minilm.search_config.threshold != rounds[0].search_config.threshold    # the gate was re-fitted
     # charged with minilm's own unit costs (calibrated when its index was built), not e5's
     charge, start_charge = minilm.result.latency_charge, rounds[0].result.latency_charge
     assert charge.by_cost_model and charge.calibration["embedder"] == "minilm-l6"
@@ -121,7 +121,7 @@ def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twi
     # ...and the gate model too, for minilm's own scores: the round is judged with it
     model = sw.bench.gate_models[("minilm-l6", "none")]
     assert model is not None and model.fingerprint["embedder"]["name"] == "minilm-l6"
-    assert minilm.config["gate_threshold"] is not None
+    assert minilm.search_config.gate_threshold is not None
     assert all(q.gate_probability is not None for q in minilm.result.per_query)
     # models this machine cannot run are named before round 1 and never spend a round
     assert "BAAI/bge-m3" not in by_new and "BAAI/bge-reranker-base" not in by_new
