@@ -27,7 +27,7 @@ def calibration_report(cal: Calibration, db: str, proposal_path: str | None, wit
     if with_plots and series:
         sections.append(histograms_section(series))
     if cal.warnings:
-        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warnings)))
+        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warning_lines())))
     return Report("calibration", f"Gate calibration for {db}", verdict.message(), tuple(sections),
                   data=cal.to_json())
 
