@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuner.gate.records import MIN_LABELLED, Calibration
+from tuner.gate.records import MIN_LABELLED, Calibration, LabelSuggestions
 from tuner.reasons import Reason, ReasonTable, Wording
 
 MOVE = "move"                  # the gate model's threshold moves to fit the labels (weights kept)
@@ -114,6 +114,26 @@ CALIBRATION_WARNINGS = ReasonTable("calibration warning", {
 # what a missing kind of label is, as ONE_KIND's fix names it
 MISSING_WHAT = {"relevant": "answerable calls (the vault had the answer)",
                 "irrelevant": "probes (calls the vault could not answer)"}
+
+
+# -- what a calibration report advises beside its verdict ------------------------------------------------------
+# The section "Calls to label next" (the daemon's weekly job picks them): its message says which calls were
+# picked and why, its fix how to label them; the report shows "message: fix".
+LABEL_NEXT = "label_next"              # the unlabelled calls whose labels would move the threshold most
+
+CALIBRATION_ADVICE = ReasonTable("calibration advice", {
+    LABEL_NEXT: Wording(
+        "{picks} of {pool} unlabelled calls ({labelled} labelled already), picked for how much their label would "
+        "move the {scale} threshold {threshold}",
+        "label them on the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
+        "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+})
+
+
+def label_next(sg: LabelSuggestions) -> Reason:
+    """What the calls picked to label next are, and how to label them."""
+    return CALIBRATION_ADVICE(LABEL_NEXT, picks=len(sg.picks), pool=sg.pool, labelled=sg.labelled, scale=sg.scale,
+                              threshold=sg.threshold)
 
 
 def _install(db: str, proposal: str | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tuner.gate.verdicts import calibration_verdict
+from tuner.gate.verdicts import calibration_verdict, label_next
 from tuner.reports import Para, Report, Section, Table
 
 if TYPE_CHECKING:
@@ -99,11 +99,9 @@ def threshold_move_blocks(mv: ThresholdMove) -> tuple:
 
 def suggestions_section(sg: LabelSuggestions) -> Section:
     """The unlabelled calls whose labels would move the threshold most, and how to label them."""
+    advice = label_next(sg)
     return Section("Calls to label next", (
-        Para(f"{len(sg.picks)} of {sg.pool} unlabelled calls ({sg.labelled} labelled already), picked "
-             f"for how much their label would move the {sg.scale} threshold {sg.threshold}: label them on "
-             "the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
-             "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+        Para(f"{advice.message()}: {advice.fix()}"),
         Table(("id", "P", "top note", "query", "why"),
               tuple((x.id, None if x.probability is None else round(x.probability, 4), x.top_note, x.query, x.reason)
                     for x in sg.picks))))

@@ -116,3 +116,20 @@ def test_calibrate_adds_only_values_of_the_table_and_emits_every_kind():
         kinds.add(getattr(calibrate_module, ast.unparse(x.args[0])))
     assert calibrate_module.warning is CALIBRATION_WARNINGS
     assert kinds == set(CALIBRATION_WARNINGS)
+
+
+def test_the_calls_to_label_next_are_introduced_from_the_advice_table():
+    """The section the daemon's weekly job fills: its paragraph is the advice's message, then how to label."""
+    from tuner.gate.records import LabelSuggestions
+    from tuner.gate.verdicts import CALIBRATION_ADVICE, LABEL_NEXT, label_next
+    from tuner.reports.calibration import calibration_report
+    from tuner.reports.render import to_markdown
+    assert list(CALIBRATION_ADVICE) == [LABEL_NEXT]
+    cal = calibrate([], [], model=None, cos_threshold=0.82, fingerprint=FP)
+    sg = LabelSuggestions((), 12, 3, "probability", 0.64, "default", {})
+    advice = label_next(sg)
+    assert advice.table is CALIBRATION_ADVICE and advice.kind == LABEL_NEXT
+    md = to_markdown(calibration_report(dataclasses.replace(cal, suggestions=sg), "idx.sqlite", None))
+    assert ("0 of 12 unlabelled calls (3 labelled already), picked for how much their label would move the "
+            "probability threshold 0.64: label them on the /label page of `autoresearch serve`, or with "
+            "`autoresearch recall-log label ID relevant|irrelevant`, then run `autoresearch calibrate` again") in md
