@@ -118,8 +118,10 @@ MISSING_WHAT = {"relevant": "answerable calls (the vault had the answer)",
 
 # -- what a calibration report advises beside its verdict ------------------------------------------------------
 # The section "Calls to label next" (the daemon's weekly job picks them): its message says which calls were
-# picked and why, its fix how to label them; the report shows "message: fix".
+# picked and why, its fix how to label them; the gate-on-labels section with nothing to score says what it
+# needs. The report shows each as "message: fix".
 LABEL_NEXT = "label_next"              # the unlabelled calls whose labels would move the threshold most
+NOT_SCORED = "not_scored"              # the gate in force cannot be scored: the labelled rows lack a kind
 
 CALIBRATION_ADVICE = ReasonTable("calibration advice", {
     LABEL_NEXT: Wording(
@@ -127,6 +129,7 @@ CALIBRATION_ADVICE = ReasonTable("calibration advice", {
         "move the {scale} threshold {threshold}",
         "label them on the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
         "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+    NOT_SCORED: Wording("needs labelled rows of both kinds (answerable and probes)", "pass --labels"),
 })
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tuner.gate.verdicts import calibration_verdict, label_next
+from tuner.gate.verdicts import CALIBRATION_ADVICE, NOT_SCORED, calibration_verdict, label_next
 from tuner.reports import Para, Report, Section, Table
 
 if TYPE_CHECKING:
@@ -141,7 +141,8 @@ def gate_on_labels_section(g: GateOnLabels | None) -> Section:
     """The gate in force scored on the labelled rows, beside the cosine gate on the same rows."""
     title = "The gate in force on the labelled rows"
     if g is None:
-        return Section(title, (Para("needs labelled rows of both kinds (answerable and probes): pass --labels"),))
+        advice = CALIBRATION_ADVICE(NOT_SCORED)
+        return Section(title, (Para(f"{advice.message()}: {advice.fix()}"),))
     cards = [("gate model (P(answerable))", g.model)] if g.model is not None else []
     cards.append(("cosine gate (top cosine)", g.cosine))
     by_source = g.by_source or {}

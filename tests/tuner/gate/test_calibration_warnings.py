@@ -118,13 +118,14 @@ def test_calibrate_adds_only_values_of_the_table_and_emits_every_kind():
     assert kinds == set(CALIBRATION_WARNINGS)
 
 
-def test_the_calls_to_label_next_are_introduced_from_the_advice_table():
-    """The section the daemon's weekly job fills: its paragraph is the advice's message, then how to label."""
+def test_the_calibration_reports_advice_comes_from_the_advice_table():
+    """The section the daemon's weekly job fills (its paragraph is the advice's message, then how to label),
+    and the gate-on-labels section with no rows of both kinds to score."""
     from tuner.gate.records import LabelSuggestions
-    from tuner.gate.verdicts import CALIBRATION_ADVICE, LABEL_NEXT, label_next
+    from tuner.gate.verdicts import CALIBRATION_ADVICE, LABEL_NEXT, NOT_SCORED, label_next
     from tuner.reports.calibration import calibration_report
     from tuner.reports.render import to_markdown
-    assert list(CALIBRATION_ADVICE) == [LABEL_NEXT]
+    assert list(CALIBRATION_ADVICE) == [LABEL_NEXT, NOT_SCORED]
     cal = calibrate([], [], model=None, cos_threshold=0.82, fingerprint=FP)
     sg = LabelSuggestions((), 12, 3, "probability", 0.64, "default", {})
     advice = label_next(sg)
@@ -133,3 +134,4 @@ def test_the_calls_to_label_next_are_introduced_from_the_advice_table():
     assert ("0 of 12 unlabelled calls (3 labelled already), picked for how much their label would move the "
             "probability threshold 0.64: label them on the /label page of `autoresearch serve`, or with "
             "`autoresearch recall-log label ID relevant|irrelevant`, then run `autoresearch calibrate` again") in md
+    assert "needs labelled rows of both kinds (answerable and probes): pass --labels" in md   # no labels: no score
