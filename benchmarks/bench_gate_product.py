@@ -58,7 +58,7 @@ def measure(db: Path, fit_sets: list[Path], measure_sets: list[Path]) -> dict:
         dflt, _, _, dchoice = calibrate_index(copy, log_path=None, since_s=None, gold_paths=measure_sets)
         fitted, _, _, _ = calibrate_index(copy, log_path=None, since_s=None, gold_paths=fit_sets)
         if not fitted.recommendation.model:
-            raise SystemExit(f"no gate was fitted on {fit_sets}: {fitted.warnings}")
+            raise SystemExit(f"no gate was fitted on {fit_sets}: {fitted.warning_lines()}")
         write_proposal(fitted, copy, work / "proposal.json")
         apply_proposal(work / "proposal.json", copy)
         cal, _, labelled, choice = calibrate_index(copy, log_path=None, since_s=None, gold_paths=measure_sets)
@@ -76,7 +76,7 @@ def measure(db: Path, fit_sets: list[Path], measure_sets: list[Path]) -> dict:
                                  "in_sample": list(dflt.gate_on_labels.in_sample)},
                 "cosine_default": g["cosine"],
                 "cosine_fitted_on_fit_sets": gate_scorecard(cos, y, t_fit).to_json(),
-                "warnings": list(cal.warnings + dflt.warnings)}
+                "warnings": list(cal.warning_lines() + dflt.warning_lines())}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -39,6 +39,10 @@ from tuner.gate.records import (MIN_LABELLED, Calibration, CosineThreshold, Cros
                                 Window)
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
+# every warning below is a value of this table (its wording and fix live there, not here)
+from tuner.gate.verdicts import (CALIBRATION_WARNINGS as warning, CONFIG_OVERRIDES, EMPTY_WINDOW, FEW_LABELS,
+                                 IN_SAMPLE, MISSING_WHAT, MOVE_UNDECIDED, NO_GATE_MODEL, NO_LABELS, NO_REFIT, ONE_KIND,
+                                 OTHER_INDEX, SKIPPED_LABELS)
 
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
@@ -164,16 +168,14 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
                  "warnings": []}
     if unsearched:
         out["skipped_labels"] = SkippedLabels(len(unsearched), tuple(c.id for c in unsearched[:20]))
-        out["warnings"].append(f"{len(unsearched)} labelled call(s) have no search (timed out, failed or stopped "
-                               f"before it: {', '.join(str(c.id) for c in unsearched[:10])}): their labels were "
-                               "skipped, a label needs the call's gate features")
+        out["warnings"].append(warning(SKIPPED_LABELS, count=len(unsearched),
+                                       ids=", ".join(str(c.id) for c in unsearched[:10])))
     if apart:
         keys = sorted({c.index_fingerprint for c in apart})
         out["kept_apart"] = KeptApart(len(apart), sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE) for c in apart),
                                       tuple(keys))
-        out["warnings"].append(f"{len(apart)} log call(s) ({out['kept_apart'].labelled} labelled) were logged "
-                               f"against another index ({', '.join(k[:12] for k in keys[:3])}), not this one "
-                               f"({(fingerprint_key or '')[:12]}): left out, their features are another vault's")
+        out["warnings"].append(warning(OTHER_INDEX, count=len(apart), labelled=out["kept_apart"].labelled,
+                                       others=", ".join(k[:12] for k in keys[:3]), this=(fingerprint_key or "")[:12]))
     cosine = ScoreGroups(_quantiles(s for s, a in zip(lab_cos, ans) if a),
                          _quantiles(s for s, a in zip(lab_cos, ans) if not a),
                          _quantiles(c.top_score for c in unlabelled))
@@ -191,8 +193,7 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
                                        model=model, p_lab=p_lab, calls=calls, p_calls=p_log, rule=threshold_rule)
     out["retirement"] = _retirement(out["window"], out["traffic"])
     if not calls and log_read:
-        out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
-                               "unknown; widen --since or check that the recall path logs")
+        out["warnings"].append(warning(EMPTY_WINDOW))
     return Calibration(**{**out, "warnings": tuple(out["warnings"])})
 
 
@@ -230,8 +231,7 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
         curves = {"gate model": risk_coverage_curve(p_lab, y), **curves}
         seen = tuple(sorted(fitted_sources(model) & set(sources)))
         if seen:
-            out["warnings"].append(f"the gate in force was fitted on {', '.join(seen)}: its scores on those rows are "
-                                   "in-sample and flatter it; score it on a labelled set it was not fitted on")
+            out["warnings"].append(warning(IN_SAMPLE, sets=", ".join(seen)))
     by_source = None
     if len(sources) > 1:          # e.g. the daemon's tuning set (in-sample) beside its holdout (not)
         by_source = {}
@@ -291,8 +291,7 @@ def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None
                                             _auroc([x for x, _ in cos_rows], [a for _, a in cos_rows]))
             rec["basis"] = "best balanced accuracy on labelled data"
         if len(ans) < MIN_LABELLED:
-            out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
-                                   "recommended, no model is fitted")
+            out["warnings"].append(warning(FEW_LABELS, rows=len(ans), need=MIN_LABELLED))
         elif model is not None and p_lab is not None:
             _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule or THRESHOLD_RULE,
                             p_calls)
@@ -303,27 +302,19 @@ def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None
                 rec["model_summary"] = ModelSummary("refit", round(m.threshold, 4),
                                                     m.fitted_on.get("cv_balanced_accuracy"), tuple(m.features))
             except GateFitError as e:
-                out["warnings"].append(f"no gate model: {e}")
+                out["warnings"].append(warning(NO_GATE_MODEL, error=e))
     elif not n_ans and not n_probe:
         rec["missing"] = MissingLabels("both", 0, MIN_PER_CLASS, 0, 0)
         rec["declined"] = "no labels"
-        out["warnings"].append(f"no labels: the gate cannot be calibrated, no proposal is written and the current gate "
-                               f"stays. Label at least {MIN_PER_CLASS} calls of each kind, relevant and irrelevant "
-                               "(`autoresearch recall-log suggest` picks them), or pass a labelled set with probes "
-                               "via --labels")
+        out["warnings"].append(warning(NO_LABELS, need=MIN_PER_CLASS))
     else:
         missing, have = ("relevant", n_probe) if n_probe else ("irrelevant", n_ans)
         need = max(MIN_PER_CLASS, MIN_LABELLED - have)
         rec["missing"] = MissingLabels(missing, 0, need, n_ans, n_probe)
         rec["declined"] = (f"no {missing!r} labels ({n_ans} relevant, {n_probe} irrelevant): label at least {need} "
                            f"calls as {missing}")
-        what = ("answerable calls (the vault had the answer)" if missing == "relevant"
-                else "probes (calls the vault could not answer)")
-        out["warnings"].append(
-            f"the labels hold no {missing!r} rows ({n_ans} relevant, {n_probe} irrelevant): a threshold needs both "
-            f"kinds, so no proposal is written and the current gate stays. Label at least {need} {what} as "
-            f"{missing} (`autoresearch recall-log suggest` picks calls to label; `recall-log label ID {missing}`), "
-            "or pass a labelled set with them via --labels")
+        out["warnings"].append(warning(ONE_KIND, missing=missing, relevant=n_ans, irrelevant=n_probe, need=need,
+                                       what=MISSING_WHAT[missing]))
     return Recommendation(**rec)
 
 
@@ -429,10 +420,8 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
         rec["basis"] = None
         rec["declined"] = (f"the labels point to a threshold of {t_new:.3f} but do not show that moving there "
                            f"decides better ({dec.why}); {move.labels_to_decide.text}")
-        out["warnings"].append(f"the labels point to a threshold of {t_new:.3f} ({INTERVAL_LEVEL:.0%} interval "
-                               f"{lo:.3f}-{hi:.3f}) but do not show that moving there decides better: {dec.why}. "
-                               f"The current {model.threshold:.3f} stays, no proposal is written; "
-                               f"{move.labels_to_decide.text} (`recall-log suggest` picks them)")
+        out["warnings"].append(warning(MOVE_UNDECIDED, to=t_new, level=INTERVAL_LEVEL, lo=lo, hi=hi, why=dec.why,
+                                       from_=model.threshold, more=move.labels_to_decide.text))
         return
     if refit_better:
         try:
@@ -443,7 +432,7 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                             f"{cv.refit} vs {cv.threshold_only} for the moved threshold)")
             return
         except GateFitError as e:
-            out["warnings"].append(f"no refit: {e}")
+            out["warnings"].append(warning(NO_REFIT, error=e))
     last = max((c.ts for c in calls), default=None)
     moved_json = move.to_json()
     fo = {**(model.fitted_on or {}), "recalibrated": {**{k: moved_json[k] for k in ("from", "to", "interval", "labels")},
@@ -504,9 +493,7 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
                         threshold_rule=threshold_rule)
         warnings = cal.warnings
         if active.gate_threshold is not None and choice.model is not None:
-            warnings += (f"the active config sets gate_threshold = {active.gate_threshold}, which overrides the "
-                         "threshold of any gate file `calibrate apply` installs; remove it from the config for the "
-                         "proposal to take effect",)
+            warnings += (warning(CONFIG_OVERRIDES, threshold=active.gate_threshold),)
         cal = dataclasses.replace(cal, warnings=warnings, current=dataclasses.replace(
             cal.current, reason=choice.reason or choice.source, default_threshold=_default_threshold()))
         return cal, calls, labelled, choice

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tuner.reasons import Reason
+
 if TYPE_CHECKING:
     from search_core.recall.suggest import Suggestion
     from tuner.gate.metrics import GateScorecard
@@ -441,7 +443,7 @@ class Calibration:
     window: Window                     # the calls read
     labelled: Labelled
     current: CurrentGate               # the gate in force
-    warnings: tuple[str, ...]
+    warnings: tuple[Reason, ...]       # values of tuner.gate.verdicts.CALIBRATION_WARNINGS
     distributions: Distributions       # scale -> group -> quantiles
     traffic: Traffic                   # what the gate in force did to the window's calls
     gate_on_labels: GateOnLabels | None     # the gate in force scored on the labelled rows (None: one kind of row)
@@ -451,9 +453,20 @@ class Calibration:
     kept_apart: KeptApart | None = None
     suggestions: LabelSuggestions | None = None   # the calls to label next (the daemon's weekly job)
 
+    def __post_init__(self):
+        # a warning written as text would have no kind and no fix of its table: refused where it is made
+        loose = [w for w in self.warnings if not isinstance(w, Reason)]
+        if loose:
+            raise TypeError(f"a calibration's warnings are values of tuner.gate.verdicts.CALIBRATION_WARNINGS, "
+                            f"not {type(loose[0]).__name__}: {loose[0]!r}")
+
+    def warning_lines(self) -> tuple[str, ...]:
+        """Each warning as the report and the JSON show it: its message, then its fix."""
+        return tuple(w.text() for w in self.warnings)
+
     def to_json(self) -> dict:
         out = {"window": self.window.to_json(), "labelled": self.labelled.to_json(), "current": self.current.to_json(),
-               "warnings": list(self.warnings)}
+               "warnings": list(self.warning_lines())}
         for name in ("skipped_labels", "kept_apart"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name).to_json()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tuner.gate.verdicts import calibration_verdict
+from tuner.gate.verdicts import CALIBRATION_ADVICE, NOT_SCORED, calibration_verdict, label_next
 from tuner.reports import Para, Report, Section, Table
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def calibration_report(cal: Calibration, db: str, proposal_path: str | None, wit
     if with_plots and series:
         sections.append(histograms_section(series))
     if cal.warnings:
-        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warnings)))
+        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warning_lines())))
     return Report("calibration", f"Gate calibration for {db}", verdict.message(), tuple(sections),
                   data=cal.to_json())
 
@@ -99,11 +99,9 @@ def threshold_move_blocks(mv: ThresholdMove) -> tuple:
 
 def suggestions_section(sg: LabelSuggestions) -> Section:
     """The unlabelled calls whose labels would move the threshold most, and how to label them."""
+    advice = label_next(sg)
     return Section("Calls to label next", (
-        Para(f"{len(sg.picks)} of {sg.pool} unlabelled calls ({sg.labelled} labelled already), picked "
-             f"for how much their label would move the {sg.scale} threshold {sg.threshold}: label them on "
-             "the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
-             "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+        Para(f"{advice.message()}: {advice.fix()}"),
         Table(("id", "P", "top note", "query", "why"),
               tuple((x.id, None if x.probability is None else round(x.probability, 4), x.top_note, x.query, x.reason)
                     for x in sg.picks))))
@@ -143,7 +141,8 @@ def gate_on_labels_section(g: GateOnLabels | None) -> Section:
     """The gate in force scored on the labelled rows, beside the cosine gate on the same rows."""
     title = "The gate in force on the labelled rows"
     if g is None:
-        return Section(title, (Para("needs labelled rows of both kinds (answerable and probes): pass --labels"),))
+        advice = CALIBRATION_ADVICE(NOT_SCORED)
+        return Section(title, (Para(f"{advice.message()}: {advice.fix()}"),))
     cards = [("gate model (P(answerable))", g.model)] if g.model is not None else []
     cards.append(("cosine gate (top cosine)", g.cosine))
     by_source = g.by_source or {}

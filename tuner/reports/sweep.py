@@ -27,7 +27,8 @@ from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
 from tuner.reports.plots import progress_plot
-from tuner.sweep.reasons import advice_paragraph
+from tuner.sweep.reasons import (DRIFT_VERDICT, DRIFTED, LATENCY_DRIFT, WITHIN_CALIBRATION,
+                                 advice_paragraph)
 from tuner.sweep.variables import round_reason
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
@@ -304,8 +305,7 @@ def verdict_line(f: NightFacts) -> str:
     verdict = (f"{f.gap.headline}. {tuning}; {holdout}" + (f"; {outcome}" if outcome else "")) if f.gap else \
         f"{tuning}; {holdout}; {outcome}"
     if f.drift.drifted:
-        verdict += (f"; LATENCY DRIFT: measured p95 ran {f.drift.median_ratio:.2f}x the cost model's prediction "
-                    "(the machine was much busier or quieter than at calibration; decisions used the prediction)")
+        verdict += "; " + LATENCY_DRIFT(DRIFT_VERDICT, ratio=f.drift.median_ratio).message()
     return verdict
 
 
@@ -369,10 +369,8 @@ def latency_section(drift: LatencyDrift) -> Section:
              "The measured p95 is recorded beside it and decides nothing."),
         Table(("calibration", "embedder", "taken at", "rerankers"),
               tuple((c.key, c.embedder, c.taken_at, ", ".join(c.rerankers) or "–") for c in drift.calibrations)),
-        Para(f"measured / predicted p95, median over {drift.rounds} evaluated rounds: "
-             f"{_fmt(drift.median_ratio, 2)}" + (" — DRIFT: the machine was not as at calibration"
-                                                 if drift.drifted else ""),
-             "bad" if drift.drifted else "")))
+        Para(LATENCY_DRIFT(DRIFTED if drift.drifted else WITHIN_CALIBRATION, rounds=drift.rounds,
+                           ratio=_fmt(drift.median_ratio, 2)).message(), "bad" if drift.drifted else "")))
 
 
 def report_sections(f: NightFacts) -> tuple[Section, ...]:

@@ -4,6 +4,8 @@ probes was told to "add probes" when the fix was derived from the variable's kin
 
 Why a night kept nothing (EMPTY_NIGHT) is a value of this kind too: the morning report's headline is its
 message and its fix, what the evidence-gap section (tuner/reports/evidence_gap.py) found.
+How the night's measured latency compared with the cost model (LATENCY_DRIFT) is one too: the morning
+report's latency reading and a drifted night's verdict clause.
 
 The ledger keeps a round's reason as text (its `reason` column, under the hash chain); `read_reason` finds
 the value again by rendering each kind's message for the round's variable and matching the text, so a
@@ -145,6 +147,26 @@ NIGHT_ADVICE = ReasonTable("advice on a night's evidence", {
         "The best gain seen ({delta} {objective}) would be told from noise at about {needed} questions like these "
         "(now {n}).", ""),
     HOW_TO_WRITE: Wording("", "How to write them: {guide}."),
+})
+
+
+# -- how the night's stopwatch compared with the cost model ------------------------------------------------------
+# The morning report's latency section says the median measured / predicted p95 (`ratio`, formatted) over the
+# evaluated rounds, flagged when it left [1 / DRIFT, DRIFT] (tuner/reports/sweep.py); a drifted night's verdict
+# says so too (DRIFT_VERDICT, `ratio` a number). Each is all finding: decisions used the prediction, so there is
+# nothing to fix.
+WITHIN_CALIBRATION = "within_calibration"    # the ratio stayed within the band (or no round was charged)
+DRIFTED = "drifted"                          # the ratio left the band: the machine was not as at calibration
+DRIFT_VERDICT = "drift_verdict"              # the same, as the verdict's clause
+
+LATENCY_DRIFT = ReasonTable("latency reading", {
+    WITHIN_CALIBRATION: Wording("measured / predicted p95, median over {rounds} evaluated rounds: {ratio}", ""),
+    DRIFTED: Wording(
+        "measured / predicted p95, median over {rounds} evaluated rounds: {ratio} — DRIFT: the machine was not as "
+        "at calibration", ""),
+    DRIFT_VERDICT: Wording(
+        "LATENCY DRIFT: measured p95 ran {ratio:.2f}x the cost model's prediction (the machine was much busier or "
+        "quieter than at calibration; decisions used the prediction)", ""),
 })
 
 

@@ -149,7 +149,7 @@ def test_labels_without_probes_or_answerable(logged):
     only_ans = [c for c in calls if c.label != "irrelevant"]
     fp = Searcher(db).fingerprint
     cal = calibrate(only_ans, [], model=None, cos_threshold=0.82, fingerprint=fp)
-    assert cal.recommendation.basis is None and any("hold no 'irrelevant' rows" in w for w in cal.warnings)
+    assert cal.recommendation.basis is None and any("hold no 'irrelevant' rows" in w for w in cal.warning_lines())
     only_probes = [c for c in calls if c.label != "relevant"]
     cal = calibrate(only_probes, [], model=None, cos_threshold=0.82, fingerprint=fp)
     assert cal.recommendation.basis is None and cal.recommendation.cosine is None
@@ -282,11 +282,11 @@ def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_pat
     assert g.model.threshold == round(m.threshold, 4) and g.in_sample == ("log",)
     assert list(g.to_json()) == ["rows", "answerable", "probes", "sources", "cosine", "curves", "model", "in_sample"]
     assert list(g.curves) == ["gate model", "cosine gate"]
-    assert any("in-sample" in w for w in cal.warnings)
+    assert any("in-sample" in w for w in cal.warning_lines())
     m2 = fit_gate([c.features for c in lab], [int(c.label == "relevant") for c in lab], fingerprint=fp,
                   features=["top_cos", "term_overlap"], fitted_on={"sources": ["demo-tune"]})
     cal = calibrate(calls, [], model=m2, cos_threshold=0.85, fingerprint=fp)
-    assert cal.gate_on_labels.in_sample == () and not any("in-sample" in w for w in cal.warnings)
+    assert cal.gate_on_labels.in_sample == () and not any("in-sample" in w for w in cal.warning_lines())
     # no probes among the labels: nothing to score, said in the report
     cal = calibrate([c for c in calls if c.label != "irrelevant"], [], model=None, cos_threshold=0.85, fingerprint=fp)
     assert cal.gate_on_labels is None
@@ -406,7 +406,7 @@ def test_labels_for_calls_of_another_index_are_left_out_with_a_message(labelled_
     cal, calls, _, _ = calibrate_index(db, log_path=log, since_s=None)
     assert cal.labelled.answerable == 6 and cal.labelled.probes == 6    # only this index's labels
     assert cal.kept_apart.to_json() == {"calls": 12, "labelled": 12, "fingerprints": ["other-index-0000"]}
-    assert any("another index" in w and "left out" in w for w in cal.warnings)
+    assert any("another index" in w and "left out" in w for w in cal.warning_lines())
     # a label file naming them: applied in memory, then left out the same way
     other_ids = [c.id for c in read_logged_calls(log) if c.index_fingerprint != key]
     f = tmp_path / "labels.txt"

@@ -118,7 +118,7 @@ def test_labels_that_hold_the_current_threshold_keep_it():
     assert mv.interval[0] <= 0.64 <= mv.interval[1] and mv.kept
     assert rec.model_summary.method == "keep" and rec.basis is None and rec.model is None
     assert mv.flips.let_through == mv.flips.stopped == 0
-    assert any("The current 0.640 stays" in w for w in cal.warnings)
+    assert any("The current 0.640 stays" in w for w in cal.warning_lines())
 
 
 def test_more_labels_narrow_the_interval():
@@ -169,7 +169,7 @@ def test_rows_of_another_index_are_kept_apart():
     cal = calibrate(calls + other, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     assert cal.kept_apart.to_json() == {"calls": 30, "labelled": 30, "fingerprints": ["idx-B"]}
-    assert any("another index" in w and "left out" in w for w in cal.warnings)
+    assert any("another index" in w and "left out" in w for w in cal.warning_lines())
     assert cal.labelled == alone.labelled and cal.window.calls == len(calls)
     assert cal.recommendation.threshold_move.to == alone.recommendation.threshold_move.to
 
@@ -225,7 +225,7 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it():
     more = mv.labels_to_decide.more
     assert mv.kept and isinstance(more, int) and 0 < more <= mv.labels_to_decide.unlabelled
     assert f"about {more} more labels" in cal.recommendation.declined
-    assert any(f"about {more} more labels" in w for w in cal.warnings)
+    assert any(f"about {more} more labels" in w for w in cal.warning_lines())
     from tuner.reports.calibration import calibration_report
     from tuner.reports.render import to_markdown
     verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
@@ -331,7 +331,7 @@ def test_a_label_on_a_call_that_timed_out_is_skipped_and_counted():
     calls.append(cosine_call(7, 0.0, "relevant", error="timeout: the search took longer than 2.0 s"))
     cal = calibrate(calls, [], model=None, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     assert cal.skipped_labels.to_json() == {"no_search": 1, "ids": [7]}
-    assert any("1 labelled call(s) have no search" in w for w in cal.warnings)
+    assert any("1 labelled call(s) have no search" in w for w in cal.warning_lines())
     assert cal.labelled.answerable == 3 and cal.labelled.probes == 3
     assert math.isfinite(cal.recommendation.cosine.threshold)
     assert cal.window.calls == 7                  # the call stays in the traffic

@@ -25,7 +25,7 @@ def test_labels_of_one_kind_write_no_proposal_and_say_what_is_missing(tmp_path, 
     other = "irrelevant" if kind == "relevant" else "relevant"
     rec = cal.recommendation
     assert rec.basis is None and rec.missing.label == other and rec.missing.need == 4
-    assert any(f"hold no {other!r} rows" in w and f"Label at least 4" in w for w in cal.warnings)
+    assert any(f"hold no {other!r} rows" in w and f"Label at least 4" in w for w in cal.warning_lines())
     proposal = tmp_path / "proposal.json"
     write_proposal(cal, tmp_path / "index.sqlite", proposal)
     text = proposal.read_text()
