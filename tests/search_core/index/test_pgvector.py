@@ -271,6 +271,80 @@ def test_a_sync_reads_only_the_chunks_the_change_record_names(small_vault, small
     assert report.mode == "current" and report.keys_read == 0
 
 
+def change_record(db):
+    """The chunk ids of the index's change record, in order of change."""
+    conn = connect(db)
+    try:
+        return [r[0] for r in conn.execute(f"SELECT chunk_id FROM {pv.CHANGES} ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+def test_the_change_record_keeps_only_what_the_table_has_not_read(small_vault, small_index, pg, shared_cache):
+    """A sync prunes the changes its table has read: after it the record is empty; the next changes are all it
+    then holds (numbered past the pruned ones: the sync after reads them and no others), and that sync empties it."""
+    grow(small_vault, small_index, shared_cache)
+    pg.use(small_index)
+    assert change_record(small_index) == []
+    restore = hide_settings(small_index)
+    edit_vault(small_vault)
+    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    first = change_record(small_index)
+    assert first
+    restore()
+    report = pv.sync(small_index)
+    assert report.pruned == len(first) and change_record(small_index) == []
+    restore = hide_settings(small_index)
+    touched = edit_vault(small_vault)
+    before = chunk_ids(small_index, touched)
+    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    restore()
+    after = chunk_ids(small_index, touched)
+    second = change_record(small_index)
+    assert set(second) == before ^ after, (second, before, after)
+    report = pv.sync(small_index)
+    assert report.mode == "incremental" and report.keys_read == len(set(second)), report
+    assert report.pruned == len(second) and change_record(small_index) == []
+    assert_table_holds_the_index(pg.dsn, small_index)
+
+
+OLD_CHANGE_LOG = (     # the record as made before it was pruned: numbered by the largest change left
+    f"CREATE TABLE {pv.CHANGES} (seq INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL)",
+    f"CREATE TABLE {pv.COMMITS} (token TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+    f"CREATE TRIGGER pgvector_chunk_added AFTER INSERT ON chunks BEGIN "
+    f"INSERT INTO {pv.CHANGES}(chunk_id) VALUES (NEW.id); END",
+    f"CREATE TRIGGER pgvector_commit AFTER INSERT ON meta WHEN NEW.key = 'generation_token' BEGIN "
+    f"INSERT OR REPLACE INTO {pv.COMMITS}(token, seq) VALUES (NEW.value, (SELECT coalesce(max(seq), 0) FROM {pv.CHANGES})); END",
+)
+
+
+def test_a_record_made_before_pruning_keeps_its_changes_and_numbers(small_index):
+    """An index whose change record numbers by the largest change left: installing moves it to a record that
+    never renumbers (its changes and their numbers kept, the next number past every commit entered)."""
+    conn = connect(small_index)
+    try:
+        with conn:
+            for stmt in OLD_CHANGE_LOG:
+                conn.execute(stmt)
+            conn.executemany(f"INSERT INTO {pv.CHANGES}(seq, chunk_id) VALUES (?, ?)", [(3, 11), (4, 12)])
+            conn.execute(f"INSERT INTO {pv.COMMITS}(token, seq) VALUES ('\"a\"', 4), ('\"b\"', 9)")
+    finally:
+        conn.close()
+    pv.install_change_log(small_index)
+    pv.install_change_log(small_index)          # idempotent
+    conn = connect(small_index)
+    try:
+        assert conn.execute(f"SELECT seq, chunk_id FROM {pv.CHANGES} ORDER BY seq").fetchall() == [(3, 11), (4, 12)]
+        with conn:
+            conn.execute(f"DELETE FROM {pv.CHANGES}")
+            conn.execute("DELETE FROM chunks WHERE id = (SELECT min(id) FROM chunks)")
+        assert [r[0] for r in conn.execute(f"SELECT seq FROM {pv.CHANGES}")] == [10]
+        triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        assert set(pv.CHANGE_LOG_TRIGGERS) <= triggers
+    finally:
+        conn.close()
+
+
 SYNC_HELD = textwrap.dedent("""
     import os, sys, threading
     from pathlib import Path
@@ -303,6 +377,7 @@ def test_a_killed_sync_loses_nothing(small_vault, small_index, pg, shared_cache,
     edit_vault(small_vault)
     index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
     restore()
+    unread = change_record(small_index)
     marker = tmp_path / "held"
     child = subprocess.Popen([sys.executable, "-c", SYNC_HELD, str(small_index), str(marker), point],
                              env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
@@ -316,9 +391,11 @@ def test_a_killed_sync_loses_nothing(small_vault, small_index, pg, shared_cache,
     finally:
         child.kill()
         child.wait()
-    # PostgreSQL rolls the dead client's transaction back: the table is the one before, whole
+    # PostgreSQL rolls the dead client's transaction back: the table is the one before, whole, and the change
+    # record still holds every change it has not read
     got = table_state(pg.dsn, table)
     assert sorted(got) == sorted(held_before)
+    assert change_record(small_index) == unread != []
     s = Searcher(small_index)
     with pytest.raises(pv.StaleTableError, match=r"holds generation \d+ of .*, this search reads generation \d+ of .* stale"):
         s.search("검색", SearchConfig(embedder=FAKE_EMBEDDER))
@@ -326,6 +403,7 @@ def test_a_killed_sync_loses_nothing(small_vault, small_index, pg, shared_cache,
     report = pv.sync(small_index)
     assert report.mode == "incremental" and 0 < report.keys_read < len(held_before) / 4, report
     assert_table_holds_the_index(pg.dsn, small_index)
+    assert change_record(small_index) == []
 
 
 def test_the_cli_syncs_and_remembers_the_settings(small_index, pg):
