@@ -95,15 +95,15 @@ CHANGE_LOG_SQL = (
 class PgvectorSettings:
     """Where an index's dense vectors live in PostgreSQL and how they are searched (the file beside the index).
 
-    The HNSW defaults are the cheapest settings measured that keep the hardest vectors we have near 0.98
-    recall@10 against exact at 525,000 (bench_pgvector's test-embedder windows, a query's top 10 within 0.007 of
-    each other): m 32, ef_construction 512 (a 49-minute build there on 2 loaded cores; pgvector's own 16, 64 build
-    in minutes and gave 0.925 at best with m 32, ef_construction 200), ef_search 1000 (pgvector's most): 0.961,
-    0.984 counting a row within 1e-3 of the exact 10th, p50 112-137 ms. read_rows 2000 (an iterative scan past
-    1000 rows) gives 0.975 (0.989) at p50 ~170-200 ms; the rest are out of the graph's reach. ef_search below the
-    rows the channel asks for (depth x 4 = 200) changes nothing: the scan is raised to them. Real e5-small vectors
-    are easier: 0.9975 at m 16, ef_construction 64, ef_search 200 on the 14,143 this machine has. BENCHMARKS.md,
-    scale: pgvector."""
+    The HNSW defaults, measured on the hardest vectors we have, 525,000 of bench_pgvector's
+    test-embedder windows (a query's top 10 within 0.007 of each other), miss 0.98 recall@10 against
+    exact there. m 32, ef_construction 512 (a 49-minute build on 2 loaded cores), ef_search 1000 (pgvector's
+    most): 0.961, p50 / p95 73 / 106 ms beside numpy's 45 / 64. m 64 (ef_construction 256, as long a build, 25 %
+    more index) gives 0.9655. read_rows 2000 (a relaxed iterative scan past 1000, the exact best kept) gives 0.9745
+    at 136 / 240 ms, and is off by default: more rows add nothing and real vectors need far less. ef_search below
+    the rows the channel asks for (depth x 4 = 200) changes nothing: the scan is raised to them. Real e5-small
+    vectors reach 0.9975 at m 16, ef_construction 64, ef_search 200 on the 14,143 this machine has.
+    BENCHMARKS.md, scale: pgvector."""
     dsn: str
     table: str
     search: str = "exact"          # "exact" (the numpy lists) or "hnsw"
