@@ -64,6 +64,7 @@ INSTALL = "pip install 'autoresearch[pgvector]'"
 SEARCH_MODES = ("exact", "hnsw")
 TABLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 COPY_BATCH_BYTES = 8 << 20
+MAX_PARTITIONS = 64
 MAX_READ_ROWS = 20_000          # an HNSW scan's rows a search may ask for (pgvector's default max_scan_tuples)
 CHANGES = "pgvector_changes"
 COMMITS = "pgvector_commits"
@@ -111,6 +112,8 @@ class PgvectorSettings:
     ef_construction: int = 512
     ef_search: int = 1000
     read_rows: int = 0             # HNSW: rows the scan reads, the best of them kept (0: the rows the channel asks)
+    partitions: int = 1            # the table hash-partitioned by chunk id, one HNSW graph each (fewer near-ties
+                                   # per graph: 4 gave 0.9855 where one graph stops at 0.9745, BENCHMARKS.md)
 
     def validate(self, where: str) -> "PgvectorSettings":
         if not isinstance(self.dsn, str) or not self.dsn.strip():
@@ -122,7 +125,7 @@ class PgvectorSettings:
         if self.search not in SEARCH_MODES:
             raise SearchCoreError(f"{where}: `search` {self.search!r} is not one of {', '.join(SEARCH_MODES)}")
         for name, low, high in (("m", 2, 100), ("ef_construction", 4, 1000), ("ef_search", 1, 1000),
-                                ("read_rows", 0, MAX_READ_ROWS)):
+                                ("read_rows", 0, MAX_READ_ROWS), ("partitions", 1, MAX_PARTITIONS)):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
                 raise SearchCoreError(f"{where}: `{name}` {v!r} must be a whole number from {low} to {high} "
@@ -394,12 +397,24 @@ def hnsw_index_name(table: str) -> str:
     return table[:58] + "_hnsw"
 
 
-def create_table(pg, table: str, dim: int) -> None:
+def create_table(pg, table: str, dim: int, partitions: int = 1) -> None:
     """The table of one index's vectors, new (inside the caller's transaction). note_id in byte order (COLLATE
-    "C"), as SQLite and Python compare strings: exact search breaks ties in the vault's order with it."""
+    "C"), as SQLite and Python compare strings: exact search breaks ties in the vault's order with it. With
+    `partitions` > 1, hash-partitioned by chunk id: an index on it is one per partition, and a query through the
+    table merges the partitions' scans (Merge Append)."""
     pg.execute(_sql("DROP TABLE IF EXISTS {t}", t=table))
     pg.execute(_sql("CREATE TABLE {t} (chunk_id bigint PRIMARY KEY, note_id text COLLATE \"C\" NOT NULL, "
-                    "ord integer NOT NULL, text_hash text NOT NULL, embedding vector(%d) NOT NULL)" % dim, t=table))
+                    "ord integer NOT NULL, text_hash text NOT NULL, embedding vector(%d) NOT NULL)" % dim
+                    + (" PARTITION BY HASH (chunk_id)" if partitions > 1 else ""), t=table))
+    for i in range(partitions if partitions > 1 else 0):
+        pg.execute(_sql("CREATE TABLE {p} PARTITION OF {t} FOR VALUES WITH (MODULUS %d, REMAINDER %d)"
+                        % (partitions, i), p=f"{table[:56]}_p{i}", t=table))
+
+
+def table_partitions(pg, table: str) -> int:
+    """How many partitions the table has (1: not partitioned)."""
+    n = pg.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)", (table,)).fetchone()[0]
+    return max(int(n), 1)
 
 
 def create_hnsw(pg, table: str, m: int, ef_construction: int) -> None:
@@ -488,13 +503,14 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
             state = _index_state(db, None if full or not exists or meta is None else meta["token"])
             generation, token, fp, dim = state.generation, state.token, state.fingerprint, state.dim
             if (not full and exists and meta is not None and (meta["generation"], meta["token"]) == (generation, token)
-                    and meta["hnsw"] == settings.hnsw_params()):
+                    and meta["hnsw"] == settings.hnsw_params() and table_partitions(pg, t) == settings.partitions):
                 # the table holds this commit already (an `index` run that changed nothing): no diff to read.
                 # An earlier transaction committed it, so the record may be pruned up to it now.
                 pruned = _settings_written(db, settings, previous, token)
                 return SyncReport(t, "current", generation, int(meta["rows"]), 0, 0, False,
                                   round(time.perf_counter() - t0, 3), 0.0, 0.0, pruned=pruned)
-            whole = full or not exists or meta is None or meta["dim"] != dim or meta["fingerprint"] != fp
+            whole = (full or not exists or meta is None or meta["dim"] != dim or meta["fingerprint"] != fp
+                     or table_partitions(pg, t) != settings.partitions)
             if whole and state.changed is not None:
                 state = _index_state(db)                 # every row, for the load (of the commit it then sees)
                 generation, token, fp, dim = state.generation, state.token, state.fingerprint, state.dim
@@ -505,7 +521,7 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
             inserted = deleted = 0
             keys_read = 0
             if whole:
-                create_table(pg, t, dim)
+                create_table(pg, t, dim, settings.partitions)
                 t1 = time.perf_counter()
                 inserted = copy_rows(cur, t, rows, layout=state.layout)
                 load_s = time.perf_counter() - t1
@@ -589,7 +605,7 @@ class PgvectorDense:
         s = self.settings
         return {"name": "pgvector", "search": s.search} | (
             {"m": s.m, "ef_construction": s.ef_construction, "ef_search": s.ef_search, "read_rows": s.read_rows}
-            if s.search == "hnsw" else {})
+            if s.search == "hnsw" else {}) | ({"partitions": s.partitions} if s.partitions > 1 else {})
 
     def close(self) -> None:
         if self._pg is not None:

@@ -98,6 +98,34 @@ def test_the_hnsw_option_builds_pgvectors_index_with_its_settings(demo_index, pg
     assert pv.read_settings(db).search == "exact"
 
 
+def test_a_partitioned_table_has_a_graph_per_partition_and_answers_as_one(demo_index, pg, tmp_path):
+    """`partitions` 3: the table hash-partitioned by chunk id, an HNSW graph in each, every vector in one of them;
+    exact search through it gives numpy's lists; another count loads the table whole, partitioned anew."""
+    db = pg.copy_of(demo_index, tmp_path, search="hnsw", m=8, ef_construction=32, partitions=3)
+    table = pv.read_settings(db).table
+    conn = pv.connect(pg.dsn)
+    try:
+        parts = [r[0] for r in conn.execute("SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = "
+                                            "to_regclass(%s) ORDER BY 1", (table,))]
+        assert len(parts) == 3
+        graphs = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = ANY(%s) AND indexdef LIKE "
+                              "'%%USING hnsw%%'", (parts,)).fetchone()[0]
+        assert graphs == 3
+        counts = [conn.execute(pv._sql("SELECT count(*) FROM {p}", p=p)).fetchone()[0] for p in parts]
+        assert all(c > 0 for c in counts) and sum(counts) == pv._table_meta(conn, table)["rows"]
+        want, _ = dense_lists(demo_index, QUESTIONS[:20])
+        got, backend = dense_lists(db, QUESTIONS[:20])
+        recall = [len({x[1] for x in g[:10]} & {x[1] for x in w[:10]}) / 10 for g, w in zip(got, want)]
+        assert sum(recall) / len(recall) >= 0.95, recall
+        report = pv.sync(db, pv.PgvectorSettings(dsn=pg.dsn, table=table, search="exact", partitions=2))
+        assert report.mode == "full" and pv.table_partitions(conn, table) == 2
+        got, _ = dense_lists(db, QUESTIONS[:20])
+        differ = {q: d for q, g, w in zip(QUESTIONS, got, want) if (d := ranking_difference(g, w))}
+        assert not differ, differ
+    finally:
+        conn.close()
+
+
 def test_read_rows_past_pgvectors_1000_reads_on_with_an_iterative_scan(demo_index, pg, tmp_path):
     """`read_rows` above pgvector's ef_search limit (1000) reads on with pgvector 0.8's iterative scan and keeps
     the best n of what it read, in exact order: reading every row of the demo's 560, the lists are numpy's."""
