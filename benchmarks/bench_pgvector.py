@@ -265,6 +265,81 @@ def run_size(args, n: int) -> dict:
     return res
 
 
+def profile_misses(dsn: str, table: str, n: int, k: int, cache: Path) -> dict:
+    """Why an HNSW table misses, on `k` queries over the text vectors of size n (the table built by a run before):
+    recall@10 of ef_search 1000 alone; read wider by pgvector 0.8's iterative scans (strict_order: rows in
+    distance order, a closer one found late is dropped; relaxed_order: kept) to 2,000 and 5,000 rows
+    (max_scan_tuples 20,000 and 100,000), the exact top 10 of them kept (ORDER BY the exact distance over the
+    scan's rows, in SQL); the best rows' own vectors searched as well (another way in). Then each missed row: is
+    it a float tie of the 10th, within 1e-3, and does the graph find it from its own vector (is it reachable)."""
+    import psycopg
+    mat = vectors("text", n, cache)
+    qs = query_vectors("text", k)
+    pg = psycopg.connect(dsn, autocommit=True)
+    lit = lambda q: "[" + ",".join(f"{x:.9g}" for x in np.asarray(q).tolist()) + "]"
+
+    def scan(q, rows, mode=None, tuples=20_000):
+        with pg.transaction():
+            pg.execute("SET LOCAL hnsw.ef_search = 1000")
+            if mode:
+                pg.execute(f"SET LOCAL hnsw.iterative_scan = {mode}")
+                pg.execute(f"SET LOCAL hnsw.max_scan_tuples = {tuples}")
+            # the exact re-rank in SQL: the scan's rows, ordered again by the exact distance. MATERIALIZED: from
+            # a plain subquery the planner takes the rows as sorted by d already (the index's order) and only
+            # breaks ties, which keeps a relaxed scan's late, closer rows where they came
+            return [r[0] for r in pg.execute(
+                f"WITH s AS MATERIALIZED (SELECT chunk_id, embedding <#> %s::vector AS d FROM {table} "
+                f"ORDER BY embedding <#> %s::vector LIMIT %s) SELECT chunk_id FROM s ORDER BY d, chunk_id LIMIT 10",
+                (lit(q), lit(q), rows))]
+
+    def expand(q):
+        first = scan(q, 1000)
+        got = set(first)
+        for c in first[:3]:
+            got |= set(scan(mat[c - 1], 1000))
+        return sorted(got, key=lambda c: (-float(mat[c - 1] @ q), c))[:10]
+
+    variants = {"ef_search 1000": lambda q: scan(q, 200),
+                "strict_order, 2,000 rows": lambda q: scan(q, 2000, "strict_order"),
+                "relaxed_order, 2,000 rows": lambda q: scan(q, 2000, "relaxed_order"),
+                "relaxed_order, 5,000 rows, 100,000 tuples": lambda q: scan(q, 5000, "relaxed_order", 100_000),
+                "ef_search 1000 + the top 3's own vectors": expand}
+    exact = []
+    for q in qs:
+        sc = np.asarray(mat @ q)
+        exact.append([int(i) + 1 for i in np.lexsort((np.arange(len(sc)), -sc))[:10]])
+    out = {"table": table, "queries": k, "load_avg_before": round(os.getloadavg()[0], 1), "variants": {}}
+    misses = []
+    for name, fn in variants.items():
+        hits, ms = 0, []
+        for q, e in zip(qs, exact):
+            t0 = time.perf_counter()
+            got = fn(q)
+            ms.append((time.perf_counter() - t0) * 1000)
+            hits += len(set(got) & set(e))
+            if name == "ef_search 1000":
+                misses += [(c, q, e) for c in e if c not in got]
+        out["variants"][name] = {"recall_at_10": round(hits / (10 * len(qs)), 4), "ms": summary(ms)}
+        print(f"  {name}: recall@10 {out['variants'][name]['recall_at_10']}, p50 {summary(ms)['p50']} ms", flush=True)
+    # a missed row of the exact top 10 scored within 1e-6 (float rounding) or 1e-3 of the exact 10th: a tie or a
+    # near-tie of the rows returned in its place
+    tenth = lambda q, e: float(mat[e[9] - 1] @ q)
+    out["misses"] = {"count": len(misses),
+                     "float_tie_of_the_10th": sum(float(mat[c - 1] @ q) <= tenth(q, e) + 1e-6 for c, q, e in misses),
+                     "within_1e-3_of_the_10th": sum(float(mat[c - 1] @ q) <= tenth(q, e) + EPS for c, q, e in misses),
+                     "found_from_their_own_vector": 0}
+    with pg.transaction():
+        pg.execute("SET LOCAL hnsw.ef_search = 1000")
+        for c, _, _ in misses:
+            own = [r[0] for r in pg.execute(f"SELECT chunk_id FROM {table} ORDER BY embedding <#> %s::vector LIMIT 1000",
+                                            (lit(mat[c - 1]),))]
+            out["misses"]["found_from_their_own_vector"] += c in own
+    out["load_avg_after"] = round(os.getloadavg()[0], 1)
+    pg.close()
+    print(json.dumps(out["misses"]), flush=True)
+    return out
+
+
 def sync_at_scale(dsn: str, db: Path) -> dict:
     """`sync` of a real index (a copy: the sync installs its change record into it): the first, whole; then one
     note's chunks rewritten (deleted and inserted again under new ids, a new commit and its layout file, by the
@@ -342,9 +417,15 @@ def main():
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/pgvector"))
     ap.add_argument("--sync-index", type=Path, default=None, help="time `sync` on a copy of this index instead "
                     "(its first load, one note through the change record, the same by the key-by-key diff)")
+    ap.add_argument("--profile-misses", metavar="TABLE", default=None, help="profile the misses of this HNSW table "
+                    "(built by an earlier run over --vectors text of the first --sizes) on --queries queries")
     args = ap.parse_args()
     if not args.dsn:
         raise SystemExit("give --dsn (or AUTORESEARCH_TEST_PGVECTOR_DSN); `bash .ci/postgres.sh start DIR` prints one")
+    if args.profile_misses:
+        write_result("pgvector-misses", profile_misses(args.dsn, args.profile_misses, args.sizes[0], args.queries,
+                                                       args.cache))
+        return
     if args.sync_index is not None:
         write_result("pgvector-sync", sync_at_scale(args.dsn, args.sync_index))
         return

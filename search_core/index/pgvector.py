@@ -25,6 +25,13 @@ one if it still has a vector), so a change counted twice costs nothing. A table 
 record (synced before the record existed, or the index was rebuilt or restored from a copy) is compared key by
 key once, as before.
 
+The record is pruned by what every table synced from the index has read: each sync, once its PostgreSQL
+transaction has committed (never before: a sync killed earlier must find every change again), enters in
+`pgvector_readers` the change number its table now holds, and the changes at or below the lowest of them, with
+the commits before it, are deleted. A table the index no longer feeds (its settings file now names another)
+is forgotten; synced again, it is compared key by key once. The change numbers never restart
+(AUTOINCREMENT), so a record pruned empty goes on numbering past every commit it entered.
+
 Search: `exact` is a sequential scan ordered by inner product, the numpy product's ranking (ties to the
 vault's order: note id in byte order, then ord, as the view's matrix rows are); `hnsw` reads pgvector's
 HNSW index (m, ef_construction at build, ef_search per query: pgvector returns at most ef_search rows, so a
@@ -57,14 +64,21 @@ INSTALL = "pip install 'autoresearch[pgvector]'"
 SEARCH_MODES = ("exact", "hnsw")
 TABLE_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 COPY_BATCH_BYTES = 8 << 20
+MAX_PARTITIONS = 64
 MAX_READ_ROWS = 20_000          # an HNSW scan's rows a search may ask for (pgvector's default max_scan_tuples)
 CHANGES = "pgvector_changes"
 COMMITS = "pgvector_commits"
+READERS = "pgvector_readers"
+CHANGE_LOG_TRIGGERS = ("pgvector_chunk_added", "pgvector_chunk_removed", "pgvector_chunk_rewritten", "pgvector_commit")
 # The index's change record (see the module's docstring). The meta value is the JSON text store.set_meta
 # writes (a quoted token); INSERT OR REPLACE fires AFTER INSERT triggers, so every bump_generation is entered.
+# A commit's change number is the last one ever given (sqlite_sequence), not the largest left: pruning may
+# leave the record empty.
 CHANGE_LOG_SQL = (
-    f"CREATE TABLE IF NOT EXISTS {CHANGES} (seq INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL)",
+    f"CREATE TABLE IF NOT EXISTS {CHANGES} (seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk_id INTEGER NOT NULL)",
     f"CREATE TABLE IF NOT EXISTS {COMMITS} (token TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+    f"CREATE TABLE IF NOT EXISTS {READERS} (reader TEXT PRIMARY KEY, dsn TEXT NOT NULL, table_name TEXT NOT NULL, "
+    f"seq INTEGER NOT NULL) WITHOUT ROWID",
     f"CREATE TRIGGER IF NOT EXISTS pgvector_chunk_added AFTER INSERT ON chunks BEGIN "
     f"INSERT INTO {CHANGES}(chunk_id) VALUES (NEW.id); END",
     f"CREATE TRIGGER IF NOT EXISTS pgvector_chunk_removed AFTER DELETE ON chunks BEGIN "
@@ -74,7 +88,7 @@ CHANGE_LOG_SQL = (
     f"VALUES (NEW.id); END",
     f"CREATE TRIGGER IF NOT EXISTS pgvector_commit AFTER INSERT ON meta WHEN NEW.key = 'generation_token' BEGIN "
     f"INSERT OR REPLACE INTO {COMMITS}(token, seq) VALUES (NEW.value, "
-    f"(SELECT coalesce(max(seq), 0) FROM {CHANGES})); END",
+    f"(SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = '{CHANGES}'), 0))); END",
 )
 
 
@@ -82,15 +96,15 @@ CHANGE_LOG_SQL = (
 class PgvectorSettings:
     """Where an index's dense vectors live in PostgreSQL and how they are searched (the file beside the index).
 
-    The HNSW defaults are the cheapest settings measured that keep the hardest vectors we have near 0.98
-    recall@10 against exact at 525,000 (bench_pgvector's test-embedder windows, a query's top 10 within 0.007 of
-    each other): m 32, ef_construction 512 (a 49-minute build there on 2 loaded cores; pgvector's own 16, 64 build
-    in minutes and gave 0.925 at best with m 32, ef_construction 200), ef_search 1000 (pgvector's most): 0.961,
-    0.984 counting a row within 1e-3 of the exact 10th, p50 112-137 ms. read_rows 2000 (an iterative scan past
-    1000 rows) gives 0.975 (0.989) at p50 ~170-200 ms; the rest are out of the graph's reach. ef_search below the
-    rows the channel asks for (depth x 4 = 200) changes nothing: the scan is raised to them. Real e5-small vectors
-    are easier: 0.9975 at m 16, ef_construction 64, ef_search 200 on the 14,143 this machine has. BENCHMARKS.md,
-    scale: pgvector."""
+    The HNSW defaults, measured on the hardest vectors we have, 525,000 of bench_pgvector's
+    test-embedder windows (a query's top 10 within 0.007 of each other), miss 0.98 recall@10 against
+    exact there. m 32, ef_construction 512 (a 49-minute build on 2 loaded cores), ef_search 1000 (pgvector's
+    most): 0.961, p50 / p95 73 / 106 ms beside numpy's 45 / 64. m 64 (ef_construction 256, as long a build, 25 %
+    more index) gives 0.9655. read_rows 2000 (a relaxed iterative scan past 1000, the exact best kept) gives 0.9745
+    at 136 / 240 ms, and is off by default: more rows add nothing and real vectors need far less. ef_search below
+    the rows the channel asks for (depth x 4 = 200) changes nothing: the scan is raised to them. Real e5-small
+    vectors reach 0.9975 at m 16, ef_construction 64, ef_search 200 on the 14,143 this machine has.
+    BENCHMARKS.md, scale: pgvector."""
     dsn: str
     table: str
     search: str = "exact"          # "exact" (the numpy lists) or "hnsw"
@@ -98,6 +112,8 @@ class PgvectorSettings:
     ef_construction: int = 512
     ef_search: int = 1000
     read_rows: int = 0             # HNSW: rows the scan reads, the best of them kept (0: the rows the channel asks)
+    partitions: int = 1            # the table hash-partitioned by chunk id, one HNSW graph each (fewer near-ties
+                                   # per graph: 4 gave 0.9855 where one graph stops at 0.9745, BENCHMARKS.md)
 
     def validate(self, where: str) -> "PgvectorSettings":
         if not isinstance(self.dsn, str) or not self.dsn.strip():
@@ -109,7 +125,7 @@ class PgvectorSettings:
         if self.search not in SEARCH_MODES:
             raise SearchCoreError(f"{where}: `search` {self.search!r} is not one of {', '.join(SEARCH_MODES)}")
         for name, low, high in (("m", 2, 100), ("ef_construction", 4, 1000), ("ef_search", 1, 1000),
-                                ("read_rows", 0, MAX_READ_ROWS)):
+                                ("read_rows", 0, MAX_READ_ROWS), ("partitions", 1, MAX_PARTITIONS)):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
                 raise SearchCoreError(f"{where}: `{name}` {v!r} must be a whole number from {low} to {high} "
@@ -253,6 +269,7 @@ class SyncReport:
     index_seconds: float       # the HNSW build
     keys_read: int = 0         # chunk keys read from each side to find the difference (the changed ones only,
                                # when the table's commit is in the index's change record)
+    pruned: int = 0            # changes dropped from the index's change record: read by every table synced from it
 
 
 @dataclass(frozen=True)
@@ -272,18 +289,66 @@ class IndexState:
 
 def install_change_log(db: Path) -> None:
     """The change record's tables and triggers in the index, with its current commit entered at change 0 (the
-    record is empty as of that commit: a table synced to it reads only what changes after). Idempotent."""
+    record is empty as of that commit: a table synced to it reads only what changes after). Idempotent. A
+    record made before it was pruned (numbered by the largest change left, which restarts once pruned empty)
+    is moved into one numbered by AUTOINCREMENT, its changes and numbers kept."""
     from search_core.index.store import atomic, connect as sqlite_connect, get_meta
     conn = sqlite_connect(db)
     try:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'pgvector_commit'").fetchone():
+        made = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (CHANGES,)).fetchone()
+        numbered = made is not None and "AUTOINCREMENT" in made[0].upper()
+        if numbered and conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                     (READERS,)).fetchone():
             return
         with atomic(conn):
+            old = made is not None and not numbered
+            if old:
+                for trigger in CHANGE_LOG_TRIGGERS:
+                    conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+                conn.execute(f"ALTER TABLE {CHANGES} RENAME TO {CHANGES}_unnumbered")
             for stmt in CHANGE_LOG_SQL:
                 conn.execute(stmt)
+            if old:
+                conn.execute(f"INSERT INTO {CHANGES}(seq, chunk_id) SELECT seq, chunk_id FROM {CHANGES}_unnumbered")
+                conn.execute(f"DROP TABLE {CHANGES}_unnumbered")
+                high = conn.execute(f"SELECT max(coalesce((SELECT max(seq) FROM {CHANGES}), 0), "
+                                    f"coalesce((SELECT max(seq) FROM {COMMITS}), 0))").fetchone()[0]
+                conn.execute("DELETE FROM sqlite_sequence WHERE name = ?", (CHANGES,))
+                conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES (?, ?)", (CHANGES, high))
             token = get_meta(conn, "generation_token")
             if token is not None:
                 conn.execute(f"INSERT OR IGNORE INTO {COMMITS}(token, seq) VALUES (?, 0)", (json.dumps(token),))
+    finally:
+        conn.close()
+
+
+def _reader(settings: PgvectorSettings) -> tuple[str, str]:
+    """A synced table's name in the change record: its server (the DSN without a password) and table."""
+    dsn = shown_dsn(settings.dsn)
+    return hash_json([dsn, settings.table], 16), dsn
+
+
+def record_read(db: Path, settings: PgvectorSettings, token: str,
+                forget: PgvectorSettings | None = None) -> int:
+    """After a sync's PostgreSQL transaction committed: the table of `settings` holds commit `token`; enter the
+    change number it has read up to, forget the table of `forget` (the index no longer feeds it), and drop the
+    changes every table still entered has read, with the commits before the lowest. Returns the changes dropped."""
+    from search_core.index.store import atomic, connect as sqlite_connect
+    conn = sqlite_connect(db)
+    try:
+        with atomic(conn):
+            if forget is not None and _reader(forget) != _reader(settings):
+                conn.execute(f"DELETE FROM {READERS} WHERE reader = ?", (_reader(forget)[0],))
+            read = conn.execute(f"SELECT seq FROM {COMMITS} WHERE token = ?", (json.dumps(token),)).fetchone()
+            if read is None:
+                return 0              # the index's commit is not in its record (restored from a copy): prune nothing
+            key, dsn = _reader(settings)
+            conn.execute(f"INSERT INTO {READERS}(reader, dsn, table_name, seq) VALUES (?, ?, ?, ?) "
+                         "ON CONFLICT(reader) DO UPDATE SET seq = excluded.seq", (key, dsn, settings.table, read[0]))
+            low = conn.execute(f"SELECT min(seq) FROM {READERS}").fetchone()[0]
+            pruned = conn.execute(f"DELETE FROM {CHANGES} WHERE seq <= ?", (low,)).rowcount
+            conn.execute(f"DELETE FROM {COMMITS} WHERE seq < ?", (low,))
+            return pruned
     finally:
         conn.close()
 
@@ -332,12 +397,24 @@ def hnsw_index_name(table: str) -> str:
     return table[:58] + "_hnsw"
 
 
-def create_table(pg, table: str, dim: int) -> None:
+def create_table(pg, table: str, dim: int, partitions: int = 1) -> None:
     """The table of one index's vectors, new (inside the caller's transaction). note_id in byte order (COLLATE
-    "C"), as SQLite and Python compare strings: exact search breaks ties in the vault's order with it."""
+    "C"), as SQLite and Python compare strings: exact search breaks ties in the vault's order with it. With
+    `partitions` > 1, hash-partitioned by chunk id: an index on it is one per partition, and a query through the
+    table merges the partitions' scans (Merge Append)."""
     pg.execute(_sql("DROP TABLE IF EXISTS {t}", t=table))
     pg.execute(_sql("CREATE TABLE {t} (chunk_id bigint PRIMARY KEY, note_id text COLLATE \"C\" NOT NULL, "
-                    "ord integer NOT NULL, text_hash text NOT NULL, embedding vector(%d) NOT NULL)" % dim, t=table))
+                    "ord integer NOT NULL, text_hash text NOT NULL, embedding vector(%d) NOT NULL)" % dim
+                    + (" PARTITION BY HASH (chunk_id)" if partitions > 1 else ""), t=table))
+    for i in range(partitions if partitions > 1 else 0):
+        pg.execute(_sql("CREATE TABLE {p} PARTITION OF {t} FOR VALUES WITH (MODULUS %d, REMAINDER %d)"
+                        % (partitions, i), p=f"{table[:56]}_p{i}", t=table))
+
+
+def table_partitions(pg, table: str) -> int:
+    """How many partitions the table has (1: not partitioned)."""
+    n = pg.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = to_regclass(%s)", (table,)).fetchone()[0]
+    return max(int(n), 1)
 
 
 def create_hnsw(pg, table: str, m: int, ef_construction: int) -> None:
@@ -401,8 +478,13 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
         if settings is None:
             raise SearchCoreError(f"{db} has no pgvector settings ({where}); give a DSN: "
                                   f"`autoresearch pgvector sync --db {db} --dsn postgresql://user@host/dbname`")
+        previous = settings
     else:
         settings.validate("pgvector settings")
+        try:
+            previous = read_settings(db)
+        except SearchCoreError:
+            previous = None                  # a broken file: rewritten below with the settings given
     t0 = time.perf_counter()
     pg = connect(settings.dsn, f" (the pgvector settings of {db})")
     # before the snapshot below: every change committed after it is in the record
@@ -421,13 +503,14 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
             state = _index_state(db, None if full or not exists or meta is None else meta["token"])
             generation, token, fp, dim = state.generation, state.token, state.fingerprint, state.dim
             if (not full and exists and meta is not None and (meta["generation"], meta["token"]) == (generation, token)
-                    and meta["hnsw"] == settings.hnsw_params()):
-                # the table holds this commit already (an `index` run that changed nothing): no diff to read
-                if read_settings(db) != settings:
-                    write_settings(db, settings)
+                    and meta["hnsw"] == settings.hnsw_params() and table_partitions(pg, t) == settings.partitions):
+                # the table holds this commit already (an `index` run that changed nothing): no diff to read.
+                # An earlier transaction committed it, so the record may be pruned up to it now.
+                pruned = _settings_written(db, settings, previous, token)
                 return SyncReport(t, "current", generation, int(meta["rows"]), 0, 0, False,
-                                  round(time.perf_counter() - t0, 3), 0.0, 0.0)
-            whole = full or not exists or meta is None or meta["dim"] != dim or meta["fingerprint"] != fp
+                                  round(time.perf_counter() - t0, 3), 0.0, 0.0, pruned=pruned)
+            whole = (full or not exists or meta is None or meta["dim"] != dim or meta["fingerprint"] != fp
+                     or table_partitions(pg, t) != settings.partitions)
             if whole and state.changed is not None:
                 state = _index_state(db)                 # every row, for the load (of the commit it then sees)
                 generation, token, fp, dim = state.generation, state.token, state.fingerprint, state.dim
@@ -438,7 +521,7 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
             inserted = deleted = 0
             keys_read = 0
             if whole:
-                create_table(pg, t, dim)
+                create_table(pg, t, dim, settings.partitions)
                 t1 = time.perf_counter()
                 inserted = copy_rows(cur, t, rows, layout=state.layout)
                 load_s = time.perf_counter() - t1
@@ -480,10 +563,18 @@ def sync(db: str | Path, settings: PgvectorSettings | None = None, *, full: bool
             pg.execute(_sql("ANALYZE {t}", t=t))        # the planner's counts, when they moved by a tenth
     finally:
         pg.close()
-    if read_settings(db) != settings:
-        write_settings(db, settings)
+    # only now, the table's transaction committed: a sync killed before this point has pruned nothing
+    pruned = _settings_written(db, settings, previous, token)
     return SyncReport(t, mode, generation, state.vectors, inserted, deleted, hnsw_built,
-                      round(time.perf_counter() - t0, 3), round(load_s, 3), round(index_s, 3), keys_read)
+                      round(time.perf_counter() - t0, 3), round(load_s, 3), round(index_s, 3), keys_read, pruned)
+
+
+def _settings_written(db: Path, settings: PgvectorSettings, previous: PgvectorSettings | None, token: str) -> int:
+    """After the table holds commit `token`: the settings file names it, the change record knows what it has
+    read (and forgets the table the file named before, when another). Returns the changes pruned."""
+    if previous != settings:
+        write_settings(db, settings)
+    return record_read(db, settings, token, forget=previous)
 
 
 # ---------------------------------------------------------------- search
@@ -514,7 +605,7 @@ class PgvectorDense:
         s = self.settings
         return {"name": "pgvector", "search": s.search} | (
             {"m": s.m, "ef_construction": s.ef_construction, "ef_search": s.ef_search, "read_rows": s.read_rows}
-            if s.search == "hnsw" else {})
+            if s.search == "hnsw" else {}) | ({"partitions": s.partitions} if s.partitions > 1 else {})
 
     def close(self) -> None:
         if self._pg is not None:

@@ -98,6 +98,34 @@ def test_the_hnsw_option_builds_pgvectors_index_with_its_settings(demo_index, pg
     assert pv.read_settings(db).search == "exact"
 
 
+def test_a_partitioned_table_has_a_graph_per_partition_and_answers_as_one(demo_index, pg, tmp_path):
+    """`partitions` 3: the table hash-partitioned by chunk id, an HNSW graph in each, every vector in one of them;
+    exact search through it gives numpy's lists; another count loads the table whole, partitioned anew."""
+    db = pg.copy_of(demo_index, tmp_path, search="hnsw", m=8, ef_construction=32, partitions=3)
+    table = pv.read_settings(db).table
+    conn = pv.connect(pg.dsn)
+    try:
+        parts = [r[0] for r in conn.execute("SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = "
+                                            "to_regclass(%s) ORDER BY 1", (table,))]
+        assert len(parts) == 3
+        graphs = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = ANY(%s) AND indexdef LIKE "
+                              "'%%USING hnsw%%'", (parts,)).fetchone()[0]
+        assert graphs == 3
+        counts = [conn.execute(pv._sql("SELECT count(*) FROM {p}", p=p)).fetchone()[0] for p in parts]
+        assert all(c > 0 for c in counts) and sum(counts) == pv._table_meta(conn, table)["rows"]
+        want, _ = dense_lists(demo_index, QUESTIONS[:20])
+        got, backend = dense_lists(db, QUESTIONS[:20])
+        recall = [len({x[1] for x in g[:10]} & {x[1] for x in w[:10]}) / 10 for g, w in zip(got, want)]
+        assert sum(recall) / len(recall) >= 0.95, recall
+        report = pv.sync(db, pv.PgvectorSettings(dsn=pg.dsn, table=table, search="exact", partitions=2))
+        assert report.mode == "full" and pv.table_partitions(conn, table) == 2
+        got, _ = dense_lists(db, QUESTIONS[:20])
+        differ = {q: d for q, g, w in zip(QUESTIONS, got, want) if (d := ranking_difference(g, w))}
+        assert not differ, differ
+    finally:
+        conn.close()
+
+
 def test_read_rows_past_pgvectors_1000_reads_on_with_an_iterative_scan(demo_index, pg, tmp_path):
     """`read_rows` above pgvector's ef_search limit (1000) reads on with pgvector 0.8's iterative scan and keeps
     the best n of what it read, in exact order: reading every row of the demo's 560, the lists are numpy's."""
@@ -271,6 +299,80 @@ def test_a_sync_reads_only_the_chunks_the_change_record_names(small_vault, small
     assert report.mode == "current" and report.keys_read == 0
 
 
+def change_record(db):
+    """The chunk ids of the index's change record, in order of change."""
+    conn = connect(db)
+    try:
+        return [r[0] for r in conn.execute(f"SELECT chunk_id FROM {pv.CHANGES} ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+def test_the_change_record_keeps_only_what_the_table_has_not_read(small_vault, small_index, pg, shared_cache):
+    """A sync prunes the changes its table has read: after it the record is empty; the next changes are all it
+    then holds (numbered past the pruned ones: the sync after reads them and no others), and that sync empties it."""
+    grow(small_vault, small_index, shared_cache)
+    pg.use(small_index)
+    assert change_record(small_index) == []
+    restore = hide_settings(small_index)
+    edit_vault(small_vault)
+    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    first = change_record(small_index)
+    assert first
+    restore()
+    report = pv.sync(small_index)
+    assert report.pruned == len(first) and change_record(small_index) == []
+    restore = hide_settings(small_index)
+    touched = edit_vault(small_vault)
+    before = chunk_ids(small_index, touched)
+    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    restore()
+    after = chunk_ids(small_index, touched)
+    second = change_record(small_index)
+    assert set(second) == before ^ after, (second, before, after)
+    report = pv.sync(small_index)
+    assert report.mode == "incremental" and report.keys_read == len(set(second)), report
+    assert report.pruned == len(second) and change_record(small_index) == []
+    assert_table_holds_the_index(pg.dsn, small_index)
+
+
+OLD_CHANGE_LOG = (     # the record as made before it was pruned: numbered by the largest change left
+    f"CREATE TABLE {pv.CHANGES} (seq INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL)",
+    f"CREATE TABLE {pv.COMMITS} (token TEXT PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID",
+    f"CREATE TRIGGER pgvector_chunk_added AFTER INSERT ON chunks BEGIN "
+    f"INSERT INTO {pv.CHANGES}(chunk_id) VALUES (NEW.id); END",
+    f"CREATE TRIGGER pgvector_commit AFTER INSERT ON meta WHEN NEW.key = 'generation_token' BEGIN "
+    f"INSERT OR REPLACE INTO {pv.COMMITS}(token, seq) VALUES (NEW.value, (SELECT coalesce(max(seq), 0) FROM {pv.CHANGES})); END",
+)
+
+
+def test_a_record_made_before_pruning_keeps_its_changes_and_numbers(small_index):
+    """An index whose change record numbers by the largest change left: installing moves it to a record that
+    never renumbers (its changes and their numbers kept, the next number past every commit entered)."""
+    conn = connect(small_index)
+    try:
+        with conn:
+            for stmt in OLD_CHANGE_LOG:
+                conn.execute(stmt)
+            conn.executemany(f"INSERT INTO {pv.CHANGES}(seq, chunk_id) VALUES (?, ?)", [(3, 11), (4, 12)])
+            conn.execute(f"INSERT INTO {pv.COMMITS}(token, seq) VALUES ('\"a\"', 4), ('\"b\"', 9)")
+    finally:
+        conn.close()
+    pv.install_change_log(small_index)
+    pv.install_change_log(small_index)          # idempotent
+    conn = connect(small_index)
+    try:
+        assert conn.execute(f"SELECT seq, chunk_id FROM {pv.CHANGES} ORDER BY seq").fetchall() == [(3, 11), (4, 12)]
+        with conn:
+            conn.execute(f"DELETE FROM {pv.CHANGES}")
+            conn.execute("DELETE FROM chunks WHERE id = (SELECT min(id) FROM chunks)")
+        assert [r[0] for r in conn.execute(f"SELECT seq FROM {pv.CHANGES}")] == [10]
+        triggers = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+        assert set(pv.CHANGE_LOG_TRIGGERS) <= triggers
+    finally:
+        conn.close()
+
+
 SYNC_HELD = textwrap.dedent("""
     import os, sys, threading
     from pathlib import Path
@@ -303,6 +405,7 @@ def test_a_killed_sync_loses_nothing(small_vault, small_index, pg, shared_cache,
     edit_vault(small_vault)
     index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
     restore()
+    unread = change_record(small_index)
     marker = tmp_path / "held"
     child = subprocess.Popen([sys.executable, "-c", SYNC_HELD, str(small_index), str(marker), point],
                              env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
@@ -316,9 +419,11 @@ def test_a_killed_sync_loses_nothing(small_vault, small_index, pg, shared_cache,
     finally:
         child.kill()
         child.wait()
-    # PostgreSQL rolls the dead client's transaction back: the table is the one before, whole
+    # PostgreSQL rolls the dead client's transaction back: the table is the one before, whole, and the change
+    # record still holds every change it has not read
     got = table_state(pg.dsn, table)
     assert sorted(got) == sorted(held_before)
+    assert change_record(small_index) == unread != []
     s = Searcher(small_index)
     with pytest.raises(pv.StaleTableError, match=r"holds generation \d+ of .*, this search reads generation \d+ of .* stale"):
         s.search("검색", SearchConfig(embedder=FAKE_EMBEDDER))
@@ -326,6 +431,7 @@ def test_a_killed_sync_loses_nothing(small_vault, small_index, pg, shared_cache,
     report = pv.sync(small_index)
     assert report.mode == "incremental" and 0 < report.keys_read < len(held_before) / 4, report
     assert_table_holds_the_index(pg.dsn, small_index)
+    assert change_record(small_index) == []
 
 
 def test_the_cli_syncs_and_remembers_the_settings(small_index, pg):
