@@ -200,11 +200,16 @@ def gap_share(start: float, final: float, default: float) -> float | None:
 def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, variant: str,
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
-             budget: float | None = None, heading_title: bool = True) -> dict:
+             budget: float | None = None, heading_title: bool = True, tuning: str = "made") -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
-    them, so the same night serves the design iterations (tune) and the reported figures (holdout)."""
+    them, so the same night serves the design iterations (tune) and the reported figures (holdout).
+    tuning: what the night tunes on: "made" (the made set alone), "hand+made" (the vault's hand-written tune
+    set, probes too, beside the made set, combined as the daemon combines them: tuner.data.night_gold),
+    "hand" (the hand-written tune set alone); with a hand-written part it cannot be judged on "tune"."""
     from search_core.config import SearchConfig, load_config
     db = base_index(case, cache)
+    if tuning != "made" and "tune" in judges:
+        raise SystemExit(f"--tuning {tuning} tunes on the tune set: judge on holdout only")
     hands = {j: hand_set(case, j) for j in judges}
     out = {"vault": case.name, "judges": {j: {"sets": [p.stem for p in case.judge[j]], "n": len(h.questions)}
                                           for j, h in hands.items()},
@@ -212,9 +217,15 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "space": str(space) if space else "default",
            "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole,
            "heading_title": heading_title,
-           "time_budget_s": budget, "runs": []}
+           "time_budget_s": budget, "tuning": tuning, "runs": []}
     for seed in seeds:
         gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title)
+        if tuning != "made":
+            from tuner.data.night_gold import write_night_gold
+            from tuner.daemon.evidence import index_note_ids
+            parts = [*case.judge["tune"], *([gold] if tuning == "hand+made" else [])]
+            gold = write_night_gold(parts, cache / case.name / "made", name=f"{variant}-{tuning}-seed{seed}",
+                                    known_ids=index_note_ids(db)).path
         for start_name in starts:
             start = load_config(START) if start_name == "hand-set" else SearchConfig()
             t0 = time.perf_counter()
@@ -412,6 +423,9 @@ def main() -> None:
                          "hand-written --judge set, and stop")
     ap.add_argument("--check-sets", default="recipe,headings",
                     help="--config-check's made sets: recipe (gold make's), headings (heading questions alone)")
+    ap.add_argument("--tuning", default="made", choices=("made", "hand+made", "hand"),
+                    help="the night's tuning set: the made set alone, the hand-written tune set beside it (as the "
+                         "daemon combines them), or the hand-written tune set alone")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -470,7 +484,7 @@ def main() -> None:
                                 a.rounds, a.variant, tuple(a.starts.split(",")),
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
                                 anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
-                                budget=a.time_budget, heading_title=not a.heading_alone))
+                                budget=a.time_budget, heading_title=not a.heading_alone, tuning=a.tuning))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})
