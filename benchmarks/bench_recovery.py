@@ -229,7 +229,8 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
         for start_name in starts:
             start = load_config(START) if start_name == "hand-set" else SearchConfig()
             t0 = time.perf_counter()
-            sw, summary = night(case, db, gold, start, seed, cache, f"{variant}-{start_name}-seed{seed}", rounds,
+            tag = f"{variant}{'' if tuning == 'made' else '-' + tuning}-{start_name}-seed{seed}"
+            sw, summary = night(case, db, gold, start, seed, cache, tag, rounds,
                                space, budget, whole)
             summary = summary.to_json()
             base_emb = sw.bench.base_embedder
@@ -251,7 +252,7 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                                       "agreement": visited_agreement(sw, hand)}
             row["seconds"] = round(time.perf_counter() - t0, 1)
             out["runs"].append(row)
-            (cache / case.name / f"{variant}-{'+'.join(starts)}-partial.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
+            (cache / case.name / f"{variant}{'' if tuning == 'made' else '-' + tuning}-{'+'.join(starts)}-partial.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
             j0 = judges[0]
             b = row["by_judge"][j0]
             progress(f"{case.name} seed {seed} from {start_name} [{j0}]: hit@5 {b['start']['hit@5']:.3f} -> "
@@ -346,7 +347,9 @@ def summary_rows(results: list[dict], judge: str) -> list[dict]:
             rec = {m: [x for x in (gap_share(j["start"][m], j["night"][m], j["default"][m]) for j in js) if x is not None]
                    for m in ("hit@5", "mrr")}          # recomputed: result files written before gap_share's fix
             rho = sorted(j["agreement"]["mrr_spearman"] for j in js if j["agreement"]["mrr_spearman"] is not None)
-            rows.append({"vault": res["vault"], "variant": res["variant"], "n": res["n"], "start_from": start,
+            tuning = res.get("tuning", "made")
+            rows.append({"vault": res["vault"], "n": res["n"], "start_from": start,
+                         "variant": res["variant"] + ("" if tuning == "made" else f" beside hand-written tune ({tuning})"),
                          "seeds": [r["seed"] for r in runs], "judged_on": res["judges"][judge],
                          **{f"{k} {m}": mean(k, m) for k in ("start", "night", "default") for m in ("hit@5", "mrr")},
                          "recovered hit@5": rec["hit@5"], "recovered mrr": rec["mrr"],
@@ -435,7 +438,7 @@ def main() -> None:
         for f in a.report:
             d = json.loads(f.read_text())
             for res in d["results"] if "results" in d else [d]:
-                key = (res["vault"], res["variant"], res["n"])
+                key = (res["vault"], res["variant"], res["n"], res.get("tuning", "made"))
                 if key in merged:
                     merged[key]["runs"] += res["runs"]
                 else:
