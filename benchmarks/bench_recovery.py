@@ -18,6 +18,8 @@ Vaults and hand-written questions:
   voyager003  /work/vaults/voyager003-wiki/_wiki (210 notes); tune: voyager003-tune, holdout:
               voyager003-holdout (searched once, as the final measurement of the recipe's nights); its index
               is built under --cache on first use
+  crackyachae /work/vaults/crackyachae-crackyachae.github.io/_study (278 notes); holdout: crackyachae-holdout
+              (no tune set; searched once, as the final measurement); its index is built under --cache
 Design choices are made with --judge tune on demo and johngrib only.
 
 Indexes, made sets and ledgers are cached under --cache (outside the repository); the e5-small base
@@ -78,6 +80,8 @@ VAULTS = {
                             {"tune": (SETS / "baekjungho-tune.yaml",), "holdout": (SETS / "baekjungho-holdout.yaml",)}),
     "voyager003": VaultCase("voyager003", Path("/work/vaults/voyager003-wiki/_wiki"), None,
                             {"tune": (SETS / "voyager003-tune.yaml",), "holdout": (SETS / "voyager003-holdout.yaml",)}),
+    "crackyachae": VaultCase("crackyachae", Path("/work/vaults/crackyachae-crackyachae.github.io/_study"), None,
+                             {"holdout": (SETS / "crackyachae-holdout.yaml",)}),
 }
 
 
