@@ -204,7 +204,8 @@ def gap_share(start: float, final: float, default: float) -> float | None:
 def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, variant: str,
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
-             budget: float | None = None, heading_title: bool = True, tuning: str = "made") -> dict:
+             budget: float | None = None, heading_title: bool = True, tuning: str = "made",
+             agreement: bool = True) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout).
     tuning: what the night tunes on: "made" (the made set alone), "hand+made" (the vault's hand-written tune
@@ -253,7 +254,8 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                 row["by_judge"][j] = {"start": s0, "night": s1, "default": sd,
                                       "recovered": {m: gap_share(s0[m], s1[m], sd[m]) for m in ("hit@5", "mrr")},
                                       "hit5_below_start": s1["hit@5"] < s0["hit@5"] - 1e-9,
-                                      "agreement": visited_agreement(sw, hand)}
+                                      "agreement": visited_agreement(sw, hand) if agreement else
+                                      {"configs": 0, "mrr_spearman": None, "hit5_spearman": None, "pairs": []}}
             row["seconds"] = round(time.perf_counter() - t0, 1)
             out["runs"].append(row)
             (cache / case.name / f"{variant}{'' if tuning == 'made' else '-' + tuning}-{'+'.join(starts)}-partial.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
@@ -433,6 +435,9 @@ def main() -> None:
     ap.add_argument("--tuning", default="made", choices=("made", "hand+made", "hand"),
                     help="the night's tuning set: the made set alone, the hand-written tune set beside it (as the "
                          "daemon combines them), or the hand-written tune set alone")
+    ap.add_argument("--no-agreement", action="store_true",
+                    help="skip the agreement (every visited config scored on the hand-written sets: most of a "
+                         "night's time on a loaded machine)")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -491,7 +496,8 @@ def main() -> None:
                                 a.rounds, a.variant, tuple(a.starts.split(",")),
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
                                 anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
-                                budget=a.time_budget, heading_title=not a.heading_alone, tuning=a.tuning))
+                                budget=a.time_budget, heading_title=not a.heading_alone, tuning=a.tuning,
+                                agreement=not a.no_agreement))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})
