@@ -222,9 +222,9 @@ def determinism(rounds: int, seed: int) -> dict:
                      "load_end": os.getloadavg()[0], "cost_events": sw.bench.cost_events,
                      "rounds": [{"round": r.round, "variable": r.variable, "new": r.new,
                                  "decision": r.decision, "objective": r.objective,
-                                 "p95_predicted": (r.result.latency_charge or {}).get("p95_predicted")
+                                 "p95_predicted": (r.result.latency_charge.p95_predicted if r.result.latency_charge else None)
                                  if r.result else None,
-                                 "p95_measured": (r.result.latency_charge or {}).get("p95_measured")
+                                 "p95_measured": (r.result.latency_charge.p95_measured if r.result.latency_charge else None)
                                  if r.result else None} for r in rows]})
         print(f"{label}: {runs[-1]['seconds']} s, load {load0:.1f} -> {runs[-1]['load_end']:.1f}", flush=True)
     srv.shutdown()

@@ -57,26 +57,26 @@ def measure(db: Path, fit_sets: list[Path], measure_sets: list[Path]) -> dict:
         # the shipped default, before anything is installed beside the copy
         dflt, _, _, dchoice = calibrate_index(copy, log_path=None, since_s=None, gold_paths=measure_sets)
         fitted, _, _, _ = calibrate_index(copy, log_path=None, since_s=None, gold_paths=fit_sets)
-        if not fitted.recommendation.get("model"):
-            raise SystemExit(f"no gate was fitted on {fit_sets}: {fitted['warnings']}")
+        if not fitted.recommendation.model:
+            raise SystemExit(f"no gate was fitted on {fit_sets}: {fitted.warning_lines()}")
         write_proposal(fitted, copy, work / "proposal.json")
         apply_proposal(work / "proposal.json", copy)
         cal, _, labelled, choice = calibrate_index(copy, log_path=None, since_s=None, gold_paths=measure_sets)
         y = [int(r.answerable) for r in labelled]
         p = probabilities(choice.model, [r.features for r in labelled])
         cos = [r.features.get("hit_cos", -1.0) for r in labelled]
-        t_fit = fitted.recommendation["cosine"]["threshold"]
-        g = cal.gate_on_labels
+        t_fit = fitted.recommendation.cosine.threshold
+        g = cal.gate_on_labels.to_json()             # written out as the calibration's JSON holds it
         return {"fit": [str(x) for x in fit_sets], "measure": [str(x) for x in measure_sets],
                 "rows": g["rows"], "answerable": g["answerable"], "probes": g["probes"],
                 "fitted_gate": {**g["model"], "features": len(choice.model.features),
                                 "bootstrap_bacc": bootstrap_bacc(p, y, choice.model.threshold),
                                 "in_sample": g["in_sample"], "fitted_on": choice.model.fitted_on},
-                "default_gate": {**dflt.gate_on_labels["model"], "source": dchoice.source,
-                                 "in_sample": dflt.gate_on_labels["in_sample"]},
+                "default_gate": {**dflt.gate_on_labels.model.to_json(), "source": dchoice.source,
+                                 "in_sample": list(dflt.gate_on_labels.in_sample)},
                 "cosine_default": g["cosine"],
                 "cosine_fitted_on_fit_sets": gate_scorecard(cos, y, t_fit).to_json(),
-                "warnings": list(cal.warnings + dflt.warnings)}
+                "warnings": list(cal.warning_lines() + dflt.warning_lines())}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

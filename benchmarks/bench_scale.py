@@ -35,9 +35,9 @@ server for. Embedding cost from scratch wants a fresh --work folder.
 Per size: a full build split by stage (parse, chunk, embed, write, graph, short tokens, n-gram postings,
 term and word counts, the rest: commit and swap), with its wall and CPU seconds and peak RSS (the build's
 own process, from wait4), the index and cache sizes; a cold `search` (a new process, `autoresearch
-search`, wall, CPU and peak RSS); warm p50/p95 of each channel and the whole search in one long-lived
-Searcher; one changed note and a no-op `index` (new processes; the edits are undone after); `gold make -n 100
---kinds anchor,heading,alias,title` (past one copy no heading or link phrase is distinctive) and a sweep
+search`, wall, CPU and peak RSS); warm p50/p95 of each channel, the whole search and its process CPU
+in one long-lived Searcher; one changed note and a no-op `index` (new processes; the edits are undone
+after); `gold make -n 100 --kinds anchor,heading,alias,title` (past one copy no heading or link phrase is distinctive) and a sweep
 round on its questions (`sweep --rounds 1` over a search-only space: the start evaluation plus one
 candidate); `serve` from start to its first answer, and its RSS. `--stages resume` (not in the default
 list) kills a full build with SIGKILL once half its vectors are cached and runs it again: how much the
@@ -346,9 +346,9 @@ for q in queries[:10]:
     s.search(q)
 rows = []
 for q in queries:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     r = s.search(q)
-    rows.append({**r.timings_ms, "wall": (time.perf_counter() - t) * 1000})
+    rows.append({**r.timings_ms, "wall": (time.perf_counter() - t) * 1000, "cpu": (time.process_time() - c) * 1000})
 rss = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
 print(json.dumps({"load": load, "rows": rows, "rss_mib": int(rss["VmRSS"].split()[0]) / 1024}))
 """
@@ -423,12 +423,13 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
         m = run([sys.executable, "-c", WARM, str(db), str(qfile)], env)
         r = json.loads(m.stdout.strip().splitlines()[-1])
         keys = [k for k in r["rows"][0] if k in ("embed", "dense", "sparse", "entity", "decomposed", "retrieve",
-                                                   "fusion", "gate", "total", "wall")]
+                                                   "fusion", "gate", "total", "wall", "cpu")]
         out["warm"] = {"queries": len(r["rows"]), "load": m.load, "view_load": r["load"],
                        "rss_mib": round(r["rss_mib"], 1), "peak_rss_mib": m.peak_rss_mib,
                        "ms": {k: summary([row.get(k, 0.0) for row in r["rows"]]) for k in keys}}
         print(f"[{target}] warm: whole p50 {out['warm']['ms']['wall']['p50']} p95 {out['warm']['ms']['wall']['p95']} "
-              f"ms, dense p95 {out['warm']['ms'].get('dense', {}).get('p95')} ms", flush=True)
+              f"ms (process CPU a search p50 {out['warm']['ms']['cpu']['p50']} p95 {out['warm']['ms']['cpu']['p95']} ms), "
+              f"dense p95 {out['warm']['ms'].get('dense', {}).get('p95')} ms", flush=True)
 
     save(out)
     if "update" in stages:

@@ -59,7 +59,8 @@ class ChunkConfig:
 # recorded config lacking one ran with that value (SearchConfig.from_stored), and a config holding it keeps its
 # old hash (SearchConfig.config_hash).
 ADDED_LATER = {"gate_threshold": None, "fast_path_margin": None, "keyword_index": "fts5", "pair_terms": 0,
-               "w_ngram": 0.0, "ngram_lead_margin": None, "w_ngram_lead": 0.20}
+               "w_ngram": 0.0, "ngram_lead_margin": None, "w_ngram_lead": 0.20, "cross_lead_margin": None,
+               "w_dense_cross": 0.50}
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,14 @@ class SearchConfig:
     # (docs/lab-notes/peers-2026-12.md). None: w_ngram always; w_ngram 0 turns both off.
     ngram_lead_margin: float | None = 0.2
     w_ngram_lead: float = 0.20
+    # The dense weight for a question asked across scripts: the keyword lists undecided (the n-gram list's
+    # lead below cross_lead_margin) and each of the dense list's first notes written in the other script
+    # (search_core/search/scripts.py: a Korean question about English notes, or the other way round). The meaning is
+    # then the one channel that crosses; the keywords match words the question shares with other notes. 0.50
+    # at 0.1 by the default rule: baekjungho-tune hit@5 0.933 -> 0.967, MRR +0.016, johngrib-tune MRR +0.013,
+    # every other tuning part equal, every holdout at or above (docs/lab-notes/peers-2026-12.md). None: w_dense.
+    cross_lead_margin: float | None = 0.1
+    w_dense_cross: float = 0.50
     # k = 2, chosen by the tuner (benchmarks/bench_default_k.py): rrf_k sweeps moved 60 to 5 (demo), 1
     # (AutoRAG-ko) and 2 (KorQuAD); k = 2 had the best mean tuning score losing no tuning hit, and held on
     # all three holdouts (hit@5 48/48 -> 48/48, 55/56 -> 56/56, 584/600 -> 593/600; no metric worse).
@@ -117,12 +126,21 @@ class SearchConfig:
     exclude_nav: bool = True       # index/MOC notes never appear in results
     nav_globs: tuple[str, ...] = ("index", "*/index", "home", "*MOC*", "*moc*")
 
-    def weights(self, ngram_lead: float = 0.0) -> dict[str, float]:
+    def weights(self, ngram_lead: float = 0.0, cross_script: bool = False) -> dict[str, float]:
         """Each list's weight in the fusion: the four channels', and the n-gram list's (Retrieval.lists["ngram"]),
         w_ngram_lead when that list's lead (`ngram_lead`, channels.lead_margin) reaches ngram_lead_margin. A
-        config with w_ngram 0 fuses no n-gram list, leading or not (the demo's start, bench_peers' `fts5`)."""
+        config with w_ngram 0 fuses no n-gram list, leading or not (the demo's start, bench_peers' `fts5`).
+        The dense list weighs w_dense_cross when the question is asked across scripts (`cross_script`,
+        scripts.cross_script) and the n-gram lead is below cross_lead_margin."""
         leads = self.ngram_lead_margin is not None and self.w_ngram > 0 and ngram_lead >= self.ngram_lead_margin
-        return {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram_lead if leads else self.w_ngram}
+        out = {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram_lead if leads else self.w_ngram}
+        if self.crosses(ngram_lead, cross_script):
+            out["dense"] = self.w_dense_cross
+        return out
+
+    def crosses(self, ngram_lead: float, cross_script: bool) -> bool:
+        """Whether the dense list weighs w_dense_cross: a question across scripts the keywords do not decide."""
+        return cross_script and self.cross_lead_margin is not None and ngram_lead < self.cross_lead_margin
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)

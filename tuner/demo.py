@@ -22,7 +22,7 @@ from tuner.data.bundled import default_space, demo_gold, demo_start, demo_vault
 from tuner.data.gold import load_gold
 from tuner.data.night_gold import NightGold, refresh_vault_questions, write_night_gold
 from tuner.data.vault_questions import MADE_N
-from tuner.evaluation.evaluate import evaluate
+from tuner.evaluation.evaluate import EvalResult, evaluate
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.schema import RoundDecision
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
@@ -35,7 +35,7 @@ from tuner.sweep.summary import SweepSummary
 class DemoRun:
     db: Path
     index_report: object
-    eval_start: dict
+    eval_start: EvalResult            # the hand-set start on the hand-written questions (eval-start.json)
     summary: SweepSummary
     reports: dict[str, Path]   # format -> path of the morning report ("md", "html")
     tuning: NightGold | None = None         # the tuning set the sweep stood on, by kind
@@ -105,7 +105,7 @@ def run_demo(out: str | Path, *, rounds: int = 119, seed: int = 0, echo=print, p
     from tuner.reports.sweep import sweep_report
     rep = sweep_report(out / "ledger.sqlite", sw.id, None)
     reports = {fmt: Path(emit(rep, fmt, out / f"morning-report.{fmt}")) for fmt in ("md", "html")}
-    return DemoRun(db, report, res.to_json(), summary, reports, tuning, evidence)
+    return DemoRun(db, report, res, summary, reports, tuning, evidence)
 
 
 def format_evidence(ev: NightEvidence | None) -> str:

@@ -4,7 +4,7 @@ a user whose set had probes to "add probes" when the fix was derived apart from 
 
 Each table (ReasonTable) names its kinds; its `__call__` makes a value of one kind, refusing a kind it does
 not have. Tables: why a sweep round was not judged (tuner.sweep.reasons), what a gate calibration
-recommends (tuner.gate.verdicts), what an A/B found (tuner.ab.verdicts).
+recommends and what it warns of (tuner.gate.verdicts), what an A/B found (tuner.ab.verdicts).
 """
 
 from __future__ import annotations
@@ -48,3 +48,11 @@ class Reason:
 
     def fix(self) -> str:
         return self.table[self.kind].fix.format(**self.fields)
+
+    def text(self) -> str:
+        """The message and its fix as one line (a warning's): a fix that is a sentence of its own (it begins
+        with a capital) follows a full stop, a clause a semicolon; no fix, the message alone."""
+        message, fix = self.message(), self.fix()
+        if not fix:
+            return message
+        return f"{message}{'. ' if fix[0].isupper() else '; '}{fix}"

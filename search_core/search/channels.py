@@ -21,8 +21,9 @@ MAX_TRIGRAMS = 64          # a 100-character query has ~100 trigrams; BM25 over 
 # trigrams keeps the MAX_PHRASES rarest ones (highest idf, the ones bm25 ranks by); BENCHMARKS.md has the
 # caps measured (time on johngrib, hit@5 and MRR on every shipped set).
 MAX_PHRASES = 24
-# ...and at most this many postings summed over them (term_df), the rarest first, at least one phrase: the
-# cost grows with the vault while a trigram's idf falls with it. At 255,000 chunks (text repeated in copies)
+# ...and at most this many postings summed over them (term_df), the rarest first, at least one phrase (but none in
+# half the chunks or more: floor_idf): the cost grows with the vault while a trigram's idf falls with it. At
+# 255,000 chunks (text repeated in copies)
 # the 24 rarest of a title summed 55,578 postings at p50 and 596,036 at most, the channel p50 563 ms (load
 # 18); no question of the demo, johngrib or AutoRAG-ko sets reaches the bound (28,230 at most), so their
 # lists are as without it.
@@ -66,16 +67,26 @@ def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[Channe
     return out
 
 
-def dense(view, qvec: np.ndarray, depth: int) -> list[ChannelHit]:
+def dense_product(view, qvec: np.ndarray) -> np.ndarray | None:
+    """The query's cosine with every row of the view's matrix (vault order): what dense() ranks, and what the
+    entity channel's note_maxima may read instead of a product of its own. None when a pgvector backend answers
+    the dense channel or the matrix is empty."""
+    if getattr(view, "dense_backend", None) is not None or view.matrix.shape[0] == 0:
+        return None
+    return matvec(view.matrix, qvec)
+
+
+def dense(view, qvec: np.ndarray, depth: int, product: np.ndarray | None = None) -> list[ChannelHit]:
     """The closest chunks, one per note. The view's matrix rows are in vault order (note id, ord), and every
     row tied with the last one kept comes along, so equal cosines are ordered by the vault, never by row id.
-    An index with a pgvector backend (view.dense_backend) gets the same list from PostgreSQL."""
+    An index with a pgvector backend (view.dense_backend) gets the same list from PostgreSQL. product:
+    dense_product(view, qvec) when the caller has it."""
     backend = getattr(view, "dense_backend", None)
     if backend is not None:
         return _dedup_notes(backend.search(qvec, depth * 4), depth, view)
     if view.matrix.shape[0] == 0:
         return []
-    scores = matvec(view.matrix, qvec)
+    scores = product if product is not None else matvec(view.matrix, qvec)
     n = min(len(scores), depth * 4)           # 4 chunks a note on average before dedup leaves `depth` notes
     if n < len(scores):
         cut = np.partition(scores, len(scores) - n)[len(scores) - n]     # the n-th largest
@@ -109,13 +120,16 @@ def cut_by(view, conn, query: str, phrases: int) -> bool:
 
 
 def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRASES,
-                    budget: int = MAX_POSTINGS) -> list[str]:
+                    budget: int = MAX_POSTINGS, chunks: int | None = None) -> list[str]:
     """The trigrams one FTS5 query ORs together: those in no chunk dropped (they match nothing, so the
     result is the same), then, past `cap` phrases or `budget` summed postings, the rarest (lowest df; a tie
-    goes to the earlier one) up to both bounds, at least one, in query order."""
+    goes to the earlier one) up to both bounds, at least one, in query order. Past a bound, a trigram in at
+    least half of the index's `chunks` is not read at all (floor_idf), even as the one."""
     present = [t for t in trigrams if df.get(t, 0) > 0]
     if len(present) <= cap and sum(df[t] for t in present) <= budget:
         return present
+    if chunks is not None:
+        present = [t for t in present if not floor_idf(df[t], chunks)]
     keep, total = set(), 0
     for t in sorted(present, key=lambda t: (df[t], present.index(t)))[:cap]:
         if keep and total + df[t] > budget:
@@ -125,12 +139,20 @@ def select_trigrams(trigrams: list[str], df: dict[str, int], cap: int = MAX_PHRA
     return [t for t in present if t in keep]
 
 
+def floor_idf(df: int, chunks: int) -> bool:
+    """Whether FTS5's bm25 gives a term in `df` of `chunks` rows its floor idf: ln((N - df + .5) / (df + .5))
+    is <= 0 from half the rows on, and bm25 then uses 1e-6, so the term ranks nothing, while its postings are
+    still read and scored. "wik" of a vault whose notes are tagged "wiki" sits in 513,726 of 567,010 chunks:
+    the query "wiki 3" read them all, 0.40 s of CPU, over the budget as the one trigram kept."""
+    return 2 * df >= chunks
+
+
 def fts_trigrams(view, conn, trigrams: list[str], phrases: int = MAX_PHRASES) -> list[str]:
     """The trigrams the sparse channel sends to FTS5 for a query's `trigrams` (select_trigrams). Their
     frequencies are looked up only when a bound may bind: more than MAX_PHRASES phrases, or a vault where
     they could sum past MAX_POSTINGS; else the query runs as written (no lookups, the same result)."""
     if len(trigrams) > phrases or len(trigrams) * len(view.chunk_at) > MAX_POSTINGS:
-        return select_trigrams(trigrams, term_df(view, conn, trigrams), phrases, MAX_POSTINGS)
+        return select_trigrams(trigrams, term_df(view, conn, trigrams), phrases, MAX_POSTINGS, len(view.chunk_at))
     return trigrams
 
 
@@ -360,20 +382,38 @@ def _best_first(ids: list[np.ndarray], weights: list[np.ndarray], head: int):
     score = np.zeros(size, np.float64)
     seen = np.zeros(size, bool)
     for a, w in zip(ids, weights):
-        np.add.at(score, a, w)
+        # a source's keys are distinct (an FTS5 row, a chunk holding a token), so bincount's counts are its
+        # weights and each key gets score + w, np.add.at's sum; add.at is ~20x slower per key (500,000 keys of a
+        # short token), bincount reads the whole key range (an FTS5 list's 800 keys of 567,010)
+        if len(a) * 16 < size:
+            np.add.at(score, a, w)
+        else:
+            score += np.bincount(a, weights=w, minlength=size)
         seen[a] = True
     cand = np.flatnonzero(seen)                  # ascending key: a stable sort breaks ties by key
     sc = score[cand]
-    if len(cand) > head:
-        cut = -np.partition(-sc, head - 1)[head - 1]
-        first = sc >= cut                        # every tie of the head's last score comes along
-        top = np.argsort(-sc[first], kind="stable")
-        yield from zip(cand[first][top].tolist(), sc[first][top].tolist())
-        rest = np.argsort(-sc[~first], kind="stable")
-        yield from zip(cand[~first][rest].tolist(), sc[~first][rest].tolist())
+    if len(cand) <= head:
+        top = np.argsort(-sc, kind="stable")
+        yield from zip(cand[top].tolist(), sc[top].tolist())
         return
-    top = np.argsort(-sc, kind="stable")
-    yield from zip(cand[top].tolist(), sc[top].tolist())
+    cut = -np.partition(-sc, head - 1)[head - 1]
+    above = sc > cut
+    top = np.argsort(-sc[above], kind="stable")
+    yield from zip(cand[above][top].tolist(), sc[above][top].tolist())
+    # every tie of the head's last score next, in key order (what a stable sort leaves them in), a block at a
+    # time: a short token in most chunks ties 500,000 keys here, and dedup to notes reads a few hundred of them
+    yield from _in_blocks(cand[sc == cut], np.full(1, cut))
+    below = np.flatnonzero(sc < cut)
+    rest = below[np.argsort(-sc[below], kind="stable")]
+    yield from _in_blocks(cand[rest], sc[rest])
+
+
+def _in_blocks(keys: np.ndarray, scores: np.ndarray, block: int = 1024):
+    """(key, score) pairs made into Python values a block at a time; `scores` of one element is every key's."""
+    for lo in range(0, len(keys), block):
+        ks = keys[lo:lo + block].tolist()
+        ss = [float(scores[0])] * len(ks) if len(scores) == 1 else scores[lo:lo + block].tolist()
+        yield from zip(ks, ss)
 
 
 def split_query(query: str) -> list[str]:
@@ -428,7 +468,7 @@ def names_in(view, qnorm: str) -> list[str]:
 
 
 def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
-           dense_top: float | None = None) -> list[ChannelHit]:
+           dense_top: float | None = None, product: np.ndarray | None = None) -> list[ChannelHit]:
     """Entities (titles, aliases, tags) named in the query or close to it in embedding space,
     then the notes they stand for: the note itself, notes linking to it, notes carrying the tag.
 
@@ -438,7 +478,8 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
 
     A name counts as matched by embedding only when it is at least as close to the query as the best
     chunk in the index (dense_top): the query then reads like the name itself, not like content that
-    happens to sit near a title. The test is scale-free, so it holds for every embedder."""
+    happens to sit near a title. The test is scale-free, so it holds for every embedder. product: the dense
+    channel's dense_product of the same qvec, when the caller has it (rank_entity_notes reads it)."""
     qnorm = normalize_name(query)
     strength: dict[str, float] = {}
     for norm in names_in(view, qnorm):
@@ -446,7 +487,7 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
     if view.entity_matrix.shape[0]:
         sims = matvec(view.entity_matrix, qvec)
         floor = max(min_cosine, dense_top if dense_top is not None else -1.0)
-        for i in np.argsort(-sims, kind="stable")[:5]:     # entity rows are in note order: ties too
+        for i in top_stable(sims, 5):                       # entity rows are in note order: ties too
             if sims[i] >= floor:
                 norm = view.entity_names[int(i)]
                 strength[norm] = max(strength.get(norm, 0.0), float(sims[i]))
@@ -468,17 +509,30 @@ def entity(view, query: str, qvec: np.ndarray, depth: int, min_cosine: float,
             members = view.tag_members.get(norm, [])
             for m in members:
                 add(m, 0.5 * s / math.log2(2 + len(members)))   # a tag on 100 notes says little about each
-    return rank_entity_notes(view, qvec, note_score, depth)
+    return rank_entity_notes(view, qvec, note_score, depth, product)
 
 
-def rank_entity_notes(view, qvec: np.ndarray, note_score: dict[str, float], depth: int) -> list[ChannelHit]:
+def top_stable(values: np.ndarray, k: int) -> np.ndarray:
+    """The indices of the k largest values, as np.argsort(-values, kind="stable")[:k] gives them (ties by index),
+    without sorting the rest: the entity names' cosines are 92,000 at 567,010 chunks, and their full sort was
+    3.8 % of a warm search's samples."""
+    if len(values) <= k:
+        return np.argsort(-values, kind="stable")
+    cut = -np.partition(-values, k - 1)[k - 1]
+    near = np.flatnonzero(values >= cut)                # ascending index: the stable sort keeps ties so
+    return near[np.argsort(-values[near], kind="stable")][:k]
+
+
+def rank_entity_notes(view, qvec: np.ndarray, note_score: dict[str, float], depth: int,
+                      product: np.ndarray | None = None) -> list[ChannelHit]:
     """The first `depth` notes by the query's cosine with their best chunk plus ENTITY_BONUS per unit of graph
     evidence (ties by note id). Every note's best cosine is first taken from one product (view.note_maxima,
     within ENTITY_ROUNDING of the note's own), and only the notes within twice that of the depth-th are scored
-    note by note: those scores, and so the list, are what scoring every note gives."""
+    note by note: those scores, and so the list, are what scoring every note gives. product: the query's
+    dense_product, which note_maxima then reads instead of gathering rows (IndexView.note_maxima)."""
     ids = list(note_score)
     if len(ids) > depth > 0:
-        approx = view.note_maxima(qvec, ids) + ENTITY_BONUS * np.fromiter(note_score.values(), np.float64, len(ids))
+        approx = view.note_maxima(qvec, ids, product) + ENTITY_BONUS * np.fromiter(note_score.values(), np.float64, len(ids))
         cut = np.partition(approx, len(ids) - depth)[len(ids) - depth]        # the depth-th highest
         ids = [ids[i] for i in np.flatnonzero(approx >= cut - 2 * ENTITY_ROUNDING).tolist()]
     scored = []

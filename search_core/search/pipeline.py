@@ -17,7 +17,7 @@ import numpy as np
 from search_core import SearchCoreError
 from search_core.ingest.term_pairs import expand_query
 from search_core.search import channels as ch
-from search_core.search import ranking
+from search_core.search import ranking, scripts
 from search_core.config import CHANNELS, NGRAM_LIST, SearchConfig
 from search_core.search.fusion import weighted_rrf
 from search_core.gate.features import features_read, gate_features
@@ -281,12 +281,13 @@ class Searcher:
             embedded it right after: for a compound question the query's searches then overlap the parts'
             embeddings instead of waiting for the join (~2-4 ms of the p95 questions, BENCHMARKS.md)."""
             t0 = time.perf_counter()
-            out = {"dense": ch.dense(view, vec, depth)}
+            product = ch.dense_product(view, vec)     # read again by the entity channel's note_maxima
+            out = {"dense": ch.dense(view, vec, depth, product)}
             out["ms_dense"] = (time.perf_counter() - t0) * 1000
             if i == 0 and "entity" in channels:
                 t0 = time.perf_counter()
                 top = out["dense"][0].score if out["dense"] and "dense" in channels else None
-                out["entity"] = ch.entity(view, query, vec, depth, self.embedder.default_threshold, top)
+                out["entity"] = ch.entity(view, query, vec, depth, self.embedder.default_threshold, top, product)
                 out["ms_entity"] = (time.perf_counter() - t0) * 1000
             return out
 
@@ -372,9 +373,13 @@ class Searcher:
         lists = {c: [h.note_id for h in hits] for c, hits in r_lists.items()}
         left_out, nav, named = self._held_out(r.query, cfg, held)
         nav_out = left_out - held
+        lead = ch.lead_margin(r_lists.get(NGRAM_LIST, []))
+        # the notes' scripts are read only where they can change the weights: a question the keywords leave
+        # undecided, with a dense list (a fast-path answer has none)
+        first_dense = [i for i in lists.get("dense", []) if i not in left_out][:scripts.CROSS_SCRIPT_NOTES]
+        cross = cfg.crosses(lead, True) and scripts.cross_script(r.query, [view.hangul_share(n) for n in first_dense])
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
-                                               depth=limit_fused,
-                                               ngram_lead=ch.lead_margin(r_lists.get(NGRAM_LIST, []))), named)
+                                               depth=limit_fused, ngram_lead=lead, cross_script=cross), named)
         held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
                          if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from search_core.index import ngram_postings, pair_table, short_tokens
+from search_core.search import scripts
 from search_core.ingest.graph import normalize_name
 from search_core.index import pgvector
 from search_core.index.layout import db_path, read_layout
@@ -90,6 +91,7 @@ class ViewCaches:
     nav: dict = field(default_factory=dict)            # nav_globs -> {index page: why} (Searcher.nav_reasons)
     nav_names: dict = field(default_factory=dict)      # nav_globs -> {index page: its names} (Searcher._nav_names)
     term_pairs: dict | None = None                     # Latin phrase -> paired Korean terms (None: not yet read)
+    hangul_share: dict = field(default_factory=dict)   # note id -> Hangul share of its chunks' letters (View.hangul_share)
 
 
 class NoteRow(Mapping):
@@ -490,6 +492,18 @@ class IndexView:
                            if ngram_postings.is_built(self.conn) else None)
         return self._ngram
 
+    def hangul_share(self, note_id: str) -> float:
+        """The share of Hangul among the Hangul and Latin letters of the note's chunks (scripts.hangul_share),
+        read when a search first asks (the dense list's first notes of a question the keywords leave undecided)."""
+        cache = self.caches.hangul_share
+        if note_id not in cache:
+            hangul = latin = 0
+            for (text,) in self.conn.execute("SELECT text FROM chunks WHERE note_id = ?", (note_id,)):
+                h, l = scripts.script_counts(text)
+                hangul, latin = hangul + h, latin + l
+            cache[note_id] = scripts.hangul_share(hangul, latin)
+        return cache[note_id]
+
     def term_pairs(self) -> dict[str, tuple[str, ...]]:
         """The terms the vault pairs across scripts (pair_table.py), read on first use; {} for an index
         written before the table existed."""
@@ -524,12 +538,15 @@ class IndexView:
         sims = matvec(self.matrix[rows[has]], qvec)
         return int(cids[has][int(np.argmax(sims))])
 
-    def note_maxima(self, qvec: np.ndarray, note_ids: list[str]) -> np.ndarray:
+    def note_maxima(self, qvec: np.ndarray, note_ids: list[str], product: np.ndarray | None = None) -> np.ndarray:
         """Each note's highest cosine with the query over its embedded chunks (0 for a note without vectors or
         unknown, as `cosine` gives), from one product for all of them: the entity channel ranks every note a
         tag or name it matches stands for (a common tag's 79,000 notes at 567,000 chunks, one small product
         each, were 0.9-1.1 s of CPU of one search). Within a float32 rounding (channels.ENTITY_ROUNDING) of
-        cosine(qvec, nid, best_chunk(qvec, nid)): one product over many rows may round a sum apart."""
+        cosine(qvec, nid, best_chunk(qvec, nid)): one product over many rows may round a sum apart. product: the
+        product over the whole matrix with this qvec, already taken (the dense channel's, channels.dense_product):
+        its rows are read and no row is gathered (at 567,010 chunks the gather of a tag's rows, up to a quarter of
+        the matrix, was the entity channel's largest cost)."""
         out = np.zeros(len(note_ids), np.float64)
         index_of = self.note_chunks.index_of
         where = [(k, i) for k, nid in enumerate(note_ids) if (i := index_of(nid)) is not None]
@@ -546,7 +563,9 @@ class IndexView:
         seg, rows = seg[has], rows[has]
         if not len(rows):
             return out
-        if len(rows) > GATHER_SHARE * len(self.matrix):
+        if product is not None:
+            sims = product[rows]
+        elif len(rows) > GATHER_SHARE * len(self.matrix):
             sims = matvec(self.matrix, qvec)[rows]
         else:
             sims = matvec(self.matrix[rows], qvec)

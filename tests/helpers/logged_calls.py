@@ -47,3 +47,10 @@ def vault_labelled_near(boundary, lo=0.2, hi=0.75, n=120, seed=0):
         p = float(rng.uniform(0.02, 0.98))
         out.append(logged_call(i + 1, p, ("relevant" if p >= boundary else "irrelevant") if lo <= p <= hi else None))
     return out
+
+
+def cosine_call(i, cos, label=None, error=None):
+    """A logged call whose top cosine is `cos` (no gate model); `error`: a call that never searched (no features)."""
+    feats = {} if error else {"top_cos": cos, "hit_cos": cos}
+    return LoggedCall(i, 1000.0 + i, "s", "default", f"q{i}", "h", (), feats, {}, 0.82, "idx-A", False,
+                      "error" if error else "threshold", 20.0, error, label, None)

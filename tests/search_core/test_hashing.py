@@ -41,7 +41,7 @@ def test_config_hashes_are_the_ones_old_ledgers_hold():
     # the default before rrf_k became 2, before the n-gram list was fused (and weighed more when it leads) and
     # before the query expansion: old ledgers hold its hash with rrf_k = 60 spelled out; a config recorded
     # without the later keys reads back so
-    old = SearchConfig(rrf_k=60, w_ngram=0.0, pair_terms=0, ngram_lead_margin=None)
+    old = SearchConfig(rrf_k=60, w_ngram=0.0, pair_terms=0, ngram_lead_margin=None, cross_lead_margin=None)
     assert old.config_hash() == "1e7dcc90ca36" == SearchConfig.from_stored({"rrf_k": 60}).config_hash()
     assert old.replace(nav_globs=("색인*",), reranker="ce:/모델").config_hash() == "ffdbc2189fa1"
 

@@ -21,6 +21,8 @@ from search_core.validate import BadValue, Where, clean_text
     ("gate_threshold = 1.5", "gate_threshold", "from 0.0 to 1.0"),
     ("fast_path_margin = -0.1", "fast_path_margin", "from 0.0 to 1.0"),
     ("ngram_lead_margin = 1.5", "ngram_lead_margin", "from 0.0 to 1.0"),
+    ("cross_lead_margin = 1.5", "cross_lead_margin", "from 0.0 to 1.0"),
+    ("w_dense_cross = -0.1", "w_dense_cross", "0.0"),
     ("w_ngram_lead = -0.2", "w_ngram_lead", "0.0 or more"),
     # a misspelt model name was kept and ignored: search used the index's embedder without a word
     ('embedder = "nope"', "embedder", "known: e5-small"),

@@ -3,6 +3,7 @@
 import pytest
 from tuner.demo import format_evidence, format_summary, run_demo
 from tuner.ledger.ledger import Ledger
+from tuner.stored_config import NO_CONFIG, StoredConfig
 
 
 @pytest.mark.slow
@@ -13,7 +14,7 @@ def test_run_demo_indexes_evaluates_and_sweeps(tmp_path, shared_cache):
     # the sweep tunes on the hand-written set plus the vault's own questions; the holdout stays hand-written
     assert lines[1].startswith("2. the tuning questions: 24 hand-written (+12 probes), 50 from the vault's text (")
     assert {k.source: k.answerable for k in run.tuning.kinds} == {"hand": 24, "vault": 50}
-    assert run.eval_start["n"] == 24 and (tmp_path / "eval-start.json").exists()
+    assert run.eval_start.overall["n"] == 24 and (tmp_path / "eval-start.json").exists()
     assert run.summary.rounds == 3 and run.summary.holdout.gold == "demo-holdout"
     assert format_evidence(run.evidence).startswith("evidence: 24 hand-written (+12 probes), 50 from the vault's text")
     assert len(run.evidence.kept) == len(run.summary.path)
@@ -30,7 +31,7 @@ def test_decisions_are_printed_as_words_not_enum_reprs():
     from tuner.demo import decision_counts
     from tuner.ledger.schema import RoundDecision
     from tuner.sweep.summary import Figures, SweepSummary
-    s = SweepSummary("s1", 112, {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 111}, {}, {},
+    s = SweepSummary("s1", 112, {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 111}, NO_CONFIG, NO_CONFIG,
                      Figures(0.9, "score", 80.0), Figures(0.9, "score", 80.5), (), status="done")
     assert decision_counts(s.decisions) == "111 rejected:no_gain, 1 kept"
     first = format_summary(s).splitlines()[0]
@@ -46,7 +47,7 @@ def test_a_sweeps_decisions_are_words_in_the_terminal_the_json_and_the_daemon(tm
     from tuner.ledger.schema import RoundDecision
     from tuner.sweep.summary import Figures, KeptStep, SweepSummary
     s = SweepSummary("s1", 3, {RoundDecision.KEPT: 1, RoundDecision.NO_GAIN: 1, RoundDecision.CRASHED: 1},
-                     {"rrf_k": 60}, {"rrf_k": 30}, Figures(0.9, "score", 80.0), Figures(0.9, "score", 80.5),
+                     StoredConfig.from_json({"rrf_k": 60}), StoredConfig.from_json({"rrf_k": 30}), Figures(0.9, "score", 80.0), Figures(0.9, "score", 80.5),
                      (KeptStep(1, "rrf_k", 60, 30, "score +0.5"),), status="done")
     text = format_summary(s, tmp_path / "ledger.sqlite") + json.dumps(s.to_json()) + json.dumps(s.decision_words())
     assert not re.search(r"<\w+\.\w+: '|RoundDecision", text), text

@@ -29,10 +29,9 @@ from search_core.search.pipeline import Searcher
 from search_core.index.store import connect, get_meta
 
 from tuner.ab.compare import PairComparison, compare_pair
-from tuner.ab.records import ABError, ABParams, Candidate, CandidateResult
-from tuner.evaluation.evaluate import EvalResult, build_result, run_queries
+from tuner.ab.records import ABError, ABParams, ABSetup, Candidate, CandidateLatency, CandidateResult, IndexBuild
+from tuner.evaluation.evaluate import EvalResult, EvaluatedIndex, Percentiles, QuestionGate, build_result, run_queries
 from tuner.data.gold import GoldSet
-from search_core.percentiles import percentile
 from tuner.sweep.workbench import fit_threshold, verify_index
 from tuner.sweep.workbench import index_path as workbench_index_path
 
@@ -113,7 +112,7 @@ def _regate(rows, choice, cfg: SearchConfig, cos_threshold: float) -> list:
         d = choice.decide(r.gate_features, r.top_score, cos_threshold, bool(r.ranked), cfg.reranker,
                           p_threshold=cfg.gate_threshold)
         out.append(dataclasses.replace(r, inject=d.inject, gate_probability=d.probability,
-                                       gate=dataclasses.asdict(d)))
+                                       gate=QuestionGate.decided(d)))
     return out
 
 
@@ -135,16 +134,16 @@ def candidate_gate(searcher, cfg: SearchConfig, tune_rows, tune_name: str):
     return choice, None, False
 
 
-def _latency(rows) -> dict:
-    out = {"samples": len(rows), "warmup": WARMUP_QUERIES}
+def _latency(rows) -> CandidateLatency:
+    stages = {}
     for stage in ("embed", "rerank", "total"):
         v = [r.timings_ms[stage] for r in rows if stage in r.timings_ms]
         if v:
-            out[stage] = {"p50": round(percentile(v, 50), 2), "p95": round(percentile(v, 95), 2)}
-    return out
+            stages[stage] = Percentiles.of(v, counted=False)
+    return CandidateLatency(len(rows), WARMUP_QUERIES, stages)
 
 
-def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, progress=None) -> tuple[Path, dict]:
+def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, progress=None) -> tuple[Path, IndexBuild]:
     """The embedder's own index, from scratch the first time (a full build into a temp file swapped in
     when complete), afterwards brought up to date in place. Returns (db, build facts)."""
     db = index_path(p.work, p.vault, embedder, chunk_cfg)
@@ -165,13 +164,12 @@ def build_candidate_index(p: ABParams, embedder: str, chunk_cfg: ChunkConfig, pr
     finally:
         conn.close()
     side = db.with_name(db.name + ".build.json")
-    facts = {"db": str(db), "reused": existed, "seconds": rep.seconds, "embedded_now": rep.embedded,
-             "vectors": n_vec, "chunks": n_chunks, "notes": rep.notes,
-             "size_mb": round(sum(f.stat().st_size for f in (db, Path(str(db) + "-wal")) if f.exists()) / 2**20, 2)}
+    facts = IndexBuild(str(db), existed, rep.seconds, rep.embedded, n_vec, n_chunks, rep.notes,
+                       round(sum(f.stat().st_size for f in (db, Path(str(db) + "-wal")) if f.exists()) / 2**20, 2))
     first = {"seconds": rep.seconds, "embedded": rep.embedded}
     if existed and side.exists():
         first = json.loads(side.read_text())
-        facts["first_build_seconds"], facts["first_build_embedded"] = first["seconds"], first["embedded"]
+        facts = dataclasses.replace(facts, first_build_seconds=first["seconds"], first_build_embedded=first["embedded"])
     side.write_text(json.dumps({"seconds": first["seconds"], "embedded": first["embedded"], "vectors": n_vec,
                                 "chunks": n_chunks, "notes": rep.notes, "vault_stamp": stamp}))
     return db, facts
@@ -201,7 +199,7 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
             # the default RerankScorer: rerank time is paid per question, never served from memory
             searchers[cand.embedder] = (Searcher(db), res.build)
         else:
-            res.build = {**searchers[cand.embedder][1], "shared_with_previous_candidate": True}
+            res.build = dataclasses.replace(searchers[cand.embedder][1], shared_with_previous_candidate=True)
         searcher = searchers[cand.embedder][0]
         missing = p.eval.check_against(searcher.view.notes.keys(), allow_missing=True) + \
             (p.tune.check_against(searcher.view.notes.keys(), allow_missing=True) if p.tune is not p.eval else [])
@@ -213,7 +211,8 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         saved = _saved_path(p, searcher.db, cfg)
         if saved.exists() and not p.fresh:
             prev = json.loads(saved.read_text(encoding="utf-8"))
-            res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
+            res.latency, res.threshold, res.threshold_fitted = (CandidateLatency.from_json(prev["latency"]), prev["threshold"],
+                                                                prev["threshold_fitted"])
             res.result, res.reused_from = EvalResult.from_json(prev["result"]), prev["saved_at"]
             return res
         tune_rows = _timed_rows(searcher, p.tune, cfg, progress, f"tune {label}")
@@ -225,10 +224,9 @@ def run_candidate(p: ABParams, cand: Candidate, label: str, chunk_cfg: ChunkConf
         if cos_t is not None:
             cfg = cfg.replace(threshold=cos_t)
         eval_rows = _regate(eval_rows, choice, cfg, cos_t if cos_t is not None else searcher.embedder.default_threshold)
-        res.threshold = eval_rows[0].gate["threshold"] if eval_rows else cos_t
+        res.threshold = eval_rows[0].gate.threshold if eval_rows else cos_t
         res.latency = _latency(eval_rows)
-        index = {"db": str(searcher.db), "fingerprint": searcher.fingerprint}
-        res.result = build_result(p.eval, cfg, index, eval_rows)
+        res.result = build_result(p.eval, cfg, EvaluatedIndex.of(searcher), eval_rows)
         _save(saved, res)
     except ModelUnavailable as e:
         res.status, res.message = "unavailable", str(e)
@@ -285,11 +283,11 @@ def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig,
     if not saved.exists():
         return False
     prev = json.loads(saved.read_text(encoding="utf-8"))
-    res.build = {"db": str(db), "reused": True, "seconds": 0.0, "embedded_now": 0, "model_loaded": False,
-                 "vectors": facts.get("vectors"), "chunks": facts.get("chunks"), "notes": facts.get("notes"),
-                 "size_mb": round(db.stat().st_size / 2**20, 2), "first_build_seconds": facts["seconds"],
-                 "first_build_embedded": facts["embedded"]}
-    res.latency, res.threshold, res.threshold_fitted = prev["latency"], prev["threshold"], prev["threshold_fitted"]
+    res.build = IndexBuild(str(db), True, 0.0, 0, facts.get("vectors"), facts.get("chunks"), facts.get("notes"),
+                           round(db.stat().st_size / 2**20, 2), model_loaded=False,
+                           first_build_seconds=facts["seconds"], first_build_embedded=facts["embedded"])
+    res.latency, res.threshold, res.threshold_fitted = (CandidateLatency.from_json(prev["latency"]), prev["threshold"],
+                                                                prev["threshold_fitted"])
     res.result, res.reused_from = EvalResult.from_json(prev["result"]), prev["saved_at"]
     return True
 
@@ -297,7 +295,7 @@ def _reuse_without_loading(p: ABParams, cand: Candidate, chunk_cfg: ChunkConfig,
 def _save(path: Path, res: CandidateResult) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"latency": res.latency, "threshold": res.threshold,
+        atomic_write_text(path, json.dumps({"latency": res.latency.to_json() if res.latency else {}, "threshold": res.threshold,
                                             "threshold_fitted": res.threshold_fitted, "result": res.result.to_json(),
                                             "saved_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
                                            ensure_ascii=False))
@@ -320,7 +318,7 @@ def same_model(a: Searcher, b: Searcher) -> bool:
 class ABRun:
     """An A/B as it ran: what it compared (`params`, as the report shows it), each candidate, each pair
     against the first candidate measured; `to_json` is the report's data (and `ab --format json`'s)."""
-    params: dict
+    params: ABSetup
     candidates: tuple[CandidateResult, ...]
     pairs: tuple[PairComparison, ...]
     interrupted: bool                   # cut short by a signal: the candidates after it are "cut"
@@ -331,7 +329,7 @@ class ABRun:
         return [r.label for r in self.candidates if r.status == "cut"]
 
     def to_json(self) -> dict:
-        return {"params": self.params, "candidates": [r.to_json() for r in self.candidates],
+        return {"params": self.params.to_json(), "candidates": [r.to_json() for r in self.candidates],
                 "pairs": [p.to_json() for p in self.pairs], "interrupted": self.interrupted, "cut": self.cut,
                 "seconds": self.seconds}
 
@@ -396,10 +394,4 @@ def run_ab(p: ABParams, progress=None) -> ABRun:
         results.append(r)
     ok = [r for r in results if r.status == "ok"]
     pairs = [compare_pair(ok[0], o) for o in ok[1:]] if len(ok) > 1 else []
-    return ABRun({"embedders": list(p.embedders), "rerankers": list(p.rerankers), "vault": p.vault,
-                  "work": p.work, "tune": p.tune.name, "tune_n": len(p.tune.questions), "eval": p.eval.name,
-                  "eval_n": len(p.eval.questions), "eval_probes": len(p.eval.probes()),
-                  "tune_probes": len(p.tune.probes()), "split": p.split_note,
-                  "same_questions": p.eval is p.tune, "config": p.config.as_dict(),
-                  "chunking": chunk_cfg.as_dict()},
-                 tuple(results), tuple(pairs), interrupted, round(time.perf_counter() - t0, 2))
+    return ABRun(ABSetup.of(p, chunk_cfg), tuple(results), tuple(pairs), interrupted, round(time.perf_counter() - t0, 2))

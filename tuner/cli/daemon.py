@@ -117,7 +117,7 @@ def config_rollback(event_id, runs):
     except SearchCoreError as e:
         fail(e)
     click.echo(f"rolled back #{r.undid} (event #{r.event}); active: "
-               + (json.dumps(r.active, ensure_ascii=False) if r.active else "none (built-in defaults)"))
+               + (json.dumps(r.active.as_dict(), ensure_ascii=False) if r.active else "none (built-in defaults)"))
 
 
 @click.group("report")

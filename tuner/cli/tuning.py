@@ -140,7 +140,7 @@ def sweep(db, gold_path, holdout, space, config_path, time_budget, recalibrate, 
                 fail(SearchCoreError(f"--resume continues sweep {resume} under the rule it recorded; drop "
                                      f"{', '.join(setting(n).option for n in changed)} (only --rounds may change), "
                                      "or start a new sweep with them"))
-            params = SweepParams.from_record(info.params, **given, recalibrate=recalibrate)
+            params = dataclasses.replace(info.params.sweep, **given, recalibrate=recalibrate)
             sw = Sweep(params, ledger, sweep_id=resume, progress=lambda l: click.echo(l, err=True))
         else:
             from tuner.data.bundled import default_space

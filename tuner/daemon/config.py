@@ -38,7 +38,7 @@ from tuner import durations
 from tuner.daemon.jobs import JOBS
 from tuner.data.vault_questions import MADE_N
 from tuner.sweep.keep_rule import HIT5_GUARDS
-from tuner.sweep.settings import SETTING_NAMES, SWEEP_SETTINGS
+from tuner.sweep.settings import SETTING_NAMES, SWEEP_SETTINGS, SWEEP_TABLE_PATHS, SweepTable
 
 JOB_NAMES = tuple(JOBS)
 DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
@@ -61,13 +61,10 @@ DAEMON_KEYS = ("timezone", "runs", "ledger")
 MIN_EVERY_S = 1.0       # `every = "1e-9s"` would spin the scheduler
 
 
-SWEEP_PATHS = ("vault", "db", "gold", "holdout", "space", "score_config", "start_config")
-
-
 def check_sweep_values(sweep: dict, v: Where) -> None:
     """The [sweep] values' types and ranges, here rather than when the night's sweep starts: the paths, then each
     setting by the one table the `sweep` verb's options are built from."""
-    for k in SWEEP_PATHS:
+    for k in SWEEP_TABLE_PATHS:
         if k in sweep:
             v.string(k, sweep[k], min_chars=1, max_chars=4096)
     for s in SWEEP_SETTINGS:
@@ -148,7 +145,7 @@ class DaemonConfig:
     timezone: str
     runs: str
     ledger: str
-    sweep: dict
+    sweep: SweepTable
     jobs: tuple[JobSpec, ...]
     evidence: EvidenceSpec = EvidenceSpec()
 
@@ -343,7 +340,7 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     if bad:
         raise DaemonConfigError(f"{where}: [sweep] has unknown key(s) {sorted(bad)}; valid: {sorted(SWEEP_KEYS)}")
     check_sweep_values(sweep, Where(where, "[sweep]"))
-    for k in SWEEP_PATHS:
+    for k in SWEEP_TABLE_PATHS:
         if k in sweep:
             p = Path(sweep[k]).expanduser()
             sweep[k] = str(p if p.is_absolute() else base / p)
@@ -392,7 +389,7 @@ def load_daemon_config(path: str | Path) -> DaemonConfig:
     if evidence.from_log is None and "gold" in sweep and _bundled(sweep["gold"]):
         # the demo's gold set ships inside the package: the labels job keeps its calls in the runs folder
         evidence = dataclasses.replace(evidence, from_log=str(Path(runs) / f"{Path(sweep['gold']).stem}.from-log.yaml"))
-    cfg = DaemonConfig(str(path), tzname, str(runs), str(ledger), sweep, jobs, evidence)
+    cfg = DaemonConfig(str(path), tzname, str(runs), str(ledger), SweepTable.of(sweep), jobs, evidence)
     # a cron sweep with `until` may start late until its window closes
     fixed = []
     for j in jobs:

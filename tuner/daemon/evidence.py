@@ -73,17 +73,17 @@ def prepare_night_gold(cfg, db: str | Path, progress=None) -> NightSet:
     progress = progress or (lambda line: None)
     s, ev = cfg.sweep, cfg.evidence
     folder = Path(cfg.runs) / "evidence"
-    hand, holdout = s["gold"], s.get("holdout")
-    if not holdout and s.get("split"):
-        hand, holdout = _split_hand_set(hand, float(s["split"]), int(s.get("seed", 0)), folder)
+    hand, holdout = s.gold, s.holdout
+    if not holdout and s.setting("split"):
+        hand, holdout = _split_hand_set(hand, float(s.setting("split")), int(s.setting("seed")), folder)
     parts = [hand]
-    log_file = ev.from_log_path(s["gold"])
+    log_file = ev.from_log_path(s.gold)
     if log_file.exists():
         parts.append(str(log_file))
     vault, skipped = None, None
-    if ev.vault_questions and s.get("vault"):
+    if ev.vault_questions and s.vault:
         try:
-            vault = refresh_vault_questions(s["vault"], folder, n=ev.vault_questions, seed=ev.seed, kinds=ev.kinds)
+            vault = refresh_vault_questions(s.vault, folder, n=ev.vault_questions, seed=ev.seed, kinds=ev.kinds)
         except SearchCoreError as e:
             # a vault that yields no questions (a BEIR corpus, two notes) still has its hand-written night
             skipped = str(e)
@@ -126,10 +126,10 @@ def labels_to_gold(cfg, *, now: float | None = None, stop=None) -> LabelsRun:
     from search_core.paths import recall_log_file
     from tuner.data.log_gold import gold_from_log
     log_path = recall_log_file(cfg.runs)
-    out = cfg.evidence.from_log_path(cfg.sweep["gold"])
+    out = cfg.evidence.from_log_path(cfg.sweep.gold)
     if not log_path.exists():
         return LabelsRun(str(log_path), str(out), 0, f"no recall log at {log_path} yet (the recall path writes it)")
-    existing = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
+    existing = [p for p in (cfg.sweep.gold, cfg.sweep.holdout) if p]
     kept = load_gold(out) if out.exists() else None
     lg = gold_from_log(log_path, existing=existing + ([str(out)] if kept else []), now=now, allow_empty=True)
     answerable = sum(q.level != "probe" for q in lg.questions)

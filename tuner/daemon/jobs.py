@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from search_core import SearchCoreError, StopRequested
-from search_core.config import SearchConfig, load_config
+from search_core.config import load_config
 
 if TYPE_CHECKING:
+    from tuner.sweep.settings import SweepTable
     from tuner.promotion.promote import Promotion
 
 log = logging.getLogger("autoresearch.daemon")
@@ -68,14 +69,12 @@ def _reports_after_sweep(d, sweep_id: str) -> dict[str, str]:
         return {"not_written": f"{e}; `autoresearch report sweep` or the report job writes them"}
 
 
-def sweep_params(s: dict, db: str, runs: Path, budget: float | None):
+def sweep_params(s: SweepTable, db: str, runs: Path, budget: float | None):
     """The night's SweepParams from the config's [sweep] table (validated by load_daemon_config): a setting it
     leaves out takes SweepParams' default, as one the `sweep` verb is not given does (tuner/sweep/settings.py)."""
     from tuner.sweep.loop import SweepParams
-    from tuner.sweep.settings import given_settings
-    return SweepParams(db=db, gold=s["gold"], space=s["space"], holdout=s.get("holdout"), time_budget_s=budget,
-                       vault=s.get("vault"), index_dir=str(runs / "indexes"), score_config=s.get("score_config"),
-                       **given_settings(s))
+    return SweepParams(db=db, gold=s.gold, space=s.space, holdout=s.holdout, time_budget_s=budget,
+                       vault=s.vault, index_dir=str(runs / "indexes"), score_config=s.score_config, **s.settings)
 
 
 def job_index(d, spec, scheduled, rid):
@@ -83,12 +82,12 @@ def job_index(d, spec, scheduled, rid):
     from search_core.index.indexer import index_vault
     s = d.cfg.sweep
     done = {}
-    rep = index_vault(s["vault"], s["db"], stop=d.stop.is_set)
-    done[s["db"]] = {"added": rep.added, "changed": rep.changed, "deleted": rep.deleted, "embedded": rep.embedded,
+    rep = index_vault(s.vault, s.db, stop=d.stop.is_set)
+    done[s.db] = {"added": rep.added, "changed": rep.changed, "deleted": rep.deleted, "embedded": rep.embedded,
                      "seconds": round(rep.seconds, 1)}
     active = read_active(d.cfg.runs)
-    if active and active.index and str(active.index) != s["db"]:
-        rep = index_vault(s["vault"], active.index, embedder=active.config.embedder, stop=d.stop.is_set)
+    if active and active.index and str(active.index) != s.db:
+        rep = index_vault(s.vault, active.index, embedder=active.config.embedder, stop=d.stop.is_set)
         done[str(active.index)] = {"added": rep.added, "changed": rep.changed, "deleted": rep.deleted}
     return "ok", {"indexes": done}
 
@@ -104,7 +103,7 @@ def _daemon_sweeps(d) -> list[str]:
 
 def job_sweep(d, spec, scheduled, rid):
     from tuner.promotion.promote import decide_promotion, read_active
-    from tuner.sweep.loop import Sweep, SweepParams
+    from tuner.sweep.loop import Sweep
 
     s = d.cfg.sweep
     now = dt.datetime.now(d.cfg.tz)
@@ -125,15 +124,15 @@ def job_sweep(d, spec, scheduled, rid):
                 break
         progress = lambda line: log.info(line)   # noqa: E731
         if resume:
-            params = SweepParams.from_record(resume.params, time_budget_s=budget, recalibrate=False)
+            params = dataclasses.replace(resume.params.sweep, time_budget_s=budget, recalibrate=False)
             sw = Sweep(params, lg, sweep_id=resume.id, progress=progress, stop_flag=d.stop.is_set)
             how = "resumed"
             evidence = None       # it stands on the gold file it was started with (pinned)
         else:
             from tuner.daemon.evidence import prepare_night_gold
             active = read_active(d.cfg.runs)
-            start = active.config if active else load_config(s.get("start_config"))
-            db = str(active.index) if active and active.index else s["db"]
+            start = active.config if active else load_config(s.start_config)
+            db = str(active.index) if active and active.index else s.db
             night = prepare_night_gold(d.cfg, db, progress=progress)
             if d.stop.is_set():         # making the vault's questions took a while; the sweep has not begun
                 raise StopRequested("the sweep had not begun (the night's questions were made; the next night "
@@ -153,9 +152,9 @@ def job_sweep(d, spec, scheduled, rid):
                   "decisions": summary.decision_words(), **({"evidence": evidence} if evidence else {})}
         if summary.status == "stopped":
             return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
-        final = SearchConfig.from_stored(summary.final_config)
+        final = summary.final_config.search
         searcher = sw.bench.searchers.get(final.embedder)
-        promo = decide_promotion(sw.id, summary.start_config, summary.final_config, summary.holdout,
+        promo = decide_promotion(sw.id, summary.start_config.search, final, summary.holdout,
                                  searcher.db if searcher else None, d.cfg.runs,
                                  gate_model=sw.bench.gate_models.get((final.embedder, final.reranker)))
         detail["promotion"] = promo.to_json()
@@ -198,8 +197,8 @@ def decide_undecided(d, lg) -> LateDecision | None:
             return None
     finally:
         hist.close()
-    start, final = summary.start_config, summary.final_config
-    if final.get("embedder", "e5-small") != start.get("embedder", "e5-small"):
+    start, final = summary.start_config.search, summary.final_config.search
+    if final.embedder != start.embedder:
         log.warning("sweep %s ended undecided with a winner on another embedder; its index is not kept, so it "
                     "is not promoted", info.id)
         return None

@@ -9,6 +9,7 @@ A top-5 note is flagged (never counted as a hit) when it is
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 NEAR_DUP_JACCARD = 0.5     # an old draft that repeats most of a note scores 0.6-0.9; related notes < 0.2
 SHINGLE = 5
@@ -30,7 +31,26 @@ def _note_text(searcher, nid: str, cache: dict) -> set[str]:
     return cache[nid]
 
 
-def possible_gold_gaps(searcher, rows, cfg) -> list[dict]:
+@dataclass(frozen=True)
+class GoldGap:
+    """A top-5 note of a missed question that is probably a right answer its gold list forgot, and why."""
+    question: str                # the question's id
+    query: str
+    gold: tuple[str, ...]
+    note_id: str
+    rank: int
+    reasons: tuple[str, ...]     # near-duplicate, links, strong dense match: each with its figures
+
+    def to_json(self) -> dict:
+        return {"question": self.question, "query": self.query, "gold": list(self.gold), "note_id": self.note_id,
+                "rank": self.rank, "reasons": list(self.reasons)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "GoldGap":
+        return cls(d["question"], d["query"], tuple(d["gold"]), d["note_id"], d["rank"], tuple(d["reasons"]))
+
+
+def possible_gold_gaps(searcher, rows, cfg) -> list[GoldGap]:
     view = searcher.view
     threshold = cfg.threshold if cfg.threshold is not None else searcher.embedder.default_threshold
     text_cache: dict = {}
@@ -61,6 +81,5 @@ def possible_gold_gaps(searcher, rows, cfg) -> list[dict]:
             if cos >= threshold and cos > gold_cos:
                 reasons.append(f"strong dense match (cosine {cos:.3f} >= gate {threshold:.3f}, best gold {gold_cos:.3f})")
             if reasons:
-                gaps.append({"question": r.id, "query": r.query, "gold": list(r.gold), "note_id": nid,
-                             "rank": r.ranked.index(nid) + 1, "reasons": reasons})
+                gaps.append(GoldGap(r.id, r.query, tuple(r.gold), nid, r.ranked.index(nid) + 1, tuple(reasons)))
     return gaps

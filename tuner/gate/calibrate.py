@@ -32,10 +32,17 @@ from search_core.recall.log import RETIRE_MIN_INJECTION, RETIRE_P95_MS, LoggedCa
 from search_core.recall.suggest import twin_labels
 
 from tuner.gate.metrics import auroc, gate_scorecard, risk_coverage_curve
-from tuner.gate.records import (MIN_LABELLED, Calibration, CurrentGate, Flips, KeptApart, LabelSuggestions, Labelled,
-                                Retirement, SkippedLabels, StoppedCall, Traffic, Window)
+from tuner.gate.records import (MIN_LABELLED, Calibration, CosineThreshold, CrossValidation, CurrentGate,
+                                Distributions, Flipped, Flips, GateOnLabels, KeptApart, LabelSuggestions, Labelled,
+                                LabelsToDecide, MissingLabels, ModelSummary, Quantiles, Recommendation, Retirement,
+                                ScoreGroups, SignTest, SkippedLabels, SourceScore, StoppedCall, ThresholdMove, Traffic,
+                                Window)
 from tuner.gate.proposal import write_proposal
 from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_threshold, labels_to_decide_for  # noqa: F401
+# every warning below is a value of this table (its wording and fix live there, not here)
+from tuner.gate.verdicts import (CALIBRATION_WARNINGS as warning, CONFIG_OVERRIDES, EMPTY_WINDOW, FEW_LABELS,
+                                 IN_SAMPLE, MISSING_WHAT, MOVE_UNDECIDED, NO_GATE_MODEL, NO_LABELS, NO_REFIT, ONE_KIND,
+                                 OTHER_INDEX, SKIPPED_LABELS)
 
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
@@ -111,11 +118,11 @@ def gold_rows(searcher, gold, cfg, *, stop=None, progress=None) -> list[Labelled
     return rows
 
 
-def _quantiles(values) -> dict:
+def _quantiles(values) -> Quantiles:
     v = np.asarray([x for x in values if x is not None], dtype=np.float64)
     if not len(v):
-        return {"n": 0}
-    return {"n": int(len(v)), **{f"p{k}": round(percentile(v, k), 4) for k in (5, 25, 50, 75, 95)}}
+        return Quantiles(0)
+    return Quantiles(int(len(v)), *(round(percentile(v, k), 4) for k in (5, 25, 50, 75, 95)))
 
 
 def probabilities(model: GateModel | None, feature_dicts: list[dict]) -> np.ndarray | None:
@@ -161,36 +168,32 @@ def calibrate(calls: list[LogCall], labelled: list[LabelledRow], *, model: GateM
                  "warnings": []}
     if unsearched:
         out["skipped_labels"] = SkippedLabels(len(unsearched), tuple(c.id for c in unsearched[:20]))
-        out["warnings"].append(f"{len(unsearched)} labelled call(s) have no search (timed out, failed or stopped "
-                               f"before it: {', '.join(str(c.id) for c in unsearched[:10])}): their labels were "
-                               "skipped, a label needs the call's gate features")
+        out["warnings"].append(warning(SKIPPED_LABELS, count=len(unsearched),
+                                       ids=", ".join(str(c.id) for c in unsearched[:10])))
     if apart:
         keys = sorted({c.index_fingerprint for c in apart})
         out["kept_apart"] = KeptApart(len(apart), sum(c.label in (LABEL_ANSWERABLE, LABEL_PROBE) for c in apart),
                                       tuple(keys))
-        out["warnings"].append(f"{len(apart)} log call(s) ({out['kept_apart'].labelled} labelled) were logged "
-                               f"against another index ({', '.join(k[:12] for k in keys[:3])}), not this one "
-                               f"({(fingerprint_key or '')[:12]}): left out, their features are another vault's")
-    out["distributions"] = {
-        "cosine": {"answerable": _quantiles(s for s, a in zip(lab_cos, ans) if a),
-                   "probes": _quantiles(s for s, a in zip(lab_cos, ans) if not a),
-                   "unlabelled log": _quantiles(c.top_score for c in unlabelled)},
-    }
+        out["warnings"].append(warning(OTHER_INDEX, count=len(apart), labelled=out["kept_apart"].labelled,
+                                       others=", ".join(k[:12] for k in keys[:3]), this=(fingerprint_key or "")[:12]))
+    cosine = ScoreGroups(_quantiles(s for s, a in zip(lab_cos, ans) if a),
+                         _quantiles(s for s, a in zip(lab_cos, ans) if not a),
+                         _quantiles(c.top_score for c in unlabelled))
+    probability = None
     if p_log is not None or p_lab is not None:      # a gate model in force: its P, also with labels alone
         lab_p = p_lab if p_lab is not None else np.zeros(0)
         ul = np.array([c.label not in (LABEL_ANSWERABLE, LABEL_PROBE) for c in calls], dtype=bool)
-        out["distributions"]["probability"] = {
-            "answerable": _quantiles(lab_p[np.asarray(ans, dtype=bool)] if len(lab_p) else []),
-            "probes": _quantiles(lab_p[~np.asarray(ans, dtype=bool)] if len(lab_p) else []),
-            "unlabelled log": _quantiles(p_log[ul] if p_log is not None else [])}
+        probability = ScoreGroups(_quantiles(lab_p[np.asarray(ans, dtype=bool)] if len(lab_p) else []),
+                                  _quantiles(lab_p[~np.asarray(ans, dtype=bool)] if len(lab_p) else []),
+                                  _quantiles(p_log[ul] if p_log is not None else []))
+    out["distributions"] = Distributions(cosine, probability)
     out["traffic"] = _traffic(calls, p_log, model, cos_threshold)
     out["gate_on_labels"] = _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out)
     out["recommendation"] = _recommend(labelled, lab_cos, ans, fingerprint, features, out,
                                        model=model, p_lab=p_lab, calls=calls, p_calls=p_log, rule=threshold_rule)
     out["retirement"] = _retirement(out["window"], out["traffic"])
     if not calls and log_read:
-        out["warnings"].append("the log window holds no calls: traffic, latency and the retirement rule are "
-                               "unknown; widen --since or check that the recall path logs")
+        out["warnings"].append(warning(EMPTY_WINDOW))
     return Calibration(**{**out, "warnings": tuple(out["warnings"])})
 
 
@@ -211,7 +214,7 @@ def fitted_sources(model: GateModel | None) -> set[str]:
     return {str(n) for n in names}
 
 
-def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) -> dict | None:
+def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) -> GateOnLabels | None:
     """The gate in force scored on the labelled rows (a query-performance-prediction report): AUROC, balanced accuracy at its
     threshold, what it injects, risk-coverage, and the cosine gate at its threshold on the same rows. Rows
     from a set the gate was fitted on are in-sample: said, never hidden."""
@@ -220,34 +223,31 @@ def _gate_on_labels(labelled, lab_cos, ans, p_lab, model, cos_threshold, out) ->
         return None
     y = [int(a) for a in ans]
     cos = [c if c is not None else -1.0 for c in lab_cos]
-    res = {"rows": len(y), "answerable": n_ans, "probes": len(y) - n_ans,
-           "sources": sorted({r.source for r in labelled}),
-           "cosine": gate_scorecard(cos, y, cos_threshold).to_json()}
-    res["curves"] = {"cosine gate": risk_coverage_curve(cos, y)}
+    sources = tuple(sorted({r.source for r in labelled}))
+    curves = {"cosine gate": risk_coverage_curve(cos, y)}
+    scored, seen = None, None
     if model is not None and p_lab is not None:
-        res["model"] = gate_scorecard(p_lab, y, model.threshold).to_json()
-        res["curves"] = {"gate model": risk_coverage_curve(p_lab, y), **res["curves"]}
-        seen = sorted(fitted_sources(model) & set(res["sources"]))
-        res["in_sample"] = seen
+        scored = gate_scorecard(p_lab, y, model.threshold)
+        curves = {"gate model": risk_coverage_curve(p_lab, y), **curves}
+        seen = tuple(sorted(fitted_sources(model) & set(sources)))
         if seen:
-            out["warnings"].append(f"the gate in force was fitted on {', '.join(seen)}: its scores on those rows are "
-                                   "in-sample and flatter it; score it on a labelled set it was not fitted on")
-    if len(res["sources"]) > 1:          # e.g. the daemon's tuning set (in-sample) beside its holdout (not)
-        res["by_source"] = {}
-        for src in res["sources"]:
+            out["warnings"].append(warning(IN_SAMPLE, sets=", ".join(seen)))
+    by_source = None
+    if len(sources) > 1:          # e.g. the daemon's tuning set (in-sample) beside its holdout (not)
+        by_source = {}
+        for src in sources:
             idx = [i for i, r in enumerate(labelled) if r.source == src]
             ys = [y[i] for i in idx]
             if not 0 < sum(ys) < len(ys):
-                res["by_source"][src] = {"rows": len(ys), "probes": len(ys) - sum(ys),
-                                         "note": "one kind of row only: scored in the pooled rows above"}
+                by_source[src] = SourceScore(len(ys), len(ys) - sum(ys),
+                                             note="one kind of row only: scored in the pooled rows above")
             else:
-                one = {"rows": len(ys), "probes": len(ys) - sum(ys),
-                       "cosine": gate_scorecard([cos[i] for i in idx], ys, cos_threshold).to_json()}
-                if "model" in res:
-                    one["model"] = gate_scorecard(p_lab[idx], ys, model.threshold).to_json()
-                    one["in_sample"] = src in res["in_sample"]
-                res["by_source"][src] = one
-    return res
+                by_source[src] = SourceScore(
+                    len(ys), len(ys) - sum(ys), gate_scorecard([cos[i] for i in idx], ys, cos_threshold),
+                    gate_scorecard(p_lab[idx], ys, model.threshold) if scored is not None else None,
+                    src in seen if scored is not None else None)
+    return GateOnLabels(len(y), n_ans, len(y) - n_ans, sources, gate_scorecard(cos, y, cos_threshold), curves,
+                        scored, seen, by_source)
 
 
 def _window(calls: list[LogCall]) -> Window:
@@ -279,21 +279,19 @@ def _traffic(calls, p_log, model, cos_threshold) -> Traffic:
 
 
 def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None, p_lab=None,
-               calls=(), p_calls=None, rule=None) -> dict:
+               calls=(), p_calls=None, rule=None) -> Recommendation:
     n_ans, n_probe = sum(ans), len(ans) - sum(ans)
-    rec: dict = {"basis": None}
+    rec: dict = {"basis": None}          # Recommendation's fields, as this function and _move_threshold set them
     if n_ans and n_probe:
         cos_rows = [(x, a) for x, a in zip(lab_cos, ans) if x is not None and math.isfinite(x)]
         cos_ans = sum(a for _, a in cos_rows)
         if 0 < cos_ans < len(cos_rows):
             t, bacc = best_balanced_threshold([x for x, _ in cos_rows], [int(a) for _, a in cos_rows])
-            rec["cosine"] = {"threshold": round(t, 4), "balanced_accuracy": round(bacc, 4),
-                             "auroc": _auroc([x for x, _ in cos_rows], [a for _, a in cos_rows]),
-                             "note": "in-sample on the labelled rows"}
+            rec["cosine"] = CosineThreshold(round(t, 4), round(bacc, 4),
+                                            _auroc([x for x, _ in cos_rows], [a for _, a in cos_rows]))
             rec["basis"] = "best balanced accuracy on labelled data"
         if len(ans) < MIN_LABELLED:
-            out["warnings"].append(f"only {len(ans)} labelled rows (< {MIN_LABELLED}): a cosine threshold is "
-                                   "recommended, no model is fitted")
+            out["warnings"].append(warning(FEW_LABELS, rows=len(ans), need=MIN_LABELLED))
         elif model is not None and p_lab is not None:
             _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule or THRESHOLD_RULE,
                             p_calls)
@@ -301,33 +299,23 @@ def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None
             try:
                 m = _refit(labelled, ans, fingerprint, features)
                 rec["model"] = m.as_json()
-                rec["model_summary"] = {"method": "refit", "p_threshold": round(m.threshold, 4),
-                                        "cv_balanced_accuracy": m.fitted_on.get("cv_balanced_accuracy"),
-                                        "features": list(m.features)}
+                rec["model_summary"] = ModelSummary("refit", round(m.threshold, 4),
+                                                    m.fitted_on.get("cv_balanced_accuracy"), tuple(m.features))
             except GateFitError as e:
-                out["warnings"].append(f"no gate model: {e}")
+                out["warnings"].append(warning(NO_GATE_MODEL, error=e))
     elif not n_ans and not n_probe:
-        rec["missing"] = {"label": "both", "have": 0, "need": MIN_PER_CLASS, "labelled": {"relevant": 0, "irrelevant": 0}}
+        rec["missing"] = MissingLabels("both", 0, MIN_PER_CLASS, 0, 0)
         rec["declined"] = "no labels"
-        out["warnings"].append(f"no labels: the gate cannot be calibrated, no proposal is written and the current gate "
-                               f"stays. Label at least {MIN_PER_CLASS} calls of each kind, relevant and irrelevant "
-                               "(`autoresearch recall-log suggest` picks them), or pass a labelled set with probes "
-                               "via --labels")
+        out["warnings"].append(warning(NO_LABELS, need=MIN_PER_CLASS))
     else:
         missing, have = ("relevant", n_probe) if n_probe else ("irrelevant", n_ans)
         need = max(MIN_PER_CLASS, MIN_LABELLED - have)
-        rec["missing"] = {"label": missing, "have": 0, "need": need,
-                          "labelled": {"relevant": n_ans, "irrelevant": n_probe}}
+        rec["missing"] = MissingLabels(missing, 0, need, n_ans, n_probe)
         rec["declined"] = (f"no {missing!r} labels ({n_ans} relevant, {n_probe} irrelevant): label at least {need} "
                            f"calls as {missing}")
-        what = ("answerable calls (the vault had the answer)" if missing == "relevant"
-                else "probes (calls the vault could not answer)")
-        out["warnings"].append(
-            f"the labels hold no {missing!r} rows ({n_ans} relevant, {n_probe} irrelevant): a threshold needs both "
-            f"kinds, so no proposal is written and the current gate stays. Label at least {need} {what} as "
-            f"{missing} (`autoresearch recall-log suggest` picks calls to label; `recall-log label ID {missing}`), "
-            "or pass a labelled set with them via --labels")
-    return rec
+        out["warnings"].append(warning(ONE_KIND, missing=missing, relevant=n_ans, irrelevant=n_probe, need=need,
+                                       what=MISSING_WHAT[missing]))
+    return Recommendation(**rec)
 
 
 def _refit(labelled, ans, fingerprint, features) -> GateModel:
@@ -345,7 +333,7 @@ def _balanced_accuracy(p, y, t) -> float:
     return float((inj[y].mean() + (~inj[~y]).mean()) / 2)
 
 
-def _cross_validate(labelled, ans, p_lab, fingerprint, features) -> dict:
+def _cross_validate(labelled, ans, p_lab, fingerprint, features) -> CrossValidation:
     """The moved threshold against a refit of the weights, on the same stratified folds of the labels:
     each fitted on the other folds, scored (balanced accuracy) on the held-out one."""
     from sklearn.model_selection import StratifiedKFold
@@ -360,17 +348,15 @@ def _cross_validate(labelled, ans, p_lab, fingerprint, features) -> dict:
             refit.append(_balanced_accuracy(probabilities(m, [labelled[i].features for i in te]), y[te], m.threshold))
         except GateFitError:
             refit.append(0.0)
-    return {"folds": REFIT_FOLDS, "threshold_only": round(float(np.mean(shift)), 4),
-            "refit": round(float(np.mean(refit)), 4)}
+    return CrossValidation(REFIT_FOLDS, round(float(np.mean(shift)), 4), round(float(np.mean(refit)), 4))
 
 
-def _flips(p_calls: np.ndarray, t_from: float, t_to: float) -> dict:
+def _flips(p_calls: np.ndarray, t_from: float, t_to: float) -> Flipped:
     before, after = p_calls >= t_from, p_calls >= t_to
-    return {"let_through": int((after & ~before).sum()), "stopped": int((before & ~after).sum()),
-            "decisions": int(len(p_calls))}
+    return Flipped(int((after & ~before).sum()), int((before & ~after).sum()), int(len(p_calls)))
 
 
-def _labels_to_decide(dec, p_rest) -> dict:
+def _labels_to_decide(dec, p_rest) -> LabelsToDecide:
     """How many more labels would let the rule decide the move the labels point to (the weekly report says it
     beside a declined move), by the rule's own count (tuner.gate.threshold.labels_to_decide_for)."""
     lo, hi = min(dec.current, dec.proposed), max(dec.current, dec.proposed)
@@ -381,8 +367,8 @@ def _labels_to_decide(dec, p_rest) -> dict:
     if d.more and d.more > n_u:     # a week of 60-75 calls holds 4-11 between two cuts 0.1 apart
         text += (f"; this window holds {n_u} unlabelled call{'' if n_u == 1 else 's'} between them, so the rest must "
                  "come from more traffic (a longer --since, or next week's calls)")
-    return {"more": d.more, "win_share": None if d.win_share is None else round(d.win_share, 4),
-            "flipped": {"right": dec.wins, "wrong": dec.losses, "unlabelled": n_u}, "text": text}
+    return LabelsToDecide(d.more, None if d.win_share is None else round(d.win_share, 4), dec.wins, dec.losses, n_u,
+                          text)
 
 
 def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule, p_all=None) -> None:
@@ -410,63 +396,53 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                            unlabelled=p_rest if p_rest is not None else (),
                            repeats=(p_rep, [int(t) for _, t in rep]) if rep else None)
     t_new, (lo, hi) = dec.proposed, dec.interval
-    move = {"from": round(model.threshold, 4), "to": round(t_new, 4),
-            "interval": [round(lo, 4), round(hi, 4)], "level": INTERVAL_LEVEL,
-            "labels": {"answerable": sum(y), "probes": len(y) - sum(y)},
-            "balanced_accuracy_on_labels": {"from": round(_balanced_accuracy(p_lab, y, model.threshold), 4),
-                                            "to": round(_balanced_accuracy(p_lab, y, t_new), 4)},
-            "flips": _flips(p_calls, model.threshold, t_new),
-            "flips_at_interval": [_flips(p_calls, model.threshold, lo), _flips(p_calls, model.threshold, hi)],
-            "method": "the bagged best balanced-accuracy cut on the labels; feature weights kept",
-            "rule": rule, "sign_test": {"wins": dec.wins, "losses": dec.losses, "null_share": round(dec.null_share, 4),
-                                        "p_value": round(dec.p_value, 4), "why": dec.why}}
     enough = len(y) >= REFIT_MIN_LABELS and min(sum(y), len(y) - sum(y)) >= REFIT_MIN_PER_CLASS
-    if enough:
-        move["cross_validation"] = _cross_validate(labelled, ans, p_lab, fingerprint, features)
-    else:
-        move["refit_needs"] = (f"{REFIT_MIN_LABELS} labels with {REFIT_MIN_PER_CLASS} of each kind before a refit "
-                               f"of the weights is tried (have {sum(y)} relevant, {len(y) - sum(y)} irrelevant)")
+    cv = _cross_validate(labelled, ans, p_lab, fingerprint, features) if enough else None
+    move = ThresholdMove(
+        round(model.threshold, 4), round(t_new, 4), (round(lo, 4), round(hi, 4)), INTERVAL_LEVEL, sum(y),
+        len(y) - sum(y), round(_balanced_accuracy(p_lab, y, model.threshold), 4),
+        round(_balanced_accuracy(p_lab, y, t_new), 4), _flips(p_calls, model.threshold, t_new),
+        (_flips(p_calls, model.threshold, lo), _flips(p_calls, model.threshold, hi)),
+        "the bagged best balanced-accuracy cut on the labels; feature weights kept", rule,
+        SignTest(dec.wins, dec.losses, round(dec.null_share, 4), round(dec.p_value, 4), dec.why), cv,
+        None if enough else (f"{REFIT_MIN_LABELS} labels with {REFIT_MIN_PER_CLASS} of each kind before a refit "
+                             f"of the weights is tried (have {sum(y)} relevant, {len(y) - sum(y)} irrelevant)"),
+        None if dec.move else _labels_to_decide(dec, p_rest))
     rec["threshold_move"] = move
-    cv = move.get("cross_validation")
-    refit_better = cv and cv["refit"] > cv["threshold_only"] + REFIT_MARGIN
-    if not dec.move:
-        move["labels_to_decide"] = _labels_to_decide(dec, p_rest)
+    refit_better = cv and cv.refit > cv.threshold_only + REFIT_MARGIN
     if not dec.move and not refit_better:
         # the labels do not show the move decides better: a move on the noise of a few dozen labels is as likely
         # to make the gate worse as better (simulated weeks from the right cut: the labelled-call sign test moved
         # in 0 of 140; moving to the labels' cut whatever they say made 9 of 20 worse on johngrib; tuner.gate.threshold)
-        move.update(kept=True, flips=_flips(p_calls, model.threshold, model.threshold))
-        rec["model_summary"] = {"method": "keep", "p_threshold": round(model.threshold, 4),
-                                "cv_balanced_accuracy": None, "features": list(model.features)}
+        rec["threshold_move"] = dataclasses.replace(move, kept=True,
+                                                    flips=_flips(p_calls, model.threshold, model.threshold))
+        rec["model_summary"] = ModelSummary("keep", round(model.threshold, 4), None, tuple(model.features))
         rec["basis"] = None
         rec["declined"] = (f"the labels point to a threshold of {t_new:.3f} but do not show that moving there "
-                           f"decides better ({dec.why}); {move['labels_to_decide']['text']}")
-        out["warnings"].append(f"the labels point to a threshold of {t_new:.3f} ({INTERVAL_LEVEL:.0%} interval "
-                               f"{lo:.3f}-{hi:.3f}) but do not show that moving there decides better: {dec.why}. "
-                               f"The current {model.threshold:.3f} stays, no proposal is written; "
-                               f"{move['labels_to_decide']['text']} (`recall-log suggest` picks them)")
+                           f"decides better ({dec.why}); {move.labels_to_decide.text}")
+        out["warnings"].append(warning(MOVE_UNDECIDED, to=t_new, level=INTERVAL_LEVEL, lo=lo, hi=hi, why=dec.why,
+                                       from_=model.threshold, more=move.labels_to_decide.text))
         return
     if refit_better:
         try:
             m = _refit(labelled, ans, fingerprint, features)
             rec["model"] = m.as_json()
-            rec["model_summary"] = {"method": "refit", "p_threshold": round(m.threshold, 4),
-                                    "cv_balanced_accuracy": cv["refit"], "features": list(m.features)}
+            rec["model_summary"] = ModelSummary("refit", round(m.threshold, 4), cv.refit, tuple(m.features))
             rec["basis"] = (f"a refit of the weights on {len(y)} labels (cross-validated balanced accuracy "
-                            f"{cv['refit']} vs {cv['threshold_only']} for the moved threshold)")
+                            f"{cv.refit} vs {cv.threshold_only} for the moved threshold)")
             return
         except GateFitError as e:
-            out["warnings"].append(f"no refit: {e}")
+            out["warnings"].append(warning(NO_REFIT, error=e))
     last = max((c.ts for c in calls), default=None)
-    fo = {**(model.fitted_on or {}), "recalibrated": {**{k: move[k] for k in ("from", "to", "interval", "labels")},
+    moved_json = move.to_json()
+    fo = {**(model.fitted_on or {}), "recalibrated": {**{k: moved_json[k] for k in ("from", "to", "interval", "labels")},
                                                       **({"at": _iso(last)} if last is not None else {})},
           "sources": sorted(fitted_sources(model) | {r.source for r in labelled})}
     moved = dataclasses.replace(model, threshold=float(t_new), fingerprint=dict(fingerprint), scope="index",
                                 fitted_on=fo)
     rec["model"] = moved.as_json()
-    rec["model_summary"] = {"method": "threshold", "p_threshold": round(t_new, 4),
-                            "cv_balanced_accuracy": cv["threshold_only"] if cv else None,
-                            "features": list(model.features)}
+    rec["model_summary"] = ModelSummary("threshold", round(t_new, 4), cv.threshold_only if cv else None,
+                                        tuple(model.features))
     rec["basis"] = (f"the gate's threshold moved to fit {len(y)} labels "
                     f"({INTERVAL_LEVEL:.0%} interval {lo:.3f}-{hi:.3f}; {dec.why}); feature weights kept")
 
@@ -517,9 +493,7 @@ def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: flo
                         threshold_rule=threshold_rule)
         warnings = cal.warnings
         if active.gate_threshold is not None and choice.model is not None:
-            warnings += (f"the active config sets gate_threshold = {active.gate_threshold}, which overrides the "
-                         "threshold of any gate file `calibrate apply` installs; remove it from the config for the "
-                         "proposal to take effect",)
+            warnings += (warning(CONFIG_OVERRIDES, threshold=active.gate_threshold),)
         cal = dataclasses.replace(cal, warnings=warnings, current=dataclasses.replace(
             cal.current, reason=choice.reason or choice.source, default_threshold=_default_threshold()))
         return cal, calls, labelled, choice
@@ -582,9 +556,9 @@ def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
 
     runs = Path(cfg.runs)
     active = read_active(runs)
-    db = Path(active.index) if active and active.index else Path(cfg.sweep["db"])
+    db = Path(active.index) if active and active.index else Path(cfg.sweep.db)
     log_path = recall_log_file(runs)
-    golds = [p for p in (cfg.sweep.get("gold"), cfg.sweep.get("holdout")) if p]
+    golds = [p for p in (cfg.sweep.gold, cfg.sweep.holdout) if p]
     cal, calls, labelled, _ = calibrate_index(db, log_path=log_path if log_path.exists() else None,
                                               since_s=WEEK_S, gold_paths=golds, stop=stop, progress=progress)
     if log_path.exists():                    # the calls to label next, for the week's report
@@ -597,7 +571,7 @@ def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
         raise StopRequested("calibration stopped before its report was written")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     proposal = None
-    if cal.recommendation.get("basis"):
+    if cal.recommendation.basis:
         proposal = str(runs / "reports" / f"gate-proposal-{stamp}.json")
         Path(proposal).parent.mkdir(parents=True, exist_ok=True)
         write_proposal(cal, db, proposal)

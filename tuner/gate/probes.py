@@ -25,7 +25,7 @@ from search_core import SearchCoreError
 from search_core.index.indexer import index_vault
 from search_core.ingest.vault import is_beir, is_korquad, list_vault
 
-from tuner.data.gold import GoldSet, load_gold
+from tuner.data.gold import GoldSet, Question, load_gold
 
 
 def document_of(note_id: str, korquad: bool, docs: dict | None = None) -> str:
@@ -36,21 +36,27 @@ def document_of(note_id: str, korquad: bool, docs: dict | None = None) -> str:
     return note_id.split("-", 1)[0] if korquad else note_id
 
 
-def questions_without(gold: GoldSet, held_out: set[str], korquad: bool, docs: dict | None = None) -> list[dict]:
-    """The gold set's questions against an index without `held_out` documents (pure). `docs`: note id
-    -> document, for corpora whose documents are not in the ids (BEIR)."""
+def questions_without(gold: GoldSet, held_out: set[str], korquad: bool, docs: dict | None = None) -> list[Question]:
+    """The gold set's questions against an index without `held_out` documents (pure): a question whose gold
+    is all held out becomes a probe. `docs`: note id -> document, for corpora whose documents are not in the
+    ids (BEIR)."""
     out = []
     for q in gold.questions:
-        kept = [g for g in q.gold if document_of(g, korquad, docs) not in held_out]
+        kept = tuple(g for g in q.gold if document_of(g, korquad, docs) not in held_out)
         if q.is_probe or not kept:
             why = q.why if q.is_probe else f"gold {', '.join(q.gold)} held out"
-            out.append({"id": q.id, "level": "probe", "query": q.query, "gold": [], "why": why})
+            out.append(Question(q.id, "probe", q.query, (), why, source=q.source))
         else:
             # a note held out of this question's search that the index no longer holds needs no holding out
-            exclude = [x for x in q.exclude if document_of(x, korquad, docs) not in held_out]
-            out.append({"id": q.id, "level": q.level, "query": q.query, "gold": kept, "why": q.why,
-                        **({"exclude": exclude} if exclude else {})})
+            exclude = tuple(x for x in q.exclude if document_of(x, korquad, docs) not in held_out)
+            out.append(Question(q.id, q.level, q.query, kept, q.why, source=q.source, exclude=exclude))
     return out
+
+
+def _probe_set_yaml(q: Question) -> dict:
+    """A question as a probe set's gold file holds it: the gold file's form without `source` (the file has
+    always been written so; load_gold reads the questions as hand-written)."""
+    return {k: v for k, v in q.to_yaml().items() if k != "source"}
 
 
 @dataclass(frozen=True)
@@ -132,12 +138,13 @@ def make_probes(vault: str | Path, gold_path: str | Path, out: str | Path, *, fr
     report = index_vault(source, db, cache=cache)
     gold_out = out / "gold.yaml"
     gold_out.write_text(yaml.safe_dump({"name": f"{gold.name}-probes-{seed}", "vault": str(source),
-                                        "questions": questions}, allow_unicode=True, sort_keys=False),
+                                        "questions": [_probe_set_yaml(q) for q in questions]},
+                                       allow_unicode=True, sort_keys=False),
                         encoding="utf-8")
-    n_probes = sum(q["level"] == "probe" for q in questions)
+    n_probes = sum(q.is_probe for q in questions)
     manifest = ProbeSet(str(vault), str(gold_out), str(db), seed, fraction, len(docs), len(held), tuple(sorted(held)),
                         n_probes, len(questions) - n_probes,
-                        sum(q["level"] == "probe" for q, orig in zip(questions, gold.questions) if not orig.is_probe),
+                        sum(q.is_probe for q, orig in zip(questions, gold.questions) if not orig.is_probe),
                         round(report.seconds, 1))
     (out / "manifest.json").write_text(json.dumps(manifest.to_json(), ensure_ascii=False, indent=1), encoding="utf-8")
     return manifest

@@ -17,7 +17,20 @@ from search_core.gate.model import load_gate, sidecar_path
 from tuner.gate.verdicts import DECLINED, VERDICTS
 
 if TYPE_CHECKING:
-    from tuner.gate.records import Calibration
+    from tuner.gate.records import Calibration, Labelled, Retirement, Window
+
+
+@dataclass(frozen=True)
+class ProposalEvidence:
+    """What a proposal stands on: the calibration's window, labelled rows and retirement rule, each in its
+    calibration JSON's form."""
+    window: Window
+    labelled: Labelled
+    retirement: Retirement
+
+    def to_json(self) -> dict:
+        return {"window": self.window.to_json(), "labelled": self.labelled.to_json(),
+                "retirement": self.retirement.to_json()}
 
 
 @dataclass(frozen=True)
@@ -29,13 +42,13 @@ class Proposal:
     model: dict | None                 # the gate model's JSON (GateModel.as_json), as `apply` installs it
     cosine_threshold: float | None
     basis: str | None                  # why this gate; None when declined
-    evidence: dict                     # the calibration's window, labelled and retirement sections
+    evidence: ProposalEvidence
     declined: str | None = None
 
     def to_json(self) -> dict:
         head = {"created": self.created, "db": self.db, "model": self.model,
                 "cosine_threshold": self.cosine_threshold, "basis": self.basis}
-        return {**head, **({"declined": self.declined} if self.declined else {}), "evidence": self.evidence}
+        return {**head, **({"declined": self.declined} if self.declined else {}), "evidence": self.evidence.to_json()}
 
 
 @dataclass(frozen=True)
@@ -57,14 +70,14 @@ def write_proposal(cal: Calibration, db: str | Path, path: str | Path) -> Propos
     be what `calibrate apply` installs next, though this run's labels did not support it."""
     rec = cal.recommendation
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    evidence = {"window": cal.window.to_json(), "labelled": cal.labelled.to_json(), "retirement": cal.retirement.to_json()}
-    if rec.get("basis"):
-        prop = Proposal(created, str(db), rec.get("model"), (rec.get("cosine") or {}).get("threshold"),
-                        rec.get("basis"), evidence)
+    evidence = ProposalEvidence(cal.window, cal.labelled, cal.retirement)
+    if rec.basis:
+        prop = Proposal(created, str(db), rec.model, rec.cosine.threshold if rec.cosine is not None else None,
+                        rec.basis, evidence)
     else:
         prop = Proposal(created, str(db), None, None, None, evidence,
-                        declined=rec.get("declined") or "the calibration made no recommendation (its report's "
-                                                        "warnings say why)")
+                        declined=rec.declined or "the calibration made no recommendation (its report's "
+                                                 "warnings say why)")
     try:
         text = json.dumps(prop.to_json(), ensure_ascii=False, indent=1, allow_nan=False)
     except ValueError:

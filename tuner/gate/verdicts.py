@@ -2,13 +2,16 @@
 report's verdict line) and fix (what to do next, as the report's Recommendation says it) come from one
 table, so the fix fits the state: a calibration that kept the gate never says to install a proposal, one
 whose proposal was written never says to run `calibrate` first.
+
+What a calibration warns of is a value of the same kind (CALIBRATION_WARNINGS): calibrate emits only values
+of that table, and the report shows each as its message and its fix.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tuner.gate.records import MIN_LABELLED, Calibration
+from tuner.gate.records import MIN_LABELLED, Calibration, LabelSuggestions
 from tuner.reasons import Reason, ReasonTable, Wording
 
 MOVE = "move"                  # the gate model's threshold moves to fit the labels (weights kept)
@@ -59,6 +62,83 @@ VERDICTS = ReasonTable("calibration verdict", {
 })
 
 
+# -- what a calibration warns of ------------------------------------------------------------------------------
+# Each warning calibrate emits is a value of this table; the report's Warnings section and the calibration's JSON
+# (`warnings`, a list of strings) show its text(): the message, then its fix when it has one. NO_LABELS and
+# ONE_KIND are kinds here too, as the verdicts name the same states.
+SKIPPED_LABELS = "skipped_labels"      # labelled calls that never searched: no gate features to be evidence
+OTHER_INDEX = "other_index"            # log calls logged against another index, left out
+EMPTY_WINDOW = "empty_window"          # the log was read and its window holds no calls
+IN_SAMPLE = "in_sample"                # the gate in force was fitted on some of the labelled sets
+FEW_LABELS = "few_labels"              # fewer labelled rows than a gate model needs: a cosine threshold only
+NO_GATE_MODEL = "no_gate_model"        # fitting a gate model on the labels failed (its error says why)
+MOVE_UNDECIDED = "move_undecided"      # the labels point to another threshold but do not show it decides better
+NO_REFIT = "no_refit"                  # a refit measured better, and fitting it on all the labels failed
+CONFIG_OVERRIDES = "config_overrides"  # the active config's gate_threshold overrides any installed gate file's
+
+CALIBRATION_WARNINGS = ReasonTable("calibration warning", {
+    SKIPPED_LABELS: Wording(
+        "{count} labelled call(s) have no search (timed out, failed or stopped before it: {ids}): their labels "
+        "were skipped, a label needs the call's gate features", ""),
+    OTHER_INDEX: Wording(
+        "{count} log call(s) ({labelled} labelled) were logged against another index ({others}), not this one "
+        "({this}): left out, their features are another vault's", ""),
+    EMPTY_WINDOW: Wording(
+        "the log window holds no calls: traffic, latency and the retirement rule are unknown",
+        "widen --since or check that the recall path logs"),
+    IN_SAMPLE: Wording(
+        "the gate in force was fitted on {sets}: its scores on those rows are in-sample and flatter it",
+        "score it on a labelled set it was not fitted on"),
+    FEW_LABELS: Wording(
+        "only {rows} labelled rows (< {need}): a cosine threshold is recommended, no model is fitted", ""),
+    NO_GATE_MODEL: Wording("no gate model: {error}", ""),
+    NO_LABELS: Wording(
+        "no labels: the gate cannot be calibrated, no proposal is written and the current gate stays",
+        "Label at least {need} calls of each kind, relevant and irrelevant (`autoresearch recall-log suggest` "
+        "picks them), or pass a labelled set with probes via --labels"),
+    ONE_KIND: Wording(
+        "the labels hold no {missing!r} rows ({relevant} relevant, {irrelevant} irrelevant): a threshold needs "
+        "both kinds, so no proposal is written and the current gate stays",
+        "Label at least {need} {what} as {missing} (`autoresearch recall-log suggest` picks calls to label; "
+        "`recall-log label ID {missing}`), or pass a labelled set with them via --labels"),
+    MOVE_UNDECIDED: Wording(
+        "the labels point to a threshold of {to:.3f} ({level:.0%} interval {lo:.3f}-{hi:.3f}) but do not show "
+        "that moving there decides better: {why}. The current {from_:.3f} stays, no proposal is written",
+        "{more} (`recall-log suggest` picks them)"),
+    NO_REFIT: Wording("no refit: {error}", ""),
+    CONFIG_OVERRIDES: Wording(
+        "the active config sets gate_threshold = {threshold}, which overrides the threshold of any gate file "
+        "`calibrate apply` installs",
+        "remove it from the config for the proposal to take effect"),
+})
+# what a missing kind of label is, as ONE_KIND's fix names it
+MISSING_WHAT = {"relevant": "answerable calls (the vault had the answer)",
+                "irrelevant": "probes (calls the vault could not answer)"}
+
+
+# -- what a calibration report advises beside its verdict ------------------------------------------------------
+# The section "Calls to label next" (the daemon's weekly job picks them): its message says which calls were
+# picked and why, its fix how to label them; the gate-on-labels section with nothing to score says what it
+# needs. The report shows each as "message: fix".
+LABEL_NEXT = "label_next"              # the unlabelled calls whose labels would move the threshold most
+NOT_SCORED = "not_scored"              # the gate in force cannot be scored: the labelled rows lack a kind
+
+CALIBRATION_ADVICE = ReasonTable("calibration advice", {
+    LABEL_NEXT: Wording(
+        "{picks} of {pool} unlabelled calls ({labelled} labelled already), picked for how much their label would "
+        "move the {scale} threshold {threshold}",
+        "label them on the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
+        "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+    NOT_SCORED: Wording("needs labelled rows of both kinds (answerable and probes)", "pass --labels"),
+})
+
+
+def label_next(sg: LabelSuggestions) -> Reason:
+    """What the calls picked to label next are, and how to label them."""
+    return CALIBRATION_ADVICE(LABEL_NEXT, picks=len(sg.picks), pool=sg.pool, labelled=sg.labelled, scale=sg.scale,
+                              threshold=sg.threshold)
+
+
 def _install(db: str, proposal: str | None) -> str:
     """How to install a proposal that was written (or how to write one, when the report names none)."""
     if proposal is None:
@@ -73,30 +153,28 @@ def _install(db: str, proposal: str | None) -> str:
 def calibration_verdict(cal: Calibration, db: str, proposal: str | None) -> Reason:
     """What `cal` recommends, for the index `db`, with the proposal written to `proposal` (None: none)."""
     rec = cal.recommendation
-    mv = rec.get("threshold_move")
-    method = (rec.get("model_summary") or {}).get("method")
+    mv, ms = rec.threshold_move, rec.model_summary
+    method = ms.method if ms is not None else None
     if method in ("keep", "threshold"):
-        move = dict(from_=mv["from"], to=mv["to"], level=mv["level"], lo=mv["interval"][0], hi=mv["interval"][1],
-                    relevant=mv["labels"]["answerable"], irrelevant=mv["labels"]["probes"],
-                    why=(mv.get("sign_test") or {}).get("why", "no sign test" if method == "keep" else ""))
+        move = dict(from_=mv.from_, to=mv.to, level=mv.level, lo=mv.interval[0], hi=mv.interval[1],
+                    relevant=mv.answerable, irrelevant=mv.probes, why=mv.sign_test.why)
         if method == "keep":
-            more = mv.get("labels_to_decide")
-            return VERDICTS(KEEP, **move, more=f"; {more['text']}" if more else "", db=db)
-        f = mv["flips"]
-        return VERDICTS(MOVE, **move, flipped=f["let_through"] + f["stopped"], decisions=f["decisions"],
-                        let_through=f["let_through"], stopped=f["stopped"], install=_install(db, proposal))
+            more = mv.labels_to_decide
+            return VERDICTS(KEEP, **move, more=f"; {more.text}" if more else "", db=db)
+        f = mv.flips
+        return VERDICTS(MOVE, **move, flipped=f.total, decisions=f.decisions,
+                        let_through=f.let_through, stopped=f.stopped, install=_install(db, proposal))
     if method:
-        ms = rec["model_summary"]
         return VERDICTS(REFIT, answerable=cal.labelled.answerable, probes=cal.labelled.probes,
-                        p_threshold=ms["p_threshold"], cv=ms["cv_balanced_accuracy"], install=_install(db, proposal))
-    if (rec.get("cosine") or {}).get("threshold") is not None:
-        return VERDICTS(COSINE, threshold=rec["cosine"]["threshold"], basis=rec["basis"],
+                        p_threshold=ms.p_threshold, cv=ms.cv_balanced_accuracy, install=_install(db, proposal))
+    if rec.cosine is not None and rec.cosine.threshold is not None:
+        return VERDICTS(COSINE, threshold=rec.cosine.threshold, basis=rec.basis,
                         more_for_model=(f"a gate model needs at least {MIN_LABELLED} labelled rows with both kinds; "
                                         + _LABEL_MORE.format(db=db)))
-    missing = rec.get("missing")
-    if missing and missing["label"] == "both":
-        return VERDICTS(NO_LABELS, need=missing["need"], db=db)
+    missing = rec.missing
+    if missing and missing.label == "both":
+        return VERDICTS(NO_LABELS, need=missing.need, db=db)
     if missing:
-        return VERDICTS(ONE_KIND, missing=missing["label"], relevant=missing["labelled"]["relevant"],
-                        irrelevant=missing["labelled"]["irrelevant"], need=missing["need"], db=db)
-    return VERDICTS(NONE, why=cal.warnings[-1] if cal.warnings else "no labels")
+        return VERDICTS(ONE_KIND, missing=missing.label, relevant=missing.relevant,
+                        irrelevant=missing.irrelevant, need=missing.need, db=db)
+    return VERDICTS(NONE, why=cal.warnings[-1].text() if cal.warnings else "no labels")

@@ -20,7 +20,9 @@ from tuner.ledger.chain import (LedgerError, LedgerVerdict, check_ledger_file, h
 from tuner.ledger.round import Round
 from tuner.ledger.schema import ROUND_CONTENT, ROUND_TRIGGERS, SCHEMA, SWEEP_COLUMNS
 from tuner.ledger.sweep_record import SweepRecord
-from tuner.sweep.summary import HoldoutCheck
+from tuner.stored_config import StoredConfig
+from tuner.sweep.params import RecordedParams
+from tuner.sweep.summary import HoldoutCheck, RetestResult, RetestStopped, SweepSummary
 
 
 def _now() -> str:
@@ -44,16 +46,17 @@ class Ledger:
         self.conn.close()
 
     # -- sweeps ---------------------------------------------------------------------------------------
-    def new_sweep(self, sweep_id: str, params: dict, start_config: dict) -> None:
+    def new_sweep(self, sweep_id: str, params: RecordedParams, start: StoredConfig) -> None:
         with atomic(self.conn):
             self.conn.execute("INSERT INTO sweeps(id, created, params, start_config, status) VALUES (?,?,?,?,?)",
-                              (sweep_id, _now(), json.dumps(params, ensure_ascii=False),
-                               json.dumps(start_config, ensure_ascii=False), "running"))
+                              (sweep_id, _now(), json.dumps(params.to_json(), ensure_ascii=False),
+                               json.dumps(start.to_json(), ensure_ascii=False), "running"))
 
-    def set_status(self, sweep_id: str, status: str, summary: dict | None = None) -> None:
+    def set_status(self, sweep_id: str, status: str,
+                   summary: SweepSummary | RetestResult | RetestStopped | None = None) -> None:
         with atomic(self.conn):
             self.conn.execute("UPDATE sweeps SET status = ?, finished = ?, summary = COALESCE(?, summary) WHERE id = ?",
-                              (status, _now(), json.dumps(summary, ensure_ascii=False) if summary else None, sweep_id))
+                              (status, _now(), json.dumps(summary.to_json(), ensure_ascii=False) if summary is not None else None, sweep_id))
 
     def sweep(self, sweep_id: str | None = None) -> SweepRecord | None:
         """The sweep `sweep_id` (default: the latest), or None."""

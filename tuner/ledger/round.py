@@ -16,6 +16,7 @@ from search_core.config import SearchConfig
 from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.chain import normalise_round
 from tuner.ledger.schema import DECISIONS, ROUND_CONTENT, RoundDecision
+from tuner.stored_config import StoredConfig
 
 START = "(start)"        # round 0's variable: the starting point, measured before any change
 JSON_COLUMNS = ("old", "new", "config", "metrics")
@@ -28,7 +29,7 @@ class Round:
     variable: str                 # START for round 0
     old: Any                      # the baseline's value of the variable (JSON: a number, a string or null)
     new: Any                      # the candidate's value (None: round 0)
-    config: dict                  # the candidate's SearchConfig.as_dict(), as evaluated
+    config: StoredConfig          # the candidate's config, as evaluated
     config_hash: str
     baseline_hash: str
     index_fingerprint: str | None
@@ -42,7 +43,7 @@ class Round:
 
     @property
     def search_config(self) -> SearchConfig:
-        return SearchConfig.from_stored(self.config)
+        return self.config.search
 
     @property
     def kept(self) -> bool:
@@ -58,7 +59,7 @@ class Round:
             raise ValueError(f"decision {self.decision!r} is not one of {', '.join(DECISIONS)}")
         values = {"sweep": self.sweep, "round": self.round, "variable": self.variable,
                   "old": json.dumps(self.old, ensure_ascii=False), "new": json.dumps(self.new, ensure_ascii=False),
-                  "config": json.dumps(self.config, ensure_ascii=False), "config_hash": self.config_hash,
+                  "config": json.dumps(self.config.to_json(), ensure_ascii=False), "config_hash": self.config_hash,
                   "baseline_hash": self.baseline_hash, "index_fingerprint": self.index_fingerprint,
                   "metrics": json.dumps(self.result.to_ledger() if self.result is not None else {}, ensure_ascii=False),
                   "objective": self.objective, "decision": RoundDecision(self.decision).value, "reason": self.reason,
@@ -72,7 +73,7 @@ class Round:
         for k in JSON_COLUMNS:
             v[k] = json.loads(v[k]) if v[k] is not None else None
         metrics = v.pop("metrics")
-        return cls(**{**v, "decision": RoundDecision(v["decision"]),
+        return cls(**{**v, "decision": RoundDecision(v["decision"]), "config": StoredConfig.from_json(v["config"]),
                       "result": EvalResult.from_ledger(metrics) if metrics else None})
 
     def to_json(self) -> dict:

@@ -29,6 +29,7 @@ from search_core.paths import RUNS_ENV, default_index, no_index_message, runs_di
 from search_core.validate import Where
 
 from tuner.promotion.config_toml import config_toml, toml_table
+from tuner.stored_config import StoredConfig
 
 if TYPE_CHECKING:      # annotations only: `search` reads the active config here and needs no evaluation code
     from tuner.sweep.summary import HoldoutCheck
@@ -178,7 +179,7 @@ class History:
                 written = not active_path.exists()
             else:
                 written = active is not None and active.source == source and cfg_json is not None and \
-                    SearchConfig.from_stored(json.loads(cfg_json)).config_hash() == active.config.config_hash()
+                    StoredConfig.from_json(json.loads(cfg_json)).config_hash() == active.config.config_hash()
             with atomic(self.conn):
                 if written:
                     self.conn.execute("UPDATE events SET pending = NULL WHERE id = ?", (eid,))
@@ -190,14 +191,14 @@ class History:
                                       "(nothing changed): ' || reason WHERE id = ?", (eid,))
                     done.append(f"#{eid} {kind}: interrupted before active.toml was written; undone")
             if not written and kind == "promoted" and side is not None:
-                _restore_sidecar(dataclasses.replace(self.event(eid), sidecar_before=json.loads(side)))
+                _restore_sidecar(dataclasses.replace(self.event(eid), sidecar_before=SidecarBefore.from_json(json.loads(side))))
         for tmp in [*self.runs.glob(f".{ACTIVE}.*"), *(self.runs / "active-indexes").glob(".*")]:
             tmp.unlink(missing_ok=True)      # mkstemp leftovers of an atomic write or an index copy
             done.append(f"removed the temporary file {tmp.name}")
         return done
 
-    def _add(self, kind, sweep, cfg, index, prev: Active | None, reason, undoes=None, sidecar_before=None,
-             pending: bool = False) -> int:
+    def _add(self, kind, sweep, cfg: SearchConfig | None, index, prev: Active | None, reason, undoes=None,
+             sidecar_before: SidecarBefore | None = None, pending: bool = False) -> int:
         with atomic(self.conn):
             cur = self.conn.execute(
                 "INSERT INTO events(created, kind, sweep, config, index_path, previous_config, previous_index, "
@@ -206,7 +207,7 @@ class History:
                  json.dumps(cfg.as_dict(), ensure_ascii=False) if cfg else None, str(index) if index else None,
                  json.dumps(prev.config.as_dict(), ensure_ascii=False) if prev else None,
                  str(prev.index) if prev and prev.index else None, reason, undoes,
-                 None if sidecar_before is None else json.dumps(sidecar_before, ensure_ascii=False),
+                 None if sidecar_before is None else json.dumps(sidecar_before.to_json(), ensure_ascii=False),
                  1 if pending else None))
             return cur.lastrowid
 
@@ -220,13 +221,28 @@ class History:
         out = []
         for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM events ORDER BY id"):
             d = dict(zip(cols, r))
-            for k in ("config", "previous_config", "sidecar_before"):
-                d[k] = json.loads(d[k]) if d[k] else None
+            for k, record in (("config", StoredConfig), ("previous_config", StoredConfig),
+                              ("sidecar_before", SidecarBefore)):
+                d[k] = record.from_json(json.loads(d[k])) if d[k] else None
             out.append(PromotionEvent(**d))
         return out
 
     def event(self, event_id: int) -> PromotionEvent | None:
         return next((e for e in self.events() if e.id == event_id), None)
+
+
+@dataclass(frozen=True)
+class SidecarBefore:
+    """The gate file beside a promoted index before the promotion wrote its own (None: there was none), so
+    that an interrupted promotion puts it back."""
+    text: str | None
+
+    def to_json(self) -> dict:
+        return {"text": self.text}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SidecarBefore":
+        return cls(d["text"])
 
 
 @dataclass(frozen=True)
@@ -237,17 +253,20 @@ class PromotionEvent:
     created: str
     kind: str                       # promoted | declined | rollback
     sweep: str | None
-    config: dict | None             # the config made active (SearchConfig.as_dict), None: the built-in defaults
+    config: StoredConfig | None     # the config made active; None: the built-in defaults
     index_path: str | None
-    previous_config: dict | None
+    previous_config: StoredConfig | None
     previous_index: str | None
     reason: str
     undoes: int | None              # a rollback: the promotion it undid
-    sidecar_before: dict | None     # {"text": the gate file beside the index before, or None}
+    sidecar_before: SidecarBefore | None   # None: a row from before the column, or not a promotion
     pending: int | None             # 1 while its files are being written (recover() finishes or undoes it)
 
     def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for k in ("config", "previous_config", "sidecar_before"):
+            out[k] = out[k].to_json() if out[k] is not None else None
+        return out
 
 
 @dataclass(frozen=True)
@@ -267,7 +286,7 @@ class Promotion:
 class Rollback:
     event: int                      # the rollback's own row
     undid: int                      # the promotion it undid
-    active: dict | None             # the config active again (SearchConfig.as_dict); None: the built-in defaults
+    active: SearchConfig | None     # the config active again; None: the built-in defaults
 
 
 # -- the promotion rule (pure) -------------------------------------------------------------------------------
@@ -277,10 +296,10 @@ class Verdict:
     reason: str
 
 
-def holdout_verdict(start: dict, final: dict, holdout: HoldoutCheck | None) -> Verdict:
+def holdout_verdict(start: SearchConfig, final: SearchConfig, holdout: HoldoutCheck | None) -> Verdict:
     """Promote only when the winner differs from the start and held on the holdout: hit@5 (in questions)
     not lower, and no paired test says the start was significantly better."""
-    if SearchConfig.from_stored(start).config_hash() == SearchConfig.from_stored(final).config_hash():
+    if start.config_hash() == final.config_hash():
         return Verdict(False, "no change was kept: the winner is the starting config")
     if not holdout:
         return Verdict(False, "the sweep had no holdout (--holdout or --split): a winner is promoted only "
@@ -307,7 +326,7 @@ def holdout_verdict(start: dict, final: dict, holdout: HoldoutCheck | None) -> V
     return Verdict(True, reason)
 
 
-def decide_promotion(sweep_id: str, start: dict, final: dict, holdout: HoldoutCheck | None, index: str | Path | None,
+def decide_promotion(sweep_id: str, start: SearchConfig, final: SearchConfig, holdout: HoldoutCheck | None, index: str | Path | None,
                      runs: str | Path | None = None, *, gate_model=None) -> Promotion:
     """Apply the rule and record the outcome; on success the winner (with its index) becomes active.
     `gate_model`: the gate model the sweep decided with for the winner's embedder and reranker (the index's
@@ -343,9 +362,8 @@ def _gate_to_install(cfg: SearchConfig, gate_model) -> bool:
         return True
 
 
-def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate_model) -> Promotion:
+def _decide_locked(hist: History, sweep_id, v: Verdict, cfg: SearchConfig, index, gate_model) -> Promotion:
     prev = read_active(hist.runs)
-    cfg = SearchConfig.from_stored(final)
     if not v.promote:
         eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
         return Promotion(eid, False, v.reason)
@@ -357,7 +375,7 @@ def _decide_locked(hist: History, sweep_id, v: Verdict, final: dict, index, gate
         reason += ("; its gate_threshold was not promoted: the gate model it was tuned on is not available, "
                    "and on another gate the number means something else")
     side = sidecar_path(_install_path(hist.runs, Path(index)))
-    before = {"text": side.read_text(encoding="utf-8") if side.exists() else None}
+    before = SidecarBefore(side.read_text(encoding="utf-8") if side.exists() else None)
     # the row first (pending), then the files, then the row is done: a kill anywhere is recovered
     eid = hist._add("promoted", sweep_id, cfg, _install_path(hist.runs, Path(index)), prev, reason,
                     sidecar_before=before, pending=True)
@@ -410,7 +428,7 @@ def _rollback_locked(hist: History, event_id: int | None) -> Rollback:
                                   f"#{event_id}")
     prev_active = read_active(hist.runs)
     path = hist.runs / ACTIVE
-    restored = None if ev.previous_config is None else SearchConfig.from_stored(ev.previous_config)
+    restored = None if ev.previous_config is None else ev.previous_config.search
     idx = Path(ev.previous_index) if ev.previous_index else None
     if restored is not None and idx is not None and not idx.exists():
         raise SearchCoreError(f"cannot roll back #{ev.id}: its previous index {idx} is gone; "
@@ -423,7 +441,7 @@ def _rollback_locked(hist: History, event_id: int | None) -> Rollback:
         _write_active(hist.runs, restored, idx, f"rollback of #{ev.id}")
     _restore_sidecar(ev)            # the gate model the restored config was promoted with (or none)
     hist._done(eid)
-    return Rollback(eid, ev.id, restored.as_dict() if restored else None)
+    return Rollback(eid, ev.id, restored)
 
 
 def _restore_sidecar(ev: PromotionEvent) -> None:
@@ -432,7 +450,7 @@ def _restore_sidecar(ev: PromotionEvent) -> None:
     if ev.sidecar_before is None or not ev.index_path:
         return
     side = sidecar_path(ev.index_path)
-    text = ev.sidecar_before["text"]
+    text = ev.sidecar_before.text
     if text is None:
         side.unlink(missing_ok=True)
     else:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tuner.gate.verdicts import calibration_verdict
+from tuner.gate.verdicts import CALIBRATION_ADVICE, NOT_SCORED, calibration_verdict, label_next
 from tuner.reports import Para, Report, Section, Table
 
 if TYPE_CHECKING:
-    from tuner.gate.records import Calibration, LabelSuggestions, Retirement, Traffic
+    from tuner.gate.records import Calibration, GateOnLabels, LabelSuggestions, Retirement, ThresholdMove, Traffic
 
 
 def calibration_report(cal: Calibration, db: str, proposal_path: str | None, with_plots: bool = False,
@@ -22,12 +22,12 @@ def calibration_report(cal: Calibration, db: str, proposal_path: str | None, wit
     if cal.suggestions is not None:
         sections.append(suggestions_section(cal.suggestions))
     sections.append(retirement_section(cal.retirement))
-    if with_plots and (cal.gate_on_labels or {}).get("curves"):
+    if with_plots and cal.gate_on_labels is not None and cal.gate_on_labels.curves:
         sections.append(risk_coverage_section(cal.gate_on_labels))
     if with_plots and series:
         sections.append(histograms_section(series))
     if cal.warnings:
-        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warnings)))
+        sections.append(Section("Warnings", tuple(Para(x, "bad") for x in cal.warning_lines())))
     return Report("calibration", f"Gate calibration for {db}", verdict.message(), tuple(sections),
                   data=cal.to_json())
 
@@ -46,9 +46,8 @@ def distributions_section(cal: Calibration) -> Section:
     """Quantiles of each score, per group (answerable, probes, unlabelled calls)."""
     return Section("Distributions", tuple(
         Table(("group", "n", "p5", "p25", "p50", "p75", "p95"),
-              tuple((g, q.get("n"), q.get("p5"), q.get("p25"), q.get("p50"), q.get("p75"), q.get("p95"))
-                    for g, q in groups.items()), caption=scale)
-        for scale, groups in cal.distributions.items()))
+              tuple((g, q.n, q.p5, q.p25, q.p50, q.p75, q.p95) for g, q in groups.groups()), caption=scale)
+        for scale, groups in cal.distributions.scales()))
 
 
 def traffic_section(tr: Traffic) -> Section:
@@ -69,46 +68,40 @@ def recommendation_section(cal: Calibration, verdict) -> Section:
     threshold and accuracy."""
     rec = cal.recommendation
     rows = []
-    if rec.get("cosine"):
-        c = rec["cosine"]
-        rows.append(("cosine", c.get("threshold"), c.get("balanced_accuracy"), c.get("auroc"), c.get("note", "")))
-    if rec.get("model_summary"):
-        ms = rec["model_summary"]
-        rows.append(("model", ms["p_threshold"], ms["cv_balanced_accuracy"], None, "cross-validated, by source"))
-    mv = rec.get("threshold_move")
+    if rec.cosine is not None:
+        c = rec.cosine
+        rows.append(("cosine", c.threshold, c.balanced_accuracy, c.auroc, c.note))
+    if rec.model_summary is not None:
+        ms = rec.model_summary
+        rows.append(("model", ms.p_threshold, ms.cv_balanced_accuracy, None, "cross-validated, by source"))
+    mv = rec.threshold_move
     return Section("Recommendation", (Para(verdict.message(), "good" if rows else "note"),
                                       *(threshold_move_blocks(mv) if mv else ()),
                                       Table(("gate", "threshold", "balanced accuracy", "AUROC", "how"), tuple(rows)),
                                       Para(verdict.fix())))
 
 
-def threshold_move_blocks(mv: dict) -> tuple:
+def threshold_move_blocks(mv: ThresholdMove) -> tuple:
     """The threshold the labels give against the one in force, its bootstrap interval, and the cross-validation."""
-    cv = mv.get("cross_validation")
-    lo_f, hi_f = mv["flips_at_interval"]
+    cv = mv.cross_validation
+    lo_f, hi_f = mv.flips_at_interval
     return (Table(("threshold", "P", "balanced accuracy on the labels", "decisions that flip"),
-                  (("now", mv["from"], mv["balanced_accuracy_on_labels"]["from"], 0),
-                   ("from the labels" if mv.get("kept") else "proposed", mv["to"],
-                    mv["balanced_accuracy_on_labels"]["to"],
-                    mv["flips"]["let_through"] + mv["flips"]["stopped"]),
-                   (f"interval low ({mv['level']:.0%})", mv["interval"][0], None,
-                    lo_f["let_through"] + lo_f["stopped"]),
-                   (f"interval high ({mv['level']:.0%})", mv["interval"][1], None,
-                    hi_f["let_through"] + hi_f["stopped"])),
-                  caption=f"the threshold from the labels ({mv['method']}); the interval is a bootstrap "
+                  (("now", mv.from_, mv.accuracy_from, 0),
+                   ("from the labels" if mv.kept else "proposed", mv.to, mv.accuracy_to, mv.flips.total),
+                   (f"interval low ({mv.level:.0%})", mv.interval[0], None, lo_f.total),
+                   (f"interval high ({mv.level:.0%})", mv.interval[1], None, hi_f.total)),
+                  caption=f"the threshold from the labels ({mv.method}); the interval is a bootstrap "
                           "over the labels"),
-            Para(f"cross-validated on {cv['folds']} folds of the labels: moved threshold "
-                 f"{cv['threshold_only']}, refit of the weights {cv['refit']}" if cv
-                 else f"no refit of the weights tried: it needs {mv['refit_needs']}"))
+            Para(f"cross-validated on {cv.folds} folds of the labels: moved threshold "
+                 f"{cv.threshold_only}, refit of the weights {cv.refit}" if cv
+                 else f"no refit of the weights tried: it needs {mv.refit_needs}"))
 
 
 def suggestions_section(sg: LabelSuggestions) -> Section:
     """The unlabelled calls whose labels would move the threshold most, and how to label them."""
+    advice = label_next(sg)
     return Section("Calls to label next", (
-        Para(f"{len(sg.picks)} of {sg.pool} unlabelled calls ({sg.labelled} labelled already), picked "
-             f"for how much their label would move the {sg.scale} threshold {sg.threshold}: label them on "
-             "the /label page of `autoresearch serve`, or with `autoresearch recall-log label ID "
-             "relevant|irrelevant`, then run `autoresearch calibrate` again"),
+        Para(f"{advice.message()}: {advice.fix()}"),
         Table(("id", "P", "top note", "query", "why"),
               tuple((x.id, None if x.probability is None else round(x.probability, 4), x.top_note, x.query, x.reason)
                     for x in sg.picks))))
@@ -120,17 +113,17 @@ def retirement_section(ret: Retirement) -> Section:
                                             f"{ret.injection_rate} -> {ret.verdict}", "bad" if ret.consider_off else ""),))
 
 
-def risk_coverage_section(g: dict) -> Section:
+def risk_coverage_section(g: GateOnLabels) -> Section:
     """Risk against coverage of each gate on the labelled rows, drawn."""
     from tuner.reports import Plot
     from tuner.reports.plots import line_plot
-    curves = g["curves"]
+    curves = g.curves
     return Section("Risk-coverage", (Plot(
         "risk-coverage on the labelled rows",
         line_plot({k: [tuple(p) for p in v] for k, v in curves.items()},
                   xlabel="coverage (share of rows injected, most confident first)",
                   ylabel="risk (share of probes injected)"),
-        alt=f"risk-coverage over {g['rows']} labelled rows ({g['probes']} probes): " + "; ".join(
+        alt=f"risk-coverage over {g.rows} labelled rows ({g.probes} probes): " + "; ".join(
             f"{k} risk {v[3][1]} at coverage 0.2, {v[-1][1]} at 1.0" for k, v in curves.items())),))
 
 
@@ -144,32 +137,33 @@ def histograms_section(series: dict) -> Section:
         for name, s in series.items()))
 
 
-def gate_on_labels_section(g: dict | None) -> Section:
+def gate_on_labels_section(g: GateOnLabels | None) -> Section:
     """The gate in force scored on the labelled rows, beside the cosine gate on the same rows."""
     title = "The gate in force on the labelled rows"
-    if not g:
-        return Section(title, (Para("needs labelled rows of both kinds (answerable and probes): pass --labels"),))
-    cards = [("gate model (P(answerable))", g["model"])] if g.get("model") else []
-    cards.append(("cosine gate (top cosine)", g["cosine"]))
-    one_kind = [f"{src} ({one['rows']} rows): {one['note']}" for src, one in (g.get("by_source") or {}).items()
-                if "note" in one]
-    for src, one in (g.get("by_source") or {}).items():     # each labelled set on its own
-        if "note" in one:
+    if g is None:
+        advice = CALIBRATION_ADVICE(NOT_SCORED)
+        return Section(title, (Para(f"{advice.message()}: {advice.fix()}"),))
+    cards = [("gate model (P(answerable))", g.model)] if g.model is not None else []
+    cards.append(("cosine gate (top cosine)", g.cosine))
+    by_source = g.by_source or {}
+    one_kind = [f"{src} ({one.rows} rows): {one.note}" for src, one in by_source.items() if one.note is not None]
+    for src, one in by_source.items():     # each labelled set on its own
+        if one.note is not None:
             continue
-        tag = f"{src}, {one['rows']} rows"
-        if one.get("model"):
-            cards.append((f"gate model on {tag}" + (" (in-sample)" if one.get("in_sample") else ""), one["model"]))
-        cards.append((f"cosine gate on {tag}", one["cosine"]))
-    pts = list(cards[0][1]["risk_coverage"])
+        tag = f"{src}, {one.rows} rows"
+        if one.model is not None:
+            cards.append((f"gate model on {tag}" + (" (in-sample)" if one.in_sample else ""), one.model))
+        cards.append((f"cosine gate on {tag}", one.cosine))
+    pts = list(cards[0][1].risk_coverage)
     table = Table(("gate", "threshold", "AUROC", "balanced accuracy", "answerable injected", "probes injected",
                    *[f"risk at {p}" for p in pts]),
-                  tuple((name, c["threshold"], c["auroc"], c["balanced_accuracy"], c["answerable_injected"],
-                         c["probes_injected"], *[c["risk_coverage"][p] for p in pts]) for name, c in cards),
-                  caption=f"{g['rows']} rows ({g['answerable']} answerable, {g['probes']} probes) from "
-                          f"{', '.join(g['sources'])}; risk = share of probes among the injected when only the most "
+                  tuple((name, c.threshold, c.auroc, c.balanced_accuracy, c.answerable_injected,
+                         c.probes_injected, *[c.risk_coverage[p] for p in pts]) for name, c in cards),
+                  caption=f"{g.rows} rows ({g.answerable} answerable, {g.probes} probes) from "
+                          f"{', '.join(g.sources)}; risk = share of probes among the injected when only the most "
                           "confident share of rows (the coverage) is injected")
-    seen = g.get("in_sample") or []
+    seen = g.in_sample or ()
     note = (Para(f"in-sample: the gate in force was fitted on {', '.join(seen)}; these numbers flatter it", "bad")
             if seen else Para("none of these sets is among those the gate in force was fitted on"
-                              if g.get("model") else "no gate model in force: the cosine gate decides"))
+                              if g.model is not None else "no gate model in force: the cosine gate decides"))
     return Section(title, (table, note, *(Para(x) for x in one_kind)))

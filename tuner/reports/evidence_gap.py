@@ -32,8 +32,10 @@ from tuner.evaluation.stats import paired_randomization
 from tuner.ledger.round import Round
 from tuner.ledger.sweep_record import SweepRecord
 from tuner.reasons import Reason
-from tuner.sweep.reasons import (BELOW_DETECTABLE, EMPTY_NIGHT, NOTHING_MOVED, TOO_FEW_CAN_RISE, UNTESTED_GAINS,
-                                 WITHIN_NOISE)
+from tuner.sweep.reasons import (ADD_LEVEL, ADD_PROBES, BELOW_DETECTABLE, EMPTY_NIGHT, GAIN_NEEDS_QUESTIONS,
+                                 GAIN_OUT_OF_REACH, HOW_TO_WRITE, MIN_RISING, NIGHT_ADVICE, NOTHING_MOVED,
+                                 SATURATED_QUESTIONS, TOO_FEW_CAN_RISE, UNTESTED_GAINS, WHERE_CONFIGS_DISAGREED,
+                                 WITHIN_NOISE, advice_paragraph)
 from tuner.sweep.evidence import answerable_rows, question_value, ranking_evidence
 from tuner.sweep.variables import kind_of
 
@@ -192,7 +194,7 @@ class EvidenceGap:
     detectable: DetectableGain | None  # for the best gain seen (or the baseline against itself)
     points_per_share: float           # objective units per mean per-question share (60 for score100)
     disagreements: tuple[QuestionSpread, ...]
-    advice: tuple[str, ...]
+    advice: tuple[Reason, ...]        # values of NIGHT_ADVICE (tuner.sweep.reasons): a paragraph each
     reason: Reason                    # why nothing was kept (tuner.sweep.reasons.EMPTY_NIGHT): message and fix
 
     @property
@@ -202,8 +204,9 @@ class EvidenceGap:
 
     def to_json(self) -> dict:
         """The report's `evidence_gap`: every finding, and the headline the reason renders (not the reason's table)."""
-        out = dataclasses.asdict(dataclasses.replace(self, reason=None))
+        out = dataclasses.asdict(dataclasses.replace(self, reason=None, advice=()))
         del out["reason"]
+        out["advice"] = [advice_paragraph(a) for a in self.advice]
         return {**out, "headline": self.headline}
 
 
@@ -232,7 +235,7 @@ def evidence_gap(info: SweepRecord, rounds: list[Round], gold=None, score_cfg: S
     """What the ledger rows of one sweep say about its evidence. gold: the sweep's tuning GoldSet when it is
     the file the sweep pinned (queries and gold notes for the questions it lists), else None."""
     obj = info.objective
-    alpha = info.params.get("noise_alpha")
+    alpha = info.params.sweep.noise_alpha
     weights = score_cfg.quality_weights
     per_share = score_cfg.quality_points if obj == "score100" else 1.0
     evaluated = [r for r in rounds if r.result is not None and r.result.per_query]
@@ -299,7 +302,7 @@ def evidence_gap(info: SweepRecord, rounds: list[Round], gold=None, score_cfg: S
             detect = detectable_gain(_shares(b, common, obj, weights), _shares(c, common, obj, weights),
                                      alpha if alpha is not None and alpha < 1 else 0.05)
 
-    advice = _advice(len(ids), saturated, level_rows, probes, spreads, detect, gains, per_share, obj)
+    advice = night_advice(len(ids), saturated, level_rows, probes, spreads, detect, gains, obj)
     why = empty_night_reason(len(ids), saturated, probes, level_rows, gains, detect, per_share, obj, untested)
     return EvidenceGap(obj, alpha, len(results), len(ids), probes, saturated, never, level_rows, tuple(gains),
                        detect, per_share, tuple(spreads[:DISAGREEMENTS_SHOWN]), advice, why)
@@ -347,40 +350,35 @@ def _apart(a: float, b: float) -> tuple[str, str]:
     return fa, fb
 
 
-def _advice(n, saturated, level_rows, probes, spreads, detect, gains, per_share, obj) -> tuple[str, ...]:
+def night_advice(n, saturated, level_rows, probes, spreads, detect, gains, obj) -> tuple[Reason, ...]:
+    """What evidence would decide, as values of NIGHT_ADVICE (each renders one paragraph: advice_paragraph)."""
     out = []
     if saturated:
-        out.append(f"{len(saturated)} of {n} tuning questions are at rank 1 under every config tried: no config can "
-                   "improve them, so they only dilute a gain. Keep a few as a guard; the others are better spent on "
-                   "harder questions.")
+        out.append(NIGHT_ADVICE(SATURATED_QUESTIONS, saturated=len(saturated), n=n))
     have = {lv.level: lv for lv in level_rows}
     for lv, name, what in HARDER_LEVELS:
         row = have.get(lv)
         now = (f"none in the set" if row is None else
                f"{row.questions} in the set, {row.saturated} of them saturated")
-        out.append(f"Add {lv} questions ({name}: {what}): {now}.")
+        out.append(NIGHT_ADVICE(ADD_LEVEL, level=lv, name=name, what=what, now=now))
     if probes == 0:
-        out.append("Add probes, questions whose answer is not in the vault: write a few, or let `autoresearch probes "
-                   "make VAULT --gold TUNE.yaml --out FOLDER` hold out whole notes so the questions about them "
-                   "become probes. Without probes the gate's thresholds are never tuned.")
+        out.append(NIGHT_ADVICE(ADD_PROBES))
     if spreads:
         notes = list(dict.fromkeys(g for s in spreads[:5] for g in s.gold))
-        out.append("Write questions about where the configs disagreed: " +
-                   ", ".join(s.id for s in spreads[:5]) +
-                   (f" (notes {', '.join(notes[:8])})" if notes else "") + ".")
+        out.append(NIGHT_ADVICE(WHERE_CONFIGS_DISAGREED, questions=", ".join(s.id for s in spreads[:5]),
+                                notes=f" (notes {', '.join(notes[:8])})" if notes else ""))
     if detect is not None and detect.min_rising is not None:
-        out.append(f"At {n} questions the paired test needs at least {detect.min_rising} questions to rise, none "
-                   f"falling, for p < {detect.alpha:g}; {detect.headroom} have room to rise in {obj} and could.")
+        out.append(NIGHT_ADVICE(MIN_RISING, n=n, min_rising=detect.min_rising, alpha=f"{detect.alpha:g}",
+                                headroom=detect.headroom, objective=obj))
     if detect is not None and detect.questions_needed is not None:
         best = next((g for g in gains if g.moved), None)
         if detect.out_of_reach:
-            out.append(f"The best gain seen ({best.delta:+.2f} {obj}) would need more than {detect.searched_up_to} "
-                       "questions like these to be told from noise: it is too small to chase with more of the same "
-                       "questions.")
+            out.append(NIGHT_ADVICE(GAIN_OUT_OF_REACH, delta=f"{best.delta:+.2f}", objective=obj,
+                                    searched_up_to=detect.searched_up_to))
         elif best is not None and detect.questions_needed > n:
-            out.append(f"The best gain seen ({best.delta:+.2f} {obj}) would be told from noise at about "
-                       f"{detect.questions_needed} questions like these (now {n}).")
-    out.append(f"How to write them: {FIRST_GOLD_SET}.")
+            out.append(NIGHT_ADVICE(GAIN_NEEDS_QUESTIONS, delta=f"{best.delta:+.2f}", objective=obj,
+                                    needed=detect.questions_needed, n=n))
+    out.append(NIGHT_ADVICE(HOW_TO_WRITE, guide=FIRST_GOLD_SET))
     return tuple(out)
 
 
@@ -389,7 +387,7 @@ def tuning_gold(info: SweepRecord, base: str | Path | None = None):
     sweep's pin (else None: the report then lists question ids without their text)."""
     from search_core.hashing import hash_tree
     from tuner.data.gold import load_gold
-    path, pin = info.params.get("gold"), (info.pins or {}).get("gold")
+    path, pin = info.params.sweep.gold, (info.pins or {}).get("gold")
     if not path or not pin:
         return None
     p = Path(path)

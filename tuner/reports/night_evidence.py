@@ -169,10 +169,10 @@ def night_evidence(info: SweepRecord, rounds: list[Round], score_cfg: ScoreConfi
     evaluated = [r for r in rounds if r.result is not None]
     if not evaluated:
         return None
-    params = info.params
+    params = info.params.sweep
     objective = info.objective
-    alpha = params.get("noise_alpha") or 0.05
-    guard_alpha = params.get("guard_alpha") or 0.05
+    alpha = params.noise_alpha or 0.05
+    guard_alpha = params.guard_alpha or 0.05
     start = evaluated[0].result
     kept, base = [], start
     for r in rounds[1:]:
@@ -182,9 +182,9 @@ def night_evidence(info: SweepRecord, rounds: list[Round], score_cfg: ScoreConfi
         kept.append(kept_evidence(r, base, cand, objective, score_cfg.quality_weights, alpha, guard_alpha))
         base = cand
     spent = NightTime(len(rounds) - 1, sum(r.eval_s or 0.0 for r in rounds),
-                      sum(r.reindex_s or 0.0 for r in rounds), params.get("time_budget_s"),
+                      sum(r.reindex_s or 0.0 for r in rounds), params.time_budget_s,
                       info.status or "",
-                      EvidenceStep.from_json(params["evidence_step"]) if params.get("evidence_step") else None)
+                      info.params.evidence_step)
     made = Counter(made_kind(q.id) or "other" for q in start.per_query if q.source == "vault" and q.level != "probe")
     return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent, dict(made),
                          left_out_of(params.get("gold")))

@@ -27,6 +27,8 @@ from tuner.reports import Para, Plot, Report, Section, Table
 from tuner.reports.evidence_gap import EvidenceGap, evidence_gap, is_empty_night, spread_label, tuning_gold
 from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_evidence
 from tuner.reports.plots import progress_plot
+from tuner.sweep.reasons import (DRIFT_VERDICT, DRIFTED, LATENCY_DRIFT, WITHIN_CALIBRATION,
+                                 advice_paragraph)
 from tuner.sweep.variables import round_reason
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
@@ -108,11 +110,11 @@ def latency_drift(rounds: list[Round]) -> LatencyDrift:
     """How far the stopwatch ran from the cost model over a sweep (it never decides; this says whether the
     night was like the calibration): the calibrations used, the median ratio, and whether it drifted."""
     charges = [r.result.latency_charge for r in rounds if r.result is not None and
-               (r.result.latency_charge or {}).get("by") == "cost model"]
-    ratios = sorted(c["measured_over_predicted"] for c in charges if c.get("measured_over_predicted"))
+               r.result.latency_charge is not None and r.result.latency_charge.by_cost_model]
+    ratios = sorted(c.measured_over_predicted for c in charges if c.measured_over_predicted)
     cals = {}
     for c in charges:
-        cal = c["calibration"]
+        cal = c.calibration                 # the calibration's JSON as the row stores it
         cals.setdefault(cal["key"], CalibrationUsed(cal["key"], cal["embedder"], cal["taken_at"],
                                                     tuple(sorted(cal.get("rerank_per_pair", {})))))
     med = ratios[len(ratios) // 2] if ratios else None
@@ -202,7 +204,7 @@ def evidence_section(gap: EvidenceGap) -> Section:
                             "hand-written question"))
     else:
         blocks.append(Para(f"No question's rank differed across the {gap.configs} configs tried."))
-    blocks += [Para(a) for a in gap.advice]
+    blocks += [Para(advice_paragraph(a)) for a in gap.advice]
     return Section("Why nothing was kept, and what evidence would decide", tuple(blocks))
 
 
@@ -299,13 +301,12 @@ def verdict_line(f: NightFacts) -> str:
     elif f.gap:
         outcome = ""            # the headline says why and what to add
     else:
-        v = holdout_verdict(info.start_config, (final_m and f.kept[-1].config) or info.start_config, f.d.holdout)
+        v = holdout_verdict(info.start, (final_m and f.kept[-1].search_config) or info.start, f.d.holdout)
         outcome = f"a proposal, not decided yet ({'would be promoted' if v.promote else v.reason})"
     verdict = (f"{f.gap.headline}. {tuning}; {holdout}" + (f"; {outcome}" if outcome else "")) if f.gap else \
         f"{tuning}; {holdout}; {outcome}"
     if f.drift.drifted:
-        verdict += (f"; LATENCY DRIFT: measured p95 ran {f.drift.median_ratio:.2f}x the cost model's prediction "
-                    "(the machine was much busier or quieter than at calibration; decisions used the prediction)")
+        verdict += "; " + LATENCY_DRIFT(DRIFT_VERDICT, ratio=f.drift.median_ratio).message()
     return verdict
 
 
@@ -350,7 +351,8 @@ def _level_rows(f: NightFacts) -> tuple:
         return ()
     rows = []
     for lv in sorted(set(f.start.by_level) | set(f.final.by_level)):
-        a, b = f.start.by_level.get(lv, {}), f.final.by_level.get(lv, {})
+        a, b = (f.start.by_level[lv].metrics if lv in f.start.by_level else {},
+                f.final.by_level[lv].metrics if lv in f.final.by_level else {})
         rows.append((lv, a.get("n"), a.get("hit@5"), b.get("hit@5"), a.get("mrr"), b.get("mrr")))
     return tuple(rows)
 
@@ -368,10 +370,8 @@ def latency_section(drift: LatencyDrift) -> Section:
              "The measured p95 is recorded beside it and decides nothing."),
         Table(("calibration", "embedder", "taken at", "rerankers"),
               tuple((c.key, c.embedder, c.taken_at, ", ".join(c.rerankers) or "–") for c in drift.calibrations)),
-        Para(f"measured / predicted p95, median over {drift.rounds} evaluated rounds: "
-             f"{_fmt(drift.median_ratio, 2)}" + (" — DRIFT: the machine was not as at calibration"
-                                                 if drift.drifted else ""),
-             "bad" if drift.drifted else "")))
+        Para(LATENCY_DRIFT(DRIFTED if drift.drifted else WITHIN_CALIBRATION, rounds=drift.rounds,
+                           ratio=_fmt(drift.median_ratio, 2)).message(), "bad" if drift.drifted else "")))
 
 
 def report_sections(f: NightFacts) -> tuple[Section, ...]:
@@ -408,7 +408,7 @@ def _report_data(f: NightFacts) -> dict:
             "start": {"hit@5": start_m.overall["hit@5"] if start_m else None,
                       obj: objective_value(start_m, obj) if start_m else None},
             "final": {"hit@5": final_m.overall["hit@5"] if final_m else None,
-                      obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1].config if kept else None},
+                      obj: objective_value(final_m, obj) if final_m else None, "config": kept[-1].config.to_json() if kept else None},
             "holdout": {k: v for k, v in hold.to_json().items() if k in ("gold", "start", "final")}
             | {"hit@5_test": hold.compare.to_json()["metrics"]["hit@5"]} if hold else None,
             "promotion": promo and {"id": promo.id, "kind": promo.kind, "reason": promo.reason},

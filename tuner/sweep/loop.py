@@ -23,11 +23,12 @@ from tuner.ledger.ledger import Ledger
 from tuner.ledger.round import START, Round
 from tuner.ledger.schema import RoundDecision
 from tuner.ledger.sweep_record import SweepRecord
+from tuner.stored_config import StoredConfig
 from tuner.evaluation.cost_model import CostStore
 from tuner.sweep.keep_rule import TRUSTED_SOURCES, Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose
-from tuner.sweep.settings import default_of
+from tuner.sweep.params import RecordedParams, SweepParams
 from tuner.sweep.rounds import ReplayedRound, RoundOutcome, charged, replay_decisions, run_round, snap
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.summary import Figures, HoldoutCheck, KeptStep, SweepSummary
@@ -37,65 +38,6 @@ from tuner.sweep.variables import (GATE_SCORE, MODEL_GATE_FIELD, gate_pair, gate
 from tuner.sweep.workbench import Workbench, fit_threshold
 
 ENTITY_VARIABLE = "w_entity"      # moved only on hand-written or labelled evidence (Sweep.__init__)
-
-
-@dataclass(frozen=True)
-class SweepParams:
-    """One sweep's inputs. The settings a user may set take their defaults from the one table the `sweep` verb's
-    options and the daemon's [sweep] keys are built from (tuner/sweep/settings.py)."""
-    db: str
-    gold: str
-    space: str
-    holdout: str | None = None
-    rounds: int = default_of("rounds")
-    time_budget_s: float | None = None
-    seed: int = default_of("seed")
-    objective: str = default_of("objective")
-    epsilon: float = default_of("epsilon")
-    level_guard: bool = default_of("level_guard")
-    latency_budget_ms: float | None = default_of("latency_budget_ms")
-    gate_epsilon: float = default_of("gate_epsilon")     # gate rounds: the gate accuracy must rise by more than this
-    hit5_guard: str = default_of("hit5_guard")           # keep_rule.HIT5_GUARDS: a test with a margin, the count, or each question
-    noise_alpha: float | None = default_of("noise_alpha")   # a gain that moves the ranking must be beyond noise
-    # (keep_rule.Rule); None or 1: any gain is kept
-    hit5_margin: float = default_of("hit5_margin")       # noninferior: the true hit@5 drop (points) the guard rules out
-    guard_alpha: float = default_of("guard_alpha")       # noninferior: its one-sided level
-    vault: str | None = None
-    index_dir: str = "runs/indexes"
-    split: float | None = default_of("split")            # no --holdout: tune on this fraction of --gold, hold out the rest
-    score_config: str | None = None  # a TOML file whose [score] table sets the 100-point rubric
-    # measured latency never decides (the cost model does); more passes only steady the measured p95
-    # recorded beside the predicted one
-    timing_samples: int = default_of("timing_samples")
-    cost_store: str | None = None   # folder of stored cost calibrations; None: <runs>/cost-model beside index_dir
-    recalibrate: bool = False       # take a new cost calibration instead of the stored one
-    # with a time budget and questions from the vault in the tuning set: grow the set before round 1 when it
-    # cannot detect the gains the rounds will see (tuner/sweep/evidence_budget.py)
-    grow_evidence: bool = True
-
-    def cost_folder(self) -> Path:
-        return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
-
-    def rule(self) -> Rule:
-        return Rule(objective=self.objective, epsilon=self.epsilon, level_guard=self.level_guard,
-                    latency_budget_ms=self.latency_budget_ms, gate_epsilon=self.gate_epsilon, hit5_guard=self.hit5_guard,
-                    noise_alpha=None if self.noise_alpha is None or self.noise_alpha >= 1 else self.noise_alpha,
-                    quality_weights=load_score_config(self.score_config).quality_weights,
-                    hit5_margin=self.hit5_margin, guard_alpha=self.guard_alpha)
-
-    @classmethod
-    def from_record(cls, params: dict, **changes) -> "SweepParams":
-        """The params a ledger recorded for a sweep (which also hold its `pins` and may come from an
-        older version with other keys), as SweepParams, with `changes` applied: what a resume starts from.
-        A record from before a keep-rule key existed was decided without that check (RULE_BEFORE_RECORDED);
-        one from before `hit5_guard` recorded its guard as `question_guard` (true: per question, else the count)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        legacy = {} if "hit5_guard" in params else {"hit5_guard": "question" if params.get("question_guard") else "count"}
-        return cls(**{**RULE_BEFORE_RECORDED, **legacy, **{k: v for k, v in params.items() if k in known}, **changes})
-
-
-# keep-rule keys a ledger's params may lack, with the value its decisions were made under
-RULE_BEFORE_RECORDED = {"noise_alpha": None}
 
 
 class Sweep:
@@ -156,9 +98,7 @@ class Sweep:
             self.space.check_config(start)
             self.id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
             self.start = start
-            ledger.new_sweep(self.id, {**dataclasses.asdict(params), "pins": self.pins,
-                                       **({"evidence_step": self.evidence_step.to_json()} if self.evidence_step else {})},
-                             start.as_dict())
+            ledger.new_sweep(self.id, RecordedParams(params, self.pins, self.evidence_step), StoredConfig(start))
             self.rows: list[Round] = []
         else:
             info = ledger.sweep(sweep_id)
@@ -284,7 +224,7 @@ class Sweep:
         summary = self.summary()
         if self.hold_gold is not None and status != "stopped":    # a stopped sweep resumes; the holdout waits
             summary = dataclasses.replace(summary, holdout=self.run_holdout())
-        self.ledger.set_status(self.id, status, summary.to_json())
+        self.ledger.set_status(self.id, status, summary)
         return summary.ended(status)
 
     def _pick(self, round_no: int, baseline: SearchConfig, bhash: str):
@@ -348,7 +288,7 @@ class Sweep:
         cand = out.candidate
         s = self.bench.searchers.get(cand.embedder)
         self.rows.append(self.ledger.append_round(Round(
-            self.id, round_no, variable, old, new, cand.as_dict(), cand.config_hash(), baseline.config_hash(),
+            self.id, round_no, variable, old, new, StoredConfig(cand), cand.config_hash(), baseline.config_hash(),
             s.fingerprint_key if s else None, out.result, out.objective, out.decision, out.reason, round(eval_s, 4),
             round(out.reindex_s, 3))))
 
@@ -363,7 +303,7 @@ class Sweep:
 
         def figures(m: EvalResult | None) -> Figures:
             return Figures(m.overall.get("hit@5") if m else None, obj, objective_value(m, obj) if m else None)
-        return SweepSummary(self.id, len(self.rows) - 1, counts, self.start.as_dict(), final.as_dict(),
+        return SweepSummary(self.id, len(self.rows) - 1, counts, StoredConfig(self.start), StoredConfig(final),
                             figures(start_m), figures(metrics),
                             tuple(KeptStep(r.round, r.variable, r.old, r.new, r.reason) for r in self.rows[1:] if r.kept),
                             not_here=dict(self.not_here))
@@ -391,5 +331,5 @@ class Sweep:
 
 def replay_sweep(info: SweepRecord, rows: list[Round]) -> list[ReplayedRound]:
     """replay_decisions for a sweep as the ledger records it (its params give the rule and the rubric)."""
-    p = SweepParams.from_record(info.params)
+    p = info.params.sweep
     return replay_decisions(rows, p.rule(), load_score_config(p.score_config))

@@ -4,6 +4,8 @@ probes was told to "add probes" when the fix was derived from the variable's kin
 
 Why a night kept nothing (EMPTY_NIGHT) is a value of this kind too: the morning report's headline is its
 message and its fix, what the evidence-gap section (tuner/reports/evidence_gap.py) found.
+How the night's measured latency compared with the cost model (LATENCY_DRIFT) is one too: the morning
+report's latency reading and a drifted night's verdict clause.
 
 The ledger keeps a round's reason as text (its `reason` column, under the hash chain); `read_reason` finds
 the value again by rendering each kind's message for the round's variable and matching the text, so a
@@ -107,3 +109,67 @@ EMPTY_NIGHT = ReasonTable("reason a night kept nothing", {
     WITHIN_NOISE: Wording(
         _SATURATED + "the best gain that moved any question, {delta} {objective}, has paired p = {p}", _ADD),
 })
+
+
+# -- what evidence would decide a night that kept nothing ----------------------------------------------------
+# The morning report's advice, one paragraph per kind: its message is what the ledger's rows show, its fix what
+# to add; a paragraph is the two in that order (`advice_paragraph`), and a kind that is all finding or all
+# action has the other empty.
+SATURATED_QUESTIONS = "saturated_questions"  # questions at rank 1 under every config: they only dilute a gain
+ADD_LEVEL = "add_level"                      # a harder level, with how many of it the set has
+ADD_PROBES = "add_probes"                    # the set has no probes
+WHERE_CONFIGS_DISAGREED = "where_configs_disagreed"    # the questions whose rank the configs moved most
+MIN_RISING = "min_rising"                    # how many must rise for the paired test, and how many can
+GAIN_OUT_OF_REACH = "gain_out_of_reach"      # the best gain would need more questions than were searched
+GAIN_NEEDS_QUESTIONS = "gain_needs_questions"    # the best gain would be told from noise at about this many
+HOW_TO_WRITE = "how_to_write"                # where the guide to writing questions is
+
+NIGHT_ADVICE = ReasonTable("advice on a night's evidence", {
+    SATURATED_QUESTIONS: Wording(
+        "{saturated} of {n} tuning questions are at rank 1 under every config tried: no config can improve them, "
+        "so they only dilute a gain.",
+        "Keep a few as a guard; the others are better spent on harder questions."),
+    ADD_LEVEL: Wording("", "Add {level} questions ({name}: {what}): {now}."),
+    ADD_PROBES: Wording(
+        "",
+        "Add probes, questions whose answer is not in the vault: write a few, or let `autoresearch probes make VAULT "
+        "--gold TUNE.yaml --out FOLDER` hold out whole notes so the questions about them become probes. Without "
+        "probes the gate's thresholds are never tuned."),
+    WHERE_CONFIGS_DISAGREED: Wording("", "Write questions about where the configs disagreed: {questions}{notes}."),
+    MIN_RISING: Wording(
+        "At {n} questions the paired test needs at least {min_rising} questions to rise, none falling, for "
+        "p < {alpha}; {headroom} have room to rise in {objective} and could.", ""),
+    GAIN_OUT_OF_REACH: Wording(
+        "The best gain seen ({delta} {objective}) would need more than {searched_up_to} questions like these to be "
+        "told from noise:",
+        "it is too small to chase with more of the same questions."),
+    GAIN_NEEDS_QUESTIONS: Wording(
+        "The best gain seen ({delta} {objective}) would be told from noise at about {needed} questions like these "
+        "(now {n}).", ""),
+    HOW_TO_WRITE: Wording("", "How to write them: {guide}."),
+})
+
+
+# -- how the night's stopwatch compared with the cost model ------------------------------------------------------
+# The morning report's latency section says the median measured / predicted p95 (`ratio`, formatted) over the
+# evaluated rounds, flagged when it left [1 / DRIFT, DRIFT] (tuner/reports/sweep.py); a drifted night's verdict
+# says so too (DRIFT_VERDICT, `ratio` a number). Each is all finding: decisions used the prediction, so there is
+# nothing to fix.
+WITHIN_CALIBRATION = "within_calibration"    # the ratio stayed within the band (or no round was charged)
+DRIFTED = "drifted"                          # the ratio left the band: the machine was not as at calibration
+DRIFT_VERDICT = "drift_verdict"              # the same, as the verdict's clause
+
+LATENCY_DRIFT = ReasonTable("latency reading", {
+    WITHIN_CALIBRATION: Wording("measured / predicted p95, median over {rounds} evaluated rounds: {ratio}", ""),
+    DRIFTED: Wording(
+        "measured / predicted p95, median over {rounds} evaluated rounds: {ratio} — DRIFT: the machine was not as "
+        "at calibration", ""),
+    DRIFT_VERDICT: Wording(
+        "LATENCY DRIFT: measured p95 ran {ratio:.2f}x the cost model's prediction (the machine was much busier or "
+        "quieter than at calibration; decisions used the prediction)", ""),
+})
+
+
+def advice_paragraph(advice: Reason) -> str:
+    """One paragraph of the morning report's advice: what the rows show, then what to add."""
+    return " ".join(part for part in (advice.message(), advice.fix()) if part)

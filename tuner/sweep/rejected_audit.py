@@ -8,7 +8,6 @@ winner) and appends them to the ledger as a new sweep whose rounds name the roun
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,6 +23,8 @@ from tuner.ledger.sweep_record import RETEST_ID, SweepRecord
 from tuner.promotion.promote import read_active
 from tuner.reports import Para, Report, Section, Table
 from tuner.reports.sweep import open_ledger, pick_sweep
+from tuner.stored_config import ConfigChange, StoredConfig
+from tuner.sweep.summary import RetestResult, RetestRound, RetestStopped
 from tuner.sweep.keep_rule import objective_value
 
 # rule name -> variables that move the same quantity: a kept change to one can change the best value
@@ -54,7 +55,7 @@ class RejectedRound:
     decision: RoundDecision
     reason: str
     baseline_hash: str
-    baseline_config: dict            # where the baseline differs from the sweep's start (field -> value)
+    baseline_config: ConfigChange    # where the baseline differs from the sweep's start
     index_fingerprint: str | None
     deltas: dict[str, float]         # metric -> candidate minus baseline (hit@5, MRR, the objective)
     broke: tuple[str, ...]           # question ids the candidate lost from the top 5
@@ -66,7 +67,7 @@ class RejectedRound:
     def to_json(self) -> dict:
         return {"round": self.round, "variable": self.variable, "old": self.old, "new": self.new,
                 "decision": self.decision, "reason": self.reason, "baseline_hash": self.baseline_hash,
-                "baseline_config": self.baseline_config, "index_fingerprint": self.index_fingerprint,
+                "baseline_config": self.baseline_config.to_json(), "index_fingerprint": self.index_fingerprint,
                 "deltas": self.deltas, "broke": list(self.broke), "fixed": list(self.fixed),
                 "worth_retest": self.worth_retest, "retest_why": list(self.retest_why), "retested_in": self.retested_in}
 
@@ -76,33 +77,6 @@ class AuditData:
     sweep: SweepRecord
     objective: str
     rejected: tuple[RejectedRound, ...]
-
-
-@dataclass(frozen=True)
-class RetestRound:
-    of: str                          # SWEEP#ROUND it re-tests
-    variable: str
-    new: Any
-    decision: RoundDecision
-    reason: str
-
-    def to_json(self) -> dict:
-        return {"of": self.of, "variable": self.variable, "new": self.new, "decision": self.decision,
-                "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class RetestResult:
-    sweep: str                       # the new sweep the re-tests were appended as
-    retest_of: str
-    tested: int
-    kept: int
-    rounds: tuple[RetestRound, ...]
-
-    def to_json(self) -> dict:
-        """Also the re-test sweep's summary in the ledger."""
-        return {"sweep": self.sweep, "retest_of": self.retest_of, "tested": self.tested, "kept": self.kept,
-                "rounds": [r.to_json() for r in self.rounds]}
 
 
 def _hits(m) -> dict:
@@ -148,7 +122,7 @@ def audit_data(ledger_path: str | Path, sweep_id: str | None = None) -> AuditDat
         key = f"{sid}#{r.round}"
         out.append(RejectedRound(
             r.round, r.variable, r.old, r.new, r.decision, r.reason, r.baseline_hash,
-            {k: v for k, v in (base.config if base else {}).items() if start.get(k) != v}, r.index_fingerprint,
+            ConfigChange.between(start, base.config) if base else ConfigChange(), r.index_fingerprint,
             {k: round(v, 4) for k, v in deltas.items()},
             tuple(sorted(q for q, hit in bh.items() if hit and ch.get(q) is False)),
             tuple(sorted(q for q, hit in bh.items() if not hit and ch.get(q))),
@@ -183,7 +157,7 @@ def build_audit_report(d: AuditData, retest_result: RetestResult | None = None) 
         bases.setdefault(x.baseline_hash, x.baseline_config)
     sections.append(Section("Baselines the candidates were judged against", (Table(
         ("baseline", "differs from the sweep's start in"),
-        tuple((h, ", ".join(f"{k}={v}" for k, v in c.items()) or "(the start)") for h, c in bases.items())),
+        tuple((h, ", ".join(f"{k}={v}" for k, v in c.changes) or "(the start)") for h, c in bases.items())),
         Para("interaction rules: " + "; ".join(f"{n} = {', '.join(sorted(v))}" for n, v in INTERACTIONS.items())))))
     if retest_result:
         sections.insert(0, Section("Re-test against today's baseline", (Table(
@@ -204,7 +178,7 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
     from tuner.data.gold import load_gold, split_gold
     from tuner.evaluation.score import load_score_config
     from tuner.evaluation.cost_model import CostStore
-    from tuner.sweep.loop import SweepParams
+    from tuner.sweep.params import RecordedParams
     from tuner.sweep.rounds import charged, run_round
     from tuner.sweep.space import load_space
     from tuner.sweep.variables import gate_pair
@@ -213,7 +187,7 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
     d = audit_data(ledger_path, sweep_id)
     marked = [x for x in d.rejected if x.worth_retest]
     info = d.sweep
-    p = SweepParams.from_record(info.params)
+    p = info.params.sweep
     active = read_active(runs)
     lg = Ledger(ledger_path)
     try:
@@ -240,16 +214,16 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
 
         gate_model(baseline)
         base_res = charged(bench, baseline, bench.evaluate(baseline, gold), "start")
-        lg.new_sweep(new_id, dataclasses.asdict(p), baseline.as_dict())
+        lg.new_sweep(new_id, RecordedParams(p), StoredConfig(baseline))
         s = bench.searchers.get(baseline.embedder)
-        lg.append_round(Round(new_id, 0, START, None, None, baseline.as_dict(), baseline.config_hash(),
+        lg.append_round(Round(new_id, 0, START, None, None, StoredConfig(baseline), baseline.config_hash(),
                               baseline.config_hash(), s.fingerprint_key if s else None, base_res,
                               objective_value(base_res, p.objective), RoundDecision.KEPT,
                               f"today's baseline for re-testing sweep {info.id}"))
         out_rounds = []
         for i, x in enumerate(marked, 1):
             if stop is not None and stop():
-                lg.set_status(new_id, "retest stopped", {"tested": i - 1, "of": len(marked)})
+                lg.set_status(new_id, "retest stopped", RetestStopped(i - 1, len(marked)))
                 raise StopRequested(f"the re-test stopped after {i - 1} of {len(marked)} rounds")
             of = f"{info.id}#{x.round}"
             t0 = time.perf_counter()
@@ -257,11 +231,11 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                 out = run_round(bench, gold, baseline, base_res, x.variable, x.new, p.rule(), space=space,
                                 ensure_gate=gate_model, timing_samples=p.timing_samples)
             except StopRequested:   # a model round's index build or gate fit, stopped: the round is not written
-                lg.set_status(new_id, "retest stopped", {"tested": i - 1, "of": len(marked)})
+                lg.set_status(new_id, "retest stopped", RetestStopped(i - 1, len(marked)))
                 raise
             cand, res = out.candidate, out.result
             s = bench.searchers.get(cand.embedder)
-            lg.append_round(Round(new_id, i, x.variable, getattr(baseline, x.variable), x.new, cand.as_dict(),
+            lg.append_round(Round(new_id, i, x.variable, getattr(baseline, x.variable), x.new, StoredConfig(cand),
                                   cand.config_hash(), baseline.config_hash(), s.fingerprint_key if s else None, res,
                                   out.objective, out.decision, f"{RETEST_MARK}{of}: {out.reason}",
                                   round(time.perf_counter() - t0 - out.reindex_s, 4), round(out.reindex_s, 3)))
@@ -270,7 +244,7 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                 progress(f"retest {of}: {x.variable} -> {x.new!r}: {out.decision}")
         result = RetestResult(new_id, info.id, len(marked), sum(r.decision == "kept" for r in out_rounds),
                               tuple(out_rounds))
-        lg.set_status(new_id, "retest finished", result.to_json())
+        lg.set_status(new_id, "retest finished", result)
         return result
     finally:
         lg.close()

@@ -18,7 +18,7 @@ from search_core.config import SearchConfig
 from search_core.models import ModelUnavailable
 from search_core.percentiles import percentile
 from tuner.evaluation.cost_model import Calibration, predicted_total
-from tuner.evaluation.evaluate import EvalResult
+from tuner.evaluation.evaluate import EvalResult, LatencyCharge, Percentiles
 from tuner.ledger.round import Round
 from tuner.ledger.schema import RoundDecision
 from tuner.sweep.evidence import left_top5
@@ -55,10 +55,9 @@ def charged(bench, cfg: SearchConfig, res: EvalResult, kind: str) -> EvalResult:
     cal = bench.cost_for(cfg)
     lat = res.total_latency()
     measured, predicted = lat.measured_p95, lat.p95
-    return dataclasses.replace(res, latency_charge={
-        "by": "cost model", "kind": kind, "rerank_model": cfg.reranker, "calibration": cal.to_json(),
-        "p95_predicted": predicted, "p95_measured": measured,
-        "measured_over_predicted": round(measured / predicted, 3) if measured and predicted else None})
+    return dataclasses.replace(res, latency_charge=LatencyCharge(
+        "cost model", kind, cfg.reranker, cal.to_json(), predicted, measured,
+        round(measured / predicted, 3) if measured and predicted else None))
 
 
 def run_round(bench, gold, baseline: SearchConfig, base_metrics: EvalResult, variable: str, value, rule: Rule, *,
@@ -111,12 +110,12 @@ def rescore(res: EvalResult, score_cfg) -> EvalResult:
     """A ledger row's evaluation with latency and the score re-derived from its questions' counted work
     and the calibration the row records: what the decision stood on, recomputed without a clock."""
     from tuner.evaluation.score import score100
-    charge = res.latency_charge or {}
-    cal = Calibration.from_json(charge["calibration"])
-    reranker = charge.get("rerank_model", "none")
-    totals = [predicted_total(q.search_work, cal, reranker) for q in res.per_query]
+    charge = res.latency_charge
+    cal = Calibration.from_json(charge.calibration)
+    totals = [predicted_total(q.search_work, cal, charge.rerank_model) for q in res.per_query]
     p95 = round(percentile(totals, 95), 2)
-    return dataclasses.replace(res, latency_ms={**res.latency_ms, "total": {**res.latency_ms.get("total", {}), "p95": p95}},
+    total = dataclasses.replace(res.latency_ms.get("total", Percentiles()), p95=p95)
+    return dataclasses.replace(res, latency_ms={**res.latency_ms, "total": total},
                                score100=score100(res.overall, p95, score_cfg) if res.overall.get("n") else None)
 
 

@@ -9,7 +9,7 @@ takes those its own way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from search_core.validate import Where
 from tuner.sweep.keep_rule import HIT5_GUARDS, SWEEP_OBJECTIVES
@@ -112,3 +112,30 @@ def given_settings(values: dict) -> dict[str, int | float | bool | str]:
             continue
         out[s.name] = s.kind(v)
     return out
+
+
+SWEEP_TABLE_PATHS = ("vault", "db", "gold", "holdout", "space", "score_config", "start_config")
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    """A daemon config's [sweep] table (tuner.daemon.config checks it and makes its paths absolute): the files a
+    night's sweep reads, and the settings it gives by the table above; a setting left out takes SweepParams'
+    default (`setting`)."""
+    vault: str | None = None
+    db: str | None = None
+    gold: str | None = None
+    holdout: str | None = None
+    space: str | None = None
+    score_config: str | None = None
+    start_config: str | None = None
+    settings: dict[str, int | float | bool | str] = field(default_factory=dict)   # name -> value given
+
+    @classmethod
+    def of(cls, sweep: dict) -> SweepTable:
+        """From the table as read (load_daemon_config has checked every value)."""
+        return cls(**{k: sweep.get(k) for k in SWEEP_TABLE_PATHS}, settings=given_settings(sweep))
+
+    def setting(self, name: str) -> int | float | bool | str | None:
+        """The value the night's sweep takes: the one given, else SweepParams' default."""
+        return self.settings.get(name, default_of(name))

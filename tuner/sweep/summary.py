@@ -1,4 +1,5 @@
-"""What a sweep hands back when it ends: its summary and the holdout check, as records.
+"""What a sweep hands back when it ends: its summary and the holdout check, as records; a re-test of rejected
+rounds ends with a RetestResult (or RetestStopped), the summary its sweep keeps.
 
 Both become JSON only at the edges: the ledger stores the summary with the sweep and the holdout check in
 its own chained row (so `to_json` writes exactly the text the chain covers), `sweep --json` prints the
@@ -12,6 +13,7 @@ from typing import Any
 
 from tuner.evaluation.compare import Comparison
 from tuner.ledger.schema import RoundDecision
+from tuner.stored_config import StoredConfig
 
 HIT5 = "hit@5"
 
@@ -79,8 +81,8 @@ class SweepSummary:
     sweep: str
     rounds: int                       # rounds after the starting point
     decisions: dict[RoundDecision, int]   # what became of the rounds -> how many; words in to_json
-    start_config: dict
-    final_config: dict
+    start_config: StoredConfig
+    final_config: StoredConfig
     start: Figures                    # on the tuning set
     final: Figures
     path: tuple[KeptStep, ...]
@@ -94,7 +96,7 @@ class SweepSummary:
 
     def to_json(self) -> dict:
         return {"sweep": self.sweep, "rounds": self.rounds, "decisions": self.decision_words(),
-                "start_config": self.start_config, "final_config": self.final_config,
+                "start_config": self.start_config.to_json(), "final_config": self.final_config.to_json(),
                 "start": self.start.to_json(), "final": self.final.to_json(), "path": [s.to_json() for s in self.path],
                 **({"holdout": self.holdout.to_json()} if self.holdout is not None else {}),
                 **({"status": self.status} if self.status is not None else {}),
@@ -103,7 +105,7 @@ class SweepSummary:
     @classmethod
     def from_json(cls, d: dict) -> "SweepSummary":
         return cls(d["sweep"], d["rounds"], {RoundDecision(k): n for k, n in d["decisions"].items()},
-                   d["start_config"], d["final_config"],
+                   StoredConfig.from_json(d["start_config"]), StoredConfig.from_json(d["final_config"]),
                    Figures.from_json(d["start"]), Figures.from_json(d["final"]),
                    tuple(KeptStep(**s) for s in d["path"]),
                    HoldoutCheck.from_json(d["holdout"]) if d.get("holdout") else None, d.get("status"),
@@ -116,3 +118,49 @@ class SweepSummary:
 
     def ended(self, status: str) -> "SweepSummary":
         return replace(self, status=status)
+
+
+@dataclass(frozen=True)
+class RetestRound:
+    of: str                          # SWEEP#ROUND it re-tests
+    variable: str
+    new: Any
+    decision: RoundDecision
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"of": self.of, "variable": self.variable, "new": self.new, "decision": self.decision,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class RetestResult:
+    sweep: str                       # the new sweep the re-tests were appended as
+    retest_of: str
+    tested: int
+    kept: int
+    rounds: tuple[RetestRound, ...]
+
+    def to_json(self) -> dict:
+        """Also the re-test sweep's summary in the ledger."""
+        return {"sweep": self.sweep, "retest_of": self.retest_of, "tested": self.tested, "kept": self.kept,
+                "rounds": [r.to_json() for r in self.rounds]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RetestResult":
+        return cls(d["sweep"], d["retest_of"], d["tested"], d["kept"],
+                   tuple(RetestRound(**{**r, "decision": RoundDecision(r["decision"])}) for r in d["rounds"]))
+
+
+@dataclass(frozen=True)
+class RetestStopped:
+    """A re-test stopped before its last round: the summary its sweep keeps."""
+    tested: int
+    of: int
+
+    def to_json(self) -> dict:
+        return {"tested": self.tested, "of": self.of}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RetestStopped":
+        return cls(d["tested"], d["of"])

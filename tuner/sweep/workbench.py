@@ -165,7 +165,8 @@ class Workbench:
         """Charge with the calibrations these ledger rows were charged with (a resumed sweep, a re-test),
         instead of the store's or a new one."""
         for r in rows:
-            recorded = ((r.result.latency_charge if r.result is not None else None) or {}).get("calibration")
+            charge = r.result.latency_charge if r.result is not None else None
+            recorded = charge.calibration if charge is not None else None
             if recorded is not None:
                 try:
                     cal = Calibration.from_json(recorded)

@@ -31,7 +31,7 @@ def test_the_table_names_only_features_and_lookups_name_the_valid_sets():
     # the query's length and script mix say more about how a set was written than about answerability
     assert not {"query_chars", "hangul_share", "latin_share"} & set(GATE_FEATURES)
     assert unknown_features(["top_cos", "top_cosine"]) == ["top_cosine"]
-    with pytest.raises(ValueError, match="unknown gate feature set 'sixteen'; valid: transferable-16, scale-free-23, cross-script-27, words-32, overlaps-35"):
+    with pytest.raises(ValueError, match="unknown gate feature set 'sixteen'; valid: transferable-16, scale-free-23, cross-script-27, words-32, overlaps-35, ngram-40"):
         feature_set("sixteen")
 
 
@@ -49,8 +49,8 @@ def test_calibrates_refit_fits_the_table():
     from tuner.gate.calibrate import LabelledRow, calibrate
     labelled = [LabelledRow("set", str(i), f"q{i}", f, bool(y)) for i, (f, y) in enumerate(_rows())]
     rec = calibrate([], labelled, model=None, cos_threshold=0.82, fingerprint=FP, log_read=False).recommendation
-    assert rec["model_summary"]["method"] == "refit"
-    assert tuple(rec["model"]["features"]) == GATE_FEATURES
+    assert rec.model_summary.method == "refit"
+    assert tuple(rec.model["features"]) == GATE_FEATURES
 
 
 def test_the_sweeps_and_the_ab_fitted_gate_fit_the_table():

@@ -36,25 +36,25 @@ def test_features_are_absolute_and_complete(small_index):
 def test_a_search_computes_only_what_its_gate_and_a_refit_read(small_index, tmp_path):
     """A search computes GATE_FEATURES (what a refit reads from its logged rows), the deciding model's own
     features and ALWAYS, each with the value a search computing every feature gives; a candidate no gate reads
-    (the n-gram list's, heading_overlap) is not computed until a gate file reads it."""
+    (the content words against the heading path) is not computed until a gate file reads it."""
     query = "GraphRAG 커뮤니티 요약 쿠버네티스"
     full = Searcher(small_index, all_gate_features=True).search(query).gate.features
     assert set(full) == set(FEATURE_NAMES)
     s = Searcher(small_index)
     f = s.search(query).gate.features
     assert set(f) == set(GATE_FEATURES) | ALWAYS
-    assert not set(f) & {*NGRAM_FEATURES, *HEADING_WORD_FEATURES}
+    assert not set(f) & set(HEADING_WORD_FEATURES) and set(NGRAM_FEATURES) <= set(f)
     assert f == {k: full[k] for k in f}
-    assert full["ngram_top_norm"] > 0 and full["heading_word_coverage_idf"] > 0   # computed, not read: left out above
+    assert full["heading_word_coverage_idf"] > 0          # computed, not read: left out above
     rows = [(Searcher(small_index, all_gate_features=True).search(q).gate.features, y)
             for qs, y in ((QUERIES_IN, 1), (QUERIES_OUT, 0)) for q in qs]
     m = fit_gate([r for r, _ in rows], [y for _, y in rows], fingerprint=s.fingerprint["embedder"],
-                 features=["top_cos", "ngram_top_norm", "heading_word_coverage_idf"])
+                 features=["top_cos", "heading_word_coverage_idf"])
     s = Searcher(small_index, gate=GateRequest(path=m.save(tmp_path / "candidates.json")))
     g = s.search(query).gate
-    assert g.kind == "model" and set(g.features) == set(GATE_FEATURES) | ALWAYS | {"ngram_top_norm",
-                                                                                  "heading_word_coverage_idf"}
-    assert g.features["ngram_top_norm"] == full["ngram_top_norm"] and g.probability == pytest.approx(m.probability(full))
+    assert g.kind == "model" and set(g.features) == set(GATE_FEATURES) | ALWAYS | {"heading_word_coverage_idf"}
+    assert g.features["heading_word_coverage_idf"] == full["heading_word_coverage_idf"]
+    assert g.probability == pytest.approx(m.probability(full))
 
 
 def test_unknown_words_and_idf_overlap(small_index):

@@ -132,3 +132,22 @@ def test_features_read_back_and_gathered_as_a_matrix(tmp_path):
     rows = [c.features for c in calls] + [{"top_cos": 0.1, "hit_cos": 0.2}]
     want = np.array([[r.get(n, 0.0) for n in names] for r in rows])
     assert np.array_equal(feature_matrix(rows, names), want)
+
+
+def test_recall_log_label_refuses_a_call_that_never_searched(tmp_path):
+    log = RecallLog(tmp_path / "log.sqlite")
+    searched = log.write({"session": "s", "query": "김치찌개 레시피", "injected": True,
+                          "features": {"top_cos": 0.9, "probability": 0.8, "kind": "model"}})
+    timed_out = log.write({"session": "s", "query": "느린 질문", "injected": False, "stopped_by": "error",
+                           "error": "timeout: the search took longer than 2.0 s"})
+    short = log.write({"session": "s", "query": "ㅇㅋ", "injected": False, "stopped_by": "too_short"})
+    log.close()
+    from search_core.recall.log import label_calls, read_calls
+    for bad, why in ((timed_out, "it failed (timeout"), (short, "it was stopped by too_short before any search")):
+        with pytest.raises(SearchCoreError, match="no search to label") as e:
+            label_calls(log.path, [(searched, "relevant"), (bad, "irrelevant")])
+        assert f"call {bad}: {why}" in str(e.value)
+    assert [r["label"] for r in read_calls(log.path)] == [None, None, None]          # all or nothing
+    r = CliRunner().invoke(main, ["recall-log", "label", str(timed_out), "relevant", "--log", str(log.path)])
+    assert r.exit_code == 1 and "no search to label" in r.output and "Traceback" not in r.output, r.output
+    assert label_calls(log.path, [(searched, "relevant")])["totals"] == {"relevant": 1, "irrelevant": 0}

@@ -181,7 +181,7 @@ def test_evaluation_runs_the_fast_path_as_search_does(searcher):
     c = cfg(searcher, 0.2)
     for cache in (None, RetrievalCache()):
         rows = run_queries(searcher, gold, c, cache)
-        assert [r.gate["kind"] == FAST_PATH_GATE for r in rows] == [True, False]
+        assert [r.gate.kind == FAST_PATH_GATE for r in rows] == [True, False]
         assert rows[0].search_work.embed_lengths == () and rows[0].search_work.dense_rows == 0
         assert rows[1].search_work.embed_lengths != ()
         for r, q in zip(rows, gold.questions):

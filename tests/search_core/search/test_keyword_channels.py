@@ -47,6 +47,31 @@ def test_select_trigrams_keeps_the_rarest_within_the_postings_budget_and_at_leas
     assert ch.select_trigrams(tri, df, cap=1, budget=1000) == ["eee"]
 
 
+def test_past_a_bound_a_trigram_in_half_the_chunks_is_not_read_even_as_the_one():
+    """FTS5's bm25 gives a term in half the rows or more its floor idf (1e-6): past a bound it is dropped, the
+    rarest of the rest kept; within both bounds the query is as written."""
+    tri = ["aaa", "bbb", "ccc"]
+    df = {"aaa": 50, "bbb": 49, "ccc": 60}
+    assert ch.select_trigrams(tri, df, cap=10, budget=1000, chunks=100) == ["aaa", "bbb", "ccc"]   # within both
+    assert ch.select_trigrams(tri, df, cap=10, budget=100, chunks=100) == ["bbb"]    # 50 and 60 of 100: floor
+    assert ch.select_trigrams(tri, df, cap=10, budget=100, chunks=101) == ["aaa", "bbb"]   # 50 of 101 is not
+    assert ch.select_trigrams(["aaa", "ccc"], df, cap=10, budget=10, chunks=100) == []
+    assert ch.select_trigrams(["aaa", "ccc"], df, cap=10, budget=10) == ["aaa"]      # no count: at least one
+
+
+def test_a_query_of_floor_idf_trigrams_past_the_budget_reads_no_fts5_rows(cap_index, monkeypatch):
+    """'common' sits in 3 of the 4 chunks: past the budget nothing is sent to FTS5 (no row of it is read)."""
+    s = Searcher(cap_index)
+    sent = []
+    real = ch._fts_best
+    monkeypatch.setattr(ch, "_fts_best", lambda conn, match, limit: (sent.append(match), real(conn, match, limit))[1])
+    monkeypatch.setattr(ch, "MAX_POSTINGS", 3)      # "common": 4 trigrams x 3 chunks; "qqxyz": 3 x 1, within
+    assert ch.sparse(s.conn, s.view, "common", 50) == []
+    assert [h.note_id for h in ch.sparse(s.conn, s.view, "qqxyz", 50)] == ["rare"]
+    s.close()
+    assert sent == ['"qqx" OR "qxy" OR "xyz"']
+
+
 def test_a_query_past_the_postings_budget_sends_only_its_rarest_trigrams(cap_index, monkeypatch):
     """'qqxyz common': qqx qxy xyz (df 1) and com omm mmo mon (df 3), 15 postings in all. Within 3 postings
     only the rare three are sent, so the "common" notes no longer match; within 15, all seven are."""
@@ -96,6 +121,21 @@ def test_best_first_sums_per_key_and_breaks_ties_by_key():
     got = list(ch._best_first([np.array([1, 2, 3, 4])], [np.array([1.0, 3.0, 3.0, 2.0])], head=2))
     assert got == [(2, 3.0), (3, 3.0), (4, 2.0), (1, 1.0)]
     assert list(ch._best_first([], [], head=5)) == []
+
+
+def test_best_first_gives_the_order_of_a_stable_sort_of_the_sums_whatever_the_head():
+    """Ties at the head's cut come in key order and past it the rest, best-first: the same pairs, in the same
+    order and with the same floats, as one stable sort of a dict loop's sums, for every head."""
+    rng = np.random.default_rng(7)
+    keys = [rng.choice(5000, size=n, replace=False) for n in (300, 4000, 2500)]
+    weights = [-rng.random(300) * 5, np.full(4000, 0.25), np.full(2500, 1.5)]
+    sums: dict[int, float] = {}
+    for a, w in zip(keys, weights):
+        for k, x in zip(a.tolist(), w.tolist()):
+            sums[k] = sums.get(k, 0.0) + x
+    want = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
+    for head in (1, 50, 400, 2000, 5000, 10000):
+        assert list(ch._best_first(keys, weights, head)) == want
 
 
 def _sparse_as_a_dict_loop(conn, view, query, depth):
@@ -253,3 +293,11 @@ def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(tied):
     want = [r for r in every if r[1] <= every[2][1]]
     assert sorted(got) == sorted(want) and len(got) == 2 + tied
     assert len(queries) == (2 if 2 + tied >= 3 * ch.TIE_ROOM else 1)
+
+
+def test_top_stable_is_the_head_of_a_stable_sort():
+    """The k largest with ties by index, as a stable sort of every value gives them, for values with many ties."""
+    rng = np.random.default_rng(3)
+    for values in (rng.integers(0, 4, 1000).astype(np.float32), rng.random(500), np.zeros(50), np.arange(3.0)):
+        for k in (1, 5, 49, 50, 2000):
+            assert ch.top_stable(values, k).tolist() == np.argsort(-values, kind="stable")[:k].tolist()

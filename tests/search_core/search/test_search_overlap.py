@@ -223,8 +223,8 @@ def test_a_vector_is_searched_on_the_thread_that_embedded_it(small_index, monkey
     right after its embedding, not after the join; a vector from the query cache is searched on the caller."""
     threads_of = []
     real = ch.dense
-    monkeypatch.setattr(ch, "dense", lambda view, v, depth: (threads_of.append(threading.current_thread().name),
-                                                             real(view, v, depth))[1])
+    monkeypatch.setattr(ch, "dense", lambda view, v, depth, product=None: (
+        threads_of.append(threading.current_thread().name), real(view, v, depth, product))[1])
     s = Searcher(small_index, query_cache=QueryEmbeddingCache(8))
     first = s.retrieve("GraphRAG 커뮤니티 요약")
     assert threads_of == [WORKER.thread.name] == ["query-embedding"]

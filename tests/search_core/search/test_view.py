@@ -170,6 +170,9 @@ def test_each_notes_best_cosine_from_one_product_is_its_own_within_a_rounding(sm
             assert np.abs(got - own).max() <= ENTITY_ROUNDING / 10
             assert got[notes.index(bare)] == 0.0 and got[-1] == 0.0
             assert np.abs(picked - got[::3]).max() <= ENTITY_ROUNDING / 10
+        read = view.note_maxima(q, notes, view_module.matvec(view.matrix, q))    # the dense channel's product
+        assert np.abs(read - own).max() <= ENTITY_ROUNDING / 10
+        assert read[notes.index(bare)] == 0.0 and read[-1] == 0.0
     c.close()
 
 
@@ -177,7 +180,7 @@ def test_the_entity_ranking_pruned_by_one_product_is_the_ranking_of_every_note_s
     """rank_entity_notes scores note by note only the notes near the depth-th: its list is the full scoring's,
     note, chunk and score, for graph scores with many ties and depths from 1 to every note."""
     import numpy as np
-    from search_core.search.channels import ENTITY_BONUS, ChannelHit, rank_entity_notes
+    from search_core.search.channels import ENTITY_BONUS, ChannelHit, dense_product, rank_entity_notes
     view = IndexView.open(demo_index)
     try:
         notes = list(view.note_chunks)
@@ -189,7 +192,9 @@ def test_the_entity_ranking_pruned_by_one_product_is_the_ranking_of_every_note_s
             full = sorted(((view.cosine(q, n, cid) + ENTITY_BONUS * score[n], n, cid)
                            for n in chosen for cid in [view.best_chunk(q, n)]), key=lambda t: (-t[0], t[1]))
             for depth in (1, 3, 10, len(chosen), len(chosen) + 5):
-                assert rank_entity_notes(view, q, score, depth) == [ChannelHit(n, cid, s) for s, n, cid in full[:depth]]
+                want = [ChannelHit(n, cid, s) for s, n, cid in full[:depth]]
+                assert rank_entity_notes(view, q, score, depth) == want
+                assert rank_entity_notes(view, q, score, depth, dense_product(view, q)) == want
     finally:
         view.close()
 

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
+from search_core.config import SearchConfig
 from tests.helpers import copy_sqlite
 from tuner.ab.records import ABError, ABParams
 from tuner.ab.run import parse_candidates, run_ab
@@ -24,6 +25,7 @@ from tuner.data.gold import load_gold, split_gold
 from tuner.reports.ab import ab_report
 from tuner.reports import emit, render
 from tuner.reports.browser import check_page
+from tuner.stored_config import NO_CONFIG
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO_VAULT = ROOT / "experiments" / "demo-vault"
@@ -64,8 +66,11 @@ def test_an_ab_that_compared_nothing_says_so_and_fails():
     from tuner.evaluation.compare import PairedMetric
     same = PairedMetric(0.8, 0.8, 0.0, 0.0, 1.0, (-0.1, 0.1), True)
     pair = PairComparison("e5-small", "minilm-l6", 10, {"hit@5": same, "mrr": same}, (), (), 10)
-    assert nothing_compared(ABRun({}, (ok, ok), (pair,), False, 0.0)) is None
-    why = nothing_compared(ABRun({}, (ok, gone), (), False, 0.0))
+    from search_core.config import ChunkConfig
+    from tuner.ab.records import ABSetup
+    setup = ABSetup(("e5-small",), ("none",), "v", "w", "t", 10, "t", 10, 0, 0, "", True, SearchConfig(), ChunkConfig())
+    assert nothing_compared(ABRun(setup, (ok, ok), (pair,), False, 0.0)) is None
+    why = nothing_compared(ABRun(setup, (ok, gone), (), False, 0.0))
     assert why.startswith("no comparison: 1 candidate(s) finished; not compared: BAAI/bge-m3 (unavailable): an A/B "
                           "needs two candidates that run")
 
@@ -101,7 +106,7 @@ def _cand(label, ranks):
                    "mrr": 1 / r if r else 0.0, "p@5": 0.2 * (r is not None and r <= 5),
                    "recall@5": float(r is not None and r <= 5), "ndcg@10": 1 / r if r else 0.0})
     from tuner.evaluation.evaluate import EvalResult, GateMetrics, QuestionResult
-    result = EvalResult("gold", {}, "", {}, {}, {}, GateMetrics.from_json(None), {}, None,
+    result = EvalResult("gold", NO_CONFIG, "", None, {}, {}, GateMetrics.from_json(None), {}, None,
                         [QuestionResult.from_json(q) for q in pq])
     return CandidateResult(Candidate(label), label, "ok", result=result)
 
@@ -143,7 +148,7 @@ def test_a_new_threshold_redecides_the_gate_without_searching():
     assert [r.inject for r in _regate(rows, COSINE, SearchConfig(), 0.75)] == [True, False, False]
     again = _regate(rows, COSINE, SearchConfig(), 0.60)
     assert [r.inject for r in again] == [True, True, False]
-    assert {(r.gate["kind"], r.gate["threshold"]) for r in again} == {("cosine", 0.60)}
+    assert {(r.gate.kind, r.gate.threshold) for r in again} == {("cosine", 0.60)}
 
 
 # -- the real A/B --------------------------------------------------------------------------------------
@@ -164,6 +169,11 @@ def mini(tmp_path_factory, demo_index_e5, shared_cache):
     tune, ev = split_gold(gold, 0.5)
     return SimpleNamespace(vault=root / "vault", gold=TUNE, tune=tune, eval=ev, work=root / "work",
                            cache=root / "cache")
+
+
+# an index's build facts as the A/B's JSON keeps them: built now, then (an index built before) its first build's
+BUILT = ["db", "reused", "seconds", "embedded_now", "vectors", "chunks", "notes", "size_mb"]
+BUILT_BEFORE = ["first_build_seconds", "first_build_embedded"]
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +197,11 @@ def test_ab_compares_available_models_and_reports_the_missing_one(demo_ab, mini)
     (down,) = [c for c in demo_ab["candidates"] if c["label"].startswith("http://")]
     assert down["status"] == "unavailable" and "is not answering" in down["message"]
     assert "llama-server --embedding" in down["message"]
+    # the JSON the A/B report reads, key for key as before its records were typed (docs/examples/ab-*.json)
+    assert list(demo_ab["params"]) == ["embedders", "rerankers", "vault", "work", "tune", "tune_n", "eval", "eval_n",
+                                       "eval_probes", "tune_probes", "split", "same_questions", "config", "chunking"]
+    assert demo_ab["params"]["config"] == SearchConfig().as_dict() and by["BAAI/bge-m3"]["build"] == {}
+    assert list(by["e5-small"]["build"]) == BUILT
     # each embedder on its own index, built by it alone
     dbs = {by[k]["build"]["db"] for k in ("e5-small", "minilm-l6")}
     assert len(dbs) == 2 and all(Path(d).parent == mini.work / "indexes" for d in dbs)
@@ -232,11 +247,13 @@ def test_a_second_ab_reuses_the_indexes_and_measurements_unless_fresh(demo_ab, m
     again = {c["label"]: c for c in run_ab(p).to_json()["candidates"]}
     first = {c["label"]: c for c in demo_ab["candidates"]}
     for k in ("e5-small", "minilm-l6"):
+        assert list(again[k]["build"]) == BUILT[:4] + ["model_loaded"] + BUILT[4:] + BUILT_BEFORE
         assert again[k]["build"]["reused"] and again[k]["build"]["embedded_now"] == 0
         assert again[k]["build"]["first_build_embedded"] == first[k]["build"]["embedded_now"]
         assert again[k]["reused_from"] and again[k]["result"]["per_query"] == first[k]["result"]["per_query"]
     fresh = {c["label"]: c for c in run_ab(dataclasses.replace(p, fresh=True)).to_json()["candidates"]}
     for k in ("e5-small", "minilm-l6"):
+        assert list(fresh[k]["build"]) == BUILT + BUILT_BEFORE
         assert fresh[k]["reused_from"] == "" and fresh[k]["latency"]["samples"] == 16
         assert [q["first_rank"] for q in fresh[k]["result"]["per_query"]] == \
             [q["first_rank"] for q in first[k]["result"]["per_query"]]
@@ -387,3 +404,14 @@ def test_gate_accuracy_without_probes_is_not_printed_as_perfect():
     from tuner.reports.ab import _gate_accuracy
     assert _gate_accuracy({"probes": 0, "gate_accuracy": 1.0}) == "n/a: no probes"
     assert _gate_accuracy({"probes": 6, "gate_accuracy": 0.75}) == 0.75
+
+
+def test_a_candidates_latency_is_written_and_read_back_as_the_ab_json_keeps_it():
+    from tuner.ab.records import Candidate, CandidateLatency, CandidateResult
+    from tuner.evaluation.evaluate import Percentiles
+    lat = CandidateLatency(16, 5, {"embed": Percentiles(1.5, 2.25), "total": Percentiles(10.0, 12.5)})
+    d = lat.to_json()
+    assert d == {"samples": 16, "warmup": 5, "embed": {"p50": 1.5, "p95": 2.25}, "total": {"p50": 10.0, "p95": 12.5}}
+    assert list(d) == ["samples", "warmup", "embed", "total"]
+    assert CandidateLatency.from_json(json.loads(json.dumps(d))) == lat and CandidateLatency.from_json({}) is None
+    assert CandidateResult(Candidate("e5-small"), "e5-small", "unavailable").to_json()["latency"] == {}

@@ -91,10 +91,10 @@ def test_bad_config_files_are_refused(tmp_path, demo_db):
 def test_the_nights_keep_rule_is_the_noninferior_test_unless_the_config_names_another(tmp_path, demo_db):
     from tuner.daemon.jobs import sweep_params
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
-    rule = sweep_params(cfg.sweep, cfg.sweep["db"], Path(cfg.runs), None).rule()
+    rule = sweep_params(cfg.sweep, cfg.sweep.db, Path(cfg.runs), None).rule()
     assert (rule.hit5_guard, rule.hit5_margin, rule.guard_alpha, rule.noise_alpha) == ("noninferior", 2.0, 0.05, 0.05)
     cfg = load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='hit5_guard = "count"\nhit5_margin = 3'))
-    rule = sweep_params(cfg.sweep, cfg.sweep["db"], Path(cfg.runs), None).rule()
+    rule = sweep_params(cfg.sweep, cfg.sweep.db, Path(cfg.runs), None).rule()
     assert (rule.hit5_guard, rule.hit5_margin) == ("count", 3.0)
     with pytest.raises(SearchCoreError, match=r"\[sweep\] hit5_guard = 'veto' is not one of noninferior, count, question"):
         load_daemon_config(write_config(tmp_path, demo_db, extra_sweep='hit5_guard = "veto"'))

@@ -43,11 +43,11 @@ def test_evidence_keys_default_to_the_vaults_questions_and_are_checked(tmp_path,
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
     ev = cfg.evidence
     assert (ev.vault_questions, ev.kinds, ev.seed) == (MADE_N, None, 0)
-    assert ev.from_log_path(cfg.sweep["gold"]) == tmp_path / "tune.from-log.yaml"      # beside the gold set
+    assert ev.from_log_path(cfg.sweep.gold) == tmp_path / "tune.from-log.yaml"      # beside the gold set
     cfg = load_daemon_config(write_config(tmp_path, demo_db, evidence='vault_questions = 0\nkinds = ["anchor"]\n'
                                                                       'seed = 3\nfrom_log = "labels.yaml"'))
     assert (cfg.evidence.vault_questions, cfg.evidence.kinds, cfg.evidence.seed) == (0, ("anchor",), 3)
-    assert cfg.evidence.from_log_path(cfg.sweep["gold"]) == tmp_path / "labels.yaml"
+    assert cfg.evidence.from_log_path(cfg.sweep.gold) == tmp_path / "labels.yaml"
     for bad, message in [('kinds = ["anchors"]', r"kinds \['anchors'\] must be one or more of anchor, heading"),
                          ("vault_questions = -1", "vault_questions = -1 .* an integer"),
                          ('from_log = "tune.yaml"', "from_log = .*tune.yaml is the hand-written gold set; the labels "
@@ -240,12 +240,12 @@ def test_a_night_tunes_on_every_kind_and_its_report_says_which_evidence(tmp_path
         start = lg.rounds(res["sweep"])[0]
     finally:
         lg.close()
-    assert info.params["holdout"] == str(tmp_path / "hold.yaml")           # hand-written, untouched
+    assert info.params.sweep.holdout == str(tmp_path / "hold.yaml")           # hand-written, untouched
     # 60 of the vault's questions cannot tell the pilot changes' gains from noise: the 30-minute window buys more
     # before round 1 (tuner/sweep/evidence_budget.py), and the night stands on the grown set
     step = res["evidence"]["step"]
     assert step["outcome"] == "grown" and step["vault_before"] == 60 and step["vault_after"] > 60, step
-    assert info.params["gold"] == step["gold_after"]
+    assert info.params.sweep.gold == step["gold_after"]
     sources = [q.source for q in start.result.per_query]
     assert (sources.count("hand"), sources.count("log"), sources.count("vault")) == \
         (len(load_gold(tmp_path / "tune.yaml").questions), 2, step["vault_after"])

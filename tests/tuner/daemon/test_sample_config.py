@@ -46,16 +46,16 @@ def test_the_sample_filled_in_as_the_readme_says_loads_and_uses_the_index_one_bu
     conf.write_text(filled_in(tmp_path, {"vault": vault, "gold": gold, "holdout": gold, "timezone": "UTC",
                                          "runs": tmp_path / "daemon-runs"}), encoding="utf-8")
     cfg = load_daemon_config(conf)
-    assert cfg.sweep["db"] == str(mine), "the daemon would build (and embed) a second index of the vault"
-    assert cfg.sweep["space"] == str(default_space())
+    assert cfg.sweep.db == str(mine), "the daemon would build (and embed) a second index of the vault"
+    assert cfg.sweep.space == str(default_space())
     assert {j.name for j in cfg.jobs} >= {"index", "sweep", "report"}
     # labelled calls are kept beside the user's gold set, not in a folder named after the demo
-    assert cfg.evidence.from_log_path(cfg.sweep["gold"]) == tmp_path / "gold.from-log.yaml"
+    assert cfg.evidence.from_log_path(cfg.sweep.gold) == tmp_path / "gold.from-log.yaml"
 
 
 def test_the_sample_as_shipped_keeps_the_demos_labelled_calls_in_its_runs_folder():
     cfg = load_daemon_config(SAMPLE)
-    assert cfg.evidence.from_log_path(cfg.sweep["gold"]).resolve() == (SAMPLE.parent.parent / "runs" / "daemon-demo" /
+    assert cfg.evidence.from_log_path(cfg.sweep.gold).resolve() == (SAMPLE.parent.parent / "runs" / "daemon-demo" /
                                                                        "demo-tune.from-log.yaml")
 
 
@@ -70,7 +70,7 @@ def test_an_index_of_another_vault_is_never_taken(tmp_path, monkeypatch):
     conf.write_text(filled_in(tmp_path, {"vault": vault, "gold": gold, "holdout": gold, "timezone": "UTC",
                                          "runs": tmp_path / "daemon-runs"}), encoding="utf-8")
     cfg = load_daemon_config(conf)
-    assert cfg.sweep["db"] == str(tmp_path / "daemon-runs" / "index.sqlite")
+    assert cfg.sweep.db == str(tmp_path / "daemon-runs" / "index.sqlite")
 
 
 def test_the_sample_documents_every_key_it_defaults():
@@ -106,9 +106,9 @@ def test_the_printed_sample_saved_in_any_folder_runs_the_demo_as_it_is(tmp_path)
     assert result.output == sample_config_text()
     conf.write_text(result.output, encoding="utf-8")
     cfg = load_daemon_config(conf)
-    assert Path(cfg.sweep["vault"]) == demo_vault() and Path(cfg.sweep["gold"]) == demo_gold("demo-tune.yaml")
+    assert Path(cfg.sweep.vault) == demo_vault() and Path(cfg.sweep.gold) == demo_gold("demo-tune.yaml")
     assert Path(cfg.runs) == conf.parent / "runs" / "daemon-demo"
-    assert cfg.evidence.from_log_path(cfg.sweep["gold"]) == conf.parent / "runs" / "daemon-demo" / "demo-tune.from-log.yaml"
+    assert cfg.evidence.from_log_path(cfg.sweep.gold) == conf.parent / "runs" / "daemon-demo" / "demo-tune.from-log.yaml"
 
 
 def test_the_daemon_without_a_config_names_the_way_to_get_one():

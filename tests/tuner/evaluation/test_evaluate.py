@@ -77,7 +77,12 @@ def test_fake_miss_audit_finds_a_planted_near_duplicate(tmp_path, shared_cache):
     # a miss: the gold note is not in the top 5, its planted copy and a note linking to it are
     miss = QuestionResult.searched(Question("q", "L1", "리랭커 설정 420ms", ("reranker",)),
                                    ("reranker-copy", "links-gold", "other"))
-    gaps = {g["note_id"]: " ".join(g["reasons"]) for g in possible_gold_gaps(s, [miss], SearchConfig())}
+    found = possible_gold_gaps(s, [miss], SearchConfig())
+    gaps = {g.note_id: " ".join(g.reasons) for g in found}
+    # an evaluation file keeps each as {question, query, gold, note_id, rank, reasons} and reads it back alike
+    from tuner.evaluation.fake_miss import GoldGap
+    assert [list(g.to_json()) for g in found] == [["question", "query", "gold", "note_id", "rank", "reasons"]] * 2
+    assert [GoldGap.from_json(json.loads(json.dumps(g.to_json()))) for g in found] == found
     assert "near-duplicate of gold reranker" in gaps["reranker-copy"]
     assert "links to gold reranker" in gaps["links-gold"]
     assert "other" not in gaps
@@ -96,11 +101,11 @@ def test_a_small_set_is_timed_over_repeated_passes_until_the_p95_stands_on_100_t
     n = len(gold.questions)
     cache = RetrievalCache()
     one = evaluate(s, gold, SearchConfig(), cache=cache, audit=False)
-    assert one.latency_ms["total"]["n"] == n
+    assert one.latency_ms["total"].n == n
     many = evaluate(s, gold, SearchConfig(), cache=cache, audit=False, min_timing_samples=100)
     passes = timing_passes(n, 100)
-    assert passes >= 2 and many.latency_ms["total"]["n"] == passes * n
-    assert many.latency_ms["embed"]["n"] == passes * n           # every stage stands on every pass
+    assert passes >= 2 and many.latency_ms["total"].n == passes * n
+    assert many.latency_ms["embed"].n == passes * n           # every stage stands on every pass
     assert many.to_json()["latency_ms"]["n"] == passes * n       # what the ledger and the reports read
     assert many.overall == one.overall                           # quality comes from one pass
     assert cache.hits == n                                       # the repeats searched for real, uncached
@@ -183,8 +188,10 @@ def test_one_question_record_is_searched_kept_and_written_in_either_form():
     from search_core.search.work import SearchWork
     from tuner.evaluation.evaluate import EVALUATION, LEDGER
     ranked = tuple(f"n{i}" for i in range(10))
-    gate = {"inject": True, "probability": 0.71, "band": "sure", "kind": "model", "source": "g.gate.json",
-            "threshold": 0.5, "reason": "p >= 0.5"}
+    from search_core.gate.model import GateDecision
+    from tuner.evaluation.evaluate import QuestionGate
+    decision = GateDecision(True, 0.712345, "sure", "model", "g.gate.json", 0.5, "p >= 0.5")
+    gate = QuestionGate.decided(decision)
     searched = QuestionResult.searched(Question("q", "L1", "질문", ("n6",), source="vault"), ranked, inject=True,
                                        top_score=0.812345, timings_ms={"embed": 1.234, "total": 5.6789},
                                        gate_features={"top": 0.81}, gate_probability=0.71, gate=gate,
@@ -195,6 +202,8 @@ def test_one_question_record_is_searched_kept_and_written_in_either_form():
         (ranked[:5], {"total": 5.68}, 0.8123, 3.21)
     assert kept.metrics == searched.metrics and kept.search_work == SearchWork(embed_lengths=(2,), dense_rows=40, dim=8)
     assert QuestionResult.from_json(kept.to_json(EVALUATION)) == kept
+    assert kept.to_json(EVALUATION)["gate"] == decision.to_json()       # as search_core writes a decision, key for key
+    assert list(kept.to_json(EVALUATION)["gate"]) == list(decision.to_json())
     row = kept.to_json(LEDGER)
     assert row["gate"] == {"kind": "model", "source": "g.gate.json", "threshold": 0.5} and "query" not in row
     back = QuestionResult.from_json(row)

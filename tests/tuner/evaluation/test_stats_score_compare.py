@@ -8,6 +8,7 @@ from tuner.evaluation.evaluate import EvalResult, GateMetrics, QuestionResult
 from tuner.evaluation.score import ScoreConfig, score100
 from search_core.percentiles import percentile
 from tuner.evaluation.stats import bootstrap_ci, paired_randomization
+from tuner.stored_config import NO_CONFIG
 
 
 def test_score100_by_hand():
@@ -44,7 +45,7 @@ def test_bootstrap_ci_contains_the_mean_difference():
 
 
 def _run(hits, rr, gold="g"):
-    return EvalResult(gold, {}, "x", {}, {}, {}, GateMetrics.from_json({}), {}, None, [
+    return EvalResult(gold, NO_CONFIG, "x", None, {}, {}, GateMetrics.from_json({}), {}, None, [
         QuestionResult(f"q{i}", "L1", f"q{i}", (f"n{i}",), first_rank=None if not h else 1, inject=bool(h),
                        top_score=0.9, timings_ms={"total": 1.0}, metrics={"hit@1": h, "hit@5": h, "mrr": r, "ndcg@10": r, "p@5": h / 5, "recall@5": h})
         for i, (h, r) in enumerate(zip(hits, rr))])

@@ -1,4 +1,5 @@
 import json
+import sqlite3
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from search_core.gate.model import sidecar_path
 from search_core.search.pipeline import Searcher
 from search_core.recall.log import log_search
 from search_core.recall.log import read_logged_calls
-from tuner.gate.calibrate import _retirement, apply_label_file, calibrate
+from tuner.gate.calibrate import _retirement, apply_label_file, calibrate, calibrate_index
 from tuner.cli import main
 from tuner.gate.probes import make_probes, questions_without
 from tuner.data.gold import GoldSet, Question
@@ -85,8 +86,8 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     from tuner.gate.calibrate import calibrate_index
     from tuner.gate.proposal import write_proposal
     data, _, _, _ = calibrate_index(db, log_path=log, since_s=7 * 86400, threshold_rule="always")
-    assert data.recommendation["basis"].startswith("the gate's threshold moved to fit 12 labels")
-    assert data.recommendation["model_summary"]["method"] == "threshold"
+    assert data.recommendation.basis.startswith("the gate's threshold moved to fit 12 labels")
+    assert data.recommendation.model_summary.method == "threshold"
     proposal_path = sidecar_path(db).with_name(db.name + ".gate-proposal.json")
     write_proposal(data, db, proposal_path)
     md = (tmp_path / "cal-moved.md")
@@ -95,6 +96,7 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     md = Path(emit(calibration_report(data, str(db), str(proposal_path)), "md", md)).read_text()
     prop = json.loads(proposal_path.read_text())
     assert prop["model"]["scope"] == "index"
+    assert prop["evidence"] == {k: data.to_json()[k] for k in ("window", "labelled", "retirement")}
     r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db)])
     assert r.exit_code == 0, r.output
     assert sidecar_path(db).exists()
@@ -105,7 +107,7 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     from search_core.gate.model import DEFAULT_GATE_FILE, load_gate
     installed, default = load_gate(sidecar_path(db)), load_gate(DEFAULT_GATE_FILE)
     assert installed.coef == default.coef and installed.intercept == default.intercept
-    assert installed.threshold == pytest.approx(data.recommendation["threshold_move"]["to"], abs=1e-4)
+    assert installed.threshold == pytest.approx(data.recommendation.threshold_move.to, abs=1e-4)
     assert "past decisions flip" in md and "interval" in md
     # calibrated again with the moved gate in force, the report names it, what it was made from, and the default's cut
     again, _, _, _ = calibrate_index(db, log_path=log, since_s=7 * 86400)
@@ -147,10 +149,10 @@ def test_labels_without_probes_or_answerable(logged):
     only_ans = [c for c in calls if c.label != "irrelevant"]
     fp = Searcher(db).fingerprint
     cal = calibrate(only_ans, [], model=None, cos_threshold=0.82, fingerprint=fp)
-    assert cal.recommendation["basis"] is None and any("hold no 'irrelevant' rows" in w for w in cal.warnings)
+    assert cal.recommendation.basis is None and any("hold no 'irrelevant' rows" in w for w in cal.warning_lines())
     only_probes = [c for c in calls if c.label != "relevant"]
     cal = calibrate(only_probes, [], model=None, cos_threshold=0.82, fingerprint=fp)
-    assert cal.recommendation["basis"] is None and "cosine" not in cal.recommendation
+    assert cal.recommendation.basis is None and cal.recommendation.cosine is None
     relabelled = apply_label_file(calls, [(calls[-1].id, "irrelevant")])
     assert relabelled[-1].label == "irrelevant" and calls[-1].label is None
 
@@ -170,11 +172,12 @@ def test_retirement_rule():
 def test_questions_without_held_out_documents_become_probes():
     g = GoldSet("g", "g.yaml", (Question("1", "L1", "q1", ("001-00",)), Question("2", "L2", "q2", ("001-01", "002-00")),
                                 Question("3", "probe", "q3", ()), Question("4", "L0", "q4", ("003-00",))))
-    out = {q["id"]: q for q in questions_without(g, {"001", "002"}, korquad=True)}
-    assert out["1"]["level"] == "probe" and out["2"]["level"] == "probe" and out["3"]["level"] == "probe"
-    assert out["4"]["level"] == "L0" and out["4"]["gold"] == ["003-00"]
-    out = {q["id"]: q for q in questions_without(g, {"001-01"}, korquad=False)}
-    assert out["2"]["level"] == "L2" and out["2"]["gold"] == ["002-00"]
+    out = {q.id: q for q in questions_without(g, {"001", "002"}, korquad=True)}
+    assert out["1"].is_probe and out["2"].is_probe and out["3"].is_probe
+    assert out["1"].why == "gold 001-00 held out" and out["1"].gold == ()
+    assert out["4"].level == "L0" and out["4"].gold == ("003-00",)
+    out = {q.id: q for q in questions_without(g, {"001-01"}, korquad=False)}
+    assert out["2"].level == "L2" and out["2"].gold == ("002-00",)
 
 
 def test_probes_make_on_a_vault(small_vault, tmp_path, shared_cache):
@@ -192,6 +195,7 @@ def test_probes_make_on_a_vault(small_vault, tmp_path, shared_cache):
     assert held not in s.view.notes and len(s.view.notes) == 3
     made = yaml.safe_load((out / "gold.yaml").read_text())["questions"]
     probes = {q["id"] for q in made if q["level"] == "probe"}
+    assert {tuple(q) for q in made} == {("id", "level", "query", "gold", "why")}     # the file's form, key for key
     expected = {"p"} | {q for q, g in (("a", "life/kimchi"), ("b", "ai/rrf"), ("c", "ai/graphrag")) if g == held}
     assert probes == expected
     with pytest.raises(SearchCoreError, match="not empty"):
@@ -262,24 +266,27 @@ def test_calibrate_scores_the_gate_in_force_on_the_labelled_rows(logged, tmp_pat
     lab = [c for c in calls if c.label]
     cal = calibrate(calls, [], model=None, cos_threshold=0.85, fingerprint=fp)
     g = cal.gate_on_labels
-    assert (g["rows"], g["answerable"], g["probes"], g["sources"]) == (12, 6, 6, ["log"]) and "model" not in g
+    assert (g.rows, g.answerable, g.probes, g.sources) == (12, 6, 6, ("log",)) and g.model is None
+    assert "model" not in g.to_json() and "in_sample" not in g.to_json()
     ans_in = sum(c.features["hit_cos"] >= 0.85 for c in lab if c.label == "relevant") / 6
     probe_in = sum(c.features["hit_cos"] >= 0.85 for c in lab if c.label == "irrelevant") / 6
-    assert g["cosine"]["answerable_injected"] == round(ans_in, 4) and g["cosine"]["probes_injected"] == round(probe_in, 4)
-    assert g["cosine"]["threshold"] == 0.85
-    curve = g["curves"]["cosine gate"]                 # 20 points; all injected: the probes' share, 6 of 12
+    assert g.cosine.answerable_injected == round(ans_in, 4) and g.cosine.probes_injected == round(probe_in, 4)
+    assert g.cosine.threshold == 0.85
+    curve = g.curves["cosine gate"]                 # 20 points; all injected: the probes' share, 6 of 12
     assert len(curve) == 20 and curve[-1] == [1.0, 0.5] and curve[3][0] == 0.2
-    assert curve[3][1] == g["cosine"]["risk_coverage"]["0.2"]
+    assert curve[3][1] == g.cosine.risk_coverage["0.2"]
     m = fit_gate([c.features for c in lab], [int(c.label == "relevant") for c in lab], fingerprint=fp,
                  features=["top_cos", "term_overlap"], fitted_on={"sources": ["log"]})
     cal = calibrate(calls, [], model=m, cos_threshold=0.85, fingerprint=fp)
     g = cal.gate_on_labels
-    assert g["model"]["threshold"] == round(m.threshold, 4) and g["in_sample"] == ["log"]
-    assert any("in-sample" in w for w in cal.warnings)
+    assert g.model.threshold == round(m.threshold, 4) and g.in_sample == ("log",)
+    assert list(g.to_json()) == ["rows", "answerable", "probes", "sources", "cosine", "curves", "model", "in_sample"]
+    assert list(g.curves) == ["gate model", "cosine gate"]
+    assert any("in-sample" in w for w in cal.warning_lines())
     m2 = fit_gate([c.features for c in lab], [int(c.label == "relevant") for c in lab], fingerprint=fp,
                   features=["top_cos", "term_overlap"], fitted_on={"sources": ["demo-tune"]})
     cal = calibrate(calls, [], model=m2, cos_threshold=0.85, fingerprint=fp)
-    assert cal.gate_on_labels["in_sample"] == [] and not any("in-sample" in w for w in cal.warnings)
+    assert cal.gate_on_labels.in_sample == () and not any("in-sample" in w for w in cal.warning_lines())
     # no probes among the labels: nothing to score, said in the report
     cal = calibrate([c for c in calls if c.label != "irrelevant"], [], model=None, cos_threshold=0.85, fingerprint=fp)
     assert cal.gate_on_labels is None
@@ -329,13 +336,14 @@ def test_each_labelled_set_is_scored_on_its_own(logged):
     m = fit_gate([r.features for r in rows], [int(r.answerable) for r in rows], fingerprint=fp,
                  features=["top_cos", "term_overlap"], fitted_on={"sources": ["tune"]})
     g = calibrate([], rows, model=m, cos_threshold=0.85, fingerprint=fp, log_read=False).gate_on_labels
-    assert g["in_sample"] == ["tune"] and set(g["by_source"]) == {"tune", "holdout"}
-    assert g["by_source"]["tune"]["in_sample"] is True and g["by_source"]["holdout"]["in_sample"] is False
+    assert g.in_sample == ("tune",) and set(g.by_source) == {"tune", "holdout"}
+    assert g.by_source["tune"].in_sample is True and g.by_source["holdout"].in_sample is False
     hold = [r for r in rows if r.source == "holdout"]
     from tuner.gate.calibrate import probabilities
     want = gate_scorecard(probabilities(m, [r.features for r in hold]), [int(r.answerable) for r in hold],
-                          m.threshold).to_json()
-    assert g["by_source"]["holdout"]["model"] == want and g["by_source"]["holdout"]["rows"] == len(hold)
+                          m.threshold)
+    assert g.by_source["holdout"].model == want and g.by_source["holdout"].rows == len(hold)
+    assert list(g.to_json()["by_source"]["holdout"]) == ["rows", "probes", "cosine", "model", "in_sample"]
     from tuner.reports.calibration import gate_on_labels_section
     table = gate_on_labels_section(g).blocks[0]
     names = [row[0] for row in table.rows]
@@ -383,3 +391,28 @@ def test_auroc_is_sklearn_s_on_ties_and_two_label_codes():
     assert np.isnan(auroc([0.2, 0.3], [1, 1]))
     with pytest.raises(ValueError, match="finite"):
         auroc([0.2, float("nan")], [0, 1])
+
+
+def test_labels_for_calls_of_another_index_are_left_out_with_a_message(labelled_log, tmp_path):
+    db, log, key = labelled_log
+    conn = sqlite3.connect(log)                         # the same calls, logged against another index
+    with conn:
+        conn.execute("INSERT INTO recall_calls (ts, session, profile, query, query_hash, query_chars, top_scores, "
+                     "features, threshold, index_fingerprint, injected, stopped_by, latency_ms, label) "
+                     "SELECT ts, session, profile, query, query_hash, query_chars, top_scores, features, threshold, "
+                     "'other-index-0000', injected, stopped_by, latency_ms, "
+                     "CASE label WHEN 'relevant' THEN 'irrelevant' ELSE 'relevant' END FROM recall_calls")
+    conn.close()
+    cal, calls, _, _ = calibrate_index(db, log_path=log, since_s=None)
+    assert cal.labelled.answerable == 6 and cal.labelled.probes == 6    # only this index's labels
+    assert cal.kept_apart.to_json() == {"calls": 12, "labelled": 12, "fingerprints": ["other-index-0000"]}
+    assert any("another index" in w and "left out" in w for w in cal.warning_lines())
+    # a label file naming them: applied in memory, then left out the same way
+    other_ids = [c.id for c in read_logged_calls(log) if c.index_fingerprint != key]
+    f = tmp_path / "labels.txt"
+    f.write_text("".join(f"{i} relevant\n" for i in other_ids))
+    r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--since", "all", "--labels",
+                                  str(f), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output[r.output.index("{"):])["data"]
+    assert data["labelled"]["answerable"] == 6 and data["kept_apart"]["labelled"] == 12

@@ -12,7 +12,8 @@ from search_core.gate.threshold import binomial_tail, flipped_labels, threshold_
 from tuner.gate.threshold import decide_threshold
 from search_core.recall.log import LoggedCall
 from tuner.gate.calibrate import calibrate
-from tests.helpers.logged_calls import (FP, gate_model, logged_call, vault_labelled_near,
+from tuner.gate.records import Flipped
+from tests.helpers.logged_calls import (FP, cosine_call, gate_model, logged_call, vault_labelled_near,
                                         vault_with_boundary_at)
 
 _model, _call = gate_model, logged_call
@@ -24,23 +25,22 @@ def test_labels_that_cover_the_move_move_the_threshold_and_keep_the_weights():
     model = _model()
     cal = calibrate(calls, [], model=model, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     rec = cal.recommendation
-    mv = rec["threshold_move"]
-    assert rec["model_summary"]["method"] == "threshold"
-    assert mv["from"] == 0.64 and 0.15 < mv["to"] < 0.45
-    lo, hi = mv["interval"]
-    assert lo < mv["to"] < hi and hi - lo < 0.4
-    st = mv["sign_test"]      # every call the move flips is labelled, and answerable: a win each
-    assert st["losses"] == 0 and st["wins"] == mv["flips"]["let_through"] >= 10 and st["p_value"] <= 0.05
-    assert "cross_validation" not in mv and "labels with 20 of each kind" in mv["refit_needs"]
-    new = rec["model"]
+    mv = rec.threshold_move
+    assert rec.model_summary.method == "threshold"
+    assert mv.from_ == 0.64 and 0.15 < mv.to < 0.45
+    lo, hi = mv.interval
+    assert lo < mv.to < hi and hi - lo < 0.4
+    st = mv.sign_test      # every call the move flips is labelled, and answerable: a win each
+    assert st.losses == 0 and st.wins == mv.flips.let_through >= 10 and st.p_value <= 0.05
+    assert mv.cross_validation is None and "labels with 20 of each kind" in mv.refit_needs
+    new = rec.model
     assert new["coef"] == list(model.coef) and new["intercept"] == model.intercept      # the weights stay
     assert new["calib_a"] == model.calib_a and new["calib_b"] == model.calib_b
-    assert new["threshold"] == pytest.approx(mv["to"], abs=1e-4) and new["scope"] == "index"
+    assert new["threshold"] == pytest.approx(mv.to, abs=1e-4) and new["scope"] == "index"
     # the flips: every call (labelled or not) whose P lies between the new threshold and the old one
     ps = np.array([1 / (1 + math.exp(-c.features["top_cos"])) for c in calls])
-    assert mv["flips"] == {"let_through": int(((ps >= new["threshold"]) & (ps < 0.64)).sum()), "stopped": 0,
-                           "decisions": len(calls)}
-    assert mv["balanced_accuracy_on_labels"]["to"] > mv["balanced_accuracy_on_labels"]["from"]
+    assert mv.flips == Flipped(int(((ps >= new["threshold"]) & (ps < 0.64)).sum()), 0, len(calls))
+    assert mv.accuracy_to > mv.accuracy_from
 
 
 def test_a_move_over_calls_nobody_labelled_is_not_made():
@@ -50,13 +50,13 @@ def test_a_move_over_calls_nobody_labelled_is_not_made():
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
                     threshold_rule="covered-sign-test")
     rec = cal.recommendation
-    mv = rec["threshold_move"]
-    assert 0.15 < mv["to"] < 0.45 and mv["kept"] and rec["model_summary"]["method"] == "keep"
-    assert mv["sign_test"]["p_value"] > 0.05 and "not labelled" in mv["sign_test"]["why"]
+    mv = rec.threshold_move
+    assert 0.15 < mv.to < 0.45 and mv.kept and rec.model_summary.method == "keep"
+    assert mv.sign_test.p_value > 0.05 and "not labelled" in mv.sign_test.why
     # the same labels with the rule that ignores the unlabelled calls would move it
     moved = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
                       threshold_rule="always").recommendation
-    assert moved["model_summary"]["method"] == "threshold"
+    assert moved.model_summary.method == "threshold"
 
 
 def test_a_call_asked_again_carries_its_label():
@@ -64,11 +64,10 @@ def test_a_call_asked_again_carries_its_label():
     calls = _vault_labelled_near(0.3, n=100, seed=4)
     again = [dataclasses.replace(c, id=1000 + c.id, ts=c.ts + 5000, label=None) for c in calls if c.label]
     with_again = calibrate(calls + again, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
-    assert with_again["model_summary"]["method"] == "threshold"
-    st = with_again["threshold_move"]["sign_test"]
-    assert st["losses"] == 0 and st["wins"] > calibrate(calls, [], model=_model(), cos_threshold=0.82,
-                                                        fingerprint=FP).recommendation["threshold_move"][
-                                                            "sign_test"]["wins"]
+    assert with_again.model_summary.method == "threshold"
+    st = with_again.threshold_move.sign_test
+    alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
+    assert st.losses == 0 and st.wins > alone.threshold_move.sign_test.wins
 
 
 def test_a_call_asked_again_with_a_word_more_carries_its_label():
@@ -79,10 +78,10 @@ def test_a_call_asked_again_with_a_word_more_carries_its_label():
              for c in calls if c.label and c.id >= 10]
     alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
     with_again = calibrate(calls + again, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
-    st = with_again["threshold_move"]["sign_test"]
-    assert with_again["model_summary"]["method"] == "threshold"
-    assert st["losses"] == alone["threshold_move"]["sign_test"]["losses"]
-    assert st["wins"] > alone["threshold_move"]["sign_test"]["wins"]
+    st = with_again.threshold_move.sign_test
+    assert with_again.model_summary.method == "threshold"
+    assert st.losses == alone.threshold_move.sign_test.losses
+    assert st.wins > alone.threshold_move.sign_test.wins
 
 
 def test_the_sign_test_by_hand():
@@ -115,19 +114,19 @@ def test_labels_that_hold_the_current_threshold_keep_it():
     calls = _vault_with_boundary_at(0.62, n_labels=24, seed=2)
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
     rec = cal.recommendation
-    mv = rec["threshold_move"]
-    assert mv["interval"][0] <= 0.64 <= mv["interval"][1] and mv["kept"]
-    assert rec["model_summary"]["method"] == "keep" and rec["basis"] is None and "model" not in rec
-    assert mv["flips"]["let_through"] == mv["flips"]["stopped"] == 0
-    assert any("The current 0.640 stays" in w for w in cal.warnings)
+    mv = rec.threshold_move
+    assert mv.interval[0] <= 0.64 <= mv.interval[1] and mv.kept
+    assert rec.model_summary.method == "keep" and rec.basis is None and rec.model is None
+    assert mv.flips.let_through == mv.flips.stopped == 0
+    assert any("The current 0.640 stays" in w for w in cal.warning_lines())
 
 
 def test_more_labels_narrow_the_interval():
     few = _vault_with_boundary_at(0.3, n_labels=12, seed=1)
     many = _vault_with_boundary_at(0.3, n_labels=60, seed=1)
     def width(calls):
-        lo, hi = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation[
-            "threshold_move"]["interval"]
+        cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
+        lo, hi = cal.recommendation.threshold_move.interval
         return hi - lo
     assert width(many) < width(few)
 
@@ -156,11 +155,11 @@ def test_a_refit_only_when_enough_labels_measure_it_better():
                              title_match=float(relevant) + float(rng.normal(0, 0.2))))
         return out
     few = calibrate(calls_for(30), [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
-    assert few["model_summary"]["method"] != "refit"            # 30 labels: no refit tried
+    assert few.model_summary.method != "refit"            # 30 labels: no refit tried
     many = calibrate(calls_for(120), [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
-    cv = many["threshold_move"]["cross_validation"]
-    assert cv["refit"] > cv["threshold_only"] + 0.02
-    assert many["model_summary"]["method"] == "refit" and many["basis"].startswith("a refit of the weights")
+    cv = many.threshold_move.cross_validation
+    assert cv.refit > cv.threshold_only + 0.02
+    assert many.model_summary.method == "refit" and many.basis.startswith("a refit of the weights")
 
 
 def test_rows_of_another_index_are_kept_apart():
@@ -170,9 +169,9 @@ def test_rows_of_another_index_are_kept_apart():
     cal = calibrate(calls + other, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     alone = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
     assert cal.kept_apart.to_json() == {"calls": 30, "labelled": 30, "fingerprints": ["idx-B"]}
-    assert any("another index" in w and "left out" in w for w in cal.warnings)
+    assert any("another index" in w and "left out" in w for w in cal.warning_lines())
     assert cal.labelled == alone.labelled and cal.window.calls == len(calls)
-    assert cal.recommendation["threshold_move"]["to"] == alone.recommendation["threshold_move"]["to"]
+    assert cal.recommendation.threshold_move.to == alone.recommendation.threshold_move.to
 
 
 
@@ -222,11 +221,11 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it():
     calls = _vault_half_labelled()
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
                     threshold_rule="covered-sign-test")
-    mv = cal.recommendation["threshold_move"]
-    more = mv["labels_to_decide"]["more"]
-    assert mv["kept"] and isinstance(more, int) and 0 < more <= mv["labels_to_decide"]["flipped"]["unlabelled"]
-    assert f"about {more} more labels" in cal.recommendation["declined"]
-    assert any(f"about {more} more labels" in w for w in cal.warnings)
+    mv = cal.recommendation.threshold_move
+    more = mv.labels_to_decide.more
+    assert mv.kept and isinstance(more, int) and 0 < more <= mv.labels_to_decide.unlabelled
+    assert f"about {more} more labels" in cal.recommendation.declined
+    assert any(f"about {more} more labels" in w for w in cal.warning_lines())
     from tuner.reports.calibration import calibration_report
     from tuner.reports.render import to_markdown
     verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
@@ -235,13 +234,13 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it():
     # label that many of the unlabelled calls between the cuts (nearest the current cut first) and the move is made
     def p_of(c):
         return 1 / (1 + math.exp(-c.features["top_cos"]))
-    between = sorted((c for c in calls if c.label is None and mv["to"] <= p_of(c) < 0.64), key=p_of, reverse=True)
+    between = sorted((c for c in calls if c.label is None and mv.to <= p_of(c) < 0.64), key=p_of, reverse=True)
     picked = {c.id for c in between[:more]}
     relabelled = [dataclasses.replace(c, label="relevant" if p_of(c) >= 0.3 else "irrelevant") if c.id in picked else c
                   for c in calls]
     again = calibrate(relabelled, [], model=_model(), cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A",
                       threshold_rule="covered-sign-test")
-    assert again.recommendation["model_summary"]["method"] == "threshold"
+    assert again.recommendation.model_summary.method == "threshold"
 
 
 def test_the_labelled_sign_test_by_hand():
@@ -297,7 +296,7 @@ def test_labels_where_the_current_cut_is_right_rarely_move_it():
                 lab = "relevant" if (p >= 0.64) != (rng.random() < 0.2) else "irrelevant"
             calls.append(dataclasses.replace(_call(i + 1, p, lab), query=f"q{seed}-{i}-{rng.integers(1e9)}"))
         rec = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
-        moved += rec["model_summary"]["method"] != "keep"
+        moved += rec.model_summary.method != "keep"
     assert moved <= 2
 
 
@@ -310,17 +309,43 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it_and_whether_t
          (0.75, None), (0.9, None), (0.97, None), (0.6, None)])]
     calls = [dataclasses.replace(c, query=f"질문 {chr(0xAC00 + 37 * c.id)}{c.id * 7919}") for c in calls]
     cal = calibrate(calls, [], model=_model(), cos_threshold=0.82, fingerprint=FP)
-    mv = cal.recommendation["threshold_move"]
-    st, more = mv["sign_test"], mv["labels_to_decide"]
-    assert mv["kept"] and (st["wins"], st["losses"]) == (4, 0) and st["p_value"] > 0.05
-    assert isinstance(more["more"], int) and more["more"] >= 1 and more["flipped"]["unlabelled"] == 1
+    mv = cal.recommendation.threshold_move
+    st, more = mv.sign_test, mv.labels_to_decide
+    assert mv.kept and (st.wins, st.losses) == (4, 0) and st.p_value > 0.05
+    assert isinstance(more.more, int) and more.more >= 1 and more.unlabelled == 1
     # the estimate is the rule's own: that many more wins pass its test, one fewer does not
-    assert binomial_tail(4 + more["more"], 4 + more["more"], st["null_share"]) <= 0.05
-    assert binomial_tail(3 + more["more"], 3 + more["more"], st["null_share"]) > 0.05
-    assert "this window holds 1 unlabelled call between them" in more["text"] or more["more"] <= 1
-    assert f"about {more['more']} more labels" in cal.recommendation["declined"]
+    assert binomial_tail(4 + more.more, 4 + more.more, st.null_share) <= 0.05
+    assert binomial_tail(3 + more.more, 3 + more.more, st.null_share) > 0.05
+    assert "this window holds 1 unlabelled call between them" in more.text or more.more <= 1
+    assert f"about {more.more} more labels" in cal.recommendation.declined
     from tuner.reports.calibration import calibration_report
     from tuner.reports.render import to_markdown
     verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()
                if "keep the gate's threshold" in line]
-    assert verdict and more["text"] in verdict[0]                        # the weekly report's verdict says it
+    assert verdict and more.text in verdict[0]                        # the weekly report's verdict says it
+
+
+def test_a_label_on_a_call_that_timed_out_is_skipped_and_counted():
+    # It made calibrate die: the call has no cosine, None became NaN, and AUROC raised "Input contains NaN".
+    calls = [cosine_call(i, 0.70 + 0.01 * i, "relevant" if i % 2 else "irrelevant") for i in range(1, 7)]
+    calls.append(cosine_call(7, 0.0, "relevant", error="timeout: the search took longer than 2.0 s"))
+    cal = calibrate(calls, [], model=None, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
+    assert cal.skipped_labels.to_json() == {"no_search": 1, "ids": [7]}
+    assert any("1 labelled call(s) have no search" in w for w in cal.warning_lines())
+    assert cal.labelled.answerable == 3 and cal.labelled.probes == 3
+    assert math.isfinite(cal.recommendation.cosine.threshold)
+    assert cal.window.calls == 7                  # the call stays in the traffic
+
+
+def test_the_sign_test_holds_over_a_week_of_100000_calls():
+    # calibrate over a 100,000-call week died in the sign test: math.comb(n, i) * p ** i overflowed a float
+    from fractions import Fraction
+
+    from search_core.gate.threshold import binomial_tail
+    n = 2000
+    for k in (1000, 1050, 1200):                     # p = 1/2: the exact tail is a ratio of integers
+        exact = float(Fraction(sum(math.comb(n, i) for i in range(k, n + 1)), 2 ** n))
+        assert binomial_tail(k, n, 0.5) == pytest.approx(exact, rel=1e-9)
+    assert binomial_tail(3, 4, 0.5) == 5 / 16                               # a few labels: summed as before
+    p = binomial_tail(30_500, 100_000, 0.3)
+    assert 0.0 < p < 0.001 and binomial_tail(29_000, 100_000, 0.3) > 0.99

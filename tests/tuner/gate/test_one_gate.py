@@ -79,7 +79,7 @@ def _sweep_eval(db, gold, tmp_path):
     cfg = SearchConfig(embedder=bench.base_embedder)
     _, model = bench.fit_gate_for(cfg, gold)          # what the sweep does before its first round
     assert model is not None and not bench.gate_fitted     # the shipped default fits: nothing fitted here
-    return {q.id: _decision(q.gate) for q in bench.evaluate(cfg, gold).per_query}
+    return {q.id: _decision(q.gate.to_json()) for q in bench.evaluate(cfg, gold).per_query}
 
 
 def _ab_eval(db, gold):
@@ -91,7 +91,7 @@ def _ab_eval(db, gold):
     choice, cos_t, fitted = candidate_gate(s, cfg, rows, gold.name)
     assert cos_t is None and not fitted
     rows = _regate(rows, choice, cfg, s.embedder.default_threshold)
-    return {r.id: _decision(r.gate) for r in rows}
+    return {r.id: _decision(r.gate.to_json()) for r in rows}
 
 
 def _engine(db, tmp_path, name):

@@ -66,7 +66,7 @@ def test_refit_installs_the_fitted_model():
 def test_cosine_says_there_is_no_model_to_install_and_where_the_cut_goes():
     cal = calibrate(_answers_and_probes(3), [], model=None, cos_threshold=0.82, fingerprint=FP)
     v = calibration_verdict(cal, DB, ELSEWHERE)
-    t = cal.recommendation["cosine"]["threshold"]
+    t = cal.recommendation.cosine.threshold
     assert v.kind == COSINE and v.message().startswith(f"recommend cosine threshold {t:.4f}")
     assert f"put `threshold = {t:.4f}` in your config" in v.fix() and "calibrate apply" not in v.fix()
     assert "at least 8 labelled rows" in v.fix()

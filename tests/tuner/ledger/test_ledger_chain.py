@@ -14,15 +14,17 @@ from tuner.evaluation.evaluate import EvalResult
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.round import Round
 from tuner.ledger.schema import RoundDecision
-from tuner.sweep.summary import HoldoutCheck
+from tuner.sweep.summary import Figures, HoldoutCheck, SweepSummary
 from tuner.ledger.chain import verify_ledger
+from tuner.stored_config import StoredConfig
+from tuner.sweep.params import RecordedParams
 
 COLS = ("sweep, round, variable, old, new, config, config_hash, baseline_hash, index_fingerprint, metrics, "
         "objective, decision, reason, eval_s, reindex_s, created")
 
 
 def _row(i: int, decision: str = "rejected:no_gain", sweep: str = "s1") -> Round:
-    return Round(sweep, i, "rrf_k", 60, 60 + i, {"rrf_k": 60 + i}, f"c{i}", "b0", "fp",
+    return Round(sweep, i, "rrf_k", 60, 60 + i, StoredConfig.from_json({"rrf_k": 60 + i}), f"c{i}", "b0", "fp",
                  EvalResult.from_ledger({"overall": {"hit@5": 0.5}}), 50 + i if i % 2 else 50.25,
                  RoundDecision.KEPT if i == 0 else RoundDecision(decision), f"round {i}", 1 if i % 2 else 0.5, None)
 
@@ -36,11 +38,14 @@ HOLDOUT = HoldoutCheck.from_json({
 
 def make_ledger(path, n=8, sweep="s1") -> str:
     lg = Ledger(path)
-    lg.new_sweep(sweep, {"rounds": n, "seed": 0}, {"rrf_k": 60})
+    lg.new_sweep(sweep, RecordedParams.from_json({"db": "i", "gold": "g", "space": "s", "rounds": n, "seed": 0}), StoredConfig.from_json({"rrf_k": 60}))
     for i in range(n):
         lg.append_round(_row(i, sweep=sweep))
     lg.record_holdout(sweep, HOLDOUT)
-    lg.set_status(sweep, "finished", {"rounds": n})      # status and summary may change; that is no tampering
+    start = StoredConfig.from_json({"rrf_k": 60})
+    lg.set_status(sweep, "finished", SweepSummary(sweep, n - 1, {}, start, start, Figures(None, "score100", None),
+                                                  Figures(None, "score100", None), ()))
+    # status and summary may change; that is no tampering
     lg.close()
     return sweep
 

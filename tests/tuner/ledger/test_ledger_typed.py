@@ -15,7 +15,6 @@ from tuner.cli import main
 from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.ledger import Ledger, verify_or_seal
 from tuner.ledger.schema import DECISIONS, RoundDecision
-from tuner.sweep.loop import SweepParams
 from tuner.sweep.rounds import replay_decisions
 
 OLD = ROOT / "tests/tuner/ledger/data/schema2-demo-sweep.sqlite"
@@ -40,7 +39,7 @@ def test_a_ledger_written_before_typed_decisions_reads_verifies_and_replays(tmp_
     assert [r.decision for r in rounds] == ["kept", "rejected:no_gain", "rejected:no_gain", "rejected:no_gain",
                                                "rejected:no_gain", "unavailable", "rejected:hit5_regressed"]
     assert all(type(r.decision) is RoundDecision for r in rounds)
-    rule = SweepParams.from_record(info.params).rule()
+    rule = info.params.sweep.rule()
     replayed = replay_decisions(rounds, rule, ScoreConfig())
     assert len(replayed) == 5 and all(r.agrees for r in replayed)
     lg.close()
@@ -109,6 +108,7 @@ def test_a_stored_sweep_reads_back_as_a_record_whose_json_is_its_columns(tmp_pat
     JSON ones parsed), its summary reads as a SweepSummary, and a re-test's summary is not taken for one."""
     from tuner.ledger.schema import SWEEP_COLUMNS
     from tuner.ledger.sweep_record import RETEST_ID, SweepRecord
+    from tuner.sweep.summary import RetestResult
     path = tmp_path / "ledger.sqlite"
     shutil.copy(OLD, path)
     with sqlite3.connect(path) as c:
@@ -118,15 +118,14 @@ def test_a_stored_sweep_reads_back_as_a_record_whose_json_is_its_columns(tmp_pat
     assert lg.sweeps() == [info] and lg.sweep(info.id) == info and isinstance(info, SweepRecord)
     retest_id = "20261203-000000" + RETEST_ID + "abcd"
     lg.new_sweep(retest_id, info.params, info.start_config)
-    lg.set_status(retest_id, "retest finished", {"sweep": retest_id, "retest_of": info.id, "tested": 0, "kept": 0,
-                                                 "rounds": []})
+    lg.set_status(retest_id, "retest finished", RetestResult(retest_id, info.id, 0, 0, ()))
     retest = lg.sweep(retest_id)
     lg.close()
     assert info.to_json() == {k: json.loads(v) if k in ("params", "start_config", "summary") else v
                               for k, v in stored.items()}
     assert info.sweep_summary.rounds == 6 and info.start.config_hash() == _start_hash(path)
     assert info.objective == "score100" and set(info.pins) >= {"gold", "space"} and not info.is_retest
-    assert retest.is_retest and retest.sweep_summary is None and retest.summary["retest_of"] == info.id
+    assert retest.is_retest and retest.sweep_summary is None and retest.summary.retest_of == info.id
     r = CliRunner().invoke(main, ["ledger", "--ledger", str(path), "--sweep", info.id, "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["sweep"] == info.to_json(), r.output
 

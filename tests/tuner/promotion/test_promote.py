@@ -7,14 +7,14 @@ import pytest
 from click.testing import CliRunner
 
 from search_core import SearchCoreError
-from search_core.config import SearchConfig
+from search_core.config import ADDED_LATER, SearchConfig
 from tuner.cli import main
 from tuner.evaluation.compare import Comparison, PairedMetric
 from tuner.sweep.summary import Figures, HoldoutCheck
 from tuner.promotion.promote import History, decide_promotion, holdout_verdict, read_active, resolve_search_config, rollback
 
-START = SearchConfig(threshold=0.8).as_dict()
-WIN = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
+START = SearchConfig(threshold=0.8)
+WIN = SearchConfig(threshold=0.8, w_sparse=0.9)
 
 
 def _holdout(a_hit, b_hit, n=20, verdicts=None, score100=None):
@@ -36,7 +36,7 @@ def test_rule_promotes_only_a_change_that_held():
     v = holdout_verdict(START, WIN, _holdout(0.80, 0.80, verdicts={"mrr": "A better"}))
     assert not v.promote and "significantly worse on mrr" in v.reason
     assert "no holdout" in holdout_verdict(START, WIN, None).reason
-    assert "starting config" in holdout_verdict(START, dict(START), _holdout(0.8, 0.9)).reason
+    assert "starting config" in holdout_verdict(START, START.replace(), _holdout(0.8, 0.9)).reason
 
 
 def test_a_holdout_objective_that_fell_within_noise_still_promotes_but_says_so():
@@ -53,7 +53,7 @@ def test_promote_decline_history_and_rollback(demo_db, tmp_path):
     act = read_active(runs)
     assert p1.promoted and act.config.w_sparse == 0.9 and act.source == "sweep s2"
     assert act.index.parent == runs / "active-indexes" and act.index.exists()
-    third = SearchConfig(threshold=0.8, w_sparse=0.9, rrf_k=10).as_dict()
+    third = SearchConfig(threshold=0.8, w_sparse=0.9, rrf_k=10)
     p2 = decide_promotion("s3", WIN, third, _holdout(0.8, 0.8), demo_db, runs)
     assert read_active(runs).config.rrf_k == 10
     kinds = [(e.id, e.kind, e.sweep) for e in History(runs).events()]
@@ -76,7 +76,7 @@ def test_search_and_eval_read_the_active_config(demo_db, tmp_path, monkeypatch):
     cli = CliRunner()
     with pytest.raises(SearchCoreError, match="pass --db FILE, or set AUTORESEARCH_DB"):
         resolve_search_config(None, None)
-    decide_promotion("s2", START, SearchConfig(threshold=0.99, top_k=3).as_dict(), _holdout(0.8, 0.85), demo_db)
+    decide_promotion("s2", START, SearchConfig(threshold=0.99, top_k=3), _holdout(0.8, 0.85), demo_db)
     # no --db, no --config: the active index and config (top_k 3, threshold 0.99)
     r = cli.invoke(main, ["search", "GraphRAG 커뮤니티 요약", "--json"])
     assert r.exit_code == 0, r.output
@@ -101,7 +101,7 @@ def test_search_and_eval_read_the_active_config(demo_db, tmp_path, monkeypatch):
 def test_a_probability_threshold_is_promoted_only_with_the_gate_model_it_was_tuned_on(demo_db, tmp_path):
     from search_core.gate.model import DEFAULT_GATE_FILE, choose_gate, load_gate, sidecar_path
     from search_core.search.pipeline import Searcher
-    win = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7).as_dict()
+    win = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7)
     # no model: the threshold would be read against whatever gate the index has, so it stays behind
     d = decide_promotion("s1", START, win, _holdout(0.8, 0.85), demo_db, tmp_path / "a")
     assert d.promoted and "gate_threshold was not promoted" in d.reason
@@ -127,8 +127,8 @@ def test_rollback_puts_back_the_gate_model_the_undone_promotion_replaced(demo_db
     runs = tmp_path / "runs"
     first_model = load_gate(DEFAULT_GATE_FILE)
     second_model = dataclasses.replace(first_model, threshold=0.123)
-    win1 = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7).as_dict()
-    win2 = SearchConfig(threshold=0.8, w_sparse=0.7, gate_threshold=0.5).as_dict()
+    win1 = SearchConfig(threshold=0.8, w_sparse=0.9, gate_threshold=0.7)
+    win2 = SearchConfig(threshold=0.8, w_sparse=0.7, gate_threshold=0.5)
     d1 = decide_promotion("s1", START, win1, _holdout(0.8, 0.85), demo_db, runs, gate_model=first_model)
     d2 = decide_promotion("s2", win1, win2, _holdout(0.8, 0.85), demo_db, runs, gate_model=second_model)
     side = sidecar_path(d2.index)
@@ -150,12 +150,18 @@ def test_a_history_written_before_the_sidecar_column_still_rolls_back(demo_db, t
         kind TEXT NOT NULL CHECK (kind IN ('promoted', 'declined', 'rollback')),
         sweep TEXT, config TEXT, index_path TEXT, previous_config TEXT, previous_index TEXT,
         reason TEXT NOT NULL, undoes INTEGER)""")
+    recorded = {k: v for k, v in WIN.as_dict().items() if k not in ADDED_LATER}     # before the later keys
     old.execute("INSERT INTO events(created, kind, sweep, config, index_path, reason) VALUES "
-                "('2026-11-01T00:00:00', 'promoted', 's0', ?, ?, 'held')", (json.dumps(WIN), str(demo_db)))
+                "('2026-11-01T00:00:00', 'promoted', 's0', ?, ?, 'held')", (json.dumps(recorded), str(demo_db)))
     old.commit()
     old.close()
+    first = History(runs).events()[0]
+    assert first.config.search == SearchConfig.from_stored(recorded) and first.config.search.w_ngram == 0.0
+    assert first.sidecar_before is None and first.to_json()["config"] == recorded     # printed as stored
+    r = CliRunner().invoke(main, ["config", "history", "--runs", str(runs), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["events"][0]["config"] == recorded, r.output
     out = rollback(runs=runs)
-    assert out.undid == 1 and read_active(runs) is None
+    assert out.undid == 1 and read_active(runs) is None and out.active is None
     assert [e.kind for e in History(runs).events()] == ["promoted", "rollback"]
 
 
@@ -166,7 +172,7 @@ def test_the_gate_the_sweep_decided_with_is_installed_with_the_promoted_index(de
     import dataclasses
     from search_core.gate.model import DEFAULT_GATE_FILE, choose_gate, load_gate, sidecar_path
     from search_core.search.pipeline import Searcher
-    win = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()            # no gate_threshold
+    win = SearchConfig(threshold=0.8, w_sparse=0.9)            # no gate_threshold
     s = Searcher(demo_db)
     fp = s.fingerprint
     s.close()

@@ -15,9 +15,9 @@ from tuner.sweep.summary import HoldoutCheck
 from tuner.promotion.promote import History, decide_promotion, read_active, rollback
 from tests.helpers import ROOT
 
-START = SearchConfig(threshold=0.8).as_dict()
-WIN = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
-THIRD = SearchConfig(threshold=0.8, w_sparse=0.9, rrf_k=10).as_dict()
+START = SearchConfig(threshold=0.8)
+WIN = SearchConfig(threshold=0.8, w_sparse=0.9)
+THIRD = SearchConfig(threshold=0.8, w_sparse=0.9, rrf_k=10)
 
 
 def _holdout(a_hit=0.8, b_hit=0.85, n=20):
@@ -74,8 +74,8 @@ else:   # both renames go through search_core.files: die at the index copy's or 
     files.os = types.SimpleNamespace(**{n: getattr(os, n) for n in dir(os) if not n.startswith("__")})
     copy = where == "index_copy"
     files.os.replace = lambda src, dst: os._exit(9) if ("active-indexes" in str(dst)) == copy else os.replace(src, dst)
-start = SearchConfig(threshold=0.8).as_dict()
-win = SearchConfig(threshold=0.8, w_sparse=0.9).as_dict()
+start = SearchConfig(threshold=0.8)
+win = SearchConfig(threshold=0.8, w_sparse=0.9)
 m = {k: {"a": .5, "b": .5, "delta": 0.0, "p_value": .9, "ci95": [0, 0], "verdict": "within noise"} for k in ("hit@5", "mrr")}
 from tuner.sweep.summary import HoldoutCheck
 hold = HoldoutCheck.from_json({"gold": "h", "start": {"hit@5": .8, "mrr": .5}, "final": {"hit@5": .85, "mrr": .5},

@@ -178,3 +178,36 @@ def test_a_gain_below_the_detectable_size_never_reads_as_equal_to_it():
                              "score100", 0)
     assert why.kind == "below_detectable"
     assert "+0.036 score100" in why.message() and "below the +0.044 this set of 20 can detect" in why.message()
+
+
+def test_the_advice_is_a_value_of_the_advice_table_that_renders_each_paragraph():
+    """Each paragraph of a night's advice is a NIGHT_ADVICE value (kind and fields): its finding, then what to add,
+    worded by the table alone."""
+    from tuner.reports.evidence_gap import DetectableGain, GainSeen, LevelCount, QuestionSpread, night_advice
+    from tuner.sweep.reasons import NIGHT_ADVICE, advice_paragraph
+    levels = (LevelCount("L0", 10, 2, 0), LevelCount("L2", 3, 3, 0))
+    spreads = (QuestionSpread("q1", "L1", 1, 5, 4, "", ("n/a", "n/b")), QuestionSpread("q2", "L2", None, None, 0))
+    gains = (GainSeen(1, "k", "60", "rejected:no_gain", 0.034, 3, 2, 1, 0.3),)
+    far = DetectableGain(20, 0.05, 5, 4, 0.01, 0.02, 2500, 2000)
+    advice = night_advice(20, ("a", "b"), levels, 0, spreads, far, gains, "score100")
+    assert all(a.table is NIGHT_ADVICE for a in advice)
+    assert [a.kind for a in advice] == ["saturated_questions", "add_level", "add_level", "add_level", "add_probes",
+                                        "where_configs_disagreed", "min_rising", "gain_out_of_reach", "how_to_write"]
+    assert [advice_paragraph(a) for a in advice] == [
+        "2 of 20 tuning questions are at rank 1 under every config tried: no config can improve them, so they only "
+        "dilute a gain. Keep a few as a guard; the others are better spent on harder questions.",
+        "Add L1 questions (paraphrase: the question in other words than the note's): none in the set.",
+        "Add XL questions (cross-lingual: an English term for a Korean note, or the other way round): none in the set.",
+        "Add L2 questions (multi-hop: the answer needs two linked notes): 3 in the set, 3 of them saturated.",
+        "Add probes, questions whose answer is not in the vault: write a few, or let `autoresearch probes make VAULT "
+        "--gold TUNE.yaml --out FOLDER` hold out whole notes so the questions about them become probes. Without "
+        "probes the gate's thresholds are never tuned.",
+        "Write questions about where the configs disagreed: q1, q2 (notes n/a, n/b).",
+        "At 20 questions the paired test needs at least 5 questions to rise, none falling, for p < 0.05; 4 have room "
+        "to rise in score100 and could.",
+        "The best gain seen (+0.03 score100) would need more than 2000 questions like these to be told from noise: it "
+        "is too small to chase with more of the same questions.",
+        "How to write them: docs/first-gold-set.md."]
+    near = DetectableGain(20, 0.05, 5, 4, 0.01, 0.02, 80, 2000)
+    assert advice_paragraph(night_advice(20, (), levels, 6, (), near, gains, "mrr")[-2]) == \
+        "The best gain seen (+0.03 mrr) would be told from noise at about 80 questions like these (now 20)."

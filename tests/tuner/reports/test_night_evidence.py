@@ -19,6 +19,7 @@ from tuner.ledger.round import Round
 from tuner.ledger.schema import RoundDecision
 from tuner.reports.night_evidence import kept_evidence
 from tuner.sweep.evidence import ranking_evidence
+from tuner.stored_config import StoredConfig
 
 
 @pytest.mark.slow
@@ -32,7 +33,7 @@ def test_the_keyword_channel_is_decided_by_the_vaults_questions_where_the_hand_w
     cand = evaluate(s, gold, start.replace(w_sparse=0.3), audit=False)
     weights = ScoreConfig().quality_weights
     cfg = start.replace(w_sparse=0.3)
-    row = Round("demo", 2, "w_sparse", 0.0, 0.3, cfg.as_dict(), cfg.config_hash(), start.config_hash(), None, cand,
+    row = Round("demo", 2, "w_sparse", 0.0, 0.3, StoredConfig(cfg), cfg.config_hash(), start.config_hash(), None, cand,
                 None, RoundDecision.KEPT, "")
     ev = kept_evidence(row, base, cand, "score100", weights, 0.05)
     pooled = ranking_evidence(base, cand, "score100", weights)

@@ -23,6 +23,7 @@ from tests.helpers import DEMO_VAULT
 from tests.helpers.sweeps import DEMO_HOLD as HOLD
 from tests.helpers.sweeps import DEMO_TUNE as TUNE
 from tests.helpers.sweeps import FUSION_SPACE, hand_set_calibrations, small_gold
+from tuner.stored_config import NO_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def swept(demo_db, tmp_path_factory):
     hand_set_calibrations(p.cost_folder())
     sw = Sweep(p, lg, start=SearchConfig(rrf_k=60, w_ngram=0.0))
     s = sw.run()
-    promo = decide_promotion(sw.id, s.start_config, s.final_config, s.holdout, demo_db, root / "runs")
+    promo = decide_promotion(sw.id, s.start_config.search, s.final_config.search, s.holdout, demo_db, root / "runs")
     lg.close()
     return {"root": root, "ledger": root / "ledger.sqlite", "runs": root / "runs", "sweep": sw.id, "summary": s,
             "promo": promo}
@@ -199,7 +200,7 @@ def test_retest_appends_rounds_that_name_what_they_retest(swept, tmp_path):
 def _charged_round(i: int, charge: dict | None) -> Round:
     """A ledger round evaluated with this latency charge (None: a round that was not evaluated)."""
     res = EvalResult.from_ledger({"overall": {"n": 1}, "latency_charge": charge}) if charge else None
-    return Round("s", i, "rrf_k", 60, 61, {}, "c", "b", None, res, None, RoundDecision.NO_GAIN, "r")
+    return Round("s", i, "rrf_k", 60, 61, NO_CONFIG, "c", "b", None, res, None, RoundDecision.NO_GAIN, "r")
 
 
 def test_the_morning_report_flags_a_night_far_from_its_calibration():
@@ -213,3 +214,26 @@ def test_the_morning_report_flags_a_night_far_from_its_calibration():
     calm = latency_drift([_charged_round(i, {"by": "cost model", "calibration": cal, "measured_over_predicted": r})
                           for i, r in enumerate((0.9, 1.1, 1.2))])
     assert not calm.drifted
+
+
+def test_the_latency_paragraphs_come_from_the_latency_table():
+    """The latency section's reading and a drifted night's verdict clause are values of LATENCY_DRIFT, each
+    kind rendered as the report shows it."""
+    from tuner.reports.render import to_markdown
+    from tuner.reports import Report
+    from tuner.reports.sweep import LatencyDrift, latency_section
+    from tuner.sweep.reasons import DRIFT_VERDICT, DRIFTED, LATENCY_DRIFT, WITHIN_CALIBRATION
+
+    def reading(drift):
+        return to_markdown(Report("sweep", "t", "v", (latency_section(drift),)))
+
+    assert set(LATENCY_DRIFT) == {WITHIN_CALIBRATION, DRIFTED, DRIFT_VERDICT}
+    assert ("measured / predicted p95, median over 4 evaluated rounds: 2.90 — DRIFT: the machine was not as at "
+            "calibration") in reading(LatencyDrift((), 2.9, 4, True))
+    calm = reading(LatencyDrift((), 1.1, 3, False))
+    assert "measured / predicted p95, median over 3 evaluated rounds: 1.10" in calm and "DRIFT" not in calm
+    assert "evaluated rounds: –" in reading(LatencyDrift((), None, 0, False))
+    clause = LATENCY_DRIFT(DRIFT_VERDICT, ratio=2.9)
+    assert clause.message() == ("LATENCY DRIFT: measured p95 ran 2.90x the cost model's prediction (the machine was "
+                                "much busier or quieter than at calibration; decisions used the prediction)")
+    assert all(LATENCY_DRIFT(k, rounds=1, ratio=1.0).fix() == "" for k in LATENCY_DRIFT)   # findings, no fix

@@ -225,7 +225,7 @@ def test_a_sweep_decides_alike_however_the_clock_runs(demo_index, tmp_path, monk
     assert [(r.variable, r.new, r.decision, r.objective) for r in b] == \
            [(r.variable, r.new, r.decision, r.objective) for r in a]
     assert any(r.variable == "depth" and r.result for r in a)          # a round with new channel lists
-    measured = lambda rows: [r.result.latency_charge["p95_measured"] for r in rows if r.result]
+    measured = lambda rows: [r.result.latency_charge.p95_measured for r in rows if r.result]
     assert measured(b) != measured(a)                                          # the stopwatch did differ
     assert any("stored calibration" in e for e in second.bench.cost_events)   # reused, not re-measured
 
@@ -253,13 +253,13 @@ def test_a_resumed_sweep_keeps_its_calibration_and_refuses_a_new_one(demo_index,
     from tuner.ledger.ledger import Ledger
     from tuner.sweep.loop import Sweep
     sw, rows = _sweep(demo_index, tmp_path, "r.sqlite")
-    key = rows[0].result.latency_charge["calibration"]["key"]
+    key = rows[0].result.latency_charge.calibration["key"]
     (tmp_path / "cost-model" / f"{key}.json").unlink()          # the store is gone; the ledger has it
     lg = Ledger(tmp_path / "r.sqlite", create=False)
     again = Sweep(dataclasses.replace(sw.p, rounds=8), lg, sweep_id=sw.id)
     again.run()
     assert again.bench.cost_events == []                          # charged from the ledger: nothing calibrated
-    assert {r.result.latency_charge["calibration"]["key"] for r in lg.rounds(sw.id) if r.result} == {key}
+    assert {r.result.latency_charge.calibration["key"] for r in lg.rounds(sw.id) if r.result} == {key}
     with pytest.raises(SearchCoreError, match="keeps the cost calibration"):
         Sweep(dataclasses.replace(sw.p, recalibrate=True), lg, sweep_id=sw.id)
 
@@ -348,7 +348,7 @@ def test_a_sweep_over_a_damaged_stored_calibration_retakes_it_with_a_warning(dem
                for e in sw.bench.cost_events), sw.bench.cost_events
     rows = [r for r in lg.rounds(sw.id) if r.result]
     assert rows and all(r.objective is not None and r.objective == r.objective for r in rows)
-    used = rows[0].result.latency_charge["calibration"]
+    used = rows[0].result.latency_charge.calibration
     assert used["key"] == key and used["taken_at"] != "hand-set (tests)"
     assert all(0 <= v < float("inf") for v in used["units"].values())
     assert store.get(used["key"]) == Calibration.from_json(used)          # the file was replaced by the new one
@@ -372,7 +372,7 @@ def test_a_keyword_index_round_is_charged_the_ngram_work_it_ran(demo_index, tmp_
     tried = [r for r in rows if r.variable == "keyword_index" and r.result is not None]
     assert {r.new for r in tried} == {"ngram", "both"}
     for r in tried:
-        cal = Calibration.from_json(r.result.latency_charge["calibration"])
+        cal = Calibration.from_json(r.result.latency_charge.calibration)
         works = [SearchWork.from_json(q.work) for q in r.result.per_query]
         assert all(w.ngram_postings and w.ngram_terms for w in works)              # every question ran one
         assert all(bool(w.fts_postings) == (r.new == "both") for w in works)

@@ -47,9 +47,9 @@ def test_a_budgeted_sweep_grows_a_made_set_that_cannot_detect_its_gains(tmp_path
     assert len(load_gold(p.gold).questions) == MADE
     summary = sw.run()
     info = lg.sweep(sw.id)
-    assert info.params["gold"] == step.gold_after
-    assert info.params["pins"]["gold"] == hash_tree(step.gold_after)
-    assert info.params["evidence_step"]["questions_after"] == step.questions_after
+    assert info.params.sweep.gold == step.gold_after
+    assert info.params.pins["gold"] == hash_tree(step.gold_after)
+    assert info.params.evidence_step == step
     start_row = lg.rounds(sw.id)[0]
     assert sum(q.level != "probe" for q in start_row.result.per_query) == step.questions_after
     assert summary.rounds == 2
@@ -58,7 +58,7 @@ def test_a_budgeted_sweep_grows_a_made_set_that_cannot_detect_its_gains(tmp_path
     assert f"{MADE} -> {step.questions_after} tuning questions" in text
     assert "s making questions from the vault" in text
     # a resumed sweep stands on the grown set it was decided on, and does not grow it again
-    again = Sweep(SweepParams.from_record(info.params), lg, sweep_id=sw.id)
+    again = Sweep(info.params.sweep, lg, sweep_id=sw.id)
     assert again.evidence_step is None and again.p.gold == step.gold_after
     lg.close()
 

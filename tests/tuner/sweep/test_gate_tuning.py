@@ -63,7 +63,7 @@ def test_fit_threshold_reads_the_probability_when_asked():
 def test_gate_rounds_tune_the_models_probability_threshold(demo_index, tmp_path):
     summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 6)
     start = rounds[0]
-    assert start.config["gate_threshold"] is not None                 # the fitted model's own threshold
+    assert start.search_config.gate_threshold is not None                 # the fitted model's own threshold
     assert all(q.gate_probability is not None for q in start.result.per_query)
     cosine = [r for r in rounds[1:] if r.variable == "threshold"]
     assert len(cosine) == 1 and cosine[0].decision == "unavailable"    # the model decides, not the cosine
@@ -85,8 +85,8 @@ def test_gate_threshold_rounds_without_probes_are_unavailable(demo_mini_index, t
     summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 4, gold=gold)
     # no probes, so nothing to fit on: the shipped default decides, at its own threshold, as in `search`
     from search_core.gate.model import DEFAULT_GATE_FILE, DEFAULT_GATE_SOURCE, load_gate
-    assert rounds[0].config["gate_threshold"] == round(load_gate(DEFAULT_GATE_FILE).threshold, 2)
-    assert {q.gate["source"] for q in rounds[0].result.per_query} == {DEFAULT_GATE_SOURCE}
+    assert rounds[0].search_config.gate_threshold == round(load_gate(DEFAULT_GATE_FILE).threshold, 2)
+    assert {q.gate.source for q in rounds[0].result.per_query} == {DEFAULT_GATE_SOURCE}
     by_var = {r.variable: r for r in rounds[1:]}
     assert by_var["gate_threshold"].decision == "unavailable" and "no probes" in by_var["gate_threshold"].reason
     assert len(rounds) == 3                                               # each logged once, then the space is spent
@@ -106,7 +106,7 @@ def test_the_sweeps_fitted_gate_decides_its_evaluations_and_no_other_search(demo
     _, model = bench.fit_gate_for(cfg, gold)
     assert model is not None and (cfg.embedder, "none") in bench.gate_fitted    # no gate file fits the test embedder
     res = bench.evaluate(cfg, gold)
-    assert {q.gate["source"] for q in res.per_query} == {"fitted by the sweep on the tuning set"}
+    assert {q.gate.source for q in res.per_query} == {"fitted by the sweep on the tuning set"}
     s = bench.searchers[cfg.embedder]
     assert s.gate_request == GateRequest()
     assert s.search(gold.questions[0].query, cfg).gate.kind == "cosine"      # what `search` decides with here

@@ -38,7 +38,7 @@ def test_threshold_rounds_without_probes_are_unavailable_with_the_fix(demo_index
     thr = [r for r in rounds[1:] if r.variable == "threshold"]
     assert len(thr) == 1 and thr[0].decision == "unavailable"          # logged once, then skipped
     assert "no probes" in thr[0].reason and "level: probe" in thr[0].reason
-    assert summary.final_config["threshold"] == summary.start_config["threshold"]
+    assert summary.final_config.search.threshold == summary.start_config.search.threshold
     assert all(r.variable == "w_sparse" for r in rounds[2:])
 
 
@@ -52,9 +52,9 @@ def test_a_cached_reranker_is_charged_per_pair_like_a_cold_one(demo_index, reran
     assert len(wb.reranking.cache) > 0                                  # the second run is all cache hits
     second = wb.evaluate(cfg, gold)
     r1, r2 = first.latency_ms["rerank"], second.latency_ms["rerank"]
-    assert r1["p50"] > 0 and r2 == r1, (r1, r2)
+    assert r1.p50 > 0 and r2 == r1, (r1, r2)
     cost = wb.cost_for(cfg).rerank_per_pair[cfg.reranker]          # one row of the cost model's table
-    assert r1["p95"] == round(20 * cost, 2)                            # 20 pairs in the window, each charged
+    assert r1.p95 == round(20 * cost, 2)                            # 20 pairs in the window, each charged
     assert first.p95_ms == second.p95_ms
 
 
@@ -89,14 +89,14 @@ def test_the_demo_space_gives_the_same_decisions_twice_timed_rounds_included(tim
     sw = Sweep(timed_sweep.params, lg, start=load_config(timed_sweep.start))
     sw.run()
     b = lg.rounds(sw.id)
-    timed = [r for r in a[1:] if r.result and r.result.latency_charge["kind"] != "fusion"]
+    timed = [r for r in a[1:] if r.result and r.result.latency_charge.kind != "fusion"]
     assert {r.variable for r in timed} >= {"rerank_depth", "reranker", "depth"}, decisions(a)
     # every evaluated round is charged by the cost model; the stopwatch rides along and decides nothing
     for r in a:
         if r.result:
             ch = r.result.latency_charge
-            assert ch["by"] == "cost model" and ch["p95_predicted"] == r.result.p95_ms, ch
-            assert ch["p95_measured"] is not None
+            assert ch.by_cost_model and ch.p95_predicted == r.result.p95_ms, ch
+            assert ch.p95_measured is not None
     # the two runs were charged alike: the second found the first's calibration under the runs folder
     assert [r.result.p95_ms for r in a if r.result] == \
            [r.result.p95_ms for r in b if r.result]
@@ -120,13 +120,13 @@ def test_resume_refuses_a_moved_harness_and_honours_rounds(demo_index, tmp_path)
     assert r.exit_code == 0, r.output
     sid = Ledger(led).sweep().id
     assert set(Ledger(led).sweep(sid).pins) == {"gold", "holdout", "space", "score_rubric", "index"}
-    params = Ledger(led).sweep(sid).params          # the rule the sweep decides by, for a replay
+    params = Ledger(led).sweep(sid).params.to_json()      # the rule the sweep decides by, for a replay
     assert (params["hit5_guard"], params["hit5_margin"], params["guard_alpha"]) == ("noninferior", 2.0, 0.05)
     older = tmp_path / "count.sqlite"
     r = CliRunner().invoke(main, args[:-4] + ["--ledger", str(older), "--vault", str(DEMO_VAULT), "--rounds", "1",
                                              "--count-guard", "--hit5-margin", "3"])
     assert r.exit_code == 0, r.output
-    params = Ledger(older).sweep().params
+    params = Ledger(older).sweep().params.to_json()
     assert (params["hit5_guard"], params["hit5_margin"]) == ("count", 3.0)
     # --rounds 119 is honoured on resume (it was ignored as "the default"); 3 here keeps the test short
     r = CliRunner().invoke(main, args + ["--resume", sid, "--rounds", "3", "--json"])

@@ -9,7 +9,7 @@ from tuner.cli import main
 from tuner.daemon.config import SWEEP_KEYS, load_daemon_config
 from tuner.daemon.jobs import sweep_params
 from tuner.sweep.loop import SweepParams
-from tuner.sweep.settings import SETTING_NAMES, SWEEP_SETTINGS, given_settings
+from tuner.sweep.settings import SETTING_NAMES, SWEEP_SETTINGS, SweepTable, given_settings
 
 
 def _sweep_option_names():
@@ -41,7 +41,10 @@ def test_one_range_refuses_alike_on_the_command_line_and_in_a_daemon_config(tmp_
 
 
 def test_a_daemon_setting_reaches_the_night_and_one_left_out_takes_the_default(tmp_path):
-    night = sweep_params({"gold": "g.yaml", "space": "s.toml", "gate_epsilon": 0.02, "seed": 4},
+    night = sweep_params(SweepTable.of({"gold": "g.yaml", "space": "s.toml", "gate_epsilon": 0.02, "seed": 4}),
                          "x.sqlite", tmp_path, None)
     assert (night.gate_epsilon, night.seed, night.rounds, night.hit5_guard) == (0.02, 4, 119, "noninferior")
+    table = SweepTable.of({"gold": "g.yaml", "seed": 4, "level_guard": False})
+    assert table.settings == {"seed": 4} and (table.gold, table.holdout) == ("g.yaml", None)
+    assert (table.setting("seed"), table.setting("split"), table.setting("rounds")) == (4, None, 119)
     assert given_settings({"level_guard": False, "rounds": None, "epsilon": 0}) == {"epsilon": 0.0}

@@ -59,12 +59,12 @@ def test_sweep_keeps_and_rejects_with_reasons_and_reports_holdout(demo_index, tm
     assert decisions & {"rejected:no_gain", "rejected:hit5_regressed"}
     assert all(r.reason for r in rounds)
     # one variable at a time: each candidate differs from its baseline in exactly the named variable
-    by_hash = {r.config_hash: r.config for r in rounds}
+    by_hash = {r.config_hash: r.config.to_json() for r in rounds}
     for r in rounds[1:]:
         if r.decision == "unavailable":      # the cosine threshold while a gate model decides: nothing moved
             continue
         base = by_hash[r.baseline_hash]
-        diff = {k for k in base if base[k] != r.config[k]}
+        diff = {k for k in base if base[k] != r.config.to_json()[k]}
         assert diff == {r.variable}, (r.variable, diff)
     # no candidate evaluated twice against the same baseline
     seen = [(r.baseline_hash, r.variable, json.dumps(r.new)) for r in rounds[1:]]
@@ -112,16 +112,16 @@ def test_model_rounds_build_their_own_index_log_unavailable_and_decide_alike_twi
     by_new = {r.new: r for r in rounds[1:]}
     minilm = by_new["minilm-l6"]
     assert minilm.decision in {"kept", "rejected:hit5_regressed", "rejected:no_gain"}
-    assert minilm.config["threshold"] != rounds[0].config["threshold"]    # the gate was re-fitted
+    assert minilm.search_config.threshold != rounds[0].search_config.threshold    # the gate was re-fitted
     # charged with minilm's own unit costs (calibrated when its index was built), not e5's
     charge, start_charge = minilm.result.latency_charge, rounds[0].result.latency_charge
-    assert charge["by"] == "cost model" and charge["calibration"]["embedder"] == "minilm-l6"
-    assert start_charge["calibration"]["embedder"] == "e5-small"
-    assert charge["calibration"]["key"] != start_charge["calibration"]["key"]
+    assert charge.by_cost_model and charge.calibration["embedder"] == "minilm-l6"
+    assert start_charge.calibration["embedder"] == "e5-small"
+    assert charge.calibration["key"] != start_charge.calibration["key"]
     # ...and the gate model too, for minilm's own scores: the round is judged with it
     model = sw.bench.gate_models[("minilm-l6", "none")]
     assert model is not None and model.fingerprint["embedder"]["name"] == "minilm-l6"
-    assert minilm.config["gate_threshold"] is not None
+    assert minilm.search_config.gate_threshold is not None
     assert all(q.gate_probability is not None for q in minilm.result.per_query)
     # models this machine cannot run are named before round 1 and never spend a round
     assert "BAAI/bge-m3" not in by_new and "BAAI/bge-reranker-base" not in by_new
@@ -189,22 +189,24 @@ def test_kill_9_mid_sweep_then_resume_loses_nothing(demo_index_e5, tmp_path, tim
     assert [x.round for x in after] == list(range(p.rounds + 1))
     assert decisions(after[:len(before)]) == decisions(before)
     resumed_timed = {x.variable for x in after[len(before):]
-                     if _charge(x).get("p95_measured") is not None}
+                     if _measured(x) is not None}
     assert resumed_timed >= {"depth"}, decisions(after)          # the resumed process timed rounds itself
     killed_timed = {x.variable for x in before
-                     if _charge(x).get("p95_measured") is not None}
+                     if _measured(x) is not None}
     assert killed_timed >= {"depth"}, decisions(before)           # and so did the killed one
-    timed = {x.variable for x in after if _charge(x).get("p95_measured") is not None}
+    timed = {x.variable for x in after if _measured(x) is not None}
     assert timed >= {"depth", "rerank_depth"}, decisions(after)
     # charged with one calibration throughout, the one the uninterrupted sweep took
-    keys = {x.result.latency_charge["calibration"]["key"] for x in after if x.result}
-    assert keys == {x.result.latency_charge["calibration"]["key"] for x in timed_sweep.rounds if x.result}
+    keys = {x.result.latency_charge.calibration["key"] for x in after if x.result}
+    assert keys == {x.result.latency_charge.calibration["key"] for x in timed_sweep.rounds if x.result}
     # the resumed sweep made the same decisions an uninterrupted one makes
     assert decisions(after) == decisions(timed_sweep.rounds)
 
 
-def _charge(r) -> dict:
-    return (r.result.latency_charge or {}) if r.result is not None else {}
+def _measured(r) -> float | None:
+    """The stopwatch's p95 of a round charged by the cost model (None: not timed)."""
+    charge = r.result.latency_charge if r.result is not None else None
+    return charge.p95_measured if charge is not None else None
 
 
 def test_ledger_best_cli_and_config_round_trip(demo_index, tmp_path):

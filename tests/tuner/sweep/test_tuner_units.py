@@ -14,6 +14,8 @@ from tuner.sweep.space import Variable, load_space
 from tuner.promotion.config_toml import config_toml
 from tuner.evaluation.evaluate import EvalResult, QuestionResult
 from tuner.sweep.workbench import fit_threshold
+from tuner.stored_config import NO_CONFIG, StoredConfig
+from tuner.sweep.params import RecordedParams
 
 
 def summary(hits, mrr_values, score, levels=None, p95=30.0, gate=0.8):
@@ -70,8 +72,8 @@ def test_threshold_rounds_are_judged_on_the_gate():
 
 def test_ledger_is_append_only_with_a_closed_vocabulary(tmp_path):
     lg = Ledger(tmp_path / "l.sqlite")
-    lg.new_sweep("s1", {"x": 1}, {"w_dense": 0.3})
-    row = Round("s1", 1, "rrf_k", 60, 20, {}, "h", "b", None, None, None, RoundDecision.KEPT, "r")
+    lg.new_sweep("s1", RecordedParams.from_json({"db": "i", "gold": "g", "space": "s"}), StoredConfig.from_json({"w_dense": 0.3}))
+    row = Round("s1", 1, "rrf_k", 60, 20, NO_CONFIG, "h", "b", None, None, None, RoundDecision.KEPT, "r")
     lg.append_round(row)
     with pytest.raises(ValueError, match="not one of"):
         lg.append_round(dataclasses.replace(row, round=2, decision="maybe"))

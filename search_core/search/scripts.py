@@ -1,0 +1,36 @@
+"""Which script a text is written in, and whether a question is asked across scripts.
+
+A Korean question about notes written in English (or an English one about Korean notes) shares few words with
+its answer: the keyword lists then match the words it shares with other notes, and the meaning (the dense
+list) is the one channel that crosses. SearchConfig.w_dense_cross weighs that list more for such a question.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A question is asked across scripts when each of the dense list's first CROSS_SCRIPT_NOTES notes has a Hangul
+# share at least CROSS_SCRIPT_GAP away from the question's. Chosen with the weight on the tuning parts: the
+# first note alone, or a gap of 0.3, also moved a johngrib holdout question out of the top 5
+# (docs/lab-notes/peers-2026-12.md).
+CROSS_SCRIPT_NOTES = 3
+CROSS_SCRIPT_GAP = 0.5
+_HANGUL_CHAR = re.compile(r"[\uac00-\ud7a3]")
+_LATIN_CHAR = re.compile(r"[A-Za-z]")
+
+
+def script_counts(text: str) -> tuple[int, int]:
+    """(Hangul syllables, Latin letters) in `text`."""
+    return len(_HANGUL_CHAR.findall(text)), len(_LATIN_CHAR.findall(text))
+
+
+def hangul_share(hangul: int, latin: int) -> float:
+    """Hangul syllables over Hangul syllables and Latin letters; 0.5 (neither script) with none of either."""
+    return hangul / (hangul + latin) if hangul + latin else 0.5
+
+
+def cross_script(query: str, note_shares: list[float]) -> bool:
+    """Whether the notes the meaning points at (their hangul_share: the dense list's first notes) are each
+    written in another script than the question: CROSS_SCRIPT_GAP or more apart."""
+    q = hangul_share(*script_counts(query))
+    return bool(note_shares) and all(abs(q - s) >= CROSS_SCRIPT_GAP for s in note_shares)

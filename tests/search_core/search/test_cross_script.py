@@ -1,0 +1,70 @@
+"""A question asked across scripts (a Korean question about notes written in English): the dense list weighs
+w_dense_cross when the keyword lists leave it undecided (SearchConfig.cross_lead_margin)."""
+
+import pytest
+
+from search_core.config import SearchConfig
+from search_core.search import scripts
+from search_core.search.pipeline import Searcher
+from tests.helpers import write_vault
+
+ENGLISH_NOTES = {
+    "scram.md": "# SCRAM\n\nSalted Challenge Response Authentication Mechanism: the client proves it knows the "
+                "password without sending it; Kafka brokers accept SCRAM-SHA-256 and SCRAM-SHA-512 logins.\n",
+    "tls.md": "# TLS handshake\n\nThe client and server agree on a cipher suite and exchange certificates before "
+              "any application data is sent.\n",
+    "oauth.md": "# OAuth 2.0\n\nAn authorization framework: a client gets an access token from an authorization "
+                "server and presents it to the resource server.\n",
+    "kerberos.md": "# Kerberos\n\nTickets issued by a key distribution center let a user authenticate to "
+                   "services on a network without sending the password again.\n",
+}
+QUESTION = "카프카 브로커에 아이디 비번으로 붙을 때 소금 친 챌린지 응답 방식 인증"
+
+
+def test_the_hangul_share_of_a_text_and_whether_a_question_crosses_scripts():
+    assert scripts.hangul_share(*scripts.script_counts("카프카 인증")) == 1.0
+    assert scripts.hangul_share(*scripts.script_counts("Kafka SCRAM")) == 0.0
+    assert scripts.hangul_share(*scripts.script_counts("123 !!")) == 0.5        # neither script
+    assert scripts.cross_script(QUESTION, [0.0, 0.1, 0.2])
+    assert not scripts.cross_script(QUESTION, [0.0, 0.1, 0.6])     # one note of the first three in Korean
+    assert not scripts.cross_script("SCRAM login for Kafka", [0.0, 0.1, 0.2])
+    assert not scripts.cross_script(QUESTION, [])                  # no dense list (the fast path's answer)
+
+
+def test_the_weights_of_a_question_across_scripts():
+    cfg = SearchConfig()
+    assert cfg.weights(0.05, True)["dense"] == cfg.w_dense_cross != cfg.w_dense
+    assert cfg.weights(cfg.cross_lead_margin, True)["dense"] == cfg.w_dense    # the keywords lead: unchanged
+    assert cfg.weights(0.05, False)["dense"] == cfg.w_dense
+    assert cfg.replace(cross_lead_margin=None).weights(0.0, True)["dense"] == cfg.w_dense
+    # a config recorded before the rule existed ran without it, and keeps its hash
+    assert SearchConfig.from_stored({}).cross_lead_margin is None
+    assert SearchConfig().replace(cross_lead_margin=None).config_hash() != SearchConfig().config_hash()
+
+
+@pytest.fixture
+def english_index(tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    db = tmp_path / "en" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "envault", ENGLISH_NOTES), db, embedder="e5-small", cache=shared_cache)
+    return db
+
+
+def test_a_korean_question_about_english_notes_weighs_the_dense_list_more(english_index):
+    s = Searcher(english_index)
+    try:
+        cfg = SearchConfig(embedder=s.embedder_name)
+        assert all(s.view.hangul_share(n) < 0.1 for n in ("scram", "tls", "oauth", "kerberos"))
+        for query, crosses in ((QUESTION, True), ("SCRAM login for Kafka brokers", False)):
+            r = s.retrieve(query, cfg.depth)
+            on, off = s.rank(r, cfg, snippets=False), s.rank(r, cfg.replace(cross_lead_margin=None), snippets=False)
+            w = cfg.w_dense_cross if crosses else cfg.w_dense
+            checked = 0
+            for res, weight in ((on, w), (off, cfg.w_dense)):
+                for f in res.fused:
+                    if f.ranks.get("dense"):
+                        assert f.terms["dense"] == pytest.approx(weight / (cfg.rrf_k + f.ranks["dense"]))
+                        checked += 1
+            assert checked
+    finally:
+        s.close()
