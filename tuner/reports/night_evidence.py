@@ -187,4 +187,4 @@ def night_evidence(info: SweepRecord, rounds: list[Round], score_cfg: ScoreConfi
                       info.params.evidence_step)
     made = Counter(made_kind(q.id) or "other" for q in start.per_query if q.source == "vault" and q.level != "probe")
     return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent, dict(made),
-                         left_out_of(params.get("gold")))
+                         left_out_of(params.gold))
