@@ -18,6 +18,8 @@ Vaults and hand-written questions:
   voyager003  /work/vaults/voyager003-wiki/_wiki (210 notes); tune: voyager003-tune, holdout:
               voyager003-holdout (searched once, as the final measurement of the recipe's nights); its index
               is built under --cache on first use
+  crackyachae /work/vaults/crackyachae-crackyachae.github.io/_study (278 notes); holdout: crackyachae-holdout
+              (no tune set; searched once, as the final measurement); its index is built under --cache
 Design choices are made with --judge tune on demo and johngrib only.
 
 Indexes, made sets and ledgers are cached under --cache (outside the repository); the e5-small base
@@ -78,6 +80,8 @@ VAULTS = {
                             {"tune": (SETS / "baekjungho-tune.yaml",), "holdout": (SETS / "baekjungho-holdout.yaml",)}),
     "voyager003": VaultCase("voyager003", Path("/work/vaults/voyager003-wiki/_wiki"), None,
                             {"tune": (SETS / "voyager003-tune.yaml",), "holdout": (SETS / "voyager003-holdout.yaml",)}),
+    "crackyachae": VaultCase("crackyachae", Path("/work/vaults/crackyachae-crackyachae.github.io/_study"), None,
+                             {"holdout": (SETS / "crackyachae-holdout.yaml",)}),
 }
 
 
@@ -200,11 +204,17 @@ def gap_share(start: float, final: float, default: float) -> float | None:
 def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, variant: str,
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
-             budget: float | None = None, heading_title: bool = True) -> dict:
+             budget: float | None = None, heading_title: bool = True, tuning: str = "made",
+             agreement: bool = True) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
-    them, so the same night serves the design iterations (tune) and the reported figures (holdout)."""
+    them, so the same night serves the design iterations (tune) and the reported figures (holdout).
+    tuning: what the night tunes on: "made" (the made set alone), "hand+made" (the vault's hand-written tune
+    set, probes too, beside the made set, combined as the daemon combines them: tuner.data.night_gold),
+    "hand" (the hand-written tune set alone); with a hand-written part it cannot be judged on "tune"."""
     from search_core.config import SearchConfig, load_config
     db = base_index(case, cache)
+    if tuning != "made" and "tune" in judges:
+        raise SystemExit(f"--tuning {tuning} tunes on the tune set: judge on holdout only")
     hands = {j: hand_set(case, j) for j in judges}
     out = {"vault": case.name, "judges": {j: {"sets": [p.stem for p in case.judge[j]], "n": len(h.questions)}
                                           for j, h in hands.items()},
@@ -212,13 +222,20 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "space": str(space) if space else "default",
            "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole,
            "heading_title": heading_title,
-           "time_budget_s": budget, "runs": []}
+           "time_budget_s": budget, "tuning": tuning, "runs": []}
     for seed in seeds:
         gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title)
+        if tuning != "made":
+            from tuner.data.night_gold import write_night_gold
+            from tuner.daemon.evidence import index_note_ids
+            parts = [*case.judge["tune"], *([gold] if tuning == "hand+made" else [])]
+            gold = write_night_gold(parts, cache / case.name / "made", name=f"{variant}-{tuning}-seed{seed}",
+                                    known_ids=index_note_ids(db)).path
         for start_name in starts:
             start = load_config(START) if start_name == "hand-set" else SearchConfig()
             t0 = time.perf_counter()
-            sw, summary = night(case, db, gold, start, seed, cache, f"{variant}-{start_name}-seed{seed}", rounds,
+            tag = f"{variant}{'' if tuning == 'made' else '-' + tuning}-{start_name}-seed{seed}"
+            sw, summary = night(case, db, gold, start, seed, cache, tag, rounds,
                                space, budget, whole)
             summary = summary.to_json()
             base_emb = sw.bench.base_embedder
@@ -237,10 +254,11 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                 row["by_judge"][j] = {"start": s0, "night": s1, "default": sd,
                                       "recovered": {m: gap_share(s0[m], s1[m], sd[m]) for m in ("hit@5", "mrr")},
                                       "hit5_below_start": s1["hit@5"] < s0["hit@5"] - 1e-9,
-                                      "agreement": visited_agreement(sw, hand)}
+                                      "agreement": visited_agreement(sw, hand) if agreement else
+                                      {"configs": 0, "mrr_spearman": None, "hit5_spearman": None, "pairs": []}}
             row["seconds"] = round(time.perf_counter() - t0, 1)
             out["runs"].append(row)
-            (cache / case.name / f"{variant}-{'+'.join(starts)}-partial.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
+            (cache / case.name / f"{variant}{'' if tuning == 'made' else '-' + tuning}-{'+'.join(starts)}-partial.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
             j0 = judges[0]
             b = row["by_judge"][j0]
             progress(f"{case.name} seed {seed} from {start_name} [{j0}]: hit@5 {b['start']['hit@5']:.3f} -> "
@@ -335,7 +353,9 @@ def summary_rows(results: list[dict], judge: str) -> list[dict]:
             rec = {m: [x for x in (gap_share(j["start"][m], j["night"][m], j["default"][m]) for j in js) if x is not None]
                    for m in ("hit@5", "mrr")}          # recomputed: result files written before gap_share's fix
             rho = sorted(j["agreement"]["mrr_spearman"] for j in js if j["agreement"]["mrr_spearman"] is not None)
-            rows.append({"vault": res["vault"], "variant": res["variant"], "n": res["n"], "start_from": start,
+            tuning = res.get("tuning", "made")
+            rows.append({"vault": res["vault"], "n": res["n"], "start_from": start,
+                         "variant": res["variant"] + ("" if tuning == "made" else f" beside hand-written tune ({tuning})"),
                          "seeds": [r["seed"] for r in runs], "judged_on": res["judges"][judge],
                          **{f"{k} {m}": mean(k, m) for k in ("start", "night", "default") for m in ("hit@5", "mrr")},
                          "recovered hit@5": rec["hit@5"], "recovered mrr": rec["mrr"],
@@ -412,6 +432,12 @@ def main() -> None:
                          "hand-written --judge set, and stop")
     ap.add_argument("--check-sets", default="recipe,headings",
                     help="--config-check's made sets: recipe (gold make's), headings (heading questions alone)")
+    ap.add_argument("--tuning", default="made", choices=("made", "hand+made", "hand"),
+                    help="the night's tuning set: the made set alone, the hand-written tune set beside it (as the "
+                         "daemon combines them), or the hand-written tune set alone")
+    ap.add_argument("--no-agreement", action="store_true",
+                    help="skip the agreement (every visited config scored on the hand-written sets: most of a "
+                         "night's time on a loaded machine)")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -421,7 +447,7 @@ def main() -> None:
         for f in a.report:
             d = json.loads(f.read_text())
             for res in d["results"] if "results" in d else [d]:
-                key = (res["vault"], res["variant"], res["n"])
+                key = (res["vault"], res["variant"], res["n"], res.get("tuning", "made"))
                 if key in merged:
                     merged[key]["runs"] += res["runs"]
                 else:
@@ -470,7 +496,8 @@ def main() -> None:
                                 a.rounds, a.variant, tuple(a.starts.split(",")),
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
                                 anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
-                                budget=a.time_budget, heading_title=not a.heading_alone))
+                                budget=a.time_budget, heading_title=not a.heading_alone, tuning=a.tuning,
+                                agreement=not a.no_agreement))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})

@@ -39,7 +39,8 @@ class NightSet:
         """For the run table and the daemon's log."""
         return {"tuning": self.tuning.describe(), "gold": self.gold,
                 "by_kind": {k.source: {"answerable": k.answerable, "probes": k.probes} for k in self.tuning.kinds},
-                **({"vault_set": "made" if self.vault.made else "reused (the vault did not change)"}
+                **({"vault_set": ("made" if self.vault.made else "reused (the vault did not change)")
+                                 + ("; left out of the night: no anchor question" if self.vault.lookups_only else "")}
                    if self.vault else {"vault_set": f"not made: {self.vault_skipped}"} if self.vault_skipped else {}),
                 **({"left_out": self.tuning.dropped} if self.tuning.dropped else {})}
 
@@ -91,8 +92,12 @@ def prepare_night_gold(cfg, db: str | Path, progress=None) -> NightSet:
             progress(f"vault questions: {vault.questions} "
                      f"({', '.join(f'{k} {v}' for k, v in vault.by_kind.items())}) "
                      + ("made now" if vault.made else "reused: the vault did not change"))
-            parts.append(str(vault.path))
-    tuning = write_night_gold(parts, folder, name="night-gold", known_ids=index_note_ids(db))
+            if vault.lookups_only:          # lookups alone name their answer (tuner/data/night_gold.py)
+                progress(f"vault questions left out: {vault.left_out_reason()}")
+            else:
+                parts.append(str(vault.path))
+    left_out = (vault.left_out_reason(),) if vault is not None and vault.lookups_only else ()
+    tuning = write_night_gold(parts, folder, name="night-gold", known_ids=index_note_ids(db), left_out=left_out)
     progress(f"tuning set {tuning.path.name}: {tuning.describe()}")
     return NightSet(str(tuning.path), holdout, tuning, vault, str(log_file) if log_file.exists() else None, skipped)
 

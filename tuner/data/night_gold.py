@@ -7,6 +7,13 @@ hand-written and labelled questions alone when the set has any, and every kind c
 set is never rewritten under it (a resumed sweep or a re-test reads the very questions it was decided on),
 and a night whose evidence did not change reuses it.
 
+A vault whose made set holds no anchor (its links sit in lists, or it has none) gives lookups alone: a heading
+or an alias with the note's title, which name their answer. Those are left out of the night (VaultSet.lookups_only):
+on Voyager003's wiki (600 heading lookups) every night tuned on them alone lowered held-out hit@5 below the
+start (5 of 5 seeds, with or without the title in the question), and beside its 30 hand-written questions they
+took held-out MRR 0.908 -> 0.853 where the hand-written questions alone kept 0.894-0.903 (BENCHMARKS.md). The combined file says what was left
+out and why (`left_out:`), and the morning report reads it from there.
+
 The vault's questions are made again only when the vault changed (a hash of its files, with the options
 they were made with, stamped beside them); the hand-written file is only ever read.
 """
@@ -43,6 +50,7 @@ class NightGold:
     parts: tuple[str, ...]              # the files it was combined from
     renamed: int = 0                    # questions whose id another part already used (prefixed with the source)
     dropped: dict[str, int] | None = None   # reason -> count: vault or log questions left out
+    left_out: tuple[str, ...] = ()      # whole parts left out of the night, each as the sentence that says why
 
     def count(self, source: str) -> int:
         return sum(k.answerable + k.probes for k in self.kinds if k.source == source)
@@ -86,14 +94,17 @@ def combine(parts: list[GoldSet], known_ids=None) -> tuple[tuple[Question, ...],
     return tuple(out), renamed, dropped
 
 
-def write_night_gold(parts: list[str | Path], folder: str | Path, *, name: str = "night", known_ids=None) -> NightGold:
+def write_night_gold(parts: list[str | Path], folder: str | Path, *, name: str = "night", known_ids=None,
+                     left_out: tuple[str, ...] = ()) -> NightGold:
     """The parts (gold files) combined into one, written atomically under `folder` as
-    `<name>-<hash of its questions>.yaml` (reused when it exists)."""
+    `<name>-<hash of its questions>.yaml` (reused when it exists). left_out: why a part the night could have
+    had is not among them (VaultSet.left_out_reason), written in the file for the morning report."""
     sets = [load_gold(p) for p in parts]
     questions, renamed, dropped = combine(sets, known_ids)
     if not questions:
         raise SearchCoreError(f"no tuning question left in {', '.join(map(str, parts))}")
     body = {"name": name, "vault": next((s.vault for s in sets if s.vault), None),
+            **({"left_out": list(left_out)} if left_out else {}),
             "questions": [q.to_yaml() for q in questions]}
     folder = Path(folder)
     path = folder / f"{name}-{hash_json(body, 12)}.yaml"
@@ -104,7 +115,18 @@ def write_night_gold(parts: list[str | Path], folder: str | Path, *, name: str =
                   "# " + NightGold(path, kinds, ()).describe() + ". Made by the program; edit the parts, not this.", ""]
         atomic_write_text(path, "\n".join(header) + yaml.safe_dump(body, allow_unicode=True, sort_keys=False,
                                                                     width=1000))
-    return NightGold(path, kinds, tuple(map(str, parts)), renamed, dict(dropped) or None)
+    return NightGold(path, kinds, tuple(map(str, parts)), renamed, dict(dropped) or None, tuple(left_out))
+
+
+def left_out_of(path: str | Path | None) -> tuple[str, ...]:
+    """What a night's combined gold file says was left out of it (`left_out:`); () for any other gold file, or
+    one that no longer reads (a report on a moved file still renders)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) if path else None
+    except (OSError, yaml.YAMLError):
+        return ()
+    said = data.get("left_out") if isinstance(data, dict) else None
+    return tuple(str(x) for x in said) if isinstance(said, list) else ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +135,21 @@ class VaultSet:
     made: bool              # made now (the vault changed, or the options did), else reused
     questions: int
     by_kind: dict[str, int]     # kind -> questions
+
+    @property
+    def lookups_only(self) -> bool:
+        """Questions, none of them an anchor: what a night leaves out (the module docstring)."""
+        return self.questions > 0 and not self.by_kind.get("anchor")
+
+    def left_out_reason(self) -> str:
+        """Why a lookups-only set is not in the night's tuning set, as the morning report says it."""
+        counts = ", ".join(f"{k} {n}" for k, n in self.by_kind.items())
+        return (f"The vault's {self.questions} questions ({counts}) were left out of the night: none is an anchor "
+                "(no note refers to another inside a sentence), and a lookup names its answer, so the keyword and "
+                "entity channels win it whether or not they help real questions (on a wiki whose links sat only in "
+                "lists, 5 of 5 nights tuned on such lookups lowered held-out hit@5 below the start). Every ranking "
+                "change was judged on the hand-written and labelled questions alone; add questions in your own "
+                "words to give the night more evidence (`autoresearch gold init`).")
 
 
 def refresh_vault_questions(vault: str | Path, folder: str | Path, *, n: int | None = None, seed: int = 0,

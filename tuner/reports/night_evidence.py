@@ -15,7 +15,7 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
-from tuner.data.night_gold import KindCount, kind_counts
+from tuner.data.night_gold import KindCount, kind_counts, left_out_of
 from tuner.data.vault_questions import KINDS, lookups_only_warning, made_kind
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
@@ -92,6 +92,7 @@ class NightEvidence:
     alpha: float
     time: NightTime | None = None
     made_kinds: dict[str, int] = field(default_factory=dict)   # the vault's answerable questions: how made -> count
+    left_out: tuple[str, ...] = ()  # evidence the night could have had and was not given, each with why (the gold file's)
 
     def describe(self) -> str:
         return ", ".join(f"{k.answerable} {KIND_WORDS[k.source]}" + (f" (+{k.probes} probes)" if k.probes else "")
@@ -185,4 +186,5 @@ def night_evidence(info: SweepRecord, rounds: list[Round], score_cfg: ScoreConfi
                       info.status or "",
                       info.params.evidence_step)
     made = Counter(made_kind(q.id) or "other" for q in start.per_query if q.source == "vault" and q.level != "probe")
-    return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent, dict(made))
+    return NightEvidence(kind_counts(start.per_query), tuple(kept), alpha, spent, dict(made),
+                         left_out_of(params.gold))

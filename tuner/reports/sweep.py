@@ -223,6 +223,7 @@ def night_evidence_section(ev: NightEvidence) -> Section:
                                   for k in ev.kept)))
     if ev.lookups_only():
         blocks.append(Para(ev.lookups_only()))
+    blocks += [Para(why) for why in ev.left_out]
     if ev.time is not None:
         blocks.append(Para(f"How the night was spent: {ev.time.describe()}."))
     return Section("The evidence the night stood on", tuple(blocks))

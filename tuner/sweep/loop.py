@@ -25,7 +25,7 @@ from tuner.ledger.schema import RoundDecision
 from tuner.ledger.sweep_record import SweepRecord
 from tuner.stored_config import StoredConfig
 from tuner.evaluation.cost_model import CostStore
-from tuner.sweep.keep_rule import Rule, objective_value
+from tuner.sweep.keep_rule import TRUSTED_SOURCES, Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose
 from tuner.sweep.params import RecordedParams, SweepParams
@@ -36,6 +36,8 @@ from tuner.sweep.reasons import Reason
 from tuner.sweep.variables import (GATE_SCORE, MODEL_GATE_FIELD, gate_pair, gate_reason, kind_of,
                                    unavailable_reason)
 from tuner.sweep.workbench import Workbench, fit_threshold
+
+ENTITY_VARIABLE = "w_entity"      # moved only on hand-written or labelled evidence (Sweep.__init__)
 
 
 class Sweep:
@@ -54,6 +56,17 @@ class Sweep:
         self.hold_gold: GoldSet | None = load_gold(params.holdout) if params.holdout else None
         if params.split:
             self.gold, self.hold_gold = split_gold(self.gold, params.split, params.seed)
+        # Questions made from the vault name notes (a masked anchor sentence names others, a heading question its
+        # own), which the entity channel matches by name: nights on made questions alone kept w_entity 0.2-0.6
+        # on three wikis while the hand-written questions lost by it. Without w_entity, johngrib's nights
+        # recovered 67-84 % of the held-out hit@5 gap (61-83 % with it) and the demo's all of it (BENCHMARKS.md).
+        # So a set with no hand-written or labelled question never moves the entity channel.
+        if ENTITY_VARIABLE in self.space.names() and len(self.space.names()) > 1 and not any(
+                q.source in TRUSTED_SOURCES for q in self.gold.questions if not q.is_probe):
+            self.space = dataclasses.replace(self.space, variables=tuple(
+                v for v in self.space.variables if v.name != ENTITY_VARIABLE))
+            self.progress(f"{ENTITY_VARIABLE} left out: the tuning set has no hand-written or labelled question, "
+                          "and questions made from the vault name the notes the entity channel matches")
         if sweep_id is not None and params.recalibrate:
             raise SearchCoreError("a resumed sweep keeps the cost calibration its rounds were charged with, so its "
                                   "decisions stay comparable; drop --recalibrate, or start a new sweep with it")

@@ -118,6 +118,45 @@ def test_a_vault_that_gives_no_questions_leaves_the_night_its_hand_written_set(t
     assert any(x.startswith("vault questions: none (") for x in said)
 
 
+def test_a_vault_with_no_anchor_leaves_its_lookups_out_of_the_night_and_the_report_says_why(tmp_path, db_copy):
+    """The demo vault with every link taken out (what a wiki whose links sit only in lists gives `gold make`):
+    its questions are lookups alone, which name their answer; the night tunes on the hand-written set, its
+    file says what was left out and why, and the morning report says it."""
+    import re
+    from tests.helpers.sweeps import run_sweep
+    from tuner.daemon.evidence import prepare_night_gold
+    from tuner.data.night_gold import left_out_of
+    from tuner.reports import render
+    from tuner.reports.sweep import sweep_report
+    vault = tmp_path / "vault"
+    shutil.copytree(DEMO_VAULT, vault)
+    for note in vault.rglob("*.md"):
+        text = note.read_text(encoding="utf-8")
+        text = re.sub(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1", text)        # [[note|words]] -> words
+        note.write_text(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text), encoding="utf-8")
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
+    said = []
+    night = prepare_night_gold(cfg, db_copy, progress=said.append)
+    assert night.vault.made and night.vault.lookups_only and night.vault.questions == 40
+    assert "anchor" not in night.vault.by_kind
+    assert {q.source for q in load_gold(night.gold).questions} == {"hand"}
+    why = night.vault.left_out_reason()
+    assert why.startswith("The vault's 40 questions (") and "were left out of the night: none is an anchor" in why
+    assert night.tuning.left_out == left_out_of(night.gold) == (why,)
+    assert night.to_json()["vault_set"] == "made; left out of the night: no anchor question"
+    assert f"vault questions left out: {why}" in said
+    assert left_out_of(tmp_path / "tune.yaml") == () and left_out_of(tmp_path / "missing.yaml") == ()
+    summary, _ = run_sweep(tmp_path, db_copy, FUSION_SPACE, 2, gold=night.gold)
+    md = render(sweep_report(tmp_path / "l.sqlite", summary.sweep, tmp_path / "runs"), "md")
+    section = md.split("## The evidence the night stood on", 1)[1].split("\n## ", 1)[0]
+    assert why in section
+    # a vault with anchors keeps its questions in the night, and its file says nothing was left out
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, evidence="vault_questions = 40"))
+    with_anchors = prepare_night_gold(cfg, db_copy)
+    assert not with_anchors.vault.lookups_only and left_out_of(with_anchors.gold) == ()
+    assert sum(q.source == "vault" for q in load_gold(with_anchors.gold).questions) == 40
+
+
 def test_with_a_split_the_holdout_is_the_hand_written_half_and_no_made_question(tmp_path, db_copy):
     from tuner.daemon.evidence import prepare_night_gold
     cfg = load_daemon_config(write_config(tmp_path, db_copy, holdout=False, evidence="vault_questions = 30"))

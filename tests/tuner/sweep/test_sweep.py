@@ -249,3 +249,22 @@ def test_a_verb_on_a_full_disk_says_so_and_keeps_the_file_it_would_replace(demo_
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert "Error: the disk refused a read or write" in proc.stderr and "free space" in proc.stderr
     assert best.read_text(encoding="utf-8") == "# the config I use\n"
+
+
+def test_a_set_with_no_hand_written_question_never_moves_the_entity_channel(demo_index, tmp_path):
+    """Questions made from the vault name notes, which the entity channel matches by name: a night on them alone
+    leaves w_entity out of its space (and says so); a set with hand-written questions turns it as before."""
+    from tests.helpers.sweeps import DEMO_TUNE, run_sweep, small_gold
+    from tuner.data.vault_questions import write_vault_questions
+    space = ('[w_entity]\nkind = "float"\nlow = 0.0\nhigh = 0.6\nstep = 0.05\n'
+             '[w_sparse]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.05\n')
+    made = tmp_path / "made.yaml"
+    write_vault_questions(DEMO_VAULT, made, n=20, seed=0, anchor_share=1.0, mask_link=True)
+    said = []
+    _, rounds = run_sweep(tmp_path, demo_index, space, 2, gold=made, ledger="made.sqlite", progress=said.append)
+    assert len(rounds) > 1 and {r.variable for r in rounds[1:]} == {"w_sparse"}
+    assert any(line.startswith("w_entity left out: the tuning set has no hand-written") for line in said)
+    hand = small_gold(DEMO_TUNE, tmp_path / "hand.yaml", 3)
+    said.clear()
+    _, rounds = run_sweep(tmp_path, demo_index, space, 2, gold=hand, ledger="hand.sqlite", progress=said.append)
+    assert rounds[1].variable == "w_entity" and not any("w_entity left out" in line for line in said)
