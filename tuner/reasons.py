@@ -49,6 +49,9 @@ class Reason:
     def fix(self) -> str:
         return self.table[self.kind].fix.format(**self.fields)
 
+    def __str__(self) -> str:
+        return self.text()
+
     def text(self) -> str:
         """The message and its fix as one line (a warning's): a fix that is a sentence of its own (it begins
         with a capital) follows a full stop, a clause a semicolon; no fix, the message alone."""

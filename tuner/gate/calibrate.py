@@ -43,6 +43,9 @@ from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_thresho
 from tuner.gate.verdicts import (CALIBRATION_WARNINGS as warning, CONFIG_OVERRIDES, EMPTY_WINDOW, FEW_LABELS,
                                  IN_SAMPLE, MISSING_WHAT, MOVE_UNDECIDED, NO_GATE_MODEL, NO_LABELS, NO_REFIT, ONE_KIND,
                                  OTHER_INDEX, SKIPPED_LABELS)
+from tuner.gate.verdicts import (BEST_COSINE, CONSIDER_OFF, KEEP_RECALL, MOVE_NOT_SHOWN, NO_CALLS, NOTHING_LABELLED,
+                                 ONE_KIND_LABELLED, RECOMMENDATION_BASIS as basis, RECOMMENDATION_DECLINED as declined,
+                                 REFIT_WEIGHTS, RETIREMENT_VERDICT, THRESHOLD_MOVED)
 
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
@@ -289,7 +292,7 @@ def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None
             t, bacc = best_balanced_threshold([x for x, _ in cos_rows], [int(a) for _, a in cos_rows])
             rec["cosine"] = CosineThreshold(round(t, 4), round(bacc, 4),
                                             _auroc([x for x, _ in cos_rows], [a for _, a in cos_rows]))
-            rec["basis"] = "best balanced accuracy on labelled data"
+            rec["basis"] = basis(BEST_COSINE)
         if len(ans) < MIN_LABELLED:
             out["warnings"].append(warning(FEW_LABELS, rows=len(ans), need=MIN_LABELLED))
         elif model is not None and p_lab is not None:
@@ -305,14 +308,14 @@ def _recommend(labelled, lab_cos, ans, fingerprint, features, out, *, model=None
                 out["warnings"].append(warning(NO_GATE_MODEL, error=e))
     elif not n_ans and not n_probe:
         rec["missing"] = MissingLabels("both", 0, MIN_PER_CLASS, 0, 0)
-        rec["declined"] = "no labels"
+        rec["declined"] = declined(NOTHING_LABELLED)
         out["warnings"].append(warning(NO_LABELS, need=MIN_PER_CLASS))
     else:
         missing, have = ("relevant", n_probe) if n_probe else ("irrelevant", n_ans)
         need = max(MIN_PER_CLASS, MIN_LABELLED - have)
         rec["missing"] = MissingLabels(missing, 0, need, n_ans, n_probe)
-        rec["declined"] = (f"no {missing!r} labels ({n_ans} relevant, {n_probe} irrelevant): label at least {need} "
-                           f"calls as {missing}")
+        rec["declined"] = declined(ONE_KIND_LABELLED, missing=missing, relevant=n_ans, irrelevant=n_probe,
+                                   need=need)
         out["warnings"].append(warning(ONE_KIND, missing=missing, relevant=n_ans, irrelevant=n_probe, need=need,
                                        what=MISSING_WHAT[missing]))
     return Recommendation(**rec)
@@ -418,8 +421,7 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                                                     flips=_flips(p_calls, model.threshold, model.threshold))
         rec["model_summary"] = ModelSummary("keep", round(model.threshold, 4), None, tuple(model.features))
         rec["basis"] = None
-        rec["declined"] = (f"the labels point to a threshold of {t_new:.3f} but do not show that moving there "
-                           f"decides better ({dec.why}); {move.labels_to_decide.text}")
+        rec["declined"] = declined(MOVE_NOT_SHOWN, to=t_new, why=dec.why, more=move.labels_to_decide.text)
         out["warnings"].append(warning(MOVE_UNDECIDED, to=t_new, level=INTERVAL_LEVEL, lo=lo, hi=hi, why=dec.why,
                                        from_=model.threshold, more=move.labels_to_decide.text))
         return
@@ -428,8 +430,7 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
             m = _refit(labelled, ans, fingerprint, features)
             rec["model"] = m.as_json()
             rec["model_summary"] = ModelSummary("refit", round(m.threshold, 4), cv.refit, tuple(m.features))
-            rec["basis"] = (f"a refit of the weights on {len(y)} labels (cross-validated balanced accuracy "
-                            f"{cv.refit} vs {cv.threshold_only} for the moved threshold)")
+            rec["basis"] = basis(REFIT_WEIGHTS, labels=len(y), refit=cv.refit, threshold_only=cv.threshold_only)
             return
         except GateFitError as e:
             out["warnings"].append(warning(NO_REFIT, error=e))
@@ -443,8 +444,7 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
     rec["model"] = moved.as_json()
     rec["model_summary"] = ModelSummary("threshold", round(t_new, 4), cv.threshold_only if cv else None,
                                         tuple(model.features))
-    rec["basis"] = (f"the gate's threshold moved to fit {len(y)} labels "
-                    f"({INTERVAL_LEVEL:.0%} interval {lo:.3f}-{hi:.3f}; {dec.why}); feature weights kept")
+    rec["basis"] = basis(THRESHOLD_MOVED, labels=len(y), level=INTERVAL_LEVEL, lo=lo, hi=hi, why=dec.why)
 
 
 def _iso(ts: float) -> str:
@@ -455,10 +455,9 @@ def _retirement(window: Window, traffic: Traffic) -> Retirement:
     p95, rate = window.p95_ms, traffic.injection_rate
     slow = p95 is not None and p95 > RETIRE_P95_MS
     rare = rate is not None and rate < RETIRE_MIN_INJECTION
-    verdict = ("unknown (no calls in the window)" if p95 is None and rate is None else
-               "consider switching recall off" if slow or rare else "keep recall on")
+    kind = NO_CALLS if p95 is None and rate is None else CONSIDER_OFF if slow or rare else KEEP_RECALL
     return Retirement(f"p95 > {RETIRE_P95_MS:.0f} ms or injection < {RETIRE_MIN_INJECTION:.0%}", p95, rate, slow,
-                      rare, verdict)
+                      rare, RETIREMENT_VERDICT(kind), kind == CONSIDER_OFF)
 
 
 def calibrate_index(db: str | Path, *, log_path: str | Path | None, since_s: float | None,

@@ -14,7 +14,7 @@ from search_core import SearchCoreError
 from search_core.files import atomic_replace, atomic_write_text
 from search_core.gate.model import load_gate, sidecar_path
 
-from tuner.gate.verdicts import DECLINED, VERDICTS
+from tuner.gate.verdicts import DECLINED, NO_RECOMMENDATION, RECOMMENDATION_DECLINED, VERDICTS
 
 if TYPE_CHECKING:
     from tuner.gate.records import Calibration, Labelled, Retirement, Window
@@ -73,11 +73,10 @@ def write_proposal(cal: Calibration, db: str | Path, path: str | Path) -> Propos
     evidence = ProposalEvidence(cal.window, cal.labelled, cal.retirement)
     if rec.basis:
         prop = Proposal(created, str(db), rec.model, rec.cosine.threshold if rec.cosine is not None else None,
-                        rec.basis, evidence)
+                        rec.basis.text(), evidence)
     else:
         prop = Proposal(created, str(db), None, None, None, evidence,
-                        declined=rec.declined or "the calibration made no recommendation (its report's "
-                                                 "warnings say why)")
+                        declined=(rec.declined or RECOMMENDATION_DECLINED(NO_RECOMMENDATION)).text())
     try:
         text = json.dumps(prop.to_json(), ensure_ascii=False, indent=1, allow_nan=False)
     except ValueError:

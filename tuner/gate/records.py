@@ -161,15 +161,12 @@ class Retirement:
     injection_rate: float | None
     p95_over: bool
     injection_under: bool
-    verdict: str                       # keep recall on, consider switching recall off, unknown (...)
-
-    @property
-    def consider_off(self) -> bool:
-        return self.verdict.startswith("consider")
+    verdict: Reason                    # a value of tuner.gate.verdicts.RETIREMENT_VERDICT
+    consider_off: bool                 # the verdict says to consider switching recall off
 
     def to_json(self) -> dict:
         return {"rule": self.rule, "p95_ms": self.p95_ms, "injection_rate": self.injection_rate,
-                "p95_over": self.p95_over, "injection_under": self.injection_under, "verdict": self.verdict}
+                "p95_over": self.p95_over, "injection_under": self.injection_under, "verdict": self.verdict.text()}
 
 
 @dataclass(frozen=True)
@@ -413,16 +410,16 @@ class Recommendation:
     `apply` installs it) with its summary and, with a model in force, the threshold move; or why none
     (`declined`, and `missing`: which labels). `basis` says why the gate recommended; None: nothing to
     install. `to_json` is its shape in the calibration's JSON, each part present only when set."""
-    basis: str | None = None
+    basis: Reason | None = None        # a value of tuner.gate.verdicts.RECOMMENDATION_BASIS
     cosine: CosineThreshold | None = None
     missing: MissingLabels | None = None
     threshold_move: ThresholdMove | None = None
     model: dict | None = None           # GateModel.as_json, as the proposal carries it to `apply`
     model_summary: ModelSummary | None = None
-    declined: str | None = None
+    declined: Reason | None = None     # a value of tuner.gate.verdicts.RECOMMENDATION_DECLINED
 
     def to_json(self) -> dict:
-        out: dict = {"basis": self.basis}
+        out: dict = {"basis": self.basis.text() if self.basis is not None else None}
         for name in ("cosine", "missing", "threshold_move"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name).to_json()
@@ -431,7 +428,7 @@ class Recommendation:
         if self.model_summary is not None:
             out["model_summary"] = self.model_summary.to_json()
         if self.declined is not None:
-            out["declined"] = self.declined
+            out["declined"] = self.declined.text()
         return out
 
 

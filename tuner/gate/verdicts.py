@@ -139,6 +139,49 @@ def label_next(sg: LabelSuggestions) -> Reason:
                               threshold=sg.threshold)
 
 
+# -- why a calibration recommends a gate, or none, and the retirement rule's verdict ------------------------------
+# The recommendation's `basis` (why this gate), its `declined` (why no gate) and the retirement rule's verdict are
+# values of these tables; the calibration's JSON, the proposal file and the report show each as its text().
+BEST_COSINE = "best_cosine"            # a cosine threshold: the best balanced accuracy on the labelled rows
+REFIT_WEIGHTS = "refit_weights"        # the gate's weights refitted: cross-validated better than moving its threshold
+THRESHOLD_MOVED = "threshold_moved"    # the gate's threshold moved to the labels' cut, its weights kept
+
+RECOMMENDATION_BASIS = ReasonTable("recommendation basis", {
+    BEST_COSINE: Wording("best balanced accuracy on labelled data", ""),
+    REFIT_WEIGHTS: Wording(
+        "a refit of the weights on {labels} labels (cross-validated balanced accuracy {refit} vs {threshold_only} "
+        "for the moved threshold)", ""),
+    THRESHOLD_MOVED: Wording(
+        "the gate's threshold moved to fit {labels} labels ({level:.0%} interval {lo:.3f}-{hi:.3f}; {why}); feature "
+        "weights kept", ""),
+})
+
+NOTHING_LABELLED = "nothing_labelled"  # no labelled row at all
+ONE_KIND_LABELLED = "one_kind_labelled"    # labelled rows of one kind only: a threshold needs both
+MOVE_NOT_SHOWN = "move_not_shown"      # the labels point elsewhere but do not show the move decides better
+NO_RECOMMENDATION = "no_recommendation"    # nothing recommended for another reason (the warnings name it)
+
+RECOMMENDATION_DECLINED = ReasonTable("declined recommendation", {
+    NOTHING_LABELLED: Wording("no labels", ""),
+    ONE_KIND_LABELLED: Wording("no {missing!r} labels ({relevant} relevant, {irrelevant} irrelevant)",
+                               "label at least {need} calls as {missing}"),
+    MOVE_NOT_SHOWN: Wording(
+        "the labels point to a threshold of {to:.3f} but do not show that moving there decides better ({why})",
+        "{more}"),
+    NO_RECOMMENDATION: Wording("the calibration made no recommendation", "its report's warnings say why"),
+})
+
+KEEP_RECALL = "keep_recall"            # fast enough and injecting often enough to pay for its latency
+CONSIDER_OFF = "consider_off"          # p95 over the limit or injecting too rarely
+NO_CALLS = "no_calls"                  # the window holds no calls: the rule cannot be applied
+
+RETIREMENT_VERDICT = ReasonTable("retirement verdict", {
+    KEEP_RECALL: Wording("keep recall on", ""),
+    CONSIDER_OFF: Wording("consider switching recall off", ""),
+    NO_CALLS: Wording("unknown (no calls in the window)", ""),
+})
+
+
 def _install(db: str, proposal: str | None) -> str:
     """How to install a proposal that was written (or how to write one, when the report names none)."""
     if proposal is None:
@@ -168,7 +211,7 @@ def calibration_verdict(cal: Calibration, db: str, proposal: str | None) -> Reas
         return VERDICTS(REFIT, answerable=cal.labelled.answerable, probes=cal.labelled.probes,
                         p_threshold=ms.p_threshold, cv=ms.cv_balanced_accuracy, install=_install(db, proposal))
     if rec.cosine is not None and rec.cosine.threshold is not None:
-        return VERDICTS(COSINE, threshold=rec.cosine.threshold, basis=rec.basis,
+        return VERDICTS(COSINE, threshold=rec.cosine.threshold, basis=rec.basis.text(),
                         more_for_model=(f"a gate model needs at least {MIN_LABELLED} labelled rows with both kinds; "
                                         + _LABEL_MORE.format(db=db)))
     missing = rec.missing

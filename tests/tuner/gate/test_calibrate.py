@@ -86,7 +86,7 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     from tuner.gate.calibrate import calibrate_index
     from tuner.gate.proposal import write_proposal
     data, _, _, _ = calibrate_index(db, log_path=log, since_s=7 * 86400, threshold_rule="always")
-    assert data.recommendation.basis.startswith("the gate's threshold moved to fit 12 labels")
+    assert data.recommendation.basis.text().startswith("the gate's threshold moved to fit 12 labels")
     assert data.recommendation.model_summary.method == "threshold"
     proposal_path = sidecar_path(db).with_name(db.name + ".gate-proposal.json")
     write_proposal(data, db, proposal_path)
@@ -163,10 +163,10 @@ def test_retirement_rule():
     def injecting(rate):
         return Traffic(round(rate * 10), rate, {}, (), None)
     w = Window(10, 2, None, None, 80.0, 450.0)
-    assert _retirement(w, injecting(0.5)).verdict == "consider switching recall off"
+    assert _retirement(w, injecting(0.5)).verdict.text() == "consider switching recall off"
     w = Window(10, 2, None, None, 80.0, 120.0)
-    assert _retirement(w, injecting(0.1)).verdict == "consider switching recall off"
-    assert _retirement(w, injecting(0.5)).verdict == "keep recall on"
+    assert _retirement(w, injecting(0.1)).verdict.text() == "consider switching recall off"
+    assert _retirement(w, injecting(0.5)).verdict.text() == "keep recall on"
 
 
 def test_questions_without_held_out_documents_become_probes():

@@ -159,7 +159,7 @@ def test_a_refit_only_when_enough_labels_measure_it_better():
     many = calibrate(calls_for(120), [], model=_model(), cos_threshold=0.82, fingerprint=FP).recommendation
     cv = many.threshold_move.cross_validation
     assert cv.refit > cv.threshold_only + 0.02
-    assert many.model_summary.method == "refit" and many.basis.startswith("a refit of the weights")
+    assert many.model_summary.method == "refit" and many.basis.text().startswith("a refit of the weights")
 
 
 def test_rows_of_another_index_are_kept_apart():
@@ -224,7 +224,7 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it():
     mv = cal.recommendation.threshold_move
     more = mv.labels_to_decide.more
     assert mv.kept and isinstance(more, int) and 0 < more <= mv.labels_to_decide.unlabelled
-    assert f"about {more} more labels" in cal.recommendation.declined
+    assert f"about {more} more labels" in cal.recommendation.declined.text()
     assert any(f"about {more} more labels" in w for w in cal.warning_lines())
     from tuner.reports.calibration import calibration_report
     from tuner.reports.render import to_markdown
@@ -317,7 +317,7 @@ def test_a_declined_move_says_how_many_more_labels_would_decide_it_and_whether_t
     assert binomial_tail(4 + more.more, 4 + more.more, st.null_share) <= 0.05
     assert binomial_tail(3 + more.more, 3 + more.more, st.null_share) > 0.05
     assert "this window holds 1 unlabelled call between them" in more.text or more.more <= 1
-    assert f"about {more.more} more labels" in cal.recommendation.declined
+    assert f"about {more.more} more labels" in cal.recommendation.declined.text()
     from tuner.reports.calibration import calibration_report
     from tuner.reports.render import to_markdown
     verdict = [line for line in to_markdown(calibration_report(cal, "idx.sqlite", None)).splitlines()

@@ -135,3 +135,37 @@ def test_the_calibration_reports_advice_comes_from_the_advice_table():
             "probability threshold 0.64: label them on the /label page of `autoresearch serve`, or with "
             "`autoresearch recall-log label ID relevant|irrelevant`, then run `autoresearch calibrate` again") in md
     assert "needs labelled rows of both kinds (answerable and probes): pass --labels" in md   # no labels: no score
+
+
+def test_why_a_gate_is_recommended_or_none_and_the_retirement_verdict_are_values_of_their_tables():
+    """The recommendation's basis and declined, and the retirement rule's verdict, are values of their tables in
+    every scenario; read from the source, calibrate sets basis and declined only by a call of the table (or None),
+    and every kind of those tables is set somewhere; the JSON shows each as its text."""
+    from tuner.gate.verdicts import RECOMMENDATION_BASIS, RECOMMENDATION_DECLINED, RETIREMENT_VERDICT
+    seen = {t.what: set() for t in (RECOMMENDATION_BASIS, RECOMMENDATION_DECLINED, RETIREMENT_VERDICT)}
+    for cal in _scenarios():
+        rec = cal.recommendation
+        for value, table in ((rec.basis, RECOMMENDATION_BASIS), (rec.declined, RECOMMENDATION_DECLINED),
+                             (cal.retirement.verdict, RETIREMENT_VERDICT)):
+            if value is not None:
+                assert value.table is table and value.kind in table, value
+                seen[table.what].add(value.kind)
+        js = cal.to_json()
+        assert js["recommendation"].get("declined") == (rec.declined.text() if rec.declined else None)
+        assert js["retirement"]["verdict"] == cal.retirement.verdict.text()
+    assert seen[RECOMMENDATION_DECLINED.what] and seen[RETIREMENT_VERDICT.what]
+    tree = ast.parse(inspect.getsource(calibrate_module))
+    set_by = {"basis": set(), "declined": set()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+            key = node.targets[0].slice
+            if isinstance(key, ast.Constant) and key.value in set_by:
+                v = node.value
+                if isinstance(v, ast.Constant) and v.value is None:
+                    continue
+                assert isinstance(v, ast.Call) and ast.unparse(v.func) == key.value, ast.unparse(node)
+                set_by[key.value].add(getattr(calibrate_module, ast.unparse(v.args[0])))
+    assert calibrate_module.basis is RECOMMENDATION_BASIS and calibrate_module.declined is RECOMMENDATION_DECLINED
+    assert set_by["basis"] == set(RECOMMENDATION_BASIS)
+    # NO_RECOMMENDATION is the proposal's fallback (tuner.gate.proposal.write_proposal), not calibrate's
+    assert set_by["declined"] | {"no_recommendation"} == set(RECOMMENDATION_DECLINED)
