@@ -143,8 +143,9 @@ def query_vectors(kind: str, k: int, cache: Path | None = None) -> np.ndarray:
     return qs / np.linalg.norm(qs, axis=1, keepdims=True)
 
 
-def load_table(dsn: str, table: str, mat: np.ndarray, m: int, efc: int, work_mem: str = "2GB") -> dict:
-    """The table loaded as sync loads it, the HNSW index built, the meta row written: timings."""
+def load_table(dsn: str, table: str, mat: np.ndarray, m: int, efc: int, work_mem: str = "2GB", partitions: int = 1) -> dict:
+    """The table loaded as sync loads it (partitioned as `partitions` makes it), the HNSW index built (one graph per
+    partition), the meta row written: timings."""
     from search_core.index import pgvector as pv
     from search_core.index.layout import VaultLayout
     ids = np.arange(1, len(mat) + 1, dtype=np.int64)
@@ -156,7 +157,7 @@ def load_table(dsn: str, table: str, mat: np.ndarray, m: int, efc: int, work_mem
         # the graph built in memory, not on disk (at 525,000 x 256, m 32: ~1.2 GB)
         pg.execute("SELECT set_config('maintenance_work_mem', %s, false)", (work_mem,))
         with pg.transaction():
-            pv.create_table(pg, table, dim)
+            pv.create_table(pg, table, dim, partitions)
             t0 = time.perf_counter()
             pv.copy_rows(pg.cursor(), table, rows, layout)
             load_s = time.perf_counter() - t0
@@ -165,8 +166,12 @@ def load_table(dsn: str, table: str, mat: np.ndarray, m: int, efc: int, work_mem
             hnsw_s = time.perf_counter() - t0
             pv.write_meta(pg, table, Path("/bench") / table, 1, "bench", "bench", dim, len(rows), {"m": m, "ef_construction": efc})
         pg.execute(f"ANALYZE {table}")
-        size = pg.execute("SELECT pg_total_relation_size(%s), pg_relation_size(%s)",
-                          (table, pv.hnsw_index_name(table))).fetchone()
+        # a partitioned table's size is its partitions' (the parent and its index hold no rows)
+        size = pg.execute("SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree(%s)), "
+                          "pg_total_relation_size(%s)), coalesce((SELECT sum(pg_relation_size(relid)) FROM "
+                          "pg_partition_tree(%s)), pg_relation_size(%s))",
+                          (table, table, pv.hnsw_index_name(table), pv.hnsw_index_name(table))).fetchone()
+        size = (int(size[0]), int(size[1]))
         settings = dict(pg.execute("SELECT name, setting FROM pg_settings WHERE name IN ('shared_buffers', "
                                    "'maintenance_work_mem', 'max_parallel_maintenance_workers', 'work_mem', "
                                    "'max_parallel_workers_per_gather')").fetchall())
@@ -198,14 +203,16 @@ def run_size(args, n: int) -> dict:
     from search_core.index import pgvector as pv
     from search_core.search.channels import dense
     mat = vectors(args.vectors, n, args.cache)
-    table = f"bench_{args.vectors}_{n}_m{args.m}_efc{args.ef_construction}"
-    res = {"n": n, "dim": mat.shape[1], "vectors": args.vectors, "m": args.m, "ef_construction": args.ef_construction, "load_avg_before": round(os.getloadavg()[0], 1)}
+    table = f"bench_{args.vectors}_{n}_m{args.m}_efc{args.ef_construction}" + (f"_p{args.partitions}" if args.partitions > 1 else "")
+    res = {"n": n, "dim": mat.shape[1], "vectors": args.vectors, "m": args.m, "ef_construction": args.ef_construction,
+           "partitions": args.partitions, "load_avg_before": round(os.getloadavg()[0], 1)}
     if args.reuse and table_exists(args.dsn, table):
         res["reused_table"] = True     # loaded and built by an earlier run (its load and build times are there)
         print(f"{n}: reusing {table}", flush=True)
     else:
-        print(f"{n}: loading into {table} and building HNSW (m {args.m}, ef_construction {args.ef_construction})", flush=True)
-        res.update(load_table(args.dsn, table, mat, args.m, args.ef_construction, args.maintenance_work_mem))
+        print(f"{n}: loading into {table} and building HNSW (m {args.m}, ef_construction {args.ef_construction}, "
+              f"{args.partitions} partition(s))", flush=True)
+        res.update(load_table(args.dsn, table, mat, args.m, args.ef_construction, args.maintenance_work_mem, args.partitions))
         print(f"  load {res['load_s']} s, HNSW build {res['hnsw_build_s']} s", flush=True)
     qs = query_vectors(args.vectors, args.queries, args.cache)
     depth = 50
@@ -220,7 +227,8 @@ def run_size(args, n: int) -> dict:
 
     def backend(search, ef, read_rows=0):
         settings = pv.PgvectorSettings(dsn=args.dsn, table=table, search=search, m=args.m,
-                                       ef_construction=args.ef_construction, ef_search=ef, read_rows=read_rows)
+                                       ef_construction=args.ef_construction, ef_search=ef, read_rows=read_rows,
+                                       partitions=args.partitions)
         return pv.PgvectorDense(Path("/bench") / table, settings, 1, "bench")
 
     b = backend("exact", 200)
@@ -408,6 +416,8 @@ def main():
     ap.add_argument("--exact-queries", type=int, default=50, help="queries timed through pgvector's exact scan")
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--ef-construction", type=int, default=64)
+    ap.add_argument("--partitions", type=int, default=1, help="the table hash-partitioned by chunk id in this many, "
+                    "one HNSW graph each (the backend's `partitions`)")
     ap.add_argument("--ef-search", type=int, nargs="+", default=[200, 400, 800])
     ap.add_argument("--read-rows", type=int, nargs="*", default=[], help="also HNSW at ef_search 1000 reading this "
                     "many rows (an iterative scan past 1000), the best kept")

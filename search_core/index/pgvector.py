@@ -97,23 +97,24 @@ class PgvectorSettings:
     """Where an index's dense vectors live in PostgreSQL and how they are searched (the file beside the index).
 
     The HNSW defaults, measured on the hardest vectors we have, 525,000 of bench_pgvector's
-    test-embedder windows (a query's top 10 within 0.007 of each other), miss 0.98 recall@10 against
-    exact there. m 32, ef_construction 512 (a 49-minute build on 2 loaded cores), ef_search 1000 (pgvector's
-    most): 0.961, p50 / p95 73 / 106 ms beside numpy's 45 / 64. m 64 (ef_construction 256, as long a build, 25 %
-    more index) gives 0.9655. read_rows 2000 (a relaxed iterative scan past 1000, the exact best kept) gives 0.9745
-    at 136 / 240 ms, and is off by default: more rows add nothing and real vectors need far less. ef_search below
-    the rows the channel asks for (depth x 4 = 200) changes nothing: the scan is raised to them. Real e5-small
-    vectors reach 0.9975 at m 16, ef_construction 64, ef_search 200 on the 14,143 this machine has.
-    BENCHMARKS.md, scale: pgvector."""
+    test-embedder windows (a query's top 10 within 0.007 of each other): the table in 4 hash partitions, one
+    graph each, m 32, ef_construction 200 (a 6-minute build), ef_search 800: recall@10 0.985 against exact,
+    p50 / p95 96 / 125 ms beside numpy's 25 / 31 in the same run (ef_search 600: 0.981, 1000: 0.986). One graph
+    of all 525,000 stops short of 0.98 however it is built or read (m 32, ef_construction 512, a 49-minute build:
+    0.961; reading 2,000 rows: 0.9745): its walk settles among thousands of near-ties, a quarter as many per
+    partition. read_rows (a relaxed iterative scan past 1000, the exact best kept) is off by default. ef_search
+    below the rows the channel asks for (depth x 4 = 200) changes nothing: the scan is raised to them. Real
+    e5-small vectors reach 0.9975 with one graph at m 16, ef_construction 64, ef_search 200 on the 14,143 this
+    machine has. BENCHMARKS.md, scale: pgvector."""
     dsn: str
     table: str
     search: str = "exact"          # "exact" (the numpy lists) or "hnsw"
     m: int = 32
-    ef_construction: int = 512
-    ef_search: int = 1000
+    ef_construction: int = 200
+    ef_search: int = 800
     read_rows: int = 0             # HNSW: rows the scan reads, the best of them kept (0: the rows the channel asks)
-    partitions: int = 1            # the table hash-partitioned by chunk id, one HNSW graph each (fewer near-ties
-                                   # per graph: 4 gave 0.9855 where one graph stops at 0.9745, BENCHMARKS.md)
+    partitions: int = 4            # the table hash-partitioned by chunk id, one HNSW graph each (fewer near-ties
+                                   # per graph: 4 gave 0.985 where one graph stops at 0.9745, BENCHMARKS.md)
 
     def validate(self, where: str) -> "PgvectorSettings":
         if not isinstance(self.dsn, str) or not self.dsn.strip():

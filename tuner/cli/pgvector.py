@@ -27,15 +27,16 @@ def pgvector():
 @click.option("--search", "search_mode", type=click.Choice(["exact", "hnsw"]), default=None,
               help="exact: a scan, the lists numpy gives (the default); hnsw: pgvector's HNSW index.")
 @click.option("--m", type=int, default=None, help="HNSW: links per node (default 32).")
-@click.option("--ef-construction", type=int, default=None, help="HNSW: candidates while building (default "
-              "512: recall first; docs/search.md says what the build costs).")
-@click.option("--ef-search", type=int, default=None, help="HNSW: candidates per search (default 1000, "
-              "pgvector's most; never fewer than the rows the channel reads, 200 at depth 50).")
+@click.option("--ef-construction", type=int, default=None, help="HNSW: candidates while building, per "
+              "partition (default 200; docs/search.md says what the build costs).")
+@click.option("--ef-search", type=int, default=None, help="HNSW: candidates per search and partition "
+              "(default 800; at most 1000, pgvector's limit; never fewer than the rows the channel reads, 200 at "
+              "depth 50).")
 @click.option("--read-rows", type=int, default=None, help="HNSW: rows each search reads before the best are kept "
               "(default 0: the rows the channel asks for); past 1000 pgvector's iterative scan reads on.")
 @click.option("--partitions", type=int, default=None, help="The table hash-partitioned in this many by chunk id, "
-              "one HNSW graph each (default 1; 4 reached recall@10 0.98 at 525,000 vectors where one graph did not; "
-              "docs/search.md).")
+              "one HNSW graph each (default 4: recall@10 0.985 at 525,000 vectors where one graph stops short of 0.98; "
+              "1: one table, one graph; docs/search.md).")
 @click.option("--full", is_flag=True, help="Load the table whole, even if only a few notes changed.")
 @json_option()
 def sync(db, dsn, table, search_mode, m, ef_construction, ef_search, read_rows, partitions, full, as_json):

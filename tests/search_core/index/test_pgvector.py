@@ -443,8 +443,14 @@ def test_the_cli_syncs_and_remembers_the_settings(small_index, pg):
     assert out.exit_code == 0, out.output
     assert "full sync of generation 1" in out.output and "HNSW index built" in out.output
     settings = pv.read_settings(small_index)
-    assert (settings.dsn, settings.search, settings.m, settings.ef_construction, settings.ef_search) == \
-        (pg.dsn, "hnsw", 32, 512, 1000)
+    assert (settings.dsn, settings.search, settings.m, settings.ef_construction, settings.ef_search,
+            settings.partitions) == (pg.dsn, "hnsw", 32, 200, 800, 4)
+    table = pv.default_table(small_index)
+    conn = pv.connect(pg.dsn)
+    try:
+        assert pv.table_partitions(conn, table) == 4
+    finally:
+        conn.close()
     out = runner.invoke(main, ["pgvector", "sync", "--db", str(small_index), "--ef-search", "300"])
     assert out.exit_code == 0 and "current sync" in out.output, out.output
     assert pv.read_settings(small_index).ef_search == 300

@@ -479,7 +479,7 @@ def test_a_calibration_on_a_pgvector_index_times_the_backend_under_its_own_key(d
     finally:
         backend.drop_tables()
     assert cal.dense_backend == {"name": "pgvector", "search": "hnsw", "m": 8, "ef_construction": 32, "ef_search": 40,
-                                 "read_rows": 0}
+                                 "read_rows": 0, "partitions": 4}
     assert cal.units["dense_backend_ms"] > 0 and cal.units["dense_per_mrowdim"] > 0
     assert cal.key == key != calibration_key(machine(), fp)
     assert work.dense_backend and predict(work, cal)["dense"] == cal.units["dense_backend_ms"]
