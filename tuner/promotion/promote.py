@@ -29,6 +29,9 @@ from search_core.paths import RUNS_ENV, default_index, no_index_message, runs_di
 from search_core.validate import Where
 
 from tuner.promotion.config_toml import config_toml, toml_table
+from tuner.promotion.verdicts import (GATE_NOT_PROMOTED, HELD, HELD_OBJECTIVE_FELL, HIT5_FELL, NO_CHANGE, NO_HOLDOUT,
+                                      PROMOTION_VERDICTS as verdict, WORSE_ON_HOLDOUT)
+from tuner.reasons import Reason
 from tuner.stored_config import StoredConfig
 
 if TYPE_CHECKING:      # annotations only: `search` reads the active config here and needs no evaluation code
@@ -293,37 +296,34 @@ class Rollback:
 @dataclass(frozen=True)
 class Verdict:
     promote: bool
-    reason: str
+    reason: Reason                     # a value of tuner.promotion.verdicts.PROMOTION_VERDICTS
 
 
 def holdout_verdict(start: SearchConfig, final: SearchConfig, holdout: HoldoutCheck | None) -> Verdict:
     """Promote only when the winner differs from the start and held on the holdout: hit@5 (in questions)
     not lower, and no paired test says the start was significantly better."""
     if start.config_hash() == final.config_hash():
-        return Verdict(False, "no change was kept: the winner is the starting config")
+        return Verdict(False, verdict(NO_CHANGE))
     if not holdout:
-        return Verdict(False, "the sweep had no holdout (--holdout or --split): a winner is promoted only "
-                              "when it held on questions it never tuned on")
+        return Verdict(False, verdict(NO_HOLDOUT))
     c = holdout.compare
     n = c.n
     start_h, final_h = holdout.start, holdout.final
     a_q, b_q = round(start_h.hit5 * n), round(final_h.hit5 * n)
     if b_q < a_q:
-        return Verdict(False, f"holdout hit@5 fell {start_h.hit5:.4f} -> {final_h.hit5:.4f} "
-                              f"({a_q - b_q} of {n} questions lost)")
+        return Verdict(False, verdict(HIT5_FELL, start=start_h.hit5, final=final_h.hit5, lost=a_q - b_q, n=n))
     worse = [f"{m} (delta {v.delta:+.4f}, p={v.p_value:.4f})" for m, v in c.metrics.items() if v.verdict == "A better"]
     if worse:
-        return Verdict(False, "the holdout is significantly worse on " + ", ".join(worse))
+        return Verdict(False, verdict(WORSE_ON_HOLDOUT, worse=", ".join(worse)))
     hm = c.metrics["hit@5"]
-    reason = (f"held on the holdout: hit@5 {start_h.hit5:.4f} -> {final_h.hit5:.4f} "
-              f"({b_q - a_q:+d} of {n} questions, p={hm.p_value:.4f}); no metric significantly worse")
+    held = dict(start=start_h.hit5, final=final_h.hit5, gained=b_q - a_q, n=n, p=hm.p_value)
     # The rule is hit@5 in questions and paired tests; a fall of the objective that no paired test
     # calls significant does not decline, but the reader must see it, not only a green "promoted".
     obj = start_h.objective if start_h.objective not in ("hit@5", "mrr") else None
     if obj and final_h.value is not None and final_h.value < start_h.value:
-        reason += (f"; the holdout {obj} fell {start_h.value:.2f} -> {final_h.value:.2f}, "
-                   "within noise: the tuning gain did not carry over")
-    return Verdict(True, reason)
+        return Verdict(True, verdict(HELD_OBJECTIVE_FELL, **held, objective=obj, was=start_h.value,
+                                     now=final_h.value))
+    return Verdict(True, verdict(HELD, **held))
 
 
 def decide_promotion(sweep_id: str, start: SearchConfig, final: SearchConfig, holdout: HoldoutCheck | None, index: str | Path | None,
@@ -365,15 +365,14 @@ def _gate_to_install(cfg: SearchConfig, gate_model) -> bool:
 def _decide_locked(hist: History, sweep_id, v: Verdict, cfg: SearchConfig, index, gate_model) -> Promotion:
     prev = read_active(hist.runs)
     if not v.promote:
-        eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason)
-        return Promotion(eid, False, v.reason)
+        eid = hist._add("declined", sweep_id, cfg, None, prev, v.reason.text())
+        return Promotion(eid, False, v.reason.text())
     if index is None:
         raise SearchCoreError(f"cannot promote sweep {sweep_id}: no index for embedder {cfg.embedder}")
-    reason = v.reason
+    reason = v.reason.text()
     if cfg.gate_threshold is not None and gate_model is None:
         cfg = cfg.replace(gate_threshold=None)
-        reason += ("; its gate_threshold was not promoted: the gate model it was tuned on is not available, "
-                   "and on another gate the number means something else")
+        reason += "; " + verdict(GATE_NOT_PROMOTED).text()
     side = sidecar_path(_install_path(hist.runs, Path(index)))
     before = SidecarBefore(side.read_text(encoding="utf-8") if side.exists() else None)
     # the row first (pending), then the files, then the row is done: a kill anywhere is recovered

@@ -14,10 +14,11 @@ from tests.helpers import ROOT
 from tuner.cli import VERB_MODULES, main
 
 # what a search needs of the tuner: the CLI's own modules and the active config (tuner.promotion, whose history
-# keeps its configs as tuner.stored_config records)
+# keeps its configs as tuner.stored_config records and its verdicts as tuner.promotion.verdicts values)
 SEARCH_MAY_LOAD = ("tuner.cli", "tuner.cli.main", "tuner.cli.options", "tuner.cli.search", "tuner.durations",
                    "tuner.progress", "tuner.promotion", "tuner.promotion.config_toml", "tuner.promotion.promote",
-                   "tuner.reports", "tuner.reports.doc", "tuner.reports.render", "tuner.stored_config")
+                   "tuner.promotion.verdicts", "tuner.reasons", "tuner.reports", "tuner.reports.doc",
+                   "tuner.reports.render", "tuner.stored_config")
 
 
 def test_every_verb_is_named_with_the_module_that_defines_it():

@@ -32,17 +32,17 @@ def test_rule_promotes_only_a_change_that_held():
     assert holdout_verdict(START, WIN, _holdout(0.80, 0.80)).promote
     assert holdout_verdict(START, WIN, _holdout(0.80, 0.85)).promote
     v = holdout_verdict(START, WIN, _holdout(0.80, 0.75))
-    assert not v.promote and "1 of 20 questions lost" in v.reason
+    assert not v.promote and "1 of 20 questions lost" in v.reason.text()
     v = holdout_verdict(START, WIN, _holdout(0.80, 0.80, verdicts={"mrr": "A better"}))
-    assert not v.promote and "significantly worse on mrr" in v.reason
-    assert "no holdout" in holdout_verdict(START, WIN, None).reason
-    assert "starting config" in holdout_verdict(START, START.replace(), _holdout(0.8, 0.9)).reason
+    assert not v.promote and "significantly worse on mrr" in v.reason.text()
+    assert "no holdout" in holdout_verdict(START, WIN, None).reason.text()
+    assert "starting config" in holdout_verdict(START, START.replace(), _holdout(0.8, 0.9)).reason.text()
 
 
 def test_a_holdout_objective_that_fell_within_noise_still_promotes_but_says_so():
     v = holdout_verdict(START, WIN, _holdout(0.80, 0.80, score100=(57.90, 57.19)))
-    assert v.promote and "holdout score100 fell 57.90 -> 57.19, within noise" in v.reason
-    assert "fell" not in holdout_verdict(START, WIN, _holdout(0.80, 0.80, score100=(57.90, 58.40))).reason
+    assert v.promote and "holdout score100 fell 57.90 -> 57.19, within noise" in v.reason.text()
+    assert "fell" not in holdout_verdict(START, WIN, _holdout(0.80, 0.80, score100=(57.90, 58.40))).reason.text()
 
 
 def test_promote_decline_history_and_rollback(demo_db, tmp_path):
@@ -240,3 +240,18 @@ def test_an_active_config_written_before_a_setting_existed_runs_as_it_was_promot
     (tmp_path / "mine.toml").write_text("rrf_k = 60\n", encoding="utf-8")
     mine = load_config(tmp_path / "mine.toml")
     assert (mine.w_ngram, mine.pair_terms) == (SearchConfig().w_ngram, SearchConfig().pair_terms)
+
+
+def test_every_promotion_verdict_is_a_value_of_the_table_and_each_kind_is_reached():
+    """The rule's reasons come from PROMOTION_VERDICTS (its wording and the history row's text from one place);
+    every kind but the gate clause is the verdict of some holdout below."""
+    from tuner.promotion.verdicts import GATE_NOT_PROMOTED, PROMOTION_VERDICTS
+    cases = [(START, START.replace(), _holdout(0.8, 0.9)), (START, WIN, None), (START, WIN, _holdout(0.80, 0.75)),
+             (START, WIN, _holdout(0.80, 0.80, verdicts={"mrr": "A better"})), (START, WIN, _holdout(0.80, 0.85)),
+             (START, WIN, _holdout(0.80, 0.80, score100=(57.90, 57.19)))]
+    kinds = set()
+    for start, final, holdout in cases:
+        v = holdout_verdict(start, final, holdout)
+        assert v.reason.table is PROMOTION_VERDICTS, v
+        kinds.add(v.reason.kind)
+    assert kinds | {GATE_NOT_PROMOTED} == set(PROMOTION_VERDICTS)
