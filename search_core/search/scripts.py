@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import re
 
+from search_core.index.ngram_postings import HANGUL_RE
+
 # A question is asked across scripts when each of the dense list's first CROSS_SCRIPT_NOTES notes has a Hangul
 # share at least CROSS_SCRIPT_GAP away from the question's. Chosen with the weight on the tuning parts: the
 # first note alone, or a gap of 0.3, also moved a johngrib holdout question out of the top 5
 # (docs/lab-notes/peers-2026-12.md).
 CROSS_SCRIPT_NOTES = 3
 CROSS_SCRIPT_GAP = 0.5
-_HANGUL_CHAR = re.compile(r"[\uac00-\ud7a3]")
 _LATIN_CHAR = re.compile(r"[A-Za-z]")
 
 
 def script_counts(text: str) -> tuple[int, int]:
     """(Hangul syllables, Latin letters) in `text`."""
-    return len(_HANGUL_CHAR.findall(text)), len(_LATIN_CHAR.findall(text))
+    return len(HANGUL_RE.findall(text)), len(_LATIN_CHAR.findall(text))
 
 
 def hangul_share(hangul: int, latin: int) -> float:

@@ -264,6 +264,17 @@ def edit_vault(vault):
     return [ids(changed), ids(deleted), "added-note"]
 
 
+def edit_behind_the_table(vault, db, cache):
+    """Rewrite, delete and add notes (edit_vault) and index them with the settings file hidden, so the table
+    is not synced: the chunk ids of the touched notes before and after."""
+    restore = hide_settings(db)
+    touched = edit_vault(vault)
+    before = chunk_ids(db, touched)
+    index_vault(vault, db, embedder=FAKE_EMBEDDER, cache=cache)
+    restore()
+    return before, chunk_ids(db, touched)
+
+
 def grow(vault, index, cache, notes=40):
     """`notes` more notes in the vault, indexed: a table with rows enough that reading all would show."""
     for i in range(notes):
@@ -278,12 +289,7 @@ def test_a_sync_reads_only_the_chunks_the_change_record_names(small_vault, small
     grow(small_vault, small_index, shared_cache)
     pg.use(small_index)
     total = len(table_state(pg.dsn, pv.read_settings(small_index).table))
-    restore = hide_settings(small_index)
-    touched = edit_vault(small_vault)
-    before = chunk_ids(small_index, touched)
-    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
-    restore()
-    after = chunk_ids(small_index, touched)
+    before, after = edit_behind_the_table(small_vault, small_index, shared_cache)
     report = pv.sync(small_index)
     assert report.mode == "incremental" and report.inserted == len(after - before) > 0
     assert report.deleted == len(before - after) > 0
@@ -322,12 +328,7 @@ def test_the_change_record_keeps_only_what_the_table_has_not_read(small_vault, s
     restore()
     report = pv.sync(small_index)
     assert report.pruned == len(first) and change_record(small_index) == []
-    restore = hide_settings(small_index)
-    touched = edit_vault(small_vault)
-    before = chunk_ids(small_index, touched)
-    index_vault(small_vault, small_index, embedder=FAKE_EMBEDDER, cache=shared_cache)
-    restore()
-    after = chunk_ids(small_index, touched)
+    before, after = edit_behind_the_table(small_vault, small_index, shared_cache)
     second = change_record(small_index)
     assert set(second) == before ^ after, (second, before, after)
     report = pv.sync(small_index)
