@@ -36,6 +36,7 @@ from search_core.index.store import atomic, connect
 
 from tuner.daemon.config import DaemonConfig
 from tuner.daemon.jobs import NIGHT
+from tuner.daemon.signals import SignalInbox
 
 LOCK = "daemon.lock"
 RUNS_DB = "daemon.sqlite"
@@ -312,7 +313,7 @@ class Daemon:
         self.state_dirty = True
         return JobRun(rid, outcome, detail)
 
-    def _on_signal(self, signum, frame):
+    def _stop_on_signal(self, signum: int) -> None:
         # the flag first: a line in the log means the running job sees the stop from then on
         self.stop.set()
         log.info("signal %d: stopping at the running job's next step (a sweep's round, an index build's batch "
@@ -347,9 +348,8 @@ class Daemon:
         self.open()                      # the lock first: a second instance writes nothing
         handler = setup_log(self.runs)
         exit_code = 0
+        inbox = SignalInbox()            # a signal is taken by the loop below, never by code inside a handler
         try:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, self._on_signal)
             sched = BackgroundScheduler(jobstores={"default": MemoryJobStore()},
                                         executors={"default": ThreadPoolExecutor(1)}, timezone=self.cfg.tz)
             self.scheduler = sched
@@ -381,7 +381,11 @@ class Daemon:
             self.write_state()
             log.info("daemon started, pid %d, config %s, jobs: %s", os.getpid(), self.cfg.path,
                      "; ".join(f"{j.name} {j.schedule_text()}" for j in self.cfg.jobs))
-            while not self.stop.wait(STATE_EVERY_S):
+            while True:
+                signum = inbox.wait(STATE_EVERY_S)
+                if signum is not None:
+                    self._stop_on_signal(signum)
+                    break
                 lost = self.lock.check()
                 if lost == "folder":
                     msg = (f"the runs folder {self.runs} was deleted or replaced under this daemon; stopping (another "
@@ -401,6 +405,7 @@ class Daemon:
             log.info("daemon stopped cleanly" if not exit_code else "daemon stopped: its runs folder is gone")
             return exit_code
         finally:
+            inbox.close()
             self.close()
             for name in ("autoresearch", "apscheduler"):
                 logging.getLogger(name).removeHandler(handler)
