@@ -36,7 +36,7 @@ from search_core.index.write import (chunk_rows, communities_state, delete_chunk
 from search_core.models import get_embedder
 from search_core.paths import embed_cache_file
 from search_core.ingest.note import Note
-from search_core.ingest.parse import NAV_RULE
+from search_core.ingest.parse import NAV_RULE, TEXT_RULE
 from search_core.index.store import atomic, bump_generation, connect, ensure_vec_tables, get_meta, migrate, set_meta
 from search_core.ingest.vault import Skipped, VaultFile, is_beir, is_korquad, list_vault, read_beir, read_korquad, read_note
 
@@ -76,6 +76,7 @@ class IndexReport:
 
 FILE_HASHES = "file_hashes"   # meta: hashing.known_file_hashes() of the writer (the model weights' hash)
 NAV_RULE_KEY = "nav_rule"     # meta: the parse.NAV_RULE the notes' index-page flags were computed under
+TEXT_RULE_KEY = "text_rule"   # meta: the parse.TEXT_RULE the notes' sections and chunks were cut under
 
 
 def index_fingerprint(embedder, chunk_cfg: ChunkConfig) -> dict:
@@ -258,6 +259,7 @@ def _build_full(vault, db, files, beir_notes, skipped, emb, fp, chunk_cfg, cache
             set_meta(conn, CHECKED_AT, time.time())      # a new file: the whole-file check is due a day from now
             set_meta(conn, FILE_HASHES, known_file_hashes())
             set_meta(conn, NAV_RULE_KEY, NAV_RULE)
+            set_meta(conn, TEXT_RULE_KEY, TEXT_RULE)
             report.embedded = write_notes(conn, notes, stats, emb, chunk_cfg, cache, progress)
             rebuild_graph(conn, emb, cache, progress)
             short_tokens.build(conn)
@@ -387,25 +389,28 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
     previous_layout = current_layout(conn, db)      # lends the next layout file the vectors that stay
     report = IndexReport(db=str(db), mode="incremental", skipped=skipped)
     known = {r[0]: (r[1], r[2], r[3]) for r in conn.execute("SELECT id, content_hash, size, mtime_ns FROM notes")}
+    # cut under another TEXT_RULE (or before the rule was recorded): every note is written again once; a chunk
+    # whose text is unchanged keeps its vector (kept_chunks), so this costs the writes, not the embeddings
+    rewrite_all = get_meta(conn, TEXT_RULE_KEY) != TEXT_RULE
     to_write: list[Note] = []
     touch: list[tuple[int, int, str]] = []
     stats: dict[str, VaultFile] = {}
     if beir_notes is not None:
         present = {n.id for n in beir_notes}
-        to_write = [n for n in beir_notes if known.get(n.id, (None,))[0] != n.content_hash]
+        to_write = [n for n in beir_notes if rewrite_all or known.get(n.id, (None,))[0] != n.content_hash]
     else:
         present = {vf.note_id for vf in files}
         stats = {vf.note_id: vf for vf in files}
         for vf in files:
             old = known.get(vf.note_id)
-            if old and old[1] == vf.size and old[2] == vf.mtime_ns:
+            if old and old[1] == vf.size and old[2] == vf.mtime_ns and not rewrite_all:
                 continue                               # size + mtime unchanged: not even read
             r = read_note(vf)
             if isinstance(r, Skipped):
                 skipped.append(r)
                 present.discard(vf.note_id)            # an unreadable file drops out of the index
                 continue
-            if old and old[0] == r.content_hash:
+            if old and old[0] == r.content_hash and not rewrite_all:
                 touch.append((vf.size, vf.mtime_ns, vf.note_id))
             else:
                 to_write.append(r)
@@ -433,7 +438,11 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
                 _keep_current(conn)
                 first_new = None                       # no chunk added: every vector stays
             refresh_layout(conn, db, previous_layout, first_new)
+            set_meta(conn, TEXT_RULE_KEY, TEXT_RULE)
         report.embedded = prepared["embedded"]
+    elif rewrite_all:                                  # an empty vault: nothing to cut again
+        with atomic(conn):
+            set_meta(conn, TEXT_RULE_KEY, TEXT_RULE)
     if not short_tokens.is_built(conn):      # an index written before the table existed: add it now
         with atomic(conn):
             short_tokens.build(conn)

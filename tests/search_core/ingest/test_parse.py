@@ -108,3 +108,15 @@ def test_heading_pattern_has_no_backtracking_tail_and_titles_drop_only_a_closing
         "C#", "Notes", "", "a", "F# and C#"]
     sections = split_sections("## C#\n본문 하나\n## Notes ##\n본문 둘\n")
     assert [s.heading_path for s in sections] == [("C#",), ("Notes",)]
+
+
+def test_an_inline_base64_image_leaves_its_payload_out_of_the_sections():
+    payload = "iVBORw0KGgoAAAANSUhEUgAAAecAAACoCAIAAABVFrEOAAAAAXNSR0IArs4c6QAAvUxJREFUeF7tvQegLWdZ7j" * 40
+    n = parse_note("pics", f"# 멀티파트\n\n업로드 화면 ![](data:image/png;base64,{payload}) 아래 설명.\n"
+                           f"<img src=\"data:image/*;base64,{payload}\">\n\n끝 문단.")
+    text = " ".join(s.text for s in n.sections)
+    assert payload[:16] not in text
+    assert "업로드 화면 ![](data:image/png;base64,) 아래 설명." in text and 'src="data:image/*;base64,"' in text
+    assert "끝 문단." in text
+    # a short token after "base64," is no image: left as written
+    assert "base64,abc" in " ".join(s.text for s in parse_note("x", "인코딩 예: base64,abc").sections)
