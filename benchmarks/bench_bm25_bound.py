@@ -70,6 +70,7 @@ class BoundedBest:
     skipped: int
     rescored: int = 0
     why: str = ""
+    rescore_s: float = 0.0       # process CPU of reading and counting the rescored rows' text
 
 
 def varints(blob: bytes) -> list[int]:
@@ -203,7 +204,9 @@ def bounded_best(conn, phrases: list[str], df: dict[str, int], totals: FtsTotals
     cand = [rid for rid, s in partial.items() if s + rest_bound + 2 * slack >= theta]
     if len(cand) > rescored:
         return BoundedBest(None, read, total - read, why=f"{len(cand)} rows to score from text")
+    t = time.process_time()
     exact = _rescore(conn, cand, phrases, weights)
+    rescore_s = time.process_time() - t
     if exact is None:
         return BoundedBest(None, read, total - read, why="a row folds otherwise than FTS5 may")
     # the self-check: the phrases FTS5 scored, counted from the text, give FTS5's partial score
@@ -216,7 +219,7 @@ def bounded_best(conn, phrases: list[str], df: dict[str, int], totals: FtsTotals
     full = sorted(((row_score(exact[rid][0], idfs, exact[rid][1], totals.avgdl), rid) for rid in cand),
                   key=lambda t: -t[0])
     cut = full[limit - 1][0]
-    return BoundedBest([(rid, -s) for s, rid in full if s >= cut], read, total - read, len(cand))
+    return BoundedBest([(rid, -s) for s, rid in full if s >= cut], read, total - read, len(cand), rescore_s=rescore_s)
 
 
 def _rescore(conn, rowids: list[int], phrases: list[str], weights):
@@ -282,7 +285,8 @@ def measure(db: Path, queries: int, limit: int, share: float, rescored: int, see
             why[reason] = why.get(reason, 0) + 1
         theta = -want[limit - 1][1] if len(want) >= limit else 0.0
         rows.append({"postings": total, "held": got.rows is not None, "fts5_ms": (t1 - t0) * 1000,
-                     "bounded_ms": (t2 - t1) * 1000, "read": got.read, "rescored": got.rescored, "ideal_share": ideal_share(tri, df, totals.rows, theta)})
+                     "bounded_ms": (t2 - t1) * 1000, "read": got.read, "rescored": got.rescored,
+                     "rescore_ms": got.rescore_s * 1000, "ideal_share": ideal_share(tri, df, totals.rows, theta)})
     view.close()
     held = [r for r in rows if r["held"]]
     out = {"db": str(db), "fts5_rows": totals.rows, "queries": len(rows), "limit": limit, "share": share,
@@ -296,7 +300,58 @@ def measure(db: Path, queries: int, limit: int, share: float, rescored: int, see
         out["held_bounded_ms"] = summary([r["bounded_ms"] for r in held])
         out["held_read_share"] = summary([r["read"] / max(r["postings"], 1) for r in held])
         out["held_rescored_rows"] = summary([r["rescored"] for r in held])
+        out["held_rescore_ms"] = summary([r["rescore_ms"] for r in held])
+        out["rescore_us_per_row"] = round(1000 * sum(r["rescore_ms"] for r in held) / max(sum(r["rescored"] for r in held), 1), 1)
     return out
+
+
+def sql_costs(db: Path, heaviest: int = 15, repeats: int = 3) -> dict:
+    """What FTS5 spends on the heaviest titles' queries, and what other MATCH texts or a vocabulary read would:
+    process CPU ms, the best of `repeats`, median over the titles. "rare" / "common": the rarer and the more
+    common half of the query's trigrams."""
+    from search_core.search import channels as ch
+    from search_core.search.view import IndexView
+    view = IndexView.open(db)
+    conn = view.conn
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.bench_instances USING fts5vocab(main, chunks_fts, instance)")
+    w = ", ".join(map(str, ch.FIELD_WEIGHTS))
+    cols = ("title", "aliases", "tags", "summary", "body")
+    weight_sql = "CASE col " + " ".join(f"WHEN '{c}' THEN {x}" for c, x in zip(cols, ch.FIELD_WEIGHTS)) + " END"
+    queries = []
+    for (title,) in conn.execute("SELECT DISTINCT title FROM notes").fetchall():
+        tri = ch.fts_trigrams(view, conn, ch.query_terms(title or "")[0])
+        if len(tri) > 3:
+            df = ch.term_df(view, conn, tri)
+            queries.append((sum(df.values()), tri, df))
+    queries = sorted(queries, key=lambda q: -q[0])[:heaviest]
+    bm25 = f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
+
+    def best(run) -> float:
+        out = []
+        for _ in range(repeats):
+            t = time.process_time()
+            run()
+            out.append(time.process_time() - t)
+        return min(out) * 1000
+
+    got: dict[str, list[float]] = {}
+    for _, tri, df in queries:
+        e = ch.fts_match_expr(tri)
+        order = sorted(tri, key=lambda t: df[t])
+        rare, common = ch.fts_match_expr(order[:len(order) // 2]), ch.fts_match_expr(order[len(order) // 2:])
+        for name, sql, arg in (
+                ("rows alone", "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", e),
+                ("bm25, the channel's query (800 rows)", bm25 + " ORDER BY s LIMIT 800", e),
+                ("bm25 of the rare half", bm25, rare),
+                ("bm25 of (rare) AND (common)", bm25, f"({rare}) AND ({common})"),
+                ("bm25 of all NOT ((common) NOT (rare))", bm25, f"({e}) NOT (({common}) NOT ({rare}))")):
+            got.setdefault(name, []).append(best(lambda: conn.execute(sql, (arg,)).fetchall()))
+        got.setdefault("fts5vocab instances, weighted hits per row", []).append(best(lambda: [conn.execute(
+            f"SELECT doc, sum({weight_sql}) FROM temp.bench_instances WHERE term = ? GROUP BY doc", (t,)).fetchall()
+            for t in tri]))
+    view.close()
+    return {"titles": len(queries), "postings": [q[0] for q in queries],
+            "ms_median": {k: round(statistics.median(v), 2) for k, v in got.items()}}
 
 
 def main():
@@ -306,13 +361,16 @@ def main():
     ap.add_argument("--limit", type=int, default=200, help="Rows asked of FTS5: the sparse channel asks depth x 4.")
     ap.add_argument("--share", type=float, default=0.6, help="Postings read before giving up, a share of the query's.")
     ap.add_argument("--rescored", type=int, default=MAX_RESCORED, help="Rows scored from text before giving up.")
+    ap.add_argument("--sql", action="store_true", help="FTS5's costs by MATCH text on the 15 heaviest titles instead.")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bm25_bound.json")
     args = ap.parse_args()
     import os
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC"), "load": round(os.getloadavg()[0], 1),
-              **measure(args.db, args.queries, args.limit, args.share, args.rescored)}
+              **(sql_costs(args.db) if args.sql else
+                 measure(args.db, args.queries, args.limit, args.share, args.rescored))}
     done = json.loads(args.out.read_text()) if args.out.exists() else {}
-    done[f"{args.db.parent.name}/limit-{args.limit}/share-{args.share}/rescored-{args.rescored}"] = result
+    done[f"{args.db.parent.name}/sql" if args.sql else
+         f"{args.db.parent.name}/limit-{args.limit}/share-{args.share}/rescored-{args.rescored}"] = result
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(done, ensure_ascii=False, indent=1) + "\n")
     print(json.dumps(result, ensure_ascii=False, indent=1))
