@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import ROOT, summary  # noqa: E402
 
@@ -46,7 +48,8 @@ MAX_RESCORED = 1024
 # Scores compared across a different summation order: 24 phrases of idf <= 14 times k1 + 1 sum to < 800,
 # whose rounding error is far below this margin.
 SLACK = 1e-9
-_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# characters that lower() may change: all but ASCII, Hangul (syllables and jamo), CJK ideographs and punctuation
+_MAY_FOLD = re.compile(r"[^\x00-\x7f\u1100-\u11ff\u2000-\u206f\u3000-\u303f\u3130-\u318f\u4e00-\u9fff\uac00-\ud7a3]+")
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ def _folds_like_fts5(text: str) -> bool:
     case (Hangul) and on the one-to-one capitals of Latin-1 and Latin Extended-A, Greek (but a sigma, which
     lower() turns final at a word's end), Cyrillic and fullwidth Latin; another letter that lower() changes
     ("İ" becomes two characters) may not fold as FTS5 folds it, so such a row is left to FTS5."""
-    for c in set("".join(_NON_ASCII.findall(text))):
+    for c in set("".join(_MAY_FOLD.findall(text))):
         if c.lower() != c and not _simple_fold(ord(c)):
             return False
     return True
@@ -152,7 +155,7 @@ def row_freqs(columns, phrases: list[str], weights) -> list[float] | None:
     for text, w in zip(columns, weights):
         if not text:
             continue
-        if not text.isascii() and not _folds_like_fts5(text):
+        if not text.isascii() and _MAY_FOLD.search(text) and not _folds_like_fts5(text):
             return None
         low = text.lower()
         for i, p in enumerate(phrases):
@@ -183,24 +186,30 @@ def bounded_best(conn, phrases: list[str], df: dict[str, int], totals: FtsTotals
     rest_bound = sum(bound(idfs[i]) for i in order)
     weight_args = ", ".join(map(str, weights))
     sql = f"SELECT rowid, -bm25(chunks_fts, {weight_args}) FROM chunks_fts WHERE chunks_fts MATCH ?"
-    partial: dict[int, float] = {}
+    # partial scores per row as arrays: each phrase's (rowid, score) read whole, summed per rowid (np.unique then
+    # bincount); a rowid's sum follows the phrases' order, rarest first
+    ids, vals = np.zeros(0, np.int64), np.zeros(0, np.float64)
     read, theta, done = 0, 0.0, 0
     for k, i in enumerate(order[:-1]):          # the last phrase read would leave no list unread
         if read + df.get(phrases[i], 0) > budget:
             break
-        for rid, s in conn.execute(sql, (match_expr([phrases[i]]),)):
-            partial[rid] = partial.get(rid, 0.0) + s
+        got = conn.execute(sql, (match_expr([phrases[i]]),)).fetchall()
+        if got:
+            a = np.array(got, np.float64)
+            ids, inv = np.unique(np.concatenate([ids, a[:, 0].astype(np.int64)]), return_inverse=True)
+            vals = np.bincount(inv, weights=np.concatenate([vals, a[:, 1]]), minlength=len(ids))
         read += df.get(phrases[i], 0)
         rest_bound -= bound(idfs[i])
         done = k + 1
-        if len(partial) >= limit:
-            theta = sorted(partial.values(), reverse=True)[limit - 1]
+        if len(ids) >= limit:
+            theta = float(-np.partition(-vals, limit - 1)[limit - 1])
             if rest_bound + SLACK * max(theta, 1.0) < theta - SLACK * max(theta, 1.0):
                 break
     slack = SLACK * max(theta, 1.0)
-    if not done or len(partial) < limit or rest_bound + slack >= theta - slack:
-        return BoundedBest(None, read, total - read, why=f"no bound within {budget} postings: {len(partial)} rows, "
+    if not done or len(ids) < limit or rest_bound + slack >= theta - slack:
+        return BoundedBest(None, read, total - read, why=f"no bound within {budget} postings: {len(ids)} rows, "
                            f"the unread phrases' bound {rest_bound:.3f} against {theta:.3f}")
+    partial = dict(zip(ids.tolist(), vals.tolist()))
     cand = [rid for rid, s in partial.items() if s + rest_bound + 2 * slack >= theta]
     if len(cand) > rescored:
         return BoundedBest(None, read, total - read, why=f"{len(cand)} rows to score from text")
