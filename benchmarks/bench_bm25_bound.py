@@ -1,7 +1,7 @@
 """A bounded BM25 for the sparse channel's FTS5 query, measured against FTS5's own: is it worth shipping?
 
     python benchmarks/bench_bm25_bound.py --db INDEX [--queries 200] [--limit 200] [--share 0.6]
-        [--rescored 1024] [--out benchmarks/results/bm25_bound.json]
+        [--rescored 1024] [--sql] [--out benchmarks/results/bm25_bound.json]
 
 FTS5 scores every row an OR of trigrams matches, so the keyword channel pays for the common trigrams' long
 posting lists although their idf is small (docs/lab-notes/scale-2026-12.md: 78-95 ms at p95 at 567,010
@@ -13,11 +13,12 @@ own text (their five FTS5 columns and FTS5's stored sizes), in FTS5's arithmetic
 score is the float FTS5 returns. Where the bound does not hold within a share of the query's postings, or a
 row's text could fold otherwise than FTS5 folds it, the channel would ask FTS5 as today.
 
-Per query (note titles of the index, seeded, as bench_scale's warm stage takes them): whether the bound
+Per query (the index's note titles, copy numbers stripped, in a seeded order): whether the bound
 held, the rows it returned against channels._fts_best's (the same rowids and the same floats, or the run
 fails), process CPU of both, the postings each read. And the ceiling of the idea: the share of a query's
 postings MaxScore would have to read with the true `limit`-th score known in advance. Only counts and
-timings are written (the scale vault holds KorQuAD text, CC BY-ND).
+timings are written (the scale vault holds KorQuAD text, CC BY-ND). `--sql`: what FTS5 spends on the heaviest
+titles by MATCH text (the rows alone, bm25, the rarer half, rewritten expressions, fts5vocab's instances).
 """
 
 from __future__ import annotations
