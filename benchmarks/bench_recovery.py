@@ -118,7 +118,7 @@ def hand_set(case: VaultCase, judge: str):
 
 def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anchor_share: float | None = None,
              mask_link: bool = False, whole: bool = False, heading_title: bool = True,
-             kinds: tuple[str, ...] | None = None) -> Path:
+             kinds: tuple[str, ...] | None = None, findable_in: Path | None = None) -> Path:
     """`gold make` (seed, n, anchor_share, mask_link) written under cache: the night's tuning set. whole: read
     the whole vault the indexed one was cut from (its other notes give anchors too), questions about the
     indexed notes only."""
@@ -131,11 +131,13 @@ def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anch
         source = case.whole if whole else case.vault
         write_vault_questions(source, out, n=n, seed=seed, anchor_share=anchor_share, mask_link=mask_link,
                               heading_title=heading_title, kinds=kinds or DEFAULT_KINDS, only_notes={f.note_id for f in list_vault(case.vault)} if whole else None,
+                              findable_in=findable_in,
                               command=f"gold make {source} -n {n} --seed {seed}"
                                       + (f" --anchor-share {anchor_share}" if anchor_share is not None else "")
                                       + (" --mask-link" if mask_link else "")
                                       + ("" if heading_title else " --heading-alone")
                                       + (f" --kinds {','.join(kinds)}" if kinds else "")
+                                      + (f" --findable-in {findable_in}" if findable_in else "")
                                       + (f" (questions about the notes of {case.vault} only)" if whole else ""))
     return out
 
@@ -205,12 +207,13 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
              budget: float | None = None, heading_title: bool = True, tuning: str = "made",
-             agreement: bool = True) -> dict:
+             agreement: bool = True, findable: bool = False) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout).
     tuning: what the night tunes on: "made" (the made set alone), "hand+made" (the vault's hand-written tune
     set, probes too, beside the made set, combined as the daemon combines them: tuner.data.night_gold),
-    "hand" (the hand-written tune set alone); with a hand-written part it cannot be judged on "tune"."""
+    "hand" (the hand-written tune set alone); with a hand-written part it cannot be judged on "tune".
+    findable: gold make's findable_in (the base index): only questions some fusion list alone finds in its top 10."""
     from search_core.config import SearchConfig, load_config
     db = base_index(case, cache)
     if tuning != "made" and "tune" in judges:
@@ -222,9 +225,10 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "space": str(space) if space else "default",
            "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole,
            "heading_title": heading_title,
-           "time_budget_s": budget, "tuning": tuning, "runs": []}
+           "time_budget_s": budget, "tuning": tuning, "findable": findable, "runs": []}
     for seed in seeds:
-        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title)
+        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title,
+                        findable_in=db if findable else None)
         if tuning != "made":
             from tuner.data.night_gold import write_night_gold
             from tuner.daemon.evidence import index_note_ids
@@ -311,6 +315,66 @@ def config_check(case: VaultCase, cache: Path, seed: int, n: int, judge: str, ma
     for s in bench.searchers.values():
         s.close()
     return out
+
+
+RRF_KS = (1, 2, 5, 12, 30, 60, 120)
+RRF_BASES = {        # fusions rrf_k can act on (the start fuses one list, which no k reorders), off the start
+    "w_sparse 0.5": {"w_sparse": 0.5}, "w_dense 0.5, w_sparse 0.5": {"w_dense": 0.5, "w_sparse": 0.5}, "default": None,
+}
+SINGLE_LISTS = {"dense": {}, "keyword": {"w_dense": 0.0, "w_sparse": 1.0}, "ngram": {"w_dense": 0.0, "w_ngram": 1.0}}
+
+
+def rrf_grid(case: VaultCase, cache: Path, seed: int, n: int, judge: str, whole: bool = False,
+             progress=print) -> dict:
+    """Which questions see rrf_k: the hand-written --judge set and the recipe's made set, each question's first
+    rank under every RRF_BASES config at every RRF_KS and under each fusion list alone (SINGLE_LISTS, from the
+    start), so a made subset (the questions some list alone finds in its top 10, or none) can be scored after."""
+    from search_core.config import SearchConfig, load_config
+    from tuner.data.gold import load_gold
+    from tuner.sweep.workbench import Workbench
+    db = base_index(case, cache)
+    bench = Workbench(db, vault=str(case.vault), index_dir=str(cache / case.name / "indexes"))
+    start = load_config(START)
+    cfgs = {f"list {name}": start.replace(**moves) for name, moves in SINGLE_LISTS.items()}
+    for base, moves in RRF_BASES.items():
+        for k in RRF_KS:
+            cfgs[f"{base} | k {k}"] = (SearchConfig() if moves is None else start.replace(**moves)).replace(rrf_k=k)
+    sets = {"hand": hand_set(case, judge),
+            "made": load_gold(made_set(case, cache, seed, n, "recipe", 1.0, True, whole))}
+    out = {"vault": case.name, "seed": seed, "n": n, "judge": judge, "ranks": {}}
+    for set_name, g in sets.items():
+        ranks: dict = {q.id: {} for q in g.questions if not q.is_probe}
+        for c, cfg in cfgs.items():
+            for r in bench.evaluate(cfg, g).per_query:
+                if r.id in ranks:
+                    ranks[r.id][c] = r.first_rank
+        out["ranks"][set_name] = ranks
+        progress(f"{case.name} {set_name}: {len(ranks)} questions")
+    for s in bench.searchers.values():
+        s.close()
+    return out
+
+
+def rrf_grid_table(res: dict, within: int = 10) -> str:
+    """MRR at each k per base, for the hand-written set, the made set, and the made questions some list alone
+    finds in its top `within` and those no list finds."""
+    def mrr(qs, c):
+        return sum(1.0 / q[c] for q in qs if q.get(c)) / max(1, len(qs))
+
+    def found(q):
+        return any(q.get(f"list {name}") and q[f"list {name}"] <= within for name in SINGLE_LISTS)
+    hand, made = (list(res["ranks"][k].values()) for k in ("hand", "made"))
+    rows = {"hand-written": hand, "made (the recipe)": made,
+            f"made, some list finds it in its top {within}": [q for q in made if found(q)],
+            f"made, no list finds it in its top {within}": [q for q in made if not found(q)]}
+    lines = [f"| {res['vault']}: set (questions) | fusion | " + " | ".join(f"k {k}" for k in RRF_KS) + " | best k |",
+             "|---" * (len(RRF_KS) + 3) + "|"]
+    for label, qs in rows.items():
+        for base in RRF_BASES:
+            vals = [mrr(qs, f"{base} | k {k}") for k in RRF_KS]
+            best = RRF_KS[max(range(len(vals)), key=vals.__getitem__)]
+            lines.append(f"| {label} ({len(qs)}) | {base} | " + " | ".join(f"{v:.3f}" for v in vals) + f" | {best} |")
+    return "\n".join(lines)
 
 
 def check_table(res: dict) -> str:
@@ -438,6 +502,12 @@ def main() -> None:
     ap.add_argument("--no-agreement", action="store_true",
                     help="skip the agreement (every visited config scored on the hand-written sets: most of a "
                          "night's time on a loaded machine)")
+    ap.add_argument("--rrf-grid", action="store_true",
+                    help="score the hand-written --judge set and the recipe's made set at every RRF_KS over RRF_BASES "
+                         "and under each fusion list alone, print MRR per k, and stop")
+    ap.add_argument("--findable", action="store_true",
+                    help="gold make's findable_in (the vault's base index): keep only made questions some fusion list "
+                         "alone finds in its top 10")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -472,6 +542,15 @@ def main() -> None:
         path = write_result(f"recovery-check-{a.judge.split(',')[0]}-{'-'.join(names)}", {"checks": checks})
         print(f"written to {path}", file=sys.stderr)
         return
+    if a.rrf_grid:
+        grids = []
+        for name in names:
+            grids.append(rrf_grid(VAULTS[name], a.cache, int(a.seeds.split(",")[0]), a.n, a.judge.split(",")[0],
+                                  whole=a.anchors_from_whole, progress=lambda l: print(l, file=sys.stderr, flush=True)))
+            print(rrf_grid_table(grids[-1]) + "\n", flush=True)
+        path = write_result(f"recovery-rrfk-{a.judge.split(',')[0]}-{'-'.join(names)}", {"grids": grids})
+        print(f"written to {path}", file=sys.stderr)
+        return
     if a.prepare:
         from search_core.index.indexer import index_vault
         from search_core.search.pipeline import Searcher
@@ -497,7 +576,7 @@ def main() -> None:
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
                                 anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
                                 budget=a.time_budget, heading_title=not a.heading_alone, tuning=a.tuning,
-                                agreement=not a.no_agreement))
+                                agreement=not a.no_agreement, findable=a.findable))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})

@@ -78,6 +78,19 @@ MADE_ANCHOR_SHARE = 1.0
 # very text the keyword channel indexes: a night on it kept the keyword channel alone (w_dense 1.0 -> 0) and
 # lowered held-out hit@5 0.967 -> 0.900 (BENCHMARKS.md). So neither is evidence about fusion on such a vault.
 MADE_HEADING_TITLE = True
+# `findable_in`: a made question is kept only when some fusion list alone (dense, FTS5 keyword, n-gram BM25) finds
+# its gold note in its top FINDABLE_WITHIN. rrf_k decides between a note one list puts first and a note every list
+# puts mid-way: a question no list finds moves only by that consensus at deep ranks, so it rewards a large k
+# (demo, the recipe's set at the shipped default: the 30 of 600 no list finds gain 0.036 MRR from k 2 -> 120, the
+# 570 others lose 0.041, the hand-written demo-tune loses 0.021 from k 2 -> 60). Johngrib's masked anchors are
+# mostly below the top 5 (made hit@5 0.35 under the start) and its nights never moved rrf_k off 60; how many of
+# them no list finds is not measured yet (docs/lab-notes/tuner-2026-12.md).
+FINDABLE_WITHIN = 10
+FINDABLE_LISTS = {
+    "dense": {"w_dense": 1.0, "w_sparse": 0.0, "w_ngram": 0.0},
+    "keyword": {"w_dense": 0.0, "w_sparse": 1.0, "w_ngram": 0.0},
+    "ngram": {"w_dense": 0.0, "w_sparse": 0.0, "w_ngram": 1.0},
+}
 LEVEL_OF = {"anchor": "L1", "heading": "L0", "alias": "L0", "summary": "L1", "title": "L0"}
 
 MD_LINK_RE = re.compile(r"(?<!!)\[([^\]\n]+)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -461,13 +474,17 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
                          kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None,
-                         mask_link: bool = False, heading_title: bool = True, only_notes=None) -> VaultQuestions:
+                         mask_link: bool = False, heading_title: bool = True, only_notes=None,
+                         findable_in: str | Path | None = None) -> VaultQuestions:
     """A gold set of questions the vault answers, made from what its author wrote about each note.
     anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note).
     mask_link: an anchor question leaves out the link itself (anchor_candidates).
     heading_title: a heading question carries its note's title (False: the heading alone, field_candidates).
     only_notes: note ids a question may have as its gold and hold out (e.g. the notes an index holds, when the
-    vault read is larger than the index: its other notes still give anchors about these), None: every note."""
+    vault read is larger than the index: its other notes still give anchors about these), None: every note.
+    findable_in: an index of the vault; a question is kept only when one fusion list alone finds its gold note
+    there in its top FINDABLE_WITHIN (FINDABLE_LISTS), so the set sees the top-rank fusion hand-written
+    questions live in; n is then filled from the questions that pass."""
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise SearchCoreError(f"unknown question kind(s) {bad}; kinds: {', '.join(KINDS)}")
@@ -523,26 +540,58 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
         qid = f"{c.kind}-{hashlib.sha256(f'{c.gold}|{c.query}'.encode()).hexdigest()[:8]}"
         return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, c.kind, exclude)
 
+    finder = FindableCheck(findable_in) if findable_in is not None else None
+
     def take(cands: list[_Candidate], limit: int | None, into: list[MadeQuestion]) -> None:
         for c in _spread(cands, None, rng):
             if limit is not None and len(into) >= limit:
                 return
             q = question(c)
-            if q is not None:
-                into.append(q)
+            if q is None:
+                continue
+            if finder is not None and not finder.finds(q):
+                dropped[f"no fusion list alone finds its note in its top {FINDABLE_WITHIN}"] += 1
+                continue
+            into.append(q)
 
     questions: list[MadeQuestion] = []
-    if anchor_share is not None and n is not None:
-        # anchors first, up to their share of n; the other kinds fill what is left (and what anchors lack)
-        take([c for c in kept if c.kind == "anchor"], round(n * anchor_share), questions)
-        take([c for c in kept if c.kind != "anchor"], n, questions)
-    else:
-        take(kept, n, questions)
+    try:
+        if anchor_share is not None and n is not None:
+            # anchors first, up to their share of n; the other kinds fill what is left (and what anchors lack)
+            take([c for c in kept if c.kind == "anchor"], round(n * anchor_share), questions)
+            take([c for c in kept if c.kind != "anchor"], n, questions)
+        else:
+            take(kept, n, questions)
+    finally:
+        if finder is not None:
+            finder.close()
     if not questions:
         raise SearchCoreError(f"{vault}: no question could be made from {len(notes)} notes (kinds "
                               f"{', '.join(kinds)}): the notes have no links with words around them, no "
                               "aliases and no distinctive headings; write a few questions with `gold init`")
     return VaultQuestions(tuple(questions), str(vault), seed, dict(made), dict(dropped))
+
+
+class FindableCheck:
+    """Whether some fusion list alone (FINDABLE_LISTS) finds a question's gold note in its top FINDABLE_WITHIN, in
+    an index of the vault, with the question's `exclude` notes held out as a night's search holds them out."""
+
+    def __init__(self, db: str | Path):
+        from search_core.search.pipeline import Searcher
+        self.searcher = Searcher(db)
+        self.configs = tuple(SearchConfig().replace(w_decomposed=0.0, w_entity=0.0, **weights)
+                             for weights in FINDABLE_LISTS.values())
+
+    def finds(self, q: MadeQuestion) -> bool:
+        for cfg in self.configs:
+            r = self.searcher.retrieve_for(q.query, cfg, exclude=q.exclude)
+            res = self.searcher.rank(r, cfg, snippets=False, limit_fused=FINDABLE_WITHIN, exclude=q.exclude)
+            if any(nid in q.gold for nid in res.ranked[:FINDABLE_WITHIN]):
+                return True
+        return False
+
+    def close(self) -> None:
+        self.searcher.close()
 
 
 def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
@@ -565,10 +614,11 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
                           kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
                           anchor_share: float | None = None, mask_link: bool = False, heading_title: bool = True,
-                          only_notes=None) -> VaultQuestions:
+                          only_notes=None, findable_in: str | Path | None = None) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
     vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share,
-                              mask_link=mask_link, heading_title=heading_title, only_notes=only_notes)
+                              mask_link=mask_link, heading_title=heading_title, only_notes=only_notes,
+                              findable_in=findable_in)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq

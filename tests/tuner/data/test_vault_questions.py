@@ -233,3 +233,35 @@ def test_a_list_item_with_words_of_its_own_is_an_anchor_and_a_bare_one_is_not(tm
     anchors = [q for q in make_vault_questions(vault, n=None, kinds=("anchor",), mask_link=True).questions]
     assert [(q.query, q.gold, q.exclude) for q in anchors] == [
         ("캐시 무효화 전략을 처음 정리한 글, 다시 읽을 만하다", ("b",), ("list",))]
+
+
+def test_findable_in_keeps_the_questions_some_fusion_list_alone_finds_within_its_top_n(qvault, tmp_path, shared_cache,
+                                                                                     monkeypatch):
+    # each question searched by evaluation's own path (run_queries: its `exclude` held out) with each list alone;
+    # within the top 1, some questions are found by a list and some by none, so the filter has both to sort
+    from search_core.config import SearchConfig
+    from search_core.index.indexer import index_vault
+    from search_core.search.pipeline import Searcher
+    from tests.helpers.fake_embedder import NAME
+    from tuner.data.gold import GoldSet, Question
+    from tuner.evaluation.evaluate import run_queries
+    db = tmp_path / "index.sqlite"
+    index_vault(qvault, db, embedder=NAME, cache=shared_cache)
+    monkeypatch.setattr(vqm, "FINDABLE_WITHIN", 1)
+    every = make_vault_questions(qvault, n=None)
+    gold = GoldSet("made", "test", tuple(Question(q.id, q.level, q.query, q.gold, source="vault", exclude=q.exclude)
+                                         for q in every.questions))
+    searcher = Searcher(db)
+    try:
+        found = set()
+        for weights in vqm.FINDABLE_LISTS.values():
+            cfg = SearchConfig().replace(w_decomposed=0.0, w_entity=0.0, **weights)
+            found |= {r.id for r in run_queries(searcher, gold, cfg) if r.first_rank == 1}
+    finally:
+        searcher.close()
+    assert found and found != {q.id for q in every.questions}
+    vq = make_vault_questions(qvault, n=None, findable_in=db)
+    assert {q.id for q in vq.questions} == found
+    assert vq.dropped["no fusion list alone finds its note in its top 1"] == len(every.questions) - len(found)
+    # n is filled from the questions that pass
+    assert len(make_vault_questions(qvault, n=len(found), findable_in=db).questions) == len(found)
