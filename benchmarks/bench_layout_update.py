@@ -40,18 +40,25 @@ def wchar() -> int:
     return int(dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())["wchar"])
 
 
-def layout_files(db: Path) -> dict[str, tuple[int, int]]:
+def layout_files(db: Path) -> dict[str, tuple[int, int, int]]:
     from search_core.index.layout import layout_path
     main = layout_path(db)
-    return {p.name: (p.stat().st_ino, p.stat().st_size) for p in main.parent.glob(main.name + "*")}
+    return {p.name: (p.stat().st_ino, p.stat().st_size, p.stat().st_mtime_ns) for p in main.parent.glob(main.name + "*")}
 
 
 def layout_bytes(before: dict, after: dict) -> int:
-    """Bytes the update put into the layout files: whole for a new file (an inode not there before, under any
-    name: a file renamed, as the small file to `.prev`, wrote nothing), the growth of one appended to. An
-    in-place write that does not grow a file would go uncounted: none of ours does one."""
-    sizes = {ino: size for ino, size in before.values()}
-    return sum(size if ino not in sizes else max(0, size - sizes[ino]) for ino, size in after.values())
+    """Bytes the update put into the layout files: nothing for a file as it was under any name (the small file
+    renamed to `.prev`), the growth of a file appended to (its name and inode as before), the whole of any
+    other (a new file; its inode may be one a removed file had). An in-place write that does not grow a file
+    would go uncounted: none of ours does one."""
+    same = set(before.values())
+    total = 0
+    for name, (ino, size, mtime) in after.items():
+        old = before.get(name)
+        if (ino, size, mtime) in same:
+            continue
+        total += size - old[1] if old is not None and old[0] == ino and size >= old[1] else size
+    return total
 
 
 def git_commit() -> str:
@@ -95,7 +102,7 @@ def main():
     t = time.process_time()
     index_vault(vault, db, embedder=NAME, cache=cache)          # the layout files written whole, for this copy
     first = {"cpu_s": round(time.process_time() - t, 2),
-             "layout_bytes": sum(size for _, size in layout_files(db).values())}
+             "layout_bytes": sum(size for _, size, _ in layout_files(db).values())}
 
     notes = sorted(vault.rglob("*.md"))
     runs = []
