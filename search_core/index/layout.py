@@ -8,12 +8,13 @@ writer stores them once more, as flat arrays in files beside the index, and a vi
 kernel's page cache holds the vectors once for every process, and a cold search reads only the pages it
 touches.
 
-The files: `index.sqlite.layout`, small and rewritten whole by every commit (the vault's order, which
-chunk or entity each vector row holds, the note ids), and one rows file per kind of vector
-(`index.sqlite.layout.chunks-<serial>`, `index.sqlite.layout.entities-<serial>`): float32 rows, no header,
-that an update only appends to. Rows are in append order: an update marks the rows of the chunks it
-removed dead (id -1 in the layout's `vec_ids`) and appends the new ones as a segment, so it writes what
-changed, not the vault (at 555,000 chunks the whole file was ~630 MiB a save). Every segment, a full
+The files: `index.sqlite.layout`, small and rewritten whole by every commit (the vault's order, the note
+ids, and the rows dead since they were appended), and one rows file per kind of vector
+(`index.sqlite.layout.chunks-<serial>`, `index.sqlite.layout.entities-<serial>`: float32 rows, no header)
+with its ids beside it (the same name + IDS: int64 a row), that an update only appends to. Rows are in
+append order: an update marks the rows of the chunks it removed dead (listed in the small file; the
+layout's `vec_ids` gives them -1) and appends the new ones as a segment, so it writes what changed, not
+the vault (at 555,000 chunks the whole file was ~630 MiB a save). Every segment, a full
 build's one included, is padded with zero rows (id -1) to a multiple of ROW_BLOCK: OpenBLAS's sgemv
 computes the rows of a kernel's or a thread's tail in another order of sums, so a row's product with the
 query differs in the last bit by where it sits; with no real row in a tail, every row's product is the same
@@ -31,7 +32,7 @@ rows file is never cut below the rows a kept file names, so an update killed bef
 last committed index mapped whole (the next update cuts off what the killed one appended).
 
 Format of the small file: MAGIC, then a JSON header (arrays: name -> [offset, dtype, shape]; rows: kind
--> the rows file, its row count and segments) padded to HEADER_BYTES, then each array at a 64-byte
+-> the rows file, its row count and segments; `<kind>_dead`: the rows dead, padding included) padded to HEADER_BYTES, then each array at a 64-byte
 boundary, little-endian; note ids as one JSON array of strings.
 """
 
@@ -66,6 +67,7 @@ ROW_BLOCK = 16
 # at 100,000 chunks.
 DEAD_SHARE = 0.25
 KINDS = ("chunks", "entities")
+IDS = ".ids"                              # a rows file's ids (int64 a row, -1 for padding): its name + IDS
 
 
 @dataclass(frozen=True)
@@ -206,12 +208,12 @@ def layout_from_index(conn) -> VaultLayout:
 
 # ---------------------------------------------------------------- the files
 
-def _write_new(path: Path, mode: int, matrix: np.ndarray) -> None:
+def _write_new(path: Path, mode: int, data: np.ndarray) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
-            f.write(np.ascontiguousarray(matrix, np.float32).tobytes())
+            f.write(np.ascontiguousarray(data).tobytes())
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -249,18 +251,20 @@ def write_rows(db: Path, kind: str, generation: int, previous: VaultLayout | Non
         ids = np.where(keep, prev_ids, -1)
         dead = int((ids < 0).sum()) + len(new_ids) - int((new_ids >= 0).sum())
         if dead <= DEAD_SHARE * (len(ids) + len(new_ids)):
-            path = rows_path(db, prev_file.name)
             segments = prev_file.segments
-            with open(path, "r+b") as f:
-                f.truncate(prev_file.rows * dim * 4)
-                if len(new_ids):
-                    f.seek(0, os.SEEK_END)
-                    f.write(np.ascontiguousarray(new_mat).tobytes())
-                    segments = segments + ((prev_file.rows, len(new_ids), generation),)
-                f.flush()
-                os.fsync(f.fileno())
+            for path, width, data in ((rows_path(db, prev_file.name), dim * 4, new_mat),
+                                      (rows_path(db, prev_file.name + IDS), 8, new_ids)):
+                with open(path, "r+b") as f:
+                    f.truncate(prev_file.rows * width)
+                    if len(new_ids):
+                        f.seek(0, os.SEEK_END)
+                        f.write(np.ascontiguousarray(data).tobytes())
+                    f.flush()
+                    os.fsync(f.fileno())
+            if len(new_ids):
+                segments = segments + ((prev_file.rows, len(new_ids), generation),)
             return RowsWrite(RowsFile(prev_file.name, prev_file.rows + len(new_ids), segments),
-                             np.concatenate([ids, new_ids]), new_mat.nbytes, dim)
+                             np.concatenate([ids, new_ids]), new_mat.nbytes + new_ids.nbytes, dim)
     kept_ids = np.zeros(0, np.int64)
     kept_mat = np.zeros((0, dim), np.float32)
     if prev_file is not None and prev_mat.shape[1] == dim:
@@ -270,8 +274,10 @@ def write_rows(db: Path, kind: str, generation: int, previous: VaultLayout | Non
     ids, mat = _padded(np.concatenate([kept_ids, new_ids[real]]),
                        np.concatenate([kept_mat, new_mat[real]]) if len(kept_ids) + int(real.sum()) else kept_mat, dim)
     name = f"{kind}-{os.urandom(6).hex()}"
-    _write_new(rows_path(db, name), _mode(db), mat)
-    return RowsWrite(RowsFile(name, len(ids), ((0, len(ids), generation),) if len(ids) else ()), ids, mat.nbytes, dim)
+    _write_new(rows_path(db, name), _mode(db), np.ascontiguousarray(mat, np.float32))
+    _write_new(rows_path(db, name + IDS), _mode(db), ids)
+    return RowsWrite(RowsFile(name, len(ids), ((0, len(ids), generation),) if len(ids) else ()), ids,
+                     mat.nbytes + ids.nbytes, dim)
 
 
 def write_layout(db: str | Path, layout: VaultLayout, generation: int, token: str,
@@ -279,8 +285,11 @@ def write_layout(db: str | Path, layout: VaultLayout, generation: int, token: st
     """Write the small layout file of `db` for the commit (generation, token), whose rows are in `files`
     (written before), atomically (files.atomic_replace)."""
     names = np.frombuffer(json.dumps(list(layout.note_ids), ensure_ascii=False).encode("utf-8"), np.uint8)
-    arrays = {"note_start": layout.note_start, "chunk_at": layout.chunk_at, "vec_ids": layout.vec_ids,
-              "entity_ids": layout.entity_ids, "note_ids": names}
+    # the rows' ids are in the rows files' `.ids` beside them, as appended; here only the rows dead since
+    # (a removed chunk's or entity's, and padding): the small index of superseded rows
+    arrays = {"note_start": layout.note_start, "chunk_at": layout.chunk_at,
+              "chunks_dead": np.flatnonzero(layout.vec_ids < 0).astype(np.int64),
+              "entities_dead": np.flatnonzero(layout.entity_ids < 0).astype(np.int64), "note_ids": names}
     dims = {"chunks": int(layout.matrix.shape[1]), "entities": int(layout.entity_matrix.shape[1])}
     spec, offset = {}, HEADER_BYTES
     for name, a in arrays.items():
@@ -353,16 +362,18 @@ def map_layout(path: Path, generation: int, token: str | None) -> VaultLayout:
         count = int(np.prod(shape)) if shape else 1
         arr[name] = np.frombuffer(mm, dtype=np.dtype(dtype), count=count, offset=offset).reshape(shape)
     note_ids = tuple(json.loads(arr["note_ids"].tobytes().decode("utf-8")))
-    files, mats = [], []
-    for kind, ids in zip(KINDS, (arr["vec_ids"], arr["entity_ids"])):
+    files, mats, ids = [], [], []
+    main = path.name[:-len(PREVIOUS)] if path.name.endswith(PREVIOUS) else path.name
+    for kind in KINDS:
         r = meta["rows"][kind]
-        if r["rows"] != len(ids):
-            raise ValueError(f"{kind}: {len(ids)} row ids for {r['rows']} rows")
         files.append(RowsFile(r["file"], r["rows"], tuple(tuple(s) for s in r["segments"])))
-        main = path.name[:-len(PREVIOUS)] if path.name.endswith(PREVIOUS) else path.name
         mats.append(_map_rows(path.with_name(f"{main}.{r['file']}"), r["rows"], r["dim"]))
-    return VaultLayout(note_ids, arr["note_start"], arr["chunk_at"], arr["vec_ids"], mats[0],
-                       arr["entity_ids"], mats[1], (generation, token), tuple(files))
+        row_ids = _map_rows(path.with_name(f"{main}.{r['file']}{IDS}"), r["rows"], 2).view(np.int64).reshape(-1)
+        row_ids = np.array(row_ids)                # a copy: the rows dead since they were appended marked -1
+        row_ids[arr[f"{kind}_dead"]] = -1
+        ids.append(row_ids)
+    return VaultLayout(note_ids, arr["note_start"], arr["chunk_at"], ids[0], mats[0],
+                       ids[1], mats[1], (generation, token), tuple(files))
 
 
 def _mapped(db: Path, generation: int, token: str | None) -> tuple[VaultLayout, Path]:
@@ -463,7 +474,8 @@ def refresh_layout(conn, target: str | Path, previous: VaultLayout | None = None
     elif previous is None and main.exists() and target.exists():
         atomic_replace(main, prev)         # a full build: the index it replaces keeps its file until the swap
     path = write_layout(target, layout, generation, token, (chunks.file, ents.file))
-    keep_files = {rows_path(target, n) for n in {chunks.file.name, ents.file.name} | rows_named_by(prev)}
+    keep_files = {rows_path(target, n + tail) for n in {chunks.file.name, ents.file.name} | rows_named_by(prev)
+                  for tail in ("", IDS)}
     for p in companion_files(target):
         if p != path and p != prev and p not in keep_files:
             p.unlink(missing_ok=True)      # rows files no kept layout names (a killed update's, a copied-out file)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from search_core.index.indexer import index_vault
-from search_core.index.layout import ROW_BLOCK, companion_files, layout_path, pad_rows, rows_named_by, rows_path
+from search_core.index.layout import IDS, ROW_BLOCK, companion_files, layout_path, pad_rows, rows_named_by, rows_path
 from search_core.index.store import connect
 from search_core.search import channels as ch
 from search_core.search.view import IndexView
@@ -123,6 +123,7 @@ def test_an_update_killed_before_its_commit_leaves_the_last_commit_mapped_whole(
     # the killed update appended rows and wrote its small file; the committed one is kept beside it and used
     dim = committed.matrix.shape[1]
     assert rows_file.stat().st_size > committed_rows * dim * 4
+    assert rows_path(db, committed.files[0].name + IDS).stat().st_size > committed_rows * 8
     after_kill, source, _ = dense_lists(db)
     assert source.mapped and source.reason.endswith(".prev"), source.reason
     assert after_kill == before
@@ -138,10 +139,11 @@ def test_an_update_killed_before_its_commit_leaves_the_last_commit_mapped_whole(
     # the killed update's tail was cut before the append: the file holds exactly the rows the layout maps
     assert rows_path(db, layout.files[0].name) == rows_file
     assert rows_file.stat().st_size == layout.files[0].rows * dim * 4
+    assert rows_path(db, layout.files[0].name + IDS).stat().st_size == layout.files[0].rows * 8
     # and no file is left that neither this commit's layout nor the one kept before it names
     prev = layout_path(db).with_name(layout_path(db).name + ".prev")
-    assert set(companion_files(db)) == {layout_path(db), prev, *(rows_path(db, f.name) for f in layout.files),
-                                        *(rows_path(db, n) for n in rows_named_by(prev))}
+    named = {f.name for f in layout.files} | rows_named_by(prev)
+    assert set(companion_files(db)) == {layout_path(db), prev, *(rows_path(db, n + t) for n in named for t in ("", IDS))}
 
 
 def _write(db, generation, previous, keep, ids, mat):
@@ -173,7 +175,7 @@ def test_appended_rows_give_each_live_row_a_fresh_files_product_bit_for_bit(tmp_
     keep = np.ones(len(base.vec_ids), bool)
     keep[dead] = False
     updated, written = _write(tmp_path / "u.sqlite", 2, base, keep, ids[n:], mat[n:])
-    assert written == pad_rows(5) * dim * 4                    # the appended segment only
+    assert written == pad_rows(5) * (dim * 4 + 8)              # the appended segment and its ids only
     live = np.setdiff1d(np.arange(n + 5), dead)
     fresh, _ = _write(tmp_path / "f.sqlite", 1, None, None, ids[live][::-1], mat[live][::-1])
     for q in (mat[3], mat[n - 1], mat[n + 4], rng.standard_normal(dim).astype(np.float32)):
