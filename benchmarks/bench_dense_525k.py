@@ -68,21 +68,24 @@ def mapped(ids: np.ndarray, mat: np.ndarray, db: Path, queries: int, chunks_per_
     """The layout file of `mat` beside `db`, then three new processes that map it and search it."""
     import json
     import subprocess
-    from search_core.index.layout import VaultLayout, layout_path, write_layout
+    from search_core.index.layout import VaultLayout, companion_files, layout_path, write_layout, write_rows
     order = np.argsort(ids, kind="stable")
     notes = (ids[order] - 1) // chunks_per_note
     first = np.r_[True, notes[1:] != notes[:-1]]
-    layout = VaultLayout(tuple(f"note-{int(n)}" for n in notes[first]), np.r_[np.flatnonzero(first), len(ids)].astype(np.int64),
-                         ids[order], ids[order], mat[order], np.zeros(0, np.int64), np.zeros((0, mat.shape[1]), np.float32))
+    dim = mat.shape[1]
     t0 = time.perf_counter()
-    write_layout(db, layout, 1, "bench")
+    chunks = write_rows(db, "chunks", 1, None, None, ids[order], mat[order], dim)
+    ents = write_rows(db, "entities", 1, None, None, np.zeros(0, np.int64), np.zeros((0, dim), np.float32), dim)
+    layout = VaultLayout(tuple(f"note-{int(n)}" for n in notes[first]), np.r_[np.flatnonzero(first), len(ids)].astype(np.int64),
+                         ids[order], chunks.ids, np.zeros((0, dim), np.float32), ents.ids, np.zeros((0, dim), np.float32))
+    write_layout(db, layout, 1, "bench", (chunks.file, ents.file))
     write_s = time.perf_counter() - t0
     runs = []
     for _ in range(3):
         out = subprocess.run([sys.executable, "-c", MAPPED, str(layout_path(db)), str(mat.shape[1]), str(queries)],
                              capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    return {"write_s": round(write_s, 2), "file_mib": round(layout_path(db).stat().st_size / 2**20),
+    return {"write_s": round(write_s, 2), "file_mib": round(sum(p.stat().st_size for p in companion_files(db)) / 2**20),
             "runs": [{k: (round(v, 3) if k != "ms" else summary(v)) for k, v in r.items()} for r in runs]}
 
 

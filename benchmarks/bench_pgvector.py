@@ -51,6 +51,8 @@ class _View:
     def __init__(self, matrix, backend=None):
         self.matrix = matrix
         self.vec_ids = np.arange(1, len(matrix) + 1, dtype=np.int64)
+        self.place_of = np.arange(-1, len(matrix), dtype=np.int64)      # chunk id c sits at place c - 1
+        self.dead_rows = np.zeros(0, np.int64)
         self.chunk_note = _Identity()
         self.dense_backend = backend
 
@@ -89,7 +91,8 @@ def e5_vectors(indexes: list[Path], cache: Path) -> np.ndarray:
                 name = (get_meta(conn, "fingerprint") or {}).get("embedder", {}).get("name")
                 if name != "e5-small":
                     raise SystemExit(f"{db} was embedded by {name!r}, not e5-small")
-                parts.append(np.array(read_layout(conn, db)[0].matrix, np.float32))
+                layout = read_layout(conn, db)[0]
+                parts.append(np.array(layout.matrix[layout.vec_ids >= 0], np.float32))    # no padding rows
             finally:
                 conn.close()
         m = np.unique(np.concatenate(parts), axis=0)

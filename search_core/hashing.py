@@ -88,9 +88,11 @@ def _content_files(p: Path) -> list[Path]:
     from search_core.index.store import sqlite_file_problem
     files = _files(p)
     names = {str(f) for f in files}
-    # an index's layout file (search_core.index.layout) is its companion too: rewritten by every commit
+    # an index's layout files (search_core.index.layout: `<db>.layout`, `<db>.layout.<more>`) are its companions
+    # too: written by every commit
     return [f for f in files
-            if not any(str(f).endswith(c) and str(f)[:-len(c)] in names for c in (*SQLITE_COMPANIONS, LAYOUT))
+            if not any(str(f).endswith(c) and str(f)[:-len(c)] in names for c in SQLITE_COMPANIONS)
+            and not (LAYOUT in f.name and str(f.parent / f.name[:f.name.index(LAYOUT)]) in names)
             and sqlite_file_problem(f) is not None]
 
 

@@ -390,7 +390,7 @@ def _index_state(db: Path, since_token: str | None = None) -> IndexState:
                               f"with `autoresearch index VAULT --db {db} --full`, then sync")
     dim = int((fp.get("embedder") or {}).get("dim") or (layout.matrix.shape[1] if layout.matrix.size else 0))
     if vectors is None:
-        vectors = len(layout.vec_ids)          # the layout of this snapshot holds one row per chunk vector
+        vectors = int((layout.vec_ids >= 0).sum())     # one live row per chunk vector (-1: dead, layout.py)
     return IndexState(generation, token, hash_json(fp, 16), dim, rows, changed, vectors, layout)
 
 
@@ -439,7 +439,8 @@ def write_meta(pg, table: str, db: Path, generation: int, token: str, fingerprin
 def copy_rows(cur, table: str, rows, layout) -> int:
     """Binary COPY of (chunk_id, note_id, ord, text_hash, embedding) for `rows`; the vectors from the layout."""
     row_of = np.full(int(layout.vec_ids.max()) + 1 if len(layout.vec_ids) else 0, -1, np.int64)
-    row_of[layout.vec_ids] = np.arange(len(layout.vec_ids))
+    live = np.flatnonzero(layout.vec_ids >= 0)             # -1: a dead row (layout.py)
+    row_of[layout.vec_ids[live]] = live
     dim = layout.matrix.shape[1] if layout.matrix.ndim == 2 else 0
     head_vec = struct.pack(">ihh", 4 + 4 * dim, dim, 0)
     n = 0

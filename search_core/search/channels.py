@@ -68,32 +68,41 @@ def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[Channe
 
 
 def dense_product(view, qvec: np.ndarray) -> np.ndarray | None:
-    """The query's cosine with every row of the view's matrix (vault order): what dense() ranks, and what the
-    entity channel's note_maxima may read instead of a product of its own. None when a pgvector backend answers
-    the dense channel or the matrix is empty."""
+    """The query's cosine with every row of the view's matrix (append order), -inf on its dead rows (a removed
+    chunk's, padding): what dense() ranks, and what the entity channel's note_maxima may read instead of a
+    product of its own. None when a pgvector backend answers the dense channel or the matrix is empty."""
     if getattr(view, "dense_backend", None) is not None or view.matrix.shape[0] == 0:
         return None
-    return matvec(view.matrix, qvec)
+    product = matvec(view.matrix, qvec)
+    product[view.dead_rows] = -np.inf
+    return product
 
 
 def dense(view, qvec: np.ndarray, depth: int, product: np.ndarray | None = None) -> list[ChannelHit]:
-    """The closest chunks, one per note. The view's matrix rows are in vault order (note id, ord), and every
-    row tied with the last one kept comes along, so equal cosines are ordered by the vault, never by row id.
-    An index with a pgvector backend (view.dense_backend) gets the same list from PostgreSQL. product:
+    """The closest chunks, one per note. Every row tied with the last one kept comes along, and equal cosines
+    are ordered by vault place (note id, ord; a vector without its chunk row after them, by id), never by
+    row or chunk id: the rows are in append order, which an update and a fresh build order apart. An index
+    with a pgvector backend (view.dense_backend) gets the same list from PostgreSQL. product:
     dense_product(view, qvec) when the caller has it."""
     backend = getattr(view, "dense_backend", None)
     if backend is not None:
         return _dedup_notes(backend.search(qvec, depth * 4), depth, view)
     if view.matrix.shape[0] == 0:
         return []
-    scores = product if product is not None else matvec(view.matrix, qvec)
-    n = min(len(scores), depth * 4)           # 4 chunks a note on average before dedup leaves `depth` notes
-    if n < len(scores):
-        cut = np.partition(scores, len(scores) - n)[len(scores) - n]     # the n-th largest
-        top = np.flatnonzero(scores >= cut)   # ascending row: vault order
-    else:
-        top = np.arange(len(scores))
-    top = top[np.argsort(-scores[top], kind="stable")]
+    scores = product if product is not None else dense_product(view, qvec)
+    live = len(scores) - len(view.dead_rows)
+    n = min(live, depth * 4)                  # 4 chunks a note on average before dedup leaves `depth` notes
+    if n <= 0:
+        return []
+    cut = np.partition(scores, len(scores) - n)[len(scores) - n]         # the n-th largest
+    top = np.flatnonzero(scores >= cut)
+    top = top[view.vec_ids[top] >= 0]         # a dead row only ties at -inf, with nothing live left
+    cids = view.vec_ids[top]
+    place = np.full(len(top), -1, np.int64)
+    known = cids < len(view.place_of)
+    place[known] = view.place_of[cids[known]]
+    place = np.where(place >= 0, place, len(view.place_of) + cids)
+    top = top[np.lexsort((place, -scores[top]))]
     return _dedup_notes(((int(view.vec_ids[i]), scores[i]) for i in top), depth, view)
 
 

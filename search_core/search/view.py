@@ -262,7 +262,7 @@ class NoteChunks(Mapping):
 # Only a mapped layout is shared: its file is stamped with the commit's generation token (layout.py), while
 # the notes, links and tags a view reads may change by a commit that leaves the token as it was.
 SHARED_FIELDS = ("layout", "layout_source", "note_ids", "note_start", "chunk_at", "place_of", "chunk_note",
-                 "note_chunks", "vec_ids", "matrix", "row_of_chunk")
+                 "note_chunks", "vec_ids", "matrix", "row_of_chunk", "dead_rows")
 _SHARED: "weakref.WeakValueDictionary[tuple, _ViewData]" = weakref.WeakValueDictionary()
 
 
@@ -398,12 +398,14 @@ class IndexView:
             self.place_of[self.chunk_at] = np.arange(len(self.chunk_at))
             self.chunk_note = ChunkNotes(self.place_of, self.chunk_at, self.note_start, self.note_ids)
             self.note_chunks = NoteChunks(self.chunk_at, self.note_start, self.note_ids)
-            # matrix rows in vault order too: a stable sort over them breaks ties in vault order, and a row's
-            # product with the query is computed at the same position in both indexes
+            # matrix rows in append order, padded (layout.py): the rows of removed chunks and the padding are
+            # dead (id -1), masked by the dense channel, which breaks ties by vault place
             self.vec_ids, self.matrix = layout.vec_ids, layout.matrix
+            live = np.flatnonzero(self.vec_ids >= 0)
+            self.dead_rows = np.flatnonzero(self.vec_ids < 0)
             top = max(int(self.vec_ids.max()) + 1 if len(self.vec_ids) else 0, len(self.place_of))
             self.row_of_chunk = np.full(top, -1, np.int64)          # chunk id -> matrix row (-1: no vector)
-            self.row_of_chunk[self.vec_ids] = np.arange(len(self.vec_ids))
+            self.row_of_chunk[self.vec_ids[live]] = live
             if key is not None and self.layout_source.mapped:
                 shared = _ViewData()
                 for name in SHARED_FIELDS:
@@ -420,7 +422,8 @@ class IndexView:
         # and whether it is a tag. One name can stand for many notes (30 passages of one PDF).
         ent_ids, ent_mat = layout.entity_ids, layout.entity_matrix
         ent_row = np.full(int(ent_ids.max()) + 1 if len(ent_ids) else 0, -1, np.int64)
-        ent_row[ent_ids] = np.arange(len(ent_ids))
+        ent_live = np.flatnonzero(ent_ids >= 0)                  # -1: a dead row (layout.py)
+        ent_row[ent_ids[ent_live]] = ent_live
         self.entity_names: list[str] = []
         self.entity_targets: dict[str, dict] = {}
         rows = []

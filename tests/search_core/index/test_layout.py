@@ -4,7 +4,7 @@ SQLite, written by every indexing commit, and never used when it is not of the i
 import numpy as np
 
 from search_core.index.indexer import index_vault
-from search_core.index.layout import layout_from_index, layout_path, read_layout
+from search_core.index.layout import ROW_BLOCK, layout_from_index, layout_path, read_layout
 from search_core.index.store import connect, read_snapshot
 from search_core.search.pipeline import Searcher
 from search_core.search.view import IndexView
@@ -20,23 +20,24 @@ def _answers(db, queries):
 
 
 def _same_layout(a, b):
+    """The same vault order and the same vectors of the same ids (rows may be ordered apart: an update appends)."""
     assert a.note_ids == b.note_ids
-    for name in ("note_start", "chunk_at", "vec_ids", "matrix", "entity_ids", "entity_matrix"):
+    for name in ("note_start", "chunk_at"):
         x, y = getattr(a, name), getattr(b, name)
         assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
+    for x, y in zip(a.live(), b.live()):
+        assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
 
 
 def _as_read_before(conn):
-    """(row chunk ids, matrix) as a view read them before the file existed: every vec0 row, rows in vault
-    order (note id, ord)."""
-    order = [r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY note_id, ord")]
+    """(chunk ids, matrix) of every vec0 row, by id."""
     vec = dict(conn.execute("SELECT rowid, embedding FROM chunk_vec"))
-    ids = [c for c in order if c in vec]
+    ids = sorted(vec)
     return np.asarray(ids, np.int64), np.frombuffer(b"".join(vec[c] for c in ids), np.float32).reshape(len(ids), -1)
 
 
 def _mapped_equals_sqlite(db):
-    """The file beside `db` is used, and holds exactly what SQLite holds, in the order a view always read."""
+    """The file beside `db` is used, and holds exactly what SQLite holds; every segment padded to 16 rows."""
     conn = connect(db, readonly=True)
     try:
         with read_snapshot(conn):
@@ -44,7 +45,10 @@ def _mapped_equals_sqlite(db):
             assert source.mapped, source.reason
             _same_layout(mapped, layout_from_index(conn))
             ids, matrix = _as_read_before(conn)
-            assert np.array_equal(mapped.vec_ids, ids) and np.array_equal(mapped.matrix, matrix)
+            live_ids, live_matrix = mapped.live()[:2]
+            assert np.array_equal(live_ids, ids) and np.array_equal(live_matrix, matrix)
+            for rows_file in mapped.files:
+                assert all(n % ROW_BLOCK == 0 and start % ROW_BLOCK == 0 for start, n, _ in rows_file.segments)
     finally:
         conn.close()
 
