@@ -29,7 +29,8 @@ vault: every gold note of those sets (436) plus a seeded sample of --johngrib-sa
 (a full index takes ~13 minutes of both cores), and the three further real vaults beside the repository
 (--vaults: baekjungho-wiki with its tune and holdout sets, hoonti06-wiki with its final set, voyager003-wiki with
 its tune and holdout sets, both spent). Indexes, the subset vault and the KorQuAD sample live under --cache,
-outside the repository, and are reused; the indexes embed through the shared embedding cache. Results: runs/bench/peers.json, and a Markdown table.
+outside the repository, and are reused; the indexes embed through the shared embedding cache. Results:
+runs/bench/peers.json, and a Markdown table.
 """
 
 from __future__ import annotations
