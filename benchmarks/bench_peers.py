@@ -28,8 +28,9 @@ are written), and the johngrib wiki's spent sets (tune, holdout, blind, week, fi
 vault: every gold note of those sets (436) plus a seeded sample of --johngrib-sample others
 (a full index takes ~13 minutes of both cores), and the three further real vaults beside the repository
 (--vaults: baekjungho-wiki with its tune and holdout sets, hoonti06-wiki with its final set, voyager003-wiki with
-its tune and holdout sets, both spent). Indexes, the subset vault and the KorQuAD sample live under
---cache, outside the repository, and are reused. Results: runs/bench/peers.json, and a Markdown table.
+its tune and holdout sets, both spent). Indexes, the subset vault and the KorQuAD sample live under --cache,
+outside the repository, and are reused; the indexes embed through the shared embedding cache. Results:
+runs/bench/peers.json, and a Markdown table.
 """
 
 from __future__ import annotations
@@ -352,7 +353,7 @@ def build_index(bs: BenchSet, cache: Path) -> tuple[Path, dict]:
     from search_core.index.indexer import index_vault
     db = cache / f"{bs.name}.sqlite"
     t0 = time.perf_counter()
-    rep = index_vault(bs.vault, db, cache=cache / "embed-cache.sqlite")
+    rep = index_vault(bs.vault, db)      # the shared embedding cache: a vault another run embedded costs seconds
     return db, {"notes": rep.notes, "chunks": rep.chunks, "index_s": round(time.perf_counter() - t0, 1),
                 "size_mb": round(db.stat().st_size / 2**20, 2)}
 
