@@ -371,7 +371,7 @@ def _labels_to_decide(dec, p_rest) -> LabelsToDecide:
         text += (f"; this window holds {n_u} unlabelled call{'' if n_u == 1 else 's'} between them, so the rest must "
                  "come from more traffic (a longer --since, or next week's calls)")
     return LabelsToDecide(d.more, None if d.win_share is None else round(d.win_share, 4), dec.wins, dec.losses, n_u,
-                          text)
+                          text, d.of_kind)
 
 
 def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule, p_all=None) -> None:

@@ -356,9 +356,10 @@ class LabelsToDecide:
     wrong: int
     unlabelled: int
     text: str
+    of_kind: int | None = None      # how many of the `more` the move must decide right (answerable going down, probes up)
 
     def to_json(self) -> dict:
-        return {"more": self.more, "win_share": self.win_share,
+        return {"more": self.more, "win_share": self.win_share, "of_kind": self.of_kind,
                 "flipped": {"right": self.right, "wrong": self.wrong, "unlabelled": self.unlabelled},
                 "text": self.text}
 

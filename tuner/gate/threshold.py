@@ -415,6 +415,9 @@ def labels_to_decide_for(decision: ThresholdDecision, unlabelled_between: int) -
     """How many more labels would decide the move `decision` declined, by its own rule: the labelled-call sign
     test counts only labelled calls, so only new labels between the cuts count; the covered one also counts
     the `unlabelled_between` calls nobody labelled against the move."""
+    if decision.proposed == decision.current:
+        return LabelsToDecide(None, None, "the labels point nowhere else: on either side of the cut, no run of labelled "
+                              "calls next to it is decided better by a move than by the cut in force")
     covered = decision.rule.startswith("covered-sign-test")
     labelled = decision.wins + (max(decision.losses - unlabelled_between, 0) if covered else decision.losses)
     if labelled == 0 and unlabelled_between == 0:

@@ -436,3 +436,14 @@ def test_how_many_more_labels_the_scan_needs_and_of_which_kind_by_hand():
     # split no better than break-even: no number of labels would decide it
     flat = ThresholdDecision("scan-sign-test", 0.6, 0.45, (0.4, 0.5), False, 2, 2, 0.5, 0.69, "why", 0.02)
     assert labels_to_decide_for(flat, 3).more is None
+
+
+def test_labels_that_agree_with_the_cut_say_so_instead_of_asking_for_more():
+    from tuner.gate.threshold import labels_to_decide_for, scan_sign_test
+    # every labelled call under the cut a probe, every one above it answerable: no move has a win to show
+    p = [0.2, 0.3, 0.4, 0.5, 0.7, 0.8, 0.9]
+    y = [0, 0, 0, 0, 1, 1, 1]
+    d = scan_sign_test("scan-sign-test", p, y, 0.6, 0.5, (0.55, 0.65), 0.10)
+    assert not d.move and d.proposed == 0.6
+    more = labels_to_decide_for(d, 4)
+    assert more.more is None and "the labels point nowhere else" in more.text
