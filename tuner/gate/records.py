@@ -329,10 +329,11 @@ class SignTest:
     null_share: float
     p_value: float
     why: str
+    level: float | None = None      # what the p-value was held to (the scan's simulated per-band level)
 
     def to_json(self) -> dict:
         return {"wins": self.wins, "losses": self.losses, "null_share": self.null_share, "p_value": self.p_value,
-                "why": self.why}
+                "level": self.level, "why": self.why}
 
 
 @dataclass(frozen=True)
