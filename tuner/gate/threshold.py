@@ -450,7 +450,7 @@ def labels_to_decide_for(decision: ThresholdDecision, unlabelled_between: int) -
 
 THRESHOLD_RULES = {
     "scan-sign-test": "the exact sign test over every band of labelled calls next to the current cut, held by "
-                      "simulation to a chance of a false move of alpha (0.10) over all of them; the gate moves to the "
+                      "simulation to a chance of a false move of alpha (SCAN_ALPHA, 0.20) over all of them; the gate moves to the "
                       "passing band with the largest estimated gain",
     "calibration-lr": "move to where a logistic calibration of P on the labels puts the best cut, when a "
                       "likelihood-ratio test rejects the current cut as that cut",
