@@ -406,7 +406,9 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
         len(y) - sum(y), round(_balanced_accuracy(p_lab, y, model.threshold), 4),
         round(_balanced_accuracy(p_lab, y, t_new), 4), _flips(p_calls, model.threshold, t_new),
         (_flips(p_calls, model.threshold, lo), _flips(p_calls, model.threshold, hi)),
-        "the bagged best balanced-accuracy cut on the labels; feature weights kept", rule,
+        ("the cut past the band of labelled calls with the largest estimated gain; feature weights kept"
+         if rule.startswith("scan-sign-test") else
+         "the bagged best balanced-accuracy cut on the labels; feature weights kept"), rule,
         SignTest(dec.wins, dec.losses, round(dec.null_share, 4), round(dec.p_value, 4), dec.why, round(dec.alpha, 6)), cv,
         None if enough else (f"{REFIT_MIN_LABELS} labels with {REFIT_MIN_PER_CLASS} of each kind before a refit "
                              f"of the weights is tried (have {sum(y)} relevant, {len(y) - sum(y)} irrelevant)"),
