@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import pickle
 import random
@@ -131,17 +132,17 @@ def one_week(rows, seed, rule, default, truth_of, start: float | None = None, co
         labelled += len(picks)
         cal = calibrate(calls, [], model=gate, cos_threshold=0.82, fingerprint=dict(default.fingerprint),
                         threshold_rule=rule)
-        rec = cal.recommendation
-        if rec.get("basis") and rec.get("model"):
+        rec = cal.recommendation      # the records are dataclasses (tuner.gate.records); the JSON is to_json()
+        if rec.basis and rec.model:
             from search_core.gate.model import GateModel
-            m = rec["model"]
+            m = rec.model
             gate = GateModel(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in m.items() if k != "format"})
         p_new = np.array([gate.probability(f) for f in f_test])
-        mv = rec.get("threshold_move") or {}
+        mv = rec.threshold_move
         out["rounds"].append({"labels": labelled, "threshold": round(gate.threshold, 4),
-                              "method": (rec.get("model_summary") or {}).get("method"),
-                              "proposed": mv.get("to"), "sign_test": mv.get("sign_test"),
-                              "labels_to_decide": (mv.get("labels_to_decide") or {}).get("more"),
+                              "method": rec.model_summary.method if rec.model_summary else None,
+                              "proposed": mv.to if mv else None, "sign_test": mv.sign_test.to_json() if mv else None,
+                              "labels_to_decide": mv.labels_to_decide.more if mv and mv.labels_to_decide else None,
                               "bacc": _bacc(p_new, y_test, gate.threshold)})
     out["ceiling"] = float(max(_bacc(p_test, y_test, t) for t in np.unique(p_test)))
     return out
@@ -201,12 +202,73 @@ LOVO_POOLS = {        # pool -> (vault's rows file, the sets in it, its left-out
 }
 
 
+def pool_weeks(pool, prow, gate, rule_names, a) -> dict:
+    """Weeks on one pool of labelled rows from `gate`, per start (`gate`: its own cut; `best`: the best cut on the
+    whole pool, where any move is a false one; a number: that P) and per rule and picker."""
+    from search_core.gate.model import best_balanced_threshold
+    truth_of = {id(r): bool(r["y"]) for r in prow}
+    p_pool = [gate.probability(r["f"]) for r in prow]
+    best_cut, best_bacc = best_balanced_threshold(p_pool, [r["y"] for r in prow])
+    res = {}
+    for start in a.start:
+        st = None if start == "gate" else best_cut if start == "best" else float(start)
+        for name, picker in [(n, pk) for n in rule_names for pk in a.picker]:
+            weeks = [one_week(prow, a.seed + k, name, gate, truth_of, st, picker == "flips")
+                     for k in range(a.splits)]
+            d = np.array([w["default"] for w in weeks])
+            summ = {"start": round(float(d.mean()), 4), "ceiling": round(float(np.mean([w["ceiling"] for w in weeks])), 4)}
+            for i, n in enumerate(ROUNDS):
+                b = np.array([w["rounds"][i]["bacc"] for w in weeks])
+                moved = [w["rounds"][i]["threshold"] != round((st if st is not None else gate.threshold), 4)
+                         for w in weeks]
+                summ[f"labels_{n}"] = {"mean": round(float(b.mean()), 4), "delta": round(float((b - d).mean()), 4),
+                                       "worse": int((b < d - 1e-9).sum()), "better": int((b > d + 1e-9).sum()),
+                                       "worst_delta": round(float((b - d).min()), 4), "moved": int(sum(moved)),
+                                       "reach_ceiling_0.90": int(sum(bb >= 0.90 for bb, w in zip(b, weeks)
+                                                                      if w["ceiling"] >= 0.90)),
+                                       "ceiling_0.90": int(sum(w["ceiling"] >= 0.90 for w in weeks))}
+            res[f"{name} | start {start} | {picker}"] = summ
+            r20, r30 = summ["labels_20"], summ["labels_30"]
+            print(f"{pool:<14} {name:<26} {picker:<6} {start:<5} start {summ['start']:.3f} ceiling {summ['ceiling']:.3f} | "
+                  f"20: {r20['mean']:.3f} ({r20['delta']:+.4f}, moved {r20['moved']}, worse {r20['worse']}, worst "
+                  f"{r20['worst_delta']:+.3f}) | 30: {r30['mean']:.3f} ({r30['delta']:+.4f}, moved {r30['moved']}, "
+                  f"worse {r30['worse']}, worst {r30['worst_delta']:+.3f}, >=0.90 {r30['reach_ceiling_0.90']}/"
+                  f"{r30['ceiling_0.90']})", flush=True)
+    return {"rows": len(prow), "answerable": sum(r["y"] for r in prow), "best_cut_on_pool": round(best_cut, 4),
+            "best_on_pool": round(best_bacc, 4), "rules": res}
+
+
+def sets_weeks(a) -> None:
+    """Weeks on labelled sets of any vault (--set NAME=GOLD[+GOLD...],INDEX, as bench_gate_week.py takes them),
+    each question searched once with the defaults (rows cached in --rows-cache, never in the repository), from the
+    shipped default or --start-gate."""
+    from bench_gate_week import load_questions, question_features
+    gate = load_gate(a.start_gate or DEFAULT_GATE_FILE)
+    rule_names = a.rule or ["labelled-sign-test", "scan-sign-test"]
+    results = {"splits": a.splits, "start_gate": str(a.start_gate or DEFAULT_GATE_FILE),
+               "load_average": os.getloadavg(), "pools": {}}
+    for spec in a.set:
+        name, rest = spec.split("=", 1)
+        gold, db = rest.rsplit(",", 1)
+        cache = a.rows_cache / f"rows-{name}.pkl"
+        if cache.exists():
+            prow = pickle.loads(cache.read_bytes())
+        else:
+            qs = load_questions(gold)
+            feats = question_features(Path(db), qs)
+            prow = [{"set": name, "id": q.id, "query": q.query, "y": int(not q.is_probe), "f": feats[q.id]} for q in qs]
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_bytes(pickle.dumps(prow))
+        results["pools"][name] = pool_weeks(name, prow, gate, rule_names, a)
+    results["load_average_end"] = os.getloadavg()
+    print(write_result(a.out or "gate-labels-sets", results))
+
+
 def lovo(a) -> None:
     """Weeks on each vault from the gate fitted with that vault left out (bench_gate_lovo.py's rows and gates, in
     --lovo-cache): `--start gate` from the gate's own cut (does the rule move it where the labels show it is
     off?), `--start best` from the best cut on the whole pool, where the current cut is already right (how
     often does the rule move anyway, and what does that cost?)."""
-    from search_core.gate.model import best_balanced_threshold
     rule_names = a.rule or ["labelled-sign-test", "covered-sign-test"]
     results = {"splits": a.splits, "load_average": os.getloadavg(), "pools": {}}
     for pool, (vault, sets, gate_name) in LOVO_POOLS.items():
@@ -215,39 +277,81 @@ def lovo(a) -> None:
         rows = pickle.loads((a.lovo_cache / f"rows-{vault}.pkl").read_bytes())["labelled"]
         prow = [r for r in rows if sets is None or r["set"] in sets]
         gate = load_gate(a.lovo_cache / "gates" / f"{gate_name}.json")
-        truth_of = {id(r): bool(r["y"]) for r in prow}
-        p_pool = [gate.probability(r["f"]) for r in prow]
-        best_cut, best_bacc = best_balanced_threshold(p_pool, [r["y"] for r in prow])
-        res = {}
-        for start in a.start:
-            st = None if start == "gate" else best_cut if start == "best" else float(start)
-            for name, picker in [(n, pk) for n in rule_names for pk in a.picker]:
-                weeks = [one_week(prow, a.seed + k, name, gate, truth_of, st, picker == "flips")
-                         for k in range(a.splits)]
-                d = np.array([w["default"] for w in weeks])
-                summ = {"start": round(float(d.mean()), 4), "ceiling": round(float(np.mean([w["ceiling"] for w in weeks])), 4)}
-                for i, n in enumerate(ROUNDS):
-                    b = np.array([w["rounds"][i]["bacc"] for w in weeks])
-                    moved = [w["rounds"][i]["threshold"] != round((st if st is not None else gate.threshold), 4)
-                             for w in weeks]
-                    summ[f"labels_{n}"] = {"mean": round(float(b.mean()), 4), "delta": round(float((b - d).mean()), 4),
-                                           "worse": int((b < d - 1e-9).sum()), "better": int((b > d + 1e-9).sum()),
-                                           "worst_delta": round(float((b - d).min()), 4), "moved": int(sum(moved)),
-                                           "reach_ceiling_0.90": int(sum(bb >= 0.90 for bb, w in zip(b, weeks)
-                                                                          if w["ceiling"] >= 0.90)),
-                                           "ceiling_0.90": int(sum(w["ceiling"] >= 0.90 for w in weeks))}
-                res[f"{name} | start {start} | {picker}"] = summ
-                r20, r30 = summ["labels_20"], summ["labels_30"]
-                print(f"{pool:<14} {name:<26} {picker:<6} {start:<5} start {summ['start']:.3f} ceiling {summ['ceiling']:.3f} | "
-                      f"20: {r20['mean']:.3f} ({r20['delta']:+.4f}, moved {r20['moved']}, worse {r20['worse']}, worst "
-                      f"{r20['worst_delta']:+.3f}) | 30: {r30['mean']:.3f} ({r30['delta']:+.4f}, moved {r30['moved']}, "
-                      f"worse {r30['worse']}, worst {r30['worst_delta']:+.3f}, >=0.90 {r30['reach_ceiling_0.90']}/"
-                      f"{r30['ceiling_0.90']})", flush=True)
-        results["pools"][pool] = {"rows": len(prow), "answerable": sum(r["y"] for r in prow), "gate": gate_name,
-                                  "best_cut_on_pool": round(best_cut, 4), "best_on_pool": round(best_bacc, 4),
-                                  "rules": res}
+        results["pools"][pool] = {**pool_weeks(pool, prow, gate, rule_names, a), "gate": gate_name}
     results["load_average_end"] = os.getloadavg()
     print(write_result(a.out or "gate-labels-lovo", results))
+
+
+# ---- synthetic weeks: a rule's error rates where the right cut is known ---------------------------------
+
+SYNTH_ROUNDS = (10, 20, 30, 60)
+
+
+def synthetic(a) -> None:
+    """Weeks where the vault's right cut is known, through the product's `suggest` and `calibrate`: a gate whose
+    logit P is normal with unit spread, `--separation` apart between answerable calls and probes (2.8: AUROC 0.98,
+    best balanced accuracy 0.92, as the wikis' left-out gates), so the best cut is P = 0.5; the week starts from a
+    cut `--offset` off it on the logit scale (0: any move is a false one). Per week `--calls` calls, `--share` of
+    them answerable; labels in rounds of 10, 20, 30, 60 picked by `suggest` under the gate the round before
+    installed. Balanced accuracy is exact (the two normals), so a week's change is the rule's alone."""
+    from scipy.stats import norm
+    from search_core.gate.model import GateModel
+    from tuner.gate.calibrate import calibrate
+
+    fp = {"embedder": {"name": "synthetic", "dim": 1}}
+    mu1, mu0 = a.separation / 2, -a.separation / 2
+
+    def bacc(t):
+        z = math.log(t / (1 - t))
+        return float((norm.sf(z - mu1) + norm.cdf(z - mu0)) / 2)
+
+    results = {"splits": a.splits, "calls": a.calls, "share": a.share, "separation": a.separation,
+               "best": round(bacc(0.5), 4), "load_average": os.getloadavg(), "cells": {}}
+    for off in a.offset:
+        start = 1 / (1 + math.exp(-off))
+        for rule in a.rule or ["labelled-sign-test", "scan-sign-test"]:
+            weeks = []
+            for k in range(a.splits):
+                rng = np.random.default_rng(a.seed + k)
+                y = rng.random(a.calls) < a.share
+                z = np.where(y, rng.normal(mu1, 1, a.calls), rng.normal(mu0, 1, a.calls))
+                calls = [LoggedCall(i + 1, 1000.0 + i, f"s{i}", "default", f"{int(rng.integers(1 << 40)):x}", "", (),
+                                    {"top_cos": float(z[i]), "title_match": 0.0}, {}, None, None, False, None, 10.0,
+                                    None, None, None) for i in range(a.calls)]
+                truth = {c.id: bool(t) for c, t in zip(calls, y)}
+                gate = GateModel(("top_cos", "title_match"), (0.0, 0.0), (1.0, 1.0), (1.0, 0.0), 0.0, 1.0, 0.0, start,
+                                 fp, fitted_on={"sets": {"synthetic": 1}})
+                labelled, rounds = 0, []
+                for total in SYNTH_ROUNDS:
+                    picks = suggest(calls, threshold=gate.threshold, model=gate, n=total - labelled).picks
+                    lab = {p.id: ("relevant" if truth[p.id] else "irrelevant") for p in picks}
+                    calls = [dataclasses.replace(c, label=lab[c.id]) if c.id in lab else c for c in calls]
+                    labelled += len(picks)
+                    rec = calibrate(calls, [], model=gate, cos_threshold=0.82, fingerprint=fp,
+                                    threshold_rule=rule).recommendation
+                    if rec.basis and rec.model:
+                        gate = dataclasses.replace(gate, threshold=float(rec.model["threshold"]))
+                    mv = rec.threshold_move
+                    rounds.append({"labels": labelled, "threshold": gate.threshold,
+                                   "bacc": bacc(gate.threshold) - bacc(start),
+                                   "more": mv.labels_to_decide.more if mv and mv.labels_to_decide else None})
+                weeks.append(rounds)
+            cell = {}
+            for i, n in enumerate(SYNTH_ROUNDS):
+                d = np.array([w[i]["bacc"] for w in weeks])
+                moved = np.array([w[i]["threshold"] != start for w in weeks])
+                cell[f"labels_{n}"] = {"moved": round(float(moved.mean()), 4), "delta": round(float(d.mean()), 4),
+                                       "worse_0.01": round(float((d < -0.01).mean()), 4),
+                                       "worst": round(float(d.min()), 4),
+                                       "reach_0.90": round(float((bacc(start) + d >= 0.90).mean()), 4)}
+            key = f"{rule} | offset {off:+g}"
+            results["cells"][key] = {"start": round(bacc(start), 4), **cell}
+            print(f"{key:<34} start {bacc(start):.3f} | " + " | ".join(
+                f"{n}: moved {cell[f'labels_{n}']['moved']:.2f} d {cell[f'labels_{n}']['delta']:+.4f} worse "
+                f"{cell[f'labels_{n}']['worse_0.01']:.2f} worst {cell[f'labels_{n}']['worst']:+.3f}"
+                for n in SYNTH_ROUNDS), flush=True)
+    results["load_average_end"] = os.getloadavg()
+    print(write_result(a.out or "gate-labels-synthetic", results))
 
 
 # ---- fitted gates: which features and C on a small tuning set -------------------------------------------
@@ -313,7 +417,7 @@ def features(a, rows) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=("rules", "features", "collect", "lovo"))
+    ap.add_argument("what", choices=("rules", "features", "collect", "lovo", "synthetic", "sets"))
     ap.add_argument("--demo-db", default="runs/bench-demo.sqlite")
     ap.add_argument("--autorag-db", default="runs/autorag.sqlite")
     ap.add_argument("--johngrib-db", default="runs/johngrib.sqlite")
@@ -331,8 +435,28 @@ def main():
     ap.add_argument("--lovo-cache", type=Path, default=Path("/work/cache/lovo"),
                     help="lovo: bench_gate_lovo.py's --cache (rows-VAULT.pkl, gates/lovo-VAULT.json)")
     ap.add_argument("--pool", action="append", help=f"lovo: one of {', '.join(LOVO_POOLS)} (repeatable; default: all)")
+    ap.add_argument("--set", action="append", help="sets: NAME=GOLD[+GOLD...],INDEX (repeatable)")
+    ap.add_argument("--start-gate", type=Path, help="sets: start from this gate file instead of the shipped default")
+    ap.add_argument("--rows-cache", type=Path, default=ROOT / "runs" / "bench",
+                    help="sets: where each set's rows (one per question: never commit them) are kept")
+    ap.add_argument("--offset", action="append", type=float,
+                    help="synthetic: how far the starting cut is off the right one, on the logit scale (repeatable; "
+                         "default 0, -1, -0.5, 0.5, 1)")
+    ap.add_argument("--calls", type=int, default=120, help="synthetic: calls in a week")
+    ap.add_argument("--share", type=float, default=0.67, help="synthetic: the share of answerable calls")
+    ap.add_argument("--separation", type=float, default=2.8,
+                    help="synthetic: the distance between the two classes' logit P, in units of their spread")
     ap.add_argument("--out")
     a = ap.parse_args()
+    if a.what == "sets":
+        if not a.set:
+            ap.error("sets: give at least one --set NAME=GOLD[+GOLD...],INDEX")
+        a.start = a.start or ["gate", "best"]
+        a.picker = a.picker or ["centre"]
+        return sets_weeks(a)
+    if a.what == "synthetic":
+        a.offset = a.offset if a.offset is not None else [0.0, -1.0, -0.5, 0.5, 1.0]
+        return synthetic(a)
     if a.what == "lovo":
         a.start = a.start or ["gate", "best"]
         a.picker = a.picker or ["centre"]

@@ -7,8 +7,8 @@ Per labelled set and per split (--splits, stratified halves of the set's answera
      questions are asked twice: the near-duplicates suggest must fold);
   2. GET /label/calls?n=20 picks 20 calls; their true labels (answerable or probe, from the set) are posted
      to /label/calls, the page's own endpoint; `autoresearch calibrate` + `calibrate apply` install the gate
-     (when calibrate proposes one: labels that do not show, by the sign test over the calls a move would
-     flip, that it decides better leave the threshold in force be);
+     (when calibrate proposes one: labels that do not show, by its rule's sign tests over the calls a move
+     would flip, that it decides better leave the threshold in force be);
   3. the other half is scored: balanced accuracy of the installed gate, beside the shipped default's;
   4. 10 more picks (30 labels in all), labelled, calibrated, applied, scored again.
 The running server picks up the gate file `calibrate apply` installs at its next search, so the second round's
@@ -193,6 +193,7 @@ def one_week(name: str, db: Path, questions, feats: dict, seed: int, work: Path,
                 "flips": mv.get("flips"), "sign_test": {k: v for k, v in (mv.get("sign_test") or {}).items() if k != "why"},
                 "labels_to_decide": (mv.get("labels_to_decide") or {}).get("more"),
                 "labels_to_decide_text": (mv.get("labels_to_decide") or {}).get("text"),
+                "labels_to_decide_of_kind": (mv.get("labels_to_decide") or {}).get("of_kind"),
                 "balanced_accuracy": round(_bacc(p_new, y_test, gate.threshold), 4)})
         rows = read_calls(log)
         out["log"] = {"calls": len(rows), "labelled": sum(r["label"] is not None for r in rows),

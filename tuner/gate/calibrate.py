@@ -371,7 +371,7 @@ def _labels_to_decide(dec, p_rest) -> LabelsToDecide:
         text += (f"; this window holds {n_u} unlabelled call{'' if n_u == 1 else 's'} between them, so the rest must "
                  "come from more traffic (a longer --since, or next week's calls)")
     return LabelsToDecide(d.more, None if d.win_share is None else round(d.win_share, 4), dec.wins, dec.losses, n_u,
-                          text)
+                          text, d.of_kind)
 
 
 def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab, calls, rule, p_all=None) -> None:
@@ -406,8 +406,10 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
         len(y) - sum(y), round(_balanced_accuracy(p_lab, y, model.threshold), 4),
         round(_balanced_accuracy(p_lab, y, t_new), 4), _flips(p_calls, model.threshold, t_new),
         (_flips(p_calls, model.threshold, lo), _flips(p_calls, model.threshold, hi)),
-        "the bagged best balanced-accuracy cut on the labels; feature weights kept", rule,
-        SignTest(dec.wins, dec.losses, round(dec.null_share, 4), round(dec.p_value, 4), dec.why), cv,
+        ("the cut past the band of labelled calls with the largest estimated gain; feature weights kept"
+         if rule.startswith("scan-sign-test") else
+         "the bagged best balanced-accuracy cut on the labels; feature weights kept"), rule,
+        SignTest(dec.wins, dec.losses, round(dec.null_share, 4), round(dec.p_value, 4), dec.why, round(dec.alpha, 6)), cv,
         None if enough else (f"{REFIT_MIN_LABELS} labels with {REFIT_MIN_PER_CLASS} of each kind before a refit "
                              f"of the weights is tried (have {sum(y)} relevant, {len(y) - sum(y)} irrelevant)"),
         None if dec.move else _labels_to_decide(dec, p_rest))
@@ -415,8 +417,8 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
     refit_better = cv and cv.refit > cv.threshold_only + REFIT_MARGIN
     if not dec.move and not refit_better:
         # the labels do not show the move decides better: a move on the noise of a few dozen labels is as likely
-        # to make the gate worse as better (simulated weeks from the right cut: the labelled-call sign test moved
-        # in 0 of 140; moving to the labels' cut whatever they say made 9 of 20 worse on johngrib; tuner.gate.threshold)
+        # to make the gate worse as better (moving to the labels' cut whatever they say made 9 of 20 weeks worse on
+        # johngrib; the scan held to alpha 0.20 moved in 3 of 100 synthetic weeks from the right cut; tuner.gate.threshold)
         rec["threshold_move"] = dataclasses.replace(move, kept=True,
                                                     flips=_flips(p_calls, model.threshold, model.threshold))
         rec["model_summary"] = ModelSummary("keep", round(model.threshold, 4), None, tuple(model.features))

@@ -329,10 +329,11 @@ class SignTest:
     null_share: float
     p_value: float
     why: str
+    level: float | None = None      # what the p-value was held to (the scan's simulated per-band level)
 
     def to_json(self) -> dict:
         return {"wins": self.wins, "losses": self.losses, "null_share": self.null_share, "p_value": self.p_value,
-                "why": self.why}
+                "level": self.level, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -356,9 +357,10 @@ class LabelsToDecide:
     wrong: int
     unlabelled: int
     text: str
+    of_kind: int | None = None      # how many of the `more` the move must decide right (answerable going down, probes up)
 
     def to_json(self) -> dict:
-        return {"more": self.more, "win_share": self.win_share,
+        return {"more": self.more, "win_share": self.win_share, "of_kind": self.of_kind,
                 "flipped": {"right": self.right, "wrong": self.wrong, "unlabelled": self.unlabelled},
                 "text": self.text}
 

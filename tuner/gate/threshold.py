@@ -4,18 +4,21 @@ search_core.gate.threshold gives the cut the labels point to (threshold_from_lab
 balanced-accuracy cut), the exact sign test's tail and the count of labelled calls a move flips; this module
 decides whether the gate moves there.
 
-Whether the gate moves to that cut is a second question (decide_threshold). A move flips the decisions of the
-calls between the two cuts, so the labels are evidence for it only through those calls: THRESHOLD_RULE,
-"labelled-sign-test", moves when an exact one-sided sign test over the labelled calls it flips says it decides
-better, against the break-even share of the whole traffic (traffic_share), with the cut shrunk to the labels'
-reach. A call nobody labelled is no evidence either way. Simulated weeks from each vault's left-out gate
-(benchmarks/bench_gate_labels.py lovo; BENCHMARKS.md, the gate) chose it among THRESHOLD_RULES: started at the
-cut that is right for the vault it moved in 0 of 140 weeks; the rule before it ("covered-sign-test", an
-unlabelled flipped call counted as a loss) vetoed every move a week of 60-75 calls pointed to.
+Whether the gate moves is a second question (decide_threshold). A move flips the decisions of the calls between
+the two cuts, so the labels are evidence for it only through those calls. THRESHOLD_RULE, "scan-sign-test", tests
+every move the labels can tell apart (the k labelled calls nearest the cut, on either side) with an exact
+one-sided sign test against the break-even share of the traffic (traffic_share), and holds the whole scan to a
+chance SCAN_ALPHA of a false move by simulating the least favourable labelling of a cut that is already the best
+(scan_level); the gate moves to the passing band with the largest estimated gain, no further than its labels.
+A call nobody labelled is no evidence either way. Synthetic weeks with a known right cut and the demo's weeks
+(benchmarks/bench_gate_labels.py synthetic, sets; docs/lab-notes/gate-2026-12.md) chose it and its alpha over the
+rule before ("labelled-sign-test": one cut, the labels' bagged best, at alpha 0.05), which moved in 0 of 100
+synthetic weeks from the right cut but in only 7 % of them at 10 labels from a cut 1 logit off.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -27,7 +30,7 @@ from search_core.gate.threshold import binomial_tail, flipped_labels, threshold_
 # ---- whether to move: the rules `calibrate` chooses between ---------------------------------------------
 
 SIGN_TEST_ALPHA = 0.05        # a move that helps no more than break-even passes 1 time in 20
-THRESHOLD_RULE = "labelled-sign-test"
+THRESHOLD_RULE = "scan-sign-test"
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,11 @@ class ThresholdDecision:
 
 
 def decide_threshold(probabilities, labels, current: float, *, rule: str = THRESHOLD_RULE,
-                     level: float = 0.90, alpha: float = SIGN_TEST_ALPHA, seed: int = 0,
+                     level: float = 0.90, alpha: float | None = None, seed: int = 0,
                      traffic=None, unlabelled=None, repeats=None) -> ThresholdDecision:
     """Whether the labels move the cut from `current`, by `rule` (THRESHOLD_RULES). Every rule proposes the
-    bagged best balanced-accuracy cut (threshold_from_labels); they differ in when the gate moves to it."""
+    bagged best balanced-accuracy cut (threshold_from_labels), but the scan, whose cut is its chosen band's;
+    they differ in when the gate moves to it. alpha: None for the rule's own level (SCAN_ALPHA, SIGN_TEST_ALPHA)."""
     base, _, a_text = rule.partition("@")       # "sign-test@0.2": the rule at another alpha
     base, _, share_from = base.partition(":")  # "labelled-sign-test/gap:traffic": where the break-even share comes from
     if (base.partition("/")[0] not in THRESHOLD_RULES or base.partition("/")[2] not in ("", *SHRINKS)
@@ -65,7 +69,16 @@ def decide_threshold(probabilities, labels, current: float, *, rule: str = THRES
         raise ValueError(f"unknown threshold rule {rule!r}; valid: {', '.join(THRESHOLD_RULES)}")
     if a_text:
         alpha = float(a_text)
+    if alpha is None:               # each rule's own level: the scan holds all its moves to SCAN_ALPHA at once
+        alpha = SCAN_ALPHA if base == "scan-sign-test" else SIGN_TEST_ALPHA
     t, (lo, hi) = threshold_from_labels(probabilities, labels, level=level, seed=seed)
+    if base == "scan-sign-test":
+        p_all, y_all = list(probabilities), list(labels)
+        if repeats is not None:         # a call asked again carries its label into the count of flips
+            p_all += list(repeats[0])
+            y_all += list(repeats[1])
+        share = traffic_share(probabilities, labels, traffic if traffic is not None and len(traffic) else probabilities)
+        return scan_sign_test(rule, p_all, y_all, current, share, (lo, hi), alpha, seed=seed)
     if base.startswith("labelled-sign-test"):
         p_all, y_all = list(probabilities), list(labels)
         if repeats is not None:         # a call asked again carries its label into the count of flips
@@ -214,6 +227,106 @@ def _labelled_sign_test(rule, probabilities, labels, current, proposed, interval
                              w, l, share, pv, why, alpha)
 
 
+SCAN_ALPHA = 0.20            # the chance that a cut which is already the best moves (the least favourable case)
+SCAN_SIMULATIONS = 4000      # null draws behind the level; its Monte Carlo error at alpha 0.20 is about 0.006
+
+
+@dataclass(frozen=True)
+class Band:
+    """The labelled calls a move from the current cut would flip: `down` (a lower cut lets them through, so an
+    answerable one is a win) or up (a higher cut stops them, so a probe is a win); `size` of them, `wins`
+    decided right by the move; `cut` where the gate would move (inside the gap past the band's last call)."""
+    down: bool
+    size: int
+    wins: int
+    p_value: float
+    cut: float
+    edge: float           # the P of the band's last labelled call (nearest the cut the move goes to)
+
+
+def scan_bands(probabilities, labels, current: float, share: float) -> list[Band]:
+    """Every move the labels can tell apart, both ways from `current`: a band is the k labelled calls nearest
+    the cut on one side (k = 1, 2, ..., ending between two distinct P values), with the exact one-sided sign
+    test of its wins against break-even (`share` of answerable calls in the traffic going down, 1 - share
+    going up: the share at which the move leaves balanced accuracy where it is)."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    bands = []
+    for down in (True, False):
+        side = p < current if down else p >= current
+        order = np.argsort(-p[side] if down else p[side], kind="stable")
+        ps, ys = p[side][order], y[side][order]
+        wins = np.cumsum(ys if down else ~ys)
+        null = share if down else 1.0 - share
+        for k in range(1, len(ps) + 1):
+            if k < len(ps) and ps[k] == ps[k - 1]:
+                continue                # a cut cannot part two calls of the same P
+            edge = float(ps[k - 1])
+            far = float(ps[k]) if k < len(ps) else None
+            if down:
+                cut = _logit_midpoint(edge, far) if far is not None else edge
+            else:
+                cut = _logit_midpoint(edge, far) if far is not None else float(np.nextafter(edge, 1.0))
+            bands.append(Band(down, k, int(wins[k - 1]), binomial_tail(int(wins[k - 1]), k, null),
+                              min(max(cut, 0.01), 0.99), edge))
+    return bands
+
+
+def scan_level(sizes_down: int, sizes_up: int, share: float, alpha: float, *,
+               simulations: int = SCAN_SIMULATIONS, seed: int = 0) -> float:
+    """The per-band level that holds the whole scan to `alpha`: under the least favourable null for "the
+    current cut is the best" (every labelled call on either side decided right by a move exactly at break-even,
+    which is what a best cut means on a monotone score), the alpha quantile of the smallest band p-value over
+    `simulations` draws. A band whose p-value is at most this level moves the gate; the chance that any band
+    does when the current cut is right is at most alpha (up to the simulation's error)."""
+    from scipy.stats import binom
+
+    rng = np.random.default_rng(seed)
+    smallest = np.ones(simulations)
+    for n, null in ((sizes_down, share), (sizes_up, 1.0 - share)):
+        if n == 0:
+            continue
+        wins = np.cumsum(rng.random((simulations, n)) < null, axis=1)
+        k = np.arange(1, n + 1)
+        tail = binom.sf(np.arange(n + 1)[None, :] - 1, k[:, None], null)     # tail[k - 1, w] = P(X >= w | k)
+        smallest = np.minimum(smallest, tail[k - 1, wins].min(axis=1))
+    smallest.sort()
+    i = int(math.floor(alpha * simulations)) - 1
+    return float(smallest[i]) if i >= 0 else 0.0
+
+
+def scan_sign_test(rule, probabilities, labels, current, share, interval, alpha, *, seed: int = 0) -> ThresholdDecision:
+    """The sign test over every band of labelled calls next to the current cut (scan_bands), held to the level
+    that makes a false move (from a cut that is already the best) happen with chance at most `alpha`
+    (scan_level). Among the bands that pass, the gate moves to the one with the largest gain in balanced
+    accuracy its labels estimate (a win counts 1 - break-even, a loss break-even); when none passes, that band
+    among all is what the labels point to, and what the count of labels still needed is about."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    bands = scan_bands(p, labels, current, share)
+    level = scan_level(int((p < current).sum()), int((p >= current).sum()), share, alpha, seed=seed)
+
+    def gain(b):
+        null = share if b.down else 1.0 - share
+        return b.wins * (1 - null) - (b.size - b.wins) * null
+
+    passing = [b for b in bands if b.p_value <= level and gain(b) > 0]
+    pointing = [b for b in bands if gain(b) > 0]
+    best = max(passing or pointing, key=lambda b: (gain(b), -b.p_value), default=None)
+    if best is None:
+        return ThresholdDecision(rule, float(current), float(current), (float(interval[0]), float(interval[1])),
+                                 False, 0, 0, share, 1.0, "no move the labels can tell apart decides better than the "
+                                 f"current cut by its labelled calls (break-even share {share:.2f})", level)
+    null = share if best.down else 1.0 - share
+    move = bool(passing)
+    why = (f"of the {best.size} labelled calls a move {'down' if best.down else 'up'} to {best.cut:.3f} flips, "
+           f"{best.wins} would be decided right and {best.size - best.wins} wrong (one-sided exact sign test "
+           f"against break-even share {null:.2f}: p = {best.p_value:.4f}, {'at most' if move else 'over'} the "
+           f"level {level:.4f} that holds a false move over all {len(bands)} moves the labels tell apart to "
+           f"{alpha:g}; calls nobody labelled are no evidence either way)")
+    return ThresholdDecision(rule, float(current), float(best.cut), (float(interval[0]), float(interval[1])), move,
+                             best.wins, best.size - best.wins, null, float(best.p_value), why, level)
+
+
 def calibration_test(probabilities, labels, current: float, share: float) -> tuple[float, float]:
     """(the cut the labels' calibration puts where balanced accuracy is best, the likelihood-ratio p-value that
     the current cut is that cut). The labels are fitted as q = sigmoid(a * logit(P) + b) (unbiased when the picks
@@ -270,6 +383,7 @@ class LabelsToDecide:
     more: int | None
     win_share: float | None
     text: str
+    of_kind: int | None = None      # how many of the `more` must be decided right by the move (its kind: below)
 
 
 def labels_to_decide(wins: int, losses: int, unlabelled: int, null_share: float, *,
@@ -293,7 +407,8 @@ def labels_to_decide(wins: int, losses: int, unlabelled: int, null_share: float,
         n = n_lab + max(unlabelled, k)          # unlabelled calls first, then new traffic between the cuts
         if binomial_tail(math.floor(w + 1e-9), n, null_share) <= alpha:
             return LabelsToDecide(k, share, f"about {k} more labels on calls between the two cuts would decide "
-                                  f"it, if they split as the {n_lab} labelled there did ({wins} decided right)")
+                                  f"it, if they split as the {n_lab} labelled there did ({wins} decided right)",
+                                  math.floor(w + 1e-9) - wins)
     return LabelsToDecide(None, share, f"more than {MAX_MORE_LABELS} labels: the labelled calls between the cuts "
                           f"split too close to break-even ({wins} of {n_lab} decided right)")
 
@@ -302,6 +417,9 @@ def labels_to_decide_for(decision: ThresholdDecision, unlabelled_between: int) -
     """How many more labels would decide the move `decision` declined, by its own rule: the labelled-call sign
     test counts only labelled calls, so only new labels between the cuts count; the covered one also counts
     the `unlabelled_between` calls nobody labelled against the move."""
+    if decision.proposed == decision.current:
+        return LabelsToDecide(None, None, "the labels point nowhere else: on either side of the cut, no run of labelled "
+                              "calls next to it is decided better by a move than by the cut in force")
     covered = decision.rule.startswith("covered-sign-test")
     labelled = decision.wins + (max(decision.losses - unlabelled_between, 0) if covered else decision.losses)
     if labelled == 0 and unlabelled_between == 0:
@@ -310,6 +428,18 @@ def labels_to_decide_for(decision: ThresholdDecision, unlabelled_between: int) -
         return LabelsToDecide(None, None, f"no logged call lies between the two cuts ({lo:.3f} and {hi:.3f}), "
                               "labelled or not: only calls scored there can decide the move, and they come with use "
                               "(`recall-log suggest` picks them once they are logged)")
+    if decision.rule.startswith("scan-sign-test"):
+        d = labels_to_decide(decision.wins, decision.losses, 0, decision.null_share, alpha=decision.alpha)
+        if not d.more:
+            return d
+        lo, hi = sorted((decision.current, decision.proposed))
+        down = decision.proposed < decision.current
+        kind = (f"calls the gate now stops with P from {lo:.3f} to {hi:.3f}, at least {d.of_kind} of them labelled "
+                "relevant (answerable)" if down else
+                f"calls the gate now injects with P from {lo:.3f} to {hi:.3f}, at least {d.of_kind} of them labelled "
+                "irrelevant (probes)")
+        return dataclasses.replace(d, text=f"{d.text}: {kind}, would move it {'down' if down else 'up'} to "
+                                          f"{decision.proposed:.3f}")
     if decision.rule.startswith("labelled-sign-test"):
         return labels_to_decide(decision.wins, decision.losses, 0, decision.null_share, alpha=decision.alpha)
     if covered:                                           # its losses hold the unlabelled calls it flips
@@ -319,6 +449,9 @@ def labels_to_decide_for(decision: ThresholdDecision, unlabelled_between: int) -
 
 
 THRESHOLD_RULES = {
+    "scan-sign-test": "the exact sign test over every band of labelled calls next to the current cut, held by "
+                      "simulation to a chance of a false move of alpha (SCAN_ALPHA, 0.20) over all of them; the gate moves to the "
+                      "passing band with the largest estimated gain",
     "calibration-lr": "move to where a logistic calibration of P on the labels puts the best cut, when a "
                       "likelihood-ratio test rejects the current cut as that cut",
     "labelled-sign-test": "the exact sign test over the labelled calls the move flips (unlabelled ones are no "

@@ -45,7 +45,7 @@ def _scenarios():
     calls += [dataclasses.replace(cosine_call(20 + i, 0.7, "relevant"), index_fingerprint="other-index-0000")
               for i in range(3)]
     yield calibrate(calls, [], model=None, cos_threshold=0.82, fingerprint=FP, fingerprint_key="idx-A")
-    yield calibrate(vault_with_boundary_at(0.62, n_labels=24, seed=2), [],
+    yield calibrate(vault_with_boundary_at(0.64, n_labels=24, seed=2), [],
                     model=dataclasses.replace(gate_model(), fitted_on={"sources": ["log"]}), cos_threshold=0.82,
                     fingerprint=FP)
     yield calibrate([cosine_call(i, 0.75, "relevant" if i % 2 else "irrelevant") for i in range(1, 13)], [],

@@ -31,7 +31,7 @@ def _says_run_calibrate_first(text):
 
 
 def test_keep_says_nothing_to_apply_and_how_to_decide_the_move():
-    cal = calibrate(_vault_with_boundary_at(0.62, n_labels=24, seed=2), [], model=_model(), cos_threshold=0.82,
+    cal = calibrate(_vault_with_boundary_at(0.64, n_labels=24, seed=2), [], model=_model(), cos_threshold=0.82,
                     fingerprint=FP)
     v = calibration_verdict(cal, DB, None)
     assert v.kind == KEEP and v.message().startswith("keep the gate's threshold 0.640")
@@ -104,7 +104,7 @@ def test_apply_of_a_declined_proposal_says_so_and_how_to_move_the_gate(tmp_path)
     force stays, label more; never "run calibrate first" (it ran)."""
     from search_core import SearchCoreError
     from tuner.gate.proposal import apply_proposal, write_proposal
-    cal = calibrate(_vault_with_boundary_at(0.62, n_labels=24, seed=2), [], model=_model(), cos_threshold=0.82,
+    cal = calibrate(_vault_with_boundary_at(0.64, n_labels=24, seed=2), [], model=_model(), cos_threshold=0.82,
                     fingerprint=FP)
     proposal = tmp_path / "proposal.json"
     write_proposal(cal, tmp_path / "index.sqlite", proposal)
