@@ -16,6 +16,12 @@ ALPHA = 0.05
 METRICS = metric_names("hit@5", "mrr", "ndcg@10", "p@5", "recall@5")     # `compare` and the holdout check
 
 
+# The verdicts of one paired comparison of B against A, and the words reports print for them: code compares the
+# keys, never the words (JSON written before the keys existed carries the words, read back through this table)
+WITHIN_NOISE, B_BETTER, A_BETTER = "within_noise", "b_better", "a_better"
+PAIRED_VERDICTS = {WITHIN_NOISE: "within noise", B_BETTER: "B better", A_BETTER: "A better"}
+
+
 @dataclass(frozen=True)
 class PairedMetric:
     """B against A on one metric over n paired questions; positive deltas mean B is better."""
@@ -28,8 +34,13 @@ class PairedMetric:
     within_noise: bool           # p >= ALPHA, decided on the unrounded p-value
 
     @property
+    def verdict_key(self) -> str:
+        """The paired test's verdict as a key of PAIRED_VERDICTS (what code compares; `verdict` is its text)."""
+        return WITHIN_NOISE if self.within_noise else (B_BETTER if self.delta > 0 else A_BETTER)
+
+    @property
     def verdict(self) -> str:
-        return "within noise" if self.within_noise else ("B better" if self.delta > 0 else "A better")
+        return PAIRED_VERDICTS[self.verdict_key]
 
 
 def answerable(per_query: list[QuestionResult]) -> dict[str, QuestionResult]:
@@ -96,7 +107,7 @@ class Comparison:
     def from_json(cls, d: dict) -> "Comparison":
         """What to_json wrote; a metric's change in questions is not written, so it reads back as None."""
         metrics = {m: PairedMetric(v["a"], v["b"], v["delta"], None, v["p_value"], tuple(v["ci95"]),
-                                   v["verdict"] == "within noise") for m, v in d["metrics"].items()}
+                                   v["verdict"] == PAIRED_VERDICTS[WITHIN_NOISE]) for m, v in d["metrics"].items()}
         return cls(d["gold"], d["n"], d["a"], d["b"], metrics, d["wins"], d["ties"], d["losses"],
                    tuple(FlippedQuestion(**f) for f in d["flipped"]), d["one_question_moves_hit5_by"])
 

@@ -312,7 +312,8 @@ def holdout_verdict(start: SearchConfig, final: SearchConfig, holdout: HoldoutCh
     a_q, b_q = round(start_h.hit5 * n), round(final_h.hit5 * n)
     if b_q < a_q:
         return Verdict(False, verdict(HIT5_FELL, start=start_h.hit5, final=final_h.hit5, lost=a_q - b_q, n=n))
-    worse = [f"{m} (delta {v.delta:+.4f}, p={v.p_value:.4f})" for m, v in c.metrics.items() if v.verdict == "A better"]
+    from tuner.evaluation.compare import A_BETTER     # here, not at the top: `search` imports this module
+    worse = [f"{m} (delta {v.delta:+.4f}, p={v.p_value:.4f})" for m, v in c.metrics.items() if v.verdict_key == A_BETTER]
     if worse:
         return Verdict(False, verdict(WORSE_ON_HOLDOUT, worse=", ".join(worse)))
     hm = c.metrics["hit@5"]
