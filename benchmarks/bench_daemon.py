@@ -244,7 +244,7 @@ def _stop_setup(work: Path) -> dict:
 
 def _stop_run(job: str, setup: dict, root: Path, delay: float) -> dict:
     """One daemon that runs `job` now; SIGTERM `delay` s after the job's run started; seconds to exit."""
-    from search_core.index.store import connect
+    from search_core.index.store import backup_copy
     from tuner.daemon.scheduler import RunTable
     shutil.rmtree(root, ignore_errors=True)
     runs = root / "runs"
@@ -253,20 +253,11 @@ def _stop_run(job: str, setup: dict, root: Path, delay: float) -> dict:
     if job == "index":
         db = runs / "index.sqlite"          # built from nothing, into a fresh embedding cache
     else:
-        src, dst = connect(setup["db"], readonly=True), connect(db)
-        src.backup(dst)
-        src.close()
-        dst.close()
+        backup_copy(setup["db"], db)
     if job in ("report", "retest"):
-        src, dst = connect(setup["ledger"], readonly=True), connect(runs / "ledger.sqlite")
-        src.backup(dst)
-        src.close()
-        dst.close()
+        backup_copy(setup["ledger"], runs / "ledger.sqlite")
     if job == "labels":
-        src, dst = connect(setup["log"], readonly=True), connect(runs / "recall-log.sqlite")
-        src.backup(dst)
-        src.close()
-        dst.close()
+        backup_copy(setup["log"], runs / "recall-log.sqlite")
     when = '[jobs.sweep]\nevery = "1d"\nbudget = "30m"\n' if job == "sweep" else f"[jobs.{job}]\n{CATCH_UP}"
     cfg = root / "daemon.toml"
     cfg.write_text(f'[daemon]\ntimezone = "UTC"\nruns = "runs"\n[sweep]\nvault = "{setup["vault"] if job == "index" else DEMO / "demo-vault"}"\n'

@@ -77,7 +77,7 @@ def main():
     ap.add_argument("--out", type=Path, default=RESULTS / "layout_update.json")
     args = ap.parse_args()
     from search_core.index.indexer import index_vault
-    from search_core.index.store import connect
+    from search_core.index.store import backup_copy, connect
     from search_core.models import register_embedder
     from tests.helpers.fake_embedder import NAME, HashedNgramEmbedder
     register_embedder(NAME, HashedNgramEmbedder)
@@ -93,12 +93,7 @@ def main():
     db.parent.mkdir(parents=True, exist_ok=True)
     for p in db.parent.iterdir():
         p.unlink()
-    src, dst = connect(built), connect(db)
-    try:
-        src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
+    backup_copy(built, db)
     t = time.process_time()
     index_vault(vault, db, embedder=NAME, cache=cache)          # the layout files written whole, for this copy
     first = {"cpu_s": round(time.process_time() - t, 2),

@@ -35,18 +35,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 CLI = [sys.executable, "-c", "from tuner.cli import main; main()"]
 
 
-def copy_index(src: Path, dst: Path) -> None:
-    """A consistent copy through SQLite's backup API (the source may have a live -wal file)."""
-    import sqlean
-    for p in (dst, dst.with_name(dst.name + "-wal"), dst.with_name(dst.name + "-shm")):
-        p.unlink(missing_ok=True)
-    s = sqlean.connect(f"file:{src}?mode=ro", uri=True)
-    d = sqlean.connect(str(dst))
-    s.backup(d)
-    d.close()
-    s.close()
-
-
 def load_queries(db: Path, n: int, seed: int = 0) -> list[str]:
     """Note titles and one-line summaries, as bench_wiki uses: what a user types about their notes."""
     import sqlean
@@ -309,7 +297,8 @@ def main():
     result = json.loads(out_path.read_text()) if out_path.exists() else {}
     db = args.work / "index.sqlite"
     if stages & {"api", "open", "closed", "omp"}:
-        copy_index(args.index, db)
+        from search_core.index.store import backup_copy
+        backup_copy(args.index, db)
     result["machine"] = {"load_avg_at_start": open("/proc/loadavg").read().split()[:3], "cores": 2,
                          "note": "shared with other helpers' jobs while measured"}
     if "log" in stages:

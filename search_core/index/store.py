@@ -95,6 +95,29 @@ def connect(path: str | Path, *, readonly: bool = False):
     return conn
 
 
+def backup_copy(src: str | Path, dst: str | Path) -> Path:
+    """A consistent copy of the SQLite file `src` into `dst` through SQLite's backup API: its WAL comes along, and
+    a reader of an existing `dst` sees the copy as one commit (never a file copy: docs/architecture.md, Live
+    files). `dst` is left in WAL mode."""
+    import sqlean
+
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    # the destination is opened without connect()'s WAL pragma: a backup into a WAL file cannot change its page
+    # size, and the embedding cache's pages are 16 KB where a new file's are 4 KB ("attempt to write a readonly
+    # database"); WAL is switched on after the copy
+    a = connect(src, readonly=True)
+    b = sqlean.connect(str(dst), isolation_level=None)
+    try:
+        b.execute("PRAGMA busy_timeout = 5000")
+        a.backup(b)
+        b.execute("PRAGMA journal_mode = WAL")
+    finally:
+        a.close()
+        b.close()
+    return dst
+
+
 @contextmanager
 def atomic(conn):
     """One transaction: everything inside lands, or (on any exception, Ctrl-C included) nothing does."""

@@ -49,24 +49,6 @@ def decisions(rows) -> list:
 
 
 
-def copy_sqlite(src: Path, dst: Path) -> Path:
-    """Copy a SQLite file through SQLite's backup API (never a file copy: docs/architecture.md, Live files)."""
-    import sqlean
-
-    from search_core.index.store import connect
-    Path(dst).parent.mkdir(parents=True, exist_ok=True)
-    # the copy is made WAL after the backup: a backup into a WAL file cannot change its page size, and the
-    # embedding cache's pages are 16 KB ("attempt to write a readonly database")
-    a, b = connect(src, readonly=True), sqlean.connect(str(dst), isolation_level=None)
-    try:
-        a.backup(b)
-        b.execute("PRAGMA journal_mode = WAL")
-    finally:
-        a.close()
-        b.close()
-    return Path(dst)
-
-
 def child_env() -> dict:
     """The environment for a child process: as the test has set it (its own embedding cache folder, not as it
     was at import), with this checkout's code first."""

@@ -42,14 +42,8 @@ def copy_index(src: Path, dst: Path) -> Path:
     """A copy of an index and its layout file (SQLite's backup: a WAL not yet checkpointed comes along), for a
     test that writes beside it (a session index is shared)."""
     from search_core.index.layout import companion_files, layout_path
-    from search_core.index.store import connect
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    a, b = connect(src), connect(dst)
-    try:
-        a.backup(b)
-    finally:
-        a.close()
-        b.close()
+    from search_core.index.store import backup_copy
+    backup_copy(src, dst)
     for p in companion_files(src):           # the small file and its rows files, named after the index
         shutil.copy(p, layout_path(dst).with_name(layout_path(dst).name + p.name[len(layout_path(src).name):]))
     return dst

@@ -23,7 +23,7 @@ from search_core import SearchCoreError
 from search_core.config import SearchConfig, load_config, read_toml
 from search_core.gate.model import DEFAULT_GATE_FILE, load_gate, sidecar_path
 from search_core.files import LockBusy, PidLock, atomic_replace, atomic_write_text
-from search_core.index.store import atomic, connect, sqlite_file_problem
+from search_core.index.store import atomic, backup_copy, connect, sqlite_file_problem
 from search_core.paths import ACTIVE_CONFIG as ACTIVE
 from search_core.paths import RUNS_ENV, default_index, no_index_message, runs_dir
 from search_core.validate import Where
@@ -101,21 +101,11 @@ def _install_index(runs: Path, index: Path) -> Path:
         # through them (seen: a fresh reader saw only the old file's tables). Copied into it through SQLite
         # instead (docs/architecture.md, "Live files"): one write transaction, seen by every reader as a
         # commit, and left as it was if the copy fails.
-        src, dst = connect(index), connect(dest)
-        try:
-            src.backup(dst)
-        finally:
-            src.close()
-            dst.close()
-        return dest
+        return backup_copy(index, dest)
     fd, tmp = tempfile.mkstemp(prefix=f".{index.name}.", dir=dest_dir)
     os.close(fd)
     try:
-        src = connect(index)      # the SQLite backup API copies a consistent snapshot, WAL included
-        dst = connect(tmp)
-        src.backup(dst)
-        src.close()
-        dst.close()
+        backup_copy(index, tmp)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

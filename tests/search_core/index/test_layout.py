@@ -8,7 +8,7 @@ from search_core.index.layout import ROW_BLOCK, layout_from_index, layout_path, 
 from search_core.index.store import connect, read_snapshot
 from search_core.search.pipeline import Searcher
 from search_core.search.view import IndexView
-from tests.helpers import copy_sqlite
+from search_core.index.store import backup_copy
 
 
 def _answers(db, queries):
@@ -56,7 +56,7 @@ def _mapped_equals_sqlite(db):
 def test_searches_answer_alike_from_the_mapped_file_and_from_sqlite(demo_index, tmp_path):
     titles = [r[0] for r in connect(demo_index, readonly=True).execute("SELECT title FROM notes ORDER BY id")]
     queries = titles[::4] + ["RRF 점수는 어떻게 계산하나", "그래프 RAG 커뮤니티 요약", "AI 팀"]
-    plain = copy_sqlite(demo_index, tmp_path / "plain" / "index.sqlite")      # the same commit, no file beside it
+    plain = backup_copy(demo_index, tmp_path / "plain" / "index.sqlite")      # the same commit, no file beside it
     mapped_source, mapped = _answers(demo_index, queries)
     sqlite_source, from_sqlite = _answers(plain, queries)
     assert mapped_source.mapped and not sqlite_source.mapped

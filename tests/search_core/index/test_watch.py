@@ -16,8 +16,9 @@ from search_core.index.stats import index_stats
 from search_core.index.watch import VaultWatcher
 from search_core.search.pipeline import Searcher
 from search_core.paths import embed_cache_file
-from tests.helpers import DEMO_VAULT, ROOT, copy_sqlite, free_port
+from tests.helpers import DEMO_VAULT, ROOT, free_port
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+from search_core.index.store import backup_copy
 
 DEADLINE_S = 120
 
@@ -145,7 +146,7 @@ def test_serve_watch_finds_the_new_text_of_a_saved_note(tmp_path, shared_cache):
     vault = make_vault(tmp_path)
     db = tmp_path / "idx" / "index.sqlite"
     index_vault(vault, db, cache=shared_cache)
-    copy_sqlite(shared_cache, embed_cache_file())    # the server's watcher uses the user's cache
+    backup_copy(shared_cache, embed_cache_file())    # the server's watcher uses the user's cache
     cfg = tmp_path / "cfg.toml"
     cfg.write_text("threshold = 0.0\n")
     port = free_port()

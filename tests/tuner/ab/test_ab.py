@@ -17,7 +17,6 @@ from click.testing import CliRunner
 
 from search_core import SearchCoreError
 from search_core.config import SearchConfig
-from tests.helpers import copy_sqlite
 from tuner.ab.records import ABError, ABParams
 from tuner.ab.run import parse_candidates, run_ab
 from tuner.cli import main
@@ -26,6 +25,7 @@ from tuner.reports.ab import ab_report
 from tuner.reports import emit, render
 from tuner.reports.browser import check_page
 from tuner.stored_config import NO_CONFIG
+from search_core.index.store import backup_copy
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO_VAULT = ROOT / "experiments" / "demo-vault"
@@ -160,7 +160,7 @@ def mini(tmp_path_factory, demo_index_e5, shared_cache):
     embedded them): e5-small's build reads them, minilm-l6 embeds for real."""
     root = tmp_path_factory.mktemp("mini")
     (root / "work").mkdir()
-    copy_sqlite(shared_cache, root / "cache" / "embed-cache.sqlite")
+    backup_copy(shared_cache, root / "cache" / "embed-cache.sqlite")
     gold = load_gold(TUNE)
     for nid in sorted(gold.gold_ids()):
         dst = root / "vault" / f"{nid}.md"

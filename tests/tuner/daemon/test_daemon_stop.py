@@ -13,10 +13,11 @@ import pytest
 from search_core.index.embed_cache import STOPPABLE_BATCH
 from search_core.index.store import connect
 from search_core.paths import embed_cache_file
-from tests.helpers import DEMO_VAULT, ROOT, copy_sqlite
+from tests.helpers import DEMO_VAULT, ROOT
 from tests.helpers.daemon_proc import FAR, ran as _ran, spawn as _spawn, stop as _stop, wait_for as _wait, rows as _rows
 from tests.helpers.sweeps import DEMO_TUNE, FUSION_SPACE
 from tuner.ledger.ledger import Ledger
+from search_core.index.store import backup_copy
 
 
 def _config(tmp_path, vault, db, *, rounds=400):
@@ -83,7 +84,7 @@ def test_sigterm_during_an_index_build_stops_between_batches_and_the_next_run_re
 
 @pytest.mark.slow
 def test_sigterm_during_a_sweep_stops_at_the_next_round_and_no_later_job_starts(tmp_path, demo_index_e5):
-    db = copy_sqlite(demo_index_e5, tmp_path / "index.sqlite")
+    db = backup_copy(demo_index_e5, tmp_path / "index.sqlite")
     runs, ledger = tmp_path / "runs", tmp_path / "runs" / "ledger.sqlite"
     cfg = _config(tmp_path, DEMO_VAULT, db)
 
@@ -147,7 +148,7 @@ def _held_then_stopped(proc, runs, job, fifo):
 def test_sigterm_during_the_calibration_stops_before_its_next_search_and_writes_no_report(tmp_path, demo_mini_index):
     from tests.helpers.daemon_proc import CATCH_UP, FifoInput, log_has
     from tests.helpers.sweeps import DEMO_HOLD
-    db = copy_sqlite(demo_mini_index, tmp_path / "index.sqlite")
+    db = backup_copy(demo_mini_index, tmp_path / "index.sqlite")
     runs = tmp_path / "runs"
     gold = FifoInput(tmp_path / "tune.yaml", DEMO_TUNE.read_text(encoding="utf-8"))
     cfg = _weekly_config(tmp_path, db, gold.path, DEMO_HOLD, f"[jobs.calibrate]\n{CATCH_UP}[jobs.labels]\n{CATCH_UP}")
@@ -166,7 +167,7 @@ def test_sigterm_during_the_calibration_stops_before_its_next_search_and_writes_
 def test_sigterm_during_the_labels_job_leaves_the_labelled_set_unwritten(tmp_path, demo_mini_index):
     from tests.helpers.daemon_proc import CATCH_UP, FifoInput, labelled_log
     from tests.helpers.sweeps import DEMO_HOLD
-    db = copy_sqlite(demo_mini_index, tmp_path / "index.sqlite")
+    db = backup_copy(demo_mini_index, tmp_path / "index.sqlite")
     runs = tmp_path / "runs"
     gold = FifoInput(tmp_path / "tune.yaml", DEMO_TUNE.read_text(encoding="utf-8"))
     labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
