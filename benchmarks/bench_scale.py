@@ -674,15 +674,25 @@ def table(results: dict, compact: bool = False) -> str:
         rows = [r for r in rows if not r[0].startswith("`serve`: first answer s / RSS")]
     rows = [(name.replace("warm wall,", "warm search, whole,").replace("warm sparse,", "warm keyword channel,")
              .replace("warm dense,", "warm dense channel,"), cell, value) for name, cell, value in rows]
-    big = sizes[-2:] if len(sizes) >= 2 else []
-    head = "| | " + " | ".join(f"~{int(r['target_chunks']):,}" for r in sizes) + " | per +100,000 chunks |"
+    head = "| | " + " | ".join(f"~{int(r['target_chunks']):,}" for r in sizes) + " | per +100,000 chunks (between) |"
     out = [head, "|---" * (len(sizes) + 2) + "|"]
     for name, cell, value in rows:
-        slope = ""
-        if big and value is not None and value(big[0]) is not None and value(big[1]) is not None:
-            slope = _fmt((value(big[1]) - value(big[0])) / (big[1]["chunks"] - big[0]["chunks"]) * 100_000)
-        out.append(f"| {name} | " + " | ".join(cell(r) or "–" for r in sizes) + f" | {slope} |")
+        cost = slope_per_100k(sizes, value) if value is not None else None
+        between = "" if cost is None else f"{_fmt(cost[0])} ({cost[1]:,}-{cost[2]:,})"
+        out.append(f"| {name} | " + " | ".join(cell(r) or "–" for r in sizes) + f" | {between} |")
     return "\n".join(out)
+
+
+def slope_per_100k(sizes: list[dict], value) -> tuple[float, int, int] | None:
+    """The cost per added 100,000 chunks between the two largest sizes a figure was measured at (a verb measured
+    only up to 100,000 chunks gets its slope from 10,000-100,000, not none), with those two sizes' target
+    chunks; None below two sizes. The CPU figure where a row has one: wall time is the machine's load."""
+    measured = [r for r in sizes if value(r) is not None]
+    if len(measured) < 2:
+        return None
+    a, b = measured[-2], measured[-1]
+    return ((value(b) - value(a)) / (b["chunks"] - a["chunks"]) * 100_000,
+            int(a["target_chunks"]), int(b["target_chunks"]))
 
 
 # ---------------------------------------------------------------- main

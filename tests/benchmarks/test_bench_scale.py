@@ -36,3 +36,16 @@ def test_a_vault_past_one_copy_embeds_no_text_twice_and_its_links_resolve(tmp_pa
     assert len(ours) >= 36 and all(resolver.resolve(src, t) is not None for src, t in ours)
     again = make_vault(3 * sum(p.chunks for p in pool), tmp_path / "vault", DATA, pool=pool)
     assert again == made                                       # the recipe matches: the vault is reused
+
+
+def test_the_slope_per_100k_chunks_is_read_between_the_two_largest_sizes_a_figure_has():
+    from benchmarks.bench_scale import slope_per_100k
+    sizes = [{"chunks": 1_016, "target_chunks": 1000, "cpu": 0.5},
+             {"chunks": 10_202, "target_chunks": 10000, "cpu": 0.6},
+             {"chunks": 102_169, "target_chunks": 100000, "cpu": 1.7},
+             {"chunks": 567_010, "target_chunks": 555000, "cpu": None}]
+    # (1.7 - 0.6) / (102,169 - 10,202) * 100,000 = 1.19609...
+    cost, a, b = slope_per_100k(sizes, lambda r: r["cpu"])
+    assert (a, b) == (10000, 100000)
+    assert abs(cost - 1.1960807) < 1e-6
+    assert slope_per_100k(sizes[:1], lambda r: r["cpu"]) is None
