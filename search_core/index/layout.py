@@ -98,8 +98,8 @@ class RowsFile:
 @dataclass(frozen=True)
 class OrderLog:
     """Where a layout's vault order lives: the log's name (rows_path), the entries, chunk ids and name bytes
-    this layout maps, its base (entries 0..base-1, in vault order), and, resolved: every entry's note id, its
-    chunk count and first chunk id in the log, and the live entries in vault order (`live[i]` holds note i)."""
+    this layout maps, its base (entries 0..base-1, in vault order), the lists of the small file, and, read:
+    every entry's note id and chunk count, and the live entries in vault order (`live[i]` holds note i)."""
     name: str
     entries: int
     chunks: int
