@@ -603,7 +603,9 @@ def refresh_layout(conn, target: str | Path, previous: VaultLayout | None = None
             reread_from = int(previous.vec_ids.max()) + 1 if len(previous.vec_ids) else 0
         want = np.asarray([r[0] for r in conn.execute("SELECT id FROM chunks WHERE has_vector ORDER BY id")], np.int64)
         keep = (previous.vec_ids >= 0) & (previous.vec_ids < reread_from) & np.isin(previous.vec_ids, want)
-        new_ids, blobs = _vectors(conn, "chunk_vec", np.setdiff1d(want, previous.vec_ids[keep]).tolist())
+        # `want` is sorted and distinct (ORDER BY id), so this is setdiff1d's answer without its two sorts
+        # (~100 ms at 100,000 chunks, against ~1 for isin's table of ids)
+        new_ids, blobs = _vectors(conn, "chunk_vec", want[~np.isin(want, previous.vec_ids[keep])].tolist())
         dim = previous.matrix.shape[1]
         chunks = write_rows(target, "chunks", generation, previous, keep, new_ids, _matrix(blobs, len(new_ids), dim), dim)
         # entity vectors: ids 1..kept as the previous file has them when this transaction's write_entities left
