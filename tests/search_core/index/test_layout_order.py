@@ -132,3 +132,18 @@ def test_a_change_of_index_page_flags_rewrites_only_the_small_file(vault, tmp_pa
            if p.name.startswith(layout_path(db).name + ".")}
     kept = {n: v for n, v in files.items() if not n.endswith(".prev")}
     assert {n: now[n] for n in kept} == kept   # every rows file and the order log as they were
+
+
+def test_a_writer_that_leaves_a_changed_note_out_gets_a_whole_order(vault, tmp_path, shared_cache, monkeypatch):
+    from search_core.index import indexer
+    db = tmp_path / "idx" / "index.sqlite"
+    index_vault(vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    name = mapped(db)[0].order.name
+    real = indexer.refresh_layout
+    monkeypatch.setattr(indexer, "refresh_layout", lambda *a, moved=None, **kw: real(*a, moved=(), **kw))
+    grown = sorted(vault.rglob("*.md"))[5]     # more chunks than before: the count check sees it
+    grown.write_text(grown.read_text(encoding="utf-8") + "\n\n" + PARAGRAPHS, encoding="utf-8")
+    index_vault(vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    got, want = mapped(db)
+    same_order(got, want)
+    assert got.order.name != name and got.order.base == got.order.entries
