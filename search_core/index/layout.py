@@ -379,7 +379,8 @@ def append_order(conn, db: Path, previous: VaultLayout, moved) -> OrderLog | Non
             e = int(prev.live[i])
             (dead.add if e < prev.base else pending.discard)(e)
             gone += int(prev.counts[e])
-    note_ids, note_start, chunk_at = _order(conn, moved) if moved else ((), np.zeros(1, np.int64), np.zeros(0, np.int64))
+    note_ids, note_start, chunk_at = (_order(conn, moved) if moved
+                                      else ((), np.zeros(1, np.int64), np.zeros(0, np.int64)))
     entries = prev.entries + len(note_ids)
     if entries - (prev.base - len(dead)) > DEAD_SHARE * entries:
         return None

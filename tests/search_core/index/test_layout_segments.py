@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from search_core.index.indexer import index_vault
-from search_core.index.layout import COUNTS, IDS, NAMES, ROW_BLOCK, TAILS, companion_files, layout_path, pad_rows, rows_named_by, rows_path
+from search_core.index.layout import (COUNTS, IDS, NAMES, ROW_BLOCK, TAILS, companion_files, layout_path, pad_rows,
+                                      rows_named_by, rows_path)
 from search_core.index.store import connect
 from search_core.search import channels as ch
 from search_core.search.view import IndexView
