@@ -1,6 +1,6 @@
 """Bytes one changed note writes to the layout files beside the index, at 100,000 chunks or more.
 
-    python benchmarks/bench_layout_update.py [--chunks 100000] [--work /work/cache/layout] [--edits 3]
+    python benchmarks/bench_layout_update.py [--chunks 100000] [--work /work/cache/layout] [--edits 3] [--nav]
         [--label after] [--out benchmarks/results/layout_update.json]
 
 The vault is bench_scale.py's (`make_vault`: real text read in place from $AUTORESEARCH_DATA, written under
@@ -11,7 +11,9 @@ lets a no-op `index_vault` write them whole, then changes one note at a time (a 
 last chunk changes, the others are kept) and runs the update, --edits times, undoing each edit after. Per
 update: the bytes written to the layout files (a file new since the update's start counts whole, a file that
 grew counts its growth), the bytes the process wrote through write() (wchar, /proc/self/io: SQLite's WAL
-too), CPU and wall seconds with the load average beside them.
+too), CPU and wall seconds with the load average beside them. With --nav, then as many runs after a change
+of the notes' index-page flags (the rule's mark removed and one note's flag reason changed, as an index written
+under an older rule has them: the run reads every note again and stores the flags), measured the same way.
 
 The code measured is the checkout on PYTHONPATH (run from this one with PYTHONPATH=$PWD). The script reads
 only `index_vault` and `layout_path`, so the same file measures another checkout's code:
@@ -73,6 +75,7 @@ def main():
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--work", type=Path, default=Path("/work/cache/layout"))
     ap.add_argument("--edits", type=int, default=3)
+    ap.add_argument("--nav", action="store_true", help="also measure the updates after a change of index-page flags")
     ap.add_argument("--label", default="after")
     ap.add_argument("--out", type=Path, default=RESULTS / "layout_update.json")
     args = ap.parse_args()
@@ -116,12 +119,30 @@ def main():
         finally:
             note.write_text(text, encoding="utf-8")
         print(json.dumps(runs[-1]), flush=True)
+    nav_runs = []
+    for k in range(args.edits if args.nav else 0):
+        from search_core.index.indexer import NAV_RULE_KEY
+        conn = connect(db)
+        with conn:
+            conn.execute("DELETE FROM meta WHERE key = ?", (NAV_RULE_KEY,))
+            conn.execute("UPDATE notes SET nav_reason = ? WHERE rowid = (SELECT min(rowid) FROM notes)",
+                         (f"a flag of an older rule {k}",))
+        conn.close()
+        before, w0, c0, t0, load = layout_files(db), wchar(), time.process_time(), time.perf_counter(), os.getloadavg()[0]
+        index_vault(vault, db, embedder=NAME, cache=cache)
+        nav_runs.append({"nav": k, "layout_bytes": layout_bytes(before, layout_files(db)), "wchar": wchar() - w0,
+                         "cpu_s": round(time.process_time() - c0, 3), "wall_s": round(time.perf_counter() - t0, 3),
+                         "load": round(load, 1)})
+        print(json.dumps(nav_runs[-1]), flush=True)
     conn = connect(db, readonly=True)
     chunks, vectors = conn.execute("SELECT count(*), sum(has_vector) FROM chunks").fetchone()
     conn.close()
     result = {"label": args.label, "commit": git_commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "chunks": chunks, "vectors": vectors, "notes": made.get("notes"), "first_write": first, "updates": runs,
               "median": {k: statistics.median(r[k] for r in runs) for k in ("layout_bytes", "wchar", "cpu_s", "wall_s")}}
+    if nav_runs:
+        result["nav_refresh"] = {"runs": nav_runs, "median": {k: statistics.median(r[k] for r in nav_runs)
+                                                              for k in ("layout_bytes", "wchar", "cpu_s", "wall_s")}}
     print(json.dumps(result["median"]))
     out = json.loads(args.out.read_text()) if args.out.exists() else {}
     out[args.label] = result

@@ -368,17 +368,20 @@ def _write_delta(conn, emb, cache, progress, deleted, to_write, known, stats, pr
     return state, first_new
 
 
-def _refresh_nav_flags(conn, files, beir_notes, written: list[Note]) -> None:
+def _refresh_nav_flags(conn, db, files, beir_notes, written: list[Note]) -> None:
     """Every note's index-page flag under this NAV_RULE (the notes just written have it already)."""
     done = {n.id for n in written}
     if beir_notes is not None:
         notes = [n for n in beir_notes if n.id not in done]
     else:
         notes = [r for vf in files if vf.note_id not in done for r in [read_note(vf)] if isinstance(r, Note)]
+    previous_layout = current_layout(conn, db)
     with atomic(conn):
         if refresh_nav(conn, notes):
             bump_generation(conn)                      # the searchers' views reload with the new flags
             _keep_current(conn)
+            # the flags are not in the layout: every vector and the vault order stay, the small file is redone
+            refresh_layout(conn, db, previous_layout, None, moved=())
         set_meta(conn, NAV_RULE_KEY, NAV_RULE)
 
 
@@ -437,7 +440,8 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
                 bump_generation(conn)                  # nothing derived moved: only the stat columns
                 _keep_current(conn)
                 first_new = None                       # no chunk added: every vector stays
-            refresh_layout(conn, db, previous_layout, first_new)
+            # the vault order moves only where notes were removed, rewritten or added
+            refresh_layout(conn, db, previous_layout, first_new, moved=deleted + [n.id for n in to_write])
             set_meta(conn, TEXT_RULE_KEY, TEXT_RULE)
         report.embedded = prepared["embedded"]
     elif rewrite_all:                                  # an empty vault: nothing to cut again
@@ -460,10 +464,10 @@ def _update(vault, db, files, beir_notes, skipped, emb, chunk_cfg, cache, progre
             word_df.build(conn)
     if get_meta(conn, NAV_RULE_KEY) != NAV_RULE:    # flags from an older rule (or none): every note read once
         # (after the count tables are current: the generation this bumps is recorded on them)
-        _refresh_nav_flags(conn, files, beir_notes, to_write)
+        _refresh_nav_flags(conn, db, files, beir_notes, to_write)
         with atomic(conn):                          # pairs are read from notes that are not index pages
             pair_table.build(conn)
-    if current_layout(conn, db) is None:     # an index written before the file existed, or a nav refresh
+    if current_layout(conn, db) is None:     # an index written before the file existed, or by an older format
         with atomic(conn):
             if get_meta(conn, "generation_token") is None:    # written before the token existed
                 set_meta(conn, "generation_token", os.urandom(8).hex())

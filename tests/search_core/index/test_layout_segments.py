@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from search_core.index.indexer import index_vault
-from search_core.index.layout import IDS, ROW_BLOCK, companion_files, layout_path, pad_rows, rows_named_by, rows_path
+from search_core.index.layout import (COUNTS, IDS, NAMES, ROW_BLOCK, TAILS, companion_files, layout_path, pad_rows,
+                                      rows_named_by, rows_path)
 from search_core.index.store import connect
 from search_core.search import channels as ch
 from search_core.search.view import IndexView
@@ -124,6 +125,8 @@ def test_an_update_killed_before_its_commit_leaves_the_last_commit_mapped_whole(
     dim = committed.matrix.shape[1]
     assert rows_file.stat().st_size > committed_rows * dim * 4
     assert rows_path(db, committed.files[0].name + IDS).stat().st_size > committed_rows * 8
+    order = committed.order                    # the order log's entries for the two notes, appended too
+    assert rows_path(db, order.name + COUNTS).stat().st_size > order.entries * 8
     after_kill, source, _ = dense_lists(db)
     assert source.mapped and source.reason.endswith(".prev"), source.reason
     assert after_kill == before
@@ -140,22 +143,27 @@ def test_an_update_killed_before_its_commit_leaves_the_last_commit_mapped_whole(
     assert rows_path(db, layout.files[0].name) == rows_file
     assert rows_file.stat().st_size == layout.files[0].rows * dim * 4
     assert rows_path(db, layout.files[0].name + IDS).stat().st_size == layout.files[0].rows * 8
+    assert layout.order.name == order.name and layout.order.entries == order.entries + 2
+    assert [rows_path(db, order.name + t).stat().st_size for t in ("", COUNTS, NAMES)] == \
+        [layout.order.chunks * 8, layout.order.entries * 8, layout.order.name_bytes]
     # and no file is left that neither this commit's layout nor the one kept before it names
     prev = layout_path(db).with_name(layout_path(db).name + ".prev")
-    named = {f.name for f in layout.files} | rows_named_by(prev)
-    assert set(companion_files(db)) == {layout_path(db), prev, *(rows_path(db, n + t) for n in named for t in ("", IDS))}
+    named = {f.name for f in layout.files} | {layout.order.name} | rows_named_by(prev)
+    assert set(companion_files(db)) == {layout_path(db), prev,
+                                        *(p for n in named for t in TAILS if (p := rows_path(db, n + t)).exists())}
 
 
 def _write(db, generation, previous, keep, ids, mat):
     """One commit's layout files through write_rows and write_layout, mapped back."""
-    from search_core.index.layout import VaultLayout, map_layout, write_layout, write_rows
+    from search_core.index.layout import VaultLayout, map_layout, write_layout, write_order, write_rows
     dim = mat.shape[1]
     chunks = write_rows(db, "chunks", generation, previous, keep, ids, mat, dim)
     ents = write_rows(db, "entities", generation, previous, None if previous is None else previous.entity_ids >= 0,
                       np.zeros(0, np.int64), np.zeros((0, dim), np.float32), dim)
     empty = np.zeros((0, dim), np.float32)
     layout = VaultLayout(("n",), np.asarray([0, 0], np.int64), np.zeros(0, np.int64), chunks.ids, empty, ents.ids, empty)
-    write_layout(db, layout, generation, "t", (chunks.file, ents.file))
+    order = write_order(db, (), np.zeros(1, np.int64), np.zeros(0, np.int64))
+    write_layout(db, layout, generation, "t", (chunks.file, ents.file), order)
     return map_layout(layout_path(db), generation, "t"), chunks.written
 
 
