@@ -104,7 +104,8 @@ def main():
            "results": [measure(db, queries, args.repeats) for db in args.db]}
     out["load_average_after"] = os.getloadavg()
     for r in out["results"]:
-        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "read", "note_words", "vocab", "names", "decide") if m in r}, file=sys.stderr)
+        modes = ("table", "read", "note_words", "vocab", "names", "decide")
+        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in modes if m in r}, file=sys.stderr)
     print(write_result("gate-cost", out))
 
 

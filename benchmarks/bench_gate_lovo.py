@@ -152,7 +152,7 @@ RECIPES.update({
     "40+unseen stems, C=0.1, pooled": (NGRAM_40 + ("unseen_stems",), 0.1, False),
     "40+note words+unseen stems, C=0.1, pooled": (NGRAM_40 + NOTE_WORD_FEATURES, 0.1, False),
 })
-CURRENT_RECIPE = "35+hit_cos+ngram, C=0.1, pooled"     # the shipped default's recipe (ngram-40), chosen by the rule below
+CURRENT_RECIPE = "35+hit_cos+ngram, C=0.1, pooled"     # the shipped default's recipe (ngram-40), chosen by the rule
 RULES = ("fit cut", "self cut", "self cut shifted", "answerable shift", "probe shift")
 
 

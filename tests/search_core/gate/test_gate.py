@@ -440,7 +440,8 @@ def test_note_word_features_read_the_first_results_whole_note(small_index):
     assert f["word_coverage_idf"] < 1.0 and f["note_word_coverage_idf"] == 1.0
     n = len(index.note_ids)
     k = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len[graphrag] / index.avg_note_len)
-    idf = {w: math.log(1 + (n - word_note_df(index, w) + 0.5) / (word_note_df(index, w) + 0.5)) for w in content_words(query)}
+    df = {w: word_note_df(index, w) for w in content_words(query)}
+    idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
     tf = {w: word_tf_in_note(index, w, graphrag) for w in idf}
     assert f["note_word_tf_idf"] == pytest.approx(sum(idf[w] * tf[w] / (tf[w] + k) for w in idf) / sum(idf.values()))
     assert 0.0 < f["note_word_tf_idf"] < 1.0
@@ -452,7 +453,7 @@ def test_note_word_features_read_the_first_results_whole_note(small_index):
     assert f["note_word_coverage_idf"] == 0.0 and f["note_word_tf_idf"] == 0.0
     # "커뮤니티에서" is in no note but its stem "커뮤" is; "쿠버네티스" and its stem are in none
     s.close()
-    s = Searcher(small_index, all_gate_features=True)         # candidates: computed when a gate file or a benchmark asks
+    s = Searcher(small_index, all_gate_features=True)      # candidates: computed when a gate file or a benchmark asks
     f = s.search("커뮤니티에서도 쿠버네티스").gate.features
     assert f["unseen_words"] == 1.0 and f["unseen_stems"] == 0.5
     s.close()
