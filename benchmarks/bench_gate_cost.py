@@ -7,6 +7,8 @@ document frequencies, on the same queries and the same index:
   vocab   FTS5's vocabulary (fts5vocab), what indexes without the table fall back to
   read    the table, computing only what a search computes (features_read: GATE_FEATURES, the deciding gate's own,
           ALWAYS); `table` and `vocab` compute every feature, the candidates no gate reads included
+  note_words  `read` and the candidates NOTE_WORD_FEATURES (the first result's whole note against the query's
+          content words, the unseen stems): what a gate reading them would cost beside `read`
 Both modes read the word table (search_core.index.word_df, unknown_names) the same way: stored in `table` mode,
 absent (the trigram fallback over the vocabulary) in `vocab` mode, which is an index older than both tables.
 `names` times unknown_names() alone at first sight with the word table (the fourth round's feature);
@@ -33,7 +35,7 @@ from common import ROOT, summary, write_result  # noqa: E402
 from search_core.index import term_df  # noqa: E402
 from search_core.config import SearchConfig  # noqa: E402
 from search_core.index import word_df  # noqa: E402
-from search_core.gate.features import features_read, gate_features, unknown_names  # noqa: E402
+from search_core.gate.features import NOTE_WORD_FEATURES, features_read, gate_features, unknown_names  # noqa: E402
 from search_core.search.pipeline import Searcher  # noqa: E402
 from tuner.data.gold import load_gold  # noqa: E402
 
@@ -48,8 +50,9 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
            "word_table_current": word_df.is_current(s.conn)}
     model = s.gate_for(cfg.reranker).model
     read = features_read(model.features if model is not None else ())
-    for mode in ("table", "read", "vocab"):
-        if mode in ("table", "read") and not out["table_current"]:
+    only = {"read": read, "note_words": read | frozenset(NOTE_WORD_FEATURES)}
+    for mode in ("table", "read", "note_words", "vocab"):
+        if mode != "vocab" and not out["table_current"]:
             continue
         cpu = []
         for _ in range(repeats):
@@ -63,7 +66,7 @@ def measure(db: str, queries: list[str], repeats: int) -> dict:
                 caches.word_df_stored = mode != "vocab" and out["word_table_current"]
                 c0 = time.process_time()
                 gate_features(res.query, res.retrieval.lists, res.hits, s.view, conn=s.conn,
-                              only=read if mode == "read" else None)
+                              only=only.get(mode))
                 cpu.append((time.process_time() - c0) * 1000)
         out[mode] = summary(cpu)
     # the decision on top of the features: the gate chosen for the search's reranker (choose_gate's choice,
@@ -101,7 +104,8 @@ def main():
            "results": [measure(db, queries, args.repeats) for db in args.db]}
     out["load_average_after"] = os.getloadavg()
     for r in out["results"]:
-        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in ("table", "read", "vocab", "names", "decide") if m in r}, file=sys.stderr)
+        modes = ("table", "read", "note_words", "vocab", "names", "decide")
+        print(r["db"], {m: (r[m]["p50"], r[m]["p95"]) for m in modes if m in r}, file=sys.stderr)
     print(write_result("gate-cost", out))
 
 

@@ -101,6 +101,13 @@ FEATURES = {
     # note); a note about it names it there
     "heading_word_coverage_idf": "word_coverage_idf over the first result's title, aliases and chunk heading path only",
     "rarest_in_heading": "1 if the query's rarest content word is in the first result's title, aliases or heading path",
+    # candidates: the first result's whole note against the query's content words, read from the same n-gram
+    # lists (a near-topic note names the query's rare word once in passing; a note about it repeats it)
+    "note_word_coverage_idf": "word_coverage_idf over the first result's whole note (every chunk and its fields)",
+    "note_word_tf_idf": "the content words' counts in the first result's note, each saturated as BM25 does "
+                        "(tf / (tf + 1.2 (0.25 + 0.75 note length / mean note length))), IDF-weighted mean",
+    "unseen_stems": "share of the query's content words whose stem no note holds (a Hangul word's first two "
+                    "syllables, any other word whole): an unseen name, where an unseen inflection keeps its stem",
     # the n-gram BM25 list (the keyword channel's own under keyword_index ngram, run beside FTS5 otherwise)
     "ngram_rank_inv": "1 / the rank of the first result in the n-gram BM25 list (0 if not in its top 50)",
     "ngram_top1_dense": "1 if the n-gram BM25 list and the dense channel put the same note first",
@@ -185,6 +192,7 @@ ALWAYS = frozenset({
 WORD_FEATURES = ("unseen_words", "unseen_any", "word_coverage", "word_coverage_idf", "rarest_in_top")
 HEADING_WORD_FEATURES = ("heading_word_coverage_idf", "rarest_in_heading")
 NGRAM_FEATURES = ("ngram_rank_inv", "ngram_top1_dense", "ngram_margin_ratio", "ngram_top_norm")
+NOTE_WORD_FEATURES = ("note_word_coverage_idf", "note_word_tf_idf", "unseen_stems")
 
 
 def features_read(model_features=()) -> frozenset:
@@ -330,11 +338,38 @@ def word_note_df(index, word: str, held=None) -> int:
     return int(len(common))
 
 
+def word_tf_in_note(index, word: str, note_no: int) -> int:
+    """How many times note number `note_no` holds `word`, as far as its n-gram counts tell: the fewest of any
+    of its n-grams (0 when the note lacks one)."""
+    terms = list(dict.fromkeys(ngram_postings.terms_of(word)))
+    found = index.term_lists(terms)
+    if not terms or len(found) < len(terms):
+        return 0
+    tf = None
+    for t in found:
+        k = int(np.searchsorted(t.note_no, note_no))
+        n = int(t.note_tf[k]) if k < len(t.note_no) and t.note_no[k] == note_no else 0
+        tf = n if tf is None else min(tf, n)
+        if not tf:
+            return 0
+    return tf
+
+
+def word_stem(word: str) -> str:
+    """A Hangul word's first two syllables (where an inflected form keeps its stem: 느렸던 -> 느렸), any other
+    word itself."""
+    return word[:2] if len(word) > 2 and ngram_postings.HANGUL_RE.match(word) else word
+
+
+BM25_K1, BM25_B = 1.2, 0.75     # note_word_tf_idf's saturation: BM25's usual constants
+
+
 def _word_features(f: dict, index, query: str, top_doc: str | None, held: frozenset,
-                   top_heading: str | None = None) -> None:
-    """unseen_words ... rarest_in_heading (FEATURES), into `f`; `top_doc` is the first result's chunk text
-    (title, heading path, text), None with no result, `top_heading` its title, aliases and heading path; `held`
-    the note ids the search holds out: a word only they hold is unseen, as it would be in the vault without them."""
+                   top_heading: str | None = None, top_note_no: int | None = None) -> None:
+    """unseen_words ... rarest_in_heading and NOTE_WORD_FEATURES (FEATURES), into `f`; `top_doc` is the first
+    result's chunk text (title, heading path, text), None with no result, `top_heading` its title, aliases and
+    heading path, `top_note_no` its note's number in `index`; `held` the note ids the search holds out: a word
+    only they hold is unseen, as it would be in the vault without them."""
     words = content_words(query)
     if not words:
         return
@@ -343,11 +378,18 @@ def _word_features(f: dict, index, query: str, top_doc: str | None, held: frozen
     dfs = [word_note_df(index, w, drop) for w in words]
     f["unseen_words"] = sum(d == 0 for d in dfs) / len(words)
     f["unseen_any"] = float(any(d == 0 for d in dfs))
+    f["unseen_stems"] = sum(d == 0 and (word_stem(w) == w or word_note_df(index, word_stem(w), drop) == 0)
+                            for w, d in zip(words, dfs)) / len(words)
+    idf = [_idf(n, d) for d in dfs]
+    if top_note_no is not None:
+        tfs = [word_tf_in_note(index, w, top_note_no) if d else 0 for w, d in zip(words, dfs)]
+        f["note_word_coverage_idf"] = sum(i for i, t in zip(idf, tfs) if t) / sum(idf)
+        k = BM25_K1 * (1 - BM25_B + BM25_B * float(index.note_len[top_note_no]) / max(index.avg_note_len, 1e-9))
+        f["note_word_tf_idf"] = sum(i * t / (t + k) for i, t in zip(idf, tfs)) / sum(idf)
     if top_doc is None:
         return
     low = top_doc.lower()
     inside = [w in low for w in words]
-    idf = [_idf(n, d) for d in dfs]
     f["word_coverage"] = sum(inside) / len(words)
     f["word_coverage_idf"] = sum(i for i, x in zip(idf, inside) if x) / sum(idf)
     f["rarest_in_top"] = float(inside[int(np.argmin(dfs))])
@@ -507,8 +549,12 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
             f["rerank_top"] = float(h0.score)
     index = view.ngram_index() if hasattr(view, "ngram_index") else None
     if index is not None:
-        if want(*WORD_FEATURES, *HEADING_WORD_FEATURES):
-            _word_features(f, index, query, top_doc, frozenset(held), top_heading)
+        if want(*WORD_FEATURES, *HEADING_WORD_FEATURES, *NOTE_WORD_FEATURES):
+            top_no = None
+            if hits and want(*NOTE_WORD_FEATURES) and hits[0].chunk_id is not None:
+                place = int(view.place_of[hits[0].chunk_id]) if 0 <= hits[0].chunk_id < len(view.place_of) else -1
+                top_no = int(index.note_of_place[place]) if place >= 0 else None
+            _word_features(f, index, query, top_doc, frozenset(held), top_heading, top_no)
         if want(*NGRAM_FEATURES):
             _ngram_features(f, index, query, lists.get(NGRAM_LIST, []), lists.get("dense", []), hits)
     f["reranked"] = float(reranked)

@@ -417,6 +417,48 @@ def test_heading_word_features_read_the_title_aliases_and_heading_path_only(smal
     s.close()
 
 
+def test_note_word_features_read_the_first_results_whole_note(small_index):
+    """note_word_coverage_idf and note_word_tf_idf read the first result's whole note, not its chunk: a chunk of
+    GraphRAG without "Leiden" still has a note that holds it; unseen_stems counts a word whose stem is unseen too."""
+    import math
+    from types import SimpleNamespace
+    from search_core.gate.features import BM25_B, BM25_K1, content_words, word_note_df, word_tf_in_note
+    s = Searcher(small_index)
+    index = s.view.ngram_index()
+    graphrag, kimchi = index.note_ids.index("ai/graphrag"), index.note_ids.index("life/kimchi")
+    assert word_tf_in_note(index, "leiden", graphrag) == 1 and word_tf_in_note(index, "leiden", kimchi) == 0
+    assert word_tf_in_note(index, "커뮤니티", graphrag) >= 1 and word_tf_in_note(index, "쿠버네티스", graphrag) == 0
+    # a Latin word is one term: its count is the count of that term over the note's chunk documents
+    from search_core.index import ngram_postings
+    ids = [r[0] for r in s.conn.execute("SELECT id FROM chunks WHERE note_id = 'ai/graphrag'")]
+    by_hand = sum(ngram_postings.chunk_terms(doc)["graphrag"] for _, doc in ngram_postings.chunk_docs(s.conn, ids))
+    assert by_hand >= 2 and word_tf_in_note(index, "graphrag", graphrag) == by_hand
+    (cid,), = s.conn.execute("SELECT id FROM chunks WHERE text LIKE '%entity와%'").fetchall()    # not the Leiden one
+    hit = SimpleNamespace(note_id="ai/graphrag", chunk_id=cid, score=1.0, cosine=0.9)
+    query = "Leiden 커뮤니티"
+    f = gate_features(query, s.retrieve(query).lists, [hit], s.view, conn=s.conn)
+    assert f["word_coverage_idf"] < 1.0 and f["note_word_coverage_idf"] == 1.0
+    n = len(index.note_ids)
+    k = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len[graphrag] / index.avg_note_len)
+    df = {w: word_note_df(index, w) for w in content_words(query)}
+    idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
+    tf = {w: word_tf_in_note(index, w, graphrag) for w in idf}
+    assert f["note_word_tf_idf"] == pytest.approx(sum(idf[w] * tf[w] / (tf[w] + k) for w in idf) / sum(idf.values()))
+    assert 0.0 < f["note_word_tf_idf"] < 1.0
+    f = gate_features("Leiden 김치찌개", s.retrieve("Leiden 김치찌개").lists, [hit], s.view, conn=s.conn)
+    assert f["note_word_coverage_idf"] == pytest.approx(0.5)        # one note each: equal IDF, the note holds one
+    (kid,), = s.conn.execute("SELECT id FROM chunks WHERE text LIKE '%묵은지%'").fetchall()
+    kimchi_hit = SimpleNamespace(note_id="life/kimchi", chunk_id=kid, score=1.0, cosine=0.9)
+    f = gate_features(query, s.retrieve(query).lists, [kimchi_hit], s.view, conn=s.conn)
+    assert f["note_word_coverage_idf"] == 0.0 and f["note_word_tf_idf"] == 0.0
+    # "커뮤니티에서" is in no note but its stem "커뮤" is; "쿠버네티스" and its stem are in none
+    s.close()
+    s = Searcher(small_index, all_gate_features=True)      # candidates: computed when a gate file or a benchmark asks
+    f = s.search("커뮤니티에서도 쿠버네티스").gate.features
+    assert f["unseen_words"] == 1.0 and f["unseen_stems"] == 0.5
+    s.close()
+
+
 def test_a_word_is_in_a_note_only_when_all_its_ngrams_are_in_that_note(tmp_path, shared_cache):
     from search_core.index.indexer import index_vault
     from search_core.gate.features import word_note_df
