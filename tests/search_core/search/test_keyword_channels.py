@@ -301,3 +301,42 @@ def test_top_stable_is_the_head_of_a_stable_sort():
     for values in (rng.integers(0, 4, 1000).astype(np.float32), rng.random(500), np.zeros(50), np.arange(3.0)):
         for k in (1, 5, 49, 50, 2000):
             assert ch.top_stable(values, k).tolist() == np.argsort(-values, kind="stable")[:k].tolist()
+
+
+def test_a_latin_word_weighs_as_the_querys_average_hangul_word():
+    from search_core.index.ngram_postings import query_term_weights, terms_of
+    # 옵션으로 gives 5 terms, 검색 one: jvm and jar weigh 3 each
+    assert query_term_weights("JVM 옵션으로 jar 검색") == {
+        "jvm": 3.0, "옵션": 1.0, "션으": 1.0, "으로": 1.0, "옵션으": 1.0, "션으로": 1.0, "jar": 3.0, "검색": 1.0}
+    for one_script in ("검색을 옵션으로", "jvm main jar", "k8s 1.5"):      # one script: every weight 1
+        assert query_term_weights(one_script) == dict.fromkeys(terms_of(one_script), 1.0)
+
+
+# A Korean question about an English note: the note holds only the question's Latin words (jvm, jar, main), two
+# Korean notes hold some of its Korean words. Unweighed, the Korean words' n-grams (a word of 3-6 syllables
+# gives 3-9 of them) outvote the three Latin words and the English note comes last (java-javaagent of a real
+# vault fell to 120th of 753 notes so).
+AGENT_VAULT = {
+    "java-agent.md": "---\ntitle: javaagent\n---\nAn agent is deployed as a JAR file. When the JVM starts, the premain "
+                     "method of the agent runs before the application's main method. A JVM option names the JAR: "
+                     "the agent class in the JAR is loaded before main.\n",
+    "bytecode.md": "---\ntitle: 바이트코드\n---\n파일의 바이트코드를 읽는다.\n",
+    "options.md": "---\ntitle: 옵션\n---\n옵션으로 설정을 바꾸는 방법을 정리한다.\n",
+    "other.md": "---\ntitle: 기타\n---\n다른 이야기를 적은 노트이다.\n",
+}
+
+
+def test_a_korean_questions_latin_words_count_as_much_as_its_korean_words(tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    db = tmp_path / "agent" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "agentvault", AGENT_VAULT), db, cache=shared_cache)
+    s = Searcher(db)
+    try:
+        hits = ch.ngram_sparse(s.conn, s.view, "JVM 시작 옵션으로 jar 를 붙여서 main 보다 먼저 실행되며 클래스 "
+                                               "바이트코드를 바꾸는 방법", 10)
+        ids = [h.note_id for h in hits]
+        # the note of the three Latin words before the note of three Korean ones (옵션으로, 바꾸는, 방법); the one
+        # holding 바이트코드를 (nine rare n-grams) stays first
+        assert ids == ["bytecode", "java-agent", "options"]
+    finally:
+        s.close()
