@@ -49,27 +49,6 @@ def terms_of(text: str) -> list[str]:
     return out
 
 
-def query_term_weights(query: str) -> dict[str, float]:
-    """The distinct terms of a query, in order, with their weights in the BM25 sum: a Hangul word's n-grams
-    weigh 1 each, and a Latin (or digit) word, one term, weighs as many as the query's Hangul words give
-    terms on average, so that a word of either script counts alike (its largest weight where two words give
-    the term). Unweighed, a Hangul word of L syllables entered the sum as 2L - 3 terms and a Latin word as
-    one: "JVM 시작 옵션으로 jar 를 붙여서 main 보다 먼저 실행되며 클래스 바이트코드를 바꾸는 방법" put its Korean
-    words' 40 n-grams against jvm, jar and main, and the English note it asks about (java-javaagent, which
-    holds only those three) fell to 120th of 753 notes (5th weighed). A query in one script keeps its
-    weights 1: the same scores as unweighed. Weighing every word once instead (each n-gram 1 / its word's
-    count) also lowered the longer Korean words that match whole: hoonti06's n-gram MRR 0.933 -> 0.905."""
-    words = RUN_RE.findall(query.lower())
-    counts = [len(dict.fromkeys(terms_of(w))) for w in words if HANGUL_RE.match(w)]
-    latin = sum(counts) / len(counts) if counts else 1.0
-    weights: dict[str, float] = {}
-    for word in words:
-        w = 1.0 if HANGUL_RE.match(word) else latin
-        for t in dict.fromkeys(terms_of(word)):
-            weights[t] = max(weights.get(t, 0.0), w)
-    return weights
-
-
 _DOC_SQL = ("SELECT c.id, c.ord, c.text, n.title, n.aliases, n.tags, n.summary FROM chunks c "
             "JOIN notes n ON n.id = c.note_id")
 

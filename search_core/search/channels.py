@@ -302,8 +302,7 @@ def keyword_evidence(ngram: list[ChannelHit], fts5: list[ChannelHit] | None, cut
 def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     """BM25 over character n-grams (search_core.index.ngram_postings), one document per note: a note's
     term counts and length are its chunks' summed, so a question whose words sit in different chunks of
-    one note still finds it whole. idf = ln(1 + (N - df + .5) / (df + .5)) over notes, times the term's
-    weight in the query (ngram_postings.query_term_weights: a Latin word weighs as a Hangul word's n-grams). The note's chunk
+    one note still finds it whole. idf = ln(1 + (N - df + .5) / (df + .5)) over notes. The note's chunk
     is the one whose own terms score best (saturated counts times idf). Equal scores come in vault order
     (note id), the best chunk's tie goes to the earlier chunk. An index written before the lists existed
     runs the FTS5 channel instead."""
@@ -313,15 +312,13 @@ def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     n = len(index.note_ids)
     if n == 0:
         return []
-    weighed = [(w, got) for term, w in ngram_postings.query_term_weights(query).items()
-               for got in index.term_lists([term])]
-    if not weighed:
+    found = index.term_lists(list(dict.fromkeys(ngram_postings.terms_of(query))))
+    if not found:
         return []
-    found = [got for _, got in weighed]
     # every found term's note list and chunk list, one after another in query order: each note's and each
     # chunk's sum then adds the same floats in the same order as a loop over the terms would
     df = [len(t.note_no) for t in found]
-    idf = [w * math.log(1 + (n - d + 0.5) / (d + 0.5)) for (w, _), d in zip(weighed, df)]
+    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
     notes = np.concatenate([t.note_no for t in found])
     note_tf = np.concatenate([t.note_tf for t in found]).astype(np.float64)
     norm = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len[notes] / max(index.avg_note_len, 1e-9))
