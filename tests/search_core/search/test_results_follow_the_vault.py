@@ -120,6 +120,9 @@ def tie_vault(tmp_path):
     shutil.copytree(DEMO_VAULT / "ai" / "rag", vault)
     for nid in MEETING_NOTES:
         write(vault, nid, MEETING)
+    # a note linking one of them: its link is other graph evidence than theirs, so the entity list of their
+    # title is not the one where every note holds the same evidence (that list is empty) and its ties show
+    write(vault, "minutes", "---\ntitle: 모음\n---\n지난 안건은 [[meet/d]] 에 있다.\n")
     return vault
 
 

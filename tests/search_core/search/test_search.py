@@ -68,6 +68,30 @@ def test_alias_reaches_the_note_through_the_entity_channel(small_index):
     assert r.lists["entity"][0].note_id == "ai/rrf"
 
 
+# Two paragraphs of one article under the article's title, and a note of its own name.
+ARTICLE_VAULT = {
+    "hangang/p1.md": "---\ntitle: 한강\n---\n한강은 태백산맥에서 시작해 서해로 흐르는 강이다.\n",
+    "hangang/p2.md": "---\ntitle: 한강\n---\n한강에는 서른 개가 넘는 다리가 놓여 있다.\n",
+    "seoul.md": "---\ntitle: 서울특별시\n---\n서울특별시는 대한민국의 수도이다.\n",
+}
+
+
+def test_notes_that_one_name_gives_the_same_evidence_make_no_entity_list(tmp_path, shared_cache):
+    """Ranked by their cosine alone, such notes would be the dense list's order again (fused twice); a name
+    held by one note still lists it."""
+    from search_core.index.indexer import index_vault
+    from tests.helpers import write_vault
+    from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
+    db = tmp_path / "article" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "articlevault", ARTICLE_VAULT), db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    s = Searcher(db)
+    try:
+        assert s.retrieve("한강 다리는 몇 개인가", depth=10).lists["entity"] == []
+        assert [h.note_id for h in s.retrieve("서울특별시의 인구", depth=10).lists["entity"]][:1] == ["seoul"]
+    finally:
+        s.close()
+
+
 def test_results_have_no_nav_notes_and_no_note_twice(small_index):
     res = Searcher(small_index).search("GraphRAG RRF 김치찌개", SearchConfig(top_k=10))
     ids = [h.note_id for h in res.hits]
