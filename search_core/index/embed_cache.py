@@ -22,7 +22,7 @@ import numpy as np
 
 from search_core import SearchCoreError, StopRequested
 from search_core.hashing import hash_json
-from search_core.index.store import atomic, connect, sqlite_file_problem
+from search_core.index.store import is_lock_error, atomic, connect, sqlite_file_problem
 from search_core.models.threads import embed_batches
 
 
@@ -69,6 +69,7 @@ DOWNGRADE_GUARD = (f"CREATE TRIGGER IF NOT EXISTS {GUARD_NAME} BEFORE INSERT ON 
 # how long an open waits for another process's migration of the same file: 207 s at 500,000 rows (load 7), so
 # minutes to spare at a busy machine's pace
 MIGRATION_WAIT_S = 30 * 60.0
+CREATE_WAIT_S = 10.0          # a new file's switch to WAL retried this long while another process creates it
 MIGRATION_STAGE = "migrate cache"     # the progress stage of a migration (index's progress lines and bars)
 MIGRATION_BATCH = 10_000              # rows moved between two progress reports (about 1 s at load 7)
 _DAMAGE_CODES = {11, 26}       # SQLITE_CORRUPT, SQLITE_NOTADB: the file is damaged (locked or full are not)
@@ -173,7 +174,18 @@ class EmbeddingCache:
         try:
             conn.execute("PRAGMA busy_timeout = 5000")
             conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            # Two processes creating the file at once: the one whose switch to WAL would wait on the other's
+            # lock while holding its own gets "locked" at once, busy_timeout or not (SQLite's deadlock rule; 2 of
+            # 120 opens of three processes racing). Its lock is gone when the statement fails: try again.
+            deadline = time.monotonic() + CREATE_WAIT_S
+            while True:
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    break
+                except sqlean.OperationalError as e:
+                    if not is_lock_error(e) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
             with atomic(conn):    # another process creating it at once: one of us makes the schema
                 if conn.execute("PRAGMA user_version").fetchone()[0] == 0 and not _tables(conn):
                     for stmt in SCHEMA:

@@ -232,7 +232,7 @@ def read_snapshot(conn):
         conn.execute("COMMIT")
 
 
-def _is_locked(e: Exception) -> bool:
+def is_lock_error(e: Exception) -> bool:
     return "locked" in str(e) or "busy" in str(e)
 
 
@@ -249,7 +249,7 @@ def open_index(path: str | Path):
     except Exception as e:
         if conn is not None:
             conn.close()
-        if _is_locked(e):
+        if is_lock_error(e):
             raise SearchCoreError(f"{p} is locked by another process ({e}); the index is fine: wait for the "
                                   "writer to finish (or stop it) and try again") from None
         raise SearchCoreError(f"{p} is not an autoresearch index ({e}); rebuild with "
