@@ -475,7 +475,8 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
                          kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None,
                          mask_link: bool = False, heading_title: bool = True, only_notes=None,
-                         findable_in: str | Path | None = None) -> VaultQuestions:
+                         findable_in: str | Path | None = None,
+                         findable_within: int = FINDABLE_WITHIN) -> VaultQuestions:
     """A gold set of questions the vault answers, made from what its author wrote about each note.
     anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note).
     mask_link: an anchor question leaves out the link itself (anchor_candidates).
@@ -483,13 +484,15 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
     only_notes: note ids a question may have as its gold and hold out (e.g. the notes an index holds, when the
     vault read is larger than the index: its other notes still give anchors about these), None: every note.
     findable_in: an index of the vault; a question is kept only when one fusion list alone finds its gold note
-    there in its top FINDABLE_WITHIN (FINDABLE_LISTS), so the set sees the top-rank fusion hand-written
+    there in its top `findable_within` (FINDABLE_LISTS), so the set sees the top-rank fusion hand-written
     questions live in; n is then filled from the questions that pass."""
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise SearchCoreError(f"unknown question kind(s) {bad}; kinds: {', '.join(KINDS)}")
     if n is not None and n < 1:
         raise SearchCoreError(f"-n {n}: ask for at least one question")
+    if findable_within < 1:
+        raise SearchCoreError(f"findable within {findable_within}: give a rank of 1 or more")
     if anchor_share is not None and not 0.0 <= anchor_share <= 1.0:
         raise SearchCoreError(f"anchor share {anchor_share}: give a share of the questions from 0 to 1")
     vault = vault_of(vault_or_db)
@@ -540,7 +543,7 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
         qid = f"{c.kind}-{hashlib.sha256(f'{c.gold}|{c.query}'.encode()).hexdigest()[:8]}"
         return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, c.kind, exclude)
 
-    finder = FindableCheck(findable_in) if findable_in is not None else None
+    finder = FindableCheck(findable_in, findable_within) if findable_in is not None else None
 
     def take(cands: list[_Candidate], limit: int | None, into: list[MadeQuestion]) -> None:
         for c in _spread(cands, None, rng):
@@ -550,7 +553,7 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
             if q is None:
                 continue
             if finder is not None and not finder.finds(q):
-                dropped[f"no fusion list alone finds its note in its top {FINDABLE_WITHIN}"] += 1
+                dropped[f"no fusion list alone finds its note in its top {findable_within}"] += 1
                 continue
             into.append(q)
 
@@ -573,11 +576,12 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
 
 
 class FindableCheck:
-    """Whether some fusion list alone (FINDABLE_LISTS) finds a question's gold note in its top FINDABLE_WITHIN, in
-    an index of the vault, with the question's `exclude` notes held out as a night's search holds them out."""
+    """Whether some fusion list alone (FINDABLE_LISTS) finds a question's gold note in its top `within`, in an
+    index of the vault, with the question's `exclude` notes held out as a night's search holds them out."""
 
-    def __init__(self, db: str | Path):
+    def __init__(self, db: str | Path, within: int = FINDABLE_WITHIN):
         from search_core.search.pipeline import Searcher
+        self.within = within
         self.searcher = Searcher(db)
         self.configs = tuple(SearchConfig().replace(w_decomposed=0.0, w_entity=0.0, **weights)
                              for weights in FINDABLE_LISTS.values())
@@ -585,8 +589,8 @@ class FindableCheck:
     def finds(self, q: MadeQuestion) -> bool:
         for cfg in self.configs:
             r = self.searcher.retrieve_for(q.query, cfg, exclude=q.exclude)
-            res = self.searcher.rank(r, cfg, snippets=False, limit_fused=FINDABLE_WITHIN, exclude=q.exclude)
-            if any(nid in q.gold for nid in res.ranked[:FINDABLE_WITHIN]):
+            res = self.searcher.rank(r, cfg, snippets=False, limit_fused=self.within, exclude=q.exclude)
+            if any(nid in q.gold for nid in res.ranked[:self.within]):
                 return True
         return False
 
@@ -614,11 +618,12 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
                           kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
                           anchor_share: float | None = None, mask_link: bool = False, heading_title: bool = True,
-                          only_notes=None, findable_in: str | Path | None = None) -> VaultQuestions:
+                          only_notes=None, findable_in: str | Path | None = None,
+                          findable_within: int = FINDABLE_WITHIN) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
     vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share,
                               mask_link=mask_link, heading_title=heading_title, only_notes=only_notes,
-                              findable_in=findable_in)
+                              findable_in=findable_in, findable_within=findable_within)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq
