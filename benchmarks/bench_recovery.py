@@ -41,6 +41,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -523,6 +524,8 @@ def main() -> None:
         for f in a.report:
             d = json.loads(f.read_text())
             for res in d["results"] if "results" in d else [d]:
+                # seeds run apart, under the variant's name and -sN (so their result files do not overwrite), join it
+                res["variant"] = re.sub(r"-s\d+$", "", res["variant"])
                 key = (res["vault"], res["variant"], res["n"], res.get("tuning", "made"))
                 if key in merged:
                     merged[key]["runs"] += res["runs"]
