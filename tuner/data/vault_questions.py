@@ -82,9 +82,10 @@ MADE_HEADING_TITLE = True
 # its gold note in its top FINDABLE_WITHIN. rrf_k decides between a note one list puts first and a note every list
 # puts mid-way: a question no list finds moves only by that consensus at deep ranks, so it rewards a large k
 # (demo, the recipe's set at the shipped default: the 30 of 600 no list finds gain 0.036 MRR from k 2 -> 120, the
-# 570 others lose 0.041, the hand-written demo-tune loses 0.021 from k 2 -> 60). Johngrib's masked anchors are
-# mostly below the top 5 (made hit@5 0.35 under the start) and its nights never moved rrf_k off 60; how many of
-# them no list finds is not measured yet (docs/lab-notes/tuner-2026-12.md).
+# 570 others lose 0.041, the hand-written demo-tune loses 0.021 from k 2 -> 60). On johngrib 275 of the recipe's 600
+# no list finds; a night on the findable set moved rrf_k (60 -> 28) and recovered no more of the gap than the
+# recipe, and within 1 (144 anchors, the rest heading lookups at rank 1) less: so it is not gold make's default
+# (docs/lab-notes/tuner-2026-12.md).
 FINDABLE_WITHIN = 10
 FINDABLE_LISTS = {
     "dense": {"w_dense": 1.0, "w_sparse": 0.0, "w_ngram": 0.0},
