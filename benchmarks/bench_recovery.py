@@ -41,6 +41,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -118,7 +119,7 @@ def hand_set(case: VaultCase, judge: str):
 
 def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anchor_share: float | None = None,
              mask_link: bool = False, whole: bool = False, heading_title: bool = True,
-             kinds: tuple[str, ...] | None = None, findable_in: Path | None = None) -> Path:
+             kinds: tuple[str, ...] | None = None, findable_in: Path | None = None, findable_within: int = 10) -> Path:
     """`gold make` (seed, n, anchor_share, mask_link) written under cache: the night's tuning set. whole: read
     the whole vault the indexed one was cut from (its other notes give anchors too), questions about the
     indexed notes only."""
@@ -131,13 +132,14 @@ def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anch
         source = case.whole if whole else case.vault
         write_vault_questions(source, out, n=n, seed=seed, anchor_share=anchor_share, mask_link=mask_link,
                               heading_title=heading_title, kinds=kinds or DEFAULT_KINDS, only_notes={f.note_id for f in list_vault(case.vault)} if whole else None,
-                              findable_in=findable_in,
+                              findable_in=findable_in, findable_within=findable_within,
                               command=f"gold make {source} -n {n} --seed {seed}"
                                       + (f" --anchor-share {anchor_share}" if anchor_share is not None else "")
                                       + (" --mask-link" if mask_link else "")
                                       + ("" if heading_title else " --heading-alone")
                                       + (f" --kinds {','.join(kinds)}" if kinds else "")
-                                      + (f" --findable-in {findable_in}" if findable_in else "")
+                                      + (f" --findable-in {findable_in} --findable-within {findable_within}"
+                                         if findable_in else "")
                                       + (f" (questions about the notes of {case.vault} only)" if whole else ""))
     return out
 
@@ -207,13 +209,14 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
              budget: float | None = None, heading_title: bool = True, tuning: str = "made",
-             agreement: bool = True, findable: bool = False) -> dict:
+             agreement: bool = True, findable: int | None = None) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout).
     tuning: what the night tunes on: "made" (the made set alone), "hand+made" (the vault's hand-written tune
     set, probes too, beside the made set, combined as the daemon combines them: tuner.data.night_gold),
     "hand" (the hand-written tune set alone); with a hand-written part it cannot be judged on "tune".
-    findable: gold make's findable_in (the base index): only questions some fusion list alone finds in its top 10."""
+    findable: gold make's findable_in (the base index) within this rank: only questions some fusion list alone
+    finds in its top `findable` (None: every question)."""
     from search_core.config import SearchConfig, load_config
     db = base_index(case, cache)
     if tuning != "made" and "tune" in judges:
@@ -228,7 +231,7 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "time_budget_s": budget, "tuning": tuning, "findable": findable, "runs": []}
     for seed in seeds:
         gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title,
-                        findable_in=db if findable else None)
+                        findable_in=db if findable else None, findable_within=findable or 10)
         if tuning != "made":
             from tuner.data.night_gold import write_night_gold
             from tuner.daemon.evidence import index_note_ids
@@ -356,17 +359,21 @@ def rrf_grid(case: VaultCase, cache: Path, seed: int, n: int, judge: str, whole:
 
 
 def rrf_grid_table(res: dict, within: int = 10) -> str:
-    """MRR at each k per base, for the hand-written set, the made set, and the made questions some list alone
-    finds in its top `within` and those no list finds."""
+    """MRR at each k per base, for the hand-written set, the made set, the made questions some list alone finds in
+    its top `within` and those no list finds, and the questions some list alone puts first against the made ones
+    the best list puts at 2-`within`."""
     def mrr(qs, c):
         return sum(1.0 / q[c] for q in qs if q.get(c)) / max(1, len(qs))
 
-    def found(q):
-        return any(q.get(f"list {name}") and q[f"list {name}"] <= within for name in SINGLE_LISTS)
+    def best(q):         # the best rank any fusion list alone gives the gold note (None: none finds it)
+        return min((q[f"list {name}"] for name in SINGLE_LISTS if q.get(f"list {name}")), default=None)
     hand, made = (list(res["ranks"][k].values()) for k in ("hand", "made"))
     rows = {"hand-written": hand, "made (the recipe)": made,
-            f"made, some list finds it in its top {within}": [q for q in made if found(q)],
-            f"made, no list finds it in its top {within}": [q for q in made if not found(q)]}
+            f"made, some list finds it in its top {within}": [q for q in made if best(q) and best(q) <= within],
+            f"made, no list finds it in its top {within}": [q for q in made if not (best(q) and best(q) <= within)],
+            "hand-written, some list puts it first": [q for q in hand if best(q) == 1],
+            "made, some list puts it first": [q for q in made if best(q) == 1],
+            f"made, the best list puts it at 2-{within}": [q for q in made if best(q) and 1 < best(q) <= within]}
     lines = [f"| {res['vault']}: set (questions) | fusion | " + " | ".join(f"k {k}" for k in RRF_KS) + " | best k |",
              "|---" * (len(RRF_KS) + 3) + "|"]
     for label, qs in rows.items():
@@ -505,9 +512,9 @@ def main() -> None:
     ap.add_argument("--rrf-grid", action="store_true",
                     help="score the hand-written --judge set and the recipe's made set at every RRF_KS over RRF_BASES "
                          "and under each fusion list alone, print MRR per k, and stop")
-    ap.add_argument("--findable", action="store_true",
+    ap.add_argument("--findable", type=int, nargs="?", const=10, default=None, metavar="RANK",
                     help="gold make's findable_in (the vault's base index): keep only made questions some fusion list "
-                         "alone finds in its top 10")
+                         "alone finds in its top RANK (10 when no RANK is given)")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
@@ -517,6 +524,8 @@ def main() -> None:
         for f in a.report:
             d = json.loads(f.read_text())
             for res in d["results"] if "results" in d else [d]:
+                # seeds run apart, under the variant's name and -sN (so their result files do not overwrite), join it
+                res["variant"] = re.sub(r"-s\d+$", "", res["variant"])
                 key = (res["vault"], res["variant"], res["n"], res.get("tuning", "made"))
                 if key in merged:
                     merged[key]["runs"] += res["runs"]

@@ -82,9 +82,10 @@ MADE_HEADING_TITLE = True
 # its gold note in its top FINDABLE_WITHIN. rrf_k decides between a note one list puts first and a note every list
 # puts mid-way: a question no list finds moves only by that consensus at deep ranks, so it rewards a large k
 # (demo, the recipe's set at the shipped default: the 30 of 600 no list finds gain 0.036 MRR from k 2 -> 120, the
-# 570 others lose 0.041, the hand-written demo-tune loses 0.021 from k 2 -> 60). Johngrib's masked anchors are
-# mostly below the top 5 (made hit@5 0.35 under the start) and its nights never moved rrf_k off 60; how many of
-# them no list finds is not measured yet (docs/lab-notes/tuner-2026-12.md).
+# 570 others lose 0.041, the hand-written demo-tune loses 0.021 from k 2 -> 60). On johngrib 275 of the recipe's 600
+# no list finds; a night on the findable set moved rrf_k (60 -> 28) and recovered no more of the gap than the
+# recipe, and within 1 (144 anchors, the rest heading lookups at rank 1) less: so it is not gold make's default
+# (docs/lab-notes/tuner-2026-12.md).
 FINDABLE_WITHIN = 10
 FINDABLE_LISTS = {
     "dense": {"w_dense": 1.0, "w_sparse": 0.0, "w_ngram": 0.0},
@@ -475,7 +476,8 @@ def _spread(cands: list[_Candidate], n: int | None, rng: random.Random) -> list[
 def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: int = 0,
                          kinds: tuple[str, ...] = DEFAULT_KINDS, anchor_share: float | None = None,
                          mask_link: bool = False, heading_title: bool = True, only_notes=None,
-                         findable_in: str | Path | None = None) -> VaultQuestions:
+                         findable_in: str | Path | None = None,
+                         findable_within: int = FINDABLE_WITHIN) -> VaultQuestions:
     """A gold set of questions the vault answers, made from what its author wrote about each note.
     anchor_share: anchor questions take up to this share of n first (None: all kinds in turn per note).
     mask_link: an anchor question leaves out the link itself (anchor_candidates).
@@ -483,13 +485,15 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
     only_notes: note ids a question may have as its gold and hold out (e.g. the notes an index holds, when the
     vault read is larger than the index: its other notes still give anchors about these), None: every note.
     findable_in: an index of the vault; a question is kept only when one fusion list alone finds its gold note
-    there in its top FINDABLE_WITHIN (FINDABLE_LISTS), so the set sees the top-rank fusion hand-written
+    there in its top `findable_within` (FINDABLE_LISTS), so the set sees the top-rank fusion hand-written
     questions live in; n is then filled from the questions that pass."""
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise SearchCoreError(f"unknown question kind(s) {bad}; kinds: {', '.join(KINDS)}")
     if n is not None and n < 1:
         raise SearchCoreError(f"-n {n}: ask for at least one question")
+    if findable_within < 1:
+        raise SearchCoreError(f"findable within {findable_within}: give a rank of 1 or more")
     if anchor_share is not None and not 0.0 <= anchor_share <= 1.0:
         raise SearchCoreError(f"anchor share {anchor_share}: give a share of the questions from 0 to 1")
     vault = vault_of(vault_or_db)
@@ -540,7 +544,7 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
         qid = f"{c.kind}-{hashlib.sha256(f'{c.gold}|{c.query}'.encode()).hexdigest()[:8]}"
         return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, c.kind, exclude)
 
-    finder = FindableCheck(findable_in) if findable_in is not None else None
+    finder = FindableCheck(findable_in, findable_within) if findable_in is not None else None
 
     def take(cands: list[_Candidate], limit: int | None, into: list[MadeQuestion]) -> None:
         for c in _spread(cands, None, rng):
@@ -550,7 +554,7 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
             if q is None:
                 continue
             if finder is not None and not finder.finds(q):
-                dropped[f"no fusion list alone finds its note in its top {FINDABLE_WITHIN}"] += 1
+                dropped[f"no fusion list alone finds its note in its top {findable_within}"] += 1
                 continue
             into.append(q)
 
@@ -573,11 +577,12 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
 
 
 class FindableCheck:
-    """Whether some fusion list alone (FINDABLE_LISTS) finds a question's gold note in its top FINDABLE_WITHIN, in
-    an index of the vault, with the question's `exclude` notes held out as a night's search holds them out."""
+    """Whether some fusion list alone (FINDABLE_LISTS) finds a question's gold note in its top `within`, in an
+    index of the vault, with the question's `exclude` notes held out as a night's search holds them out."""
 
-    def __init__(self, db: str | Path):
+    def __init__(self, db: str | Path, within: int = FINDABLE_WITHIN):
         from search_core.search.pipeline import Searcher
+        self.within = within
         self.searcher = Searcher(db)
         self.configs = tuple(SearchConfig().replace(w_decomposed=0.0, w_entity=0.0, **weights)
                              for weights in FINDABLE_LISTS.values())
@@ -585,8 +590,8 @@ class FindableCheck:
     def finds(self, q: MadeQuestion) -> bool:
         for cfg in self.configs:
             r = self.searcher.retrieve_for(q.query, cfg, exclude=q.exclude)
-            res = self.searcher.rank(r, cfg, snippets=False, limit_fused=FINDABLE_WITHIN, exclude=q.exclude)
-            if any(nid in q.gold for nid in res.ranked[:FINDABLE_WITHIN]):
+            res = self.searcher.rank(r, cfg, snippets=False, limit_fused=self.within, exclude=q.exclude)
+            if any(nid in q.gold for nid in res.ranked[:self.within]):
                 return True
         return False
 
@@ -614,11 +619,12 @@ def gold_yaml(vq: VaultQuestions, name: str, command: str = "") -> str:
 def write_vault_questions(vault_or_db: str | Path, out: str | Path, *, n: int | None = 200, seed: int = 0,
                           kinds: tuple[str, ...] = DEFAULT_KINDS, command: str = "",
                           anchor_share: float | None = None, mask_link: bool = False, heading_title: bool = True,
-                          only_notes=None, findable_in: str | Path | None = None) -> VaultQuestions:
+                          only_notes=None, findable_in: str | Path | None = None,
+                          findable_within: int = FINDABLE_WITHIN) -> VaultQuestions:
     """make_vault_questions, written atomically to `out` as a gold set."""
     vq = make_vault_questions(vault_or_db, n=n, seed=seed, kinds=kinds, anchor_share=anchor_share,
                               mask_link=mask_link, heading_title=heading_title, only_notes=only_notes,
-                              findable_in=findable_in)
+                              findable_in=findable_in, findable_within=findable_within)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, gold_yaml(vq, Path(out).stem, command))
     return vq

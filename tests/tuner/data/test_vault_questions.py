@@ -235,8 +235,7 @@ def test_a_list_item_with_words_of_its_own_is_an_anchor_and_a_bare_one_is_not(tm
         ("캐시 무효화 전략을 처음 정리한 글, 다시 읽을 만하다", ("b",), ("list",))]
 
 
-def test_findable_in_keeps_the_questions_some_fusion_list_alone_finds_within_its_top_n(qvault, tmp_path, shared_cache,
-                                                                                     monkeypatch):
+def test_findable_in_keeps_the_questions_some_fusion_list_alone_finds_within_its_top_n(qvault, tmp_path, shared_cache):
     # each question searched by evaluation's own path (run_queries: its `exclude` held out) with each list alone;
     # within the top 1, some questions are found by a list and some by none, so the filter has both to sort
     from search_core.config import SearchConfig
@@ -247,7 +246,6 @@ def test_findable_in_keeps_the_questions_some_fusion_list_alone_finds_within_its
     from tuner.evaluation.evaluate import run_queries
     db = tmp_path / "index.sqlite"
     index_vault(qvault, db, embedder=NAME, cache=shared_cache)
-    monkeypatch.setattr(vqm, "FINDABLE_WITHIN", 1)
     every = make_vault_questions(qvault, n=None)
     gold = GoldSet("made", "test", tuple(Question(q.id, q.level, q.query, q.gold, source="vault", exclude=q.exclude)
                                          for q in every.questions))
@@ -260,8 +258,12 @@ def test_findable_in_keeps_the_questions_some_fusion_list_alone_finds_within_its
     finally:
         searcher.close()
     assert found and found != {q.id for q in every.questions}
-    vq = make_vault_questions(qvault, n=None, findable_in=db)
+    vq = make_vault_questions(qvault, n=None, findable_in=db, findable_within=1)
     assert {q.id for q in vq.questions} == found
     assert vq.dropped["no fusion list alone finds its note in its top 1"] == len(every.questions) - len(found)
     # n is filled from the questions that pass
-    assert len(make_vault_questions(qvault, n=len(found), findable_in=db).questions) == len(found)
+    assert len(make_vault_questions(qvault, n=len(found), findable_in=db, findable_within=1).questions) == len(found)
+    # a deeper rank lets more through: every question found at 1 is found within 10
+    assert {q.id for q in make_vault_questions(qvault, n=None, findable_in=db).questions} >= found
+    with pytest.raises(SearchCoreError, match="give a rank of 1 or more"):
+        make_vault_questions(qvault, n=None, findable_in=db, findable_within=0)
