@@ -12,7 +12,7 @@ import click
 
 from search_core import SearchCoreError
 
-from tuner.data.vault_questions import MADE_N
+from tuner.data.vault_questions import FINDABLE_WITHIN, MADE_N
 from tuner.cli.options import (PathValue, duration, fail, input_file, json_option, output_file, recall_log_option,
                                window_value)
 
@@ -44,8 +44,15 @@ def gold():
 @click.option("--kinds-in-turn", is_flag=True,
               help="Every kind takes its turn per note (the recipe before). Default: anchors first, the other kinds "
                    "fill the rest.")
+@click.option("--findable-in", type=PathValue(exists=True), default=None, metavar="INDEX",
+              help="Keep only the questions some fusion list alone (dense, keyword, n-gram) finds in its top "
+                   "--findable-within on this index of the vault (its notes held out as each question says); "
+                   "n is filled from those that pass. Default: every question.")
+@click.option("--findable-within", type=click.IntRange(min=1), default=FINDABLE_WITHIN, show_default=True,
+              help="The rank --findable-in's lists must find the gold note within.")
 @json_option()
-def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, heading_alone, kinds_in_turn, as_json):
+def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, heading_alone, kinds_in_turn, findable_in,
+              findable_within, as_json):
     """Questions VAULT_OR_DB answers, cut from what its author wrote about each note (no model): the words
     around links to a note in other notes (the linking note is held out of that question's search), headings,
     aliases. Read the `why` of each and prune."""
@@ -56,7 +63,8 @@ def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, heading_alo
         command = "autoresearch " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
         vq = write_vault_questions(vault_or_db, out, n=n, seed=seed, kinds=chosen, command=command,
                                    mask_link=not keep_link, anchor_share=None if kinds_in_turn else MADE_ANCHOR_SHARE,
-                                   heading_title=MADE_HEADING_TITLE and not heading_alone)
+                                   heading_title=MADE_HEADING_TITLE and not heading_alone,
+                                   findable_in=findable_in, findable_within=findable_within)
         probes = make_probes_for(vq, out, n_probes, seed=seed) if n_probes else None
     except SearchCoreError as e:
         fail(e)

@@ -53,11 +53,11 @@ ROLE_BY_NAME = {
 ROLE_BY_VERB = {
     ("index", "db"): "index_out", ("eval", "out"): "out_dir", ("demo", "out"): "out_dir",
     ("probes make", "out"): "out_dir", ("calibrate", "proposal"): "out_file", ("sweep", "ledger_path"): "sqlite_out",
-    ("serve", "log_path"): "sqlite_out", ("mcp", "log_path"): "sqlite_out",
+    ("serve", "log_path"): "sqlite_out", ("mcp", "log_path"): "sqlite_out", ("gold make", "findable_in"): "index",
 }
 # counts: a negative is wrong, and zero too unless it means something ("0 = none", "0: one pass")
 COUNTS_ZERO_OK = {"sample", "timing_samples", "dense_per_note", "calls"}
-COUNTS = {"rounds", "limit", "n", "top_k", "chunk_chars", "timeout_ms", "port", "call_id", "event_id",
+COUNTS = {"rounds", "limit", "n", "findable_within", "top_k", "chunk_chars", "timeout_ms", "port", "call_id", "event_id",
           "seed"} | COUNTS_ZERO_OK
 FRACTIONS = {"split", "fraction", "target_probe_rate", "noise_alpha", "gate_epsilon"}
 NON_NEGATIVE = {"epsilon", "latency_budget", "start_in", "timeout"}

@@ -267,3 +267,10 @@ def test_findable_in_keeps_the_questions_some_fusion_list_alone_finds_within_its
     assert {q.id for q in make_vault_questions(qvault, n=None, findable_in=db).questions} >= found
     with pytest.raises(SearchCoreError, match="give a rank of 1 or more"):
         make_vault_questions(qvault, n=None, findable_in=db, findable_within=0)
+    # the CLI (the library's own defaults: --keep-link --kinds-in-turn) makes the same set
+    from tuner.cli import main
+    out = tmp_path / "findable.yaml"
+    r = CliRunner().invoke(main, ["gold", "make", str(qvault), "--out", str(out), "-n", "600",
+                                  "--keep-link", "--kinds-in-turn", "--findable-in", str(db), "--findable-within", "1"])
+    assert r.exit_code == 0, r.output
+    assert {q.id for q in load_gold(out).questions} == found
