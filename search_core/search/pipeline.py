@@ -102,7 +102,7 @@ class SearchResult:
 
     def as_dict(self, explain: bool = True) -> dict:
         """What `search --json` prints. explain=False (the servers' default) leaves out the gate's features
-        (47 numbers, ~1.9 KB per answer) and the timings: an agent reads the decision and its reason."""
+        (a number per gate feature, ~2 KB per answer) and the timings: an agent reads the decision and its reason."""
         gate = {"inject": self.gate.inject, "top_score": round(self.gate.top_score, 4),
                 "threshold": self.gate.threshold, "band": self.gate.band, "kind": self.gate.kind,
                 "probability": None if self.gate.probability is None else round(self.gate.probability, 4),

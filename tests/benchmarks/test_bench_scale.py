@@ -13,9 +13,10 @@ from search_core.ingest.chunk import chunk_note
 from search_core.ingest.graph import LinkResolver
 from search_core.ingest.vault import list_vault, read_note
 
-pytestmark = pytest.mark.skipif(not (DATA / "johngrib-wiki").exists(), reason=f"no data at {DATA}")
+needs_data = pytest.mark.skipif(not (DATA / "johngrib-wiki").exists(), reason=f"no data at {DATA}")
 
 
+@needs_data
 def test_a_vault_past_one_copy_embeds_no_text_twice_and_its_links_resolve(tmp_path):
     every = pieces(DATA)
     pool = [p for src in ("wiki", "autorag", "korquad") for p in [q for q in every if q.source == src][:4]]
