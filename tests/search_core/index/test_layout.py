@@ -5,10 +5,10 @@ import numpy as np
 
 from search_core.index.indexer import index_vault
 from search_core.index.layout import ROW_BLOCK, layout_from_index, layout_path, read_layout
-from search_core.index.store import connect, read_snapshot
+from search_core.index.store import backup_copy, connect, read_snapshot
 from search_core.search.pipeline import Searcher
 from search_core.search.view import IndexView
-from search_core.index.store import backup_copy
+from tests.helpers.layout import same_order
 
 
 def _answers(db, queries):
@@ -21,10 +21,7 @@ def _answers(db, queries):
 
 def _same_layout(a, b):
     """The same vault order and the same vectors of the same ids (rows may be ordered apart: an update appends)."""
-    assert a.note_ids == b.note_ids
-    for name in ("note_start", "chunk_at"):
-        x, y = getattr(a, name), getattr(b, name)
-        assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
+    same_order(a, b)
     for x, y in zip(a.live(), b.live()):
         assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
 

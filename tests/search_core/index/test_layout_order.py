@@ -13,6 +13,7 @@ from search_core.index.indexer import NAV_RULE_KEY, index_vault
 from search_core.index.layout import COUNTS, NAMES, layout_from_index, layout_path, read_layout, rows_path
 from search_core.index.store import connect, read_snapshot
 from tests.helpers import DEMO_VAULT
+from tests.helpers.layout import same_order
 from tests.helpers.fake_embedder import NAME as FAKE_EMBEDDER
 
 PARAGRAPHS = "\n\n".join(f"## 덧붙인 절 {i}\n\n레이아웃의 순서 로그에 들어갈 문단 {i}: 청크가 늘어난다." for i in range(6))
@@ -37,13 +38,6 @@ def mapped(db):
             return got, layout_from_index(conn)
     finally:
         conn.close()
-
-
-def same_order(got, want):
-    assert got.note_ids == want.note_ids
-    for name in ("note_start", "chunk_at"):
-        x, y = getattr(got, name), getattr(want, name)
-        assert x.dtype == y.dtype and np.array_equal(x, y), name
 
 
 def order_bytes(db, name):

@@ -11,13 +11,12 @@ import sys
 import pytest
 
 from search_core.index.embed_cache import STOPPABLE_BATCH
-from search_core.index.store import connect
+from search_core.index.store import backup_copy, connect
 from search_core.paths import embed_cache_file
 from tests.helpers import DEMO_VAULT, ROOT
 from tests.helpers.daemon_proc import FAR, ran as _ran, spawn as _spawn, stop as _stop, wait_for as _wait, rows as _rows
 from tests.helpers.sweeps import DEMO_TUNE, FUSION_SPACE
 from tuner.ledger.ledger import Ledger
-from search_core.index.store import backup_copy
 
 
 def _config(tmp_path, vault, db, *, rounds=400):
