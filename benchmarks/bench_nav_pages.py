@@ -7,7 +7,7 @@ question sets exist, how many answerable questions had an index page in their to
 
 johngrib is indexed as a subset (the notes the spent sets name as gold, root-index and a seeded sample of
 the rest), copied and indexed under /work/cache/navpages/ (outside the repository; a full index is ~13 min
-of both cores). johngrib-next.yaml is never read: it is kept unsearched for the next claim about the gate.
+of both cores). johngrib-next.yaml is never read here: it is kept out of every choice (benchmarks/sets/README.md).
 """
 
 from __future__ import annotations
