@@ -1,6 +1,6 @@
 """Our search side by side with peer retrievers on the same questions and the same e5-small vectors.
 
-    python benchmarks/bench_peers.py [--sets demo,autorag,korquad,johngrib,baekjungho,hoonti06,voyager003]
+    python benchmarks/bench_peers.py [--sets demo,autorag,korquad,johngrib,baekjungho,...]
         [--cache /work/cache/peers]
         [--korquad-questions 300] [--johngrib-sample 100] [--configs default,ngram] [--peers llamaindex,txtai]
 
@@ -26,11 +26,12 @@ Sets: the demo (demo-tune + demo-holdout on experiments/demo-vault), AutoRAG-ko 
 a seeded KorQuAD dev sample (its first articles, questions sampled; KorQuAD is CC BY-ND, so only aggregates
 are written), and the johngrib wiki's spent sets (tune, holdout, blind, week, final, last) over a subset
 vault: every gold note of those sets (436) plus a seeded sample of --johngrib-sample others
-(a full index takes ~13 minutes of both cores), and the three further real vaults beside the repository
-(--vaults: baekjungho-wiki with its tune and holdout sets, hoonti06-wiki with its final set, voyager003-wiki with
-its tune and holdout sets, both spent). Indexes, the subset vault and the KorQuAD sample live under --cache,
-outside the repository, and are reused; the indexes embed through the shared embedding cache. Results:
-runs/bench/peers.json, and a Markdown table.
+(a full index takes ~13 minutes of both cores), and the further real vaults beside the repository (--vaults;
+VAULT_SETS: baekjungho, hoonti06, voyager003, aegis1920, crackyachae, each with its spent sets). Indexes, the
+subset vault and the KorQuAD sample live under --cache, outside the repository, and are reused; the indexes
+embed through the shared embedding cache. Results:
+runs/bench/peers.json, and two Markdown tables: every system on every set, and ours against the best peer on
+each set and metric with a 95 % paired bootstrap interval (whether the set can tell the two apart).
 """
 
 from __future__ import annotations
@@ -153,9 +154,25 @@ def johngrib_set(cache: Path, n_sample: int, seed: int = 7) -> BenchSet:
                          f"seed {seed}), questions of the spent sets {', '.join(JOHNGRIB_SETS)}")
 
 
-def vault_set(name: str, vault: Path, set_names: tuple) -> BenchSet:
-    """A real vault beside the repository (benchmarks/sets/README.md) and its sets, each set a part."""
+# The real vaults beside the repository (benchmarks/sets/README.md): the folder under --vaults, and the sets
+# scored on it (each set a part). Spent sets only: a set kept unread joins the day it is read, once, last.
+VAULT_SETS = {
+    "baekjungho": ("baekjungho-wiki/_wiki", ("baekjungho-tune", "baekjungho-holdout")),
+    "hoonti06": ("hoonti06-wiki/_wiki", ("hoonti06-final",)),
+    "voyager003": ("voyager003-wiki/_wiki", ("voyager003-tune", "voyager003-holdout")),
+    "aegis1920": ("aegis1920-aegis1920.github.io/_wiki", ("aegis1920-tune", "aegis1920-final")),
+    "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-holdout",)),
+}
+
+
+def vault_set(name: str, vaults: Path) -> BenchSet:
+    """A real vault beside the repository (VAULT_SETS) and its sets, each set a part."""
     from tuner.data.gold import load_gold
+    folder, set_names = VAULT_SETS[name]
+    vault = vaults / folder
+    if not vault.is_dir():
+        raise SystemExit(f"{name}: no vault at {vault}; lay it out as benchmarks/sets/README.md says, "
+                         f"or pass --vaults (the folder holding {folder.split('/')[0]}/)")
     qs, parts = [], []
     for set_name in set_names:
         got = load_gold(ROOT / "benchmarks" / "sets" / f"{set_name}.yaml").answerable()
@@ -170,6 +187,49 @@ def _score(rankings: list[list[str]], qs) -> dict:
     from tuner.evaluation.metrics import hit_at_k, mean, reciprocal_rank
     return {"hit@5": round(mean([hit_at_k(r, q.gold, 5) for r, q in zip(rankings, qs)]), 4),
             "mrr@10": round(mean([reciprocal_rank(r, q.gold, 10) for r, q in zip(rankings, qs)]), 4)}
+
+
+def is_peer(system: str) -> bool:
+    """Another system, not ours: our variants ("ours-*") and our own lists alone ("*-alone") are not peers."""
+    return not system.startswith("ours") and not system.endswith("-alone")
+
+
+def versus_best_peer(systems: dict, qs, *, n_resamples: int = 10_000) -> dict:
+    """Ours against the best peer on each metric (by its mean; the first listed on a tie): ours - peer over the
+    same questions, with a 95 % paired bootstrap interval (tuner.evaluation.stats.bootstrap_ci). An interval
+    that holds 0 says the set is too small to tell the two apart."""
+    from tuner.evaluation.metrics import hit_at_k, reciprocal_rank
+    from tuner.evaluation.stats import bootstrap_ci
+    per_question = {"hit@5": lambda r, q: hit_at_k(r, q.gold, 5), "mrr@10": lambda r, q: reciprocal_rank(r, q.gold, 10)}
+    ours = systems["ours"]["_ranked"]
+    peers = {n: m for n, m in systems.items() if is_peer(n) and "_ranked" in m}
+    out = {}
+    for metric, value in per_question.items():
+        if not peers:
+            break
+        best = max(peers, key=lambda n: peers[n][metric])          # max keeps the first of equals
+        a = [value(r, q) for r, q in zip(peers[best]["_ranked"], qs)]
+        b = [value(r, q) for r, q in zip(ours, qs)]
+        lo, hi = bootstrap_ci(a, b, n_resamples=n_resamples)
+        out[metric] = {"peer": best, "diff": round(float(np.mean(b) - np.mean(a)), 4),
+                       "ci": [round(lo, 4), round(hi, 4)]}
+    return out
+
+
+def versus_table(results: dict) -> str:
+    """Per set, ours against the best peer on each metric, and whether the set can tell them apart."""
+    def cell(v: dict) -> str:
+        lo, hi = v["ci"]
+        verdict = "equal" if v["diff"] == 0 and lo == hi == 0 else \
+            "within noise" if lo <= 0 <= hi else "ahead" if lo > 0 else "behind"
+        return f"{v['peer']} | {v['diff']:+.4f} ({lo:+.3f}..{hi:+.3f}), {verdict}"
+    lines = ["| set | hit@5: best peer | ours - it (95 % CI) | MRR@10: best peer | ours - it (95 % CI) |",
+             "|---|---|---|---|---|"]
+    for set_name, r in results.items():
+        vs = r["systems"].get("ours", {}).get("vs_best_peer")
+        if vs:
+            lines.append(f"| {set_name} | {cell(vs['hit@5'])} | {cell(vs['mrr@10'])} |")
+    return "\n".join(lines)
 
 
 def run_ours(s, qs, cfg) -> dict:
@@ -385,9 +445,9 @@ def table(results: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sets", default="demo,autorag,korquad,johngrib,baekjungho,hoonti06,voyager003")
+    ap.add_argument("--sets", default=",".join(("demo", "autorag", "korquad", "johngrib", *VAULT_SETS)))
     ap.add_argument("--vaults", type=Path, default=DATA.parent.parent / "vaults",
-                    help="the folder holding baekjungho-wiki/, hoonti06-wiki/ and voyager003-wiki/ (benchmarks/sets/README.md)")
+                    help="the folder holding the real vaults of VAULT_SETS (benchmarks/sets/README.md)")
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/peers"))
     ap.add_argument("--korquad-questions", type=int, default=300)
     ap.add_argument("--johngrib-sample", type=int, default=100, help="notes beside the gold ones")
@@ -405,11 +465,10 @@ def main() -> None:
     makers = {"demo": demo_set, "autorag": autorag_set,
               "korquad": lambda: korquad_set(args.cache, args.korquad_questions),
               "johngrib": lambda: johngrib_set(args.cache, args.johngrib_sample),
-              "baekjungho": lambda: vault_set("baekjungho", args.vaults / "baekjungho-wiki" / "_wiki",
-                                              ("baekjungho-tune", "baekjungho-holdout")),
-              "hoonti06": lambda: vault_set("hoonti06", args.vaults / "hoonti06-wiki" / "_wiki", ("hoonti06-final",)),
-              "voyager003": lambda: vault_set("voyager003", args.vaults / "voyager003-wiki" / "_wiki",
-                                              ("voyager003-tune", "voyager003-holdout"))}
+              **{name: (lambda name=name: vault_set(name, args.vaults)) for name in VAULT_SETS}}
+    unknown = [k for k in args.sets.split(",") if k not in makers]
+    if unknown:
+        raise SystemExit(f"unknown set {unknown}: choose from {', '.join(makers)}")
     results = {}
     for key in args.sets.split(","):
         bs = makers[key]()
@@ -433,6 +492,8 @@ def main() -> None:
         for peer in peers:
             systems[peer] = run_peer(PEERS[peer], s, bs.questions, args.cache)
         s.close()
+        if "_ranked" in systems.get("ours", {}):
+            systems["ours"]["vs_best_peer"] = versus_best_peer(systems, bs.questions)
         for m in systems.values():       # per part, then the rankings go (KorQuAD: aggregates only)
             ranked = m.pop("_ranked", None)
             if ranked is not None and bs.parts:
@@ -445,7 +506,8 @@ def main() -> None:
                   f"hit@5 {m['hit@5']:.3f}  MRR@10 {m['mrr@10']:.3f}  p50 {m['ms']['p50']:.1f} ms  "
                   f"p95 {m['ms']['p95']:.1f} ms"), flush=True)
     out = write_result(args.out, results)
-    print("\n" + table(results) + "\n\ncells: hit@5 / MRR@10 (latency p50/p95)\nwritten", out)
+    print("\n" + table(results) + "\n\ncells: hit@5 / MRR@10 (latency p50/p95)\n\n" + versus_table(results)
+          + "\nwritten", out)
 
 
 if __name__ == "__main__":
