@@ -34,6 +34,7 @@ SHAPES = {
     "aegis1920-final": ("aegis1920-aegis1920.github.io/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "crackyachae-holdout": ("crackyachae-crackyachae.github.io/_study", {"L0": 9, "L1": 15, "L2": 6, "XL": 6}, 10),
     "syshin0116-tune": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
+    "syshin0116-final": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
 }
 NAMES = tuple(SHAPES)
 HOW_TO_GET = {
