@@ -1,8 +1,8 @@
 """The natural question sets on the further real vaults (benchmarks/sets/): BAEKJungHo's wiki (a tune and
 a holdout set), hoonti06's wiki (one final set, spent by the gate's final measurement) and Voyager003's wiki
 (a tune and a holdout set, the holdout read once by the recovery benchmark), aegis1920's wiki (a tune set
-and a final set, spent by the gate's final measurement) and crackyachae's study wiki (a holdout set, read once by
-the recovery benchmark). They load, keep their
+and a final set, spent by the gate's final measurement), crackyachae's study wiki (a holdout set, read once by
+the recovery benchmark) and syshin0116's Obsidian vault (a tune set and an unread final set). They load, keep their
 shape, no two sets of a vault share a gold note, and every gold id is a note of its vault. The vaults are not in
 the repository: they sit in vaults/ beside a checkout (AUTORESEARCH_VAULTS points elsewhere); without them the id
 check skips, and benchmarks/sets/README.md says how to lay them out."""
@@ -33,6 +33,8 @@ SHAPES = {
     "aegis1920-tune": ("aegis1920-aegis1920.github.io/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "aegis1920-final": ("aegis1920-aegis1920.github.io/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "crackyachae-holdout": ("crackyachae-crackyachae.github.io/_study", {"L0": 9, "L1": 15, "L2": 6, "XL": 6}, 10),
+    "syshin0116-tune": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
+    "syshin0116-final": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
 }
 NAMES = tuple(SHAPES)
 HOW_TO_GET = {
@@ -48,6 +50,9 @@ HOW_TO_GET = {
     "crackyachae-crackyachae.github.io/_study": "fetch github:crackyachae/crackyachae.github.io, then git "
         "--git-dir=MIRROR archive 55b14b524ffba3e8dd0c50f66aef6f70a9442b86 _study | tar -x -C "
         "VAULTS/crackyachae-crackyachae.github.io",
+    "syshin0116-syshin0116.github.io/content": "fetch github:syshin0116/syshin0116.github.io, then git "
+        "--git-dir=MIRROR archive a03f3d1966c38442edb21373f3aa3aa1a9594bcf content | tar -x -C "
+        "VAULTS/syshin0116-syshin0116.github.io",
 }
 
 
