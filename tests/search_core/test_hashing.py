@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from search_core import SearchCoreError
-from search_core.config import ChunkConfig, SearchConfig
+from search_core.config import SUPERSEDED_NAV_GLOBS, ChunkConfig, SearchConfig
 from search_core.index.embed_cache import model_key
 from search_core.hashing import hash_file, hash_json, hash_tree
 from search_core.search.query_cache import fingerprint_key
@@ -39,10 +39,12 @@ def tree(tmp_path):
 
 def test_config_hashes_are_the_ones_old_ledgers_hold():
     # the default before rrf_k became 2, before the n-gram list was fused (and weighed more when it leads) and
-    # before the query expansion: old ledgers hold its hash with rrf_k = 60 spelled out; a config recorded
-    # without the later keys reads back so
-    old = SearchConfig(rrf_k=60, w_ngram=0.0, pair_terms=0, ngram_lead_margin=None, cross_lead_margin=None)
-    assert old.config_hash() == "1e7dcc90ca36" == SearchConfig.from_stored({"rrf_k": 60}).config_hash()
+    # before the query expansion, with the nav globs of then: old ledgers hold its hash with rrf_k = 60 and
+    # the globs spelled out; a config recorded without the later keys reads back so
+    then = list(SUPERSEDED_NAV_GLOBS[0])
+    old = SearchConfig(rrf_k=60, w_ngram=0.0, pair_terms=0, ngram_lead_margin=None, cross_lead_margin=None,
+                       nav_globs=tuple(then))
+    assert old.config_hash() == "1e7dcc90ca36" == SearchConfig.from_stored({"rrf_k": 60, "nav_globs": then}).config_hash()
     assert old.replace(nav_globs=("색인*",), reranker="ce:/모델").config_hash() == "ffdbc2189fa1"
 
 

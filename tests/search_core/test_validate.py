@@ -96,3 +96,13 @@ def test_clean_text_turns_lone_surrogates_into_replacement_characters():
     assert clean_text("\udc80\udcff") == "\ufffd\ufffd"
     assert clean_text("fine 😀 text") == "fine 😀 text"
     clean_text("x\ud83d").encode("utf-8")        # what SQLite and JSON writers need
+
+
+def test_a_config_file_holding_an_old_default_of_nav_globs_reads_as_todays_and_a_choice_is_kept(tmp_path):
+    from search_core.config import NAV_GLOBS, SUPERSEDED_NAV_GLOBS
+    f = tmp_path / "c.toml"
+    for old in SUPERSEDED_NAV_GLOBS:             # a promoted config wrote the default out in full
+        f.write_text(f"[search]\nnav_globs = {list(old)!r}\n".replace("'", '"'), encoding="utf-8")
+        assert load_config(f).nav_globs == NAV_GLOBS
+    f.write_text('[search]\nnav_globs = ["index", "*moc*"]\n', encoding="utf-8")
+    assert load_config(f).nav_globs == ("index", "*moc*")

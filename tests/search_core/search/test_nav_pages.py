@@ -188,3 +188,16 @@ def test_the_index_pages_of_a_set_of_globs_are_the_flagged_notes_and_the_first_g
     assert s.nav_reasons(globs) == want
     if globs not in ((), SearchConfig().nav_globs):
         assert sum(why.startswith("id matches") for why in want.values()) > 3
+
+
+def test_a_map_of_content_is_named_moc_as_a_word_and_a_note_about_mocks_is_an_answer(tmp_path, shared_cache):
+    body = "Mockito 로 목 객체를 만들고 given 으로 스텁을 건다. verify 로 호출을 확인한다.\n"
+    mocs = ["MOC", "Java MOC", "MOC - Spring", "maps/moc", "자바MOC", "topics/Moc 정리"]
+    notes = ["mockito", "java/mockito", "kotlin/kotlin-mockk", "test/test-detroit-mockist", "democracy",
+             "MOCK_SERVER"]
+    vault = write_vault(tmp_path / "vault", {f"{n}.md": f"# {n}\n\n{body}" for n in mocs + notes})
+    db = tmp_path / "idx" / "moc.sqlite"
+    index_vault(vault, db, embedder=FAKE_EMBEDDER, cache=shared_cache)
+    s = Searcher(db)
+    assert set(s.nav_reasons(SearchConfig().nav_globs)) == set(mocs)
+    assert set(s.search("Mockito 목 객체 스텁", SearchConfig(top_k=10)).ranked) == set(notes)
