@@ -97,7 +97,9 @@ class SearchConfig:
     w_ngram_lead: float = 0.20
     # The dense weight for a question asked across scripts: the keyword lists undecided (the n-gram list's
     # lead below cross_lead_margin) and each of the dense list's first notes written in the other script
-    # (search_core/search/scripts.py: a Korean question about English notes, or the other way round). The meaning is
+    # (search_core/search/scripts.py: a Korean question about English notes, or the other way round), or an
+    # English question whose dense list's first note is Korean and in no keyword list's first 10
+    # (scripts.alone_across). The meaning is
     # then the one channel that crosses; the keywords match words the question shares with other notes. 0.50
     # at 0.1 by the default rule: baekjungho-tune hit@5 0.933 -> 0.967, MRR +0.016, johngrib-tune MRR +0.013,
     # every other tuning part equal, every holdout at or above (docs/lab-notes/peers-2026-12.md). None: w_dense.
@@ -137,15 +139,17 @@ class SearchConfig:
     exclude_nav: bool = True       # index/MOC notes never appear in results
     nav_globs: tuple[str, ...] = NAV_GLOBS
 
-    def weights(self, ngram_lead: float = 0.0, cross_script: bool = False) -> dict[str, float]:
+    def weights(self, ngram_lead: float = 0.0, cross_script: bool = False, alone_across: bool = False) -> dict[str, float]:
         """Each list's weight in the fusion: the four channels', and the n-gram list's (Retrieval.lists["ngram"]),
         w_ngram_lead when that list's lead (`ngram_lead`, channels.lead_margin) reaches ngram_lead_margin. A
         config with w_ngram 0 fuses no n-gram list, leading or not (the demo's start, bench_peers' `fts5`).
         The dense list weighs w_dense_cross when the question is asked across scripts (`cross_script`,
-        scripts.cross_script) and the n-gram lead is below cross_lead_margin."""
+        scripts.cross_script) and the n-gram lead is below cross_lead_margin, or when its first note is on the
+        other side of the scripts and in no keyword list's first notes (`alone_across`, scripts.alone_across),
+        whatever the lead; cross_lead_margin None turns both off."""
         leads = self.ngram_lead_margin is not None and self.w_ngram > 0 and ngram_lead >= self.ngram_lead_margin
         out = {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram_lead if leads else self.w_ngram}
-        if self.crosses(ngram_lead, cross_script):
+        if self.crosses(ngram_lead, cross_script) or (alone_across and self.cross_lead_margin is not None):
             out["dense"] = self.w_dense_cross
         return out
 

@@ -377,9 +377,14 @@ class Searcher:
         # the notes' scripts are read only where they can change the weights: a question the keywords leave
         # undecided, with a dense list (a fast-path answer has none)
         first_dense = [i for i in lists.get("dense", []) if i not in left_out][:scripts.CROSS_SCRIPT_NOTES]
-        cross = cfg.crosses(lead, True) and scripts.cross_script(r.query, [view.hangul_share(n) for n in first_dense])
+        shares = [view.hangul_share(n) for n in first_dense]
+        cross = cfg.crosses(lead, True) and scripts.cross_script(r.query, shares)
+        alone = bool(first_dense) and not cross and scripts.alone_across(r.query, shares[0], any(
+            first_dense[0] in [i for i in lists.get(c, []) if i not in left_out][:scripts.ALONE_DEPTH]
+            for c in ("sparse", NGRAM_LIST)))
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
-                                               depth=limit_fused, ngram_lead=lead, cross_script=cross), named)
+                                               depth=limit_fused, ngram_lead=lead, cross_script=cross,
+                                               alone_across=alone), named)
         held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
                          if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000

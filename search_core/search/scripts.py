@@ -20,6 +20,18 @@ CROSS_SCRIPT_GAP = 0.5
 _LATIN_CHAR = re.compile(r"[A-Za-z]")
 
 
+# A question whose meaning points across scripts where its words do not: the dense list's first note is written
+# in the other script, on the Hangul side of the question (an English question about a Korean note), and neither
+# keyword list has it among its first ALONE_DEPTH. The keywords then matched the question's English words in other
+# notes (aegis1920: "splitting the shared database when migrating a monolith to microservices" put its SQL note
+# `database` first, the Korean note on the book dense alone found, and no list else), whatever the n-gram lead.
+# Found on aegis1920's English questions (that vault is no check of it) and measured at the cross-script weight on
+# every set's questions: 9 moved, all up (johngrib, voyager003, aegis1920), none fell; 5 or 10 deep alike, 20 or
+# 50 lift fewer. With the question on either side of the scripts, Korean questions about English notes fell too
+# (hoonti06 MRR 0.956 -> 0.927), so the note must be on the Hangul side: docs/lab-notes/peers-2026-12.md.
+ALONE_DEPTH = 10
+
+
 def script_counts(text: str) -> tuple[int, int]:
     """(Hangul syllables, Latin letters) in `text`."""
     return len(HANGUL_RE.findall(text)), len(_LATIN_CHAR.findall(text))
@@ -35,3 +47,10 @@ def cross_script(query: str, note_shares: list[float]) -> bool:
     written in another script than the question: CROSS_SCRIPT_GAP or more apart."""
     q = hangul_share(*script_counts(query))
     return bool(note_shares) and all(abs(q - s) >= CROSS_SCRIPT_GAP for s in note_shares)
+
+
+def alone_across(query: str, first_share: float, in_keywords: bool) -> bool:
+    """Whether the dense list's first note (its hangul_share `first_share`) is written in Hangul where the question
+    is written in Latin letters (CROSS_SCRIPT_GAP or more apart, the note on the Hangul side), and no keyword list
+    has it among its first ALONE_DEPTH (`in_keywords` False): the meaning alone points at it."""
+    return not in_keywords and first_share - hangul_share(*script_counts(query)) >= CROSS_SCRIPT_GAP

@@ -68,3 +68,56 @@ def test_a_korean_question_about_english_notes_weighs_the_dense_list_more(englis
             assert checked
     finally:
         s.close()
+
+
+def test_an_english_question_whose_meaning_alone_points_at_a_korean_note():
+    english = "splitting the shared database when migrating a monolith"
+    assert scripts.alone_across(english, 0.9, in_keywords=False)
+    assert not scripts.alone_across(english, 0.9, in_keywords=True)        # a keyword list found it too
+    assert not scripts.alone_across(english, 0.3, in_keywords=False)       # the note is not on the Hangul side
+    assert not scripts.alone_across(QUESTION, 0.0, in_keywords=False)      # a Korean question about an English note
+    cfg = SearchConfig()
+    assert cfg.weights(0.9, False, True)["dense"] == cfg.w_dense_cross     # whatever the n-gram lead
+    assert cfg.weights(0.9, False, False)["dense"] == cfg.w_dense
+    assert cfg.replace(cross_lead_margin=None).weights(0.0, False, True)["dense"] == cfg.w_dense
+
+
+KOREAN_NOTES = {
+    "monolith.md": "# 마이크로서비스 도입\n\n모놀리스를 마이크로서비스로 옮길 때 가장 어려운 일은 함께 쓰던 데이터베이스를 "
+                   "서비스마다 나누는 것이다. 테이블 소유권을 정하고, 조인은 호출로 바꾸며, 동기화는 이벤트로 한다.\n",
+    "database.md": "# database\n\nSELECT a.id FROM shared a JOIN split b ON a.id = b.id; the shared database table.\n",
+    "shell.md": "# 셸 명령\n\n`split -b 100m shared.tar` 로 큰 파일을 나누고 옮긴다.\n",
+    "kimchi.md": "# 김치찌개\n\n묵은지와 돼지고기를 볶다가 물을 붓고 끓인다. 두부는 마지막에 넣는다.\n",
+}
+
+
+@pytest.fixture
+def korean_index(tmp_path, shared_cache):
+    from search_core.index.indexer import index_vault
+    db = tmp_path / "ko" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "kovault", KOREAN_NOTES), db, embedder="e5-small", cache=shared_cache)
+    return db
+
+
+def test_an_english_question_the_keywords_send_elsewhere_weighs_the_dense_list_more(korean_index):
+    """The lists of a real retrieval, laid out as on aegis1920: the dense list puts the Korean note first, the
+    keyword lists hold it nowhere (or, the second time, last). A four-note vault cannot make e5-small and the
+    keyword lists disagree so, so the lists are reordered; the weights are the pipeline's own."""
+    import dataclasses
+    s = Searcher(korean_index)
+    try:
+        cfg = SearchConfig(embedder=s.embedder_name)
+        r = s.retrieve("splitting the shared database when migrating a monolith to microservices", cfg.depth)
+        assert s.view.hangul_share("monolith") > 0.9
+        first = sorted(r.lists["dense"], key=lambda h: h.note_id != "monolith")
+        for keep_in_keywords, weight in ((False, cfg.w_dense_cross), (True, cfg.w_dense)):
+            lists = {c: [h for h in hits if h.note_id != "monolith"] for c, hits in r.lists.items()}
+            lists["dense"] = first
+            if keep_in_keywords:                        # the FTS5 list found it too, last
+                lists["sparse"] = lists["sparse"] + first[:1]
+            assert keep_in_keywords == any(h.note_id == "monolith" for h in lists["sparse"] + lists["ngram"])
+            res = s.rank(dataclasses.replace(r, lists=lists), cfg, snippets=False)
+            terms = [(f.terms["dense"], f.ranks["dense"]) for f in res.fused if f.ranks.get("dense")]
+            assert terms and all(t == pytest.approx(weight / (cfg.rrf_k + k)) for t, k in terms)
+    finally:
+        s.close()
