@@ -27,7 +27,8 @@ def test_a_vault_with_spread_gives_an_interval_around_the_mean():
 
 
 def test_an_unknown_vault_is_refused_with_the_known_ones():
-    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gate_lovo.py"), "--vaults", "demo,nowhere"],
-                         capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    script = ROOT / "benchmarks" / "bench_gate_lovo.py"
+    res = subprocess.run([sys.executable, str(script), "--vaults", "demo,nowhere"], capture_output=True, text=True,
+                         cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert res.returncode == 2
     assert "unknown vault(s) nowhere; known: demo, autorag, johngrib" in res.stderr
