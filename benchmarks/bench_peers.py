@@ -27,7 +27,7 @@ a seeded KorQuAD dev sample (its first articles, questions sampled; KorQuAD is C
 are written), and the johngrib wiki's spent sets (tune, holdout, blind, week, final, last) over a subset
 vault: every gold note of those sets (436) plus a seeded sample of --johngrib-sample others
 (a full index takes ~13 minutes of both cores), and the further real vaults beside the repository (--vaults;
-VAULT_SETS: baekjungho, hoonti06, voyager003, aegis1920, crackyachae, each with its spent sets). Indexes, the
+VAULT_SETS: baekjungho, hoonti06, voyager003, aegis1920, crackyachae, syshin0116, each with its spent sets). Indexes, the
 subset vault and the KorQuAD sample live under --cache, outside the repository, and are reused; the indexes
 embed through the shared embedding cache. Results:
 runs/bench/peers.json, and two Markdown tables: every system on every set, and ours against the best peer on
@@ -162,6 +162,7 @@ VAULT_SETS = {
     "voyager003": ("voyager003-wiki/_wiki", ("voyager003-tune", "voyager003-holdout")),
     "aegis1920": ("aegis1920-aegis1920.github.io/_wiki", ("aegis1920-tune", "aegis1920-final")),
     "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-holdout",)),
+    "syshin0116": ("syshin0116-syshin0116.github.io/content", ("syshin0116-tune", "syshin0116-final")),
 }
 
 
