@@ -32,3 +32,14 @@ def test_an_unknown_vault_is_refused_with_the_known_ones():
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert res.returncode == 2
     assert "unknown vault(s) nowhere; known: demo, autorag, johngrib" in res.stderr
+
+
+def test_a_recipe_ships_only_when_better_on_the_mean_beyond_noise_and_worse_on_no_vault():
+    outer = {"current": {"mean": 0.888, "mean_diff_ci95": [0.0, 0.0], "worse_beyond_noise": []},
+             "noise": {"mean": 0.894, "mean_diff_ci95": [-0.0046, 0.0174], "worse_beyond_noise": []},
+             "better": {"mean": 0.910, "mean_diff_ci95": [0.004, 0.040], "worse_beyond_noise": []},
+             "better but worse on one": {"mean": 0.920, "mean_diff_ci95": [0.010, 0.050],
+                                         "worse_beyond_noise": ["aegis1920"]}}
+    assert lovo.shippable_recipes(outer, "current") == ["current", "better"]
+    del outer["better"]
+    assert lovo.shippable_recipes(outer, "current") == ["current"]
