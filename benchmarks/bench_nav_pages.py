@@ -3,7 +3,9 @@ the notes the rule flags and why, the real notes closest to the link-page thresh
 question sets exist, how many answerable questions had an index page in their top 5 under the old rule
 (frontmatter `type`/`nav` and the id globs only) and under the new one, with hit@5 and MRR for both.
 
-    python benchmarks/bench_nav_pages.py [--vaults demo,johngrib,autorag,extra] [--sample 60]
+    python benchmarks/bench_nav_pages.py [--vaults demo,johngrib,autorag,extra] [--sample 60] [--vaults-dir ../vaults]
+
+extra: the real vaults of benchmarks.common.VAULT_SETS, each with all its sets (every one spent).
 
 johngrib is indexed as a subset (the notes the spent sets name as gold, root-index and a seeded sample of
 the rest), copied and indexed under /work/cache/navpages/ (outside the repository; a full index is ~13 min
@@ -20,11 +22,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import DATA, ROOT, write_result  # noqa: E402
+from benchmarks.common import DATA, ROOT, VAULT_SETS, write_result  # noqa: E402
 
 DATA = Path(os.environ.get("AUTORESEARCH_DATA", DATA))     # a worktree sits one level deeper than shared/
 CACHE = Path("/work/cache/navpages")
-VAULTS_DIR = Path("/work/vaults")
 JOHNGRIB = DATA / "johngrib-wiki" / "_wiki"
 JOHNGRIB_SETS = [ROOT / "benchmarks" / "sets" / f"johngrib-{n}.yaml"
                  for n in ("tune", "holdout", "blind", "week", "final", "last")]     # never johngrib-next
@@ -140,10 +141,11 @@ def johngrib_subset(sample: int) -> Path:
     return vault
 
 
-def index_of(name: str, vault: Path, cache: str = "embed-cache.sqlite") -> Path:
+def index_of(name: str, vault: Path, cache: str | None = "embed-cache.sqlite") -> Path:
+    """The vault's index under CACHE, embedding through `cache` there (None: the shared embedding cache)."""
     from search_core.index.indexer import index_vault
     db = CACHE / f"{name}.sqlite"
-    rep = index_vault(vault, db, cache=CACHE / cache)
+    rep = index_vault(vault, db, cache=CACHE / cache if cache else None)
     print(f"  index {db}: {rep.notes} notes ({rep.mode}, {rep.embedded} embedded now, {rep.seconds:.0f} s)", flush=True)
     return db
 
@@ -153,7 +155,9 @@ def main():
     ap.add_argument("--vaults", default="demo,johngrib,autorag,extra")
     ap.add_argument("--sample", type=int, default=60, help="johngrib notes beyond the gold notes and root-index")
     ap.add_argument("--sets-dir", type=Path, default=ROOT / "benchmarks" / "sets",
-                    help="where <vault>-tune.yaml of a /work/vaults vault is looked for")
+                    help="where the sets of the real vaults (VAULT_SETS) are")
+    ap.add_argument("--vaults-dir", type=Path, default=DATA.parent.parent / "vaults",
+                    help="the folder holding the real vaults of VAULT_SETS (benchmarks/sets/README.md)")
     args = ap.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     result = {}
@@ -177,14 +181,16 @@ def main():
             object.__setattr__(n, "_raw_body", p.body)
             notes.append(n)
         result["autorag-ko"] = print_flagged("autorag-ko (BEIR passages)", notes)
-    if "extra" in args.vaults and VAULTS_DIR.is_dir():
-        for v in sorted(VAULTS_DIR.iterdir()):
-            root = v / "_wiki" if (v / "_wiki").is_dir() else v
-            # only a vault's tune set: its holdout and final sets stay unsearched (benchmarks/sets/README.md)
-            tune = args.sets_dir / f"{v.name.removesuffix('-wiki')}-tune.yaml"
-            result[v.name] = print_flagged(f"{v.name}" + ("" if tune.exists() else " (no tune set)"), parse_vault(root))
-            if tune.exists():
-                result[v.name]["questions"] = before_after(v.name, index_of(v.name, root), [tune])
+    if "extra" in args.vaults:
+        for name, (folder, set_names) in VAULT_SETS.items():      # the real vaults and their (spent) sets
+            root = args.vaults_dir / folder
+            if not root.is_dir():
+                print(f"\n== {name}: no vault at {root} (benchmarks/sets/README.md says how to lay it out); left out")
+                continue
+            result[name] = print_flagged(name, parse_vault(root))
+            # the shared embedding cache: these vaults were embedded by the other benchmarks already
+            result[name]["questions"] = before_after(name, index_of(name, root, cache=None),
+                                                     [args.sets_dir / f"{n}.yaml" for n in set_names])
     previous = ROOT / "runs" / "bench" / "nav_pages.json"      # the vaults not run now keep their last figures
     if previous.exists():
         import json

@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import DATA, ROOT, summary, write_result  # noqa: E402
+from benchmarks.common import DATA, ROOT, VAULT_SETS, summary, write_result  # noqa: E402
 
 DATA = Path(os.environ.get("AUTORESEARCH_DATA", DATA))     # a worktree's ROOT.parent is not the data's
 JOHNGRIB_SETS = ("tune", "holdout", "blind", "week", "final", "last")   # spent sets only
@@ -152,18 +152,6 @@ def johngrib_set(cache: Path, n_sample: int, seed: int = 7) -> BenchSet:
     return BenchSet("johngrib", vault, tuple(qs), parts=tuple(parts),
                     note=f"subset vault: {len(chosen)} of {len(every)} notes ({len(gold)} gold + a seeded sample of {n_sample}, "
                          f"seed {seed}), questions of the spent sets {', '.join(JOHNGRIB_SETS)}")
-
-
-# The real vaults beside the repository (benchmarks/sets/README.md): the folder under --vaults, and the sets
-# scored on it (each set a part). Spent sets only: a set kept unread joins the day it is read, once, last.
-VAULT_SETS = {
-    "baekjungho": ("baekjungho-wiki/_wiki", ("baekjungho-tune", "baekjungho-holdout")),
-    "hoonti06": ("hoonti06-wiki/_wiki", ("hoonti06-final",)),
-    "voyager003": ("voyager003-wiki/_wiki", ("voyager003-tune", "voyager003-holdout")),
-    "aegis1920": ("aegis1920-aegis1920.github.io/_wiki", ("aegis1920-tune", "aegis1920-final")),
-    "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-holdout",)),
-    "syshin0116": ("syshin0116-syshin0116.github.io/content", ("syshin0116-tune", "syshin0116-final")),
-}
 
 
 def vault_set(name: str, vaults: Path) -> BenchSet:

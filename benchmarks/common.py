@@ -16,6 +16,18 @@ from search_core.percentiles import percentile
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 
+# The real vaults beside the repository (benchmarks/sets/README.md): each one's folder under the vaults folder
+# (`../vaults` from the repository root), and the sets written on it. Spent sets only: a set kept unread joins the
+# day it is read, once, last.
+VAULT_SETS = {
+    "baekjungho": ("baekjungho-wiki/_wiki", ("baekjungho-tune", "baekjungho-holdout")),
+    "hoonti06": ("hoonti06-wiki/_wiki", ("hoonti06-final",)),
+    "voyager003": ("voyager003-wiki/_wiki", ("voyager003-tune", "voyager003-holdout")),
+    "aegis1920": ("aegis1920-aegis1920.github.io/_wiki", ("aegis1920-tune", "aegis1920-final")),
+    "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-holdout",)),
+    "syshin0116": ("syshin0116-syshin0116.github.io/content", ("syshin0116-tune", "syshin0116-final")),
+}
+
 
 def run_cli(*args: str) -> tuple[float, int, str]:
     """Run `autoresearch ARGS` as a user would; return (seconds, peak RSS of that child in MiB, stdout)."""
