@@ -60,7 +60,7 @@ class ChunkConfig:
 # old hash (SearchConfig.config_hash).
 ADDED_LATER = {"gate_threshold": None, "fast_path_margin": None, "keyword_index": "fts5", "pair_terms": 0,
                "w_ngram": 0.0, "ngram_lead_margin": None, "w_ngram_lead": 0.20, "cross_lead_margin": None,
-               "w_dense_cross": 0.50}
+               "w_dense_cross": 0.50, "dense_lead_cos": None, "w_dense_lead": 0.45}
 
 
 # "MOC" (map of content) as a word of the note's id, in any case: `MOC`, `Java MOC`, `moc-java`, `maps/MOC 자바`.
@@ -105,6 +105,14 @@ class SearchConfig:
     # every other tuning part equal, every holdout at or above (docs/lab-notes/peers-2026-12.md). None: w_dense.
     cross_lead_margin: float | None = 0.1
     w_dense_cross: float = 0.50
+    # The dense list weighs at least w_dense_lead when its first note's cosine leads the second's by
+    # dense_lead_cos or more: the meaning points at one note, and a keyword list's first note (0.40 / (k + 1)
+    # at k = 2) no longer outranks it by default. 0.45 at 0.015 by the default rule: johngrib-tune MRR 0.933 ->
+    # 0.946, every other tuning part equal, every holdout at or above (johngrib final and week up); 0.01 lost
+    # KorQuAD's holdout, 0.6 its tune half (docs/lab-notes/peers-2026-12.md). None: off; a config with w_dense
+    # 0 fuses no dense list, leading or not.
+    dense_lead_cos: float | None = 0.015
+    w_dense_lead: float = 0.45
     # k = 2, chosen by the tuner (benchmarks/bench_default_k.py): rrf_k sweeps moved 60 to 5 (demo), 1
     # (AutoRAG-ko) and 2 (KorQuAD); k = 2 had the best mean tuning score losing no tuning hit, and held on
     # all three holdouts (hit@5 48/48 -> 48/48, 55/56 -> 56/56, 584/600 -> 593/600; no metric worse).
@@ -139,18 +147,22 @@ class SearchConfig:
     exclude_nav: bool = True       # index/MOC notes never appear in results
     nav_globs: tuple[str, ...] = NAV_GLOBS
 
-    def weights(self, ngram_lead: float = 0.0, cross_script: bool = False, alone_across: bool = False) -> dict[str, float]:
+    def weights(self, ngram_lead: float = 0.0, cross_script: bool = False, alone_across: bool = False,
+                dense_lead: float = 0.0) -> dict[str, float]:
         """Each list's weight in the fusion: the four channels', and the n-gram list's (Retrieval.lists["ngram"]),
         w_ngram_lead when that list's lead (`ngram_lead`, channels.lead_margin) reaches ngram_lead_margin. A
         config with w_ngram 0 fuses no n-gram list, leading or not (the demo's start, bench_peers' `fts5`).
         The dense list weighs w_dense_cross when the question is asked across scripts (`cross_script`,
         scripts.cross_script) and the n-gram lead is below cross_lead_margin, or when its first note is on the
         other side of the scripts and in no keyword list's first notes (`alone_across`, scripts.alone_across),
-        whatever the lead; cross_lead_margin None turns both off."""
+        whatever the lead; cross_lead_margin None turns both off. It weighs at least w_dense_lead when its first
+        note's cosine leads the second's by dense_lead_cos (`dense_lead`, channels.cosine_lead)."""
         leads = self.ngram_lead_margin is not None and self.w_ngram > 0 and ngram_lead >= self.ngram_lead_margin
         out = {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram_lead if leads else self.w_ngram}
         if self.crosses(ngram_lead, cross_script) or (alone_across and self.cross_lead_margin is not None):
             out["dense"] = self.w_dense_cross
+        if self.dense_lead_cos is not None and self.w_dense > 0 and dense_lead >= self.dense_lead_cos:
+            out["dense"] = max(out["dense"], self.w_dense_lead)
         return out
 
     def crosses(self, ngram_lead: float, cross_script: bool) -> bool:

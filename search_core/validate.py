@@ -188,7 +188,7 @@ def check_search_values(data: dict, where: Where) -> dict:
     """The [search] keys of a config file, checked and normalised (a tuple for nav_globs). Unknown keys
     are refused by SearchConfig.replace, which names the valid ones."""
     out = dict(data)
-    for k in ("w_dense", "w_sparse", "w_decomposed", "w_entity", "w_ngram", "w_ngram_lead", "w_dense_cross",
+    for k in ("w_dense", "w_sparse", "w_decomposed", "w_entity", "w_ngram", "w_ngram_lead", "w_dense_cross", "w_dense_lead",
               "community_boost"):
         if k in data:
             out[k] = where.number(k, data[k], lo=0.0)
@@ -208,6 +208,8 @@ def check_search_values(data: dict, where: Where) -> dict:
         out["fast_path_margin"] = where.number("fast_path_margin", data["fast_path_margin"], lo=0.0, hi=1.0)
     if data.get("ngram_lead_margin") is not None:
         out["ngram_lead_margin"] = where.number("ngram_lead_margin", data["ngram_lead_margin"], lo=0.0, hi=1.0)
+    if data.get("dense_lead_cos") is not None:
+        out["dense_lead_cos"] = where.number("dense_lead_cos", data["dense_lead_cos"], lo=0.0, hi=2.0)
     if data.get("cross_lead_margin") is not None:
         out["cross_lead_margin"] = where.number("cross_lead_margin", data["cross_lead_margin"], lo=0.0, hi=1.0)
     if "pair_terms" in data:

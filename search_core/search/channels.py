@@ -277,6 +277,14 @@ class KeywordEvidence:
         return f"n-gram BM25 margin {self.margin:.2f} >= {self.cut:g} and FTS5 agrees on {self.first}"
 
 
+def cosine_lead(hits: list[ChannelHit]) -> float:
+    """How far the dense list's first note leads the second, in cosine: top - second; 1.0 with one note, 0.0
+    with none."""
+    if not hits:
+        return 0.0
+    return float(1.0 if len(hits) == 1 else hits[0].score - hits[1].score)
+
+
 def lead_margin(hits: list[ChannelHit]) -> float:
     """How far a list's first note leads the second, as a share of its score: (top - second) / top; 1.0 with
     one note, 0.0 with none (or a top score of 0)."""

@@ -382,9 +382,10 @@ class Searcher:
         alone = bool(first_dense) and not cross and scripts.alone_across(r.query, shares[0], any(
             first_dense[0] in [i for i in lists.get(c, []) if i not in left_out][:scripts.ALONE_DEPTH]
             for c in ("sparse", NGRAM_LIST)))
+        dense_lead = ch.cosine_lead([h for h in r_lists.get("dense", []) if h.note_id not in left_out])
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
                                                depth=limit_fused, ngram_lead=lead, cross_script=cross,
-                                               alone_across=alone), named)
+                                               alone_across=alone, dense_lead=dense_lead), named)
         held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
                          if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000

@@ -42,14 +42,15 @@ class Ranking:
 
 def fuse(lists: dict[str, list[str]], cfg: SearchConfig, *, exclude=frozenset(), community: dict | None = None,
          depth: int | None = None, ngram_lead: float = 0.0, cross_script: bool = False,
-         alone_across: bool = False) -> list[Fused]:
+         alone_across: bool = False, dense_lead: float = 0.0) -> list[Fused]:
     """Weighted RRF + community boost. `depth`: how many fused records a caller will read; the boost can
     lift any candidate, so with a boost the whole list is built regardless. `ngram_lead`: the n-gram list's
     lead (channels.lead_margin), which picks its weight; `cross_script`: the question is asked across scripts
     (scripts.cross_script), which with a small lead picks the dense weight (SearchConfig.weights), as
-    `alone_across` does with any lead (scripts.alone_across)."""
+    `alone_across` does with any lead (scripts.alone_across); `dense_lead`: the dense list's first note's cosine
+    lead (channels.cosine_lead), which can raise its weight."""
     limit = None if cfg.community_boost or not depth else max(rerank_window(cfg), depth)
-    fused = weighted_rrf(lists, cfg.weights(ngram_lead, cross_script, alone_across), cfg.rrf_k, limit=limit, exclude=exclude)
+    fused = weighted_rrf(lists, cfg.weights(ngram_lead, cross_script, alone_across, dense_lead), cfg.rrf_k, limit=limit, exclude=exclude)
     return community_boost(fused, community or {}, cfg.community_boost)
 
 

@@ -50,6 +50,7 @@ VARIABLE_KINDS: dict[str, Kind] = {
     "w_ngram": FUSION,          # the sparse channel runs the n-gram list whatever its weight
     "w_ngram_lead": FUSION, "ngram_lead_margin": FUSION,    # read off the n-gram list's scores when fusing
     "w_dense_cross": FUSION, "cross_lead_margin": FUSION,   # read off the lists and the notes' scripts when fusing
+    "w_dense_lead": FUSION, "dense_lead_cos": FUSION,        # read off the dense list's cosines when fusing
     "community_boost": FUSION, "top_k": FUSION, "exclude_nav": FUSION, "nav_globs": FUSION,
     "rerank_depth": RERANK, "reranker": RERANK,
     "depth": RETRIEVAL, "keyword_index": RETRIEVAL, "fast_path_margin": RETRIEVAL, "pair_terms": RETRIEVAL,
@@ -83,7 +84,7 @@ def unchanged_reason(name: str, baseline: SearchConfig, cand: SearchConfig) -> s
         if max(baseline.rerank_depth, baseline.top_k) == max(cand.rerank_depth, cand.top_k):
             return f"the rerank window stays max(rerank_depth, top_k) = {max(cand.rerank_depth, cand.top_k)}"
     for field in ("w_dense", "w_sparse", "w_decomposed", "w_entity", "w_ngram", "w_ngram_lead", "ngram_lead_margin",
-                  "w_dense_cross", "cross_lead_margin"):
+                  "w_dense_cross", "cross_lead_margin", "w_dense_lead", "dense_lead_cos"):
         if name == field and getattr(baseline, field) == getattr(cand, field):
             return f"{field} is unchanged"
     return None
