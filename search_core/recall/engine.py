@@ -235,9 +235,11 @@ class RecallEngine:
         grow with every save until the next search); the long lane drops its searcher, and its next long
         query opens the index as it is then."""
         try:
-            self._search_pool.submit(self.backend.swap_view)
+            # the long lane's reset is queued first: once the swap has run, work queued on the long lane after
+            # it finds the reset done (queued second, a busy machine let a caller's task slip in between)
             if self._long_backend is not None:
                 self._long_pool.submit(self._long_backend.reset)
+            self._search_pool.submit(self.backend.swap_view)
         except RuntimeError:      # shutting down: the pools take no more work
             pass
 
