@@ -18,6 +18,8 @@ Vaults and hand-written questions:
   voyager003  /work/vaults/voyager003-wiki/_wiki (210 notes); tune: voyager003-tune, holdout:
               voyager003-holdout (searched once, as the final measurement of the recipe's nights); its index
               is built under --cache on first use
+  syshin0116  /work/vaults/syshin0116-syshin0116.github.io/content (274 notes, links inside sentences); tune:
+              syshin0116-tune, holdout: syshin0116-final (read once, after every choice: --rejudge)
   crackyachae /work/vaults/crackyachae-crackyachae.github.io/_study (278 notes); holdout: crackyachae-holdout
               (no tune set; searched once, as the final measurement); its index is built under --cache
 Design choices are made with --judge tune on demo and johngrib only.
@@ -84,6 +86,9 @@ VAULTS = {
                             {"tune": (SETS / "baekjungho-tune.yaml",), "holdout": (SETS / "baekjungho-holdout.yaml",)}),
     "voyager003": VaultCase("voyager003", Path("/work/vaults/voyager003-wiki/_wiki"), None,
                             {"tune": (SETS / "voyager003-tune.yaml",), "holdout": (SETS / "voyager003-holdout.yaml",)}),
+    "syshin0116": VaultCase("syshin0116", Path("/work/vaults/syshin0116-syshin0116.github.io/content"),
+                            Path("/work/cache/idx/syshin0116.sqlite"),
+                            {"tune": (SETS / "syshin0116-tune.yaml",), "holdout": (SETS / "syshin0116-final.yaml",)}),
     "crackyachae": VaultCase("crackyachae", Path("/work/vaults/crackyachae-crackyachae.github.io/_study"), None,
                              {"holdout": (SETS / "crackyachae-holdout.yaml",)}),
 }
