@@ -18,6 +18,8 @@ Vaults and hand-written questions:
   voyager003  /work/vaults/voyager003-wiki/_wiki (210 notes); tune: voyager003-tune, holdout:
               voyager003-holdout (searched once, as the final measurement of the recipe's nights); its index
               is built under --cache on first use
+  syshin0116  /work/vaults/syshin0116-syshin0116.github.io/content (274 notes, links inside sentences); tune:
+              syshin0116-tune, holdout: syshin0116-final (read once, after every choice: --rejudge)
   crackyachae /work/vaults/crackyachae-crackyachae.github.io/_study (278 notes); holdout: crackyachae-holdout
               (no tune set; searched once, as the final measurement); its index is built under --cache
 Design choices are made with --judge tune on demo and johngrib only.
@@ -30,6 +32,9 @@ indexes are copied from the caches bench_gold_make.py and the vault-set checks b
     python benchmarks/bench_recovery.py --vaults johngrib --judge tune,holdout --rounds 60 --space NO_EMBEDDER.toml
     python benchmarks/bench_recovery.py --vaults baekjungho --judge holdout --rounds 60 --space NO_EMBEDDER.toml
     python benchmarks/bench_recovery.py --report runs/bench/recovery-*.json --judge holdout   # the BENCHMARKS table
+    python benchmarks/bench_recovery.py --vault-json READY.json --vaults SHORT --judge tune ...   # a vault made elsewhere
+    python benchmarks/bench_recovery.py --vault-json READY.json --judge holdout --rejudge <cache>/SHORT/*-partial.json
+                                                      # its final set, read once, after every choice is made
 (NO_EMBEDDER.toml: the packaged default space less [embedder], whose one loadable alternative takes 30+ min
 to index a wiki on a loaded machine.) Results: runs/bench/recovery-<variant>-<starts>-<judges>-<vaults>.json,
 and <cache>/<vault>/<variant>-<starts>-partial.json after each night.
@@ -81,9 +86,24 @@ VAULTS = {
                             {"tune": (SETS / "baekjungho-tune.yaml",), "holdout": (SETS / "baekjungho-holdout.yaml",)}),
     "voyager003": VaultCase("voyager003", Path("/work/vaults/voyager003-wiki/_wiki"), None,
                             {"tune": (SETS / "voyager003-tune.yaml",), "holdout": (SETS / "voyager003-holdout.yaml",)}),
+    "syshin0116": VaultCase("syshin0116", Path("/work/vaults/syshin0116-syshin0116.github.io/content"),
+                            Path("/work/cache/idx/syshin0116.sqlite"),
+                            {"tune": (SETS / "syshin0116-tune.yaml",), "holdout": (SETS / "syshin0116-final.yaml",)}),
     "crackyachae": VaultCase("crackyachae", Path("/work/vaults/crackyachae-crackyachae.github.io/_study"), None,
                              {"holdout": (SETS / "crackyachae-holdout.yaml",)}),
 }
+
+
+def case_from_json(path: Path) -> VaultCase:
+    """A vault prepared outside this script, described by a JSON file {"short", "vault_dir", "db", "tune", "final"}
+    (the hand-written tune set and the unread final set, each a gold file): judged on "tune", and on "holdout" (its
+    final set) once every choice is made."""
+    d = json.loads(Path(path).read_text())
+    missing = [k for k in ("short", "vault_dir", "db", "tune") if not d.get(k)]
+    if missing:
+        raise SystemExit(f"{path}: no {', '.join(missing)}; it needs short, vault_dir, db, tune (and final)")
+    judge = {"tune": (Path(d["tune"]),), **({"holdout": (Path(d["final"]),)} if d.get("final") else {})}
+    return VaultCase(d["short"], Path(d["vault_dir"]), Path(d["db"]), judge)
 
 
 def base_index(case: VaultCase, cache: Path) -> Path:
@@ -166,6 +186,37 @@ def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, 
     finally:
         ledger.close()
     return sw, summary
+
+
+def rejudge(res: dict, case: VaultCase, cache: Path, judge: str, progress=print) -> dict:
+    """Saved nights (a result or partial file's runs) judged on one more hand-written set: the start, each
+    night's final config and the shipped default scored on `judge`'s set, as run_case judges them. For a set read
+    last, once every choice is made (a vault's final set)."""
+    from search_core.config import SearchConfig, load_config
+    from tuner.sweep.workbench import Workbench
+    db = base_index(case, cache)
+    bench = Workbench(db, vault=str(case.vault), index_dir=str(cache / case.name / "indexes"))
+    hand = hand_set(case, judge)
+    emb = bench.base_embedder
+    default = scores(bench.evaluate(SearchConfig().replace(embedder=emb), hand))
+    res = {**res, "judges": {**res["judges"], judge: {"sets": [p.stem for p in case.judge[judge]],
+                                                       "n": len(hand.questions)}}}
+    runs = []
+    for row in res["runs"]:
+        start = (load_config(START) if row["start_from"] == "hand-set" else SearchConfig()).replace(embedder=emb)
+        s0 = scores(bench.evaluate(start, hand))
+        s1 = scores(bench.evaluate(start.replace(**row["final_config"]), hand))
+        runs.append({**row, "by_judge": {**row["by_judge"], judge: {
+            "start": s0, "night": s1, "default": default,
+            "recovered": {m: gap_share(s0[m], s1[m], default[m]) for m in ("hit@5", "mrr")},
+            "hit5_below_start": s1["hit@5"] < s0["hit@5"] - 1e-9,
+            "agreement": {"configs": 0, "mrr_spearman": None, "hit5_spearman": None, "pairs": []}}}})
+        progress(f"{case.name} seed {row['seed']} from {row['start_from']} [{judge}]: hit@5 {s0['hit@5']:.3f} -> "
+                 f"{s1['hit@5']:.3f} (default {default['hit@5']:.3f}), MRR {s0['mrr']:.3f} -> {s1['mrr']:.3f} "
+                 f"(default {default['mrr']:.3f})")
+    for s in bench.searchers.values():
+        s.close()
+    return {**res, "runs": runs}
 
 
 def scores(res) -> dict:
@@ -515,10 +566,31 @@ def main() -> None:
     ap.add_argument("--findable", type=int, nargs="?", const=10, default=None, metavar="RANK",
                     help="gold make's findable_in (the vault's base index): keep only made questions some fusion list "
                          "alone finds in its top RANK (10 when no RANK is given)")
+    ap.add_argument("--vault-json", type=Path, default=None, metavar="FILE",
+                    help="one more vault, described by a JSON file {short, vault_dir, db, tune, final}; name it in "
+                         "--vaults by its short name")
+    ap.add_argument("--rejudge", nargs="*", type=Path, default=None, metavar="RESULT",
+                    help="judge the nights of these result files (partial or whole) on --judge's set (a set read "
+                         "last, once every choice is made), write them with that judge added, and stop")
     ap.add_argument("--prepare", action="store_true", help="copy the base indexes and build the minilm-l6 ones")
     a = ap.parse_args()
     a.cache.mkdir(parents=True, exist_ok=True)
     names = a.vaults.split(",")
+    if a.vault_json is not None:
+        extra = case_from_json(a.vault_json)
+        VAULTS[extra.name] = extra
+    if a.rejudge is not None:
+        judge = a.judge.split(",")[0]
+        for f in a.rejudge:
+            d = json.loads(f.read_text())
+            results = [rejudge(res, VAULTS[res["vault"]], a.cache, judge,
+                               progress=lambda l: print(l, file=sys.stderr, flush=True))
+                       for res in (d["results"] if "results" in d else [d])]
+            for res in results:
+                print(table(res, judge) + "\n", flush=True)
+            path = write_result(f"{f.stem.removesuffix('-partial')}-rejudged-{judge}", {"results": results})
+            print(f"written to {path}", file=sys.stderr)
+        return
     if a.report is not None:
         merged: dict = {}         # one result per (vault, variant, n): runs of several invocations together
         for f in a.report:
