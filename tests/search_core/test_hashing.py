@@ -39,12 +39,13 @@ def tree(tmp_path):
 
 def test_config_hashes_are_the_ones_old_ledgers_hold():
     # the default before rrf_k became 2, before the n-gram list was fused (and weighed more when it leads) and
-    # before the query expansion, with the nav globs of then: old ledgers hold its hash with rrf_k = 60 and
-    # the globs spelled out; a config recorded without the later keys reads back so
+    # before the query expansion and the dense lead, with the nav globs of then: old ledgers hold its hash with
+    # rrf_k = 60 and the globs spelled out; a config recorded without the later keys reads back so
     then = list(SUPERSEDED_NAV_GLOBS[0])
     old = SearchConfig(rrf_k=60, w_ngram=0.0, pair_terms=0, ngram_lead_margin=None, cross_lead_margin=None,
-                       nav_globs=tuple(then))
-    assert old.config_hash() == "1e7dcc90ca36" == SearchConfig.from_stored({"rrf_k": 60, "nav_globs": then}).config_hash()
+                       dense_lead_cos=None, nav_globs=tuple(then))
+    recorded = SearchConfig.from_stored({"rrf_k": 60, "nav_globs": then})
+    assert old.config_hash() == "1e7dcc90ca36" == recorded.config_hash()
     assert old.replace(nav_globs=("색인*",), reranker="ce:/모델").config_hash() == "ffdbc2189fa1"
 
 

@@ -191,8 +191,8 @@ def test_demo_vault_is_a_real_vault(demo_index):
     assert s["communities"] > 1 and s["notes_with_warnings"] == 0
 
 
-def test_demo_vault_search(demo_index):
-    s = Searcher(demo_index)
+def test_demo_vault_search(demo_index_e5):
+    s = Searcher(demo_index_e5)            # what the first answer is, is what real vectors decide
     res = s.search("GraphRAG 커뮤니티 요약")
     assert res.hits[0].note_id.endswith("graphrag")
     assert all(not s.is_nav(h.note_id) for h in res.hits)

@@ -38,11 +38,11 @@ def swept(demo_db, tmp_path_factory):
                     # the looser keep rule: on a tuning set this small no ranking gain passes the noise test,
                     # and the audit and the retest need rounds kept after rejected ones
                     hit5_guard="count", noise_alpha=None)
-    # from the pre-2 default k = 60 without the n-gram list, where this space keeps changes after rejecting
-    # others: the audit and the retest need rejected rounds whose interacting variables moved later (from k = 2
-    # nothing was marked; with the n-gram list at 0.10, one)
+    # from the pre-2 default k = 60 without the n-gram list or the dense lead, where this space keeps changes
+    # after rejecting others: the audit and the retest need rejected rounds whose interacting variables moved
+    # later (from k = 2 nothing was marked; with the n-gram list at 0.10, one; with the dense lead, none)
     hand_set_calibrations(p.cost_folder())
-    sw = Sweep(p, lg, start=SearchConfig(rrf_k=60, w_ngram=0.0))
+    sw = Sweep(p, lg, start=SearchConfig(rrf_k=60, w_ngram=0.0, dense_lead_cos=None))
     s = sw.run()
     promo = decide_promotion(sw.id, s.start_config.search, s.final_config.search, s.holdout, demo_db, root / "runs")
     lg.close()
