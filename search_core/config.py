@@ -70,7 +70,7 @@ ADDED_LATER = {"gate_threshold": None, "fast_path_margin": None, "keyword_index"
 MOC_GLOBS = ("[Mm][Oo][Cc]", "[Mm][Oo][Cc][!A-Za-z]*", "*[!A-Za-z][Mm][Oo][Cc]", "*[!A-Za-z][Mm][Oo][Cc][!A-Za-z]*")
 NAV_GLOBS = ("index", "*/index", "home", *MOC_GLOBS)
 # Earlier defaults as a promoted config file wrote them out in full: a config file holding one exactly is read
-# with today's (search_core.validate); a ledger's recorded config keeps what it ran (SearchConfig.from_stored).
+# with today's (load_config); a ledger's recorded config keeps what it ran (SearchConfig.from_stored).
 SUPERSEDED_NAV_GLOBS = (("index", "*/index", "home", "*MOC*", "*moc*"),)
 
 
@@ -228,4 +228,7 @@ def load_config(path: str | Path | None, base: SearchConfig | None = None) -> Se
     else:
         data = {k: v for k, v in data.items() if not isinstance(v, dict)}   # other tables ([score]) are not ours
     where.known_keys(data, [f.name for f in dataclasses.fields(SearchConfig)])
-    return base.replace(**check_search_values(data, where))
+    values = check_search_values(data, where)
+    if tuple(values.get("nav_globs", ())) in SUPERSEDED_NAV_GLOBS:   # an old default written out, not a choice
+        values["nav_globs"] = NAV_GLOBS
+    return base.replace(**values)

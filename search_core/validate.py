@@ -20,7 +20,6 @@ import re
 from dataclasses import dataclass
 
 from search_core import SearchCoreError
-from search_core.config import NAV_GLOBS, SUPERSEDED_NAV_GLOBS
 
 
 class BadValue(SearchCoreError):
@@ -226,8 +225,6 @@ def check_search_values(data: dict, where: Where) -> dict:
         out["exclude_nav"] = where.boolean("exclude_nav", data["exclude_nav"])
     if "nav_globs" in data:
         out["nav_globs"] = where.string_list("nav_globs", data["nav_globs"])
-        if tuple(out["nav_globs"]) in SUPERSEDED_NAV_GLOBS:      # an old default written out, not a choice
-            out["nav_globs"] = NAV_GLOBS
     weights = [out.get(k) for k in ("w_dense", "w_sparse", "w_decomposed", "w_entity")]
     if all(w is not None for w in weights) and sum(weights) == 0:
         raise BadValue(f"{where.source}: every channel weight is 0; at least one of w_dense, w_sparse, "
