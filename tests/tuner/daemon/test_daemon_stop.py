@@ -223,14 +223,14 @@ def test_sigterm_during_a_retest_stops_before_its_next_round_and_writes_no_repor
     runs = tmp_path / "runs"
     (tmp_path / "space.toml").write_text(FUSION_SPACE)
     tune, hold = small_gold(DEMO_TUNE, tmp_path / "tune.yaml", 2), small_gold(DEMO_HOLD, tmp_path / "hold.yaml", 3)
-    # as tests/tuner/reports' swept fixture: the looser rule from k = 60 without the n-gram list leaves rejected
-    # rounds worth re-testing (from today's default with the n-gram list, none)
+    # as tests/tuner/reports' swept fixture: the looser rule from k = 60 without the n-gram list or the dense lead
+    # leaves rejected rounds worth re-testing (from today's default with the n-gram list, none)
     p = SweepParams(db=str(demo_db), gold=str(tune), holdout=str(hold), space=str(tmp_path / "space.toml"),
                     rounds=14, vault=str(DEMO_VAULT), index_dir=str(tmp_path / "indexes"), hit5_guard="count",
                     noise_alpha=None)
     hand_set_calibrations(p.cost_folder())
     lg = Ledger(tmp_path / "ledger.sqlite")
-    sweep_id = Sweep(p, lg, start=SearchConfig(rrf_k=60, w_ngram=0.0)).run() and lg.sweeps()[-1].id
+    sweep_id = Sweep(p, lg, start=SearchConfig(rrf_k=60, w_ngram=0.0, dense_lead_cos=None)).run() and lg.sweeps()[-1].id
     lg.close()
     marked = [x for x in audit_data(tmp_path / "ledger.sqlite", sweep_id).rejected if x.worth_retest]
     assert len(marked) >= 2, "the sweep must leave two candidates worth re-testing, or this test checks nothing"
