@@ -374,15 +374,16 @@ class Searcher:
         left_out, nav, named = self._held_out(r.query, cfg, held)
         nav_out = left_out - held
         lead = ch.lead_margin(r_lists.get(NGRAM_LIST, []))
-        # the notes' scripts are read only where they can change the weights: a question the keywords leave
-        # undecided, with a dense list (a fast-path answer has none)
-        first_dense = [i for i in lists.get("dense", []) if i not in left_out][:scripts.CROSS_SCRIPT_NOTES]
-        shares = [view.hangul_share(n) for n in first_dense]
-        cross = cfg.crosses(lead, True) and scripts.cross_script(r.query, shares)
-        alone = bool(first_dense) and not cross and scripts.alone_across(r.query, shares[0], any(
-            first_dense[0] in [i for i in lists.get(c, []) if i not in left_out][:scripts.ALONE_DEPTH]
-            for c in ("sparse", NGRAM_LIST)))
-        dense_lead = ch.cosine_lead([h for h in r_lists.get("dense", []) if h.note_id not in left_out])
+        dense_hits = [h for h in r_lists.get("dense", []) if h.note_id not in left_out]   # none on the fast path
+        first_dense = [h.note_id for h in dense_hits[:scripts.CROSS_SCRIPT_NOTES]]
+        # the notes' scripts are read only where they can change the weights: the first three notes' for a
+        # question the keywords leave undecided, the first note's for any other while the rule is on
+        cross = cfg.crosses(lead, True) and scripts.cross_script(r.query, [view.hangul_share(n) for n in first_dense])
+        alone = bool(first_dense) and not cross and cfg.cross_lead_margin is not None and scripts.alone_across(
+            r.query, view.hangul_share(first_dense[0]), any(
+                first_dense[0] in [i for i in lists.get(c, []) if i not in left_out][:scripts.ALONE_DEPTH]
+                for c in ("sparse", NGRAM_LIST)))
+        dense_lead = ch.cosine_lead(dense_hits)
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
                                                depth=limit_fused, ngram_lead=lead, cross_script=cross,
                                                alone_across=alone, dense_lead=dense_lead), named)

@@ -42,12 +42,16 @@ def test_the_weights_of_a_question_across_scripts():
     assert SearchConfig().replace(cross_lead_margin=None).config_hash() != SearchConfig().config_hash()
 
 
+def e5_index(tmp_path, shared_cache, name: str, notes: dict):
+    from search_core.index.indexer import index_vault
+    db = tmp_path / name / "index.sqlite"
+    index_vault(write_vault(tmp_path / f"{name}vault", notes), db, embedder="e5-small", cache=shared_cache)
+    return db
+
+
 @pytest.fixture
 def english_index(tmp_path, shared_cache):
-    from search_core.index.indexer import index_vault
-    db = tmp_path / "en" / "index.sqlite"
-    index_vault(write_vault(tmp_path / "envault", ENGLISH_NOTES), db, embedder="e5-small", cache=shared_cache)
-    return db
+    return e5_index(tmp_path, shared_cache, "en", ENGLISH_NOTES)
 
 
 def test_a_korean_question_about_english_notes_weighs_the_dense_list_more(english_index):
@@ -93,10 +97,7 @@ KOREAN_NOTES = {
 
 @pytest.fixture
 def korean_index(tmp_path, shared_cache):
-    from search_core.index.indexer import index_vault
-    db = tmp_path / "ko" / "index.sqlite"
-    index_vault(write_vault(tmp_path / "kovault", KOREAN_NOTES), db, embedder="e5-small", cache=shared_cache)
-    return db
+    return e5_index(tmp_path, shared_cache, "ko", KOREAN_NOTES)
 
 
 def test_an_english_question_the_keywords_send_elsewhere_weighs_the_dense_list_more(korean_index):
