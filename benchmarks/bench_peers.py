@@ -61,7 +61,8 @@ WORD = re.compile(r"\w+", re.UNICODE)
 # config variants by name: SearchConfig changes on top of the shipped default
 # ("fts5": the default without the n-gram list beside FTS5's, the default before w_ngram)
 CONFIGS = {"default": {}, "ngram": {"keyword_index": "ngram", "w_ngram": 0.0}, "fts5": {"w_ngram": 0.0},
-           "both": {"keyword_index": "both", "w_ngram": 0.0}, "fast": {"fast_path_margin": 0.2}}
+           "both": {"keyword_index": "both", "w_ngram": 0.0}, "fast": {"fast_path_margin": 0.2},
+           "no-dense-lead": {"dense_lead_cos": None}}
 
 
 @dataclass(frozen=True)
