@@ -1,4 +1,4 @@
-"""The gate on vaults it never saw: leave one vault out, over eight real vaults, and each vault's own scale.
+"""The gate on vaults it never saw: leave one vault out, over every labelled vault, and each vault's own scale.
 
 Vaults (labelled sets; every question searched once through `Searcher.search`, the call `search --json` makes,
 and scored from its gate features; `--check` runs `search --json` itself on a sample and compares):
@@ -6,11 +6,8 @@ and scored from its gate features; `--check` runs `search --json` itself on a sa
   autorag     AutoRAG-ko's 114 questions, a fifth of its PDFs held out of every channel list (seeds 0-2) as probes
   johngrib    the six spent johngrib sets, over the whole wiki (until 2026-12-04 a 536-note subset that held all
               their gold notes and 100 others: no full e5-small index was on this machine then)
-  baekjungho  baekjungho-tune + baekjungho-holdout
-  hoonti06    hoonti06-final (read once, last, by the measurement before; tuning data since)
-  voyager003  voyager003-tune + voyager003-holdout
-  aegis1920   aegis1920-tune + aegis1920-final (read once, last, by the measurement before; tuning data since)
-  syshin0116  syshin0116-tune (syshin0116-final is read only with --final, once, last: never in any fit or choice)
+  the wikis of benchmarks.common.VAULT_SETS (baekjungho, hoonti06, voyager003, aegis1920, crackyachae, syshin0116,
+              ...), each with its spent sets; a set kept unread (UNREAD_SETS) is read only with --final, once, last
 
 Per left-out vault, from the others only:
   shipped     search_core/gate/gate_default.json at its own threshold (flagged in-sample where it was fitted)
@@ -62,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA, ROOT, write_result  # noqa: E402
+from common import DATA, ROOT, UNREAD_SETS, VAULT_SETS, write_result  # noqa: E402
 from bench_gate_transfer import _rank, autorag_heldout, self_queries  # noqa: E402
 
 from search_core.config import SearchConfig  # noqa: E402
@@ -83,17 +80,11 @@ COS = 0.82
 DEMO_SETS = ("demo-tune", "demo-holdout", "demo-probes", "demo-gate-tune", "demo-gate-holdout", "demo-gate-holdout2")
 JOHNGRIB_SETS = ("johngrib-tune", "johngrib-holdout", "johngrib-blind", "johngrib-week", "johngrib-final",
                  "johngrib-last")
-BAEKJUNGHO_SETS = ("baekjungho-tune", "baekjungho-holdout")
-HOONTI06_SETS = ("hoonti06-final",)
-VOYAGER003_SETS = ("voyager003-tune", "voyager003-holdout")
-AEGIS1920_SETS = ("aegis1920-tune", "aegis1920-final")      # the final set read once, last, by the round before
-NEW_VAULT = "syshin0116"        # the eighth vault: links inside sentences (benchmarks/sets/README.md)
-NEW_VAULT_SETS = (f"{NEW_VAULT}-tune",)
-FINAL_SET = (NEW_VAULT, f"{NEW_VAULT}-final")     # (vault, set): unread until --final reads it, once, last
-SETS_OF = {"demo": DEMO_SETS, "johngrib": JOHNGRIB_SETS, "baekjungho": BAEKJUNGHO_SETS, "hoonti06": HOONTI06_SETS,
-           "voyager003": VOYAGER003_SETS, "aegis1920": AEGIS1920_SETS, NEW_VAULT: NEW_VAULT_SETS}
+# the wikis beside the repository, each with its spent sets (benchmarks.common.VAULT_SETS: one table for every
+# benchmark); a set kept unread (UNREAD_SETS) is read only by --final, once, last: never in any fit or choice
+SETS_OF = {"demo": DEMO_SETS, "johngrib": JOHNGRIB_SETS, **{v: sets for v, (_, sets) in VAULT_SETS.items()}}
 # every vault is left out in turn
-LABELLED = ("demo", "autorag", "johngrib", "baekjungho", "hoonti06", "voyager003", "aegis1920", NEW_VAULT)
+LABELLED = ("demo", "autorag", "johngrib", *VAULT_SETS)
 # the recipes the final set scores (beside the one --decided names), fitted without its vault: the shipped one and
 # the one the rule chose on the seven vaults' rows of 2026-12-04 19:35 UTC, named before the eighth vault's first row
 FINAL_RECIPES = ("35+hit_cos+ngram, C=0.1, pooled", "35+ngram, C=0.1, pooled")
@@ -175,14 +166,12 @@ def _row(res, y, **kw) -> dict:
 
 
 def vault_paths(cache: Path, data: Path) -> dict:
+    """Each vault's (index, folder): the wikis' indexes under the cache, built from the folder they record
+    (folder None: read from the index)."""
     return {"demo": (cache / "demo.sqlite", ROOT / "experiments" / "demo-vault"),
             "autorag": (cache / "autorag.sqlite", data / "autorag-ko" / "beir"),
             "johngrib": (cache / "johngrib.sqlite", None),          # the index's own vault (the whole wiki)
-            "baekjungho": (cache / "baekjungho.sqlite", None),
-            "hoonti06": (cache / "hoonti06.sqlite", None),
-            "voyager003": (cache / "voyager003.sqlite", None),
-            "aegis1920": (cache / "aegis1920.sqlite", None),
-            NEW_VAULT: (cache / f"{NEW_VAULT}.sqlite", None)}
+            **{v: (cache / f"{v}.sqlite", None) for v in VAULT_SETS}}
 
 
 def labelled_rows(vault: str, s: Searcher, cfg: SearchConfig, data: Path, sets: Path) -> list[dict]:
@@ -431,18 +420,21 @@ def shipped_fit_vaults(shipped) -> list[str]:
         v.append("autorag")
     if any(s.startswith("johngrib") for s in sets):
         v.append("johngrib")
-    for name in ("baekjungho", "hoonti06", "voyager003", "aegis1920", NEW_VAULT):
+    for name in VAULT_SETS:
         if any(s.startswith(name) for s in sets):
             v.append(name)
     return v
 
 
 def final_read(a) -> dict:
-    """FINAL_SET, searched once (its rows cached: a second --final scores the same searches), scored with each of
+    """The set kept unread (UNREAD_SETS), searched once (its rows cached: a second --final scores the same searches), scored with each of
     FINAL_RECIPES fitted on every labelled vault but its own (the gate a vault nobody fitted gets; nothing is fitted
     on it or chosen by it), the shipped default file and the cosine gate; the other recipe paired against the one
     `--decided` names, and what each injects per level."""
-    vault, name = FINAL_SET
+    if not UNREAD_SETS:
+        raise SystemExit("no set is kept unread (benchmarks.common.UNREAD_SETS is empty): every set has been read, so "
+                         "a final measurement needs a new vault with a set nobody read (benchmarks/sets/README.md)")
+    vault, name = next(iter(UNREAD_SETS.items()))
     cache = a.cache / f"rows-{name}.pkl"
     if cache.exists():
         rows = pickle.loads(cache.read_bytes())
@@ -537,7 +529,7 @@ def main():
                     help="skip the nested choice (the recipe chosen without the left-out vault too): it fits every "
                     "recipe on every inner pool, most of the run's time")
     ap.add_argument("--final", action="store_true",
-                    help=f"only {FINAL_SET[1]}: search it once, after a run on the labelled vaults decided, and score "
+                    help="only the set kept unread (benchmarks.common.UNREAD_SETS): search it once, after a run on the labelled vaults decided, and score "
                     "FINAL_RECIPES fitted without its vault, the shipped default and the cosine gate on it (nothing is "
                     "chosen by it)")
     ap.add_argument("--decided", default=CURRENT_RECIPE, choices=list(RECIPES), metavar="RECIPE",

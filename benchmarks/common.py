@@ -27,6 +27,10 @@ VAULT_SETS = {
     "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-holdout",)),
     "syshin0116": ("syshin0116-syshin0116.github.io/content", ("syshin0116-tune", "syshin0116-final")),
 }
+# The set of a vault kept unread for a final measurement, by vault: read once, last, after every choice is made
+# (`bench_gate_lovo.py --final`), then it moves into VAULT_SETS. Empty: no unread set is left, and the next claim
+# about vaults in general needs a new vault (benchmarks/sets/README.md says how one is laid out).
+UNREAD_SETS: dict[str, str] = {}
 
 
 def run_cli(*args: str) -> tuple[float, int, str]:
