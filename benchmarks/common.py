@@ -26,6 +26,8 @@ VAULT_SETS = {
     "aegis1920": ("aegis1920-aegis1920.github.io/_wiki", ("aegis1920-tune", "aegis1920-final")),
     "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-holdout",)),
     "syshin0116": ("syshin0116-syshin0116.github.io/content", ("syshin0116-tune", "syshin0116-final")),
+    # sysmae-final is unread (kept for a final measurement): it joins this table the day it is searched.
+    "sysmae": ("sysmae-obsidian-digital-garden/content", ("sysmae-tune",)),
 }
 # The set of a vault kept unread for a final measurement, by vault: read once, last, after every choice is made
 # (`bench_gate_lovo.py --final`), then it moves into VAULT_SETS. Empty: no unread set is left, and the next claim

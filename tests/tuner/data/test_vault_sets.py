@@ -2,8 +2,8 @@
 a holdout set), hoonti06's wiki (one final set, spent by the gate's final measurement) and Voyager003's wiki
 (a tune and a holdout set, the holdout read once by the recovery benchmark), aegis1920's wiki (a tune set
 and a final set, spent by the gate's final measurement), crackyachae's study wiki (a holdout set, read once by
-the recovery benchmark) and syshin0116's Obsidian vault (a tune set and an unread final set). They load, keep their
-shape, no two sets of a vault share a gold note, and every gold id is a note of its vault. The vaults are not in
+the recovery benchmark), syshin0116's Obsidian vault (a tune set and a final set, spent) and sysmae's Obsidian vault
+(a tune set and an unread final set). They load, keep their shape, no two sets of a vault share a gold note, and every gold id is a note of its vault. The vaults are not in
 the repository: they sit in vaults/ beside a checkout (AUTORESEARCH_VAULTS points elsewhere); without them the id
 check skips, and benchmarks/sets/README.md says how to lay them out."""
 
@@ -35,6 +35,8 @@ SHAPES = {
     "crackyachae-holdout": ("crackyachae-crackyachae.github.io/_study", {"L0": 9, "L1": 15, "L2": 6, "XL": 6}, 10),
     "syshin0116-tune": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "syshin0116-final": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
+    "sysmae-tune": ("sysmae-obsidian-digital-garden/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
+    "sysmae-final": ("sysmae-obsidian-digital-garden/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
 }
 NAMES = tuple(SHAPES)
 HOW_TO_GET = {
@@ -53,6 +55,9 @@ HOW_TO_GET = {
     "syshin0116-syshin0116.github.io/content": "fetch github:syshin0116/syshin0116.github.io, then git "
         "--git-dir=MIRROR archive a03f3d1966c38442edb21373f3aa3aa1a9594bcf content | tar -x -C "
         "VAULTS/syshin0116-syshin0116.github.io",
+    "sysmae-obsidian-digital-garden/content": "fetch github:sysmae/obsidian-digital-garden, then git "
+        "--git-dir=MIRROR archive 7d48552d5074bd661359125b9ddef862580ec19b content | tar -x -C "
+        "VAULTS/sysmae-obsidian-digital-garden",
 }
 
 
