@@ -562,12 +562,13 @@ def _in_zone(stamp, tz):
 
 
 def _why(detail) -> str | None:
-    """The one line that says why a run ended as it did: its error, the promotion's reason, or its note."""
+    """The one line that says why a run ended as it did: its error, the promotion's reason, why a proposal was
+    declined, or its note."""
     if not isinstance(detail, dict):
         return None
     promo = detail.get("promotion")
     for why in (detail.get("error"), promo.get("reason") if isinstance(promo, dict) else None,
-                detail.get("note"), detail.get("why")):
+                detail.get("declined"), detail.get("note"), detail.get("why")):
         if why:
             return str(why)
     return None
