@@ -523,7 +523,7 @@ def no_next_run(state: dict, holder: int | None, job: str, now: dt.datetime) -> 
     if not schedule_running(state, holder):
         return (f"the process holding the lock (pid {holder}) runs no schedule (a `daemon --once` run, or a daemon "
                 "still starting); the next runs show once a daemon runs it")
-    return "the running daemon has no next run for it (its scheduler dropped the job: see runs/daemon.log)"
+    return "the running daemon has no next run for it (its scheduler dropped the job: see daemon.log in the runs folder)"
 
 
 def would_run(trigger: dict | None, schedule: str | None, now: dt.datetime) -> str:
