@@ -103,8 +103,8 @@ def made_sets(vault: Path, n: int, seed: int) -> dict:
     from tuner.data.vault_questions import DEFAULT_KINDS, KINDS, make_vault_questions
 
     def as_gold(name, made, keep_exclude=True):
-        return GoldSet(name, name, tuple(Question(q.id, q.level, q.query, q.gold, q.why, None,
-                                                  q.exclude if keep_exclude else ()) for q in made))
+        return GoldSet(name, name, tuple(Question(q.id, q.level, q.query, q.gold, q.why,
+                                                  exclude=q.exclude if keep_exclude else ()) for q in made))
     out = {}
     for kind in KINDS:
         try:

@@ -81,11 +81,11 @@ class Serve:
         raise SystemExit("autoresearch serve did not come up")
 
     def idle(self):
-        import urllib.request
+        from search_core.recall.client import RecallClient
+        client = RecallClient(self.url, timeout=5)
         for _ in range(2400):
-            with urllib.request.urlopen(self.url + "/healthz", timeout=5) as r:
-                if json.loads(r.read())["in_flight"] == 0:
-                    return
+            if client.health()["in_flight"] == 0:      # also while degraded (503, the same body)
+                return
             time.sleep(0.01)
 
     def close(self):

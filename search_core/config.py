@@ -102,7 +102,8 @@ class SearchConfig:
     # (scripts.alone_across). The meaning is
     # then the one channel that crosses; the keywords match words the question shares with other notes. 0.50
     # at 0.1 by the default rule: baekjungho-tune hit@5 0.933 -> 0.967, MRR +0.016, johngrib-tune MRR +0.013,
-    # every other tuning part equal, every holdout at or above (docs/lab-notes/peers-2026-12.md). None: w_dense.
+    # every other tuning part equal, every holdout at or above (docs/lab-notes/peers-2026-12.md). None: w_dense;
+    # a config with w_dense 0 fuses no dense list, across scripts or not.
     cross_lead_margin: float | None = 0.1
     w_dense_cross: float = 0.50
     # The dense list weighs at least w_dense_lead when its first note's cosine leads the second's by
@@ -155,11 +156,11 @@ class SearchConfig:
         The dense list weighs w_dense_cross when the question is asked across scripts (`cross_script`,
         scripts.cross_script) and the n-gram lead is below cross_lead_margin, or when its first note is on the
         other side of the scripts and in no keyword list's first notes (`alone_across`, scripts.alone_across),
-        whatever the lead; cross_lead_margin None turns both off. It weighs at least w_dense_lead when its first
-        note's cosine leads the second's by dense_lead_cos (`dense_lead`, channels.cosine_lead)."""
+        whatever the lead; cross_lead_margin None or w_dense 0 turns both off. It weighs at least w_dense_lead
+        when its first note's cosine leads the second's by dense_lead_cos (`dense_lead`, channels.cosine_lead)."""
         leads = self.ngram_lead_margin is not None and self.w_ngram > 0 and ngram_lead >= self.ngram_lead_margin
         out = {**{c: getattr(self, f"w_{c}") for c in CHANNELS}, NGRAM_LIST: self.w_ngram_lead if leads else self.w_ngram}
-        if self.crosses(ngram_lead, cross_script) or (alone_across and self.cross_lead_margin is not None):
+        if self.crosses(ngram_lead, cross_script) or (alone_across and self.weighs_across()):
             out["dense"] = self.w_dense_cross
         if self.dense_lead_cos is not None and self.w_dense > 0 and dense_lead >= self.dense_lead_cos:
             out["dense"] = max(out["dense"], self.w_dense_lead)
@@ -167,7 +168,12 @@ class SearchConfig:
 
     def crosses(self, ngram_lead: float, cross_script: bool) -> bool:
         """Whether the dense list weighs w_dense_cross: a question across scripts the keywords do not decide."""
-        return cross_script and self.cross_lead_margin is not None and ngram_lead < self.cross_lead_margin
+        return cross_script and self.weighs_across() and ngram_lead < self.cross_lead_margin
+
+    def weighs_across(self) -> bool:
+        """Whether the cross-script rule is on: cross_lead_margin set, and the dense list fused at all (a config
+        with w_dense 0 turned the channel off; the rule would fuse it back for cross-script questions alone)."""
+        return self.cross_lead_margin is not None and self.w_dense > 0
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)

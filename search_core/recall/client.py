@@ -94,7 +94,10 @@ class RecallClient:
     def _call(self, path: str, body: dict | None = None) -> dict:
         data = None if body is None else json.dumps(body).encode("utf-8")
         method = "GET" if body is None else "POST"
-        status, raw = self._request(method, path, data)
+        return self._answer(path, *self._request(method, path, data))
+
+    def _answer(self, path: str, status: int, raw: bytes) -> dict:
+        """The JSON of an answer; RecallError for an error status (with the server's code and message)."""
         if status >= 400:
             try:
                 err = json.loads(raw)["error"]
@@ -178,8 +181,17 @@ class RecallClient:
         return raw.decode("utf-8", errors="replace")
 
     def health(self) -> dict:
-        """GET /healthz ({"status", "db", ...}); raises RecallError."""
-        return self._call("/healthz")
+        """GET /healthz: {"status", "reasons", "db", ...}, "ok" (HTTP 200) or "degraded" (HTTP 503: the same
+        body, its reasons saying what to do); raises RecallError when no such answer came."""
+        status, raw = self._request("GET", "/healthz", None)
+        if status == 503:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = None
+            if isinstance(body, dict) and body.get("status") == "degraded":
+                return body
+        return self._answer("/healthz", status, raw)
 
     def healthy(self) -> bool:
         try:

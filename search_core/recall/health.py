@@ -1,4 +1,5 @@
-"""What `serve`'s /healthz says: `ok`, or `degraded` with every reason found, each saying what to do.
+"""What `serve`'s /healthz says: `ok` (HTTP 200), or `degraded` (HTTP 503) with every reason found, each saying
+what to do.
 
 Degraded when
 - the index file is missing or cannot be read (store.peek and its fingerprint read, now: a file

@@ -131,9 +131,15 @@ class Routes:
         outcomes = engine.outcomes
         health = await asyncio.get_running_loop().run_in_executor(None, check, b.db, outcomes, watch,
                                                                   log.get("write_errors"))
-        return JSONResponse({"status": health.status, "reasons": list(health.reasons), "db": str(b.db),
-                             "db_exists": b.db.exists(), "index_fingerprint": b.fingerprint_key,
-                             "in_flight": engine.in_flight(), "warm_error": self.warm_error,
-                             "searches": asdict(outcomes), "log": log,
-                             "uptime_s": round(time.time() - self.started, 1),
-                             **({"watch": watch} if watch is not None else {})})
+        body = {"status": health.status, "reasons": list(health.reasons), "db": str(b.db),
+                "db_exists": b.db.exists(), "index_fingerprint": b.fingerprint_key,
+                "in_flight": engine.in_flight(), "warm_error": self.warm_error,
+                "searches": asdict(outcomes), "log": log,
+                "uptime_s": round(time.time() - self.started, 1),
+                **({"watch": watch} if watch is not None else {})}
+        if health.status == "ok":
+            return JSONResponse(body)
+        # 503, so a monitor or a supervisor that reads only the status code sees the outage; the body is the
+        # same state, with the server's usual error beside it (every reason says what to do)
+        error = {"code": "degraded", "message": "; ".join(health.reasons)}
+        return JSONResponse({**body, "error": error}, status_code=503)

@@ -9,6 +9,7 @@
 "profile" names whose session this is (an agent serving several profiles; default "default"): the session
 key and the recall log's profile column. "exclude_notes" leaves out notes the agent was already given.
     GET  /healthz                               -> {"status": "ok"|"degraded", "reasons", ...} (no token needed;
+                                                   200 when ok, 503 when degraded, with "error" beside;
                                                    what degrades it: search_core.recall.health)
     GET  /metrics                               -> Prometheus text
     GET  /label                                 -> the labelling page (search_core.recall.label_page)

@@ -379,7 +379,7 @@ class Searcher:
         # the notes' scripts are read only where they can change the weights: the first three notes' for a
         # question the keywords leave undecided, the first note's for any other while the rule is on
         cross = cfg.crosses(lead, True) and scripts.cross_script(r.query, [view.hangul_share(n) for n in first_dense])
-        alone = bool(first_dense) and not cross and cfg.cross_lead_margin is not None and scripts.alone_across(
+        alone = bool(first_dense) and not cross and cfg.weighs_across() and scripts.alone_across(
             r.query, view.hangul_share(first_dense[0]), any(
                 first_dense[0] in [i for i in lists.get(c, []) if i not in left_out][:scripts.ALONE_DEPTH]
                 for c in ("sparse", NGRAM_LIST)))

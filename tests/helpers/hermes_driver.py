@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import time
+import urllib.error
 import urllib.request
 
 SCENARIO, ARGS = sys.argv[1], json.loads(sys.argv[2])
@@ -73,6 +74,9 @@ def server_idle(timeout: float = 120.0) -> None:
             with urllib.request.urlopen(url, timeout=5) as r:
                 if json.loads(r.read()).get("in_flight") == 0:
                     return
+        except urllib.error.HTTPError as e:      # 503 while degraded, with the same body
+            if json.loads(e.read()).get("in_flight") == 0:
+                return
         except OSError:
             if ARGS.get("dead_server"):
                 return

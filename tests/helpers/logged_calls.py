@@ -1,12 +1,13 @@
-"""Recall-log calls made by hand for calibration tests: a gate model whose P is set through each call's
-top_cos, and vaults of such calls labelled around a boundary."""
+"""Recall-log calls for calibration tests: made by hand (a gate model whose P is set through each call's top_cos,
+and vaults of such calls labelled around a boundary), and real searches of the small vault to log (6 answerable
+questions, 6 probes)."""
 
 import math
 
 import numpy as np
 
 from search_core.gate.model import GateModel
-from search_core.recall.log import LoggedCall
+from search_core.recall.log import LoggedCall, index_id
 
 FP = {"embedder": {"name": "e5-small", "dim": 384}}
 
@@ -54,3 +55,29 @@ def cosine_call(i, cos, label=None, error=None):
     feats = {} if error else {"top_cos": cos, "hit_cos": cos}
     return LoggedCall(i, 1000.0 + i, "s", "default", f"q{i}", "h", (), feats, {}, 0.82, "idx-A", False,
                       "error" if error else "threshold", 20.0, error, label, None)
+
+
+ANSWERABLE = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부",
+              "Leiden 알고리즘 커뮤니티"]
+PROBES = ["양자 컴퓨터 큐비트 오류 정정", "LightRAG 설치", "축구 월드컵 우승국", "파리 에펠탑 높이", "주식 배당금 세금",
+          "비트코인 반감기"]
+
+
+def label_of(query: str) -> str:
+    """The label of one of ANSWERABLE + PROBES, as a person gives it."""
+    return "relevant" if query in ANSWERABLE else "irrelevant"
+
+
+def searched_small_vault(tmp_path, shared_cache):
+    """The small vault indexed under `tmp_path`, and each of ANSWERABLE + PROBES searched on it once: (index, the
+    index's fingerprint key, query -> its SearchResult), for a recall log to hold."""
+    from search_core.index.indexer import index_vault
+    from search_core.search.pipeline import Searcher
+    from tests.helpers import SMALL_VAULT, write_vault
+    db = tmp_path / "idx" / "index.sqlite"
+    index_vault(write_vault(tmp_path / "vault", SMALL_VAULT), db, cache=shared_cache)
+    s = Searcher(db)
+    try:
+        return db, index_id(s.fingerprint), {q: s.search(q) for q in ANSWERABLE + PROBES}
+    finally:
+        s.close()

@@ -67,8 +67,10 @@ def status(runs, as_json):
     click.echo(f"runs {s.runs}: " + (f"daemon running (pid {s.pid if s.pid and s.pid > 0 else 'unknown'}, holds "
                                      "the lock)" if s.running else "no daemon running"))
     for j in s.jobs:
-        click.echo(f"  {j.job:<10} {j.schedule or '':<28} next {j.next_run or '–':<26} "
+        click.echo(f"  {j.job:<10} {j.schedule or '':<28} next {j.next_run or 'none':<26} "
                    f"last {j.last_run or '–'} {j.last_outcome or ''}")
+        if j.next_why:
+            click.echo(f"             next: {j.next_why}")
         if j.last_why and j.last_outcome not in ("ok", "running"):
             click.echo(f"             why: {j.last_why}")
         if j.last_report:

@@ -258,7 +258,8 @@ def job_calibrate(d, spec, scheduled, rid):
         from tuner.gate.calibrate import daemon_job
     except ImportError as e:        # a dependency of the calibration is missing from this install
         return "unavailable", {"why": f"tuner.gate.calibrate cannot be imported: {e}"}
-    return "ok", daemon_job(d.cfg, stop=d.stop.is_set, progress=log.info).to_json()
+    job = daemon_job(d.cfg, stop=d.stop.is_set, progress=log.info)
+    return ("declined" if job.declined else "ok"), job.to_json()
 
 
 def job_labels(d, spec, scheduled, rid):

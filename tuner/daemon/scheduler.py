@@ -319,14 +319,18 @@ class Daemon:
         log.info("signal %d: stopping at the running job's next step (a sweep's round, an index build's batch "
                  "of embeddings, a search of the calibration, a report's render); no other job starts", signum)
 
-    def write_state(self):
+    def write_state(self, *, stopped: bool = False):
+        """The schedule `status` reads: each job's next run while this daemon runs; at a clean stop, when it
+        stopped and no next runs (nothing is scheduled once the daemon is gone)."""
         jobs = []
-        if self.scheduler is not None:
+        if self.scheduler is not None and not stopped:
             for j in self.scheduler.get_jobs():
                 jobs.append({"id": j.id, "next_run": _iso(j.next_run_time) if j.next_run_time else None})
+        now = _iso(dt.datetime.now(self.cfg.tz))
         state = {"pid": os.getpid(), "config": self.cfg.path, "timezone": self.cfg.timezone,
-                 "written": _iso(dt.datetime.now(self.cfg.tz)), "jobs": jobs,
-                 "schedule": {j.name: j.schedule_text() for j in self.cfg.jobs}}
+                 "written": now, "jobs": jobs, **({"stopped": now} if stopped else {}),
+                 "schedule": {j.name: j.schedule_text() for j in self.cfg.jobs},
+                 "triggers": {j.name: {"cron": j.cron} if j.cron else {"every_s": j.every_s} for j in self.cfg.jobs}}
         atomic_write_text(self.runs / STATE, json.dumps(state, indent=1))
 
     # the loop ------------------------------------------------------------------------------------------
@@ -402,6 +406,8 @@ class Daemon:
                     self.state_dirty = False
                     self.write_state()
             sched.shutdown(wait=True)     # the running job sees the stop flag; the queued ones see it and do not start
+            if not exit_code:
+                self.write_state(stopped=True)
             log.info("daemon stopped cleanly" if not exit_code else "daemon stopped: its runs folder is gone")
             return exit_code
         finally:
@@ -434,11 +440,12 @@ class JobStatus:
     last_why: str | None        # the one line that says why the last run ended as it did
     last_report: str | None     # the Markdown report it wrote
     last_detail: dict | None    # its detail as the run table keeps it
+    next_why: str | None = None  # when next_run is None: why nothing is scheduled, and what would run it
 
     def to_json(self) -> dict:
-        return {"job": self.job, "schedule": self.schedule, "next_run": self.next_run, "last_run": self.last_run,
-                "last_outcome": self.last_outcome, "last_why": self.last_why, "last_report": self.last_report,
-                "last_detail": self.last_detail}
+        return {"job": self.job, "schedule": self.schedule, "next_run": self.next_run, "next_why": self.next_why,
+                "last_run": self.last_run, "last_outcome": self.last_outcome, "last_why": self.last_why,
+                "last_report": self.last_report, "last_detail": self.last_detail}
 
 
 @dataclass(frozen=True)
@@ -476,16 +483,17 @@ def status(runs: str | Path) -> DaemonStatus:
     try:
         if (runs / RUNS_DB).exists():
             table = RunTable(runs)
-        nxt = {j["id"]: j["next_run"] for j in state.get("jobs", [])} if holder is not None else {}
+        nxt = {j["id"]: j["next_run"] for j in state.get("jobs", [])} if schedule_running(state, holder) else {}
         names = list(state.get("schedule", {})) or sorted({r.job for r in (table.rows() if table else [])})
         tz = _zone(state.get("timezone"))
+        now = dt.datetime.now(tz or dt.timezone.utc)
         for name in names:
             last = (table.rows(name, 1) if table else []) or [None]
             detail = last[0] and last[0].detail
             jobs.append(JobStatus(name, state.get("schedule", {}).get(name), _in_zone(nxt.get(name), tz),
                                   last[0] and _in_zone(last[0].started, tz),
                                   last[0] and (last[0].outcome or "running"), _why(detail), _report_path(detail),
-                                  detail))
+                                  detail, None if nxt.get(name) else no_next_run(state, holder, name, now)))
     except Exception as e:     # sqlean's DatabaseError on a damaged file, a JSON detail cut short
         problems.append(f"{runs / RUNS_DB} cannot be read ({type(e).__name__}: {e}); move it away: the daemon starts "
                         "a new run table (missed runs before it are then not caught up)")
@@ -493,6 +501,47 @@ def status(runs: str | Path) -> DaemonStatus:
         if table:
             table.close()
     return DaemonStatus(str(runs), holder is not None, holder, state.get("config"), tuple(jobs), tuple(problems))
+
+
+def schedule_running(state: dict, holder: int | None) -> bool:
+    """Whether the state file's next runs are a running daemon's: the lock's holder wrote them and has not
+    stopped (a `daemon --once` run holds the lock too, under a state file an earlier daemon left)."""
+    if holder is None or state.get("stopped"):
+        return False
+    return holder == -1 or state.get("pid") == holder      # -1: the folder is held, its lock file gone
+
+
+def no_next_run(state: dict, holder: int | None, job: str, now: dt.datetime) -> str:
+    """Why `status` shows no next run for `job`, and when it would run once a daemon runs the schedule."""
+    start = f"`autoresearch daemon --config {state.get('config') or 'CONFIG'}`"
+    if holder is None:
+        stopped = f" since {_in_zone(state['stopped'], now.tzinfo)}" if state.get("stopped") else ""
+        return (f"no daemon is running{stopped}, so nothing is scheduled; started with {start}, "
+                + would_run(state.get("triggers", {}).get(job), state.get("schedule", {}).get(job), now))
+    if state.get("stopped") and state.get("pid") == holder:
+        return f"the daemon (pid {holder}) is stopping: nothing more is scheduled"
+    if not schedule_running(state, holder):
+        return (f"the process holding the lock (pid {holder}) runs no schedule (a `daemon --once` run, or a daemon "
+                "still starting); the next runs show once a daemon runs it")
+    return "the running daemon has no next run for it (its scheduler dropped the job: see daemon.log in the runs folder)"
+
+
+def would_run(trigger: dict | None, schedule: str | None, now: dt.datetime) -> str:
+    """When a job would run next once a daemon is started now (its state file's trigger; a state file
+    written before it kept triggers has the schedule's text alone)."""
+    trigger = trigger or {}
+    if trigger.get("every_s"):
+        return f"it runs every {trigger['every_s']:g}s from the daemon's start"
+    if trigger.get("cron"):
+        try:
+            from apscheduler.triggers.cron import CronTrigger
+            t = CronTrigger.from_crontab(trigger["cron"], timezone=now.tzinfo).get_next_fire_time(None, now)
+            if t is not None:
+                return f"it runs next at {_iso(t)}"
+        except ImportError:       # status runs without the tune extra; the schedule still says when
+            pass
+        return f"it runs at cron {trigger['cron']!r}"
+    return f"it runs on its schedule ({schedule})" if schedule else "it runs on its schedule"
 
 
 def _zone(name):
@@ -513,12 +562,13 @@ def _in_zone(stamp, tz):
 
 
 def _why(detail) -> str | None:
-    """The one line that says why a run ended as it did: its error, the promotion's reason, or its note."""
+    """The one line that says why a run ended as it did: its error, the promotion's reason, why a proposal was
+    declined, or its note."""
     if not isinstance(detail, dict):
         return None
     promo = detail.get("promotion")
     for why in (detail.get("error"), promo.get("reason") if isinstance(promo, dict) else None,
-                detail.get("note"), detail.get("why")):
+                detail.get("declined"), detail.get("note"), detail.get("why")):
         if why:
             return str(why)
     return None

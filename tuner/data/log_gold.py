@@ -21,27 +21,14 @@ from search_core.files import atomic_write_text
 from search_core.recall.log import read_logged_calls
 from search_core.recall.suggest import twin_labels
 
-from tuner.data.gold import load_gold
+from tuner.data.gold import Question, load_gold
 
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 
 
 @dataclass(frozen=True)
-class LogQuestion:
-    id: str
-    level: str
-    query: str
-    gold: tuple[str, ...]
-    why: str
-
-    def to_yaml(self) -> dict:
-        return {"id": self.id, "level": self.level, "query": self.query, "gold": list(self.gold), "why": self.why,
-                "source": "log"}
-
-
-@dataclass(frozen=True)
 class LogGold:
-    questions: tuple[LogQuestion, ...]
+    questions: tuple[Question, ...]                # source "log"
     log: str
     labelled: int                                  # labelled calls in the window
     left_out: dict[str, int] = field(default_factory=dict)   # reason -> count
@@ -80,9 +67,10 @@ def gold_from_log(log_path: str | Path, *, since_s: float | None = None, existin
         why = f"recall-log call {c.id}, labelled {_when(c.labelled_at)}"
         if relevant:
             led = "the injected block led with it" if c.injected else "the gate held the block back; it would have led"
-            out.append(LogQuestion(f"log-{c.id}", "L1", c.query.strip(), (c.top_note,), f"{why} relevant ({led})"))
+            out.append(Question(f"log-{c.id}", "L1", c.query.strip(), (c.top_note,), f"{why} relevant ({led})",
+                                source="log"))
         else:
-            out.append(LogQuestion(f"log-{c.id}", "probe", c.query.strip(), (), f"{why} irrelevant"))
+            out.append(Question(f"log-{c.id}", "probe", c.query.strip(), (), f"{why} irrelevant", source="log"))
     if not out and not allow_empty:
         window = "" if since_s is None else " in the --since window"
         raise SearchCoreError(

@@ -59,6 +59,8 @@ from search_core.ingest.note import Note
 from search_core.ingest.parse import FRONTMATTER_RE, HEADING_RE, INLINE_CODE_RE, LINK_RE, code_mask
 from search_core.ingest.vault import Skipped, list_vault, read_note
 
+from tuner.data.gold import Question
+
 if TYPE_CHECKING:
     from tuner.gate.probes import ProbeSet
 
@@ -123,19 +125,12 @@ SHINGLE = 8
 ECHO_SHARE = 0.8
 
 
-@dataclass(frozen=True)
-class MadeQuestion:
-    id: str
-    level: str
-    query: str
-    gold: tuple[str, ...]
-    why: str
-    kind: str                               # one of KINDS: how it was made
-    exclude: tuple[str, ...] = ()           # notes held out of its search (the note it was cut from)
-
-    def to_yaml(self) -> dict:
-        return {"id": self.id, "level": self.level, "query": self.query, "gold": list(self.gold), "why": self.why,
-                "source": "vault", **({"exclude": list(self.exclude)} if self.exclude else {})}
+@dataclass(frozen=True, kw_only=True)
+class MadeQuestion(Question):
+    """A question the vault supplies: a gold question (source "vault"; `exclude`, the notes held out of its
+    search: the note it was cut from) and how it was made, which its file does not keep."""
+    source: str = "vault"
+    kind: str                               # one of KINDS
 
 
 @dataclass(frozen=True)
@@ -542,7 +537,8 @@ def make_vault_questions(vault_or_db: str | Path, *, n: int | None = 200, seed: 
             copies = sorted(nid for nid, text in flat.items() if nid not in (c.gold, c.source) and key in text)
             exclude = tuple(x for x in (c.source, *copies) if only_notes is None or x in only)
         qid = f"{c.kind}-{hashlib.sha256(f'{c.gold}|{c.query}'.encode()).hexdigest()[:8]}"
-        return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, c.kind, exclude)
+        return MadeQuestion(qid, level_for(c.kind, c.query, notes[c.gold]), c.query, (c.gold,), c.why, kind=c.kind,
+                            exclude=exclude)
 
     finder = FindableCheck(findable_in, findable_within) if findable_in is not None else None
 

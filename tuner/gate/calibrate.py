@@ -535,20 +535,23 @@ class CalibrationJob:
     calls: int
     labelled: int
     report: str                 # the report's path
-    proposal: str | None        # the proposal's path; None when the calibration proposed nothing
+    proposal: str               # the proposal's path: the gate to install, or the record of a declined one
     retire: Retirement          # the retirement rule on the week (Calibration.retirement)
     suggested: int              # calls the report asks a person to label
+    declined: str | None = None  # why the calibration proposed nothing (the proposal file's `declined`)
 
     def to_json(self) -> dict:
         return {"db": self.db, "calls": self.calls, "labelled": self.labelled, "report": self.report,
-                "proposal": self.proposal, "retire": self.retire.to_json(), "suggested": self.suggested}
+                "proposal": self.proposal, **({"declined": self.declined} if self.declined else {}),
+                "retire": self.retire.to_json(), "suggested": self.suggested}
 
 
 def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
     """The daemon's weekly `calibrate` job: the last 7 days of the recall log (runs/recall-log.sqlite)
     plus the sweep's gold and holdout sets as labels, against the active index. It writes the report
-    (with the calls to label next, as `recall-log suggest` picks them) and a proposal; applying it stays
-    a person's decision (`autoresearch calibrate apply`). `stop()` is asked before each search and before
+    (with the calls to label next, as `recall-log suggest` picks them) and a proposal, or the record of a
+    declined one with its reason (the daemon's run ends `declined`); applying it stays a person's decision
+    (`autoresearch calibrate apply`). `stop()` is asked before each search and before
     anything is written: a stopped job writes no report and no proposal (StopRequested)."""
     from search_core.paths import recall_log_file
     from tuner.reports.calibration import calibration_report
@@ -571,11 +574,12 @@ def daemon_job(cfg, *, stop=None, progress=None) -> CalibrationJob:
     if stop is not None and stop():
         raise StopRequested("calibration stopped before its report was written")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    proposal = None
-    if cal.recommendation.basis:
-        proposal = str(runs / "reports" / f"gate-proposal-{stamp}.json")
-        Path(proposal).parent.mkdir(parents=True, exist_ok=True)
-        write_proposal(cal, db, proposal)
-    report = emit(calibration_report(cal, str(db), proposal), "md", runs / "reports" / f"calibrate-{stamp}.md")
+    proposal = str(runs / "reports" / f"gate-proposal-{stamp}.json")
+    # written whether or not the calibration proposes a gate, as `calibrate` writes it: a declined week is a
+    # record with its reason (`calibrate apply` of it says so), not an absence a person cannot tell from a
+    # job that never ran
+    written = write_proposal(cal, db, proposal)
+    report = emit(calibration_report(cal, str(db), None if written.declined else proposal), "md",
+                  runs / "reports" / f"calibrate-{stamp}.md")
     return CalibrationJob(str(db), len(calls), len(labelled), report, proposal, cal.retirement,
-                          len(cal.suggestions.picks) if cal.suggestions is not None else 0)
+                          len(cal.suggestions.picks) if cal.suggestions is not None else 0, written.declined)

@@ -53,6 +53,8 @@ def get(url):
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
             return json.loads(r.read())
+    except urllib.error.HTTPError as e:      # /healthz answers 503 while degraded, with the same body
+        return json.loads(e.read())
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None
 

@@ -131,6 +131,8 @@ def _get(url):
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
             return json.loads(r.read())
+    except urllib.error.HTTPError as e:      # /healthz answers 503 while degraded, with the same body
+        return json.loads(e.read())
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None
 

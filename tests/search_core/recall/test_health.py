@@ -16,6 +16,7 @@ from search_core.config import SearchConfig
 from search_core.index.watch import VaultWatcher
 from search_core.recall.config import RecallConfig
 from search_core.recall.backend import SearchBackend
+from search_core.recall.client import RecallClient
 from search_core.recall.engine import RecallEngine
 from search_core.recall.log import RecallLog
 from tests.helpers import free_port
@@ -30,9 +31,16 @@ def _engine(db, tmp_path):
 
 
 def _health(url) -> dict:
+    """The body of /healthz, checked against its status code: a monitor or a supervisor reads the code alone,
+    so 200 when ok and 503 when degraded, with the reasons also as the server's usual error."""
     status, text = get(url + "/healthz")
-    assert status == 200
-    return json.loads(text)
+    h = json.loads(text)
+    if h["status"] == "ok":
+        assert status == 200 and "error" not in h, (status, h)
+    else:
+        assert status == 503 and h["status"] == "degraded" and h["reasons"], (status, h)
+        assert h["error"] == {"code": "degraded", "message": "; ".join(h["reasons"])}, h
+    return h
 
 
 def _until(url, test, what):
@@ -59,6 +67,8 @@ def test_a_corrupt_or_removed_index_is_degraded(index_db, tmp_path):
         db.write_bytes(b"this is not a database " * 4096)        # garbage in place, same size or so
         h = _degraded_for(url, "cannot be read")
         assert "--full" in " ".join(h["reasons"])
+        client = RecallClient(url)             # the stdlib client reads the 503's body as the health it is
+        assert client.health()["status"] == "degraded" and not client.healthy()
         db.unlink()
         _degraded_for(url, "no index at")
 

@@ -177,7 +177,8 @@ def test_missing_and_locked_index(index_db, tmp_path, capfd):
         assert engine.wait_idle(30)
         blk = post(url + "/prefetch", {"session_id": "s"})[1]
         assert blk["block"] == "" and blk["stopped_by"] == "error" and "no index at" in blk["error"]
-        assert json.loads(get(url + "/healthz")[1])["status"] == "degraded"
+        status, health = get(url + "/healthz")
+        assert status == 503 and json.loads(health)["status"] == "degraded"
 
     # WAL readers never wait on a writer (that is the point of WAL); a file left in rollback-journal mode
     # under an exclusive transaction is what "locked" looks like to the server.

@@ -37,6 +37,10 @@ def test_the_weights_of_a_question_across_scripts():
     assert cfg.weights(cfg.cross_lead_margin, True)["dense"] == cfg.w_dense    # the keywords lead: unchanged
     assert cfg.weights(0.05, False)["dense"] == cfg.w_dense
     assert cfg.replace(cross_lead_margin=None).weights(0.0, True)["dense"] == cfg.w_dense
+    # the dense channel turned off stays off across scripts, as for the dense lead
+    off = cfg.replace(w_dense=0.0, dense_lead_cos=None)
+    assert off.weights(0.05, True)["dense"] == off.weights(0.9, False, True)["dense"] == 0.0
+    assert not off.crosses(0.05, True) and not off.weighs_across()
     # a config recorded before the rule existed ran without it, and keeps its hash
     assert SearchConfig.from_stored({}).cross_lead_margin is None
     assert SearchConfig().replace(cross_lead_margin=None).config_hash() != SearchConfig().config_hash()
@@ -70,6 +74,14 @@ def test_a_korean_question_about_english_notes_weighs_the_dense_list_more(englis
                         assert f.terms["dense"] == pytest.approx(weight / (cfg.rrf_k + f.ranks["dense"]))
                         checked += 1
             assert checked
+        # with the dense channel off, a question across scripts fuses no dense list either: the answer is the
+        # keyword lists' alone, as with the rule off (here none: no keyword of the question is in these notes)
+        r = s.retrieve(QUESTION, cfg.depth)
+        off = cfg.replace(w_dense=0.0)
+        assert s.rank(r, cfg, snippets=False).fused[0].terms.get("dense")          # on: the dense list counts
+        res = s.rank(r, off, snippets=False)
+        assert not any(f.terms.get("dense") for f in res.fused), [f.terms for f in res.fused]
+        assert res.ranked == s.rank(r, off.replace(cross_lead_margin=None), snippets=False).ranked
     finally:
         s.close()
 

@@ -243,6 +243,32 @@ def test_the_weekly_calibrate_job_writes_a_report_and_a_proposal_from_the_log_an
     assert not Path(str(db_copy) + ".gate.json").exists()          # proposed, not applied
 
 
+def test_a_weekly_calibration_that_declines_records_its_proposal_declined_with_the_reason(tmp_path, db_copy):
+    """Gold sets of answerable questions alone (no probe, no log): the calibration proposes nothing. The job
+    writes the declined record where it writes a proposal, ends `declined`, and status and the report say why;
+    `calibrate apply` of that record says there is nothing to apply."""
+    import yaml
+    write_config(tmp_path, db_copy, jobs='[jobs.calibrate]\ncron = "0 3 * * 0"\n')
+    for name in ("tune.yaml", "hold.yaml"):           # the config's gold sets, their probes left out
+        g = yaml.safe_load((tmp_path / name).read_text(encoding="utf-8"))
+        g["questions"] = [q for q in g["questions"] if q.get("gold")]
+        (tmp_path / name).write_text(yaml.safe_dump(g, allow_unicode=True), encoding="utf-8")
+    runs = tmp_path / "runs"
+    r = CliRunner().invoke(main, ["daemon", "--config", str(tmp_path / "daemon.toml"), "--once", "calibrate"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["outcome"] == "declined" and "irrelevant" in out["declined"], out
+    record = json.loads(Path(out["proposal"]).read_text(encoding="utf-8"))
+    assert Path(out["proposal"]).parent == runs / "reports" and record["model"] is None
+    assert record["declined"] == out["declined"]
+    [job] = [j for j in status(runs).jobs if j.job == "calibrate"]
+    assert job.last_outcome == "declined" and job.last_why == out["declined"]
+    assert "no recommendation: the labels hold no 'irrelevant' rows" in Path(out["report"]).read_text(encoding="utf-8")
+    r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db_copy), "--proposal", out["proposal"]])
+    assert r.exit_code == 1 and "nothing to apply" in r.output and "proposed no change" in r.output, r.output
+    assert not Path(str(db_copy) + ".gate.json").exists()
+
+
 def test_once_runs_a_job_and_a_clock_jumped_back_does_not_repeat_it(tmp_path, db_copy):
     cfg = load_daemon_config(write_config(tmp_path, db_copy))
     r = CliRunner().invoke(main, ["daemon", "--config", str(tmp_path / "daemon.toml"), "--once", "index"])

@@ -152,3 +152,43 @@ def test_a_report_before_the_first_sweep_is_skipped_saying_why_not_failed(tmp_pa
     [job] = [j for j in status(tmp_path / "runs").jobs if j.job == "report"]
     assert job.last_outcome == "skipped"
     assert job.last_why == f"no sweep in {tmp_path / 'runs' / 'ledger.sqlite'} yet; the report follows the first sweep"
+
+
+def test_status_after_a_daemon_stops_says_why_there_is_no_next_run_and_when_one_would_be(tmp_path):
+    """A real daemon shows its job's next run; once it stopped (SIGTERM), nothing is scheduled: status says so,
+    since when, and the time the job runs once a daemon is started again, instead of a bare dash."""
+    import signal
+    cfg = _config(tmp_path)
+    runs = tmp_path / "runs"
+    proc = _spawn(cfg)
+    try:
+        assert _wait(lambda: holder_pid(runs) == proc.pid and any(j.next_run for j in status(runs).jobs), 120), \
+            proc.stderr.read() if proc.poll() is not None else ""
+        [job] = status(runs).jobs
+        assert job.next_run.startswith("20") and job.next_run.endswith("-01-01T00:00:00+00:00") and job.next_why is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [job] = status(runs).jobs
+    assert job.next_run is None
+    assert job.next_why.startswith("no daemon is running since ") and f"--config {cfg}" in job.next_why, job.next_why
+    assert job.next_why.endswith("-01-01T00:00:00+00:00"), job.next_why       # the cron's next slot, computed
+    r = CliRunner().invoke(main, ["status", "--runs", str(runs)])
+    assert r.exit_code == 0 and "next –" not in r.output and "next: no daemon is running since" in r.output, r.output
+
+
+def test_a_lock_held_by_a_once_run_shows_no_earlier_daemons_next_runs(tmp_path):
+    """`daemon --once` holds the lock under the state file an earlier daemon left: those next runs are no
+    schedule (nobody runs it), so status says none, and why."""
+    import json
+    (tmp_path / "daemon-state.json").write_text(json.dumps({
+        "pid": 2 ** 22 + 7, "config": "daemon.toml", "timezone": "UTC", "schedule": {"report": f"cron {FAR!r}"},
+        "triggers": {"report": {"cron": FAR}}, "jobs": [{"id": "report", "next_run": "2026-01-01T00:00:00+00:00"}]}))
+    lock = InstanceLock(tmp_path).acquire()          # this process, as a --once run
+    try:
+        [job] = status(tmp_path).jobs
+    finally:
+        lock.release()
+    assert job.next_run is None and f"(pid {os.getpid()}) runs no schedule" in job.next_why, job

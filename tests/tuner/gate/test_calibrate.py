@@ -16,31 +16,19 @@ from tuner.gate.calibrate import _retirement, apply_label_file, calibrate, calib
 from tuner.cli import main
 from tuner.gate.probes import make_probes, questions_without
 from tuner.data.gold import GoldSet, Question
-
-ANSWERABLE = ["김치찌개 레시피", "GraphRAG 커뮤니티 요약", "RRF 점수 k 값", "그래프 RAG 엔티티 추출", "돼지 앞다리살 두부",
-              "Leiden 알고리즘 커뮤니티"]
-PROBES = ["양자 컴퓨터 큐비트 오류 정정", "LightRAG 설치", "축구 월드컵 우승국", "파리 에펠탑 높이", "주식 배당금 세금",
-          "비트코인 반감기"]
-
+from tests.helpers.logged_calls import label_of, searched_small_vault
 
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory, shared_cache):
     """A recall log of real searches over the small vault's index: 12 labelled calls, 24 unlabelled, over 3 days.
     Built once for the module (the tests only read it; the apply test undoes what it installs)."""
-    from search_core.index.indexer import index_vault
-    from tests.helpers import SMALL_VAULT, write_vault
-    tmp_path = tmp_path_factory.mktemp("logged")
-    small_index = tmp_path / "idx" / "index.sqlite"
-    index_vault(write_vault(tmp_path / "vault", SMALL_VAULT), small_index, cache=shared_cache)
-    s = Searcher(small_index)
+    small_index, _, results = searched_small_vault(tmp_path_factory.mktemp("logged"), shared_cache)
     now = time.time()
-    rows = []
-    for i, q in enumerate(ANSWERABLE + PROBES):
-        rows.append({"ts": now - 3 * 86400 + i, "session": "a", "query": q, "res": s.search(q),
-                     "label": "relevant" if q in ANSWERABLE else "irrelevant"})
-    for i, q in enumerate((ANSWERABLE + PROBES) * 2):
-        rows.append({"ts": now - 3600 + i, "session": f"b{i % 3}", "query": q, "res": s.search(q)})
-    log = tmp_path / "recall-log.sqlite"
+    rows = [{"ts": now - 3 * 86400 + i, "session": "a", "query": q, "res": res, "label": label_of(q)}
+            for i, (q, res) in enumerate(results.items())]
+    rows += [{"ts": now - 3600 + i, "session": f"b{i % 3}", "query": q, "res": results[q]}
+             for i, q in enumerate(list(results) * 2)]
+    log = small_index.parent.parent / "recall-log.sqlite"
     log_search(log, rows)
     return small_index, log
 
