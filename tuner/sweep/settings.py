@@ -85,7 +85,7 @@ SWEEP_SETTINGS: tuple[SweepSetting, ...] = (
     SweepSetting("timing_samples", int, 0, "Repeat timed passes until the MEASURED p95 stands on this many timings "
                  "(0: one pass). It is recorded beside the cost model's prediction, which alone decides.",
                  lo=0, hi=10_000),
-    SweepSetting("pairs", bool, False, "Once a full cycle of single-variable rounds against the baseline kept nothing, "
+    SweepSetting("pairs", bool, True, "Once a full cycle of single-variable rounds against the baseline kept nothing, "
                  "move coupled pairs of fusion variables together (w_ngram+rrf_k, w_sparse+rrf_k, w_dense+rrf_k, "
                  "w_ngram+w_sparse), each proposed over its 2-D grid and judged by the same rule.", off_flag="--no-pairs"),
     SweepSetting("split", float, None, "No holdout file: tune on this fraction of the tuning set, hold out the rest.",
