@@ -252,6 +252,8 @@ class Sweep:
             value = self._single_value(v, baseline, bhash, unavailable)
             if value is not None:
                 return v.name, value
+        if self.p.pairs and self._stalled(baseline, bhash):     # no single value left: a pair, turn or not
+            return self._pick_pair(baseline, bhash)
         return None, None
 
     def _single_value(self, v, baseline: SearchConfig, bhash: str, unavailable: set):

@@ -141,3 +141,18 @@ def test_a_pair_proposal_moves_both_stays_on_the_grid_and_runs_out():
     same = [propose_pair(a, b, seed=3, baseline_hash="h", baseline_values=(0.0, 1), baseline_objective=1.0,
                          history=[], tried=set()) for _ in range(2)]
     assert same[0] == same[1]
+
+
+def test_pairs_go_on_when_the_single_variables_have_no_value_left(demo_index, tmp_path, pair_night):
+    """A space whose single variables run out (rrf_k 1..3) still has pair points: the sweep goes on with them instead
+    of ending as exhausted."""
+    _, gold, _ = pair_night
+    small = ('[w_ngram]\nkind = "float"\nlow = 0.0\nhigh = 0.1\nstep = 0.05\n'
+             '[rrf_k]\nkind = "int"\nlow = 1\nhigh = 3\n')
+    from search_core.config import SearchConfig
+    summary, rows = run_sweep(tmp_path, demo_index, small, 12, gold=gold, pairs=True, ledger="small.sqlite",
+                              start=SearchConfig().replace(w_ngram=0.0, rrf_k=1))
+    singles = [r for r in rows[1:] if not is_pair(r.variable)]
+    assert len(singles) >= 4 and any(is_pair(r.variable) for r in rows[1:])
+    if not any(r.kept for r in rows[1:]):      # one baseline: its 4 single values and 4 pair points, all tried
+        assert len(rows) - 1 == 8 and summary.status == "finished: space exhausted"
