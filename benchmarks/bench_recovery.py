@@ -165,10 +165,11 @@ def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anch
 
 
 def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, tag: str, rounds: int,
-          space: Path | None = None, budget: float | None = None, whole: bool = False):
+          space: Path | None = None, budget: float | None = None, whole: bool = False, pairs: bool | None = None):
     """The real sweep (default keep rule; the packaged default space unless `space`) on `gold` from `start`:
     (Sweep, summary). budget: its time budget, which it first spends on more questions from the vault when
-    the set cannot detect its gains (tuner/sweep/evidence_budget.py; whole: from the whole vault)."""
+    the set cannot detect its gains (tuner/sweep/evidence_budget.py; whole: from the whole vault). pairs: whether a
+    stalled cycle is followed by pair rounds (None: the sweep's default)."""
     from tuner.data.bundled import default_space
     from tuner.ledger.ledger import Ledger
     from tuner.sweep.loop import Sweep, SweepParams
@@ -178,7 +179,8 @@ def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, 
         ledger_path.unlink()
     params = SweepParams(db=str(db), gold=str(gold), space=str(space or default_space()), rounds=rounds, seed=seed,
                          vault=str(case.whole if whole else case.vault), index_dir=str(cache / case.name / "indexes"),
-                         cost_store=str(cache / "cost-model"), time_budget_s=budget)
+                         cost_store=str(cache / "cost-model"), time_budget_s=budget,
+                         **({} if pairs is None else {"pairs": pairs}))
     ledger = Ledger(ledger_path)
     try:
         sw = Sweep(params, ledger, start=start)
@@ -260,15 +262,17 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
              budget: float | None = None, heading_title: bool = True, tuning: str = "made",
-             agreement: bool = True, findable: int | None = None) -> dict:
+             agreement: bool = True, findable: int | None = None, pairs: bool | None = None) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout).
     tuning: what the night tunes on: "made" (the made set alone), "hand+made" (the vault's hand-written tune
     set, probes too, beside the made set, combined as the daemon combines them: tuner.data.night_gold),
     "hand" (the hand-written tune set alone); with a hand-written part it cannot be judged on "tune".
     findable: gold make's findable_in (the base index) within this rank: only questions some fusion list alone
-    finds in its top `findable` (None: every question)."""
+    finds in its top `findable` (None: every question). pairs: pair rounds after a stalled cycle (None: the
+    sweep's default)."""
     from search_core.config import SearchConfig, load_config
+    from tuner.sweep.params import SweepParams
     db = base_index(case, cache)
     if tuning != "made" and "tune" in judges:
         raise SystemExit(f"--tuning {tuning} tunes on the tune set: judge on holdout only")
@@ -279,7 +283,8 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "space": str(space) if space else "default",
            "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole,
            "heading_title": heading_title,
-           "time_budget_s": budget, "tuning": tuning, "findable": findable, "runs": []}
+           "time_budget_s": budget, "tuning": tuning, "findable": findable,
+           "pairs": SweepParams.pairs if pairs is None else pairs, "runs": []}
     for seed in seeds:
         gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title,
                         findable_in=db if findable else None, findable_within=findable or 10)
@@ -294,7 +299,7 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
             t0 = time.perf_counter()
             tag = f"{variant}{'' if tuning == 'made' else '-' + tuning}-{start_name}-seed{seed}"
             sw, summary = night(case, db, gold, start, seed, cache, tag, rounds,
-                               space, budget, whole)
+                               space, budget, whole, pairs)
             summary = summary.to_json()
             base_emb = sw.bench.base_embedder
             final_cfg = SearchConfig().replace(**summary["final_config"])
@@ -557,6 +562,8 @@ def main() -> None:
     ap.add_argument("--tuning", default="made", choices=("made", "hand+made", "hand"),
                     help="the night's tuning set: the made set alone, the hand-written tune set beside it (as the "
                          "daemon combines them), or the hand-written tune set alone")
+    ap.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=None,
+                    help="pair rounds after a full cycle of single-variable rounds kept nothing (default: the sweep's)")
     ap.add_argument("--no-agreement", action="store_true",
                     help="skip the agreement (every visited config scored on the hand-written sets: most of a "
                          "night's time on a loaded machine)")
@@ -657,7 +664,7 @@ def main() -> None:
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
                                 anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
                                 budget=a.time_budget, heading_title=not a.heading_alone, tuning=a.tuning,
-                                agreement=not a.no_agreement, findable=a.findable))
+                                agreement=not a.no_agreement, findable=a.findable, pairs=a.pairs))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})

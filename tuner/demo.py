@@ -22,6 +22,7 @@ from tuner.data.bundled import default_space, demo_gold, demo_start, demo_vault
 from tuner.data.gold import load_gold
 from tuner.data.night_gold import NightGold, refresh_vault_questions, write_night_gold
 from tuner.data.vault_questions import MADE_N
+from tuner.sweep.variables import describe_change
 from tuner.evaluation.evaluate import EvalResult, evaluate
 from tuner.ledger.ledger import Ledger
 from tuner.ledger.schema import RoundDecision
@@ -115,7 +116,7 @@ def format_evidence(ev: NightEvidence | None) -> str:
     lines = [f"evidence: {ev.describe()}"]
     for k in ev.kept:
         moved = "; ".join(f"{KIND_WORDS[m.source]} {m.up} up / {m.down} down" for m in k.by_kind if m.up or m.down)
-        lines.append(f"  round {k.round} {k.variable} {k.old!r} -> {k.new!r}: decided by {k.why}"
+        lines.append(f"  round {k.round} {describe_change(k.variable, k.old, k.new)}: decided by {k.why}"
                      + (f" [{moved}]" if moved else ""))
     if ev.lookups_only():
         lines.append("warning: " + ev.lookups_only())
@@ -135,7 +136,7 @@ def format_summary(s: SweepSummary, ledger=None) -> str:
     lines.append(f"tuning  {obj}: {s.start.value:.4f} -> {s.final.value:.4f}; hit@5 {s.start.hit5:.4f} -> "
                  f"{s.final.hit5:.4f}")
     for step in s.path:
-        lines.append(f"  kept round {step.round}: {step.variable} {step.old!r} -> {step.new!r} ({step.reason})")
+        lines.append(f"  kept round {step.round}: {describe_change(step.variable, step.old, step.new)} ({step.reason})")
     if not s.path and s.rounds:
         lines.append("nothing kept; why, and which questions would decide: autoresearch report sweep "
                      f"--sweep {s.sweep}" + (f" --ledger {ledger}" if ledger else ""))

@@ -76,14 +76,15 @@ def hand_set_calibrations(folder, rerankers=(), units_by_embedder=None) -> list[
 
 
 def run_sweep(tmp_path, db, space_text, rounds, *, gold=DEMO_TUNE, seed=0, ledger="l.sqlite", progress=None, start=None,
-          index_dir=None, timing_samples=0):
+          index_dir=None, timing_samples=0, pairs=False):
     """timing_samples 0 (one timed pass) unless a test is about timed decisions: repeated passes cost
-    72 more searches per timed evaluation and are tested where they matter."""
+    72 more searches per timed evaluation and are tested where they matter. pairs: the sweep's pair rounds (off unless
+    a test is about them, so a test's rounds stay the single-variable ones it was written for)."""
     sp = tmp_path / f"space-{ledger}.toml"
     sp.write_text(space_text)
     lg = Ledger(tmp_path / ledger)
     p = SweepParams(db=str(db), gold=str(gold), space=str(sp), rounds=rounds, seed=seed, vault=str(DEMO_VAULT),
-                    index_dir=str(index_dir or tmp_path / "indexes"), timing_samples=timing_samples)
+                    index_dir=str(index_dir or tmp_path / "indexes"), timing_samples=timing_samples, pairs=pairs)
     hand_set_calibrations(p.cost_folder())
     sw = Sweep(p, lg, progress=progress, start=start)
     summary = sw.run()

@@ -330,6 +330,8 @@ def sweep_setting_options():
         if s.choice_flags:
             opts += [click.option(c.flag, s.name, flag_value=c.value, default=None, help=c.help)
                      for c in s.choice_flags]
+        elif s.kind is bool and s.off_flag:
+            opts.append(click.option(s.option, s.name, default=None, help=s.help + f" Default: {s.option.split('/')[not s.default]}."))
         elif s.kind is bool:
             opts.append(click.option(s.option, s.name, is_flag=True, default=False, help=s.help))
         elif s.kind is int:

@@ -112,7 +112,7 @@ def compare(a, b, as_json, seed):
 @json_option()
 def sweep(db, gold_path, holdout, space, config_path, time_budget, recalibrate, vault, ledger_path, resume, as_json,
           **settings):
-    """One-variable-at-a-time sweep with a hit@5 guard; every round goes to the ledger.
+    """One-variable-at-a-time sweep (coupled pairs in turn once a cycle keeps nothing) with a hit@5 guard; every round goes to the ledger.
 
     Latency is predicted by a cost model calibrated once per machine and model (stored in the ledger and
     under the runs folder), so the same sweep decides alike on a quiet machine and a busy one."""

@@ -24,7 +24,7 @@ from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.evidence import ranking_evidence
 from tuner.sweep.evidence_budget import EvidenceStep
 from tuner.sweep.keep_rule import TRUSTED_SOURCES, hit5_evidence
-from tuner.sweep.variables import kind_of
+from tuner.sweep.variables import describe_change, kind_of
 
 KIND_WORDS = {"hand": "hand-written", "log": "labelled recall calls", "vault": "from the vault's text"}
 QUESTIONS_OF = {"hand": "the hand-written questions", "log": "the labelled recall calls",
@@ -109,7 +109,7 @@ class NightEvidence:
         counts = ", ".join(f"{k} {n}" for k, n in sorted(self.made_kinds.items(),
                                                          key=lambda kv: KINDS.index(kv[0]) if kv[0] in KINDS else 99))
         meaning = (f"{len(by_vault)} of the {len(self.kept)} changes kept ("
-                   + ", ".join(f"{k.variable} {k.old} -> {k.new}" for k in by_vault)
+                   + ", ".join(describe_change(k.variable, k.old, k.new) for k in by_vault)
                    + ") were decided by these lookups alone: check them on questions of your own before trusting "
                    "them (on a wiki whose links sat only in lists, nights on 600 such lookups kept the keyword and "
                    "entity channels and lowered held-out hit@5 below the start on 3 of 3 seeds)"

@@ -29,7 +29,7 @@ from tuner.reports.night_evidence import KIND_WORDS, NightEvidence, night_eviden
 from tuner.reports.plots import progress_plot
 from tuner.sweep.reasons import (DRIFT_VERDICT, DRIFTED, LATENCY_DRIFT, WITHIN_CALIBRATION,
                                  advice_paragraph)
-from tuner.sweep.variables import round_reason
+from tuner.sweep.variables import describe_change, round_reason
 
 # columns a report reads; a ledger written before them is refused with the fix instead of half-read
 REQUIRED_COLUMNS = {"sweeps": {"id", "created", "params", "start_config", "status", "summary"},
@@ -217,7 +217,7 @@ def night_evidence_section(ev: NightEvidence) -> Section:
     if ev.kept:
         blocks.append(Table(("round", "variable", "old -> new", "decided by", "moved, by kind (up/down; out/in the top 5)",
                              "hit@5 guard read"),
-                            tuple((k.round, k.variable, f"{k.old} -> {k.new}", k.why,
+                            tuple((k.round, k.variable, describe_change(k.variable, k.old, k.new), k.why,
                                    "; ".join(f"{KIND_WORDS[m.source]} {m.up}/{m.down}; {m.out_of_top5}/{m.into_top5}"
                                              for m in k.by_kind if m.up or m.down) or "–", k.guard)
                                   for k in ev.kept)))
@@ -321,7 +321,7 @@ def progress_section(f: NightFacts) -> Section:
             if r.kept:
                 running = y
                 if r.round > 0:
-                    labels.append((r.round, y, f"{r.variable} {r.old}→{r.new}"))
+                    labels.append((r.round, y, describe_change(r.variable, r.old, r.new)))
             points.append((r.round, y, "kept" if r.kept else "rejected"))
         elif running is not None:
             points.append((r.round, running, "failed"))

@@ -55,6 +55,8 @@ class SweepParams:
     # with a time budget and questions from the vault in the tuning set: grow the set before round 1 when it
     # cannot detect the gains the rounds will see (tuner/sweep/evidence_budget.py)
     grow_evidence: bool = True
+    # once a full cycle of single-variable rounds kept nothing, move coupled pairs together (tuner/sweep/variables.py)
+    pairs: bool = default_of("pairs")
 
     def cost_folder(self) -> Path:
         return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
@@ -77,8 +79,8 @@ class SweepParams:
         return cls(**{**RULE_BEFORE_RECORDED, **legacy, **{k: v for k, v in params.items() if k in known}, **changes})
 
 
-# keep-rule keys a ledger's params may lack, with the value its decisions were made under
-RULE_BEFORE_RECORDED = {"noise_alpha": None}
+# keys a ledger's params may lack, with the value its rounds ran under (its decisions, its proposals)
+RULE_BEFORE_RECORDED = {"noise_alpha": None, "pairs": False}
 
 
 @dataclass(frozen=True)

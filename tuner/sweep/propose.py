@@ -89,3 +89,49 @@ def _nearest_untried(v: Variable, near, taken: set):
     if not free:
         return None
     return min(free, key=lambda g: (abs(g - near), g))
+
+
+def propose_pair(a: Variable, b: Variable, *, seed: int, baseline_hash: str, baseline_values: tuple,
+                 baseline_objective: float, history: list[tuple[tuple, float]], tried: set):
+    """Next values (a list, in the pair's order) for a round that moves `a` and `b` together over their 2-D grid,
+    or None when the pair is exhausted for this baseline. Both must move: a point that keeps either at the
+    baseline's value is a single-variable round, which the cycle before has had. Like `propose`, a pure function
+    of (seed, pair, baseline, history): a resumed sweep proposes what the uninterrupted one would.
+    history: (values, objective) of earlier pair rounds against this baseline; tried: their values as tuples."""
+    grids = [_grid(v) for v in (a, b)]
+    if any(g is None for g in grids):
+        return None
+    base = tuple(_norm(v, x) for v, x in zip((a, b), baseline_values))
+    free = [(x, y) for x in grids[0] for y in grids[1]
+            if x != base[0] and y != base[1] and (x, y) not in tried]
+    if not free:
+        return None
+    dists = {a.name: _distribution(a), b.name: _distribution(b)}
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(
+        seed=_seed(seed, a.name, b.name, baseline_hash, len(history)), n_startup_trials=4))
+    for values, obj in [(baseline_values, baseline_objective)] + list(history):
+        if all(_on_grid(v, x) for v, x in zip((a, b), values)):
+            study.add_trial(optuna.trial.create_trial(
+                params={v.name: _norm(v, x) for v, x in zip((a, b), values)}, distributions=dists, value=float(obj)))
+    free_set, last = set(free), None
+    for _ in range(MAX_ASKS):
+        trial = study.ask(dists)
+        point = (_norm(a, trial.params[a.name]), _norm(b, trial.params[b.name]))
+        if point in free_set:
+            return list(point)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        last = point
+    # the nearest free point, in grid steps (ties: the grid's order)
+    steps = [v.step or 1 for v in (a, b)]
+    return list(min(free, key=lambda p: sum(abs(p[i] - last[i]) / steps[i] for i in range(2))))
+
+
+def _grid(v: Variable) -> list | None:
+    """Every value of a stepped (or integer) variable's grid; None for a continuous one (no 2-D grid to walk)."""
+    if v.kind == "categorical":
+        return None
+    step = v.step or (1 if v.kind == "int" else None)
+    if step is None:
+        return None
+    n = int(round((v.high - v.low) / step))
+    return [_norm(v, v.low + i * step) for i in range(n + 1)]

@@ -26,6 +26,7 @@ from tuner.reports.sweep import open_ledger, pick_sweep
 from tuner.stored_config import ConfigChange, StoredConfig
 from tuner.sweep.summary import RetestResult, RetestRound, RetestStopped
 from tuner.sweep.keep_rule import objective_value
+from tuner.sweep.variables import moved_variables, value_in
 
 # rule name -> variables that move the same quantity: a kept change to one can change the best value
 # of another, so a candidate rejected before that change was judged on a baseline that no longer exists
@@ -39,10 +40,12 @@ RETEST_MARK = "retest of "
 
 
 def interaction_rules(a: str, b: str) -> list[str]:
-    """Names of the rules under which a change to `b` makes a rejected `a` worth re-testing."""
+    """Names of the rules under which a change to `b` makes a rejected `a` worth re-testing; either may be a coupled
+    pair (its variables are read one by one)."""
     if a == b:
         return []     # the same variable kept at another value supersedes the candidate
-    return [name for name, vs in INTERACTIONS.items() if a in vs and b in vs]
+    va, vb = moved_variables(a), moved_variables(b)
+    return [name for name, vs in INTERACTIONS.items() if vs.intersection(va) and vs.intersection(vb)]
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,7 @@ def retest(ledger_path: str | Path, sweep_id: str | None = None, runs=None, prog
                 raise
             cand, res = out.candidate, out.result
             s = bench.searchers.get(cand.embedder)
-            lg.append_round(Round(new_id, i, x.variable, getattr(baseline, x.variable), x.new, StoredConfig(cand),
+            lg.append_round(Round(new_id, i, x.variable, value_in(baseline, x.variable), x.new, StoredConfig(cand),
                                   cand.config_hash(), baseline.config_hash(), s.fingerprint_key if s else None, res,
                                   out.objective, out.decision, f"{RETEST_MARK}{of}: {out.reason}",
                                   round(time.perf_counter() - t0 - out.reindex_s, 4), round(out.reindex_s, 3)))

@@ -36,13 +36,15 @@ class SweepSetting:
     choices: tuple[str, ...] = ()
     flag: str | None = None         # the command-line option when it is not --name-with-dashes
     choice_flags: tuple[ChoiceFlag, ...] = ()   # a choice set by one flag per value instead of --name VALUE
+    off_flag: str | None = None     # a bool's second flag, which sets it False (`--pairs/--no-pairs`)
 
     @property
     def option(self) -> str:
         """How a user sets it on the command line: the option, or its flags when each value has one."""
         if self.choice_flags:
             return "/".join(c.flag for c in self.choice_flags)
-        return self.flag or "--" + self.name.replace("_", "-")
+        on = self.flag or "--" + self.name.replace("_", "-")
+        return f"{on}/{self.off_flag}" if self.off_flag else on
 
     def check(self, value, where: Where):
         """The value as the sweep takes it, or BadValue naming the file, the table, the key and what is allowed."""
@@ -83,6 +85,9 @@ SWEEP_SETTINGS: tuple[SweepSetting, ...] = (
     SweepSetting("timing_samples", int, 0, "Repeat timed passes until the MEASURED p95 stands on this many timings "
                  "(0: one pass). It is recorded beside the cost model's prediction, which alone decides.",
                  lo=0, hi=10_000),
+    SweepSetting("pairs", bool, True, "Once a full cycle of single-variable rounds against the baseline kept nothing, "
+                 "move coupled pairs of fusion variables together (w_ngram+rrf_k, w_sparse+rrf_k, w_dense+rrf_k, "
+                 "w_ngram+w_sparse), each proposed over its 2-D grid and judged by the same rule.", off_flag="--no-pairs"),
     SweepSetting("split", float, None, "No holdout file: tune on this fraction of the tuning set, hold out the rest.",
                  lo=0.0, hi=1.0, lo_open=True, hi_open=True),
 )
@@ -103,12 +108,12 @@ def default_of(name: str):
 
 
 def given_settings(values: dict) -> dict[str, int | float | bool | str]:
-    """The settings a front end was given (None: not given; a bool flag not set is not given either), checked by
-    kind, for SweepParams(**...)."""
+    """The settings a front end was given (None: not given; a bool flag not set is not given either, unless the
+    bool has a flag that sets it False), checked by kind, for SweepParams(**...)."""
     out = {}
     for s in SWEEP_SETTINGS:
         v = values.get(s.name)
-        if v is None or (s.kind is bool and v is False):
+        if v is None or (s.kind is bool and v is False and not s.off_flag):
             continue
         out[s.name] = s.kind(v)
     return out

@@ -15,7 +15,8 @@ Kinds that re-fit the gate (index, rerank) re-fit the cosine threshold and, for 
 reranker) pair, the gate model on the tuning set before judging; `gate_threshold` rounds then move the
 model's probability threshold, `threshold` rounds the cosine one.
 
-The sweep asks this table; it never names a variable itself.
+The sweep asks this table; it never names a variable itself. A second table, COUPLED_PAIRS, names the pairs of
+fusion variables a round may move together once a full cycle of single-variable rounds kept nothing.
 """
 
 from __future__ import annotations
@@ -68,11 +69,100 @@ def gate_pair(cfg: SearchConfig) -> tuple[str, str]:
     return cfg.embedder, cfg.reranker
 
 def kind_of(name: str) -> Kind:
+    """The kind of a variable, or of a coupled pair (its two variables share one kind)."""
+    if PAIR_JOIN in name:
+        return VARIABLE_KINDS[pair_of(name).first]
     try:
         return VARIABLE_KINDS[name]
     except KeyError:
         raise KeyError(f"variable {name!r} has no kind; kinds are set in tuner/sweep/variables.py for: "
                        f"{', '.join(sorted(VARIABLE_KINDS))}") from None
+
+
+# -- coupled pairs: two variables a round may move together ---------------------------------------------------
+PAIR_JOIN = "+"      # a pair round's variable is its two names joined: "w_ngram+rrf_k"
+
+
+@dataclass(frozen=True)
+class CoupledPair:
+    """Two variables of one kind whose best values depend on each other, so a step of either alone can be flat or
+    downhill where the step of both is not. A pair round moves both; the ledger row names both (`name`) and keeps
+    the old and new values of each as a two-item list, in this order."""
+    first: str
+    second: str
+    why: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.first}{PAIR_JOIN}{self.second}"
+
+    @property
+    def variables(self) -> tuple[str, str]:
+        return self.first, self.second
+
+
+# From the johngrib recipe night's final config (w_sparse 0.55), on its 600 made questions under its own keep rule
+# (docs/lab-notes/tuner-2026-12.md, "Pair rounds"): w_ngram 0.05-0.1 with rrf_k 20 and w_ngram 0.05 with w_sparse
+# 0.3-0.4 were kept where every single step of either had been rejected; rrf_k sets how much any weight counts.
+COUPLED_PAIRS: dict[str, CoupledPair] = {p.name: p for p in (
+    CoupledPair("w_ngram", "rrf_k", "rrf_k sets how far a list's lower ranks count, so the n-gram list's weight "
+                "helps at a small k and hurts at a large one"),
+    CoupledPair("w_sparse", "rrf_k", "the keyword list's weight and RRF k trade the same top ranks against each other"),
+    CoupledPair("w_dense", "rrf_k", "the dense list's weight and RRF k trade the same top ranks against each other"),
+    CoupledPair("w_ngram", "w_sparse", "both are keyword lists: the n-gram list's worth depends on how much the "
+                "FTS5 list already counts"),
+)}
+
+
+def _check_pairs() -> None:
+    """A pair moves two variables of one kind that re-fuse in memory (no reindex, no gate re-fit, one objective)."""
+    for p in COUPLED_PAIRS.values():
+        if not VARIABLE_KINDS.get(p.first) is VARIABLE_KINDS.get(p.second) is FUSION:
+            raise ValueError(f"coupled pair {p.name}: both variables must be of kind fusion")
+
+
+_check_pairs()
+
+
+def pair_of(name: str) -> CoupledPair:
+    try:
+        return COUPLED_PAIRS[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is not a coupled pair; pairs are set in tuner/sweep/variables.py: "
+                       f"{', '.join(COUPLED_PAIRS)}") from None
+
+
+def is_pair(name: str) -> bool:
+    return PAIR_JOIN in name
+
+
+def moved_variables(name: str) -> tuple[str, ...]:
+    """The config fields a round over `name` (a variable or a pair) moves."""
+    return pair_of(name).variables if is_pair(name) else (name,)
+
+
+def assignment(name: str, value) -> dict:
+    """The config change a round over `name` makes: {field: value}; a pair's value is its two values in order."""
+    names = moved_variables(name)
+    if len(names) == 1:
+        return {name: value}
+    if not isinstance(value, (list, tuple)) or len(value) != len(names):
+        raise ValueError(f"a {name} round's value is a list of {len(names)} values ({', '.join(names)}), not {value!r}")
+    return dict(zip(names, value))
+
+
+def value_in(cfg: SearchConfig, name: str):
+    """The config's value of a variable, or of a pair as the ledger keeps it (a list, in the pair's order)."""
+    names = moved_variables(name)
+    return getattr(cfg, name) if len(names) == 1 else [getattr(cfg, n) for n in names]
+
+
+def describe_change(name: str, old, new) -> str:
+    """`w_sparse 0.0 -> 0.55`, or for a pair `w_ngram 0.0 -> 0.1, rrf_k 60 -> 20`."""
+    names = moved_variables(name)
+    if len(names) == 1 or not isinstance(old, (list, tuple)) or not isinstance(new, (list, tuple)):
+        return f"{name} {old} -> {new}"
+    return ", ".join(f"{n} {o} -> {v}" for n, o, v in zip(names, old, new))
 
 
 def unchanged_reason(name: str, baseline: SearchConfig, cand: SearchConfig) -> str | None:

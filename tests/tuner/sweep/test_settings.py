@@ -48,3 +48,14 @@ def test_a_daemon_setting_reaches_the_night_and_one_left_out_takes_the_default(t
     assert table.settings == {"seed": 4} and (table.gold, table.holdout) == ("g.yaml", None)
     assert (table.setting("seed"), table.setting("split"), table.setting("rounds")) == (4, None, 119)
     assert given_settings({"level_guard": False, "rounds": None, "epsilon": 0}) == {"epsilon": 0.0}
+
+
+def test_a_bool_with_an_off_flag_is_given_when_turned_off(tmp_path):
+    """`--no-pairs` is a setting given (False), not a flag left out; `--pairs` is given too."""
+    assert given_settings({"pairs": False}) == {"pairs": False}
+    assert given_settings({"pairs": True}) == {"pairs": True}
+    assert given_settings({"pairs": None}) == {}
+    options = {o for p in main.commands["sweep"].params for o in p.opts + p.secondary_opts}
+    assert {"--pairs", "--no-pairs"} <= options
+    assert sweep_params(SweepTable.of({"gold": "g.yaml", "space": "s.toml", "pairs": False}), "x.sqlite", tmp_path,
+                        None).pairs is False
