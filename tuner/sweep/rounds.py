@@ -24,7 +24,7 @@ from tuner.ledger.schema import RoundDecision
 from tuner.sweep.evidence import left_top5
 from tuner.sweep.keep_rule import Rule, decide
 from tuner.sweep.space import Space
-from tuner.sweep.variables import MODEL_GATE_FIELD, assignment, gate_field, kind_of, unchanged_reason
+from tuner.sweep.variables import MODEL_GATE_FIELD, gate_field, kind_of, unchanged_reason, with_change
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: EvalResult, var
     `variable` may be a coupled pair (tuner/sweep/variables.py), `value` then its two values in order.
     ensure_gate(cfg): the gate model for cfg's (embedder, reranker) pair, fitted on the tuning set."""
     kind = kind_of(variable)
-    cand = baseline.replace(**assignment(variable, value))
+    cand = with_change(baseline, variable, value)
     if cand.config_hash() == baseline.config_hash():
         return RoundOutcome(cand, None, RoundDecision.NO_GAIN, "the baseline already has this value", None)
     same = unchanged_reason(variable, baseline, cand)

@@ -141,14 +141,14 @@ def moved_variables(name: str) -> tuple[str, ...]:
     return pair_of(name).variables if is_pair(name) else (name,)
 
 
-def assignment(name: str, value) -> dict:
-    """The config change a round over `name` makes: {field: value}; a pair's value is its two values in order."""
+def with_change(cfg: SearchConfig, name: str, value) -> SearchConfig:
+    """`cfg` with the change a round over `name` makes; a pair's value is its two values in order."""
     names = moved_variables(name)
     if len(names) == 1:
-        return {name: value}
+        return cfg.replace(**{name: value})
     if not isinstance(value, (list, tuple)) or len(value) != len(names):
         raise ValueError(f"a {name} round's value is a list of {len(names)} values ({', '.join(names)}), not {value!r}")
-    return dict(zip(names, value))
+    return cfg.replace(**dict(zip(names, value)))
 
 
 def value_in(cfg: SearchConfig, name: str):

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from search_core.config import SearchConfig
 from tests.helpers import DEMO_VAULT
 from tests.helpers.sweeps import DEMO_TUNE, hand_set_calibrations, run_sweep, small_gold
 from tuner.ledger.ledger import Ledger
@@ -13,7 +14,7 @@ from tuner.sweep.loop import Sweep, SweepParams, replay_sweep
 from tuner.sweep.propose import propose_pair
 from tuner.sweep.rejected_audit import interaction_rules
 from tuner.sweep.space import Variable
-from tuner.sweep.variables import (COUPLED_PAIRS, assignment, describe_change, is_pair, kind_of, moved_variables,
+from tuner.sweep.variables import (COUPLED_PAIRS, with_change, describe_change, is_pair, kind_of, moved_variables,
                                    pair_of, value_in)
 
 # two coupled variables and one more: the single cycle is 3 rounds, so pairs come early
@@ -111,14 +112,15 @@ def test_the_pair_table_and_its_values():
     assert set(COUPLED_PAIRS) == {"w_ngram+rrf_k", "w_sparse+rrf_k", "w_dense+rrf_k", "w_ngram+w_sparse"}
     assert kind_of("w_ngram+rrf_k").name == "fusion"
     assert moved_variables("w_sparse+rrf_k") == ("w_sparse", "rrf_k") and moved_variables("rrf_k") == ("rrf_k",)
-    assert assignment("w_ngram+rrf_k", [0.1, 20]) == {"w_ngram": 0.1, "rrf_k": 20}
-    assert assignment("rrf_k", 20) == {"rrf_k": 20}
+    base = SearchConfig(w_ngram=0.0, rrf_k=60)
+    moved = with_change(base, "w_ngram+rrf_k", [0.1, 20])
+    assert (moved.w_ngram, moved.rrf_k) == (0.1, 20) and moved.replace(w_ngram=0.0, rrf_k=60) == base
+    assert with_change(base, "rrf_k", 20) == base.replace(rrf_k=20)
     with pytest.raises(ValueError, match="list of 2 values"):
-        assignment("w_ngram+rrf_k", 0.1)
+        with_change(base, "w_ngram+rrf_k", 0.1)
     with pytest.raises(KeyError) as e:
         pair_of("w_entity+rrf_k")
     assert "w_ngram+rrf_k" in str(e.value) and "w_ngram+w_sparse" in str(e.value)
-    from search_core.config import SearchConfig
     cfg = SearchConfig().replace(w_ngram=0.0, rrf_k=60)
     assert value_in(cfg, "w_ngram+rrf_k") == [0.0, 60] and value_in(cfg, "rrf_k") == 60
     assert describe_change("w_ngram+rrf_k", [0.0, 60], [0.1, 20]) == "w_ngram 0.0 -> 0.1, rrf_k 60 -> 20"
@@ -149,7 +151,6 @@ def test_pairs_go_on_when_the_single_variables_have_no_value_left(demo_index, tm
     _, gold, _ = pair_night
     small = ('[w_ngram]\nkind = "float"\nlow = 0.0\nhigh = 0.1\nstep = 0.05\n'
              '[rrf_k]\nkind = "int"\nlow = 1\nhigh = 3\n')
-    from search_core.config import SearchConfig
     summary, rows = run_sweep(tmp_path, demo_index, small, 12, gold=gold, pairs=True, ledger="small.sqlite",
                               start=SearchConfig().replace(w_ngram=0.0, rrf_k=1))
     singles = [r for r in rows[1:] if not is_pair(r.variable)]
