@@ -80,11 +80,9 @@ def propose(v: Variable, *, seed: int, baseline_hash: str, baseline_value, basel
 
 
 def _nearest_untried(v: Variable, near, taken: set):
-    step = v.step or (1 if v.kind == "int" else None)
-    if step is None:
+    grid = _grid(v)
+    if grid is None:
         return None
-    n = int(round((v.high - v.low) / step))
-    grid = [_norm(v, v.low + i * step) for i in range(n + 1)]
     free = [g for g in grid if g not in taken]
     if not free:
         return None
