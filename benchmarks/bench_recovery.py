@@ -285,10 +285,29 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "heading_title": heading_title,
            "time_budget_s": budget, "tuning": tuning, "findable": findable,
            "pairs": SweepParams.pairs if pairs is None else pairs, "runs": []}
+    judge_bench = None
     for seed in seeds:
-        gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title,
-                        findable_in=db if findable else None, findable_within=findable or 10)
-        if tuning != "made":
+        night_db, night_case = db, case
+        if tuning.startswith("cloze"):
+            # the night runs on the copy without the cloze lines (tuner.data.cloze); it is judged on the vault's own
+            # index, which the hand-written questions were written for
+            from tuner.data.cloze import refresh_cloze
+            from tuner.sweep.workbench import Workbench
+            cl, _ = refresh_cloze(case.vault, cache / case.name / "cloze" / f"seed{seed}", n=n, seed=seed,
+                                  like=db)
+            night_db, night_case = cl.db, dataclasses.replace(case, vault=cl.vault, whole=None)
+            gold = cl.gold
+            if tuning == "cloze+made":
+                from tuner.data.night_gold import write_night_gold
+                made = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title)
+                gold = write_night_gold([cl.gold, made], cache / case.name / "made",
+                                        name=f"{variant}-{tuning}-seed{seed}").path
+            if judge_bench is None:
+                judge_bench = Workbench(db, vault=str(case.vault), index_dir=str(cache / case.name / "indexes"))
+        else:
+            gold = made_set(case, cache, seed, n, variant, anchor_share, mask_link, whole, heading_title,
+                            findable_in=db if findable else None, findable_within=findable or 10)
+        if tuning in ("hand+made", "hand"):
             from tuner.data.night_gold import write_night_gold
             from tuner.daemon.evidence import index_note_ids
             parts = [*case.judge["tune"], *([gold] if tuning == "hand+made" else [])]
@@ -298,8 +317,8 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
             start = load_config(START) if start_name == "hand-set" else SearchConfig()
             t0 = time.perf_counter()
             tag = f"{variant}{'' if tuning == 'made' else '-' + tuning}-{start_name}-seed{seed}"
-            sw, summary = night(case, db, gold, start, seed, cache, tag, rounds,
-                               space, budget, whole, pairs)
+            sw, summary = night(night_case, night_db, gold, start, seed, cache, tag, rounds,
+                               space, budget, whole and night_case is case, pairs)
             summary = summary.to_json()
             base_emb = sw.bench.base_embedder
             final_cfg = SearchConfig().replace(**summary["final_config"])
@@ -310,14 +329,15 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
                    "kept": [f"{p['variable']} {p['old']} -> {p['new']}" for p in summary["path"]],
                    "decisions": summary["decisions"], "status": summary.get("status"), "by_judge": {},
                    "evidence_step": sw.evidence_step.to_json() if sw.evidence_step else None}
+            bench = judge_bench or sw.bench
             for j, hand in hands.items():
-                s0 = scores(sw.bench.evaluate(sw.start, hand))
-                s1 = scores(sw.bench.evaluate(final_cfg, hand))
-                sd = scores(sw.bench.evaluate(SearchConfig().replace(embedder=base_emb), hand))
+                s0 = scores(bench.evaluate(sw.start, hand))
+                s1 = scores(bench.evaluate(final_cfg, hand))
+                sd = scores(bench.evaluate(SearchConfig().replace(embedder=base_emb), hand))
                 row["by_judge"][j] = {"start": s0, "night": s1, "default": sd,
                                       "recovered": {m: gap_share(s0[m], s1[m], sd[m]) for m in ("hit@5", "mrr")},
                                       "hit5_below_start": s1["hit@5"] < s0["hit@5"] - 1e-9,
-                                      "agreement": visited_agreement(sw, hand) if agreement else
+                                      "agreement": visited_agreement(sw, hand) if agreement and bench is sw.bench else
                                       {"configs": 0, "mrr_spearman": None, "hit5_spearman": None, "pairs": []}}
             row["seconds"] = round(time.perf_counter() - t0, 1)
             out["runs"].append(row)
@@ -559,7 +579,7 @@ def main() -> None:
                          "hand-written --judge set, and stop")
     ap.add_argument("--check-sets", default="recipe,headings",
                     help="--config-check's made sets: recipe (gold make's), headings (heading questions alone)")
-    ap.add_argument("--tuning", default="made", choices=("made", "hand+made", "hand"),
+    ap.add_argument("--tuning", default="made", choices=("made", "hand+made", "hand", "cloze", "cloze+made"),
                     help="the night's tuning set: the made set alone, the hand-written tune set beside it (as the "
                          "daemon combines them), or the hand-written tune set alone")
     ap.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=None,
