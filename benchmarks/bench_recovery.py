@@ -274,7 +274,7 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
     from search_core.config import SearchConfig, load_config
     from tuner.sweep.params import SweepParams
     db = base_index(case, cache)
-    if tuning != "made" and "tune" in judges:
+    if tuning in ("hand+made", "hand") and "tune" in judges:
         raise SystemExit(f"--tuning {tuning} tunes on the tune set: judge on holdout only")
     hands = {j: hand_set(case, j) for j in judges}
     out = {"vault": case.name, "judges": {j: {"sets": [p.stem for p in case.judge[j]], "n": len(h.questions)}

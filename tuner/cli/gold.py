@@ -13,8 +13,8 @@ import click
 from search_core import SearchCoreError
 
 from tuner.data.vault_questions import FINDABLE_WITHIN, MADE_N
-from tuner.cli.options import (PathValue, duration, fail, input_file, json_option, output_file, recall_log_option,
-                               window_value)
+from tuner.cli.options import (PathValue, duration, fail, input_file, json_option, output_file, output_folder,
+                               recall_log_option, window_value)
 
 
 @click.group()
@@ -82,6 +82,44 @@ def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, heading_alo
         click.echo(f"probes: {probes.probes} in {probes.gold} (index {probes.db})")
     else:
         click.echo(f"probes: autoresearch probes make {vq.vault} --gold {out} --out DIR")
+
+
+@gold.command("cloze")
+@click.argument("vault_or_db", type=PathValue(exists=True))
+@click.option("--out", required=True, type=output_folder(),
+              help="The folder for the questions (gold.yaml), the vault's copy without their lines (vault/) and "
+                   "its index (index.sqlite).")
+@click.option("-n", "n", type=click.IntRange(min=1), default=MADE_N, show_default=True,
+              help="At most this many questions, one line of each note.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="The same seed makes the same set.")
+@click.option("--like", type=PathValue(exists=True), default=None, metavar="INDEX",
+              help="Build the copy's index with this index's embedder and chunking (default: VAULT_OR_DB when it "
+                   "is an index, else the default embedder).")
+@click.option("--keep-notes-of", "keep_of", type=PathValue(exists=True), multiple=True, metavar="GOLD",
+              help="A gold set whose gold notes keep every line (your own questions asked of the same copy); "
+                   "repeatable.")
+@json_option()
+def gold_cloze(vault_or_db, out, n, seed, like, keep_of, as_json):
+    """Cloze questions: one line of each note, blanked in a copy of VAULT_OR_DB and asked of the copy's index, so
+    the search must find the note by what the rest of it says. Tune on them with `sweep --db OUT/index.sqlite
+    --vault OUT/vault --gold OUT/gold.yaml`; never ask them of the vault itself (the line would answer itself)."""
+    from tuner.data.cloze import refresh_cloze
+    from tuner.data.gold import load_gold
+    try:
+        if like is None and Path(vault_or_db).is_file():
+            like = vault_or_db
+        keep = {g for path in keep_of for q in load_gold(path).questions for g in q.gold}
+        made, _ = refresh_cloze(vault_or_db, out, n=n, seed=seed, keep_notes=keep, like=like)
+    except SearchCoreError as e:
+        fail(e)
+    if as_json:
+        click.echo(json.dumps(made.to_json(), ensure_ascii=False, indent=1))
+        return
+    click.echo(f"wrote {made.questions} cloze questions (of {made.notes} notes) to {made.gold}; the copy without "
+               f"their lines is {made.vault}, its index {made.db}")
+    if made.dropped:
+        click.echo("left out: " + "; ".join(f"{k}: {v}" for k, v in sorted(made.dropped.items())))
+    click.echo(f"tune on them: autoresearch sweep --db {made.db} --vault {made.vault} --gold {made.gold}")
 
 
 @gold.command("from-log")

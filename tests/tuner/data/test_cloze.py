@@ -127,3 +127,26 @@ def test_the_copy_is_indexed_as_the_index_it_stands_in_for(vault, tmp_path, shar
     made = make_cloze(vault, tmp_path / "cloze", n=None, like=like, cache=shared_cache)
     assert index_settings(made.db) == index_settings(like)
     assert index_settings(like)[1]["max_chars"] == 300 != ChunkConfig().max_chars
+
+
+def test_gold_cloze_from_an_index_builds_the_copy_as_that_index_was_built(vault, tmp_path, shared_cache):
+    import json
+
+    from click.testing import CliRunner
+
+    from search_core.index.indexer import index_vault
+    from tests.helpers.fake_embedder import NAME
+    from tuner.cli.main import main
+    from tuner.data.cloze import index_settings
+    db = tmp_path / "index.sqlite"
+    index_vault(vault, db, embedder=NAME, cache=shared_cache)
+    hand = write_vault(tmp_path / "hand", {"gold.yaml": "name: mine\nquestions:\n- {id: q1, level: L1, query: 'JIT 이란', "
+                                                        "gold: [java/jvm]}\n"}) / "gold.yaml"
+    r = CliRunner().invoke(main, ["gold", "cloze", str(db), "--out", str(tmp_path / "c"), "--keep-notes-of", str(hand),
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["questions"] == 1 and load_gold(out["gold"]).questions[0].gold == ("java/gc",)   # jvm keeps its lines
+    assert index_settings(out["db"]) == index_settings(db)
+    r = CliRunner().invoke(main, ["gold", "cloze", str(tmp_path / "nowhere"), "--out", str(tmp_path / "d")])
+    assert r.exit_code != 0 and "nowhere" in r.output
