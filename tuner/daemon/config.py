@@ -15,6 +15,7 @@
     [evidence]                       # what the night tunes on beside the hand-written gold set (every key optional)
     vault_questions = 600            # questions `gold make` cuts from the vault (0: the hand-written set alone)
     kinds = ["anchor", "heading", "alias"]; seed = 0
+    cloze = 600                      # cloze questions (tuner.data.cloze); the night then runs on the vault's copy
     from_log = "..."                 # where the labels job writes; default: <gold>.from-log.yaml beside gold
 
 A job's schedule is `cron` (five fields, in the daemon's time zone) or `every` (a duration such as
@@ -44,11 +45,15 @@ JOB_NAMES = tuple(JOBS)
 DEFAULT_JOBS = {"index": {"cron": "0 1 * * *"}, "sweep": {"cron": "5 1 * * *", "until": "07:00"},
                 "report": {"cron": "5 7 * * *"}, "labels": {"cron": "0 4 * * 0"}}
 DEFAULT_GRACE_S = 6 * 3600
-EVIDENCE_KEYS = ("vault_questions", "kinds", "seed", "from_log")
+EVIDENCE_KEYS = ("vault_questions", "kinds", "seed", "from_log", "cloze")
 # gold make's default (its recipe: anchors first, each without its link): a night tuned on 600 such questions
 # recovered 61-83 % of johngrib's held-out hit@5 gap where 200 of every kind in turn recovered none
 # (BENCHMARKS.md); on the demo vault they give the gain test the power the 24 hand-written ones lack
 DEFAULT_VAULT_QUESTIONS = MADE_N
+# cloze questions a night adds (tuner.data.cloze): on the johngrib wiki they ranked 26 configs as hand-written
+# questions do (Spearman 0.93) where anchors and headings did not, and a night on them from the hand-set start
+# recovered most of the held-out gap to the shipped default (BENCHMARKS.md, a night on questions the vault supplies)
+DEFAULT_CLOZE = MADE_N
 MAX_VAULT_QUESTIONS = 100_000
 SWEEP_KEYS = {"vault", "db", "gold", "holdout", "space", "score_config", "start_config", *SETTING_NAMES}
 
@@ -122,6 +127,7 @@ class EvidenceSpec:
     kinds: tuple[str, ...] | None = None      # None: gold make's default kinds
     seed: int = 0
     from_log: str | None = None               # None: <gold>.from-log.yaml beside the gold set
+    cloze: int = DEFAULT_CLOZE                # cloze questions (0: none; the night runs on the vault's own index)
 
     def from_log_path(self, gold: str) -> Path:
         if self.from_log:
@@ -280,7 +286,8 @@ def _evidence(raw, where: str, base: Path, sweep: dict) -> EvidenceSpec:
             raise DaemonConfigError(f"{where}: [evidence] from_log = {from_log} is the hand-written gold set; the "
                                     "labels job would overwrite it: name another file, or leave the key out "
                                     "(<gold>.from-log.yaml beside it)")
-    return EvidenceSpec(n, kinds, seed, from_log)
+    cloze = v.integer("cloze", e["cloze"], lo=0, hi=MAX_VAULT_QUESTIONS) if "cloze" in e else DEFAULT_CLOZE
+    return EvidenceSpec(n, kinds, seed, from_log, cloze)
 
 
 def sample_config_text() -> str:

@@ -5,6 +5,11 @@
   hand-written tuning set into one gold file under runs/evidence/ (tuner.data.night_gold). The holdout stays
   hand-written: with `split` instead of a holdout file, the hand-written set is split first and only its
   tuning part is combined, so no made question is ever a holdout question.
+- Cloze questions (`[evidence] cloze`, tuner.data.cloze): one line of each note, blanked in a copy of the vault
+  under runs/evidence/cloze/ and asked of that copy's index, made again only when the vault changed. With them the
+  whole night runs on the copy's index (every other question is asked of it too; the notes the hand-written and
+  labelled questions point at keep every line), and what it promotes is the vault's own index
+  (index_to_promote), never the copy's.
 - Weekly (the `labels` job): recall calls a person labelled become gold questions and probes (`gold from-log`),
   deduplicated against the hand-written sets and the calls already kept, added to the from-log file beside the
   gold set (written atomically; the hand-written file is only read).
@@ -21,8 +26,11 @@ import yaml
 from search_core import SearchCoreError, StopRequested
 from search_core.files import atomic_write_text
 
+from tuner.data.cloze import ClozeSet
 from tuner.data.gold import load_gold, split_gold
 from tuner.data.night_gold import NightGold, VaultSet, refresh_vault_questions, write_night_gold
+
+CLOZE_FOLDER = "cloze"          # under runs/evidence/: the cloze set, the copy, its index, its model indexes
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,10 @@ class NightSet:
     vault: VaultSet | None          # None: [evidence] vault_questions = 0, or `vault_skipped`
     from_log: str | None            # the labelled calls' file, when it exists
     vault_skipped: str | None = None    # why the vault gave no questions (a corpus that is not notes, too few notes)
+    db: str | None = None           # the index the night runs on: the cloze copy's, or None (the vault's own)
+    cloze: ClozeSet | None = None
+    cloze_made: bool = False        # made now (else reused: the vault did not change)
+    cloze_skipped: str | None = None
 
     def to_json(self) -> dict:
         """For the run table and the daemon's log."""
@@ -42,6 +54,9 @@ class NightSet:
                 **({"vault_set": ("made" if self.vault.made else "reused (the vault did not change)")
                                  + ("; left out of the night: no anchor question" if self.vault.lookups_only else "")}
                    if self.vault else {"vault_set": f"not made: {self.vault_skipped}"} if self.vault_skipped else {}),
+                **({"cloze": {"questions": self.cloze.questions, "index": str(self.cloze.db),
+                              "set": "made" if self.cloze_made else "reused (the vault did not change)"}}
+                   if self.cloze else {"cloze": f"not made: {self.cloze_skipped}"} if self.cloze_skipped else {}),
                 **({"left_out": self.tuning.dropped} if self.tuning.dropped else {})}
 
 
@@ -80,6 +95,7 @@ def prepare_night_gold(cfg, db: str | Path, progress=None) -> NightSet:
     log_file = ev.from_log_path(s.gold)
     if log_file.exists():
         parts.append(str(log_file))
+    own = [*parts, *([holdout] if holdout else [])]        # the person's questions: hand-written and labelled
     vault, skipped = None, None
     if ev.vault_questions and s.vault:
         try:
@@ -96,10 +112,65 @@ def prepare_night_gold(cfg, db: str | Path, progress=None) -> NightSet:
                 progress(f"vault questions left out: {vault.left_out_reason()}")
             else:
                 parts.append(str(vault.path))
+    cloze, cloze_made, cloze_skipped = None, False, None
+    if ev.cloze and s.vault:
+        from tuner.data.cloze import refresh_cloze
+        # the notes the person's own questions point at keep every line: those questions are asked of the copy too
+        keep = {g for p in own for q in load_gold(p).questions for g in q.gold}
+        try:
+            cloze, cloze_made = refresh_cloze(s.vault, folder / CLOZE_FOLDER, n=ev.cloze, seed=ev.seed, keep_notes=keep,
+                                              like=db)
+        except SearchCoreError as e:
+            cloze_skipped = str(e)
+            progress(f"cloze questions: none ({cloze_skipped}); the night runs on the vault's own index")
+        else:
+            _share_gate_file(db, cloze.db)
+            parts.append(str(cloze.gold))
+            progress(f"cloze questions: {cloze.questions}, asked of {cloze.db} "
+                     + ("(made now)" if cloze_made else "(reused: the vault did not change)"))
+    night_db = str(cloze.db) if cloze else None
     left_out = (vault.left_out_reason(),) if vault is not None and vault.lookups_only else ()
-    tuning = write_night_gold(parts, folder, name="night-gold", known_ids=index_note_ids(db), left_out=left_out)
+    tuning = write_night_gold(parts, folder, name="night-gold", known_ids=index_note_ids(night_db or db),
+                              left_out=left_out)
     progress(f"tuning set {tuning.path.name}: {tuning.describe()}")
-    return NightSet(str(tuning.path), holdout, tuning, vault, str(log_file) if log_file.exists() else None, skipped)
+    return NightSet(str(tuning.path), holdout, tuning, vault, str(log_file) if log_file.exists() else None, skipped,
+                    night_db, cloze, cloze_made, cloze_skipped)
+
+
+def _share_gate_file(db: str | Path, copy_db: str | Path) -> None:
+    """The vault's index's gate file (`calibrate apply`) beside the copy's index too, or none there: the night
+    decides with the gate `search` uses on the vault's index."""
+    from search_core.gate.model import sidecar_path
+    src, dst = sidecar_path(db), sidecar_path(copy_db)
+    if src.exists():
+        atomic_write_text(dst, src.read_text(encoding="utf-8"))
+    elif dst.exists():
+        dst.unlink()
+
+
+def is_cloze_index(runs: str | Path, db: str | Path) -> bool:
+    """Whether a sweep's index is a cloze copy's (or a model index built from the copy), which is never promoted."""
+    root = (Path(runs) / "evidence" / CLOZE_FOLDER).resolve()
+    return Path(db).resolve().is_relative_to(root)
+
+
+def index_to_promote(vault_db: str | Path, vault: str | None, final_embedder: str, index_dir: str | Path,
+                     stop=None) -> str:
+    """The index a night run on the cloze copy promotes: the vault's own (`vault_db`) when the winner keeps its
+    embedder, else the vault's index for the winner's embedder, built in `index_dir` as a sweep's model round builds
+    it (the copy's index of that model lacks the cloze lines)."""
+    from tuner.data.cloze import index_settings
+    if index_settings(vault_db)[0] == final_embedder:
+        return str(vault_db)
+    from tuner.sweep.workbench import Workbench
+    bench = Workbench(vault_db, vault=vault, index_dir=index_dir)
+    bench.stop = stop
+    try:
+        searcher, _ = bench.searcher_for(final_embedder)
+        return str(searcher.db)
+    finally:
+        for sr in bench.searchers.values():
+            sr.close()
 
 
 @dataclass(frozen=True)

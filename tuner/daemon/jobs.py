@@ -101,7 +101,15 @@ def _daemon_sweeps(d) -> list[str]:
     return ids
 
 
+def _vault_db(d) -> str:
+    """The index of the vault a night starts from: the active one (promoted), else the config's."""
+    from tuner.promotion.promote import read_active
+    active = read_active(d.cfg.runs)
+    return str(active.index) if active and active.index else d.cfg.sweep.db
+
+
 def job_sweep(d, spec, scheduled, rid):
+    from tuner.daemon.evidence import index_to_promote, is_cloze_index
     from tuner.promotion.promote import decide_promotion, read_active
     from tuner.sweep.loop import Sweep
 
@@ -132,7 +140,7 @@ def job_sweep(d, spec, scheduled, rid):
             from tuner.daemon.evidence import prepare_night_gold
             active = read_active(d.cfg.runs)
             start = active.config if active else load_config(s.start_config)
-            db = str(active.index) if active and active.index else s.db
+            db = _vault_db(d)
             night = prepare_night_gold(d.cfg, db, progress=progress)
             if d.stop.is_set():         # making the vault's questions took a while; the sweep has not begun
                 raise StopRequested("the sweep had not begun (the night's questions were made; the next night "
@@ -140,6 +148,9 @@ def job_sweep(d, spec, scheduled, rid):
             evidence = night.to_json()
             params = dataclasses.replace(sweep_params(s, db, Path(d.cfg.runs), budget), gold=night.gold,
                                          holdout=night.holdout, split=None)
+            if night.cloze is not None:     # the whole night on the copy without the cloze lines
+                params = dataclasses.replace(params, db=night.db, vault=str(night.cloze.vault),
+                                             index_dir=str(night.cloze.folder / "indexes"))
             sw = Sweep(params, lg, start=start, progress=progress, stop_flag=d.stop.is_set)
             how = "started"
         if sw.evidence_step is not None:        # what the budget bought before round 1 (more questions, or why not)
@@ -154,8 +165,11 @@ def job_sweep(d, spec, scheduled, rid):
             return "stopped", {**detail, "note": "stopped at a round boundary; resumes at the next window"}
         final = summary.final_config.search
         searcher = sw.bench.searchers.get(final.embedder)
-        promo = decide_promotion(sw.id, summary.start_config.search, final, summary.holdout,
-                                 searcher.db if searcher else None, d.cfg.runs,
+        index = searcher.db if searcher else None
+        if index is not None and is_cloze_index(d.cfg.runs, sw.p.db):
+            index = index_to_promote(_vault_db(d), s.vault, final.embedder, Path(d.cfg.runs) / "indexes",
+                                     stop=d.stop.is_set)
+        promo = decide_promotion(sw.id, summary.start_config.search, final, summary.holdout, index, d.cfg.runs,
                                  gate_model=sw.bench.gate_models.get((final.embedder, final.reranker)))
         detail["promotion"] = promo.to_json()
         detail["reports"] = _reports_after_sweep(d, sw.id)
@@ -183,6 +197,7 @@ def decide_undecided(d, lg) -> LateDecision | None:
     decision names it (the process died in between): decide it now, from the ledger, instead of starting a
     new sweep over it. Its winner's gate model is not kept, so a gate_threshold is not promoted with it
     (decide_promotion says so); a winner of another embedder than the sweep's index is left undecided."""
+    from tuner.daemon.evidence import is_cloze_index
     from tuner.promotion.promote import History, decide_promotion
     ids = _daemon_sweeps(d)
     if not ids:
@@ -202,8 +217,9 @@ def decide_undecided(d, lg) -> LateDecision | None:
         log.warning("sweep %s ended undecided with a winner on another embedder; its index is not kept, so it "
                     "is not promoted", info.id)
         return None
+    index = _vault_db(d) if is_cloze_index(d.cfg.runs, info.db) else info.db   # same embedder: the vault's own
     try:
-        promo = decide_promotion(info.id, start, final, summary.holdout, info.db, d.cfg.runs)
+        promo = decide_promotion(info.id, start, final, summary.holdout, index, d.cfg.runs)
     except SearchCoreError as e:     # e.g. its index is gone: a new sweep starts rather than failing every night
         log.warning("sweep %s ended undecided and cannot be decided now (%s); a new sweep starts", info.id, e)
         return None

@@ -142,7 +142,7 @@ def cloze_questions(lines: list[ClozeLine]) -> list[Question]:
     import hashlib
     return [Question(f"cloze-{hashlib.sha256(f'{c.note_id}|{c.line}|{c.text}'.encode()).hexdigest()[:8]}",
                      CLOZE_LEVEL, c.query, (c.note_id,), f"line {c.line} of note {c.note_id}, blanked in the copy",
-                     line=c.line, source="vault") for c in lines]
+                     source="vault") for c in lines]
 
 
 def write_cloze_vault(vault: str | Path, lines: list[ClozeLine], out: str | Path) -> Path:

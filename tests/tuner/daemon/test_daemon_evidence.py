@@ -66,7 +66,7 @@ def test_the_nights_set_adds_the_vaults_questions_made_again_only_when_the_vault
     from tuner.daemon.evidence import prepare_night_gold
     vault = tmp_path / "vault"
     shutil.copytree(DEMO_VAULT, vault)
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40\ncloze = 0"))
     hand = (tmp_path / "tune.yaml").read_bytes()
     first = prepare_night_gold(cfg, db_copy)
     gs = load_gold(first.gold)
@@ -94,7 +94,7 @@ def test_the_nights_vault_questions_are_made_as_gold_make_makes_them(tmp_path, d
     shutil.copytree(DEMO_VAULT, vault)
     before = refresh_vault_questions(vault, tmp_path / "runs" / "evidence", n=40, recipe_before=True)
     assert before.made and "heading" in before.by_kind          # every kind in turn: not anchors first
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40\ncloze = 0"))
     night = prepare_night_gold(cfg, db_copy)
     assert night.vault.made and night.vault.by_kind == {"anchor": 40}
     made = [(q.query, q.gold, q.exclude) for q in load_gold(night.gold).questions if q.source == "vault"]
@@ -113,6 +113,7 @@ def test_a_vault_that_gives_no_questions_leaves_the_night_its_hand_written_set(t
     said = []
     night = prepare_night_gold(cfg, db_copy, progress=said.append)
     assert night.vault is None and "0 note(s)" in night.vault_skipped
+    assert night.cloze is None and night.db is None and "prose lines" in night.cloze_skipped   # nor cloze ones
     assert {q.source for q in load_gold(night.gold).questions} == {"hand"}
     assert night.to_json()["vault_set"].startswith("not made: ")
     assert any(x.startswith("vault questions: none (") for x in said)
@@ -134,7 +135,7 @@ def test_a_vault_with_no_anchor_leaves_its_lookups_out_of_the_night_and_the_repo
         text = note.read_text(encoding="utf-8")
         text = re.sub(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1", text)        # [[note|words]] -> words
         note.write_text(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text), encoding="utf-8")
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40\ncloze = 0"))
     said = []
     night = prepare_night_gold(cfg, db_copy, progress=said.append)
     assert night.vault.made and night.vault.lookups_only and night.vault.questions == 40
@@ -151,7 +152,7 @@ def test_a_vault_with_no_anchor_leaves_its_lookups_out_of_the_night_and_the_repo
     section = md.split("## The evidence the night stood on", 1)[1].split("\n## ", 1)[0]
     assert why in section
     # a vault with anchors keeps its questions in the night, and its file says nothing was left out
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, evidence="vault_questions = 40"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, evidence="vault_questions = 40\ncloze = 0"))
     with_anchors = prepare_night_gold(cfg, db_copy)
     assert not with_anchors.vault.lookups_only and left_out_of(with_anchors.gold) == ()
     assert sum(q.source == "vault" for q in load_gold(with_anchors.gold).questions) == 40
@@ -159,7 +160,7 @@ def test_a_vault_with_no_anchor_leaves_its_lookups_out_of_the_night_and_the_repo
 
 def test_with_a_split_the_holdout_is_the_hand_written_half_and_no_made_question(tmp_path, db_copy):
     from tuner.daemon.evidence import prepare_night_gold
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, holdout=False, evidence="vault_questions = 30"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, holdout=False, evidence="vault_questions = 30\ncloze = 0"))
     night = prepare_night_gold(cfg, db_copy)
     hold, tune = load_gold(night.holdout), load_gold(night.gold)
     hand_ids = {q.id for q in load_gold(tmp_path / "tune.yaml").questions}
@@ -176,10 +177,69 @@ def test_a_made_question_about_a_note_the_index_lacks_is_left_out(tmp_path, db_c
     shutil.copytree(DEMO_VAULT, vault)
     (vault / "ai" / "new-note.md").write_text("---\ntitle: 새 노트\naliases: [brand new note]\n---\n# 새 노트\n\n"
                                                "## 설정 방법\n\n본문.\n", encoding="utf-8")
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 2000"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 2000\ncloze = 0"))
     night = prepare_night_gold(cfg, db_copy)
     assert night.tuning.dropped == {"names a note the index does not hold": 2}     # its alias and its heading
     assert not any("ai/new-note" in q.gold for q in load_gold(night.gold).questions)
+
+
+def test_cloze_questions_put_the_night_on_the_vaults_copy_and_spare_the_persons_notes(tmp_path, db_copy):
+    from tuner.daemon.evidence import is_cloze_index, prepare_night_gold
+    from tuner.data.vault_questions import _render
+    from tuner.data.cloze import index_settings
+    vault = tmp_path / "vault"
+    shutil.copytree(DEMO_VAULT, vault)
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 0\ncloze = 30"))
+    before = db_copy.read_bytes()
+    said = []
+    night = prepare_night_gold(cfg, db_copy, progress=said.append)
+    assert night.cloze_made and night.cloze.questions == 30 and night.db == str(night.cloze.db)
+    assert is_cloze_index(tmp_path / "runs", night.db) and not is_cloze_index(tmp_path / "runs", db_copy)
+    assert index_settings(night.db) == index_settings(db_copy)
+    gs = load_gold(night.gold)
+    cloze = [q for q in gs.questions if q.id.startswith("cloze-")]
+    assert len(cloze) == 30 and {q.source for q in gs.questions} == {"hand", "vault"}
+    persons = {g for f in ("tune.yaml", "hold.yaml") for q in load_gold(tmp_path / f).questions for g in q.gold}
+    assert persons and not {q.gold[0] for q in cloze} & persons          # their notes keep every line
+    for q in cloze:                                                      # blanked in the copy, not in the vault
+        rel = next(p for p in vault.rglob("*.md") if p.relative_to(vault).with_suffix("").as_posix() == q.gold[0])
+        copy = night.cloze.vault / rel.relative_to(vault)
+        line = int(q.why.split()[1])                                     # "line 12 of note ai/x, blanked in the copy"
+        assert copy.read_text(encoding="utf-8").split("\n")[line - 1] == ""
+        assert _render(rel.read_text(encoding="utf-8").split("\n")[line - 1]) == q.query
+    assert db_copy.read_bytes() == before
+    assert night.to_json()["cloze"]["questions"] == 30 and any(x.startswith("cloze questions: 30") for x in said)
+    again = prepare_night_gold(cfg, db_copy)
+    assert not again.cloze_made and again.gold == night.gold
+
+
+def test_a_night_on_the_copy_promotes_the_vaults_own_index(tmp_path, db_copy):
+    from tuner.ledger.ledger import Ledger
+    from tuner.promotion.promote import read_active
+    cfg_path = write_config(tmp_path, db_copy, evidence="vault_questions = 0\ncloze = 40", rounds=8)
+    runs = tmp_path / "runs"
+    hand_set_calibrations(runs / "cost-model", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
+    r = CliRunner().invoke(main, ["daemon", "--config", str(cfg_path), "--once", "sweep"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.output)
+    assert res["evidence"]["cloze"]["questions"] == 40
+    lg = Ledger(runs / "ledger.sqlite")
+    try:
+        info = lg.sweep(res["sweep"])
+    finally:
+        lg.close()
+    assert info.params.sweep.db == res["evidence"]["cloze"]["index"] != str(db_copy)    # tuned on the copy
+    assert res["promotion"]["promoted"], res["promotion"]
+    from search_core.index.store import connect
+
+    def chunk_texts(db):
+        conn = connect(db, readonly=True)
+        try:
+            return sorted(t for (t,) in conn.execute("SELECT text FROM chunks"))
+        finally:
+            conn.close()
+    promoted = chunk_texts(read_active(runs).index)
+    assert promoted == chunk_texts(db_copy) != chunk_texts(info.params.sweep.db)   # the vault's, not the copy's
 
 
 # -- the weekly labels job ------------------------------------------------------------------------------------
@@ -219,7 +279,7 @@ def test_the_weekly_labels_job_adds_labelled_calls_beside_the_gold_set_once(tmp_
 
 # -- a real night --------------------------------------------------------------------------------------------
 def test_a_night_tunes_on_every_kind_and_its_report_says_which_evidence(tmp_path, db_copy):
-    cfg_path = write_config(tmp_path, db_copy, evidence="vault_questions = 60", rounds=10)
+    cfg_path = write_config(tmp_path, db_copy, evidence="vault_questions = 60\ncloze = 0", rounds=10)
     runs = tmp_path / "runs"
     hand_set_calibrations(runs / "cost-model", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
     labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
