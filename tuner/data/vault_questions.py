@@ -94,6 +94,9 @@ FINDABLE_LISTS = {
     "keyword": {"w_dense": 0.0, "w_sparse": 1.0, "w_ngram": 0.0},
     "ngram": {"w_dense": 0.0, "w_sparse": 0.0, "w_ngram": 1.0},
 }
+# every kind a made question's id may name: `gold make`'s, and the cloze questions of `gold cloze` (tuner.data.cloze),
+# which are asked of the vault's copy without their lines
+MADE_KINDS = KINDS + ("cloze",)
 LEVEL_OF = {"anchor": "L1", "heading": "L0", "alias": "L0", "summary": "L1", "title": "L0"}
 
 MD_LINK_RE = re.compile(r"(?<!!)\[([^\]\n]+)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -164,10 +167,10 @@ def lookups_only_warning(questions: int, vault: str = "the vault") -> str:
 
 
 def made_kind(question_id: str) -> str | None:
-    """The kind a made question's id names ("anchor-1a2b3c4d", or "vault:anchor-1a2b3c4d" once a night's set
-    renamed it beside a hand-written id): None for an id `gold make` did not write."""
+    """The kind a made question's id names ("anchor-1a2b3c4d", "cloze-1a2b3c4d", or "vault:anchor-1a2b3c4d" once a
+    night's set renamed it beside a hand-written id): None for an id `gold make` or `gold cloze` did not write."""
     head = question_id.split(":", 1)[-1].split("-", 1)[0]
-    return head if head in KINDS and "-" in question_id else None
+    return head if head in MADE_KINDS and "-" in question_id else None
 
 
 @dataclass(frozen=True)

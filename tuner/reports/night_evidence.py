@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tuner.data.night_gold import KindCount, kind_counts, left_out_of
-from tuner.data.vault_questions import KINDS, lookups_only_warning, made_kind
+from tuner.data.vault_questions import MADE_KINDS, lookups_only_warning, made_kind
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
 from tuner.ledger.round import Round
@@ -99,15 +99,15 @@ class NightEvidence:
                          for k in self.kinds)
 
     def lookups_only(self) -> str | None:
-        """When the vault's questions hold no anchor (its links sit in lists, or it has none): what that set is,
-        and what it means for the changes the night kept on it. None when anchors are there, or no vault
-        question is."""
+        """When the vault's questions hold no anchor (its links sit in lists, or it has none) and no cloze question:
+        what that set is, and what it means for the changes the night kept on it. None when anchors or cloze
+        questions are there, or no vault question is."""
         made = sum(self.made_kinds.values())
-        if not made or self.made_kinds.get("anchor"):
+        if not made or self.made_kinds.get("anchor") or self.made_kinds.get("cloze"):
             return None
         by_vault = [k for k in self.kept if k.decided_by == ("vault",)]
         counts = ", ".join(f"{k} {n}" for k, n in sorted(self.made_kinds.items(),
-                                                         key=lambda kv: KINDS.index(kv[0]) if kv[0] in KINDS else 99))
+                                                         key=lambda kv: MADE_KINDS.index(kv[0]) if kv[0] in MADE_KINDS else 99))
         meaning = (f"{len(by_vault)} of the {len(self.kept)} changes kept ("
                    + ", ".join(describe_change(k.variable, k.old, k.new) for k in by_vault)
                    + ") were decided by these lookups alone: check them on questions of your own before trusting "

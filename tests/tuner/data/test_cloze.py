@@ -91,6 +91,8 @@ def test_the_questions_are_asked_of_an_index_without_their_lines(vault, tmp_path
     assert made.questions == len(gold.questions) == 2
     assert {q.source for q in gold.questions} == {"vault"} and {q.level for q in gold.questions} == {"L1"}
     assert all(q.id.startswith("cloze-") for q in gold.questions)
+    from tuner.data.vault_questions import made_kind
+    assert {made_kind(q.id) for q in gold.questions} == {"cloze"}       # the morning report counts them as such
     s = Searcher(made.db)
     try:
         texts = " ".join(r[0] for r in s.conn.execute("SELECT text FROM chunks"))

@@ -94,4 +94,5 @@ def test_the_morning_report_says_when_the_vault_gave_no_anchor_question_and_what
     assert said in section
     # a set with anchors in it says nothing of the kind; nor does a night without the vault's questions
     assert dataclasses.replace(ev, made_kinds={**ev.made_kinds, "anchor": 1}).lookups_only() is None
+    assert dataclasses.replace(ev, made_kinds={**ev.made_kinds, "cloze": 30}).lookups_only() is None   # sentences
     assert dataclasses.replace(ev, made_kinds={}).lookups_only() is None
