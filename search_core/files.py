@@ -57,6 +57,20 @@ def atomic_replace(tmp: str | Path, dest: str | Path) -> Path:
     return dest
 
 
+def swap_folder(staging: str | Path, dest: str | Path) -> Path:
+    """Put the finished folder `staging` in `dest`'s place: the old folder is renamed aside first, the new one
+    renamed in, then the old one removed; a crash leaves the old folder or the new one whole at `dest` (and at
+    worst a `.NAME.old-PID` folder beside it). `staging` must be in dest's folder."""
+    import shutil
+    staging, dest = Path(staging), Path(dest)
+    old = dest.parent / f".{dest.name}.old-{os.getpid()}"
+    if dest.exists():
+        dest.rename(old)
+    staging.rename(dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return dest
+
+
 class LockBusy(Exception):
     """Another live process holds the lock; `holder` is its pid when the lock file names one."""
 

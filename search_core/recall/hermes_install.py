@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from search_core import SearchCoreError
+from search_core.files import swap_folder
 from search_core.recall import client as _client
 from search_core.recall import hermes as _provider
 
@@ -127,11 +128,7 @@ def install(home: str | Path | None = None, *, server: str | None = None, token:
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
         if cfg.get("token"):
             cfg_path.chmod(0o600)
-        old = dest.parent / f".{NAME}.old-{os.getpid()}"
-        if dest.exists():
-            dest.rename(old)
-        staging.rename(dest)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_folder(staging, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     shown = {**cfg, "token": "set" if cfg.get("token") else None}

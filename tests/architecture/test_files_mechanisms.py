@@ -17,8 +17,6 @@ ALLOWED = {
         "the recall log's trim: this file runs inside Hermes and imports nothing of ours",
     ("search_core/index/embed_cache.py", "Path.replace"):
         "_set_aside: a damaged cache and its WAL moved aside under a new name, nothing written into place",
-    ("search_core/recall/hermes_install.py", "Path.rename"):
-        "a whole plugin folder swapped in (old one renamed aside first); files.py swaps single files",
 }
 LOCKS = {"flock", "lockf"}
 RENAMES = {"replace", "rename"}

@@ -46,3 +46,16 @@ def test_folder_lock_sees_its_folder_replaced(tmp_path):
         assert lock.replaced()                      # another folder under its name
     finally:
         lock.release()
+
+
+def test_swap_folder_puts_the_new_folder_whole_in_the_old_ones_place(tmp_path):
+    from search_core.files import swap_folder
+    dest, staging = tmp_path / "set", tmp_path / "set.tmp"
+    staging.mkdir()
+    (staging / "a.txt").write_text("one")
+    assert swap_folder(staging, dest) == dest and (dest / "a.txt").read_text() == "one"   # nothing there before
+    staging.mkdir()
+    (staging / "b.txt").write_text("two")
+    swap_folder(staging, dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["b.txt"]                  # the old folder's files are gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]                 # nor is anything left aside

@@ -22,6 +22,7 @@ line as a reader sees it (links as text, no markup).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -33,7 +34,8 @@ from pathlib import Path
 import yaml
 
 from search_core import SearchCoreError
-from search_core.files import atomic_write_text
+from search_core.config import ChunkConfig
+from search_core.files import atomic_write_text, swap_folder
 from search_core.hashing import hash_tree
 
 from tuner.data.gold import Question
@@ -66,7 +68,7 @@ class ClozeSet:
     db: Path | None      # its index (None until indexed)
     questions: int
     notes: int           # notes in the vault
-    dropped: dict        # reason -> lines left out
+    dropped: dict[str, int]     # reason -> lines left out
 
     def to_json(self) -> dict:
         return {"folder": str(self.folder), "gold": str(self.gold), "vault": str(self.vault),
@@ -175,13 +177,10 @@ def write_cloze_vault(vault: str | Path, lines: list[ClozeLine], out: str | Path
     if blanks:
         shutil.rmtree(tmp)
         raise SearchCoreError(f"notes {sorted(blanks)[:3]} left {vault} while cloze questions were made; make them again")
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return out
+    return swap_folder(tmp, out)
 
 
-def index_settings(db: str | Path) -> tuple[str, dict]:
+def index_settings(db: str | Path) -> tuple[str, ChunkConfig]:
     """(embedder name, chunking) an index was built with: a cloze copy's index must be built alike to stand in
     for it."""
     from search_core.index.store import get_meta, open_index
@@ -190,7 +189,7 @@ def index_settings(db: str | Path) -> tuple[str, dict]:
         fp = get_meta(conn, "fingerprint")
     finally:
         conn.close()
-    return fp["embedder"]["name"], dict(fp["chunking"])
+    return fp["embedder"]["name"], ChunkConfig(**fp["chunking"])
 
 
 def make_cloze(vault_or_db: str | Path, out: str | Path, *, n: int | None = 600, seed: int = 0, keep_notes=(),
@@ -218,17 +217,15 @@ def make_cloze(vault_or_db: str | Path, out: str | Path, *, n: int | None = 600,
     db = None
     if index:
         from search_core.index.indexer import index_vault
-        from search_core.config import ChunkConfig
         chunking = None
         if like is not None:
-            embedder, chunks = index_settings(like)
-            chunking = ChunkConfig(**chunks)
+            embedder, chunking = index_settings(like)
         db = out / INDEX
         index_vault(copy, db, embedder=embedder, chunk_cfg=chunking, cache=cache, progress=progress)
     return ClozeSet(out, gold, copy, db, len(qs), n_notes, dict(dropped))
 
 
-def stamp_of(vault: Path, n: int | None, seed: int, keep_notes, built: object) -> dict:
+def _stamp(vault: Path, n: int | None, seed: int, keep_notes, built: object) -> dict[str, object]:
     return {"vault": str(Path(vault).resolve()), "content": hash_tree(vault), "n": n, "seed": seed,
             "keep_notes": sorted(keep_notes), "index": built}
 
@@ -239,7 +236,8 @@ def refresh_cloze(vault: str | Path, out: str | Path, *, n: int | None = 600, se
     """make_cloze into `out` unless it was made there from the same vault content and options (its manifest says
     so): (the set, whether it was made now). A night's evidence is reused while the vault does not change."""
     vault, out = vault_of(vault), Path(out)
-    stamp = stamp_of(vault, n, seed, keep_notes, list(index_settings(like)) if like is not None else embedder)
+    built = None if like is None else [index_settings(like)[0], dataclasses.asdict(index_settings(like)[1])]
+    stamp = _stamp(vault, n, seed, keep_notes, built or embedder)
     try:
         old = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):

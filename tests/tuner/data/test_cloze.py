@@ -128,7 +128,7 @@ def test_the_copy_is_indexed_as_the_index_it_stands_in_for(vault, tmp_path, shar
     index_vault(vault, like, embedder=NAME, chunk_cfg=ChunkConfig(target_chars=200, max_chars=300, min_chars=40), cache=shared_cache)
     made = make_cloze(vault, tmp_path / "cloze", n=None, like=like, cache=shared_cache)
     assert index_settings(made.db) == index_settings(like)
-    assert index_settings(like)[1]["max_chars"] == 300 != ChunkConfig().max_chars
+    assert index_settings(like)[1].max_chars == 300 != ChunkConfig().max_chars
 
 
 def test_gold_cloze_from_an_index_builds_the_copy_as_that_index_was_built(vault, tmp_path, shared_cache):
