@@ -276,8 +276,9 @@ def test_the_ngram_list_is_fused_beside_the_sparse_channel_with_its_own_weight(d
         s.close()
 
 
-@pytest.mark.parametrize("tied", [1, 5, 40])       # none, a tie within the first query's rows, one past them
-def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(tied):
+# none, a tie within the first query's rows (tie_room(8) = 10: rows 3-8 tie, the cut is the 8th), one past them
+@pytest.mark.parametrize("limit, tied", [(3, 1), (8, 6), (3, 40)])
+def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(limit, tied):
     import sqlite3
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(title, aliases, tags, summary, body, tokenize='trigram')")
@@ -286,13 +287,13 @@ def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(tied):
     conn.executemany("INSERT INTO chunks_fts VALUES (?, ?, ?, ?, ?)", rows)
     queries = []
     conn.set_trace_callback(lambda sql: queries.append(sql) if "MATCH" in sql else None)
-    got = ch._fts_best(conn, ch.fts_match_expr(["quo", "okk"]), 3)
+    got = ch._fts_best(conn, ch.fts_match_expr(["quo", "okk"]), limit)
     conn.set_trace_callback(None)
     every = conn.execute("SELECT rowid, bm25(chunks_fts, 3.0, 3.0, 2.0, 2.0, 1.0) AS s FROM chunks_fts "
                          "WHERE chunks_fts MATCH ? ORDER BY s", (ch.fts_match_expr(["quo", "okk"]),)).fetchall()
-    want = [r for r in every if r[1] <= every[2][1]]
+    want = [r for r in every if r[1] <= every[limit - 1][1]]
     assert sorted(got) == sorted(want) and len(got) == 2 + tied
-    assert len(queries) == (2 if 2 + tied >= 3 * ch.TIE_ROOM else 1)
+    assert len(queries) == (2 if 2 + tied >= ch.tie_room(limit) else 1) == (2 if tied == 40 else 1)
 
 
 def test_top_stable_is_the_head_of_a_stable_sort():
