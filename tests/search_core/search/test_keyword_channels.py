@@ -302,3 +302,17 @@ def test_top_stable_is_the_head_of_a_stable_sort():
     for values in (rng.integers(0, 4, 1000).astype(np.float32), rng.random(500), np.zeros(50), np.arange(3.0)):
         for k in (1, 5, 49, 50, 2000):
             assert ch.top_stable(values, k).tolist() == np.argsort(-values, kind="stable")[:k].tolist()
+
+
+def test_first_best_in_segments_is_argmax_per_segment_with_ties_to_the_first():
+    """The n-gram list's chunk of each note: what lo + np.argmax(values[lo:hi]) gives, segment by segment, on
+    values with many ties, segments of one value and segments asked in any order."""
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        n = int(rng.integers(1, 200))
+        values = rng.integers(0, 4, n).astype(np.float64)           # four values: ties in most segments
+        inner = rng.choice(np.arange(1, n), size=min(n - 1, int(rng.integers(0, 40))), replace=False) if n > 1 else []
+        starts = np.concatenate([[0], np.sort(inner), [n]]).astype(np.int64)
+        asked = rng.permutation(len(starts) - 1)[: int(rng.integers(1, len(starts)))]
+        got = ch._first_best_in_segments(values, starts[asked], starts[asked + 1])
+        assert got.tolist() == [int(starts[i] + np.argmax(values[starts[i]:starts[i + 1]])) for i in asked]
