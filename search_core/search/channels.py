@@ -422,12 +422,6 @@ def tie_room(limit: int) -> int:
     return max(limit + 1, int(limit * TIE_ROOM))
 
 
-def _best_first(ids: list[np.ndarray], weights: list[np.ndarray], head: int):
-    """(key, summed score) best-first, ties by key: _best_first_blocks one pair at a time."""
-    for keys, scores in _best_first_blocks(ids, weights, head):
-        yield from zip(keys.tolist(), scores.tolist())
-
-
 def _best_first_blocks(ids: list[np.ndarray], weights: list[np.ndarray], head: int, block: int = 1024):
     """(keys, summed scores) arrays best-first, ties by key: the sums of a dict loop, as arrays. The keys are
     vault places (view.place_of), so equal scores come in vault order.

@@ -113,14 +113,20 @@ def test_a_long_query_sends_only_its_rarest_trigrams_to_fts5(cap_index, monkeypa
     assert full[0] == "rare" and sorted(full[1:]) == ["c1", "c2", "c3"]
 
 
+def best_first(ids, weights, head, block=1024) -> list[tuple[int, float]]:
+    """channels._best_first_blocks as (key, summed score) pairs, best-first."""
+    return [pair for keys, scores in ch._best_first_blocks(ids, weights, head, block)
+            for pair in zip(keys.tolist(), scores.tolist())]
+
+
 def test_best_first_sums_per_key_and_breaks_ties_by_key():
-    got = list(ch._best_first([np.array([3, 1]), np.array([1, 2])],
+    got = list(best_first([np.array([3, 1]), np.array([1, 2])],
                               [np.array([2.0, 1.0]), np.array([0.5, 0.5])], head=10))
     assert got == [(3, 2.0), (1, 1.5), (2, 0.5)]
     # head 2 cuts between tied scores: both 3.0s come first, then the rest, still best-first
-    got = list(ch._best_first([np.array([1, 2, 3, 4])], [np.array([1.0, 3.0, 3.0, 2.0])], head=2))
+    got = list(best_first([np.array([1, 2, 3, 4])], [np.array([1.0, 3.0, 3.0, 2.0])], head=2))
     assert got == [(2, 3.0), (3, 3.0), (4, 2.0), (1, 1.0)]
-    assert list(ch._best_first([], [], head=5)) == []
+    assert best_first([], [], head=5) == []
 
 
 def test_best_first_gives_the_order_of_a_stable_sort_of_the_sums_whatever_the_head():
@@ -135,7 +141,8 @@ def test_best_first_gives_the_order_of_a_stable_sort_of_the_sums_whatever_the_he
             sums[k] = sums.get(k, 0.0) + x
     want = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
     for head in (1, 50, 400, 2000, 5000, 10000):
-        assert list(ch._best_first(keys, weights, head)) == want
+        for block in (7, 1024):                                   # the ties and the rest, a block at a time
+            assert best_first(keys, weights, head, block) == want
 
 
 def _sparse_as_a_dict_loop(conn, view, query, depth):
