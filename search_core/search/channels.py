@@ -28,7 +28,12 @@ MAX_PHRASES = 24
 # 18); no question of the demo, johngrib or AutoRAG-ko sets reaches the bound (28,230 at most), so their
 # lists are as without it.
 MAX_POSTINGS = 65_536
-TIE_ROOM = 4               # _fts_best's first query reads 4x the rows it keeps, so a tie at its cut is seen whole
+# _fts_best's first query reads 1.25x the rows it keeps (at least one more), so a tie at its cut is mostly seen
+# whole in one pass. FTS5 scores every matching row whatever the LIMIT, but each row kept costs the sort and a
+# Python tuple: 4x read the same rows slower on every set measured (the check's 12-trigram query p50 1.76 -> 1.36
+# ms on johngrib, 29.5 -> 27.7 ms at 250,000 chunks of repeated text, where ties are longest; the same rows on
+# all 547 johngrib, 272 demo and 93 scale questions; docs/lab-notes/fastpath-2026-12.md).
+TIE_ROOM = 1.25
 # The fast path's check asks FTS5 only whether it puts the n-gram list's first note first, over the query's
 # CHECK_PHRASES rarest trigrams: on the tuning parts 12 made every decision and answer that 24 made (one more
 # probe of 48 on the path) and cut that query's p50 about 4x on the wikis (61 -> 14 ms johngrib-tune), 20x on
@@ -64,6 +69,24 @@ def _dedup_notes(pairs, depth: int, view, skip_nav: bool = False) -> list[Channe
         out.append(ChannelHit(nid, cid, float(score)))
         if len(out) >= depth:
             break
+    return out
+
+
+def _dedup_places(blocks, depth: int, view) -> list[ChannelHit]:
+    """_dedup_notes over blocks of (vault places, scores) best-first: a block's notes are found by one
+    searchsorted over the view's note starts instead of a chunk -> note lookup each (~4 us apiece: a johngrib
+    FTS5 list reads ~130 chunks before it has 50 notes, ~0.5 ms of a 4 ms fast-path answer)."""
+    out, seen = [], set()
+    note_ids, at = view.note_ids, view.chunk_at
+    for places, scores in blocks:
+        notes = (np.searchsorted(view.note_start, places, side="right") - 1).tolist()
+        for place, note, score in zip(places.tolist(), notes, scores.tolist()):
+            if note in seen:
+                continue
+            seen.add(note)
+            out.append(ChannelHit(note_ids[note], int(at[place]), float(score)))
+            if len(out) >= depth:
+                return out
     return out
 
 
@@ -214,8 +237,7 @@ def sparse(conn, view, query: str, depth: int, phrases: int | None = None) -> li
             p, _ = _placed(view, got)
             places.append(p)
             weights.append(np.full(len(p), idf))
-    at = view.chunk_at
-    return _dedup_notes(((int(at[p]), s) for p, s in _best_first(places, weights, depth * 8)), depth, view)
+    return _dedup_places(_best_first_blocks(places, weights, depth * 8), depth, view)
 
 
 # BM25's saturation and length normalisation: Lucene's and bm25s' defaults, the values the n-gram peer
@@ -345,12 +367,23 @@ def ngram_sparse(conn, view, query: str, depth: int) -> list[ChannelHit]:
     mine = wanted[index.note_of_place[places]]
     chunk_score = np.bincount(places[mine], weights=(np.repeat(idf, lens) * tfs / (tfs + BM25_K1))[mine],
                               minlength=len(index.chunk_len))
-    hits = []
-    for i in order.tolist():
-        lo, hi = int(index.start[i]), int(index.start[i + 1])
-        place = lo + int(np.argmax(chunk_score[lo:hi]))    # argmax: the first of equal chunks
-        hits.append(ChannelHit(index.note_ids[i], int(view.chunk_at[place]), float(score[i])))
-    return hits
+    place = _first_best_in_segments(chunk_score, index.start[order], index.start[order + 1])
+    return [ChannelHit(index.note_ids[i], cid, sc) for i, cid, sc in
+            zip(order.tolist(), view.chunk_at[place].tolist(), score[order].tolist())]
+
+
+def _first_best_in_segments(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each non-empty segment values[lo[j]:hi[j]], the index of its largest value, the first of equal ones
+    (what lo[j] + np.argmax(values[lo[j]:hi[j]]) gives), in a few array operations instead of an argmax and
+    three int() calls per segment: that loop over the 50 notes of an n-gram list was ~40 % of it."""
+    lens = hi - lo
+    offsets = np.cumsum(lens) - lens                     # where each segment starts in the gathered values
+    idx = np.arange(int(lens.sum())) + np.repeat(lo - offsets, lens)
+    got = values[idx]
+    best = got == np.repeat(np.maximum.reduceat(got, offsets), lens)
+    first = np.flatnonzero(best)                         # ascending, so each segment's first maximum leads
+    _, lead = np.unique(np.repeat(np.arange(len(lo)), lens)[first], return_index=True)
+    return idx[first[lead]]
 
 
 def _placed(view, chunk_ids) -> tuple[np.ndarray, np.ndarray]:
@@ -365,13 +398,13 @@ def _fts_best(conn, match: str, limit: int) -> list[tuple[int, float]]:
     """(rowid, bm25) of the `limit` best FTS5 rows, and every row tied with the last of them: which of
     equal scores LIMIT keeps is FTS5's row order (row ids), so the cut takes them all and the caller
     orders them by the vault. FTS5 scores every row the query matches whatever the LIMIT, so the first
-    query asks for TIE_ROOM times `limit` rows: a tie at the cut is then seen whole in the same pass, and
+    query asks for tie_room(limit) rows: a tie at the cut is then seen whole in the same pass, and
     only a tie running past them costs a second query, for every row scoring at least the tie. (A vault
     that repeats its text ties often: at 255,000 chunks the second query was half the channel's time.)"""
     score = f"bm25(chunks_fts, {', '.join(map(str, FIELD_WEIGHTS))})"
     if limit <= 0:
         return []
-    room = limit * TIE_ROOM
+    room = tie_room(limit)
     rows = conn.execute(f"SELECT rowid, {score} AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?",
                         (match, room)).fetchall()
     if len(rows) <= limit:
@@ -384,15 +417,20 @@ def _fts_best(conn, match: str, limit: int) -> list[tuple[int, float]]:
                         "ORDER BY s", (match, cut)).fetchall()
 
 
-def _best_first(ids: list[np.ndarray], weights: list[np.ndarray], head: int):
-    """(key, summed score) best-first, ties by key: the sums of a dict loop, as arrays. The keys are vault
-    places (view.place_of), so equal scores come in vault order.
+def tie_room(limit: int) -> int:
+    """How many rows _fts_best's first query reads to keep `limit`: TIE_ROOM times, at least one more."""
+    return max(limit + 1, int(limit * TIE_ROOM))
+
+
+def _best_first_blocks(ids: list[np.ndarray], weights: list[np.ndarray], head: int, block: int = 1024):
+    """(keys, summed scores) arrays best-first, ties by key: the sums of a dict loop, as arrays. The keys are
+    vault places (view.place_of), so equal scores come in vault order.
 
     An English question's short tokens ("i", "a", "is", "on") sit in most chunks of a large wiki: one
     johngrib question summed 58,000 postings, 30-50 ms in a Python loop. Scores are added per source
     in the same order as before (FTS score, then each short token's idf), so every sum is the same
-    float. Only the best `head` chunks are sorted first (dedup to notes rarely needs more); the rest
-    follow, sorted, if it does."""
+    float. Only the best `head` chunks are sorted first (dedup to notes rarely needs more, and reads them as
+    one block); the rest follow, sorted, `block` at a time if it does."""
     if not ids or not any(len(a) for a in ids):
         return
     size = int(max(int(a.max()) for a in ids if len(a))) + 1
@@ -411,26 +449,21 @@ def _best_first(ids: list[np.ndarray], weights: list[np.ndarray], head: int):
     sc = score[cand]
     if len(cand) <= head:
         top = np.argsort(-sc, kind="stable")
-        yield from zip(cand[top].tolist(), sc[top].tolist())
+        yield cand[top], sc[top]
         return
     cut = -np.partition(-sc, head - 1)[head - 1]
     above = sc > cut
     top = np.argsort(-sc[above], kind="stable")
-    yield from zip(cand[above][top].tolist(), sc[above][top].tolist())
+    yield cand[above][top], sc[above][top]
     # every tie of the head's last score next, in key order (what a stable sort leaves them in), a block at a
     # time: a short token in most chunks ties 500,000 keys here, and dedup to notes reads a few hundred of them
-    yield from _in_blocks(cand[sc == cut], np.full(1, cut))
+    ties = cand[sc == cut]
+    for lo in range(0, len(ties), block):
+        yield ties[lo:lo + block], np.full(len(ties[lo:lo + block]), cut)
     below = np.flatnonzero(sc < cut)
     rest = below[np.argsort(-sc[below], kind="stable")]
-    yield from _in_blocks(cand[rest], sc[rest])
-
-
-def _in_blocks(keys: np.ndarray, scores: np.ndarray, block: int = 1024):
-    """(key, score) pairs made into Python values a block at a time; `scores` of one element is every key's."""
-    for lo in range(0, len(keys), block):
-        ks = keys[lo:lo + block].tolist()
-        ss = [float(scores[0])] * len(ks) if len(scores) == 1 else scores[lo:lo + block].tolist()
-        yield from zip(ks, ss)
+    for lo in range(0, len(rest), block):
+        yield cand[rest[lo:lo + block]], sc[rest[lo:lo + block]]
 
 
 def split_query(query: str) -> list[str]:

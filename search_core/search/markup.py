@@ -29,6 +29,8 @@ _HEADING_INLINE = re.compile(r"(?:(?<=\s)|^)#{1,6}\s+(?=\S)")
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+-]*[ \t]*$", re.MULTILINE)
 _EMPHASIS = re.compile(r"(\*\*|__|~~)(?=\S)(.+?)(?<=\S)\1")
 _TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+_BLANKS = re.compile(r"[ \t]+")
+_BLANK_LINES = re.compile(r"\n\s*\n+")
 
 
 def _wiki_text(m: re.Match) -> str:
@@ -39,24 +41,39 @@ def _wiki_text(m: re.Match) -> str:
 
 
 def clean_markup(text: str) -> str:
-    """`text` (markdown, one line or many) with its markup reduced to the words it shows; line breaks kept."""
+    """`text` (markdown, one line or many) with its markup reduced to the words it shows; line breaks kept.
+    Each pattern runs only when the text holds a piece every match of it must contain: a pattern scans the
+    whole chunk even when it finds nothing, and 17 scans were most of a snippet's cost (five snippets ~0.45 ms
+    of a 4 ms keyword-only answer on johngrib); the text is then the same as with every pattern run."""
     if not text:
         return text
-    text = _COMMENT.sub(" ", text)
-    text = _LINK_DEF_LINE.sub("", text)
-    text = _FOOTNOTE_DEF_LINE.sub("", text)
-    text = _LINK_DEF_INLINE.sub(" ", text)
-    text = _FOOTNOTE_REF.sub("", text)
-    text = _WIKI_DISPLAY.sub(lambda m: m.group(2).strip() or _wiki_text(m), text)
-    text = _WIKI.sub(_wiki_text, text)
-    text = _IMAGE.sub(lambda m: m.group(1), text)
-    text = _LINK.sub(lambda m: m.group(1), text)
-    text = _REF_LINK.sub(lambda m: m.group(1), text)
-    text = _KRAMDOWN_ATTR.sub("", text)
-    text = _FENCE.sub("", text)
-    text = _HEADING.sub("", text)
-    text = _HEADING_INLINE.sub("", text)
-    text = _EMPHASIS.sub(lambda m: m.group(2), text)
-    text = _TAG.sub(" ", text)
-    text = re.sub(r"[ \t]+", " ", text)
-    return re.sub(r"\n\s*\n+", "\n", text).strip()
+    if "<!--" in text:
+        text = _COMMENT.sub(" ", text)
+    if "]:" in text:
+        text = _LINK_DEF_LINE.sub("", text)
+        if "[^" in text:
+            text = _FOOTNOTE_DEF_LINE.sub("", text)
+        text = _LINK_DEF_INLINE.sub(" ", text)
+    if "[^" in text:
+        text = _FOOTNOTE_REF.sub("", text)
+    if "[[" in text:
+        text = _WIKI_DISPLAY.sub(lambda m: m.group(2).strip() or _wiki_text(m), text)
+        text = _WIKI.sub(_wiki_text, text)
+    if "](" in text:
+        text = _IMAGE.sub(lambda m: m.group(1), text)
+        text = _LINK.sub(lambda m: m.group(1), text)
+    if "][" in text:
+        text = _REF_LINK.sub(lambda m: m.group(1), text)
+    if "{:" in text or "{#" in text:
+        text = _KRAMDOWN_ATTR.sub("", text)
+    if "```" in text or "~~~" in text:
+        text = _FENCE.sub("", text)
+    if "#" in text:
+        text = _HEADING.sub("", text)
+        text = _HEADING_INLINE.sub("", text)
+    if "**" in text or "__" in text or "~~" in text:
+        text = _EMPHASIS.sub(lambda m: m.group(2), text)
+    if "<" in text:
+        text = _TAG.sub(" ", text)
+    text = _BLANKS.sub(" ", text)
+    return _BLANK_LINES.sub("\n", text).strip()

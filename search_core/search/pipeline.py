@@ -508,7 +508,9 @@ class Searcher:
 
     def snippet(self, chunk_id, query: str, note_id: str) -> str:
         _, text = self.chunk_text(chunk_id)
-        text = re.sub(r"\s+", " ", clean_markup(text)).strip()   # the words: link lines and markup spend the room
+        # the words: link lines and markup spend the room. split() and \s are the same whitespace (every code
+        # point checked), and the join is ~4x cheaper than re.sub(r"\s+", " ", ...).strip() on a chunk
+        text = " ".join(clean_markup(text).split())
         if not text:
             return self.view.notes.get(note_id, {}).get("summary", "")[:SNIPPET_CHARS]
         low = text.lower()

@@ -113,14 +113,20 @@ def test_a_long_query_sends_only_its_rarest_trigrams_to_fts5(cap_index, monkeypa
     assert full[0] == "rare" and sorted(full[1:]) == ["c1", "c2", "c3"]
 
 
+def best_first(ids, weights, head, block=1024) -> list[tuple[int, float]]:
+    """channels._best_first_blocks as (key, summed score) pairs, best-first."""
+    return [pair for keys, scores in ch._best_first_blocks(ids, weights, head, block)
+            for pair in zip(keys.tolist(), scores.tolist())]
+
+
 def test_best_first_sums_per_key_and_breaks_ties_by_key():
-    got = list(ch._best_first([np.array([3, 1]), np.array([1, 2])],
+    got = list(best_first([np.array([3, 1]), np.array([1, 2])],
                               [np.array([2.0, 1.0]), np.array([0.5, 0.5])], head=10))
     assert got == [(3, 2.0), (1, 1.5), (2, 0.5)]
     # head 2 cuts between tied scores: both 3.0s come first, then the rest, still best-first
-    got = list(ch._best_first([np.array([1, 2, 3, 4])], [np.array([1.0, 3.0, 3.0, 2.0])], head=2))
+    got = list(best_first([np.array([1, 2, 3, 4])], [np.array([1.0, 3.0, 3.0, 2.0])], head=2))
     assert got == [(2, 3.0), (3, 3.0), (4, 2.0), (1, 1.0)]
-    assert list(ch._best_first([], [], head=5)) == []
+    assert best_first([], [], head=5) == []
 
 
 def test_best_first_gives_the_order_of_a_stable_sort_of_the_sums_whatever_the_head():
@@ -135,7 +141,8 @@ def test_best_first_gives_the_order_of_a_stable_sort_of_the_sums_whatever_the_he
             sums[k] = sums.get(k, 0.0) + x
     want = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
     for head in (1, 50, 400, 2000, 5000, 10000):
-        assert list(ch._best_first(keys, weights, head)) == want
+        for block in (7, 1024):                                   # the ties and the rest, a block at a time
+            assert best_first(keys, weights, head, block) == want
 
 
 def _sparse_as_a_dict_loop(conn, view, query, depth):
@@ -276,8 +283,9 @@ def test_the_ngram_list_is_fused_beside_the_sparse_channel_with_its_own_weight(d
         s.close()
 
 
-@pytest.mark.parametrize("tied", [1, 5, 40])       # none, a tie within the first query's rows, one past them
-def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(tied):
+# none, a tie within the first query's rows (tie_room(8) = 10: rows 3-8 tie, the cut is the 8th), one past them
+@pytest.mark.parametrize("limit, tied", [(3, 1), (8, 6), (3, 40)])
+def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(limit, tied):
     import sqlite3
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(title, aliases, tags, summary, body, tokenize='trigram')")
@@ -286,13 +294,13 @@ def test_fts_best_keeps_every_row_tied_with_its_last_in_one_query_or_two(tied):
     conn.executemany("INSERT INTO chunks_fts VALUES (?, ?, ?, ?, ?)", rows)
     queries = []
     conn.set_trace_callback(lambda sql: queries.append(sql) if "MATCH" in sql else None)
-    got = ch._fts_best(conn, ch.fts_match_expr(["quo", "okk"]), 3)
+    got = ch._fts_best(conn, ch.fts_match_expr(["quo", "okk"]), limit)
     conn.set_trace_callback(None)
     every = conn.execute("SELECT rowid, bm25(chunks_fts, 3.0, 3.0, 2.0, 2.0, 1.0) AS s FROM chunks_fts "
                          "WHERE chunks_fts MATCH ? ORDER BY s", (ch.fts_match_expr(["quo", "okk"]),)).fetchall()
-    want = [r for r in every if r[1] <= every[2][1]]
+    want = [r for r in every if r[1] <= every[limit - 1][1]]
     assert sorted(got) == sorted(want) and len(got) == 2 + tied
-    assert len(queries) == (2 if 2 + tied >= 3 * ch.TIE_ROOM else 1)
+    assert len(queries) == (2 if 2 + tied >= ch.tie_room(limit) else 1) == (2 if tied == 40 else 1)
 
 
 def test_top_stable_is_the_head_of_a_stable_sort():
@@ -301,3 +309,17 @@ def test_top_stable_is_the_head_of_a_stable_sort():
     for values in (rng.integers(0, 4, 1000).astype(np.float32), rng.random(500), np.zeros(50), np.arange(3.0)):
         for k in (1, 5, 49, 50, 2000):
             assert ch.top_stable(values, k).tolist() == np.argsort(-values, kind="stable")[:k].tolist()
+
+
+def test_first_best_in_segments_is_argmax_per_segment_with_ties_to_the_first():
+    """The n-gram list's chunk of each note: what lo + np.argmax(values[lo:hi]) gives, segment by segment, on
+    values with many ties, segments of one value and segments asked in any order."""
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        n = int(rng.integers(1, 200))
+        values = rng.integers(0, 4, n).astype(np.float64)           # four values: ties in most segments
+        inner = rng.choice(np.arange(1, n), size=min(n - 1, int(rng.integers(0, 40))), replace=False) if n > 1 else []
+        starts = np.concatenate([[0], np.sort(inner), [n]]).astype(np.int64)
+        asked = rng.permutation(len(starts) - 1)[: int(rng.integers(1, len(starts)))]
+        got = ch._first_best_in_segments(values, starts[asked], starts[asked + 1])
+        assert got.tolist() == [int(starts[i] + np.argmax(values[starts[i]:starts[i + 1]])) for i in asked]

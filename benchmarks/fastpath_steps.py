@@ -1,0 +1,116 @@
+"""Where a fast-path answer's time goes: each step of Searcher.search on the questions the fast path answers,
+and the FTS5 agreement query in several forms, in one run.
+
+    python benchmarks/fastpath_steps.py [--sets demo,johngrib] [--cache /work/cache/fastpath] [--reps 5]
+
+Per question the fast path answers (bench_fastpath's sets and margin), each step is timed warm `--reps` times and
+its median kept; the table gives the p50 and p90 of those medians over the questions, with the load. Steps: the
+whole search, retrieve_for (the check and the answer's list), the n-gram list, choosing the rarest trigrams,
+the FTS5 query itself (_fts_best), the whole FTS5 list over CHECK_PHRASES trigrams, both_keyword, rank with and
+without snippets. Query forms: the same MATCH as _fts_best with other LIMITs, without ORDER BY, through FTS5's
+rank column, and returning row ids or a count only (what bm25() itself costs). Nothing is written."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.bench_fastpath import autorag_set, baekjungho_set, demo_set, johngrib_with_probes  # noqa: E402
+from benchmarks.bench_peers import BenchSet, build_index  # noqa: E402
+
+DBS = {"demo": "demo", "autorag": "autorag-ko", "johngrib": "johngrib", "baekjungho": "baekjungho-wiki"}
+
+
+def _median_ms(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def query_forms(limit: int) -> dict[str, str]:
+    from search_core.search import channels as ch
+    score = f"bm25(chunks_fts, {', '.join(map(str, ch.FIELD_WEIGHTS))})"
+    base = f"SELECT rowid, {score} AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
+    weights = ", ".join(map(str, ch.FIELD_WEIGHTS))
+    return {f"bm25, LIMIT tie_room ({ch.tie_room(limit)})": f"{base} ORDER BY s LIMIT {ch.tie_room(limit)}",
+            f"bm25, LIMIT 4x ({4 * limit})": f"{base} ORDER BY s LIMIT {4 * limit}",
+            f"bm25, LIMIT {limit}": f"{base} ORDER BY s LIMIT {limit}",
+            "bm25, LIMIT 1": f"{base} ORDER BY s LIMIT 1",
+            "bm25, no ORDER BY": base,
+            "FTS5 rank column": f"SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? AND rank MATCH "
+                                f"'bm25({weights})' ORDER BY rank LIMIT {ch.tie_room(limit)}",
+            "row ids only": "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?",
+            "count(*)": "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?"}
+
+
+def steps(s, bs: BenchSet, margin: float, reps: int) -> tuple[dict, dict, int]:
+    from search_core.config import SearchConfig
+    from search_core.search import channels as ch
+    cfg = SearchConfig(embedder=s.embedder_name, fast_path_margin=margin)
+    s.warm_up()
+    ch.ngram_sparse(s.conn, s.view, "warm-up", cfg.depth)
+    step: dict[str, list[float]] = {}
+    form: dict[str, list[float]] = {}
+    n = 0
+    for query in dict.fromkeys(q.query for q in bs.questions):
+        r = s.retrieve_for(query, cfg)
+        if not r.fast:
+            continue
+        n += 1
+        conn, view, depth = s.conn, s.view, cfg.depth
+        trigrams = ch.query_terms(query)[0]
+        chosen = ch.fts_trigrams(view, conn, trigrams, ch.CHECK_PHRASES)
+        ngram = ch.ngram_sparse(conn, view, query, depth)
+        fts5 = ch.sparse(conn, view, query, depth, ch.CHECK_PHRASES)
+        timed = {"search": lambda: s.search(query, cfg), "retrieve_for": lambda: s.retrieve_for(query, cfg),
+                 "n-gram list": lambda: ch.ngram_sparse(conn, view, query, depth),
+                 "rarest trigrams": lambda: ch.fts_trigrams(view, conn, trigrams, ch.CHECK_PHRASES),
+                 "FTS5 list (12 trigrams)": lambda: ch.sparse(conn, view, query, depth, ch.CHECK_PHRASES),
+                 "both_keyword": lambda: ch.both_keyword(ngram, fts5, depth),
+                 "rank": lambda: s.rank(r, cfg), "rank without snippets": lambda: s.rank(r, cfg, snippets=False)}
+        if chosen:
+            match = ch.fts_match_expr(chosen)
+            timed["FTS5 query (_fts_best)"] = lambda: ch._fts_best(conn, match, depth * 4)
+            for name, sql in query_forms(depth * 4).items():
+                form.setdefault(name, []).append(_median_ms(lambda: conn.execute(sql, (match,)).fetchall(), reps))
+        for name, fn in timed.items():
+            step.setdefault(name, []).append(_median_ms(fn, reps))
+    return step, form, n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sets", default="demo,johngrib")
+    ap.add_argument("--margin", type=float, default=0.2)
+    ap.add_argument("--cache", type=Path, default=Path("/work/cache/fastpath"))
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    from search_core.search.pipeline import Searcher
+    makers = {"demo": demo_set, "autorag": autorag_set, "johngrib": lambda: johngrib_with_probes(args.cache),
+              "baekjungho": baekjungho_set}
+    for key in args.sets.split(","):
+        bs = makers[key]()
+        db = args.cache / f"{DBS[key]}.sqlite"
+        if not db.exists():
+            build_index(BenchSet(DBS[key], bs.vault, ()), args.cache)
+        s = Searcher(db)
+        step, form, n = steps(s, bs, args.margin, args.reps)
+        s.close()
+        print(f"\n{bs.name}: {n} questions on the fast path, load {os.getloadavg()[0]:.1f}\n")
+        print("| step | p50 ms | p90 ms |\n|---|---|---|")
+        for table in (step, form):
+            for name, ms in table.items():
+                ms = sorted(ms)
+                print(f"| {name} | {statistics.median(ms):.3f} | {ms[int(0.9 * (len(ms) - 1))]:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
