@@ -15,7 +15,7 @@
     [evidence]                       # what the night tunes on beside the hand-written gold set (every key optional)
     vault_questions = 600            # questions `gold make` cuts from the vault (0: the hand-written set alone)
     kinds = ["anchor", "heading", "alias"]; seed = 0
-    cloze = 600                      # cloze questions (tuner.data.cloze); the night then runs on the vault's copy
+    cloze = 0                        # cloze questions (tuner.data.cloze); with any, the night runs on the vault's copy
     from_log = "..."                 # where the labels job writes; default: <gold>.from-log.yaml beside gold
 
 A job's schedule is `cron` (five fields, in the daemon's time zone) or `every` (a duration such as
@@ -50,10 +50,12 @@ EVIDENCE_KEYS = ("vault_questions", "kinds", "seed", "from_log", "cloze")
 # recovered 61-83 % of johngrib's held-out hit@5 gap where 200 of every kind in turn recovered none
 # (BENCHMARKS.md); on the demo vault they give the gain test the power the 24 hand-written ones lack
 DEFAULT_VAULT_QUESTIONS = MADE_N
-# cloze questions a night adds (tuner.data.cloze): on the johngrib wiki they ranked 26 configs as hand-written
-# questions do (Spearman 0.93) where anchors and headings did not, and a night on them from the hand-set start
-# recovered most of the held-out gap to the shipped default (BENCHMARKS.md, a night on questions the vault supplies)
-DEFAULT_CLOZE = MADE_N
+# cloze questions a night adds (tuner.data.cloze): none unless asked. They rank configs much as hand-written
+# questions do on the johngrib wiki (Spearman 0.79-0.96) and less on sysmae (0.45), and they reward the keyword
+# lists more than hand-written questions do: nights on them alone recovered more of sysmae's gap than anchors and
+# headings, less of johngrib's on the mean, and lost a held-out question on 2 of 3 voyager003 seeds
+# (BENCHMARKS.md, a night on questions the vault supplies)
+DEFAULT_CLOZE = 0
 MAX_VAULT_QUESTIONS = 100_000
 SWEEP_KEYS = {"vault", "db", "gold", "holdout", "space", "score_config", "start_config", *SETTING_NAMES}
 
@@ -127,7 +129,7 @@ class EvidenceSpec:
     kinds: tuple[str, ...] | None = None      # None: gold make's default kinds
     seed: int = 0
     from_log: str | None = None               # None: <gold>.from-log.yaml beside the gold set
-    cloze: int = DEFAULT_CLOZE                # cloze questions (0: none; the night runs on the vault's own index)
+    cloze: int = DEFAULT_CLOZE                # cloze questions (0: none, the night runs on the vault's own index)
 
     def from_log_path(self, gold: str) -> Path:
         if self.from_log:

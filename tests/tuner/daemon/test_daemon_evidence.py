@@ -42,14 +42,16 @@ def write_config(tmp_path, db, *, vault=DEMO_VAULT, rounds=12, evidence="", hold
 def test_evidence_keys_default_to_the_vaults_questions_and_are_checked(tmp_path, demo_db):
     cfg = load_daemon_config(write_config(tmp_path, demo_db))
     ev = cfg.evidence
-    assert (ev.vault_questions, ev.kinds, ev.seed) == (MADE_N, None, 0)
+    assert (ev.vault_questions, ev.kinds, ev.seed, ev.cloze) == (MADE_N, None, 0, 0)
     assert ev.from_log_path(cfg.sweep.gold) == tmp_path / "tune.from-log.yaml"      # beside the gold set
     cfg = load_daemon_config(write_config(tmp_path, demo_db, evidence='vault_questions = 0\nkinds = ["anchor"]\n'
-                                                                      'seed = 3\nfrom_log = "labels.yaml"'))
+                                                                      'seed = 3\nfrom_log = "labels.yaml"\ncloze = 50'))
     assert (cfg.evidence.vault_questions, cfg.evidence.kinds, cfg.evidence.seed) == (0, ("anchor",), 3)
+    assert cfg.evidence.cloze == 50
     assert cfg.evidence.from_log_path(cfg.sweep.gold) == tmp_path / "labels.yaml"
     for bad, message in [('kinds = ["anchors"]', r"kinds \['anchors'\] must be one or more of anchor, heading"),
                          ("vault_questions = -1", "vault_questions = -1 .* an integer"),
+                         ('cloze = "many"', "cloze = 'many' .* an integer"),
                          ('from_log = "tune.yaml"', "from_log = .*tune.yaml is the hand-written gold set; the labels "
                                                     "job would overwrite it"),
                          ("questions = 5", "unknown key.*'questions'")]:
@@ -66,7 +68,7 @@ def test_the_nights_set_adds_the_vaults_questions_made_again_only_when_the_vault
     from tuner.daemon.evidence import prepare_night_gold
     vault = tmp_path / "vault"
     shutil.copytree(DEMO_VAULT, vault)
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40\ncloze = 0"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
     hand = (tmp_path / "tune.yaml").read_bytes()
     first = prepare_night_gold(cfg, db_copy)
     gs = load_gold(first.gold)
@@ -94,7 +96,7 @@ def test_the_nights_vault_questions_are_made_as_gold_make_makes_them(tmp_path, d
     shutil.copytree(DEMO_VAULT, vault)
     before = refresh_vault_questions(vault, tmp_path / "runs" / "evidence", n=40, recipe_before=True)
     assert before.made and "heading" in before.by_kind          # every kind in turn: not anchors first
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40\ncloze = 0"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
     night = prepare_night_gold(cfg, db_copy)
     assert night.vault.made and night.vault.by_kind == {"anchor": 40}
     made = [(q.query, q.gold, q.exclude) for q in load_gold(night.gold).questions if q.source == "vault"]
@@ -109,11 +111,12 @@ def test_a_vault_that_gives_no_questions_leaves_the_night_its_hand_written_set(t
     corpus = tmp_path / "beir"
     corpus.mkdir()
     (corpus / "corpus.jsonl").write_text('{"_id": "d1", "title": "t", "text": "본문"}\n', encoding="utf-8")
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=corpus, evidence="vault_questions = 40"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=corpus, evidence="vault_questions = 40\ncloze = 40"))
     said = []
     night = prepare_night_gold(cfg, db_copy, progress=said.append)
     assert night.vault is None and "0 note(s)" in night.vault_skipped
     assert night.cloze is None and night.db is None and "prose lines" in night.cloze_skipped   # nor cloze ones
+    assert night.to_json()["cloze"].startswith("not made: ")
     assert {q.source for q in load_gold(night.gold).questions} == {"hand"}
     assert night.to_json()["vault_set"].startswith("not made: ")
     assert any(x.startswith("vault questions: none (") for x in said)
@@ -135,7 +138,7 @@ def test_a_vault_with_no_anchor_leaves_its_lookups_out_of_the_night_and_the_repo
         text = note.read_text(encoding="utf-8")
         text = re.sub(r"\[\[(?:[^\]|]*\|)?([^\]]*)\]\]", r"\1", text)        # [[note|words]] -> words
         note.write_text(re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text), encoding="utf-8")
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40\ncloze = 0"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 40"))
     said = []
     night = prepare_night_gold(cfg, db_copy, progress=said.append)
     assert night.vault.made and night.vault.lookups_only and night.vault.questions == 40
@@ -152,7 +155,7 @@ def test_a_vault_with_no_anchor_leaves_its_lookups_out_of_the_night_and_the_repo
     section = md.split("## The evidence the night stood on", 1)[1].split("\n## ", 1)[0]
     assert why in section
     # a vault with anchors keeps its questions in the night, and its file says nothing was left out
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, evidence="vault_questions = 40\ncloze = 0"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, evidence="vault_questions = 40"))
     with_anchors = prepare_night_gold(cfg, db_copy)
     assert not with_anchors.vault.lookups_only and left_out_of(with_anchors.gold) == ()
     assert sum(q.source == "vault" for q in load_gold(with_anchors.gold).questions) == 40
@@ -160,7 +163,7 @@ def test_a_vault_with_no_anchor_leaves_its_lookups_out_of_the_night_and_the_repo
 
 def test_with_a_split_the_holdout_is_the_hand_written_half_and_no_made_question(tmp_path, db_copy):
     from tuner.daemon.evidence import prepare_night_gold
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, holdout=False, evidence="vault_questions = 30\ncloze = 0"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, holdout=False, evidence="vault_questions = 30"))
     night = prepare_night_gold(cfg, db_copy)
     hold, tune = load_gold(night.holdout), load_gold(night.gold)
     hand_ids = {q.id for q in load_gold(tmp_path / "tune.yaml").questions}
@@ -177,7 +180,7 @@ def test_a_made_question_about_a_note_the_index_lacks_is_left_out(tmp_path, db_c
     shutil.copytree(DEMO_VAULT, vault)
     (vault / "ai" / "new-note.md").write_text("---\ntitle: 새 노트\naliases: [brand new note]\n---\n# 새 노트\n\n"
                                                "## 설정 방법\n\n본문.\n", encoding="utf-8")
-    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 2000\ncloze = 0"))
+    cfg = load_daemon_config(write_config(tmp_path, db_copy, vault=vault, evidence="vault_questions = 2000"))
     night = prepare_night_gold(cfg, db_copy)
     assert night.tuning.dropped == {"names a note the index does not hold": 2}     # its alias and its heading
     assert not any("ai/new-note" in q.gold for q in load_gold(night.gold).questions)
@@ -279,7 +282,7 @@ def test_the_weekly_labels_job_adds_labelled_calls_beside_the_gold_set_once(tmp_
 
 # -- a real night --------------------------------------------------------------------------------------------
 def test_a_night_tunes_on_every_kind_and_its_report_says_which_evidence(tmp_path, db_copy):
-    cfg_path = write_config(tmp_path, db_copy, evidence="vault_questions = 60\ncloze = 0", rounds=10)
+    cfg_path = write_config(tmp_path, db_copy, evidence="vault_questions = 60", rounds=10)
     runs = tmp_path / "runs"
     hand_set_calibrations(runs / "cost-model", units_by_embedder={FAKE_EMBEDDER: HAND_SET_UNITS["e5-small"]})
     labelled_log(runs, [("리랭커 모델 비교한 결과 어디 적어뒀지", "ai/rag/reranker", "relevant"),
