@@ -484,6 +484,11 @@ def table(result: dict, judge: str) -> str:
     return "\n".join(lines)
 
 
+# how a result's tuning set reads in the report table, beside its variant label
+TUNING_WORDS = {"made": "", "hand+made": " beside hand-written tune (hand+made)", "hand": " (hand-written tune alone)",
+                "cloze": " (cloze questions alone)", "cloze+made": " (cloze questions and the made set)"}
+
+
 def summary_rows(results: list[dict], judge: str) -> list[dict]:
     """One row per (vault, variant, start): the seeds' mean scores, the gap recovered, the seeds whose hit@5
     fell below the start, and the agreement's median and range."""
@@ -502,7 +507,7 @@ def summary_rows(results: list[dict], judge: str) -> list[dict]:
             rho = sorted(j["agreement"]["mrr_spearman"] for j in js if j["agreement"]["mrr_spearman"] is not None)
             tuning = res.get("tuning", "made")
             rows.append({"vault": res["vault"], "n": res["n"], "start_from": start,
-                         "variant": res["variant"] + ("" if tuning == "made" else f" beside hand-written tune ({tuning})"),
+                         "variant": res["variant"] + TUNING_WORDS.get(tuning, f" ({tuning})"),
                          "seeds": [r["seed"] for r in runs], "judged_on": res["judges"][judge],
                          **{f"{k} {m}": mean(k, m) for k in ("start", "night", "default") for m in ("hit@5", "mrr")},
                          "recovered hit@5": rec["hit@5"], "recovered mrr": rec["mrr"],
