@@ -142,6 +142,25 @@ def report(rows: list[dict], bm25: dict) -> dict:
     return out
 
 
+# the sets this script and its companions (fastpath_steps.py, fastpath_answers.py) read, by key: the index name
+# under --cache (bench_peers' layout)
+SET_DBS = {"demo": "demo", "autorag": "autorag-ko", "johngrib": "johngrib", "baekjungho": "baekjungho-wiki"}
+
+
+def open_set(key: str, cache: Path):
+    """(the BenchSet, a Searcher on its index under `cache`, built there first when missing)."""
+    from search_core.search.pipeline import Searcher
+    makers = {"demo": demo_set, "autorag": autorag_set, "johngrib": lambda: johngrib_with_probes(cache),
+              "baekjungho": baekjungho_set}
+    if key not in makers:
+        raise SystemExit(f"unknown set {key!r}; sets: {', '.join(makers)}")
+    bs = makers[key]()
+    db = cache / f"{SET_DBS[key]}.sqlite"
+    if not db.exists():
+        build_index(BenchSet(SET_DBS[key], bs.vault, ()), cache)
+    return bs, Searcher(db)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sets", default="demo,autorag,johngrib,baekjungho")
@@ -149,17 +168,9 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/fastpath"))
     ap.add_argument("--out", default="fastpath")
     args = ap.parse_args()
-    from search_core.search.pipeline import Searcher
-    makers = {"demo": demo_set, "autorag": autorag_set, "johngrib": lambda: johngrib_with_probes(args.cache),
-              "baekjungho": baekjungho_set}
-    dbs = {"demo": "demo", "autorag": "autorag-ko", "johngrib": "johngrib", "baekjungho": "baekjungho-wiki"}
     results = {}
     for key in args.sets.split(","):
-        bs = makers[key]()
-        db = args.cache / f"{dbs[key]}.sqlite"
-        if not db.exists():
-            build_index(BenchSet(dbs[key], bs.vault, ()), args.cache)
-        s = Searcher(db)
+        bs, s = open_set(key, args.cache)
         rows = run_set(s, bs, args.margin)
         bm = {"_ms": _bm25s_times(s, bs.questions)}
         ngram = s.view.ngram_index()

@@ -19,10 +19,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.bench_fastpath import baekjungho_set, autorag_set, demo_set, johngrib_with_probes  # noqa: E402
-from benchmarks.bench_peers import BenchSet, build_index  # noqa: E402
+from benchmarks.bench_fastpath import open_set  # noqa: E402
+from benchmarks.bench_peers import BenchSet  # noqa: E402
 
-DBS = {"demo": "demo", "autorag": "autorag-ko", "johngrib": "johngrib", "baekjungho": "baekjungho-wiki"}
 
 
 def answers(s, bs: BenchSet, margin: float) -> dict[str, dict]:
@@ -55,17 +54,10 @@ def main() -> None:
     got.add_argument("--write", type=Path)
     got.add_argument("--against", type=Path)
     args = ap.parse_args()
-    from search_core.search.pipeline import Searcher
-    makers = {"demo": demo_set, "autorag": autorag_set, "johngrib": lambda: johngrib_with_probes(args.cache),
-              "baekjungho": baekjungho_set}
     before = json.loads(args.against.read_text()) if args.against else None
     result = {}
     for key in args.sets.split(","):
-        bs = makers[key]()
-        db = args.cache / f"{DBS[key]}.sqlite"
-        if not db.exists():
-            build_index(BenchSet(DBS[key], bs.vault, ()), args.cache)
-        s = Searcher(db)
+        bs, s = open_set(key, args.cache)
         result[key] = answers(s, bs, args.margin)
         s.close()
         fast = sum(a["fast"] for a in result[key].values())

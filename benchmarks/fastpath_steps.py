@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.bench_fastpath import autorag_set, baekjungho_set, demo_set, johngrib_with_probes  # noqa: E402
-from benchmarks.bench_peers import BenchSet, build_index  # noqa: E402
+from benchmarks.bench_fastpath import open_set  # noqa: E402
+from benchmarks.bench_peers import BenchSet  # noqa: E402
 
-DBS = {"demo": "demo", "autorag": "autorag-ko", "johngrib": "johngrib", "baekjungho": "baekjungho-wiki"}
 
 
 def _median_ms(fn, reps: int) -> float:
@@ -93,15 +92,8 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/fastpath"))
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
-    from search_core.search.pipeline import Searcher
-    makers = {"demo": demo_set, "autorag": autorag_set, "johngrib": lambda: johngrib_with_probes(args.cache),
-              "baekjungho": baekjungho_set}
     for key in args.sets.split(","):
-        bs = makers[key]()
-        db = args.cache / f"{DBS[key]}.sqlite"
-        if not db.exists():
-            build_index(BenchSet(DBS[key], bs.vault, ()), args.cache)
-        s = Searcher(db)
+        bs, s = open_set(key, args.cache)
         step, form, n = steps(s, bs, args.margin, args.reps)
         s.close()
         print(f"\n{bs.name}: {n} questions on the fast path, load {os.getloadavg()[0]:.1f}\n")
