@@ -189,6 +189,9 @@ def index_settings(db: str | Path) -> tuple[str, ChunkConfig]:
         fp = get_meta(conn, "fingerprint")
     finally:
         conn.close()
+    if not isinstance(fp, dict) or "embedder" not in fp or "chunking" not in fp:
+        raise SearchCoreError(f"{db} records no embedder and chunking (an index made before they were recorded, or "
+                              "not an index); build it again with `autoresearch index`, or pass another with --like")
     return fp["embedder"]["name"], ChunkConfig(**fp["chunking"])
 
 

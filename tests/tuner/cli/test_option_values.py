@@ -54,6 +54,7 @@ ROLE_BY_VERB = {
     ("index", "db"): "index_out", ("eval", "out"): "out_dir", ("demo", "out"): "out_dir",
     ("probes make", "out"): "out_dir", ("calibrate", "proposal"): "out_file", ("sweep", "ledger_path"): "sqlite_out",
     ("serve", "log_path"): "sqlite_out", ("mcp", "log_path"): "sqlite_out", ("gold make", "findable_in"): "index",
+    ("gold cloze", "out"): "out_dir", ("gold cloze", "like"): "index", ("gold cloze", "keep_of"): "gold",
 }
 # counts: a negative is wrong, and zero too unless it means something ("0 = none", "0: one pass")
 COUNTS_ZERO_OK = {"sample", "timing_samples", "dense_per_note", "calls"}
@@ -160,6 +161,7 @@ BASE = {
     "calibrate undo": ([], {"--db": "{db}"}),
     "probes make": (["{small_vault}"], {"--gold": "{small_gold}", "--out": "{fresh}/probes"}),
     "gold make": (["{small_vault}"], {"--out": "{fresh}/made.yaml"}),
+    "gold cloze": (["{db}"], {"--out": "{fresh}/cloze", "-n": "5"}),
     "gold from-log": ([], {"--log": "{log}", "--out": "{fresh}/from-log.yaml"}),
     "gold init": (["{small_vault}"], {"--out": "{fresh}/init.yaml"}),
     "recall-log stats": ([], {"--log": "{log}"}),
