@@ -23,6 +23,7 @@ line as a reader sees it (links as text, no markup).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import random
 import re
@@ -141,7 +142,6 @@ def choose_cloze(vault: str | Path, *, n: int | None = 600, seed: int = 0, keep_
 
 
 def cloze_questions(lines: list[ClozeLine]) -> list[Question]:
-    import hashlib
     return [Question(f"cloze-{hashlib.sha256(f'{c.note_id}|{c.line}|{c.text}'.encode()).hexdigest()[:8]}",
                      CLOZE_LEVEL, c.query, (c.note_id,), f"line {c.line} of note {c.note_id}, blanked in the copy",
                      source="vault") for c in lines]
@@ -197,12 +197,14 @@ def index_settings(db: str | Path) -> tuple[str, ChunkConfig]:
 
 def make_cloze(vault_or_db: str | Path, out: str | Path, *, n: int | None = 600, seed: int = 0, keep_notes=(),
                index: bool = True, like: str | Path | None = None, embedder: str | None = None,
-               cache: str | Path | None = None, progress=None) -> ClozeSet:
-    """Cloze questions of a vault in `out`: OUT/gold.yaml, OUT/vault (the copy without their lines),
-    OUT/index.sqlite (its index, built as the index `like` was, or with `embedder`, unless index=False; an index already there is brought up to date, and chunks the
-    copy shares with the vault come from the embedding cache) and OUT/manifest.json (the vault's content hash and the options, which `refresh_cloze` reads)."""
+               chunking: ChunkConfig | None = None, cache: str | Path | None = None, progress=None) -> ClozeSet:
+    """Cloze questions of a vault in `out`: OUT/gold.yaml, OUT/vault (the copy without their lines), OUT/index.sqlite
+    (its index unless index=False: built as the index `like` was, else with `embedder` and `chunking`; an index
+    already there is brought up to date, and chunks the copy shares with the vault come from the embedding cache)."""
     if n is not None and n < 1:
         raise SearchCoreError(f"-n {n}: ask for at least one question")
+    if like is not None:
+        embedder, chunking = index_settings(like)
     vault, out = vault_of(vault_or_db), Path(out)
     lines, n_notes, dropped = choose_cloze(vault, n=n, seed=seed, keep_notes=keep_notes)
     if not lines:
@@ -220,9 +222,6 @@ def make_cloze(vault_or_db: str | Path, out: str | Path, *, n: int | None = 600,
     db = None
     if index:
         from search_core.index.indexer import index_vault
-        chunking = None
-        if like is not None:
-            embedder, chunking = index_settings(like)
         db = out / INDEX
         index_vault(copy, db, embedder=embedder, chunk_cfg=chunking, cache=cache, progress=progress)
     return ClozeSet(out, gold, copy, db, len(qs), n_notes, dict(dropped))
@@ -236,11 +235,14 @@ def _stamp(vault: Path, n: int | None, seed: int, keep_notes, built: object) -> 
 def refresh_cloze(vault: str | Path, out: str | Path, *, n: int | None = 600, seed: int = 0, keep_notes=(),
                   like: str | Path | None = None, embedder: str | None = None, cache: str | Path | None = None,
                   progress=None) -> tuple[ClozeSet, bool]:
-    """make_cloze into `out` unless it was made there from the same vault content and options (its manifest says
-    so): (the set, whether it was made now). A night's evidence is reused while the vault does not change."""
+    """make_cloze into `out`, with OUT/manifest.json (the vault's content hash and the options), unless the manifest
+    says it was made there from the same vault content and options: (the set, whether it was made now). A night's
+    evidence is reused while the vault does not change."""
     vault, out = vault_of(vault), Path(out)
-    built = None if like is None else [index_settings(like)[0], dataclasses.asdict(index_settings(like)[1])]
-    stamp = _stamp(vault, n, seed, keep_notes, built or embedder)
+    chunking = None
+    if like is not None:            # read once: the stamp and the build use the same settings
+        embedder, chunking = index_settings(like)
+    stamp = _stamp(vault, n, seed, keep_notes, [embedder, chunking and dataclasses.asdict(chunking)])
     try:
         old = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -250,7 +252,7 @@ def refresh_cloze(vault: str | Path, out: str | Path, *, n: int | None = 600, se
                         old.get("dropped", {})), False
     if (out / MANIFEST).exists():
         (out / MANIFEST).unlink()            # a half-made set never passes for a whole one
-    made = make_cloze(vault, out, n=n, seed=seed, keep_notes=keep_notes, like=like, embedder=embedder, cache=cache,
-                      progress=progress)
+    made = make_cloze(vault, out, n=n, seed=seed, keep_notes=keep_notes, embedder=embedder, chunking=chunking,
+                      cache=cache, progress=progress)
     atomic_write_text(out / MANIFEST, json.dumps({"stamp": stamp, **made.to_json()}, ensure_ascii=False, indent=1))
     return made, True
