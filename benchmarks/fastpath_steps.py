@@ -6,7 +6,8 @@ and the FTS5 agreement query in several forms, in one run.
 Per question the fast path answers (bench_fastpath's sets and margin), each step is timed warm `--reps` times and
 its median kept; the table gives the p50 and p90 of those medians over the questions, with the load. Steps: the
 whole search, retrieve_for (the check and the answer's list), the n-gram list, choosing the rarest trigrams,
-the FTS5 query itself (_fts_best), the whole FTS5 list over CHECK_PHRASES trigrams, both_keyword, rank with and
+the FTS5 query itself (_fts_best) and its rows as the channel gets them (fts_best: computed in memory where it
+can be, search_core.search.fts_bm25), the whole FTS5 list over CHECK_PHRASES trigrams, both_keyword, rank with and
 without snippets. Query forms: the same MATCH as _fts_best with other LIMITs, without ORDER BY, through FTS5's
 rank column, and returning row ids or a count only (what bm25() itself costs). Nothing is written."""
 
@@ -78,6 +79,7 @@ def steps(s, bs: BenchSet, margin: float, reps: int) -> tuple[dict, dict, int]:
         if chosen:
             match = ch.fts_match_expr(chosen)
             timed["FTS5 query (_fts_best)"] = lambda: ch._fts_best(conn, match, depth * 4)
+            timed["the same rows in memory (fts_best)"] = lambda: ch.fts_best(view, conn, chosen, depth * 4)
             for name, sql in query_forms(depth * 4).items():
                 form.setdefault(name, []).append(_median_ms(lambda: conn.execute(sql, (match,)).fetchall(), reps))
         for name, fn in timed.items():
