@@ -48,11 +48,11 @@ def lazy(db: Path, queries: list[str]) -> dict:
             if not tri:
                 continue
             t0 = time.perf_counter()
-            got = scorer.best(tri, 200, ch.FIELD_WEIGHTS)
+            got = scorer.best(tri, 200)
             t1 = time.perf_counter()
             if got is None:
                 continue
-            scorer.best(tri, 200, ch.FIELD_WEIGHTS)
+            scorer.best(tri, 200)
             t2 = time.perf_counter()
             ch._fts_best(conn, ch.fts_match_expr(tri), 200)
             t3 = time.perf_counter()
@@ -69,7 +69,7 @@ def lazy(db: Path, queries: list[str]) -> dict:
 def load_all(db: Path, traced: bool = False) -> dict:
     """Every term's (rows, hits per column) from the whole instance table: the load-time choice. traced: under
     tracemalloc (its peak; the wall time then is tracemalloc's too)."""
-    from search_core.search.fts_bm25 import TABLE
+    from search_core.search.fts_bm25 import FIELD_WEIGHTS, TABLE
     from search_core.search.view import IndexView
     view = IndexView.open(db)
     conn = view.conn
@@ -99,15 +99,17 @@ def load_all(db: Path, traced: bool = False) -> dict:
     hits[at, cell % ncol] = counts
     term_of = rows_u >> 40
     bounds = np.flatnonzero(np.r_[True, term_of[1:] != term_of[:-1], True])
-    rowids = rows_u & ((1 << 40) - 1)
+    rowids = (rows_u & ((1 << 40) - 1)).astype(np.int32)
+    f = (hits @ np.asarray(FIELD_WEIGHTS)).astype(np.float32)      # the scorer's form: weighted hits per row
+    del hits
     names = list(vocab)
     lists: dict[str, tuple[np.ndarray, np.ndarray]] = {
-        names[int(term_of[a])]: (rowids[a:b], hits[a:b]) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())}
+        names[int(term_of[a])]: (rowids[a:b], f[a:b]) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())}
     wall = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1] if traced else 0
     tracemalloc.stop()
     view.close()
-    arrays = rowids.nbytes + hits.nbytes           # the lists are views into these two
+    arrays = rowids.nbytes + f.nbytes              # the lists are views into these two
     return {"terms": len(lists), "instances": instances, "postings": int(sum(len(r) for r, _ in lists.values())),
             "load_s": round(wall, 2), "arrays_mb": round(arrays / 2**20, 1), "traced_peak_mb": round(peak / 2**20, 1)}
 

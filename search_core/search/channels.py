@@ -11,6 +11,7 @@ import numpy as np
 from search_core.index import ngram_postings
 from search_core.index import term_df as term_df_store
 from search_core.ingest.graph import normalize_name
+from search_core.search.fts_bm25 import FIELD_WEIGHTS
 from search_core.search.view import matvec
 
 TOKEN_RE = re.compile(r"\w+", re.UNICODE)
@@ -45,7 +46,6 @@ ENTITY_BONUS = 0.05
 # How far a note's best cosine from one product over many rows may be from its own product's: a float32 sum of up
 # to 1,024 products of unit vectors is within 1,024 x 2^-24 (6e-5) of the exact one whatever the kernel's order
 ENTITY_ROUNDING = 1e-3
-FIELD_WEIGHTS = (3.0, 3.0, 2.0, 2.0, 1.0)   # title, aliases, tags, summary, body: bm25() column weights
 # "RAG와 GraphRAG", "A vs B", "A 및 B", "A, B", "A and B": a particle needs a 2+ character word before it,
 # so "결과 분석" (result analysis) is not split on its own last syllable.
 SPLIT_RE = re.compile(r"\s*(?:,|;|\bvs\.?\b|\band\b|및|그리고|(?<=[\w]{2})(?:와|과)(?=\s))\s*", re.I)
@@ -400,7 +400,7 @@ def fts_best(view, conn, trigrams: list[str], limit: int) -> tuple[np.ndarray, n
     order; the check's 12-trigram query 1.44 ms p50 on johngrib by FTS5) where it can be, else by FTS5 itself
     (_fts_best), which stays the reference."""
     scorer = view.fts_bm25()
-    got = scorer.best(trigrams, limit, FIELD_WEIGHTS) if scorer is not None else None
+    got = scorer.best(trigrams, limit) if scorer is not None else None
     if got is not None:
         return got
     rows = _fts_best(conn, fts_match_expr(trigrams), limit)

@@ -40,6 +40,7 @@ K1 = 1.2                   # fts5_aux.c's constants
 B = 0.75
 FLOOR_IDF = 1e-6           # FTS5's idf of a phrase in half the rows or more
 TABLE = "chunks_fts"
+FIELD_WEIGHTS = (3.0, 3.0, 2.0, 2.0, 1.0)   # title, aliases, tags, summary, body: the sparse channel's bm25() weights
 VOCAB = "temp.fts_bm25_instances"
 # Characters whose FTS5 case folding (the trigram tokenizer's, remove_diacritics 0) is Python's lower(): ASCII,
 # Hangul syllables and jamo, CJK ideographs, which have no case. A phrase with another character ("é", "ς") is
@@ -86,14 +87,20 @@ def idf(hits: int, rows: int) -> float:
 
 
 class FtsBm25:
-    """FTS5's bm25 over `chunks_fts` for one view (its connection, inside its snapshot). Per term, kept up to
-    CACHE_BYTES: the rows holding it (ascending) and its hits per column."""
+    """FTS5's bm25 over `chunks_fts` with column `weights` for one view (its connection, inside its snapshot).
+    Per term, kept up to CACHE_BYTES: the rows holding it (ascending) and its weighted hits in each (bm25's f):
+    8 bytes a posting; its hits per column instead (28 bytes) held 18.6 MB after the johngrib subset's 2,134
+    queries, and weighing them again on every query cost the warm query its p95."""
 
     CACHE_BYTES = 256 << 20
 
-    def __init__(self, conn):
+    def __init__(self, conn, weights=FIELD_WEIGHTS):
         self._conn = conn
         self.columns = [r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")]
+        # whole numbers: f is then exact whatever order FTS5 adds a row's hits in (it adds a weight per hit)
+        if len(weights) != len(self.columns) or any(float(w) != int(w) for w in weights):
+            raise ValueError(f"{len(self.columns)} whole-number column weights, got {weights}")
+        self.weights = tuple(float(w) for w in weights)
         totals = conn.execute(f"SELECT block FROM {TABLE}_data WHERE id = 1").fetchone()
         v = _varints(bytes(totals[0])) if totals and totals[0] else [0]
         self.rows = v[0]                                       # N (xRowCount)
@@ -112,7 +119,7 @@ class FtsBm25:
         """The scorer of the FTS5 table on `conn`, or None when it lacks what bm25 reads (its size table)."""
         try:
             return cls(conn)
-        except (*DB_ERRORS, ValueError):       # no docsize table (columnsize=0), a record not as read here
+        except (*DB_ERRORS, ValueError):       # no docsize table (columnsize=0), a record not as read here, weights
             return None
 
     @property
@@ -124,7 +131,7 @@ class FtsBm25:
         return len(self._lists)
 
     def term_list(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """(rowids ascending, hits per column: rows x columns) of one folded trigram; None if no row holds it."""
+        """(rowids ascending, the weighted hits in each) of one folded trigram; None if no row holds it."""
         if term not in self._lists:
             got = self._read(term)
             size = got[0].nbytes + got[1].nbytes if got else 0
@@ -146,31 +153,29 @@ class FtsBm25:
         ncol = len(self.columns)
         keys, counts = np.unique(pairs[:, 0] * ncol + pairs[:, 1], return_counts=True)
         rows, at = np.unique(keys // ncol, return_inverse=True)
-        hits = np.zeros((len(rows), ncol), np.int32)
-        hits[at, keys % ncol] = counts
-        return rows, hits
+        # each row's hits times its column's weight, summed: whole numbers, so exact, and exact in float32 below
+        # 2^24 (a chunk of ~500 characters holds a trigram a few times)
+        f = np.bincount(at, weights=counts * np.asarray(self.weights)[keys % ncol], minlength=len(rows))
+        narrow = f.astype(np.float32)
+        return rows.astype(np.int32 if rows[-1] < 2**31 else np.int64), narrow if np.array_equal(narrow, f) else f
 
-    def best(self, phrases: list[str], limit: int, weights) -> tuple[np.ndarray, np.ndarray] | None:
+    def best(self, phrases: list[str], limit: int) -> tuple[np.ndarray, np.ndarray] | None:
         """(rowids, bm25) of the `limit` best rows of the OR of `phrases`, and every row tied with the last of
         them, best first (bm25 ascending: FTS5's scores are negative), ties by rowid: what
         `SELECT rowid, bm25(chunks_fts, *weights) AS s ... MATCH '"p1" OR "p2" ...' ORDER BY s` gives, cut so.
         None when it cannot give FTS5's floats (the module docstring): the caller asks FTS5."""
-        if any(float(w) != int(w) for w in weights) or len(weights) != len(self.columns):
-            return None
         if any(_SAME_FOLD.fullmatch(p) is None for p in phrases):
             return None
         empty = np.zeros(0, np.int64), np.zeros(0, np.float64)
         if limit <= 0 or not self.rows:
             return empty
-        w = np.asarray(weights, np.float64)
         ids, contrib = [], []
         for p in phrases:
             got = self.term_list(p.lower())
             if got is None:
                 continue
-            rows, hits = got
-            # f: whole-number weights times counts, exact in any order, so FTS5's hit-by-hit sum
-            f = hits @ w
+            rows, f = got
+            f = f.astype(np.float64)
             norm = f + K1 * ((1 - B) + (B * self.size[rows]) / self.avgdl)
             ids.append(rows)
             contrib.append(idf(len(rows), self.rows) * ((f * (K1 + 1.0)) / norm))
@@ -184,4 +189,4 @@ class FtsBm25:
             keep = np.flatnonzero(score >= cut)
             rowids, score = rowids[keep], score[keep]
         order = np.argsort(-score, kind="stable")                                 # ties stay in rowid order
-        return rowids[order], -1.0 * score[order]
+        return rowids[order].astype(np.int64), -1.0 * score[order]

@@ -27,7 +27,7 @@ def _fts5(conn, trigrams, limit) -> list[tuple[int, float]]:
 
 
 def _mine(scorer, trigrams, limit) -> list[tuple[int, float]]:
-    ids, bm25 = scorer.best(trigrams, limit, ch.FIELD_WEIGHTS)
+    ids, bm25 = scorer.best(trigrams, limit)
     return list(zip(ids.tolist(), bm25.tolist()))
 
 
@@ -83,9 +83,10 @@ def test_a_phrase_folded_otherwise_is_left_to_fts5(demo_index):
     list is FTS5's."""
     view = IndexView.open(demo_index)
     scorer = view.fts_bm25()
-    assert scorer.best(["caf", "afé"], 10, ch.FIELD_WEIGHTS) is None
-    assert scorer.best(["ab"], 10, ch.FIELD_WEIGHTS) is None                      # not a trigram
-    assert scorer.best(["caf"], 10, (3.5, 3.0, 2.0, 2.0, 1.0)) is None            # a weight not whole
+    assert scorer.best(["caf", "afé"], 10) is None
+    assert scorer.best(["ab"], 10) is None                                        # not a trigram
+    with pytest.raises(ValueError):                                               # a weight not whole
+        FtsBm25(view.conn, (3.5, 3.0, 2.0, 2.0, 1.0))
     ids, bm25 = ch.fts_best(view, view.conn, ["caf", "afé"], 10)
     want = _fts5(view.conn, ["caf", "afé"], 10)
     view.close()
