@@ -92,7 +92,7 @@ class FtsBm25:
     """FTS5's bm25 over `chunks_fts` with column `weights` for one view (its connection, inside its snapshot).
     Per term, kept up to CACHE_BYTES: the rows holding it (ascending) and its weighted hits in each (bm25's f):
     8 bytes a posting; its hits per column instead (28 bytes) held 18.6 MB after the johngrib subset's 2,134
-    queries, and weighing them again on every query cost the warm query its p95."""
+    queries against 5.4, and weighing them on every query made the warm p95 4.3 ms against 2.3."""
 
     CACHE_BYTES = 256 << 20
 
