@@ -72,13 +72,22 @@ def varint_sums(blobs: list[bytes], per_blob: int) -> np.ndarray:
     return value.reshape(len(blobs), per_blob).sum(axis=1)
 
 
-def _varints(blob: bytes) -> list[int]:
-    out, v = [], 0
-    for byte in blob:
-        v = (v << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            out.append(v)
-            v = 0
+def varints(blob: bytes) -> list[int]:
+    """SQLite's variable-length integers, one after another (FTS5's averages record): 7 bits a byte, big-endian,
+    a set high bit continues, and a ninth byte counts all 8 of its bits."""
+    out, i, n = [], 0, len(blob)
+    while i < n:
+        v = 0
+        for k in range(9):
+            byte = blob[i]
+            i += 1
+            if k == 8:
+                v = (v << 8) | byte
+                break
+            v = (v << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        out.append(v)
     return out
 
 
@@ -104,7 +113,7 @@ class FtsBm25:
             raise ValueError(f"{len(self.columns)} whole-number column weights, got {weights}")
         self.weights = tuple(float(w) for w in weights)
         totals = conn.execute(f"SELECT block FROM {TABLE}_data WHERE id = 1").fetchone()
-        v = _varints(bytes(totals[0])) if totals and totals[0] else [0]
+        v = varints(bytes(totals[0])) if totals and totals[0] else [0]
         self.rows = v[0]                                       # N (xRowCount)
         self.avgdl = float(sum(v[1:1 + len(self.columns)])) / float(self.rows) if self.rows else 0.0
         got = conn.execute(f"SELECT id, sz FROM {TABLE}_docsize").fetchall()

@@ -136,3 +136,5 @@ def test_varint_sums_reads_sqlite_varints():
     with pytest.raises(ValueError):
         fts_bm25.varint_sums([bytes([1, 2, 3])], 2)
     assert np.array_equal(fts_bm25.varint_sums([bytes([0])], 1), [0])
+    assert fts_bm25.varints(bytes([5, 0x81, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])) == \
+        [5, 128, (((1 << 56) - 1) << 8) | 1]                     # the ninth byte counts all its 8 bits
