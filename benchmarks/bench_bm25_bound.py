@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import re
 import statistics
@@ -38,10 +37,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import ROOT, summary  # noqa: E402
+# FTS5's bm25 constants, its idf and SQLite's varints: the library's in-memory bm25 (search_core.search.fts_bm25)
+from search_core.search.fts_bm25 import B, FLOOR_IDF, K1, idf, varints  # noqa: E402,F401
 
-K1 = 1.2                   # FTS5's bm25 constants (fts5_aux.c)
-B = 0.75
-FLOOR_IDF = 1e-6           # FTS5's idf of a phrase in half the rows or more
 # The postings read before giving up (the default; --share sets it per query as a share of its postings)
 RARE_POSTINGS = 4096
 # Rows scored from their text at most before giving up (--rescored)
@@ -77,24 +75,6 @@ class BoundedBest:
     rescore_s: float = 0.0       # process CPU of reading and counting the rescored rows' text
 
 
-def varints(blob: bytes) -> list[int]:
-    """SQLite's variable-length integers, one after another (FTS5's averages record and row sizes)."""
-    out, i, n = [], 0, len(blob)
-    while i < n:
-        v = 0
-        for k in range(9):
-            byte = blob[i]
-            i += 1
-            if k == 8:
-                v = (v << 8) | byte
-                break
-            v = (v << 7) | (byte & 0x7F)
-            if byte < 0x80:
-                break
-        out.append(v)
-    return out
-
-
 def fts_totals(conn) -> FtsTotals | None:
     """FTS5's row count and summed column sizes (its averages record, chunks_fts_data id 1)."""
     row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
@@ -102,12 +82,6 @@ def fts_totals(conn) -> FtsTotals | None:
         return None
     v = varints(bytes(row[0]))
     return FtsTotals(v[0], sum(v[1:])) if v and v[0] > 0 else None
-
-
-def idf(df: int, rows: int) -> float:
-    """FTS5's idf: ln((N - nHit + .5) / (nHit + .5)), its floor where that is <= 0."""
-    x = math.log((rows - df + 0.5) / (df + 0.5))
-    return x if x > 0.0 else FLOOR_IDF
 
 
 def bound(idf_: float) -> float:

@@ -19,6 +19,7 @@ import numpy as np
 
 from search_core.index import ngram_postings, pair_table, short_tokens
 from search_core.search import scripts
+from search_core.search.fts_bm25 import FtsBm25
 from search_core.ingest.graph import normalize_name
 from search_core.index import pgvector
 from search_core.index.layout import db_path, read_layout
@@ -494,6 +495,14 @@ class IndexView:
                                                      self.place_of)
                            if ngram_postings.is_built(self.conn) else None)
         return self._ngram
+
+    def fts_bm25(self) -> "FtsBm25 | None":
+        """FTS5's bm25 computed from FTS5's own counts (search_core.search.fts_bm25), its lists read per term on
+        first use and kept for the view's life; None where FTS5 lacks what bm25 reads. Made on first use, on
+        the thread that asks (the keyword channel's), from the view's connection: inside its snapshot."""
+        if not hasattr(self, "_fts_bm25"):
+            self._fts_bm25 = FtsBm25.open(self.conn)
+        return self._fts_bm25
 
     def hangul_share(self, note_id: str) -> float:
         """The share of Hangul among the Hangul and Latin letters of the note's chunks (scripts.hangul_share),

@@ -63,8 +63,9 @@ def test_a_query_of_floor_idf_trigrams_past_the_budget_reads_no_fts5_rows(cap_in
     """'common' sits in 3 of the 4 chunks: past the budget nothing is sent to FTS5 (no row of it is read)."""
     s = Searcher(cap_index)
     sent = []
-    real = ch._fts_best
-    monkeypatch.setattr(ch, "_fts_best", lambda conn, match, limit: (sent.append(match), real(conn, match, limit))[1])
+    real = ch.fts_best
+    monkeypatch.setattr(ch, "fts_best", lambda view, conn, tri, limit: (sent.append(ch.fts_match_expr(tri)),
+                                                                        real(view, conn, tri, limit))[1])
     monkeypatch.setattr(ch, "MAX_POSTINGS", 3)      # "common": 4 trigrams x 3 chunks; "qqxyz": 3 x 1, within
     assert ch.sparse(s.conn, s.view, "common", 50) == []
     assert [h.note_id for h in ch.sparse(s.conn, s.view, "qqxyz", 50)] == ["rare"]
@@ -77,8 +78,9 @@ def test_a_query_past_the_postings_budget_sends_only_its_rarest_trigrams(cap_ind
     only the rare three are sent, so the "common" notes no longer match; within 15, all seven are."""
     s = Searcher(cap_index)
     sent = []
-    real = ch.fts_match_expr
-    monkeypatch.setattr(ch, "fts_match_expr", lambda tri: (sent.append(list(tri)), real(tri))[1])
+    real = ch.fts_best
+    monkeypatch.setattr(ch, "fts_best", lambda view, conn, tri, limit: (sent.append(list(tri)),
+                                                                        real(view, conn, tri, limit))[1])
     monkeypatch.setattr(ch, "MAX_POSTINGS", 3)
     capped = [h.note_id for h in ch.sparse(s.conn, s.view, "qqxyz common", 50)]
     monkeypatch.setattr(ch, "MAX_POSTINGS", 15)
@@ -101,8 +103,9 @@ def test_a_long_query_sends_only_its_rarest_trigrams_to_fts5(cap_index, monkeypa
     FTS5 query is the three rare ones, so the "common" notes no longer match; uncapped, all four do."""
     s = Searcher(cap_index)
     sent = []
-    real = ch.fts_match_expr
-    monkeypatch.setattr(ch, "fts_match_expr", lambda tri: (sent.append(list(tri)), real(tri))[1])
+    real = ch.fts_best
+    monkeypatch.setattr(ch, "fts_best", lambda view, conn, tri, limit: (sent.append(list(tri)),
+                                                                        real(view, conn, tri, limit))[1])
     monkeypatch.setattr(ch, "MAX_PHRASES", 3)
     capped = [h.note_id for h in ch.sparse(s.conn, s.view, "qqxyz common", 50)]
     monkeypatch.setattr(ch, "MAX_PHRASES", 64)
