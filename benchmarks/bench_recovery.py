@@ -262,7 +262,8 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
              starts=("hand-set", "default"), progress=print, space: Path | None = None,
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
              budget: float | None = None, heading_title: bool = True, tuning: str = "made",
-             agreement: bool = True, findable: int | None = None, pairs: bool | None = None) -> dict:
+             agreement: bool = True, findable: int | None = None, pairs: bool | None = None,
+             cloze_words: int | None = None) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout).
     tuning: what the night tunes on: "made" (the made set alone), "hand+made" (the vault's hand-written tune
@@ -270,8 +271,10 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
     "hand" (the hand-written tune set alone); with a hand-written part it cannot be judged on "tune".
     findable: gold make's findable_in (the base index) within this rank: only questions some fusion list alone
     finds in its top `findable` (None: every question). pairs: pair rounds after a stalled cycle (None: the
-    sweep's default)."""
+    sweep's default). cloze_words: the cloze questions' length in words (None: gold cloze's default, 0: whole
+    lines)."""
     from search_core.config import SearchConfig, load_config
+    from tuner.data.cloze import CLOZE_WORDS
     from tuner.sweep.params import SweepParams
     db = base_index(case, cache)
     if tuning in ("hand+made", "hand") and "tune" in judges:
@@ -284,7 +287,9 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "anchor_share": anchor_share, "mask_link": mask_link, "anchors_from_whole": whole,
            "heading_title": heading_title,
            "time_budget_s": budget, "tuning": tuning, "findable": findable,
-           "pairs": SweepParams.pairs if pairs is None else pairs, "runs": []}
+           "pairs": SweepParams.pairs if pairs is None else pairs,
+           **({"cloze_words": CLOZE_WORDS if cloze_words is None else cloze_words or None}
+              if tuning.startswith("cloze") else {}), "runs": []}
     judge_bench = None
     for seed in seeds:
         night_db, night_case = db, case
@@ -293,8 +298,9 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
             # index, which the hand-written questions were written for
             from tuner.data.cloze import refresh_cloze
             from tuner.sweep.workbench import Workbench
-            cl, _ = refresh_cloze(case.vault, cache / case.name / "cloze" / f"seed{seed}", n=n, seed=seed,
-                                  like=db)
+            words = CLOZE_WORDS if cloze_words is None else cloze_words or None
+            cl, _ = refresh_cloze(case.vault, cache / case.name / "cloze" / f"seed{seed}{f'-w{words}' if words else ''}",
+                                  n=n, seed=seed, words=words, like=db)
             night_db, night_case = cl.db, dataclasses.replace(case, vault=cl.vault, whole=None)
             gold = cl.gold
             if tuning == "cloze+made":
@@ -589,6 +595,9 @@ def main() -> None:
                          "daemon combines them), or the hand-written tune set alone")
     ap.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=None,
                     help="pair rounds after a full cycle of single-variable rounds kept nothing (default: the sweep's)")
+    ap.add_argument("--cloze-words", type=int, default=None, metavar="W",
+                    help="with --tuning cloze: each cloze question's first W words (0: the whole line; default: "
+                         "gold cloze's)")
     ap.add_argument("--no-agreement", action="store_true",
                     help="skip the agreement (every visited config scored on the hand-written sets: most of a "
                          "night's time on a loaded machine)")
@@ -689,7 +698,8 @@ def main() -> None:
                                 progress=lambda l: print(l, file=sys.stderr, flush=True), space=a.space,
                                 anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
                                 budget=a.time_budget, heading_title=not a.heading_alone, tuning=a.tuning,
-                                agreement=not a.no_agreement, findable=a.findable, pairs=a.pairs))
+                                agreement=not a.no_agreement, findable=a.findable, pairs=a.pairs,
+                                cloze_words=a.cloze_words))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})

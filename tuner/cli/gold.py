@@ -12,6 +12,7 @@ import click
 
 from search_core import SearchCoreError
 
+from tuner.data.cloze import CLOZE_WORDS
 from tuner.data.vault_questions import FINDABLE_WITHIN, MADE_N
 from tuner.cli.options import (PathValue, duration, fail, input_file, json_option, output_file, output_folder,
                                recall_log_option, window_value)
@@ -98,8 +99,11 @@ def gold_make(vault_or_db, out, n, seed, kinds, n_probes, keep_link, heading_alo
 @click.option("--keep-notes-of", "keep_of", type=PathValue(exists=True), multiple=True, metavar="GOLD",
               help="A gold set whose gold notes keep every line (your own questions asked of the same copy); "
                    "repeatable.")
+@click.option("--words", type=click.IntRange(min=0), default=None, metavar="W",
+              help="Each question is its line's first W words; 0 asks the whole line. [default: %s]"
+                   % (CLOZE_WORDS or "the whole line"))
 @json_option()
-def gold_cloze(vault_or_db, out, n, seed, like, keep_of, as_json):
+def gold_cloze(vault_or_db, out, n, seed, like, keep_of, words, as_json):
     """Cloze questions: one line of each note, blanked in a copy of VAULT_OR_DB and asked of the copy's index, so
     the search must find the note by what the rest of it says. Tune on them with `sweep --db OUT/index.sqlite
     --vault OUT/vault --gold OUT/gold.yaml`; never ask them of the vault itself (the line would answer itself)."""
@@ -109,7 +113,8 @@ def gold_cloze(vault_or_db, out, n, seed, like, keep_of, as_json):
         if like is None and Path(vault_or_db).is_file():
             like = vault_or_db
         keep = {g for path in keep_of for q in load_gold(path).questions for g in q.gold}
-        made, _ = refresh_cloze(vault_or_db, out, n=n, seed=seed, keep_notes=keep, like=like)
+        made, _ = refresh_cloze(vault_or_db, out, n=n, seed=seed, keep_notes=keep, like=like,
+                                words=CLOZE_WORDS if words is None else words or None)
     except SearchCoreError as e:
         fail(e)
     if as_json:

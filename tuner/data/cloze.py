@@ -47,6 +47,7 @@ CLOZE_MIN_CHARS = 30          # a shorter line is a fragment ("예시:", "아래
 CLOZE_MAX_CHARS = 200         # a longer one is a paragraph, not a question
 MIN_LINES = 3                 # candidate lines a note needs to give one (it keeps at least two)
 CLOZE_LEVEL = "L1"            # a question in the note's own words, without the note's own sentence
+CLOZE_WORDS: int | None = None  # a question is its line's first words (None: the whole line)
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
 NOT_PROSE_RE = re.compile(r"^\s*(#|\||>|<|!\[|\{|\$\$|---|\*\*\*|===)")
 LINK_MARK_RE = re.compile(r"\[\[|\]\(|https?://")
@@ -141,10 +142,15 @@ def choose_cloze(vault: str | Path, *, n: int | None = 600, seed: int = 0, keep_
     return chosen, len(notes), dropped
 
 
-def cloze_questions(lines: list[ClozeLine]) -> list[Question]:
+def first_words(text: str, words: int | None) -> str:
+    return text if not words else " ".join(text.split()[:words])
+
+
+def cloze_questions(lines: list[ClozeLine], words: int | None = CLOZE_WORDS) -> list[Question]:
+    """A question per line: its first `words` words (None: all of it); the copy blanks the whole line either way."""
     return [Question(f"cloze-{hashlib.sha256(f'{c.note_id}|{c.line}|{c.text}'.encode()).hexdigest()[:8]}",
-                     CLOZE_LEVEL, c.query, (c.note_id,), f"line {c.line} of note {c.note_id}, blanked in the copy",
-                     source="vault") for c in lines]
+                     CLOZE_LEVEL, first_words(c.query, words), (c.note_id,),
+                     f"line {c.line} of note {c.note_id}, blanked in the copy", source="vault") for c in lines]
 
 
 def write_cloze_vault(vault: str | Path, lines: list[ClozeLine], out: str | Path) -> Path:
@@ -196,7 +202,7 @@ def index_settings(db: str | Path) -> tuple[str, ChunkConfig]:
 
 
 def make_cloze(vault_or_db: str | Path, out: str | Path, *, n: int | None = 600, seed: int = 0, keep_notes=(),
-               index: bool = True, like: str | Path | None = None, embedder: str | None = None,
+               words: int | None = CLOZE_WORDS, index: bool = True, like: str | Path | None = None, embedder: str | None = None,
                chunking: ChunkConfig | None = None, cache: str | Path | None = None, progress=None) -> ClozeSet:
     """Cloze questions of a vault in `out`: OUT/gold.yaml, OUT/vault (the copy without their lines), OUT/index.sqlite
     (its index unless index=False: built as the index `like` was, else with `embedder` and `chunking`; an index
@@ -212,7 +218,7 @@ def make_cloze(vault_or_db: str | Path, out: str | Path, *, n: int | None = 600,
                               f"({n_notes} notes); write questions with `gold init` instead")
     out.mkdir(parents=True, exist_ok=True)
     copy = write_cloze_vault(vault, lines, out / VAULT_DIR)
-    qs = cloze_questions(lines)
+    qs = cloze_questions(lines, words)
     header = [f"# Cloze questions: {len(qs)} lines of {vault}'s notes, each blanked in {copy} and asked of its index",
               f"# ({out / INDEX}), never of the vault itself. Made by a program (seed {seed}); read them and prune."]
     body = yaml.safe_dump({"name": out.name, "vault": str(copy), "questions": [q.to_yaml() for q in qs]},
@@ -227,13 +233,13 @@ def make_cloze(vault_or_db: str | Path, out: str | Path, *, n: int | None = 600,
     return ClozeSet(out, gold, copy, db, len(qs), n_notes, dict(dropped))
 
 
-def _stamp(vault: Path, n: int | None, seed: int, keep_notes, built: object) -> dict[str, object]:
+def _stamp(vault: Path, n: int | None, seed: int, keep_notes, words: int | None, built: object) -> dict[str, object]:
     return {"vault": str(Path(vault).resolve()), "content": hash_tree(vault), "n": n, "seed": seed,
-            "keep_notes": sorted(keep_notes), "index": built}
+            "keep_notes": sorted(keep_notes), "words": words, "index": built}
 
 
 def refresh_cloze(vault: str | Path, out: str | Path, *, n: int | None = 600, seed: int = 0, keep_notes=(),
-                  like: str | Path | None = None, embedder: str | None = None, cache: str | Path | None = None,
+                  words: int | None = CLOZE_WORDS, like: str | Path | None = None, embedder: str | None = None, cache: str | Path | None = None,
                   progress=None) -> tuple[ClozeSet, bool]:
     """make_cloze into `out`, with OUT/manifest.json (the vault's content hash and the options), unless the manifest
     says it was made there from the same vault content and options: (the set, whether it was made now). A night's
@@ -242,7 +248,7 @@ def refresh_cloze(vault: str | Path, out: str | Path, *, n: int | None = 600, se
     chunking = None
     if like is not None:            # read once: the stamp and the build use the same settings
         embedder, chunking = index_settings(like)
-    stamp = _stamp(vault, n, seed, keep_notes, [embedder, chunking and dataclasses.asdict(chunking)])
+    stamp = _stamp(vault, n, seed, keep_notes, words, [embedder, chunking and dataclasses.asdict(chunking)])
     try:
         old = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -252,7 +258,7 @@ def refresh_cloze(vault: str | Path, out: str | Path, *, n: int | None = 600, se
                         old.get("dropped", {})), False
     if (out / MANIFEST).exists():
         (out / MANIFEST).unlink()            # a half-made set never passes for a whole one
-    made = make_cloze(vault, out, n=n, seed=seed, keep_notes=keep_notes, embedder=embedder, chunking=chunking,
+    made = make_cloze(vault, out, n=n, seed=seed, keep_notes=keep_notes, words=words, embedder=embedder, chunking=chunking,
                       cache=cache, progress=progress)
     atomic_write_text(out / MANIFEST, json.dumps({"stamp": stamp, **made.to_json()}, ensure_ascii=False, indent=1))
     return made, True

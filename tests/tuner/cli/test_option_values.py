@@ -57,7 +57,7 @@ ROLE_BY_VERB = {
     ("gold cloze", "out"): "out_dir", ("gold cloze", "like"): "index", ("gold cloze", "keep_of"): "gold",
 }
 # counts: a negative is wrong, and zero too unless it means something ("0 = none", "0: one pass")
-COUNTS_ZERO_OK = {"sample", "timing_samples", "dense_per_note", "calls"}
+COUNTS_ZERO_OK = {"sample", "timing_samples", "dense_per_note", "calls", "words"}
 COUNTS = {"rounds", "limit", "n", "findable_within", "top_k", "chunk_chars", "timeout_ms", "port", "call_id", "event_id",
           "seed"} | COUNTS_ZERO_OK
 FRACTIONS = {"split", "fraction", "target_probe_rate", "noise_alpha", "gate_epsilon"}

@@ -152,3 +152,25 @@ def test_gold_cloze_from_an_index_builds_the_copy_as_that_index_was_built(vault,
     assert index_settings(out["db"]) == index_settings(db)
     r = CliRunner().invoke(main, ["gold", "cloze", str(tmp_path / "nowhere"), "--out", str(tmp_path / "d")])
     assert r.exit_code != 0 and "nowhere" in r.output
+
+
+def test_a_question_is_its_lines_first_words_and_the_copy_blanks_the_whole_line(vault, tmp_path):
+    from tuner.data.cloze import cloze_questions, first_words
+    lines, _, _ = choose_cloze(vault, n=None, seed=0)
+    gc = next(c for c in lines if c.note_id == "java/gc")
+    cut = {q.gold[0]: q.query for q in cloze_questions(lines, words=3)}
+    assert cut["java/gc"] == " ".join(gc.query.split()[:3]) and len(cut["java/gc"].split()) == 3
+    assert {q.gold[0]: q.query for q in cloze_questions(lines, words=None)}["java/gc"] == gc.query
+    assert first_words("자바의 가비지 컬렉터는", 8) == "자바의 가비지 컬렉터는"      # a shorter line stays whole
+    made = make_cloze(vault, tmp_path / "cloze", n=None, words=3, index=False)
+    asked = {q.gold[0]: q.query for q in load_gold(made.gold).questions}
+    assert asked["java/gc"] == cut["java/gc"]
+    assert (made.vault / "java/gc.md").read_text().split("\n")[gc.line - 1] == ""       # the whole line is blanked
+
+
+def test_refresh_makes_them_again_when_the_question_length_changes(vault, tmp_path, shared_cache):
+    from tests.helpers.fake_embedder import NAME
+    first, made = refresh_cloze(vault, tmp_path / "cloze", n=None, words=3, embedder=NAME, cache=shared_cache)
+    assert made and all(len(q.query.split()) <= 3 for q in load_gold(first.gold).questions)
+    again, made = refresh_cloze(vault, tmp_path / "cloze", n=None, words=None, embedder=NAME, cache=shared_cache)
+    assert made and any(len(q.query.split()) > 3 for q in load_gold(again.gold).questions)
