@@ -56,12 +56,8 @@ CONFIGS = {
 def vault_case(name: str) -> VaultCase:
     """bench_recovery's case when it has one; else a wiki of VAULT_SETS judged on its spent sets (index built under
     the cache)."""
-    if name in VAULTS:
+    if name in VAULTS:               # every set it judges on (johngrib: the six spent sets it splits tune / holdout)
         case = VAULTS[name]
-        if name == "johngrib":       # all six spent sets (the recovery nights split them tune / holdout)
-            return dataclasses.replace(case, judge={"all": case.judge["tune"] + case.judge["holdout"]})
-        if name == "demo":
-            return dataclasses.replace(case, judge={"all": case.judge["tune"] + case.judge["holdout"]})
         return dataclasses.replace(case, judge={"all": tuple(p for ps in case.judge.values() for p in ps)})
     if name not in VAULT_SETS:
         raise SystemExit(f"no vault {name!r}: one of {', '.join(sorted({*VAULTS, *VAULT_SETS}))}")
