@@ -165,11 +165,13 @@ def made_set(case: VaultCase, cache: Path, seed: int, n: int, variant: str, anch
 
 
 def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, tag: str, rounds: int,
-          space: Path | None = None, budget: float | None = None, whole: bool = False, pairs: bool | None = None):
+          space: Path | None = None, budget: float | None = None, whole: bool = False, pairs: bool | None = None,
+          default_round: bool | None = None):
     """The real sweep (default keep rule; the packaged default space unless `space`) on `gold` from `start`:
     (Sweep, summary). budget: its time budget, which it first spends on more questions from the vault when
     the set cannot detect its gains (tuner/sweep/evidence_budget.py; whole: from the whole vault). pairs: whether a
-    stalled cycle is followed by pair rounds (None: the sweep's default)."""
+    stalled cycle is followed by pair rounds, default_round: whether round 1 tries the shipped default (None: the
+    sweep's default)."""
     from tuner.data.bundled import default_space
     from tuner.ledger.ledger import Ledger
     from tuner.sweep.loop import Sweep, SweepParams
@@ -180,7 +182,7 @@ def night(case: VaultCase, db: Path, gold: Path, start, seed: int, cache: Path, 
     params = SweepParams(db=str(db), gold=str(gold), space=str(space or default_space()), rounds=rounds, seed=seed,
                          vault=str(case.whole if whole else case.vault), index_dir=str(cache / case.name / "indexes"),
                          cost_store=str(cache / "cost-model"), time_budget_s=budget,
-                         **({} if pairs is None else {"pairs": pairs}))
+                         **{k: v for k, v in (("pairs", pairs), ("default_round", default_round)) if v is not None})
     ledger = Ledger(ledger_path)
     try:
         sw = Sweep(params, ledger, start=start)
@@ -263,7 +265,7 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
              anchor_share: float | None = None, mask_link: bool = False, whole: bool = False,
              budget: float | None = None, heading_title: bool = True, tuning: str = "made",
              agreement: bool = True, findable: int | None = None, pairs: bool | None = None,
-             cloze_words: int | None = None) -> dict:
+             cloze_words: int | None = None, default_round: bool | None = None) -> dict:
     """Each night runs once and is judged on every set in `judges` ("tune", "holdout"): the night never sees
     them, so the same night serves the design iterations (tune) and the reported figures (holdout).
     tuning: what the night tunes on: "made" (the made set alone), "hand+made" (the vault's hand-written tune
@@ -288,6 +290,7 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
            "heading_title": heading_title,
            "time_budget_s": budget, "tuning": tuning, "findable": findable,
            "pairs": SweepParams.pairs if pairs is None else pairs,
+           "default_round": SweepParams.default_round if default_round is None else default_round,
            **({"cloze_words": CLOZE_WORDS if cloze_words is None else cloze_words or None}
               if tuning.startswith("cloze") else {}), "runs": []}
     judge_bench = None
@@ -324,7 +327,7 @@ def run_case(case: VaultCase, cache: Path, seeds, judges, n: int, rounds: int, v
             t0 = time.perf_counter()
             tag = f"{variant}{'' if tuning == 'made' else '-' + tuning}-{start_name}-seed{seed}"
             sw, summary = night(night_case, night_db, gold, start, seed, cache, tag, rounds,
-                               space, budget, whole and night_case is case, pairs)
+                               space, budget, whole and night_case is case, pairs, default_round)
             summary = summary.to_json()
             base_emb = sw.bench.base_embedder
             final_cfg = SearchConfig().replace(**summary["final_config"])
@@ -595,6 +598,9 @@ def main() -> None:
                          "daemon combines them), or the hand-written tune set alone")
     ap.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=None,
                     help="pair rounds after a full cycle of single-variable rounds kept nothing (default: the sweep's)")
+    ap.add_argument("--default-round", action=argparse.BooleanOptionalAction, default=None,
+                    help="round 1 tries the shipped default, every search variable moved at once (default: the "
+                         "sweep's)")
     ap.add_argument("--cloze-words", type=int, default=None, metavar="W",
                     help="with --tuning cloze: each cloze question's first W words (0: the whole line; default: "
                          "gold cloze's)")
@@ -699,7 +705,7 @@ def main() -> None:
                                 anchor_share=a.anchor_share, mask_link=a.mask_link, whole=a.anchors_from_whole,
                                 budget=a.time_budget, heading_title=not a.heading_alone, tuning=a.tuning,
                                 agreement=not a.no_agreement, findable=a.findable, pairs=a.pairs,
-                                cloze_words=a.cloze_words))
+                                default_round=a.default_round, cloze_words=a.cloze_words))
         print(table(results[-1], a.judge.split(",")[0]) + "\n", flush=True)
     path = write_result(f"recovery-{a.variant}-{a.starts.replace(',', '+')}-{a.judge.replace(',', '+')}-{'-'.join(names)}",
                         {"results": results, "seconds": round(time.perf_counter() - t0, 1)})

@@ -76,15 +76,16 @@ def hand_set_calibrations(folder, rerankers=(), units_by_embedder=None) -> list[
 
 
 def run_sweep(tmp_path, db, space_text, rounds, *, gold=DEMO_TUNE, seed=0, ledger="l.sqlite", progress=None, start=None,
-          index_dir=None, timing_samples=0, pairs=False):
+          index_dir=None, timing_samples=0, pairs=False, default_round=False):
     """timing_samples 0 (one timed pass) unless a test is about timed decisions: repeated passes cost
     72 more searches per timed evaluation and are tested where they matter. pairs: the sweep's pair rounds (off unless
-    a test is about them, so a test's rounds stay the single-variable ones it was written for)."""
+    a test is about them, so a test's rounds stay the single-variable ones it was written for); default_round alike."""
     sp = tmp_path / f"space-{ledger}.toml"
     sp.write_text(space_text)
     lg = Ledger(tmp_path / ledger)
     p = SweepParams(db=str(db), gold=str(gold), space=str(sp), rounds=rounds, seed=seed, vault=str(DEMO_VAULT),
-                    index_dir=str(index_dir or tmp_path / "indexes"), timing_samples=timing_samples, pairs=pairs)
+                    index_dir=str(index_dir or tmp_path / "indexes"), timing_samples=timing_samples, pairs=pairs,
+                    default_round=default_round)
     hand_set_calibrations(p.cost_folder())
     sw = Sweep(p, lg, progress=progress, start=start)
     summary = sw.run()

@@ -86,6 +86,11 @@ class Ledger:
                                 (sweep_id,))
         return [Round.from_columns(dict(zip(ROUND_CONTENT, r))) for r in cur]
 
+    def first_round_named(self, prefix: str) -> tuple[str, int, str] | None:
+        """(sweep, round, created) of the earliest round whose variable starts with `prefix`, or None."""
+        return self.conn.execute("SELECT sweep, round, created FROM rounds WHERE substr(variable, 1, ?) = ? "
+                                 "ORDER BY created, rowid LIMIT 1", (len(prefix), prefix)).fetchone()
+
     def record_holdout(self, sweep_id: str, result: HoldoutCheck) -> None:
         text, created = json.dumps(result.to_json(), ensure_ascii=False), _now()
         with atomic(self.conn):

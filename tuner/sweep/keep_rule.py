@@ -18,6 +18,11 @@ Optional checks: no level loses more than one question; p95 latency within a bud
 ranking must be beyond noise (noise_alpha: tuner/sweep/evidence.py).
 A candidate whose objective rises while hit@5 falls is rejected, and the reason says so.
 
+The move to the shipped default (`prior`: tuner/sweep/variables.py, default_move) carries the burden the other
+way: the default was chosen across vaults on hand-written questions, so it passes the same guards but is kept
+unless the vault's evidence shows it worse: its per-question quality lower beyond noise (the paired test at
+noise_alpha, 0.05 when off), or nothing moved and the objective fell (latency alone).
+
 The p95 both evaluations carry is the cost model's prediction (tuner/evaluation/cost_model.py), not a stopwatch's,
 so the same two evaluations are decided alike on a quiet machine and a busy one.
 """
@@ -140,9 +145,10 @@ def _noninferior_reason(ev: Hit5Evidence, rule: Rule) -> str:
 
 
 def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
-           objective: str | None = None) -> tuple[Decision, float, float]:
+           objective: str | None = None, prior: bool = False) -> tuple[Decision, float, float]:
     """Returns (decision, base objective, candidate objective). `objective` overrides the rule's
-    (threshold rounds are judged on gate accuracy)."""
+    (threshold rounds are judged on gate accuracy); `prior`: the candidate is the shipped default, kept unless
+    shown worse (the module's doc)."""
     obj = objective or rule.objective
     b_obj, c_obj = objective_value(base, obj), objective_value(cand, obj)
     b_hit, c_hit = base.overall["hit@5"], cand.overall["hit@5"]
@@ -151,7 +157,7 @@ def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
         if not ev.holds(rule.hit5_margin):
             rose = f"; {obj} rose {b_obj:.4f} -> {c_obj:.4f}, but hit@5 is guarded" if c_obj > b_obj else ""
             return Decision(RoundDecision.HIT5_REGRESSED, _noninferior_reason(ev, rule) + rose), b_obj, c_obj
-        d, b_obj, c_obj = _after_hit5_guard(base, cand, rule, obj, b_obj, c_obj)
+        d, b_obj, c_obj = _after_hit5_guard(base, cand, rule, obj, b_obj, c_obj, prior)
         if d.decision == RoundDecision.KEPT and ev.lost:
             d = Decision(d.decision, f"{d.reason}; hit@5 guard: {ev.lost} out, {ev.gained} in, upper bound of the "
                                      f"drop {ev.drop_bound:.1f} points < margin {rule.hit5_margin:g}")
@@ -169,11 +175,11 @@ def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
             return Decision(RoundDecision.HIT5_REGRESSED,
                             f"hit@5 {b_hit:.4f} -> {c_hit:.4f}, but {len(out)} question(s) left the top 5 "
                             f"as {len(came)} came in (the guard is per question)"), b_obj, c_obj
-    return _after_hit5_guard(base, cand, rule, obj, b_obj, c_obj)
+    return _after_hit5_guard(base, cand, rule, obj, b_obj, c_obj, prior)
 
 
 def _after_hit5_guard(base: EvalResult, cand: EvalResult, rule: Rule, obj: str, b_obj: float,
-                      c_obj: float) -> tuple[Decision, float, float]:
+                      c_obj: float, prior: bool = False) -> tuple[Decision, float, float]:
     b_hit, c_hit = base.overall["hit@5"], cand.overall["hit@5"]
     if rule.level_guard:
         bl, cl = level_hits(base), level_hits(cand)
@@ -186,6 +192,8 @@ def _after_hit5_guard(base: EvalResult, cand: EvalResult, rule: Rule, obj: str, 
         if p95 > rule.latency_budget_ms:
             return Decision(RoundDecision.LATENCY_BUDGET,
                             f"p95 {p95:.1f} ms over the budget {rule.latency_budget_ms:.0f} ms"), b_obj, c_obj
+    if prior and obj != "gate_accuracy":
+        return _prior_kept_unless_worse(base, cand, rule, obj, b_obj, c_obj), b_obj, c_obj
     eps = rule.gate_epsilon if obj == "gate_accuracy" else rule.epsilon
     if c_obj - b_obj <= eps:
         return Decision(RoundDecision.NO_GAIN, f"{obj} {b_obj:.4f} -> {c_obj:.4f} "
@@ -204,3 +212,23 @@ def _after_hit5_guard(base: EvalResult, cand: EvalResult, rule: Rule, obj: str, 
             return Decision(RoundDecision.KEPT, f"{obj} {b_obj:.4f} -> {c_obj:.4f}; hit@5 {b_hit:.4f} -> {c_hit:.4f}; "
                             f"{ev.better} question(s) up, {ev.worse} down, paired p = {ev.p_value:.4f}"), b_obj, c_obj
     return Decision(RoundDecision.KEPT, f"{obj} {b_obj:.4f} -> {c_obj:.4f}; hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj
+
+
+PRIOR_ALPHA = 0.05     # the shipped default's harm test when the rule's own noise test is off
+
+
+def _prior_kept_unless_worse(base: EvalResult, cand: EvalResult, rule: Rule, obj: str, b_obj: float,
+                             c_obj: float) -> Decision:
+    """The shipped default, past the guards: rejected only when the vault's questions show it worse."""
+    b_hit, c_hit = base.overall["hit@5"], cand.overall["hit@5"]
+    alpha = rule.noise_alpha if rule.noise_alpha is not None else PRIOR_ALPHA
+    ev = ranking_evidence(base, cand, obj, rule.quality_weights)
+    moved = (f"{ev.moved} question(s) moved ({ev.better} up, {ev.worse} down), paired p = {ev.p_value:.4f}"
+             if ev.moved else "no question moved")
+    said = f"{obj} {b_obj:.4f} -> {c_obj:.4f}; hit@5 {b_hit:.4f} -> {c_hit:.4f}; {moved}"
+    if ev.moved and ev.delta < 0 and ev.p_value < alpha:
+        return Decision(RoundDecision.NO_GAIN, f"the shipped default is worse here beyond noise: {said} "
+                                               f"(p < {alpha:g})")
+    if not ev.moved and c_obj < b_obj:
+        return Decision(RoundDecision.NO_GAIN, f"the shipped default ranks alike here and costs more: {said}")
+    return Decision(RoundDecision.KEPT, f"the shipped default, not shown worse here: {said}")

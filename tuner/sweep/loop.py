@@ -35,8 +35,9 @@ from tuner.sweep.rounds import ReplayedRound, RoundOutcome, charged, replay_deci
 from tuner.sweep.space import Space, load_space
 from tuner.sweep.summary import Figures, HoldoutCheck, KeptStep, SweepSummary
 from tuner.sweep.reasons import Reason
-from tuner.sweep.variables import (COUPLED_PAIRS, GATE_SCORE, MODEL_GATE_FIELD, CoupledPair, describe_change,
-                                   gate_pair, gate_reason, is_pair, kind_of, unavailable_reason, value_in)
+from tuner.sweep.variables import (COUPLED_PAIRS, DEFAULT_MOVE, GATE_SCORE, MODEL_GATE_FIELD, CoupledPair,
+                                   default_move, describe_change, gate_pair, gate_reason, is_pair, kind_of,
+                                   unavailable_reason, value_in)
 from tuner.sweep.workbench import Workbench, fit_threshold
 
 ENTITY_VARIABLE = "w_entity"      # moved only on hand-written or labelled evidence (Sweep.__init__)
@@ -69,6 +70,14 @@ class Sweep:
                 v for v in self.space.variables if v.name != ENTITY_VARIABLE))
             self.progress(f"{ENTITY_VARIABLE} left out: the tuning set has no hand-written or labelled question, "
                           "and questions made from the vault name the notes the entity channel matches")
+        if sweep_id is None and params.default_round:
+            # once a ledger: a night that starts from a config an earlier night tuned (the daemon's promoted one)
+            # is not moved back to the shipped default on weaker evidence than that night's gain stood on
+            earlier = ledger.first_round_named(DEFAULT_MOVE)
+            if earlier is not None:
+                params = self.p = dataclasses.replace(params, default_round=False)
+                self.progress(f"no round to the shipped default: sweep {earlier[0]} tried it (round {earlier[1]}, "
+                              f"{earlier[2]}), once a ledger")
         if sweep_id is not None and params.recalibrate:
             raise SearchCoreError("a resumed sweep keeps the cost calibration its rounds were charged with, so its "
                                   "decisions stay comparable; drop --recalibrate, or start a new sweep with it")
@@ -234,7 +243,12 @@ class Sweep:
         """(variable or pair name, value) for the next round; (name, None) logs a variable once as unavailable;
         (None, None): nothing left to try. Once a full cycle of single-variable rounds against this baseline kept
         nothing, pair rounds (`pairs`) and single ones take turns (`_pair_due`); single ones alone once no pair has
-        a point left."""
+        a point left. With `default_round`, the sweep's first round moves every search variable that differs from the
+        shipped default to it (once a sweep)."""
+        if self.p.default_round and all(r.is_start for r in self.rows):
+            move = default_move(self.space, baseline)
+            if move is not None:
+                return move
         if self.p.pairs and self._pair_due(bhash) and self._stalled(baseline, bhash):
             name, value = self._pick_pair(baseline, bhash)
             if name is not None:

@@ -57,6 +57,8 @@ class SweepParams:
     grow_evidence: bool = True
     # once a full cycle of single-variable rounds kept nothing, move coupled pairs together (tuner/sweep/variables.py)
     pairs: bool = default_of("pairs")
+    # round 1 moves every search variable that differs from the shipped default to it (tuner/sweep/variables.py)
+    default_round: bool = default_of("default_round")
 
     def cost_folder(self) -> Path:
         return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
@@ -80,7 +82,7 @@ class SweepParams:
 
 
 # keys a ledger's params may lack, with the value its rounds ran under (its decisions, its proposals)
-RULE_BEFORE_RECORDED = {"noise_alpha": None, "pairs": False}
+RULE_BEFORE_RECORDED = {"noise_alpha": None, "pairs": False, "default_round": False}
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from tuner.ledger.schema import RoundDecision
 from tuner.sweep.evidence import left_top5
 from tuner.sweep.keep_rule import Rule, decide
 from tuner.sweep.space import Space
-from tuner.sweep.variables import MODEL_GATE_FIELD, gate_field, kind_of, unchanged_reason, with_change
+from tuner.sweep.variables import (MODEL_GATE_FIELD, gate_field, is_default_move, kind_of, unchanged_reason,
+                                   with_change)
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: EvalResult, var
                 changes[MODEL_GATE_FIELD] = snap(space, MODEL_GATE_FIELD, model.threshold)
             cand = cand.replace(**changes)
         res = charged(bench, cand, bench.evaluate(cand, gold, timing_samples=timing_samples), kind.name)
-        d, _, c_obj = decide(base_metrics, res, rule, objective=kind.objective)
+        d, _, c_obj = decide(base_metrics, res, rule, objective=kind.objective, prior=is_default_move(variable))
         reason = d.reason
         broken = left_top5(base_metrics, res)
         if broken:
@@ -158,7 +159,7 @@ def replay_decisions(rows: list[Round], rule: Rule, score_cfg) -> list[ReplayedR
             continue                      # not evaluated (provably unchanged): no latency stood behind it
         cand = rescore(m, score_cfg)
         kind = kind_of(r.variable)
-        d, _, c_obj = decide(baseline, cand, rule, objective=kind.objective)
+        d, _, c_obj = decide(baseline, cand, rule, objective=kind.objective, prior=is_default_move(r.variable))
         out.append(ReplayedRound(r.round, r.variable, r.decision, d.decision, c_obj, r.objective))
         if r.kept:
             baseline = cand

@@ -80,3 +80,30 @@ def test_a_sweep_replays_under_the_rule_its_params_recorded():
     assert count.rule().hit5_guard == "count"
     again = SweepParams.from_record(dataclasses.asdict(now))
     assert again.rule() == now.rule()
+
+
+def test_the_shipped_default_is_kept_unless_shown_worse():
+    """`prior` reverses the burden: a gain within noise keeps the shipped default where any other round is rejected;
+    a loss within noise keeps it too; a loss beyond noise, or the same ranks at a lower objective, rejects it."""
+    base = ranked([2] * 24)
+    one_up = ranked([1] + [2] * 23, score=70.4)
+    assert decide(base, one_up, Rule(noise_alpha=0.05))[0].decision == "rejected:no_gain"
+    d = decide(base, one_up, Rule(noise_alpha=0.05), prior=True)[0]
+    assert d.decision == "kept" and d.reason.startswith("the shipped default, not shown worse here"), d.reason
+    one_down = ranked([3] + [2] * 23, score=69.8)        # one question from rank 2 to 3: within noise
+    d = decide(base, one_down, Rule(noise_alpha=0.05), prior=True)[0]
+    assert d.decision == "kept" and "1 question(s) moved (0 up, 1 down)" in d.reason, d.reason
+    # 12 of 24 from rank 2 to 3 (hit@5 holds): randomization p = 2 / 2**12, beyond noise
+    half_down = ranked([3] * 12 + [2] * 12, score=66.0)
+    d = decide(base, half_down, Rule(noise_alpha=0.05), prior=True)[0]
+    assert d.decision == "rejected:no_gain" and d.reason.startswith("the shipped default is worse here beyond noise")
+    half_up = ranked([1] * 12 + [2] * 12, score=74.0)     # a gain beyond noise keeps it, as any round
+    assert decide(base, half_up, Rule(noise_alpha=0.05), prior=True)[0].decision == "kept"
+    # with the noise test off the harm test still runs, at 0.05
+    assert decide(base, half_down, Rule(), prior=True)[0].decision == "rejected:no_gain"
+    alike = ranked([2] * 24, score=69.0)                 # the same ranks, a lower score: latency alone
+    d = decide(base, alike, Rule(noise_alpha=0.05), prior=True)[0]
+    assert d.decision == "rejected:no_gain" and "ranks alike here and costs more" in d.reason
+    # the hit@5 guard still stands before it
+    lost = ranked([None] * 6 + [2] * 18, score=75.0)
+    assert decide(base, lost, Rule(noise_alpha=0.05), prior=True)[0].decision == "rejected:hit5_regressed"
