@@ -51,6 +51,9 @@ class Sweep:
         self.progress = progress or (lambda line: None)
         self.stop_flag = stop_flag or (lambda: False)
         self.space: Space = load_space(params.space)
+        # the round to the shipped default moves every variable of the space file, the entity channel too: its value
+        # comes from the default, chosen on hand-written questions, not from the made questions that left it out
+        self.file_space: Space = self.space
         # said before round 1 and never proposed: a model whose package or weights are not here
         self.not_here = self.space.not_runnable_here()
         for choice, why in self.not_here.items():
@@ -246,7 +249,7 @@ class Sweep:
         a point left. With `default_round`, the sweep's first round moves every search variable that differs from the
         shipped default to it (once a sweep)."""
         if self.p.default_round and all(r.is_start for r in self.rows):
-            move = default_move(self.space, baseline)
+            move = default_move(self.file_space, baseline)
             if move is not None:
                 return move
         if self.p.pairs and self._pair_due(bhash) and self._stalled(baseline, bhash):

@@ -146,3 +146,17 @@ def test_once_a_ledger(demo_index, tmp_path, small_demo_gold):
     assert not any(is_default_move(r.variable) for r in rows[1:])
     assert recorded is False
     assert any(f"sweep {first.id} tried it (round 1" in line for line in said), said
+
+
+def test_the_move_takes_the_entity_channel_a_made_set_leaves_out(demo_index, tmp_path):
+    """A set of made questions alone leaves w_entity out of the single rounds; the move to the shipped default still
+    sets it to the shipped 0.15 (the value the default was chosen with), and the later rounds leave it there."""
+    from tuner.data.vault_questions import write_vault_questions
+    space = ('[w_entity]\nkind = "float"\nlow = 0.0\nhigh = 0.6\nstep = 0.05\n'
+             '[w_sparse]\nkind = "float"\nlow = 0.0\nhigh = 1.0\nstep = 0.05\n')
+    made = tmp_path / "made.yaml"
+    write_vault_questions(DEMO_VAULT, made, n=20, seed=0, anchor_share=1.0, mask_link=True)
+    _, rows = run_sweep(tmp_path, demo_index, space, 3, gold=made, start=SHIPPED.replace(w_entity=0.0, w_sparse=0.0),
+                        default_round=True)
+    assert rows[1].variable == "default:w_entity+w_sparse" and rows[1].new == [0.15, 0.4]
+    assert {r.variable for r in rows[2:]} == {"w_sparse"}
