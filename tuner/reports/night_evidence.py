@@ -24,11 +24,12 @@ from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.evidence import ranking_evidence
 from tuner.sweep.evidence_budget import EvidenceStep
 from tuner.sweep.keep_rule import TRUSTED_SOURCES, hit5_evidence
-from tuner.sweep.variables import describe_change, kind_of
+from tuner.sweep.variables import describe_change, is_default_move, kind_of
 
 KIND_WORDS = {"hand": "hand-written", "log": "labelled recall calls", "vault": "from the vault's text"}
 QUESTIONS_OF = {"hand": "the hand-written questions", "log": "the labelled recall calls",
                 "vault": "the questions from the vault's text"}
+DEFAULT_DECIDES = "default"     # a kept move to the shipped default: decided by no question set, refuted by none
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ class KeptEvidence:
     by_kind: tuple[KindMoves, ...]
     p_value: float | None          # the gain test over every kind (None: no rank moved)
     guard: str                     # what the hit@5 guard read
-    decided_by: tuple[str, ...]    # the sources that decided it ("objective" when no rank moved)
+    decided_by: tuple[str, ...]    # the sources that decided it ("objective" when no rank moved, DEFAULT_DECIDES
+    # for the move to the shipped default, kept unless shown worse)
     why: str                       # the same, as a sentence
 
 
@@ -137,6 +139,13 @@ def kept_evidence(row: Round, base: EvalResult, cand: EvalResult, objective: str
     guard = (f"{h.n} hand-written or labelled questions ({h.set_aside} from the vault's text set aside): "
              f"{h.lost} out of the top 5, {h.gained} in" if h.set_aside else
              f"all {h.n} questions: {h.lost} out of the top 5, {h.gained} in")
+    if is_default_move(row.variable):
+        # kept unless shown worse (tuner/sweep/keep_rule.py): no question set decided it, none refuted it
+        moved = (f"all kinds together: p = {pooled.p_value:.4f}, {pooled.better} up, {pooled.worse} down"
+                 if pooled.moved else "no question's rank moved")
+        return KeptEvidence(row.round, row.variable, row.old, row.new, tuple(by_kind),
+                            pooled.p_value if pooled.moved else None, guard, (DEFAULT_DECIDES,),
+                            f"the shipped default, which the tuning questions did not show worse ({moved})")
     if judged_on != objective or not pooled.moved:
         what = "the gate's accuracy on the probes" if judged_on == "gate_accuracy" else f"{objective} alone"
         return KeptEvidence(row.round, row.variable, row.old, row.new, tuple(by_kind), None, guard,

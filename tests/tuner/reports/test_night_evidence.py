@@ -56,6 +56,11 @@ def test_the_keyword_channel_is_decided_by_the_vaults_questions_where_the_hand_w
     assert len(hand_only) == len(b1.per_query)
     alone = kept_evidence(row, b1, c1, "score100", weights, 0.05)
     assert alone.decided_by == ("hand",) and alone.why.startswith("the hand-written questions (all kinds together: ")
+    # the move to the shipped default is kept unless shown worse: no question set decided it
+    moved = dataclasses.replace(row, variable="default:w_sparse", old=[0.0], new=[0.3])
+    default = kept_evidence(moved, base, cand, "score100", weights, 0.05)
+    assert default.decided_by == ("default",) and default.p_value == pooled.p_value
+    assert default.why.startswith("the shipped default, which the tuning questions did not show worse (all kinds ")
 
 
 @pytest.mark.slow
