@@ -263,11 +263,13 @@ class Searcher:
             # (~3 ms); the FTS5 list (~15-20 ms on the 8,417-chunk baekjungho wiki) only when the n-gram margin
             # holds: a query the margin turns away waits for the n-gram list alone before its embedding starts,
             # and its FTS5 query still runs beside the embedding
-            ngram = ch.ngram_sparse(self.conn, self.view, query, depth)
-            evidence = ch.keyword_evidence(ngram, None, fast_margin, skip)
+            # the lists as arrays (ch.NoteList): the check reads the n-gram list's first two notes and the FTS5
+            # list's first, the answer is their fusion; records are built for that answer only
+            ngram = ch.ngram_list(self.conn, self.view, query, depth)
+            evidence = ch.keyword_evidence(ngram.head(2, skip), None, fast_margin, skip)
             if evidence.first is not None and evidence.margin >= fast_margin:
-                fts5 = ch.sparse(self.conn, self.view, query, depth, ch.CHECK_PHRASES)
-                evidence = ch.keyword_evidence(ngram, fts5, fast_margin, skip)
+                fts5 = ch.sparse_list(self.conn, self.view, query, depth, ch.CHECK_PHRASES)
+                evidence = ch.keyword_evidence(ngram.head(2, skip), fts5.head(1, skip), fast_margin, skip)
                 if not evidence.decided and ch.cut_by(self.view, self.conn, query, ch.CHECK_PHRASES):
                     fts5 = None          # the check's list read fewer trigrams: the sparse channel runs its own
             t["fast_check"] = (time.perf_counter() - start) * 1000
@@ -309,16 +311,16 @@ class Searcher:
                 # the n-gram list, fused as a list of its own (SearchConfig.w_ngram) and the sparse channel's
                 # under keyword_index ngram or both; an index written before the n-gram lists has none
                 if ngram is None and view.ngram_index() is not None:
-                    ngram = ch.ngram_sparse(self.conn, view, query, depth)
+                    ngram = ch.ngram_list(self.conn, view, query, depth)
                 if ngram is not None:
-                    lists[NGRAM_LIST] = ngram
+                    lists[NGRAM_LIST] = ngram.hits()
                 if keyword_index == "ngram" and ngram is not None:
-                    lists["sparse"] = ngram
+                    lists["sparse"] = lists[NGRAM_LIST]
                 elif keyword_index == "fts5" and fts5 is not None:
-                    lists["sparse"] = fts5
+                    lists["sparse"] = fts5.hits()
                 elif keyword_index == "both" and ngram is not None:
                     lists["sparse"] = ch.both_keyword(ngram, fts5 if fts5 is not None else
-                                                      ch.sparse(self.conn, view, query, depth), depth)
+                                                      ch.sparse_list(self.conn, view, query, depth), depth)
                 else:
                     lists["sparse"] = ch.keyword(self.conn, view, query, depth, keyword_index)
                 t["sparse"] = (time.perf_counter() - t0) * 1000
