@@ -95,7 +95,7 @@ class SearchResult:
     gate: Gate
     confidence: str
     timings_ms: dict
-    fused: tuple = ()         # the full fused list (for --explain)
+    fused: tuple = ()         # the fused list (for --explain), at least K_LIST deep; whole when a page is named
     retrieval: Retrieval | None = None
     ranked: tuple = ()        # the final ordered note ids (search_core.search.ranking), as deep as was asked
     held_out: tuple = ()      # (note id, why) of index pages the channels returned and the ranking left out
@@ -404,8 +404,13 @@ class Searcher:
                 first_dense[0] in [i for i in lists.get(c, []) if i not in left_out][:scripts.ALONE_DEPTH]
                 for c in ("sparse", NGRAM_LIST)))
         dense_lead = ch.cosine_lead(dense_hits)
+        # the fused records as deep as anything reads them: the caller's depth, else --explain's K_LIST (and the
+        # reranker's window and top_k, which fuse adds); every candidate only when the query names an index page,
+        # whose record lead_with takes from wherever it sits. A frozen record is ~1 us: a fast-path answer built
+        # 50 for the 5 it returns
+        depth = limit_fused or (None if named else max(cfg.top_k, ranking.K_LIST))
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
-                                               depth=limit_fused, ngram_lead=lead, cross_script=cross,
+                                               depth=depth, ngram_lead=lead, cross_script=cross,
                                                alone_across=alone, dense_lead=dense_lead), named)
         held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
                          if nid in nav_out)
