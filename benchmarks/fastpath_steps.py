@@ -70,8 +70,10 @@ def steps(s, bs: BenchSet, margin: float, reps: int, search_only: bool = False) 
         conn, view, depth = s.conn, s.view, cfg.depth
         trigrams = ch.query_terms(query)[0]
         chosen = ch.fts_trigrams(view, conn, trigrams, ch.CHECK_PHRASES)
-        ngram = ch.ngram_sparse(conn, view, query, depth)
-        fts5 = ch.sparse(conn, view, query, depth, ch.CHECK_PHRASES)
+        # the lists as both_keyword takes them: arrays (ch.NoteList) where the checkout has them, else hits
+        lists = (ch.ngram_list, ch.sparse_list) if hasattr(ch, "NoteList") else (ch.ngram_sparse, ch.sparse)
+        ngram = lists[0](conn, view, query, depth)
+        fts5 = lists[1](conn, view, query, depth, ch.CHECK_PHRASES)
         # the process's CPU beside the wall time: on a loaded machine a search is preempted for a scheduler slice
         # (~12-16 ms) often enough to move the wall p50, the CPU it spent not (AutoRAG-ko's fast questions at load
         # 9: 2 ms or 14-18 ms by the moment, the same question alike)
@@ -80,9 +82,9 @@ def steps(s, bs: BenchSet, margin: float, reps: int, search_only: bool = False) 
             step.setdefault("search", []).append(_median_ms(lambda: s.search(query, cfg), reps))
             continue
         timed = {"search": lambda: s.search(query, cfg), "retrieve_for": lambda: s.retrieve_for(query, cfg),
-                 "n-gram list": lambda: ch.ngram_sparse(conn, view, query, depth),
+                 "n-gram list": lambda: lists[0](conn, view, query, depth),
                  "rarest trigrams": lambda: ch.fts_trigrams(view, conn, trigrams, ch.CHECK_PHRASES),
-                 "FTS5 list (12 trigrams)": lambda: ch.sparse(conn, view, query, depth, ch.CHECK_PHRASES),
+                 "FTS5 list (12 trigrams)": lambda: lists[1](conn, view, query, depth, ch.CHECK_PHRASES),
                  "both_keyword": lambda: ch.both_keyword(ngram, fts5, depth),
                  "rank": lambda: s.rank(r, cfg), "rank without snippets": lambda: s.rank(r, cfg, snippets=False)}
         if chosen:

@@ -95,7 +95,7 @@ class SearchResult:
     gate: Gate
     confidence: str
     timings_ms: dict
-    fused: tuple = ()         # the full fused list (for --explain)
+    fused: tuple = ()         # the fused list (for --explain), at least K_LIST deep; whole when a page is named
     retrieval: Retrieval | None = None
     ranked: tuple = ()        # the final ordered note ids (search_core.search.ranking), as deep as was asked
     held_out: tuple = ()      # (note id, why) of index pages the channels returned and the ranking left out
@@ -229,12 +229,15 @@ class Searcher:
     def retrieve_for(self, query: str, cfg: SearchConfig, *, exclude=frozenset()) -> Retrieval:
         """retrieve() as `cfg` asks for it, the fast path included: what search() and evaluation run. The fast
         path's check leaves out the notes rank() will (index pages not asked for by name, `exclude`)."""
+        # one freshness check per search, not one here and one in retrieve() (a stat, a pragma and two meta reads:
+        # 24 us warm on the demo, 47 on the johngrib subset): the index pages to leave out are then the view's the
+        # channels read
+        self._refresh()
         skip = frozenset()
         if cfg.fast_path_margin is not None:
-            self._refresh()                  # the index pages to leave out are the view's retrieve() will read
             skip = self._held_out(check_query(query), cfg, frozenset(exclude))[0]
-        return self.retrieve(query, cfg.depth, keyword_index=cfg.keyword_index, fast_margin=cfg.fast_path_margin,
-                             skip=skip, pair_terms=cfg.pair_terms)
+        return self._retrieve(query, cfg.depth, keyword_index=cfg.keyword_index, fast_margin=cfg.fast_path_margin,
+                              skip=skip, pair_terms=cfg.pair_terms)
 
     def retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS,
                  keyword_index: str = SearchConfig().keyword_index, fast_margin: float | None = None,
@@ -245,13 +248,20 @@ class Searcher:
         left out) return their "both" list as the sparse channel and embed nothing; otherwise run every
         channel, the keyword lists reused. pair_terms (SearchConfig.pair_terms): the channels read the query
         with up to that many Korean terms the vault pairs with its Latin phrases added (ingest/term_pairs.py)."""
+        self._refresh()
+        return self._retrieve(query, depth, channels=channels, keyword_index=keyword_index, fast_margin=fast_margin,
+                              skip=skip, pair_terms=pair_terms)
+
+    def _retrieve(self, query: str, depth: int = 50, *, channels=CHANNELS,
+                  keyword_index: str = SearchConfig().keyword_index, fast_margin: float | None = None,
+                  skip=frozenset(), pair_terms: int = SearchConfig().pair_terms) -> Retrieval:
+        """retrieve() on the view the caller has just refreshed."""
         query = check_query(query)
         if keyword_index not in ch.KEYWORD_INDEXES:
             raise SearchCoreError(f"unknown keyword index {keyword_index!r}; one of {', '.join(ch.KEYWORD_INDEXES)}")
         for name in channels:
             if name not in CHANNELS:
                 raise SearchCoreError(f"unknown channel {name!r}; channels: {', '.join(CHANNELS)}")
-        self._refresh()
         asked = query                        # what the Retrieval records, and the gate and ranking read
         if pair_terms:
             query = expand_query(query, self.view.term_pairs(), max_terms=pair_terms)
@@ -263,11 +273,13 @@ class Searcher:
             # (~3 ms); the FTS5 list (~15-20 ms on the 8,417-chunk baekjungho wiki) only when the n-gram margin
             # holds: a query the margin turns away waits for the n-gram list alone before its embedding starts,
             # and its FTS5 query still runs beside the embedding
-            ngram = ch.ngram_sparse(self.conn, self.view, query, depth)
-            evidence = ch.keyword_evidence(ngram, None, fast_margin, skip)
+            # the lists as arrays (ch.NoteList): the check reads the n-gram list's first two notes and the FTS5
+            # list's first, the answer is their fusion; records are built for that answer only
+            ngram = ch.ngram_list(self.conn, self.view, query, depth)
+            evidence = ch.keyword_evidence(ngram.head(2, skip), None, fast_margin, skip)
             if evidence.first is not None and evidence.margin >= fast_margin:
-                fts5 = ch.sparse(self.conn, self.view, query, depth, ch.CHECK_PHRASES)
-                evidence = ch.keyword_evidence(ngram, fts5, fast_margin, skip)
+                fts5 = ch.sparse_list(self.conn, self.view, query, depth, ch.CHECK_PHRASES)
+                evidence = ch.keyword_evidence(ngram.head(2, skip), fts5.head(1, skip), fast_margin, skip)
                 if not evidence.decided and ch.cut_by(self.view, self.conn, query, ch.CHECK_PHRASES):
                     fts5 = None          # the check's list read fewer trigrams: the sparse channel runs its own
             t["fast_check"] = (time.perf_counter() - start) * 1000
@@ -309,16 +321,16 @@ class Searcher:
                 # the n-gram list, fused as a list of its own (SearchConfig.w_ngram) and the sparse channel's
                 # under keyword_index ngram or both; an index written before the n-gram lists has none
                 if ngram is None and view.ngram_index() is not None:
-                    ngram = ch.ngram_sparse(self.conn, view, query, depth)
+                    ngram = ch.ngram_list(self.conn, view, query, depth)
                 if ngram is not None:
-                    lists[NGRAM_LIST] = ngram
+                    lists[NGRAM_LIST] = ngram.hits()
                 if keyword_index == "ngram" and ngram is not None:
-                    lists["sparse"] = ngram
+                    lists["sparse"] = lists[NGRAM_LIST]
                 elif keyword_index == "fts5" and fts5 is not None:
-                    lists["sparse"] = fts5
+                    lists["sparse"] = fts5.hits()
                 elif keyword_index == "both" and ngram is not None:
                     lists["sparse"] = ch.both_keyword(ngram, fts5 if fts5 is not None else
-                                                      ch.sparse(self.conn, view, query, depth), depth)
+                                                      ch.sparse_list(self.conn, view, query, depth), depth)
                 else:
                     lists["sparse"] = ch.keyword(self.conn, view, query, depth, keyword_index)
                 t["sparse"] = (time.perf_counter() - t0) * 1000
@@ -392,8 +404,13 @@ class Searcher:
                 first_dense[0] in [i for i in lists.get(c, []) if i not in left_out][:scripts.ALONE_DEPTH]
                 for c in ("sparse", NGRAM_LIST)))
         dense_lead = ch.cosine_lead(dense_hits)
+        # the fused records as deep as anything reads them: the caller's depth, else --explain's K_LIST (and the
+        # reranker's window and top_k, which fuse adds); every candidate only when the query names an index page,
+        # whose record lead_with takes from wherever it sits. A frozen record is ~1 us: a fast-path answer built
+        # 50 for the 5 it returns
+        depth = limit_fused or (None if named else max(cfg.top_k, ranking.K_LIST))
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
-                                               depth=limit_fused, ngram_lead=lead, cross_script=cross,
+                                               depth=depth, ngram_lead=lead, cross_script=cross,
                                                alone_across=alone, dense_lead=dense_lead), named)
         held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
                          if nid in nav_out)

@@ -59,8 +59,8 @@ def test_the_margin_is_the_lead_of_the_first_score_and_held_out_notes_are_left_o
 
 def test_fts5_is_asked_only_when_the_ngram_margin_holds(searcher, monkeypatch):
     asked = []
-    real = ch.sparse
-    monkeypatch.setattr(ch, "sparse", lambda conn, view, q, depth, *cap: (asked.append(q), real(conn, view, q, depth, *cap))[1])
+    real = ch.sparse_list
+    monkeypatch.setattr(ch, "sparse_list", lambda conn, view, q, depth, *cap: (asked.append(q), real(conn, view, q, depth, *cap))[1])
     r = searcher.retrieve(DECIDED, 50, fast_margin=0.9)           # its margin is 0.24: no FTS5 for the check
     assert not r.evidence.fts5_ran and "margin 0.24 < 0.9" in r.evidence.reason()
     assert asked == [DECIDED]                                    # the sparse channel's own, beside the embedding
@@ -95,11 +95,11 @@ def test_an_undecided_query_runs_every_channel_and_answers_as_with_the_fast_path
 
 def test_the_check_reads_the_rarest_trigrams_and_a_decided_answer_is_made_of_that_list(searcher, embedded):
     assert ch.cut_by(searcher.view, searcher.conn, LONG_DECIDED, ch.CHECK_PHRASES)
-    cut = ch.sparse(searcher.conn, searcher.view, LONG_DECIDED, 50, ch.CHECK_PHRASES)
-    assert [h.note_id for h in cut] != [h.note_id for h in ch.sparse(searcher.conn, searcher.view, LONG_DECIDED, 50)]
+    cut = ch.sparse_list(searcher.conn, searcher.view, LONG_DECIDED, 50, ch.CHECK_PHRASES)
+    assert [h.note_id for h in cut.hits()] != [h.note_id for h in ch.sparse(searcher.conn, searcher.view, LONG_DECIDED, 50)]
     res = searcher.search(LONG_DECIDED, cfg(searcher, 0.2))
     assert embedded == [] and res.retrieval.fast
-    ngram = ch.ngram_sparse(searcher.conn, searcher.view, LONG_DECIDED, 50)
+    ngram = ch.ngram_list(searcher.conn, searcher.view, LONG_DECIDED, 50)
     nav = searcher.nav_notes()
     both = [h.note_id for h in ch.both_keyword(ngram, cut, 50) if h.note_id not in nav]
     assert list(res.ranked) == both[:len(res.ranked)]
@@ -131,8 +131,8 @@ def test_a_postings_budget_that_binds_before_the_caps_cuts_the_check_and_the_cha
     assert ch.cut_by(view, conn, LONG_UNDECIDED, ch.CHECK_PHRASES)
     monkeypatch.setattr(ch, "MAX_POSTINGS", 50)
     asked = []
-    real = ch.sparse
-    monkeypatch.setattr(ch, "sparse", lambda conn, view, q, depth, *cap: (asked.append(q), real(conn, view, q, depth, *cap))[1])
+    real = ch.sparse_list
+    monkeypatch.setattr(ch, "sparse_list", lambda conn, view, q, depth, *cap: (asked.append(q), real(conn, view, q, depth, *cap))[1])
     fast = searcher.search(LONG_UNDECIDED, cfg(searcher, 0.2))
     assert fast.retrieval.evidence.fts5_ran and not fast.retrieval.evidence.decided
     assert asked.count(LONG_UNDECIDED) == 1
@@ -194,3 +194,24 @@ def test_the_fast_path_is_off_by_default_and_its_margin_is_part_of_a_configs_has
     assert cfg.fast_path_margin is None
     assert len({cfg.config_hash(), cfg.replace(fast_path_margin=0.2).config_hash(),
                 cfg.replace(fast_path_margin=0.3).config_hash()}) == 3
+
+
+def test_the_both_list_is_the_record_fusion_of_the_two_lists(searcher):
+    """both_keyword fuses note numbers (fusion.rrf_arrays); weighted_rrf over the note ids, the chunk the n-gram
+    list's else FTS5's, is the same list with the same floats: the view's note numbers are in id order."""
+    from search_core.search.fusion import weighted_rrf
+    from tests.helpers import ROOT
+    from tuner.data.gold import load_gold
+    conn, view = searcher.conn, searcher.view
+    queries = [q.query for name in ("demo-tune", "demo-holdout", "demo-probes")
+               for q in load_gold(ROOT / f"experiments/gold/{name}.yaml").questions]
+    assert len(queries) > 100
+    for query in [*queries, DECIDED, LONG_DECIDED, LONG_UNDECIDED]:
+        for phrases in (ch.CHECK_PHRASES, None):
+            ngram = ch.ngram_list(conn, view, query, 50)
+            fts5 = ch.sparse_list(conn, view, query, 50, phrases)
+            ng, fs = ngram.hits(), fts5.hits()
+            fused = weighted_rrf({"ngram": [h.note_id for h in ng], "fts5": [h.note_id for h in fs]},
+                                 ch.BOTH_WEIGHTS, ch.BOTH_RRF_K, limit=50)
+            chunk = {h.note_id: h.chunk_id for h in fs + ng}      # the n-gram list's chunk wins
+            assert ch.both_keyword(ngram, fts5, 50) == [ChannelHit(f.id, chunk[f.id], f.score) for f in fused], query

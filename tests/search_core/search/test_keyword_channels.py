@@ -116,36 +116,56 @@ def test_a_long_query_sends_only_its_rarest_trigrams_to_fts5(cap_index, monkeypa
     assert full[0] == "rare" and sorted(full[1:]) == ["c1", "c2", "c3"]
 
 
-def best_first(ids, weights, head, block=1024) -> list[tuple[int, float]]:
-    """channels._best_first_blocks as (key, summed score) pairs, best-first."""
-    return [pair for keys, scores in ch._best_first_blocks(ids, weights, head, block)
-            for pair in zip(keys.tolist(), scores.tolist())]
-
-
-def test_best_first_sums_per_key_and_breaks_ties_by_key():
-    got = list(best_first([np.array([3, 1]), np.array([1, 2])],
-                              [np.array([2.0, 1.0]), np.array([0.5, 0.5])], head=10))
-    assert got == [(3, 2.0), (1, 1.5), (2, 0.5)]
-    # head 2 cuts between tied scores: both 3.0s come first, then the rest, still best-first
-    got = list(best_first([np.array([1, 2, 3, 4])], [np.array([1.0, 3.0, 3.0, 2.0])], head=2))
-    assert got == [(2, 3.0), (3, 3.0), (4, 2.0), (1, 1.0)]
-    assert best_first([], [], head=5) == []
-
-
-def test_best_first_gives_the_order_of_a_stable_sort_of_the_sums_whatever_the_head():
-    """Ties at the head's cut come in key order and past it the rest, best-first: the same pairs, in the same
-    order and with the same floats, as one stable sort of a dict loop's sums, for every head."""
-    rng = np.random.default_rng(7)
-    keys = [rng.choice(5000, size=n, replace=False) for n in (300, 4000, 2500)]
-    weights = [-rng.random(300) * 5, np.full(4000, 0.25), np.full(2500, 1.5)]
+def _per_note_as_a_dict_loop(places, weights, depth, note_start, note_ids):
+    """The reference best_chunk_per_note must match exactly: sums in a dict in source order, one stable sort of
+    them (ties by place), then each note's first place in that order."""
     sums: dict[int, float] = {}
-    for a, w in zip(keys, weights):
+    for a, w in zip(places, weights):
         for k, x in zip(a.tolist(), w.tolist()):
             sums[k] = sums.get(k, 0.0) + x
-    want = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))
-    for head in (1, 50, 400, 2000, 5000, 10000):
-        for block in (7, 1024):                                   # the ties and the rest, a block at a time
-            assert best_first(keys, weights, head, block) == want
+    out, seen = [], set()
+    for place, score in sorted(sums.items(), key=lambda kv: (-kv[1], kv[0])):
+        note = int(np.searchsorted(note_start, place, side="right")) - 1
+        if note not in seen:
+            seen.add(note)
+            out.append(ch.ChannelHit(note_ids[note], place + 1000, score))     # chunk id: place + 1000 here
+        if len(out) == depth:
+            break
+    return out
+
+
+def per_note(places, weights, depth, note_start, note_ids):
+    chunk_at = np.arange(int(note_start[-1])) + 1000
+    return ch.best_chunk_per_note(places, weights, depth, note_start, chunk_at, note_ids).hits()
+
+
+def test_best_chunk_per_note_by_hand():
+    # notes a (places 0-2), b (3-4), c (5); sources: FTS5 (places 1, 3, 5) and a short token (1, 4, 5)
+    starts, ids = np.array([0, 3, 5, 6]), ("a", "b", "c")
+    got = per_note([np.array([3, 1, 5]), np.array([1, 4, 5])], [np.array([2.0, 1.0, 0.5]), np.full(3, 0.5)], 10,
+                   starts, ids)
+    # place 1: 1.0 + 0.5 = 1.5 (a); 3: 2.0 (b); 4: 0.5 (b); 5: 0.5 + 0.5 = 1.0 (c)
+    assert got == [ch.ChannelHit("b", 1003, 2.0), ch.ChannelHit("a", 1001, 1.5), ch.ChannelHit("c", 1005, 1.0)]
+    # a note's tied chunks: the earlier place; tied notes: vault order
+    got = per_note([np.array([2, 0, 4, 3])], [np.array([1.0, 1.0, 1.0, 1.0])], 2, starts, ids)
+    assert got == [ch.ChannelHit("a", 1000, 1.0), ch.ChannelHit("b", 1003, 1.0)]
+    assert per_note([], [], 5, starts, ids) == [] and per_note([np.array([], np.int64)], [np.zeros(0)], 5, starts, ids) == []
+
+
+def test_best_chunk_per_note_is_the_dict_loop_whatever_the_depth():
+    """Sums, ties and the cut at depth x 8 places (ties at the cut, too few notes in the head) against the dict
+    loop, exactly."""
+    rng = np.random.default_rng(7)
+    starts = np.concatenate(([0], np.cumsum(rng.integers(1, 40, 300))))
+    ids = tuple(f"n{i:03d}" for i in range(300))
+    size = int(starts[-1])
+    for trial in range(40):
+        keys = [rng.choice(size, size=n, replace=False) for n in rng.integers(1, min(size, 3000), 3)]
+        weights = [-rng.random(len(keys[0])).round(1) * 5, np.full(len(keys[1]), 0.25),
+                   np.full(len(keys[2]), float(rng.choice([0.25, 1.5])))]
+        for depth in (1, 3, 50, 400):
+            assert per_note(keys, weights, depth, starts, ids) == \
+                _per_note_as_a_dict_loop(keys, weights, depth, starts, ids), (trial, depth)
 
 
 def _sparse_as_a_dict_loop(conn, view, query, depth):

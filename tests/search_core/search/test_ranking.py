@@ -63,3 +63,24 @@ def test_evaluation_scores_exactly_the_list_search_returns_with_a_reranker(demo_
     assert moved > 0, "the reranker should have re-ordered some top 5"
 
 
+
+
+@pytest.mark.parametrize("margin", [None, 0.2])
+def test_search_builds_fused_records_as_deep_as_they_are_read(demo_index, margin):
+    """search() keeps the fused records --explain reads (K_LIST), a reranker's window and top_k, not every
+    candidate: its hits (channels and fused scores too) and those records are the whole fusion's. An index page
+    the query names takes its record from wherever it sits, so then the whole list is built."""
+    s = Searcher(demo_index)
+    cfg = SearchConfig(embedder=s.embedder_name, fast_path_margin=margin)
+    queries = [q.query for q in load_gold(TUNE).questions] + ["root index", "index"]
+    try:
+        for q in queries:
+            res = s.search(q, cfg)
+            whole = s.rank(s.retrieve_for(q, cfg), cfg, limit_fused=1000)
+            assert res.hits == whole.hits and res.ranked == whole.ranked[:cfg.top_k]
+            assert res.fused == whole.fused[:len(res.fused)]
+            assert len(res.fused) >= min(K_LIST, len(whole.fused))
+            if res.named:
+                assert len(res.fused) == len(whole.fused)
+    finally:
+        s.close()

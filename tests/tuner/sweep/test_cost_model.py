@@ -116,7 +116,9 @@ def test_the_work_counted_is_the_work_retrieve_runs(demo_index):
     cfg = SearchConfig(embedder=s.embedder_name, reranker="x", rerank_depth=12)
     q = "GraphRAG와 RRF 점수"
     r = s.retrieve(q, cfg.depth, pair_terms=0)        # the query as asked (the expansion: below)
-    res = s.rank(r, SearchConfig(embedder=s.embedder_name), snippets=False)
+    # ranked without the reranker (it has no model here), the fused list as deep as cfg's window reads it: rank
+    # builds records only as deep as its own config and its caller read
+    res = s.rank(r, SearchConfig(embedder=s.embedder_name), snippets=False, limit_fused=cfg.depth)
     w = search_work(s, r, cfg, res.fused)
     assert r.subqueries == ("GraphRAG", "RRF 점수")
     assert not w.solo and len(w.embed_lengths) == 3             # the query and both parts have own vectors
