@@ -143,9 +143,10 @@ def kept_evidence(row: Round, base: EvalResult, cand: EvalResult, objective: str
         # kept unless shown worse (tuner/sweep/keep_rule.py): no question set decided it, none refuted it
         moved = (f"all kinds together: p = {pooled.p_value:.4f}, {pooled.better} up, {pooled.worse} down"
                  if pooled.moved else "no question's rank moved")
+        said = "show better" if pooled.moved and pooled.beyond_noise(alpha) else "did not show worse"
         return KeptEvidence(row.round, row.variable, row.old, row.new, tuple(by_kind),
                             pooled.p_value if pooled.moved else None, guard, (DEFAULT_DECIDES,),
-                            f"the shipped default, which the tuning questions did not show worse ({moved})")
+                            f"the shipped default, which the tuning questions {said} ({moved})")
     if judged_on != objective or not pooled.moved:
         what = "the gate's accuracy on the probes" if judged_on == "gate_accuracy" else f"{objective} alone"
         return KeptEvidence(row.round, row.variable, row.old, row.new, tuple(by_kind), None, guard,

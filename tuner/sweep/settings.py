@@ -88,7 +88,7 @@ SWEEP_SETTINGS: tuple[SweepSetting, ...] = (
     SweepSetting("pairs", bool, True, "Once a full cycle of single-variable rounds against the baseline kept nothing, "
                  "move coupled pairs of fusion variables together (w_ngram+rrf_k, w_sparse+rrf_k, w_dense+rrf_k, "
                  "w_ngram+w_sparse), each proposed over its 2-D grid and judged by the same rule.", off_flag="--no-pairs"),
-    SweepSetting("default_round", bool, False, "Round 1 tries the shipped default: every fusion and retrieval variable "
+    SweepSetting("default_round", bool, True, "Round 1 tries the shipped default: every fusion and retrieval variable "
                  "of the space whose starting value differs from the shipped one, moved to it together and judged by "
                  "the same rule (no round when none differs).", off_flag="--no-default-round"),
     SweepSetting("split", float, None, "No holdout file: tune on this fraction of the tuning set, hold out the rest.",
