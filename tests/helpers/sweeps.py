@@ -39,6 +39,24 @@ high = 0.95
 step = 0.005
 """
 
+# two coupled fusion variables and one more (pair rounds, the move to the shipped default)
+NGRAM_K_DECOMPOSED_SPACE = """
+[w_ngram]
+kind = "float"
+low = 0.0
+high = 0.6
+step = 0.05
+[rrf_k]
+kind = "int"
+low = 1
+high = 120
+[w_decomposed]
+kind = "float"
+low = 0.0
+high = 0.6
+step = 0.05
+"""
+
 
 # Unit costs (ms) as a quiet run of this 2-core machine measured them. Sweep tests charge latency with
 # these instead of calibrating: a calibration taken while the machine is busy gives larger units, a

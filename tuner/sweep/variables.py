@@ -158,6 +158,12 @@ def default_move_name(fields) -> str:
     return DEFAULT_MOVE + PAIR_JOIN.join(fields)
 
 
+def _one_value(name: str) -> bool:
+    """Whether the ledger keeps a round over `name` as one value (a single variable), not a list (a pair, or the
+    move to the shipped default whatever its number of fields)."""
+    return PAIR_JOIN not in name and not is_default_move(name)
+
+
 def default_move(space, baseline: SearchConfig) -> tuple[str, list] | None:
     """(the move's name, the shipped values) for the variables of `space` whose kind is in DEFAULT_MOVE_KINDS, whose
     value at `baseline` differs from the shipped default's and whose shipped value the space holds; None when no
@@ -181,9 +187,9 @@ def moved_variables(name: str) -> tuple[str, ...]:
 def with_change(cfg: SearchConfig, name: str, value) -> SearchConfig:
     """`cfg` with the change a round over `name` makes; a pair's value is its two values in order, the move to the
     shipped default's its fields' values in order."""
-    names = moved_variables(name)
-    if len(names) == 1 and not is_default_move(name):
+    if _one_value(name):
         return cfg.replace(**{name: value})
+    names = moved_variables(name)
     if not isinstance(value, (list, tuple)) or len(value) != len(names):
         raise ValueError(f"a {name} round's value is a list of {len(names)} values ({', '.join(names)}), not {value!r}")
     return cfg.replace(**dict(zip(names, value)))
@@ -191,18 +197,15 @@ def with_change(cfg: SearchConfig, name: str, value) -> SearchConfig:
 
 def value_in(cfg: SearchConfig, name: str):
     """The config's value of a variable, or of a pair as the ledger keeps it (a list, in the pair's order)."""
-    names = moved_variables(name)
-    return getattr(cfg, name) if len(names) == 1 and not is_default_move(name) else [getattr(cfg, n) for n in names]
+    return getattr(cfg, name) if _one_value(name) else [getattr(cfg, n) for n in moved_variables(name)]
 
 
 def describe_change(name: str, old, new) -> str:
     """`w_sparse 0.0 -> 0.55`, for a pair `w_ngram 0.0 -> 0.1, rrf_k 60 -> 20`, for the move to the shipped default
     `the shipped default: w_dense 1.0 -> 0.3, rrf_k 60 -> 2`."""
-    names = moved_variables(name)
-    if not isinstance(old, (list, tuple)) or not isinstance(new, (list, tuple)) or (
-            len(names) == 1 and not is_default_move(name)):
+    if _one_value(name) or not isinstance(old, (list, tuple)) or not isinstance(new, (list, tuple)):
         return f"{name} {old} -> {new}"
-    moves = ", ".join(f"{n} {o} -> {v}" for n, o, v in zip(names, old, new))
+    moves = ", ".join(f"{n} {o} -> {v}" for n, o, v in zip(moved_variables(name), old, new))
     return f"the shipped default: {moves}" if is_default_move(name) else moves
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from search_core.config import SearchConfig
 from tests.helpers import DEMO_VAULT
-from tests.helpers.sweeps import DEMO_TUNE, hand_set_calibrations, run_sweep, small_gold
+from tests.helpers.sweeps import DEMO_TUNE, NGRAM_K_DECOMPOSED_SPACE, hand_set_calibrations, run_sweep, small_gold
 from tuner.ledger.ledger import Ledger
 from tuner.sweep.loop import Sweep, SweepParams, replay_sweep
 from tuner.sweep.space import Space, Variable
@@ -51,22 +51,7 @@ def test_every_reader_takes_the_move():
     assert describe_change("default:rrf_k", [60], [2]) == "the shipped default: rrf_k 60 -> 2"
 
 
-FUSION_ONLY = """
-[w_ngram]
-kind = "float"
-low = 0.0
-high = 0.6
-step = 0.05
-[rrf_k]
-kind = "int"
-low = 1
-high = 120
-[w_decomposed]
-kind = "float"
-low = 0.0
-high = 0.6
-step = 0.05
-"""
+FUSION_ONLY = NGRAM_K_DECOMPOSED_SPACE
 
 
 @pytest.fixture(scope="module")

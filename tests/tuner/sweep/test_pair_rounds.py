@@ -8,7 +8,8 @@ import pytest
 
 from search_core.config import SearchConfig
 from tests.helpers import DEMO_VAULT
-from tests.helpers.sweeps import DEMO_TUNE, hand_set_calibrations, run_sweep, small_gold
+from tests.helpers.sweeps import (DEMO_TUNE, NGRAM_K_DECOMPOSED_SPACE, hand_set_calibrations, run_sweep,
+                                  small_gold)
 from tuner.ledger.ledger import Ledger
 from tuner.sweep.loop import Sweep, SweepParams, replay_sweep
 from tuner.sweep.propose import propose_pair
@@ -18,22 +19,7 @@ from tuner.sweep.variables import (COUPLED_PAIRS, with_change, describe_change, 
                                    pair_of, value_in)
 
 # two coupled variables and one more: the single cycle is 3 rounds, so pairs come early
-PAIR_SPACE = """
-[w_ngram]
-kind = "float"
-low = 0.0
-high = 0.6
-step = 0.05
-[rrf_k]
-kind = "int"
-low = 1
-high = 120
-[w_decomposed]
-kind = "float"
-low = 0.0
-high = 0.6
-step = 0.05
-"""
+PAIR_SPACE = NGRAM_K_DECOMPOSED_SPACE
 
 
 def _pair_due_before(rows, i) -> bool:
