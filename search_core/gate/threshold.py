@@ -92,15 +92,27 @@ def _beta_fraction(a: float, b: float, x: float, eps: float = 1e-15, tiny: float
 
 def flipped_labels(probabilities, labels, current: float, proposed: float) -> tuple[int, int, float]:
     """(wins, losses, null share) of moving the cut from `current` to `proposed`, on the labelled calls it
-    flips. Lowering the cut lets calls through: an answerable one is a win, a probe a loss; raising it, the
-    other way round. Balanced accuracy weighs a class by one over its size, so a lowering only breaks even
-    when the share of answerable calls among the flipped equals their share among all calls (raising: the
-    probes'); that share is the null of the sign test, estimated from the labels (kept within 0.2-0.8)."""
+    flips (flipped_decisions, each call injected when its probability is at or above the cut)."""
     p = np.asarray(probabilities, dtype=np.float64)
+    return flipped_decisions(labels, p >= current, p >= proposed)
+
+
+def flipped_decisions(labels, before, after) -> tuple[int, int, float]:
+    """(wins, losses, null share) of the labelled calls whose inject decision differs between `before` and
+    `after` (a boolean per call; labels True for answerable). Lowering a cut lets calls through: an answerable
+    one is a win, a probe a loss; raising it, the other way round. Balanced accuracy weighs a class by one over
+    its size, so a lowering only breaks even when the share of answerable calls among the flipped equals their
+    share among all calls (raising: the probes'); that share is the null of the sign test, estimated from the
+    labels (kept within 0.2-0.8). A change that flips calls both ways (not one cut's move) counts each flip it
+    decides right as a win, against an even share."""
     y = np.asarray(labels, dtype=bool)
+    b, a = np.asarray(before, dtype=bool), np.asarray(after, dtype=bool)
     share = float(np.clip(y.mean(), 0.2, 0.8)) if len(y) else 0.5
-    lo, hi = min(current, proposed), max(current, proposed)
-    flipped = (p >= lo) & (p < hi)
-    if proposed < current:
-        return int((flipped & y).sum()), int((flipped & ~y).sum()), share
-    return int((flipped & ~y).sum()), int((flipped & y).sum()), 1.0 - share
+    through, held = a & ~b, b & ~a
+    if through.any() and held.any():
+        flipped = through | held
+        right = int((flipped & (a == y)).sum())
+        return right, int(flipped.sum()) - right, 0.5
+    if held.any():
+        return int((held & ~y).sum()), int((held & y).sum()), 1.0 - share
+    return int((through & y).sum()), int((through & ~y).sum()), share

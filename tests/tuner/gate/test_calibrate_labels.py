@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from search_core.gate.model import GateModel
-from search_core.gate.threshold import binomial_tail, flipped_labels, threshold_from_labels
+from search_core.gate.threshold import binomial_tail, flipped_decisions, flipped_labels, threshold_from_labels
 from tuner.gate.threshold import decide_threshold
 from search_core.recall.log import LoggedCall
 from tuner.gate.calibrate import calibrate
@@ -95,6 +95,13 @@ def test_the_sign_test_by_hand():
     # raising it: the probes stopped are wins, and break-even is the probes' share
     w, l, share = flipped_labels([0.35, 0.4, 0.5, 0.55, 0.7, 0.1], [1, 1, 0, 1, 1, 0], 0.3, 0.6)
     assert (w, l) == (1, 3) and share == pytest.approx(2 / 6)
+    # the same counts from the decisions before and after (what a sweep's threshold round reads)
+    y = [1, 1, 0, 1, 1, 0]
+    assert flipped_decisions(y, [0, 0, 0, 0, 1, 0], [1, 1, 1, 1, 1, 0]) == (3, 1, pytest.approx(4 / 6))
+    assert flipped_decisions(y, [1, 1, 1, 1, 1, 0], [0, 0, 0, 0, 1, 0]) == (1, 3, pytest.approx(2 / 6))
+    # flips both ways (a refit, not a cut): each flip decided right is a win, against an even share
+    assert flipped_decisions(y, [1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 1, 0]) == (3, 1, 0.5)
+    assert flipped_decisions(y, y, y) == (0, 0, pytest.approx(4 / 6))
     # an unlabelled call in the flipped range is a loss; the cut is pulled back to the labelled calls
     p = [0.01 * i for i in range(1, 11)] + [0.5 + 0.01 * i for i in range(9)] + [0.7, 0.8]
     y = [0] * 10 + [1] * 11
