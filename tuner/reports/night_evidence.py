@@ -23,7 +23,7 @@ from tuner.ledger.round import Round
 from tuner.ledger.sweep_record import SweepRecord
 from tuner.sweep.evidence import ranking_evidence
 from tuner.sweep.evidence_budget import EvidenceStep
-from tuner.sweep.keep_rule import TRUSTED_SOURCES, hit5_evidence
+from tuner.sweep.keep_rule import GATE_OBJECTIVES, TRUSTED_SOURCES, hit5_evidence
 from tuner.sweep.variables import describe_change, is_default_move, kind_of
 
 KIND_WORDS = {"hand": "hand-written", "log": "labelled recall calls", "vault": "from the vault's text"}
@@ -148,7 +148,8 @@ def kept_evidence(row: Round, base: EvalResult, cand: EvalResult, objective: str
                             pooled.p_value if pooled.moved else None, guard, (DEFAULT_DECIDES,),
                             f"the shipped default, which the tuning questions {said} ({moved})")
     if judged_on != objective or not pooled.moved:
-        what = "the gate's accuracy on the probes" if judged_on == "gate_accuracy" else f"{objective} alone"
+        what = ("the gate's decisions on the questions and probes (the round's reason says how many flipped)"
+                if judged_on in GATE_OBJECTIVES else f"{objective} alone")
         return KeptEvidence(row.round, row.variable, row.old, row.new, tuple(by_kind), None, guard,
                             ("objective",), f"{what}: no question's rank moved")
     trusted = [k for k in by_kind if k.source in TRUSTED_SOURCES]

@@ -38,8 +38,18 @@ from tuner.ledger.schema import RoundDecision
 from tuner.sweep.evidence import answerable_rows, came_into_top5, left_top5, ranking_evidence
 
 SWEEP_OBJECTIVES = ("score100", "mrr", "hit@5", "ndcg@10")      # what a sweep may maximise
-OBJECTIVES = SWEEP_OBJECTIVES + ("gate_accuracy",)              # and what a threshold round is judged on
+# what a threshold round is judged on: gate_accuracy, every question's decision right (the rule before); or
+# gate_balanced, balanced accuracy over the hand-written and labelled questions and the probes (gate_rows)
+GATE_OBJECTIVES = ("gate_accuracy", "gate_balanced")
+OBJECTIVES = SWEEP_OBJECTIVES + GATE_OBJECTIVES
 HIT5_GUARDS = ("noninferior", "count", "question")
+# "balanced": threshold rounds judged on gate_balanced, and a move kept only when the sign test over the decisions
+# it flips passes noise_alpha; "accuracy": on gate_accuracy, any rise kept. On the demo's night (24 hand-written
+# questions, 12 probes, 600 made questions, none a probe) the accuracy over every question put the cut at 0.05,
+# injecting 12 of its 16 unseen probes (0.25 held back against 0.88 at the shipped cut); over the hand-written
+# rows, balanced, the cut it proposes flips 2 decisions (sign test p = 0.44) and the shipped cut stays
+# (docs/tuner.md, "Threshold rounds").
+GATE_MEASURES = ("balanced", "accuracy")
 
 
 @dataclass(frozen=True)
@@ -54,10 +64,17 @@ class Rule:
     quality_weights: tuple = ScoreConfig().quality_weights    # score100's per-question share (the rubric's)
     hit5_margin: float = 2.0        # noninferior: the true hit@5 drop (points) the guard must rule out
     guard_alpha: float = 0.05       # noninferior: the guard's one-sided level (its false-keep rate at the margin)
+    gate_measure: str = "balanced"  # GATE_MEASURES: what a threshold round is judged on
 
     def __post_init__(self):
         if self.hit5_guard not in HIT5_GUARDS:
             raise ValueError(f"unknown hit@5 guard {self.hit5_guard!r}; guards: {', '.join(HIT5_GUARDS)}")
+        if self.gate_measure not in GATE_MEASURES:
+            raise ValueError(f"unknown gate measure {self.gate_measure!r}; measures: {', '.join(GATE_MEASURES)}")
+
+    def gate_objective(self) -> str:
+        """The objective a threshold round is judged on under this rule."""
+        return "gate_balanced" if self.gate_measure == "balanced" else "gate_accuracy"
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,8 @@ def objective_value(res: EvalResult, objective: str) -> float:
         return res.score100.total
     if objective == "gate_accuracy":
         return res.gate.gate_accuracy or 0.0
+    if objective == "gate_balanced":
+        return balanced_gate_accuracy(gate_rows(res.per_query)) or 0.0
     return res.overall[objective]
 
 
@@ -91,6 +110,58 @@ def level_hits(res: EvalResult) -> dict[str, int]:
 
 
 TRUSTED_SOURCES = ("hand", "log")      # questions that stand for real use (tuner.data.gold.SOURCES)
+
+
+def gate_rows(rows) -> list:
+    """The questions a threshold round reads: the hand-written and labelled ones when they hold both answerable
+    questions and probes, else every question. Questions made from the vault's text are all answerable and score
+    lower than a person's (a heading or a link sentence, not a question): beside 24 hand-written questions and 12
+    probes, the demo's 600 made ones made any cut that lets them through look right."""
+    rows = list(rows)
+    trusted = [q for q in rows if q.source in TRUSTED_SOURCES]
+    if any(q.level == "probe" for q in trusted) and any(q.level != "probe" for q in trusted):
+        return trusted
+    return rows
+
+
+def balanced_gate_accuracy(rows) -> float | None:
+    """The mean of the answerable questions' inject rate and the probes' held-back rate (None without both):
+    balanced accuracy, the gate's measure everywhere else (calibrate, BENCHMARKS.md)."""
+    answerable = [q for q in rows if q.level != "probe"]
+    probes = [q for q in rows if q.level == "probe"]
+    if not answerable or not probes:
+        return None
+    return round((sum(bool(q.inject) for q in answerable) / len(answerable)
+                  + sum(not q.inject for q in probes) / len(probes)) / 2, 4)
+
+
+@dataclass(frozen=True)
+class GateFlips:
+    """The decisions a threshold move flips among the rows it is judged on (gate_rows of the baseline): `wins`
+    decided right after it, `losses` wrong, and the exact one-sided sign test of that many wins against the
+    break-even share (search_core.gate.threshold.flipped_decisions, as `calibrate` tests a move)."""
+    n: int
+    wins: int
+    losses: int
+    share: float
+    p_value: float
+
+    def said(self) -> str:
+        if not self.wins + self.losses:
+            return f"no decision of the {self.n} questions and probes flips"
+        return (f"of the {self.n} questions and probes it is judged on, {self.wins + self.losses} decision(s) flip: "
+                f"{self.wins} right, {self.losses} wrong (sign test against break-even share {self.share:.2f}: "
+                f"p = {self.p_value:.4f})")
+
+
+def gate_flips(base: EvalResult, cand: EvalResult) -> GateFlips:
+    from search_core.gate.threshold import binomial_tail, flipped_decisions
+    rows = gate_rows(base.per_query)
+    after = {q.id: bool(q.inject) for q in cand.per_query}
+    rows = [q for q in rows if q.id in after]
+    wins, losses, share = flipped_decisions([q.level != "probe" for q in rows], [bool(q.inject) for q in rows],
+                                            [after[q.id] for q in rows])
+    return GateFlips(len(rows), wins, losses, share, binomial_tail(wins, wins + losses, share))
 
 
 @dataclass(frozen=True)
@@ -147,9 +218,11 @@ def _noninferior_reason(ev: Hit5Evidence, rule: Rule) -> str:
 def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
            objective: str | None = None, prior: bool = False) -> tuple[Decision, float, float]:
     """Returns (decision, base objective, candidate objective). `objective` overrides the rule's
-    (threshold rounds are judged on gate accuracy); `prior`: the candidate is the shipped default, kept unless
+    (a threshold round's gate objective, as the rule measures it: Rule.gate_objective); `prior`: the candidate is the shipped default, kept unless
     shown worse (the module's doc)."""
     obj = objective or rule.objective
+    if obj in GATE_OBJECTIVES:
+        obj = rule.gate_objective()
     b_obj, c_obj = objective_value(base, obj), objective_value(cand, obj)
     b_hit, c_hit = base.overall["hit@5"], cand.overall["hit@5"]
     if rule.hit5_guard == "noninferior":
@@ -169,7 +242,7 @@ def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
         rose = f"; {obj} rose {b_obj:.4f} -> {c_obj:.4f}, but hit@5 is guarded" if c_obj > b_obj else ""
         return Decision(RoundDecision.HIT5_REGRESSED,
                         f"hit@5 {b_hit:.4f} -> {c_hit:.4f} ({lost} question(s) lost){rose}"), b_obj, c_obj
-    if rule.hit5_guard == "question" and obj != "gate_accuracy":
+    if rule.hit5_guard == "question" and obj not in GATE_OBJECTIVES:
         out, came = left_top5(base, cand), came_into_top5(base, cand)
         if out:
             return Decision(RoundDecision.HIT5_REGRESSED,
@@ -192,13 +265,19 @@ def _after_hit5_guard(base: EvalResult, cand: EvalResult, rule: Rule, obj: str, 
         if p95 > rule.latency_budget_ms:
             return Decision(RoundDecision.LATENCY_BUDGET,
                             f"p95 {p95:.1f} ms over the budget {rule.latency_budget_ms:.0f} ms"), b_obj, c_obj
-    if prior and obj != "gate_accuracy":
+    if prior and obj not in GATE_OBJECTIVES:
         return _prior_kept_unless_worse(base, cand, rule, obj, b_obj, c_obj), b_obj, c_obj
-    eps = rule.gate_epsilon if obj == "gate_accuracy" else rule.epsilon
+    eps = rule.gate_epsilon if obj in GATE_OBJECTIVES else rule.epsilon
     if c_obj - b_obj <= eps:
         return Decision(RoundDecision.NO_GAIN, f"{obj} {b_obj:.4f} -> {c_obj:.4f} "
                                             f"(needs > +{eps:g}); hit@5 {b_hit:.4f} -> {c_hit:.4f}"), b_obj, c_obj
-    if rule.noise_alpha is not None and obj != "gate_accuracy":
+    if rule.noise_alpha is not None and obj == "gate_balanced":
+        fl = gate_flips(base, cand)
+        said = f"{obj} {b_obj:.4f} -> {c_obj:.4f}; {fl.said()}; hit@5 {b_hit:.4f} -> {c_hit:.4f}"
+        if fl.p_value >= rule.noise_alpha:
+            return Decision(RoundDecision.NO_GAIN, f"within noise: {said} (needs p < {rule.noise_alpha:g})"), b_obj, c_obj
+        return Decision(RoundDecision.KEPT, said), b_obj, c_obj
+    if rule.noise_alpha is not None and obj not in GATE_OBJECTIVES:
         ev = ranking_evidence(base, cand, obj, rule.quality_weights)
         if ev.moved and not ev.beyond_noise(rule.noise_alpha):
             from tuner.sweep.power import questions_needed

@@ -27,7 +27,7 @@ from tuner.ledger.schema import RoundDecision
 from tuner.ledger.sweep_record import SweepRecord
 from tuner.stored_config import StoredConfig
 from tuner.evaluation.cost_model import CostStore
-from tuner.sweep.keep_rule import TRUSTED_SOURCES, Rule, objective_value
+from tuner.sweep.keep_rule import GATE_OBJECTIVES, TRUSTED_SOURCES, Rule, gate_rows, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose, propose_pair
 from tuner.sweep.params import RecordedParams, SweepParams
@@ -284,12 +284,17 @@ class Sweep:
         if kind.closed_form:
             # the gate does not move the ranking, so its best value on the tuning set has a closed
             # form: try that first, then let optuna explore around it
-            fitted = fit_threshold(base_metrics.per_query, GATE_SCORE.get(v.name, "top_score"))
+            balanced = self.p.gate_measure == "balanced"     # the rows and the measure the round is judged on
+            fitted = fit_threshold(gate_rows(base_metrics.per_query) if balanced else base_metrics.per_query,
+                                   GATE_SCORE.get(v.name, "top_score"), balanced=balanced)
             if fitted is not None:
                 fitted = snap(self.space, v.name, fitted)
                 if fitted not in tried and fitted != base_value:
                     return fitted
-        base_obj = objective_value(base_metrics, kind.objective or self.p.objective)
+        objective = kind.objective or self.p.objective
+        if objective in GATE_OBJECTIVES:
+            objective = self.p.rule().gate_objective()
+        base_obj = objective_value(base_metrics, objective)
         return propose(v, seed=self.p.seed, baseline_hash=bhash, baseline_value=base_value,
                        baseline_objective=base_obj, history=history, tried=tried, unavailable=unavailable)
 

@@ -38,6 +38,7 @@ class SweepParams:
     level_guard: bool = default_of("level_guard")
     latency_budget_ms: float | None = default_of("latency_budget_ms")
     gate_epsilon: float = default_of("gate_epsilon")     # gate rounds: the gate accuracy must rise by more than this
+    gate_measure: str = default_of("gate_measure")       # keep_rule.GATE_MEASURES: what gate rounds are judged on
     hit5_guard: str = default_of("hit5_guard")           # keep_rule.HIT5_GUARDS: a test with a margin, the count, or each question
     noise_alpha: float | None = default_of("noise_alpha")   # a gain that moves the ranking must be beyond noise
     # (keep_rule.Rule); None or 1: any gain is kept
@@ -68,7 +69,7 @@ class SweepParams:
                     latency_budget_ms=self.latency_budget_ms, gate_epsilon=self.gate_epsilon, hit5_guard=self.hit5_guard,
                     noise_alpha=None if self.noise_alpha is None or self.noise_alpha >= 1 else self.noise_alpha,
                     quality_weights=load_score_config(self.score_config).quality_weights,
-                    hit5_margin=self.hit5_margin, guard_alpha=self.guard_alpha)
+                    hit5_margin=self.hit5_margin, guard_alpha=self.guard_alpha, gate_measure=self.gate_measure)
 
     @classmethod
     def from_record(cls, params: dict, **changes) -> "SweepParams":
@@ -82,7 +83,7 @@ class SweepParams:
 
 
 # keys a ledger's params may lack, with the value its rounds ran under (its decisions, its proposals)
-RULE_BEFORE_RECORDED = {"noise_alpha": None, "pairs": False, "default_round": False}
+RULE_BEFORE_RECORDED = {"noise_alpha": None, "pairs": False, "default_round": False, "gate_measure": "accuracy"}
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,10 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: EvalResult, var
             # and the confidence label reads it; where a model decides it moves no decision
             from tuner.sweep.workbench import fit_threshold
             model = ensure_gate(cand)
-            fitted = fit_threshold(bench.evaluate(cand, gold).per_query)
+            from tuner.sweep.keep_rule import gate_rows
+            rows = bench.evaluate(cand, gold).per_query
+            balanced = rule.gate_measure == "balanced"
+            fitted = fit_threshold(gate_rows(rows) if balanced else rows, balanced=balanced)
             changes = {gate_field(): snap(space, gate_field(), fitted)} if fitted is not None else {}
             if model is not None:
                 changes[MODEL_GATE_FIELD] = snap(space, MODEL_GATE_FIELD, model.threshold)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from search_core.validate import Where
-from tuner.sweep.keep_rule import HIT5_GUARDS, SWEEP_OBJECTIVES
+from tuner.sweep.keep_rule import GATE_MEASURES, HIT5_GUARDS, SWEEP_OBJECTIVES
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,10 @@ SWEEP_SETTINGS: tuple[SweepSetting, ...] = (
     SweepSetting("epsilon", float, 0.0, "The objective must rise by more than this.", lo=0.0),
     SweepSetting("gate_epsilon", float, 0.0, "Threshold rounds: the gate accuracy (0..1) must rise by more than this.",
                  lo=0.0, hi=1.0),
+    SweepSetting("gate_measure", str, "balanced", "What threshold rounds are judged on: balanced accuracy over the "
+                 "hand-written and labelled questions and the probes, a move kept only when the sign test over the "
+                 "decisions it flips passes --noise-alpha (balanced); or every question's decision, any rise kept "
+                 "(accuracy, the rule before).", choices=GATE_MEASURES),
     SweepSetting("level_guard", bool, False, "Reject a candidate that loses more than one question in a level."),
     SweepSetting("hit5_guard", str, "noninferior", "The hit@5 guard.", choices=HIT5_GUARDS, choice_flags=(
         ChoiceFlag("--noninferior-guard", "noninferior",

@@ -54,19 +54,23 @@ def verify_index(db: Path, embedder: str) -> None:
         conn.close()
 
 
-def fit_threshold(per_query: list[QuestionResult], key: str = "top_score") -> float | None:
+def fit_threshold(per_query: list[QuestionResult], key: str = "top_score", balanced: bool = False) -> float | None:
     """The gate threshold that best separates answerable questions (inject) from probes (hold back),
     on the tuning set: the midpoint of the best gap between sorted scores. `key`: the cosine gate's
     `top_score`, or the gate model's `gate_probability` (rows without it are left out). Rows: an
-    evaluation's questions, kept or as searched (the A/B's)."""
+    evaluation's questions, kept or as searched (the A/B's). balanced: the best balanced accuracy (each
+    class weighed by one over its size), else the most rows decided right."""
     pts = sorted((getattr(q, key), q.level == "probe") for q in per_query if getattr(q, key) is not None)
     if not pts or all(p for _, p in pts) or not any(p for _, p in pts):
         return None
     scores = [s for s, _ in pts]
     cands = [scores[0] - 1e-3] + [(a + b) / 2 for a, b in zip(scores, scores[1:]) if b > a] + [scores[-1] + 1e-3]
+    n_probes = sum(p for _, p in pts)
+    # a row decided right weighs one, or (balanced) the other class's size: integers, so ties stay exact
+    weight = {True: len(pts) - n_probes, False: n_probes} if balanced else {True: 1, False: 1}
     best, best_acc = None, -1.0
     for t in cands:
-        acc = sum((s >= t) != probe for s, probe in pts)
+        acc = sum(weight[probe] for s, probe in pts if (s >= t) != probe)
         if acc > best_acc:
             best, best_acc = t, acc
     return round(best, 4)

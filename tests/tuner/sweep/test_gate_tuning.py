@@ -60,6 +60,18 @@ def test_fit_threshold_reads_the_probability_when_asked():
     assert fit_threshold(rows) != pytest.approx(0.55)
 
 
+def test_fit_threshold_balanced_weighs_each_class_by_one_over_its_size():
+    """Eight answerable questions at 0.1-0.8, two probes at 0.45 and 0.55. Most rows right: below every score,
+    8 of 10 (above both probes, at 0.575: 3 + 2 = 5). Balanced: below every score (8/8 + 0/2) / 2 = 0.5; at 0.575
+    (3/8 + 2/2) / 2 = 0.6875, the best (0.475: 0.5; 0.65: 0.625)."""
+    scores = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    rows = ([QuestionResult.from_json({"id": f"a{i}", "level": "L1", "top_score": s}) for i, s in enumerate(scores)]
+            + [QuestionResult.from_json({"id": f"p{i}", "level": "probe", "top_score": s})
+               for i, s in enumerate((0.45, 0.55))])
+    assert fit_threshold(rows) == pytest.approx(0.099)
+    assert fit_threshold(rows, balanced=True) == pytest.approx(0.575)
+
+
 def test_gate_rounds_tune_the_models_probability_threshold(demo_index, tmp_path):
     summary, rounds = sweep(tmp_path, demo_index, GATE_SPACE, 6)
     start = rounds[0]

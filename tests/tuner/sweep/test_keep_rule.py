@@ -34,9 +34,9 @@ def test_one_lost_question_in_25000_is_a_regression_under_the_count_guard():
 def test_a_gate_round_uses_the_gate_epsilon_not_the_score_epsilon():
     base, cand = result(8, 10, gate=0.80), result(8, 10, gate=0.85)
     # --epsilon 0.5 is half a score point; in accuracy it would ask for +50 points and never keep
-    d = decide(base, cand, Rule(epsilon=0.5), objective="gate_accuracy")[0]
+    d = decide(base, cand, Rule(epsilon=0.5, gate_measure="accuracy"), objective="gate_accuracy")[0]
     assert d.decision == "kept", d.reason
-    d = decide(base, cand, Rule(epsilon=0.5, gate_epsilon=0.05), objective="gate_accuracy")[0]
+    d = decide(base, cand, Rule(epsilon=0.5, gate_epsilon=0.05, gate_measure="accuracy"), objective="gate_accuracy")[0]
     assert d.decision == "rejected:no_gain" and "needs > +0.05" in d.reason
 
 
@@ -80,6 +80,9 @@ def test_a_sweep_replays_under_the_rule_its_params_recorded():
     assert count.rule().hit5_guard == "count"
     again = SweepParams.from_record(dataclasses.asdict(now))
     assert again.rule() == now.rule()
+    # threshold rounds: balanced over the person's questions now; a record without the key judged every question
+    assert (now.rule().gate_measure, old.rule().gate_measure, again.rule().gate_measure) == ("balanced", "accuracy",
+                                                                                             "balanced")
 
 
 def test_the_shipped_default_is_kept_unless_shown_worse():
@@ -107,3 +110,60 @@ def test_the_shipped_default_is_kept_unless_shown_worse():
     # the hit@5 guard still stands before it
     lost = ranked([None] * 6 + [2] * 18, score=75.0)
     assert decide(base, lost, Rule(noise_alpha=0.05), prior=True)[0].decision == "rejected:hit5_regressed"
+
+
+def gated(hand_in, hand, probes_held, probes, made_in=0, made=0):
+    """A threshold round's evaluation: `hand` hand-written answerable questions (the first `hand_in` injected),
+    `probes` probes (the first `probes_held` held back), `made` questions from the vault's text (`made_in`
+    injected). The ids are fixed, so a second call with other counts is the same questions decided otherwise."""
+    rows = ([{"id": f"h{i}", "level": "L1", "hit@5": 1.0, "inject": i < hand_in} for i in range(hand)]
+            + [{"id": f"p{i}", "level": "probe", "hit@5": 0.0, "inject": i >= probes_held} for i in range(probes)]
+            + [{"id": f"v{i}", "level": "L0", "hit@5": 1.0, "inject": i < made_in, "source": "vault"}
+               for i in range(made)])
+    n = hand + made
+    return EvalResult.from_ledger({"overall": {"n": n, "hit@5": 1.0, "mrr": 1.0, "ndcg@10": 1.0},
+                                   "score100": {"quality": 0.0, "speed": 0.0, "total": 90.0, "passed": False},
+                                   "gate": {"gate_accuracy": round((hand_in + made_in + probes_held) / (n + probes), 4)},
+                                   "latency_ms": {"p95": 30.0}, "per_query": rows})
+
+
+def test_questions_made_from_the_vault_do_not_decide_a_threshold_round():
+    """The demo's night: 600 made questions, all answerable, none a probe. Lowering the cut lets 300 of them
+    through and 4 probes too: every question's decision says better (0.52 -> 0.98); the person's questions
+    say worse (balanced 0.708 -> 0.583: 2 more answered, 4 more probes injected)."""
+    base = gated(18, 24, 8, 12, made_in=300, made=600)
+    lower = gated(20, 24, 4, 12, made_in=600, made=600)
+    d = decide(base, lower, Rule(gate_measure="accuracy", noise_alpha=0.05), objective="gate_accuracy")[0]
+    assert d.decision == "kept", d.reason
+    d, b_obj, c_obj = decide(base, lower, Rule(noise_alpha=0.05), objective="gate_accuracy")
+    assert (b_obj, c_obj) == (round((18 / 24 + 8 / 12) / 2, 4), round((20 / 24 + 4 / 12) / 2, 4))
+    assert d.decision == "rejected:no_gain" and "gate_balanced 0.7083 -> 0.5833" in d.reason, d.reason
+
+
+def test_a_threshold_move_is_kept_only_when_the_decisions_it_flips_are_beyond_noise():
+    """Of the 36 labelled rows (24 answerable: the break-even share 2/3), a lower cut that lets 2 more answerable
+    questions through and no probe: p = (2/3)^2 = 0.44, within noise. Ten: p = (2/3)^10 = 0.017, kept. Without
+    the noise test (noise_alpha None) any rise is kept, as before."""
+    base = gated(12, 24, 10, 12)
+    two, ten = gated(14, 24, 10, 12), gated(22, 24, 10, 12)
+    d = decide(base, two, Rule(noise_alpha=0.05), objective="gate_accuracy")[0]
+    assert d.decision == "rejected:no_gain", d.reason
+    assert "2 decision(s) flip: 2 right, 0 wrong (sign test against break-even share 0.67: p = 0.4444)" in d.reason
+    d = decide(base, ten, Rule(noise_alpha=0.05), objective="gate_accuracy")[0]
+    assert d.decision == "kept" and "p = 0.0173" in d.reason, d.reason
+    assert decide(base, two, Rule(noise_alpha=None), objective="gate_accuracy")[0].decision == "kept"
+    # a higher cut that holds 2 answerable questions back for 1 probe: balanced falls, rejected before any test
+    d = decide(base, gated(10, 24, 11, 12), Rule(noise_alpha=0.05), objective="gate_accuracy")[0]
+    assert d.decision == "rejected:no_gain" and "needs > +0" in d.reason, d.reason
+
+
+def test_without_hand_written_probes_every_question_is_read():
+    """A set whose probes are all made (or whose person wrote no answerable question) has no trusted pair of
+    classes: the round reads every question, balanced."""
+    from tuner.sweep.keep_rule import balanced_gate_accuracy, gate_rows
+    made_only = gated(0, 0, 3, 4, made_in=6, made=8)
+    assert len(gate_rows(made_only.per_query)) == 12
+    assert balanced_gate_accuracy(gate_rows(made_only.per_query)) == round((6 / 8 + 3 / 4) / 2, 4)
+    mixed = gated(5, 6, 3, 4, made_in=1, made=8)
+    assert {q.source for q in gate_rows(mixed.per_query)} == {"hand"}
+    assert balanced_gate_accuracy([q for q in mixed.per_query if q.level != "probe"]) is None

@@ -67,7 +67,8 @@ def test_level_guard_and_latency_budget():
 def test_threshold_rounds_are_judged_on_the_gate():
     base = summary([1, 1], [1, 1], 70.0, gate=0.7)
     cand = summary([1, 1], [1, 1], 70.0, gate=0.8)
-    assert decide(base, cand, Rule(), objective="gate_accuracy")[0].decision == "kept"
+    # the rule before: the recorded gate accuracy (these rows carry no decisions to recount)
+    assert decide(base, cand, Rule(gate_measure="accuracy"), objective="gate_accuracy")[0].decision == "kept"
 
 
 def test_ledger_is_append_only_with_a_closed_vocabulary(tmp_path):
