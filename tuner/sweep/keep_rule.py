@@ -310,4 +310,6 @@ def _prior_kept_unless_worse(base: EvalResult, cand: EvalResult, rule: Rule, obj
                                                f"(p < {alpha:g})")
     if not ev.moved and c_obj < b_obj:
         return Decision(RoundDecision.NO_GAIN, f"the shipped default ranks alike here and costs more: {said}")
+    if ev.moved and ev.delta > 0 and ev.p_value < alpha:
+        return Decision(RoundDecision.KEPT, f"the shipped default, better here beyond noise: {said} (p < {alpha:g})")
     return Decision(RoundDecision.KEPT, f"the shipped default, not shown worse here: {said}")

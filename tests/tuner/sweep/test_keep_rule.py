@@ -100,8 +100,9 @@ def test_the_shipped_default_is_kept_unless_shown_worse():
     half_down = ranked([3] * 12 + [2] * 12, score=66.0)
     d = decide(base, half_down, Rule(noise_alpha=0.05), prior=True)[0]
     assert d.decision == "rejected:no_gain" and d.reason.startswith("the shipped default is worse here beyond noise")
-    half_up = ranked([1] * 12 + [2] * 12, score=74.0)     # a gain beyond noise keeps it, as any round
-    assert decide(base, half_up, Rule(noise_alpha=0.05), prior=True)[0].decision == "kept"
+    half_up = ranked([1] * 12 + [2] * 12, score=74.0)     # a gain beyond noise keeps it, as any round, and says so
+    d = decide(base, half_up, Rule(noise_alpha=0.05), prior=True)[0]
+    assert d.decision == "kept" and d.reason.startswith("the shipped default, better here beyond noise"), d.reason
     # with the noise test off the harm test still runs, at 0.05
     assert decide(base, half_down, Rule(), prior=True)[0].decision == "rejected:no_gain"
     alike = ranked([2] * 24, score=69.0)                 # the same ranks, a lower score: latency alone
