@@ -114,9 +114,10 @@ TRUSTED_SOURCES = ("hand", "log")      # questions that stand for real use (tune
 
 def gate_rows(rows) -> list:
     """The questions a threshold round reads: the hand-written and labelled ones when they hold both answerable
-    questions and probes, else every question. Questions made from the vault's text are all answerable and score
-    lower than a person's (a heading or a link sentence, not a question): beside 24 hand-written questions and 12
-    probes, the demo's 600 made ones made any cut that lets them through look right."""
+    questions and probes, else every question. Questions made from the vault's text are all answerable and are not
+    what a person asks (a heading, a link sentence): counted beside them, balanced, they moved the first threshold
+    round's cut down on three of five vaults and lowered every held-out figure there (docs/lab-notes/gate-2026-12.md,
+    the sweep's threshold rounds)."""
     rows = list(rows)
     trusted = [q for q in rows if q.source in TRUSTED_SOURCES]
     if any(q.level == "probe" for q in trusted) and any(q.level != "probe" for q in trusted):
@@ -217,8 +218,8 @@ def _noninferior_reason(ev: Hit5Evidence, rule: Rule) -> str:
 
 def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
            objective: str | None = None, prior: bool = False) -> tuple[Decision, float, float]:
-    """Returns (decision, base objective, candidate objective). `objective` overrides the rule's
-    (a threshold round's gate objective, as the rule measures it: Rule.gate_objective); `prior`: the candidate is the shipped default, kept unless
+    """Returns (decision, base objective, candidate objective). `objective` overrides the rule's (a gate objective
+    stands for the rule's own: Rule.gate_objective); `prior`: the candidate is the shipped default, kept unless
     shown worse (the module's doc)."""
     obj = objective or rule.objective
     if obj in GATE_OBJECTIVES:
