@@ -29,6 +29,7 @@ so the same two evaluations are decided alike on a quiet machine and a busy one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tuner.evaluation.evaluate import EvalResult
@@ -146,6 +147,14 @@ class GateFlips:
     losses: int
     share: float
     p_value: float
+
+    def flips_needed(self, alpha: float) -> int | None:
+        """The fewest flipped decisions, all decided right, that pass the sign test at `alpha`: what a person's
+        questions and probes near the cut would have to show (share^k < alpha)."""
+        if not 0.0 < self.share < 1.0:
+            return None
+        k = max(1, math.ceil(math.log(alpha) / math.log(self.share)))
+        return k + 1 if self.share ** k >= alpha else k
 
     def said(self) -> str:
         if not self.wins + self.losses:
@@ -276,7 +285,10 @@ def _after_hit5_guard(base: EvalResult, cand: EvalResult, rule: Rule, obj: str, 
         fl = gate_flips(base, cand)
         said = f"{obj} {b_obj:.4f} -> {c_obj:.4f}; {fl.said()}; hit@5 {b_hit:.4f} -> {c_hit:.4f}"
         if fl.p_value >= rule.noise_alpha:
-            return Decision(RoundDecision.NO_GAIN, f"within noise: {said} (needs p < {rule.noise_alpha:g})"), b_obj, c_obj
+            need = fl.flips_needed(rule.noise_alpha)
+            more = f": at least {need} flips, all right" if need is not None else ""
+            return Decision(RoundDecision.NO_GAIN, f"within noise: {said} (needs p < {rule.noise_alpha:g}{more})"), \
+                b_obj, c_obj
         return Decision(RoundDecision.KEPT, said), b_obj, c_obj
     if rule.noise_alpha is not None and obj not in GATE_OBJECTIVES:
         ev = ranking_evidence(base, cand, obj, rule.quality_weights)

@@ -150,6 +150,8 @@ def test_a_threshold_move_is_kept_only_when_the_decisions_it_flips_are_beyond_no
     d = decide(base, two, Rule(noise_alpha=0.05), objective="gate_accuracy")[0]
     assert d.decision == "rejected:no_gain", d.reason
     assert "2 decision(s) flip: 2 right, 0 wrong (sign test against break-even share 0.67: p = 0.4444)" in d.reason
+    # what would decide it: (2/3)^7 = 0.059, (2/3)^8 = 0.039 < 0.05
+    assert d.reason.endswith("(needs p < 0.05: at least 8 flips, all right)"), d.reason
     d = decide(base, ten, Rule(noise_alpha=0.05), objective="gate_accuracy")[0]
     assert d.decision == "kept" and "p = 0.0173" in d.reason, d.reason
     assert decide(base, two, Rule(noise_alpha=None), objective="gate_accuracy")[0].decision == "kept"
@@ -168,3 +170,10 @@ def test_without_hand_written_probes_every_question_is_read():
     mixed = gated(5, 6, 3, 4, made_in=1, made=8)
     assert {q.source for q in gate_rows(mixed.per_query)} == {"hand"}
     assert balanced_gate_accuracy([q for q in mixed.per_query if q.level != "probe"]) is None
+
+
+def test_the_flips_a_threshold_move_needs_by_hand():
+    from tuner.sweep.keep_rule import GateFlips
+    assert GateFlips(36, 0, 0, 2 / 3, 1.0).flips_needed(0.05) == 8        # (2/3)^7 = 0.059, (2/3)^8 = 0.039
+    assert GateFlips(36, 0, 0, 0.5, 1.0).flips_needed(0.25) == 3          # 0.5^2 = 0.25 is not below 0.25
+    assert GateFlips(36, 0, 0, 0.2, 1.0).flips_needed(0.05) == 2          # 0.2^2 = 0.04
