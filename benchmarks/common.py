@@ -26,13 +26,13 @@ VAULT_SETS = {
     "aegis1920": ("aegis1920-aegis1920.github.io/_wiki", ("aegis1920-tune", "aegis1920-final")),
     "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-holdout",)),
     "syshin0116": ("syshin0116-syshin0116.github.io/content", ("syshin0116-tune", "syshin0116-final")),
-    # sysmae-final is unread (UNREAD_SETS): it joins this table the day it is searched
-    "sysmae": ("sysmae-obsidian-digital-garden/content", ("sysmae-tune",)),
+    # sysmae-final was read on 2026-12-06, after every choice: by the recovery nights, then by the shipped gate
+    "sysmae": ("sysmae-obsidian-digital-garden/content", ("sysmae-tune", "sysmae-final")),
 }
 # The set of a vault kept unread for a final measurement, by vault: read once, last, after every choice is made
 # (`bench_gate_lovo.py --final`), then it moves into VAULT_SETS. Empty: no unread set is left, and the next claim
 # about vaults in general needs a new vault (benchmarks/sets/README.md says how one is laid out).
-UNREAD_SETS: dict[str, str] = {"sysmae": "sysmae-final"}
+UNREAD_SETS: dict[str, str] = {}
 
 
 def run_cli(*args: str) -> tuple[float, int, str]:
