@@ -8,10 +8,11 @@ the keep rule's decision on it (`decide`, noise_alpha 0.05, as a night runs); th
 with the threshold the round leaves, balanced accuracy (answerable injected, probes held back). Only the first
 proposal: a night's later threshold rounds are optuna's values around it, judged by the same rule.
 
-    python benchmarks/bench_threshold_rounds.py --vaults demo,johngrib,sysmae,syshin0116,voyager003
+    python benchmarks/bench_threshold_rounds.py [--vaults demo,johngrib,sysmae,syshin0116,voyager003,...]
 
-The indexes: --db NAME=PATH (default: the paths of this machine's caches, below); the made sets are written
-under runs/bench/threshold-rounds/.
+Vaults: the demo, the johngrib subset of bench_gold_make.py, and each wiki of benchmarks.common.VAULT_SETS with a
+tune set. The indexes: --db NAME=PATH (default: this machine's caches, below; a wiki's built by `autoresearch index
+../vaults/FOLDER --db /work/cache/idx/NAME.sqlite`); the made sets are written under runs/bench/threshold-rounds/.
 """
 
 from __future__ import annotations
@@ -22,23 +23,35 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import ROOT, write_result  # noqa: E402
+from benchmarks.common import ROOT, VAULT_SETS, write_result  # noqa: E402
 
 SETS, GOLD = ROOT / "benchmarks" / "sets", ROOT / "experiments" / "gold"
-VAULTS_DIR = Path("/work/vaults")
-# name -> (vault folder, index, hand-written tune set, held-out sets)
-VAULTS = {
-    "demo": (ROOT / "experiments" / "demo-vault", "/work/cache/goldmake/demo/index.sqlite", GOLD / "demo-tune.yaml",
-             [GOLD / f"{s}.yaml" for s in ("demo-holdout", "demo-gate-holdout", "demo-gate-holdout2", "demo-probes")]),
-    "johngrib": (Path("/work/cache/goldmake/johngrib-subset/vault"), "/work/cache/goldmake/johngrib-subset/index.sqlite",
-                 SETS / "johngrib-tune.yaml", [SETS / f"johngrib-{s}.yaml" for s in ("holdout", "final", "blind")]),
-    "sysmae": (VAULTS_DIR / "sysmae-obsidian-digital-garden/content", "/work/cache/idx/sysmae.sqlite",
-               SETS / "sysmae-tune.yaml", [SETS / "sysmae-final.yaml"]),
-    "syshin0116": (VAULTS_DIR / "syshin0116-syshin0116.github.io/content", "/work/cache/idx/syshin0116.sqlite",
-                   SETS / "syshin0116-tune.yaml", [SETS / "syshin0116-final.yaml"]),
-    "voyager003": (VAULTS_DIR / "voyager003-wiki/_wiki", "/work/cache/idx/voyager003.sqlite",
-                   SETS / "voyager003-tune.yaml", [SETS / "voyager003-holdout.yaml"]),
-}
+VAULTS_DIR = ROOT.parent / "vaults"          # the wikis of VAULT_SETS (benchmarks/sets/README.md)
+INDEX_DIR = Path("/work/cache/idx")          # their indexes on this machine (`autoresearch index ... --db`)
+
+
+def vault_table() -> dict:
+    """name -> (vault folder, index, hand-written tune set, held-out sets): the demo (its tune set, and every set
+    with probes it was not tuned on), the johngrib subset of bench_gold_make.py, and each wiki of VAULT_SETS with a
+    tune set (the rest of its sets held out)."""
+    table = {
+        "demo": (ROOT / "experiments" / "demo-vault", "/work/cache/goldmake/demo/index.sqlite", GOLD / "demo-tune.yaml",
+                 [GOLD / f"{s}.yaml" for s in ("demo-holdout", "demo-gate-holdout", "demo-gate-holdout2",
+                                              "demo-probes")]),
+        "johngrib": (Path("/work/cache/goldmake/johngrib-subset/vault"),
+                     "/work/cache/goldmake/johngrib-subset/index.sqlite", SETS / "johngrib-tune.yaml",
+                     [SETS / f"johngrib-{s}.yaml" for s in ("holdout", "final", "blind")]),
+    }
+    for name, (folder, sets) in VAULT_SETS.items():
+        tune = [s for s in sets if s.endswith("-tune")]
+        if tune:
+            table[name] = (VAULTS_DIR / folder, str(INDEX_DIR / f"{name}.sqlite"), SETS / f"{tune[0]}.yaml",
+                           [SETS / f"{s}.yaml" for s in sets if s != tune[0]])
+    return table
+
+
+VAULTS = vault_table()
+DEFAULT_VAULTS = ("demo", "johngrib", "sysmae", "syshin0116", "voyager003")    # those with an index here
 ALPHA = 0.05       # the sweep's noise_alpha default
 
 
@@ -112,7 +125,7 @@ def table(results: list[dict]) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--vaults", default=",".join(VAULTS))
+    ap.add_argument("--vaults", default=",".join(DEFAULT_VAULTS), help=f"of: {', '.join(VAULTS)}")
     ap.add_argument("--db", action="append", default=[], help="NAME=PATH: the index of a vault")
     a = ap.parse_args()
     dbs = {name: db for name, (_, db, _, _) in VAULTS.items()}
