@@ -49,7 +49,8 @@ def test_the_keyword_channel_is_decided_by_the_vaults_questions_where_the_hand_w
     # a change that moved no rank is decided on its objective alone, whatever the kinds
     same = kept_evidence(dataclasses.replace(row, variable="gate_threshold"), base, base, "score100", weights, 0.05)
     assert same.decided_by == ("objective",) and same.p_value is None
-    assert same.why == "the gate's accuracy on the probes: no question's rank moved"
+    assert same.why == ("the gate's decisions on the questions and probes (the round's reason says how many flipped): "
+                        "no question's rank moved")
     # with the hand-written questions alone, they decide
     hand_only = [q for q in base.per_query if q.source == "hand"]
     b1, c1 = (dataclasses.replace(r, per_query=[q for q in r.per_query if q.source == "hand"]) for r in (base, cand))
