@@ -100,12 +100,15 @@ def _set_meta(conn, key, value) -> None:
     conn.execute("INSERT OR REPLACE INTO ledger_meta(key, value) VALUES (?, ?)", (key, json.dumps(value)))
 
 
-def upgrade(conn, round_triggers_sql: list[str]) -> None:
-    """Bring a ledger to LEDGER_SCHEMA inside one transaction. A v1 ledger's rounds are sealed now (their
-    chain is computed from what they hold today) and ledger_meta says so; a newer ledger is refused.
-    Triggers found missing on a chained ledger are restored and the restore is recorded, never hidden."""
+def upgrade(conn, round_triggers_sql: list[str], tables_sql: list[str] = ()) -> None:
+    """Bring a ledger to LEDGER_SCHEMA inside one transaction, its tables (`tables_sql`, each IF NOT EXISTS) made
+    first in it. A v1 ledger's rounds are sealed now (their chain is computed from what they hold today) and
+    ledger_meta says so; a newer ledger is refused. Triggers found missing on a chained ledger are restored and
+    the restore is recorded, never hidden."""
     conn.execute("BEGIN IMMEDIATE")
     try:
+        for stmt in tables_sql:
+            conn.execute(stmt)
         conn.execute("CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         version = _meta(conn, "schema", 1)
         if version > LEDGER_SCHEMA:

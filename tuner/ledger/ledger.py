@@ -37,10 +37,10 @@ class Ledger:
         check_ledger_file(self.path, create=create)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = connect(self.path)
-        for stmt in SCHEMA.split(";\n"):
-            if stmt.strip() and stmt not in ROUND_TRIGGERS:   # upgrade() creates them, noting any found missing
-                self.conn.execute(stmt)
-        upgrade(self.conn, ROUND_TRIGGERS)
+        # the tables in upgrade()'s transaction: a reader opening the file meanwhile (`status`, a report, another
+        # process's Ledger) sees no table or all of them, never sweeps without rounds (once refused as "not a ledger")
+        upgrade(self.conn, ROUND_TRIGGERS,
+                [s for s in SCHEMA.split(";\n") if s.strip() and s not in ROUND_TRIGGERS])  # it makes the triggers
 
     def close(self):
         self.conn.close()

@@ -247,3 +247,33 @@ def test_a_second_look_at_a_ledger_this_process_holds_keeps_its_locks(tmp_path):
         Ledger(p, create=False).close()
         verify_ledger(p)
     assert_look_keeps_the_locks(path, look)
+
+
+def test_a_reader_never_sees_a_ledger_half_made(tmp_path, monkeypatch):
+    """The tables are made in one transaction: a second process opening the file between two of the creating
+    process's statements (the daemon's first sweep while `status` or a report reads) sees no table or all of
+    them. Made one statement at a time, it saw `sweeps` without `rounds` and refused the file as not a ledger."""
+    import tuner.ledger.ledger as ledger_module
+    from search_core.index.store import connect
+    from tuner.ledger.chain import check_ledger_file
+    path = tmp_path / "ledger.sqlite"
+    seen = []
+
+    class Between:
+        """The creating connection, which lets another reader in after each statement."""
+        def __init__(self, conn):
+            self._conn = conn
+
+        def execute(self, sql, *args):
+            out = self._conn.execute(sql, *args)
+            if sql.lstrip().upper().startswith("CREATE"):
+                check_ledger_file(path, create=True)      # raises LedgerError on a half-made ledger
+                seen.append(sql.split("(")[0].strip())
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self._conn, name)
+
+    monkeypatch.setattr(ledger_module, "connect", lambda p: Between(connect(p)))
+    ledger_module.Ledger(path).close()
+    assert any("sweeps" in s for s in seen) and any("rounds" in s for s in seen)
