@@ -27,7 +27,7 @@ from tuner.ledger.schema import RoundDecision
 from tuner.ledger.sweep_record import SweepRecord
 from tuner.stored_config import StoredConfig
 from tuner.evaluation.cost_model import CostStore
-from tuner.sweep.keep_rule import GATE_OBJECTIVES, TRUSTED_SOURCES, Rule, gate_rows, objective_value
+from tuner.sweep.keep_rule import GATE_OBJECTIVES, TRUSTED_SOURCES, Rule, objective_value
 from tuner.sweep.pins import check_pins, harness_pins
 from tuner.sweep.propose import propose, propose_pair
 from tuner.sweep.params import RecordedParams, SweepParams
@@ -38,7 +38,7 @@ from tuner.sweep.reasons import Reason
 from tuner.sweep.variables import (COUPLED_PAIRS, DEFAULT_MOVE, GATE_SCORE, MODEL_GATE_FIELD, CoupledPair,
                                    default_move, describe_change, gate_pair, gate_reason, is_pair, kind_of,
                                    unavailable_reason, value_in)
-from tuner.sweep.workbench import Workbench, fit_threshold
+from tuner.sweep.workbench import Workbench, fit_gate_cut
 
 ENTITY_VARIABLE = "w_entity"      # moved only on hand-written or labelled evidence (Sweep.__init__)
 
@@ -284,9 +284,7 @@ class Sweep:
         if kind.closed_form:
             # the gate does not move the ranking, so its best value on the tuning set has a closed
             # form: try that first, then let optuna explore around it
-            balanced = self.p.gate_measure == "balanced"     # the rows and the measure the round is judged on
-            fitted = fit_threshold(gate_rows(base_metrics.per_query) if balanced else base_metrics.per_query,
-                                   GATE_SCORE.get(v.name, "top_score"), balanced=balanced)
+            fitted = fit_gate_cut(base_metrics.per_query, self.p.gate_measure, GATE_SCORE.get(v.name, "top_score"))
             if fitted is not None:
                 fitted = snap(self.space, v.name, fitted)
                 if fitted not in tried and fitted != base_value:

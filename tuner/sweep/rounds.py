@@ -83,12 +83,9 @@ def run_round(bench, gold, baseline: SearchConfig, base_metrics: EvalResult, var
             # the shipped default, else a model fitted on the tuning set, once per embedder/reranker pair).
             # The cosine threshold is re-fitted every time: it decides only where no model fits the pair,
             # and the confidence label reads it; where a model decides it moves no decision
-            from tuner.sweep.workbench import fit_threshold
+            from tuner.sweep.workbench import fit_gate_cut
             model = ensure_gate(cand)
-            from tuner.sweep.keep_rule import gate_rows
-            rows = bench.evaluate(cand, gold).per_query
-            balanced = rule.gate_measure == "balanced"
-            fitted = fit_threshold(gate_rows(rows) if balanced else rows, balanced=balanced)
+            fitted = fit_gate_cut(bench.evaluate(cand, gold).per_query, rule.gate_measure)
             changes = {gate_field(): snap(space, gate_field(), fitted)} if fitted is not None else {}
             if model is not None:
                 changes[MODEL_GATE_FIELD] = snap(space, MODEL_GATE_FIELD, model.threshold)

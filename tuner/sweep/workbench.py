@@ -76,6 +76,15 @@ def fit_threshold(per_query: list[QuestionResult], key: str = "top_score", balan
     return round(best, 4)
 
 
+def fit_gate_cut(per_query: list[QuestionResult], measure: str, key: str = "top_score") -> float | None:
+    """The threshold a keep rule's gate measure (keep_rule.GATE_MEASURES) judges best on these rows: "balanced",
+    the best balanced cut over the rows a threshold round reads (keep_rule.gate_rows); "accuracy", the cut
+    deciding the most rows right."""
+    from tuner.sweep.keep_rule import gate_rows
+    balanced = measure == "balanced"
+    return fit_threshold(gate_rows(per_query) if balanced else per_query, key, balanced=balanced)
+
+
 def fit_gate_model(per_query: list[QuestionResult], fingerprint: dict, reranker: str = "none", gold_name: str | None = None):
     """The gate model re-fitted on the tuning set's gate features (a model swap changes every score),
     or None when the set cannot support one (too few probes, constant features). `gold_name` is recorded
