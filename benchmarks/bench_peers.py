@@ -27,7 +27,7 @@ a seeded KorQuAD dev sample (its first articles, questions sampled; KorQuAD is C
 are written), and the johngrib wiki's spent sets (tune, holdout, blind, week, final, last) over a subset
 vault: every gold note of those sets (436) plus a seeded sample of --johngrib-sample others
 (a full index takes ~13 minutes of both cores), and the further real vaults beside the repository (--vaults;
-VAULT_SETS: baekjungho, hoonti06, voyager003, aegis1920, crackyachae, syshin0116, sysmae, each with its spent sets).
+VAULT_SETS: baekjungho, hoonti06, voyager003, aegis1920, crackyachae, syshin0116, sysmae, likejazz, each with its spent sets).
 Indexes, the subset vault and the KorQuAD sample live under --cache, outside the repository, and are reused; the
 indexes embed through the shared embedding cache. Results:
 runs/bench/peers.json, and two Markdown tables: every system on every set, and ours against the best peer on

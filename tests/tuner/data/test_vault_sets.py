@@ -2,8 +2,8 @@
 a holdout set), hoonti06's wiki (one final set, spent by the gate's final measurement) and Voyager003's wiki
 (a tune and a holdout set, the holdout read once by the recovery benchmark), aegis1920's wiki (a tune set
 and a final set, spent by the gate's final measurement), crackyachae's study wiki (a holdout set, read once by
-the recovery benchmark), syshin0116's Obsidian vault (a tune set and a final set, spent) and sysmae's Obsidian vault
-(a tune set and an unread final set). They load, keep their shape, no two sets of a vault share a gold note, and every gold id is a note of its vault. The vaults are not in
+the recovery benchmark), syshin0116's Obsidian vault (a tune set and a final set, spent), sysmae's Obsidian vault
+(a tune set and a final set, spent) and likejazz's wiki (a tune set and an unread final set). They load, keep their shape, no two sets of a vault share a gold note, and every gold id is a note of its vault. The vaults are not in
 the repository: they sit in vaults/ beside a checkout (AUTORESEARCH_VAULTS points elsewhere); without them the id
 check skips, and benchmarks/sets/README.md says how to lay them out."""
 
@@ -37,6 +37,8 @@ SHAPES = {
     "syshin0116-final": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "sysmae-tune": ("sysmae-obsidian-digital-garden/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "sysmae-final": ("sysmae-obsidian-digital-garden/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
+    "likejazz-tune": ("likejazz-likejazz.github.io/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
+    "likejazz-final": ("likejazz-likejazz.github.io/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
 }
 NAMES = tuple(SHAPES)
 HOW_TO_GET = {
@@ -58,6 +60,8 @@ HOW_TO_GET = {
     "sysmae-obsidian-digital-garden/content": "fetch github:sysmae/obsidian-digital-garden, then git "
         "--git-dir=MIRROR archive 7d48552d5074bd661359125b9ddef862580ec19b content | tar -x -C "
         "VAULTS/sysmae-obsidian-digital-garden",
+    "likejazz-likejazz.github.io/_wiki": "fetch github:likejazz/likejazz.github.io, then git --git-dir=MIRROR "
+        "archive fe3b1d8fabf77372bbabc966c17df39d2c54f3bb _wiki | tar -x -C VAULTS/likejazz-likejazz.github.io",
 }
 
 
