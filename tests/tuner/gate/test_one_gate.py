@@ -77,7 +77,7 @@ def _sweep_eval(db, gold, tmp_path):
     bench = Workbench(db, index_dir=tmp_path / "indexes", cost_store=CostStore(tmp_path / "costs"),
                       calibration_queries=[q.query for q in gold.questions[:4]])
     cfg = SearchConfig(embedder=bench.base_embedder)
-    _, model = bench.fit_gate_for(cfg, gold)          # what the sweep does before its first round
+    model = bench.fit_gate_for(cfg, gold)          # what the sweep does before its first round
     assert model is not None and not bench.gate_fitted     # the shipped default fits: nothing fitted here
     return {q.id: _decision(q.gate.to_json()) for q in bench.evaluate(cfg, gold).per_query}
 

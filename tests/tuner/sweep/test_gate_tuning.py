@@ -115,7 +115,7 @@ def test_the_sweeps_fitted_gate_decides_its_evaluations_and_no_other_search(demo
     bench = Workbench(demo_index, index_dir=tmp_path / "indexes", cost_store=CostStore(tmp_path / "costs"))
     gold = load_gold(TUNE)
     cfg = SearchConfig(embedder=bench.base_embedder)
-    _, model = bench.fit_gate_for(cfg, gold)
+    model = bench.fit_gate_for(cfg, gold)
     assert model is not None and (cfg.embedder, "none") in bench.gate_fitted    # no gate file fits the test embedder
     res = bench.evaluate(cfg, gold)
     assert {q.gate.source for q in res.per_query} == {"fitted by the sweep on the tuning set"}
