@@ -142,21 +142,25 @@ def main():
     a = ap.parse_args()
     a.recollect = False
     vaults = tuple(a.vaults.split(","))
+    names = tuple(a.recipes.split(";")) if a.recipes else (*TREE_RECIPES, *BLENDS, *MONOTONE)
+    if unknown := [n for n in names if n not in (*TREE_RECIPES, *BLENDS, *MONOTONE)]:
+        ap.error(f"unknown recipe(s) {'; '.join(unknown)}; known: {'; '.join((*TREE_RECIPES, *BLENDS, *MONOTONE))}")
     if unknown := [v for v in vaults if v not in LABELLED]:
         ap.error(f"unknown vault(s) {', '.join(unknown)}; known: {', '.join(LABELLED)}")
     t0 = time.perf_counter()
     data = {v: collect(v, a) for v in vaults}
     out = {"current": CURRENT_RECIPE, "recipes": {}}
-    for name in (CURRENT_RECIPE, *(a.recipes.split(";") if a.recipes else (*TREE_RECIPES, *BLENDS, *MONOTONE))):
+    for name in (CURRENT_RECIPE, *names):
         per, auc, pairs, diffs = {}, {}, {}, []
         for v in vaults:
             pool = [w for w in vaults if w != v]
             rows = data[v]["labelled"]
             y = np.array([r["y"] for r in rows])
             cur = fit_recipe(data, pool, CURRENT_RECIPE)
-            inj_c = probabilities(cur, [r["f"] for r in rows]) >= cur.threshold
-            if name in RECIPES:
-                p, t = probabilities(cur, [r["f"] for r in rows]), cur.threshold
+            p_c = probabilities(cur, [r["f"] for r in rows])
+            inj_c = p_c >= cur.threshold
+            if name == CURRENT_RECIPE:
+                p, t = p_c, cur.threshold
             else:
                 g = fit_trees(data, pool, name)
                 p, t = g.p(rows), g.threshold
