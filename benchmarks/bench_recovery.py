@@ -20,8 +20,8 @@ Vaults and hand-written questions:
               is built under --cache on first use
   syshin0116  /work/vaults/syshin0116-syshin0116.github.io/content (274 notes, links inside sentences); tune:
               syshin0116-tune, holdout: syshin0116-final (read once, after every choice: --rejudge)
-  crackyachae /work/vaults/crackyachae-crackyachae.github.io/_study (278 notes); holdout: crackyachae-holdout
-              (no tune set; searched once, as the final measurement); its index is built under --cache
+  crackyachae /work/vaults/crackyachae-crackyachae.github.io/_study (278 notes); tune: crackyachae-tune (written
+              after the holdout was spent, from other notes), holdout: crackyachae-holdout (spent)
 Design choices are made with --judge tune on demo and johngrib only.
 
 Indexes, made sets and ledgers are cached under --cache (outside the repository); the e5-small base
@@ -89,8 +89,9 @@ VAULTS = {
     "syshin0116": VaultCase("syshin0116", Path("/work/vaults/syshin0116-syshin0116.github.io/content"),
                             Path("/work/cache/idx/syshin0116.sqlite"),
                             {"tune": (SETS / "syshin0116-tune.yaml",), "holdout": (SETS / "syshin0116-final.yaml",)}),
-    "crackyachae": VaultCase("crackyachae", Path("/work/vaults/crackyachae-crackyachae.github.io/_study"), None,
-                             {"holdout": (SETS / "crackyachae-holdout.yaml",)}),
+    "crackyachae": VaultCase("crackyachae", Path("/work/vaults/crackyachae-crackyachae.github.io/_study"),
+                             Path("/work/cache/idx/crackyachae.sqlite"),
+                             {"tune": (SETS / "crackyachae-tune.yaml",), "holdout": (SETS / "crackyachae-holdout.yaml",)}),
 }
 
 

@@ -24,7 +24,7 @@ VAULT_SETS = {
     "hoonti06": ("hoonti06-wiki/_wiki", ("hoonti06-final",)),
     "voyager003": ("voyager003-wiki/_wiki", ("voyager003-tune", "voyager003-holdout")),
     "aegis1920": ("aegis1920-aegis1920.github.io/_wiki", ("aegis1920-tune", "aegis1920-final")),
-    "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-holdout",)),
+    "crackyachae": ("crackyachae-crackyachae.github.io/_study", ("crackyachae-tune", "crackyachae-holdout")),
     "syshin0116": ("syshin0116-syshin0116.github.io/content", ("syshin0116-tune", "syshin0116-final")),
     # sysmae-final was read on 2026-12-06, after every choice: by the recovery nights, then by the shipped gate
     "sysmae": ("sysmae-obsidian-digital-garden/content", ("sysmae-tune", "sysmae-final")),

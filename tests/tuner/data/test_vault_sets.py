@@ -2,7 +2,7 @@
 a holdout set), hoonti06's wiki (one final set, spent by the gate's final measurement) and Voyager003's wiki
 (a tune and a holdout set, the holdout read once by the recovery benchmark), aegis1920's wiki (a tune set
 and a final set, spent by the gate's final measurement), crackyachae's study wiki (a holdout set, read once by
-the recovery benchmark), syshin0116's Obsidian vault (a tune set and a final set, spent), sysmae's Obsidian vault
+the recovery benchmark, and a tune set written after it), syshin0116's Obsidian vault (a tune set and a final set, spent), sysmae's Obsidian vault
 (a tune set and a final set, spent) and likejazz's wiki (a tune set and an unread final set). They load, keep their shape, no two sets of a vault share a gold note, and every gold id is a note of its vault. The vaults are not in
 the repository: they sit in vaults/ beside a checkout (AUTORESEARCH_VAULTS points elsewhere); without them the id
 check skips, and benchmarks/sets/README.md says how to lay them out."""
@@ -33,6 +33,7 @@ SHAPES = {
     "aegis1920-tune": ("aegis1920-aegis1920.github.io/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "aegis1920-final": ("aegis1920-aegis1920.github.io/_wiki", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "crackyachae-holdout": ("crackyachae-crackyachae.github.io/_study", {"L0": 9, "L1": 15, "L2": 6, "XL": 6}, 10),
+    "crackyachae-tune": ("crackyachae-crackyachae.github.io/_study", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "syshin0116-tune": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "syshin0116-final": ("syshin0116-syshin0116.github.io/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
     "sysmae-tune": ("sysmae-obsidian-digital-garden/content", {"L0": 9, "L1": 9, "L2": 6, "XL": 6}, 16),
