@@ -548,7 +548,7 @@ def gate_features(query: str, lists: dict, hits, view, *, conn=None, top_text: s
             f["title_match"] = float(any(len(n) >= 2 and n in qnorm for n in map(normalize_name, names)))
         if reranked:
             f["rerank_top"] = float(h0.score)
-    index = view.ngram_index() if hasattr(view, "ngram_index") else None
+    index = view.ngram_index()
     if index is not None:
         if want(*WORD_FEATURES, *HEADING_WORD_FEATURES, *NOTE_WORD_FEATURES):
             top_no = None

@@ -328,7 +328,8 @@ def test_channel_top_idf_overlap_by_hand(monkeypatch):
     conn.execute("CREATE TABLE chunks (id INTEGER PRIMARY KEY, context TEXT, text TEXT)")
     conn.executemany("INSERT INTO chunks VALUES (?, ?, ?)",
                      [(1, "na", "abc only"), (2, "nb", "xyz only"), (3, "nc", "abc and xyz")])
-    view = SimpleNamespace(chunk_note=list(range(10)), notes={n: {"title": n} for n in ("na", "nb", "nc")})
+    view = SimpleNamespace(chunk_note=list(range(10)), notes={n: {"title": n} for n in ("na", "nb", "nc")},
+                           ngram_index=lambda: None)       # an index written before the n-gram lists
     hit = SimpleNamespace(note_id="nc", chunk_id=3, score=1.0, cosine=0.9)
     lists = {"dense": [ChannelHit("na", 1, 0.9), ChannelHit("nc", 3, 0.8)], "sparse": [ChannelHit("nb", 2, 5.0)]}
     f = gf.gate_features("abc xyz", lists, [hit], view, conn=conn)
