@@ -49,3 +49,19 @@ def test_an_l2_slot_names_a_linked_note_and_an_existing_file_is_kept(qvault, tmp
     from tuner.cli import main
     r = CliRunner().invoke(main, ["gold", "init", str(qvault), "--out", str(tmp_path / "c.yaml"), "-n", "2"])
     assert r.exit_code == 0 and "wrote a template for 2 notes" in r.output
+
+
+def test_a_stub_is_offered_only_once_the_other_notes_are_used_up(tmp_path):
+    """An empty tag page and a two-word note show under STUB_CHARS; a template of 2 takes the two real notes,
+    one of 4 adds the stubs."""
+    body = "벡터 검색과 키워드 검색을 섞어 쓰는 이유를 적어 둔다. " * 8          # ~250 characters shown
+    vault = write_vault(tmp_path / "v", {"tags/건강.md": "---\npublish: true\n---\n# 건강\n",
+                                         "tags/짧은.md": "# 짧은\n\n두 단어.\n",
+                                         "ai/hybrid.md": f"# 하이브리드 검색\n\n{body}\n",
+                                         "life/run.md": f"# 달리기\n\n{body.replace('검색', '달리기')}\n"})
+    from tuner.data.gold_template import STUB_CHARS, shown_chars
+    from tuner.data.vault_questions import read_vault
+    notes, _ = read_vault(vault)
+    assert shown_chars(notes["tags/건강"]) < STUB_CHARS <= shown_chars(notes["ai/hybrid"])
+    assert sorted(write_gold_template(vault, tmp_path / "two.yaml", n=2)) == ["ai/hybrid", "life/run"]
+    assert sorted(write_gold_template(vault, tmp_path / "four.yaml", n=4)[2:]) == ["tags/건강", "tags/짧은"]
