@@ -43,7 +43,7 @@ from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_thresho
 from tuner.gate.verdicts import (CALIBRATION_WARNINGS as warning, CONFIG_OVERRIDES, EMPTY_WINDOW, FEW_LABELS,
                                  IN_SAMPLE, MISSING_WHAT, MOVE_UNDECIDED, NO_GATE_MODEL, NO_LABELS, NO_REFIT, ONE_KIND,
                                  OTHER_INDEX, SKIPPED_LABELS)
-from tuner.gate.verdicts import (BEST_COSINE, CONSIDER_OFF, KEEP_RECALL, MOVE_NOT_SHOWN, NO_CALLS, NOTHING_LABELLED,
+from tuner.gate.verdicts import (BEST_COSINE, CONSIDER_OFF, KEEP_RECALL, LABELS_FIT, MOVE_NOT_SHOWN, NO_CALLS, NOTHING_LABELLED,
                                  ONE_KIND_LABELLED, RECOMMENDATION_BASIS as basis, RECOMMENDATION_DECLINED as declined,
                                  REFIT_WEIGHTS, RETIREMENT_VERDICT, THRESHOLD_MOVED)
 
@@ -423,6 +423,9 @@ def _move_threshold(rec, labelled, ans, fingerprint, features, out, model, p_lab
                                                     flips=_flips(p_calls, model.threshold, model.threshold))
         rec["model_summary"] = ModelSummary("keep", round(model.threshold, 4), None, tuple(model.features))
         rec["basis"] = None
+        if t_new == model.threshold:        # the labels point nowhere else: nothing undecided to warn of
+            rec["declined"] = declined(LABELS_FIT, to=t_new)
+            return
         rec["declined"] = declined(MOVE_NOT_SHOWN, to=t_new, why=dec.why, more=move.labels_to_decide.text)
         out["warnings"].append(warning(MOVE_UNDECIDED, to=t_new, level=INTERVAL_LEVEL, lo=lo, hi=hi, why=dec.why,
                                        from_=model.threshold, more=move.labels_to_decide.text))

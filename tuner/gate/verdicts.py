@@ -18,6 +18,7 @@ MOVE = "move"                  # the gate model's threshold moves to fit the lab
 REFIT = "refit"                # a gate model fitted on the labels (or refitted: it measured better)
 COSINE = "cosine"              # no gate model: a cosine threshold from the labels
 KEEP = "keep"                  # the labels do not show that moving the threshold decides better
+FITS = "fits"                  # the labels show no better cut than the one in force: it stays, nothing to decide
 ONE_KIND = "one_kind"          # the labels hold one kind only (no relevant, or no irrelevant)
 NO_LABELS = "no_labels"        # no labelled calls and no labelled set
 NONE = "none"                  # labels of both kinds, and still nothing to recommend (the warnings say why)
@@ -45,6 +46,11 @@ VERDICTS = ReasonTable("calibration verdict", {
         "keep the gate's threshold {from_:.3f}: the {relevant} relevant + {irrelevant} irrelevant labels point to "
         "{to:.3f} ({level:.0%} interval {lo:.3f}-{hi:.3f}) but do not show the move decides better: {why}{more}",
         "nothing to apply: the gate in force stays (no proposal written). To decide the move, label more calls: " + _LABEL_MORE),
+    FITS: Wording(
+        "keep the gate's threshold {from_:.3f}: the {relevant} relevant + {irrelevant} irrelevant labels show no "
+        "better cut ({why}; balanced accuracy on them {accuracy:.3f})",
+        "nothing to apply: the threshold in force fits the labels (no proposal written). Each week's new labels are "
+        "checked again the same way; " + _LABEL_MORE),
     ONE_KIND: Wording(
         "no recommendation: the labels hold no {missing!r} rows ({relevant} relevant, {irrelevant} irrelevant)",
         "nothing to apply: the gate in force stays. Label at least {need} calls as {missing} (a threshold needs "
@@ -159,6 +165,7 @@ RECOMMENDATION_BASIS = ReasonTable("recommendation basis", {
 NOTHING_LABELLED = "nothing_labelled"  # no labelled row at all
 ONE_KIND_LABELLED = "one_kind_labelled"    # labelled rows of one kind only: a threshold needs both
 MOVE_NOT_SHOWN = "move_not_shown"      # the labels point elsewhere but do not show the move decides better
+LABELS_FIT = "labels_fit"              # the labels show no better cut than the one in force
 NO_RECOMMENDATION = "no_recommendation"    # nothing recommended for another reason (the warnings name it)
 
 RECOMMENDATION_DECLINED = ReasonTable("declined recommendation", {
@@ -168,6 +175,7 @@ RECOMMENDATION_DECLINED = ReasonTable("declined recommendation", {
     MOVE_NOT_SHOWN: Wording(
         "the labels point to a threshold of {to:.3f} but do not show that moving there decides better ({why})",
         "{more}"),
+    LABELS_FIT: Wording("the labels show no better cut than the threshold in force, {to:.3f}", ""),
     NO_RECOMMENDATION: Wording("the calibration made no recommendation", "its report's warnings say why"),
 })
 
@@ -201,6 +209,10 @@ def calibration_verdict(cal: Calibration, db: str, proposal: str | None) -> Reas
     if method in ("keep", "threshold"):
         move = dict(from_=mv.from_, to=mv.to, level=mv.level, lo=mv.interval[0], hi=mv.interval[1],
                     relevant=mv.answerable, irrelevant=mv.probes, why=mv.sign_test.why)
+        if method == "keep" and mv.to == mv.from_:       # no move the labels tell apart gains: nothing to decide
+            return VERDICTS(FITS, from_=mv.from_, relevant=mv.answerable, irrelevant=mv.probes,
+                            why=mv.labels_to_decide.text if mv.labels_to_decide else mv.sign_test.why,
+                            accuracy=mv.accuracy_from, db=db)
         if method == "keep":
             more = mv.labels_to_decide
             return VERDICTS(KEEP, **move, more=f"; {more.text}" if more else "", db=db)

@@ -51,14 +51,16 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     data = json.loads((tmp_path / "cal.json").read_text())["data"]
     assert data["window"]["calls"] == 36 and data["window"]["sessions"] == 4
     assert data["labelled"] == {"answerable": 6, "probes": 6, "sources": ["log"]}
-    # 12 labels with the shipped gate in force: too few to show that a move of its threshold decides better
-    # (the sign test over the calls it would flip), so it stays and no proposal is written
+    # 12 labels with the shipped gate in force, none of which a move of its threshold would decide better (the
+    # scan over the labelled calls next to the cut finds no gain): it stays, no proposal is written, and nothing
+    # is left undecided to warn of
     rec = data["recommendation"]
     assert rec["basis"] is None and rec["model_summary"]["method"] == "keep"
     assert rec["model_summary"]["features"] and rec["threshold_move"]["sign_test"]["p_value"] > 0.05
-    assert any("do not show that moving there decides better" in w for w in data["warnings"])
+    assert rec["threshold_move"]["to"] == rec["threshold_move"]["from"]
+    assert not any("do not show that moving there" in w for w in data["warnings"])
     declined = json.loads(sidecar_path(db).with_name(db.name + ".gate-proposal.json").read_text())
-    assert declined["model"] is None and "do not show that moving there decides better" in declined["declined"]
+    assert declined["model"] is None and "the labels show no better cut than the threshold in force" in declined["declined"]
     r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db)])
     assert r.exit_code == 1 and "nothing to apply" in r.output and not sidecar_path(db).exists(), r.output
     assert set(data["distributions"]["cosine"]) == {"answerable", "probes", "unlabelled log"}
@@ -68,7 +70,7 @@ def test_calibrate_report_and_proposal(logged, tmp_path):
     assert "Retirement rule" in md and "Recommendation" in md
     html = (tmp_path / "cal.html").read_text()
     assert "<svg" in html and "risk-coverage on the labelled rows" in html
-    assert "no proposal written" in md and "do not show the move decides better" in md
+    assert "no proposal written" in md and "show no better cut" in md and "fits the labels" in md
     # a proposal that moves the threshold (the rule that always moves): apply installs it next to the index,
     # undo takes it away again
     from tuner.gate.calibrate import calibrate_index

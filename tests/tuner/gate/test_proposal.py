@@ -64,8 +64,8 @@ def test_a_run_that_declines_replaces_the_older_proposal_so_apply_has_nothing_to
     assert json.loads(proposal.read_text())["model"]
     r = CliRunner().invoke(main, ["calibrate", "--db", str(db), "--log", str(log), "--since", "all",
                                   "--format", "json", "--out", str(tmp_path / "cal.json"), "--proposal", str(proposal)])
-    assert r.exit_code == 0, r.output                  # this week's labels do not show a move decides better
-    assert "no proposal:" in r.output and "do not show" in r.output
+    assert r.exit_code == 0, r.output                  # this week's labels show no better cut than the one in force
+    assert "no proposal:" in r.output and "show no better cut" in r.output
     r = CliRunner().invoke(main, ["calibrate", "apply", "--db", str(db), "--proposal", str(proposal)])
-    assert r.exit_code == 1 and "nothing to apply" in r.output and "do not show" in r.output, r.output
+    assert r.exit_code == 1 and "nothing to apply" in r.output and "show no better cut" in r.output, r.output
     assert not sidecar_path(db).exists()

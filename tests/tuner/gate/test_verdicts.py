@@ -8,7 +8,7 @@ from search_core.recall.log import LoggedCall
 from tests.helpers.logged_calls import FP, gate_model as _model, vault_labelled_near as _vault_labelled_near, \
     vault_with_boundary_at as _vault_with_boundary_at
 from tuner.gate.calibrate import LabelledRow, calibrate
-from tuner.gate.verdicts import (COSINE, DECLINED, KEEP, MOVE, NO_LABELS, NONE, ONE_KIND, REFIT, VERDICTS,
+from tuner.gate.verdicts import (COSINE, DECLINED, FITS, KEEP, MOVE, NO_LABELS, NONE, ONE_KIND, REFIT, VERDICTS,
                                  calibration_verdict)
 
 DB = "/vault/index.sqlite"
@@ -35,10 +35,25 @@ def test_keep_says_nothing_to_apply_and_how_to_decide_the_move():
                     fingerprint=FP)
     v = calibration_verdict(cal, DB, None)
     assert v.kind == KEEP and v.message().startswith("keep the gate's threshold 0.640")
+    assert cal.recommendation.threshold_move.to != 0.64 and any(w.kind == "move_undecided" for w in cal.warnings)
     fix = v.fix()
     assert fix.startswith("nothing to apply: the gate in force stays (no proposal written)")
     assert "calibrate apply" not in fix and not _says_run_calibrate_first(fix)
     assert "recall-log suggest" in fix and f"autoresearch calibrate --db {DB}` again" in fix
+
+
+def test_labels_that_fit_the_cut_in_force_say_so_and_ask_for_no_move():
+    """Every labelled call above the cut in force (0.64) relevant, every one below irrelevant: no move has a win
+    to show, so the verdict is not "the labels point to 0.640 but do not show the move" and no warning is raised."""
+    cal = calibrate(_vault_labelled_near(0.64), [], model=_model(), cos_threshold=0.82, fingerprint=FP)
+    v = calibration_verdict(cal, DB, None)
+    assert v.kind == FITS
+    assert v.message().startswith("keep the gate's threshold 0.640: the ") and "show no better cut" in v.message()
+    assert "balanced accuracy on them 1.000" in v.message() and "point to" not in v.message()
+    assert v.fix().startswith("nothing to apply: the threshold in force fits the labels")
+    assert "calibrate apply" not in v.fix() and not _says_run_calibrate_first(v.fix())
+    assert not any(w.kind == "move_undecided" for w in cal.warnings)
+    assert cal.recommendation.declined.kind == "labels_fit"
 
 
 def test_move_says_where_its_proposal_is_and_installs_it_from_there():
@@ -116,6 +131,6 @@ def test_apply_of_a_declined_proposal_says_so_and_how_to_move_the_gate(tmp_path)
 
 
 def test_every_kind_renders_and_an_unknown_one_is_refused():
-    assert set(VERDICTS) == {MOVE, REFIT, COSINE, KEEP, ONE_KIND, NO_LABELS, NONE, DECLINED}
+    assert set(VERDICTS) == {MOVE, REFIT, COSINE, KEEP, FITS, ONE_KIND, NO_LABELS, NONE, DECLINED}
     with pytest.raises(KeyError, match="no calibration verdict 'drop'; kinds: move, refit"):
         VERDICTS("drop")
