@@ -30,8 +30,9 @@ _LABEL_MORE = ("`autoresearch recall-log suggest` picks the calls worth labellin
 
 VERDICTS = ReasonTable("calibration verdict", {
     MOVE: Wording(
-        "recommend moving the gate's threshold from {from_:.3f} to {to:.3f} ({level:.0%} interval {lo:.3f}-{hi:.3f}, "
-        "from {relevant} relevant + {irrelevant} irrelevant labels; weights kept): {flipped} of {decisions} past "
+        "recommend moving the gate's threshold from {from_:.3f} to {to:.3f} (the best cut on {level:.0%} of "
+        "resampled labels {lo:.3f}-{hi:.3f}, from {relevant} relevant + {irrelevant} irrelevant labels; weights "
+        "kept): {flipped} of {decisions} past "
         "decisions flip ({let_through} let through, {stopped} stopped); {why}",
         "{install}"),
     REFIT: Wording(
@@ -44,7 +45,8 @@ VERDICTS = ReasonTable("calibration verdict", {
         "in your config; {more_for_model}"),
     KEEP: Wording(
         "keep the gate's threshold {from_:.3f}: the {relevant} relevant + {irrelevant} irrelevant labels point to "
-        "{to:.3f} ({level:.0%} interval {lo:.3f}-{hi:.3f}) but do not show the move decides better: {why}{more}",
+        "{to:.3f} (the best cut on {level:.0%} of resampled labels {lo:.3f}-{hi:.3f}) but do not show the move "
+        "decides better: {why}{more}",
         "nothing to apply: the gate in force stays (no proposal written). To decide the move, label more calls: " + _LABEL_MORE),
     FITS: Wording(
         "keep the gate's threshold {from_:.3f}: the {relevant} relevant + {irrelevant} irrelevant labels show no "
@@ -108,8 +110,9 @@ CALIBRATION_WARNINGS = ReasonTable("calibration warning", {
         "Label at least {need} {what} as {missing} (`autoresearch recall-log suggest` picks calls to label; "
         "`recall-log label ID {missing}`), or pass a labelled set with them via --labels"),
     MOVE_UNDECIDED: Wording(
-        "the labels point to a threshold of {to:.3f} ({level:.0%} interval {lo:.3f}-{hi:.3f}) but do not show "
-        "that moving there decides better: {why}. The current {from_:.3f} stays, no proposal is written",
+        "the labels point to a threshold of {to:.3f} (the best cut on {level:.0%} of resampled labels "
+        "{lo:.3f}-{hi:.3f}) but do not show that moving there decides better: {why}. The current {from_:.3f} stays, "
+        "no proposal is written",
         "{more} (`recall-log suggest` picks them)"),
     NO_REFIT: Wording("no refit: {error}", ""),
     CONFIG_OVERRIDES: Wording(
@@ -158,8 +161,8 @@ RECOMMENDATION_BASIS = ReasonTable("recommendation basis", {
         "a refit of the weights on {labels} labels (cross-validated balanced accuracy {refit} vs {threshold_only} "
         "for the moved threshold)", ""),
     THRESHOLD_MOVED: Wording(
-        "the gate's threshold moved to fit {labels} labels ({level:.0%} interval {lo:.3f}-{hi:.3f}; {why}); feature "
-        "weights kept", ""),
+        "the gate's threshold moved to fit {labels} labels (the best cut on {level:.0%} of resampled labels "
+        "{lo:.3f}-{hi:.3f}; {why}); feature weights kept", ""),
 })
 
 NOTHING_LABELLED = "nothing_labelled"  # no labelled row at all
