@@ -103,7 +103,7 @@ def main() -> None:
         out["bm25s_build_cpu_s"] = round(time.process_time() - c0, 2)
         out["bm25s_update_s"] = out["bm25s_build_s"]
     except ImportError:
-        out["bm25s"] = "not installed: pip install bm25s"
+        out["bm25s"] = "not installed: pip install -e '.[bench]'"
     conn.close()
     print(out)
     print("written", write_result("ngram-index", out))

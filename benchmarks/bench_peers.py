@@ -12,7 +12,7 @@ Systems, each scored on note-level hit@5 and MRR@10 (tuner.evaluation.metrics) w
 - ngram-alone, fts5-alone: our sparse channel alone over each keyword index (SearchConfig.keyword_index);
 - bm25s-char: BM25 (bm25s, Lucene idf, k1 1.5, b 0.75) over one document per note (title + every chunk),
   tokens = character 2- and 3-grams inside each word with Hangul, other words whole and lower-cased.
-  Needs `pip install bm25s` (skipped with a message without it).
+  Needs `pip install -e '.[bench]'` (bm25s; skipped with a message without it).
 - llamaindex: LlamaIndex's BM25Retriever (its defaults) beside a VectorStoreIndex, fused by QueryFusionRetriever
   (reciprocal_rerank, one query); txtai: txtai's Embeddings(hybrid=True), its BM25 beside an exact dense index.
   Each runs in a venv of its own that this script makes under --cache (venv-llamaindex, venv-txtai; the
@@ -275,7 +275,7 @@ def run_bm25s(s, qs) -> dict:
     try:
         import bm25s
     except ImportError:
-        return {"skipped": "bm25s is not installed: pip install bm25s"}
+        return {"skipped": "bm25s is not installed: pip install -e '.[bench]'"}
     ids, docs = note_documents(s.conn)
     t0 = time.perf_counter()
     model = bm25s.BM25()
