@@ -19,9 +19,10 @@ ranking must be beyond noise (noise_alpha: tuner/sweep/evidence.py).
 A candidate whose objective rises while hit@5 falls is rejected, and the reason says so.
 
 The move to the shipped default (`prior`: tuner/sweep/variables.py, default_move) carries the burden the other
-way: the default was chosen across vaults on hand-written questions, so it passes the same guards but is kept
-unless the vault's evidence shows it worse: its per-question quality lower beyond noise (the paired test at
-noise_alpha, 0.05 when off), or nothing moved and the objective fell (latency alone).
+way: the default was chosen across vaults on hand-written questions, so it is kept unless the vault's evidence
+shows it worse: hit@5 lower beyond noise (more questions out of the top 5 than in, the score test at guard_alpha,
+on the questions the guard reads), its per-question quality lower beyond noise (the paired test at noise_alpha,
+0.05 when off), or nothing moved and the objective fell (latency alone). The level and latency checks stand.
 
 The p95 both evaluations carry is the cost model's prediction (tuner/evaluation/cost_model.py), not a stopwatch's,
 so the same two evaluations are decided alike on a quiet machine and a busy one.
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 
 from tuner.evaluation.evaluate import EvalResult
 from tuner.evaluation.score import ScoreConfig
-from tuner.evaluation.stats import paired_drop_upper_bound
+from tuner.evaluation.stats import normal_quantile, paired_drop_score, paired_drop_upper_bound
 from tuner.ledger.schema import RoundDecision
 from tuner.sweep.evidence import answerable_rows, came_into_top5, left_top5, ranking_evidence
 
@@ -51,6 +52,9 @@ HIT5_GUARDS = ("noninferior", "count", "question")
 # rows, balanced, the cut it proposes flips 2 decisions (sign test p = 0.44) and the shipped cut stays
 # (docs/tuner.md, "Threshold rounds").
 GATE_MEASURES = ("balanced", "accuracy")
+# How the move to the shipped default meets hit@5: "shown_worse", rejected only when its questions show hit@5 lower;
+# "guard", the rule's own hit@5 guard first, as sweeps recorded before 2026-12-06 were decided (their replay)
+PRIOR_HIT5 = ("shown_worse", "guard")
 
 
 @dataclass(frozen=True)
@@ -66,12 +70,15 @@ class Rule:
     hit5_margin: float = 2.0        # noninferior: the true hit@5 drop (points) the guard must rule out
     guard_alpha: float = 0.05       # noninferior: the guard's one-sided level (its false-keep rate at the margin)
     gate_measure: str = "balanced"  # GATE_MEASURES: what a threshold round is judged on
+    prior_hit5: str = "shown_worse"     # PRIOR_HIT5: how the move to the shipped default meets hit@5
 
     def __post_init__(self):
         if self.hit5_guard not in HIT5_GUARDS:
             raise ValueError(f"unknown hit@5 guard {self.hit5_guard!r}; guards: {', '.join(HIT5_GUARDS)}")
         if self.gate_measure not in GATE_MEASURES:
             raise ValueError(f"unknown gate measure {self.gate_measure!r}; measures: {', '.join(GATE_MEASURES)}")
+        if self.prior_hit5 not in PRIOR_HIT5:
+            raise ValueError(f"unknown prior_hit5 {self.prior_hit5!r}; valid: {', '.join(PRIOR_HIT5)}")
 
     def gate_objective(self) -> str:
         """The objective a threshold round is judged on under this rule."""
@@ -194,6 +201,12 @@ class Hit5Evidence:
         """No question left the top 5 (nothing to test), or the drop's bound is below the margin."""
         return self.lost == 0 or self.drop_bound < margin
 
+    def shown_worse(self, alpha: float) -> bool:
+        """More questions left the top 5 than came in, beyond noise: the score test of "no drop" (Tango's at a
+        drop of 0, McNemar's) rejects at `alpha`, one-sided. The burden the move to the shipped default carries."""
+        return self.lost > self.gained and paired_drop_score(self.lost, self.gained, self.n, 0.0) > \
+            normal_quantile(1.0 - alpha)
+
 
 def hit5_evidence(base: EvalResult, cand: EvalResult, alpha: float = 0.05) -> Hit5Evidence:
     """The guard reads the hand-written and labelled questions alone when the set has any: questions made
@@ -212,11 +225,14 @@ def hit5_evidence(base: EvalResult, cand: EvalResult, alpha: float = 0.05) -> Hi
     return Hit5Evidence(n, lost, gained, bound, len(ids) - n)
 
 
-def _noninferior_reason(ev: Hit5Evidence, rule: Rule) -> str:
+def _hit5_counts(ev: Hit5Evidence) -> str:
     of = f"{ev.n} hand-written or labelled ({ev.set_aside} from the vault's text set aside)" if ev.set_aside else ev.n
-    counts = (f"{ev.lost} question(s) out of the top 5, {ev.gained} in, of {of}; upper bound of the drop "
-              f"{ev.drop_bound:.1f} points >= margin {rule.hit5_margin:g} points "
-              f"(one-sided {100 * (1 - rule.guard_alpha):g} % score bound)")
+    return f"{ev.lost} question(s) out of the top 5, {ev.gained} in, of {of}"
+
+
+def _noninferior_reason(ev: Hit5Evidence, rule: Rule) -> str:
+    counts = (f"{_hit5_counts(ev)}; upper bound of the drop {ev.drop_bound:.1f} points >= margin "
+              f"{rule.hit5_margin:g} points (one-sided {100 * (1 - rule.guard_alpha):g} % score bound)")
     if ev.lost > ev.gained:
         return f"hit@5 may have regressed: {counts}"
     from tuner.sweep.power import guard_questions_needed
@@ -235,6 +251,18 @@ def decide(base: EvalResult, cand: EvalResult, rule: Rule, *,
         obj = rule.gate_objective()
     b_obj, c_obj = objective_value(base, obj), objective_value(cand, obj)
     b_hit, c_hit = base.overall["hit@5"], cand.overall["hit@5"]
+    if prior and obj not in GATE_OBJECTIVES and rule.prior_hit5 == "shown_worse":
+        # the shipped default carries the burden the other way on hit@5 too: rejected when the questions show it
+        # lower, whichever guard the rule uses. A "not shown to hold within the margin" is no evidence against it
+        # (1 question out and 4 in of 30 hand-written ones is a bound of 2.8 points: sysmae's hand+made night)
+        ev = hit5_evidence(base, cand, rule.guard_alpha)
+        if ev.shown_worse(rule.guard_alpha):
+            return Decision(RoundDecision.HIT5_REGRESSED, f"the shipped default lowers hit@5 here beyond noise: "
+                            f"{_hit5_counts(ev)} (one-sided score test at {rule.guard_alpha:g})"), b_obj, c_obj
+        d, b_obj, c_obj = _after_hit5_guard(base, cand, rule, obj, b_obj, c_obj, prior)
+        if d.decision == RoundDecision.KEPT and ev.lost:
+            d = Decision(d.decision, f"{d.reason}; hit@5: {_hit5_counts(ev)}, not shown lower")
+        return d, b_obj, c_obj
     if rule.hit5_guard == "noninferior":
         ev = hit5_evidence(base, cand, rule.guard_alpha)
         if not ev.holds(rule.hit5_margin):

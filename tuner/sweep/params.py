@@ -60,6 +60,8 @@ class SweepParams:
     pairs: bool = default_of("pairs")
     # round 1 moves every search variable that differs from the shipped default to it (tuner/sweep/variables.py)
     default_round: bool = default_of("default_round")
+    # keep_rule.PRIOR_HIT5: how that move meets hit@5 (a sweep recorded without the key ran under "guard")
+    prior_hit5: str = "shown_worse"
 
     def cost_folder(self) -> Path:
         return Path(self.cost_store) if self.cost_store else Path(self.index_dir).parent / "cost-model"
@@ -69,7 +71,8 @@ class SweepParams:
                     latency_budget_ms=self.latency_budget_ms, gate_epsilon=self.gate_epsilon, hit5_guard=self.hit5_guard,
                     noise_alpha=None if self.noise_alpha is None or self.noise_alpha >= 1 else self.noise_alpha,
                     quality_weights=load_score_config(self.score_config).quality_weights,
-                    hit5_margin=self.hit5_margin, guard_alpha=self.guard_alpha, gate_measure=self.gate_measure)
+                    hit5_margin=self.hit5_margin, guard_alpha=self.guard_alpha, gate_measure=self.gate_measure,
+                    prior_hit5=self.prior_hit5)
 
     @classmethod
     def from_record(cls, params: dict, **changes) -> "SweepParams":
@@ -83,7 +86,8 @@ class SweepParams:
 
 
 # keys a ledger's params may lack, with the value its rounds ran under (its decisions, its proposals)
-RULE_BEFORE_RECORDED = {"noise_alpha": None, "pairs": False, "default_round": False, "gate_measure": "accuracy"}
+RULE_BEFORE_RECORDED = {"noise_alpha": None, "pairs": False, "default_round": False, "gate_measure": "accuracy",
+                        "prior_hit5": "guard"}
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,15 @@ def test_a_sweep_replays_under_the_rule_its_params_recorded():
     # threshold rounds: balanced over the person's questions now; a record without the key judged every question
     assert (now.rule().gate_measure, old.rule().gate_measure, again.rule().gate_measure) == ("balanced", "accuracy",
                                                                                              "balanced")
+    # the move to the shipped default: rejected only when shown lower now; a record without the key ran the rule's
+    # own hit@5 guard before it, and replays so (one out and four in of 30: the bound 2.8 is over the margin)
+    before = SweepParams.from_record({"db": "x", "gold": "g", "space": "s", "hit5_guard": "noninferior",
+                                      "noise_alpha": 0.05, "default_round": True})
+    assert (now.rule().prior_hit5, before.rule().prior_hit5, again.rule().prior_hit5) == ("shown_worse", "guard",
+                                                                                          "shown_worse")
+    start, moved = ranked([None] * 4 + [2] * 26), ranked([1] * 4 + [None] + [2] * 25, score=72.0)
+    assert decide(start, moved, now.rule(), prior=True)[0].decision == "kept"
+    assert decide(start, moved, before.rule(), prior=True)[0].decision == "rejected:hit5_regressed"
 
 
 def test_the_shipped_default_is_kept_unless_shown_worse():
@@ -108,9 +117,24 @@ def test_the_shipped_default_is_kept_unless_shown_worse():
     alike = ranked([2] * 24, score=69.0)                 # the same ranks, a lower score: latency alone
     d = decide(base, alike, Rule(noise_alpha=0.05), prior=True)[0]
     assert d.decision == "rejected:no_gain" and "ranks alike here and costs more" in d.reason
-    # the hit@5 guard still stands before it
+    # hit@5 carries the burden the other way too: rejected when shown lower. 6 of 24 out, none in: the score test
+    # of no drop (McNemar's at a drop of 0) is 6 / sqrt(6) = 2.45 > z(0.95) = 1.645
     lost = ranked([None] * 6 + [2] * 18, score=75.0)
-    assert decide(base, lost, Rule(noise_alpha=0.05), prior=True)[0].decision == "rejected:hit5_regressed"
+    d = decide(base, lost, Rule(noise_alpha=0.05), prior=True)[0]
+    assert d.decision == "rejected:hit5_regressed" and d.reason.startswith("the shipped default lowers hit@5"), d.reason
+    # 3 out, none in: 3 / sqrt(3) = 1.73 > 1.645, shown lower; 2 out: 2 / sqrt(2) = 1.41, not shown (and two of 24
+    # questions down is within the paired test's noise: kept)
+    assert decide(base, ranked([None] * 3 + [2] * 21, score=70.0), Rule(noise_alpha=0.05),
+                  prior=True)[0].decision == "rejected:hit5_regressed"
+    d = decide(base, ranked([None] * 2 + [2] * 22, score=70.0), Rule(noise_alpha=0.05), prior=True)[0]
+    assert d.decision == "kept" and "hit@5: 2 question(s) out of the top 5, 0 in, of 24, not shown lower" in d.reason
+    # one out and four in of 30 (sysmae's hand-written questions on the round): the bound of the drop, 2.8 points,
+    # is over the 2-point margin, so an ordinary round is rejected, but nothing shows the default lower: kept
+    start = ranked([None] * 4 + [2] * 26)
+    moved = ranked([1] * 4 + [None] + [2] * 25, score=72.0)
+    assert decide(start, moved, Rule(noise_alpha=0.05))[0].decision == "rejected:hit5_regressed"
+    d = decide(start, moved, Rule(noise_alpha=0.05), prior=True)[0]
+    assert d.decision == "kept" and "1 question(s) out of the top 5, 4 in, of 30" in d.reason, d.reason
 
 
 def gated(hand_in, hand, probes_held, probes, made_in=0, made=0):
