@@ -41,26 +41,25 @@ def shown_chars(note) -> int:
     return len(" ".join(clean_markup("\n".join(s.text for s in note.sections)).split()))
 
 
+def _across_folders(ids, seed: int) -> list[str]:
+    """`ids` one folder at a time, the folders and each folder's notes in a seeded order."""
+    by_folder: dict[str, list[str]] = defaultdict(list)
+    for nid in sorted(ids):
+        by_folder[nid.split("/", 1)[0] if "/" in nid else "."].append(nid)
+    rng = random.Random(seed)
+    folders = sorted(by_folder)
+    rng.shuffle(folders)
+    for f in folders:
+        rng.shuffle(by_folder[f])
+    longest = max((len(v) for v in by_folder.values()), default=0)
+    return [by_folder[f][r] for r in range(longest) for f in folders if r < len(by_folder[f])]
+
+
 def pick_notes(notes: dict, nav: set[str], n: int, seed: int, stubs: frozenset[str] = frozenset()) -> list[str]:
-    """Up to n notes, one folder at a time (folders in a seeded order), so the template covers the vault; the
-    notes in `stubs` only once the others are used up."""
-    out: list[str] = []
-    for tier in ([nid for nid in notes if nid not in nav and nid not in stubs], [nid for nid in notes if nid in stubs]):
-        by_folder: dict[str, list[str]] = defaultdict(list)
-        for nid in sorted(tier):
-            by_folder[nid.split("/", 1)[0] if "/" in nid else "."].append(nid)
-        rng = random.Random(seed)
-        folders = sorted(by_folder)
-        rng.shuffle(folders)
-        for f in folders:
-            rng.shuffle(by_folder[f])
-        r = 0
-        while len(out) < n and any(r < len(by_folder[f]) for f in folders):
-            for f in folders:
-                if r < len(by_folder[f]) and len(out) < n:
-                    out.append(by_folder[f][r])
-            r += 1
-    return out
+    """Up to n notes, one folder at a time, so the template covers the vault; the notes in `stubs` only once the
+    others are used up."""
+    rest = [nid for nid in notes if nid not in nav and nid not in stubs]
+    return (_across_folders(rest, seed) + _across_folders(stubs, seed))[:n]
 
 
 def gold_template(vault_or_db: str | Path, name: str, *, n: int = 6, seed: int = 0) -> tuple[str, list[str]]:

@@ -43,9 +43,10 @@ from tuner.gate.threshold import THRESHOLD_RULE, THRESHOLD_RULES, decide_thresho
 from tuner.gate.verdicts import (CALIBRATION_WARNINGS as warning, CONFIG_OVERRIDES, EMPTY_WINDOW, FEW_LABELS,
                                  IN_SAMPLE, MISSING_WHAT, MOVE_UNDECIDED, NO_GATE_MODEL, NO_LABELS, NO_REFIT, ONE_KIND,
                                  OTHER_INDEX, SKIPPED_LABELS)
-from tuner.gate.verdicts import (BEST_COSINE, CONSIDER_OFF, KEEP_RECALL, LABELS_FIT, MOVE_NOT_SHOWN, NO_CALLS, NOTHING_LABELLED,
-                                 ONE_KIND_LABELLED, RECOMMENDATION_BASIS as basis, RECOMMENDATION_DECLINED as declined,
-                                 REFIT_WEIGHTS, RETIREMENT_VERDICT, THRESHOLD_MOVED)
+from tuner.gate.verdicts import (BEST_COSINE, CONSIDER_OFF, KEEP_RECALL, LABELS_FIT, MOVE_NOT_SHOWN, NO_CALLS,
+                                 NOTHING_LABELLED, ONE_KIND_LABELLED, RECOMMENDATION_BASIS as basis,
+                                 RECOMMENDATION_DECLINED as declined, REFIT_WEIGHTS, RETIREMENT_VERDICT,
+                                 THRESHOLD_MOVED)
 
 LABEL_ANSWERABLE, LABEL_PROBE = "relevant", "irrelevant"
 FLIP_DELTA = 0.02
