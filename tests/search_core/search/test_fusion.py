@@ -54,6 +54,64 @@ def test_community_boost_adds_to_same_community():
     assert [(f.id, round(f.score, 4)) for f in out] == [("a", 1.2), ("c", 0.5333), ("b", 0.5)]
 
 
+
+def _reference_rrf(lists, weights, k=60, *, limit=None, exclude=frozenset()):
+    """weighted_rrf written the straightforward way: each document's ranks, then its sum over them in the lists'
+    order from 0.0, then one sort by (-score, best rank, id)."""
+    ranks = {}
+    for channel, ids in lists.items():
+        pos = 0
+        for doc in [d for d in ids if d not in exclude]:
+            pos += 1
+            ranks.setdefault(doc, {}).setdefault(channel, pos)
+    scored = []
+    for doc, r in ranks.items():
+        weighted = [pos for c, pos in r.items() if weights.get(c, 0.0) != 0.0]
+        if weighted:
+            score = 0.0
+            for c, pos in r.items():
+                if weights.get(c, 0.0) != 0.0:
+                    score += weights[c] / (k + pos)
+            scored.append((-score, min(weighted), doc))
+    scored.sort()
+    return [Fused(doc, -neg, {c: ranks[doc].get(c) for c in lists},
+                  {c: weights[c] / (k + pos) for c, pos in ranks[doc].items() if weights.get(c, 0.0) != 0.0})
+            for neg, _, doc in scored[:limit]]
+
+
+def _exactly(fused):
+    """Records as comparable as they are printed: float reprs, and the ranks' and terms' key order."""
+    return [(f.id, repr(f.score), list(f.ranks.items()), [(c, repr(t)) for c, t in f.terms.items()]) for f in fused]
+
+
+def test_weighted_rrf_is_the_reference_on_random_lists():
+    """The same records, floats and key order as the straightforward loop: repeats, held-out ids, zero weights,
+    ties (small k, equal weights: runs of equal scores, cut by `limit` too) and limits."""
+    rng = np.random.default_rng(7)
+    ties = 0
+    for trial in range(2000):
+        names = [f"n{i:03d}" for i in rng.permutation(30)[: rng.integers(1, 30)]]
+        channels = [c for c in ("dense", "sparse", "ngram", "entity", "decomposed") if rng.random() < 0.7] or ["dense"]
+        lists = {c: [names[i] for i in rng.integers(0, len(names), rng.integers(0, 25))] for c in channels}
+        weights = {c: float(rng.choice([0.0, 0.15, 0.3, 0.4, 1.0, 1.0])) for c in lists if rng.random() < 0.9}
+        k = float(rng.choice([0, 1, 2, 60]))
+        exclude = frozenset(rng.choice(names, rng.integers(0, 4))) if trial % 3 == 0 else frozenset()
+        limit = None if trial % 2 else int(rng.integers(0, 15))
+        want = _reference_rrf(lists, weights, k, limit=limit, exclude=exclude)
+        assert _exactly(weighted_rrf(lists, weights, k, limit=limit, exclude=exclude)) == _exactly(want)
+        scores = [f.score for f in want]
+        ties += len(set(scores)) < len(scores)
+    assert ties > 200          # the trials hold runs of equal scores, so the tie order is tested
+
+
+def test_weighted_rrf_breaks_a_tie_at_the_limit_by_best_rank_then_id():
+    # k 0, equal weights: a = 1/2 + 1/2 = 1.0 (best rank 2), b = 1/1 (rank 1), c = 1/1 (rank 1): b, c, a
+    lists = {"dense": ["c", "a"], "sparse": ["b", "a"]}
+    assert [f.id for f in weighted_rrf(lists, {"dense": 1.0, "sparse": 1.0}, k=0)] == ["b", "c", "a"]
+    assert [f.id for f in weighted_rrf(lists, {"dense": 1.0, "sparse": 1.0}, k=0, limit=1)] == ["b"]
+    assert [f.id for f in weighted_rrf(lists, {"dense": 1.0, "sparse": 1.0}, k=0, limit=2)] == ["b", "c"]
+
+
 # -- rrf_arrays: the arithmetic weighted_rrf and the fast path's keyword lists share ----------------------------
 
 
