@@ -30,6 +30,23 @@ def test_a_collapsed_snippet_loses_its_link_definitions_too():
     assert "https://" not in text and "[repo]" not in text and "[^1]" not in text and "온다" in text
 
 
+def test_one_line_is_the_cleaned_text_with_its_whitespace_collapsed():
+    """clean_markup(one_line=True) skips the line-keeping whitespace patterns: the same words and spaces as
+    collapsing the kept lines, on the note and on random mixes of its markup and every kind of whitespace."""
+    import random
+    import sys
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    pieces = [*NOTE.split(" "), "# 제목", "## x", "```py", "~~~", "**굵게**", "<b>x</b>", "[a][b]", "[^2]: y",
+              "{:toc}", "[[a|b]]", "", "#", "a#b"]
+    rng = random.Random(5)
+    texts = [NOTE, " ".join(NOTE.split()), "", " \t\n ", "\u3000단어\u2028끝\x1c"]
+    for _ in range(500):
+        texts.append("".join(rng.choice(pieces) + "".join(rng.choices(spaces, k=rng.randint(0, 3)))
+                             for _ in range(rng.randint(1, 12))))
+    for text in texts:
+        assert clean_markup(text, one_line=True) == " ".join(clean_markup(text).split()), repr(text)
+
+
 def test_block_lines_name_the_file_and_a_narrow_pass_is_marked():
     hit = Hit("ai/graphrag", "GraphRAG", 1.0, "[[ai/rag|RAG]] 요약 [x]: https://x.org", {}, 1, 0.9, 0.1,
               "ai/graphrag.md", "/vault/ai/graphrag.md")
