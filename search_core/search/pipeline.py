@@ -431,13 +431,15 @@ class Searcher:
             rs = self.reranking.scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in cands], self.passage)
             t["rerank"] = self.reranking.charged_ms(cfg.reranker, len(cands), (time.perf_counter() - t0) * 1000)
         final = ranking.final_ranking(fused, cfg, rs, depth=limit_fused or cfg.top_k)
+        shown = list(zip(final.order, final.scores))[: cfg.top_k]
+        texts = self.snippets([(chunk_of.get(f.id), f.id) for f, _ in shown], r.query) if snippets else [""] * len(shown)
         hits = []
-        for f, s in list(zip(final.order, final.scores))[: cfg.top_k]:
+        for (f, s), snippet in zip(shown, texts):
             cid = chunk_of.get(f.id)
-            snippet = self.snippet(cid, r.query, f.id) if snippets else ""
-            rel = view.notes[f.id].get("path")
+            note = view.notes[f.id]
+            rel = note.get("path")
             # the fast path embedded nothing: no cosine to report (0.0), its gate reads none
-            hits.append(Hit(f.id, view.notes[f.id]["title"], s, snippet, f.ranks, cid,
+            hits.append(Hit(f.id, note["title"], s, snippet, f.ranks, cid,
                             view.cosine(r.qvec, f.id, cid) if not r.fast else 0.0, f.score, rel,
                             _abs_path(view.vault, rel) if rel and view.vault else None))
         threshold = cfg.threshold if cfg.threshold is not None else self.embedder.default_threshold
@@ -546,15 +548,24 @@ class Searcher:
         context, text = self.chunk_text(chunk_id)
         return f"{context}\n{text}" if text else (context or self.view.notes[note_id]["title"])
 
-    def snippet(self, chunk_id, query: str, note_id: str) -> str:
-        _, text = self.chunk_text(chunk_id)
-        # the words: link lines and markup spend the room; one line
-        text = clean_markup(text, one_line=True)
-        if not text:
-            return self.view.notes.get(note_id, {}).get("summary", "")[:SNIPPET_CHARS]
-        low = text.lower()
-        positions = [low.find(tok) for tok in ch.TOKEN_RE.findall(query.lower()) if len(tok) >= 2]
-        positions = [p for p in positions if p >= 0]
-        start = max(min(positions) - 40, 0) if positions else 0
-        piece = text[start:start + SNIPPET_CHARS]
-        return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else "")
+    def snippets(self, chunks: list[tuple[int | None, str]], query: str) -> list[str]:
+        """Each (chunk id, note id)'s snippet for `query`: the words around the first of the query's words the
+        chunk holds, else its start (a note without a chunk: its summary). The chunks' rows are read in one query,
+        not one a hit, and the query's words found once (five rows one by one were 16 us on the demo, 11 at once)."""
+        ids = [cid for cid, _ in chunks if cid is not None]
+        text_of = dict(self.conn.execute(f"SELECT id, text FROM chunks WHERE id IN ({', '.join('?' * len(ids))})",
+                                         ids)) if ids else {}
+        words = [tok for tok in ch.TOKEN_RE.findall(query.lower()) if len(tok) >= 2]
+        out = []
+        for cid, note_id in chunks:
+            # the words: link lines and markup spend the room; one line
+            text = clean_markup(text_of.get(cid, ""), one_line=True)
+            if not text:
+                out.append(self.view.notes.get(note_id, {}).get("summary", "")[:SNIPPET_CHARS])
+                continue
+            low = text.lower()
+            positions = [p for p in (low.find(tok) for tok in words) if p >= 0]
+            start = max(min(positions) - 40, 0) if positions else 0
+            piece = text[start:start + SNIPPET_CHARS]
+            out.append(("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else ""))
+        return out
