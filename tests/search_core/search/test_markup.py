@@ -47,6 +47,20 @@ def test_one_line_is_the_cleaned_text_with_its_whitespace_collapsed():
         assert clean_markup(text, one_line=True) == " ".join(clean_markup(text).split()), repr(text)
 
 
+def test_inline_headings_match_as_the_plain_pattern_says():
+    """_HEADING_INLINE starts at its "#" for speed: the same substitutions as the pattern written plainly."""
+    import random
+    import re
+
+    from search_core.search.markup import _HEADING_INLINE
+    plain = re.compile(r"(?:(?<=\s)|^)#{1,6}\s+(?=\S)")
+    rng = random.Random(2)
+    alphabet = ["#", "##", "###### ", "#######", " ", "\n", "\t", "\u3000", "a", "가", ".", "x#"]
+    texts = [NOTE, " ".join(NOTE.split())] + ["".join(rng.choices(alphabet, k=rng.randint(0, 20))) for _ in range(20000)]
+    for text in texts:
+        assert _HEADING_INLINE.sub("", text) == plain.sub("", text), repr(text)
+
+
 def test_block_lines_name_the_file_and_a_narrow_pass_is_marked():
     hit = Hit("ai/graphrag", "GraphRAG", 1.0, "[[ai/rag|RAG]] 요약 [x]: https://x.org", {}, 1, 0.9, 0.1,
               "ai/graphrag.md", "/vault/ai/graphrag.md")
