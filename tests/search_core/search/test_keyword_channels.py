@@ -202,6 +202,29 @@ def test_sparse_gives_the_same_hits_and_floats_as_the_dict_loop(small_index, que
     s.close()
 
 
+def test_short_tokens_are_read_once_per_view_and_answer_the_same_from_the_cache(small_index, monkeypatch):
+    """A short token's places and idf are kept on the view: asked again, the list is the dict loop's still, the
+    token is not read again, and a cache at its bound starts over (each token then read anew)."""
+    query = "a i 팀 요약 AI"
+    s = Searcher(small_index)
+    reads = []
+    index = s.view.short_index()
+    real = index.chunks_containing
+    monkeypatch.setattr(index, "chunks_containing", lambda tok: (reads.append(tok), real(tok))[1])
+    want = _sparse_as_a_dict_loop(s.conn, s.view, query, 50)
+    reads.clear()
+    for _ in range(3):
+        assert ch.sparse(s.conn, s.view, query, 50) == want
+    assert sorted(reads) == sorted(ch.query_terms(query)[1])          # the first search read each token, once
+    monkeypatch.setattr(ch, "SHORT_CACHE_BYTES", 1)
+    s.view.caches.short_places.clear()
+    reads.clear()
+    for _ in range(2):
+        assert ch.sparse(s.conn, s.view, query, 50) == want
+    assert len(reads) == 2 * len(ch.query_terms(query)[1]) and len(s.view.caches.short_places) == 1
+    s.close()
+
+
 def test_a_query_without_parts_runs_sparse_once(small_index, monkeypatch):
     """Decomposition is for queries with parts: a single part would only repeat the sparse query."""
     calls = []
