@@ -508,18 +508,14 @@ def best_chunk_per_note(places: list[np.ndarray], weights: list[np.ndarray], dep
     scores below every note that has one, and a note's best place is among them when any of its places is."""
     if not places or not any(len(a) for a in places):
         return NoteList.empty(note_ids)
-    size = int(max(int(a.max()) for a in places if len(a))) + 1
-    score = np.zeros(size, np.float64)
+    every = np.concatenate(places) if len(places) > 1 else places[0]
+    size = int(every.max()) + 1
+    # one bincount over every source's places: it adds each place's weights in input order from 0.0, so in source
+    # order, the floats of adding the sources one by one (np.add.at, or a bincount each), in one pass over the place
+    # range instead of one per large source (42 us against 49 on the demo's check lists, 75 against 90 on AutoRAG-ko)
+    score = np.bincount(every, weights=np.concatenate(weights) if len(weights) > 1 else weights[0], minlength=size)
     seen = np.zeros(size, bool)
-    for a, w in zip(places, weights):
-        # a source's places are distinct (an FTS5 row, a chunk holding a token), so bincount's counts are its
-        # weights and each place gets score + w, np.add.at's sum; add.at is ~20x slower per place (500,000
-        # places of a short token), bincount reads the whole place range (an FTS5 list's 800 places of 567,010)
-        if len(a) * 16 < size:
-            np.add.at(score, a, w)
-        else:
-            score += np.bincount(a, weights=w, minlength=size)
-        seen[a] = True
+    seen[every] = True
     cand = np.flatnonzero(seen)                          # ascending: each note's places are one run
     head = depth * 8
     if len(cand) > head:

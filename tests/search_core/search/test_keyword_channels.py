@@ -168,6 +168,18 @@ def test_best_chunk_per_note_is_the_dict_loop_whatever_the_depth():
                 _per_note_as_a_dict_loop(keys, weights, depth, starts, ids), (trial, depth)
 
 
+def test_best_chunk_per_note_adds_a_places_weights_in_source_order():
+    """Weights whose sums depend on the order they are added in (BM25 floats, idfs): the dict loop's floats, exactly."""
+    rng = np.random.default_rng(11)
+    starts = np.concatenate(([0], np.cumsum(rng.integers(1, 6, 40))))
+    ids = tuple(f"n{i:02d}" for i in range(40))
+    size = int(starts[-1])
+    for trial in range(200):
+        keys = [rng.choice(size, size=n, replace=False) for n in rng.integers(1, size, rng.integers(1, 6))]
+        weights = [rng.random(len(k)) * 10 ** rng.uniform(-3, 3) for k in keys]
+        assert per_note(keys, weights, 50, starts, ids) == _per_note_as_a_dict_loop(keys, weights, 50, starts, ids), trial
+
+
 def _sparse_as_a_dict_loop(conn, view, query, depth):
     """The channel as it was written before the arrays: the reference the arrays must match exactly. Ties
     go to the chunk first in vault order (note id, ord), and FTS5's cut keeps every row tied with its last."""
