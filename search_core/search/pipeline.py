@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -414,8 +415,12 @@ class Searcher:
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
                                                depth=depth, ngram_lead=lead, cross_script=cross,
                                                alone_across=alone, dense_lead=dense_lead), named)
-        held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
-                         if nid in nav_out)
+        held_out = ()
+        # a vault without index pages (AutoRAG-ko) skips the walk, and an answer whose lists hold none stops at the
+        # set's own scan of the ids
+        if nav_out and not nav_out.isdisjoint(chain.from_iterable(lists.values())):
+            held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(chain.from_iterable(lists.values()))
+                             if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000
         chunk_of = {}
         for c in ("dense", "sparse", "decomposed", "entity", NGRAM_LIST):   # semantic match first for the snippet chunk
