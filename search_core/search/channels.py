@@ -398,30 +398,24 @@ def ngram_list(conn, view, query: str, depth: int) -> NoteList:
     n = len(index.note_ids)
     if n == 0:
         return NoteList.empty(index.note_ids)
-    found = index.term_lists(list(dict.fromkeys(ngram_postings.terms_of(query))))
+    # each term's list with its BM25 parts per note and per chunk (NgramIndex.bm25_lists)
+    found = index.bm25_lists(list(dict.fromkeys(ngram_postings.terms_of(query))), BM25_K1, BM25_B)
     if not found:
         return NoteList.empty(index.note_ids)
     # every found term's note list and chunk list, one after another in query order: each note's and each
     # chunk's sum then adds the same floats in the same order as a loop over the terms would
-    df = [len(t.note_no) for t in found]
-    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
-    notes = np.concatenate([t.note_no for t in found])
-    note_tf = np.concatenate([t.note_tf for t in found]).astype(np.float64)
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len[notes] / max(index.avg_note_len, 1e-9))
-    contrib = np.repeat(idf, df) * note_tf * (BM25_K1 + 1) / (note_tf + norm)
-    score = np.bincount(notes, weights=contrib, minlength=n)
+    notes = np.concatenate([t.note_no for t, _, _ in found])
+    score = np.bincount(notes, weights=np.concatenate([w for _, w, _ in found]), minlength=n)
     cand = np.flatnonzero(score > 0)                       # ascending: vault order, kept by the stable sort
     order = cand[np.argsort(-score[cand], kind="stable")][:depth]
     if not len(order):
         return NoteList.empty(index.note_ids)
     # the returned notes' chunks only: a chunk's own terms (saturated counts times idf) pick the note's chunk
-    lens = [len(t.chunk_place) for t in found]
-    places = np.concatenate([t.chunk_place for t in found])
-    tfs = np.concatenate([t.chunk_tf for t in found]).astype(np.float64)
+    places = np.concatenate([t.chunk_place for t, _, _ in found])
     wanted = np.zeros(n, bool)
     wanted[order] = True
     mine = wanted[index.note_of_place[places]]
-    chunk_score = np.bincount(places[mine], weights=(np.repeat(idf, lens) * tfs / (tfs + BM25_K1))[mine],
+    chunk_score = np.bincount(places[mine], weights=np.concatenate([w for _, _, w in found])[mine],
                               minlength=len(index.chunk_len))
     place = _first_best_in_segments(chunk_score, index.start[order], index.start[order + 1])
     return NoteList(order.astype(np.int64), view.chunk_at[place].astype(np.int64), score[order], index.note_ids)
