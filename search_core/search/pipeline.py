@@ -32,6 +32,7 @@ from search_core.search.query_cache import QUERY_CACHE, QueryEmbeddingCache, Sha
 from search_core.search.rerank import RerankScorer
 
 SNIPPET_CHARS = 220
+SNIPPET_LEAD = 40          # characters shown before the first query word a snippet holds
 _RETRIEVE_STAGES = ("embed", "fast_check", *CHANNELS)     # inside retrieve()'s own wall time ("retrieve")
 # The fast path's gate decision: the keyword evidence decided, so the gate model did not (its features read
 # the query's vector, which the fast path never computes); `search --json` names it by this kind.
@@ -141,6 +142,22 @@ def confidence_label(top: float, threshold: float) -> str:
     if top >= threshold - band:
         return "low"
     return "very_low"
+
+
+def snippet_start(low: str, words: list[str]) -> int:
+    """Where a snippet of `low` (a chunk's words, lower-cased) starts: SNIPPET_LEAD characters before the first
+    place any of `words` begins at, else 0."""
+    first = -1
+    for word in words:
+        # only a place before the first found can move it, so a later word is looked for up to there, and any
+        # place up to SNIPPET_LEAD starts the snippet at 0: a Korean question's ~10 words each read a whole
+        # 765-character chunk they were not in (~14 us a hit on AutoRAG-ko)
+        at = low.find(word) if first < 0 else low.find(word, 0, first + len(word) - 1)
+        if at >= 0:
+            first = at
+            if first <= SNIPPET_LEAD:
+                break
+    return max(first - SNIPPET_LEAD, 0)
 
 
 def check_query(query: str) -> str:
@@ -568,9 +585,7 @@ class Searcher:
             if not text:
                 out.append(self.view.notes.get(note_id, {}).get("summary", "")[:SNIPPET_CHARS])
                 continue
-            low = text.lower()
-            positions = [p for p in (low.find(tok) for tok in words) if p >= 0]
-            start = max(min(positions) - 40, 0) if positions else 0
+            start = snippet_start(text.lower(), words)
             piece = text[start:start + SNIPPET_CHARS]
             out.append(("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else ""))
         return out

@@ -71,3 +71,18 @@ def test_block_lines_name_the_file_and_a_narrow_pass_is_marked():
     assert "low confidence" not in plain and narrow.startswith("Possibly related") and "low confidence" in narrow
     assert RecallBlock(narrow, True, {"band": "caveat"}, None).as_dict()["caveat"] is True
     assert RecallBlock(plain, True, {"band": "inject"}, None).as_dict()["caveat"] is False
+
+
+def test_a_snippet_starts_before_the_first_query_word_it_holds():
+    """snippet_start looks for each word only up to the first place found so far and stops in the lead: the start
+    the plain rule gives (SNIPPET_LEAD before the smallest place of any word, else 0), on random texts and words."""
+    import random
+
+    from search_core.search.pipeline import SNIPPET_LEAD, snippet_start
+    rng = random.Random(4)
+    alphabet = "ab가나 "
+    for _ in range(20000):
+        low = "".join(rng.choices(alphabet, k=rng.randint(0, 120)))
+        words = ["".join(rng.choices(alphabet[:4], k=rng.randint(1, 4))) for _ in range(rng.randint(0, 6))]
+        places = [p for p in (low.find(w) for w in words) if p >= 0]
+        assert snippet_start(low, words) == (max(min(places) - SNIPPET_LEAD, 0) if places else 0), (low, words)
