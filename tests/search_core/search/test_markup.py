@@ -86,3 +86,18 @@ def test_a_snippet_starts_before_the_first_query_word_it_holds():
         words = ["".join(rng.choices(alphabet[:4], k=rng.randint(1, 4))) for _ in range(rng.randint(0, 6))]
         places = [p for p in (low.find(w) for w in words) if p >= 0]
         assert snippet_start(low, words) == (max(min(places) - SNIPPET_LEAD, 0) if places else 0), (low, words)
+
+
+def test_a_text_is_cleaned_alike_with_or_without_the_markup_character_scan(monkeypatch):
+    """The scan for markup characters only skips texts no check would match: every kind of markup alone in a line
+    of words is cleaned as with every check run (a scan that matches anywhere)."""
+    import re
+
+    from search_core.search import markup
+    pieces = ["<!-- note -->", "[repo]: https://x.org", "[^1]: foot", "see[^1]", "[[ai/rag|RAG]]", "[[/java]]{자바}",
+              "![img](a.png)", "[link](https://x.org)", "[ref][1]", "{:toc}", "{#id}", "```py", "~~~", "# 제목",
+              "text ## heading", "**bold**", "__under__", "~~gone~~", "<b>tag</b>", "a_b", "x*y", "2 < 3", "a]b", "c[d"]
+    texts = [f"앞 {p} 뒤" for p in pieces] + [f"{p}\n다음 줄 {q}" for p in pieces for q in pieces]
+    plain = [clean_markup(t, one_line=one) for t in texts for one in (False, True)]
+    monkeypatch.setattr(markup, "_MARKUP_CHARS", re.compile(""))
+    assert [clean_markup(t, one_line=one) for t in texts for one in (False, True)] == plain
