@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,8 +52,10 @@ ENTITY_ROUNDING = 1e-3
 SPLIT_RE = re.compile(r"\s*(?:,|;|\bvs\.?\b|\band\b|및|그리고|(?<=[\w]{2})(?:와|과)(?=\s))\s*", re.I)
 
 
-@dataclass(frozen=True)
-class ChannelHit:
+class ChannelHit(NamedTuple):
+    """One note of a channel's list: its best chunk and its score. A named tuple, not a frozen dataclass: a list
+    holds ~50 of them, a search builds one list on the fast path and four or more on the full path, and a frozen
+    record took 420 ns to build against 230 (its fields are set one by one through object.__setattr__)."""
     note_id: str
     chunk_id: int | None
     score: float
