@@ -296,10 +296,11 @@ class Searcher:
             # the lists as arrays (ch.NoteList): the check reads the n-gram list's first two notes and the FTS5
             # list's first, the answer is their fusion; records are built for that answer only
             ngram = ch.ngram_list(self.conn, self.view, query, depth)
-            evidence = ch.keyword_evidence(ngram.head(2, skip), None, fast_margin, skip)
+            ngram_head = ngram.head(2, skip)
+            evidence = ch.keyword_evidence(ngram_head, None, fast_margin, skip)
             if evidence.first is not None and evidence.margin >= fast_margin:
                 fts5 = ch.sparse_list(self.conn, self.view, query, depth, ch.CHECK_PHRASES)
-                evidence = ch.keyword_evidence(ngram.head(2, skip), fts5.head(1, skip), fast_margin, skip)
+                evidence = ch.keyword_evidence(ngram_head, fts5.head(1, skip), fast_margin, skip)
                 if not evidence.decided and ch.cut_by(self.view, self.conn, query, ch.CHECK_PHRASES):
                     fts5 = None          # the check's list read fewer trigrams: the sparse channel runs its own
             t["fast_check"] = (time.perf_counter() - start) * 1000
