@@ -410,7 +410,9 @@ def ngram_list(conn, view, query: str, depth: int) -> NoteList:
     notes = np.concatenate([t.note_no for t, _, _ in found])
     score = np.bincount(notes, weights=np.concatenate([w for _, w, _ in found]), minlength=n)
     cand = np.flatnonzero(score > 0)                       # ascending: vault order, kept by the stable sort
-    order = cand[np.argsort(-score[cand], kind="stable")][:depth]
+    # the first `depth` of a stable sort without sorting the rest: AutoRAG-ko's fast-path questions score ~640 of its
+    # 720 notes, and their whole sort was 25 us against 8
+    order = cand[top_stable(score[cand], depth)]
     if not len(order):
         return NoteList.empty(index.note_ids)
     # the returned notes' chunks only: a chunk's own terms (saturated counts times idf) pick the note's chunk
