@@ -524,8 +524,15 @@ def best_chunk_per_note(places: list[np.ndarray], weights: list[np.ndarray], dep
         if np.count_nonzero(notes[1:] != notes[:-1]) + 1 >= depth:
             cand = top
     notes = np.searchsorted(note_start, cand, side="right") - 1
+    # each note's places are one run of `cand`, the runs tile it: each run's first maximum without
+    # _first_best_in_segments's gather (its index arrays are for runs with gaps between them), the runs told apart
+    # by their note numbers (66 against 71 us a call on AutoRAG-ko's fast-path check lists, 34.5 against 39.5 on
+    # the demo)
+    sc = score[cand]
     starts = np.flatnonzero(np.concatenate(([True], notes[1:] != notes[:-1])))
-    best = _first_best_in_segments(score[cand], starts, np.append(starts[1:], len(cand)))
+    at_max = np.flatnonzero(sc == np.repeat(np.maximum.reduceat(sc, starts), np.diff(starts, append=len(cand))))
+    at_notes = notes[at_max]
+    best = at_max[np.concatenate(([True], at_notes[1:] != at_notes[:-1]))]
     order = top_stable(score[cand[best]], depth)         # ties by index: by note number, vault order
     return NoteList(notes[best[order]].astype(np.int64), chunk_at[cand[best[order]]].astype(np.int64),
                     score[cand[best[order]]], note_ids)
