@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,8 +52,10 @@ ENTITY_ROUNDING = 1e-3
 SPLIT_RE = re.compile(r"\s*(?:,|;|\bvs\.?\b|\band\b|및|그리고|(?<=[\w]{2})(?:와|과)(?=\s))\s*", re.I)
 
 
-@dataclass(frozen=True)
-class ChannelHit:
+class ChannelHit(NamedTuple):
+    """One note of a channel's list: its best chunk and its score. A named tuple, not a frozen dataclass: a list
+    holds ~50 of them, a search builds one list on the fast path and four or more on the full path, and a frozen
+    record took 420 ns to build against 230 (its fields are set one by one through object.__setattr__)."""
     note_id: str
     chunk_id: int | None
     score: float
@@ -241,24 +244,50 @@ def sparse_list(conn, view, query: str, depth: int, phrases: int | None = None) 
             p, keep = _placed(view, ids)
             places.append(p)
             weights.append(-bm25[keep])
-    if short:
-        n = max(len(view.chunk_note), 1)
-        index = view.short_index()
-        for tok in short:
-            if index is not None:
-                got = index.chunks_containing(tok)
-            else:   # a corpus too large for the in-memory index: the LIKE scan itself
-                pat = f"%{_like_escape(tok)}%"
-                got = np.array([r[0] for r in conn.execute(
-                    "SELECT id FROM chunks WHERE text LIKE ? ESCAPE '\\' OR context LIKE ? ESCAPE '\\'", (pat, pat))],
-                    np.int64)
-            if not len(got):
-                continue
-            idf = math.log(1 + (n - len(got) + 0.5) / (len(got) + 0.5))
-            p, _ = _placed(view, got)
-            places.append(p)
-            weights.append(np.full(len(p), idf))
+    for tok in short:
+        got = short_token(conn, view, tok)
+        if got is not None:
+            places.append(got[0])
+            weights.append(got[1])
     return best_chunk_per_note(places, weights, depth, view.note_start, view.chunk_at, view.note_ids)
+
+
+# The short tokens' lists a view keeps (short_token), in bytes of arrays: a token in most chunks of a 567,010-chunk
+# vault ("a") is ~9 MB of them
+SHORT_CACHE_BYTES = 64 << 20
+
+
+def short_token(conn, view, tok: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the vault places of the chunks holding the 1-2 character token `tok`, its idf at each), None when no chunk
+    does: what sparse_list adds beside FTS5's rows. Kept on the view (up to SHORT_CACHE_BYTES): the same few
+    tokens come back query after query ("AI", "팀", "검색"), and reading and placing a token's chunks again was
+    ~5.5 us a token, 3.5 tokens a question on the demo."""
+    caches = view.caches
+    if tok in caches.short_places:
+        return caches.short_places[tok]
+    index = view.short_index()
+    if index is not None:
+        got = index.chunks_containing(tok)
+    else:   # a corpus too large for the in-memory index: the LIKE scan itself
+        pat = f"%{_like_escape(tok)}%"
+        got = np.array([r[0] for r in conn.execute(
+            "SELECT id FROM chunks WHERE text LIKE ? ESCAPE '\\' OR context LIKE ? ESCAPE '\\'", (pat, pat))],
+            np.int64)
+    found = None
+    if len(got):
+        n = max(len(view.chunk_note), 1)
+        idf = math.log(1 + (n - len(got) + 0.5) / (len(got) + 0.5))
+        p, _ = _placed(view, got)
+        found = p, np.full(len(p), idf)
+        for a in found:
+            a.flags.writeable = False       # shared by every later query's list
+    size = found[0].nbytes + found[1].nbytes if found is not None else 0
+    if caches.short_places_bytes + size > SHORT_CACHE_BYTES:
+        caches.short_places.clear()
+        caches.short_places_bytes = 0
+    caches.short_places[tok] = found
+    caches.short_places_bytes += size
+    return found
 
 
 # BM25's saturation and length normalisation: Lucene's and bm25s' defaults, the values the n-gram peer
@@ -284,18 +313,18 @@ def keyword(conn, view, query: str, depth: int, index: str = "ngram") -> list[Ch
 
 def both_keyword(ngram: NoteList, fts5: NoteList, depth: int) -> list[ChannelHit]:
     """The "both" keyword list: the n-gram and FTS5 lists fused by plain RRF (BOTH_RRF_K), on their note numbers
-    (fusion.rrf_arrays: weighted_rrf's order and floats), each note with the n-gram list's chunk, else FTS5's.
-    Records for the `depth` fused notes only (johngrib's fast path: 0.20 ms through weighted_rrf's records)."""
-    from search_core.search.fusion import rrf_arrays
-    got = rrf_arrays([ngram.notes, fts5.notes], [BOTH_WEIGHTS["ngram"], BOTH_WEIGHTS["fts5"]], BOTH_RRF_K,
-                     limit=depth)
-    in_ngram, in_fts5 = got.ranks           # 1-based places in each list (a list holds a note once), 0 if absent
-    chunk = np.empty(len(got.docs), np.int64)
-    first = in_ngram > 0
-    chunk[first] = ngram.chunks[in_ngram[first] - 1]
-    chunk[~first] = fts5.chunks[in_fts5[~first] - 1]
+    (fusion.rrf_order: weighted_rrf's order and floats, the numbers' order being the ids'), each note with the
+    n-gram list's chunk, else FTS5's. No Fused record is built: the answer needs the notes, chunks and scores
+    (61 against 82 us a demo fast-path answer through numpy, whose dozen small-array calls cost more than two
+    dicts of 50 notes)."""
+    from search_core.search.fusion import rrf_order
+    fused, places = rrf_order({"ngram": ngram.notes.tolist(), "fts5": fts5.notes.tolist()}, BOTH_WEIGHTS, BOTH_RRF_K,
+                              limit=depth)
+    in_ngram, in_fts5 = places["ngram"], places["fts5"]     # 1-based places: a list holds a note once
+    ngram_chunks, fts5_chunks = ngram.chunks.tolist(), fts5.chunks.tolist()
     ids = ngram.note_ids or fts5.note_ids
-    return [ChannelHit(ids[n], c, sc) for n, c, sc in zip(got.docs.tolist(), chunk.tolist(), got.scores.tolist())]
+    return [ChannelHit(ids[n], ngram_chunks[p - 1] if (p := in_ngram.get(n)) else fts5_chunks[in_fts5[n] - 1], score)
+            for n, score in fused]
 
 
 @dataclass(frozen=True)
@@ -372,30 +401,26 @@ def ngram_list(conn, view, query: str, depth: int) -> NoteList:
     n = len(index.note_ids)
     if n == 0:
         return NoteList.empty(index.note_ids)
-    found = index.term_lists(list(dict.fromkeys(ngram_postings.terms_of(query))))
+    # each term's list with its BM25 parts per note and per chunk (NgramIndex.bm25_lists)
+    found = index.bm25_lists(list(dict.fromkeys(ngram_postings.terms_of(query))), BM25_K1, BM25_B)
     if not found:
         return NoteList.empty(index.note_ids)
     # every found term's note list and chunk list, one after another in query order: each note's and each
     # chunk's sum then adds the same floats in the same order as a loop over the terms would
-    df = [len(t.note_no) for t in found]
-    idf = [math.log(1 + (n - d + 0.5) / (d + 0.5)) for d in df]
-    notes = np.concatenate([t.note_no for t in found])
-    note_tf = np.concatenate([t.note_tf for t in found]).astype(np.float64)
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * index.note_len[notes] / max(index.avg_note_len, 1e-9))
-    contrib = np.repeat(idf, df) * note_tf * (BM25_K1 + 1) / (note_tf + norm)
-    score = np.bincount(notes, weights=contrib, minlength=n)
+    notes = np.concatenate([t.note_no for t, _, _ in found])
+    score = np.bincount(notes, weights=np.concatenate([w for _, w, _ in found]), minlength=n)
     cand = np.flatnonzero(score > 0)                       # ascending: vault order, kept by the stable sort
-    order = cand[np.argsort(-score[cand], kind="stable")][:depth]
+    # the first `depth` of a stable sort without sorting the rest: AutoRAG-ko's fast-path questions score ~640 of its
+    # 720 notes, and their whole sort was 25 us against 8
+    order = cand[top_stable(score[cand], depth)]
     if not len(order):
         return NoteList.empty(index.note_ids)
     # the returned notes' chunks only: a chunk's own terms (saturated counts times idf) pick the note's chunk
-    lens = [len(t.chunk_place) for t in found]
-    places = np.concatenate([t.chunk_place for t in found])
-    tfs = np.concatenate([t.chunk_tf for t in found]).astype(np.float64)
+    places = np.concatenate([t.chunk_place for t, _, _ in found])
     wanted = np.zeros(n, bool)
     wanted[order] = True
     mine = wanted[index.note_of_place[places]]
-    chunk_score = np.bincount(places[mine], weights=(np.repeat(idf, lens) * tfs / (tfs + BM25_K1))[mine],
+    chunk_score = np.bincount(places[mine], weights=np.concatenate([w for _, _, w in found])[mine],
                               minlength=len(index.chunk_len))
     place = _first_best_in_segments(chunk_score, index.start[order], index.start[order + 1])
     return NoteList(order.astype(np.int64), view.chunk_at[place].astype(np.int64), score[order], index.note_ids)
@@ -482,18 +507,14 @@ def best_chunk_per_note(places: list[np.ndarray], weights: list[np.ndarray], dep
     scores below every note that has one, and a note's best place is among them when any of its places is."""
     if not places or not any(len(a) for a in places):
         return NoteList.empty(note_ids)
-    size = int(max(int(a.max()) for a in places if len(a))) + 1
-    score = np.zeros(size, np.float64)
+    every = np.concatenate(places) if len(places) > 1 else places[0]
+    size = int(every.max()) + 1
+    # one bincount over every source's places: it adds each place's weights in input order from 0.0, so in source
+    # order, the floats of adding the sources one by one (np.add.at, or a bincount each), in one pass over the place
+    # range instead of one per large source (42 us against 49 on the demo's check lists, 75 against 90 on AutoRAG-ko)
+    score = np.bincount(every, weights=np.concatenate(weights) if len(weights) > 1 else weights[0], minlength=size)
     seen = np.zeros(size, bool)
-    for a, w in zip(places, weights):
-        # a source's places are distinct (an FTS5 row, a chunk holding a token), so bincount's counts are its
-        # weights and each place gets score + w, np.add.at's sum; add.at is ~20x slower per place (500,000
-        # places of a short token), bincount reads the whole place range (an FTS5 list's 800 places of 567,010)
-        if len(a) * 16 < size:
-            np.add.at(score, a, w)
-        else:
-            score += np.bincount(a, weights=w, minlength=size)
-        seen[a] = True
+    seen[every] = True
     cand = np.flatnonzero(seen)                          # ascending: each note's places are one run
     head = depth * 8
     if len(cand) > head:
@@ -503,8 +524,15 @@ def best_chunk_per_note(places: list[np.ndarray], weights: list[np.ndarray], dep
         if np.count_nonzero(notes[1:] != notes[:-1]) + 1 >= depth:
             cand = top
     notes = np.searchsorted(note_start, cand, side="right") - 1
+    # each note's places are one run of `cand`, the runs tile it: each run's first maximum without
+    # _first_best_in_segments's gather (its index arrays are for runs with gaps between them), the runs told apart
+    # by their note numbers (66 against 71 us a call on AutoRAG-ko's fast-path check lists, 34.5 against 39.5 on
+    # the demo)
+    sc = score[cand]
     starts = np.flatnonzero(np.concatenate(([True], notes[1:] != notes[:-1])))
-    best = _first_best_in_segments(score[cand], starts, np.append(starts[1:], len(cand)))
+    at_max = np.flatnonzero(sc == np.repeat(np.maximum.reduceat(sc, starts), np.diff(starts, append=len(cand))))
+    at_notes = notes[at_max]
+    best = at_max[np.concatenate(([True], at_notes[1:] != at_notes[:-1]))]
     order = top_stable(score[cand[best]], depth)         # ties by index: by note number, vault order
     return NoteList(notes[best[order]].astype(np.int64), chunk_at[cand[best[order]]].astype(np.int64),
                     score[cand[best[order]]], note_ids)

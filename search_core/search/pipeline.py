@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ from search_core.search.query_cache import QUERY_CACHE, QueryEmbeddingCache, Sha
 from search_core.search.rerank import RerankScorer
 
 SNIPPET_CHARS = 220
+SNIPPET_LEAD = 40          # characters shown before the first query word a snippet holds
 _RETRIEVE_STAGES = ("embed", "fast_check", *CHANNELS)     # inside retrieve()'s own wall time ("retrieve")
 # The fast path's gate decision: the keyword evidence decided, so the gate model did not (its features read
 # the query's vector, which the fast path never computes); `search --json` names it by this kind.
@@ -142,6 +144,22 @@ def confidence_label(top: float, threshold: float) -> str:
     return "very_low"
 
 
+def snippet_start(low: str, words: list[str]) -> int:
+    """Where a snippet of `low` (a chunk's words, lower-cased) starts: SNIPPET_LEAD characters before the first
+    place any of `words` begins at, else 0."""
+    first = -1
+    for word in words:
+        # only a place before the first found can move it, so a later word is looked for up to there, and any
+        # place up to SNIPPET_LEAD starts the snippet at 0: a Korean question's ~10 words each read a whole
+        # 765-character chunk they were not in (~14 us a hit on AutoRAG-ko)
+        at = low.find(word) if first < 0 else low.find(word, 0, first + len(word) - 1)
+        if at >= 0:
+            first = at
+            if first <= SNIPPET_LEAD:
+                break
+    return max(first - SNIPPET_LEAD, 0)
+
+
 def check_query(query: str) -> str:
     if query is None or not query.strip():
         raise SearchCoreError("the query is empty; type what you are looking for, e.g. "
@@ -173,6 +191,8 @@ class Searcher:
         # features_read says the gate and a later refit read
         self.all_gate_features = all_gate_features
         self._gate = (gate, "none", gate.stamp(self.db), gate.choose(self.fingerprint, "none", self.db))
+        # the last query's index pages asked for by name: (the names read, the query, named_in's answer); _named
+        self._named_last = None
 
     # the index handle's parts, under the names every caller (servers, tuner, tests) reads
     db = property(lambda self: self.index.db)
@@ -276,10 +296,11 @@ class Searcher:
             # the lists as arrays (ch.NoteList): the check reads the n-gram list's first two notes and the FTS5
             # list's first, the answer is their fusion; records are built for that answer only
             ngram = ch.ngram_list(self.conn, self.view, query, depth)
-            evidence = ch.keyword_evidence(ngram.head(2, skip), None, fast_margin, skip)
+            ngram_head = ngram.head(2, skip)
+            evidence = ch.keyword_evidence(ngram_head, None, fast_margin, skip)
             if evidence.first is not None and evidence.margin >= fast_margin:
                 fts5 = ch.sparse_list(self.conn, self.view, query, depth, ch.CHECK_PHRASES)
-                evidence = ch.keyword_evidence(ngram.head(2, skip), fts5.head(1, skip), fast_margin, skip)
+                evidence = ch.keyword_evidence(ngram_head, fts5.head(1, skip), fast_margin, skip)
                 if not evidence.decided and ch.cut_by(self.view, self.conn, query, ch.CHECK_PHRASES):
                     fts5 = None          # the check's list read fewer trigrams: the sparse channel runs its own
             t["fast_check"] = (time.perf_counter() - start) * 1000
@@ -412,8 +433,12 @@ class Searcher:
         fused = ranking.lead_with(ranking.fuse(lists, cfg, exclude=left_out, community=view.community,
                                                depth=depth, ngram_lead=lead, cross_script=cross,
                                                alone_across=alone, dense_lead=dense_lead), named)
-        held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(i for ids in lists.values() for i in ids)
-                         if nid in nav_out)
+        held_out = ()
+        # a vault without index pages (AutoRAG-ko) skips the walk, and an answer whose lists hold none stops at the
+        # set's own scan of the ids
+        if nav_out and not nav_out.isdisjoint(chain.from_iterable(lists.values())):
+            held_out = tuple((nid, nav[nid]) for nid in dict.fromkeys(chain.from_iterable(lists.values()))
+                             if nid in nav_out)
         t["fusion"] = (time.perf_counter() - t0) * 1000
         chunk_of = {}
         for c in ("dense", "sparse", "decomposed", "entity", NGRAM_LIST):   # semantic match first for the snippet chunk
@@ -429,13 +454,15 @@ class Searcher:
             rs = self.reranking.scores(cfg.reranker, r.query, [(f.id, chunk_of.get(f.id)) for f in cands], self.passage)
             t["rerank"] = self.reranking.charged_ms(cfg.reranker, len(cands), (time.perf_counter() - t0) * 1000)
         final = ranking.final_ranking(fused, cfg, rs, depth=limit_fused or cfg.top_k)
+        shown = list(zip(final.order, final.scores))[: cfg.top_k]
+        texts = self.snippets([(chunk_of.get(f.id), f.id) for f, _ in shown], r.query) if snippets else [""] * len(shown)
         hits = []
-        for f, s in list(zip(final.order, final.scores))[: cfg.top_k]:
+        for (f, s), snippet in zip(shown, texts):
             cid = chunk_of.get(f.id)
-            snippet = self.snippet(cid, r.query, f.id) if snippets else ""
-            rel = view.notes[f.id].get("path")
+            note = view.notes[f.id]
+            rel = note.get("path")
             # the fast path embedded nothing: no cosine to report (0.0), its gate reads none
-            hits.append(Hit(f.id, view.notes[f.id]["title"], s, snippet, f.ranks, cid,
+            hits.append(Hit(f.id, note["title"], s, snippet, f.ranks, cid,
                             view.cosine(r.qvec, f.id, cid) if not r.fast else 0.0, f.score, rel,
                             _abs_path(view.vault, rel) if rel and view.vault else None))
         threshold = cfg.threshold if cfg.threshold is not None else self.embedder.default_threshold
@@ -464,8 +491,21 @@ class Searcher:
         """(every note this search leaves out of fusion, the index pages and why, the index pages the query
         asks for by name: kept, and first). `held`: the notes the caller holds out."""
         nav = self.nav_reasons(cfg.nav_globs) if cfg.exclude_nav else {}
-        named = tuple(n for n in ranking.named_in(query, self._nav_names(cfg.nav_globs)) if n not in held) if nav else ()
+        named = tuple(n for n in self._named(query, cfg.nav_globs) if n not in held) if nav else ()
         return frozenset(nav).difference(named) | held, nav, named
+
+    def _named(self, query: str, globs) -> tuple[str, ...]:
+        """ranking.named_in of `query` over the index pages of `globs`. A search asks twice with the same query and
+        names, the fast path's check and the ranking, and so does evaluation (retrieve_for, then rank): the last
+        answer is kept for its names and query (named_in was 7 us a call on the demo's 6 index pages, 36 names).
+        The names are the view's (_nav_names), so a new view is a new key; one tuple, swapped whole."""
+        names = self._nav_names(globs)
+        last = self._named_last
+        if last is not None and last[0] is names and last[1] == query:
+            return last[2]
+        found = ranking.named_in(query, names)
+        self._named_last = (names, query, found)
+        return found
 
     @staticmethod
     def _fast_path_decision(evidence: ch.KeywordEvidence, has_hits: bool) -> GateDecision:
@@ -531,16 +571,22 @@ class Searcher:
         context, text = self.chunk_text(chunk_id)
         return f"{context}\n{text}" if text else (context or self.view.notes[note_id]["title"])
 
-    def snippet(self, chunk_id, query: str, note_id: str) -> str:
-        _, text = self.chunk_text(chunk_id)
-        # the words: link lines and markup spend the room. split() and \s are the same whitespace (every code
-        # point checked), and the join is ~4x cheaper than re.sub(r"\s+", " ", ...).strip() on a chunk
-        text = " ".join(clean_markup(text).split())
-        if not text:
-            return self.view.notes.get(note_id, {}).get("summary", "")[:SNIPPET_CHARS]
-        low = text.lower()
-        positions = [low.find(tok) for tok in ch.TOKEN_RE.findall(query.lower()) if len(tok) >= 2]
-        positions = [p for p in positions if p >= 0]
-        start = max(min(positions) - 40, 0) if positions else 0
-        piece = text[start:start + SNIPPET_CHARS]
-        return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else "")
+    def snippets(self, chunks: list[tuple[int | None, str]], query: str) -> list[str]:
+        """Each (chunk id, note id)'s snippet for `query`: the words around the first of the query's words the
+        chunk holds, else its start (a note without a chunk: its summary). The chunks' rows are read in one query,
+        not one a hit, and the query's words found once (five rows one by one were 16 us on the demo, 11 at once)."""
+        ids = [cid for cid, _ in chunks if cid is not None]
+        text_of = dict(self.conn.execute(f"SELECT id, text FROM chunks WHERE id IN ({', '.join('?' * len(ids))})",
+                                         ids)) if ids else {}
+        words = [tok for tok in ch.TOKEN_RE.findall(query.lower()) if len(tok) >= 2]
+        out = []
+        for cid, note_id in chunks:
+            # the words: link lines and markup spend the room; one line
+            text = clean_markup(text_of.get(cid, ""), one_line=True)
+            if not text:
+                out.append(self.view.notes.get(note_id, {}).get("summary", "")[:SNIPPET_CHARS])
+                continue
+            start = snippet_start(text.lower(), words)
+            piece = text[start:start + SNIPPET_CHARS]
+            out.append(("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(text) else ""))
+        return out

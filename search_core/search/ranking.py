@@ -62,9 +62,9 @@ NAMED_SHARE = 0.5
 _NOT_NAME_RE = re.compile(r"[\W_]+", re.UNICODE)
 
 
-# named_in reads every index page's names on every search, twice (the fast path's check and the ranking): the
-# same strings each time, so each is normalised once (a regex sub each was 74 per search on the demo, ~7 % of a
-# fast-path answer's profile). Bounded: a server's queries pass through here too.
+# named_in reads every index page's names on every search: the same strings each time, so each is normalised
+# once (a regex sub each was 74 per search on the demo when it ran twice a search, ~7 % of a fast-path answer's
+# profile). Bounded: a server's queries pass through here too.
 @lru_cache(maxsize=1 << 16)
 def _letters(text: str) -> str:
     return _NOT_NAME_RE.sub("", text.lower())

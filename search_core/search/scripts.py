@@ -45,8 +45,10 @@ def hangul_share(hangul: int, latin: int) -> float:
 def cross_script(query: str, note_shares: list[float]) -> bool:
     """Whether the notes the meaning points at (their hangul_share: the dense list's first notes) are each
     written in another script than the question: CROSS_SCRIPT_GAP or more apart."""
+    if not note_shares:             # the question's own script is not read then (a fast-path answer has no notes)
+        return False
     q = hangul_share(*script_counts(query))
-    return bool(note_shares) and all(abs(q - s) >= CROSS_SCRIPT_GAP for s in note_shares)
+    return all(abs(q - s) >= CROSS_SCRIPT_GAP for s in note_shares)
 
 
 def alone_across(query: str, first_share: float, in_keywords: bool) -> bool:

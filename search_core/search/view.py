@@ -88,6 +88,8 @@ class ViewCaches:
     word_df: dict = field(default_factory=dict)        # whole word -> chunks holding it (index.word_df)
     word_df_stored: bool | None = None                 # the stored word table is current (None: not yet asked)
     short_df: dict = field(default_factory=dict)       # 1-2 character token -> chunks holding it (gate.features)
+    short_places: dict = field(default_factory=dict)   # 1-2 character token -> its places and idf (channels.short_token)
+    short_places_bytes: int = 0                        # the arrays short_places holds (bounded: channels)
     ngram_postings: dict = field(default_factory=dict)  # n-gram term -> its posting count (search.work)
     nav: dict = field(default_factory=dict)            # nav_globs -> {index page: why} (Searcher.nav_reasons)
     nav_names: dict = field(default_factory=dict)      # nav_globs -> {index page: its names} (Searcher._nav_names)

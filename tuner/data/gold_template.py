@@ -38,7 +38,7 @@ STUB_CHARS = 200
 
 def shown_chars(note) -> int:
     """How many characters of text a note shows, its markup cleaned and its whitespace collapsed."""
-    return len(" ".join(clean_markup("\n".join(s.text for s in note.sections)).split()))
+    return len(clean_markup("\n".join(s.text for s in note.sections), one_line=True))
 
 
 def _across_folders(ids, seed: int) -> list[str]:

@@ -31,6 +31,25 @@ def test_the_view_is_rebuilt_on_a_commit_and_only_then(small_index):
     h.close()
 
 
+def test_an_unchanged_file_is_checked_without_its_meta_rows_and_a_commit_still_reads_them(small_index, monkeypatch):
+    from search_core.index import handle as handle_module
+    h = IndexHandle(small_index)
+    reads = []
+    real = handle_module.get_meta
+    monkeypatch.setattr(handle_module, "get_meta", lambda conn, key, *a: (reads.append(key), real(conn, key, *a))[1])
+    first = h.refresh()
+    assert h.refresh() is first and reads == []            # the inode and data_version alone: nothing moved
+    w = connect(small_index)
+    with atomic(w):
+        w.execute("UPDATE notes SET summary = 'changed' WHERE id = 'ai/rrf'")
+    w.close()
+    assert h.refresh() is not first and {"generation", "indexed_at"} <= set(reads)
+    reads.clear()
+    second = h.refresh()
+    assert h.refresh() is second and reads == [] and h.reloads == 2
+    h.close()
+
+
 def test_the_searcher_reads_its_index_through_the_handle(small_index):
     s = Searcher(small_index)
     assert s.view is s.index.view and s.conn is s.view.conn and s.fingerprint_key == s.index.fingerprint_key

@@ -197,7 +197,7 @@ def test_the_fast_path_is_off_by_default_and_its_margin_is_part_of_a_configs_has
 
 
 def test_the_both_list_is_the_record_fusion_of_the_two_lists(searcher):
-    """both_keyword fuses note numbers (fusion.rrf_arrays); weighted_rrf over the note ids, the chunk the n-gram
+    """both_keyword fuses note numbers (fusion.rrf_order); weighted_rrf over the note ids, the chunk the n-gram
     list's else FTS5's, is the same list with the same floats: the view's note numbers are in id order."""
     from search_core.search.fusion import weighted_rrf
     from tests.helpers import ROOT

@@ -168,6 +168,18 @@ def test_best_chunk_per_note_is_the_dict_loop_whatever_the_depth():
                 _per_note_as_a_dict_loop(keys, weights, depth, starts, ids), (trial, depth)
 
 
+def test_best_chunk_per_note_adds_a_places_weights_in_source_order():
+    """Weights whose sums depend on the order they are added in (BM25 floats, idfs): the dict loop's floats, exactly."""
+    rng = np.random.default_rng(11)
+    starts = np.concatenate(([0], np.cumsum(rng.integers(1, 6, 40))))
+    ids = tuple(f"n{i:02d}" for i in range(40))
+    size = int(starts[-1])
+    for trial in range(200):
+        keys = [rng.choice(size, size=n, replace=False) for n in rng.integers(1, size, rng.integers(1, 6))]
+        weights = [rng.random(len(k)) * 10 ** rng.uniform(-3, 3) for k in keys]
+        assert per_note(keys, weights, 50, starts, ids) == _per_note_as_a_dict_loop(keys, weights, 50, starts, ids), trial
+
+
 def _sparse_as_a_dict_loop(conn, view, query, depth):
     """The channel as it was written before the arrays: the reference the arrays must match exactly. Ties
     go to the chunk first in vault order (note id, ord), and FTS5's cut keeps every row tied with its last."""
@@ -199,6 +211,29 @@ def test_sparse_gives_the_same_hits_and_floats_as_the_dict_loop(small_index, que
     s = Searcher(small_index)
     for depth in (1, 2, 50):
         assert ch.sparse(s.conn, s.view, query, depth) == _sparse_as_a_dict_loop(s.conn, s.view, query, depth)
+    s.close()
+
+
+def test_short_tokens_are_read_once_per_view_and_answer_the_same_from_the_cache(small_index, monkeypatch):
+    """A short token's places and idf are kept on the view: asked again, the list is the dict loop's still, the
+    token is not read again, and a cache at its bound starts over (each token then read anew)."""
+    query = "a i 팀 요약 AI"
+    s = Searcher(small_index)
+    reads = []
+    index = s.view.short_index()
+    real = index.chunks_containing
+    monkeypatch.setattr(index, "chunks_containing", lambda tok: (reads.append(tok), real(tok))[1])
+    want = _sparse_as_a_dict_loop(s.conn, s.view, query, 50)
+    reads.clear()
+    for _ in range(3):
+        assert ch.sparse(s.conn, s.view, query, 50) == want
+    assert sorted(reads) == sorted(ch.query_terms(query)[1])          # the first search read each token, once
+    monkeypatch.setattr(ch, "SHORT_CACHE_BYTES", 1)
+    s.view.caches.short_places.clear()
+    reads.clear()
+    for _ in range(2):
+        assert ch.sparse(s.conn, s.view, query, 50) == want
+    assert len(reads) == 2 * len(ch.query_terms(query)[1]) and len(s.view.caches.short_places) == 1
     s.close()
 
 
