@@ -13,6 +13,11 @@ model injects with the fast path off; warm p50 of the fast-path questions beside
 questions, and the p95 of every question with the fast path on and off. Beside the whole search's p50 on
 the fast-path questions: the check's own (the n-gram list, and FTS5 when the margin holds) and the n-gram
 list's alone on the same questions, the part that does what bm25s does; the n-gram lists' size in memory.
+Those p50s time each search once, right after the full path's search of the same question (whose model run
+leaves the CPU caches cold) while bm25s runs its questions in a tight loop; so the ratio to bm25s is taken in
+a pass of its own (`--reps`, "paired"), the same protocol for both, two ways: in turn (each fast-path question
+asked of one and then the other) and apart (each system's own loop over the questions, so each keeps the CPU's
+caches to itself, as bm25s does above), `--reps` rounds, each question's median CPU ms, the p50 of those.
 
 Sets: the demo (tune: demo-tune, demo-gate-tune, demo-probes; holdout: demo-holdout, demo-gate-holdout,
 demo-gate-holdout2), AutoRAG-ko (seeded halves), the johngrib subset vault of bench_peers (tune:
@@ -167,40 +172,99 @@ def main() -> None:
     ap.add_argument("--margin", type=float, default=0.2)
     ap.add_argument("--cache", type=Path, default=Path("/work/cache/fastpath"))
     ap.add_argument("--out", default="fastpath")
+    ap.add_argument("--reps", type=int, default=7, help="rounds of the paired timing pass (0: none)")
     args = ap.parse_args()
     results = {}
     for key in args.sets.split(","):
         bs, s = open_set(key, args.cache)
         rows = run_set(s, bs, args.margin)
         bm = {"_ms": _bm25s_times(s, bs.questions)}
+        paired = paired_times(s, bs, rows, args.margin, args.reps) if args.reps else {}
         ngram = s.view.ngram_index()
         memory = {"terms_held": ngram.terms_held, "mb": round(ngram.nbytes / 2**20, 1)}   # the lists the set read
         s.close()
         results[bs.name] = {"questions": len(bs.questions), "margin": args.margin, "note": bs.note,
-                            "ngram_in_memory": memory, "parts": report(rows, bm)}
+                            "ngram_in_memory": memory, "parts": report(rows, bm), "paired": paired}
         for part, r in results[bs.name]["parts"].items():
             print(f"{bs.name} {part}: {r}", flush=True)
     out = write_result(args.out, results)
-    print("\n" + table(results) + "\nwritten", out)
+    print("\n" + table(results) + "\n\n" + paired_table(results) + "\nwritten", out)
 
 
-def _bm25s_times(s, qs) -> list[float]:
-    """Per-question warm latency of the bm25s-char peer: bench_peers.run_bm25s's documents, tokens and model,
-    timed per question (its summary keeps no per-question times)."""
+def paired_table(results: dict) -> str:
+    lines = ["| set, part | fast-path questions | in turn: ours / bm25s-char p50 (CPU ms), ratio | "
+             "apart: ours / bm25s-char p50 (CPU ms), ratio |", "|---|---|---|---|"]
+    for name, r in results.items():
+        for part, p in r.get("paired", {}).items():
+            cells = [f"{p[k]['ours_p50_ms']:.3f} / {p[k]['bm25s_p50_ms']:.3f}, {p[k]['ratio']:.2f}x"
+                     for k in ("in turn", "apart")]
+            lines.append(f"| {name} {part} | {p['questions']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _bm25s_answer(s):
+    """The bm25s-char peer as one call per question: bench_peers.run_bm25s's documents, tokens and model."""
     import bm25s
     from benchmarks.bench_peers import char_tokens, note_documents
     ids, docs = note_documents(s.conn)
     model = bm25s.BM25()
     model.index([char_tokens(d) for d in docs], show_progress=False)
     vocab = model.vocab_dict
+
+    def answer(query: str) -> None:
+        toks = [t for t in char_tokens(query) if t in vocab]
+        if toks:
+            model.retrieve([toks], k=min(10, len(ids)), show_progress=False, n_threads=1)
+    return answer
+
+
+def _bm25s_times(s, qs) -> list[float]:
+    """Per-question warm latency of the bm25s-char peer, each question once (its summary keeps no per-question
+    times)."""
+    answer = _bm25s_answer(s)
     ms = []
     for q in qs:
         t0 = time.perf_counter()
-        toks = [t for t in char_tokens(q.query) if t in vocab]
-        if toks:
-            model.retrieve([toks], k=min(10, len(ids)), show_progress=False, n_threads=1)
+        answer(q.query)
         ms.append((time.perf_counter() - t0) * 1000)
     return ms
+
+
+def paired_times(s, bs: BenchSet, rows: list[dict], margin: float, reps: int) -> dict:
+    """Per part, over the questions the fast path answered: the p50 of each question's median CPU ms over
+    `reps` rounds, ours (the whole `search`, fast path on) and bm25s-char's, asked in turn in each round (the
+    process's CPU time: a preemption on a busy machine does not count against either)."""
+    import statistics
+    from search_core.config import SearchConfig
+    on = SearchConfig(embedder=s.embedder_name, fast_path_margin=margin)
+    bm25 = _bm25s_answer(s)
+    fast = [(r["part"], q.query) for q, r in zip(bs.questions, rows) if r["fast"]]
+    systems = {"ours": lambda q: s.search(q, on), "bm25s": bm25}
+
+    def timed(fn, q, into):
+        t0 = time.process_time()
+        fn(q)
+        into.setdefault(q, []).append((time.process_time() - t0) * 1000)
+
+    # two protocols, both warm: in turn (each question asked of one, then the other: each finds the CPU's
+    # caches as the other left them) and apart (each system's own loop over the questions, caches its own)
+    times = {(proto, name): {} for proto in ("in turn", "apart") for name in systems}
+    for _ in range(reps):
+        for _, q in fast:
+            for name, fn in systems.items():
+                timed(fn, q, times[("in turn", name)])
+    for name, fn in systems.items():
+        for _ in range(reps):
+            for _, q in fast:
+                timed(fn, q, times[("apart", name)])
+    out = {}
+    for part in dict.fromkeys(p for p, _ in fast):
+        qs = [q for p, q in fast if p == part]
+        out[part] = {"questions": len(qs), "reps": reps}
+        for proto in ("in turn", "apart"):
+            a, b = (statistics.median(statistics.median(times[(proto, n)][q]) for q in qs) for n in systems)
+            out[part][proto] = {"ours_p50_ms": round(a, 3), "bm25s_p50_ms": round(b, 3), "ratio": round(a / b, 2)}
+    return out
 
 
 def table(results: dict) -> str:
