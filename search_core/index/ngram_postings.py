@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from search_core.byte_cache import ByteBudgetCache
+
 from search_core.index.store import get_meta, set_meta
 
 META_KEY = "ngram_postings"
@@ -203,9 +205,9 @@ class NgramIndex:
 
     def __init__(self, conn, chunk_at: np.ndarray, note_start: np.ndarray, note_ids: tuple, place_of: np.ndarray):
         self._conn, self._place_of = conn, place_of
-        self._lists: dict[str, TermList | None] = {}     # None: no chunk of this view holds the term
-        self._bm25: dict[tuple, tuple] = {}              # (term, k1, b) -> (its list, its BM25 parts): bm25_lists
-        self._cached = 0                                 # bytes of both
+        # term -> its TermList (None: no chunk of this view holds it); (term, k1, b) -> (its list, its BM25
+        # parts): bm25_lists. One budget for both
+        self._kept = ByteBudgetCache(self.CACHE_BYTES)
         n = len(chunk_at)
         # one string of every (chunk, length) pair, parsed by numpy: a row per chunk through Python costs 4x
         # (0.149 against 0.036 s of CPU at 255,000 chunks)
@@ -226,23 +228,22 @@ class NgramIndex:
     @property
     def nbytes(self) -> int:
         arrays = (self.chunk_len, self.start, self.note_of_place, self.note_len)
-        return sum(a.nbytes for a in arrays) + self._cached
+        return sum(a.nbytes for a in arrays) + self._kept.nbytes
 
     @property
     def terms_held(self) -> int:
         """How many terms' lists (or their absence) this view has read and keeps."""
-        return len(self._lists)
+        return sum(isinstance(key, str) for key in self._kept.keys())
 
     def term_lists(self, terms: list[str]) -> list[TermList]:
         """The lists of `terms` this view holds, in their order (a term no chunk of it holds is left out)."""
         out = []
         for term in terms:
-            if term not in self._lists:
+            if term not in self._kept:
                 got = self._read(term)
-                self._keep(got.nbytes if got else 0)
-                self._lists[term] = got
-            if self._lists[term] is not None:
-                out.append(self._lists[term])
+                self._kept.put(term, got, got.nbytes if got else 0)
+            if self._kept[term] is not None:
+                out.append(self._kept[term])
         return out
 
     def bm25_lists(self, terms: list[str], k1: float, b: float) -> list[tuple[TermList, np.ndarray, np.ndarray]]:
@@ -255,7 +256,7 @@ class NgramIndex:
         out = []
         n = len(self.note_ids)
         for term in terms:
-            got = self._bm25.get((term, k1, b))
+            got = self._kept.get((term, k1, b))
             if got is None:
                 found = self.term_lists([term])
                 if not found:
@@ -268,18 +269,9 @@ class NgramIndex:
                 chunk_tf = t.chunk_tf.astype(np.float64)
                 got = (t, np.full(df, idf) * tf * (k1 + 1) / (tf + norm),
                        np.full(len(chunk_tf), idf) * chunk_tf / (chunk_tf + k1))
-                self._keep(got[1].nbytes + got[2].nbytes)
-                self._bm25[(term, k1, b)] = got
+                self._kept.put((term, k1, b), got, got[1].nbytes + got[2].nbytes)
             out.append(got)
         return out
-
-    def _keep(self, nbytes: int) -> None:
-        """Room for `nbytes` more: past CACHE_BYTES every list and part kept is let go first."""
-        if self._cached + nbytes > self.CACHE_BYTES:
-            self._lists.clear()
-            self._bm25.clear()
-            self._cached = 0
-        self._cached += nbytes
 
     def _read(self, term: str) -> TermList | None:
         row = self._conn.execute("SELECT chunks, tfs FROM ngram_postings WHERE term = ?", (term,)).fetchone()

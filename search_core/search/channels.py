@@ -252,19 +252,14 @@ def sparse_list(conn, view, query: str, depth: int, phrases: int | None = None) 
     return best_chunk_per_note(places, weights, depth, view.note_start, view.chunk_at, view.note_ids)
 
 
-# The short tokens' lists a view keeps (short_token), in bytes of arrays: a token in most chunks of a 567,010-chunk
-# vault ("a") is ~9 MB of them
-SHORT_CACHE_BYTES = 64 << 20
-
-
 def short_token(conn, view, tok: str) -> tuple[np.ndarray, np.ndarray] | None:
     """(the vault places of the chunks holding the 1-2 character token `tok`, its idf at each), None when no chunk
-    does: what sparse_list adds beside FTS5's rows. Kept on the view (up to SHORT_CACHE_BYTES): the same few
+    does: what sparse_list adds beside FTS5's rows. Kept on the view (ViewCaches.short_places): the same few
     tokens come back query after query ("AI", "팀", "검색"), and reading and placing a token's chunks again was
     ~5.5 us a token, 3.5 tokens a question on the demo."""
-    caches = view.caches
-    if tok in caches.short_places:
-        return caches.short_places[tok]
+    kept = view.caches.short_places
+    if tok in kept:
+        return kept[tok]
     index = view.short_index()
     if index is not None:
         got = index.chunks_containing(tok)
@@ -281,13 +276,7 @@ def short_token(conn, view, tok: str) -> tuple[np.ndarray, np.ndarray] | None:
         found = p, np.full(len(p), idf)
         for a in found:
             a.flags.writeable = False       # shared by every later query's list
-    size = found[0].nbytes + found[1].nbytes if found is not None else 0
-    if caches.short_places_bytes + size > SHORT_CACHE_BYTES:
-        caches.short_places.clear()
-        caches.short_places_bytes = 0
-    caches.short_places[tok] = found
-    caches.short_places_bytes += size
-    return found
+    return kept.put(tok, found, found[0].nbytes + found[1].nbytes if found is not None else 0)
 
 
 # BM25's saturation and length normalisation: Lucene's and bm25s' defaults, the values the n-gram peer

@@ -35,6 +35,8 @@ import re
 
 import numpy as np
 
+from search_core.byte_cache import ByteBudgetCache
+
 from search_core.index.term_df import DB_ERRORS
 
 K1 = 1.2                   # fts5_aux.c's constants
@@ -125,8 +127,7 @@ class FtsBm25:
         self.size[ids] = varint_sums([bytes(r[1]) for r in got], len(self.columns))
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB} USING fts5vocab(main, {TABLE}, instance)")
         self._cols = " ".join(f"WHEN '{c}' THEN {i}" for i, c in enumerate(self.columns))
-        self._lists: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
-        self._cached = 0
+        self._lists = ByteBudgetCache(self.CACHE_BYTES)     # term -> (rowids, its parts), None if no row holds it
 
     @classmethod
     def open(cls, conn) -> FtsBm25 | None:
@@ -138,7 +139,7 @@ class FtsBm25:
 
     @property
     def nbytes(self) -> int:
-        return self.size.nbytes + self._cached
+        return self.size.nbytes + self._lists.nbytes
 
     @property
     def terms_held(self) -> int:
@@ -152,12 +153,7 @@ class FtsBm25:
                 rows, f = got
                 norm = f + K1 * ((1 - B) + (B * self.size[rows]) / self.avgdl)
                 got = rows, idf(len(rows), self.rows) * ((f * (K1 + 1.0)) / norm)
-            size = got[0].nbytes + got[1].nbytes if got else 0
-            if self._cached + size > self.CACHE_BYTES:
-                self._lists.clear()
-                self._cached = 0
-            self._lists[term] = got
-            self._cached += size
+            self._lists.put(term, got, got[0].nbytes + got[1].nbytes if got else 0)
         return self._lists[term]
 
     def _read(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from search_core.byte_cache import ByteBudgetCache
 from search_core.index import ngram_postings, pair_table, short_tokens
 from search_core.search import scripts
 from search_core.search.fts_bm25 import FtsBm25
@@ -78,6 +79,11 @@ def vault_relative(note_id: str, path: str | None) -> str | None:
     return f"{note_id}{suffix}" if path.endswith(f"{note_id}{suffix}") else path
 
 
+# The short tokens' places a view keeps (channels.short_token), in bytes of arrays: a token in most chunks of a
+# 567,010-chunk vault ("a") is ~9 MB of them
+SHORT_PLACES_BYTES = 64 << 20
+
+
 @dataclass(slots=True)
 class ViewCaches:
     """What the read path learns about one index view and keeps until the view is replaced (a new view, a
@@ -88,8 +94,8 @@ class ViewCaches:
     word_df: dict = field(default_factory=dict)        # whole word -> chunks holding it (index.word_df)
     word_df_stored: bool | None = None                 # the stored word table is current (None: not yet asked)
     short_df: dict = field(default_factory=dict)       # 1-2 character token -> chunks holding it (gate.features)
-    short_places: dict = field(default_factory=dict)   # 1-2 character token -> its places and idf (channels.short_token)
-    short_places_bytes: int = 0                        # the arrays short_places holds (bounded: channels)
+    # 1-2 character token -> its places and idf (channels.short_token), within SHORT_PLACES_BYTES of arrays
+    short_places: ByteBudgetCache = field(default_factory=lambda: ByteBudgetCache(SHORT_PLACES_BYTES))
     ngram_postings: dict = field(default_factory=dict)  # n-gram term -> its posting count (search.work)
     nav: dict = field(default_factory=dict)            # nav_globs -> {index page: why} (Searcher.nav_reasons)
     nav_names: dict = field(default_factory=dict)      # nav_globs -> {index page: its names} (Searcher._nav_names)

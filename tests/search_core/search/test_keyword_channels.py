@@ -228,7 +228,7 @@ def test_short_tokens_are_read_once_per_view_and_answer_the_same_from_the_cache(
     for _ in range(3):
         assert ch.sparse(s.conn, s.view, query, 50) == want
     assert sorted(reads) == sorted(ch.query_terms(query)[1])          # the first search read each token, once
-    monkeypatch.setattr(ch, "SHORT_CACHE_BYTES", 1)
+    monkeypatch.setattr(s.view.caches.short_places, "budget", 1)
     s.view.caches.short_places.clear()
     reads.clear()
     for _ in range(2):
