@@ -136,7 +136,8 @@ def _per_note_as_a_dict_loop(places, weights, depth, note_start, note_ids):
 
 def per_note(places, weights, depth, note_start, note_ids):
     chunk_at = np.arange(int(note_start[-1])) + 1000
-    return ch.best_chunk_per_note(places, weights, depth, note_start, chunk_at, note_ids).hits()
+    place_note = np.searchsorted(note_start, np.arange(len(chunk_at)), side="right") - 1     # view.place_note
+    return ch.best_chunk_per_note(places, weights, depth, place_note, chunk_at, note_ids).hits()
 
 
 def test_best_chunk_per_note_by_hand():
