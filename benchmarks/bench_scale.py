@@ -39,7 +39,9 @@ search`, wall, CPU and peak RSS); warm p50/p95 of each channel, the whole search
 in one long-lived Searcher; one changed note and a no-op `index` (new processes; the edits are undone
 after); `gold make -n 100 --kinds anchor,heading,alias,title` (past one copy no heading or link phrase is distinctive) and a sweep
 round on its questions (`sweep --rounds 1` over a search-only space: the start evaluation plus one
-candidate); `serve` from start to its first answer, and its RSS. `--stages resume` (not in the default
+candidate); `serve` from start to its first answer, and its RSS. `--stages fastpath` (not in the default
+list): the same queries with the fast path on and off (`FAST`), how many the keywords decide and what the
+check costs the rest. `--stages resume` (not in the default
 list) kills a full build with SIGKILL once half its vectors are cached and runs it again: how much the
 rerun embeds. Each timing carries the load average beside it; the machine is shared (2 cores, load 14-24
 while this ran), so CPU seconds are the steadier figure. `--plot-only` redraws the plot and prints the
@@ -353,6 +355,36 @@ rss = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines(
 print(json.dumps({"load": load, "rows": rows, "rss_mib": int(rss["VmRSS"].split()[0]) / 1024}))
 """
 
+# The fast path (SearchConfig.fast_path_margin) on and off in one long-lived Searcher over the same queries, each
+# search with the query cache emptied (so each embeds), on first for every other query (the second search of a
+# query finds its lists in the CPU's caches): how often the keywords decide, and what the check costs the searches
+# they do not.
+FAST = r"""
+import json, sys, time
+from search_core.config import SearchConfig
+from search_core.search.pipeline import Searcher
+db, queries, margin = sys.argv[1], json.loads(open(sys.argv[2]).read()), float(sys.argv[3])
+s = Searcher(db)
+off = SearchConfig(embedder=s.embedder_name)
+on = off.replace(fast_path_margin=margin)
+for q in queries[:10]:
+    s.search(q, on), s.search(q, off)
+rows = []
+for i, q in enumerate(queries):
+    row = {}
+    for name, cfg in (("on", on), ("off", off))[::1 if i % 2 else -1]:
+        s.query_cache.clear()
+        t, c = time.perf_counter(), time.process_time()
+        r = s.search(q, cfg)
+        row[name] = {"wall": (time.perf_counter() - t) * 1000, "cpu": (time.process_time() - c) * 1000,
+                     "ranked": list(r.ranked[:5])}
+        if name == "on":
+            row["fast"], row["check"] = r.retrieval.fast, r.timings_ms.get("fast_check")
+    rows.append(row)
+print(json.dumps({"rows": rows}))
+"""
+FAST_MARGIN = 0.2      # bench_fastpath's, chosen on the tuning sets (docs/lab-notes/fastpath-2026-12.md)
+
 
 # ---------------------------------------------------------------- one size
 
@@ -430,6 +462,28 @@ def measure_size(target: int, work: Path, emb: str, server_pid: int, runs: int, 
         print(f"[{target}] warm: whole p50 {out['warm']['ms']['wall']['p50']} p95 {out['warm']['ms']['wall']['p95']} "
               f"ms (process CPU a search p50 {out['warm']['ms']['cpu']['p50']} p95 {out['warm']['ms']['cpu']['p95']} ms), "
               f"dense p95 {out['warm']['ms'].get('dense', {}).get('p95')} ms", flush=True)
+
+    save(out)
+    if "fastpath" in stages:
+        qfile = work / f"queries-{target}.json"
+        qfile.write_text(json.dumps(queries, ensure_ascii=False))
+        m = run([sys.executable, "-c", FAST, str(db), str(qfile), str(FAST_MARGIN)], env)
+        rows = json.loads(m.stdout.strip().splitlines()[-1])["rows"]
+        fast = [r for r in rows if r["fast"]]
+        slow = [r for r in rows if not r["fast"]]
+        out["fastpath"] = {
+            "queries": len(rows), "margin": FAST_MARGIN, "load": m.load, "fast": len(fast),
+            # a fast answer's first five notes against the full path's on the same query
+            "same_top5": sum(r["on"]["ranked"] == r["off"]["ranked"] for r in fast),
+            "same_first": sum(r["on"]["ranked"][:1] == r["off"]["ranked"][:1] for r in fast),
+            "ms": {f"{part} {name} {clock}": summary([r[name][clock] for r in part_rows])
+                   for part, part_rows in (("fast", fast), ("not fast", slow), ("all", rows)) if part_rows
+                   for name in ("on", "off") for clock in ("wall", "cpu")},
+            "check_ms": summary([r["check"] for r in rows if r["check"] is not None] or [0.0])}
+        f = out["fastpath"]
+        print(f"[{target}] fast path: {f['fast']} of {f['queries']} queries, p50 wall on / off "
+              f"{f['ms']['all on wall']['p50']} / {f['ms']['all off wall']['p50']} ms, check p50 {f['check_ms']['p50']} ms",
+              flush=True)
 
     save(out)
     if "update" in stages:
