@@ -157,7 +157,7 @@ def test_best_chunk_per_note_is_the_dict_loop_whatever_the_depth():
     """Sums, ties and the cut at depth x 8 places (ties at the cut, too few notes in the head) against the dict
     loop, exactly."""
     rng = np.random.default_rng(7)
-    starts = np.concatenate(([0], np.cumsum(rng.integers(1, 40, 300))))
+    starts = np.concatenate(([0], np.cumsum(rng.integers(0, 40, 300))))     # notes without chunks too
     ids = tuple(f"n{i:03d}" for i in range(300))
     size = int(starts[-1])
     for trial in range(40):
@@ -165,6 +165,21 @@ def test_best_chunk_per_note_is_the_dict_loop_whatever_the_depth():
         weights = [-rng.random(len(keys[0])).round(1) * 5, np.full(len(keys[1]), 0.25),
                    np.full(len(keys[2]), float(rng.choice([0.25, 1.5])))]
         for depth in (1, 3, 50, 400):
+            assert per_note(keys, weights, depth, starts, ids) == \
+                _per_note_as_a_dict_loop(keys, weights, depth, starts, ids), (trial, depth)
+
+
+def test_best_chunk_per_note_reads_the_head_alone_when_it_holds_depth_notes():
+    """Scores all distinct, thousands of places, shallow depths: the head of depth x 8 places holds `depth` notes, is
+    read alone, and gives the dict loop's notes, chunks and floats exactly."""
+    rng = np.random.default_rng(5)
+    starts = np.concatenate(([0], np.cumsum(rng.integers(0, 12, 500))))
+    ids = tuple(f"n{i:03d}" for i in range(500))
+    size = int(starts[-1])
+    for trial in range(60):
+        keys = [rng.choice(size, size=n, replace=False) for n in rng.integers(size // 4, size, 2)]
+        weights = [rng.random(len(k)) for k in keys]
+        for depth in (1, 5, 20):
             assert per_note(keys, weights, depth, starts, ids) == \
                 _per_note_as_a_dict_loop(keys, weights, depth, starts, ids), (trial, depth)
 
