@@ -28,13 +28,14 @@ VAULT_SETS = {
     "syshin0116": ("syshin0116-syshin0116.github.io/content", ("syshin0116-tune", "syshin0116-final")),
     # sysmae-final was read on 2026-12-06, after every choice: by the recovery nights, then by the shipped gate
     "sysmae": ("sysmae-obsidian-digital-garden/content", ("sysmae-tune", "sysmae-final")),
-    # likejazz-final is unread (UNREAD_SETS): it joins this table the day it is searched
-    "likejazz": ("likejazz-likejazz.github.io/_wiki", ("likejazz-tune",)),
+    # likejazz-final was read on 2026-12-06, after every choice: by the shipped gate (`bench_gate_lovo.py --final`),
+    # then by the search's side-by-side (`bench_peers.py`)
+    "likejazz": ("likejazz-likejazz.github.io/_wiki", ("likejazz-tune", "likejazz-final")),
 }
 # The set of a vault kept unread for a final measurement, by vault: read once, last, after every choice is made
 # (`bench_gate_lovo.py --final`), then it moves into VAULT_SETS. When it is empty no unread set is left, and the next
 # claim about vaults in general needs a new vault (benchmarks/sets/README.md says how one is laid out).
-UNREAD_SETS: dict[str, str] = {"likejazz": "likejazz-final"}
+UNREAD_SETS: dict[str, str] = {}
 
 
 def run_cli(*args: str) -> tuple[float, int, str]:
