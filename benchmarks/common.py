@@ -29,7 +29,7 @@ VAULT_SETS = {
     # sysmae-final was read on 2026-12-06, after every choice: by the recovery nights, then by the shipped gate
     "sysmae": ("sysmae-obsidian-digital-garden/content", ("sysmae-tune", "sysmae-final")),
     # likejazz-final was read on 2026-12-06, after every choice: by the shipped gate (`bench_gate_lovo.py --final`),
-    # then by the search's side-by-side (`bench_peers.py`)
+    # the search's side-by-side (`bench_peers.py`) and the recovery nights (`bench_recovery.py --vault-json`)
     "likejazz": ("likejazz-likejazz.github.io/_wiki", ("likejazz-tune", "likejazz-final")),
 }
 # The set of a vault kept unread for a final measurement, by vault: read once, last, after every choice is made
