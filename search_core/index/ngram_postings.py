@@ -203,7 +203,7 @@ class NgramIndex:
 
     CACHE_BYTES = 256 << 20    # lists kept per view; at 525,000 chunks a frequent bigram's list is ~4 MB
 
-    def __init__(self, conn, chunk_at: np.ndarray, note_start: np.ndarray, note_ids: tuple, place_of: np.ndarray):
+    def __init__(self, conn, chunk_at: np.ndarray, place_note: np.ndarray, note_ids: tuple, place_of: np.ndarray):
         self._conn, self._place_of = conn, place_of
         # term -> its TermList (None: no chunk of this view holds it); (term, k1, b) -> (its list, its BM25
         # parts): bm25_lists. One budget for both
@@ -216,11 +216,11 @@ class NgramIndex:
         by_id = np.zeros(max(int(chunk_at.max()) + 1 if n else 0, int(rows[:, 0].max()) + 1 if len(rows) else 0), np.float64)
         by_id[rows[:, 0]] = rows[:, 1]
         self.chunk_len = by_id[chunk_at] if n else np.zeros(0, np.float64)
-        # the layout's note of each place, then its runs: the notes that own chunks, numbered in vault order
-        layout_note = np.searchsorted(note_start, np.arange(n), side="right") - 1
-        first = np.r_[True, layout_note[1:] != layout_note[:-1]] if n else np.zeros(0, bool)
+        # the runs of the view's note of each place (IndexView.place_note): the notes that own chunks, numbered in
+        # vault order
+        first = np.r_[True, place_note[1:] != place_note[:-1]] if n else np.zeros(0, bool)
         self.start = np.r_[np.flatnonzero(first), n].astype(np.int64)
-        self.note_ids = [note_ids[i] for i in layout_note[self.start[:-1]].tolist()]
+        self.note_ids = [note_ids[i] for i in place_note[self.start[:-1]].tolist()]
         self.note_of_place = (np.cumsum(first) - 1).astype(np.int64)
         self.note_len = np.add.reduceat(self.chunk_len, self.start[:-1]) if n else np.zeros(0)
         self.avg_note_len = float(self.note_len.mean()) if n else 0.0

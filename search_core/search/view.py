@@ -495,9 +495,10 @@ class IndexView:
         return self._short
 
     def place_note(self) -> np.ndarray:
-        """Each vault place's note number (note_start's runs, int32), made on first use: the FTS5 list finds its
-        places' notes by a gather instead of a binary search over note_start (best_chunk_per_note: 13 us a
-        search on the johngrib subset's fast path, where half the questions keep 3,000+ places)."""
+        """Each vault place's note number (note_start's runs, int32), made on first use and read by the n-gram index
+        and the FTS5 list: the latter finds its places' notes by a gather instead of a binary search over note_start
+        (best_chunk_per_note: 13 us a search on the johngrib subset's fast path, where half the questions keep
+        3,000+ places)."""
         if not hasattr(self, "_place_note"):
             self._place_note = (np.searchsorted(self.note_start, np.arange(len(self.chunk_at)), side="right") - 1
                                 ).astype(np.int32)
@@ -508,7 +509,7 @@ class IndexView:
         (ngram_postings.NgramIndex); None for an index written before the lists existed. Made on first use
         (a searcher that runs FTS5 never pays for it), on the thread that asks: the keyword channel's."""
         if not hasattr(self, "_ngram"):
-            self._ngram = (ngram_postings.NgramIndex(self.conn, self.chunk_at, self.note_start, self.note_ids,
+            self._ngram = (ngram_postings.NgramIndex(self.conn, self.chunk_at, self.place_note(), self.note_ids,
                                                      self.place_of)
                            if ngram_postings.is_built(self.conn) else None)
         return self._ngram
